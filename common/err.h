@@ -1,0 +1,14 @@
+/* err: the error-buffer convention shared by every module.
+ * Functions that can fail return 0 or a negative errno-style code and, when
+ * the caller passed a buffer, write one human-readable line into it. */
+#ifndef SL_ERR_H
+#define SL_ERR_H
+
+#include <stddef.h>
+
+/* Formats into err (if non-NULL) and returns code, so callers can write
+ * `return sl_err(err, errlen, -EINVAL, "bad %s", x);`. */
+int sl_err(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

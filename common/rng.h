@@ -1,0 +1,29 @@
+/* rng: counter-based randomness, so any host produces the same bytes for the
+ * same sample (DESIGN.md invariant 2). Nothing here carries state between
+ * samples: a stream is derived from (seed, epoch, index, stream id) alone.
+ * Philox-style mixing is overkill here; SplitMix64 finalisers over a keyed
+ * counter pass BigCrush and are a few cycles each. */
+#ifndef SL_RNG_H
+#define SL_RNG_H
+
+#include <stdint.h>
+
+typedef struct sl_rng_s {
+    uint64_t key;
+    uint64_t ctr;
+} sl_rng_t;
+
+/* A stream for one (seed, epoch, index, stream) tuple. Stages use their stage
+ * position as the stream id, so where a stage runs never changes its draws. */
+void sl_rng_init(sl_rng_t *r, uint64_t seed, uint64_t epoch, uint64_t index, uint64_t stream);
+uint64_t sl_rng_u64(sl_rng_t *r);
+/* Uniform double in [0, 1). */
+double sl_rng_uniform(sl_rng_t *r);
+/* Uniform integer in [0, n), n > 0, without modulo bias. */
+uint64_t sl_rng_below(sl_rng_t *r, uint64_t n);
+
+/* Fisher-Yates permutation of 0..n-1 for an epoch: order[i] is the sample
+ * index at position i. Without shuffle the identity. */
+void sl_epoch_order(uint64_t seed, uint64_t epoch, int shuffle, uint64_t n, uint64_t *order);
+
+#endif

@@ -1,0 +1,21 @@
+/* skip: why a sample was not delivered. Readers and decoders return negative
+ * errno codes; this module is the one place that maps them to the reasons that
+ * are counted in --json output, /status and /metrics. */
+#ifndef SL_SKIP_H
+#define SL_SKIP_H
+
+typedef enum {
+    SL_SKIP_EMPTY = 0,  /* -ENODATA: zero-byte file or member */
+    SL_SKIP_NOT_JPEG,   /* -EILSEQ: bytes are not a JPEG (no SOI marker, unknown format) */
+    SL_SKIP_TRUNCATED,  /* -ENOMSG: file ends before the image data does */
+    SL_SKIP_TOO_LARGE,  /* -EFBIG: width x height above max_pixels (decompression bomb), or file too big */
+    SL_SKIP_CORRUPT,    /* -EBADMSG: the decoder rejected the data */
+    SL_SKIP_IO,         /* anything else: I/O errors, unreadable files, refused paths */
+    SL_SKIP__COUNT
+} sl_skip_e;
+
+sl_skip_e sl_skip_from_errno(int rc);
+/* Short snake_case name used as a JSON key / metrics label: "empty", "not_jpeg", ... */
+const char *sl_skip_name(sl_skip_e reason);
+
+#endif
