@@ -1,2 +1,47 @@
+/* `sluice`: the user's command. main() only dispatches. */
+#include "client/cli.h"
+
 #include <stdio.h>
-int main(void) { puts("sluice: not yet"); return 1; }
+#include <string.h>
+
+#include "common/log.h"
+
+#define SL_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice COMMAND [OPTIONS]\n"
+            "\n"
+            "commands:\n"
+            "  run SPEC (--local | --dispatcher HOST:PORT) [--data-root DIR] [--epochs N]\n"
+            "      [--threads N] [--offload off|all|auto|fastflow|K:F] [--digests FILE] [--json]\n"
+            "                 run a pipeline spec and deliver every sample of every epoch\n"
+            "\n"
+            "  sluice COMMAND --help   options of one command\n"
+            "  sluice --version\n");
+}
+
+int main(int argc, char **argv)
+{
+    sl_log_set_name("sluice");
+    if (argc < 2) {
+        usage(stderr);
+        return SL_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return SL_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("sluice %s\n", SL_VERSION);
+        return SL_EXIT_OK;
+    }
+    if (strcmp(cmd, "run") == 0) {
+        return sl_cli_run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "sluice: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return SL_EXIT_USAGE;
+}

@@ -22,6 +22,19 @@
 int sl_img_resize_rect(const sl_tensor_t *in, double x, double y, double w, double h,
                        uint32_t out_h, uint32_t out_w, sl_tensor_t *out);
 
+/* Treat the rectangle, widened to whole pixels, as the whole image: pixels
+ * outside it never contribute. For an integer rectangle this is exactly
+ * torchvision's crop-then-resize (RandomResizedCrop on a PIL image), which
+ * differs from Pillow's box argument at the edges. */
+#define SL_RESIZE_CLIP 1u
+
+/* sl_img_resize_rect with flags (SL_RESIZE_*) and an optional scratch tensor
+ * (NULL: allocate per call). The scratch is only grown, never shrunk; its
+ * shape and contents are clobbered. One scratch per thread. */
+int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, double h,
+                          uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
+                          sl_tensor_t *out);
+
 /* Integer crop of U8/F32 HWC: rows [y, y+h), columns [x, x+w). */
 int sl_img_crop(const sl_tensor_t *in, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
                 sl_tensor_t *out);

@@ -97,7 +97,8 @@ int sl_offload_parse(const char *s, sl_offload_e *ret_mode, uint32_t *ret_split,
 
 /* Canonical JSON of a parsed spec (every field, defaults filled in): what
  * the client sends to the dispatcher after applying CLI overrides, and what a
- * spec hash is taken over. Returns a malloc'd string, NULL on ENOMEM.
+ * spec hash is taken over. Returns a malloc'd string, NULL on ENOMEM (or for
+ * a spec no parse yields: seed above INT64_MAX, an enum out of range).
  * sl_spec_parse(sl_spec_to_json(s)) yields a spec equal to s. */
 char *sl_spec_to_json(const sl_spec_t *spec);
 

@@ -1,0 +1,213 @@
+/* `sluice run`: one spec, every epoch, locally or through a dispatcher. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/cli.h"
+#include "client/sluice.h"
+
+typedef struct {
+    const char *spec_path;
+    const char *dispatcher;
+    const char *data_root;
+    const char *digests;
+    const char *offload;
+    int local;
+    int json;
+    int quiet;
+    unsigned threads;
+    long epochs; /* 0 = spec's */
+} run_opts_t;
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice run SPEC (--local | --dispatcher HOST:PORT) [options]\n"
+            "\n"
+            "  --local              run every stage on this host\n"
+            "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"
+            "  --data-root DIR      directory the spec's source path is relative to (default .)\n"
+            "  --epochs N           override the spec's epochs\n"
+            "  --threads N          local decode threads (default: online CPUs)\n"
+            "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
+            "  --digests FILE       write 'EPOCH INDEX LABEL SHA256' per delivered sample\n"
+            "  --json               print one JSON summary object on stdout at the end\n"
+            "  --quiet              no progress line\n"
+            "\n"
+            "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n");
+}
+
+static int parse_uint(const char *s, long lo, long hi, long *ret)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, run_opts_t *o)
+{
+    static const struct option LONG[] = {
+        {"local", no_argument, NULL, 'l'},        {"dispatcher", required_argument, NULL, 'd'},
+        {"data-root", required_argument, NULL, 'r'}, {"epochs", required_argument, NULL, 'e'},
+        {"threads", required_argument, NULL, 't'},   {"offload", required_argument, NULL, 'o'},
+        {"digests", required_argument, NULL, 'g'},   {"json", no_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof(*o));
+    o->data_root = ".";
+    int c;
+    long v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            o->local = 1;
+            break;
+        case 'd':
+            o->dispatcher = optarg;
+            break;
+        case 'r':
+            o->data_root = optarg;
+            break;
+        case 'e':
+            if (parse_uint(optarg, 1, 1000000, &v) < 0) {
+                fprintf(stderr, "sluice run: --epochs: '%s' is not an integer in 1..1000000\n",
+                        optarg);
+                return -EINVAL;
+            }
+            o->epochs = v;
+            break;
+        case 't':
+            if (parse_uint(optarg, 1, 256, &v) < 0) {
+                fprintf(stderr, "sluice run: --threads: '%s' is not an integer in 1..256\n",
+                        optarg);
+                return -EINVAL;
+            }
+            o->threads = (unsigned)v;
+            break;
+        case 'o':
+            o->offload = optarg;
+            break;
+        case 'g':
+            o->digests = optarg;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'h':
+            run_usage(stdout);
+            exit(SL_EXIT_OK);
+        default:
+            run_usage(stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "sluice run: expected exactly one SPEC argument\n");
+        run_usage(stderr);
+        return -EINVAL;
+    }
+    o->spec_path = argv[optind];
+    if (o->local == (o->dispatcher != NULL)) {
+        fprintf(stderr, "sluice run: give exactly one of --local and --dispatcher\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int sl_cli_run(int argc, char **argv)
+{
+    run_opts_t o;
+    if (parse_opts(argc, argv, &o) < 0) {
+        return SL_EXIT_USAGE;
+    }
+    double t0 = now_sec();
+    char err[1024];
+    sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
+                           .threads = o.threads, .offload = o.offload,
+                           .epochs = (unsigned)o.epochs};
+    sluice_job_t *job = NULL;
+    int rc = sluice_open(o.spec_path, &so, &job, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "sluice run: %s\n", err);
+        return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
+    }
+    FILE *digests = NULL;
+    if (o.digests != NULL) {
+        digests = fopen(o.digests, "we");
+        if (digests == NULL) {
+            fprintf(stderr, "sluice run: cannot write '%s': %s\n", o.digests, strerror(errno));
+            sluice_close(job);
+            return SL_EXIT_RUNTIME;
+        }
+    }
+    int progress = !o.quiet && isatty(STDERR_FILENO);
+    int status = SL_EXIT_OK;
+    double last = t0;
+    uint64_t delivered = 0;
+    for (;;) {
+        sluice_batch_t *b = NULL;
+        rc = sluice_next_batch(job, &b);
+        if (rc == 1) {
+            break;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%ssluice run: %s\n", progress ? "\n" : "", sluice_last_error(job));
+            status = SL_EXIT_RUNTIME;
+            break;
+        }
+        delivered += b->n;
+        if (digests != NULL && sl_cli_write_digests(digests, b) < 0) {
+            fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
+            status = SL_EXIT_RUNTIME;
+            sluice_release_batch(job, b);
+            break;
+        }
+        uint64_t epoch = b->epoch;
+        sluice_release_batch(job, b);
+        double t = now_sec();
+        if (progress && t - last >= 0.5) {
+            last = t;
+            fprintf(stderr, "\repoch %llu  %llu samples  %.1f samples/s  ",
+                    (unsigned long long)epoch + 1, (unsigned long long)delivered,
+                    (double)delivered / (t - t0));
+            fflush(stderr);
+        }
+    }
+    if (progress) {
+        fprintf(stderr, "\n");
+    }
+    if (digests != NULL && fclose(digests) != 0) {
+        fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
+        status = SL_EXIT_RUNTIME;
+    }
+    double seconds = now_sec() - t0;
+    if (o.json) {
+        sl_cli_print_json(job, seconds);
+    }
+    if (!o.quiet) {
+        sl_cli_print_text(job, seconds);
+    }
+    sluice_close(job);
+    return status;
+}

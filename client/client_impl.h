@@ -1,0 +1,133 @@
+/* client_impl: the job object shared by the client's three parts.
+ *   job.c     the consumer side (the caller's thread): feeds the executor from
+ *             received messages and local splits, batches, counts completion.
+ *   control.c the control thread: assignments, acknowledgements, fetchers.
+ *   fetch.c   one thread per worker: the Fetch stream with credits.
+ * Locking: job->mu guards the split table, the inbound queue, the ack queue
+ * and fetcher bookkeeping; the executor and batcher belong to the consumer. */
+#ifndef SL_CLIENT_IMPL_H
+#define SL_CLIENT_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "client/sluice.h"
+#include "common/batcher.h"
+#include "common/executor.h"
+#include "common/pipeline.h"
+#include "common/rpc.h"
+#include "common/source.h"
+#include "common/spec.h"
+#include "proto/sluice.pb-c.h"
+
+#define CL_MAX_FETCHERS 64
+#define CL_CREDITS 4           /* messages in flight per worker stream */
+#define CL_MAX_SPLITS 65536    /* live splits the client tracks */
+#define CL_ORDER_CACHE 3       /* epoch orders kept */
+
+typedef enum {
+    CL_SPLIT_REMOTE = 0, /* a worker produces it */
+    CL_SPLIT_LOCAL,      /* the client runs every unit itself */
+} cl_split_kind_e;
+
+typedef struct cl_split_s {
+    uint64_t id;
+    uint64_t epoch, begin, end;
+    uint64_t owner;    /* worker id, 0 = the client */
+    uint64_t done;     /* positions delivered or skipped (first copies only) */
+    uint64_t next;     /* local: next position to submit */
+    uint32_t stage_to; /* remote: units the owner runs */
+    int acked;         /* acknowledgement queued or sent */
+    int in_use;
+} cl_split_t;
+
+typedef struct cl_msg_s {
+    Sluice__Batch *batch;  /* unpacked; freed by the consumer */
+    uint64_t worker_id;
+    size_t cursor;         /* samples already taken */
+    struct cl_msg_s *next;
+} cl_msg_t;
+
+typedef enum {
+    CL_FETCH_RUNNING = 0,
+    CL_FETCH_BROKEN,   /* stream failed: its splits must be retried */
+    CL_FETCH_ENDED,    /* thread finished; may be joined */
+} cl_fetch_state_e;
+
+typedef struct cl_fetcher_s {
+    struct sluice_job *job;
+    uint64_t worker_id;
+    char address[256];
+    pthread_t thread;
+    int started;
+    cl_fetch_state_e state;
+    unsigned credits_owed; /* messages consumed, credit not yet sent (under job->mu) */
+    int stop;              /* set under job->mu */
+    char error[512];
+} cl_fetcher_t;
+
+typedef struct cl_order_s {
+    uint64_t epoch;
+    uint64_t *order;
+} cl_order_t;
+
+struct sluice_job {
+    sl_spec_t spec;
+    sluice_options_t opts;
+    char data_root[1024];
+    char dispatcher[256];
+    int timeout_ms;
+    sl_source_t *src;
+    sl_pipeline_t *pipe;
+    uint32_t nunits;
+    sl_exec_t *exec;
+    sl_batcher_t *batcher;
+    uint64_t num_samples;
+    uint64_t declared_epochs; /* epochs declared to the batcher */
+
+    /* remote only */
+    sl_rpc_channel_t *disp;
+    uint64_t job_id;
+    uint32_t split_units;  /* plan: units the workers run */
+    double local_share;
+    char plan_mode[64];
+    pthread_t control;
+    int control_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* inbound message or state change */
+    int closing;
+    int finished_remote;     /* dispatcher says every epoch is acknowledged */
+    char failure[512];       /* non-empty: the job failed */
+    cl_split_t *splits;      /* CL_MAX_SPLITS slots */
+    cl_msg_t *in_head, *in_tail;
+    unsigned in_count;
+    uint64_t *acks;          /* split ids to acknowledge */
+    size_t nacks, capacks;
+    cl_fetcher_t fetchers[CL_MAX_FETCHERS];
+    uint64_t *local_pending; /* local split ids with positions left to submit, FIFO */
+    size_t nlocal_pending, caplocal;
+
+    /* consumer only */
+    cl_order_t orders[CL_ORDER_CACHE];
+    sl_unit_stat_t unit_stats[SL_PIPE_MAX_UNITS];
+    char last_error[512];
+    double t_start, wait_sec;
+    uint64_t from_local, from_remote;
+    char first_skip[256];
+    uint64_t local_epoch, local_pos; /* local mode: the next position to run */
+};
+
+/* job.c: one step of the consumer's work; waits briefly when idle. */
+int cl_job_pump(struct sluice_job *job, uint64_t *local_epoch, uint64_t *local_pos);
+/* control.c */
+int cl_control_start(struct sluice_job *job);
+void cl_control_stop(struct sluice_job *job);
+/* fetch.c */
+void *cl_fetch_main(void *arg);
+/* split_table.c: the live split table, called with job->mu held */
+cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id);
+cl_split_t *cl_split_add(struct sluice_job *job, uint64_t id);
+void cl_split_remove(struct sluice_job *job, cl_split_t *s);
+
+#endif

@@ -1,0 +1,477 @@
+/* The consumer side of a job: runs on the caller's thread inside
+ * sluice_next_batch. It moves work forward in small steps (pump): finished
+ * samples into the batcher, received samples and local positions into the
+ * executor, completed splits into the acknowledgement queue. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_impl.h"
+#include "common/err.h"
+#include "common/rng.h"
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int set_error(sluice_job_t *job, int code, const char *fmt, const char *detail)
+{
+    snprintf(job->last_error, sizeof(job->last_error), fmt, detail);
+    return code;
+}
+
+/* The epoch's order, computed once and cached for a few epochs. */
+static const uint64_t *order_of(sluice_job_t *job, uint64_t epoch)
+{
+    cl_order_t *victim = &job->orders[0];
+    for (int i = 0; i < CL_ORDER_CACHE; i++) {
+        if (job->orders[i].order != NULL && job->orders[i].epoch == epoch) {
+            return job->orders[i].order;
+        }
+        if (job->orders[i].order == NULL ||
+            (victim->order != NULL && job->orders[i].epoch < victim->epoch)) {
+            victim = &job->orders[i];
+        }
+    }
+    if (victim->order == NULL) {
+        victim->order = malloc((job->num_samples ? job->num_samples : 1) * sizeof(uint64_t));
+        if (victim->order == NULL) {
+            return NULL;
+        }
+    }
+    victim->epoch = epoch;
+    sl_epoch_order(job->spec.seed, epoch, job->spec.shuffle, job->num_samples, victim->order);
+    return victim->order;
+}
+
+static int declare_epochs_through(sluice_job_t *job, uint64_t epoch)
+{
+    while (job->declared_epochs <= epoch && job->declared_epochs < job->spec.epochs) {
+        int rc = sl_batcher_begin_epoch(job->batcher, job->declared_epochs, job->num_samples);
+        if (rc < 0) {
+            return rc;
+        }
+        job->declared_epochs++;
+    }
+    return epoch < job->spec.epochs ? 0 : -ERANGE;
+}
+
+/* Counts a first copy towards its split and queues the ack when complete. */
+static void count_for_split(sluice_job_t *job, uint64_t split_id)
+{
+    if (job->disp == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&job->mu);
+    cl_split_t *s = cl_split_find(job, split_id);
+    if (s != NULL && !s->acked) {
+        s->done++;
+        if (s->done >= s->end - s->begin) {
+            s->acked = 1;
+            if (job->nacks == job->capacks) {
+                size_t cap = job->capacks ? job->capacks * 2 : 64;
+                uint64_t *p = realloc(job->acks, cap * sizeof(*p));
+                if (p != NULL) {
+                    job->acks = p;
+                    job->capacks = cap;
+                }
+            }
+            if (job->nacks < job->capacks) {
+                job->acks[job->nacks++] = split_id;
+            } else {
+                s->acked = 0; /* retried on the next sample... or never: fail loudly */
+                snprintf(job->failure, sizeof(job->failure), "out of memory queueing acks");
+            }
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+}
+
+static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
+{
+    if (s->skip >= 0 && job->first_skip[0] == '\0') {
+        snprintf(job->first_skip, sizeof(job->first_skip), "%s", detail);
+    }
+    if (s->skip >= 0 && job->spec.on_error == SL_ON_ERROR_FAIL) {
+        return set_error(job, -EIO, "%s (on_error is \"fail\")", detail);
+    }
+    uint64_t split_id = s->split_id;
+    int rc = sl_batcher_add(job->batcher, s);
+    if (rc < 0) {
+        sl_tensor_free(&s->t);
+        return set_error(job, rc, "%s", "batcher refused a sample (epoch or position out of range)");
+    }
+    if (rc == 0) {
+        count_for_split(job, split_id);
+    }
+    return 0;
+}
+
+static int collect(sluice_job_t *job, int timeout_ms, int *progress)
+{
+    sl_sample_t s = {0};
+    char detail[256];
+    while (sl_exec_inflight(job->exec) > 0) {
+        int rc = sl_exec_next(job->exec, &s, detail, sizeof(detail), timeout_ms);
+        if (rc == -ETIMEDOUT) {
+            return 0;
+        }
+        if (rc < 0) {
+            return set_error(job, rc, "%s", "executor failed");
+        }
+        *progress = 1;
+        timeout_ms = 0;
+        rc = add_to_batcher(job, &s, detail);
+        sl_tensor_free(&s.t);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Local mode: the client walks every epoch's positions itself. */
+static int feed_local_cursor(sluice_job_t *job, uint64_t *epoch, uint64_t *pos, int *progress)
+{
+    while (*epoch < job->spec.epochs && sl_exec_inflight(job->exec) < sl_exec_capacity(job->exec)) {
+        if (*pos >= job->num_samples) {
+            (*epoch)++;
+            *pos = 0;
+            continue;
+        }
+        int rc = declare_epochs_through(job, *epoch);
+        const uint64_t *order = order_of(job, *epoch);
+        if (rc < 0 || order == NULL) {
+            return set_error(job, rc < 0 ? rc : -ENOMEM, "%s", "cannot start an epoch");
+        }
+        sl_sample_t in = {.epoch = *epoch, .position = *pos, .index = order[*pos],
+                          .label = sl_source_label(job->src, order[*pos]), .skip = -1};
+        rc = sl_exec_submit(job->exec, &in, 0, job->nunits);
+        if (rc < 0) {
+            return set_error(job, rc, "%s", "cannot queue a sample");
+        }
+        job->from_local++;
+        (*pos)++;
+        *progress = 1;
+    }
+    return 0;
+}
+
+/* Remote mode: positions of splits the dispatcher gave the client itself. */
+static int feed_local_splits(sluice_job_t *job, int *progress)
+{
+    while (sl_exec_inflight(job->exec) < sl_exec_capacity(job->exec)) {
+        pthread_mutex_lock(&job->mu);
+        cl_split_t *s = NULL;
+        while (job->nlocal_pending > 0) {
+            s = cl_split_find(job, job->local_pending[0]);
+            if (s != NULL && s->owner == 0 && s->next < s->end && !s->acked) {
+                break;
+            }
+            memmove(job->local_pending, job->local_pending + 1,
+                    (job->nlocal_pending - 1) * sizeof(uint64_t));
+            job->nlocal_pending--;
+            s = NULL;
+        }
+        if (s == NULL) {
+            pthread_mutex_unlock(&job->mu);
+            return 0;
+        }
+        uint64_t epoch = s->epoch, pos = s->next++, id = s->id;
+        pthread_mutex_unlock(&job->mu);
+        int rc = declare_epochs_through(job, epoch);
+        const uint64_t *order = order_of(job, epoch);
+        if (rc < 0 || order == NULL || pos >= job->num_samples) {
+            return set_error(job, -EPROTO, "%s", "dispatcher assigned a split outside the job");
+        }
+        if (sl_batcher_seen(job->batcher, epoch, pos)) {
+            count_for_split(job, id); /* already delivered by someone else */
+            continue;
+        }
+        sl_sample_t in = {.epoch = epoch, .position = pos, .index = order[pos],
+                          .label = sl_source_label(job->src, order[pos]), .skip = -1,
+                          .split_id = id};
+        rc = sl_exec_submit(job->exec, &in, 0, job->nunits);
+        if (rc < 0) {
+            return set_error(job, rc, "%s", "cannot queue a sample");
+        }
+        job->from_local++;
+        *progress = 1;
+    }
+    return 0;
+}
+
+/* Validates a sample from a peer; anything inconsistent becomes a skip. */
+static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, const Sluice__Sample *m,
+                              int *progress)
+{
+    *progress = 1;
+    if (m->epoch >= job->spec.epochs || m->position >= job->num_samples) {
+        return 0; /* not of this job: ignore */
+    }
+    int rc = declare_epochs_through(job, m->epoch);
+    const uint64_t *order = order_of(job, m->epoch);
+    if (rc < 0 || order == NULL) {
+        return set_error(job, -ENOMEM, "%s", "cannot start an epoch");
+    }
+    sl_sample_t s = {.epoch = m->epoch, .position = m->position, .index = order[m->position],
+                     .label = sl_source_label(job->src, order[m->position]), .skip = -1,
+                     .split_id = b->split_id};
+    if (sl_batcher_seen(job->batcher, s.epoch, s.position)) {
+        return add_to_batcher(job, &s, ""); /* counted as a dropped duplicate */
+    }
+    cl_split_t *sp;
+    pthread_mutex_lock(&job->mu);
+    sp = cl_split_find(job, b->split_id);
+    uint32_t stage_to = sp ? sp->stage_to : job->split_units;
+    pthread_mutex_unlock(&job->mu);
+
+    char detail[256] = "";
+    if (m->skip_reason != NULL && m->skip_reason[0] != '\0') {
+        s.skip = SL_SKIP_IO;
+        for (int r = 0; r < SL_SKIP__COUNT; r++) {
+            if (strcmp(m->skip_reason, sl_skip_name((sl_skip_e)r)) == 0) {
+                s.skip = r;
+            }
+        }
+        snprintf(detail, sizeof(detail), "%s", m->skip_detail ? m->skip_detail : m->skip_reason);
+        return add_to_batcher(job, &s, detail);
+    }
+    size_t esz = m->dtype == SL_DT_F32 ? 4 : 1;
+    uint64_t want = (uint64_t)m->h * m->w * m->c * esz;
+    int bad = m->dtype > SL_DT_F32 || m->layout > SL_LAYOUT_CHW || stage_to > job->nunits ||
+              (m->dtype != SL_DT_BYTES && want != m->data.len) ||
+              (m->dtype == SL_DT_BYTES && stage_to != 0);
+    if (bad) {
+        s.skip = SL_SKIP_CORRUPT;
+        snprintf(detail, sizeof(detail), "sample %llu from a worker has an inconsistent shape",
+                 (unsigned long long)s.index);
+        return add_to_batcher(job, &s, detail);
+    }
+    if (m->dtype == SL_DT_BYTES) {
+        rc = sl_tensor_reshape(&s.t, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)m->data.len, 1, 1);
+    } else {
+        rc = sl_tensor_reshape(&s.t, (sl_dtype_e)m->dtype, (sl_layout_e)m->layout, m->h, m->w,
+                               m->c);
+    }
+    if (rc < 0) {
+        return set_error(job, rc, "%s", "out of memory for a received sample");
+    }
+    memcpy(s.t.data, m->data.data, m->data.len);
+    job->from_remote++;
+    if (stage_to >= job->nunits) {
+        rc = add_to_batcher(job, &s, "");
+        sl_tensor_free(&s.t);
+        return rc;
+    }
+    rc = sl_exec_submit(job->exec, &s, stage_to, job->nunits);
+    sl_tensor_free(&s.t);
+    return rc < 0 ? set_error(job, rc, "%s", "cannot queue a received sample") : 0;
+}
+
+static void owe_credit(sluice_job_t *job, uint64_t worker_id)
+{
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        cl_fetcher_t *f = &job->fetchers[i];
+        if (f->started && f->worker_id == worker_id && f->state == CL_FETCH_RUNNING) {
+            f->credits_owed++;
+            return;
+        }
+    }
+}
+
+static int feed_remote(sluice_job_t *job, int *progress)
+{
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        cl_msg_t *msg = job->in_head;
+        pthread_mutex_unlock(&job->mu);
+        if (msg == NULL) {
+            return 0;
+        }
+        /* Only the consumer removes messages, so msg stays valid unlocked. */
+        const Sluice__Batch *b = msg->batch;
+        while (msg->cursor < b->n_samples &&
+               sl_exec_inflight(job->exec) < sl_exec_capacity(job->exec)) {
+            int rc = take_remote_sample(job, b, b->samples[msg->cursor], progress);
+            msg->cursor++;
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        if (msg->cursor < b->n_samples) {
+            return 0; /* executor full: continue later */
+        }
+        pthread_mutex_lock(&job->mu);
+        job->in_head = msg->next;
+        if (job->in_head == NULL) {
+            job->in_tail = NULL;
+        }
+        job->in_count--;
+        owe_credit(job, msg->worker_id);
+        pthread_mutex_unlock(&job->mu);
+        protobuf_c_message_free_unpacked(&msg->batch->base, NULL);
+        free(msg);
+        *progress = 1;
+    }
+}
+
+static int all_delivered(sluice_job_t *job)
+{
+    return job->declared_epochs == job->spec.epochs && sl_exec_inflight(job->exec) == 0 &&
+           sl_batcher_done(job->batcher);
+}
+
+int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
+{
+    int progress = 0;
+    int rc = collect(job, 0, &progress);
+    if (rc == 0) {
+        rc = job->disp ? feed_remote(job, &progress) : 0;
+    }
+    if (rc == 0) {
+        rc = job->disp ? feed_local_splits(job, &progress)
+                       : feed_local_cursor(job, local_epoch, local_pos, &progress);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    if (!progress) {
+        if (sl_exec_inflight(job->exec) > 0) {
+            return collect(job, 10, &progress);
+        }
+        pthread_mutex_lock(&job->mu);
+        if (job->in_head == NULL && !job->closing) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 10 * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&job->cv, &job->mu, &until);
+        }
+        pthread_mutex_unlock(&job->mu);
+    }
+    return 0;
+}
+
+int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
+{
+    double t0 = now_sec();
+    int result;
+    for (;;) {
+        sl_batch_t *b = sl_batcher_pop(job->batcher);
+        if (b != NULL) {
+            sluice_batch_t *out = calloc(1, sizeof(*out));
+            int32_t *labels = calloc(b->n ? b->n : 1, sizeof(*labels));
+            uint64_t *indices = calloc(b->n ? b->n : 1, sizeof(*indices));
+            size_t *offsets = calloc(b->n ? b->n : 1, sizeof(*offsets));
+            size_t *sizes = calloc(b->n ? b->n : 1, sizeof(*sizes));
+            if (out == NULL || labels == NULL || indices == NULL || offsets == NULL ||
+                sizes == NULL) {
+                free(out);
+                free(labels);
+                free(indices);
+                free(offsets);
+                free(sizes);
+                sl_batch_free(b);
+                result = set_error(job, -ENOMEM, "%s", "out of memory building a batch");
+                break;
+            }
+            for (uint32_t i = 0; i < b->n; i++) {
+                labels[i] = b->meta[i].label;
+                indices[i] = b->meta[i].index;
+                offsets[i] = b->meta[i].offset;
+                sizes[i] = b->meta[i].nbytes;
+            }
+            *out = (sluice_batch_t){.epoch = b->epoch, .n = b->n, .uniform = b->uniform,
+                                    .dtype = b->n ? (int)b->meta[0].dtype : 0,
+                                    .layout = b->n ? (int)b->meta[0].layout : 0,
+                                    .h = b->n ? b->meta[0].h : 0, .w = b->n ? b->meta[0].w : 0,
+                                    .c = b->n ? b->meta[0].c : 0, .data = b->data,
+                                    .nbytes = b->nbytes, .labels = labels, .indices = indices,
+                                    .offsets = offsets, .sizes = sizes, .priv = b};
+            *ret = out;
+            result = 0;
+            break;
+        }
+        pthread_mutex_lock(&job->mu);
+        int failed = job->failure[0] != '\0';
+        if (failed) {
+            snprintf(job->last_error, sizeof(job->last_error), "%s", job->failure);
+        }
+        pthread_mutex_unlock(&job->mu);
+        if (failed) {
+            result = -EIO;
+            break;
+        }
+        if (all_delivered(job)) {
+            result = 1;
+            break;
+        }
+        int rc = cl_job_pump(job, &job->local_epoch, &job->local_pos);
+        if (rc < 0) {
+            result = rc;
+            break;
+        }
+    }
+    job->wait_sec += now_sec() - t0;
+    return result;
+}
+
+void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch)
+{
+    (void)job;
+    if (batch == NULL) {
+        return;
+    }
+    sl_batch_free(batch->priv);
+    free((void *)batch->labels);
+    free((void *)batch->indices);
+    free((void *)batch->offsets);
+    free((void *)batch->sizes);
+    free(batch);
+}
+
+const char *sluice_last_error(const sluice_job_t *job) { return job->last_error; }
+
+void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    sl_batcher_stats_t bs;
+    sl_batcher_get_stats(job->batcher, &bs);
+    ret->delivered = bs.delivered;
+    for (int i = 0; i < SL_SKIP__COUNT; i++) {
+        ret->skipped += bs.skipped[i];
+    }
+    ret->duplicates_dropped = bs.duplicates;
+    ret->from_local = job->from_local;
+    ret->from_remote = job->from_remote;
+    ret->seconds = now_sec() - job->t_start;
+    ret->wait_seconds = job->wait_sec;
+    ret->plan_split = job->split_units;
+    ret->plan_local_share = job->local_share;
+    snprintf(ret->plan_mode, sizeof(ret->plan_mode), "%s", job->plan_mode);
+    ret->job_id = job->job_id;
+}
+
+int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
+{
+    sl_batcher_stats_t bs;
+    sl_batcher_get_stats(job->batcher, &bs);
+    int k = 0;
+    for (int i = 0; i < SL_SKIP__COUNT && k < n; i++) {
+        names[k] = sl_skip_name((sl_skip_e)i);
+        counts[k] = bs.skipped[i];
+        k++;
+    }
+    return k;
+}

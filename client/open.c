@@ -1,0 +1,192 @@
+/* Opening and closing a job: spec, source, pipeline, executor, batcher, and
+ * in remote mode the submission and the control thread. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_impl.h"
+#include "common/err.h"
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int submit(sluice_job_t *job, const char *spec_path, char *err, size_t errlen)
+{
+    char *json = sl_spec_to_json(&job->spec);
+    if (json == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = json;
+    req.spec_name = (char *)spec_path;
+    req.num_samples = job->num_samples;
+    req.source_fingerprint = sl_source_fingerprint(job->src);
+    req.client_threads = job->opts.threads;
+    req.client_id = host;
+    req.world_size = 1;
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/SubmitJob", &req.base,
+                          &sluice__submit_job_response__descriptor, job->timeout_ms, 1, &resp,
+                          &st);
+    free(json);
+    if (rc < 0) {
+        if (rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT) {
+            return sl_err(err, errlen, -EINVAL, "%s", st.details);
+        }
+        return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)",
+                      job->dispatcher, rc == -ECOMM ? st.details : "bad reply",
+                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+    }
+    Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
+    job->job_id = r->job_id;
+    if (r->plan != NULL) {
+        job->split_units = r->plan->split;
+        job->local_share = r->plan->local_share;
+        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
+                 r->plan->mode ? r->plan->mode : "?");
+    }
+    protobuf_c_message_free_unpacked(resp, NULL);
+    if (job->split_units > job->nunits) {
+        return sl_err(err, errlen, -EPROTO, "dispatcher planned split %u beyond %u units",
+                      job->split_units, job->nunits);
+    }
+    return 0;
+}
+
+int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
+                char *err, size_t errlen)
+{
+    sluice_options_t defaults = {0};
+    if (opts == NULL) {
+        opts = &defaults;
+    }
+    sluice_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cv, NULL);
+    job->t_start = now_sec();
+    job->opts = *opts;
+    snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");
+    job->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
+    snprintf(job->plan_mode, sizeof(job->plan_mode), "local");
+    job->local_share = 1.0;
+    int rc = sl_spec_parse_file(spec_path, &job->spec, err, errlen);
+    if (rc < 0) {
+        goto fail;
+    }
+    if (opts->epochs > 0) {
+        job->spec.epochs = opts->epochs;
+    }
+    if (opts->offload != NULL) {
+        rc = sl_offload_parse(opts->offload, &job->spec.offload, &job->spec.split,
+                              &job->spec.local_share, err, errlen);
+        if (rc < 0) {
+            goto fail;
+        }
+        if (job->spec.offload == SL_OFFLOAD_FIXED && job->spec.split > job->spec.nstages) {
+            rc = sl_err(err, errlen, -EINVAL, "offload split %u beyond the spec's %u stages",
+                        job->spec.split, job->spec.nstages);
+            goto fail;
+        }
+    }
+    unsigned threads = opts->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    job->opts.threads = threads;
+    rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path, &job->src,
+                        err, errlen);
+    if (rc < 0) {
+        goto fail;
+    }
+    job->num_samples = sl_source_count(job->src);
+    rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
+    if (rc < 0) {
+        goto fail;
+    }
+    job->nunits = sl_pipeline_nunits(job->pipe);
+    job->exec = sl_exec_new(job->pipe, job->src, threads, threads * 8 + 8);
+    job->batcher = sl_batcher_new(job->spec.batch_size, job->spec.drop_last,
+                                  job->spec.deterministic);
+    job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
+    if (job->exec == NULL || job->batcher == NULL || job->splits == NULL) {
+        rc = sl_err(err, errlen, -ENOMEM, "out of memory setting up the job");
+        goto fail;
+    }
+    if (opts->dispatcher != NULL) {
+        snprintf(job->dispatcher, sizeof(job->dispatcher), "%s", opts->dispatcher);
+        sl_rpc_init();
+        job->disp = sl_rpc_channel_new(job->dispatcher, SL_RPC_DEFAULT_MAX_MSG, NULL, 0, err,
+                                       errlen);
+        if (job->disp == NULL) {
+            rc = -EINVAL;
+            sl_rpc_shutdown();
+            goto fail;
+        }
+        rc = submit(job, spec_path, err, errlen);
+        if (rc < 0) {
+            goto fail;
+        }
+        rc = cl_control_start(job);
+        if (rc < 0) {
+            sl_err(err, errlen, rc, "cannot start the control thread");
+            goto fail;
+        }
+    }
+    *ret = job;
+    return 0;
+fail:
+    sluice_close(job);
+    return rc;
+}
+
+void sluice_close(sluice_job_t *job)
+{
+    if (job == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&job->mu);
+    job->closing = 1;
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+    if (job->control_started) {
+        cl_control_stop(job); /* stops fetchers, tells the dispatcher */
+    }
+    sl_exec_free(job->exec);
+    while (job->in_head != NULL) {
+        cl_msg_t *m = job->in_head;
+        job->in_head = m->next;
+        protobuf_c_message_free_unpacked(&m->batch->base, NULL);
+        free(m);
+    }
+    if (job->disp != NULL) {
+        sl_rpc_channel_free(job->disp);
+        sl_rpc_shutdown();
+    }
+    for (int i = 0; i < CL_ORDER_CACHE; i++) {
+        free(job->orders[i].order);
+    }
+    sl_batcher_free(job->batcher);
+    sl_pipeline_free(job->pipe);
+    sl_source_free(job->src);
+    free(job->splits);
+    free(job->acks);
+    free(job->local_pending);
+    pthread_mutex_destroy(&job->mu);
+    pthread_cond_destroy(&job->cv);
+    free(job);
+}

@@ -1,0 +1,84 @@
+/* sluice.h: the public C API of libsluice, the client shim on the GPU node.
+ *
+ * A job is opened from a pipeline spec file, either locally (every stage on
+ * this host) or through a dispatcher (workers run the offloaded stages; this
+ * library runs the rest and its own share). Batches come back in the order
+ * the spec asks for, every sample of every epoch exactly once.
+ *
+ * The library never logs and never exits: every call returns a code and
+ * sluice_last_error() says why. One thread at a time may call a job's
+ * functions (the training loop's); the library runs its own threads inside. */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sluice_job sluice_job_t;
+
+typedef struct sluice_options {
+    const char *dispatcher; /* "HOST:PORT"; NULL runs everything locally */
+    const char *data_root;  /* the spec's source path is relative to it; NULL = "." */
+    unsigned threads;       /* local decode threads; 0 = online CPUs */
+    const char *offload;    /* NULL = the spec's; else off|all|auto|fastflow|K:F */
+    unsigned epochs;        /* 0 = the spec's */
+    int timeout_ms;         /* RPC deadline; 0 = 10000 */
+} sluice_options_t;
+
+enum { SLUICE_DT_BYTES = 0, SLUICE_DT_UINT8 = 1, SLUICE_DT_FLOAT32 = 2 };
+enum { SLUICE_LAYOUT_HWC = 0, SLUICE_LAYOUT_CHW = 1 };
+
+/* A batch: n samples' bytes back to back in data. When uniform, every sample
+ * has dtype/layout/h/w/c, so data is an [n, h, w, c] (HWC) or [n, c, h, w]
+ * (CHW) array. Owned by the library until sluice_release_batch. */
+typedef struct sluice_batch {
+    uint64_t epoch;
+    uint32_t n;
+    int uniform;
+    int dtype, layout;
+    uint32_t h, w, c;         /* of sample 0 */
+    const uint8_t *data;
+    size_t nbytes;
+    const int32_t *labels;    /* n entries */
+    const uint64_t *indices;  /* n sample indices in the source */
+    const size_t *offsets;    /* n byte offsets into data */
+    const size_t *sizes;      /* n byte sizes */
+    void *priv;
+} sluice_batch_t;
+
+typedef struct sluice_stats {
+    uint64_t delivered;
+    uint64_t skipped;
+    uint64_t duplicates_dropped;
+    uint64_t from_local, from_remote;
+    double seconds;
+    double wait_seconds;   /* time next_batch spent waiting for data */
+    uint32_t plan_split;
+    double plan_local_share;
+    char plan_mode[64];
+    uint64_t job_id;
+} sluice_stats_t;
+
+/* Opens a job. Returns 0, -EINVAL for a bad spec or options (err names
+ * file:line:field), other negative codes for runtime failures. */
+int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
+                char *err, size_t errlen);
+/* Next batch: 0 and *ret set; 1 when every epoch has been delivered; a
+ * negative code on failure (sluice_last_error). */
+int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret);
+void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch);
+const char *sluice_last_error(const sluice_job_t *job);
+void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret);
+/* Skipped samples by reason: fills up to n (name, count) pairs, returns how many. */
+int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n);
+/* Ends the job (tells the dispatcher) and frees everything. NULL ok. */
+void sluice_close(sluice_job_t *job);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,404 @@
+#include "common/batcher.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    sl_sample_t *v;
+    size_t n, cap;
+} vec_t;
+
+typedef struct {
+    uint64_t epoch;
+    uint64_t n;
+    uint64_t accepted;
+    uint64_t released; /* deterministic: next position to release */
+    uint8_t *seen;     /* bitmap of accepted positions; freed once complete */
+    int complete;      /* every position accepted and released */
+    vec_t acc;         /* samples of the batch being built */
+} epoch_t;
+
+typedef struct batch_node_s {
+    sl_batch_t *batch;
+    struct batch_node_s *next;
+} batch_node_t;
+
+struct sl_batcher_s {
+    uint32_t batch_size;
+    int drop_last;
+    int deterministic;
+    epoch_t *epochs; /* declared epochs in increasing order */
+    size_t nepochs, capepochs;
+    vec_t heap; /* deterministic: min-heap on (epoch, position) */
+    batch_node_t *ready_head, *ready_tail;
+    sl_batcher_stats_t stats;
+};
+
+static int vec_push(vec_t *v, sl_sample_t *s)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        sl_sample_t *p = realloc(v->v, cap * sizeof(*p));
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = *s;
+    sl_tensor_init(&s->t); /* the data now belongs to the vector */
+    return 0;
+}
+
+static void vec_clear(vec_t *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        sl_tensor_free(&v->v[i].t);
+    }
+    v->n = 0;
+}
+
+static void vec_free(vec_t *v)
+{
+    vec_clear(v);
+    free(v->v);
+    memset(v, 0, sizeof(*v));
+}
+
+sl_batcher_t *sl_batcher_new(uint32_t batch_size, int drop_last, int deterministic)
+{
+    if (batch_size == 0) {
+        return NULL;
+    }
+    sl_batcher_t *b = calloc(1, sizeof(*b));
+    if (b == NULL) {
+        return NULL;
+    }
+    b->batch_size = batch_size;
+    b->drop_last = drop_last;
+    b->deterministic = deterministic;
+    return b;
+}
+
+void sl_batcher_free(sl_batcher_t *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < b->nepochs; i++) {
+        free(b->epochs[i].seen);
+        vec_free(&b->epochs[i].acc);
+    }
+    free(b->epochs);
+    vec_free(&b->heap);
+    while (b->ready_head != NULL) {
+        batch_node_t *n = b->ready_head;
+        b->ready_head = n->next;
+        sl_batch_free(n->batch);
+        free(n);
+    }
+    free(b);
+}
+
+static epoch_t *find_epoch(const sl_batcher_t *b, uint64_t epoch)
+{
+    for (size_t i = 0; i < b->nepochs; i++) {
+        if (b->epochs[i].epoch == epoch) {
+            return &b->epochs[i];
+        }
+    }
+    return NULL;
+}
+
+int sl_batcher_begin_epoch(sl_batcher_t *b, uint64_t epoch, uint64_t n)
+{
+    if (b->nepochs > 0 && epoch <= b->epochs[b->nepochs - 1].epoch) {
+        return -EINVAL;
+    }
+    if (b->nepochs == b->capepochs) {
+        size_t cap = b->capepochs ? b->capepochs * 2 : 8;
+        epoch_t *p = realloc(b->epochs, cap * sizeof(*p));
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        b->epochs = p;
+        b->capepochs = cap;
+    }
+    epoch_t *e = &b->epochs[b->nepochs];
+    memset(e, 0, sizeof(*e));
+    e->epoch = epoch;
+    e->n = n;
+    if (n > 0) {
+        e->seen = calloc((n + 7) / 8, 1);
+        if (e->seen == NULL) {
+            return -ENOMEM;
+        }
+    } else {
+        e->complete = 1;
+    }
+    b->nepochs++;
+    return 0;
+}
+
+static void free_meta_data(sl_batch_t *batch)
+{
+    free(batch->meta);
+    free(batch->data);
+    free(batch);
+}
+
+void sl_batch_free(sl_batch_t *batch)
+{
+    if (batch != NULL) {
+        free_meta_data(batch);
+    }
+}
+
+/* Moves the accumulated samples into one contiguous batch on the ready list. */
+static int emit(sl_batcher_t *b, epoch_t *e)
+{
+    vec_t *acc = &e->acc;
+    if (acc->n == 0) {
+        return 0;
+    }
+    if (acc->n < b->batch_size && b->drop_last) {
+        vec_clear(acc);
+        return 0;
+    }
+    sl_batch_t *batch = calloc(1, sizeof(*batch));
+    batch_node_t *node = calloc(1, sizeof(*node));
+    size_t total = 0;
+    for (size_t i = 0; i < acc->n; i++) {
+        total += acc->v[i].t.nbytes;
+    }
+    if (batch != NULL) {
+        batch->meta = calloc(acc->n, sizeof(*batch->meta));
+        batch->data = malloc(total ? total : 1);
+    }
+    if (batch == NULL || node == NULL || batch->meta == NULL || batch->data == NULL) {
+        if (batch != NULL) {
+            free_meta_data(batch);
+        }
+        free(node);
+        return -ENOMEM;
+    }
+    batch->epoch = e->epoch;
+    batch->n = (uint32_t)acc->n;
+    batch->nbytes = total;
+    batch->uniform = 1;
+    size_t off = 0;
+    for (size_t i = 0; i < acc->n; i++) {
+        const sl_sample_t *s = &acc->v[i];
+        sl_sample_meta_t *m = &batch->meta[i];
+        *m = (sl_sample_meta_t){.index = s->index, .position = s->position, .label = s->label,
+                                .dtype = s->t.dtype, .layout = s->t.layout, .h = s->t.h,
+                                .w = s->t.w, .c = s->t.c, .offset = off, .nbytes = s->t.nbytes};
+        memcpy(batch->data + off, s->t.data, s->t.nbytes);
+        off += s->t.nbytes;
+        const sl_sample_meta_t *m0 = &batch->meta[0];
+        if (m->dtype != m0->dtype || m->layout != m0->layout || m->h != m0->h || m->w != m0->w ||
+            m->c != m0->c || m->nbytes != m0->nbytes) {
+            batch->uniform = 0;
+        }
+    }
+    vec_clear(acc);
+    node->batch = batch;
+    if (b->ready_tail != NULL) {
+        b->ready_tail->next = node;
+    } else {
+        b->ready_head = node;
+    }
+    b->ready_tail = node;
+    b->stats.batches++;
+    return 0;
+}
+
+/* Appends one released sample to its epoch's batch; emits full batches. */
+static int release(sl_batcher_t *b, epoch_t *e, sl_sample_t *s)
+{
+    if (s->skip >= 0) {
+        if (s->skip < SL_SKIP__COUNT) {
+            b->stats.skipped[s->skip]++;
+        }
+        sl_tensor_free(&s->t);
+        return 0;
+    }
+    int rc = vec_push(&e->acc, s);
+    if (rc < 0) {
+        return rc;
+    }
+    b->stats.delivered++;
+    if (e->acc.n == b->batch_size) {
+        return emit(b, e);
+    }
+    return 0;
+}
+
+static int heap_less(const sl_sample_t *a, const sl_sample_t *c)
+{
+    return a->epoch < c->epoch || (a->epoch == c->epoch && a->position < c->position);
+}
+
+static int heap_push(vec_t *h, sl_sample_t *s)
+{
+    int rc = vec_push(h, s);
+    if (rc < 0) {
+        return rc;
+    }
+    size_t i = h->n - 1;
+    while (i > 0 && heap_less(&h->v[i], &h->v[(i - 1) / 2])) {
+        sl_sample_t t = h->v[i];
+        h->v[i] = h->v[(i - 1) / 2];
+        h->v[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+static void heap_pop(vec_t *h, sl_sample_t *ret)
+{
+    *ret = h->v[0];
+    h->v[0] = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && heap_less(&h->v[l], &h->v[m])) {
+            m = l;
+        }
+        if (r < h->n && heap_less(&h->v[r], &h->v[m])) {
+            m = r;
+        }
+        if (m == i) {
+            break;
+        }
+        sl_sample_t t = h->v[i];
+        h->v[i] = h->v[m];
+        h->v[m] = t;
+        i = m;
+    }
+}
+
+static void finish_epoch(epoch_t *e)
+{
+    free(e->seen);
+    e->seen = NULL;
+    e->complete = 1;
+}
+
+/* Deterministic: releases from the heap while its top is the next expected
+ * (epoch, position); epochs complete in order. */
+static int drain_ordered(sl_batcher_t *b)
+{
+    for (size_t i = 0; i < b->nepochs; i++) {
+        epoch_t *e = &b->epochs[i];
+        if (e->complete) {
+            continue;
+        }
+        while (e->released < e->n && b->heap.n > 0 && b->heap.v[0].epoch == e->epoch &&
+               b->heap.v[0].position == e->released) {
+            sl_sample_t s;
+            heap_pop(&b->heap, &s);
+            e->released++;
+            int rc = release(b, e, &s);
+            if (rc < 0) {
+                sl_tensor_free(&s.t);
+                return rc;
+            }
+        }
+        if (e->released < e->n) {
+            return 0; /* later epochs wait for this one */
+        }
+        int rc = emit(b, e);
+        finish_epoch(e);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s)
+{
+    epoch_t *e = find_epoch(b, s->epoch);
+    if (e == NULL) {
+        if (b->nepochs > 0 && s->epoch < b->epochs[0].epoch) {
+            b->stats.duplicates++;
+            sl_tensor_free(&s->t);
+            return 1;
+        }
+        return -EINVAL;
+    }
+    if (s->position >= e->n) {
+        return -EINVAL;
+    }
+    if (e->complete || (e->seen[s->position / 8] & (1u << (s->position % 8)))) {
+        b->stats.duplicates++;
+        sl_tensor_free(&s->t);
+        return 1;
+    }
+    e->seen[s->position / 8] |= (uint8_t)(1u << (s->position % 8));
+    e->accepted++;
+    int rc;
+    if (b->deterministic) {
+        rc = heap_push(&b->heap, s);
+        if (rc == 0) {
+            rc = drain_ordered(b);
+        }
+        return rc;
+    }
+    rc = release(b, e, s);
+    if (rc == 0 && e->accepted == e->n) {
+        rc = emit(b, e);
+        finish_epoch(e);
+    }
+    return rc;
+}
+
+int sl_batcher_seen(const sl_batcher_t *b, uint64_t epoch, uint64_t position)
+{
+    const epoch_t *e = find_epoch(b, epoch);
+    if (e == NULL) {
+        return b->nepochs > 0 && epoch < b->epochs[0].epoch;
+    }
+    if (e->complete) {
+        return 1;
+    }
+    return position < e->n && (e->seen[position / 8] & (1u << (position % 8))) != 0;
+}
+
+sl_batch_t *sl_batcher_pop(sl_batcher_t *b)
+{
+    batch_node_t *n = b->ready_head;
+    if (n == NULL) {
+        return NULL;
+    }
+    b->ready_head = n->next;
+    if (b->ready_head == NULL) {
+        b->ready_tail = NULL;
+    }
+    sl_batch_t *batch = n->batch;
+    free(n);
+    return batch;
+}
+
+int sl_batcher_done(const sl_batcher_t *b)
+{
+    if (b->ready_head != NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < b->nepochs; i++) {
+        if (!b->epochs[i].complete) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+uint64_t sl_batcher_epoch_count(const sl_batcher_t *b, uint64_t epoch)
+{
+    const epoch_t *e = find_epoch(b, epoch);
+    return e ? e->accepted : 0;
+}
+
+void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret) { *ret = b->stats; }

@@ -1,0 +1,86 @@
+/* batcher: turns finished samples, arriving in any order from any number of
+ * producers (pool threads, worker streams), into batches -- and is the one
+ * place that enforces exactly-once: every (epoch, position) is accepted once,
+ * later copies are dropped and counted.
+ *
+ * Arrival order (default): a batch is emitted as soon as batch_size samples of
+ * one epoch have arrived. Deterministic: samples are released strictly in
+ * (epoch, position) order, so batch composition and order are fixed by the
+ * spec and seed alone. Skipped samples take part in ordering and epoch
+ * completion but are not delivered. Batches never span epochs; an epoch's last
+ * short batch is emitted unless drop_last.
+ *
+ * Memory: the batcher holds at most what producers hand it ahead of the next
+ * position to release; producers bound that (windows, credits). Not
+ * thread-safe: one owner thread. */
+#ifndef SL_BATCHER_H
+#define SL_BATCHER_H
+
+#include <stdint.h>
+
+#include "common/skip.h"
+#include "common/tensor.h"
+
+typedef struct sl_sample_s {
+    uint64_t epoch;
+    uint64_t position; /* in the epoch order */
+    uint64_t index;    /* in the source */
+    int32_t label;
+    int skip;          /* -1: delivered; else an sl_skip_e */
+    uint64_t split_id; /* producer's bookkeeping; the batcher ignores it */
+    sl_tensor_t t;     /* output (empty when skipped) */
+} sl_sample_t;
+
+typedef struct sl_sample_meta_s {
+    uint64_t index, position;
+    int32_t label;
+    sl_dtype_e dtype;
+    sl_layout_e layout;
+    uint32_t h, w, c;
+    size_t offset, nbytes; /* into sl_batch_t.data */
+} sl_sample_meta_t;
+
+/* A batch: samples' bytes back to back in data. uniform = every sample has
+ * the same dtype, layout and shape, so data is an [n, ...] array. */
+typedef struct sl_batch_s {
+    uint64_t epoch;
+    uint32_t n;
+    int uniform;
+    sl_sample_meta_t *meta;
+    uint8_t *data;
+    size_t nbytes;
+} sl_batch_t;
+
+typedef struct sl_batcher_s sl_batcher_t;
+
+typedef struct sl_batcher_stats_s {
+    uint64_t delivered;
+    uint64_t duplicates;
+    uint64_t skipped[SL_SKIP__COUNT];
+    uint64_t batches;
+} sl_batcher_stats_t;
+
+sl_batcher_t *sl_batcher_new(uint32_t batch_size, int drop_last, int deterministic);
+void sl_batcher_free(sl_batcher_t *b);
+
+/* Declares that epoch has n positions; must come before its samples. Epochs
+ * are declared in increasing order. Returns -EINVAL otherwise. */
+int sl_batcher_begin_epoch(sl_batcher_t *b, uint64_t epoch, uint64_t n);
+/* Takes the sample (its tensor data moves into the batcher; s->t is left
+ * empty). Returns 0 accepted, 1 duplicate (dropped), -EINVAL for an epoch not
+ * declared or a position out of range, -ENOMEM. */
+int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s);
+/* Has (epoch, position) been accepted already? (Producers use it to skip work.) */
+int sl_batcher_seen(const sl_batcher_t *b, uint64_t epoch, uint64_t position);
+/* A ready batch (caller frees with sl_batch_free), or NULL. */
+sl_batch_t *sl_batcher_pop(sl_batcher_t *b);
+/* True once every position of every declared epoch has been accepted and
+ * every batch popped. */
+int sl_batcher_done(const sl_batcher_t *b);
+/* Positions of epoch accepted so far. */
+uint64_t sl_batcher_epoch_count(const sl_batcher_t *b, uint64_t epoch);
+void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret);
+
+void sl_batch_free(sl_batch_t *batch);
+
+#endif

@@ -1,0 +1,58 @@
+/* httpd: a tiny read-only HTTP server (libevent evhttp) for daemon status
+ * pages: /status, /metrics, /healthz.
+ *
+ * GET and HEAD only (anything else: 405 with an Allow header), unknown paths
+ * 404, header block and body sizes bounded (oversized: 413/400 from evhttp),
+ * idle connections time out. The event_base lives on the server's own thread;
+ * route callbacks run on that thread, one at a time, so a callback that reads
+ * daemon state takes the daemon's own mutex (and must not block long).
+ *
+ * Library code: nothing here logs; errors come back in the caller's buffer.
+ * libevent 2.1 has no connection limit on evhttp: the idle timeout is what
+ * bounds connections a peer can hold open. */
+#ifndef SL_HTTPD_H
+#define SL_HTTPD_H
+
+#include <stddef.h>
+
+#define SL_HTTPD_MAX_ROUTES 16
+
+typedef struct sl_httpd_s sl_httpd_t;
+
+typedef struct sl_httpd_opts_s {
+    const char *listen;      /* "HOST:PORT" or "[V6]:PORT"; port 0 picks a free one */
+    size_t max_header_bytes; /* 0 = 8 KiB */
+    size_t max_body_bytes;   /* 0 = 4 KiB (GET bodies are not used) */
+    int timeout_sec;         /* idle/read timeout per connection; 0 = 10 */
+} sl_httpd_opts_t;
+
+/* What a route callback fills. status defaults to 200, content_type to
+ * "text/plain; charset=utf-8". body is malloc'd by the callback and freed by
+ * the server (NULL = empty body). content_type must be a static string. */
+typedef struct sl_httpd_resp_s {
+    int status;
+    const char *content_type;
+    char *body;
+    size_t len;
+} sl_httpd_resp_t;
+
+/* Runs on the http thread. query is the raw query string ("" if none). */
+typedef void (*sl_httpd_fn)(void *ctx, const char *query, sl_httpd_resp_t *resp);
+
+sl_httpd_t *sl_httpd_new(const sl_httpd_opts_t *opts, char *err, size_t errlen);
+/* Exact path match ("/status"). Before sl_httpd_start only. Returns -ENOSPC
+ * beyond SL_HTTPD_MAX_ROUTES, -EINVAL for a path not starting with '/'. */
+int sl_httpd_route(sl_httpd_t *h, const char *path, sl_httpd_fn fn, void *ctx);
+/* Binds, then starts the http thread. Writes the bound "HOST:PORT" (resolved
+ * port) to ret_addr. */
+int sl_httpd_start(sl_httpd_t *h, char *ret_addr, size_t addrlen, char *err, size_t errlen);
+/* Stops the loop and joins the thread; callbacks have returned when this
+ * returns. Idempotent; any thread except the http thread. */
+void sl_httpd_stop(sl_httpd_t *h);
+void sl_httpd_free(sl_httpd_t *h); /* stops first; NULL ok */
+
+/* Splits "HOST:PORT" / "[V6]:PORT" (port 0..65535). Shared with daemons that
+ * validate addresses before binding. */
+int sl_httpd_split_addr(const char *addr, char *host, size_t hostlen, unsigned *ret_port);
+
+#endif

@@ -1,0 +1,24 @@
+/* pool: a bounded thread pool. A fixed number of threads take tasks from a
+ * bounded FIFO; submit blocks while the queue is full, which is how callers
+ * get back-pressure. Tasks learn which pool thread runs them so callers can
+ * keep per-thread scratch buffers without locks. */
+#ifndef SL_POOL_H
+#define SL_POOL_H
+
+#include <stddef.h>
+
+typedef struct sl_pool_s sl_pool_t;
+typedef void (*sl_pool_fn)(void *arg, unsigned thread_idx);
+
+#define SL_POOL_MAX_THREADS 256
+
+/* Returns NULL on bad arguments (0 threads, > SL_POOL_MAX_THREADS, 0 capacity)
+ * or when threads cannot be started. */
+sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap);
+unsigned sl_pool_threads(const sl_pool_t *p);
+/* Blocks while the queue is full. Returns -ESHUTDOWN after sl_pool_free began. */
+int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg);
+/* Runs every queued task, joins the threads, frees. NULL ok. */
+void sl_pool_free(sl_pool_t *p);
+
+#endif

@@ -1,0 +1,166 @@
+/* rpc: a small layer over gRPC's C core API (not C++) carrying protobuf-c
+ * messages. See ../shared/GRPC_CORE.md for the pitfalls it exists to contain.
+ *
+ * Server: registered methods only; one generic request outstanding answers
+ * unknown methods with UNIMPLEMENTED; SO_REUSEPORT off; max message size set;
+ * CQ threads only move state machines forward and never run handlers:
+ * unary handlers run on a bounded handler pool, each stream handler on its own
+ * thread (bounded by max_streams; beyond it RESOURCE_EXHAUSTED). Every request
+ * message must have `uint32 version = 1`: a different value is answered with
+ * FAILED_PRECONDITION before the handler runs; a message that does not unpack
+ * gets INVALID_ARGUMENT.
+ *
+ * Client: blocking calls, each on its own completion queue (pluck), every call
+ * with a deadline, max message size set on the channel.
+ *
+ * Nothing here logs; errors come back as codes and text. */
+#ifndef SL_RPC_H
+#define SL_RPC_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_PROTOCOL_VERSION 1
+#define SL_RPC_DEFAULT_MAX_MSG (64 << 20)
+
+/* gRPC status codes we use (values of grpc_status_code). */
+enum {
+    SL_RPC_OK = 0,
+    SL_RPC_CANCELLED = 1,
+    SL_RPC_UNKNOWN = 2,
+    SL_RPC_INVALID_ARGUMENT = 3,
+    SL_RPC_DEADLINE_EXCEEDED = 4,
+    SL_RPC_NOT_FOUND = 5,
+    SL_RPC_ALREADY_EXISTS = 6,
+    SL_RPC_PERMISSION_DENIED = 7,
+    SL_RPC_RESOURCE_EXHAUSTED = 8,
+    SL_RPC_FAILED_PRECONDITION = 9,
+    SL_RPC_ABORTED = 10,
+    SL_RPC_UNIMPLEMENTED = 12,
+    SL_RPC_INTERNAL = 13,
+    SL_RPC_UNAVAILABLE = 14,
+    SL_RPC_UNAUTHENTICATED = 16,
+};
+
+typedef struct sl_rpc_status_s {
+    int code;          /* SL_RPC_* */
+    char details[512]; /* the peer's status message, or a local description */
+} sl_rpc_status_t;
+
+/* Optional transport security and authentication (issue: reliability). All
+ * NULL = insecure, no token. Paths to PEM files. */
+typedef struct sl_rpc_security_s {
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;   /* client: roots to trust; server: require client certs signed by it */
+    const char *token;    /* shared secret sent/checked as "authorization: Bearer TOKEN" */
+} sl_rpc_security_t;
+
+/* ------------------------------------------------------------ server */
+
+typedef struct sl_rpc_server_s sl_rpc_server_t;
+typedef struct sl_rpc_reply_s sl_rpc_reply_t;   /* a unary call's answer slot */
+typedef struct sl_rpc_stream_s sl_rpc_stream_t; /* a server-side bidi stream */
+
+typedef struct sl_rpc_server_opts_s {
+    const char *listen;        /* "HOST:PORT"; port 0 picks a free one */
+    size_t max_msg_bytes;      /* 0 = SL_RPC_DEFAULT_MAX_MSG */
+    unsigned cq_threads;       /* 0 = 1 */
+    unsigned handler_threads;  /* unary handler pool; 0 = 4 */
+    unsigned max_streams;      /* concurrent stream handlers; 0 = 64 */
+    const sl_rpc_security_t *security; /* NULL = insecure */
+} sl_rpc_server_opts_t;
+
+/* Unary handler: runs on a pool thread. Must call exactly one of
+ * sl_rpc_reply_ok / sl_rpc_reply_error before returning (if it calls neither,
+ * the layer answers INTERNAL). req is freed by the layer after return. */
+typedef void (*sl_rpc_unary_fn)(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply);
+/* Packs resp immediately: the handler may free resp's storage right after. */
+void sl_rpc_reply_ok(sl_rpc_reply_t *reply, const ProtobufCMessage *resp);
+void sl_rpc_reply_error(sl_rpc_reply_t *reply, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Peer address ("ipv4:127.0.0.1:5555") for logging, never NULL. */
+const char *sl_rpc_reply_peer(const sl_rpc_reply_t *reply);
+
+/* Stream handler: runs on its own thread with the client's first message.
+ * Returns the final status code; details via sl_rpc_stream_set_details. The
+ * layer frees first_req after return and ends the call. */
+typedef int (*sl_rpc_stream_fn)(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *first_req);
+/* Sends one message. At most one send is in flight: this blocks until the
+ * previous one completed (that is the transport's flow control reaching us).
+ * Returns 0, -ECANCELED (peer gone / deadline / server shutting down),
+ * -ETIMEDOUT (timeout_ms elapsed waiting for the previous send), -ENOMEM. */
+int sl_rpc_stream_send(sl_rpc_stream_t *st, const ProtobufCMessage *msg, int timeout_ms);
+/* Next message from the client (unpacked with the method's request
+ * descriptor; free with protobuf_c_message_free_unpacked(m, NULL)).
+ * Returns 0 with *ret set, 1 when the client half-closed (no more messages),
+ * -ETIMEDOUT (timeout_ms, 0 = poll), -ECANCELED, -EBADMSG (did not unpack or
+ * wrong version: the layer ends the call). */
+int sl_rpc_stream_recv(sl_rpc_stream_t *st, ProtobufCMessage **ret, int timeout_ms);
+int sl_rpc_stream_cancelled(const sl_rpc_stream_t *st);
+void sl_rpc_stream_set_details(sl_rpc_stream_t *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *sl_rpc_stream_peer(const sl_rpc_stream_t *st);
+
+/* method is the full path, "/sluice.Dispatcher/Heartbeat". req_desc unpacks
+ * requests. All registration happens before sl_rpc_server_start. */
+sl_rpc_server_t *sl_rpc_server_new(const sl_rpc_server_opts_t *opts, char *err, size_t errlen);
+int sl_rpc_server_add_unary(sl_rpc_server_t *srv, const char *method,
+                            const ProtobufCMessageDescriptor *req_desc, sl_rpc_unary_fn fn,
+                            void *ctx);
+int sl_rpc_server_add_stream(sl_rpc_server_t *srv, const char *method,
+                             const ProtobufCMessageDescriptor *req_desc, sl_rpc_stream_fn fn,
+                             void *ctx);
+/* Binds and starts; writes the bound "HOST:PORT" (port resolved) to ret_addr.
+ * Returns -EADDRINUSE when the port is taken (no SO_REUSEPORT sharing). */
+int sl_rpc_server_start(sl_rpc_server_t *srv, char *ret_addr, size_t addrlen, char *err,
+                        size_t errlen);
+/* Stops accepting, waits up to grace_ms for in-flight calls and stream
+ * handlers, then cancels the rest. Idempotent. */
+void sl_rpc_server_shutdown(sl_rpc_server_t *srv, int grace_ms);
+void sl_rpc_server_free(sl_rpc_server_t *srv); /* shuts down first if needed; NULL ok */
+
+/* ------------------------------------------------------------ client */
+
+typedef struct sl_rpc_channel_s sl_rpc_channel_t;
+typedef struct sl_rpc_cstream_s sl_rpc_cstream_t;
+
+/* One channel per peer. own_connection = 1 gives it a private TCP connection
+ * (local subchannel pool), as the client wants one per worker stream. */
+sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
+                                     const sl_rpc_security_t *security, int own_connection,
+                                     char *err, size_t errlen);
+void sl_rpc_channel_free(sl_rpc_channel_t *ch);
+
+/* Unary call. Returns 0 with *ret_resp (free with protobuf_c_message_free_unpacked),
+ * or -ECOMM with st filled (st->code != OK), or -EBADMSG when the reply does
+ * not unpack. wait_for_ready = 1 waits for the peer up to the deadline
+ * instead of failing fast when it is down. */
+int sl_rpc_unary(sl_rpc_channel_t *ch, const char *method, const ProtobufCMessage *req,
+                 const ProtobufCMessageDescriptor *resp_desc, int timeout_ms, int wait_for_ready,
+                 ProtobufCMessage **ret_resp, sl_rpc_status_t *st);
+
+/* Bidi stream: sends first_req at open. deadline_ms bounds the whole stream
+ * (0 = none; the call is then ended by cancel or the server). */
+int sl_rpc_cstream_open(sl_rpc_channel_t *ch, const char *method, const ProtobufCMessage *first_req,
+                        const ProtobufCMessageDescriptor *resp_desc, int deadline_ms,
+                        sl_rpc_cstream_t **ret, sl_rpc_status_t *st);
+/* Sends another message (e.g. credits); waits for the previous send. */
+int sl_rpc_cstream_send(sl_rpc_cstream_t *cs, const ProtobufCMessage *msg, int timeout_ms);
+/* Returns 0 with *ret (free with protobuf_c_message_free_unpacked), 1 at the
+ * end of the stream (final status in st), -ETIMEDOUT (the read stays pending
+ * and the next call continues it), -EBADMSG, -ECOMM (st filled). */
+int sl_rpc_cstream_recv(sl_rpc_cstream_t *cs, ProtobufCMessage **ret, int timeout_ms,
+                        sl_rpc_status_t *st);
+/* Thread-safe: makes a blocked recv return. */
+void sl_rpc_cstream_cancel(sl_rpc_cstream_t *cs);
+void sl_rpc_cstream_free(sl_rpc_cstream_t *cs); /* cancels if still open; NULL ok */
+
+/* grpc_init()/grpc_shutdown() wrappers, reference counted by gRPC itself.
+ * Call after any fork (GRPC_CORE.md pitfall 1). */
+void sl_rpc_init(void);
+void sl_rpc_shutdown(void);
+const char *sl_rpc_code_name(int code);
+
+#endif

@@ -1,0 +1,68 @@
+# Shared helpers for integration tests: temp dirs, daemons, cleanup.
+# Every test sources this; cleanup runs on any exit, also on failure.
+set -euo pipefail
+BUILD="${BUILD:-build}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BIN="$ROOT/$BUILD/bin"
+TMP="$(mktemp -d /tmp/sluice-it.XXXXXX)"
+PIDS=()
+
+cleanup() {
+    local rc=$?
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+    exit $rc
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# start_daemon NAME CMD...: starts it with stdout/stderr in $TMP/NAME.{out,err},
+# waits for its "listening grpc=... http=..." line, sets NAME_GRPC / NAME_HTTP / NAME_PID.
+start_daemon() {
+    local name=$1
+    shift
+    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    local pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 1 200); do
+        if grep -q '^listening ' "$TMP/$name.out" 2>/dev/null; then
+            local line
+            line=$(head -n 1 "$TMP/$name.out")
+            printf -v "${name}_GRPC" '%s' "$(sed -nE 's/.*grpc=([^ ]+).*/\1/p' <<<"$line")"
+            printf -v "${name}_HTTP" '%s' "$(sed -nE 's/.*http=([^ ]+).*/\1/p' <<<"$line")"
+            printf -v "${name}_PID" '%s' "$pid"
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            cat "$TMP/$name.err" >&2
+            fail "$name exited before listening"
+        fi
+        sleep 0.05
+    done
+    cat "$TMP/$name.err" >&2
+    fail "$name did not print its listening line"
+}
+
+# make_images DIR CLASSES PER_CLASS: a small generated image set.
+make_images() {
+    /usr/bin/python3 "$ROOT/scripts/make-dataset" --out "$1" --classes "$2" --per-class "$3" \
+        --large-fraction 0 --quiet --format "${4:-imagefolder}"
+}
+
+write_train_spec() {
+    cat >"$1" <<JSON
+{"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 7},
+ "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 64},
+            {"op": "flip", "p": 0.5},
+            {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+            {"op": "to_chw"}],
+ "batch_size": 8, "epochs": ${2:-2}${3:-}}
+JSON
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# sluice run --local: digests independent of thread count, every broken input
+# a counted skip, on_error=fail stops, spec errors exit 2 naming file:line.
+source "$(dirname "$0")/lib.sh"
+
+make_images "$TMP/data" 3 8
+write_train_spec "$TMP/spec.json" 2
+
+# Broken inputs, made from good ones.
+cls="$TMP/data/train/class_000"
+good=$(ls "$cls"/*.jpg | head -n 1)
+: >"$cls/zz_empty.jpg"
+head -c 2000 "$good" >"$cls/zz_truncated.jpg"
+printf 'GIF89a not a jpeg at all' >"$cls/zz_notjpeg.jpg"
+/usr/bin/python3 - "$good" "$cls/zz_bomb.jpg" <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+i = 2
+while i < len(d):
+    assert d[i] == 0xFF
+    m = d[i + 1]
+    ln = d[i + 2] << 8 | d[i + 3]
+    if m in (0xC0, 0xC1, 0xC2):
+        d[i + 5:i + 9] = bytes([40000 >> 8, 40000 & 255, 40000 >> 8, 40000 & 255])
+        break
+    i += 2 + ln
+open(sys.argv[2], 'wb').write(d)
+PY
+
+run() { "$BIN/sluice" run "$TMP/spec.json" --local --data-root "$TMP/data" --quiet "$@"; }
+
+run --threads 1 --digests "$TMP/d1" --json >"$TMP/j1"
+run --threads 2 --digests "$TMP/d2" >/dev/null
+sort "$TMP/d1" >"$TMP/d1s"
+sort "$TMP/d2" >"$TMP/d2s"
+cmp "$TMP/d1s" "$TMP/d2s" || fail "digests differ between --threads 1 and 2"
+lines=$(wc -l <"$TMP/d1")
+[ "$lines" -eq 48 ] || fail "expected 48 digests (24 good images x 2 epochs), got $lines"
+# Every index appears once per epoch.
+dups=$(awk '{print $1, $2}' "$TMP/d1" | sort | uniq -d | wc -l)
+[ "$dups" -eq 0 ] || fail "duplicate (epoch, index) in digests"
+
+/usr/bin/python3 - "$TMP/j1" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = j["skipped"]["reasons"]
+assert j["samples"] == 48, j
+assert j["skipped"]["total"] == 8, j
+assert r.get("empty") == 2 and r.get("truncated") == 2 and r.get("not_jpeg") == 2 \
+    and r.get("too_large") == 2, r
+assert j["units"][0]["name"] == "decode_jpeg+random_resized_crop", j["units"]
+PY
+
+# Same spec, deterministic: identical files without sorting.
+write_train_spec "$TMP/det.json" 1 ', "deterministic": true'
+"$BIN/sluice" run "$TMP/det.json" --local --data-root "$TMP/data" --quiet --threads 1 --digests "$TMP/e1"
+"$BIN/sluice" run "$TMP/det.json" --local --data-root "$TMP/data" --quiet --threads 2 --digests "$TMP/e2"
+cmp "$TMP/e1" "$TMP/e2" || fail "deterministic runs differ in order"
+
+# on_error fail: the first bad sample ends the run with status 1.
+write_train_spec "$TMP/fail.json" 1 ', "on_error": "fail"'
+set +e
+"$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet 2>"$TMP/fail.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "on_error fail: exit $rc, want 1"
+grep -q 'zz_' "$TMP/fail.err" || fail "on_error fail: message does not name the file"
+
+# Spec errors: exit 2 and name file:line:field.
+printf '{"source": {"type": "imagefolder", "path": "train"},\n "stages": [{"op": "decode_jpeg"},\n  {"op": "resize", "size": 0}]}\n' >"$TMP/bad.json"
+set +e
+"$BIN/sluice" run "$TMP/bad.json" --local --data-root "$TMP/data" 2>"$TMP/bad.err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bad spec: exit $rc, want 2"
+grep -q 'bad.json:3' "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "bad spec: no file:line"; }
+grep -q 'stages\[1\].size' "$TMP/bad.err" || fail "bad spec: no field"
+
+# Usage errors: exit 2.
+set +e
+"$BIN/sluice" run "$TMP/spec.json" 2>/dev/null; rc1=$?
+"$BIN/sluice" run "$TMP/spec.json" --local --threads 0 2>/dev/null; rc2=$?
+"$BIN/sluice" frobnicate 2>/dev/null; rc3=$?
+set -e
+[ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] || fail "usage errors: $rc1 $rc2 $rc3"
+
+# A path escaping the data root is refused.
+sed 's/"path": "train"/"path": "..\/etc"/' "$TMP/spec.json" >"$TMP/escape.json"
+set +e
+"$BIN/sluice" run "$TMP/escape.json" --local --data-root "$TMP/data" 2>"$TMP/esc.err"
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "escaping path accepted"
+echo "local run: ok"

@@ -1,0 +1,187 @@
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/batcher.h"
+
+/* A sample whose one-byte payload encodes its position, so batches can be checked. */
+static sl_sample_t mk(uint64_t epoch, uint64_t pos, int skip)
+{
+    sl_sample_t s = {.epoch = epoch, .position = pos, .index = pos * 10, .label = (int32_t)pos,
+                     .skip = skip};
+    sl_tensor_init(&s.t);
+    if (skip < 0) {
+        ck_assert_int_eq(sl_tensor_reshape(&s.t, SL_DT_U8, SL_LAYOUT_HWC, 1, 1, 1), 0);
+        s.t.data[0] = (uint8_t)pos;
+    }
+    return s;
+}
+
+static int add(sl_batcher_t *b, uint64_t epoch, uint64_t pos, int skip)
+{
+    sl_sample_t s = mk(epoch, pos, skip);
+    int rc = sl_batcher_add(b, &s);
+    sl_tensor_free(&s.t);
+    return rc;
+}
+
+START_TEST(test_arrival_batches_and_last_partial)
+{
+    sl_batcher_t *b = sl_batcher_new(4, 0, 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 10), 0);
+    const uint64_t order[10] = {9, 3, 0, 5, 1, 8, 2, 7, 6, 4};
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(add(b, 0, order[i], -1), 0);
+    }
+    int sizes[3];
+    for (int i = 0; i < 3; i++) {
+        sl_batch_t *bt = sl_batcher_pop(b);
+        ck_assert_ptr_nonnull(bt);
+        sizes[i] = (int)bt->n;
+        ck_assert(bt->uniform);
+        if (i == 0) {
+            /* Arrival order: the first four that came. */
+            for (int k = 0; k < 4; k++) {
+                ck_assert_uint_eq(bt->data[k], order[k]);
+                ck_assert_uint_eq(bt->meta[k].index, order[k] * 10);
+            }
+        }
+        sl_batch_free(bt);
+    }
+    ck_assert_int_eq(sizes[0], 4);
+    ck_assert_int_eq(sizes[1], 4);
+    ck_assert_int_eq(sizes[2], 2);
+    ck_assert_ptr_null(sl_batcher_pop(b));
+    ck_assert(sl_batcher_done(b));
+    sl_batcher_free(b);
+}
+END_TEST
+
+START_TEST(test_drop_last_and_skips)
+{
+    sl_batcher_t *b = sl_batcher_new(4, 1, 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 7), 0);
+    for (uint64_t p = 0; p < 7; p++) {
+        ck_assert_int_eq(add(b, 0, p, p == 2 ? SL_SKIP_TRUNCATED : -1), 0);
+    }
+    sl_batch_t *bt = sl_batcher_pop(b);
+    ck_assert_ptr_nonnull(bt);
+    ck_assert_uint_eq(bt->n, 4);
+    sl_batch_free(bt);
+    /* 6 delivered: one full batch, the short one of 2 dropped. */
+    ck_assert_ptr_null(sl_batcher_pop(b));
+    sl_batcher_stats_t st;
+    sl_batcher_get_stats(b, &st);
+    ck_assert_uint_eq(st.skipped[SL_SKIP_TRUNCATED], 1);
+    ck_assert(sl_batcher_done(b));
+    sl_batcher_free(b);
+}
+END_TEST
+
+START_TEST(test_duplicates_dropped)
+{
+    sl_batcher_t *b = sl_batcher_new(2, 0, 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 3), 0);
+    ck_assert_int_eq(add(b, 0, 1, -1), 0);
+    ck_assert_int_eq(add(b, 0, 1, -1), 1);
+    ck_assert(sl_batcher_seen(b, 0, 1));
+    ck_assert(!sl_batcher_seen(b, 0, 0));
+    ck_assert_int_eq(add(b, 0, 0, -1), 0);
+    ck_assert_int_eq(add(b, 0, 2, -1), 0);
+    /* The epoch is complete: any copy of it is a duplicate. */
+    ck_assert_int_eq(add(b, 0, 2, -1), 1);
+    ck_assert_int_eq(add(b, 0, 5, -1), -EINVAL);
+    ck_assert_int_eq(add(b, 1, 0, -1), -EINVAL);
+    sl_batcher_stats_t st;
+    sl_batcher_get_stats(b, &st);
+    ck_assert_uint_eq(st.duplicates, 2);
+    ck_assert_uint_eq(st.delivered, 3);
+    sl_batcher_free(b);
+}
+END_TEST
+
+START_TEST(test_deterministic_order_across_epochs)
+{
+    sl_batcher_t *b = sl_batcher_new(3, 0, 1);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 5), 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 1, 4), 0);
+    /* Epoch 1 arrives first and out of order; nothing may come out before epoch 0. */
+    const uint64_t e1[4] = {3, 1, 0, 2};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(add(b, 1, e1[i], -1), 0);
+    }
+    ck_assert_ptr_null(sl_batcher_pop(b));
+    const uint64_t e0[5] = {4, 2, 0, 3, 1};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(add(b, 0, e0[i], i == 1 ? SL_SKIP_CORRUPT : -1), 0);
+    }
+    /* Epoch 0 without position 2: [0 1 3] [4]; epoch 1: [0 1 2] [3]. */
+    const int want[4][3] = {{0, 1, 3}, {4, -1, -1}, {0, 1, 2}, {3, -1, -1}};
+    const uint64_t want_epoch[4] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        sl_batch_t *bt = sl_batcher_pop(b);
+        ck_assert_ptr_nonnull(bt);
+        ck_assert_uint_eq(bt->epoch, want_epoch[i]);
+        for (uint32_t k = 0; k < bt->n; k++) {
+            ck_assert_int_eq(bt->data[k], want[i][k]);
+        }
+        ck_assert_uint_eq(bt->n, want[i][1] < 0 ? 1 : 3);
+        sl_batch_free(bt);
+    }
+    ck_assert(sl_batcher_done(b));
+    sl_batcher_free(b);
+}
+END_TEST
+
+START_TEST(test_mixed_shapes_not_uniform)
+{
+    sl_batcher_t *b = sl_batcher_new(2, 0, 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 2), 0);
+    sl_sample_t s = mk(0, 0, -1);
+    ck_assert_int_eq(sl_batcher_add(b, &s), 0);
+    sl_sample_t t = {.epoch = 0, .position = 1, .skip = -1};
+    sl_tensor_init(&t.t);
+    ck_assert_int_eq(sl_tensor_reshape(&t.t, SL_DT_U8, SL_LAYOUT_HWC, 2, 1, 1), 0);
+    memset(t.t.data, 7, 2);
+    ck_assert_int_eq(sl_batcher_add(b, &t), 0);
+    sl_batch_t *bt = sl_batcher_pop(b);
+    ck_assert_ptr_nonnull(bt);
+    ck_assert(!bt->uniform);
+    ck_assert_uint_eq(bt->nbytes, 3);
+    ck_assert_uint_eq(bt->meta[1].offset, 1);
+    sl_batch_free(bt);
+    sl_batcher_free(b);
+}
+END_TEST
+
+START_TEST(test_epochs_must_increase)
+{
+    sl_batcher_t *b = sl_batcher_new(2, 0, 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 3, 2), 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 3, 2), -EINVAL);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 1, 2), -EINVAL);
+    /* Samples of epochs before the first declared one are old duplicates. */
+    ck_assert_int_eq(add(b, 1, 0, -1), 1);
+    ck_assert_ptr_null(sl_batcher_new(0, 0, 0));
+    sl_batcher_free(b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("batcher");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_arrival_batches_and_last_partial);
+    tcase_add_test(tc, test_drop_last_and_skips);
+    tcase_add_test(tc, test_duplicates_dropped);
+    tcase_add_test(tc, test_deterministic_order_across_epochs);
+    tcase_add_test(tc, test_mixed_shapes_not_uniform);
+    tcase_add_test(tc, test_epochs_must_increase);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

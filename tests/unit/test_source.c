@@ -1,0 +1,1041 @@
+/* Tests for common/source*.c: real directory trees and tar files (headers
+ * written here, checksums and all) in a fresh temp dir per test. Sources do
+ * not decode, so the "JPEG" bytes are small deterministic fakes. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/source.h"
+#include "common/source_impl.h"
+
+/* Per-test temp dir: TMP/root is the data root, TMP/outside lies beyond it.
+ * Set by the checked fixture (runs in the forked test process). */
+static char g_tmp[128];
+static char g_root[256];
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    snprintf(g_tmp, sizeof(g_tmp), "/tmp/sl_test_source_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
+    snprintf(g_root, sizeof(g_root), "%s/root", g_tmp);
+    ck_assert_int_eq(mkdir(g_root, 0755), 0);
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/outside", g_tmp);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+}
+
+static void teardown(void) { nftw(g_tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* Absolute path of rel under the root (or under tmp when rel starts "@"). */
+static void at(char *out, size_t len, const char *rel)
+{
+    if (rel[0] == '@') {
+        snprintf(out, len, "%s/%s", g_tmp, rel + 1);
+    } else {
+        snprintf(out, len, "%s/%s", g_root, rel);
+    }
+}
+
+static void t_mkdir(const char *rel)
+{
+    char p[PATH_MAX];
+    at(p, sizeof(p), rel);
+    ck_assert_msg(mkdir(p, 0755) == 0, "mkdir %s: %s", p, strerror(errno));
+}
+
+static void t_write(const char *rel, const void *data, size_t len)
+{
+    char p[PATH_MAX];
+    at(p, sizeof(p), rel);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_msg(fd >= 0, "open %s: %s", p, strerror(errno));
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+static void t_symlink(const char *target, const char *rel)
+{
+    char p[PATH_MAX];
+    at(p, sizeof(p), rel);
+    ck_assert_msg(symlink(target, p) == 0, "symlink %s: %s", p, strerror(errno));
+}
+
+/* Deterministic fake image bytes: length and content from a seed. */
+static size_t fake_len(unsigned seed) { return 50 + (seed * 37) % 300; }
+
+static void fake_fill(unsigned seed, unsigned char *buf)
+{
+    size_t n = fake_len(seed);
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = (unsigned char)(seed * 131 + i * 7);
+    }
+    buf[0] = 0xff; /* looks like a JPEG SOI, for the eye */
+    buf[1] = 0xd8;
+}
+
+static void t_fake(const char *rel, unsigned seed)
+{
+    unsigned char buf[400];
+    fake_fill(seed, buf);
+    t_write(rel, buf, fake_len(seed));
+}
+
+static void check_read(const sl_source_t *src, uint64_t i, unsigned seed)
+{
+    unsigned char want[400];
+    char err[256] = "";
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    fake_fill(seed, want);
+    int rc = sl_source_read(src, i, &t, err, sizeof(err));
+    ck_assert_msg(rc == 0, "read %s: %d %s", sl_source_name(src, i), rc, err);
+    ck_assert_int_eq(t.dtype, SL_DT_BYTES);
+    ck_assert_uint_eq(t.nbytes, fake_len(seed));
+    ck_assert_uint_eq(t.h, fake_len(seed));
+    ck_assert_uint_eq(t.w, 1);
+    ck_assert_uint_eq(t.c, 1);
+    ck_assert_mem_eq(t.data, want, fake_len(seed));
+    sl_tensor_free(&t);
+}
+
+static int read_rc(const sl_source_t *src, uint64_t i, char *err, size_t errlen)
+{
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    int rc = sl_source_read(src, i, &t, err, errlen);
+    sl_tensor_free(&t);
+    return rc;
+}
+
+static sl_source_t *open_ok(sl_source_type_e type, const char *path)
+{
+    sl_source_t *src = NULL;
+    char err[512] = "";
+    int rc = sl_source_open(g_root, type, path, &src, err, sizeof(err));
+    ck_assert_msg(rc == 0, "open %s: %d %s", path, rc, err);
+    ck_assert_ptr_nonnull(src);
+    return src;
+}
+
+static int open_fail(sl_source_type_e type, const char *path, char *err, size_t errlen)
+{
+    sl_source_t *src = NULL;
+    err[0] = '\0';
+    int rc = sl_source_open(g_root, type, path, &src, err, errlen);
+    ck_assert_ptr_null(src);
+    ck_assert_msg(rc < 0, "open %s unexpectedly succeeded", path);
+    return rc;
+}
+
+/* ---- a small tar writer ---------------------------------------------- */
+
+typedef struct tbuf_s {
+    unsigned char *p;
+    size_t len, cap;
+} tbuf_t;
+
+static void tb_put(tbuf_t *b, const void *d, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) {
+            cap *= 2;
+        }
+        b->p = realloc(b->p, cap);
+        ck_assert_ptr_nonnull(b->p);
+        b->cap = cap;
+    }
+    if (d != NULL) {
+        memcpy(b->p + b->len, d, n);
+    } else {
+        memset(b->p + b->len, 0, n);
+    }
+    b->len += n;
+}
+
+typedef struct hdr_opts_s {
+    const char *prefix; /* ustar prefix field */
+    bool gnu;           /* GNU magic "ustar  \0" instead of POSIX "ustar\0" "00" */
+    bool base256;       /* size in GNU base-256 */
+} hdr_opts_t;
+
+static void tb_header(tbuf_t *b, const char *name, char type, uint64_t size,
+                      const hdr_opts_t *o)
+{
+    unsigned char h[512];
+    memset(h, 0, sizeof(h));
+    size_t nlen = strlen(name);
+    memcpy(h, name, nlen > 100 ? 100 : nlen);
+    memcpy(h + 100, "0000644", 8);
+    memcpy(h + 108, "0001750", 8);
+    memcpy(h + 116, "0001750", 8);
+    if (o != NULL && o->base256) {
+        h[124] = 0x80;
+        for (int i = 0; i < 8; i++) {
+            h[135 - i] = (unsigned char)(size >> (8 * i));
+        }
+    } else {
+        snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
+    }
+    memcpy(h + 136, "14712345670", 12);
+    h[156] = (unsigned char)type;
+    if (o != NULL && o->gnu) {
+        memcpy(h + 257, "ustar  ", 8);
+    } else {
+        memcpy(h + 257, "ustar", 6);
+        memcpy(h + 263, "00", 2);
+    }
+    if (o != NULL && o->prefix != NULL) {
+        memcpy(h + 345, o->prefix, strlen(o->prefix));
+    }
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) {
+        sum += h[i];
+    }
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    tb_put(b, h, sizeof(h));
+}
+
+static void tb_data(tbuf_t *b, const void *d, size_t n)
+{
+    tb_put(b, d, n);
+    size_t pad = (512 - n % 512) % 512;
+    tb_put(b, NULL, pad);
+}
+
+static void tb_file(tbuf_t *b, const char *name, const void *d, size_t n)
+{
+    tb_header(b, name, '0', n, NULL);
+    tb_data(b, d, n);
+}
+
+static void tb_text(tbuf_t *b, const char *name, const char *text)
+{
+    tb_file(b, name, text, strlen(text));
+}
+
+static void tb_fake(tbuf_t *b, const char *name, unsigned seed)
+{
+    unsigned char buf[400];
+    fake_fill(seed, buf);
+    tb_file(b, name, buf, fake_len(seed));
+}
+
+/* GNU long name: an 'L' member whose data is the name, then the member. */
+static void tb_longname(tbuf_t *b, const char *name, unsigned seed)
+{
+    hdr_opts_t gnu = {.gnu = true};
+    tb_header(b, "././@LongLink", 'L', strlen(name) + 1, &gnu);
+    tb_data(b, name, strlen(name) + 1);
+    unsigned char buf[400];
+    fake_fill(seed, buf);
+    tb_header(b, name, '0', fake_len(seed), &gnu); /* name field truncated to 100 */
+    tb_data(b, buf, fake_len(seed));
+}
+
+/* pax 'x' header with path (and size, with a 0 size field) before the member. */
+static void tb_pax(tbuf_t *b, const char *path, unsigned seed)
+{
+    char rec[2][1024];
+    unsigned char buf[400];
+    fake_fill(seed, buf);
+    size_t n = fake_len(seed);
+    char body[2048];
+    int len = 0;
+    const char *keys[2] = {"path", "size"};
+    char sizestr[32];
+    snprintf(sizestr, sizeof(sizestr), "%zu", n);
+    const char *vals[2] = {path, sizestr};
+    for (int k = 0; k < 2; k++) {
+        /* The length counts its own digits: iterate to a fixed point. */
+        int l = (int)(strlen(keys[k]) + strlen(vals[k]) + 3);
+        for (;;) {
+            int l2 = snprintf(rec[k], sizeof(rec[k]), "%d %s=%s\n", l, keys[k], vals[k]);
+            if (l2 == l) {
+                break;
+            }
+            l = l2;
+        }
+        len += snprintf(body + len, sizeof(body) - (size_t)len, "%s", rec[k]);
+    }
+    tb_header(b, "PaxHeaders/x", 'x', (uint64_t)len, NULL);
+    tb_data(b, body, (size_t)len);
+    tb_header(b, "short-name.jpg", '0', 0, NULL); /* the real size is the pax one */
+    tb_data(b, buf, n);
+}
+
+static void tb_end(tbuf_t *b) { tb_put(b, NULL, 1024); }
+
+static void tb_save(tbuf_t *b, const char *rel)
+{
+    t_write(rel, b->p, b->len);
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+/* ---- imagefolder ----------------------------------------------------- */
+
+START_TEST(test_imagefolder_basic)
+{
+    t_mkdir("train");
+    t_mkdir("train/dog");
+    t_mkdir("train/cat");
+    t_mkdir("train/emu");
+    t_mkdir("train/.git");
+    t_mkdir("train/cat/nested");
+    t_fake("train/cat/b.jpg", 1);
+    t_fake("train/cat/a.JPEG", 2);
+    t_fake("train/cat/c.Jpg", 3);
+    t_fake("train/cat/notes.txt", 4);
+    t_fake("train/cat/._a.jpg", 5);
+    t_fake("train/cat/nested/deep.jpg", 6);
+    t_fake("train/dog/z.jpeg", 7);
+    t_fake("train/.git/x.jpg", 8);
+    t_fake("train/top.jpg", 9);
+    t_fake("train/emu/readme.md", 10);
+
+    sl_source_t *src = open_ok(SL_SRC_IMAGEFOLDER, "train");
+    ck_assert_uint_eq(sl_source_count(src), 4);
+    ck_assert_uint_eq(sl_source_num_classes(src), 3); /* cat, dog, emu (empty) */
+    const char *names[4] = {"train/cat/a.JPEG", "train/cat/b.jpg", "train/cat/c.Jpg",
+                            "train/dog/z.jpeg"};
+    const int32_t labels[4] = {0, 0, 0, 1};
+    const unsigned seeds[4] = {2, 1, 3, 7};
+    for (uint64_t i = 0; i < 4; i++) {
+        ck_assert_str_eq(sl_source_name(src, i), names[i]);
+        ck_assert_int_eq(sl_source_label(src, i), labels[i]);
+        ck_assert_uint_eq(sl_source_size(src, i), fake_len(seeds[i]));
+        check_read(src, i, seeds[i]);
+    }
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "emu"));
+    char err[256];
+    ck_assert_int_eq(read_rc(src, 4, err, sizeof(err)), -ERANGE);
+    ck_assert_int_eq(sl_source_label(src, 99), -1);
+    sl_source_free(src);
+
+    /* The same tree through a non-canonical path: same names, same index. */
+    sl_source_t *a = open_ok(SL_SRC_IMAGEFOLDER, "train");
+    sl_source_t *b = open_ok(SL_SRC_IMAGEFOLDER, "./train//");
+    ck_assert_str_eq(sl_source_name(b, 0), "train/cat/a.JPEG");
+    ck_assert_uint_eq(sl_source_fingerprint(a), sl_source_fingerprint(b));
+    sl_source_free(a);
+    sl_source_free(b);
+}
+END_TEST
+
+START_TEST(test_imagefolder_root_and_errors)
+{
+    t_mkdir("c0");
+    t_fake("c0/x.jpg", 1);
+    t_fake("file.jpg", 2);
+    sl_source_t *src = open_ok(SL_SRC_IMAGEFOLDER, "");
+    ck_assert_uint_eq(sl_source_count(src), 1);
+    ck_assert_str_eq(sl_source_name(src, 0), "c0/x.jpg");
+    check_read(src, 0, 1);
+    sl_source_free(src);
+
+    char err[256];
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "missing", err, sizeof(err)), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "missing"));
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "file.jpg", err, sizeof(err)), -ENOTDIR);
+    sl_source_t *s2 = NULL;
+    ck_assert_int_eq(sl_source_open("/nonexistent/sl_root", SL_SRC_IMAGEFOLDER, "x", &s2, err,
+                                    sizeof(err)),
+                     -ENOENT);
+    ck_assert_ptr_null(s2);
+}
+END_TEST
+
+START_TEST(test_zero_and_huge_files)
+{
+    t_mkdir("d");
+    t_mkdir("d/c");
+    t_write("d/c/empty.jpg", "", 0);
+    t_fake("d/c/ok.jpg", 3);
+    char p[PATH_MAX];
+    at(p, sizeof(p), "d/c/zbig.jpg");
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)SL_SOURCE_MAX_FILE_BYTES + 1), 0); /* sparse */
+    close(fd);
+    sl_source_t *src = open_ok(SL_SRC_IMAGEFOLDER, "d");
+    ck_assert_uint_eq(sl_source_count(src), 3);
+    char err[256] = "";
+    ck_assert_int_eq(read_rc(src, 0, err, sizeof(err)), -ENODATA);
+    ck_assert_ptr_nonnull(strstr(err, "d/c/empty.jpg"));
+    check_read(src, 1, 3);
+    ck_assert_uint_eq(sl_source_size(src, 2), SL_SOURCE_MAX_FILE_BYTES + 1);
+    ck_assert_int_eq(read_rc(src, 2, err, sizeof(err)), -EFBIG);
+    ck_assert_ptr_nonnull(strstr(err, "zbig.jpg"));
+    sl_source_free(src);
+}
+END_TEST
+
+/* ---- confinement ----------------------------------------------------- */
+
+START_TEST(test_escape_source_path)
+{
+    char err[256];
+    t_mkdir("ok");
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "../outside", err, sizeof(err)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(err, "../outside"));
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "ok/../../outside", err, sizeof(err)),
+                     -EPERM);
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "/etc", err, sizeof(err)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(err, "/etc"));
+    ck_assert_int_eq(open_fail(SL_SRC_TAR, "/etc/passwd", err, sizeof(err)), -EPERM);
+    ck_assert_int_eq(open_fail(SL_SRC_FILELIST, "..", err, sizeof(err)), -EPERM);
+    /* The source path itself a symlink leading out. */
+    char out[PATH_MAX];
+    at(out, sizeof(out), "@outside");
+    t_symlink(out, "linkout");
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "linkout", err, sizeof(err)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(err, "linkout"));
+    t_symlink("../outside", "rellinkout");
+    ck_assert_int_eq(open_fail(SL_SRC_TAR, "rellinkout", err, sizeof(err)), -EPERM);
+}
+END_TEST
+
+START_TEST(test_escape_symlinks_in_tree)
+{
+    char out[PATH_MAX], in[PATH_MAX];
+    t_fake("@outside/secret.jpg", 1);
+    at(out, sizeof(out), "@outside/secret.jpg");
+    t_mkdir("t");
+    t_mkdir("t/c");
+    t_mkdir("store");
+    t_fake("store/real.jpg", 2);
+    t_fake("t/c/a.jpg", 3);
+    /* Inside the root, relative and absolute: both allowed. */
+    t_symlink("../../store/real.jpg", "t/c/rel.jpg");
+    at(in, sizeof(in), "store/real.jpg");
+    t_symlink(in, "t/c/abs.jpg");
+    t_symlink("nowhere.jpg", "t/c/dangling.jpg");
+    sl_source_t *src = open_ok(SL_SRC_IMAGEFOLDER, "t");
+    ck_assert_uint_eq(sl_source_count(src), 3);
+    ck_assert_str_eq(sl_source_name(src, 0), "t/c/a.jpg");
+    ck_assert_str_eq(sl_source_name(src, 1), "t/c/abs.jpg");
+    ck_assert_str_eq(sl_source_name(src, 2), "t/c/rel.jpg");
+    ck_assert_uint_eq(sl_source_size(src, 1), fake_len(2));
+    check_read(src, 0, 3);
+    check_read(src, 1, 2);
+    check_read(src, 2, 2);
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "dangling"));
+
+    /* Swapped after indexing: a.jpg now leads out. Reads must refuse. */
+    char p[PATH_MAX], p_a[PATH_MAX], err[256] = "";
+    at(p, sizeof(p), "t/c/a.jpg");
+    at(p_a, sizeof(p_a), "t/c/a.jpg");
+    ck_assert_int_eq(unlink(p), 0);
+    t_symlink(out, "t/c/a.jpg");
+    ck_assert_int_eq(read_rc(src, 0, err, sizeof(err)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(err, "t/c/a.jpg"));
+    ck_assert_int_eq(unlink(p), 0);
+    t_symlink("../../../outside/secret.jpg", "t/c/a.jpg");
+    ck_assert_int_eq(read_rc(src, 0, err, sizeof(err)), -EPERM);
+    /* A class directory swapped for a link out. */
+    at(p, sizeof(p), "@outside/c");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    t_fake("@outside/c/abs.jpg", 9);
+    char cdir[PATH_MAX], moved[PATH_MAX];
+    at(cdir, sizeof(cdir), "t/c");
+    at(moved, sizeof(moved), "t_moved");
+    ck_assert_int_eq(rename(cdir, moved), 0);
+    t_symlink(p, "t/c");
+    ck_assert_int_eq(read_rc(src, 1, err, sizeof(err)), -EPERM);
+    sl_source_free(src);
+
+    /* At index time: a file link and a class link leading out. */
+    char e2[256];
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "t", e2, sizeof(e2)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(e2, "t/c"));
+    ck_assert_int_eq(unlink(cdir), 0);
+    ck_assert_int_eq(rename(moved, cdir), 0);
+    ck_assert_int_eq(unlink(p_a), 0);
+    t_fake("t/c/a.jpg", 3);
+    t_symlink(out, "t/c/evil.jpg");
+    ck_assert_int_eq(open_fail(SL_SRC_IMAGEFOLDER, "t", e2, sizeof(e2)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(e2, "t/c/evil.jpg"));
+}
+END_TEST
+
+START_TEST(test_beneath_fallback)
+{
+    /* The /proc-verified fallback, forced, agrees with openat2. */
+    char out[PATH_MAX], in[PATH_MAX];
+    t_fake("@outside/secret.jpg", 1);
+    at(out, sizeof(out), "@outside/secret.jpg");
+    t_mkdir("c");
+    t_fake("c/a.jpg", 2);
+    at(in, sizeof(in), "c/a.jpg");
+    t_symlink(in, "c/abs.jpg");
+    t_symlink("a.jpg", "c/rel.jpg");
+    t_symlink(out, "c/out.jpg");
+    t_symlink("../../outside/secret.jpg", "c/outrel.jpg");
+    t_write("none.txt", "# no samples\n", 13); /* a source just for its root */
+    sl_source_t *src = open_ok(SL_SRC_FILELIST, "none.txt");
+    for (unsigned how = 0; how <= SL_SRC_BENEATH_NO_OPENAT2; how++) {
+        const char *good[3] = {"c/a.jpg", "c/abs.jpg", "c/rel.jpg"};
+        for (int i = 0; i < 3; i++) {
+            int fd = sl_src_open_beneath(src, good[i], O_RDONLY, how);
+            ck_assert_msg(fd >= 0, "%s how=%u: %d", good[i], how, fd);
+            close(fd);
+            fd = sl_src_open_beneath(src, good[i], O_PATH, how);
+            ck_assert_int_ge(fd, 0);
+            close(fd);
+        }
+        ck_assert_int_eq(sl_src_open_beneath(src, "c/out.jpg", O_RDONLY, how), -EPERM);
+        ck_assert_int_eq(sl_src_open_beneath(src, "c/outrel.jpg", O_PATH, how), -EPERM);
+        ck_assert_int_eq(sl_src_open_beneath(src, "c/none.jpg", O_RDONLY, how), -ENOENT);
+        int fd = sl_src_open_beneath(src, "", O_RDONLY | O_DIRECTORY, how);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+    }
+    sl_source_free(src);
+
+    char norm[64];
+    ck_assert_int_eq(sl_src_normalize("./a//b/./c/", norm, sizeof(norm)), 0);
+    ck_assert_str_eq(norm, "a/b/c");
+    ck_assert_int_eq(sl_src_normalize("a/../b", norm, sizeof(norm)), -EPERM);
+    ck_assert_int_eq(sl_src_normalize("/a", norm, sizeof(norm)), -EPERM);
+    ck_assert_int_eq(sl_src_normalize("a/..", norm, sizeof(norm)), -EPERM);
+    ck_assert_int_eq(sl_src_normalize("a/..b/c..", norm, sizeof(norm)), 0);
+    ck_assert_int_eq(sl_src_normalize("abcdefgh", norm, 8), -ENAMETOOLONG);
+    ck_assert_int_eq(sl_src_normalize(".", norm, sizeof(norm)), 0);
+    ck_assert_str_eq(norm, "");
+}
+END_TEST
+
+/* ---- tar ------------------------------------------------------------- */
+
+START_TEST(test_tar_single_shard)
+{
+    tbuf_t b = {0};
+    tb_header(&b, "a/", '5', 0, NULL);
+    tb_text(&b, "a/k1.cls", "3\n");
+    tb_fake(&b, "a/k1.jpg", 1);
+    tb_fake(&b, "a/k2.jpg", 2);
+    tb_text(&b, "a/k2.cls", " 5 ");
+    tb_fake(&b, "a/k3.jpg", 3);
+    tb_fake(&b, "a/k4.jpg", 4);
+    tb_text(&b, "a/k4.cls", "x1");
+    tb_text(&b, "a/readme.txt", "hello");
+    tb_fake(&b, "./a/k5.JPEG", 5);
+    tb_header(&b, "a/k6.jpg", '2', 0, NULL); /* symlink member: not a sample */
+    tb_fake(&b, "a/k7.seg.jpg", 6);          /* key a/k7, ext "seg.jpg": not a sample */
+    tb_end(&b);
+    tb_save(&b, "data.tar");
+
+    sl_source_t *src = open_ok(SL_SRC_TAR, "data.tar");
+    ck_assert_uint_eq(sl_source_count(src), 5);
+    const char *names[5] = {"data.tar:a/k1", "data.tar:a/k2", "data.tar:a/k3",
+                            "data.tar:a/k4", "data.tar:a/k5"};
+    const int32_t labels[5] = {3, 5, -1, -1, -1};
+    for (uint64_t i = 0; i < 5; i++) {
+        ck_assert_str_eq(sl_source_name(src, i), names[i]);
+        ck_assert_int_eq(sl_source_label(src, i), labels[i]);
+        ck_assert_uint_eq(sl_source_size(src, i), fake_len((unsigned)i + 1));
+        check_read(src, i, (unsigned)i + 1);
+    }
+    ck_assert_uint_eq(sl_source_num_classes(src), 6);
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "a/k4.cls"));
+    sl_source_free(src);
+}
+END_TEST
+
+START_TEST(test_tar_shard_dir)
+{
+    t_mkdir("shards");
+    tbuf_t b = {0};
+    tb_fake(&b, "x/s1a.jpg", 11);
+    tb_text(&b, "x/s1a.cls", "1");
+    tb_end(&b);
+    tb_save(&b, "shards/s1.tar");
+    tb_text(&b, "s0b.cls", "7");
+    tb_fake(&b, "s0a.jpg", 10);
+    tb_fake(&b, "s0b.jpeg", 12);
+    tb_text(&b, "s0a.cls", "2\n");
+    tb_end(&b);
+    tb_save(&b, "shards/s0.tar");
+    tb_fake(&b, "hidden.jpg", 13);
+    tb_end(&b);
+    tb_save(&b, "shards/.hidden.tar");
+    t_write("shards/notes.txt", "x", 1);
+    t_mkdir("shards/dir.tar");
+
+    sl_source_t *src = open_ok(SL_SRC_TAR, "shards");
+    ck_assert_uint_eq(sl_source_count(src), 3);
+    ck_assert_str_eq(sl_source_name(src, 0), "shards/s0.tar:s0a");
+    ck_assert_str_eq(sl_source_name(src, 1), "shards/s0.tar:s0b");
+    ck_assert_str_eq(sl_source_name(src, 2), "shards/s1.tar:x/s1a");
+    ck_assert_int_eq(sl_source_label(src, 0), 2);
+    ck_assert_int_eq(sl_source_label(src, 1), 7);
+    ck_assert_int_eq(sl_source_label(src, 2), 1);
+    ck_assert_uint_eq(sl_source_num_classes(src), 8);
+    check_read(src, 0, 10);
+    check_read(src, 1, 12);
+    check_read(src, 2, 11);
+    ck_assert_str_eq(sl_source_open_warnings(src), "");
+    sl_source_free(src);
+
+    /* The data root itself as the shard directory. */
+    src = open_ok(SL_SRC_TAR, "shards/.");
+    ck_assert_str_eq(sl_source_name(src, 0), "shards/s0.tar:s0a");
+    sl_source_free(src);
+}
+END_TEST
+
+START_TEST(test_tar_long_names)
+{
+    char longname[400], longkey[300];
+    char pad[201];
+    memset(pad, 'p', 150);
+    pad[150] = '\0';
+    snprintf(longkey, sizeof(longkey), "dir/%s/img_1", pad);
+    snprintf(longname, sizeof(longname), "%s.jpg", longkey);
+    char clsname[420];
+    snprintf(clsname, sizeof(clsname), "%s.cls", longkey);
+
+    tbuf_t b = {0};
+    tb_longname(&b, longname, 1);
+    hdr_opts_t gnu = {.gnu = true};
+    tb_header(&b, "././@LongLink", 'L', strlen(clsname) + 1, &gnu);
+    tb_data(&b, clsname, strlen(clsname) + 1);
+    tb_header(&b, clsname, '0', 2, &gnu);
+    tb_data(&b, "4\n", 2);
+    /* ustar prefix */
+    hdr_opts_t pre = {.prefix = "pre/fix/dir"};
+    unsigned char buf[400];
+    fake_fill(2, buf);
+    tb_header(&b, "img_2.jpg", '0', fake_len(2), &pre);
+    tb_data(&b, buf, fake_len(2));
+    /* pax path + size */
+    char paxname[400];
+    memset(pad, 'q', 200);
+    pad[200] = '\0';
+    snprintf(paxname, sizeof(paxname), "paxdir/%s/img_3.jpg", pad);
+    tb_pax(&b, paxname, 3);
+    /* GNU base-256 size */
+    hdr_opts_t b256 = {.base256 = true, .gnu = true};
+    fake_fill(4, buf);
+    tb_header(&b, "b256.jpg", '0', fake_len(4), &b256);
+    tb_data(&b, buf, fake_len(4));
+    tb_end(&b);
+    tb_save(&b, "long.tar");
+
+    sl_source_t *src = open_ok(SL_SRC_TAR, "long.tar");
+    ck_assert_uint_eq(sl_source_count(src), 4);
+    char want[512];
+    snprintf(want, sizeof(want), "long.tar:%s", longkey);
+    ck_assert_str_eq(sl_source_name(src, 0), want);
+    ck_assert_int_eq(sl_source_label(src, 0), 4);
+    ck_assert_str_eq(sl_source_name(src, 1), "long.tar:pre/fix/dir/img_2");
+    snprintf(want, sizeof(want), "long.tar:paxdir/%s/img_3", pad);
+    ck_assert_str_eq(sl_source_name(src, 2), want);
+    ck_assert_str_eq(sl_source_name(src, 3), "long.tar:b256");
+    for (uint64_t i = 0; i < 4; i++) {
+        check_read(src, i, (unsigned)i + 1);
+    }
+    ck_assert_str_eq(sl_source_open_warnings(src), "");
+    sl_source_free(src);
+}
+END_TEST
+
+START_TEST(test_tar_truncated_member)
+{
+    tbuf_t b = {0};
+    tb_fake(&b, "k1.jpg", 1);
+    tb_text(&b, "k1.cls", "0");
+    unsigned char buf[400];
+    fake_fill(2, buf);
+    tb_header(&b, "k2.jpg", '0', 1000, NULL);
+    tb_put(&b, buf, 100); /* 900 bytes missing, no end blocks */
+    tb_save(&b, "trunc.tar");
+
+    sl_source_t *src = open_ok(SL_SRC_TAR, "trunc.tar");
+    ck_assert_uint_eq(sl_source_count(src), 2);
+    check_read(src, 0, 1);
+    ck_assert_uint_eq(sl_source_size(src, 1), 1000);
+    char err[256] = "";
+    ck_assert_int_eq(read_rc(src, 1, err, sizeof(err)), -ENOMSG);
+    ck_assert_ptr_nonnull(strstr(err, "trunc.tar:k2"));
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "past the end"));
+    sl_source_free(src);
+
+    /* A header cut short after a good member. */
+    tb_fake(&b, "k1.jpg", 1);
+    tb_put(&b, "garbage", 7);
+    tb_save(&b, "cut.tar");
+    src = open_ok(SL_SRC_TAR, "cut.tar");
+    ck_assert_uint_eq(sl_source_count(src), 1);
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "cut short"));
+    sl_source_free(src);
+}
+END_TEST
+
+START_TEST(test_tar_bad_checksum)
+{
+    tbuf_t b = {0};
+    tb_fake(&b, "k1.jpg", 1);
+    tb_fake(&b, "k2.jpg", 2);
+    size_t bad = b.len;
+    tb_fake(&b, "k3.jpg", 3);
+    tb_fake(&b, "k4.jpg", 4);
+    tb_end(&b);
+    b.p[bad + 10] ^= 0x01; /* one bit of k3's name */
+    tb_save(&b, "bad.tar");
+    t_mkdir("sh");
+    /* A zero-byte shard and an intact one next to each other. */
+    t_write("sh/a.tar", "", 0);
+    tb_fake(&b, "z.jpg", 5);
+    tb_end(&b);
+    tb_save(&b, "sh/b.tar");
+
+    sl_source_t *src = open_ok(SL_SRC_TAR, "bad.tar");
+    ck_assert_uint_eq(sl_source_count(src), 2);
+    check_read(src, 0, 1);
+    check_read(src, 1, 2);
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "checksum"));
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "bad.tar"));
+    sl_source_free(src);
+
+    t_write("empty.tar", "", 0);
+    src = open_ok(SL_SRC_TAR, "empty.tar");
+    ck_assert_uint_eq(sl_source_count(src), 0);
+    ck_assert_uint_eq(sl_source_num_classes(src), 0);
+    ck_assert_ptr_nonnull(strstr(sl_source_open_warnings(src), "empty"));
+    sl_source_free(src);
+
+    src = open_ok(SL_SRC_TAR, "sh");
+    ck_assert_uint_eq(sl_source_count(src), 1);
+    check_read(src, 0, 5);
+    sl_source_free(src);
+}
+END_TEST
+
+START_TEST(test_tar_zero_member_and_errors)
+{
+    tbuf_t b = {0};
+    tb_file(&b, "z.jpg", "", 0);
+    tb_fake(&b, "k.jpg", 1);
+    tb_end(&b);
+    tb_save(&b, "z.tar");
+    sl_source_t *src = open_ok(SL_SRC_TAR, "z.tar");
+    ck_assert_uint_eq(sl_source_count(src), 2);
+    char err[256] = "";
+    ck_assert_int_eq(read_rc(src, 0, err, sizeof(err)), -ENODATA);
+    ck_assert_ptr_nonnull(strstr(err, "z.tar:z"));
+    check_read(src, 1, 1);
+    sl_source_free(src);
+
+    ck_assert_int_eq(open_fail(SL_SRC_TAR, "nope.tar", err, sizeof(err)), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "nope.tar"));
+    /* A shard symlink in a shard directory leading out. */
+    t_mkdir("sd");
+    tb_fake(&b, "o.jpg", 1);
+    tb_end(&b);
+    tb_save(&b, "@outside/o.tar");
+    char out[PATH_MAX];
+    at(out, sizeof(out), "@outside/o.tar");
+    t_symlink(out, "sd/o.tar");
+    ck_assert_int_eq(open_fail(SL_SRC_TAR, "sd", err, sizeof(err)), -EPERM);
+    ck_assert_ptr_nonnull(strstr(err, "sd/o.tar"));
+}
+END_TEST
+
+START_TEST(test_tar_open_shard_budget)
+{
+    /* RLIMIT_NOFILE 64 -> at most 16 shard fds kept; the rest open per read. */
+    struct rlimit old, rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    rl = old;
+    rl.rlim_cur = 64;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    t_mkdir("many");
+    enum { NSHARDS = 40 };
+    for (unsigned i = 0; i < NSHARDS; i++) {
+        tbuf_t b = {0};
+        char name[64];
+        tb_fake(&b, "k.jpg", i);
+        tb_end(&b);
+        snprintf(name, sizeof(name), "many/s%03u.tar", i);
+        tb_save(&b, name);
+    }
+    sl_source_t *src = open_ok(SL_SRC_TAR, "many");
+    ck_assert_uint_eq(sl_source_count(src), NSHARDS);
+    for (unsigned i = 0; i < NSHARDS; i++) {
+        check_read(src, i, i);
+    }
+    sl_source_free(src);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+END_TEST
+
+/* ---- filelist -------------------------------------------------------- */
+
+static void make_list_tree(void)
+{
+    t_mkdir("img");
+    t_mkdir("img/sp ace");
+    t_fake("img/a.jpg", 1);
+    t_fake("img/b.jpg", 2);
+    t_fake("img/sp ace/c.jpg", 3);
+    t_mkdir("lists");
+}
+
+START_TEST(test_filelist_good)
+{
+    make_list_tree();
+    const char *list = "# header comment\n"
+                       "\n"
+                       "img/b.jpg 3\n"
+                       "   # indented comment\n"
+                       "  ./img//a.jpg\t0  \r\n"
+                       "img/sp ace/c.jpg 12\n"
+                       "img/b.jpg 1"; /* no final newline; duplicates are allowed */
+    t_write("lists/train.txt", list, strlen(list));
+    sl_source_t *src = open_ok(SL_SRC_FILELIST, "lists/train.txt");
+    ck_assert_uint_eq(sl_source_count(src), 4);
+    ck_assert_str_eq(sl_source_name(src, 0), "img/b.jpg");
+    ck_assert_str_eq(sl_source_name(src, 1), "img/a.jpg");
+    ck_assert_str_eq(sl_source_name(src, 2), "img/sp ace/c.jpg");
+    ck_assert_int_eq(sl_source_label(src, 0), 3);
+    ck_assert_int_eq(sl_source_label(src, 1), 0);
+    ck_assert_int_eq(sl_source_label(src, 2), 12);
+    ck_assert_int_eq(sl_source_label(src, 3), 1);
+    ck_assert_uint_eq(sl_source_size(src, 2), fake_len(3));
+    ck_assert_uint_eq(sl_source_num_classes(src), 13);
+    check_read(src, 0, 2);
+    check_read(src, 1, 1);
+    check_read(src, 2, 3);
+    sl_source_free(src);
+
+    t_write("lists/empty.txt", "# nothing\n", 10);
+    src = open_ok(SL_SRC_FILELIST, "lists/empty.txt");
+    ck_assert_uint_eq(sl_source_count(src), 0);
+    sl_source_free(src);
+}
+END_TEST
+
+/* Writes a list and expects open to fail with code and "FILE:LINE:" in err. */
+static void list_fails(const char *content, int code, const char *where, const char *also)
+{
+    char err[512];
+    t_write("lists/bad.txt", content, strlen(content));
+    ck_assert_int_eq(open_fail(SL_SRC_FILELIST, "lists/bad.txt", err, sizeof(err)), code);
+    ck_assert_msg(strstr(err, where) != NULL, "'%s' not in '%s'", where, err);
+    if (also != NULL) {
+        ck_assert_msg(strstr(err, also) != NULL, "'%s' not in '%s'", also, err);
+    }
+}
+
+START_TEST(test_filelist_malformed)
+{
+    make_list_tree();
+    list_fails("img/a.jpg 1\nimg/b.jpg\n", -EINVAL, "lists/bad.txt:2:", "RELPATH LABEL");
+    list_fails("# c\nimg/a.jpg -1\n", -EINVAL, "lists/bad.txt:2:", "-1");
+    list_fails("img/a.jpg 1x\n", -EINVAL, "lists/bad.txt:1:", "1x");
+    list_fails("img/a.jpg 99999999999\n", -EINVAL, "lists/bad.txt:1:", NULL);
+    list_fails("img/a.jpg 0\nimg/nope.jpg 1\n", -ENOENT, "lists/bad.txt:2:", "img/nope.jpg");
+    list_fails("img 1\n", -EINVAL, "lists/bad.txt:1:", "regular");
+    list_fails("../outside/x.jpg 1\n", -EPERM, "lists/bad.txt:1:", "../outside/x.jpg");
+    list_fails("\n/etc/passwd 1\n", -EPERM, "lists/bad.txt:2:", "/etc/passwd");
+    char nul[] = "img/a.jpg 1\nimg/a\0.jpg 1\n";
+    t_write("lists/bad.txt", nul, sizeof(nul) - 1);
+    char err[256];
+    ck_assert_int_eq(open_fail(SL_SRC_FILELIST, "lists/bad.txt", err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "lists/bad.txt:2:"));
+
+    /* A line over the bound, then one exactly at it (a valid comment). */
+    char *big = malloc(6000);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'a', 5000);
+    memcpy(big, "img/a.jpg 1\n", 12);
+    strcpy(big + 5000, " 1\n");
+    list_fails(big, -EINVAL, "lists/bad.txt:2:", "longer than");
+    big[0] = '#';
+    memset(big + 1, 'a', 4095);
+    strcpy(big + 4096, "\nimg/a.jpg 5\n");
+    t_write("lists/ok.txt", big, strlen(big));
+    sl_source_t *src = open_ok(SL_SRC_FILELIST, "lists/ok.txt");
+    ck_assert_uint_eq(sl_source_count(src), 1);
+    ck_assert_int_eq(sl_source_label(src, 0), 5);
+    sl_source_free(src);
+    free(big);
+
+    /* A symlink leading out, named in the list. */
+    t_fake("@outside/s.jpg", 1);
+    char out[PATH_MAX];
+    at(out, sizeof(out), "@outside/s.jpg");
+    t_symlink(out, "img/link.jpg");
+    list_fails("img/a.jpg 0\nimg/link.jpg 1\n", -EPERM, "lists/bad.txt:2:", "img/link.jpg");
+    ck_assert_int_eq(open_fail(SL_SRC_FILELIST, "lists/missing.txt", err, sizeof(err)),
+                     -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "lists/missing.txt"));
+}
+END_TEST
+
+/* ---- concurrency and fingerprints ------------------------------------ */
+
+typedef struct reader_arg_s {
+    const sl_source_t *src;
+    const unsigned *seeds;
+    uint64_t n;
+    int bad;
+} reader_arg_t;
+
+static void *reader_main(void *p)
+{
+    reader_arg_t *a = p;
+    sl_tensor_t t;
+    unsigned char want[400];
+    char err[256];
+    sl_tensor_init(&t);
+    for (int round = 0; round < 20; round++) {
+        for (uint64_t k = 0; k < a->n; k++) {
+            uint64_t i = (k * 7 + (uint64_t)round) % a->n;
+            fake_fill(a->seeds[i], want);
+            if (sl_source_read(a->src, i, &t, err, sizeof(err)) != 0 ||
+                t.nbytes != fake_len(a->seeds[i]) || memcmp(t.data, want, t.nbytes) != 0) {
+                a->bad++;
+            }
+        }
+    }
+    sl_tensor_free(&t);
+    return NULL;
+}
+
+static void read_concurrently(const sl_source_t *src, const unsigned *seeds, uint64_t n)
+{
+    pthread_t th[4];
+    reader_arg_t args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (reader_arg_t){.src = src, .seeds = seeds, .n = n, .bad = 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_int_eq(args[i].bad, 0);
+    }
+}
+
+START_TEST(test_concurrent_reads)
+{
+    enum { N = 30 };
+    unsigned seeds[N];
+    t_mkdir("cc");
+    tbuf_t b = {0};
+    for (unsigned i = 0; i < N; i++) {
+        char rel[64], member[64];
+        snprintf(rel, sizeof(rel), "cc/c%u", i % 3);
+        if (i < 3) {
+            t_mkdir(rel);
+        }
+        /* Sorted order: c0/f00, c0/f03, ..., c1/f01, ... */
+        snprintf(rel, sizeof(rel), "cc/c%u/f%02u.jpg", i % 3, i);
+        t_fake(rel, i + 100);
+        snprintf(member, sizeof(member), "m%02u.jpg", i);
+        tb_fake(&b, member, i + 200);
+    }
+    tb_end(&b);
+    tb_save(&b, "cc.tar");
+    sl_source_t *src = open_ok(SL_SRC_IMAGEFOLDER, "cc");
+    ck_assert_uint_eq(sl_source_count(src), N);
+    for (unsigned k = 0; k < N; k++) {
+        unsigned cls = k / 10, j = k % 10;
+        seeds[k] = cls + 3 * j + 100;
+    }
+    read_concurrently(src, seeds, N);
+    sl_source_free(src);
+
+    src = open_ok(SL_SRC_TAR, "cc.tar");
+    ck_assert_uint_eq(sl_source_count(src), N);
+    for (unsigned k = 0; k < N; k++) {
+        seeds[k] = k + 200;
+    }
+    read_concurrently(src, seeds, N);
+    sl_source_free(src);
+}
+END_TEST
+
+START_TEST(test_fingerprint)
+{
+    t_mkdir("fp");
+    t_mkdir("fp/a");
+    t_mkdir("fp/b");
+    t_fake("fp/a/1.jpg", 1);
+    t_fake("fp/b/2.jpg", 2);
+    sl_source_t *s1 = open_ok(SL_SRC_IMAGEFOLDER, "fp");
+    sl_source_t *s2 = open_ok(SL_SRC_IMAGEFOLDER, "fp");
+    ck_assert_uint_eq(sl_source_fingerprint(s1), sl_source_fingerprint(s2));
+    sl_source_free(s2);
+    /* Same names, one file a byte longer. */
+    unsigned char buf[400];
+    fake_fill(2, buf);
+    t_write("fp/b/2.jpg", buf, fake_len(2) + 1);
+    s2 = open_ok(SL_SRC_IMAGEFOLDER, "fp");
+    ck_assert_uint_ne(sl_source_fingerprint(s1), sl_source_fingerprint(s2));
+    sl_source_free(s2);
+    /* Same sizes, a label moved (class renamed so it sorts first). */
+    t_fake("fp/b/2.jpg", 2);
+    char from[PATH_MAX], to[PATH_MAX];
+    at(from, sizeof(from), "fp/b");
+    at(to, sizeof(to), "fp/0");
+    ck_assert_int_eq(rename(from, to), 0);
+    s2 = open_ok(SL_SRC_IMAGEFOLDER, "fp");
+    ck_assert_uint_ne(sl_source_fingerprint(s1), sl_source_fingerprint(s2));
+    sl_source_free(s2);
+    sl_source_free(s1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("source");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_imagefolder_basic);
+    tcase_add_test(tc, test_imagefolder_root_and_errors);
+    tcase_add_test(tc, test_zero_and_huge_files);
+    tcase_add_test(tc, test_escape_source_path);
+    tcase_add_test(tc, test_escape_symlinks_in_tree);
+    tcase_add_test(tc, test_beneath_fallback);
+    tcase_add_test(tc, test_tar_single_shard);
+    tcase_add_test(tc, test_tar_shard_dir);
+    tcase_add_test(tc, test_tar_long_names);
+    tcase_add_test(tc, test_tar_truncated_member);
+    tcase_add_test(tc, test_tar_bad_checksum);
+    tcase_add_test(tc, test_tar_zero_member_and_errors);
+    tcase_add_test(tc, test_tar_open_shard_budget);
+    tcase_add_test(tc, test_filelist_good);
+    tcase_add_test(tc, test_filelist_malformed);
+    tcase_add_test(tc, test_concurrent_reads);
+    tcase_add_test(tc, test_fingerprint);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,99 @@
+#include "worker/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/err.h"
+
+#define WK_VERSION "0.1.0"
+
+/* One row per key: the same rows print --help, read the file and the flags. */
+static const sl_conf_opt_t WK_OPTS[] = {
+    {"dispatcher", SL_CONF_STR, offsetof(wk_config_t, dispatcher), 0, 0, "",
+     "dispatcher address HOST:PORT", 1, 0},
+    {"listen", SL_CONF_STR, offsetof(wk_config_t, listen), 0, 0, "127.0.0.1:7500",
+     "gRPC listen address HOST:PORT (port 0 picks a free one)", 0, 0},
+    {"advertise", SL_CONF_STR, offsetof(wk_config_t, advertise), 0, 0, "",
+     "address clients dial for Fetch (default: the bound listen address)", 0, 0},
+    {"http", SL_CONF_STR, offsetof(wk_config_t, http), 0, 0, "127.0.0.1:0",
+     "HTTP address for /status and /healthz (\"none\" = off)", 0, 0},
+    {"data_root", SL_CONF_STR, offsetof(wk_config_t, data_root), 0, 0, "",
+     "directory job sources are resolved under", 1, 0},
+    {"threads", SL_CONF_INT, offsetof(wk_config_t, threads), 0, 256, "0",
+     "pipeline threads (0 = online CPUs)", 0, 0},
+    {"buffer_bytes", SL_CONF_INT, offsetof(wk_config_t, buffer_bytes), 1 << 20,
+     (double)(1LL << 40), "268435456", "bound of each job's buffer of finished batches", 0, 0},
+    {"max_message_bytes", SL_CONF_INT, offsetof(wk_config_t, max_message_bytes), 64 << 10,
+     (double)(1LL << 30), "8388608", "largest Batch message sent to a client", 0, 0},
+    {"log_level", SL_CONF_LOGLEVEL, offsetof(wk_config_t, log_level), 0, 0, "notice",
+     "error|warning|notice|info|debug (reloaded on SIGHUP)", 0, 1},
+};
+
+const sl_conf_table_t wk_conf_table = {
+    .progname = "sluice-worker",
+    .summary = "sluice-worker: runs pipeline stages for the dispatcher's jobs and streams "
+               "batches to clients",
+    .version = WK_VERSION,
+    .opts = WK_OPTS,
+    .nopts = sizeof(WK_OPTS) / sizeof(WK_OPTS[0]),
+};
+
+/* HOST:PORT with a non-empty host and a numeric port (IPv6 as [addr]:port). */
+static int check_hostport(const char *key, const char *v, char *err, size_t errlen)
+{
+    const char *colon = strrchr(v, ':');
+    if (colon == NULL || colon == v || colon[1] == '\0') {
+        return sl_err(err, errlen, -EINVAL, "%s: '%s' is not HOST:PORT", key, v);
+    }
+    unsigned long port = 0;
+    for (const char *p = colon + 1; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return sl_err(err, errlen, -EINVAL, "%s: '%s' has a non-numeric port", key, v);
+        }
+        port = port * 10 + (unsigned long)(*p - '0');
+        if (port > 65535) {
+            return sl_err(err, errlen, -EINVAL, "%s: '%s' port is above 65535", key, v);
+        }
+    }
+    return 0;
+}
+
+int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_path,
+                    size_t pathlen, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    if (ret_config_path != NULL && pathlen > 0) {
+        ret_config_path[0] = '\0';
+    }
+    int rc = sl_conf_parse_args(&wk_conf_table, cfg, argc, argv, ret_config_path, pathlen, err,
+                                errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = check_hostport("--dispatcher", cfg->dispatcher, err, errlen);
+    if (rc == 0) {
+        rc = check_hostport("--listen", cfg->listen, err, errlen);
+    }
+    if (rc == 0 && cfg->advertise[0] != '\0') {
+        rc = check_hostport("--advertise", cfg->advertise, err, errlen);
+    }
+    if (rc == 0 && cfg->http[0] != '\0' && strcmp(cfg->http, "none") != 0) {
+        rc = check_hostport("--http", cfg->http, err, errlen);
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    struct stat st;
+    if (stat(cfg->data_root, &st) < 0) {
+        return sl_err(err, errlen, -EINVAL, "--data-root: '%s': %s", cfg->data_root,
+                      strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return sl_err(err, errlen, -EINVAL, "--data-root: '%s' is not a directory",
+                      cfg->data_root);
+    }
+    return 0;
+}

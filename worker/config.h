@@ -1,0 +1,31 @@
+/* config: the worker's settings, one sl_conf table (common/conf.h) that
+ * fills defaults, reads --config FILE, parses flags and prints --help. */
+#ifndef WK_CONFIG_H
+#define WK_CONFIG_H
+
+#include <stddef.h>
+
+#include "common/conf.h"
+
+typedef struct wk_config_s {
+    char dispatcher[SL_CONF_STR_MAX]; /* HOST:PORT of the dispatcher (required) */
+    char listen[SL_CONF_STR_MAX];     /* gRPC listen address */
+    char advertise[SL_CONF_STR_MAX];  /* address clients dial; "" = bound listen address */
+    char http[SL_CONF_STR_MAX];       /* /status and /healthz; "" or "none" = off */
+    char data_root[SL_CONF_STR_MAX];  /* sources are opened under it (required) */
+    long long threads;                /* pool threads per job; 0 = online CPUs */
+    long long buffer_bytes;           /* bound of one job's output buffer */
+    long long max_message_bytes;      /* bound of one Batch message */
+    int log_level;                    /* syslog level; reloadable on SIGHUP */
+} wk_config_t;
+
+extern const sl_conf_table_t wk_conf_table;
+
+/* Parses the command line into cfg and checks what the table cannot (data
+ * root is a directory, addresses look like HOST:PORT). Returns 0 to run, 1
+ * when --help/--version was printed, -EINVAL with err filled (exit 2).
+ * ret_config_path receives the --config path ("" when none). */
+int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_path,
+                    size_t pathlen, char *err, size_t errlen);
+
+#endif

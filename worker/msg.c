@@ -1,0 +1,222 @@
+#include "worker/msg.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/skip.h"
+
+wk_msg_t *wk_msg_new(uint64_t job_id, uint64_t split_id, uint32_t cap)
+{
+    if (cap == 0) {
+        cap = 1;
+    }
+    wk_msg_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return NULL;
+    }
+    m->samples = calloc(cap, sizeof(*m->samples));
+    m->ptrs = calloc(cap, sizeof(*m->ptrs));
+    if (m->samples == NULL || m->ptrs == NULL) {
+        free(m->samples);
+        free(m->ptrs);
+        free(m);
+        return NULL;
+    }
+    sluice__batch__init(&m->batch);
+    m->batch.job_id = job_id;
+    m->batch.split_id = split_id;
+    m->batch.samples = m->ptrs;
+    m->batch.n_samples = 0;
+    m->cap = cap;
+    m->bytes = WK_MSG_OVERHEAD;
+    return m;
+}
+
+void wk_msg_free(wk_msg_t *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < m->batch.n_samples; i++) {
+        Sluice__Sample *s = &m->samples[i];
+        free(s->data.data);
+        /* skip_reason points at sl_skip_name's static strings; the detail is ours. */
+        if (s->skip_detail != NULL && s->skip_detail != protobuf_c_empty_string) {
+            free(s->skip_detail);
+        }
+    }
+    free(m->samples);
+    free(m->ptrs);
+    free(m);
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Fills a Sample's scalar fields (not its data pointer) from s. */
+static void sample_fill(Sluice__Sample *ps, const sl_sample_t *s)
+{
+    sluice__sample__init(ps);
+    ps->epoch = s->epoch;
+    ps->index = s->index;
+    ps->position = s->position;
+    ps->label = s->label;
+    if (s->skip < 0) {
+        ps->dtype = (uint32_t)s->t.dtype;
+        ps->layout = (uint32_t)s->t.layout;
+        ps->h = s->t.h;
+        ps->w = s->t.w;
+        ps->c = s->t.c;
+        ps->data.len = s->t.nbytes;
+    }
+}
+
+size_t wk_sample_wire_bytes(const sl_sample_t *s, const char *detail)
+{
+    Sluice__Sample ps;
+    sample_fill(&ps, s);
+    if (s->skip >= 0) {
+        ps.skip_reason = (char *)sl_skip_name((sl_skip_e)s->skip);
+        ps.skip_detail = (char *)(detail != NULL ? detail : "");
+    }
+    /* get_packed_size only reads data.len for a bytes field. */
+    size_t n = sluice__sample__get_packed_size(&ps);
+    return 1 + varint_len(n) + n;
+}
+
+void wk_msglist_init(wk_msglist_t *l) { memset(l, 0, sizeof(*l)); }
+
+void wk_msglist_push(wk_msglist_t *l, wk_msg_t *m)
+{
+    m->next = NULL;
+    if (l->tail != NULL) {
+        l->tail->next = m;
+    } else {
+        l->head = m;
+    }
+    l->tail = m;
+    l->count++;
+    l->bytes += m->bytes;
+}
+
+wk_msg_t *wk_msglist_pop(wk_msglist_t *l)
+{
+    wk_msg_t *m = l->head;
+    if (m == NULL) {
+        return NULL;
+    }
+    l->head = m->next;
+    if (l->head == NULL) {
+        l->tail = NULL;
+    }
+    m->next = NULL;
+    l->count--;
+    l->bytes -= m->bytes;
+    return m;
+}
+
+void wk_msglist_clear(wk_msglist_t *l)
+{
+    wk_msg_t *m;
+    while ((m = wk_msglist_pop(l)) != NULL) {
+        wk_msg_free(m);
+    }
+}
+
+void wk_packer_init(wk_packer_t *pk, uint64_t job_id, uint64_t split_id, uint32_t batch_size,
+                    size_t max_bytes)
+{
+    memset(pk, 0, sizeof(*pk));
+    pk->job_id = job_id;
+    pk->split_id = split_id;
+    pk->batch_size = batch_size > 0 ? batch_size : 1;
+    pk->max_bytes = max_bytes;
+}
+
+void wk_packer_reset(wk_packer_t *pk)
+{
+    wk_msg_free(pk->cur);
+    pk->cur = NULL;
+}
+
+size_t wk_packer_bytes(const wk_packer_t *pk) { return pk->cur != NULL ? pk->cur->bytes : 0; }
+
+/* Turns s into a too_large skip: its output cannot travel in one message. */
+static void make_too_large(wk_packer_t *pk, sl_sample_t *s, size_t wire, char *detail,
+                           size_t detail_len)
+{
+    snprintf(detail, detail_len,
+             "sample %llu: output of %zu bytes does not fit a message (max_message_bytes %zu)",
+             (unsigned long long)s->index, wire, pk->max_bytes);
+    sl_tensor_free(&s->t);
+    sl_tensor_init(&s->t);
+    s->skip = SL_SKIP_TOO_LARGE;
+    pk->skipped_too_large++;
+}
+
+int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, wk_msglist_t *out)
+{
+    char big[200];
+    size_t wire = wk_sample_wire_bytes(s, detail);
+    if (s->skip < 0 && WK_MSG_OVERHEAD + wire > pk->max_bytes) {
+        make_too_large(pk, s, wire, big, sizeof(big));
+        detail = big;
+        wire = wk_sample_wire_bytes(s, detail);
+    }
+    if (pk->cur != NULL &&
+        (pk->cur->batch.n_samples >= pk->batch_size || pk->cur->bytes + wire > pk->max_bytes)) {
+        wk_msglist_push(out, pk->cur);
+        pk->cur = NULL;
+    }
+    if (pk->cur == NULL) {
+        pk->cur = wk_msg_new(pk->job_id, pk->split_id, pk->batch_size);
+        if (pk->cur == NULL) {
+            return -ENOMEM;
+        }
+    }
+    wk_msg_t *m = pk->cur;
+    Sluice__Sample *ps = &m->samples[m->batch.n_samples];
+    sample_fill(ps, s);
+    if (s->skip >= 0) {
+        ps->skip_reason = (char *)sl_skip_name((sl_skip_e)s->skip);
+        if (detail != NULL && detail[0] != '\0') {
+            ps->skip_detail = strdup(detail);
+            if (ps->skip_detail == NULL) {
+                return -ENOMEM;
+            }
+        }
+        sl_tensor_free(&s->t);
+    } else {
+        /* Moves the tensor's buffer into the message; nbytes may be 0 (empty tensor). */
+        ps->data.data = s->t.data;
+        ps->data.len = s->t.nbytes;
+        sl_tensor_init(&s->t);
+    }
+    m->ptrs[m->batch.n_samples] = ps;
+    m->batch.n_samples++;
+    m->bytes += wire;
+    return 0;
+}
+
+int wk_packer_finish(wk_packer_t *pk, wk_msglist_t *out)
+{
+    if (pk->cur == NULL) {
+        pk->cur = wk_msg_new(pk->job_id, pk->split_id, 1);
+        if (pk->cur == NULL) {
+            return -ENOMEM;
+        }
+    }
+    pk->cur->batch.split_done = 1;
+    wk_msglist_push(out, pk->cur);
+    pk->cur = NULL;
+    return 0;
+}

@@ -1,0 +1,159 @@
+/* tasks: the worker's jobs and their assigned splits.
+ *
+ * Threads:
+ *  - the control thread (control.c) adds jobs, assignments, closes and
+ *    revocations from heartbeat replies and reads reports for heartbeats;
+ *  - one runner thread per job (started here) opens the job's source, owns
+ *    the job's executor (common/executor.h, whose owner must be one thread),
+ *    submits the positions of its splits in assignment order and packs
+ *    finished samples into Batch messages (msg.h) in the job's output queue;
+ *  - Fetch stream threads (stream.c) take messages from the output queue;
+ *  - the HTTP thread reads snapshots.
+ * Locks: tasks->mu (the job table) before job->mu, never the other way.
+ *
+ * Bounds: at most WK_MAX_JOBS jobs run at a time, WK_MAX_SPLITS_PER_JOB splits
+ * wait per job, samples in flight over all jobs <= 2 x threads, and a job's
+ * output queue plus its in-flight samples stay within buffer_bytes (the
+ * estimate for an in-flight sample is a running average of finished ones; a
+ * job with nothing buffered and nothing in flight may always submit one, so
+ * one oversized sample cannot stall it). */
+#ifndef WK_TASKS_H
+#define WK_TASKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/sluice.pb-c.h"
+#include "worker/msg.h"
+
+#define WK_MAX_JOBS 64
+#define WK_MAX_FAILED_JOBS 1024
+#define WK_MAX_SPLITS_PER_JOB 4096
+#define WK_UNIT_NAME_MAX 96
+
+typedef struct wk_tasks_s wk_tasks_t;
+typedef struct wk_job_s wk_job_t;
+
+typedef enum {
+    WK_JOB_LOADING = 0, /* runner is opening the source */
+    WK_JOB_READY,       /* running splits */
+    WK_JOB_FAILED,      /* spec or source refused: reported in failed_jobs, runs nothing */
+    WK_JOB_CLOSED,      /* closed by the dispatcher or the worker is stopping */
+} wk_job_state_e;
+
+typedef struct wk_tasks_opts_s {
+    const char *data_root;
+    unsigned threads;         /* pool threads per job executor, >= 1 */
+    size_t buffer_bytes;      /* per job */
+    size_t max_message_bytes; /* per Batch message */
+} wk_tasks_opts_t;
+
+wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o);
+/* Stops (if not yet), waits for every runner thread, frees. Stream threads
+ * must be gone (rpc server freed) before. NULL ok. */
+void wk_tasks_free(wk_tasks_t *t);
+/* SIGTERM: takes no more jobs or splits, closes every job (streams end with
+ * UNAVAILABLE, in-flight samples are dropped). Any thread. */
+void wk_tasks_stop(wk_tasks_t *t);
+
+/* ---- control thread: apply a heartbeat reply. Peer input is validated here;
+ * anything invalid is logged and ignored. */
+void wk_tasks_add_job(wk_tasks_t *t, const Sluice__JobSpec *js);
+void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a);
+void wk_tasks_close_job(wk_tasks_t *t, uint64_t job_id);
+/* Split ids are unique within a job only and revoked_splits carries no job
+ * id, so the split is revoked in every job holding that id. */
+void wk_tasks_revoke(wk_tasks_t *t, uint64_t split_id);
+
+/* What a heartbeat reports. Unit stats are summed by unit name over jobs. */
+typedef struct wk_unit_report_s {
+    char name[WK_UNIT_NAME_MAX];
+    double cpu_sec;
+    uint64_t out_bytes;
+    uint64_t samples;
+} wk_unit_report_t;
+
+typedef struct wk_tasks_report_s {
+    uint64_t *known_jobs;
+    size_t n_known;
+    uint64_t *splits; /* queued, running, or with messages still buffered */
+    size_t n_splits;
+    uint64_t *failed_jobs;
+    size_t n_failed;
+    char failure[512]; /* the reasons, "job N: why; ..." */
+    uint64_t buffered_bytes;
+    wk_unit_report_t *units;
+    size_t n_units;
+} wk_tasks_report_t;
+
+int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *ret); /* 0 or -ENOMEM */
+void wk_tasks_report_free(wk_tasks_report_t *r);
+
+/* ---- HTTP thread: one row per job for /status. */
+typedef struct wk_job_info_s {
+    uint64_t job_id;
+    wk_job_state_e state;
+    char reason[256];
+    char source[128];
+    uint64_t num_samples;
+    uint32_t nunits;
+    size_t splits_queued;
+    size_t splits_running;
+    uint64_t buffered_bytes;
+    size_t buffered_msgs;
+    unsigned inflight;
+    uint64_t samples_done;
+    uint64_t samples_skipped;
+    uint64_t splits_done;
+    uint64_t msgs_sent;
+    uint64_t streams;        /* Fetch streams served so far */
+    uint64_t streams_broken; /* of which ended abnormally */
+    int stream_attached;
+} wk_job_info_t;
+
+/* Fills up to max rows; returns the number of jobs (may exceed max). */
+size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max);
+const char *wk_job_state_name(wk_job_state_e s);
+
+/* ---- Fetch stream threads. */
+typedef enum {
+    WK_ATTACH_OK = 0,
+    WK_ATTACH_NOT_FOUND,     /* no such job after waiting */
+    WK_ATTACH_FAILED,        /* the job failed here; why says so */
+    WK_ATTACH_BUSY,          /* another stream serves the job */
+    WK_ATTACH_SHUTTING_DOWN, /* the worker is stopping */
+} wk_attach_e;
+
+/* Finds the job, waiting up to wait_ms for it to appear (the heartbeat that
+ * carries its spec may lag the client), and makes the caller its one Fetch
+ * stream; a second stream waits up to wait_ms for the first to end. On OK
+ * *ret_job holds a reference released by wk_job_detach. */
+wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_t **ret_job,
+                            char *why, size_t whylen);
+
+typedef enum {
+    WK_NEXT_MSG = 0,   /* *ret_msg holds a message (the caller owns it) */
+    WK_NEXT_TIMEOUT,   /* nothing within wait_ms */
+    WK_NEXT_CLOSED,    /* the dispatcher closed the job: end the stream OK */
+    WK_NEXT_STOPPING,  /* the worker is shutting down */
+} wk_next_e;
+
+wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg);
+/* Job state without waiting (WK_NEXT_TIMEOUT = still open). */
+wk_next_e wk_job_poll_state(wk_job_t *job);
+/* Accounting after a message went out. */
+void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m);
+/* Ends the caller's stream. broken = the stream ended abnormally: every
+ * buffered message and unfinished split of the job is dropped (the client
+ * asks the dispatcher to retry them; docs/protocol.md). Releases the ref. */
+void wk_job_detach(wk_job_t *job, int broken, const char *why);
+uint64_t wk_job_id(const wk_job_t *job);
+
+/* Pure helpers, exposed for unit tests. */
+/* May a job with `buffered` bytes queued (drainable by the stream), `partial`
+ * bytes in unfinished messages and `inflight` samples of estimated
+ * `est` bytes each submit one more under `limit`? */
+int wk_budget_allows(size_t buffered, size_t partial, unsigned inflight, size_t est,
+                     size_t limit);
+
+#endif
