@@ -7,8 +7,14 @@
  * computed in double in the same order, weights become 22-bit fixed point
  * with the same rounding, the horizontal pass runs first over just the rows
  * the vertical pass needs and rounds to 8 bits, then the vertical pass.
- * Only the loop structure differs: channel counts are specialised, and the
- * vertical pass walks rows in 16-byte blocks so the compiler vectorises it.
+ *
+ * Only the loop structure differs. On x86-64 (SSE2 is part of the ABI, so
+ * no dispatch is needed) both passes use pmaddwd, which multiplies 16-bit
+ * values and adds adjacent pairs: two taps per instruction. A 22-bit weight
+ * does not fit in 16 bits, so each is split as k = kh * 2^11 + kl and the
+ * two partial sums are recombined as (sum_h << 11) + sum_l: the same
+ * integer, hence the same result. Elsewhere, or with -DSL_RESIZE_SCALAR,
+ * plain C loops do the same arithmetic.
  *
  * Thread-safe: no static mutable state; scratch memory is the caller's or
  * malloc'd per call. */
@@ -20,27 +26,44 @@
 
 #include "common/imgops.h"
 
+#if defined(__SSE2__) && !defined(SL_RESIZE_SCALAR)
+#include <emmintrin.h>
+#define RS_SSE2 1
+#else
+#define RS_SSE2 0
+#endif
+
 /* Pillow: 8 bits of result, two bits of headroom, the rest for weights. */
 #define RS_PRECISION_BITS (32 - 8 - 2)
 #define RS_HALF (1 << (RS_PRECISION_BITS - 1))
-/* Bytes the vertical pass handles per block: 16 int32 accumulators fit in
- * registers (four SSE or two AVX vectors). */
-#define RS_VBLOCK 16
+/* Weight split for pmaddwd: both halves of a weight <= 2^22 fit in int16. */
+#define RS_SPLIT_BITS 11
+/* The low partial sum grows by up to 255 * (2^11 - 1) per tap; below this
+ * many taps it cannot overflow int32 (a downscale of ~2000x would be needed
+ * to exceed it; such windows take the scalar path). */
+#define RS_SIMD_MAX_TAPS 4096
+/* Window bounds are int as in Pillow; this cap keeps centre + support far
+ * from INT_MAX. No real image edge comes near it. */
 #define RS_MAX_EDGE (1u << 28)
 
 /* One axis of the resample: which input pixels are visible (base, size) and
  * the rectangle inside them, in Pillow's float box coordinates. */
 typedef struct rs_axis_s {
-    uint32_t base;     /* first visible input pixel (absolute) */
-    uint32_t size;     /* visible input pixels */
-    uint32_t out;      /* output pixels */
-    float in0, in1;    /* rectangle, relative to base */
-    double scale;      /* input pixels per output pixel */
+    uint32_t base;  /* first visible input pixel (absolute) */
+    uint32_t size;  /* visible input pixels */
+    uint32_t out;   /* output pixels */
+    float in0, in1; /* rectangle, relative to base */
+    double scale;   /* input pixels per output pixel */
     double filterscale;
     double support;
-    size_t ksize;      /* coefficient slots per output pixel */
-    int32_t *bounds;   /* out pairs (first input pixel, absolute; count) */
-    int32_t *kk;       /* out * ksize fixed-point weights */
+    size_t ksize;    /* coefficient slots per output pixel */
+    size_t npair;    /* (ksize + 1) / 2: tap pairs per output pixel */
+    size_t pmax;     /* most tap pairs any output pixel uses */
+    int32_t *bounds; /* out pairs (first input pixel, absolute; count) */
+    int32_t *kk;     /* out * ksize fixed-point weights */
+#if RS_SSE2
+    __m128i *kv; /* out * npair * 2: per tap pair, kh and kl pairs in 4 lanes */
+#endif
 } rs_axis_t;
 
 static double rs_triangle(double x)
@@ -57,8 +80,6 @@ static double rs_triangle(double x)
 static int rs_axis_init(rs_axis_t *a, uint32_t in_size, double start, double len, uint32_t out,
                         int clip)
 {
-    /* Window bounds are int as in Pillow; this cap keeps centre + support
-     * far from INT_MAX. No real image edge comes near it. */
     if (in_size > RS_MAX_EDGE || out > RS_MAX_EDGE) {
         return -EINVAL;
     }
@@ -87,8 +108,12 @@ static int rs_axis_init(rs_axis_t *a, uint32_t in_size, double start, double len
     a->filterscale = a->scale < 1.0 ? 1.0 : a->scale;
     a->support = 1.0 * a->filterscale;
     a->ksize = (size_t)ceil(a->support) * 2 + 1;
+    a->npair = (a->ksize + 1) / 2;
     a->bounds = NULL;
     a->kk = NULL;
+#if RS_SSE2
+    a->kv = NULL;
+#endif
     return 0;
 }
 
@@ -137,12 +162,6 @@ static void rs_axis_coeffs(const rs_axis_t *a)
     }
 }
 
-/* GCC/Clang vector extensions: portable SIMD without intrinsics. Lane
- * arithmetic is the same integer arithmetic as the scalar code. */
-typedef int32_t rs_v4i __attribute__((vector_size(16)));
-typedef uint8_t rs_v4b __attribute__((vector_size(4)));
-typedef int32_t rs_v16i __attribute__((vector_size(64)));
-typedef uint8_t rs_v16b __attribute__((vector_size(16)));
 
 /* Pillow's clip8 for a sum of non-negative products (triangle weights are
  * never negative, so only the top needs clamping). */
@@ -152,111 +171,276 @@ static inline uint8_t rs_clip8(int32_t v)
     return (uint8_t)(v > 255 ? 255 : v);
 }
 
-/* One horizontal row, output pixels [from, out), any channel count. */
-static void rs_hrow_scalar(const uint8_t *restrict s, uint8_t *restrict d, const rs_axis_t *ax,
-                           uint32_t c, uint32_t from)
+/* Horizontal, one output pixel, any channel count. */
+static inline void rs_hpixel_scalar(const uint8_t *restrict s, uint8_t *restrict d,
+                                    const rs_axis_t *ax, uint32_t c, uint32_t xx)
 {
-    for (uint32_t xx = from; xx < ax->out; xx++) {
-        const uint8_t *restrict p = s + (size_t)ax->bounds[2 * (size_t)xx] * c;
-        const int32_t n = ax->bounds[2 * (size_t)xx + 1];
-        const int32_t *restrict k = ax->kk + (size_t)xx * ax->ksize;
-        for (uint32_t ch = 0; ch < c; ch++) {
-            int32_t acc = RS_HALF;
-            for (int32_t t = 0; t < n; t++) {
-                acc += p[(size_t)t * c + ch] * k[t];
-            }
-            d[(size_t)xx * c + ch] = rs_clip8(acc);
+    const uint8_t *restrict p = s + (size_t)ax->bounds[2 * (size_t)xx] * c;
+    const int32_t n = ax->bounds[2 * (size_t)xx + 1];
+    const int32_t *restrict k = ax->kk + (size_t)xx * ax->ksize;
+    for (uint32_t ch = 0; ch < c; ch++) {
+        int32_t acc = RS_HALF;
+        for (int32_t t = 0; t < n; t++) {
+            acc += p[(size_t)t * c + ch] * k[t];
+        }
+        d[(size_t)xx * c + ch] = rs_clip8(acc);
+    }
+}
+
+/* Horizontal, one output pixel with 3 channels: the common case, with the
+ * accumulators named so they stay in registers. */
+static inline void rs_hpixel3_scalar(const uint8_t *restrict s, uint8_t *restrict d,
+                                     const rs_axis_t *ax, uint32_t xx)
+{
+    const uint8_t *restrict p = s + (size_t)ax->bounds[2 * (size_t)xx] * 3;
+    const int32_t n = ax->bounds[2 * (size_t)xx + 1];
+    const int32_t *restrict k = ax->kk + (size_t)xx * ax->ksize;
+    int32_t a0 = RS_HALF, a1 = RS_HALF, a2 = RS_HALF;
+    for (int32_t t = 0; t < n; t++) {
+        a0 += p[3 * t + 0] * k[t];
+        a1 += p[3 * t + 1] * k[t];
+        a2 += p[3 * t + 2] * k[t];
+    }
+    d[(size_t)xx * 3 + 0] = rs_clip8(a0);
+    d[(size_t)xx * 3 + 1] = rs_clip8(a1);
+    d[(size_t)xx * 3 + 2] = rs_clip8(a2);
+}
+
+#if RS_SSE2
+/* Builds the pmaddwd weights of an axis from its int32 ones: for taps 2q and
+ * 2q+1, lanes of (kh[2q], kh[2q+1]) and of (kl[2q], kl[2q+1]). A missing
+ * odd tap gets weight 0. */
+static void rs_axis_pairs(rs_axis_t *a)
+{
+    a->pmax = 1;
+    for (uint32_t o = 0; o < a->out; o++) {
+        size_t pairs = ((size_t)a->bounds[2 * (size_t)o + 1] + 1) / 2;
+        a->pmax = pairs > a->pmax ? pairs : a->pmax;
+        const int32_t *k = a->kk + (size_t)o * a->ksize;
+        __m128i *kv = a->kv + (size_t)o * a->npair * 2;
+        for (size_t q = 0; q < a->npair; q++) {
+            uint32_t k0 = (uint32_t)k[2 * q];
+            uint32_t k1 = 2 * q + 1 < a->ksize ? (uint32_t)k[2 * q + 1] : 0;
+            uint32_t lo = (1u << RS_SPLIT_BITS) - 1;
+            uint32_t h = (k0 >> RS_SPLIT_BITS) | (k1 >> RS_SPLIT_BITS) << 16;
+            uint32_t l = (k0 & lo) | (k1 & lo) << 16;
+            kv[2 * q] = _mm_set1_epi32((int32_t)h);
+            kv[2 * q + 1] = _mm_set1_epi32((int32_t)l);
         }
     }
 }
 
-/* One horizontal row, output pixels [0, nx), for 3 or 4 channels: each tap
- * is one 4-lane multiply-add over a whole pixel. With 3 channels the 4th
- * lane reads the next pixel's first byte and is discarded; the caller keeps
- * that read inside the buffer. */
-static inline __attribute__((always_inline)) void
-rs_hrow_px4(const uint8_t *restrict s, uint8_t *restrict d, const rs_axis_t *ax, uint32_t nx,
-            const uint32_t C)
+/* (sum_h << 11) + sum_l, shifted as Pillow does (the rounding half is
+ * already in sum_l). */
+static inline __m128i rs_combine(__m128i h, __m128i l)
 {
-    for (uint32_t xx = 0; xx < nx; xx++) {
-        const uint8_t *restrict p = s + (size_t)ax->bounds[2 * (size_t)xx] * C;
-        const int32_t n = ax->bounds[2 * (size_t)xx + 1];
-        const int32_t *restrict k = ax->kk + (size_t)xx * ax->ksize;
-        rs_v4i acc = {RS_HALF, RS_HALF, RS_HALF, RS_HALF};
-        for (int32_t t = 0; t < n; t++) {
-            rs_v4b b;
-            memcpy(&b, p + (size_t)t * C, sizeof(b));
-            acc += __builtin_convertvector(b, rs_v4i) * k[t];
+    return _mm_srai_epi32(_mm_add_epi32(_mm_slli_epi32(h, RS_SPLIT_BITS), l), RS_PRECISION_BITS);
+}
+
+/* Horizontal row for 3 or 4 channels: per tap pair, the two pixels are
+ * interleaved channel by channel ((r0, r1), (g0, g1), ...) so one pmaddwd
+ * gives every channel's two products summed. Every output pixel runs P
+ * pairs (the axis maximum; extra pairs have weight 0), so the tap loop has
+ * a fixed trip count: no mispredicted branches, and for small P the
+ * compiler unrolls it. Each pixel is read and written as 4 bytes; with 3
+ * channels the 4th lane is the next pixel's first byte, discarded on input
+ * and overwritten by the next store on output (the row's last pixel stores
+ * 3). A pixel whose reads would pass the end of the buffer (avail bytes from
+ * s) takes the scalar path. */
+static inline __attribute__((always_inline)) void
+rs_hrow_sse2(const uint8_t *restrict s, uint8_t *restrict d, const rs_axis_t *ax, size_t avail,
+             const uint32_t C, const size_t P)
+{
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i half = _mm_set1_epi32(RS_HALF);
+    const size_t last_read = (2 * P - 1) * C + 4;
+    for (uint32_t xx = 0; xx < ax->out; xx++) {
+        const size_t start = (size_t)ax->bounds[2 * (size_t)xx];
+        if (start * C + last_read > avail) {
+            rs_hpixel_scalar(s, d, ax, C, xx);
+            continue;
         }
-        acc >>= RS_PRECISION_BITS;
-        for (uint32_t ch = 0; ch < C; ch++) {
-            d[(size_t)xx * C + ch] = (uint8_t)(acc[ch] > 255 ? 255 : acc[ch]);
+        const uint8_t *restrict p = s + start * C;
+        const __m128i *restrict kv = ax->kv + (size_t)xx * ax->npair * 2;
+        __m128i h = zero, l = half;
+        for (size_t q = 0; q < P; q++) {
+            int32_t a, b;
+            memcpy(&a, p + 2 * q * C, 4);
+            memcpy(&b, p + (2 * q + 1) * C, 4);
+            __m128i w = _mm_unpacklo_epi8(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b));
+            w = _mm_unpacklo_epi8(w, zero);
+            h = _mm_add_epi32(h, _mm_madd_epi16(w, kv[2 * q]));
+            l = _mm_add_epi32(l, _mm_madd_epi16(w, kv[2 * q + 1]));
+        }
+        __m128i v = rs_combine(h, l);
+        v = _mm_packs_epi32(v, v);
+        v = _mm_packus_epi16(v, v);
+        uint32_t px = (uint32_t)_mm_cvtsi128_si32(v);
+        if (C == 4 || xx + 1 < ax->out) {
+            memcpy(d + (size_t)xx * C, &px, 4);
+        } else {
+            memcpy(d + (size_t)xx * C, &px, C);
         }
     }
 }
+
+/* rs_hrow_sse2 with P a constant for the usual window sizes: P = 2 covers
+ * upscaling, 3 to 5 the common downscales of a random-resized crop. */
+static inline __attribute__((always_inline)) void
+rs_hrow_sse2_c(const uint8_t *s, uint8_t *d, const rs_axis_t *ax, size_t avail, const uint32_t C)
+{
+    switch (ax->pmax) {
+    case 1:
+        rs_hrow_sse2(s, d, ax, avail, C, 1);
+        break;
+    case 2:
+        rs_hrow_sse2(s, d, ax, avail, C, 2);
+        break;
+    case 3:
+        rs_hrow_sse2(s, d, ax, avail, C, 3);
+        break;
+    case 4:
+        rs_hrow_sse2(s, d, ax, avail, C, 4);
+        break;
+    case 5:
+        rs_hrow_sse2(s, d, ax, avail, C, 5);
+        break;
+    default:
+        rs_hrow_sse2(s, d, ax, avail, C, ax->pmax);
+        break;
+    }
+}
+
+/* Vertical pass, 16 output bytes per step: rows 2q and 2q+1 are interleaved
+ * byte by byte so one pmaddwd covers both taps for four outputs. */
+static void rs_vpass_sse2(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
+                          uint8_t *restrict dst, const rs_axis_t *ay,
+                          const int32_t *restrict bounds)
+{
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i half = _mm_set1_epi32(RS_HALF);
+    for (uint32_t yy = 0; yy < ay->out; yy++) {
+        const uint8_t *restrict s = src + (size_t)bounds[2 * (size_t)yy] * src_stride;
+        const size_t n = (size_t)bounds[2 * (size_t)yy + 1];
+        const int32_t *restrict k = ay->kk + (size_t)yy * ay->ksize;
+        const __m128i *restrict kv = ay->kv + (size_t)yy * ay->npair * 2;
+        uint8_t *restrict d = dst + (size_t)yy * row_bytes;
+        size_t i = 0;
+        for (; i + 16 <= row_bytes; i += 16) {
+            __m128i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
+            __m128i l0 = half, l1 = half, l2 = half, l3 = half;
+            for (size_t t = 0; t < n; t += 2) {
+                const uint8_t *r = s + t * src_stride + i;
+                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)r);
+                /* An odd last tap pairs with zeros (its partner weight is 0). */
+                __m128i b = t + 1 < n
+                                ? _mm_loadu_si128((const __m128i *)(const void *)(r + src_stride))
+                                : zero;
+                __m128i lo = _mm_unpacklo_epi8(a, b);
+                __m128i hi = _mm_unpackhi_epi8(a, b);
+                __m128i w0 = _mm_unpacklo_epi8(lo, zero);
+                __m128i w1 = _mm_unpackhi_epi8(lo, zero);
+                __m128i w2 = _mm_unpacklo_epi8(hi, zero);
+                __m128i w3 = _mm_unpackhi_epi8(hi, zero);
+                const __m128i kh = kv[t], kl = kv[t + 1];
+                h0 = _mm_add_epi32(h0, _mm_madd_epi16(w0, kh));
+                h1 = _mm_add_epi32(h1, _mm_madd_epi16(w1, kh));
+                h2 = _mm_add_epi32(h2, _mm_madd_epi16(w2, kh));
+                h3 = _mm_add_epi32(h3, _mm_madd_epi16(w3, kh));
+                l0 = _mm_add_epi32(l0, _mm_madd_epi16(w0, kl));
+                l1 = _mm_add_epi32(l1, _mm_madd_epi16(w1, kl));
+                l2 = _mm_add_epi32(l2, _mm_madd_epi16(w2, kl));
+                l3 = _mm_add_epi32(l3, _mm_madd_epi16(w3, kl));
+            }
+            /* Results are 0..255 (plus rounding slack): packs then packus
+             * saturate exactly as clip8 does. */
+            __m128i v01 = _mm_packs_epi32(rs_combine(h0, l0), rs_combine(h1, l1));
+            __m128i v23 = _mm_packs_epi32(rs_combine(h2, l2), rs_combine(h3, l3));
+            _mm_storeu_si128((__m128i *)(void *)(d + i), _mm_packus_epi16(v01, v23));
+        }
+        for (; i < row_bytes; i++) {
+            int32_t acc = RS_HALF;
+            for (size_t t = 0; t < n; t++) {
+                acc += s[t * src_stride + i] * k[t];
+            }
+            d[i] = rs_clip8(acc);
+        }
+    }
+}
+#endif
 
 /* Horizontal pass over rows [0, rows) of src (row stride src_stride bytes)
  * into dst, rows x out_w x c packed. src_avail is how many bytes the input
- * buffer holds from src on: the 3-channel kernel reads one byte past a
- * pixel, so on the row that ends the buffer the pixels touching its last
- * byte take the scalar path. */
+ * buffer holds from src on (the SIMD kernel must not read past it). */
 static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t *dst,
                      const rs_axis_t *ax, uint32_t c, size_t src_avail)
 {
     const size_t out_row = (size_t)ax->out * c;
+#if RS_SSE2
+    const int simd = (c == 3 || c == 4) && ax->ksize <= RS_SIMD_MAX_TAPS;
+#endif
     for (size_t r = 0; r < rows; r++) {
         const uint8_t *s = src + r * src_stride;
         uint8_t *d = dst + r * out_row;
-        uint32_t nx = 0;
-        if (c >= 3) {
-            nx = ax->out;
-            /* Windows only move right, so the unsafe pixels are a suffix. */
+#if RS_SSE2
+        if (simd) {
             const size_t avail = src_avail - r * src_stride;
-            while (nx > 0 && ((size_t)ax->bounds[2 * (size_t)nx - 2] +
-                              (size_t)ax->bounds[2 * (size_t)nx - 1]) * c + (4 - c) > avail) {
-                nx--;
+            if (c == 3) {
+                rs_hrow_sse2_c(s, d, ax, avail, 3);
+            } else {
+                rs_hrow_sse2_c(s, d, ax, avail, 4);
+            }
+            continue;
+        }
+#else
+        (void)src_avail;
+#endif
+        if (c == 3) {
+            for (uint32_t xx = 0; xx < ax->out; xx++) {
+                rs_hpixel3_scalar(s, d, ax, xx);
+            }
+        } else {
+            for (uint32_t xx = 0; xx < ax->out; xx++) {
+                rs_hpixel_scalar(s, d, ax, c, xx);
             }
         }
-        if (c == 3) {
-            rs_hrow_px4(s, d, ax, nx, 3);
-        } else if (c == 4) {
-            rs_hrow_px4(s, d, ax, nx, 4);
-        }
-        rs_hrow_scalar(s, d, ax, c, nx);
     }
 }
 
 /* Vertical pass: each output row is a weighted sum of whole input rows, so
- * it is the same multiply-add over row_bytes independent bytes regardless of
- * channel count, done 16 bytes at a time. src rows are src_stride apart;
- * bounds index them relative to src. */
+ * it is the same multiply-add over row_bytes independent bytes whatever the
+ * channel count. src rows are src_stride apart; bounds index them relative
+ * to src. The scalar version walks 8 bytes at a time so the accumulators
+ * stay in registers. */
 static void rs_vpass(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
                      uint8_t *restrict dst, const rs_axis_t *ay, const int32_t *restrict bounds)
 {
-    const int32_t *restrict kk = ay->kk;
-    const rs_v16i half = {RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF,
-                          RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF, RS_HALF,
-                          RS_HALF, RS_HALF, RS_HALF, RS_HALF};
+#if RS_SSE2
+    if (ay->ksize <= RS_SIMD_MAX_TAPS) {
+        rs_vpass_sse2(src, src_stride, row_bytes, dst, ay, bounds);
+        return;
+    }
+#endif
     for (uint32_t yy = 0; yy < ay->out; yy++) {
         const uint8_t *restrict s = src + (size_t)bounds[2 * (size_t)yy] * src_stride;
         const int32_t n = bounds[2 * (size_t)yy + 1];
-        const int32_t *restrict k = kk + (size_t)yy * ay->ksize;
+        const int32_t *restrict k = ay->kk + (size_t)yy * ay->ksize;
         uint8_t *restrict d = dst + (size_t)yy * row_bytes;
         size_t i = 0;
-        for (; i + RS_VBLOCK <= row_bytes; i += RS_VBLOCK) {
-            rs_v16i acc = half;
-            for (int32_t t = 0; t < n; t++) {
-                rs_v16b b;
-                memcpy(&b, s + (size_t)t * src_stride + i, sizeof(b));
-                acc += __builtin_convertvector(b, rs_v16i) * k[t];
+        for (; i + 8 <= row_bytes; i += 8) {
+            int32_t acc[8];
+            for (int j = 0; j < 8; j++) {
+                acc[j] = RS_HALF;
             }
-            acc >>= RS_PRECISION_BITS;
-            /* Clamp to 255 without a vector ?: (C has none): lanes > 255
-             * compare to -1, which selects 255. */
-            rs_v16i over = acc > 255;
-            acc = (acc & ~over) | (over & 255);
-            rs_v16b o = __builtin_convertvector(acc, rs_v16b);
-            memcpy(d + i, &o, sizeof(o));
+            for (int32_t t = 0; t < n; t++) {
+                const uint8_t *restrict p = s + (size_t)t * src_stride + i;
+                for (int j = 0; j < 8; j++) {
+                    acc[j] += p[j] * k[t];
+                }
+            }
+            for (int j = 0; j < 8; j++) {
+                d[i + j] = rs_clip8(acc[j]);
+            }
         }
         for (; i < row_bytes; i++) {
             int32_t acc = RS_HALF;
@@ -305,10 +489,15 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
     const size_t in_stride = (size_t)in->w * c;
     const size_t out_row = (size_t)out_w * c;
 
-    /* Scratch layout: vertical bounds and weights, horizontal bounds and
-     * weights, then the intermediate image (at most every visible row). */
-    size_t need = 0;
-    rc = rs_add_mul(&need, 2 * sizeof(int32_t), out_h);
+    /* Scratch layout, 16-byte aligned pieces first: SIMD weights (vertical,
+     * horizontal), int32 bounds and weights (vertical, horizontal), then the
+     * intermediate image (at most every visible row). */
+    size_t need = 16; /* slack to align the base */
+#if RS_SSE2
+    rc = rs_add_mul(&need, ay.npair * 2 * sizeof(__m128i), out_h);
+    rc = rc ? rc : rs_add_mul(&need, ax.npair * 2 * sizeof(__m128i), out_w);
+#endif
+    rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), out_h);
     rc = rc ? rc : rs_add_mul(&need, ay.ksize * sizeof(int32_t), out_h);
     rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), out_w);
     rc = rc ? rc : rs_add_mul(&need, ax.ksize * sizeof(int32_t), out_w);
@@ -336,23 +525,39 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
         }
         mem = owned;
     }
-    /* Every piece is a multiple of 4 bytes up to the intermediate image, so
-     * the int32 arrays stay aligned. */
+    mem += (16 - (uintptr_t)mem % 16) % 16;
+#if RS_SSE2
+    ay.kv = (__m128i *)(void *)mem;
+    ax.kv = ay.kv + ay.npair * 2 * out_h;
+    mem = (uint8_t *)(ax.kv + ax.npair * 2 * out_w);
+#endif
     ay.bounds = (int32_t *)(void *)mem;
     ay.kk = ay.bounds + 2 * (size_t)out_h;
     ax.bounds = ay.kk + ay.ksize * out_h;
     ax.kk = ax.bounds + 2 * (size_t)out_w;
     uint8_t *tmp = (uint8_t *)(ax.kk + ax.ksize * out_w);
 
-    rs_axis_coeffs(&ay);
     const uint8_t *src = in->data + (size_t)ax.base * c;
+    if (need_v) {
+        rs_axis_coeffs(&ay);
+#if RS_SSE2
+        rs_axis_pairs(&ay);
+#endif
+    }
     if (need_h) {
         rs_axis_coeffs(&ax);
+#if RS_SSE2
+        rs_axis_pairs(&ax);
+#endif
         /* Only rows some vertical window touches are resampled horizontally,
-         * as Pillow does (ybox_first .. ybox_last). */
-        const size_t first = (size_t)ay.bounds[0];
-        const size_t last = (size_t)ay.bounds[2 * (size_t)out_h - 2] +
-                            (size_t)ay.bounds[2 * (size_t)out_h - 1];
+         * as Pillow does (ybox_first .. ybox_last). Vertically identical:
+         * exactly the output rows. */
+        size_t first = ay.base, last = (size_t)ay.base + out_h;
+        if (need_v) {
+            first = (size_t)ay.bounds[0];
+            last = (size_t)ay.bounds[2 * (size_t)out_h - 2] +
+                   (size_t)ay.bounds[2 * (size_t)out_h - 1];
+        }
         const uint8_t *rows = in->data + first * in_stride;
         const size_t avail = in->nbytes - first * in_stride;
         if (need_v) {
@@ -362,7 +567,6 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
             }
             rs_vpass(tmp, out_row, out_row, out->data, &ay, ay.bounds);
         } else {
-            /* Identity vertically: the rows are exactly the output rows. */
             rs_hpass(rows, in_stride, out_h, out->data, &ax, c, avail);
         }
     } else if (need_v) {

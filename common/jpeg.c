@@ -16,15 +16,18 @@
  * or truncation below the region goes unnoticed (progressive files are read
  * whole before the first row). Nor is anything after the last scanline
  * read: a sequential file whose pixels are complete but whose tail is junk
- * (a known quirk of some cameras) decodes.
+ * (or has no EOI, when the entropy decoder did not need to look past the
+ * data) decodes. A few metadata-only warnings are ignored; see
+ * dec_emit_message().
  *
  * Region output convention: the output is trimmed to exactly the scaled
  * columns/rows that cover the region, i.e. *ret_x0 = floor(x / s),
  * *ret_y0 = floor(y / s), out->w = min(ceil((x + w) / s), ceil(W / s)) - x0,
  * same for rows. libjpeg's crop is widened by a small margin first and the
  * margin is dropped, so that the image-edge handling of fancy upsampling at
- * the crop boundary never touches output pixels: at scale 1 the region is
- * bit-identical to the same rectangle of a full decode. */
+ * the crop boundary never touches output pixels: at every scale the region
+ * is bit-identical to the same rectangle of the whole image decoded at that
+ * scale (at scale 1: of sl_jpeg_decode). */
 #include "common/jpeg.h"
 
 #include <errno.h>
@@ -110,8 +113,8 @@ static void dec_emit_message(j_common_ptr c, int level)
     case JWRN_ADOBE_XFORM:
     case JWRN_BOGUS_ICC:
     case JWRN_NOT_SEQUENTIAL:
-        /* Metadata or header oddities that leave the pixel data intact:
-         * common in real files, and every other decoder accepts them. */
+        /* Metadata or header oddities after which libjpeg carries on with
+         * correct pixels: not worth losing a sample over. */
         return;
     case JWRN_JPEG_EOF:
         dec_fail(c, -ENOMSG);
@@ -309,12 +312,14 @@ static int dec_run(dec_t *d, dec_req_t *rq)
             return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
                           "decoder stalled at row %u", sy0 + done);
         }
-        for (uint32_t i = 0; !direct && i < got; i++) {
-            uint8_t *o = dst + (size_t)(done + i) * out_stride;
-            if (cmyk) {
-                cmyk_to_rgb(scratch[i] + skip_bytes, o, sx1 - sx0, inverted);
-            } else {
-                memcpy(o, scratch[i] + skip_bytes, out_stride);
+        if (!direct) {
+            for (uint32_t i = 0; i < got; i++) {
+                uint8_t *o = dst + (size_t)(done + i) * out_stride;
+                if (cmyk) {
+                    cmyk_to_rgb(scratch[i] + skip_bytes, o, sx1 - sx0, inverted);
+                } else {
+                    memcpy(o, scratch[i] + skip_bytes, out_stride);
+                }
             }
         }
         done += got;

@@ -136,6 +136,7 @@ typedef enum {
     WK_NEXT_TIMEOUT,   /* nothing within wait_ms */
     WK_NEXT_CLOSED,    /* the dispatcher closed the job: end the stream OK */
     WK_NEXT_STOPPING,  /* the worker is shutting down */
+    WK_NEXT_FAILED,    /* the job failed here (source mismatch...): FAILED_PRECONDITION */
 } wk_next_e;
 
 wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg);
@@ -143,6 +144,8 @@ wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg);
 wk_next_e wk_job_poll_state(wk_job_t *job);
 /* Accounting after a message went out. */
 void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m);
+/* Why the job failed ("" if it did not). */
+void wk_job_reason(wk_job_t *job, char *buf, size_t len);
 /* Ends the caller's stream. broken = the stream ended abnormally: every
  * buffered message and unfinished split of the job is dropped (the client
  * asks the dispatcher to retry them; docs/protocol.md). Releases the ref. */

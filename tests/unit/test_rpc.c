@@ -878,11 +878,27 @@ START_TEST(test_stream_limit)
     sl_rpc_cstream_free(b);
     sl_rpc_cstream_free(a);
     ck_assert_int_eq(ctx_wait_done(&ctx, 5000), -ECANCELED);
-    /* The slot is free again. */
+    /* The slot is free again once the handler thread has ended (shortly
+     * after it recorded its result). */
     ctx.stream_done = 0;
-    a = open_fetch(ch, SL_PROTOCOL_VERSION, FETCH_CREDITS, 100);
-    for (int i = 0; i < FETCH_N; i++) {
-        Sluice__Batch *batch = recv_batch(a, 5000);
+    Sluice__Batch *batch = NULL;
+    for (int tries = 0; batch == NULL; tries++) {
+        ck_assert_int_lt(tries, 100);
+        a = open_fetch(ch, SL_PROTOCOL_VERSION, FETCH_CREDITS, 100);
+        int r = sl_rpc_cstream_recv(a, &m, 5000, &st);
+        if (r == 0) {
+            batch = (Sluice__Batch *)m;
+            break;
+        }
+        ck_assert_int_eq(st.code, SL_RPC_RESOURCE_EXHAUSTED);
+        sl_rpc_cstream_free(a);
+        usleep(10 * 1000);
+    }
+    ck_assert_uint_eq(batch->split_id, 0);
+    protobuf_c_message_free_unpacked(&batch->base, NULL);
+    for (int i = 1; i < FETCH_N; i++) {
+        batch = recv_batch(a, 5000);
+        ck_assert_uint_eq(batch->split_id, (uint64_t)i);
         protobuf_c_message_free_unpacked(&batch->base, NULL);
     }
     ck_assert_int_eq(sl_rpc_cstream_recv(a, &m, 5000, &st), 1);

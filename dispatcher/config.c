@@ -1,0 +1,62 @@
+/* config: the table. Bounds keep every derived allocation bounded: split
+ * tables, per-worker assignment arrays, the job and worker tables. */
+#include "dispatcher/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "common/httpd.h"
+
+#define OPT_INT(key, lo, hi, def, help)                                                \
+    {#key, SL_CONF_INT, offsetof(disp_config_t, key), lo, hi, def, help, 0, 0}
+
+static const sl_conf_opt_t OPTS[] = {
+    {"listen", SL_CONF_STR, offsetof(disp_config_t, listen), 0, 0, "127.0.0.1:7400",
+     "gRPC address HOST:PORT (port 0 picks a free one)", 0, 0},
+    {"http", SL_CONF_STR, offsetof(disp_config_t, http), 0, 0, "127.0.0.1:7401",
+     "status HTTP address HOST:PORT (/status, /metrics, /healthz)", 0, 0},
+    {"journal", SL_CONF_STR, offsetof(disp_config_t, journal), 0, 0, "",
+     "journal directory (accepted; journaling is not implemented yet)", 0, 0},
+    OPT_INT(worker_timeout_ms, 100, 3600000, "5000",
+            "a worker silent this long is lost and its splits re-assigned"),
+    OPT_INT(heartbeat_ms, 10, 600000, "500", "heartbeat interval told to workers"),
+    OPT_INT(client_timeout_ms, 100, 86400000, "30000",
+            "a job whose client is silent this long is closed"),
+    OPT_INT(split_size, 1, 1048576, "256", "positions per split"),
+    OPT_INT(max_splits_per_worker, 1, 1024, "4",
+            "unacknowledged splits of one job per worker"),
+    OPT_INT(max_client_splits, 1, 65536, "64",
+            "unacknowledged splits of one job handed to its client at a time"),
+    OPT_INT(max_jobs, 1, 4096, "64", "open jobs (beyond: RESOURCE_EXHAUSTED)"),
+    OPT_INT(max_workers, 1, 65536, "1024", "registered workers (beyond: RESOURCE_EXHAUSTED)"),
+    OPT_INT(rpc_threads, 1, 64, "4", "threads running RPC handlers"),
+    {"log_level", SL_CONF_LOGLEVEL, offsetof(disp_config_t, log_level), 0, 0, "notice",
+     "error, warning, notice, info or debug", 0, 1},
+};
+
+const sl_conf_table_t disp_conf_table = {
+    .progname = "sluice-dispatcher",
+    .summary = "Sluice dispatcher: worker registry, jobs, split assignment",
+    .version = DISP_VERSION,
+    .opts = OPTS,
+    .nopts = sizeof(OPTS) / sizeof(OPTS[0]),
+};
+
+int disp_config_check(const disp_config_t *c, char *err, size_t errlen)
+{
+    char host[256];
+    unsigned port = 0;
+    if (sl_httpd_split_addr(c->listen, host, sizeof(host), &port) != 0) {
+        return sl_err(err, errlen, -EINVAL, "listen: '%s' is not HOST:PORT", c->listen);
+    }
+    if (sl_httpd_split_addr(c->http, host, sizeof(host), &port) != 0) {
+        return sl_err(err, errlen, -EINVAL, "http: '%s' is not HOST:PORT", c->http);
+    }
+    if (c->heartbeat_ms >= c->worker_timeout_ms) {
+        return sl_err(err, errlen, -EINVAL,
+                      "heartbeat_ms (%lld) must be below worker_timeout_ms (%lld)",
+                      c->heartbeat_ms, c->worker_timeout_ms);
+    }
+    return 0;
+}

@@ -1,0 +1,35 @@
+/* config: the dispatcher's settings as one sl_conf table (common/conf.h).
+ * Every key is also a flag (--worker-timeout-ms) and a line of
+ * conf/dispatcher.conf. Only log_level is reloadable (SIGHUP). */
+#ifndef DISP_CONFIG_H
+#define DISP_CONFIG_H
+
+#include <stddef.h>
+
+#include "common/conf.h"
+
+#define DISP_VERSION "0.1.0"
+
+typedef struct disp_config_s {
+    char listen[SL_CONF_STR_MAX];  /* gRPC HOST:PORT */
+    char http[SL_CONF_STR_MAX];    /* status HOST:PORT */
+    char journal[SL_CONF_STR_MAX]; /* accepted, not implemented yet */
+    long long worker_timeout_ms;
+    long long heartbeat_ms;
+    long long client_timeout_ms;
+    long long split_size;
+    long long max_splits_per_worker;
+    long long max_client_splits;
+    long long max_jobs;
+    long long max_workers;
+    long long rpc_threads;
+    int log_level; /* syslog level */
+} disp_config_t;
+
+extern const sl_conf_table_t disp_conf_table;
+
+/* Checks what one key's bounds cannot: heartbeat_ms < worker_timeout_ms,
+ * addresses of the form HOST:PORT. */
+int disp_config_check(const disp_config_t *c, char *err, size_t errlen);
+
+#endif

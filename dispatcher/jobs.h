@@ -1,0 +1,236 @@
+/* jobs: the job table and the truth about splits (docs/protocol.md).
+ *
+ * Pure bookkeeping over the caller's clock (now_ms, monotonic): no sockets,
+ * no protobuf, no locking -- the caller holds the dispatcher mutex. Unit
+ * tests drive it directly (tests/unit/test_dispatcher_jobs.c).
+ *
+ * Per job:
+ *  - Epochs are created lazily: epoch e+1 once no split of epoch e is
+ *    PENDING, and at most two epochs are live (have unacknowledged splits).
+ *    A fully acknowledged epoch is freed; after the last one the job is
+ *    FINISHED.
+ *  - Split i of an epoch covers positions [i*split_size, min(n, (i+1)*split_size))
+ *    and has id epoch*nsplits + i (unique within the job).
+ *  - A split is PENDING, ASSIGNED(owner) or ACKED; owner 0 is the client.
+ *    Local-share splits (plan.c rule) go to the client only. Remote splits go
+ *    to the live worker with the fewest outstanding splits of this job (ties:
+ *    fewest over all jobs, then lowest id), at most max_splits_per_worker
+ *    each; a split returned because of worker W goes elsewhere if anyone else
+ *    has room. With no live worker for worker_timeout_ms, or when every live
+ *    worker has refused the job, remote splits go to the client.
+ *  - The client holds at most max_client_splits unacknowledged splits per
+ *    job, so GetAssignment replies stay O(workers * max_splits_per_worker +
+ *    max_client_splits) whatever the data set size.
+ *  - Returned splits (worker lost, client retry, worker refused the job) go
+ *    to the front of the queue: the oldest positions block the client most.
+ *  - A worker that reports a job in failed_jobs is banned from that job for
+ *    good (its splits return to the queue); the job does not fail: other
+ *    workers or the client finish it.
+ *
+ * Work per call is O(splits touched + workers), never O(splits of an epoch),
+ * except epoch creation and job close (once per epoch / job). */
+#ifndef DISP_JOBS_H
+#define DISP_JOBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/spec.h"
+#include "dispatcher/plan.h"
+#include "dispatcher/registry.h"
+
+/* Bounds on what a client can make us allocate. */
+#define DISP_MAX_SPLITS_PER_EPOCH (1u << 20)
+#define DISP_SPLIT_BUDGET (1ull << 22)  /* live split slots over all jobs (~32 B each) */
+#define DISP_CLOSED_KEEP 64             /* closed jobs kept for /status */
+#define DISP_CLOSED_LINGER_MS 60000
+#define DISP_REVOKE_MAX 64              /* revocations queued per (job, worker) */
+#define DISP_SKIP_REASONS_MAX 16
+#define DISP_TEXT_MAX 256
+
+typedef enum {
+    DISP_SPLIT_PENDING = 0,
+    DISP_SPLIT_ASSIGNED,
+    DISP_SPLIT_ACKED,
+} disp_split_state_e;
+
+typedef enum {
+    DISP_JOB_ACTIVE = 0, /* epochs left to deliver */
+    DISP_JOB_FINISHED,   /* every epoch acknowledged; waits for CloseJob */
+    DISP_JOB_CLOSED,     /* CloseJob or client timeout; kept briefly for /status */
+} disp_job_state_e;
+
+typedef struct disp_split_s {
+    uint64_t owner; /* ASSIGNED: worker id, 0 = client */
+    uint64_t avoid; /* worker the split was last taken from (0 = none) */
+    uint8_t state;  /* disp_split_state_e */
+    uint8_t local;  /* local share: the client's own */
+} disp_split_t;
+
+/* FIFO of split indices with push to the front for returned splits.
+ * Entries whose split is no longer PENDING are skipped when popped (an ack
+ * may arrive for a split waiting in the queue). */
+typedef struct disp_ring_s {
+    uint32_t *buf;
+    uint32_t cap, head, len;
+} disp_ring_t;
+
+typedef struct disp_epoch_s {
+    uint64_t epoch;
+    disp_split_t *splits; /* nsplits of the job */
+    disp_ring_t remote;   /* PENDING remote splits */
+    disp_ring_t local;    /* PENDING local-share splits */
+    uint32_t npending;
+    uint32_t nacked;
+} disp_epoch_t;
+
+/* One worker's part in one job. */
+typedef struct disp_jw_s {
+    uint64_t worker_id;
+    int banned;        /* the worker refused the job (failed_jobs) */
+    uint32_t n;        /* outstanding split ids, assignment order */
+    uint64_t *ids;     /* [max_splits_per_worker] */
+    uint8_t *sent;     /* told in a heartbeat reply */
+    uint64_t revoked[DISP_REVOKE_MAX];
+    uint32_t nrevoked;
+} disp_jw_t;
+
+typedef struct disp_skip_s {
+    char reason[DISP_NAME_MAX];
+    uint64_t count;
+} disp_skip_t;
+
+typedef struct disp_rates_s {
+    int have;
+    int64_t at_ms;
+    double delivered_per_sec;
+    double wait_fraction;
+    double cpu_fraction;
+    double cpu_budget;
+    double recv_cpu_sec_per_byte;
+    disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
+    uint32_t nstages;
+} disp_rates_t;
+
+typedef struct disp_job_s {
+    uint64_t id;
+    disp_job_state_e state;
+    sl_spec_t spec;
+    char *spec_json; /* canonical (sl_spec_to_json); owned */
+    char spec_name[DISP_NAME_MAX];
+    char client_id[DISP_NAME_MAX];
+    uint64_t fingerprint;
+    uint64_t num_samples;
+    uint32_t client_threads;
+    disp_plan_t plan;
+
+    uint32_t split_size;
+    uint32_t nsplits;     /* per epoch */
+    uint32_t epochs;      /* total, from the spec */
+    disp_epoch_t ep[2];   /* ep[0] is the oldest live epoch */
+    uint32_t nep;
+    uint64_t next_epoch;  /* number of the next epoch to create */
+
+    disp_jw_t *jw;        /* one per worker that had splits or refused */
+    size_t njw, capjw;
+    uint64_t *client_ids; /* [max_client_splits] owner-0 splits, assignment order */
+    uint32_t nclient;
+
+    uint64_t acked_total;
+    uint64_t reassigned_total;
+    disp_skip_t skips[DISP_SKIP_REASONS_MAX];
+    uint32_t nskips;
+    disp_rates_t rates;
+    char worker_failure[DISP_TEXT_MAX]; /* last refusal by a worker */
+    char close_reason[DISP_TEXT_MAX];
+
+    int64_t created_ms;
+    int64_t last_client_ms;
+    int64_t finished_ms;
+    int64_t closed_ms;
+} disp_job_t;
+
+typedef struct disp_limits_s {
+    uint32_t split_size;
+    uint32_t max_splits_per_worker;
+    uint32_t max_client_splits;
+    uint32_t max_jobs;
+    int64_t worker_timeout_ms;
+    int64_t client_timeout_ms;
+} disp_limits_t;
+
+typedef struct disp_jobs_s {
+    disp_limits_t lim;
+    disp_registry_t *reg; /* not owned */
+    disp_job_t **jobs;    /* open and recently closed, submission order */
+    size_t n, cap;
+    size_t nopen;
+    uint64_t next_id;
+    uint64_t split_slots; /* reserved: 2 * nsplits per open job */
+    uint64_t splits_acked_total;
+    uint64_t splits_reassigned_total;
+} disp_jobs_t;
+
+typedef struct disp_submit_s {
+    const char *spec_json;
+    size_t spec_len;
+    const char *spec_name; /* for error messages; "" or NULL = "<rpc>" */
+    uint64_t num_samples;
+    uint64_t fingerprint;
+    uint32_t client_threads;
+    const char *client_id;
+} disp_submit_t;
+
+int disp_jobs_init(disp_jobs_t *js, disp_registry_t *reg, const disp_limits_t *lim,
+                   uint64_t first_id);
+void disp_jobs_destroy(disp_jobs_t *js);
+
+/* Parses and plans the job and creates its first epoch. Returns 0,
+ * -EINVAL / -E2BIG (bad spec or sample count: err is the message to send
+ * back, the spec parser's verbatim), -ENOSPC (too many jobs or splits),
+ * -ENOMEM. */
+int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
+                     disp_job_t **ret, char *err, size_t errlen);
+/* Any state, including CLOSED; NULL when unknown. */
+disp_job_t *disp_jobs_find(disp_jobs_t *js, uint64_t id);
+
+/* Hands out pending splits of one job / of every active job. */
+void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
+void disp_jobs_assign_all(disp_jobs_t *js, int64_t now_ms);
+
+/* The client acknowledged these splits. Unknown, stale and repeated ids are
+ * ignored (acks are idempotent). Returns how many were newly acknowledged.
+ * This and the calls below hand out freed capacity at once (assign). */
+size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
+                     int64_t now_ms);
+/* The client's stream to their owner broke: ASSIGNED remote splits return
+ * to the queue (and are revoked at the old owner). Returns how many. */
+size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
+                       int64_t now_ms);
+/* Adds skip counts reported with an ack (bounded number of reasons). */
+void disp_jobs_add_skips(disp_job_t *job, const char *reason, uint64_t count);
+
+/* A worker was lost: every split it held returns to the queue. */
+void disp_jobs_worker_lost(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms);
+/* A worker cannot run this job: ban it from the job, return its splits. */
+int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id,
+                             const char *reason, int64_t now_ms);
+
+/* Closes a job (client's CloseJob or timeout): frees its splits. Idempotent. */
+void disp_jobs_close(disp_jobs_t *js, disp_job_t *job, const char *reason, int64_t now_ms);
+/* Closes jobs whose client has been silent for client_timeout_ms and drops
+ * closed jobs past their linger. Returns how many jobs were closed. */
+size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms);
+
+/* The record of worker_id in job, or NULL. */
+disp_jw_t *disp_job_jw(disp_job_t *job, uint64_t worker_id);
+/* Looks up a split by id in a live epoch; NULL when not live. */
+disp_split_t *disp_job_split(disp_job_t *job, uint64_t split_id, uint64_t *ret_epoch,
+                             uint64_t *ret_begin, uint64_t *ret_end);
+/* Splits per state in the live epochs. */
+void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret_assigned,
+                     uint64_t *ret_acked);
+
+const char *disp_job_state_name(disp_job_state_e s);
+
+#endif

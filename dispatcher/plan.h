@@ -1,0 +1,30 @@
+/* plan: where a job's pipeline is cut and how much the client keeps
+ * (docs/protocol.md "Plans by offload mode"). Pure; no planner yet: auto and
+ * fastflow behave as "all" and say so in the mode string. */
+#ifndef DISP_PLAN_H
+#define DISP_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/spec.h"
+
+#define DISP_PLAN_MODE_MAX 64
+
+typedef struct disp_plan_s {
+    uint32_t split;     /* units run remotely: workers run [0, split) */
+    double local_share; /* fraction of splits the client runs itself */
+    char mode[DISP_PLAN_MODE_MAX];
+    uint32_t version;   /* 1; increments on re-plan (none yet) */
+    uint32_t nunits;    /* units of the compiled pipeline */
+} disp_plan_t;
+
+/* Compiles the spec's stages (common/pipeline.h) to count units and maps a
+ * fixed split to a unit boundary. Returns 0 or the pipeline's error. */
+int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t errlen);
+
+/* The local share rule: split i of an epoch is the client's own iff
+ * floor((i+1)*F) > floor(i*F). */
+int disp_plan_split_is_local(uint64_t i, double share);
+
+#endif

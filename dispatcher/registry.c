@@ -1,0 +1,169 @@
+#include "dispatcher/registry.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int disp_registry_init(disp_registry_t *r, size_t max_workers, uint64_t first_id, int64_t now_ms)
+{
+    memset(r, 0, sizeof(*r));
+    if (max_workers == 0) {
+        return -EINVAL;
+    }
+    r->workers = calloc(max_workers, sizeof(*r->workers));
+    if (r->workers == NULL) {
+        return -ENOMEM;
+    }
+    r->cap = max_workers;
+    r->next_id = first_id != 0 ? first_id : 1;
+    r->no_live_since_ms = now_ms;
+    return 0;
+}
+
+void disp_registry_destroy(disp_registry_t *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->workers[i]);
+    }
+    free(r->workers);
+    memset(r, 0, sizeof(*r));
+}
+
+const char *disp_worker_state_name(disp_worker_state_e s)
+{
+    switch (s) {
+    case DISP_WORKER_LIVE:
+        return "live";
+    case DISP_WORKER_LOST:
+        return "lost";
+    }
+    return "?";
+}
+
+disp_worker_t *disp_registry_find(disp_registry_t *r, uint64_t id)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->workers[i]->id == id) {
+            return r->workers[i];
+        }
+    }
+    return NULL;
+}
+
+disp_worker_t *disp_registry_live(disp_registry_t *r, uint64_t id)
+{
+    disp_worker_t *w = disp_registry_find(r, id);
+    return w != NULL && w->state == DISP_WORKER_LIVE ? w : NULL;
+}
+
+static void remove_at(disp_registry_t *r, size_t i)
+{
+    free(r->workers[i]);
+    memmove(&r->workers[i], &r->workers[i + 1], (r->n - i - 1) * sizeof(*r->workers));
+    r->n--;
+}
+
+/* Makes room by dropping the oldest LOST entry; -ENOSPC if all are live. */
+static int make_room(disp_registry_t *r)
+{
+    size_t oldest = r->n;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->workers[i]->state == DISP_WORKER_LOST &&
+            (oldest == r->n || r->workers[i]->lost_ms < r->workers[oldest]->lost_ms)) {
+            oldest = i;
+        }
+    }
+    if (oldest == r->n) {
+        return -ENOSPC;
+    }
+    remove_at(r, oldest);
+    return 0;
+}
+
+static int id_taken(disp_registry_t *r, uint64_t id) { return disp_registry_find(r, id) != NULL; }
+
+int disp_registry_register(disp_registry_t *r, const char *address, const char *hostname,
+                           uint32_t threads, uint64_t want_id, int64_t now_ms,
+                           disp_worker_t **ret, int *ret_new)
+{
+    if (address == NULL || address[0] == '\0' || strlen(address) >= DISP_ADDR_MAX) {
+        return -EINVAL;
+    }
+    if (hostname == NULL) {
+        hostname = "";
+    }
+    if (want_id != 0) {
+        disp_worker_t *w = disp_registry_find(r, want_id);
+        if (w != NULL && w->state == DISP_WORKER_LIVE && strcmp(w->address, address) == 0) {
+            /* A retried register (the reply was lost): same worker. */
+            w->threads = threads;
+            w->last_heartbeat_ms = now_ms;
+            snprintf(w->hostname, sizeof(w->hostname), "%.*s", DISP_ADDR_MAX - 1, hostname);
+            *ret = w;
+            *ret_new = 0;
+            return 0;
+        }
+        if (w != NULL) {
+            want_id = 0; /* lost, or another worker's id: never reuse */
+        }
+    }
+    if (r->n == r->cap && make_room(r) != 0) {
+        return -ENOSPC;
+    }
+    disp_worker_t *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    if (want_id == 0) {
+        while (r->next_id == 0 || id_taken(r, r->next_id)) {
+            r->next_id++;
+        }
+        want_id = r->next_id++;
+    } else if (want_id >= r->next_id) {
+        r->next_id = want_id + 1;
+    }
+    w->id = want_id;
+    w->state = DISP_WORKER_LIVE;
+    snprintf(w->address, sizeof(w->address), "%s", address);
+    snprintf(w->hostname, sizeof(w->hostname), "%.*s", DISP_ADDR_MAX - 1, hostname);
+    w->threads = threads;
+    w->registered_ms = now_ms;
+    w->last_heartbeat_ms = now_ms;
+    r->workers[r->n++] = w;
+    r->nlive++;
+    *ret = w;
+    *ret_new = 1;
+    return 0;
+}
+
+size_t disp_registry_expire(disp_registry_t *r, int64_t now_ms, int64_t timeout_ms,
+                            uint64_t *lost_ids, size_t max)
+{
+    size_t nlost = 0;
+    for (size_t i = 0; i < r->n;) {
+        disp_worker_t *w = r->workers[i];
+        if (w->state == DISP_WORKER_LOST && now_ms - w->lost_ms >= DISP_LOST_LINGER_MS) {
+            remove_at(r, i);
+            continue;
+        }
+        if (w->state == DISP_WORKER_LIVE && now_ms - w->last_heartbeat_ms >= timeout_ms &&
+            nlost < max) {
+            w->state = DISP_WORKER_LOST;
+            w->lost_ms = now_ms;
+            r->nlive--;
+            if (r->nlive == 0) {
+                /* Its last sign of life, not now: it has already been
+                 * silent for a whole timeout. */
+                r->no_live_since_ms = w->last_heartbeat_ms;
+            }
+            lost_ids[nlost++] = w->id;
+        }
+        i++;
+    }
+    return nlost;
+}
+
+int disp_registry_no_workers(const disp_registry_t *r, int64_t now_ms, int64_t timeout_ms)
+{
+    return r->nlive == 0 && now_ms - r->no_live_since_ms >= timeout_ms;
+}

@@ -1,0 +1,88 @@
+/* registry: the workers the dispatcher knows. Pure bookkeeping with the
+ * caller's clock (now_ms, monotonic) so that tests drive time; not
+ * thread-safe: the caller holds the dispatcher mutex (dispatcher.h).
+ *
+ * A worker is LIVE from RegisterWorker until it has been silent for
+ * worker_timeout_ms; then LOST (its splits are re-assigned by jobs.c) and
+ * kept for DISP_LOST_LINGER_MS so /status can show it, then removed. A LOST
+ * worker that heartbeats is told known=false and registers again with a new
+ * id. Workers are referenced elsewhere by id, never by pointer. */
+#ifndef DISP_REGISTRY_H
+#define DISP_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DISP_ADDR_MAX 256
+#define DISP_LOST_LINGER_MS 60000
+#define DISP_STAGE_STATS_MAX 32
+#define DISP_NAME_MAX 64
+
+typedef enum {
+    DISP_WORKER_LIVE = 0,
+    DISP_WORKER_LOST,
+} disp_worker_state_e;
+
+typedef struct disp_stage_stat_s {
+    char name[DISP_NAME_MAX];
+    double cpu_sec_per_sample;
+    double out_bytes_per_sample;
+    uint64_t samples;
+} disp_stage_stat_t;
+
+typedef struct disp_worker_s {
+    uint64_t id;
+    disp_worker_state_e state;
+    char address[DISP_ADDR_MAX];  /* clients dial it for Fetch */
+    char hostname[DISP_ADDR_MAX];
+    uint32_t threads;
+    int64_t registered_ms;
+    int64_t last_heartbeat_ms;
+    int64_t lost_ms;
+    double load;
+    uint64_t buffered_bytes;
+    uint32_t in_progress;     /* splits_in_progress in the last heartbeat */
+    uint32_t outstanding;     /* ASSIGNED splits over all jobs (kept by jobs.c) */
+    disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
+    uint32_t nstages;
+} disp_worker_t;
+
+typedef struct disp_registry_s {
+    disp_worker_t **workers; /* owned; order of registration */
+    size_t n, cap;           /* cap = max_workers (live + lingering lost) */
+    size_t nlive;
+    uint64_t next_id;
+    /* When the live count last dropped to 0 (or start-up): with no live
+     * worker for worker_timeout_ms, remote splits fall back to clients. */
+    int64_t no_live_since_ms;
+} disp_registry_t;
+
+/* first_id: the first id handed out (main seeds it from the wall clock so
+ * ids from before a restart are not reused). */
+int disp_registry_init(disp_registry_t *r, size_t max_workers, uint64_t first_id, int64_t now_ms);
+void disp_registry_destroy(disp_registry_t *r);
+
+/* Registers (or refreshes) a worker. want_id != 0 asks for that id back:
+ * granted when it is LIVE with the same address (a retried register) or
+ * unknown here (the dispatcher restarted); a LOST id gets a new one.
+ * Returns 0, -ENOSPC when the table is full of live workers, -EINVAL for
+ * an empty or overlong address. *ret_new is 1 when the id is new to us. */
+int disp_registry_register(disp_registry_t *r, const char *address, const char *hostname,
+                           uint32_t threads, uint64_t want_id, int64_t now_ms,
+                           disp_worker_t **ret, int *ret_new);
+disp_worker_t *disp_registry_find(disp_registry_t *r, uint64_t id);
+/* LIVE worker with this id, or NULL. */
+disp_worker_t *disp_registry_live(disp_registry_t *r, uint64_t id);
+
+/* Marks workers silent for timeout_ms LOST; writes up to max of their ids
+ * to lost_ids and returns how many (the rest are found on the next call:
+ * each call marks at most max). Removes LOST entries older than the linger. */
+size_t disp_registry_expire(disp_registry_t *r, int64_t now_ms, int64_t timeout_ms,
+                            uint64_t *lost_ids, size_t max);
+/* Whether remote work should fall back to clients: no live worker for at
+ * least timeout_ms. */
+int disp_registry_no_workers(const disp_registry_t *r, int64_t now_ms, int64_t timeout_ms);
+
+const char *disp_worker_state_name(disp_worker_state_e s);
+
+#endif

@@ -1,0 +1,214 @@
+/* Pipeline units: fusion boundaries, split mapping, determinism, and how far
+ * the fused region-of-interest decode may differ from decode-then-crop.
+ *
+ * Documented tolerance (README "Fused decode"): on RandomResizedCrop(224) the
+ * fused unit's output differs from the unfused path's by a mean absolute
+ * difference below 3 levels (of 255) per sample; at DCT scale 1 the two are
+ * identical up to resampling rounding (< 1 level mean). */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/pipeline.h"
+#include "common/spec.h"
+#include "tests/unit/fixtures.h"
+
+static void parse(const char *json, sl_spec_t *spec)
+{
+    char err[512];
+    int rc = sl_spec_parse("t.json", json, strlen(json), spec, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+}
+
+static const char *RRC_SPEC =
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\", \"seed\": 3},"
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", \"size\": 224},"
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\"}, {\"op\": \"to_chw\"}]}";
+
+START_TEST(test_units_and_split_mapping)
+{
+    sl_spec_t spec;
+    parse(RRC_SPEC, &spec);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, NULL, 0), 0);
+    ck_assert_uint_eq(sl_pipeline_nunits(p), 4);
+    ck_assert_str_eq(sl_pipeline_unit_name(p, 0), "decode_jpeg+random_resized_crop");
+    ck_assert_str_eq(sl_pipeline_unit_name(p, 3), "to_chw");
+    /* Spec split 1 cuts the fused unit: it moves to the unit's end. */
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 0), 0);
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 1), 1);
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 2), 1);
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 3), 2);
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 5), 4);
+    sl_pipeline_free(p);
+    ck_assert_int_eq(sl_pipeline_new(&spec, SL_PIPE_NO_FUSE, &p, NULL, 0), 0);
+    ck_assert_uint_eq(sl_pipeline_nunits(p), 5);
+    sl_pipeline_free(p);
+}
+END_TEST
+
+static void load_jpeg(sl_tensor_t *t, uint32_t w, uint32_t h, uint32_t seed, int progressive)
+{
+    fx_jpeg_opts_t o = {.width = w, .height = h, .quality = 90, .seed = seed,
+                        .progressive = progressive};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(fx_make_jpeg(&o, &buf, &len), 0);
+    ck_assert_int_eq(sl_tensor_reshape(t, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)len, 1, 1), 0);
+    memcpy(t->data, buf, len);
+    free(buf);
+}
+
+static double run_one(const sl_pipeline_t *p, uint32_t to, uint64_t index, const sl_tensor_t *jpg,
+                      sl_tensor_t *out)
+{
+    sl_pipe_scratch_t sc;
+    sl_pipe_scratch_init(&sc);
+    ck_assert_int_eq(sl_tensor_reshape(out, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)jpg->nbytes, 1, 1), 0);
+    memcpy(out->data, jpg->data, jpg->nbytes);
+    char err[256];
+    int rc = sl_pipeline_run(p, 0, to, 1, index, out, &sc, NULL, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+    sl_pipe_scratch_free(&sc);
+    return 0;
+}
+
+START_TEST(test_fused_matches_unfused_within_tolerance)
+{
+    sl_spec_t spec;
+    parse(RRC_SPEC, &spec);
+    sl_pipeline_t *fused = NULL, *plain = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &fused, NULL, 0), 0);
+    ck_assert_int_eq(sl_pipeline_new(&spec, SL_PIPE_NO_FUSE, &plain, NULL, 0), 0);
+    sl_tensor_t jpg, a, b;
+    sl_tensor_init(&jpg);
+    sl_tensor_init(&a);
+    sl_tensor_init(&b);
+    double worst = 0;
+    /* Large images so that DCT scaling really kicks in for some crops. */
+    const uint32_t dims[3][2] = {{500, 375}, {1600, 1200}, {2400, 1800}};
+    for (int d = 0; d < 3; d++) {
+        load_jpeg(&jpg, dims[d][0], dims[d][1], 11 + d, d == 1);
+        for (uint64_t idx = 0; idx < 12; idx++) {
+            run_one(fused, 1, idx, &jpg, &a);   /* decode+crop unit only */
+            run_one(plain, 2, idx, &jpg, &b);   /* decode, then crop */
+            ck_assert_uint_eq(a.h, 224);
+            ck_assert_uint_eq(a.w, 224);
+            ck_assert_uint_eq(a.nbytes, b.nbytes);
+            double sum = 0;
+            for (size_t i = 0; i < a.nbytes; i++) {
+                sum += fabs((double)a.data[i] - (double)b.data[i]);
+            }
+            double mad = sum / (double)a.nbytes;
+            if (mad > worst) {
+                worst = mad;
+            }
+            ck_assert_msg(mad < 3.0, "image %d sample %llu: mean abs diff %.3f", d,
+                          (unsigned long long)idx, mad);
+        }
+    }
+    fprintf(stderr, "fused vs unfused: worst mean abs diff %.3f levels\n", worst);
+    sl_tensor_free(&jpg);
+    sl_tensor_free(&a);
+    sl_tensor_free(&b);
+    sl_pipeline_free(fused);
+    sl_pipeline_free(plain);
+}
+END_TEST
+
+START_TEST(test_deterministic_and_split_invariant)
+{
+    /* Running units [0,2) then [2,4) equals running [0,4) at once: where the
+     * split falls never changes the bytes. Same index twice: same bytes. */
+    sl_spec_t spec;
+    parse(RRC_SPEC, &spec);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, NULL, 0), 0);
+    sl_tensor_t jpg, whole, part;
+    sl_tensor_init(&jpg);
+    sl_tensor_init(&whole);
+    sl_tensor_init(&part);
+    load_jpeg(&jpg, 640, 480, 5, 0);
+    run_one(p, 4, 9, &jpg, &whole);
+    run_one(p, 2, 9, &jpg, &part);
+    sl_pipe_scratch_t sc;
+    sl_pipe_scratch_init(&sc);
+    sl_unit_stat_t stats[SL_PIPE_MAX_UNITS] = {{0}};
+    ck_assert_int_eq(sl_pipeline_run(p, 2, 4, 1, 9, &part, &sc, stats, NULL, 0), 0);
+    ck_assert_uint_eq(part.nbytes, whole.nbytes);
+    ck_assert_mem_eq(part.data, whole.data, whole.nbytes);
+    ck_assert_int_eq(part.dtype, SL_DT_F32);
+    ck_assert_int_eq(part.layout, SL_LAYOUT_CHW);
+    ck_assert_uint_eq(stats[2].samples, 1);
+    ck_assert_uint_eq(stats[3].out_bytes, 224 * 224 * 3 * 4);
+    ck_assert_uint_eq(stats[0].samples, 0);
+    /* A different index draws a different crop. */
+    run_one(p, 4, 10, &jpg, &part);
+    ck_assert(memcmp(part.data, whole.data, whole.nbytes) != 0);
+    /* A unit range past the end, or a wrong input, is an error, not a crash. */
+    ck_assert_int_eq(sl_pipeline_run(p, 3, 9, 0, 0, &part, &sc, NULL, NULL, 0), -EINVAL);
+    ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &part, &sc, NULL, NULL, 0), -EINVAL);
+    sl_pipe_scratch_free(&sc);
+    sl_tensor_free(&jpg);
+    sl_tensor_free(&whole);
+    sl_tensor_free(&part);
+    sl_pipeline_free(p);
+}
+END_TEST
+
+START_TEST(test_center_crop_pads_small_images)
+{
+    const char *json =
+        "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\"},"
+        " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 96}]}";
+    sl_spec_t spec;
+    parse(json, &spec);
+    sl_pipeline_t *fused = NULL, *plain = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &fused, NULL, 0), 0);
+    ck_assert_int_eq(sl_pipeline_new(&spec, SL_PIPE_NO_FUSE, &plain, NULL, 0), 0);
+    sl_tensor_t jpg, a, b;
+    sl_tensor_init(&jpg);
+    sl_tensor_init(&a);
+    sl_tensor_init(&b);
+    const uint32_t dims[2][2] = {{64, 48}, {300, 200}};
+    for (int d = 0; d < 2; d++) {
+        load_jpeg(&jpg, dims[d][0], dims[d][1], 2, 0);
+        run_one(fused, 1, 0, &jpg, &a);
+        run_one(plain, 2, 0, &jpg, &b);
+        ck_assert_uint_eq(a.h, 96);
+        ck_assert_uint_eq(a.w, 96);
+        /* Center crop at scale 1 decodes the same pixels: exact. */
+        ck_assert_mem_eq(a.data, b.data, a.nbytes);
+        if (d == 0) {
+            /* The 64x48 image is padded with zeros around it. */
+            ck_assert_uint_eq(b.data[0], 0);
+            ck_assert_uint_ne(b.data[(48 * 96 + 48) * 3], 0);
+        }
+    }
+    sl_tensor_free(&jpg);
+    sl_tensor_free(&a);
+    sl_tensor_free(&b);
+    sl_pipeline_free(fused);
+    sl_pipeline_free(plain);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_units_and_split_mapping);
+    tcase_add_test(tc, test_fused_matches_unfused_within_tolerance);
+    tcase_add_test(tc, test_deterministic_and_split_invariant);
+    tcase_add_test(tc, test_center_crop_pads_small_images);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,404 @@
+#include "worker/control.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/rpc.h"
+#include "proto/sluice.pb-c.h"
+
+#define WK_BACKOFF_MIN_MS 100
+#define WK_BACKOFF_MAX_MS 5000
+#define WK_CALL_TIMEOUT_MS 3000
+#define WK_DEFAULT_HEARTBEAT_MS 1000
+
+struct wk_control_s {
+    char dispatcher[256];
+    char advertise[256];
+    char hostname[256];
+    unsigned threads;
+    wk_tasks_t *tasks;
+    sl_rpc_channel_t *ch;
+
+    pthread_t thread;
+    int started;
+
+    pthread_mutex_t mu; /* guards below; cv wakes the thread's sleeps */
+    pthread_cond_t cv;
+    int stop;
+    wk_control_status_t status;
+
+    /* Control thread only. */
+    double last_cpu, last_wall;
+};
+
+const char *wk_ctl_state_name(wk_ctl_state_e s)
+{
+    switch (s) {
+    case WK_CTL_UNREGISTERED:
+        return "unregistered";
+    case WK_CTL_REGISTERED:
+        return "registered";
+    case WK_CTL_STOPPED:
+        return "stopped";
+    }
+    return "?";
+}
+
+int wk_backoff_next(int cur, int cap_ms)
+{
+    if (cur < WK_BACKOFF_MIN_MS) {
+        return WK_BACKOFF_MIN_MS < cap_ms ? WK_BACKOFF_MIN_MS : cap_ms;
+    }
+    int next = cur > cap_ms / 2 ? cap_ms : cur * 2;
+    return next < cap_ms ? next : cap_ms;
+}
+
+wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char *err,
+                             size_t errlen)
+{
+    wk_control_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(c->dispatcher, sizeof(c->dispatcher), "%s", o->dispatcher);
+    snprintf(c->advertise, sizeof(c->advertise), "%s", o->advertise);
+    if (gethostname(c->hostname, sizeof(c->hostname)) < 0) {
+        snprintf(c->hostname, sizeof(c->hostname), "unknown");
+    }
+    c->hostname[sizeof(c->hostname) - 1] = '\0';
+    c->threads = o->threads;
+    c->tasks = tasks;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->ch = sl_rpc_channel_new(c->dispatcher, o->max_message_bytes, NULL, 0, err, errlen);
+    if (c->ch == NULL) {
+        wk_control_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static double mono_sec(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Busy threads / threads since the last heartbeat, from process CPU time. */
+static double measure_load(wk_control_t *c)
+{
+    double cpu = mono_sec(CLOCK_PROCESS_CPUTIME_ID);
+    double wall = mono_sec(CLOCK_MONOTONIC);
+    double load = 0;
+    if (c->last_wall > 0 && wall > c->last_wall && c->threads > 0) {
+        load = (cpu - c->last_cpu) / ((wall - c->last_wall) * c->threads);
+    }
+    c->last_cpu = cpu;
+    c->last_wall = wall;
+    return load < 0 ? 0 : load > 1 ? 1 : load;
+}
+
+/* Sleeps up to ms unless stopped; returns 1 when stopping. */
+static int sleep_ms(wk_control_t *c, int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) {
+            break;
+        }
+    }
+    int stop = c->stop;
+    pthread_mutex_unlock(&c->mu);
+    return stop;
+}
+
+static void note_failure(wk_control_t *c, const char *what, const sl_rpc_status_t *st, int rc)
+{
+    pthread_mutex_lock(&c->mu);
+    c->status.failures++;
+    uint64_t n = c->status.failures;
+    if (rc == -ECOMM) {
+        snprintf(c->status.last_error, sizeof(c->status.last_error), "%s: %s: %s", what,
+                 sl_rpc_code_name(st->code), st->details);
+    } else {
+        snprintf(c->status.last_error, sizeof(c->status.last_error), "%s: %s", what,
+                 strerror(-rc));
+    }
+    char msg[sizeof(c->status.last_error)];
+    snprintf(msg, sizeof(msg), "%s", c->status.last_error);
+    pthread_mutex_unlock(&c->mu);
+    /* The first failures at notice, then one line in ten: a dispatcher that
+     * is down for a while must not flood the log. */
+    if (n <= 3 || n % 10 == 0) {
+        SL_NOTICE("dispatcher %s unreachable or refused (attempt %" PRIu64 "): %s; retrying",
+                  c->dispatcher, n, msg);
+    } else {
+        SL_DEBUG("dispatcher %s: attempt %" PRIu64 ": %s", c->dispatcher, n, msg);
+    }
+}
+
+/* RegisterWorker. Returns 0 when registered. */
+static int do_register(wk_control_t *c)
+{
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = c->advertise;
+    req.threads = c->threads;
+    req.hostname = c->hostname;
+    pthread_mutex_lock(&c->mu);
+    req.worker_id = c->status.worker_id;
+    pthread_mutex_unlock(&c->mu);
+
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    int rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/RegisterWorker", &req.base,
+                          &sluice__register_worker_response__descriptor, WK_CALL_TIMEOUT_MS, 0,
+                          &resp, &st);
+    if (rc < 0) {
+        note_failure(c, "RegisterWorker", &st, rc);
+        return rc;
+    }
+    Sluice__RegisterWorkerResponse *r = (Sluice__RegisterWorkerResponse *)resp;
+    if (r->worker_id == 0) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+        sl_rpc_status_t bad = {.code = SL_RPC_INTERNAL};
+        snprintf(bad.details, sizeof(bad.details), "reply has worker_id 0");
+        note_failure(c, "RegisterWorker", &bad, -ECOMM);
+        return -EPROTO;
+    }
+    /* A silly interval from a peer is clamped, not trusted. */
+    uint32_t hb = r->heartbeat_ms;
+    if (hb == 0) {
+        hb = WK_DEFAULT_HEARTBEAT_MS;
+    }
+    hb = hb < 50 ? 50 : hb > 60000 ? 60000 : hb;
+    pthread_mutex_lock(&c->mu);
+    c->status.worker_id = r->worker_id;
+    c->status.heartbeat_ms = hb;
+    c->status.state = WK_CTL_REGISTERED;
+    c->status.registrations++;
+    c->status.failures = 0;
+    c->status.last_error[0] = '\0';
+    pthread_mutex_unlock(&c->mu);
+    SL_NOTICE("registered with dispatcher %s as worker %" PRIu64 " (address %s, heartbeat %u ms)",
+              c->dispatcher, r->worker_id, c->advertise, hb);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return 0;
+}
+
+static void apply_reply(wk_control_t *c, const Sluice__HeartbeatResponse *r)
+{
+    /* Specs first: an assignment in the same reply needs its job. */
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        wk_tasks_add_job(c->tasks, r->jobs[i]);
+    }
+    for (size_t i = 0; i < r->n_assign; i++) {
+        wk_tasks_assign(c->tasks, r->assign[i]);
+    }
+    for (size_t i = 0; i < r->n_revoked_splits; i++) {
+        wk_tasks_revoke(c->tasks, r->revoked_splits[i]);
+    }
+    for (size_t i = 0; i < r->n_closed_jobs; i++) {
+        wk_tasks_close_job(c->tasks, r->closed_jobs[i]);
+    }
+}
+
+/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on failure. */
+static int do_heartbeat(wk_control_t *c)
+{
+    wk_tasks_report_t rep;
+    int rc = wk_tasks_report(c->tasks, &rep);
+    if (rc < 0) {
+        sl_rpc_status_t st = {.code = SL_RPC_INTERNAL};
+        note_failure(c, "Heartbeat report", &st, rc);
+        return rc;
+    }
+    Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__StageStat *stats = NULL;
+    Sluice__StageStat **pstats = NULL;
+    if (rep.n_units > 0) {
+        stats = calloc(rep.n_units, sizeof(*stats));
+        pstats = calloc(rep.n_units, sizeof(*pstats));
+        if (stats == NULL || pstats == NULL) {
+            free(stats);
+            free(pstats);
+            wk_tasks_report_free(&rep);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < rep.n_units; i++) {
+        const wk_unit_report_t *u = &rep.units[i];
+        sluice__stage_stat__init(&stats[i]);
+        stats[i].name = (char *)u->name;
+        stats[i].samples = u->samples;
+        stats[i].cpu_sec_per_sample = u->samples > 0 ? u->cpu_sec / (double)u->samples : 0;
+        stats[i].out_bytes_per_sample =
+            u->samples > 0 ? (double)u->out_bytes / (double)u->samples : 0;
+        pstats[i] = &stats[i];
+    }
+    double load = measure_load(c);
+    req.version = SL_PROTOCOL_VERSION;
+    pthread_mutex_lock(&c->mu);
+    req.worker_id = c->status.worker_id;
+    c->status.load = load;
+    pthread_mutex_unlock(&c->mu);
+    req.load = load;
+    req.buffered_bytes = rep.buffered_bytes;
+    req.n_known_jobs = rep.n_known;
+    req.known_jobs = rep.known_jobs;
+    req.n_splits_in_progress = rep.n_splits;
+    req.splits_in_progress = rep.splits;
+    req.n_stages = rep.n_units;
+    req.stages = pstats;
+    req.n_failed_jobs = rep.n_failed;
+    req.failed_jobs = rep.failed_jobs;
+    req.failure = rep.failure;
+
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/Heartbeat", &req.base,
+                      &sluice__heartbeat_response__descriptor, WK_CALL_TIMEOUT_MS, 0, &resp,
+                      &st);
+    free(stats);
+    free(pstats);
+    wk_tasks_report_free(&rep);
+    if (rc < 0) {
+        note_failure(c, "Heartbeat", &st, rc);
+        return rc;
+    }
+    Sluice__HeartbeatResponse *r = (Sluice__HeartbeatResponse *)resp;
+    if (!r->known) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+        pthread_mutex_lock(&c->mu);
+        c->status.state = WK_CTL_UNREGISTERED;
+        pthread_mutex_unlock(&c->mu);
+        SL_NOTICE("dispatcher %s does not know this worker (restarted?); registering again",
+                  c->dispatcher);
+        return 1;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->status.heartbeats++;
+    c->status.failures = 0;
+    c->status.last_error[0] = '\0';
+    pthread_mutex_unlock(&c->mu);
+    apply_reply(c, r);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return 0;
+}
+
+static void *control_main(void *arg)
+{
+    wk_control_t *c = arg;
+    int backoff = 0;
+    SL_NOTICE("registering with dispatcher %s", c->dispatcher);
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int stop = c->stop;
+        wk_ctl_state_e state = c->status.state;
+        uint32_t hb = c->status.heartbeat_ms;
+        pthread_mutex_unlock(&c->mu);
+        if (stop) {
+            break;
+        }
+        int wait;
+        switch (state) {
+        case WK_CTL_UNREGISTERED:
+            if (do_register(c) == 0) {
+                backoff = 0;
+                wait = 0; /* heartbeat at once: it brings the first jobs */
+            } else {
+                backoff = wk_backoff_next(backoff, WK_BACKOFF_MAX_MS);
+                wait = backoff;
+            }
+            break;
+        case WK_CTL_REGISTERED: {
+            int rc = do_heartbeat(c);
+            if (rc == 0) {
+                backoff = 0;
+                wait = (int)hb;
+            } else if (rc == 1) {
+                backoff = 0;
+                wait = 0;
+            } else {
+                /* Retry sooner than a full interval, so a dispatcher back from a
+                 * restart hears from us (and answers known=false) quickly. */
+                backoff = wk_backoff_next(backoff, (int)hb);
+                wait = backoff;
+            }
+            break;
+        }
+        case WK_CTL_STOPPED:
+        default:
+            wait = 1000;
+            break;
+        }
+        if (wait > 0 && sleep_ms(c, wait)) {
+            break;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    c->status.state = WK_CTL_STOPPED;
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int wk_control_start(wk_control_t *c)
+{
+    int rc = pthread_create(&c->thread, NULL, control_main, c);
+    if (rc != 0) {
+        return -rc;
+    }
+    c->started = 1;
+    return 0;
+}
+
+void wk_control_stop(wk_control_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->started) {
+        pthread_join(c->thread, NULL);
+        c->started = 0;
+    }
+}
+
+void wk_control_free(wk_control_t *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    wk_control_stop(c);
+    sl_rpc_channel_free(c->ch);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+void wk_control_get_status(wk_control_t *c, wk_control_status_t *ret)
+{
+    pthread_mutex_lock(&c->mu);
+    *ret = c->status;
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,1236 @@
+#include "worker/tasks.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/executor.h"
+#include "common/log.h"
+#include "common/pipeline.h"
+#include "common/rng.h"
+#include "common/skip.h"
+#include "common/source.h"
+#include "common/spec.h"
+
+/* Cached epoch orders per job: splits of at most two epochs are outstanding
+ * (docs/protocol.md), so two slots make a miss rare. */
+#define WK_ORDER_SLOTS 2
+/* First guess of a finished sample's bytes, before any has finished. */
+#define WK_EST_INITIAL ((size_t)1 << 20)
+/* How often a runner copies its executor's unit stats for heartbeats. */
+#define WK_STATS_EVERY_MS 1000
+
+typedef enum {
+    WK_SPLIT_QUEUED = 0, /* nothing submitted yet */
+    WK_SPLIT_RUNNING,    /* some positions submitted */
+    WK_SPLIT_DROPPED,    /* revoked or its stream broke: finished samples are discarded */
+} wk_split_state_e;
+
+typedef struct wk_split_s {
+    uint64_t id, epoch, begin, end;
+    uint32_t stage_to;
+    wk_split_state_e state;
+    uint64_t next;      /* next position to submit */
+    uint64_t finished;  /* samples back from the executor */
+    unsigned inflight;  /* samples in the executor */
+    wk_packer_t pk;     /* its partial message */
+    struct wk_split_s *next_split;
+} wk_split_t;
+
+/* A sample in the executor, so a finished one finds its split. Runner only. */
+typedef struct wk_slot_s {
+    uint64_t epoch, position;
+    wk_split_t *split; /* NULL = free slot */
+} wk_slot_t;
+
+typedef struct wk_order_s {
+    int valid;
+    uint64_t epoch;
+    uint64_t *order;
+} wk_order_t;
+
+struct wk_job_s {
+    wk_tasks_t *tasks;
+    uint64_t id;
+    uint64_t fingerprint, num_samples; /* as the dispatcher sent them */
+    sl_spec_t spec;                    /* immutable after add */
+    sl_pipeline_t *pipe;               /* immutable after add; NULL when FAILED at add */
+    uint32_t nunits;
+    sl_source_t *src; /* set by the runner before READY, then immutable */
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;  /* output, assignments, state, stream detach */
+    int refs;
+    wk_job_state_e state;
+    int stopping;      /* CLOSED because the worker stops (streams get UNAVAILABLE) */
+    char reason[256];  /* why FAILED */
+    wk_split_t *splits, *splits_tail; /* QUEUED and RUNNING, assignment order */
+    size_t nsplits;
+    wk_split_t *dropped; /* DROPPED with samples still in flight */
+    wk_msglist_t out;    /* finished messages for the stream */
+    size_t partial_bytes; /* sum of the splits' partial messages */
+    unsigned inflight;
+    size_t est_bytes;     /* running average of a finished sample's wire bytes */
+    int stream_attached;
+    sl_unit_stat_t units[SL_PIPE_MAX_UNITS];
+    uint64_t samples_done, samples_skipped, splits_done, msgs_sent, streams, streams_broken;
+
+    /* Runner thread only. */
+    wk_order_t orders[WK_ORDER_SLOTS];
+    wk_slot_t *slots;
+    unsigned nslots;
+
+    wk_job_t *next_job; /* table link, under tasks->mu */
+};
+
+struct wk_tasks_s {
+    char data_root[4096];
+    unsigned threads;
+    unsigned inflight_cap; /* over all jobs */
+    size_t buffer_bytes;
+    size_t max_message_bytes;
+
+    pthread_mutex_t mu; /* the table, runners, stopping */
+    pthread_cond_t cv;  /* a job was added, a runner ended */
+    wk_job_t *jobs;
+    size_t njobs, nfailed;
+    unsigned runners;
+    int stopping;
+
+    atomic_uint inflight; /* samples in flight over all jobs */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+const char *wk_job_state_name(wk_job_state_e s)
+{
+    switch (s) {
+    case WK_JOB_LOADING:
+        return "loading";
+    case WK_JOB_READY:
+        return "ready";
+    case WK_JOB_FAILED:
+        return "failed";
+    case WK_JOB_CLOSED:
+        return "closed";
+    }
+    return "?";
+}
+
+int wk_budget_allows(size_t buffered, size_t partial, unsigned inflight, size_t est,
+                     size_t limit)
+{
+    if (inflight == 0 && buffered == 0) {
+        return 1; /* nothing a stream could drain and nothing coming: must progress */
+    }
+    size_t want = buffered + partial + ((size_t)inflight + 1) * est;
+    return want <= limit;
+}
+
+uint64_t wk_job_id(const wk_job_t *job) { return job->id; }
+
+static void split_free(wk_split_t *sp)
+{
+    if (sp != NULL) {
+        wk_packer_reset(&sp->pk);
+        free(sp);
+    }
+}
+
+static void job_unref(wk_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    int left = --job->refs;
+    pthread_mutex_unlock(&job->mu);
+    if (left > 0) {
+        return;
+    }
+    wk_msglist_clear(&job->out);
+    for (wk_split_t *sp = job->splits, *nx; sp != NULL; sp = nx) {
+        nx = sp->next_split;
+        split_free(sp);
+    }
+    for (wk_split_t *sp = job->dropped, *nx; sp != NULL; sp = nx) {
+        nx = sp->next_split;
+        split_free(sp);
+    }
+    for (int i = 0; i < WK_ORDER_SLOTS; i++) {
+        free(job->orders[i].order);
+    }
+    free(job->slots);
+    sl_source_free(job->src);
+    sl_pipeline_free(job->pipe);
+    pthread_mutex_destroy(&job->mu);
+    pthread_cond_destroy(&job->cv);
+    free(job);
+}
+
+/* Drops one active split (job->mu held): its partial message goes, and it is
+ * freed now or, with samples in flight, parked until they come back. */
+static void split_drop_locked(wk_job_t *job, wk_split_t *sp, wk_split_t *prev)
+{
+    if (prev != NULL) {
+        prev->next_split = sp->next_split;
+    } else {
+        job->splits = sp->next_split;
+    }
+    if (job->splits_tail == sp) {
+        job->splits_tail = prev;
+    }
+    job->nsplits--;
+    job->partial_bytes -= wk_packer_bytes(&sp->pk);
+    wk_packer_reset(&sp->pk);
+    sp->state = WK_SPLIT_DROPPED;
+    if (sp->inflight == 0) {
+        split_free(sp);
+    } else {
+        sp->next_split = job->dropped;
+        job->dropped = sp;
+    }
+}
+
+/* Removes the buffered messages of one split (split_id) or of all (all = 1). */
+static size_t out_drop_locked(wk_job_t *job, uint64_t split_id, int all)
+{
+    wk_msglist_t keep;
+    wk_msglist_init(&keep);
+    size_t dropped = 0;
+    wk_msg_t *m;
+    while ((m = wk_msglist_pop(&job->out)) != NULL) {
+        if (all || m->batch.split_id == split_id) {
+            wk_msg_free(m);
+            dropped++;
+        } else {
+            wk_msglist_push(&keep, m);
+        }
+    }
+    job->out = keep;
+    return dropped;
+}
+
+/* Everything of the job goes (stream broke, job closed, worker stopping). */
+static void job_drop_all_locked(wk_job_t *job, size_t *ret_msgs, size_t *ret_splits)
+{
+    size_t nsplits = 0;
+    while (job->splits != NULL) {
+        split_drop_locked(job, job->splits, NULL);
+        nsplits++;
+    }
+    size_t nmsgs = out_drop_locked(job, 0, 1);
+    if (ret_msgs != NULL) {
+        *ret_msgs = nmsgs;
+    }
+    if (ret_splits != NULL) {
+        *ret_splits = nsplits;
+    }
+    pthread_cond_broadcast(&job->cv);
+}
+
+/* Closes a job (job->mu held). */
+static void job_close_locked(wk_job_t *job, int stopping)
+{
+    if (job->state == WK_JOB_CLOSED) {
+        return;
+    }
+    job->state = WK_JOB_CLOSED;
+    job->stopping = stopping;
+    job_drop_all_locked(job, NULL, NULL);
+}
+
+/* ------------------------------------------------------------ runner */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    (void)pthread_cond_timedwait(cv, mu, &until);
+}
+
+static int global_acquire(wk_tasks_t *t)
+{
+    unsigned cur = atomic_load(&t->inflight);
+    while (cur < t->inflight_cap) {
+        if (atomic_compare_exchange_weak(&t->inflight, &cur, cur + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void global_release(wk_tasks_t *t) { atomic_fetch_sub(&t->inflight, 1); }
+
+/* Opens the source and checks it against the dispatcher's view. Runner
+ * thread, no lock held (indexing a large folder takes seconds). */
+static int runner_load(wk_job_t *job, char *why, size_t whylen)
+{
+    char err[512];
+    sl_source_t *src = NULL;
+    int rc = sl_source_open(job->tasks->data_root, job->spec.source_type, job->spec.source_path,
+                            &src, err, sizeof(err));
+    if (rc < 0) {
+        snprintf(why, whylen, "cannot open source: %s", err);
+        return rc;
+    }
+    const char *warn = sl_source_open_warnings(src);
+    if (warn[0] != '\0') {
+        SL_WARN("job %" PRIu64 ": source '%s': %s", job->id, job->spec.source_path, warn);
+    }
+    uint64_t n = sl_source_count(src);
+    uint64_t fp = sl_source_fingerprint(src);
+    if (n != job->num_samples || fp != job->fingerprint) {
+        snprintf(why, whylen,
+                 "source '%s' under this worker's data root differs from the client's: "
+                 "%" PRIu64 " samples, fingerprint %016" PRIx64 " (client: %" PRIu64
+                 " samples, fingerprint %016" PRIx64 ")",
+                 job->spec.source_path, n, fp, job->num_samples, job->fingerprint);
+        sl_source_free(src);
+        return -ESTALE;
+    }
+    job->src = src;
+    return 0;
+}
+
+/* The order of epoch e (runner only). NULL when not cached. */
+static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
+{
+    for (int i = 0; i < WK_ORDER_SLOTS; i++) {
+        if (job->orders[i].valid && job->orders[i].epoch == epoch) {
+            return job->orders[i].order;
+        }
+    }
+    return NULL;
+}
+
+/* Computes epoch's order into the slot of the oldest cached epoch (runner, no
+ * lock: a shuffle of a million samples takes milliseconds). */
+static int order_compute(wk_job_t *job, uint64_t epoch)
+{
+    int victim = 0;
+    for (int i = 0; i < WK_ORDER_SLOTS; i++) {
+        if (!job->orders[i].valid) {
+            victim = i;
+            break;
+        }
+        if (job->orders[i].epoch < job->orders[victim].epoch) {
+            victim = i;
+        }
+    }
+    wk_order_t *o = &job->orders[victim];
+    if (o->order == NULL) {
+        size_t n = job->num_samples > 0 ? (size_t)job->num_samples : 1;
+        o->order = malloc(n * sizeof(uint64_t));
+        if (o->order == NULL) {
+            return -ENOMEM;
+        }
+    }
+    sl_epoch_order(job->spec.seed, epoch, job->spec.shuffle, job->num_samples, o->order);
+    o->epoch = epoch;
+    o->valid = 1;
+    return 0;
+}
+
+/* First active split with positions left to submit. */
+static wk_split_t *next_submittable(wk_job_t *job)
+{
+    for (wk_split_t *sp = job->splits; sp != NULL; sp = sp->next_split) {
+        if (sp->next < sp->end) {
+            return sp;
+        }
+    }
+    return NULL;
+}
+
+static void slot_put(wk_job_t *job, wk_split_t *sp, uint64_t epoch, uint64_t pos)
+{
+    for (unsigned i = 0; i < job->nslots; i++) {
+        if (job->slots[i].split == NULL) {
+            job->slots[i] = (wk_slot_t){.epoch = epoch, .position = pos, .split = sp};
+            return;
+        }
+    }
+    /* Cannot happen: nslots = the executor's capacity, which bounds in-flight. */
+    SL_ERR("job %" PRIu64 ": no free in-flight slot", job->id);
+}
+
+static wk_split_t *slot_take(wk_job_t *job, uint64_t epoch, uint64_t pos)
+{
+    for (unsigned i = 0; i < job->nslots; i++) {
+        wk_slot_t *s = &job->slots[i];
+        if (s->split != NULL && s->epoch == epoch && s->position == pos) {
+            wk_split_t *sp = s->split;
+            s->split = NULL;
+            return sp;
+        }
+    }
+    return NULL;
+}
+
+/* Unlinks an active split that has finished (job->mu held). */
+static void split_unlink_locked(wk_job_t *job, wk_split_t *sp)
+{
+    wk_split_t *prev = NULL;
+    for (wk_split_t *cur = job->splits; cur != NULL; prev = cur, cur = cur->next_split) {
+        if (cur == sp) {
+            if (prev != NULL) {
+                prev->next_split = sp->next_split;
+            } else {
+                job->splits = sp->next_split;
+            }
+            if (job->splits_tail == sp) {
+                job->splits_tail = prev;
+            }
+            job->nsplits--;
+            return;
+        }
+    }
+}
+
+/* A finished sample came back (job->mu held). Takes out's tensor. */
+static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
+{
+    wk_split_t *sp = slot_take(job, out->epoch, out->position);
+    job->inflight--;
+    if (sp == NULL) {
+        SL_ERR("job %" PRIu64 ": finished sample (epoch %" PRIu64 ", position %" PRIu64
+               ") has no split",
+               job->id, out->epoch, out->position);
+        sl_tensor_free(&out->t);
+        return;
+    }
+    sp->inflight--;
+    if (sp->state == WK_SPLIT_DROPPED) {
+        sl_tensor_free(&out->t);
+        if (sp->inflight == 0) {
+            wk_split_t **pp = &job->dropped;
+            while (*pp != NULL && *pp != sp) {
+                pp = &(*pp)->next_split;
+            }
+            if (*pp == sp) {
+                *pp = sp->next_split;
+            }
+            split_free(sp);
+        }
+        return;
+    }
+    if (out->skip >= 0) {
+        job->samples_skipped++;
+        SL_INFO("job %" PRIu64 ": skipped sample %" PRIu64 " (%s): %s", job->id, out->index,
+                sl_skip_name((sl_skip_e)out->skip), detail);
+    } else {
+        size_t wire = wk_sample_wire_bytes(out, NULL);
+        job->est_bytes = job->est_bytes - job->est_bytes / 8 + wire / 8;
+        if (wire > job->est_bytes) {
+            job->est_bytes = wire; /* rise fast, fall slowly: stay under the bound */
+        }
+    }
+    job->samples_done++;
+    size_t before = wk_packer_bytes(&sp->pk);
+    size_t out_before = job->out.bytes;
+    int rc = wk_packer_add(&sp->pk, out, detail, &job->out);
+    sl_tensor_free(&out->t);
+    /* Whatever the packer flushed moved from partial to the output queue. */
+    job->partial_bytes = job->partial_bytes - before + wk_packer_bytes(&sp->pk);
+    sp->finished++;
+    if (rc == 0 && sp->finished == sp->end - sp->begin) {
+        size_t last = wk_packer_bytes(&sp->pk);
+        rc = wk_packer_finish(&sp->pk, &job->out);
+        if (rc == 0) {
+            job->partial_bytes -= last;
+            split_unlink_locked(job, sp);
+            split_free(sp);
+            job->splits_done++;
+            pthread_cond_broadcast(&job->cv);
+            return;
+        }
+    }
+    if (rc < 0) {
+        SL_ERR("job %" PRIu64 ": out of memory packing split %" PRIu64 "; dropping it", job->id,
+               sp->id);
+        wk_split_t *prev = NULL;
+        for (wk_split_t *c = job->splits; c != NULL && c != sp; c = c->next_split) {
+            prev = c;
+        }
+        split_drop_locked(job, sp, prev);
+    }
+    if (job->out.bytes != out_before) {
+        pthread_cond_broadcast(&job->cv);
+    }
+}
+
+/* Submits what the bounds allow (job->mu held). Returns an epoch whose order
+ * must be computed first through *need_epoch (returns 1), else 0. */
+static int submit_locked(wk_job_t *job, sl_exec_t *ex, uint64_t *need_epoch)
+{
+    wk_tasks_t *t = job->tasks;
+    for (;;) {
+        wk_split_t *sp = next_submittable(job);
+        if (sp == NULL) {
+            return 0;
+        }
+        if (!wk_budget_allows(job->out.bytes, job->partial_bytes, job->inflight, job->est_bytes,
+                              t->buffer_bytes)) {
+            return 0;
+        }
+        if (sl_exec_inflight(ex) >= sl_exec_capacity(ex)) {
+            return 0;
+        }
+        const uint64_t *order = order_lookup(job, sp->epoch);
+        if (order == NULL) {
+            *need_epoch = sp->epoch;
+            return 1;
+        }
+        if (!global_acquire(t)) {
+            return 0;
+        }
+        uint64_t index = order[sp->next];
+        sl_sample_t s = {.epoch = sp->epoch,
+                         .position = sp->next,
+                         .index = index,
+                         .label = sl_source_label(job->src, index),
+                         .skip = -1};
+        sl_tensor_init(&s.t);
+        int rc = sl_exec_submit(ex, &s, 0, sp->stage_to);
+        if (rc < 0) {
+            global_release(t);
+            if (rc != -EAGAIN) {
+                SL_ERR("job %" PRIu64 ": cannot submit a sample: %s", job->id, strerror(-rc));
+            }
+            return 0;
+        }
+        slot_put(job, sp, sp->epoch, sp->next);
+        sp->next++;
+        sp->inflight++;
+        sp->state = WK_SPLIT_RUNNING;
+        job->inflight++;
+    }
+}
+
+static void stats_snapshot(wk_job_t *job, sl_exec_t *ex)
+{
+    sl_unit_stat_t tmp[SL_PIPE_MAX_UNITS];
+    sl_exec_unit_stats(ex, tmp);
+    pthread_mutex_lock(&job->mu);
+    memcpy(job->units, tmp, job->nunits * sizeof(tmp[0]));
+    pthread_mutex_unlock(&job->mu);
+}
+
+static void runner_fail(wk_job_t *job, const char *why)
+{
+    SL_ERR("job %" PRIu64 ": failed on this worker: %s", job->id, why);
+    wk_tasks_t *t = job->tasks;
+    pthread_mutex_lock(&t->mu);
+    pthread_mutex_lock(&job->mu);
+    /* A job not CLOSED is still in the table (close and stop change both under t->mu). */
+    if (job->state != WK_JOB_CLOSED && job->state != WK_JOB_FAILED) {
+        job->state = WK_JOB_FAILED;
+        snprintf(job->reason, sizeof(job->reason), "%s", why);
+        job_drop_all_locked(job, NULL, NULL);
+        t->nfailed++;
+    }
+    pthread_mutex_unlock(&job->mu);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void runner_loop(wk_job_t *job, sl_exec_t *ex)
+{
+    wk_tasks_t *t = job->tasks;
+    uint64_t last_stats = now_ms();
+    char detail[256];
+    sl_sample_t out;
+    sl_tensor_init(&out.t);
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        if (job->state != WK_JOB_READY) {
+            pthread_mutex_unlock(&job->mu);
+            break;
+        }
+        uint64_t need_epoch = 0;
+        int need = submit_locked(job, ex, &need_epoch);
+        unsigned inflight = job->inflight;
+        if (!need && inflight == 0) {
+            /* Idle: wait for an assignment, a drained buffer or a close. */
+            cond_wait_ms(&job->cv, &job->mu, 100);
+        }
+        pthread_mutex_unlock(&job->mu);
+        if (need) {
+            int rc = order_compute(job, need_epoch);
+            if (rc < 0) {
+                runner_fail(job, "out of memory for the epoch order");
+                break;
+            }
+            continue;
+        }
+        /* Collect: block briefly for the first, then take whatever is ready. */
+        int timeout = 20;
+        while (inflight > 0 && sl_exec_next(ex, &out, detail, sizeof(detail), timeout) == 0) {
+            global_release(t);
+            pthread_mutex_lock(&job->mu);
+            on_done_locked(job, &out, detail);
+            pthread_mutex_unlock(&job->mu);
+            timeout = 0;
+        }
+        if (now_ms() - last_stats >= WK_STATS_EVERY_MS) {
+            stats_snapshot(job, ex);
+            last_stats = now_ms();
+        }
+    }
+    /* Closing: drain what is in flight (its splits are dropped by now). */
+    while (sl_exec_next(ex, &out, detail, sizeof(detail), -1) == 0) {
+        global_release(t);
+        pthread_mutex_lock(&job->mu);
+        on_done_locked(job, &out, detail);
+        pthread_mutex_unlock(&job->mu);
+    }
+    sl_tensor_free(&out.t);
+    stats_snapshot(job, ex);
+}
+
+static void *job_runner(void *arg)
+{
+    wk_job_t *job = arg;
+    wk_tasks_t *t = job->tasks;
+    char why[1024];
+    sl_exec_t *ex = NULL;
+
+    int rc = runner_load(job, why, sizeof(why));
+    if (rc < 0) {
+        runner_fail(job, why);
+        goto out;
+    }
+    /* Per-job executor: `threads` pool threads; in-flight is also bounded
+     * over all jobs by tasks->inflight_cap. */
+    ex = sl_exec_new(job->pipe, job->src, t->threads, t->inflight_cap);
+    job->slots = calloc(t->inflight_cap, sizeof(*job->slots));
+    job->nslots = t->inflight_cap;
+    if (ex == NULL || job->slots == NULL) {
+        runner_fail(job, "cannot start the job's executor (out of memory or threads)");
+        goto out;
+    }
+    pthread_mutex_lock(&job->mu);
+    int ready = job->state == WK_JOB_LOADING;
+    if (ready) {
+        job->state = WK_JOB_READY;
+        pthread_cond_broadcast(&job->cv);
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (ready) {
+        SL_NOTICE("job %" PRIu64 ": ready: source '%s', %" PRIu64 " samples, %u units",
+                  job->id, job->spec.source_path, job->num_samples, job->nunits);
+        runner_loop(job, ex);
+    }
+
+out:
+    sl_exec_free(ex);
+    job_unref(job);
+    pthread_mutex_lock(&t->mu);
+    t->runners--;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ table */
+
+wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
+{
+    wk_tasks_t *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return NULL;
+    }
+    snprintf(t->data_root, sizeof(t->data_root), "%s", o->data_root);
+    t->threads = o->threads > 0 ? o->threads : 1;
+    t->inflight_cap = 2 * t->threads;
+    t->buffer_bytes = o->buffer_bytes;
+    t->max_message_bytes = o->max_message_bytes;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&t->inflight, 0);
+    return t;
+}
+
+void wk_tasks_stop(wk_tasks_t *t)
+{
+    pthread_mutex_lock(&t->mu);
+    t->stopping = 1;
+    wk_job_t *list = t->jobs;
+    t->jobs = NULL;
+    t->njobs = 0;
+    t->nfailed = 0;
+    for (wk_job_t *job = list; job != NULL; job = job->next_job) {
+        pthread_mutex_lock(&job->mu);
+        job_close_locked(job, 1);
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    for (wk_job_t *job = list, *nx; job != NULL; job = nx) {
+        nx = job->next_job;
+        job_unref(job); /* the table's reference */
+    }
+}
+
+void wk_tasks_free(wk_tasks_t *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    wk_tasks_stop(t);
+    pthread_mutex_lock(&t->mu);
+    while (t->runners > 0) {
+        pthread_cond_wait(&t->cv, &t->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+/* Table lookup with a new reference (tasks->mu held). */
+static wk_job_t *find_locked(wk_tasks_t *t, uint64_t id)
+{
+    for (wk_job_t *job = t->jobs; job != NULL; job = job->next_job) {
+        if (job->id == id) {
+            return job;
+        }
+    }
+    return NULL;
+}
+
+static wk_job_t *find_ref(wk_tasks_t *t, uint64_t id)
+{
+    pthread_mutex_lock(&t->mu);
+    wk_job_t *job = find_locked(t, id);
+    if (job != NULL) {
+        pthread_mutex_lock(&job->mu);
+        job->refs++;
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return job;
+}
+
+void wk_tasks_add_job(wk_tasks_t *t, const Sluice__JobSpec *js)
+{
+    if (js->job_id == 0) {
+        SL_WARN("dispatcher sent a job spec with job_id 0; ignored");
+        return;
+    }
+    wk_job_t *dup = find_ref(t, js->job_id);
+    if (dup != NULL) {
+        job_unref(dup);
+        SL_DEBUG("job %" PRIu64 ": spec already held", js->job_id);
+        return;
+    }
+    wk_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        SL_ERR("job %" PRIu64 ": out of memory", js->job_id);
+        return;
+    }
+    job->tasks = t;
+    job->id = js->job_id;
+    job->fingerprint = js->source_fingerprint;
+    job->num_samples = js->num_samples;
+    job->refs = 1; /* the table's */
+    job->est_bytes = WK_EST_INITIAL;
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cv, NULL);
+    wk_msglist_init(&job->out);
+
+    /* Parse and compile here (cheap) so assignments can be validated against
+     * the unit count at once; the slow source indexing runs on the runner. */
+    char err[512];
+    const char *json = js->spec_json != NULL ? js->spec_json : "";
+    int rc = sl_spec_parse("<rpc>", json, strlen(json), &job->spec, err, sizeof(err));
+    if (rc == 0) {
+        rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, sizeof(err));
+    }
+    if (rc == 0 && job->num_samples > SL_SOURCE_MAX_SAMPLES) {
+        rc = -E2BIG;
+        snprintf(err, sizeof(err), "num_samples %" PRIu64 " is above the limit %u",
+                 job->num_samples, SL_SOURCE_MAX_SAMPLES);
+    }
+    if (rc < 0) {
+        job->state = WK_JOB_FAILED;
+        snprintf(job->reason, sizeof(job->reason), "invalid job spec: %s", err);
+        SL_ERR("job %" PRIu64 ": %s", job->id, job->reason);
+    } else {
+        job->nunits = sl_pipeline_nunits(job->pipe);
+        job->state = WK_JOB_LOADING;
+    }
+
+    pthread_mutex_lock(&t->mu);
+    if (t->stopping) {
+        pthread_mutex_unlock(&t->mu);
+        job_unref(job);
+        return;
+    }
+    if (job->state == WK_JOB_LOADING && t->njobs - t->nfailed >= WK_MAX_JOBS) {
+        job->state = WK_JOB_FAILED;
+        snprintf(job->reason, sizeof(job->reason), "worker already runs %d jobs", WK_MAX_JOBS);
+        SL_WARN("job %" PRIu64 ": refused: %s", job->id, job->reason);
+    }
+    if (job->state == WK_JOB_FAILED && t->nfailed >= WK_MAX_FAILED_JOBS) {
+        pthread_mutex_unlock(&t->mu);
+        SL_WARN("job %" PRIu64 ": too many failed jobs held; not tracked", job->id);
+        job_unref(job);
+        return;
+    }
+    if (job->state == WK_JOB_LOADING) {
+        job->refs++; /* the runner's */
+        pthread_t th;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&th, &attr, job_runner, job);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            job->refs--;
+            job->state = WK_JOB_FAILED;
+            snprintf(job->reason, sizeof(job->reason), "cannot start a thread: %s",
+                     strerror(rc));
+            SL_ERR("job %" PRIu64 ": %s", job->id, job->reason);
+        } else {
+            t->runners++;
+        }
+    }
+    job->next_job = t->jobs;
+    t->jobs = job;
+    t->njobs++;
+    if (job->state == WK_JOB_FAILED) {
+        t->nfailed++;
+    }
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (job->state != WK_JOB_FAILED) {
+        SL_NOTICE("job %" PRIu64 ": accepted: %" PRIu64 " samples, %u units, batch %u",
+                  job->id, job->num_samples, job->nunits, job->spec.batch_size);
+    }
+}
+
+void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
+{
+    wk_job_t *job = find_ref(t, a->job_id);
+    if (job == NULL) {
+        SL_WARN("assignment of split %" PRIu64 " for unknown job %" PRIu64 "; ignored",
+                a->split_id, a->job_id);
+        return;
+    }
+    pthread_mutex_lock(&job->mu);
+    const char *bad = NULL;
+    if (job->state == WK_JOB_FAILED || job->state == WK_JOB_CLOSED) {
+        bad = job->state == WK_JOB_FAILED ? "the job failed here" : "the job is closed";
+    } else if (a->begin > a->end || a->end > job->num_samples) {
+        bad = "range outside the job's samples";
+    } else if (a->stage_to > job->nunits) {
+        bad = "stage_to beyond the pipeline's units";
+    } else if (job->nsplits >= WK_MAX_SPLITS_PER_JOB) {
+        bad = "too many splits queued";
+    } else {
+        for (wk_split_t *sp = job->splits; sp != NULL; sp = sp->next_split) {
+            if (sp->id == a->split_id) {
+                bad = "already held";
+                break;
+            }
+        }
+    }
+    if (bad != NULL) {
+        pthread_mutex_unlock(&job->mu);
+        SL_WARN("job %" PRIu64 ": split %" PRIu64 " (epoch %" PRIu64 ", [%" PRIu64 ", %" PRIu64
+                "), stage_to %u) ignored: %s",
+                a->job_id, a->split_id, a->epoch, a->begin, a->end, a->stage_to, bad);
+        job_unref(job);
+        return;
+    }
+    wk_split_t *sp = calloc(1, sizeof(*sp));
+    if (sp == NULL) {
+        pthread_mutex_unlock(&job->mu);
+        SL_ERR("job %" PRIu64 ": out of memory for split %" PRIu64, a->job_id, a->split_id);
+        job_unref(job);
+        return;
+    }
+    sp->id = a->split_id;
+    sp->epoch = a->epoch;
+    sp->begin = a->begin;
+    sp->end = a->end;
+    sp->next = a->begin;
+    sp->stage_to = a->stage_to;
+    sp->state = WK_SPLIT_QUEUED;
+    wk_packer_init(&sp->pk, job->id, sp->id, job->spec.batch_size, t->max_message_bytes);
+    if (sp->begin == sp->end) {
+        /* An empty split is done at once: one message with split_done. */
+        if (wk_packer_finish(&sp->pk, &job->out) == 0) {
+            job->splits_done++;
+        }
+        split_free(sp);
+    } else {
+        if (job->splits_tail != NULL) {
+            job->splits_tail->next_split = sp;
+        } else {
+            job->splits = sp;
+        }
+        job->splits_tail = sp;
+        job->nsplits++;
+    }
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+    SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " assigned (epoch %" PRIu64 ", [%" PRIu64
+             ", %" PRIu64 "), units [0, %u))",
+             a->job_id, a->split_id, a->epoch, a->begin, a->end, a->stage_to);
+    job_unref(job);
+}
+
+void wk_tasks_close_job(wk_tasks_t *t, uint64_t job_id)
+{
+    pthread_mutex_lock(&t->mu);
+    wk_job_t **pp = &t->jobs;
+    while (*pp != NULL && (*pp)->id != job_id) {
+        pp = &(*pp)->next_job;
+    }
+    wk_job_t *job = *pp;
+    if (job != NULL) {
+        *pp = job->next_job;
+        t->njobs--;
+        pthread_mutex_lock(&job->mu);
+        if (job->state == WK_JOB_FAILED) {
+            t->nfailed--;
+        }
+        job_close_locked(job, 0);
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (job == NULL) {
+        SL_DEBUG("close of unknown job %" PRIu64 "; ignored", job_id);
+        return;
+    }
+    SL_NOTICE("job %" PRIu64 ": closed by the dispatcher", job_id);
+    job_unref(job); /* the table's reference */
+}
+
+void wk_tasks_revoke(wk_tasks_t *t, uint64_t split_id)
+{
+    pthread_mutex_lock(&t->mu);
+    for (wk_job_t *job = t->jobs; job != NULL; job = job->next_job) {
+        pthread_mutex_lock(&job->mu);
+        int found = 0;
+        wk_split_t *prev = NULL;
+        for (wk_split_t *sp = job->splits; sp != NULL; prev = sp, sp = sp->next_split) {
+            if (sp->id == split_id) {
+                split_drop_locked(job, sp, prev);
+                found = 1;
+                break;
+            }
+        }
+        size_t n = out_drop_locked(job, split_id, 0);
+        if (found || n > 0) {
+            pthread_cond_broadcast(&job->cv);
+            SL_INFO("job %" PRIu64 ": split %" PRIu64 " revoked (%zu buffered messages dropped)",
+                    job->id, split_id, n);
+        }
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ------------------------------------------------------------ reports */
+
+static int u64_push(uint64_t **arr, size_t *n, size_t *cap, uint64_t v)
+{
+    for (size_t i = 0; i < *n; i++) {
+        if ((*arr)[i] == v) {
+            return 0;
+        }
+    }
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        uint64_t *na = realloc(*arr, nc * sizeof(*na));
+        if (na == NULL) {
+            return -ENOMEM;
+        }
+        *arr = na;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = v;
+    return 0;
+}
+
+static int unit_add(wk_tasks_report_t *r, size_t *cap, const char *name, const sl_unit_stat_t *u)
+{
+    for (size_t i = 0; i < r->n_units; i++) {
+        if (strcmp(r->units[i].name, name) == 0) {
+            r->units[i].cpu_sec += u->cpu_sec;
+            r->units[i].out_bytes += u->out_bytes;
+            r->units[i].samples += u->samples;
+            return 0;
+        }
+    }
+    if (r->n_units == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        wk_unit_report_t *na = realloc(r->units, nc * sizeof(*na));
+        if (na == NULL) {
+            return -ENOMEM;
+        }
+        r->units = na;
+        *cap = nc;
+    }
+    wk_unit_report_t *w = &r->units[r->n_units++];
+    snprintf(w->name, sizeof(w->name), "%s", name);
+    w->cpu_sec = u->cpu_sec;
+    w->out_bytes = u->out_bytes;
+    w->samples = u->samples;
+    return 0;
+}
+
+int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    size_t cap_known = 0, cap_splits = 0, cap_failed = 0, cap_units = 0;
+    int rc = 0;
+    size_t flen = 0;
+    pthread_mutex_lock(&t->mu);
+    for (wk_job_t *job = t->jobs; job != NULL && rc == 0; job = job->next_job) {
+        pthread_mutex_lock(&job->mu);
+        rc = u64_push(&r->known_jobs, &r->n_known, &cap_known, job->id);
+        if (rc == 0 && job->state == WK_JOB_FAILED) {
+            rc = u64_push(&r->failed_jobs, &r->n_failed, &cap_failed, job->id);
+            if (flen < sizeof(r->failure) - 1) {
+                int w = snprintf(r->failure + flen, sizeof(r->failure) - flen,
+                                 "%sjob %" PRIu64 ": %s", flen > 0 ? "; " : "", job->id,
+                                 job->reason);
+                flen += w > 0 ? (size_t)w : 0;
+                if (flen >= sizeof(r->failure)) {
+                    flen = sizeof(r->failure) - 1;
+                }
+            }
+        }
+        for (wk_split_t *sp = job->splits; sp != NULL && rc == 0; sp = sp->next_split) {
+            rc = u64_push(&r->splits, &r->n_splits, &cap_splits, sp->id);
+        }
+        for (wk_msg_t *m = job->out.head; m != NULL && rc == 0; m = m->next) {
+            rc = u64_push(&r->splits, &r->n_splits, &cap_splits, m->batch.split_id);
+        }
+        r->buffered_bytes += job->out.bytes + job->partial_bytes;
+        for (uint32_t u = 0; u < job->nunits && rc == 0; u++) {
+            if (job->units[u].samples > 0) {
+                rc = unit_add(r, &cap_units, sl_pipeline_unit_name(job->pipe, u),
+                              &job->units[u]);
+            }
+        }
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (rc < 0) {
+        wk_tasks_report_free(r);
+    }
+    return rc;
+}
+
+void wk_tasks_report_free(wk_tasks_report_t *r)
+{
+    free(r->known_jobs);
+    free(r->splits);
+    free(r->failed_jobs);
+    free(r->units);
+    memset(r, 0, sizeof(*r));
+}
+
+size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (wk_job_t *job = t->jobs; job != NULL; job = job->next_job, n++) {
+        if (n >= max) {
+            continue;
+        }
+        wk_job_info_t *r = &rows[n];
+        memset(r, 0, sizeof(*r));
+        pthread_mutex_lock(&job->mu);
+        r->job_id = job->id;
+        r->state = job->state;
+        snprintf(r->reason, sizeof(r->reason), "%s", job->reason);
+        snprintf(r->source, sizeof(r->source), "%s", job->spec.source_path);
+        r->num_samples = job->num_samples;
+        r->nunits = job->nunits;
+        for (wk_split_t *sp = job->splits; sp != NULL; sp = sp->next_split) {
+            if (sp->state == WK_SPLIT_QUEUED) {
+                r->splits_queued++;
+            } else {
+                r->splits_running++;
+            }
+        }
+        r->buffered_bytes = job->out.bytes + job->partial_bytes;
+        r->buffered_msgs = job->out.count;
+        r->inflight = job->inflight;
+        r->samples_done = job->samples_done;
+        r->samples_skipped = job->samples_skipped;
+        r->splits_done = job->splits_done;
+        r->msgs_sent = job->msgs_sent;
+        r->streams = job->streams;
+        r->streams_broken = job->streams_broken;
+        r->stream_attached = job->stream_attached;
+        pthread_mutex_unlock(&job->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+/* ------------------------------------------------------------ streams */
+
+wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_t **ret_job,
+                            char *why, size_t whylen)
+{
+    uint64_t until = now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
+    wk_job_t *job = NULL;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        if (t->stopping) {
+            pthread_mutex_unlock(&t->mu);
+            snprintf(why, whylen, "worker is shutting down");
+            return WK_ATTACH_SHUTTING_DOWN;
+        }
+        job = find_locked(t, job_id);
+        if (job != NULL) {
+            pthread_mutex_lock(&job->mu);
+            job->refs++;
+            pthread_mutex_unlock(&job->mu);
+            break;
+        }
+        uint64_t now = now_ms();
+        if (now >= until) {
+            pthread_mutex_unlock(&t->mu);
+            snprintf(why, whylen, "job %" PRIu64 " is not known to this worker", job_id);
+            return WK_ATTACH_NOT_FOUND;
+        }
+        cond_wait_ms(&t->cv, &t->mu, (int)(until - now < 100 ? until - now : 100));
+    }
+    pthread_mutex_unlock(&t->mu);
+
+    pthread_mutex_lock(&job->mu);
+    for (;;) {
+        if (job->state == WK_JOB_FAILED) {
+            snprintf(why, whylen, "job %" PRIu64 " failed on this worker: %s", job_id,
+                     job->reason);
+            pthread_mutex_unlock(&job->mu);
+            job_unref(job);
+            return WK_ATTACH_FAILED;
+        }
+        if (job->state == WK_JOB_CLOSED) {
+            int stopping = job->stopping;
+            snprintf(why, whylen, "job %" PRIu64 " is %s", job_id,
+                     stopping ? "stopping with the worker" : "closed");
+            pthread_mutex_unlock(&job->mu);
+            job_unref(job);
+            return stopping ? WK_ATTACH_SHUTTING_DOWN : WK_ATTACH_NOT_FOUND;
+        }
+        if (!job->stream_attached) {
+            break;
+        }
+        uint64_t now = now_ms();
+        if (now >= until) {
+            snprintf(why, whylen, "job %" PRIu64 " already has a Fetch stream on this worker",
+                     job_id);
+            pthread_mutex_unlock(&job->mu);
+            job_unref(job);
+            return WK_ATTACH_BUSY;
+        }
+        cond_wait_ms(&job->cv, &job->mu, (int)(until - now < 100 ? until - now : 100));
+    }
+    job->stream_attached = 1;
+    job->streams++;
+    pthread_mutex_unlock(&job->mu);
+    *ret_job = job;
+    return WK_ATTACH_OK;
+}
+
+static wk_next_e state_locked(const wk_job_t *job)
+{
+    if (job->state == WK_JOB_CLOSED) {
+        return job->stopping ? WK_NEXT_STOPPING : WK_NEXT_CLOSED;
+    }
+    if (job->state == WK_JOB_FAILED) {
+        return WK_NEXT_FAILED;
+    }
+    return WK_NEXT_TIMEOUT;
+}
+
+wk_next_e wk_job_poll_state(wk_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    wk_next_e s = state_locked(job);
+    pthread_mutex_unlock(&job->mu);
+    return s;
+}
+
+wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg)
+{
+    pthread_mutex_lock(&job->mu);
+    wk_next_e s = state_locked(job);
+    if (s == WK_NEXT_TIMEOUT && job->out.head == NULL && wait_ms > 0) {
+        cond_wait_ms(&job->cv, &job->mu, wait_ms);
+        s = state_locked(job);
+    }
+    if (s == WK_NEXT_TIMEOUT) {
+        wk_msg_t *m = wk_msglist_pop(&job->out);
+        if (m != NULL) {
+            *ret_msg = m;
+            s = WK_NEXT_MSG;
+            pthread_cond_broadcast(&job->cv); /* room in the buffer: the runner may submit */
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+    return s;
+}
+
+void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m)
+{
+    (void)m;
+    pthread_mutex_lock(&job->mu);
+    job->msgs_sent++;
+    pthread_mutex_unlock(&job->mu);
+}
+
+void wk_job_detach(wk_job_t *job, int broken, const char *why)
+{
+    size_t nmsgs = 0, nsplits = 0;
+    pthread_mutex_lock(&job->mu);
+    job->stream_attached = 0;
+    if (broken && job->state != WK_JOB_CLOSED) {
+        job->streams_broken++;
+        job_drop_all_locked(job, &nmsgs, &nsplits);
+    }
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+    if (broken) {
+        SL_NOTICE("job %" PRIu64 ": Fetch stream ended abnormally (%s); dropped %zu buffered "
+                  "messages and %zu unfinished splits",
+                  job->id, why != NULL ? why : "?", nmsgs, nsplits);
+    }
+    job_unref(job);
+}
+
+void wk_job_reason(wk_job_t *job, char *buf, size_t len)
+{
+    pthread_mutex_lock(&job->mu);
+    snprintf(buf, len, "%s", job->reason);
+    pthread_mutex_unlock(&job->mu);
+}
