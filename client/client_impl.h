@@ -37,6 +37,8 @@ typedef struct cl_split_s {
     uint64_t done;     /* positions delivered or skipped (first copies only) */
     uint64_t next;     /* local: next position to submit */
     uint32_t stage_to; /* remote: units the owner runs */
+    int range_known;   /* 0 until an assignment names its range: samples of a
+                        * split can arrive before the client polls its assignment */
     int acked;         /* acknowledgement queued or sent */
     int in_use;
 } cl_split_t;
@@ -129,5 +131,7 @@ void *cl_fetch_main(void *arg);
 cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id);
 cl_split_t *cl_split_add(struct sluice_job *job, uint64_t id);
 void cl_split_remove(struct sluice_job *job, cl_split_t *s);
+/* Queues the ack once every position of s is done (job->mu held). */
+void cl_split_check_done(struct sluice_job *job, cl_split_t *s);
 
 #endif

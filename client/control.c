@@ -178,11 +178,15 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
                          "more than %d live splits: raise split_size", CL_MAX_SPLITS);
                 break;
             }
+            s->owner = UINT64_MAX;
+        }
+        if (!s->range_known) {
             s->epoch = a->epoch;
             s->begin = a->begin;
             s->end = a->end;
             s->next = a->begin;
-            s->owner = UINT64_MAX;
+            s->range_known = 1;
+            cl_split_check_done(job, s); /* its samples may all be here already */
         }
         if (s->acked) {
             continue;

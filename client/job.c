@@ -63,7 +63,27 @@ static int declare_epochs_through(sluice_job_t *job, uint64_t epoch)
     return epoch < job->spec.epochs ? 0 : -ERANGE;
 }
 
-/* Counts a first copy towards its split and queues the ack when complete. */
+void cl_split_check_done(sluice_job_t *job, cl_split_t *s)
+{
+    if (s->acked || !s->range_known || s->done < s->end - s->begin) {
+        return;
+    }
+    if (job->nacks == job->capacks) {
+        size_t cap = job->capacks ? job->capacks * 2 : 64;
+        uint64_t *p = realloc(job->acks, cap * sizeof(*p));
+        if (p == NULL) {
+            snprintf(job->failure, sizeof(job->failure), "out of memory queueing acks");
+            return;
+        }
+        job->acks = p;
+        job->capacks = cap;
+    }
+    s->acked = 1;
+    job->acks[job->nacks++] = s->id;
+}
+
+/* Counts a first copy towards its split. A split not yet known from an
+ * assignment is entered now and completes when its range arrives. */
 static void count_for_split(sluice_job_t *job, uint64_t split_id)
 {
     if (job->disp == NULL) {
@@ -71,25 +91,18 @@ static void count_for_split(sluice_job_t *job, uint64_t split_id)
     }
     pthread_mutex_lock(&job->mu);
     cl_split_t *s = cl_split_find(job, split_id);
+    if (s == NULL) {
+        s = cl_split_add(job, split_id);
+        if (s == NULL) {
+            snprintf(job->failure, sizeof(job->failure),
+                     "more than %d live splits: raise split_size", CL_MAX_SPLITS);
+        } else {
+            s->owner = UINT64_MAX;
+        }
+    }
     if (s != NULL && !s->acked) {
         s->done++;
-        if (s->done >= s->end - s->begin) {
-            s->acked = 1;
-            if (job->nacks == job->capacks) {
-                size_t cap = job->capacks ? job->capacks * 2 : 64;
-                uint64_t *p = realloc(job->acks, cap * sizeof(*p));
-                if (p != NULL) {
-                    job->acks = p;
-                    job->capacks = cap;
-                }
-            }
-            if (job->nacks < job->capacks) {
-                job->acks[job->nacks++] = split_id;
-            } else {
-                s->acked = 0; /* retried on the next sample... or never: fail loudly */
-                snprintf(job->failure, sizeof(job->failure), "out of memory queueing acks");
-            }
-        }
+        cl_split_check_done(job, s);
     }
     pthread_mutex_unlock(&job->mu);
 }
@@ -192,8 +205,7 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
             return set_error(job, -EPROTO, "%s", "dispatcher assigned a split outside the job");
         }
         if (sl_batcher_seen(job->batcher, epoch, pos)) {
-            count_for_split(job, id); /* already delivered by someone else */
-            continue;
+            continue; /* a worker delivered it before the split became ours */
         }
         sl_sample_t in = {.epoch = epoch, .position = pos, .index = order[pos],
                           .label = sl_source_label(job->src, order[pos]), .skip = -1,
@@ -230,7 +242,8 @@ static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, const S
     cl_split_t *sp;
     pthread_mutex_lock(&job->mu);
     sp = cl_split_find(job, b->split_id);
-    uint32_t stage_to = sp ? sp->stage_to : job->split_units;
+    /* Until the assignment arrives the plan's split point is the best guess. */
+    uint32_t stage_to = sp != NULL && sp->range_known ? sp->stage_to : job->split_units;
     pthread_mutex_unlock(&job->mu);
 
     char detail[256] = "";

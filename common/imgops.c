@@ -19,9 +19,9 @@ static int img_check(const sl_tensor_t *t)
         t->c == 0 || t->data == NULL) {
         return -EINVAL;
     }
-    size_t n;
-    if (__builtin_mul_overflow((size_t)t->h * t->w, (size_t)t->c * sl_dtype_size(t->dtype), &n) ||
-        n != t->nbytes) {
+    size_t px, n;
+    if (__builtin_mul_overflow((size_t)t->h, (size_t)t->w, &px) ||
+        __builtin_mul_overflow(px, (size_t)t->c * sl_dtype_size(t->dtype), &n) || n != t->nbytes) {
         return -EINVAL;
     }
     return 0;

@@ -258,8 +258,10 @@ static int run_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uin
             /* Scale 1: an exact integer crop out of the decoded rows. */
             return sl_img_crop(&sc->a, x - x0, y - y0, w, h, io);
         }
-        rc = sl_img_resize_rect(&sc->a, x / ds - x0, y / ds - y0, w / ds, h / ds, st->size_h,
-                                st->size_w, io);
+        /* CLIP: the crop is the whole image to the filter, as torchvision's
+         * crop-then-resize has it (no pixels from outside the crop). */
+        rc = sl_img_resize_rect_ex(&sc->a, x / ds - x0, y / ds - y0, w / ds, h / ds,
+                                   st->size_h, st->size_w, SL_RESIZE_CLIP, NULL, io);
         if (rc < 0) {
             return sl_err(err, errlen, rc, "resize of the decoded region failed");
         }
@@ -272,7 +274,8 @@ static int run_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uin
         }
         uint32_t x, y, w, h;
         sl_rrc_params(io->h, io->w, st->scale, st->ratio, &rng, &x, &y, &w, &h);
-        rc = sl_img_resize_rect(io, x, y, w, h, st->size_h, st->size_w, &sc->a);
+        rc = sl_img_resize_rect_ex(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
+                                   &sc->a);
         break;
     }
     case UNIT_RESIZE: {

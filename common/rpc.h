@@ -49,7 +49,13 @@ typedef struct sl_rpc_status_s {
 } sl_rpc_status_t;
 
 /* Optional transport security and authentication (issue: reliability). All
- * NULL = insecure, no token. Paths to PEM files. */
+ * NULL = insecure, no token. Paths to PEM files, read when the server or
+ * channel is created. Server: tls_cert + tls_key turn TLS on; tls_ca then
+ * also requires and verifies client certificates (mutual TLS). Client: any
+ * tls_* field turns TLS on; tls_ca NULL trusts gRPC's default roots;
+ * tls_cert + tls_key (together) present a client certificate. token: the
+ * server answers UNAUTHENTICATED to every call (unknown methods included)
+ * without the right one, before any handler runs. */
 typedef struct sl_rpc_security_s {
     const char *tls_cert;
     const char *tls_key;
@@ -67,25 +73,33 @@ typedef struct sl_rpc_server_opts_s {
     const char *listen;        /* "HOST:PORT"; port 0 picks a free one */
     size_t max_msg_bytes;      /* 0 = SL_RPC_DEFAULT_MAX_MSG */
     unsigned cq_threads;       /* 0 = 1 */
-    unsigned handler_threads;  /* unary handler pool; 0 = 4 */
+    unsigned handler_threads;  /* unary handler pool; 0 = 4; queue 16 per thread (>= 64) */
     unsigned max_streams;      /* concurrent stream handlers; 0 = 64 */
     const sl_rpc_security_t *security; /* NULL = insecure */
 } sl_rpc_server_opts_t;
 
 /* Unary handler: runs on a pool thread. Must call exactly one of
  * sl_rpc_reply_ok / sl_rpc_reply_error before returning (if it calls neither,
- * the layer answers INTERNAL). req is freed by the layer after return. */
+ * the layer answers INTERNAL; a second call is ignored). req is freed by the
+ * layer after return. When the pool's bounded queue is full new calls get
+ * RESOURCE_EXHAUSTED; a call whose client left while queued is not run. */
 typedef void (*sl_rpc_unary_fn)(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply);
 /* Packs resp immediately: the handler may free resp's storage right after. */
 void sl_rpc_reply_ok(sl_rpc_reply_t *reply, const ProtobufCMessage *resp);
+/* code must be a non-OK SL_RPC_* (anything else is sent as UNKNOWN). */
 void sl_rpc_reply_error(sl_rpc_reply_t *reply, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Peer address ("ipv4:127.0.0.1:5555") for logging, never NULL. */
 const char *sl_rpc_reply_peer(const sl_rpc_reply_t *reply);
 
-/* Stream handler: runs on its own thread with the client's first message.
- * Returns the final status code; details via sl_rpc_stream_set_details. The
- * layer frees first_req after return and ends the call. */
+/* Stream handler: runs on its own thread with the client's first message
+ * (already unpacked and version-checked). Returns the final status code
+ * (outside 0..16: UNKNOWN); details via sl_rpc_stream_set_details. The layer
+ * frees first_req after return and ends the call (after the last send
+ * completed). Beyond max_streams open streams, new ones get
+ * RESOURCE_EXHAUSTED. The sl_rpc_stream_* functions are meant for the
+ * handler's thread; sends from several threads are serialised. Timeouts:
+ * < 0 waits without limit, 0 polls, > 0 milliseconds. */
 typedef int (*sl_rpc_stream_fn)(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *first_req);
 /* Sends one message. At most one send is in flight: this blocks until the
  * previous one completed (that is the transport's flow control reaching us).
@@ -113,11 +127,17 @@ int sl_rpc_server_add_stream(sl_rpc_server_t *srv, const char *method,
                              const ProtobufCMessageDescriptor *req_desc, sl_rpc_stream_fn fn,
                              void *ctx);
 /* Binds and starts; writes the bound "HOST:PORT" (port resolved) to ret_addr.
- * Returns -EADDRINUSE when the port is taken (no SO_REUSEPORT sharing). */
+ * Returns -EADDRINUSE when the port is taken (no SO_REUSEPORT sharing),
+ * -EINVAL for an address that does not resolve. A server that failed to
+ * start can only be freed. add_* return -EINVAL when req_desc lacks
+ * `uint32 version = 1`, -EEXIST for a duplicate, -ENOSPC beyond 32 methods,
+ * -EBUSY after start. */
 int sl_rpc_server_start(sl_rpc_server_t *srv, char *ret_addr, size_t addrlen, char *err,
                         size_t errlen);
 /* Stops accepting, waits up to grace_ms for in-flight calls and stream
- * handlers, then cancels the rest. Idempotent. */
+ * handlers, then cancels the rest (their send/recv return -ECANCELED) and
+ * waits for every handler to return. Idempotent. Owner thread only: never
+ * from a handler. */
 void sl_rpc_server_shutdown(sl_rpc_server_t *srv, int grace_ms);
 void sl_rpc_server_free(sl_rpc_server_t *srv); /* shuts down first if needed; NULL ok */
 
@@ -127,7 +147,9 @@ typedef struct sl_rpc_channel_s sl_rpc_channel_t;
 typedef struct sl_rpc_cstream_s sl_rpc_cstream_t;
 
 /* One channel per peer. own_connection = 1 gives it a private TCP connection
- * (local subchannel pool), as the client wants one per worker stream. */
+ * (local subchannel pool), as the client wants one per worker stream.
+ * Thread-safe: any number of threads may make calls on one channel. Free it
+ * after its calls and streams. */
 sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
                                      const sl_rpc_security_t *security, int own_connection,
                                      char *err, size_t errlen);
@@ -136,21 +158,31 @@ void sl_rpc_channel_free(sl_rpc_channel_t *ch);
 /* Unary call. Returns 0 with *ret_resp (free with protobuf_c_message_free_unpacked),
  * or -ECOMM with st filled (st->code != OK), or -EBADMSG when the reply does
  * not unpack. wait_for_ready = 1 waits for the peer up to the deadline
- * instead of failing fast when it is down. */
+ * instead of failing fast when it is down. timeout_ms <= 0 means 30 s: every
+ * call has a deadline. */
 int sl_rpc_unary(sl_rpc_channel_t *ch, const char *method, const ProtobufCMessage *req,
                  const ProtobufCMessageDescriptor *resp_desc, int timeout_ms, int wait_for_ready,
                  ProtobufCMessage **ret_resp, sl_rpc_status_t *st);
 
-/* Bidi stream: sends first_req at open. deadline_ms bounds the whole stream
- * (0 = none; the call is then ended by cancel or the server). */
+/* Bidi stream: sends first_req at open and waits until it is handed to the
+ * transport, so an unreachable peer gives -ECOMM (st filled) here.
+ * deadline_ms bounds the whole stream (0 = none; the call is then ended by
+ * cancel or the server). One thread may recv while another sends; free must
+ * not race either. Timeouts below: < 0 waits without limit, 0 polls. */
 int sl_rpc_cstream_open(sl_rpc_channel_t *ch, const char *method, const ProtobufCMessage *first_req,
                         const ProtobufCMessageDescriptor *resp_desc, int deadline_ms,
                         sl_rpc_cstream_t **ret, sl_rpc_status_t *st);
-/* Sends another message (e.g. credits); waits for the previous send. */
+/* Sends another message (e.g. credits); waits for the previous send.
+ * Returns 0 (queued), -ETIMEDOUT (the previous send is still pending; nothing
+ * was sent), -ECOMM (the call failed: recv reports its status), -EPIPE (the
+ * stream has ended), -ENOMEM, -EIO. */
 int sl_rpc_cstream_send(sl_rpc_cstream_t *cs, const ProtobufCMessage *msg, int timeout_ms);
 /* Returns 0 with *ret (free with protobuf_c_message_free_unpacked), 1 at the
- * end of the stream (final status in st), -ETIMEDOUT (the read stays pending
- * and the next call continues it), -EBADMSG, -ECOMM (st filled). */
+ * end of the stream with status OK (st filled), -ECOMM when it ended with
+ * another status (st filled: CANCELLED after sl_rpc_cstream_cancel,
+ * UNAVAILABLE, the handler's code...), -ETIMEDOUT (the read stays pending and
+ * the next call continues it), -EBADMSG (a message did not unpack). Once
+ * ended, every further call returns the same result. */
 int sl_rpc_cstream_recv(sl_rpc_cstream_t *cs, ProtobufCMessage **ret, int timeout_ms,
                         sl_rpc_status_t *st);
 /* Thread-safe: makes a blocked recv return. */

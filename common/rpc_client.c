@@ -210,8 +210,8 @@ static grpc_call *create_call(sl_rpc_channel_t *ch, grpc_completion_queue *cq, c
 {
     /* The method slice only has to live through create_call (grpc.h). */
     grpc_slice m = grpc_slice_from_copied_string(method);
-    grpc_call *call =
-        grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL, deadline, NULL);
+    grpc_call *call = grpc_channel_create_call(ch->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL,
+                                               deadline, NULL);
     grpc_slice_unref(m);
     return call;
 }

@@ -128,6 +128,7 @@ struct srv_call_s {
     unsigned rq_head, rq_len;
     int sent_initial_md;
     int send_in_flight;
+    int send_reserved; /* a sender is packing; the next send waits */
     int send_failed;
     grpc_byte_buffer *send_bb; /* destroyed when TAG_SEND returns (B.6) */
     int bad_code;              /* non-zero: a message was refused; final status */
@@ -516,7 +517,8 @@ static void on_request(sl_rpc_server_t *srv, srv_call_t *c, int success)
         return;
     }
     /* Re-arm first, or this method would serve one call at a time (pitfall 9).
-     * Failure only happens while stopping or out of memory. */
+     * It fails only while stopping (wanted) or when out of memory, where
+     * gRPC's own allocations abort first; nothing better to do than go on. */
     (void)post_request(srv, c->method);
 
     char why[DETAILS_MAX];
@@ -533,15 +535,15 @@ static void on_request(sl_rpc_server_t *srv, srv_call_t *c, int success)
         finish_locked(c, SL_RPC_INTERNAL, "cannot start call", NULL);
         goto release;
     }
+    if (!token_ok(srv, &c->md)) { /* before anything else, unknown methods included */
+        finish_locked(c, SL_RPC_UNAUTHENTICATED, "missing or wrong authorization token", NULL);
+        goto release;
+    }
     if (c->method == NULL) {
         char *m = grpc_slice_to_c_string(c->details.method);
         snprintf(why, sizeof(why), "unknown method %s", m);
         gpr_free(m); /* pitfall 11 */
         finish_locked(c, SL_RPC_UNIMPLEMENTED, why, NULL);
-        goto release;
-    }
-    if (!token_ok(srv, &c->md)) {
-        finish_locked(c, SL_RPC_UNAUTHENTICATED, "missing or wrong authorization token", NULL);
         goto release;
     }
     if (c->method->kind == METHOD_UNARY) {
@@ -559,11 +561,12 @@ static void on_request(sl_rpc_server_t *srv, srv_call_t *c, int success)
      * off the queue like any other. */
     post_recv_locked(c);
     pthread_mutex_unlock(&c->mu);
-    if (stream_spawn(srv, c, why, sizeof(why)) == 0) {
+    int r = stream_spawn(srv, c, why, sizeof(why));
+    if (r == 0) {
         return; /* the stream thread owns it now */
     }
     pthread_mutex_lock(&c->mu);
-    finish_locked(c, SL_RPC_RESOURCE_EXHAUSTED, why, NULL);
+    finish_locked(c, r == -ESHUTDOWN ? SL_RPC_UNAVAILABLE : SL_RPC_RESOURCE_EXHAUSTED, why, NULL);
 
 release:;
     int drop = unref_locked(c);
@@ -874,31 +877,43 @@ int sl_rpc_stream_send(sl_rpc_stream_t *st, const ProtobufCMessage *msg, int tim
         abs = mono_after_ms(timeout_ms);
         until = &abs;
     }
-    /* Pack before taking the lock: this may be a large batch. */
-    grpc_byte_buffer *bb = sl_rpc_pb_pack(msg);
-    if (bb == NULL) {
-        return -ENOMEM;
-    }
-    int r;
+    /* Wait for the previous send first, so that a timeout does not cost a
+     * pack of what may be a large batch (callers retry on -ETIMEDOUT). */
     pthread_mutex_lock(&c->mu);
     for (;;) {
         if (stream_dead_locked(c)) {
-            r = -ECANCELED;
-            goto fail;
+            pthread_mutex_unlock(&c->mu);
+            return -ECANCELED;
         }
-        if (!c->send_in_flight) {
+        if (!c->send_in_flight && !c->send_reserved) {
             break;
         }
         if (timeout_ms == 0 || cond_wait_until(&c->cv, &c->mu, until) == ETIMEDOUT) {
-            if (c->send_in_flight && !stream_dead_locked(c)) {
-                r = -ETIMEDOUT;
-                goto fail;
+            if ((c->send_in_flight || c->send_reserved) && !stream_dead_locked(c)) {
+                pthread_mutex_unlock(&c->mu);
+                return -ETIMEDOUT;
             }
         }
     }
+    c->send_reserved = 1; /* the slot is ours while we pack without the lock */
+    pthread_mutex_unlock(&c->mu);
+
+    grpc_byte_buffer *bb = sl_rpc_pb_pack(msg);
     grpc_op ops[2];
     size_t n = 0;
     memset(ops, 0, sizeof(ops));
+    pthread_mutex_lock(&c->mu);
+    c->send_reserved = 0;
+    pthread_cond_broadcast(&c->cv);
+    if (bb == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return -ENOMEM;
+    }
+    if (stream_dead_locked(c)) {
+        pthread_mutex_unlock(&c->mu);
+        grpc_byte_buffer_destroy(bb);
+        return -ECANCELED;
+    }
     if (!c->sent_initial_md) {
         ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA; /* the first send carries it (B.6) */
     }
@@ -906,18 +921,15 @@ int sl_rpc_stream_send(sl_rpc_stream_t *st, const ProtobufCMessage *msg, int tim
     ops[n++].data.send_message.send_message = bb;
     if (start_locked(c, ops, n, &c->tag_send) != GRPC_CALL_OK) {
         c->send_failed = 1;
-        r = -ECANCELED;
-        goto fail;
+        pthread_mutex_unlock(&c->mu);
+        grpc_byte_buffer_destroy(bb);
+        return -ECANCELED;
     }
     c->sent_initial_md = 1;
     c->send_in_flight = 1;
     c->send_bb = bb; /* destroyed by the CQ thread when TAG_SEND returns */
     pthread_mutex_unlock(&c->mu);
     return 0;
-fail:
-    pthread_mutex_unlock(&c->mu);
-    grpc_byte_buffer_destroy(bb);
-    return r;
 }
 
 int sl_rpc_stream_cancelled(const sl_rpc_stream_t *st)
@@ -972,7 +984,7 @@ static void *stream_main(void *arg)
     pthread_mutex_lock(&c->mu);
     /* One SEND_MESSAGE at a time: the status waits for the last send. It
      * returns on its own or when the call is cancelled. */
-    while (c->send_in_flight) {
+    while (c->send_in_flight || c->send_reserved) {
         pthread_cond_wait(&c->cv, &c->mu);
     }
     if (c->bad_code != 0) {

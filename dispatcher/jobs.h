@@ -84,13 +84,28 @@ typedef struct disp_epoch_s {
     uint32_t nacked;
 } disp_epoch_t;
 
+/* Whether the worker has heard of an assignment. A heartbeat reply may be
+ * lost (the worker's call timed out after we answered), so an assignment
+ * the worker has not reported in splits_in_progress DISP_RESEND_AFTER_HB
+ * heartbeats after it was sent is sent again (the worker ignores a split it
+ * already holds; a duplicate run is dropped by the client). */
+typedef enum {
+    DISP_AN_NEW = 0, /* not yet in a heartbeat reply */
+    DISP_AN_SENT,    /* in a reply at heartbeat sent_seq */
+    DISP_AN_SEEN,    /* the worker reported it in splits_in_progress */
+    DISP_AN_RESEND,  /* sent, never seen: goes in the next reply again */
+} disp_announce_e;
+
+#define DISP_RESEND_AFTER_HB 3
+
 /* One worker's part in one job. */
 typedef struct disp_jw_s {
     uint64_t worker_id;
     int banned;        /* the worker refused the job (failed_jobs) */
     uint32_t n;        /* outstanding split ids, assignment order */
     uint64_t *ids;     /* [max_splits_per_worker] */
-    uint8_t *sent;     /* told in a heartbeat reply */
+    uint8_t *sent;     /* disp_announce_e per id */
+    uint32_t *sent_seq; /* the worker's heartbeat number when last sent */
     uint64_t revoked[DISP_REVOKE_MAX];
     uint32_t nrevoked;
 } disp_jw_t;
@@ -221,6 +236,17 @@ void disp_jobs_close(disp_jobs_t *js, disp_job_t *job, const char *reason, int64
 /* Closes jobs whose client has been silent for client_timeout_ms and drops
  * closed jobs past their linger. Returns how many jobs were closed. */
 size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms);
+
+/* Heartbeat bookkeeping for w: SENT assignments that w lists in
+ * in_progress become SEEN; those sent DISP_RESEND_AFTER_HB or more
+ * heartbeats ago and never seen become RESEND. Then counts the heartbeat.
+ * Returns how many were marked for resending. */
+size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, const uint64_t *in_progress,
+                                 size_t n);
+/* Marks every NEW/RESEND assignment of w as SENT (after a reply carried them). */
+void disp_jobs_worker_sent(disp_jobs_t *js, disp_worker_t *w);
+/* Whether an assignment in this state goes into the next heartbeat reply. */
+int disp_an_to_send(uint8_t state);
 
 /* The record of worker_id in job, or NULL. */
 disp_jw_t *disp_job_jw(disp_job_t *job, uint64_t worker_id);

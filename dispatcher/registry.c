@@ -1,6 +1,7 @@
 #include "dispatcher/registry.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,32 @@ const char *disp_worker_state_name(disp_worker_state_e s)
         return "lost";
     }
     return "?";
+}
+
+void disp_text_copy(char *dst, size_t dstlen, const char *src)
+{
+    size_t i = 0;
+    if (dstlen == 0) {
+        return;
+    }
+    for (; src != NULL && src[i] != '\0' && i + 1 < dstlen; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}
+
+int disp_addr_ok(const char *addr)
+{
+    if (addr == NULL || addr[0] == '\0' || strlen(addr) >= DISP_ADDR_MAX) {
+        return 0;
+    }
+    for (const char *p = addr; *p != '\0'; p++) {
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 disp_worker_t *disp_registry_find(disp_registry_t *r, uint64_t id)
@@ -86,7 +113,7 @@ int disp_registry_register(disp_registry_t *r, const char *address, const char *
                            uint32_t threads, uint64_t want_id, int64_t now_ms,
                            disp_worker_t **ret, int *ret_new)
 {
-    if (address == NULL || address[0] == '\0' || strlen(address) >= DISP_ADDR_MAX) {
+    if (!disp_addr_ok(address)) {
         return -EINVAL;
     }
     if (hostname == NULL) {
@@ -98,7 +125,7 @@ int disp_registry_register(disp_registry_t *r, const char *address, const char *
             /* A retried register (the reply was lost): same worker. */
             w->threads = threads;
             w->last_heartbeat_ms = now_ms;
-            snprintf(w->hostname, sizeof(w->hostname), "%.*s", DISP_ADDR_MAX - 1, hostname);
+            disp_text_copy(w->hostname, sizeof(w->hostname), hostname);
             *ret = w;
             *ret_new = 0;
             return 0;
@@ -125,7 +152,7 @@ int disp_registry_register(disp_registry_t *r, const char *address, const char *
     w->id = want_id;
     w->state = DISP_WORKER_LIVE;
     snprintf(w->address, sizeof(w->address), "%s", address);
-    snprintf(w->hostname, sizeof(w->hostname), "%.*s", DISP_ADDR_MAX - 1, hostname);
+    disp_text_copy(w->hostname, sizeof(w->hostname), hostname);
     w->threads = threads;
     w->registered_ms = now_ms;
     w->last_heartbeat_ms = now_ms;

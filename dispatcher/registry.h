@@ -43,6 +43,7 @@ typedef struct disp_worker_s {
     uint64_t buffered_bytes;
     uint32_t in_progress;     /* splits_in_progress in the last heartbeat */
     uint32_t outstanding;     /* ASSIGNED splits over all jobs (kept by jobs.c) */
+    uint32_t hb_seq;          /* heartbeats answered (jobs.c resend logic) */
     disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
     uint32_t nstages;
 } disp_worker_t;
@@ -84,5 +85,12 @@ size_t disp_registry_expire(disp_registry_t *r, int64_t now_ms, int64_t timeout_
 int disp_registry_no_workers(const disp_registry_t *r, int64_t now_ms, int64_t timeout_ms);
 
 const char *disp_worker_state_name(disp_worker_state_e s);
+
+/* Copies peer-supplied text for logs and /status: at most dstlen-1 bytes,
+ * every byte outside printable ASCII replaced by '?' (no log injection, and
+ * always valid JSON text). src NULL copies "". */
+void disp_text_copy(char *dst, size_t dstlen, const char *src);
+/* Whether addr is usable as a dial address: printable ASCII, no spaces. */
+int disp_addr_ok(const char *addr);
 
 #endif

@@ -70,9 +70,13 @@ CASES = [
     ("four_channel", 19, 13, 4, (0.5, 0.5, 18.0, 12.0), 7, 4, 0, 1),
     ("clip_rgb", 40, 30, 3, (7.0, 5.0, 23.0, 17.0), 10, 9, 1, 1),
     ("clip_up_rgb", 40, 30, 3, (30.0, 21.0, 6.0, 5.0), 13, 11, 1, 1),
+    # Rows kept as they are, straight into the output, and not the last ones.
+    ("clip_cols_only_rgb", 20, 9, 3, (1.0, 2.0, 15.0, 5.0), 7, 5, 1, 1),
     ("bench_rgb", 500, 375, 3, (0.0, 0.0, 500.0, 375.0), 224, 224, 0, 7),
     ("rrc_rgb", 500, 375, 3, (37.0, 21.0, 311.0, 207.0), 224, 224, 0, 7),
     ("rrc_clip_rgb", 500, 375, 3, (37.0, 21.0, 311.0, 207.0), 224, 224, 1, 7),
+    # Over 4096 taps per output pixel: beyond the SIMD kernels' range.
+    ("huge_down_rgb", 9000, 2, 3, (0.0, 0.0, 9000.0, 2.0), 2, 1, 0, 1),
 ]
 
 MEAN = [0.485, 0.456, 0.406]

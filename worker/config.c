@@ -34,8 +34,7 @@ static const sl_conf_opt_t WK_OPTS[] = {
 
 const sl_conf_table_t wk_conf_table = {
     .progname = "sluice-worker",
-    .summary = "sluice-worker: runs pipeline stages for the dispatcher's jobs and streams "
-               "batches to clients",
+    .summary = "runs pipeline stages for the dispatcher's jobs and streams batches to clients",
     .version = WK_VERSION,
     .opts = WK_OPTS,
     .nopts = sizeof(WK_OPTS) / sizeof(WK_OPTS[0]),

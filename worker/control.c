@@ -135,7 +135,7 @@ static void note_failure(wk_control_t *c, const char *what, const sl_rpc_status_
     c->status.failures++;
     uint64_t n = c->status.failures;
     if (rc == -ECOMM) {
-        snprintf(c->status.last_error, sizeof(c->status.last_error), "%s: %s: %s", what,
+        snprintf(c->status.last_error, sizeof(c->status.last_error), "%s: %s: %.400s", what,
                  sl_rpc_code_name(st->code), st->details);
     } else {
         snprintf(c->status.last_error, sizeof(c->status.last_error), "%s: %s", what,
@@ -205,15 +205,17 @@ static int do_register(wk_control_t *c)
 
 static void apply_reply(wk_control_t *c, const Sluice__HeartbeatResponse *r)
 {
-    /* Specs first: an assignment in the same reply needs its job. */
+    /* Specs first: an assignment in the same reply needs its job. Revocations
+     * before assignments: they refer to earlier assignments, so a split
+     * revoked and handed back to us in one reply ends up assigned. */
     for (size_t i = 0; i < r->n_jobs; i++) {
         wk_tasks_add_job(c->tasks, r->jobs[i]);
     }
-    for (size_t i = 0; i < r->n_assign; i++) {
-        wk_tasks_assign(c->tasks, r->assign[i]);
-    }
     for (size_t i = 0; i < r->n_revoked_splits; i++) {
         wk_tasks_revoke(c->tasks, r->revoked_splits[i]);
+    }
+    for (size_t i = 0; i < r->n_assign; i++) {
+        wk_tasks_assign(c->tasks, r->assign[i]);
     }
     for (size_t i = 0; i < r->n_closed_jobs; i++) {
         wk_tasks_close_job(c->tasks, r->closed_jobs[i]);

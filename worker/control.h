@@ -36,7 +36,7 @@ typedef struct wk_control_status_s {
     uint64_t heartbeats;    /* successful Heartbeat calls */
     uint64_t failures;      /* failed calls since the last success */
     double load;            /* last reported */
-    char last_error[256];
+    char last_error[768];
 } wk_control_status_t;
 
 wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char *err,

@@ -70,10 +70,10 @@ static void end_for_state(wk_fetch_t *f, wk_next_e s)
         snprintf(f->why, sizeof(f->why), "worker is shutting down");
         break;
     case WK_NEXT_FAILED: {
-        char reason[256];
+        char reason[1024];
         wk_job_reason(f->job, reason, sizeof(reason));
         f->code = SL_RPC_FAILED_PRECONDITION;
-        snprintf(f->why, sizeof(f->why), "job %" PRIu64 " failed on this worker: %s",
+        snprintf(f->why, sizeof(f->why), "job %" PRIu64 " failed on this worker: %.200s",
                  wk_job_id(f->job), reason);
         break;
     }
@@ -94,6 +94,16 @@ static void send_msg(wk_fetch_t *f, wk_msg_t *m)
         if (rc == 0) {
             f->credits--;
             wk_job_note_sent(f->job, m);
+            if (sl_log_get_level() >= LOG_DEBUG) {
+                size_t skipped = 0;
+                for (size_t i = 0; i < m->batch.n_samples; i++) {
+                    skipped += m->batch.samples[i]->skip_reason[0] != '\0';
+                }
+                SL_DEBUG("job %" PRIu64 ": sent split %" PRIu64 ": %zu samples (%zu skipped)%s, "
+                         "%" PRIu64 " credits left",
+                         m->batch.job_id, m->batch.split_id, m->batch.n_samples, skipped,
+                         m->batch.split_done ? ", split done" : "", f->credits);
+            }
             break;
         }
         if (rc == -ETIMEDOUT) {

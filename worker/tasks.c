@@ -68,7 +68,7 @@ struct wk_job_s {
     int refs;
     wk_job_state_e state;
     int stopping;      /* CLOSED because the worker stops (streams get UNAVAILABLE) */
-    char reason[256];  /* why FAILED */
+    char reason[1024]; /* why FAILED */
     wk_split_t *splits, *splits_tail; /* QUEUED and RUNNING, assignment order */
     size_t nsplits;
     wk_split_t *dropped; /* DROPPED with samples still in flight */
@@ -297,7 +297,7 @@ static int runner_load(wk_job_t *job, char *why, size_t whylen)
     uint64_t fp = sl_source_fingerprint(src);
     if (n != job->num_samples || fp != job->fingerprint) {
         snprintf(why, whylen,
-                 "source '%s' under this worker's data root differs from the client's: "
+                 "source '%.512s' under this worker's data root differs from the client's: "
                  "%" PRIu64 " samples, fingerprint %016" PRIx64 " (client: %" PRIu64
                  " samples, fingerprint %016" PRIx64 ")",
                  job->spec.source_path, n, fp, job->num_samples, job->fingerprint);
@@ -358,29 +358,34 @@ static wk_split_t *next_submittable(wk_job_t *job)
     return NULL;
 }
 
-static void slot_put(wk_job_t *job, wk_split_t *sp, uint64_t epoch, uint64_t pos)
+/* Records a submitted sample; returns its slot number, which travels through
+ * the executor in the sample's label field (the executor and the pipeline
+ * never read labels) so a finished sample finds exactly the split instance
+ * that submitted it -- a dropped and a re-assigned instance of one split may
+ * both have the same position in flight, possibly with different stage_to. */
+static int slot_put(wk_job_t *job, wk_split_t *sp, uint64_t epoch, uint64_t pos)
 {
     for (unsigned i = 0; i < job->nslots; i++) {
         if (job->slots[i].split == NULL) {
             job->slots[i] = (wk_slot_t){.epoch = epoch, .position = pos, .split = sp};
-            return;
+            return (int)i;
         }
     }
-    /* Cannot happen: nslots = the executor's capacity, which bounds in-flight. */
-    SL_ERR("job %" PRIu64 ": no free in-flight slot", job->id);
+    return -ENOSPC; /* cannot happen: nslots = the executor's capacity */
 }
 
-static wk_split_t *slot_take(wk_job_t *job, uint64_t epoch, uint64_t pos)
+static wk_split_t *slot_take(wk_job_t *job, int32_t slot, uint64_t epoch, uint64_t pos)
 {
-    for (unsigned i = 0; i < job->nslots; i++) {
-        wk_slot_t *s = &job->slots[i];
-        if (s->split != NULL && s->epoch == epoch && s->position == pos) {
-            wk_split_t *sp = s->split;
-            s->split = NULL;
-            return sp;
-        }
+    if (slot < 0 || (unsigned)slot >= job->nslots) {
+        return NULL;
     }
-    return NULL;
+    wk_slot_t *s = &job->slots[slot];
+    if (s->split == NULL || s->epoch != epoch || s->position != pos) {
+        return NULL;
+    }
+    wk_split_t *sp = s->split;
+    s->split = NULL;
+    return sp;
 }
 
 /* Unlinks an active split that has finished (job->mu held). */
@@ -406,7 +411,8 @@ static void split_unlink_locked(wk_job_t *job, wk_split_t *sp)
 /* A finished sample came back (job->mu held). Takes out's tensor. */
 static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
 {
-    wk_split_t *sp = slot_take(job, out->epoch, out->position);
+    wk_split_t *sp = slot_take(job, out->label, out->epoch, out->position);
+    out->label = sl_source_label(job->src, out->index);
     job->inflight--;
     if (sp == NULL) {
         SL_ERR("job %" PRIu64 ": finished sample (epoch %" PRIu64 ", position %" PRIu64
@@ -500,22 +506,27 @@ static int submit_locked(wk_job_t *job, sl_exec_t *ex, uint64_t *need_epoch)
         if (!global_acquire(t)) {
             return 0;
         }
-        uint64_t index = order[sp->next];
+        int slot = slot_put(job, sp, sp->epoch, sp->next);
+        if (slot < 0) {
+            global_release(t);
+            SL_ERR("job %" PRIu64 ": no free in-flight slot", job->id);
+            return 0;
+        }
         sl_sample_t s = {.epoch = sp->epoch,
                          .position = sp->next,
-                         .index = index,
-                         .label = sl_source_label(job->src, index),
+                         .index = order[sp->next],
+                         .label = slot, /* restored from the source when it comes back */
                          .skip = -1};
         sl_tensor_init(&s.t);
         int rc = sl_exec_submit(ex, &s, 0, sp->stage_to);
         if (rc < 0) {
             global_release(t);
+            job->slots[slot].split = NULL;
             if (rc != -EAGAIN) {
                 SL_ERR("job %" PRIu64 ": cannot submit a sample: %s", job->id, strerror(-rc));
             }
             return 0;
         }
-        slot_put(job, sp, sp->epoch, sp->next);
         sp->next++;
         sp->inflight++;
         sp->state = WK_SPLIT_RUNNING;
@@ -553,6 +564,7 @@ static void runner_loop(wk_job_t *job, sl_exec_t *ex)
 {
     wk_tasks_t *t = job->tasks;
     uint64_t last_stats = now_ms();
+    int dirty = 0;
     char detail[256];
     sl_sample_t out;
     sl_tensor_init(&out.t);
@@ -586,10 +598,13 @@ static void runner_loop(wk_job_t *job, sl_exec_t *ex)
             on_done_locked(job, &out, detail);
             pthread_mutex_unlock(&job->mu);
             timeout = 0;
+            dirty = 1;
         }
-        if (now_ms() - last_stats >= WK_STATS_EVERY_MS) {
+        /* Fresh stats once a second while busy, and whenever work pauses. */
+        if (dirty && (inflight == 0 || now_ms() - last_stats >= WK_STATS_EVERY_MS)) {
             stats_snapshot(job, ex);
             last_stats = now_ms();
+            dirty = 0;
         }
     }
     /* Closing: drain what is in flight (its splits are dropped by now). */
@@ -1015,7 +1030,7 @@ int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
             rc = u64_push(&r->failed_jobs, &r->n_failed, &cap_failed, job->id);
             if (flen < sizeof(r->failure) - 1) {
                 int w = snprintf(r->failure + flen, sizeof(r->failure) - flen,
-                                 "%sjob %" PRIu64 ": %s", flen > 0 ? "; " : "", job->id,
+                                 "%sjob %" PRIu64 ": %.300s", flen > 0 ? "; " : "", job->id,
                                  job->reason);
                 flen += w > 0 ? (size_t)w : 0;
                 if (flen >= sizeof(r->failure)) {
@@ -1068,7 +1083,7 @@ size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)
         r->job_id = job->id;
         r->state = job->state;
         snprintf(r->reason, sizeof(r->reason), "%s", job->reason);
-        snprintf(r->source, sizeof(r->source), "%s", job->spec.source_path);
+        snprintf(r->source, sizeof(r->source), "%.127s", job->spec.source_path);
         r->num_samples = job->num_samples;
         r->nunits = job->nunits;
         for (wk_split_t *sp = job->splits; sp != NULL; sp = sp->next_split) {
@@ -1220,10 +1235,13 @@ void wk_job_detach(wk_job_t *job, int broken, const char *why)
     }
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);
-    if (broken) {
+    if (broken && nmsgs + nsplits > 0) {
         SL_NOTICE("job %" PRIu64 ": Fetch stream ended abnormally (%s); dropped %zu buffered "
                   "messages and %zu unfinished splits",
                   job->id, why != NULL ? why : "?", nmsgs, nsplits);
+    } else if (broken) {
+        SL_INFO("job %" PRIu64 ": Fetch stream ended abnormally (%s) with nothing pending",
+                job->id, why != NULL ? why : "?");
     }
     job_unref(job);
 }

@@ -93,7 +93,7 @@ void wk_tasks_report_free(wk_tasks_report_t *r);
 typedef struct wk_job_info_s {
     uint64_t job_id;
     wk_job_state_e state;
-    char reason[256];
+    char reason[1024];
     char source[128];
     uint64_t num_samples;
     uint32_t nunits;

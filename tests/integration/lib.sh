@@ -13,7 +13,7 @@ cleanup() {
         [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
     done
     wait 2>/dev/null || true
-    rm -rf "$TMP"
+    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
     exit $rc
 }
 trap cleanup EXIT INT TERM

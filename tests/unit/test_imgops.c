@@ -164,6 +164,14 @@ static const uint8_t ref_clip_up_rgb[] = {
     136, 186, 236, 143, 193, 243, 151, 201, 143, 159, 209, 33, 127, 177, 60, 82, 132, 133, 63,
     113, 163,
 };
+static const uint8_t ref_clip_cols_only_rgb[] = {
+    56, 106, 156, 89, 139, 189, 125, 175, 225, 162, 212, 76, 192, 170, 52, 142, 144, 194, 153,
+    203, 152, 78, 128, 178, 120, 170, 220, 167, 217, 99, 131, 181, 162, 148, 198, 160, 195, 141,
+    39, 237, 31, 81, 100, 150, 200, 152, 202, 100, 133, 183, 145, 153, 195, 183, 205, 71, 65, 176,
+    178, 124, 206, 155, 50, 122, 172, 176, 161, 211, 77, 143, 193, 171, 203, 74, 62, 186, 164,
+    142, 218, 84, 62, 195, 200, 39, 144, 194, 198, 146, 196, 166, 178, 172, 110, 175, 156, 136,
+    218, 84, 62, 210, 108, 54, 158, 53, 103,
+};
 static const uint8_t ref_bench_rgb[] = {
     13, 63, 113, 155, 161, 144, 137, 42, 92, 85, 135, 185, 118, 168, 73, 66, 116, 165, 160, 209,
     131, 89, 97, 147, 140, 189, 129, 189, 28, 78, 120, 168, 109, 159, 153, 58, 52, 102, 152, 128,
@@ -635,6 +643,9 @@ static const uint8_t ref_rrc_clip_rgb[] = {
     104, 154, 68, 65, 80, 130, 95, 145, 195, 153, 203, 110, 169, 92, 67, 27, 77, 127, 123, 173,
     172, 176, 226, 81,
 };
+static const uint8_t ref_huge_down_rgb[] = {
+    128, 127, 128, 128, 127, 128,
+};
 static const resize_case_t resize_cases[] = {
     {"down3x_rgb", 30, 21, 3, 0.0, 0.0, 30.0, 21.0,
      10, 7, 0, 1, ref_down3x_rgb},
@@ -658,12 +669,16 @@ static const resize_case_t resize_cases[] = {
      10, 9, SL_RESIZE_CLIP, 1, ref_clip_rgb},
     {"clip_up_rgb", 40, 30, 3, 30.0, 21.0, 6.0, 5.0,
      13, 11, SL_RESIZE_CLIP, 1, ref_clip_up_rgb},
+    {"clip_cols_only_rgb", 20, 9, 3, 1.0, 2.0, 15.0, 5.0,
+     7, 5, SL_RESIZE_CLIP, 1, ref_clip_cols_only_rgb},
     {"bench_rgb", 500, 375, 3, 0.0, 0.0, 500.0, 375.0,
      224, 224, 0, 7, ref_bench_rgb},
     {"rrc_rgb", 500, 375, 3, 37.0, 21.0, 311.0, 207.0,
      224, 224, 0, 7, ref_rrc_rgb},
     {"rrc_clip_rgb", 500, 375, 3, 37.0, 21.0, 311.0, 207.0,
      224, 224, SL_RESIZE_CLIP, 7, ref_rrc_clip_rgb},
+    {"huge_down_rgb", 9000, 2, 3, 0.0, 0.0, 9000.0, 2.0,
+     2, 1, 0, 1, ref_huge_down_rgb},
 };
 static const uint8_t norm_values[15] = {
     0, 1, 2, 17, 63, 64, 100, 127, 128, 129, 200, 230, 253, 254, 255,
@@ -691,9 +706,25 @@ static const float norm_ref[3][15] = {
 /* END GENERATED */
 /* clang-format on */
 
+/* A U8 HWC tensor whose buffer is exactly its size (sl_tensor_reshape
+ * rounds capacity up), so ASan catches any access past the last pixel. */
+static void exact_tensor(sl_tensor_t *t, uint32_t w, uint32_t h, uint32_t c)
+{
+    sl_tensor_free(t);
+    size_t n = (size_t)h * w * c;
+    t->data = malloc(n);
+    ck_assert_ptr_nonnull(t->data);
+    t->nbytes = t->cap = n;
+    t->dtype = SL_DT_U8;
+    t->layout = SL_LAYOUT_HWC;
+    t->h = h;
+    t->w = w;
+    t->c = c;
+}
+
 static void make_image(sl_tensor_t *t, uint32_t w, uint32_t h, uint32_t c)
 {
-    ck_assert_int_eq(sl_tensor_reshape(t, SL_DT_U8, SL_LAYOUT_HWC, h, w, c), 0);
+    exact_tensor(t, w, h, c);
     for (uint32_t y = 0; y < h; y++) {
         for (uint32_t x = 0; x < w; x++) {
             for (uint32_t ch = 0; ch < c; ch++) {
@@ -729,6 +760,7 @@ START_TEST(test_resize_matches_pillow)
     for (size_t i = 0; i < sizeof(resize_cases) / sizeof(resize_cases[0]); i++) {
         const resize_case_t *rc = &resize_cases[i];
         make_image(&in, rc->in_w, rc->in_h, rc->c);
+        exact_tensor(&out, rc->out_w, rc->out_h, rc->c);
         /* Alternate between per-call allocation and a reused scratch. */
         int r = sl_img_resize_rect_ex(&in, rc->x, rc->y, rc->w, rc->h, rc->out_h, rc->out_w,
                                       rc->flags, (i % 2) ? &scratch : NULL, &out);
@@ -777,6 +809,8 @@ START_TEST(test_resize_constant_stays_constant)
         {64, 48, 3, 0, 0, 64, 48, 7, 5, 255}, {64, 48, 3, 3.3, 1.7, 50.1, 40.2, 17, 29, 0},
         {9, 7, 1, 0.25, 0.5, 8.5, 6.0, 40, 33, 200}, {33, 31, 4, 1, 2, 30, 27, 30, 1, 77},
         {500, 2, 2, 0, 0, 500, 2, 3, 2, 128},
+        /* A window wider than the SIMD kernels take: the scalar path. */
+        {9000, 2, 3, 0, 0, 9000, 2, 1, 2, 255},
     };
     sl_tensor_t in, out;
     sl_tensor_init(&in);
@@ -1173,9 +1207,11 @@ START_TEST(test_rrc_inside_and_in_range)
         ck_assert_uint_eq(y, y2);
         ck_assert_uint_eq(w, w2);
         ck_assert_uint_eq(h, h2);
+        /* Different keys give different crops. */
+        const uint32_t cur[4] = {x, y, w, h};
         if (idx == 0) {
-            first[0] = x, first[1] = y, first[2] = w, first[3] = h;
-        } else if (x != first[0] || y != first[1] || w != first[2] || h != first[3]) {
+            memcpy(first, cur, sizeof(first));
+        } else if (memcmp(first, cur, sizeof(first)) != 0) {
             distinct++;
         }
     }

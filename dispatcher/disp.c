@@ -1,0 +1,77 @@
+#include "dispatcher/disp.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+int64_t disp_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t disp_id_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec << 20) + 1;
+}
+
+int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t now_ms)
+{
+    memset(d, 0, sizeof(*d));
+    d->cfg = *cfg;
+    d->start_ms = now_ms;
+    int rc = pthread_mutex_init(&d->mu, NULL);
+    if (rc != 0) {
+        return -rc;
+    }
+    rc = disp_registry_init(&d->reg, (size_t)cfg->max_workers, first_id, now_ms);
+    if (rc != 0) {
+        pthread_mutex_destroy(&d->mu);
+        return rc;
+    }
+    disp_limits_t lim = {
+        .split_size = (uint32_t)cfg->split_size,
+        .max_splits_per_worker = (uint32_t)cfg->max_splits_per_worker,
+        .max_client_splits = (uint32_t)cfg->max_client_splits,
+        .max_jobs = (uint32_t)cfg->max_jobs,
+        .worker_timeout_ms = cfg->worker_timeout_ms,
+        .client_timeout_ms = cfg->client_timeout_ms,
+    };
+    rc = disp_jobs_init(&d->jobs, &d->reg, &lim, first_id);
+    if (rc != 0) {
+        disp_registry_destroy(&d->reg);
+        pthread_mutex_destroy(&d->mu);
+        return rc;
+    }
+    return 0;
+}
+
+void disp_destroy(disp_t *d)
+{
+    disp_jobs_destroy(&d->jobs);
+    disp_registry_destroy(&d->reg);
+    pthread_mutex_destroy(&d->mu);
+}
+
+void disp_tick(disp_t *d, int64_t now_ms)
+{
+    uint64_t lost[DISP_LOST_PER_TICK];
+    pthread_mutex_lock(&d->mu);
+    size_t nlost = disp_registry_expire(&d->reg, now_ms, d->cfg.worker_timeout_ms, lost,
+                                        DISP_LOST_PER_TICK);
+    for (size_t i = 0; i < nlost; i++) {
+        disp_worker_t *w = disp_registry_find(&d->reg, lost[i]);
+        SL_WARN("worker %" PRIu64 " (%s) lost: silent for %lld ms", lost[i],
+                w != NULL ? w->address : "?", d->cfg.worker_timeout_ms);
+        disp_jobs_worker_lost(&d->jobs, lost[i], now_ms);
+    }
+    (void)disp_jobs_expire(&d->jobs, now_ms);
+    disp_jobs_assign_all(&d->jobs, now_ms);
+    pthread_mutex_unlock(&d->mu);
+}

@@ -1,0 +1,920 @@
+/* jobs: see jobs.h for the rules. Invariants this file keeps:
+ *  - a split is in its epoch's ring at most once, and only while PENDING
+ *    (acked-while-queued entries are skipped when they reach the front);
+ *  - an ASSIGNED split's id is in exactly one owner list: job->client_ids
+ *    for owner 0, else the owner's disp_jw_t;
+ *  - worker->outstanding is the sum of its jw->n over open jobs;
+ *  - js->split_slots is 2 * nsplits summed over open jobs. */
+#include "dispatcher/jobs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+
+/* ------------------------------------------------------------ ring */
+
+static int ring_init(disp_ring_t *r, uint32_t cap)
+{
+    memset(r, 0, sizeof(*r));
+    r->buf = calloc(cap > 0 ? cap : 1, sizeof(*r->buf));
+    if (r->buf == NULL) {
+        return -ENOMEM;
+    }
+    r->cap = cap;
+    return 0;
+}
+
+static void ring_free(disp_ring_t *r)
+{
+    free(r->buf);
+    memset(r, 0, sizeof(*r));
+}
+
+static int ring_push_back(disp_ring_t *r, uint32_t v)
+{
+    if (r->len >= r->cap) {
+        return -ENOSPC;
+    }
+    r->buf[(r->head + r->len) % r->cap] = v;
+    r->len++;
+    return 0;
+}
+
+static int ring_push_front(disp_ring_t *r, uint32_t v)
+{
+    if (r->len >= r->cap) {
+        return -ENOSPC;
+    }
+    r->head = (r->head + r->cap - 1) % r->cap;
+    r->buf[r->head] = v;
+    r->len++;
+    return 0;
+}
+
+static void ring_pop(disp_ring_t *r)
+{
+    if (r->len > 0) {
+        r->head = (r->head + 1) % r->cap;
+        r->len--;
+    }
+}
+
+/* Front entry that is still PENDING; drops stale entries on the way. */
+static int ring_front_pending(const disp_epoch_t *ep, disp_ring_t *r, uint32_t *ret_idx)
+{
+    while (r->len > 0) {
+        uint32_t idx = r->buf[r->head];
+        if (ep->splits[idx].state == DISP_SPLIT_PENDING) {
+            *ret_idx = idx;
+            return 1;
+        }
+        ring_pop(r);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ names */
+
+const char *disp_job_state_name(disp_job_state_e s)
+{
+    switch (s) {
+    case DISP_JOB_ACTIVE:
+        return "active";
+    case DISP_JOB_FINISHED:
+        return "finished";
+    case DISP_JOB_CLOSED:
+        return "closed";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------ table */
+
+int disp_jobs_init(disp_jobs_t *js, disp_registry_t *reg, const disp_limits_t *lim,
+                   uint64_t first_id)
+{
+    memset(js, 0, sizeof(*js));
+    if (lim->split_size == 0 || lim->max_splits_per_worker == 0 || lim->max_client_splits == 0 ||
+        lim->max_jobs == 0) {
+        return -EINVAL;
+    }
+    js->lim = *lim;
+    js->reg = reg;
+    js->cap = (size_t)lim->max_jobs + DISP_CLOSED_KEEP;
+    js->jobs = calloc(js->cap, sizeof(*js->jobs));
+    if (js->jobs == NULL) {
+        return -ENOMEM;
+    }
+    js->next_id = first_id != 0 ? first_id : 1;
+    return 0;
+}
+
+static void epoch_free(disp_epoch_t *ep)
+{
+    free(ep->splits);
+    ring_free(&ep->remote);
+    ring_free(&ep->local);
+    memset(ep, 0, sizeof(*ep));
+}
+
+/* Frees everything that makes a job open: epochs, owner lists. */
+static void job_release(disp_jobs_t *js, disp_job_t *job)
+{
+    for (size_t i = 0; i < job->njw; i++) {
+        disp_jw_t *jw = &job->jw[i];
+        disp_worker_t *w = disp_registry_find(js->reg, jw->worker_id);
+        if (w != NULL) {
+            w->outstanding = w->outstanding >= jw->n ? w->outstanding - jw->n : 0;
+        }
+        free(jw->ids);
+        free(jw->sent);
+        free(jw->sent_seq);
+    }
+    free(job->jw);
+    job->jw = NULL;
+    job->njw = job->capjw = 0;
+    for (uint32_t k = 0; k < job->nep; k++) {
+        epoch_free(&job->ep[k]);
+    }
+    job->nep = 0;
+    free(job->client_ids);
+    job->client_ids = NULL;
+    job->nclient = 0;
+    free(job->spec_json);
+    job->spec_json = NULL;
+}
+
+static void job_free(disp_jobs_t *js, disp_job_t *job)
+{
+    if (job == NULL) {
+        return;
+    }
+    job_release(js, job);
+    free(job);
+}
+
+void disp_jobs_destroy(disp_jobs_t *js)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        job_free(js, js->jobs[i]);
+    }
+    free(js->jobs);
+    memset(js, 0, sizeof(*js));
+}
+
+disp_job_t *disp_jobs_find(disp_jobs_t *js, uint64_t id)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        if (js->jobs[i]->id == id) {
+            return js->jobs[i];
+        }
+    }
+    return NULL;
+}
+
+static void remove_job_at(disp_jobs_t *js, size_t i)
+{
+    job_free(js, js->jobs[i]);
+    memmove(&js->jobs[i], &js->jobs[i + 1], (js->n - i - 1) * sizeof(*js->jobs));
+    js->n--;
+}
+
+/* Drops the oldest closed job other than keep; 0 if one was dropped. */
+static int drop_oldest_closed(disp_jobs_t *js, const disp_job_t *keep)
+{
+    size_t oldest = js->n;
+    for (size_t i = 0; i < js->n; i++) {
+        if (js->jobs[i]->state == DISP_JOB_CLOSED && js->jobs[i] != keep &&
+            (oldest == js->n || js->jobs[i]->closed_ms < js->jobs[oldest]->closed_ms)) {
+            oldest = i;
+        }
+    }
+    if (oldest == js->n) {
+        return -ENOENT;
+    }
+    remove_job_at(js, oldest);
+    return 0;
+}
+
+/* ------------------------------------------------------------ per-worker records */
+
+disp_jw_t *disp_job_jw(disp_job_t *job, uint64_t worker_id)
+{
+    for (size_t i = 0; i < job->njw; i++) {
+        if (job->jw[i].worker_id == worker_id) {
+            return &job->jw[i];
+        }
+    }
+    return NULL;
+}
+
+static disp_jw_t *jw_create(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id)
+{
+    disp_jw_t *jw = disp_job_jw(job, worker_id);
+    if (jw != NULL) {
+        return jw;
+    }
+    if (job->njw == job->capjw) {
+        size_t ncap = job->capjw == 0 ? 4 : job->capjw * 2;
+        disp_jw_t *n = realloc(job->jw, ncap * sizeof(*n));
+        if (n == NULL) {
+            return NULL;
+        }
+        job->jw = n;
+        job->capjw = ncap;
+    }
+    jw = &job->jw[job->njw];
+    memset(jw, 0, sizeof(*jw));
+    jw->worker_id = worker_id;
+    jw->ids = calloc(js->lim.max_splits_per_worker, sizeof(*jw->ids));
+    jw->sent = calloc(js->lim.max_splits_per_worker, sizeof(*jw->sent));
+    jw->sent_seq = calloc(js->lim.max_splits_per_worker, sizeof(*jw->sent_seq));
+    if (jw->ids == NULL || jw->sent == NULL || jw->sent_seq == NULL) {
+        free(jw->ids);
+        free(jw->sent);
+        free(jw->sent_seq);
+        return NULL;
+    }
+    job->njw++;
+    return jw;
+}
+
+static void jw_remove(disp_job_t *job, disp_jw_t *jw)
+{
+    size_t i = (size_t)(jw - job->jw);
+    free(jw->ids);
+    free(jw->sent);
+    free(jw->sent_seq);
+    memmove(&job->jw[i], &job->jw[i + 1], (job->njw - i - 1) * sizeof(*job->jw));
+    job->njw--;
+}
+
+/* Removes id from a list keeping assignment order; 0 if it was there.
+ * sent and seq (parallel arrays) may be NULL. */
+static int list_remove(uint64_t *ids, uint8_t *sent, uint32_t *seq, uint32_t *n, uint64_t id)
+{
+    for (uint32_t i = 0; i < *n; i++) {
+        if (ids[i] == id) {
+            size_t rest = *n - i - 1;
+            memmove(&ids[i], &ids[i + 1], rest * sizeof(*ids));
+            if (sent != NULL) {
+                memmove(&sent[i], &sent[i + 1], rest * sizeof(*sent));
+            }
+            if (seq != NULL) {
+                memmove(&seq[i], &seq[i + 1], rest * sizeof(*seq));
+            }
+            (*n)--;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int disp_an_to_send(uint8_t state) { return state == DISP_AN_NEW || state == DISP_AN_RESEND; }
+
+size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, const uint64_t *in_progress,
+                                 size_t n)
+{
+    size_t nresend = 0;
+    for (size_t j = 0; j < js->n; j++) {
+        disp_job_t *job = js->jobs[j];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
+        if (jw == NULL) {
+            continue;
+        }
+        for (uint32_t k = 0; k < jw->n; k++) {
+            if (jw->sent[k] != DISP_AN_SENT) {
+                continue;
+            }
+            int seen = 0;
+            for (size_t i = 0; i < n && !seen; i++) {
+                seen = in_progress[i] == jw->ids[k];
+            }
+            if (seen) {
+                jw->sent[k] = DISP_AN_SEEN;
+            } else if (w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
+                jw->sent[k] = DISP_AN_RESEND;
+                nresend++;
+            }
+        }
+    }
+    w->hb_seq++;
+    return nresend;
+}
+
+void disp_jobs_worker_sent(disp_jobs_t *js, disp_worker_t *w)
+{
+    for (size_t j = 0; j < js->n; j++) {
+        disp_job_t *job = js->jobs[j];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
+        if (jw == NULL) {
+            continue;
+        }
+        for (uint32_t k = 0; k < jw->n; k++) {
+            if (disp_an_to_send(jw->sent[k])) {
+                jw->sent[k] = DISP_AN_SENT;
+                jw->sent_seq[k] = w->hb_seq;
+            }
+        }
+        jw->nrevoked = 0;
+    }
+}
+
+/* ------------------------------------------------------------ splits */
+
+static uint64_t split_id(const disp_job_t *job, const disp_epoch_t *ep, uint32_t idx)
+{
+    return ep->epoch * job->nsplits + idx;
+}
+
+static disp_epoch_t *epoch_of(disp_job_t *job, uint64_t id, uint32_t *ret_idx)
+{
+    if (job->nsplits == 0) {
+        return NULL;
+    }
+    uint64_t e = id / job->nsplits;
+    for (uint32_t k = 0; k < job->nep; k++) {
+        if (job->ep[k].epoch == e) {
+            *ret_idx = (uint32_t)(id % job->nsplits);
+            return &job->ep[k];
+        }
+    }
+    return NULL;
+}
+
+disp_split_t *disp_job_split(disp_job_t *job, uint64_t id, uint64_t *ret_epoch,
+                             uint64_t *ret_begin, uint64_t *ret_end)
+{
+    uint32_t idx = 0;
+    disp_epoch_t *ep = epoch_of(job, id, &idx);
+    if (ep == NULL) {
+        return NULL;
+    }
+    uint64_t begin = (uint64_t)idx * job->split_size;
+    uint64_t end = begin + job->split_size;
+    if (end > job->num_samples) {
+        end = job->num_samples;
+    }
+    if (ret_epoch != NULL) {
+        *ret_epoch = ep->epoch;
+    }
+    if (ret_begin != NULL) {
+        *ret_begin = begin;
+    }
+    if (ret_end != NULL) {
+        *ret_end = end;
+    }
+    return &ep->splits[idx];
+}
+
+void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret_assigned,
+                     uint64_t *ret_acked)
+{
+    uint64_t p = 0;
+    uint64_t a = 0;
+    uint64_t k = 0;
+    for (uint32_t i = 0; i < job->nep; i++) {
+        p += job->ep[i].npending;
+        k += job->ep[i].nacked;
+        a += job->nsplits - job->ep[i].npending - job->ep[i].nacked;
+    }
+    *ret_pending = p;
+    *ret_assigned = a;
+    *ret_acked = k;
+}
+
+static int epoch_create(disp_job_t *job)
+{
+    disp_epoch_t *ep = &job->ep[job->nep];
+    memset(ep, 0, sizeof(*ep));
+    uint32_t nlocal = 0;
+    for (uint32_t i = 0; i < job->nsplits; i++) {
+        nlocal += (uint32_t)disp_plan_split_is_local(i, job->plan.local_share);
+    }
+    ep->splits = calloc(job->nsplits, sizeof(*ep->splits));
+    if (ep->splits == NULL || ring_init(&ep->local, nlocal) != 0 ||
+        ring_init(&ep->remote, job->nsplits - nlocal) != 0) {
+        epoch_free(ep);
+        return -ENOMEM;
+    }
+    ep->epoch = job->next_epoch;
+    for (uint32_t i = 0; i < job->nsplits; i++) {
+        disp_split_t *s = &ep->splits[i];
+        s->state = DISP_SPLIT_PENDING;
+        s->local = (uint8_t)disp_plan_split_is_local(i, job->plan.local_share);
+        /* Cannot fail: each ring was sized for exactly its splits. */
+        (void)ring_push_back(s->local ? &ep->local : &ep->remote, i);
+    }
+    ep->npending = job->nsplits;
+    job->nep++;
+    job->next_epoch++;
+    SL_DEBUG("job %" PRIu64 ": epoch %" PRIu64 " created (%u splits, %u local)", job->id,
+             ep->epoch, job->nsplits, nlocal);
+    return 0;
+}
+
+/* Frees fully acknowledged epochs, creates the next one when allowed,
+ * marks the job finished after the last. Returns 1 if an epoch was created. */
+static int advance(disp_job_t *job, int64_t now_ms)
+{
+    int created = 0;
+    for (;;) {
+        if (job->nep > 0 && job->ep[0].nacked == job->nsplits) {
+            SL_INFO("job %" PRIu64 ": epoch %" PRIu64 " acknowledged", job->id,
+                    job->ep[0].epoch);
+            epoch_free(&job->ep[0]);
+            job->ep[0] = job->ep[1];
+            memset(&job->ep[1], 0, sizeof(job->ep[1]));
+            job->nep--;
+            continue;
+        }
+        if (job->nep < 2 && job->next_epoch < job->epochs &&
+            (job->nep == 0 || job->ep[job->nep - 1].npending == 0)) {
+            if (epoch_create(job) != 0) {
+                SL_ERR("job %" PRIu64 ": out of memory creating epoch %" PRIu64
+                       " (retried on the next tick)",
+                       job->id, job->next_epoch);
+                break;
+            }
+            created = 1;
+            continue;
+        }
+        break;
+    }
+    if (job->state == DISP_JOB_ACTIVE && job->nep == 0 && job->next_epoch >= job->epochs) {
+        job->state = DISP_JOB_FINISHED;
+        job->finished_ms = now_ms;
+        SL_NOTICE("job %" PRIu64 ": finished (%u epochs)", job->id, job->epochs);
+    }
+    return created;
+}
+
+/* Gives a PENDING split to owner (0 = client). */
+static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx, uint64_t owner)
+{
+    disp_split_t *s = &ep->splits[idx];
+    uint64_t id = split_id(job, ep, idx);
+    if (owner == 0) {
+        if (job->nclient >= js->lim.max_client_splits) {
+            return -ENOSPC;
+        }
+        job->client_ids[job->nclient++] = id;
+    } else {
+        disp_jw_t *jw = jw_create(js, job, owner);
+        if (jw == NULL) {
+            return -ENOMEM;
+        }
+        if (jw->n >= js->lim.max_splits_per_worker) {
+            return -ENOSPC;
+        }
+        jw->ids[jw->n] = id;
+        jw->sent[jw->n] = DISP_AN_NEW;
+        jw->sent_seq[jw->n] = 0;
+        jw->n++;
+        disp_worker_t *w = disp_registry_find(js->reg, owner);
+        if (w != NULL) {
+            w->outstanding++;
+        }
+    }
+    s->state = DISP_SPLIT_ASSIGNED;
+    s->owner = owner;
+    ep->npending--;
+    return 0;
+}
+
+/* Takes an ASSIGNED split off its owner's list. */
+static void detach(disp_jobs_t *js, disp_job_t *job, disp_split_t *s, uint64_t id)
+{
+    if (s->owner == 0) {
+        (void)list_remove(job->client_ids, NULL, NULL, &job->nclient, id);
+        return;
+    }
+    disp_jw_t *jw = disp_job_jw(job, s->owner);
+    if (jw != NULL && list_remove(jw->ids, jw->sent, jw->sent_seq, &jw->n, id) == 0) {
+        disp_worker_t *w = disp_registry_find(js->reg, s->owner);
+        if (w != NULL && w->outstanding > 0) {
+            w->outstanding--;
+        }
+    }
+}
+
+/* An ASSIGNED split returns to the front of its queue. */
+static void take_back(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx)
+{
+    disp_split_t *s = &ep->splits[idx];
+    detach(js, job, s, split_id(job, ep, idx));
+    if (s->owner != 0) {
+        s->avoid = s->owner;
+    }
+    s->owner = 0;
+    s->state = DISP_SPLIT_PENDING;
+    ep->npending++;
+    if (ring_push_front(s->local ? &ep->local : &ep->remote, idx) != 0) {
+        /* Would break the ring invariant; never expected. */
+        SL_ERR("job %" PRIu64 ": split queue overflow (bug)", job->id);
+    }
+    job->reassigned_total++;
+    js->splits_reassigned_total++;
+}
+
+/* The live, non-banned worker with room for this job and the fewest of its
+ * splits. *ret_any says whether any live worker may run the job at all. */
+static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avoid, int *ret_any)
+{
+    disp_worker_t *best = NULL;
+    uint32_t best_n = 0;
+    int best_avoid = 0;
+    *ret_any = 0;
+    for (size_t i = 0; i < js->reg->n; i++) {
+        disp_worker_t *w = js->reg->workers[i];
+        if (w->state != DISP_WORKER_LIVE) {
+            continue;
+        }
+        const disp_jw_t *jw = disp_job_jw(job, w->id);
+        if (jw != NULL && jw->banned) {
+            continue;
+        }
+        *ret_any = 1;
+        uint32_t n = jw != NULL ? jw->n : 0;
+        if (n >= js->lim.max_splits_per_worker) {
+            continue;
+        }
+        int is_avoid = avoid != 0 && w->id == avoid;
+        int better = best == NULL;
+        if (!better && is_avoid != best_avoid) {
+            better = !is_avoid;
+        } else if (!better && n != best_n) {
+            better = n < best_n;
+        } else if (!better && w->outstanding != best->outstanding) {
+            better = w->outstanding < best->outstanding;
+        } else if (!better) {
+            better = w->id < best->id;
+        }
+        if (better) {
+            best = w;
+            best_n = n;
+            best_avoid = is_avoid;
+        }
+    }
+    return best;
+}
+
+static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int64_t now_ms)
+{
+    uint32_t idx = 0;
+    while (job->nclient < js->lim.max_client_splits &&
+           ring_front_pending(ep, &ep->local, &idx)) {
+        ring_pop(&ep->local);
+        if (give(js, job, ep, idx, 0) != 0) {
+            (void)ring_push_front(&ep->local, idx);
+            break;
+        }
+    }
+    while (ring_front_pending(ep, &ep->remote, &idx)) {
+        int any = 0;
+        disp_worker_t *w = pick_worker(js, job, ep->splits[idx].avoid, &any);
+        uint64_t owner = 0;
+        if (w != NULL) {
+            owner = w->id;
+        } else if (!any && (js->reg->nlive > 0 ||
+                            disp_registry_no_workers(js->reg, now_ms,
+                                                     js->lim.worker_timeout_ms))) {
+            /* Nobody can run it (no live worker for a whole timeout, or all
+             * refused the job): the client does, so the job finishes. */
+            if (job->nclient >= js->lim.max_client_splits) {
+                break;
+            }
+            owner = 0;
+        } else {
+            break; /* workers exist but are full: wait for acks */
+        }
+        ring_pop(&ep->remote);
+        if (give(js, job, ep, idx, owner) != 0) {
+            (void)ring_push_front(&ep->remote, idx);
+            break;
+        }
+    }
+}
+
+void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
+{
+    if (job->state != DISP_JOB_ACTIVE) {
+        return;
+    }
+    (void)advance(job, now_ms);
+    /* Each pass may complete an epoch's assignment and so create the next
+     * one; at most two epochs are live, so this ends after a few passes. */
+    for (int pass = 0; pass < 4 && job->state == DISP_JOB_ACTIVE; pass++) {
+        for (uint32_t k = 0; k < job->nep; k++) {
+            assign_epoch(js, job, &job->ep[k], now_ms);
+        }
+        if (!advance(job, now_ms)) {
+            break;
+        }
+    }
+}
+
+void disp_jobs_assign_all(disp_jobs_t *js, int64_t now_ms)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        disp_jobs_assign(js, js->jobs[i], now_ms);
+    }
+}
+
+/* ------------------------------------------------------------ submit */
+
+int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
+                     disp_job_t **ret, char *err, size_t errlen)
+{
+    if (js->nopen >= js->lim.max_jobs) {
+        return sl_err(err, errlen, -ENOSPC, "too many open jobs (max_jobs = %u)",
+                      js->lim.max_jobs);
+    }
+    const char *name = req->spec_name != NULL && req->spec_name[0] != '\0' ? req->spec_name
+                                                                          : "<rpc>";
+    int rc = 0;
+    disp_job_t *job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    rc = sl_spec_parse(name, req->spec_json != NULL ? req->spec_json : "", req->spec_len,
+                       &job->spec, err, errlen);
+    if (rc != 0) {
+        goto fail; /* the parser's message, verbatim */
+    }
+    if (req->num_samples == 0) {
+        rc = sl_err(err, errlen, -EINVAL,
+                    "num_samples: must be > 0 (the client indexes its source first)");
+        goto fail;
+    }
+    uint64_t ss = js->lim.split_size;
+    uint64_t nsplits = req->num_samples / ss + (req->num_samples % ss != 0);
+    if (nsplits > DISP_MAX_SPLITS_PER_EPOCH) {
+        rc = sl_err(err, errlen, -EINVAL,
+                    "num_samples: %" PRIu64 " samples make %" PRIu64
+                    " splits of %" PRIu64 ", more than %u per epoch (raise split_size)",
+                    req->num_samples, nsplits, ss, DISP_MAX_SPLITS_PER_EPOCH);
+        goto fail;
+    }
+    if (js->split_slots + 2 * nsplits > DISP_SPLIT_BUDGET) {
+        rc = sl_err(err, errlen, -ENOSPC,
+                    "too many live splits over all jobs (%" PRIu64 " in use, %" PRIu64
+                    " asked, budget %llu)",
+                    js->split_slots, 2 * nsplits, (unsigned long long)DISP_SPLIT_BUDGET);
+        goto fail;
+    }
+    rc = disp_plan_compute(&job->spec, &job->plan, err, errlen);
+    if (rc != 0) {
+        rc = rc == -ENOMEM ? rc : -EINVAL;
+        goto fail;
+    }
+    job->spec_json = sl_spec_to_json(&job->spec);
+    job->client_ids = calloc(js->lim.max_client_splits, sizeof(*job->client_ids));
+    if (job->spec_json == NULL || job->client_ids == NULL) {
+        rc = sl_err(err, errlen, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (js->n == js->cap && drop_oldest_closed(js, NULL) != 0) {
+        rc = sl_err(err, errlen, -ENOSPC, "job table full");
+        goto fail;
+    }
+    disp_text_copy(job->spec_name, sizeof(job->spec_name), name);
+    disp_text_copy(job->client_id, sizeof(job->client_id), req->client_id);
+    job->id = js->next_id++;
+    job->state = DISP_JOB_ACTIVE;
+    job->fingerprint = req->fingerprint;
+    job->num_samples = req->num_samples;
+    job->client_threads = req->client_threads;
+    job->split_size = (uint32_t)ss;
+    job->nsplits = (uint32_t)nsplits;
+    job->epochs = job->spec.epochs;
+    job->created_ms = now_ms;
+    job->last_client_ms = now_ms;
+    js->jobs[js->n++] = job;
+    js->nopen++;
+    js->split_slots += 2 * nsplits;
+    disp_jobs_assign(js, job, now_ms);
+    *ret = job;
+    return 0;
+fail:
+    free(job->spec_json);
+    free(job->client_ids);
+    free(job);
+    return rc;
+}
+
+/* ------------------------------------------------------------ acks and returns */
+
+size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
+                     int64_t now_ms)
+{
+    size_t done = 0;
+    if (job->state != DISP_JOB_ACTIVE) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = 0;
+        disp_epoch_t *ep = epoch_of(job, ids[i], &idx);
+        if (ep == NULL) {
+            continue; /* an epoch already done, or not yet created */
+        }
+        disp_split_t *s = &ep->splits[idx];
+        switch ((disp_split_state_e)s->state) {
+        case DISP_SPLIT_ACKED:
+            continue;
+        case DISP_SPLIT_ASSIGNED:
+            detach(js, job, s, ids[i]);
+            break;
+        case DISP_SPLIT_PENDING:
+            /* Delivered by an owner we already gave up on; its queue entry
+             * is skipped when it reaches the front. */
+            ep->npending--;
+            break;
+        }
+        s->state = DISP_SPLIT_ACKED;
+        s->owner = 0;
+        ep->nacked++;
+        job->acked_total++;
+        js->splits_acked_total++;
+        done++;
+    }
+    disp_jobs_assign(js, job, now_ms);
+    return done;
+}
+
+size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
+                       int64_t now_ms)
+{
+    size_t done = 0;
+    if (job->state != DISP_JOB_ACTIVE) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = 0;
+        disp_epoch_t *ep = epoch_of(job, ids[i], &idx);
+        if (ep == NULL) {
+            continue;
+        }
+        disp_split_t *s = &ep->splits[idx];
+        /* Only a worker's split can break; the client's own are its business. */
+        if (s->state != DISP_SPLIT_ASSIGNED || s->owner == 0) {
+            continue;
+        }
+        disp_jw_t *jw = disp_job_jw(job, s->owner);
+        if (jw != NULL && jw->nrevoked < DISP_REVOKE_MAX) {
+            jw->revoked[jw->nrevoked++] = ids[i];
+        }
+        take_back(js, job, ep, idx);
+        done++;
+    }
+    disp_jobs_assign(js, job, now_ms);
+    return done;
+}
+
+void disp_jobs_add_skips(disp_job_t *job, const char *reason, uint64_t count)
+{
+    if (reason == NULL || reason[0] == '\0') {
+        reason = "unknown";
+    }
+    char clean[DISP_NAME_MAX];
+    disp_text_copy(clean, sizeof(clean), reason);
+    reason = clean;
+    for (uint32_t i = 0; i < job->nskips; i++) {
+        if (strcmp(job->skips[i].reason, reason) == 0) {
+            job->skips[i].count += count;
+            return;
+        }
+    }
+    if (job->nskips < DISP_SKIP_REASONS_MAX - 1) {
+        disp_skip_t *k = &job->skips[job->nskips++];
+        disp_text_copy(k->reason, sizeof(k->reason), reason);
+        k->count = count;
+        return;
+    }
+    /* The last slot collects every further reason: a peer cannot grow this. */
+    disp_skip_t *k = &job->skips[DISP_SKIP_REASONS_MAX - 1];
+    if (job->nskips < DISP_SKIP_REASONS_MAX) {
+        job->nskips = DISP_SKIP_REASONS_MAX;
+        snprintf(k->reason, sizeof(k->reason), "other");
+        k->count = 0;
+    }
+    k->count += count;
+}
+
+/* Returns every split of jw to the queue, last first, so that they keep
+ * their order at the front. */
+static size_t take_back_all(disp_jobs_t *js, disp_job_t *job, disp_jw_t *jw)
+{
+    size_t n = 0;
+    while (jw->n > 0) {
+        uint64_t id = jw->ids[jw->n - 1];
+        uint32_t idx = 0;
+        disp_epoch_t *ep = epoch_of(job, id, &idx);
+        if (ep == NULL || ep->splits[idx].state != DISP_SPLIT_ASSIGNED) {
+            jw->n--; /* cannot happen while the invariants hold */
+            continue;
+        }
+        take_back(js, job, ep, idx);
+        n++;
+    }
+    return n;
+}
+
+void disp_jobs_worker_lost(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        disp_job_t *job = js->jobs[i];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, worker_id);
+        if (jw == NULL) {
+            continue;
+        }
+        size_t n = take_back_all(js, job, jw);
+        if (n > 0) {
+            SL_NOTICE("job %" PRIu64 ": %zu split(s) of lost worker %" PRIu64 " re-queued",
+                      job->id, n, worker_id);
+        }
+        jw_remove(job, jw);
+        disp_jobs_assign(js, job, now_ms);
+    }
+}
+
+int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id,
+                             const char *reason, int64_t now_ms)
+{
+    if (job->state == DISP_JOB_CLOSED) {
+        return 0;
+    }
+    disp_jw_t *jw = jw_create(js, job, worker_id);
+    if (jw == NULL) {
+        return -ENOMEM;
+    }
+    if (!jw->banned) {
+        char why[200];
+        disp_text_copy(why, sizeof(why),
+                       reason != NULL && reason[0] != '\0' ? reason : "(no reason given)");
+        SL_WARN("job %" PRIu64 ": worker %" PRIu64 " cannot run it: \"%s\"; its splits go "
+                "to other workers or the client",
+                job->id, worker_id, why);
+        snprintf(job->worker_failure, sizeof(job->worker_failure), "worker %" PRIu64 ": %s",
+                 worker_id, why);
+    }
+    jw->banned = 1;
+    jw->nrevoked = 0;
+    (void)take_back_all(js, job, jw);
+    disp_jobs_assign(js, job, now_ms);
+    return 0;
+}
+
+/* ------------------------------------------------------------ close and expiry */
+
+void disp_jobs_close(disp_jobs_t *js, disp_job_t *job, const char *reason, int64_t now_ms)
+{
+    if (job->state == DISP_JOB_CLOSED) {
+        return;
+    }
+    SL_NOTICE("job %" PRIu64 ": closed (%s)", job->id, reason);
+    job_release(js, job);
+    job->state = DISP_JOB_CLOSED;
+    job->closed_ms = now_ms;
+    snprintf(job->close_reason, sizeof(job->close_reason), "%s", reason);
+    js->nopen--;
+    js->split_slots -= 2 * (uint64_t)job->nsplits;
+    size_t nclosed = 0;
+    for (size_t i = 0; i < js->n; i++) {
+        nclosed += js->jobs[i]->state == DISP_JOB_CLOSED;
+    }
+    if (nclosed > DISP_CLOSED_KEEP) {
+        (void)drop_oldest_closed(js, job); /* the caller may still hold job */
+    }
+}
+
+size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms)
+{
+    size_t nclosed = 0;
+    for (size_t i = 0; i < js->n;) {
+        disp_job_t *job = js->jobs[i];
+        if (job->state == DISP_JOB_CLOSED) {
+            if (now_ms - job->closed_ms >= DISP_CLOSED_LINGER_MS) {
+                remove_job_at(js, i);
+                continue;
+            }
+        } else if (now_ms - job->last_client_ms >= js->lim.client_timeout_ms) {
+            char why[96];
+            snprintf(why, sizeof(why), "client silent for %" PRId64 " ms",
+                     now_ms - job->last_client_ms);
+            disp_jobs_close(js, job, why, now_ms);
+            nclosed++;
+            /* close may have dropped an older closed job before index i:
+             * restart the scan rather than track shifted indices. */
+            i = 0;
+            continue;
+        }
+        i++;
+    }
+    return nclosed;
+}

@@ -1,0 +1,174 @@
+/* sluice-dispatcher: configuration, start-up, the main loop, shutdown.
+ *
+ * Signals: SIGTERM, SIGINT and SIGHUP are blocked in every thread (before
+ * gRPC or the http thread exist) and taken synchronously by the main loop
+ * with sigtimedwait, which doubles as the 100 ms tick timer. There is no
+ * asynchronous handler at all, so nothing runs in signal context. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/httpd.h"
+#include "common/log.h"
+#include "common/rpc.h"
+#include "dispatcher/config.h"
+#include "dispatcher/disp.h"
+#include "dispatcher/service.h"
+#include "dispatcher/status.h"
+
+#define SHUTDOWN_GRACE_MS 2000
+#define ADDR_MAX 300
+
+static void reload(const char *path, disp_config_t *cfg)
+{
+    char err[1024];
+    if (path[0] == '\0') {
+        SL_NOTICE("SIGHUP: no --config file to reload");
+        return;
+    }
+    if (sl_conf_reload(&disp_conf_table, cfg, path, err, sizeof(err)) != 0) {
+        SL_ERR("SIGHUP: reload failed, keeping the running settings: %s", err);
+        return;
+    }
+    sl_log_set_level(cfg->log_level);
+    SL_NOTICE("SIGHUP: reloaded %s", path);
+}
+
+/* Waits for a signal or the next tick; returns the signal or 0. */
+static int wait_signal(const sigset_t *set, int64_t wait_ms)
+{
+    if (wait_ms < 0) {
+        wait_ms = 0;
+    }
+    struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1000000};
+    int sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static disp_config_t cfg; /* static: large, and lives for the whole run */
+    static disp_t d;
+    char cfgpath[4096];
+    char err[1024];
+    int ret = 1;
+    sl_rpc_server_t *srv = NULL;
+    sl_httpd_t *http = NULL;
+    int have_state = 0;
+    int rpc_inited = 0;
+
+    sl_log_set_name("sluice-dispatcher");
+    int rc = sl_conf_parse_args(&disp_conf_table, &cfg, argc, argv, cfgpath, sizeof(cfgpath), err,
+                                sizeof(err));
+    if (rc == 1) {
+        return 0; /* --help / --version */
+    }
+    if (rc != 0 || disp_config_check(&cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-dispatcher: %s\n", err);
+        return 2;
+    }
+    sl_log_set_level(cfg.log_level);
+    if (cfg.journal[0] != '\0') {
+        SL_WARN("journal \"%s\": journaling is not implemented yet; a restart loses job state",
+                cfg.journal);
+    }
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        SL_ERR("cannot set up signals: %s", strerror(errno));
+        return 1;
+    }
+
+    rc = disp_init(&d, &cfg, disp_id_seed(), disp_now_ms());
+    if (rc != 0) {
+        SL_ERR("cannot initialise state: %s", strerror(-rc));
+        return 1;
+    }
+    have_state = 1;
+
+    sl_rpc_init();
+    rpc_inited = 1;
+    sl_rpc_server_opts_t ropts = {
+        .listen = cfg.listen,
+        .handler_threads = (unsigned)cfg.rpc_threads,
+    };
+    srv = sl_rpc_server_new(&ropts, err, sizeof(err));
+    if (srv == NULL) {
+        SL_ERR("grpc server: %s", err);
+        goto out;
+    }
+    rc = disp_service_add(&d, srv);
+    if (rc != 0) {
+        SL_ERR("grpc server: cannot register methods: %s", strerror(-rc));
+        goto out;
+    }
+    char grpc_addr[ADDR_MAX];
+    rc = sl_rpc_server_start(srv, grpc_addr, sizeof(grpc_addr), err, sizeof(err));
+    if (rc != 0) {
+        SL_ERR("grpc server on %s: %s", cfg.listen, err);
+        goto out;
+    }
+
+    sl_httpd_opts_t hopts = {.listen = cfg.http};
+    http = sl_httpd_new(&hopts, err, sizeof(err));
+    if (http == NULL) {
+        SL_ERR("%s", err);
+        goto out;
+    }
+    rc = disp_status_add_routes(&d, http);
+    if (rc != 0) {
+        SL_ERR("http: cannot add routes: %s", strerror(-rc));
+        goto out;
+    }
+    char http_addr[ADDR_MAX];
+    rc = sl_httpd_start(http, http_addr, sizeof(http_addr), err, sizeof(err));
+    if (rc != 0) {
+        SL_ERR("%s", err);
+        goto out;
+    }
+
+    /* The one stdout line tests and scripts wait for. */
+    printf("listening grpc=%s http=%s\n", grpc_addr, http_addr);
+    fflush(stdout);
+    SL_NOTICE("%s %s: grpc %s, http %s, split_size %lld, worker_timeout %lld ms",
+              disp_conf_table.progname, DISP_VERSION, grpc_addr, http_addr, cfg.split_size,
+              cfg.worker_timeout_ms);
+
+    int64_t next_tick = disp_now_ms() + DISP_TICK_MS;
+    for (;;) {
+        int sig = wait_signal(&sigs, next_tick - disp_now_ms());
+        if (sig == SIGTERM || sig == SIGINT) {
+            SL_NOTICE("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            break;
+        }
+        if (sig == SIGHUP) {
+            reload(cfgpath, &cfg);
+        }
+        int64_t now = disp_now_ms();
+        if (now >= next_tick) {
+            disp_tick(&d, now);
+            next_tick = now + DISP_TICK_MS;
+        }
+    }
+    ret = 0;
+out:
+    /* http first: its callbacks read state that outlives it. */
+    sl_httpd_free(http);
+    if (srv != NULL) {
+        sl_rpc_server_shutdown(srv, SHUTDOWN_GRACE_MS);
+        sl_rpc_server_free(srv);
+    }
+    if (rpc_inited) {
+        sl_rpc_shutdown();
+    }
+    if (have_state) {
+        disp_destroy(&d);
+    }
+    return ret;
+}

@@ -1,0 +1,629 @@
+/* service: RPC handlers. Every handler takes d->mu for its whole state work,
+ * builds the response from arena memory (copies, never pointers into the
+ * job table) and packs after unlocking. */
+#include "dispatcher/service.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+
+/* ------------------------------------------------------------ arena */
+
+void *disp_arena_alloc(disp_arena_t *a, size_t size)
+{
+    if (a->n == a->cap) {
+        size_t ncap = a->cap == 0 ? 16 : a->cap * 2;
+        void **np = realloc(a->ptrs, ncap * sizeof(*np));
+        if (np == NULL) {
+            return NULL;
+        }
+        a->ptrs = np;
+        a->cap = ncap;
+    }
+    void *p = calloc(1, size > 0 ? size : 1);
+    if (p == NULL) {
+        return NULL;
+    }
+    a->ptrs[a->n++] = p;
+    return p;
+}
+
+char *disp_arena_strdup(disp_arena_t *a, const char *s)
+{
+    size_t n = strlen(s);
+    char *p = disp_arena_alloc(a, n + 1);
+    if (p != NULL) {
+        memcpy(p, s, n + 1);
+    }
+    return p;
+}
+
+void disp_arena_free(disp_arena_t *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        free(a->ptrs[i]);
+    }
+    free(a->ptrs);
+    memset(a, 0, sizeof(*a));
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* Peers send doubles; /status must stay valid JSON (no NaN/Inf). */
+static double finite_or_zero(double v) { return isfinite(v) ? v : 0.0; }
+
+static void copy_stages(disp_stage_stat_t *dst, uint32_t *ret_n, Sluice__StageStat *const *src,
+                        size_t n)
+{
+    uint32_t k = 0;
+    for (size_t i = 0; i < n && k < DISP_STAGE_STATS_MAX; i++) {
+        if (src[i] == NULL) {
+            continue;
+        }
+        disp_stage_stat_t *s = &dst[k++];
+        disp_text_copy(s->name, sizeof(s->name), src[i]->name);
+        s->cpu_sec_per_sample = finite_or_zero(src[i]->cpu_sec_per_sample);
+        s->out_bytes_per_sample = finite_or_zero(src[i]->out_bytes_per_sample);
+        s->samples = src[i]->samples;
+    }
+    *ret_n = k;
+}
+
+static int contains(const uint64_t *ids, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The open (not closed) job, or an error status naming why not. */
+static int find_open_job(disp_t *d, uint64_t id, disp_job_t **ret, char *err, size_t errlen)
+{
+    disp_job_t *job = disp_jobs_find(&d->jobs, id);
+    if (job == NULL) {
+        return sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " not found", id);
+    }
+    if (job->state == DISP_JOB_CLOSED) {
+        return sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " is closed: %s", id,
+                      job->close_reason);
+    }
+    *ret = job;
+    return SL_RPC_OK;
+}
+
+static Sluice__Plan *plan_msg(disp_arena_t *a, const disp_plan_t *p)
+{
+    Sluice__Plan *m = disp_arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        return NULL;
+    }
+    sluice__plan__init(m);
+    m->split = p->split;
+    m->local_share = p->local_share;
+    m->mode = disp_arena_strdup(a, p->mode);
+    m->version = p->version;
+    if (m->mode == NULL) {
+        return NULL;
+    }
+    return m;
+}
+
+static Sluice__SplitAssignment *assign_msg(disp_arena_t *a, disp_job_t *job, uint64_t split_id,
+                                           uint64_t owner)
+{
+    uint64_t epoch = 0;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    if (disp_job_split(job, split_id, &epoch, &begin, &end) == NULL) {
+        return NULL;
+    }
+    Sluice__SplitAssignment *m = disp_arena_alloc(a, sizeof(*m));
+    if (m == NULL) {
+        return NULL;
+    }
+    sluice__split_assignment__init(m);
+    m->job_id = job->id;
+    m->split_id = split_id;
+    m->epoch = epoch;
+    m->begin = begin;
+    m->end = end;
+    m->stage_to = job->plan.split;
+    m->worker_id = owner;
+    return m;
+}
+
+static int oom(char *err, size_t errlen)
+{
+    return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+}
+
+/* ------------------------------------------------------------ RegisterWorker */
+
+int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req,
+                             Sluice__RegisterWorkerResponse *resp, disp_arena_t *a,
+                             int64_t now_ms, char *err, size_t errlen)
+{
+    const char *addr = req->address != NULL ? req->address : "";
+    if (!disp_addr_ok(addr)) {
+        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+                      "address: required, printable HOST:PORT under %d bytes", DISP_ADDR_MAX);
+    }
+    pthread_mutex_lock(&d->mu);
+    disp_worker_t *w = NULL;
+    int is_new = 0;
+    int rc = disp_registry_register(&d->reg, addr, req->hostname, req->threads, req->worker_id,
+                                    now_ms, &w, &is_new);
+    if (rc == 0) {
+        resp->worker_id = w->id;
+        if (is_new) {
+            SL_NOTICE("worker %" PRIu64 " registered: address \"%s\", %u threads, host \"%s\"",
+                      w->id, w->address, w->threads, w->hostname);
+        }
+        /* New capacity: hand out what is waiting right away. */
+        disp_jobs_assign_all(&d->jobs, now_ms);
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (rc == -ENOSPC) {
+        return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED,
+                      "too many workers (max_workers = %lld)", d->cfg.max_workers);
+    }
+    if (rc != 0) {
+        return sl_err(err, errlen, rc == -EINVAL ? SL_RPC_INVALID_ARGUMENT : SL_RPC_INTERNAL,
+                      "register failed: %s", strerror(-rc));
+    }
+    resp->version = SL_PROTOCOL_VERSION;
+    resp->heartbeat_ms = (uint32_t)d->cfg.heartbeat_ms;
+    return SL_RPC_OK;
+}
+
+/* ------------------------------------------------------------ Heartbeat */
+
+/* Fills the heartbeat reply for w; d->mu held. */
+static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatRequest *req,
+                           Sluice__HeartbeatResponse *resp, disp_arena_t *a)
+{
+    /* Jobs the worker holds that are gone: drop their buffers and work. */
+    size_t nclosed = 0;
+    for (size_t i = 0; i < req->n_known_jobs; i++) {
+        disp_job_t *job = disp_jobs_find(&d->jobs, req->known_jobs[i]);
+        nclosed += job == NULL || job->state == DISP_JOB_CLOSED;
+    }
+    /* Count first, then fill: arrays are sized exactly. */
+    size_t nspecs = 0;
+    size_t nassign = 0;
+    size_t nrevoked = 0;
+    for (size_t j = 0; j < d->jobs.n; j++) {
+        disp_job_t *job = d->jobs.jobs[j];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
+        if (jw == NULL) {
+            continue;
+        }
+        for (uint32_t k = 0; k < jw->n; k++) {
+            nassign += disp_an_to_send(jw->sent[k]);
+        }
+        nspecs += jw->n > 0 && !contains(req->known_jobs, req->n_known_jobs, job->id);
+        nrevoked += jw->nrevoked;
+    }
+    if (nclosed > 0) {
+        resp->closed_jobs = disp_arena_alloc(a, nclosed * sizeof(*resp->closed_jobs));
+        if (resp->closed_jobs == NULL) {
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < req->n_known_jobs; i++) {
+            disp_job_t *job = disp_jobs_find(&d->jobs, req->known_jobs[i]);
+            if (job == NULL || job->state == DISP_JOB_CLOSED) {
+                resp->closed_jobs[resp->n_closed_jobs++] = req->known_jobs[i];
+            }
+        }
+    }
+    if (nspecs > 0) {
+        resp->jobs = disp_arena_alloc(a, nspecs * sizeof(*resp->jobs));
+    }
+    if (nassign > 0) {
+        resp->assign = disp_arena_alloc(a, nassign * sizeof(*resp->assign));
+    }
+    if (nrevoked > 0) {
+        resp->revoked_splits = disp_arena_alloc(a, nrevoked * sizeof(*resp->revoked_splits));
+    }
+    if ((nspecs > 0 && resp->jobs == NULL) || (nassign > 0 && resp->assign == NULL) ||
+        (nrevoked > 0 && resp->revoked_splits == NULL)) {
+        return -ENOMEM;
+    }
+    /* Build everything before marking anything sent, so that running out of
+     * memory half way leaves the state as it was. */
+    for (size_t j = 0; j < d->jobs.n; j++) {
+        disp_job_t *job = d->jobs.jobs[j];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
+        if (jw == NULL) {
+            continue;
+        }
+        if (jw->n > 0 && !contains(req->known_jobs, req->n_known_jobs, job->id)) {
+            Sluice__JobSpec *js = disp_arena_alloc(a, sizeof(*js));
+            if (js == NULL) {
+                return -ENOMEM;
+            }
+            sluice__job_spec__init(js);
+            js->job_id = job->id;
+            js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
+            js->source_fingerprint = job->fingerprint;
+            js->num_samples = job->num_samples;
+            if (js->spec_json == NULL) {
+                return -ENOMEM;
+            }
+            resp->jobs[resp->n_jobs++] = js;
+        }
+        for (uint32_t k = 0; k < jw->n; k++) {
+            if (!disp_an_to_send(jw->sent[k])) {
+                continue;
+            }
+            Sluice__SplitAssignment *m = assign_msg(a, job, jw->ids[k], w->id);
+            if (m == NULL) {
+                return -ENOMEM;
+            }
+            resp->assign[resp->n_assign++] = m;
+        }
+        for (uint32_t k = 0; k < jw->nrevoked; k++) {
+            resp->revoked_splits[resp->n_revoked_splits++] = jw->revoked[k];
+        }
+    }
+    disp_jobs_worker_sent(&d->jobs, w);
+    return 0;
+}
+
+int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
+                       Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms,
+                       char *err, size_t errlen)
+{
+    if (req->n_known_jobs > DISP_MAX_IDS_PER_CALL || req->n_failed_jobs > DISP_MAX_IDS_PER_CALL ||
+        req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL) {
+        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+                      "known_jobs/failed_jobs/splits_in_progress: more than %d ids",
+                      DISP_MAX_IDS_PER_CALL);
+    }
+    resp->version = SL_PROTOCOL_VERSION;
+    pthread_mutex_lock(&d->mu);
+    disp_worker_t *w = disp_registry_live(&d->reg, req->worker_id);
+    if (w == NULL) {
+        pthread_mutex_unlock(&d->mu);
+        resp->known = 0; /* lost or never registered: register again */
+        SL_INFO("heartbeat from unknown worker %" PRIu64 ": told to register", req->worker_id);
+        return SL_RPC_OK;
+    }
+    resp->known = 1;
+    w->last_heartbeat_ms = now_ms;
+    w->load = finite_or_zero(req->load);
+    w->buffered_bytes = req->buffered_bytes;
+    w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX
+                                    ? UINT32_MAX
+                                    : req->n_splits_in_progress);
+    if (req->n_stages > 0) {
+        copy_stages(w->stages, &w->nstages, req->stages, req->n_stages);
+    }
+    for (size_t i = 0; i < req->n_failed_jobs; i++) {
+        disp_job_t *job = disp_jobs_find(&d->jobs, req->failed_jobs[i]);
+        if (job != NULL) {
+            (void)disp_jobs_worker_refused(&d->jobs, job, w->id, req->failure, now_ms);
+        }
+    }
+    size_t nresend = disp_jobs_worker_progress(&d->jobs, w, req->splits_in_progress,
+                                               req->n_splits_in_progress);
+    if (nresend > 0) {
+        SL_INFO("worker %" PRIu64 ": %zu assignment(s) never reported in progress; resending",
+                w->id, nresend);
+    }
+    int rc = heartbeat_reply(d, w, req, resp, a);
+    pthread_mutex_unlock(&d->mu);
+    if (rc != 0) {
+        return oom(err, errlen);
+    }
+    return SL_RPC_OK;
+}
+
+/* ------------------------------------------------------------ SubmitJob */
+
+int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
+                        Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                        char *err, size_t errlen)
+{
+    if (req->world_size > 1) {
+        return sl_err(err, errlen, SL_RPC_UNIMPLEMENTED,
+                      "world_size %u: multi-consumer jobs are not implemented", req->world_size);
+    }
+    disp_submit_t sub = {
+        .spec_json = req->spec_json,
+        .spec_len = req->spec_json != NULL ? strlen(req->spec_json) : 0,
+        .spec_name = req->spec_name,
+        .num_samples = req->num_samples,
+        .fingerprint = req->source_fingerprint,
+        .client_threads = req->client_threads,
+        .client_id = req->client_id,
+    };
+    disp_job_t *job = NULL;
+    pthread_mutex_lock(&d->mu);
+    int rc = disp_jobs_submit(&d->jobs, &sub, now_ms, &job, err, errlen);
+    disp_plan_t plan;
+    uint64_t id = 0;
+    if (rc == 0) {
+        plan = job->plan;
+        id = job->id;
+        SL_NOTICE("job %" PRIu64 " submitted: spec \"%s\", %" PRIu64 " samples, %u epochs, "
+                  "%u splits/epoch, plan %s split %u/%u share %.3f, client \"%s\"",
+                  id, job->spec_name, job->num_samples, job->epochs, job->nsplits,
+                  job->plan.mode, job->plan.split, job->plan.nunits, job->plan.local_share,
+                  job->client_id);
+    }
+    pthread_mutex_unlock(&d->mu);
+    switch (rc) {
+    case 0:
+        break;
+    case -EINVAL:
+    case -E2BIG:
+        return SL_RPC_INVALID_ARGUMENT; /* err: the parser's message, verbatim */
+    case -ENOSPC:
+        return SL_RPC_RESOURCE_EXHAUSTED;
+    case -ENOMEM:
+        return oom(err, errlen);
+    default:
+        return SL_RPC_INTERNAL;
+    }
+    resp->version = SL_PROTOCOL_VERSION;
+    resp->job_id = id;
+    resp->plan = plan_msg(a, &plan);
+    if (resp->plan == NULL) {
+        return oom(err, errlen);
+    }
+    return SL_RPC_OK;
+}
+
+/* ------------------------------------------------------------ GetAssignment */
+
+int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
+                            Sluice__GetAssignmentResponse *resp, disp_arena_t *a,
+                            int64_t now_ms, char *err, size_t errlen)
+{
+    disp_job_t *job = NULL;
+    int rc = SL_RPC_OK;
+    pthread_mutex_lock(&d->mu);
+    rc = find_open_job(d, req->job_id, &job, err, errlen);
+    if (rc != SL_RPC_OK) {
+        goto out;
+    }
+    job->last_client_ms = now_ms;
+    disp_jobs_assign(&d->jobs, job, now_ms);
+    resp->version = SL_PROTOCOL_VERSION;
+    resp->plan = plan_msg(a, &job->plan);
+    resp->failure = disp_arena_strdup(a, "");
+    resp->finished = job->state == DISP_JOB_FINISHED;
+    /* Every ASSIGNED split is listed as soon as it is assigned, usually
+     * before its worker hears of it at its next heartbeat: the client then
+     * knows a split (and its stage_to) before the first batch of it can
+     * arrive, and a worker's Fetch waits for a job it does not know yet. */
+    size_t nsplits = job->nclient;
+    size_t nworkers = 0;
+    for (size_t i = 0; i < job->njw; i++) {
+        nsplits += job->jw[i].n;
+        nworkers += job->jw[i].n > 0;
+    }
+    if (resp->plan == NULL || resp->failure == NULL) {
+        rc = oom(err, errlen);
+        goto out;
+    }
+    if (nsplits > 0) {
+        resp->splits = disp_arena_alloc(a, nsplits * sizeof(*resp->splits));
+        if (resp->splits == NULL) {
+            rc = oom(err, errlen);
+            goto out;
+        }
+    }
+    if (nworkers > 0) {
+        resp->workers = disp_arena_alloc(a, nworkers * sizeof(*resp->workers));
+        if (resp->workers == NULL) {
+            rc = oom(err, errlen);
+            goto out;
+        }
+    }
+    for (uint32_t k = 0; k < job->nclient; k++) {
+        Sluice__SplitAssignment *m = assign_msg(a, job, job->client_ids[k], 0);
+        if (m == NULL) {
+            rc = oom(err, errlen);
+            goto out;
+        }
+        resp->splits[resp->n_splits++] = m;
+    }
+    for (size_t i = 0; i < job->njw; i++) {
+        const disp_jw_t *jw = &job->jw[i];
+        int listed = 0;
+        for (uint32_t k = 0; k < jw->n; k++) {
+            Sluice__SplitAssignment *m = assign_msg(a, job, jw->ids[k], jw->worker_id);
+            if (m == NULL) {
+                rc = oom(err, errlen);
+                goto out;
+            }
+            resp->splits[resp->n_splits++] = m;
+            listed = 1;
+        }
+        if (!listed) {
+            continue;
+        }
+        disp_worker_t *w = disp_registry_find(&d->reg, jw->worker_id);
+        Sluice__WorkerEndpoint *e = disp_arena_alloc(a, sizeof(*e));
+        if (e == NULL) {
+            rc = oom(err, errlen);
+            goto out;
+        }
+        sluice__worker_endpoint__init(e);
+        e->worker_id = jw->worker_id;
+        e->address = disp_arena_strdup(a, w != NULL ? w->address : "");
+        if (e->address == NULL) {
+            rc = oom(err, errlen);
+            goto out;
+        }
+        resp->workers[resp->n_workers++] = e;
+    }
+out:
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------ AckSplits */
+
+int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
+                        Sluice__AckSplitsResponse *resp, disp_arena_t *a, int64_t now_ms,
+                        char *err, size_t errlen)
+{
+    if (req->n_split_ids > DISP_MAX_IDS_PER_CALL ||
+        req->n_retry_split_ids > DISP_MAX_IDS_PER_CALL ||
+        req->n_skipped > DISP_MAX_IDS_PER_CALL) {
+        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+                      "split_ids/retry_split_ids/skipped: more than %d entries",
+                      DISP_MAX_IDS_PER_CALL);
+    }
+    disp_job_t *job = NULL;
+    pthread_mutex_lock(&d->mu);
+    int rc = find_open_job(d, req->job_id, &job, err, errlen);
+    if (rc == SL_RPC_OK) {
+        job->last_client_ms = now_ms;
+        for (size_t i = 0; i < req->n_skipped; i++) {
+            if (req->skipped[i] != NULL && req->skipped[i]->count > 0) {
+                disp_jobs_add_skips(job, req->skipped[i]->reason, req->skipped[i]->count);
+            }
+        }
+        /* Acks first: a split both acked and retried is done. */
+        (void)disp_jobs_ack(&d->jobs, job, req->split_ids, req->n_split_ids, now_ms);
+        size_t nretry = disp_jobs_retry(&d->jobs, job, req->retry_split_ids,
+                                        req->n_retry_split_ids, now_ms);
+        if (nretry > 0) {
+            SL_INFO("job %" PRIu64 ": client asked to retry %zu split(s)", job->id, nretry);
+        }
+        resp->version = SL_PROTOCOL_VERSION;
+        resp->finished = job->state == DISP_JOB_FINISHED;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------ ReportRates */
+
+int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
+                          Sluice__ReportRatesResponse *resp, disp_arena_t *a, int64_t now_ms,
+                          char *err, size_t errlen)
+{
+    disp_job_t *job = NULL;
+    pthread_mutex_lock(&d->mu);
+    int rc = find_open_job(d, req->job_id, &job, err, errlen);
+    if (rc == SL_RPC_OK) {
+        disp_rates_t *r = &job->rates;
+        job->last_client_ms = now_ms;
+        r->have = 1;
+        r->at_ms = now_ms;
+        r->delivered_per_sec = finite_or_zero(req->delivered_per_sec);
+        r->wait_fraction = finite_or_zero(req->wait_fraction);
+        r->cpu_fraction = finite_or_zero(req->cpu_fraction);
+        r->cpu_budget = finite_or_zero(req->cpu_budget);
+        r->recv_cpu_sec_per_byte = finite_or_zero(req->recv_cpu_sec_per_byte);
+        if (req->n_stages > 0) {
+            copy_stages(r->stages, &r->nstages, req->stages, req->n_stages);
+        }
+        resp->version = SL_PROTOCOL_VERSION;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------ CloseJob */
+
+int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
+                       Sluice__CloseJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                       char *err, size_t errlen)
+{
+    int rc = SL_RPC_OK;
+    pthread_mutex_lock(&d->mu);
+    disp_job_t *job = disp_jobs_find(&d->jobs, req->job_id);
+    if (job == NULL) {
+        rc = sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " not found", req->job_id);
+    } else {
+        /* Closing a closed job is fine: a client may retry CloseJob. */
+        disp_jobs_close(&d->jobs, job, "closed by client", now_ms);
+        resp->version = SL_PROTOCOL_VERSION;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------ rpc glue */
+
+static void finish(sl_rpc_reply_t *reply, int code, const ProtobufCMessage *resp,
+                   const char *err, const char *method)
+{
+    if (code == SL_RPC_OK) {
+        sl_rpc_reply_ok(reply, resp);
+        return;
+    }
+    SL_INFO("%s from %s: %s: %s", method, sl_rpc_reply_peer(reply), sl_rpc_code_name(code),
+            err);
+    sl_rpc_reply_error(reply, code, "%s", err[0] != '\0' ? err : sl_rpc_code_name(code));
+}
+
+/* One wrapper per RPC: typed request in, typed response out. */
+#define DISP_HANDLER(name, Req, Resp, INIT, fn)                                             \
+    static void h_##name(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *reply)      \
+    {                                                                                       \
+        Resp resp = INIT;                                                                   \
+        disp_arena_t arena = {0};                                                           \
+        char err[1024] = "";                                                                \
+        int code = fn((disp_t *)ctx, (const Req *)m, &resp, &arena, disp_now_ms(), err,     \
+                      sizeof(err));                                                         \
+        finish(reply, code, &resp.base, err, #name);                                        \
+        disp_arena_free(&arena);                                                            \
+    }
+
+DISP_HANDLER(RegisterWorker, Sluice__RegisterWorkerRequest, Sluice__RegisterWorkerResponse,
+             SLUICE__REGISTER_WORKER_RESPONSE__INIT, disp_svc_register_worker)
+DISP_HANDLER(Heartbeat, Sluice__HeartbeatRequest, Sluice__HeartbeatResponse,
+             SLUICE__HEARTBEAT_RESPONSE__INIT, disp_svc_heartbeat)
+DISP_HANDLER(SubmitJob, Sluice__SubmitJobRequest, Sluice__SubmitJobResponse,
+             SLUICE__SUBMIT_JOB_RESPONSE__INIT, disp_svc_submit_job)
+DISP_HANDLER(GetAssignment, Sluice__GetAssignmentRequest, Sluice__GetAssignmentResponse,
+             SLUICE__GET_ASSIGNMENT_RESPONSE__INIT, disp_svc_get_assignment)
+DISP_HANDLER(AckSplits, Sluice__AckSplitsRequest, Sluice__AckSplitsResponse,
+             SLUICE__ACK_SPLITS_RESPONSE__INIT, disp_svc_ack_splits)
+DISP_HANDLER(ReportRates, Sluice__ReportRatesRequest, Sluice__ReportRatesResponse,
+             SLUICE__REPORT_RATES_RESPONSE__INIT, disp_svc_report_rates)
+DISP_HANDLER(CloseJob, Sluice__CloseJobRequest, Sluice__CloseJobResponse,
+             SLUICE__CLOSE_JOB_RESPONSE__INIT, disp_svc_close_job)
+
+int disp_service_add(disp_t *d, sl_rpc_server_t *srv)
+{
+    static const struct {
+        const char *method;
+        const ProtobufCMessageDescriptor *desc;
+        sl_rpc_unary_fn fn;
+    } METHODS[] = {
+        {"/sluice.Dispatcher/RegisterWorker", &sluice__register_worker_request__descriptor,
+         h_RegisterWorker},
+        {"/sluice.Dispatcher/Heartbeat", &sluice__heartbeat_request__descriptor, h_Heartbeat},
+        {"/sluice.Dispatcher/SubmitJob", &sluice__submit_job_request__descriptor, h_SubmitJob},
+        {"/sluice.Dispatcher/GetAssignment", &sluice__get_assignment_request__descriptor,
+         h_GetAssignment},
+        {"/sluice.Dispatcher/AckSplits", &sluice__ack_splits_request__descriptor, h_AckSplits},
+        {"/sluice.Dispatcher/ReportRates", &sluice__report_rates_request__descriptor,
+         h_ReportRates},
+        {"/sluice.Dispatcher/CloseJob", &sluice__close_job_request__descriptor, h_CloseJob},
+    };
+    for (size_t i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++) {
+        int rc = sl_rpc_server_add_unary(srv, METHODS[i].method, METHODS[i].desc, METHODS[i].fn,
+                                         d);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* service: the Dispatcher RPCs (proto/sluice.proto, docs/protocol.md).
+ *
+ * Each RPC is a pure function from request to response over disp_t (taking
+ * its mutex), so unit tests call them without sockets; disp_service_add
+ * wires them into an sl_rpc server. Response memory (repeated fields,
+ * strings) comes from a per-call arena freed after the reply is packed, so
+ * the mutex is not held while packing.
+ *
+ * Status codes: unknown or closed job -> NOT_FOUND; bad spec, num_samples 0,
+ * oversized id lists -> INVALID_ARGUMENT; too many jobs/workers/splits ->
+ * RESOURCE_EXHAUSTED; world_size > 1 -> UNIMPLEMENTED. */
+#ifndef DISP_SERVICE_H
+#define DISP_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rpc.h"
+#include "dispatcher/disp.h"
+#include "proto/sluice.pb-c.h"
+
+/* Ids one request may carry (known_jobs, failed_jobs, split_ids, ...):
+ * bounds the time a peer can make us hold the mutex. */
+#define DISP_MAX_IDS_PER_CALL 65536
+
+typedef struct disp_arena_s {
+    void **ptrs;
+    size_t n, cap;
+} disp_arena_t;
+
+/* Zeroed memory freed with the arena; NULL on ENOMEM. */
+void *disp_arena_alloc(disp_arena_t *a, size_t size);
+char *disp_arena_strdup(disp_arena_t *a, const char *s);
+void disp_arena_free(disp_arena_t *a);
+
+/* Each returns an SL_RPC_* code; on error err holds the status details. The
+ * response is filled only on SL_RPC_OK. */
+int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req,
+                             Sluice__RegisterWorkerResponse *resp, disp_arena_t *a,
+                             int64_t now_ms, char *err, size_t errlen);
+int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
+                       Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms,
+                       char *err, size_t errlen);
+int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
+                        Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                        char *err, size_t errlen);
+int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
+                            Sluice__GetAssignmentResponse *resp, disp_arena_t *a,
+                            int64_t now_ms, char *err, size_t errlen);
+int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
+                        Sluice__AckSplitsResponse *resp, disp_arena_t *a, int64_t now_ms,
+                        char *err, size_t errlen);
+int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
+                          Sluice__ReportRatesResponse *resp, disp_arena_t *a, int64_t now_ms,
+                          char *err, size_t errlen);
+int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
+                       Sluice__CloseJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                       char *err, size_t errlen);
+
+/* Registers every "/sluice.Dispatcher/<Name>" method on srv (before start). */
+int disp_service_add(disp_t *d, sl_rpc_server_t *srv);
+
+#endif

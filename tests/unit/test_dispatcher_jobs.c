@@ -1,0 +1,1021 @@
+/* test_dispatcher_jobs: the dispatcher's split logic without sockets --
+ * dispatcher/jobs.c and registry.c driven with a fake clock, and the RPC
+ * handlers of dispatcher/service.c called as plain functions. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "common/log.h"
+#include "common/rpc.h"
+#include "dispatcher/config.h"
+#include "dispatcher/disp.h"
+#include "dispatcher/jobs.h"
+#include "dispatcher/plan.h"
+#include "dispatcher/registry.h"
+#include "dispatcher/service.h"
+#include "dispatcher/status.h"
+
+#define SPEC_FMT                                                                             \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
+    " \"std\": [0.2, 0.2, 0.2]}],"                                                           \
+    " \"batch_size\": 4, \"epochs\": %u, \"offload\": %s}"
+
+/* A registry and job table with small limits and a fake clock. */
+typedef struct env_s {
+    disp_registry_t reg;
+    disp_jobs_t js;
+    int64_t now;
+} env_t;
+
+static const disp_limits_t LIM = {
+    .split_size = 10,
+    .max_splits_per_worker = 2,
+    .max_client_splits = 4,
+    .max_jobs = 3,
+    .worker_timeout_ms = 1000,
+    .client_timeout_ms = 5000,
+};
+
+static void env_init(env_t *e, const disp_limits_t *lim)
+{
+    e->now = 100000;
+    ck_assert_int_eq(disp_registry_init(&e->reg, 16, 1, e->now), 0);
+    ck_assert_int_eq(disp_jobs_init(&e->js, &e->reg, lim != NULL ? lim : &LIM, 1000), 0);
+}
+
+static void env_free(env_t *e)
+{
+    disp_jobs_destroy(&e->js);
+    disp_registry_destroy(&e->reg);
+}
+
+static int try_submit(env_t *e, uint64_t n, unsigned epochs, const char *offload,
+                      disp_job_t **ret, char *err, size_t errlen)
+{
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, epochs, offload);
+    disp_submit_t sub = {.spec_json = spec, .spec_len = strlen(spec), .spec_name = "t.json",
+                         .num_samples = n, .fingerprint = 7, .client_id = "c"};
+    return disp_jobs_submit(&e->js, &sub, e->now, ret, err, errlen);
+}
+
+static disp_job_t *submit(env_t *e, uint64_t n, unsigned epochs, const char *offload)
+{
+    disp_job_t *job = NULL;
+    char err[512] = "";
+    int rc = try_submit(e, n, epochs, offload, &job, err, sizeof(err));
+    ck_assert_msg(rc == 0, "submit: %d %s", rc, err);
+    return job;
+}
+
+static uint64_t add_worker(env_t *e, const char *addr)
+{
+    disp_worker_t *w = NULL;
+    int is_new = 0;
+    ck_assert_int_eq(disp_registry_register(&e->reg, addr, "h", 4, 0, e->now, &w, &is_new), 0);
+    ck_assert_int_eq(is_new, 1);
+    disp_jobs_assign_all(&e->js, e->now);
+    return w->id;
+}
+
+/* Keeps every live worker alive at e->now except skip. */
+static void beat_all(env_t *e, uint64_t skip)
+{
+    for (size_t i = 0; i < e->reg.n; i++) {
+        if (e->reg.workers[i]->id != skip) {
+            e->reg.workers[i]->last_heartbeat_ms = e->now;
+        }
+    }
+}
+
+/* The periodic tick, as disp_tick does it. */
+static void tick(env_t *e)
+{
+    uint64_t lost[16];
+    size_t n = disp_registry_expire(&e->reg, e->now, LIM.worker_timeout_ms, lost, 16);
+    for (size_t i = 0; i < n; i++) {
+        disp_jobs_worker_lost(&e->js, lost[i], e->now);
+    }
+    (void)disp_jobs_expire(&e->js, e->now);
+    disp_jobs_assign_all(&e->js, e->now);
+}
+
+static uint32_t jw_n(disp_job_t *job, uint64_t wid)
+{
+    disp_jw_t *jw = disp_job_jw(job, wid);
+    return jw != NULL ? jw->n : 0;
+}
+
+static disp_split_t *split_of(disp_job_t *job, uint64_t id)
+{
+    return disp_job_split(job, id, NULL, NULL, NULL);
+}
+
+static uint64_t counts_pending(disp_job_t *job)
+{
+    uint64_t p = 0, a = 0, k = 0;
+    disp_job_counts(job, &p, &a, &k);
+    return p;
+}
+
+/* ------------------------------------------------------------ tests */
+
+START_TEST(test_split_creation)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 95, 3, "\"all\"");
+    ck_assert_uint_eq(job->nsplits, 10);
+    ck_assert_uint_eq(job->epochs, 3);
+    ck_assert_uint_eq(job->plan.split, 3); /* decode+center_crop fused: 3 units */
+    ck_assert_uint_eq(job->plan.nunits, 3);
+    ck_assert_double_eq(job->plan.local_share, 0.0);
+    ck_assert_str_eq(job->plan.mode, "all");
+    /* Only epoch 0 exists until it is fully assigned. */
+    ck_assert_uint_eq(job->nep, 1);
+    ck_assert_uint_eq(counts_pending(job), 10);
+    uint64_t ep = 9, b = 9, en = 9;
+    ck_assert_ptr_nonnull(disp_job_split(job, 0, &ep, &b, &en));
+    ck_assert_uint_eq(ep, 0);
+    ck_assert_uint_eq(b, 0);
+    ck_assert_uint_eq(en, 10);
+    ck_assert_ptr_nonnull(disp_job_split(job, 9, &ep, &b, &en));
+    ck_assert_uint_eq(b, 90);
+    ck_assert_uint_eq(en, 95); /* the last split is short */
+    ck_assert_ptr_null(disp_job_split(job, 10, NULL, NULL, NULL)); /* epoch 1 not yet */
+    /* No worker and the timeout has not passed since start: nothing moves. */
+    e.now += 500;
+    tick(&e);
+    ck_assert_uint_eq(counts_pending(job), 10);
+    ck_assert_uint_eq(job->nclient, 0);
+    /* auto behaves as all and says so. */
+    disp_job_t *j2 = submit(&e, 5, 1, "\"auto\"");
+    ck_assert_str_eq(j2->plan.mode, "auto(all: planner not yet implemented)");
+    ck_assert_uint_eq(j2->plan.split, 3);
+    ck_assert_uint_eq(j2->nsplits, 1);
+    disp_job_t *j3 = submit(&e, 5, 1, "\"off\"");
+    ck_assert_uint_eq(j3->plan.split, 0);
+    ck_assert_double_eq(j3->plan.local_share, 1.0);
+    /* off: every split is the client's at once, no worker needed. */
+    ck_assert_uint_eq(j3->nclient, 1);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_local_share_rule)
+{
+    for (uint64_t i = 0; i < 100; i++) {
+        ck_assert_int_eq(disp_plan_split_is_local(i, 0.0), 0);
+        ck_assert_int_eq(disp_plan_split_is_local(i, 1.0), 1);
+        ck_assert_int_eq(disp_plan_split_is_local(i, 0.25), i % 4 == 3);
+        ck_assert_int_eq(disp_plan_split_is_local(i, 0.5), i % 2 == 1);
+    }
+    int n = 0;
+    for (uint64_t i = 0; i < 1000; i++) {
+        n += disp_plan_split_is_local(i, 0.3);
+    }
+    ck_assert_int_eq(n, 300);
+
+    env_t e;
+    env_init(&e, NULL);
+    uint64_t w1 = add_worker(&e, "w1:1");
+    /* Fixed plan: spec split 1 sits inside the fused decode+crop unit and
+     * moves to its end (unit 1). */
+    disp_job_t *job = submit(&e, 400, 1, "{\"split\": 1, \"local_share\": 0.25}");
+    ck_assert_str_eq(job->plan.mode, "fixed");
+    ck_assert_uint_eq(job->plan.split, 1);
+    ck_assert_double_eq(job->plan.local_share, 0.25);
+    /* The client holds local splits 3, 7, 11, 15 (its cap is 4). */
+    ck_assert_uint_eq(job->nclient, 4);
+    for (uint32_t k = 0; k < 4; k++) {
+        ck_assert_uint_eq(job->client_ids[k], 3 + 4 * k);
+        ck_assert_int_eq(split_of(job, job->client_ids[k])->local, 1);
+    }
+    /* The worker gets the first non-local splits, never a local one. */
+    ck_assert_uint_eq(jw_n(job, w1), 2);
+    disp_jw_t *jw = disp_job_jw(job, w1);
+    ck_assert_uint_eq(jw->ids[0], 0);
+    ck_assert_uint_eq(jw->ids[1], 1);
+    /* Acking a local split hands the client the next one (19). */
+    uint64_t id = 3;
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 1);
+    ck_assert_uint_eq(job->nclient, 4);
+    ck_assert_uint_eq(job->client_ids[3], 19);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_assignment_caps)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 100, 1, "\"all\"");
+    uint64_t w1 = add_worker(&e, "w1:1");
+    uint64_t w2 = add_worker(&e, "w2:1");
+    /* w1 registered first and took 2 (its cap) before w2 existed. */
+    ck_assert_uint_eq(jw_n(job, w1), 2);
+    ck_assert_uint_eq(jw_n(job, w2), 2);
+    ck_assert_uint_eq(counts_pending(job), 6);
+    ck_assert_uint_eq(e.reg.workers[0]->outstanding, 2);
+    /* Nothing changes without acks. */
+    tick(&e);
+    ck_assert_uint_eq(counts_pending(job), 6);
+    /* An ack frees one slot at w2; the next split in order goes there. */
+    disp_jw_t *jw2 = disp_job_jw(job, w2);
+    uint64_t id = jw2->ids[0];
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 1);
+    ck_assert_uint_eq(jw_n(job, w2), 2);
+    ck_assert_uint_eq(jw2->ids[1], 4);
+    ck_assert_uint_eq(counts_pending(job), 5);
+    /* A third worker gets the least-loaded share first. */
+    uint64_t w3 = add_worker(&e, "w3:1");
+    ck_assert_uint_eq(jw_n(job, w3), 2);
+    ck_assert_uint_eq(counts_pending(job), 3);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_least_outstanding_over_jobs)
+{
+    env_t e;
+    env_init(&e, NULL);
+    uint64_t w1 = add_worker(&e, "w1:1");
+    uint64_t w2 = add_worker(&e, "w2:1");
+    /* Job A has one split: it goes to w1 (tie on everything, lowest id). */
+    disp_job_t *a = submit(&e, 5, 1, "\"all\"");
+    ck_assert_uint_eq(jw_n(a, w1), 1);
+    /* Job B's first split goes to w2: same count in B, fewer over all jobs. */
+    disp_job_t *b = submit(&e, 10, 1, "\"all\"");
+    ck_assert_uint_eq(jw_n(b, w2), 1);
+    ck_assert_uint_eq(jw_n(b, w1), 0);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_worker_loss_reassigns)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 100, 1, "\"all\"");
+    uint64_t w1 = add_worker(&e, "w1:1");
+    uint64_t w2 = add_worker(&e, "w2:1");
+    ck_assert_uint_eq(disp_job_jw(job, w1)->ids[0], 0);
+    ck_assert_uint_eq(disp_job_jw(job, w1)->ids[1], 1);
+    /* Ack w2's work so it has room for what w1 drops. */
+    uint64_t acks[2] = {disp_job_jw(job, w2)->ids[0], disp_job_jw(job, w2)->ids[1]};
+    e.now += 600;
+    beat_all(&e, 0);
+    e.now += 600;
+    beat_all(&e, w1); /* w1 falls silent */
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, acks, 2, e.now), 2);
+    ck_assert_uint_eq(jw_n(job, w2), 2); /* refilled with 4, 5 */
+    ck_assert_uint_eq(disp_job_jw(job, w2)->ids[0], 4);
+    disp_jobs_ack(&e.js, job, disp_job_jw(job, w2)->ids, 2, e.now);
+    /* Now w2 holds 6, 7. Let w1 expire. */
+    e.now += 500;
+    beat_all(&e, w1);
+    tick(&e);
+    ck_assert_ptr_null(disp_registry_live(&e.reg, w1));
+    ck_assert_ptr_null(disp_job_jw(job, w1));
+    ck_assert_uint_eq(job->reassigned_total, 2);
+    ck_assert_uint_eq(e.js.splits_reassigned_total, 2);
+    /* 0 and 1 went to the front of the queue: after acks at w2 they come
+     * first, before 8. */
+    disp_jw_t *jw2 = disp_job_jw(job, w2);
+    disp_jobs_ack(&e.js, job, jw2->ids, 2, e.now);
+    jw2 = disp_job_jw(job, w2);
+    ck_assert_uint_eq(jw2->n, 2);
+    ck_assert_uint_eq(jw2->ids[0], 0);
+    ck_assert_uint_eq(jw2->ids[1], 1);
+    ck_assert_uint_eq(split_of(job, 0)->owner, w2);
+    /* A lost worker's heartbeat gets nothing; its register makes a new id. */
+    disp_worker_t *w = NULL;
+    int is_new = 0;
+    ck_assert_int_eq(disp_registry_register(&e.reg, "w1:1", "h", 4, w1, e.now, &w, &is_new), 0);
+    ck_assert_uint_ne(w->id, w1);
+    ck_assert_int_eq(is_new, 1);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_retry)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 100, 1, "{\"split\": 4, \"local_share\": 0.5}");
+    uint64_t w1 = add_worker(&e, "w1:1");
+    uint64_t w2 = add_worker(&e, "w2:1");
+    /* Odd splits are the client's (1, 3, 5, 7 within its cap); remote ones
+     * are even: w1 has 0, 2; w2 has 4, 6; 8 waits. */
+    ck_assert_uint_eq(job->nclient, 4);
+    ck_assert_uint_eq(disp_job_jw(job, w1)->ids[1], 2);
+    ck_assert_uint_eq(disp_job_jw(job, w2)->ids[0], 4);
+    ck_assert_uint_eq(job->plan.split, 3); /* spec split 4 = all 3 units */
+    /* Retry 2 (w1's stream broke) plus ids that must be ignored: a client
+     * split and a nonsense id. */
+    uint64_t r[3] = {2, 1, 999999};
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, r, 3, e.now), 1);
+    disp_jw_t *jw1 = disp_job_jw(job, w1);
+    ck_assert_uint_eq(jw1->nrevoked, 1);
+    ck_assert_uint_eq(jw1->revoked[0], 2);
+    ck_assert_uint_eq(job->reassigned_total, 1);
+    /* Nobody else has room, so w1 gets it back rather than letting it wait;
+     * it went to the front, ahead of 8. */
+    disp_split_t *s2 = split_of(job, 2);
+    ck_assert_uint_eq(s2->state, DISP_SPLIT_ASSIGNED);
+    ck_assert_uint_eq(s2->owner, w1);
+    ck_assert_uint_eq(s2->avoid, w1);
+    ck_assert_uint_eq(split_of(job, 8)->state, DISP_SPLIT_PENDING);
+    ck_assert_uint_eq(split_of(job, 1)->owner, 0);
+    ck_assert_uint_eq(split_of(job, 1)->state, DISP_SPLIT_ASSIGNED);
+    /* An ack at w2 lets 8 go there; a retry of an acked split is ignored. */
+    uint64_t a = 4;
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a, 1, e.now), 1);
+    ck_assert_uint_eq(split_of(job, 8)->owner, w2);
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, e.now), 0);
+    /* A retry of a split that is both acked and retried in one request:
+     * the ack (applied first by the service) wins. */
+    a = 6;
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a, 1, e.now), 1);
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, e.now), 0);
+    ck_assert_uint_eq(job->reassigned_total, 1);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_retry_prefers_other_worker)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 30, 1, "\"all\"");
+    uint64_t w1 = add_worker(&e, "w1:1");
+    uint64_t w2 = add_worker(&e, "w2:1");
+    /* 3 splits: w1 has 0, 1; w2 has 2 and room for one more. */
+    ck_assert_uint_eq(jw_n(job, w1), 2);
+    ck_assert_uint_eq(jw_n(job, w2), 1);
+    uint64_t r = 0;
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &r, 1, e.now), 1);
+    /* w1 now has fewer splits than w2, but 0 came from w1: w2 gets it. */
+    ck_assert_uint_eq(split_of(job, 0)->owner, w2);
+    ck_assert_uint_eq(jw_n(job, w1), 1);
+    ck_assert_uint_eq(jw_n(job, w2), 2);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_acks_epochs_finish)
+{
+    env_t e;
+    env_init(&e, NULL);
+    uint64_t w1 = add_worker(&e, "w1:1");
+    disp_job_t *job = submit(&e, 30, 3, "\"all\"");
+    ck_assert_uint_eq(job->nsplits, 3);
+    /* w1 holds 0, 1; split 2 pending: epoch 1 does not exist yet. */
+    ck_assert_uint_eq(job->nep, 1);
+    uint64_t a[2] = {0, 1};
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, a, 2, e.now), 2);
+    /* w1 took 2 and then epoch 0 was fully assigned -> epoch 1 created and
+     * its first split (id 3) handed out too. */
+    ck_assert_uint_eq(job->nep, 2);
+    ck_assert_uint_eq(disp_job_jw(job, w1)->ids[0], 2);
+    ck_assert_uint_eq(disp_job_jw(job, w1)->ids[1], 3);
+    /* Repeated and stale acks change nothing. */
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, a, 2, e.now), 0);
+    uint64_t future = 8; /* epoch 2: not created */
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &future, 1, e.now), 0);
+    /* Epoch 1 fully assigned but epoch 0 unacked: no third epoch. */
+    uint64_t a2[2] = {3, 4};
+    /* Ack 3 then 4 (4 was handed out after 3's ack). */
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a2[0], 1, e.now), 1);
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a2[1], 1, e.now), 1);
+    ck_assert_uint_eq(job->nep, 2); /* epochs 0 and 1; split 2 of epoch 0 still out */
+    ck_assert_uint_eq(job->ep[0].epoch, 0);
+    ck_assert_uint_eq(job->ep[1].epoch, 1);
+    uint64_t two = 2;
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &two, 1, e.now), 1);
+    /* Epoch 0 done and freed; epoch 1 fully assigned -> epoch 2 created. */
+    ck_assert_uint_eq(job->ep[0].epoch, 1);
+    ck_assert_uint_eq(job->nep, 2);
+    ck_assert_ptr_null(split_of(job, 0));
+    /* Ack everything left until finished. */
+    for (int guard = 0; guard < 20 && job->state == DISP_JOB_ACTIVE; guard++) {
+        disp_jw_t *jw = disp_job_jw(job, w1);
+        ck_assert_ptr_nonnull(jw);
+        ck_assert_uint_gt(jw->n, 0);
+        uint64_t id = jw->ids[0];
+        disp_jobs_ack(&e.js, job, &id, 1, e.now);
+    }
+    ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
+    ck_assert_uint_eq(job->acked_total, 9);
+    ck_assert_uint_eq(job->nep, 0);
+    ck_assert_uint_eq(e.reg.workers[0]->outstanding, 0);
+    ck_assert_uint_eq(e.js.splits_acked_total, 9);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_no_worker_fallback)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 100, 1, "\"all\"");
+    /* Within worker_timeout of start-up, workers may still come. */
+    e.now += 999;
+    tick(&e);
+    ck_assert_uint_eq(job->nclient, 0);
+    /* Then the client gets remote splits, up to its cap, in order. */
+    e.now += 1;
+    tick(&e);
+    ck_assert_uint_eq(job->nclient, 4);
+    ck_assert_uint_eq(job->client_ids[0], 0);
+    ck_assert_uint_eq(split_of(job, 0)->owner, 0);
+    /* A worker that joins takes the rest; the client keeps what it has. */
+    uint64_t w1 = add_worker(&e, "w1:1");
+    ck_assert_uint_eq(jw_n(job, w1), 2);
+    uint64_t c[4] = {0, 1, 2, 3};
+    disp_jobs_ack(&e.js, job, c, 4, e.now);
+    ck_assert_uint_eq(job->nclient, 0); /* a worker is live again: no fallback */
+    /* The worker dies: after it was silent a whole timeout, its splits and
+     * the rest go to the client again. */
+    e.now += 1000;
+    tick(&e);
+    ck_assert_ptr_null(disp_registry_live(&e.reg, w1));
+    ck_assert_uint_eq(job->nclient, 4);
+    ck_assert_uint_eq(job->client_ids[0], 4); /* the lost splits first */
+    ck_assert_uint_eq(job->client_ids[1], 5);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_all_workers_refuse)
+{
+    env_t e;
+    env_init(&e, NULL);
+    uint64_t w1 = add_worker(&e, "w1:1");
+    disp_job_t *job = submit(&e, 50, 1, "\"all\"");
+    ck_assert_uint_eq(jw_n(job, w1), 2);
+    ck_assert_int_eq(disp_jobs_worker_refused(&e.js, job, w1, "fingerprint 8 != 7", e.now), 0);
+    /* Banned: nothing for w1, its splits and the rest go to the client. */
+    ck_assert_uint_eq(jw_n(job, w1), 0);
+    ck_assert_int_eq(disp_job_jw(job, w1)->banned, 1);
+    ck_assert_uint_eq(job->nclient, 4);
+    ck_assert_uint_eq(job->client_ids[0], 0);
+    ck_assert_ptr_nonnull(strstr(job->worker_failure, "fingerprint"));
+    /* Another worker can still take the job. */
+    uint64_t w2 = add_worker(&e, "w2:1");
+    ck_assert_uint_eq(jw_n(job, w2), 1); /* splits 4 is all that is left */
+    ck_assert_int_eq(job->state, DISP_JOB_ACTIVE);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_client_timeout_and_close)
+{
+    env_t e;
+    env_init(&e, NULL);
+    uint64_t w1 = add_worker(&e, "w1:1");
+    disp_job_t *job = submit(&e, 50, 1, "\"all\"");
+    uint64_t id = job->id;
+    ck_assert_uint_eq(e.reg.workers[0]->outstanding, 2);
+    ck_assert_uint_eq(e.js.nopen, 1);
+    e.now += 4999;
+    beat_all(&e, 0);
+    tick(&e);
+    ck_assert_int_eq(job->state, DISP_JOB_ACTIVE);
+    e.now += 1;
+    beat_all(&e, 0);
+    tick(&e);
+    ck_assert_int_eq(job->state, DISP_JOB_CLOSED);
+    ck_assert_ptr_nonnull(strstr(job->close_reason, "client silent"));
+    ck_assert_uint_eq(e.reg.workers[0]->outstanding, 0);
+    ck_assert_uint_eq(e.js.nopen, 0);
+    ck_assert_uint_eq(e.js.split_slots, 0);
+    ck_assert_ptr_null(disp_job_jw(job, w1));
+    /* Kept for /status, then dropped. */
+    ck_assert_ptr_eq(disp_jobs_find(&e.js, id), job);
+    e.now += DISP_CLOSED_LINGER_MS;
+    beat_all(&e, 0);
+    tick(&e);
+    ck_assert_ptr_null(disp_jobs_find(&e.js, id));
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_submit_errors)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = NULL;
+    char err[512] = "";
+    /* A bad spec: the parser's own message, naming the spec name. */
+    disp_submit_t sub = {.spec_json = "{\"source\": 3}", .spec_len = 13, .spec_name = "x.json",
+                         .num_samples = 10};
+    ck_assert_int_eq(disp_jobs_submit(&e.js, &sub, e.now, &job, err, sizeof(err)), -EINVAL);
+    sl_spec_t spec;
+    char want[512] = "";
+    ck_assert_int_ne(sl_spec_parse("x.json", "{\"source\": 3}", 13, &spec, want, sizeof(want)),
+                     0);
+    ck_assert_str_eq(err, want);
+    sub.spec_name = NULL;
+    ck_assert_int_eq(disp_jobs_submit(&e.js, &sub, e.now, &job, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strncmp(err, "<rpc>", 5) == 0, "%s", err);
+    /* num_samples 0 and absurd sample counts. */
+    ck_assert_int_eq(try_submit(&e, 0, 1, "\"all\"", &job, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "num_samples"));
+    ck_assert_int_eq(try_submit(&e, 1ull << 40, 1, "\"all\"", &job, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "split_size"));
+    /* max_jobs = 3. */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(try_submit(&e, 10, 1, "\"all\"", &job, err, sizeof(err)), 0);
+    }
+    ck_assert_int_eq(try_submit(&e, 10, 1, "\"all\"", &job, err, sizeof(err)), -ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "max_jobs"));
+    /* Closing one makes room. */
+    disp_jobs_close(&e.js, e.js.jobs[0], "test", e.now);
+    ck_assert_int_eq(try_submit(&e, 10, 1, "\"all\"", &job, err, sizeof(err)), 0);
+    env_free(&e);
+}
+END_TEST
+
+/* Random events; in the end every split of every epoch was acknowledged
+ * exactly once and no worker holds anything. */
+START_TEST(test_random_exactly_once)
+{
+    env_t e;
+    env_init(&e, NULL);
+    srand(12345);
+    const unsigned epochs = 4;
+    disp_job_t *job = submit(&e, 237, epochs, "{\"split\": 2, \"local_share\": 0.3}");
+    uint64_t total = (uint64_t)job->nsplits * epochs;
+    uint8_t *acked = calloc(total, 1);
+    ck_assert_ptr_nonnull(acked);
+    uint64_t w[3] = {add_worker(&e, "a:1"), add_worker(&e, "b:1"), add_worker(&e, "c:1")};
+    uint64_t nacked = 0;
+    for (int step = 0; step < 20000 && job->state == DISP_JOB_ACTIVE; step++) {
+        e.now += 10;
+        int ev = rand() % 100;
+        if (ev < 3) {
+            /* Kill a random worker by silence (it is re-registered later). */
+            int k = rand() % 3;
+            disp_worker_t *ww = disp_registry_live(&e.reg, w[k]);
+            if (ww != NULL) {
+                ww->last_heartbeat_ms = e.now - LIM.worker_timeout_ms;
+            }
+        } else if (ev < 6) {
+            int k = rand() % 3;
+            if (disp_registry_live(&e.reg, w[k]) == NULL) {
+                char addr[32];
+                snprintf(addr, sizeof(addr), "n%d:1", step);
+                w[k] = add_worker(&e, addr);
+            }
+        } else if (ev < 12 && job->njw > 0) {
+            /* Retry one of a worker's splits. */
+            disp_jw_t *jw = &job->jw[rand() % job->njw];
+            if (jw->n > 0) {
+                uint64_t id = jw->ids[rand() % jw->n];
+                disp_jobs_retry(&e.js, job, &id, 1, e.now);
+            }
+        } else {
+            /* Ack something some owner holds (the client or a worker). */
+            uint64_t id = UINT64_MAX;
+            if (job->nclient > 0 && rand() % 2 == 0) {
+                id = job->client_ids[rand() % job->nclient];
+            } else if (job->njw > 0) {
+                disp_jw_t *jw = &job->jw[rand() % job->njw];
+                if (jw->n > 0) {
+                    id = jw->ids[0];
+                }
+            }
+            if (id != UINT64_MAX) {
+                ck_assert_uint_lt(id, total);
+                ck_assert_int_eq(acked[id], 0);
+                ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 1);
+                acked[id] = 1;
+                nacked++;
+                /* Duplicate acks count nothing. */
+                ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 0);
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            disp_worker_t *ww = disp_registry_live(&e.reg, w[k]);
+            if (ww != NULL && ww->last_heartbeat_ms > e.now - LIM.worker_timeout_ms &&
+                rand() % 2 == 0) {
+                ww->last_heartbeat_ms = e.now;
+            }
+        }
+        job->last_client_ms = e.now;
+        tick(&e);
+        /* Invariant: each worker's outstanding = sum over its job lists. */
+        for (size_t i = 0; i < e.reg.n; i++) {
+            disp_worker_t *ww = e.reg.workers[i];
+            if (ww->state == DISP_WORKER_LIVE) {
+                ck_assert_uint_eq(ww->outstanding, jw_n(job, ww->id));
+                ck_assert_uint_le(ww->outstanding, LIM.max_splits_per_worker);
+            }
+        }
+        ck_assert_uint_le(job->nclient, LIM.max_client_splits);
+        ck_assert_uint_le(job->nep, 2);
+    }
+    ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
+    ck_assert_uint_eq(nacked, total);
+    for (uint64_t i = 0; i < total; i++) {
+        ck_assert_int_eq(acked[i], 1);
+    }
+    ck_assert_uint_eq(job->acked_total, total);
+    free(acked);
+    env_free(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------ service */
+
+typedef struct svc_env_s {
+    disp_t d;
+    int64_t now;
+} svc_env_t;
+
+static void svc_init(svc_env_t *s)
+{
+    disp_config_t cfg;
+    char err[256];
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+    cfg.split_size = 10;
+    cfg.max_splits_per_worker = 2;
+    s->now = 50000;
+    ck_assert_int_eq(disp_init(&s->d, &cfg, 100, s->now), 0);
+}
+
+static uint64_t svc_register(svc_env_t *s, const char *addr)
+{
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = (char *)addr;
+    req.threads = 2;
+    ck_assert_int_eq(disp_svc_register_worker(&s->d, &req, &resp, &a, s->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(resp.heartbeat_ms, 500);
+    disp_arena_free(&a);
+    return resp.worker_id;
+}
+
+static int svc_submit(svc_env_t *s, const char *spec, uint64_t n, uint64_t *ret_id, char *err,
+                      size_t errlen)
+{
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = (char *)spec;
+    req.num_samples = n;
+    req.source_fingerprint = 99;
+    int code = disp_svc_submit_job(&s->d, &req, &resp, &a, s->now, err, errlen);
+    if (code == SL_RPC_OK) {
+        ck_assert_ptr_nonnull(resp.plan);
+        *ret_id = resp.job_id;
+    }
+    disp_arena_free(&a);
+    return code;
+}
+
+START_TEST(test_svc_flow)
+{
+    svc_env_t s;
+    svc_init(&s);
+    char err[1024] = "";
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
+    uint64_t wid = svc_register(&s, "127.0.0.1:9");
+    uint64_t jid = 0;
+    ck_assert_int_eq(svc_submit(&s, spec, 35, &jid, err, sizeof(err)), SL_RPC_OK);
+
+    /* The client sees the splits (and the worker) at once, before the
+     * worker heard of them. */
+    Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    Sluice__GetAssignmentResponse gresp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    greq.job_id = jid;
+    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &gresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(gresp.n_splits, 2);
+    ck_assert_uint_eq(gresp.n_workers, 1);
+    ck_assert_int_eq(gresp.finished, 0);
+    ck_assert_str_eq(gresp.plan->mode, "all");
+    disp_arena_free(&a);
+
+    /* Heartbeat: spec + two assignments. */
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    hreq.worker_id = wid;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &hresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_int_eq(hresp.known, 1);
+    ck_assert_uint_eq(hresp.n_jobs, 1);
+    ck_assert_uint_eq(hresp.jobs[0]->job_id, jid);
+    ck_assert_uint_eq(hresp.jobs[0]->num_samples, 35);
+    ck_assert_uint_eq(hresp.jobs[0]->source_fingerprint, 99);
+    sl_spec_t parsed;
+    ck_assert_int_eq(sl_spec_parse("hb", hresp.jobs[0]->spec_json,
+                                   strlen(hresp.jobs[0]->spec_json), &parsed, err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(hresp.n_assign, 2);
+    ck_assert_uint_eq(hresp.assign[0]->split_id, 0);
+    ck_assert_uint_eq(hresp.assign[0]->begin, 0);
+    ck_assert_uint_eq(hresp.assign[0]->end, 10);
+    ck_assert_uint_eq(hresp.assign[0]->stage_to, 3);
+    ck_assert_uint_eq(hresp.assign[0]->worker_id, wid);
+    ck_assert_uint_eq(hresp.assign[1]->split_id, 1);
+    disp_arena_free(&a);
+
+    /* Next heartbeat, job known: nothing new. */
+    uint64_t known[1] = {jid};
+    hreq.n_known_jobs = 1;
+    hreq.known_jobs = known;
+    Sluice__HeartbeatResponse h2 = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h2, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(h2.n_jobs, 0);
+    ck_assert_uint_eq(h2.n_assign, 0);
+    ck_assert_uint_eq(h2.n_closed_jobs, 0);
+    disp_arena_free(&a);
+
+    /* GetAssignment lists both with their owner and the endpoint. */
+    Sluice__GetAssignmentResponse g2 = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g2, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(g2.n_splits, 2);
+    ck_assert_uint_eq(g2.splits[0]->worker_id, wid);
+    ck_assert_uint_eq(g2.n_workers, 1);
+    ck_assert_str_eq(g2.workers[0]->address, "127.0.0.1:9");
+    disp_arena_free(&a);
+
+    /* Ack with a retry of the other one: the retried split is revoked at
+     * the worker and (only worker) handed back to it. */
+    Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    uint64_t ack[1] = {0};
+    uint64_t retry[1] = {1};
+    Sluice__SkipCount sk = SLUICE__SKIP_COUNT__INIT;
+    Sluice__SkipCount *skp[1] = {&sk};
+    sk.reason = "corrupt";
+    sk.count = 2;
+    areq.job_id = jid;
+    areq.n_split_ids = 1;
+    areq.split_ids = ack;
+    areq.n_retry_split_ids = 1;
+    areq.retry_split_ids = retry;
+    areq.n_skipped = 1;
+    areq.skipped = skp;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_int_eq(aresp.finished, 0);
+    disp_arena_free(&a);
+    Sluice__HeartbeatResponse h3 = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h3, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(h3.n_revoked_splits, 1);
+    ck_assert_uint_eq(h3.revoked_splits[0], 1);
+    ck_assert_uint_eq(h3.n_assign, 2); /* 1 again, and 2 */
+    disp_arena_free(&a);
+
+    /* Status JSON is valid and mentions the job and the skip reason. */
+    size_t len = 0;
+    char *js = disp_status_json(&s.d, s.now, &len);
+    ck_assert_ptr_nonnull(js);
+    ck_assert_ptr_nonnull(strstr(js, "\"corrupt\": 2"));
+    ck_assert_ptr_nonnull(strstr(js, "\"train\""));
+    free(js);
+    char *m = disp_status_metrics(&s.d, s.now, &len);
+    ck_assert_ptr_nonnull(strstr(m, "sluice_workers 1\n"));
+    ck_assert_ptr_nonnull(strstr(m, "sluice_splits_acked_total 1\n"));
+    ck_assert_ptr_nonnull(strstr(m, "sluice_splits_reassigned_total 1\n"));
+    free(m);
+
+    /* The worker refuses the job: it gets no more of it. */
+    uint64_t failed[1] = {jid};
+    hreq.n_failed_jobs = 1;
+    hreq.failed_jobs = failed;
+    hreq.failure = "source_fingerprint 5 != 99";
+    Sluice__HeartbeatResponse h4 = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h4, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(h4.n_assign, 0);
+    disp_arena_free(&a);
+    hreq.n_failed_jobs = 0;
+
+    /* CloseJob; the worker is told through closed_jobs. */
+    Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
+    creq.job_id = jid;
+    ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK); /* idempotent */
+    Sluice__HeartbeatResponse h5 = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    uint64_t known2[2] = {jid, 424242};
+    hreq.n_known_jobs = 2;
+    hreq.known_jobs = known2;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h5, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(h5.n_closed_jobs, 2);
+    ck_assert_uint_eq(h5.closed_jobs[0], jid);
+    ck_assert_uint_eq(h5.closed_jobs[1], 424242);
+    disp_arena_free(&a);
+
+    /* A closed or unknown job: NOT_FOUND everywhere. */
+    Sluice__GetAssignmentResponse g3 = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g3, &a, s.now, err, sizeof(err)),
+                     SL_RPC_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err, "closed"));
+    areq.job_id = 777;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_NOT_FOUND);
+    Sluice__ReportRatesRequest rreq = SLUICE__REPORT_RATES_REQUEST__INIT;
+    Sluice__ReportRatesResponse rresp = SLUICE__REPORT_RATES_RESPONSE__INIT;
+    rreq.job_id = 777;
+    ck_assert_int_eq(disp_svc_report_rates(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_NOT_FOUND);
+    creq.job_id = 777;
+    ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_NOT_FOUND);
+    disp_arena_free(&a);
+
+    /* Unknown worker: known = false. */
+    hreq.worker_id = 5;
+    Sluice__HeartbeatResponse h6 = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h6, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_int_eq(h6.known, 0);
+    disp_arena_free(&a);
+    disp_destroy(&s.d);
+}
+END_TEST
+
+/* A heartbeat reply that never reached the worker: the assignment is sent
+ * again once the worker has failed to report it for a few heartbeats; one
+ * the worker reports in progress is never sent twice. */
+START_TEST(test_svc_resend_lost_assignment)
+{
+    svc_env_t s;
+    svc_init(&s);
+    char err[1024] = "";
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
+    uint64_t wid = svc_register(&s, "127.0.0.1:9");
+    uint64_t jid = 0;
+    ck_assert_int_eq(svc_submit(&s, spec, 20, &jid, err, sizeof(err)), SL_RPC_OK);
+    disp_arena_t a = {0};
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    hreq.worker_id = wid;
+    Sluice__HeartbeatResponse r = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &r, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(r.n_assign, 2); /* splits 0 and 1; this reply is "lost" */
+    disp_arena_free(&a);
+    /* The worker keeps reporting split 1 only (it got it some other way). */
+    uint64_t known[1] = {jid};
+    uint64_t prog[1] = {1};
+    hreq.n_known_jobs = 1;
+    hreq.known_jobs = known;
+    hreq.n_splits_in_progress = 1;
+    hreq.splits_in_progress = prog;
+    size_t resent_at = 0;
+    for (size_t beat = 1; beat <= DISP_RESEND_AFTER_HB + 1; beat++) {
+        Sluice__HeartbeatResponse rr = SLUICE__HEARTBEAT_RESPONSE__INIT;
+        ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &rr, &a, s.now, err, sizeof(err)),
+                         SL_RPC_OK);
+        if (rr.n_assign > 0) {
+            ck_assert_uint_eq(rr.n_assign, 1);
+            ck_assert_uint_eq(rr.assign[0]->split_id, 0);
+            ck_assert_uint_eq(resent_at, 0);
+            resent_at = beat;
+        }
+        disp_arena_free(&a);
+    }
+    ck_assert_uint_eq(resent_at, DISP_RESEND_AFTER_HB + 1);
+    /* The client keeps seeing both splits throughout. */
+    Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    Sluice__GetAssignmentResponse g = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    greq.job_id = jid;
+    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g, &a, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(g.n_splits, 2);
+    disp_arena_free(&a);
+    disp_destroy(&s.d);
+}
+END_TEST
+
+START_TEST(test_svc_submit_errors)
+{
+    svc_env_t s;
+    svc_init(&s);
+    char err[1024] = "";
+    uint64_t id = 0;
+    const char *bad = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"t\"},\n"
+                      " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"flip\", \"p\": 2}]}";
+    ck_assert_int_eq(svc_submit(&s, bad, 10, &id, err, sizeof(err)), SL_RPC_INVALID_ARGUMENT);
+    sl_spec_t spec;
+    char want[1024] = "";
+    ck_assert_int_ne(sl_spec_parse("<rpc>", bad, strlen(bad), &spec, want, sizeof(want)), 0);
+    ck_assert_str_eq(err, want);
+    ck_assert_int_eq(svc_submit(&s, "not json", 10, &id, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    char spec_ok[1024];
+    snprintf(spec_ok, sizeof(spec_ok), SPEC_FMT, 1u, "\"all\"");
+    ck_assert_int_eq(svc_submit(&s, spec_ok, 0, &id, err, sizeof(err)), SL_RPC_INVALID_ARGUMENT);
+    for (int i = 0; i < 64; i++) {
+        ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)), SL_RPC_OK);
+    }
+    ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)),
+                     SL_RPC_RESOURCE_EXHAUSTED);
+    /* Multi-consumer jobs are refused for now. */
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    req.spec_json = spec_ok;
+    req.num_samples = 10;
+    req.world_size = 2;
+    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_UNIMPLEMENTED);
+    disp_arena_free(&a);
+    /* Register without an address. */
+    Sluice__RegisterWorkerRequest rreq = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse rresp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_register_worker(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    disp_arena_free(&a);
+    disp_destroy(&s.d);
+}
+END_TEST
+
+START_TEST(test_registry)
+{
+    disp_registry_t r;
+    ck_assert_int_eq(disp_registry_init(&r, 2, 10, 0), 0);
+    disp_worker_t *w = NULL;
+    int is_new = 0;
+    ck_assert_int_eq(disp_registry_register(&r, "a:1", "h", 1, 0, 0, &w, &is_new), 0);
+    ck_assert_uint_eq(w->id, 10);
+    /* A retried register with the same id and address: same worker. */
+    ck_assert_int_eq(disp_registry_register(&r, "a:1", "h", 1, 10, 5, &w, &is_new), 0);
+    ck_assert_uint_eq(w->id, 10);
+    ck_assert_int_eq(is_new, 0);
+    /* After a dispatcher restart a worker asks for its old id: granted. */
+    ck_assert_int_eq(disp_registry_register(&r, "b:1", "h", 1, 500, 5, &w, &is_new), 0);
+    ck_assert_uint_eq(w->id, 500);
+    /* Full of live workers. */
+    ck_assert_int_eq(disp_registry_register(&r, "c:1", "h", 1, 0, 5, &w, &is_new), -ENOSPC);
+    ck_assert_int_eq(disp_registry_register(&r, "", "h", 1, 0, 5, &w, &is_new), -EINVAL);
+    /* Expiry: both lost; the slot of a lost one can be reused. */
+    uint64_t lost[4];
+    ck_assert_uint_eq(disp_registry_expire(&r, 1005, 1000, lost, 4), 2);
+    ck_assert_int_eq(disp_registry_no_workers(&r, 1005, 1000), 1); /* silent since 5 */
+    ck_assert_int_eq(disp_registry_register(&r, "c:1", "h", 1, 0, 1006, &w, &is_new), 0);
+    ck_assert_uint_eq(w->id, 501); /* never below an id seen */
+    ck_assert_int_eq(disp_registry_no_workers(&r, 1006, 1000), 0);
+    /* A lost id asked for again gets a new one. */
+    ck_assert_uint_eq(disp_registry_expire(&r, 3000, 1000, lost, 4), 1);
+    ck_assert_int_eq(disp_registry_register(&r, "c:1", "h", 1, 501, 3001, &w, &is_new), 0);
+    ck_assert_uint_ne(w->id, 501);
+    disp_registry_destroy(&r);
+}
+END_TEST
+
+int main(void)
+{
+    sl_log_set_level(LOG_ERR);
+    Suite *s = suite_create("dispatcher_jobs");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_split_creation);
+    tcase_add_test(tc, test_local_share_rule);
+    tcase_add_test(tc, test_assignment_caps);
+    tcase_add_test(tc, test_least_outstanding_over_jobs);
+    tcase_add_test(tc, test_worker_loss_reassigns);
+    tcase_add_test(tc, test_retry);
+    tcase_add_test(tc, test_retry_prefers_other_worker);
+    tcase_add_test(tc, test_acks_epochs_finish);
+    tcase_add_test(tc, test_no_worker_fallback);
+    tcase_add_test(tc, test_all_workers_refuse);
+    tcase_add_test(tc, test_client_timeout_and_close);
+    tcase_add_test(tc, test_submit_errors);
+    tcase_add_test(tc, test_random_exactly_once);
+    tcase_add_test(tc, test_svc_flow);
+    tcase_add_test(tc, test_svc_resend_lost_assignment);
+    tcase_add_test(tc, test_svc_submit_errors);
+    tcase_add_test(tc, test_registry);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

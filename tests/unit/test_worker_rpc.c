@@ -1,0 +1,488 @@
+/* Worker over real gRPC on loopback: the Fetch stream (credits, NOT_FOUND,
+ * FAILED_PRECONDITION, one stream per job, close -> OK, client cancel ->
+ * the job's work is dropped) and the control loop against a fake dispatcher
+ * (register, known=false -> register again, jobs and splits from heartbeats,
+ * failed_jobs reported). gRPC suites run without fork (GRPC_CORE.md). */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/rpc.h"
+#include "common/source.h"
+#include "proto/sluice.pb-c.h"
+#include "tests/unit/fixtures.h"
+#include "worker/control.h"
+#include "worker/stream.h"
+#include "worker/tasks.h"
+
+#define NIMG 12
+
+static char g_root[FX_TMPDIR_LEN];
+static uint64_t g_fp;
+
+static const char SPEC[] =
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 3},"
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 16}],"
+    " \"batch_size\": 2}";
+
+static void setup(void)
+{
+    sl_log_set_level(LOG_CRIT);
+    ck_assert_int_eq(fx_mkdtemp(g_root), 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/train/a", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    for (int i = 0; i < NIMG; i++) {
+        snprintf(path, sizeof(path), "%s/train/a/%02d.jpg", g_root, i);
+        fx_jpeg_opts_t o = {.width = 40, .height = 30, .seed = (uint32_t)i};
+        ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
+    }
+    sl_source_t *src = NULL;
+    char err[256];
+    ck_assert_int_eq(sl_source_open(g_root, SL_SRC_IMAGEFOLDER, "train", &src, err, sizeof(err)),
+                     0);
+    g_fp = sl_source_fingerprint(src);
+    sl_source_free(src);
+    sl_rpc_init();
+}
+
+static void teardown(void)
+{
+    sl_rpc_shutdown();
+    fx_rmtree(g_root);
+}
+
+static wk_tasks_t *new_tasks(void)
+{
+    wk_tasks_opts_t o = {
+        .data_root = g_root, .threads = 2, .buffer_bytes = 64u << 20, .max_message_bytes = 1 << 20};
+    wk_tasks_t *t = wk_tasks_new(&o);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+static void add_job(wk_tasks_t *t, uint64_t id, uint64_t fp)
+{
+    Sluice__JobSpec js = SLUICE__JOB_SPEC__INIT;
+    js.job_id = id;
+    js.spec_json = (char *)SPEC;
+    js.source_fingerprint = fp;
+    js.num_samples = NIMG;
+    wk_tasks_add_job(t, &js);
+}
+
+static void assign(wk_tasks_t *t, uint64_t job, uint64_t split, uint64_t b, uint64_t e)
+{
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    a.job_id = job;
+    a.split_id = split;
+    a.begin = b;
+    a.end = e;
+    a.stage_to = 1;
+    wk_tasks_assign(t, &a);
+}
+
+static sl_rpc_server_t *start_worker_server(wk_tasks_t *t, char *addr, size_t len)
+{
+    char err[256];
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .max_msg_bytes = 2 << 20};
+    sl_rpc_server_t *srv = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(srv);
+    ck_assert_int_eq(sl_rpc_server_add_stream(srv, WK_FETCH_METHOD,
+                                              &sluice__fetch_request__descriptor,
+                                              wk_stream_fetch, t),
+                     0);
+    ck_assert_int_eq(sl_rpc_server_start(srv, addr, len, err, sizeof(err)), 0);
+    return srv;
+}
+
+static sl_rpc_cstream_t *open_fetch(sl_rpc_channel_t *ch, uint64_t job, uint32_t credits)
+{
+    Sluice__FetchRequest req = SLUICE__FETCH_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job;
+    req.credits = credits;
+    sl_rpc_cstream_t *cs = NULL;
+    sl_rpc_status_t st;
+    ck_assert_int_eq(sl_rpc_cstream_open(ch, WK_FETCH_METHOD, &req.base,
+                                         &sluice__batch__descriptor, 30000, &cs, &st),
+                     0);
+    return cs;
+}
+
+static void grant(sl_rpc_cstream_t *cs, uint32_t credits)
+{
+    Sluice__FetchRequest req = SLUICE__FETCH_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.credits = credits;
+    ck_assert_int_eq(sl_rpc_cstream_send(cs, &req.base, 2000), 0);
+}
+
+/* Next Batch within ms: 0 with *ret, -ETIMEDOUT, or 1 at the end (status in st). */
+static int next_batch(sl_rpc_cstream_t *cs, int ms, Sluice__Batch **ret, sl_rpc_status_t *st)
+{
+    ProtobufCMessage *m = NULL;
+    int rc = sl_rpc_cstream_recv(cs, &m, ms, st);
+    if (rc == 0) {
+        *ret = (Sluice__Batch *)m;
+    }
+    return rc;
+}
+
+/* Waits for the end of the stream and returns its status code. */
+static int end_code(sl_rpc_cstream_t *cs, int ms, sl_rpc_status_t *st)
+{
+    Sluice__Batch *b = NULL;
+    int rc = next_batch(cs, ms, &b, st);
+    if (rc == 0) {
+        sluice__batch__free_unpacked(b, NULL);
+    }
+    ck_assert_msg(rc == 1 || rc == -ECOMM, "stream did not end: %d", rc);
+    return st->code;
+}
+
+static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
+{
+    wk_job_info_t rows[8];
+    size_t n = wk_tasks_snapshot(t, rows, 8);
+    for (size_t i = 0; i < n && i < 8; i++) {
+        if (rows[i].job_id == id) {
+            return rows[i];
+        }
+    }
+    ck_abort_msg("job %" PRIu64 " not in snapshot", id);
+    return rows[0];
+}
+
+START_TEST(test_fetch_credits_and_close)
+{
+    wk_tasks_t *t = new_tasks();
+    char addr[128], err[256];
+    sl_rpc_server_t *srv = start_worker_server(t, addr, sizeof(addr));
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(addr, 2 << 20, NULL, 1, err, sizeof(err));
+    ck_assert_ptr_nonnull(ch);
+
+    /* The stream opens before the job is known (heartbeat lag): it waits. */
+    sl_rpc_cstream_t *cs = open_fetch(ch, 42, 1);
+    usleep(200 * 1000);
+    add_job(t, 42, g_fp);
+    assign(t, 42, 1, 0, NIMG); /* 12 samples, batch 2: 6 messages */
+
+    sl_rpc_status_t st;
+    Sluice__Batch *b = NULL;
+    ck_assert_int_eq(next_batch(cs, 5000, &b, &st), 0);
+    ck_assert_uint_eq(b->job_id, 42);
+    ck_assert_uint_eq(b->split_id, 1);
+    ck_assert_uint_eq(b->n_samples, 2);
+    ck_assert_uint_eq(b->samples[0]->h, 16);
+    ck_assert_uint_eq(b->samples[0]->data.len, 16 * 16 * 3);
+    int positions[NIMG] = {0};
+    for (size_t i = 0; i < b->n_samples; i++) {
+        positions[b->samples[i]->position]++; /* completion order, not position order */
+    }
+    sluice__batch__free_unpacked(b, NULL);
+    /* One credit, one message: nothing more until more credits. */
+    ck_assert_int_eq(next_batch(cs, 300, &b, &st), -ETIMEDOUT);
+    grant(cs, 100);
+    int msgs = 1, done = 0;
+    while (!done) {
+        ck_assert_int_eq(next_batch(cs, 5000, &b, &st), 0);
+        for (size_t i = 0; i < b->n_samples; i++) {
+            positions[b->samples[i]->position]++;
+        }
+        done = b->split_done;
+        msgs++;
+        sluice__batch__free_unpacked(b, NULL);
+    }
+    ck_assert_int_eq(msgs, 6);
+    for (int p = 0; p < NIMG; p++) {
+        ck_assert_int_eq(positions[p], 1);
+    }
+    /* A second stream for the job waits, then ALREADY_EXISTS. */
+    sl_rpc_cstream_t *cs2 = open_fetch(ch, 42, 1);
+    ck_assert_int_eq(end_code(cs2, 10000, &st), SL_RPC_ALREADY_EXISTS);
+    sl_rpc_cstream_free(cs2);
+
+    /* The dispatcher closes the job: the stream ends OK. */
+    wk_tasks_close_job(t, 42);
+    ck_assert_int_eq(end_code(cs, 5000, &st), SL_RPC_OK);
+    sl_rpc_cstream_free(cs);
+
+    /* Unknown job: NOT_FOUND after the wait. Failed job: FAILED_PRECONDITION. */
+    add_job(t, 43, g_fp ^ 0xff);
+    for (int i = 0; i < 100 && info(t, 43).state == WK_JOB_LOADING; i++) {
+        usleep(10000);
+    }
+    cs = open_fetch(ch, 43, 1);
+    ck_assert_int_eq(end_code(cs, 10000, &st), SL_RPC_FAILED_PRECONDITION);
+    ck_assert_ptr_nonnull(strstr(st.details, "fingerprint"));
+    sl_rpc_cstream_free(cs);
+    cs = open_fetch(ch, 77, 1);
+    ck_assert_int_eq(end_code(cs, 10000, &st), SL_RPC_NOT_FOUND);
+    sl_rpc_cstream_free(cs);
+
+    sl_rpc_channel_free(ch);
+    wk_tasks_stop(t);
+    sl_rpc_server_free(srv);
+    wk_tasks_free(t);
+}
+END_TEST
+
+START_TEST(test_fetch_cancel_drops)
+{
+    wk_tasks_t *t = new_tasks();
+    char addr[128], err[256];
+    sl_rpc_server_t *srv = start_worker_server(t, addr, sizeof(addr));
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(addr, 2 << 20, NULL, 1, err, sizeof(err));
+    add_job(t, 9, g_fp);
+    assign(t, 9, 1, 0, NIMG);
+    assign(t, 9, 2, 0, 4);
+    sl_rpc_cstream_t *cs = open_fetch(ch, 9, 1);
+    sl_rpc_status_t st;
+    Sluice__Batch *b = NULL;
+    ck_assert_int_eq(next_batch(cs, 5000, &b, &st), 0);
+    sluice__batch__free_unpacked(b, NULL);
+    /* The client goes away with splits unfinished. */
+    sl_rpc_cstream_free(cs);
+    wk_job_info_t r;
+    for (int i = 0; i < 200; i++) {
+        r = info(t, 9);
+        if (r.streams_broken == 1 && !r.stream_attached) {
+            break;
+        }
+        usleep(10000);
+    }
+    ck_assert_uint_eq(r.streams_broken, 1);
+    ck_assert_uint_eq(r.splits_queued + r.splits_running, 0);
+    ck_assert_uint_eq(r.buffered_msgs, 0);
+    /* A new stream works at once and serves a re-assigned split. */
+    assign(t, 9, 2, 0, 4);
+    cs = open_fetch(ch, 9, 10);
+    int n = 0, done = 0;
+    while (!done) {
+        ck_assert_int_eq(next_batch(cs, 5000, &b, &st), 0);
+        ck_assert_uint_eq(b->split_id, 2);
+        n += (int)b->n_samples;
+        done = b->split_done;
+        sluice__batch__free_unpacked(b, NULL);
+    }
+    ck_assert_int_eq(n, 4);
+    /* Worker shutdown ends the stream UNAVAILABLE. */
+    wk_tasks_stop(t);
+    ck_assert_int_eq(end_code(cs, 5000, &st), SL_RPC_UNAVAILABLE);
+    sl_rpc_cstream_free(cs);
+    sl_rpc_channel_free(ch);
+    sl_rpc_server_free(srv);
+    wk_tasks_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ fake dispatcher */
+
+typedef struct fake_s {
+    pthread_mutex_t mu;
+    int registrations;
+    int heartbeats;
+    uint64_t last_id_offered; /* worker_id in the latest RegisterWorker */
+    char address[128];
+    int forget_once;  /* answer the next heartbeat known=false */
+    int send_jobs;    /* next heartbeat carries two jobs and a split */
+    uint64_t failed_seen;
+    char failure_seen[512];
+    int known_seen;
+    int splits_seen;
+} fake_t;
+
+static fake_t g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void fake_register(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    fake_t *f = ctx;
+    const Sluice__RegisterWorkerRequest *r = (const Sluice__RegisterWorkerRequest *)req;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    pthread_mutex_lock(&f->mu);
+    f->registrations++;
+    f->last_id_offered = r->worker_id;
+    snprintf(f->address, sizeof(f->address), "%s", r->address);
+    resp.worker_id = 100 + (uint64_t)f->registrations;
+    pthread_mutex_unlock(&f->mu);
+    resp.version = SL_PROTOCOL_VERSION;
+    resp.heartbeat_ms = 50;
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static void fake_heartbeat(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    fake_t *f = ctx;
+    const Sluice__HeartbeatRequest *r = (const Sluice__HeartbeatRequest *)req;
+    Sluice__HeartbeatResponse resp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    resp.known = 1;
+    Sluice__JobSpec js[2] = {SLUICE__JOB_SPEC__INIT, SLUICE__JOB_SPEC__INIT};
+    Sluice__JobSpec *pjs[2] = {&js[0], &js[1]};
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment *pa[1] = {&a};
+    pthread_mutex_lock(&f->mu);
+    f->heartbeats++;
+    f->known_seen = (int)r->n_known_jobs;
+    if (r->n_splits_in_progress > 0) {
+        f->splits_seen = 1;
+    }
+    if (r->n_failed_jobs > 0) {
+        f->failed_seen = r->failed_jobs[0];
+        snprintf(f->failure_seen, sizeof(f->failure_seen), "%s", r->failure);
+    }
+    if (f->forget_once) {
+        f->forget_once = 0;
+        resp.known = 0;
+    } else if (f->send_jobs) {
+        f->send_jobs = 0;
+        js[0].job_id = 1;
+        js[0].spec_json = (char *)SPEC;
+        js[0].source_fingerprint = g_fp;
+        js[0].num_samples = NIMG;
+        js[1] = js[0];
+        js[1].job_id = 2;
+        js[1].source_fingerprint = g_fp + 1;
+        resp.n_jobs = 2;
+        resp.jobs = pjs;
+        a.job_id = 1;
+        a.split_id = 5;
+        a.begin = 0;
+        a.end = NIMG;
+        a.stage_to = 1;
+        resp.n_assign = 1;
+        resp.assign = pa;
+    }
+    pthread_mutex_unlock(&f->mu);
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static int fake_get(int *field)
+{
+    pthread_mutex_lock(&g_fake.mu);
+    int v = *field;
+    pthread_mutex_unlock(&g_fake.mu);
+    return v;
+}
+
+static void fake_set(int *field, int v)
+{
+    pthread_mutex_lock(&g_fake.mu);
+    *field = v;
+    pthread_mutex_unlock(&g_fake.mu);
+}
+
+START_TEST(test_control_against_fake_dispatcher)
+{
+    char err[256];
+    /* Reserve a port, then let the worker try it while nothing listens. */
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    sl_rpc_server_t *probe = sl_rpc_server_new(&so, err, sizeof(err));
+    char daddr[128];
+    ck_assert_int_eq(sl_rpc_server_start(probe, daddr, sizeof(daddr), err, sizeof(err)), 0);
+    sl_rpc_server_free(probe);
+
+    wk_tasks_t *t = new_tasks();
+    wk_control_opts_t co = {.dispatcher = daddr, .advertise = "127.0.0.1:9999", .threads = 2,
+                            .max_message_bytes = 1 << 20};
+    wk_control_t *c = wk_control_new(&co, t, err, sizeof(err));
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(wk_control_start(c), 0);
+    usleep(400 * 1000);
+    wk_control_status_t cs;
+    wk_control_get_status(c, &cs);
+    ck_assert_int_eq(cs.state, WK_CTL_UNREGISTERED);
+    ck_assert_uint_ge(cs.failures, 2); /* 100 ms, 200 ms ... retries */
+
+    so.listen = daddr;
+    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(d);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/RegisterWorker",
+                            &sluice__register_worker_request__descriptor, fake_register,
+                            &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/Heartbeat",
+                            &sluice__heartbeat_request__descriptor, fake_heartbeat, &g_fake);
+    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+
+    for (int i = 0; i < 300 && fake_get(&g_fake.heartbeats) < 2; i++) {
+        usleep(10000);
+    }
+    ck_assert_int_ge(fake_get(&g_fake.heartbeats), 2);
+    ck_assert_int_eq(fake_get(&g_fake.registrations), 1);
+    pthread_mutex_lock(&g_fake.mu);
+    ck_assert_str_eq(g_fake.address, "127.0.0.1:9999");
+    pthread_mutex_unlock(&g_fake.mu);
+
+    /* The dispatcher forgets us: the worker registers again, offering its old id. */
+    fake_set(&g_fake.forget_once, 1);
+    for (int i = 0; i < 300 && fake_get(&g_fake.registrations) < 2; i++) {
+        usleep(10000);
+    }
+    ck_assert_int_eq(fake_get(&g_fake.registrations), 2);
+    pthread_mutex_lock(&g_fake.mu);
+    ck_assert_uint_eq(g_fake.last_id_offered, 101);
+    pthread_mutex_unlock(&g_fake.mu);
+    wk_control_get_status(c, &cs);
+    ck_assert_uint_eq(cs.worker_id, 102);
+
+    /* Jobs and a split arrive on a heartbeat; the bad one comes back as failed. */
+    fake_set(&g_fake.send_jobs, 1);
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&g_fake.mu);
+        int ok = g_fake.failed_seen == 2 && g_fake.known_seen == 2;
+        pthread_mutex_unlock(&g_fake.mu);
+        if (ok) {
+            break;
+        }
+        usleep(10000);
+    }
+    pthread_mutex_lock(&g_fake.mu);
+    ck_assert_uint_eq(g_fake.failed_seen, 2);
+    ck_assert_int_eq(g_fake.known_seen, 2);
+    ck_assert_ptr_nonnull(strstr(g_fake.failure_seen, "job 2:"));
+    pthread_mutex_unlock(&g_fake.mu);
+    wk_job_info_t r;
+    for (int i = 0; i < 300; i++) {
+        r = info(t, 1);
+        if (r.buffered_msgs > 0 && r.splits_queued + r.splits_running == 0) {
+            break;
+        }
+        usleep(10000);
+    }
+    ck_assert_int_eq(r.state, WK_JOB_READY);
+    ck_assert_uint_eq(r.samples_done, NIMG);
+    ck_assert_uint_eq(r.buffered_msgs, NIMG / 2);
+
+    wk_control_free(c);
+    sl_rpc_server_free(d);
+    wk_tasks_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("worker_rpc");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_fetch_credits_and_close);
+    tcase_add_test(tc, test_fetch_cancel_drops);
+    tcase_add_test(tc, test_control_against_fake_dispatcher);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,419 @@
+/* Worker tasks (worker/tasks.c) on a real image folder, without RPC: jobs and
+ * splits are fed as the control thread would, and messages are taken as the
+ * Fetch stream would. Checks exactly-once per split, bytes equal to a local
+ * pipeline run, failures, revocation, dropping on a broken stream, and the
+ * output-buffer bound. */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/pipeline.h"
+#include "common/rng.h"
+#include "common/source.h"
+#include "common/spec.h"
+#include "tests/unit/fixtures.h"
+#include "worker/tasks.h"
+
+#define NIMG 24 /* 23 good + 1 corrupt */
+
+static char g_root[FX_TMPDIR_LEN];
+static uint64_t g_count, g_fp;
+
+static const char SPEC_CROP[] =
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"shuffle\": true, "
+    "\"seed\": 7},"
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 32},"
+    "  {\"op\": \"flip\", \"p\": 0.5},"
+    "  {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5], \"std\": [0.25, 0.25, 0.25]},"
+    "  {\"op\": \"to_chw\"}],"
+    " \"batch_size\": 4, \"epochs\": 3}";
+
+/* Decode only: 300x300x3 u8 = 270 KB per sample, for the buffer bound. */
+static const char SPEC_BIG[] =
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"shuffle\": false},"
+    " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 2}";
+
+static void make_dataset(void)
+{
+    ck_assert_int_eq(fx_mkdtemp(g_root), 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof(path), "%s/train/class_%d", g_root, c);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+    }
+    for (int i = 0; i < NIMG - 1; i++) {
+        snprintf(path, sizeof(path), "%s/train/class_%d/img_%02d.jpg", g_root, i % 2, i);
+        fx_jpeg_opts_t o = {.width = 300, .height = 300 - (uint32_t)i, .seed = (uint32_t)i};
+        ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
+    }
+    snprintf(path, sizeof(path), "%s/train/class_1/zz_bad.jpg", g_root);
+    const char junk[] = "\xff\xd8\xff\xe0 this is not really a jpeg at all";
+    ck_assert_int_eq(fx_write_file(path, junk, sizeof(junk)), 0);
+
+    sl_source_t *src = NULL;
+    char err[256];
+    ck_assert_int_eq(sl_source_open(g_root, SL_SRC_IMAGEFOLDER, "train", &src, err, sizeof(err)),
+                     0);
+    g_count = sl_source_count(src);
+    g_fp = sl_source_fingerprint(src);
+    sl_source_free(src);
+    ck_assert_uint_eq(g_count, NIMG);
+}
+
+static void setup(void)
+{
+    sl_log_set_level(LOG_ERR);
+    make_dataset();
+}
+
+static void teardown(void) { fx_rmtree(g_root); }
+
+static wk_tasks_t *new_tasks(size_t buffer_bytes)
+{
+    wk_tasks_opts_t o = {.data_root = g_root,
+                         .threads = 2,
+                         .buffer_bytes = buffer_bytes,
+                         .max_message_bytes = 1 << 20};
+    wk_tasks_t *t = wk_tasks_new(&o);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+static void add_job(wk_tasks_t *t, uint64_t id, const char *spec, uint64_t fp, uint64_t n)
+{
+    Sluice__JobSpec js = SLUICE__JOB_SPEC__INIT;
+    js.job_id = id;
+    js.spec_json = (char *)spec;
+    js.source_fingerprint = fp;
+    js.num_samples = n;
+    wk_tasks_add_job(t, &js);
+}
+
+static void assign(wk_tasks_t *t, uint64_t job, uint64_t split, uint64_t epoch, uint64_t b,
+                   uint64_t e, uint32_t stage_to)
+{
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    a.job_id = job;
+    a.split_id = split;
+    a.epoch = epoch;
+    a.begin = b;
+    a.end = e;
+    a.stage_to = stage_to;
+    a.worker_id = 1;
+    wk_tasks_assign(t, &a);
+}
+
+static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
+{
+    wk_job_info_t rows[8];
+    size_t n = wk_tasks_snapshot(t, rows, 8);
+    for (size_t i = 0; i < n && i < 8; i++) {
+        if (rows[i].job_id == id) {
+            return rows[i];
+        }
+    }
+    ck_abort_msg("job %" PRIu64 " not in snapshot", id);
+    return rows[0];
+}
+
+/* Waits until the job leaves LOADING. */
+static wk_job_state_e wait_loaded(wk_tasks_t *t, uint64_t id)
+{
+    for (int i = 0; i < 500; i++) {
+        wk_job_info_t r = info(t, id);
+        if (r.state != WK_JOB_LOADING) {
+            return r.state;
+        }
+        usleep(10000);
+    }
+    ck_abort_msg("job still loading");
+    return WK_JOB_LOADING;
+}
+
+typedef struct seen_s {
+    int count[3][NIMG]; /* per epoch, per position */
+    int done_splits;
+    int skipped;
+} seen_t;
+
+/* Takes messages until `splits` split_done messages arrived; checks each
+ * sample against a local run of units [0, stage_to). */
+static void consume(wk_job_t *job, seen_t *seen, int splits, const char *spec_json,
+                    const uint32_t *stage_to_of_split)
+{
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", spec_json, strlen(spec_json), &spec, err, sizeof(err)),
+                     0);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
+    sl_source_t *src = NULL;
+    ck_assert_int_eq(sl_source_open(g_root, SL_SRC_IMAGEFOLDER, "train", &src, err, sizeof(err)),
+                     0);
+    uint64_t order[3][NIMG];
+    for (int e = 0; e < 3; e++) {
+        sl_epoch_order(spec.seed, (uint64_t)e, spec.shuffle, NIMG, order[e]);
+    }
+    sl_pipe_scratch_t scratch;
+    sl_pipe_scratch_init(&scratch);
+
+    int waited = 0;
+    while (seen->done_splits < splits) {
+        wk_msg_t *m = NULL;
+        wk_next_e r = wk_job_next_msg(job, 50, &m);
+        if (r == WK_NEXT_TIMEOUT) {
+            ck_assert_int_lt(++waited, 200);
+            continue;
+        }
+        ck_assert_int_eq(r, WK_NEXT_MSG);
+        ck_assert_uint_le(m->batch.n_samples, spec.batch_size);
+        for (size_t i = 0; i < m->batch.n_samples; i++) {
+            const Sluice__Sample *s = m->batch.samples[i];
+            ck_assert_uint_lt(s->epoch, 3);
+            ck_assert_uint_lt(s->position, NIMG);
+            ck_assert_uint_eq(s->index, order[s->epoch][s->position]);
+            ck_assert_int_eq(s->label, sl_source_label(src, s->index));
+            seen->count[s->epoch][s->position]++;
+            if (s->skip_reason[0] != '\0') {
+                seen->skipped++;
+                ck_assert_uint_eq(s->data.len, 0);
+                ck_assert_ptr_nonnull(strstr(s->skip_detail, "zz_bad.jpg"));
+                continue;
+            }
+            sl_tensor_t t;
+            sl_tensor_init(&t);
+            ck_assert_int_eq(sl_source_read(src, s->index, &t, err, sizeof(err)), 0);
+            uint32_t stage_to = stage_to_of_split[m->batch.split_id];
+            ck_assert_int_eq(sl_pipeline_run(p, 0, stage_to, s->epoch, s->index, &t, &scratch,
+                                             NULL, err, sizeof(err)),
+                             0);
+            ck_assert_uint_eq(s->data.len, t.nbytes);
+            ck_assert_uint_eq(s->dtype, t.dtype);
+            ck_assert_uint_eq(s->layout, t.layout);
+            ck_assert_uint_eq(s->h, t.h);
+            ck_assert_uint_eq(s->w, t.w);
+            ck_assert_uint_eq(s->c, t.c);
+            ck_assert(memcmp(s->data.data, t.data, t.nbytes) == 0);
+            sl_tensor_free(&t);
+        }
+        if (m->batch.split_done) {
+            seen->done_splits++;
+        }
+        wk_job_note_sent(job, m);
+        wk_msg_free(m);
+    }
+    sl_pipe_scratch_free(&scratch);
+    sl_source_free(src);
+    sl_pipeline_free(p);
+}
+
+START_TEST(test_splits_exactly_once)
+{
+    wk_tasks_t *t = new_tasks(256u << 20);
+    add_job(t, 5, SPEC_CROP, g_fp, g_count);
+    /* Assignments may arrive while the job is still loading. */
+    assign(t, 5, 1, 0, 0, 10, 4);
+    assign(t, 5, 2, 0, 10, NIMG, 4);
+    assign(t, 5, 3, 1, 3, 3, 4);    /* empty split: just split_done */
+    assign(t, 5, 4, 1, 0, NIMG, 2); /* partial: decode+crop and flip remote */
+    assign(t, 5, 5, 2, 0, NIMG, 0); /* nothing remote: encoded bytes */
+    ck_assert_int_eq(wait_loaded(t, 5), WK_JOB_READY);
+
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 5, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    /* A second stream for the same job is refused while the first is attached. */
+    wk_job_t *job2 = NULL;
+    ck_assert_int_eq(wk_tasks_attach(t, 5, 100, &job2, why, sizeof(why)), WK_ATTACH_BUSY);
+
+    seen_t seen;
+    memset(&seen, 0, sizeof(seen));
+    const uint32_t stage_to[6] = {0, 4, 4, 4, 2, 0};
+    consume(job, &seen, 5, SPEC_CROP, stage_to);
+    for (int p = 0; p < NIMG; p++) {
+        ck_assert_int_eq(seen.count[0][p], 1);
+        ck_assert_int_eq(seen.count[1][p], 1);
+        ck_assert_int_eq(seen.count[2][p], 1);
+    }
+    ck_assert_int_eq(seen.skipped, 2); /* the corrupt file, twice; its bytes travel in epoch 2 */
+
+    /* Unit stats reach reports when the runner pauses (or once a second). */
+    wk_tasks_report_t rep;
+    for (int i = 0; i < 200; i++) {
+        ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+        if (rep.n_units > 0 && rep.units[0].samples >= 2 * (NIMG - 1)) {
+            break;
+        }
+        wk_tasks_report_free(&rep);
+        usleep(10000);
+    }
+    ck_assert_uint_eq(rep.n_known, 1);
+    ck_assert_uint_eq(rep.n_splits, 0);
+    ck_assert_uint_eq(rep.n_failed, 0);
+    ck_assert_uint_eq(rep.buffered_bytes, 0);
+    ck_assert_uint_ge(rep.n_units, 2);
+    int found = 0;
+    for (size_t i = 0; i < rep.n_units; i++) {
+        if (strcmp(rep.units[i].name, "decode_jpeg+center_crop") == 0) {
+            found = 1;
+            ck_assert_uint_ge(rep.units[i].samples, 2 * (NIMG - 1));
+            ck_assert(rep.units[i].cpu_sec > 0);
+            ck_assert_uint_eq(rep.units[i].out_bytes / rep.units[i].samples, 32 * 32 * 3);
+        }
+    }
+    ck_assert(found);
+    wk_tasks_report_free(&rep);
+
+    wk_job_detach(job, 0, NULL);
+    wk_tasks_close_job(t, 5);
+    wk_tasks_free(t);
+}
+END_TEST
+
+START_TEST(test_failures_and_validation)
+{
+    wk_tasks_t *t = new_tasks(256u << 20);
+    add_job(t, 1, SPEC_CROP, g_fp ^ 1, g_count);          /* fingerprint differs */
+    add_job(t, 2, SPEC_CROP, g_fp, g_count + 1);          /* count differs */
+    add_job(t, 3, "{\"source\": 42}", g_fp, g_count);     /* malformed spec */
+    add_job(t, 4, SPEC_CROP, g_fp, g_count);              /* fine */
+    ck_assert_int_eq(wait_loaded(t, 1), WK_JOB_FAILED);
+    ck_assert_int_eq(wait_loaded(t, 2), WK_JOB_FAILED);
+    ck_assert_int_eq(wait_loaded(t, 3), WK_JOB_FAILED);
+    ck_assert_int_eq(wait_loaded(t, 4), WK_JOB_READY);
+    ck_assert_ptr_nonnull(strstr(info(t, 1).reason, "fingerprint"));
+    ck_assert_ptr_nonnull(strstr(info(t, 3).reason, "invalid job spec"));
+
+    /* Invalid assignments are ignored. */
+    assign(t, 4, 10, 0, 0, NIMG + 1, 5); /* past the end */
+    assign(t, 4, 11, 0, 5, 4, 5);        /* begin > end */
+    assign(t, 4, 12, 0, 0, 4, 5);        /* stage_to > units (4) */
+    assign(t, 99, 13, 0, 0, 4, 5);       /* unknown job */
+    assign(t, 1, 14, 0, 0, 4, 5);        /* failed job */
+    wk_tasks_report_t rep;
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert_uint_eq(rep.n_known, 4);
+    ck_assert_uint_eq(rep.n_failed, 3);
+    ck_assert_uint_eq(rep.n_splits, 0);
+    ck_assert_ptr_nonnull(strstr(rep.failure, "job 1:"));
+    ck_assert_ptr_nonnull(strstr(rep.failure, "job 3:"));
+    wk_tasks_report_free(&rep);
+
+    char why[512];
+    wk_job_t *job = NULL;
+    ck_assert_int_eq(wk_tasks_attach(t, 1, 100, &job, why, sizeof(why)), WK_ATTACH_FAILED);
+    ck_assert_ptr_nonnull(strstr(why, "fingerprint"));
+    ck_assert_int_eq(wk_tasks_attach(t, 77, 200, &job, why, sizeof(why)), WK_ATTACH_NOT_FOUND);
+
+    /* Closing a failed job removes it from the reports. */
+    wk_tasks_close_job(t, 1);
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert_uint_eq(rep.n_known, 3);
+    ck_assert_uint_eq(rep.n_failed, 2);
+    wk_tasks_report_free(&rep);
+    wk_tasks_free(t);
+}
+END_TEST
+
+START_TEST(test_broken_stream_drops_and_revoke)
+{
+    /* Small buffer so the job cannot finish while nobody reads. */
+    wk_tasks_t *t = new_tasks(1u << 20);
+    add_job(t, 8, SPEC_BIG, g_fp, g_count);
+    ck_assert_int_eq(wait_loaded(t, 8), WK_JOB_READY);
+    assign(t, 8, 1, 0, 0, NIMG, 1);
+    assign(t, 8, 2, 0, 0, 4, 1);
+    usleep(500 * 1000);
+    wk_job_info_t r = info(t, 8);
+    /* The bound: queued + partial stays within buffer_bytes plus one sample. */
+    ck_assert_uint_le(r.buffered_bytes, (1u << 20) + 300 * 300 * 3 + 1024);
+    ck_assert_uint_lt(r.samples_done, NIMG);
+    ck_assert_uint_eq(r.splits_queued + r.splits_running, 2);
+
+    /* Revoking split 2 removes it (nothing of it was started yet). */
+    wk_tasks_revoke(t, 2);
+    r = info(t, 8);
+    ck_assert_uint_eq(r.splits_queued + r.splits_running, 1);
+
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 8, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    wk_msg_t *m = NULL;
+    ck_assert_int_eq(wk_job_next_msg(job, 1000, &m), WK_NEXT_MSG);
+    wk_msg_free(m);
+    wk_job_detach(job, 1, "test: client went away");
+    r = info(t, 8);
+    ck_assert_uint_eq(r.splits_queued + r.splits_running, 0);
+    ck_assert_uint_eq(r.buffered_msgs, 0);
+    ck_assert_uint_eq(r.streams_broken, 1);
+    /* In-flight samples of the dropped split come back and are discarded. */
+    for (int i = 0; i < 100 && info(t, 8).inflight > 0; i++) {
+        usleep(10000);
+    }
+    r = info(t, 8);
+    ck_assert_uint_eq(r.inflight, 0);
+    ck_assert_uint_eq(r.buffered_bytes, 0);
+
+    /* The same split re-assigned after the retry runs in full on a new stream. */
+    assign(t, 8, 1, 0, 0, NIMG, 1);
+    ck_assert_int_eq(wk_tasks_attach(t, 8, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    seen_t seen;
+    memset(&seen, 0, sizeof(seen));
+    const uint32_t stage_to[2] = {0, 1};
+    consume(job, &seen, 1, SPEC_BIG, stage_to);
+    for (int p = 0; p < NIMG; p++) {
+        ck_assert_int_eq(seen.count[0][p], 1);
+    }
+    /* Closing the job ends the stream's wait with CLOSED. */
+    wk_tasks_close_job(t, 8);
+    ck_assert_int_eq(wk_job_next_msg(job, 10, &m), WK_NEXT_CLOSED);
+    wk_job_detach(job, 0, NULL);
+    wk_tasks_free(t);
+}
+END_TEST
+
+START_TEST(test_stop_while_running)
+{
+    wk_tasks_t *t = new_tasks(1u << 20);
+    add_job(t, 3, SPEC_BIG, g_fp, g_count);
+    assign(t, 3, 1, 0, 0, NIMG, 1);
+    ck_assert_int_eq(wait_loaded(t, 3), WK_JOB_READY);
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 3, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    usleep(100 * 1000);
+    wk_tasks_stop(t);
+    wk_msg_t *m = NULL;
+    ck_assert_int_eq(wk_job_next_msg(job, 10, &m), WK_NEXT_STOPPING);
+    ck_assert_int_eq(wk_tasks_attach(t, 3, 10, &job, why, sizeof(why)),
+                     WK_ATTACH_SHUTTING_DOWN);
+    wk_job_detach(job, 0, NULL);
+    wk_tasks_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("worker_tasks");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_splits_exactly_once);
+    tcase_add_test(tc, test_failures_and_validation);
+    tcase_add_test(tc, test_broken_stream_drops_and_revoke);
+    tcase_add_test(tc, test_stop_while_running);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

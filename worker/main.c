@@ -1,0 +1,229 @@
+/* sluice-worker: wiring only. Start order: gRPC server (Fetch), HTTP status,
+ * the "listening" line, then registration with the dispatcher (which keeps
+ * retrying while the gRPC server already serves). Signals are blocked in
+ * every thread and taken synchronously here with sigtimedwait, so shutdown
+ * and reload run on the main thread (STYLE.md habit 11). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/httpd.h"
+#include "common/log.h"
+#include "common/rpc.h"
+#include "proto/sluice.pb-c.h"
+#include "worker/config.h"
+#include "worker/control.h"
+#include "worker/status.h"
+#include "worker/stream.h"
+#include "worker/tasks.h"
+
+#define WK_SHUTDOWN_GRACE_MS 1000
+
+enum { WK_EXIT_OK = 0, WK_EXIT_RUNTIME = 1, WK_EXIT_USAGE = 2 };
+
+/* Advertise the bound address; a wildcard host is useless to a client, so it
+ * becomes this host's name. */
+static void default_advertise(const char *bound, char *out, size_t len)
+{
+    const char *colon = strrchr(bound, ':');
+    size_t hostlen = colon != NULL ? (size_t)(colon - bound) : strlen(bound);
+    int wildcard = (hostlen == 7 && strncmp(bound, "0.0.0.0", 7) == 0) ||
+                   (hostlen == 4 && strncmp(bound, "[::]", 4) == 0) || hostlen == 0;
+    if (wildcard && colon != NULL) {
+        char host[256];
+        if (gethostname(host, sizeof(host)) == 0) {
+            host[sizeof(host) - 1] = '\0';
+            snprintf(out, len, "%s%s", host, colon);
+            return;
+        }
+    }
+    snprintf(out, len, "%s", bound);
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void reload(const char *config_path, wk_config_t *cfg)
+{
+    if (config_path[0] == '\0') {
+        SL_NOTICE("SIGHUP: no --config file; nothing to reload");
+        return;
+    }
+    char err[512];
+    int rc = sl_conf_reload(&wk_conf_table, cfg, config_path, err, sizeof(err));
+    if (rc < 0) {
+        SL_ERR("SIGHUP: reload failed, keeping the old settings: %s", err);
+        return;
+    }
+    sl_log_set_level(cfg->log_level);
+    SL_NOTICE("SIGHUP: reloaded '%s'", config_path);
+}
+
+int main(int argc, char **argv)
+{
+    sl_log_set_name("sluice-worker");
+    wk_config_t cfg;
+    char config_path[4096];
+    char err[1024];
+    int rc = wk_config_parse(&cfg, argc, argv, config_path, sizeof(config_path), err,
+                             sizeof(err));
+    if (rc == 1) {
+        return WK_EXIT_OK;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "sluice-worker: %s\n", err);
+        return WK_EXIT_USAGE;
+    }
+    sl_log_set_level(cfg.log_level);
+    unsigned threads = (unsigned)cfg.threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)(n > 256 ? 256 : n) : 1;
+    }
+
+    /* Block the signals we take synchronously before any thread exists, so
+     * every thread inherits the mask. SIGPIPE is ignored (sockets). */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int exit_code = WK_EXIT_RUNTIME;
+    sl_rpc_server_t *srv = NULL;
+    sl_httpd_t *httpd = NULL;
+    wk_control_t *ctl = NULL;
+    wk_tasks_t *tasks = NULL;
+    char grpc_addr[300] = "";
+    char http_addr[300] = "none";
+    char advertise[300] = "";
+
+    sl_rpc_init();
+    wk_tasks_opts_t to = {
+        .data_root = cfg.data_root,
+        .threads = threads,
+        .buffer_bytes = (size_t)cfg.buffer_bytes,
+        .max_message_bytes = (size_t)cfg.max_message_bytes,
+    };
+    tasks = wk_tasks_new(&to);
+    if (tasks == NULL) {
+        SL_ERR("out of memory");
+        goto out;
+    }
+
+    /* A Batch is at most max_message_bytes; the margin covers framing. */
+    sl_rpc_server_opts_t so = {
+        .listen = cfg.listen,
+        .max_msg_bytes = (size_t)cfg.max_message_bytes + (64u << 10),
+        .cq_threads = 1,
+        .handler_threads = 1,
+        .max_streams = 64,
+    };
+    srv = sl_rpc_server_new(&so, err, sizeof(err));
+    if (srv == NULL) {
+        SL_ERR("gRPC server: %s", err);
+        goto out;
+    }
+    rc = sl_rpc_server_add_stream(srv, WK_FETCH_METHOD, &sluice__fetch_request__descriptor,
+                                  wk_stream_fetch, tasks);
+    if (rc < 0) {
+        SL_ERR("gRPC server: cannot register %s: %s", WK_FETCH_METHOD, strerror(-rc));
+        goto out;
+    }
+    rc = sl_rpc_server_start(srv, grpc_addr, sizeof(grpc_addr), err, sizeof(err));
+    if (rc < 0) {
+        SL_ERR("gRPC server: %s", err);
+        goto out;
+    }
+    if (cfg.advertise[0] != '\0') {
+        snprintf(advertise, sizeof(advertise), "%s", cfg.advertise);
+    } else {
+        default_advertise(grpc_addr, advertise, sizeof(advertise));
+    }
+
+    wk_control_opts_t co = {
+        .dispatcher = cfg.dispatcher,
+        .advertise = advertise,
+        .threads = threads,
+        .max_message_bytes = (size_t)cfg.max_message_bytes + (64u << 10),
+    };
+    ctl = wk_control_new(&co, tasks, err, sizeof(err));
+    if (ctl == NULL) {
+        SL_ERR("dispatcher channel: %s", err);
+        goto out;
+    }
+
+    wk_status_ctx_t sctx = {
+        .tasks = tasks,
+        .control = ctl,
+        .version = wk_conf_table.version,
+        .grpc_addr = grpc_addr,
+        .advertise = advertise,
+        .dispatcher = cfg.dispatcher,
+        .data_root = cfg.data_root,
+        .threads = threads,
+        .started = mono_now(),
+    };
+    if (cfg.http[0] != '\0' && strcmp(cfg.http, "none") != 0) {
+        sl_httpd_opts_t ho = {.listen = cfg.http};
+        httpd = sl_httpd_new(&ho, err, sizeof(err));
+        if (httpd == NULL || wk_status_routes(httpd, &sctx) < 0 ||
+            sl_httpd_start(httpd, http_addr, sizeof(http_addr), err, sizeof(err)) < 0) {
+            SL_ERR("cannot serve HTTP on %s: %s", cfg.http, err);
+            goto out;
+        }
+    }
+
+    printf("listening grpc=%s http=%s\n", grpc_addr, http_addr);
+    fflush(stdout);
+    SL_NOTICE("serving Fetch on %s (advertised as %s), HTTP on %s, %u threads, data root '%s'",
+              grpc_addr, advertise, http_addr, threads, cfg.data_root);
+
+    rc = wk_control_start(ctl);
+    if (rc < 0) {
+        SL_ERR("cannot start the control thread: %s", strerror(-rc));
+        goto out;
+    }
+
+    for (;;) {
+        struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig == SIGHUP) {
+            reload(config_path, &cfg);
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            SL_NOTICE("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            break;
+        }
+    }
+    exit_code = WK_EXIT_OK;
+
+out:
+    /* Stop taking splits and end streams (UNAVAILABLE), then the server with a
+     * short grace, then the dispatcher conversation, then the runners. */
+    if (tasks != NULL) {
+        wk_tasks_stop(tasks);
+    }
+    sl_httpd_free(httpd); /* its callbacks read ctl and tasks */
+    if (srv != NULL) {
+        sl_rpc_server_shutdown(srv, WK_SHUTDOWN_GRACE_MS);
+        sl_rpc_server_free(srv);
+    }
+    wk_control_free(ctl);
+    wk_tasks_free(tasks);
+    sl_rpc_shutdown();
+    if (exit_code == WK_EXIT_OK) {
+        SL_NOTICE("stopped");
+    }
+    return exit_code;
+}
