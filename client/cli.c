@@ -1,6 +1,7 @@
 /* `sluice`: the user's command. main() only dispatches. */
 #include "client/cli.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,11 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     sl_log_set_name("sluice");
+    /* Batches and received samples are megabytes each: keep them on the heap
+     * instead of a fresh mmap (and page faults) per allocation. A process-wide
+     * choice, so the program makes it, not the library. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 128 << 20);
     if (argc < 2) {
         usage(stderr);
         return SL_EXIT_USAGE;

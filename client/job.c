@@ -221,7 +221,7 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
 }
 
 /* Validates a sample from a peer; anything inconsistent becomes a skip. */
-static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, const Sluice__Sample *m,
+static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, Sluice__Sample *m,
                               int *progress)
 {
     *progress = 1;
@@ -268,16 +268,25 @@ static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, const S
                  (unsigned long long)s.index);
         return add_to_batcher(job, &s, detail);
     }
+    /* Take the unpacked bytes instead of copying them: protobuf-c allocated
+     * them with malloc (default allocator), and the message is freed with the
+     * field emptied, so the tensor becomes their only owner. */
     if (m->dtype == SL_DT_BYTES) {
-        rc = sl_tensor_reshape(&s.t, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)m->data.len, 1, 1);
+        s.t = (sl_tensor_t){.dtype = SL_DT_BYTES, .layout = SL_LAYOUT_HWC,
+                            .h = (uint32_t)m->data.len, .w = 1, .c = 1};
     } else {
-        rc = sl_tensor_reshape(&s.t, (sl_dtype_e)m->dtype, (sl_layout_e)m->layout, m->h, m->w,
-                               m->c);
+        s.t = (sl_tensor_t){.dtype = (sl_dtype_e)m->dtype, .layout = (sl_layout_e)m->layout,
+                            .h = m->h, .w = m->w, .c = m->c};
     }
-    if (rc < 0) {
-        return set_error(job, rc, "%s", "out of memory for a received sample");
+    if (m->data.len == 0 || m->data.len > SL_TENSOR_MAX_BYTES) {
+        s.skip = SL_SKIP_CORRUPT;
+        return add_to_batcher(job, &s, "a worker sent an empty or oversized sample");
     }
-    memcpy(s.t.data, m->data.data, m->data.len);
+    Sluice__Sample *owned = (Sluice__Sample *)m;
+    s.t.data = owned->data.data;
+    s.t.nbytes = s.t.cap = owned->data.len;
+    owned->data.data = NULL;
+    owned->data.len = 0;
     job->from_remote++;
     if (stage_to >= job->nunits) {
         rc = add_to_batcher(job, &s, "");

@@ -59,6 +59,15 @@ static void on_status(void *arg, const char *query, sl_httpd_resp_t *resp)
     json_object_set_new(root, "failures", json_integer((json_int_t)cs.failures));
     json_object_set_new(root, "load", json_real(cs.load));
     json_object_set_new(root, "last_error", json_string(cs.last_error));
+    /* Since start, closed jobs included (jobs[] lists only open ones). */
+    wk_totals_t tot;
+    wk_tasks_totals(ctx->tasks, &tot);
+    json_object_set_new(root, "jobs_accepted", json_integer((json_int_t)tot.jobs));
+    json_object_set_new(root, "samples_done", json_integer((json_int_t)tot.samples_done));
+    json_object_set_new(root, "samples_skipped", json_integer((json_int_t)tot.samples_skipped));
+    json_object_set_new(root, "splits_done", json_integer((json_int_t)tot.splits_done));
+    json_object_set_new(root, "msgs_sent", json_integer((json_int_t)tot.msgs_sent));
+    json_object_set_new(root, "streams_broken", json_integer((json_int_t)tot.streams_broken));
     for (size_t i = 0; i < n && i < WK_STATUS_MAX_JOBS; i++) {
         const wk_job_info_t *r = &rows[i];
         json_t *j = json_object();
@@ -129,6 +138,8 @@ static void on_metrics(void *arg, const char *query, sl_httpd_resp_t *resp)
         return;
     }
     size_t n = wk_tasks_snapshot(ctx->tasks, rows, WK_STATUS_MAX_JOBS);
+    wk_totals_t tot;
+    wk_tasks_totals(ctx->tasks, &tot);
     size_t off = 0;
 #define PUT(...)                                                              \
     do {                                                                      \
@@ -139,16 +150,19 @@ static void on_metrics(void *arg, const char *query, sl_httpd_resp_t *resp)
         cs.state == WK_CTL_REGISTERED);
     PUT("# TYPE sluice_worker_load gauge\nsluice_worker_load %g\n", cs.load);
     PUT("# TYPE sluice_worker_jobs gauge\nsluice_worker_jobs %zu\n", n);
-    PUT("# TYPE sluice_worker_samples_total counter\n");
-    for (size_t i = 0; i < n && i < WK_STATUS_MAX_JOBS; i++) {
-        PUT("sluice_worker_samples_total{job=\"%" PRIu64 "\"} %" PRIu64 "\n", rows[i].job_id,
-            rows[i].samples_done);
-    }
-    PUT("# TYPE sluice_worker_skipped_total counter\n");
-    for (size_t i = 0; i < n && i < WK_STATUS_MAX_JOBS; i++) {
-        PUT("sluice_worker_skipped_total{job=\"%" PRIu64 "\"} %" PRIu64 "\n", rows[i].job_id,
-            rows[i].samples_skipped);
-    }
+    /* Counters are worker-wide (closed jobs included); gauges per open job. */
+    PUT("# TYPE sluice_worker_samples_total counter\nsluice_worker_samples_total %" PRIu64 "\n",
+        tot.samples_done);
+    PUT("# TYPE sluice_worker_skipped_total counter\nsluice_worker_skipped_total %" PRIu64 "\n",
+        tot.samples_skipped);
+    PUT("# TYPE sluice_worker_splits_total counter\nsluice_worker_splits_total %" PRIu64 "\n",
+        tot.splits_done);
+    PUT("# TYPE sluice_worker_messages_sent_total counter\n"
+        "sluice_worker_messages_sent_total %" PRIu64 "\n",
+        tot.msgs_sent);
+    PUT("# TYPE sluice_worker_streams_broken_total counter\n"
+        "sluice_worker_streams_broken_total %" PRIu64 "\n",
+        tot.streams_broken);
     PUT("# TYPE sluice_worker_buffered_bytes gauge\n");
     for (size_t i = 0; i < n && i < WK_STATUS_MAX_JOBS; i++) {
         PUT("sluice_worker_buffered_bytes{job=\"%" PRIu64 "\"} %" PRIu64 "\n", rows[i].job_id,

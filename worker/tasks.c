@@ -103,6 +103,8 @@ struct wk_tasks_s {
     int stopping;
 
     atomic_uint inflight; /* samples in flight over all jobs */
+    /* Worker-wide counters for /status; bumped next to the job's own. */
+    atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -436,8 +438,10 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
         }
         return;
     }
+    atomic_fetch_add(&job->tasks->n_samples, 1);
     if (out->skip >= 0) {
         job->samples_skipped++;
+        atomic_fetch_add(&job->tasks->n_skipped, 1);
         SL_INFO("job %" PRIu64 ": skipped sample %" PRIu64 " (%s): %s", job->id, out->index,
                 sl_skip_name((sl_skip_e)out->skip), detail);
     } else {
@@ -463,6 +467,7 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
             split_unlink_locked(job, sp);
             split_free(sp);
             job->splits_done++;
+            atomic_fetch_add(&job->tasks->n_splits, 1);
             pthread_cond_broadcast(&job->cv);
             return;
         }
@@ -676,11 +681,14 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     t->buffer_bytes = o->buffer_bytes;
     t->max_message_bytes = o->max_message_bytes;
     pthread_mutex_init(&t->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_cond_init(&t->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&t->cv, NULL);
     atomic_init(&t->inflight, 0);
+    atomic_init(&t->n_jobs, 0);
+    atomic_init(&t->n_samples, 0);
+    atomic_init(&t->n_skipped, 0);
+    atomic_init(&t->n_splits, 0);
+    atomic_init(&t->n_msgs, 0);
+    atomic_init(&t->n_broken, 0);
     return t;
 }
 
@@ -838,6 +846,7 @@ void wk_tasks_add_job(wk_tasks_t *t, const Sluice__JobSpec *js)
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     if (job->state != WK_JOB_FAILED) {
+        atomic_fetch_add(&t->n_jobs, 1);
         SL_NOTICE("job %" PRIu64 ": accepted: %" PRIu64 " samples, %u units, batch %u",
                   job->id, job->num_samples, job->nunits, job->spec.batch_size);
     }
@@ -896,6 +905,7 @@ void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
         /* An empty split is done at once: one message with split_done. */
         if (wk_packer_finish(&sp->pk, &job->out) == 0) {
             job->splits_done++;
+            atomic_fetch_add(&t->n_splits, 1);
         }
         split_free(sp);
     } else {
@@ -1069,6 +1079,16 @@ void wk_tasks_report_free(wk_tasks_report_t *r)
     memset(r, 0, sizeof(*r));
 }
 
+void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
+{
+    ret->jobs = atomic_load(&t->n_jobs);
+    ret->samples_done = atomic_load(&t->n_samples);
+    ret->samples_skipped = atomic_load(&t->n_skipped);
+    ret->splits_done = atomic_load(&t->n_splits);
+    ret->msgs_sent = atomic_load(&t->n_msgs);
+    ret->streams_broken = atomic_load(&t->n_broken);
+}
+
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)
 {
     size_t n = 0;
@@ -1222,6 +1242,7 @@ void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m)
     pthread_mutex_lock(&job->mu);
     job->msgs_sent++;
     pthread_mutex_unlock(&job->mu);
+    atomic_fetch_add(&job->tasks->n_msgs, 1);
 }
 
 void wk_job_detach(wk_job_t *job, int broken, const char *why)
@@ -1231,6 +1252,7 @@ void wk_job_detach(wk_job_t *job, int broken, const char *why)
     job->stream_attached = 0;
     if (broken && job->state != WK_JOB_CLOSED) {
         job->streams_broken++;
+        atomic_fetch_add(&job->tasks->n_broken, 1);
         job_drop_all_locked(job, &nmsgs, &nsplits);
     }
     pthread_cond_broadcast(&job->cv);

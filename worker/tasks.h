@@ -111,6 +111,18 @@ typedef struct wk_job_info_s {
     int stream_attached;
 } wk_job_info_t;
 
+/* Worker-wide counters since start, closed jobs included. */
+typedef struct wk_totals_s {
+    uint64_t jobs;            /* job specs accepted */
+    uint64_t samples_done;    /* processed (delivered or skipped) */
+    uint64_t samples_skipped;
+    uint64_t splits_done;
+    uint64_t msgs_sent;
+    uint64_t streams_broken;
+} wk_totals_t;
+
+void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret);
+
 /* Fills up to max rows; returns the number of jobs (may exceed max). */
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max);
 const char *wk_job_state_name(wk_job_state_e s);

@@ -274,6 +274,14 @@ START_TEST(test_splits_exactly_once)
 
     wk_job_detach(job, 0, NULL);
     wk_tasks_close_job(t, 5);
+    /* Worker-wide totals outlive the job. */
+    wk_totals_t tot;
+    wk_tasks_totals(t, &tot);
+    ck_assert_uint_eq(tot.jobs, 1);
+    ck_assert_uint_eq(tot.samples_done, 3 * NIMG);
+    ck_assert_uint_eq(tot.samples_skipped, 2);
+    ck_assert_uint_eq(tot.splits_done, 5);
+    ck_assert_uint_ge(tot.msgs_sent, 5);
     wk_tasks_free(t);
 }
 END_TEST
