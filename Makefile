@@ -70,7 +70,8 @@ TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
 .SECONDARY:
-.PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean
+.PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean install \
+        uninstall
 all: $(BINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS)
 
 # Generated protobuf code must exist before anything includes it.
@@ -94,15 +95,19 @@ $(COMMON_LIB): $(COMMON_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(CLIENT_LIB): $(CLIENT_LIB_OBJ)
+# Self-contained (common/ objects included) so that an installed libsluice.a
+# links with `pkg-config --static --libs sluice` alone.
+$(CLIENT_LIB): $(CLIENT_LIB_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(CLIENT_SO): $(CLIENT_LIB_OBJ) $(COMMON_OBJ)
+# Exports only the sluice_* API (client/libsluice.map); soname libsluice.so.0.
+$(CLIENT_SO): $(CLIENT_LIB_OBJ) $(COMMON_OBJ) client/libsluice.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libsluice.so.$(SO_MAJOR) \
+	  -Wl,--version-script=client/libsluice.map -o $@ $(CLIENT_LIB_OBJ) $(COMMON_OBJ) $(LDLIBS)
 
 $(BUILD)/bin/sluice: $(CLI_OBJ) $(CLIENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
@@ -132,9 +137,9 @@ $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(CLIENT_LIB) $(COMMON_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# install-deps.sh only touches apt when a package is missing (dpkg-query first).
 deps:
-	@pkg-config --exists $(PKGS) check && command -v protoc-c >/dev/null && \
-	  /usr/bin/python3 -c 'import PIL, numpy' 2>/dev/null || ./scripts/install-deps.sh
+	@./scripts/install-deps.sh
 
 # Re-invoke make after deps so pkg-config flags are evaluated with packages present.
 check: deps
@@ -158,6 +163,101 @@ demo: deps
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) ./scripts/bench-local
+
+# Fuzzing (tests/fuzz/): libFuzzer targets built by clang into build-fuzz/ by a
+# second make with BUILD=build-fuzz (the gcc build is untouched), then each run
+# for FUZZ_SECONDS on its seed corpus by tests/fuzz/run.sh; fails on any crash.
+FUZZ_BUILD := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+.PHONY: fuzz-build fuzz-clean
+fuzz: deps
+	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g" \
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" EXTRA_LDFLAGS="$(FUZZ_SAN)" fuzz-build
+	$(Q)BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+fuzz-build: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+
+$(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DSL_LIBFUZZER
+# Of the worker only its config table (fuzz_conf); the rest has no target yet.
+FUZZ_LINK := $(TEST_HELPER_OBJ) $(DISP_LIB_OBJ) $(BUILD)/obj/worker/config.o $(CLIENT_LIB) \
+             $(COMMON_LIB)
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LINK)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< -Wl,--start-group $(FUZZ_LINK) \
+	  -Wl,--end-group $(LDLIBS)
+
+clean: fuzz-clean
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
+
+# ---- install / uninstall (README "Deploying on a cluster")
+# PREFIX and DESTDIR as usual. Config files go to SYSCONFDIR/sluice only when
+# absent (an admin's edits survive a reinstall) and are removed by uninstall
+# only when unchanged. Units get BINDIR, SYSCONFDIR and DOCDIR substituted.
+VERSION := $(shell sed -n 's/^\#define DISP_VERSION "\(.*\)"/\1/p' dispatcher/config.h)
+SO_MAJOR := 0
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+DOCDIR ?= $(DATADIR)/doc/sluice
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+UNITS := $(wildcard systemd/*.service)
+CONFS := $(wildcard conf/*.conf)
+EXAMPLES := $(wildcard conf/*.json)
+PY_SRC := $(wildcard client/python/sluice/*.py)
+INSTALL ?= install
+SO_FILE := libsluice.so.$(VERSION)
+
+install: $(BINS) $(CLIENT_SO) $(CLIENT_LIB)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/sluice $(DESTDIR)$(DATADIR)/sluice/examples \
+	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice
+	$(INSTALL) -m 755 $(BINS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/$(SO_FILE)
+	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so.$(SO_MAJOR)
+	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so
+	$(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libsluice.a
+	$(INSTALL) -m 644 client/sluice.h $(DESTDIR)$(INCLUDEDIR)/sluice.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  -e 's|@PKGS@|$(PKGS)|g' client/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
+	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
+	for u in $(UNITS); do \
+	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/sluice/|$(SYSCONFDIR)/sluice/|g' \
+	      -e 's|/usr/local/share/doc/sluice/|$(DOCDIR)/|g' $$u \
+	      >$(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
+	  chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	for c in $(CONFS); do \
+	  t=$(DESTDIR)$(SYSCONFDIR)/sluice/$$(basename $$c); \
+	  if [ -e $$t ]; then echo "  keeping $$t"; else $(INSTALL) -m 644 $$c $$t || exit 1; fi; \
+	done
+	$(INSTALL) -m 644 $(EXAMPLES) $(CONFS) $(DESTDIR)$(DATADIR)/sluice/examples/
+	$(INSTALL) -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	$(INSTALL) -m 644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/sluice/
+	printf '# Written by make install.\nLIBSLUICE = "%s"\n' '$(LIBDIR)/libsluice.so.$(SO_MAJOR)' \
+	  >$(DESTDIR)$(PYTHONDIR)/sluice/_installed.py
+	@echo "installed under $(DESTDIR)$(PREFIX) (units in $(DESTDIR)$(UNITDIR))"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)))
+	rm -f $(DESTDIR)$(LIBDIR)/$(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so.$(SO_MAJOR) \
+	  $(DESTDIR)$(LIBDIR)/libsluice.so $(DESTDIR)$(LIBDIR)/libsluice.a \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc $(DESTDIR)$(INCLUDEDIR)/sluice.h
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
+	for c in $(CONFS); do \
+	  t=$(DESTDIR)$(SYSCONFDIR)/sluice/$$(basename $$c); \
+	  if cmp -s $$c $$t; then rm -f $$t; elif [ -e $$t ]; then echo "  keeping edited $$t"; fi; \
+	done
+	rm -rf $(DESTDIR)$(DATADIR)/sluice $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/sluice 2>/dev/null
 
 clean:
 	rm -rf build build-asan

@@ -18,6 +18,10 @@ static void usage(FILE *f)
             "  run SPEC (--local | --dispatcher HOST:PORT) [--data-root DIR] [--epochs N]\n"
             "      [--threads N] [--offload off|all|auto|fastflow|K:F] [--digests FILE] [--json]\n"
             "                 run a pipeline spec and deliver every sample of every epoch\n"
+            "  plan SPEC --dispatcher HOST:PORT [--data-root DIR] [--explain] [--json]\n"
+            "                 profile and show the plan auto/fastflow would choose\n"
+            "  status (--dispatcher HOST:PORT | --http HOST:PORT) [--json] [--watch SEC]\n"
+            "                 workers, jobs, plans and rates of a running dispatcher\n"
             "\n"
             "  sluice COMMAND --help   options of one command\n"
             "  sluice --version\n");
@@ -46,6 +50,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "run") == 0) {
         return sl_cli_run(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "status") == 0) {
+        return sl_cli_status(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "plan") == 0) {
+        return sl_cli_plan(argc - 1, argv + 1);
     }
     fprintf(stderr, "sluice: unknown command '%s'\n", cmd);
     usage(stderr);

@@ -53,6 +53,13 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     json_object_set_new(plan, "mode", json_string(st.plan_mode));
     json_object_set_new(plan, "split", json_integer(st.plan_split));
     json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
+    if (st.plan_version > 0) {
+        /* planner (auto/fastflow): its prediction, next to the measured rate */
+        json_object_set_new(plan, "version", json_integer(st.plan_version));
+        json_object_set_new(plan, "predicted_samples_per_sec", json_real(st.plan_predicted));
+        json_object_set_new(plan, "binding", json_string(st.plan_binding));
+        json_object_set_new(plan, "profile_seconds", json_real(st.profile_seconds));
+    }
     json_object_set_new(o, "plan", plan);
     if (st.job_id != 0) {
         json_object_set_new(o, "job_id", json_integer((json_int_t)st.job_id));
@@ -92,6 +99,10 @@ void sl_cli_print_text(const sluice_job_t *job, double seconds)
             " skipped, %" PRIu64 " local / %" PRIu64 " remote, plan %s split=%u share=%.2f\n",
             st.delivered, seconds, seconds > 0 ? (double)st.delivered / seconds : 0, st.skipped,
             st.from_local, st.from_remote, st.plan_mode, st.plan_split, st.plan_local_share);
+    if (st.plan_predicted > 0) {
+        fprintf(stderr, "sluice: plan v%u predicted %.1f samples/s (bound by %s)\n",
+                st.plan_version, st.plan_predicted, st.plan_binding);
+    }
     if (job->first_skip[0] != '\0') {
         fprintf(stderr, "sluice: first skipped sample: %s\n", job->first_skip);
     }

@@ -20,7 +20,9 @@ typedef struct {
     int json;
     int quiet;
     unsigned threads;
-    long epochs; /* 0 = spec's */
+    long epochs;     /* 0 = spec's */
+    double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
+    double consumer_rate; /* planner target, samples/s; 0 = measured while running */
 } run_opts_t;
 
 static void run_usage(FILE *f)
@@ -35,6 +37,11 @@ static void run_usage(FILE *f)
             "  --threads N          local decode threads (default: online CPUs)\n"
             "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
             "  --digests FILE       write 'EPOCH INDEX LABEL SHA256' per delivered sample\n"
+            "  --max-rate IMG_PER_S take batches no faster than this many samples per second,\n"
+            "                       like a training loop of that speed (default: no limit)\n"
+            "  --consumer-rate IMG_PER_S\n"
+            "                       the training loop's rate the planner plans for (auto,\n"
+            "                       fastflow); default: unlimited, then measured\n"
             "  --json               print one JSON summary object on stdout at the end\n"
             "  --quiet              no progress line\n"
             "\n"
@@ -61,6 +68,8 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         {"threads", required_argument, NULL, 't'},   {"offload", required_argument, NULL, 'o'},
         {"digests", required_argument, NULL, 'g'},   {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
+        {"max-rate", required_argument, NULL, 'm'},
+        {"consumer-rate", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
@@ -101,6 +110,32 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         case 'g':
             o->digests = optarg;
             break;
+        case 'm': {
+            char *end;
+            errno = 0;
+            double r = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(r > 0) || r > 1e9) {
+                fprintf(stderr, "sluice run: --max-rate: '%s' is not a rate in (0, 1e9] "
+                                "samples/s\n",
+                        optarg);
+                return -EINVAL;
+            }
+            o->max_rate = r;
+            break;
+        }
+        case 'c': {
+            char *end;
+            errno = 0;
+            double r = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(r > 0) || r > 1e9) {
+                fprintf(stderr, "sluice run: --consumer-rate: '%s' is not a rate in (0, 1e9] "
+                                "samples/s\n",
+                        optarg);
+                return -EINVAL;
+            }
+            o->consumer_rate = r;
+            break;
+        }
         case 'j':
             o->json = 1;
             break;
@@ -145,7 +180,7 @@ int sl_cli_run(int argc, char **argv)
     char err[1024];
     sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
                            .threads = o.threads, .offload = o.offload,
-                           .epochs = (unsigned)o.epochs};
+                           .epochs = (unsigned)o.epochs, .consumer_rate = o.consumer_rate};
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.spec_path, &so, &job, err, sizeof(err));
     if (rc < 0) {
@@ -166,6 +201,18 @@ int sl_cli_run(int argc, char **argv)
     double last = t0;
     uint64_t delivered = 0;
     for (;;) {
+        if (o.max_rate > 0) {
+            /* A consumer of max_rate samples/s: the next batch is taken no
+             * sooner than delivered / max_rate after the start. Meanwhile
+             * nothing is read, so back-pressure reaches the workers. */
+            double wait = t0 + (double)delivered / o.max_rate - now_sec();
+            if (wait > 0) {
+                struct timespec ts = {.tv_sec = (time_t)wait,
+                                      .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+            }
+        }
         sluice_batch_t *b = NULL;
         rc = sluice_next_batch(job, &b);
         if (rc == 1) {

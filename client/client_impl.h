@@ -24,6 +24,10 @@
 #define CL_CREDITS 4           /* messages in flight per worker stream */
 #define CL_MAX_SPLITS 65536    /* live splits the client tracks */
 #define CL_ORDER_CACHE 3       /* epoch orders kept */
+/* Restarting the Fetch stream to a worker whose last one failed without
+ * delivering anything waits this long, doubling per failure. */
+#define CL_BACKOFF_MIN_MS 200
+#define CL_BACKOFF_MAX_MS 2000
 
 typedef enum {
     CL_SPLIT_REMOTE = 0, /* a worker produces it */
@@ -36,7 +40,6 @@ typedef struct cl_split_s {
     uint64_t owner;    /* worker id, 0 = the client */
     uint64_t done;     /* positions delivered or skipped (first copies only) */
     uint64_t next;     /* local: next position to submit */
-    uint32_t stage_to; /* remote: units the owner runs */
     int range_known;   /* 0 until an assignment names its range: samples of a
                         * split can arrive before the client polls its assignment */
     int acked;         /* acknowledgement queued or sent */
@@ -65,8 +68,16 @@ typedef struct cl_fetcher_s {
     cl_fetch_state_e state;
     unsigned credits_owed; /* messages consumed, credit not yet sent (under job->mu) */
     int stop;              /* set under job->mu */
+    int delivered;         /* a message arrived on this stream (under job->mu) */
     char error[512];
 } cl_fetcher_t;
+
+/* Per-worker restart backoff; control thread only. */
+typedef struct cl_backoff_s {
+    uint64_t worker_id; /* 0 = free slot */
+    int delay_ms;       /* the last wait; 0 once a stream delivered */
+    double not_before;  /* monotonic seconds */
+} cl_backoff_t;
 
 typedef struct cl_order_s {
     uint64_t epoch;
@@ -93,6 +104,7 @@ struct sluice_job {
     uint32_t split_units;  /* plan: units the workers run */
     double local_share;
     char plan_mode[64];
+    struct cl_planner_s *planner; /* client/profile.h: profiles, rate reports; owned */
     pthread_t control;
     int control_started;
 
@@ -107,6 +119,11 @@ struct sluice_job {
     uint64_t *acks;          /* split ids to acknowledge */
     size_t nacks, capacks;
     cl_fetcher_t fetchers[CL_MAX_FETCHERS];
+    /* Control thread only: backoff per worker, and workers whose stream broke
+     * and whose splits the dispatcher has not yet been asked to retry. */
+    cl_backoff_t backoff[CL_MAX_FETCHERS];
+    uint64_t retry_workers[CL_MAX_FETCHERS];
+    size_t nretry_workers;
     uint64_t *local_pending; /* local split ids with positions left to submit, FIFO */
     size_t nlocal_pending, caplocal;
 
@@ -125,6 +142,9 @@ int cl_job_pump(struct sluice_job *job, uint64_t *local_epoch, uint64_t *local_p
 /* control.c */
 int cl_control_start(struct sluice_job *job);
 void cl_control_stop(struct sluice_job *job);
+/* Pure: the next restart delay after cur ms (0 = none yet): CL_BACKOFF_MIN_MS
+ * doubling up to CL_BACKOFF_MAX_MS. */
+int cl_backoff_next(int cur);
 /* fetch.c */
 void *cl_fetch_main(void *arg);
 /* split_table.c: the live split table, called with job->mu held */

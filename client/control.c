@@ -1,8 +1,10 @@
-/* The control thread: every 100 ms it acknowledges completed splits, asks
- * for retries of splits whose stream broke, fetches the assignment, and keeps
- * one fetcher per worker that holds splits of this job. Acks and
- * GetAssignment run in that order on this one thread, so an assignment never
- * shows a split this client already acknowledged as new. */
+/* The control thread: every 100 ms it acknowledges completed splits, tells
+ * the dispatcher about each worker whose stream broke (AckSplits with
+ * retry_worker_id, until one succeeds), fetches the assignment, and keeps
+ * one fetcher per worker that holds splits of this job, restarting a failed
+ * one after a per-worker backoff (200 ms doubling to 2 s while it delivers
+ * nothing). Acks and GetAssignment run in that order on this one thread, so
+ * an assignment never shows a split this client already acknowledged as new. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 
 #include "client/client_impl.h"
+#include "client/profile.h"
 
 #define CL_POLL_MS 100
 
@@ -17,6 +20,44 @@ static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cl_backoff_next(int cur)
+{
+    if (cur <= 0) {
+        return CL_BACKOFF_MIN_MS;
+    }
+    return cur >= CL_BACKOFF_MAX_MS / 2 ? CL_BACKOFF_MAX_MS : cur * 2;
+}
+
+/* The worker's backoff slot, created on demand (the oldest-allowed slot is
+ * reused when full: it is the one least likely to matter). */
+static cl_backoff_t *backoff_of(sluice_job_t *job, uint64_t worker_id)
+{
+    cl_backoff_t *free_slot = NULL;
+    cl_backoff_t *oldest = &job->backoff[0];
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        cl_backoff_t *b = &job->backoff[i];
+        if (b->worker_id == worker_id) {
+            return b;
+        }
+        if (b->worker_id == 0 && free_slot == NULL) {
+            free_slot = b;
+        }
+        if (b->not_before < oldest->not_before) {
+            oldest = b;
+        }
+    }
+    cl_backoff_t *b = free_slot != NULL ? free_slot : oldest;
+    *b = (cl_backoff_t){.worker_id = worker_id};
+    return b;
 }
 
 static void fail_job(sluice_job_t *job, const char *why)
@@ -29,8 +70,9 @@ static void fail_job(sluice_job_t *job, const char *why)
     pthread_mutex_unlock(&job->mu);
 }
 
-/* Sends queued acks and retries; on success removes acked splits. */
-static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry)
+/* Sends queued acks, and retries for retry_worker (0 = none); on success
+ * removes acked splits. */
+static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t retry_worker)
 {
     pthread_mutex_lock(&job->mu);
     size_t n = job->nacks;
@@ -43,7 +85,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry)
         memcpy(ids, job->acks, n * sizeof(*ids));
     }
     pthread_mutex_unlock(&job->mu);
-    if (n == 0 && nretry == 0) {
+    if (n == 0 && nretry == 0 && retry_worker == 0) {
         return 0;
     }
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
@@ -53,6 +95,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry)
     req.split_ids = ids;
     req.n_retry_split_ids = nretry;
     req.retry_split_ids = retry;
+    req.retry_worker_id = retry_worker;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/AckSplits", &req.base,
@@ -90,9 +133,10 @@ static cl_fetcher_t *fetcher_for(sluice_job_t *job, uint64_t worker_id)
 
 static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *address)
 {
+    double now = now_sec();
     pthread_mutex_lock(&job->mu);
     cl_fetcher_t *f = fetcher_for(job, worker_id);
-    if (f != NULL || job->closing) {
+    if (f != NULL || job->closing || now < backoff_of(job, worker_id)->not_before) {
         pthread_mutex_unlock(&job->mu);
         return;
     }
@@ -117,12 +161,22 @@ static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *ad
     pthread_mutex_unlock(&job->mu);
 }
 
-/* Joins fetchers whose stream ended; for broken ones, returns the splits
- * of that worker that are not complete so the dispatcher re-assigns them. */
-static size_t reap_fetchers(sluice_job_t *job, uint64_t **ret_retry)
+static void retry_worker_add(sluice_job_t *job, uint64_t worker_id)
 {
-    size_t n = 0, cap = 0;
-    uint64_t *retry = NULL;
+    for (size_t i = 0; i < job->nretry_workers; i++) {
+        if (job->retry_workers[i] == worker_id) {
+            return;
+        }
+    }
+    if (job->nretry_workers < CL_MAX_FETCHERS) {
+        job->retry_workers[job->nretry_workers++] = worker_id;
+    }
+}
+
+/* Joins fetchers whose stream ended. A broken one's worker goes on the retry
+ * list and backs off (from the minimum again if its stream had delivered). */
+static void reap_fetchers(sluice_job_t *job)
+{
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
         cl_fetcher_t *f = &job->fetchers[i];
         pthread_mutex_lock(&job->mu);
@@ -133,28 +187,67 @@ static size_t reap_fetchers(sluice_job_t *job, uint64_t **ret_retry)
         }
         pthread_join(f->thread, NULL);
         pthread_mutex_lock(&job->mu);
+        cl_backoff_t *b = backoff_of(job, f->worker_id);
+        if (f->delivered) {
+            b->delay_ms = 0;
+        }
         if (f->state == CL_FETCH_BROKEN) {
-            for (size_t k = 0; k < CL_MAX_SPLITS; k++) {
-                cl_split_t *s = &job->splits[k];
-                if (s->in_use && !s->acked && s->owner == f->worker_id) {
-                    if (n == cap) {
-                        cap = cap ? cap * 2 : 64;
-                        uint64_t *p = realloc(retry, cap * sizeof(*p));
-                        if (p == NULL) {
-                            break;
-                        }
-                        retry = p;
-                    }
-                    retry[n++] = s->id;
-                    s->owner = UINT64_MAX; /* unknown until the next assignment */
-                }
-            }
+            b->delay_ms = cl_backoff_next(b->delay_ms);
+            b->not_before = now_sec() + b->delay_ms / 1000.0;
+            retry_worker_add(job, f->worker_id);
         }
         f->started = 0;
         pthread_mutex_unlock(&job->mu);
     }
-    *ret_retry = retry;
-    return n;
+}
+
+/* Asks the dispatcher to re-assign the splits of each worker whose stream
+ * broke: the unacknowledged ones this client knows it owns are listed, and
+ * retry_worker_id makes the dispatcher take back every other split it still
+ * has there (ones this client has not heard of yet). A worker stays on the
+ * list until its request succeeds. */
+static void send_retries(sluice_job_t *job)
+{
+    while (job->nretry_workers > 0) {
+        uint64_t wid = job->retry_workers[0];
+        size_t n = 0, cap = 0;
+        uint64_t *ids = NULL;
+        pthread_mutex_lock(&job->mu);
+        for (size_t k = 0; k < CL_MAX_SPLITS; k++) {
+            cl_split_t *s = &job->splits[k];
+            if (!s->in_use || s->acked || s->owner != wid) {
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                uint64_t *p = realloc(ids, cap * sizeof(*p));
+                if (p == NULL) {
+                    break; /* the dispatcher takes back the rest by worker id */
+                }
+                ids = p;
+            }
+            ids[n++] = s->id;
+        }
+        pthread_mutex_unlock(&job->mu);
+        int rc = send_acks(job, ids, n, wid);
+        if (rc == 0) {
+            pthread_mutex_lock(&job->mu);
+            for (size_t i = 0; i < n; i++) {
+                cl_split_t *s = cl_split_find(job, ids[i]);
+                if (s != NULL && s->owner == wid) {
+                    s->owner = UINT64_MAX; /* unknown until the next assignment */
+                }
+            }
+            pthread_mutex_unlock(&job->mu);
+        }
+        free(ids);
+        if (rc != 0) {
+            return; /* next round */
+        }
+        memmove(&job->retry_workers[0], &job->retry_workers[1],
+                (job->nretry_workers - 1) * sizeof(job->retry_workers[0]));
+        job->nretry_workers--;
+    }
 }
 
 static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentResponse *r)
@@ -191,7 +284,6 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
         if (s->acked) {
             continue;
         }
-        s->stage_to = a->stage_to;
         if (a->worker_id == 0 && s->owner != 0) {
             s->next = s->begin; /* now ours: run every position not yet delivered */
             if (job->nlocal_pending == job->caplocal) {
@@ -229,10 +321,11 @@ static void *control_main(void *arg)
         if (closing) {
             break;
         }
-        uint64_t *retry = NULL;
-        size_t nretry = reap_fetchers(job, &retry);
-        int rc = send_acks(job, retry, nretry);
-        free(retry);
+        reap_fetchers(job);
+        int rc = send_acks(job, NULL, 0, 0);
+        if (rc == 0) {
+            send_retries(job);
+        }
         Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
         req.version = SL_PROTOCOL_VERSION;
         req.job_id = job->job_id;
@@ -258,6 +351,7 @@ static void *control_main(void *arg)
         } else if (++failures * CL_POLL_MS > 60000) {
             fail_job(job, "the dispatcher has not answered for 60 s");
         }
+        cl_planner_tick(job); /* planner: ReportRates once a second */
         sleep_ms(CL_POLL_MS);
     }
     return NULL;
@@ -287,7 +381,7 @@ void cl_control_stop(sluice_job_t *job)
         }
     }
     /* Flush final acks, then free the job on the dispatcher. */
-    send_acks(job, NULL, 0);
+    (void)send_acks(job, NULL, 0, 0);
     Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;

@@ -91,6 +91,7 @@ void *cl_fetch_main(void *arg)
         msg->batch = (Sluice__Batch *)m;
         msg->worker_id = f->worker_id;
         pthread_mutex_lock(&job->mu);
+        f->delivered = 1;
         if (job->in_tail != NULL) {
             job->in_tail->next = msg;
         } else {

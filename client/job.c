@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client/client_impl.h"
+#include "client/profile.h"
 #include "common/err.h"
 #include "common/rng.h"
 
@@ -239,12 +240,9 @@ static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, Sluice_
     if (sl_batcher_seen(job->batcher, s.epoch, s.position)) {
         return add_to_batcher(job, &s, ""); /* counted as a dropped duplicate */
     }
-    cl_split_t *sp;
-    pthread_mutex_lock(&job->mu);
-    sp = cl_split_find(job, b->split_id);
-    /* Until the assignment arrives the plan's split point is the best guess. */
-    uint32_t stage_to = sp != NULL && sp->range_known ? sp->stage_to : job->split_units;
-    pthread_mutex_unlock(&job->mu);
+    /* The worker says which units it ran (a re-planned split may differ from
+     * the plan the client saw last); validated below like every peer field. */
+    uint32_t stage_to = b->stage_to;
 
     char detail[256] = "";
     if (m->skip_reason != NULL && m->skip_reason[0] != '\0') {
@@ -257,11 +255,19 @@ static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, Sluice_
         snprintf(detail, sizeof(detail), "%s", m->skip_detail ? m->skip_detail : m->skip_reason);
         return add_to_batcher(job, &s, detail);
     }
+    if (stage_to > job->nunits) {
+        s.skip = SL_SKIP_CORRUPT;
+        snprintf(detail, sizeof(detail),
+                 "sample %llu from a worker: stage_to %u is beyond the pipeline's %u units",
+                 (unsigned long long)s.index, stage_to, job->nunits);
+        return add_to_batcher(job, &s, detail);
+    }
     size_t esz = m->dtype == SL_DT_F32 ? 4 : 1;
     uint64_t want = (uint64_t)m->h * m->w * m->c * esz;
-    int bad = m->dtype > SL_DT_F32 || m->layout > SL_LAYOUT_CHW || stage_to > job->nunits ||
+    /* Encoded bytes exactly when no unit ran. */
+    int bad = m->dtype > SL_DT_F32 || m->layout > SL_LAYOUT_CHW ||
               (m->dtype != SL_DT_BYTES && want != m->data.len) ||
-              (m->dtype == SL_DT_BYTES && stage_to != 0);
+              ((m->dtype == SL_DT_BYTES) != (stage_to == 0));
     if (bad) {
         s.skip = SL_SKIP_CORRUPT;
         snprintf(detail, sizeof(detail), "sample %llu from a worker has an inconsistent shape",
@@ -445,7 +451,9 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             break;
         }
     }
-    job->wait_sec += now_sec() - t0;
+    double t1 = now_sec();
+    job->wait_sec += t1 - t0;
+    cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0); /* rates */
     return result;
 }
 
@@ -483,6 +491,13 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->plan_local_share = job->local_share;
     snprintf(ret->plan_mode, sizeof(ret->plan_mode), "%s", job->plan_mode);
     ret->job_id = job->job_id;
+    /* planner (client/profile.h): the prediction of the current plan */
+    cl_plan_info_t pi;
+    cl_planner_get(job->planner, &pi);
+    ret->plan_predicted = pi.predicted;
+    snprintf(ret->plan_binding, sizeof(ret->plan_binding), "%s", pi.binding);
+    ret->plan_version = pi.version;
+    ret->profile_seconds = job->planner != NULL ? cl_planner_profile_seconds(job->planner) : 0;
 }
 
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)

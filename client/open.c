@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client/client_impl.h"
+#include "client/profile.h"
 #include "common/err.h"
 
 static double now_sec(void)
@@ -17,7 +18,9 @@ static double now_sec(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int submit(sluice_job_t *job, const char *spec_path, char *err, size_t errlen)
+/* planner: the profiles for an auto/fastflow job, or NULL. */
+static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInputs *planner,
+                  char *err, size_t errlen)
 {
     char *json = sl_spec_to_json(&job->spec);
     if (json == NULL) {
@@ -34,6 +37,7 @@ static int submit(sluice_job_t *job, const char *spec_path, char *err, size_t er
     req.client_threads = job->opts.threads;
     req.client_id = host;
     req.world_size = 1;
+    req.planner = planner;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/SubmitJob", &req.base,
@@ -55,6 +59,7 @@ static int submit(sluice_job_t *job, const char *spec_path, char *err, size_t er
         job->local_share = r->plan->local_share;
         snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
                  r->plan->mode ? r->plan->mode : "?");
+        cl_planner_note_plan(job->planner, r->plan);
     }
     protobuf_c_message_free_unpacked(resp, NULL);
     if (job->split_units > job->nunits) {
@@ -137,7 +142,25 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
             sl_rpc_shutdown();
             goto fail;
         }
-        rc = submit(job, spec_path, err, errlen);
+        /* auto/fastflow: profile first (client/profile.h). A failure is not
+         * the job's: it then runs on the dispatcher's fallback plan. */
+        job->planner = cl_planner_new();
+        if (job->planner == NULL) {
+            rc = sl_err(err, errlen, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        Sluice__PlannerInputs *inputs = NULL;
+        if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
+            cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
+                                 .disp = job->disp, .threads = threads,
+                                 .consumer_rate = opts->consumer_rate,
+                                 .timeout_ms = job->timeout_ms};
+            char perr[512];
+            if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {
+                inputs = cl_planner_inputs(job->planner);
+            }
+        }
+        rc = submit(job, spec_path, inputs, err, errlen);
         if (rc < 0) {
             goto fail;
         }
@@ -177,6 +200,7 @@ void sluice_close(sluice_job_t *job)
         sl_rpc_channel_free(job->disp);
         sl_rpc_shutdown();
     }
+    cl_planner_free(job->planner); /* after the control thread, its other user */
     for (int i = 0; i < CL_ORDER_CACHE; i++) {
         free(job->orders[i].order);
     }

@@ -27,6 +27,8 @@ typedef struct sluice_options {
     const char *offload;    /* NULL = the spec's; else off|all|auto|fastflow|K:F */
     unsigned epochs;        /* 0 = the spec's */
     int timeout_ms;         /* RPC deadline; 0 = 10000 */
+    double consumer_rate;   /* samples/s the training loop takes, for the planner; 0 = unknown
+                             * (measured while running) */
 } sluice_options_t;
 
 enum { SLUICE_DT_BYTES = 0, SLUICE_DT_UINT8 = 1, SLUICE_DT_FLOAT32 = 2 };
@@ -61,6 +63,10 @@ typedef struct sluice_stats {
     double plan_local_share;
     char plan_mode[64];
     uint64_t job_id;
+    double plan_predicted;    /* samples/s the planner predicts; 0 = no prediction */
+    char plan_binding[32];    /* the resource it says binds */
+    uint32_t plan_version;    /* 1, +1 per re-plan */
+    double profile_seconds;   /* spent profiling before submission */
 } sluice_stats_t;
 
 /* Opens a job. Returns 0, -EINVAL for a bad spec or options (err names

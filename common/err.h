@@ -7,8 +7,13 @@
 #include <stddef.h>
 
 /* Formats into err (if non-NULL) and returns code, so callers can write
- * `return sl_err(err, errlen, -EINVAL, "bad %s", x);`. */
+ * `return sl_err(err, errlen, -EINVAL, "bad %s", x);`. Control characters
+ * (from file names, tar members, peers' strings) become '?': the message
+ * stays one line of text in logs and status details. */
 int sl_err(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Replaces C0 control characters and DEL in s with '?' (what sl_err does). */
+void sl_err_scrub(char *s);
 
 #endif

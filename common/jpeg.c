@@ -242,6 +242,13 @@ static int dec_run(dec_t *d, dec_req_t *rq)
     ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     ci->scale_num = 1;
     ci->scale_denom = rq->scale;
+    /* A progressive file that ends before its last scans (legal) would be
+     * smoothed across block edges, from neighbours up to two blocks away:
+     * then a region differs from the same rectangle of the whole image
+     * (found by tests/fuzz/fuzz_jpeg), and the result depends on the
+     * libjpeg-turbo version (2.1 changed the filter). Without smoothing
+     * every block is decoded on its own. */
+    ci->do_block_smoothing = FALSE;
     d->progress.progress_monitor = dec_progress;
     ci->progress = &d->progress;
     jpeg_calc_output_dimensions(ci);

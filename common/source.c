@@ -295,6 +295,7 @@ void sl_src_warn(sl_source_t *src, const char *fmt, ...)
         src->warn_dropped++;
         return;
     }
+    sl_err_scrub(one); /* names from the data set: one line of text */
     size_t len = strlen(one);
     size_t sep = src->warn_len > 0 ? 2 : 0;
     if (src->warn_len + sep + len + 1 > sizeof(src->warnings) - WARN_SUFFIX_ROOM) {

@@ -29,6 +29,8 @@ static const sl_conf_opt_t OPTS[] = {
     OPT_INT(max_client_splits, 1, 65536, "64",
             "unacknowledged splits of one job handed to its client at a time"),
     OPT_INT(max_jobs, 1, 4096, "64", "open jobs (beyond: RESOURCE_EXHAUSTED)"),
+    OPT_INT(max_jobs_per_client, 0, 4096, "16",
+            "open jobs of one client_id (0 = no limit but max_jobs)"),
     OPT_INT(max_workers, 1, 65536, "1024", "registered workers (beyond: RESOURCE_EXHAUSTED)"),
     OPT_INT(rpc_threads, 1, 64, "4", "threads running RPC handlers"),
     {"log_level", SL_CONF_LOGLEVEL, offsetof(disp_config_t, log_level), 0, 0, "notice",

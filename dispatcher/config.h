@@ -21,6 +21,7 @@ typedef struct disp_config_s {
     long long max_splits_per_worker;
     long long max_client_splits;
     long long max_jobs;
+    long long max_jobs_per_client;
     long long max_workers;
     long long rpc_threads;
     int log_level; /* syslog level */

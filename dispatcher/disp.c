@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "dispatcher/planner_job.h"
+#include "dispatcher/planner_svc.h"
 
 int64_t disp_now_ms(void)
 {
@@ -40,10 +42,18 @@ int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t no
         .max_splits_per_worker = (uint32_t)cfg->max_splits_per_worker,
         .max_client_splits = (uint32_t)cfg->max_client_splits,
         .max_jobs = (uint32_t)cfg->max_jobs,
+        .max_jobs_per_client = (uint32_t)cfg->max_jobs_per_client,
         .worker_timeout_ms = cfg->worker_timeout_ms,
         .client_timeout_ms = cfg->client_timeout_ms,
     };
     rc = disp_jobs_init(&d->jobs, &d->reg, &lim, first_id);
+    if (rc == 0) {
+        d->pcache = disp_pcache_new();
+        rc = d->pcache != NULL ? 0 : -ENOMEM;
+        if (rc != 0) {
+            disp_jobs_destroy(&d->jobs);
+        }
+    }
     if (rc != 0) {
         disp_registry_destroy(&d->reg);
         pthread_mutex_destroy(&d->mu);
@@ -55,6 +65,7 @@ int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t no
 void disp_destroy(disp_t *d)
 {
     disp_jobs_destroy(&d->jobs);
+    disp_pcache_free(d->pcache);
     disp_registry_destroy(&d->reg);
     pthread_mutex_destroy(&d->mu);
 }
@@ -73,5 +84,6 @@ void disp_tick(disp_t *d, int64_t now_ms)
     }
     (void)disp_jobs_expire(&d->jobs, now_ms);
     disp_jobs_assign_all(&d->jobs, now_ms);
+    disp_planner_tick(d, now_ms); /* re-plans: workers changed, or rates drifted */
     pthread_mutex_unlock(&d->mu);
 }

@@ -22,6 +22,7 @@ typedef struct disp_s {
     disp_registry_t reg;
     disp_jobs_t jobs;
     int64_t start_ms;
+    struct disp_pcache_s *pcache; /* planner profile cache (planner_job.h); owned */
 } disp_t;
 
 /* first_id seeds both worker and job ids (disp_id_seed() in the daemon, a

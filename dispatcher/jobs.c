@@ -15,6 +15,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "dispatcher/planner_job.h"
 
 /* ------------------------------------------------------------ ring */
 
@@ -155,6 +156,7 @@ static void job_free(disp_jobs_t *js, disp_job_t *job)
         return;
     }
     job_release(js, job);
+    disp_pjob_free(job->planner);
     free(job);
 }
 
@@ -275,37 +277,7 @@ static int list_remove(uint64_t *ids, uint8_t *sent, uint32_t *seq, uint32_t *n,
     return -ENOENT;
 }
 
-int disp_an_to_send(uint8_t state) { return state == DISP_AN_NEW || state == DISP_AN_RESEND; }
-
-size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, const uint64_t *in_progress,
-                                 size_t n)
-{
-    size_t nresend = 0;
-    for (size_t j = 0; j < js->n; j++) {
-        disp_job_t *job = js->jobs[j];
-        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
-        if (jw == NULL) {
-            continue;
-        }
-        for (uint32_t k = 0; k < jw->n; k++) {
-            if (jw->sent[k] != DISP_AN_SENT) {
-                continue;
-            }
-            int seen = 0;
-            for (size_t i = 0; i < n && !seen; i++) {
-                seen = in_progress[i] == jw->ids[k];
-            }
-            if (seen) {
-                jw->sent[k] = DISP_AN_SEEN;
-            } else if (w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
-                jw->sent[k] = DISP_AN_RESEND;
-                nresend++;
-            }
-        }
-    }
-    w->hb_seq++;
-    return nresend;
-}
+int disp_an_to_send(uint8_t state) { return state == DISP_AN_NEW; }
 
 void disp_jobs_worker_sent(disp_jobs_t *js, disp_worker_t *w)
 {
@@ -483,6 +455,12 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
     }
     s->state = DISP_SPLIT_ASSIGNED;
     s->owner = owner;
+    if (!s->planned) {
+        /* Fixed for good: every copy of the split, from any owner, runs the
+         * same units, whatever later re-plans say. */
+        s->stage_to = (uint8_t)job->plan.split;
+        s->planned = 1;
+    }
     ep->npending--;
     return 0;
 }
@@ -522,6 +500,123 @@ static void take_back(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32
     js->splits_reassigned_total++;
 }
 
+/* Queues a revocation of split id at its worker owner (bounded: beyond
+ * DISP_REVOKE_MAX the worker may run it once more; the client drops the
+ * duplicates). */
+static void revoke_at_owner(disp_job_t *job, const disp_split_t *s, uint64_t id)
+{
+    disp_jw_t *jw = s->owner != 0 ? disp_job_jw(job, s->owner) : NULL;
+    if (jw == NULL) {
+        return;
+    }
+    for (uint32_t i = 0; i < jw->nrevoked; i++) {
+        if (jw->revoked[i] == id) {
+            return;
+        }
+    }
+    if (jw->nrevoked < DISP_REVOKE_MAX) {
+        jw->revoked[jw->nrevoked++] = id;
+    }
+}
+
+/* ------------------------------------------------------------ heartbeats */
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const disp_split_ref_t *x = a;
+    const disp_split_ref_t *y = b;
+    if (x->job_id != y->job_id) {
+        return x->job_id < y->job_id ? -1 : 1;
+    }
+    return x->split_id < y->split_id ? -1 : x->split_id > y->split_id;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int has_ref(const disp_split_ref_t *refs, size_t n, uint64_t job_id, uint64_t split_id)
+{
+    disp_split_ref_t key = {.job_id = job_id, .split_id = split_id};
+    return n > 0 && bsearch(&key, refs, n, sizeof(*refs), ref_cmp) != NULL;
+}
+
+/* Whether the worker reports (job, id) in progress. */
+static int in_progress(const disp_progress_t *p, uint64_t job_id, uint64_t id)
+{
+    if (p->n_in_progress > 0 || p->n_legacy == 0) {
+        return has_ref(p->in_progress, p->n_in_progress, job_id, id);
+    }
+    return bsearch(&id, p->legacy_ids, p->n_legacy, sizeof(id), u64_cmp) != NULL;
+}
+
+size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progress_t *p,
+                                 int64_t now_ms)
+{
+    if (p->n_in_progress > 1) {
+        qsort(p->in_progress, p->n_in_progress, sizeof(*p->in_progress), ref_cmp);
+    }
+    if (p->n_legacy > 1) {
+        qsort(p->legacy_ids, p->n_legacy, sizeof(*p->legacy_ids), u64_cmp);
+    }
+    if (p->n_sent > 1) {
+        qsort(p->sent, p->n_sent, sizeof(*p->sent), ref_cmp);
+    }
+    size_t nback = 0;
+    for (size_t j = 0; j < js->n; j++) {
+        disp_job_t *job = js->jobs[j];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
+        if (jw == NULL) {
+            continue;
+        }
+        int returned = 0;
+        for (uint32_t k = 0; k < jw->n;) {
+            uint64_t id = jw->ids[k];
+            int back = 0;
+            switch ((disp_announce_e)jw->sent[k]) {
+            case DISP_AN_NEW:
+                back = p->leaving; /* never told, and it takes nothing new now */
+                break;
+            case DISP_AN_SENT:
+            case DISP_AN_SEEN:
+                if (in_progress(p, job->id, id)) {
+                    jw->sent[k] = DISP_AN_SEEN;
+                } else if (has_ref(p->sent, p->n_sent, job->id, id)) {
+                    jw->sent[k] = DISP_AN_DELIVERED;
+                } else if (jw->sent[k] == DISP_AN_SEEN || p->leaving ||
+                           w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
+                    back = 1; /* dropped, refused, or the reply never arrived */
+                }
+                break;
+            case DISP_AN_DELIVERED:
+                break;
+            }
+            if (!back) {
+                k++;
+                continue;
+            }
+            uint32_t idx = 0;
+            disp_epoch_t *ep = epoch_of(job, id, &idx);
+            if (ep == NULL || ep->splits[idx].state != DISP_SPLIT_ASSIGNED) {
+                k++; /* cannot happen while the invariants hold */
+                continue;
+            }
+            revoke_at_owner(job, &ep->splits[idx], id);
+            take_back(js, job, ep, idx); /* removes entry k: do not advance */
+            nback++;
+            returned = 1;
+        }
+        if (returned) {
+            disp_jobs_assign(js, job, now_ms);
+        }
+    }
+    w->hb_seq++;
+    return nback;
+}
+
 /* The live, non-banned worker with room for this job and the fewest of its
  * splits. *ret_any says whether any live worker may run the job at all. */
 static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avoid, int *ret_any)
@@ -532,7 +627,7 @@ static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avo
     *ret_any = 0;
     for (size_t i = 0; i < js->reg->n; i++) {
         disp_worker_t *w = js->reg->workers[i];
-        if (w->state != DISP_WORKER_LIVE) {
+        if (w->state != DISP_WORKER_LIVE || w->leaving) {
             continue;
         }
         const disp_jw_t *jw = disp_job_jw(job, w->id);
@@ -635,6 +730,22 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
         return sl_err(err, errlen, -ENOSPC, "too many open jobs (max_jobs = %u)",
                       js->lim.max_jobs);
     }
+    if (js->lim.max_jobs_per_client > 0) {
+        /* client_id is what the client says it is: this keeps one runaway
+         * client from taking every slot, max_jobs is the hard bound. */
+        char cid[DISP_NAME_MAX];
+        disp_text_copy(cid, sizeof(cid), req->client_id);
+        uint32_t mine = 0;
+        for (size_t i = 0; i < js->n; i++) {
+            mine += js->jobs[i]->state != DISP_JOB_CLOSED &&
+                    strcmp(js->jobs[i]->client_id, cid) == 0;
+        }
+        if (mine >= js->lim.max_jobs_per_client) {
+            return sl_err(err, errlen, -ENOSPC,
+                          "client \"%s\" has %u open jobs (max_jobs_per_client = %u)", cid,
+                          mine, js->lim.max_jobs_per_client);
+        }
+    }
     const char *name = req->spec_name != NULL && req->spec_name[0] != '\0' ? req->spec_name
                                                                           : "<rpc>";
     int rc = 0;
@@ -668,7 +779,11 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
                     js->split_slots, 2 * nsplits, (unsigned long long)DISP_SPLIT_BUDGET);
         goto fail;
     }
-    rc = disp_plan_compute(&job->spec, &job->plan, err, errlen);
+    if (req->plan != NULL) {
+        job->plan = *req->plan; /* the planner's (it compiled the same spec) */
+    } else {
+        rc = disp_plan_compute(&job->spec, &job->plan, err, errlen);
+    }
     if (rc != 0) {
         rc = rc == -ENOMEM ? rc : -EINVAL;
         goto fail;
@@ -748,7 +863,7 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
 }
 
 size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
-                       int64_t now_ms)
+                       uint64_t worker_id, int64_t now_ms)
 {
     size_t done = 0;
     if (job->state != DISP_JOB_ACTIVE) {
@@ -761,14 +876,27 @@ size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, si
             continue;
         }
         disp_split_t *s = &ep->splits[idx];
-        /* Only a worker's split can break; the client's own are its business. */
-        if (s->state != DISP_SPLIT_ASSIGNED || s->owner == 0) {
+        /* Only a worker's split can break; the client's own are its business,
+         * and one that has moved to another worker is that worker's now. */
+        if (s->state != DISP_SPLIT_ASSIGNED || s->owner == 0 ||
+            (worker_id != 0 && s->owner != worker_id)) {
             continue;
         }
-        disp_jw_t *jw = disp_job_jw(job, s->owner);
-        if (jw != NULL && jw->nrevoked < DISP_REVOKE_MAX) {
-            jw->revoked[jw->nrevoked++] = ids[i];
+        revoke_at_owner(job, s, ids[i]);
+        take_back(js, job, ep, idx);
+        done++;
+    }
+    disp_jw_t *jw = worker_id != 0 ? disp_job_jw(job, worker_id) : NULL;
+    while (jw != NULL && jw->n > 0) {
+        /* Last first, so they keep their order at the front of the queue. */
+        uint64_t id = jw->ids[jw->n - 1];
+        uint32_t idx = 0;
+        disp_epoch_t *ep = epoch_of(job, id, &idx);
+        if (ep == NULL || ep->splits[idx].state != DISP_SPLIT_ASSIGNED) {
+            jw->n--; /* cannot happen while the invariants hold */
+            continue;
         }
+        revoke_at_owner(job, &ep->splits[idx], id);
         take_back(js, job, ep, idx);
         done++;
     }
@@ -841,6 +969,36 @@ void disp_jobs_worker_lost(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms)
         jw_remove(job, jw);
         disp_jobs_assign(js, job, now_ms);
     }
+}
+
+size_t disp_jobs_worker_left(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < js->n; i++) {
+        disp_job_t *job = js->jobs[i];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, worker_id);
+        if (jw == NULL) {
+            continue;
+        }
+        size_t n = 0;
+        for (uint32_t k = jw->n; k-- > 0;) {
+            uint32_t idx = 0;
+            disp_epoch_t *ep = epoch_of(job, jw->ids[k], &idx);
+            if (jw->sent[k] == DISP_AN_DELIVERED || ep == NULL ||
+                ep->splits[idx].state != DISP_SPLIT_ASSIGNED) {
+                continue;
+            }
+            take_back(js, job, ep, idx);
+            n++;
+        }
+        if (n > 0) {
+            SL_NOTICE("job %" PRIu64 ": %zu split(s) of departed worker %" PRIu64 " re-queued",
+                      job->id, n, worker_id);
+            disp_jobs_assign(js, job, now_ms);
+        }
+        total += n;
+    }
+    return total;
 }
 
 int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id,
@@ -917,4 +1075,48 @@ size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms)
         i++;
     }
     return nclosed;
+}
+
+/* ------------------------------------------------------------ planner hook */
+
+void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
+{
+    if (job->state != DISP_JOB_ACTIVE) {
+        return;
+    }
+    for (uint32_t k = 0; k < job->nep; k++) {
+        disp_epoch_t *ep = &job->ep[k];
+        disp_ring_t local;
+        disp_ring_t remote;
+        if (ring_init(&local, job->nsplits) != 0 || ring_init(&remote, job->nsplits) != 0) {
+            ring_free(&local);
+            SL_ERR("job %" PRIu64 ": out of memory re-planning; the old share stays", job->id);
+            return;
+        }
+        /* Returned splits (handed out before, so planned) first, in queue
+         * order; then the never-handed-out ones in position order, under
+         * the new share. Each PENDING split is in exactly one old ring. */
+        disp_ring_t *old[2] = {&ep->remote, &ep->local};
+        for (int r = 0; r < 2; r++) {
+            for (uint32_t i = 0; i < old[r]->len; i++) {
+                uint32_t idx = old[r]->buf[(old[r]->head + i) % old[r]->cap];
+                disp_split_t *s = &ep->splits[idx];
+                if (s->state == DISP_SPLIT_PENDING && s->planned) {
+                    (void)ring_push_back(s->local ? &local : &remote, idx);
+                }
+            }
+        }
+        for (uint32_t idx = 0; idx < job->nsplits; idx++) {
+            disp_split_t *s = &ep->splits[idx];
+            if (s->state == DISP_SPLIT_PENDING && !s->planned) {
+                s->local = (uint8_t)disp_plan_split_is_local(idx, job->plan.local_share);
+                (void)ring_push_back(s->local ? &local : &remote, idx);
+            }
+        }
+        ring_free(&ep->local);
+        ring_free(&ep->remote);
+        ep->local = local;
+        ep->remote = remote;
+    }
+    disp_jobs_assign(js, job, now_ms);
 }

@@ -65,6 +65,10 @@ typedef struct disp_split_s {
     uint64_t avoid; /* worker the split was last taken from (0 = none) */
     uint8_t state;  /* disp_split_state_e */
     uint8_t local;  /* local share: the client's own */
+    /* planner: the split point this split was first handed out with; it
+     * keeps it through re-plans and re-assignment (planned = 1 once set). */
+    uint8_t stage_to;
+    uint8_t planned;
 } disp_split_t;
 
 /* FIFO of split indices with push to the front for returned splits.
@@ -84,19 +88,44 @@ typedef struct disp_epoch_s {
     uint32_t nacked;
 } disp_epoch_t;
 
-/* Whether the worker has heard of an assignment. A heartbeat reply may be
- * lost (the worker's call timed out after we answered), so an assignment
- * the worker has not reported in splits_in_progress DISP_RESEND_AFTER_HB
- * heartbeats after it was sent is sent again (the worker ignores a split it
- * already holds; a duplicate run is dropped by the client). */
+/* What the worker has told us about an assignment, from its heartbeats.
+ * Nothing may be stranded at a worker that no longer holds a split (its
+ * Fetch stream broke and it dropped the job's work, a heartbeat reply was
+ * lost, it refused the assignment), so an ASSIGNED split returns to the
+ * queue (and is revoked at the worker) when:
+ *  - SENT and not reported in progress DISP_RESEND_AFTER_HB heartbeats
+ *    after the reply that carried it (reply lost or assignment refused);
+ *  - SEEN and then missing from a heartbeat without being reported sent.
+ * A split the worker reports `sent` is DELIVERED: every message of it went
+ * out, so the client acknowledges it, or retries it if the stream broke
+ * (AckSplits.retry_worker_id); heartbeats no longer decide its fate. */
 typedef enum {
-    DISP_AN_NEW = 0, /* not yet in a heartbeat reply */
-    DISP_AN_SENT,    /* in a reply at heartbeat sent_seq */
-    DISP_AN_SEEN,    /* the worker reported it in splits_in_progress */
-    DISP_AN_RESEND,  /* sent, never seen: goes in the next reply again */
+    DISP_AN_NEW = 0,   /* not yet in a heartbeat reply */
+    DISP_AN_SENT,      /* in a reply at heartbeat sent_seq */
+    DISP_AN_SEEN,      /* the worker reported it in progress */
+    DISP_AN_DELIVERED, /* the worker reported every message of it sent */
 } disp_announce_e;
 
 #define DISP_RESEND_AFTER_HB 3
+
+/* A job-qualified split id (split ids are unique within a job only). */
+typedef struct disp_split_ref_s {
+    uint64_t job_id;
+    uint64_t split_id;
+} disp_split_ref_t;
+
+/* The split part of one heartbeat. The arrays are sorted in place. */
+typedef struct disp_progress_s {
+    disp_split_ref_t *in_progress; /* queued, running or buffered at the worker */
+    size_t n_in_progress;
+    /* Unqualified ids from a worker that does not send in_progress (an older
+     * one): used only when in_progress is empty; matched in every job. */
+    uint64_t *legacy_ids;
+    size_t n_legacy;
+    disp_split_ref_t *sent; /* every message sent since its last good heartbeat */
+    size_t n_sent;
+    int leaving; /* the worker is draining: it takes no new splits */
+} disp_progress_t;
 
 /* One worker's part in one job. */
 typedef struct disp_jw_s {
@@ -106,7 +135,7 @@ typedef struct disp_jw_s {
     uint64_t *ids;     /* [max_splits_per_worker] */
     uint8_t *sent;     /* disp_announce_e per id */
     uint32_t *sent_seq; /* the worker's heartbeat number when last sent */
-    uint64_t revoked[DISP_REVOKE_MAX];
+    uint64_t revoked[DISP_REVOKE_MAX]; /* split ids of this job, for the next reply */
     uint32_t nrevoked;
 } disp_jw_t;
 
@@ -163,6 +192,7 @@ typedef struct disp_job_s {
     int64_t last_client_ms;
     int64_t finished_ms;
     int64_t closed_ms;
+    struct disp_pjob_s *planner; /* auto/fastflow: dispatcher/planner_job.h; owned */
 } disp_job_t;
 
 typedef struct disp_limits_s {
@@ -170,6 +200,7 @@ typedef struct disp_limits_s {
     uint32_t max_splits_per_worker;
     uint32_t max_client_splits;
     uint32_t max_jobs;
+    uint32_t max_jobs_per_client; /* open jobs of one client_id; 0 = no limit */
     int64_t worker_timeout_ms;
     int64_t client_timeout_ms;
 } disp_limits_t;
@@ -194,6 +225,7 @@ typedef struct disp_submit_s {
     uint64_t fingerprint;
     uint32_t client_threads;
     const char *client_id;
+    const disp_plan_t *plan; /* planner: use this plan, not the spec's (NULL = spec's) */
 } disp_submit_t;
 
 int disp_jobs_init(disp_jobs_t *js, disp_registry_t *reg, const disp_limits_t *lim,
@@ -218,15 +250,25 @@ void disp_jobs_assign_all(disp_jobs_t *js, int64_t now_ms);
  * This and the calls below hand out freed capacity at once (assign). */
 size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
                      int64_t now_ms);
-/* The client's stream to their owner broke: ASSIGNED remote splits return
- * to the queue (and are revoked at the old owner). Returns how many. */
+/* The client's stream to a worker broke. worker_id != 0: every split of the
+ * job ASSIGNED to that worker returns to the queue, listed or not (the
+ * worker dropped its unfinished work; what it sent may not have arrived),
+ * and listed ids owned by anyone else are left alone, so a late retry never
+ * takes a split from the owner it has moved to. worker_id 0 (an older
+ * client): the listed ids return whoever owns them. Returned splits are
+ * revoked at their owner. Returns how many returned. */
 size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
-                       int64_t now_ms);
+                       uint64_t worker_id, int64_t now_ms);
 /* Adds skip counts reported with an ack (bounded number of reasons). */
 void disp_jobs_add_skips(disp_job_t *job, const char *reason, uint64_t count);
 
 /* A worker was lost: every split it held returns to the queue. */
 void disp_jobs_worker_lost(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms);
+/* A worker left after draining: its splits return to the queue except the
+ * DELIVERED ones (the client has every message of them: the worker ends
+ * its streams cleanly only after its last heartbeat; had a stream broken,
+ * the client's retry returns them). Returns how many returned. */
+size_t disp_jobs_worker_left(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms);
 /* A worker cannot run this job: ban it from the job, return its splits. */
 int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id,
                              const char *reason, int64_t now_ms);
@@ -237,13 +279,14 @@ void disp_jobs_close(disp_jobs_t *js, disp_job_t *job, const char *reason, int64
  * closed jobs past their linger. Returns how many jobs were closed. */
 size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms);
 
-/* Heartbeat bookkeeping for w: SENT assignments that w lists in
- * in_progress become SEEN; those sent DISP_RESEND_AFTER_HB or more
- * heartbeats ago and never seen become RESEND. Then counts the heartbeat.
- * Returns how many were marked for resending. */
-size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, const uint64_t *in_progress,
-                                 size_t n);
-/* Marks every NEW/RESEND assignment of w as SENT (after a reply carried them). */
+/* Heartbeat bookkeeping for w (the rules at disp_announce_e): assignments
+ * become SEEN or DELIVERED, or return to the queue. A leaving worker also
+ * gives back its NEW assignments (it takes none now). Then counts the
+ * heartbeat. Sorts p's arrays. Returns how many splits returned. */
+size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progress_t *p,
+                                 int64_t now_ms);
+/* Marks every NEW assignment of w as SENT (after a reply carried them) and
+ * clears its revocations. */
 void disp_jobs_worker_sent(disp_jobs_t *js, disp_worker_t *w);
 /* Whether an assignment in this state goes into the next heartbeat reply. */
 int disp_an_to_send(uint8_t state);
@@ -258,5 +301,11 @@ void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret
                      uint64_t *ret_acked);
 
 const char *disp_job_state_name(disp_job_state_e s);
+
+/* planner hook (dispatcher/planner_svc.c): job->plan changed. PENDING splits
+ * never handed out are re-classified local/remote by the new share (the
+ * queues keep returned splits first); handed-out splits keep their owner
+ * and split point. Then hands out work. */
+void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
 
 #endif

@@ -13,6 +13,7 @@
 #include "common/httpd.h"
 #include "common/log.h"
 #include "common/rpc.h"
+#include "common/sdnotify.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/service.h"
@@ -20,6 +21,26 @@
 
 #define SHUTDOWN_GRACE_MS 2000
 #define ADDR_MAX 300
+
+/* systemd (Type=notify) is told; without $NOTIFY_SOCKET this is a no-op. A
+ * failure is worth a warning, never an exit: the daemon works regardless. */
+static void notify(const char *state)
+{
+    char err[256];
+    if (sl_sdnotify(state, err, sizeof(err)) < 0) {
+        SL_WARN("sd_notify: %s", err);
+    }
+}
+
+static void notify_status(const char *prefix, const char *grpc, const char *http,
+                          const char *summary)
+{
+    char err[256];
+    if (sl_sdnotifyf(err, sizeof(err), "%sSTATUS=grpc %s, http %s: %s", prefix, grpc, http,
+                     summary) < 0) {
+        SL_WARN("sd_notify: %s", err);
+    }
+}
 
 static void reload(const char *path, disp_config_t *cfg)
 {
@@ -56,6 +77,7 @@ int main(int argc, char **argv)
     int ret = 1;
     sl_rpc_server_t *srv = NULL;
     sl_httpd_t *http = NULL;
+    disp_status_t *status = NULL;
     int have_state = 0;
     int rpc_inited = 0;
 
@@ -91,6 +113,11 @@ int main(int argc, char **argv)
         return 1;
     }
     have_state = 1;
+    status = disp_status_new(&d, disp_now_ms());
+    if (status == NULL) {
+        SL_ERR("cannot initialise status: out of memory");
+        goto out;
+    }
 
     sl_rpc_init();
     rpc_inited = 1;
@@ -104,6 +131,9 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = disp_service_add(&d, srv);
+    if (rc == 0) {
+        rc = disp_status_add_rpc(status, srv);
+    }
     if (rc != 0) {
         SL_ERR("grpc server: cannot register methods: %s", strerror(-rc));
         goto out;
@@ -121,7 +151,7 @@ int main(int argc, char **argv)
         SL_ERR("%s", err);
         goto out;
     }
-    rc = disp_status_add_routes(&d, http);
+    rc = disp_status_add_routes(status, http);
     if (rc != 0) {
         SL_ERR("http: cannot add routes: %s", strerror(-rc));
         goto out;
@@ -139,21 +169,40 @@ int main(int argc, char **argv)
     SL_NOTICE("%s %s: grpc %s, http %s, split_size %lld, worker_timeout %lld ms",
               disp_conf_table.progname, DISP_VERSION, grpc_addr, http_addr, cfg.split_size,
               cfg.worker_timeout_ms);
+    char summary[256] = "";
+    disp_status_summary(&d, summary, sizeof(summary));
+    notify_status("READY=1\n", grpc_addr, http_addr, summary);
+    int64_t next_summary = disp_now_ms() + DISP_STATUS_SAMPLE_MS;
 
     int64_t next_tick = disp_now_ms() + DISP_TICK_MS;
     for (;;) {
         int sig = wait_signal(&sigs, next_tick - disp_now_ms());
         if (sig == SIGTERM || sig == SIGINT) {
             SL_NOTICE("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            notify("STOPPING=1\nSTATUS=shutting down");
             break;
         }
         if (sig == SIGHUP) {
+            notify("RELOADING=1");
             reload(cfgpath, &cfg);
+            notify("READY=1");
         }
         int64_t now = disp_now_ms();
         if (now >= next_tick) {
             disp_tick(&d, now);
             next_tick = now + DISP_TICK_MS;
+        }
+        if (now >= next_summary) {
+            disp_status_sample(status, now);
+            /* STATUS= only when the one-line summary changed: systemd keeps
+             * the last one, and a datagram per second for nothing is noise. */
+            char cur[256];
+            disp_status_summary(&d, cur, sizeof(cur));
+            if (strcmp(cur, summary) != 0) {
+                memcpy(summary, cur, sizeof(summary));
+                notify_status("", grpc_addr, http_addr, summary);
+            }
+            next_summary = now + DISP_STATUS_SAMPLE_MS;
         }
     }
     ret = 0;
@@ -167,6 +216,7 @@ out:
     if (rpc_inited) {
         sl_rpc_shutdown();
     }
+    disp_status_free(status); /* after http and rpc: both read it */
     if (have_state) {
         disp_destroy(&d);
     }

@@ -35,10 +35,11 @@ int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t
         break;
     case SL_OFFLOAD_AUTO:
     case SL_OFFLOAD_FASTFLOW:
-        /* No planner yet: behave as "all", and say so where users look. */
+        /* Without profiles (dispatcher/planner_job.c replaces this when the
+         * client sent them): behave as "all", and say so where users look. */
         plan.split = plan.nunits;
         plan.local_share = 0.0;
-        snprintf(plan.mode, sizeof(plan.mode), "%s(all: planner not yet implemented)",
+        snprintf(plan.mode, sizeof(plan.mode), "%s(all: no profile)",
                  sl_offload_name(spec->offload));
         break;
     }

@@ -1,6 +1,8 @@
 /* plan: where a job's pipeline is cut and how much the client keeps
- * (docs/protocol.md "Plans by offload mode"). Pure; no planner yet: auto and
- * fastflow behave as "all" and say so in the mode string. */
+ * (docs/protocol.md "Plans by offload mode"). Pure. Fixed modes are decided
+ * here from the spec; auto and fastflow are decided by the planner
+ * (dispatcher/planner_job.c) from the client's profiles, and fall back to
+ * "all" here when a client sent none. */
 #ifndef DISP_PLAN_H
 #define DISP_PLAN_H
 
@@ -15,8 +17,10 @@ typedef struct disp_plan_s {
     uint32_t split;     /* units run remotely: workers run [0, split) */
     double local_share; /* fraction of splits the client runs itself */
     char mode[DISP_PLAN_MODE_MAX];
-    uint32_t version;   /* 1; increments on re-plan (none yet) */
+    uint32_t version;   /* 1; increments on every re-plan (dispatcher/planner_job.c) */
     uint32_t nunits;    /* units of the compiled pipeline */
+    double predicted;   /* samples/s the planner predicts; 0 = no prediction (fixed plans) */
+    char binding[32];   /* the resource the prediction says binds; "" = none */
 } disp_plan_t;
 
 /* Compiles the spec's stages (common/pipeline.h) to count units and maps a

@@ -37,6 +37,8 @@ const char *disp_worker_state_name(disp_worker_state_e s)
         return "live";
     case DISP_WORKER_LOST:
         return "lost";
+    case DISP_WORKER_LEFT:
+        return "left";
     }
     return "?";
 }
@@ -95,7 +97,7 @@ static int make_room(disp_registry_t *r)
 {
     size_t oldest = r->n;
     for (size_t i = 0; i < r->n; i++) {
-        if (r->workers[i]->state == DISP_WORKER_LOST &&
+        if (r->workers[i]->state != DISP_WORKER_LIVE &&
             (oldest == r->n || r->workers[i]->lost_ms < r->workers[oldest]->lost_ms)) {
             oldest = i;
         }
@@ -169,7 +171,7 @@ size_t disp_registry_expire(disp_registry_t *r, int64_t now_ms, int64_t timeout_
     size_t nlost = 0;
     for (size_t i = 0; i < r->n;) {
         disp_worker_t *w = r->workers[i];
-        if (w->state == DISP_WORKER_LOST && now_ms - w->lost_ms >= DISP_LOST_LINGER_MS) {
+        if (w->state != DISP_WORKER_LIVE && now_ms - w->lost_ms >= DISP_LOST_LINGER_MS) {
             remove_at(r, i);
             continue;
         }
@@ -188,6 +190,19 @@ size_t disp_registry_expire(disp_registry_t *r, int64_t now_ms, int64_t timeout_
         i++;
     }
     return nlost;
+}
+
+void disp_registry_leave(disp_registry_t *r, disp_worker_t *w, int64_t now_ms)
+{
+    if (w->state != DISP_WORKER_LIVE) {
+        return;
+    }
+    w->state = DISP_WORKER_LEFT;
+    w->lost_ms = now_ms;
+    r->nlive--;
+    if (r->nlive == 0) {
+        r->no_live_since_ms = now_ms;
+    }
 }
 
 int disp_registry_no_workers(const disp_registry_t *r, int64_t now_ms, int64_t timeout_ms)

@@ -4,9 +4,12 @@
  *
  * A worker is LIVE from RegisterWorker until it has been silent for
  * worker_timeout_ms; then LOST (its splits are re-assigned by jobs.c) and
- * kept for DISP_LOST_LINGER_MS so /status can show it, then removed. A LOST
- * worker that heartbeats is told known=false and registers again with a new
- * id. Workers are referenced elsewhere by id, never by pointer. */
+ * kept for DISP_LOST_LINGER_MS so /status can show it, then removed. A
+ * draining worker (heartbeat leaving=true) stays LIVE with `leaving` set
+ * (it gets no new splits) until a leaving heartbeat reports nothing in
+ * progress; then it is LEFT, which lingers like LOST. A LOST or LEFT worker
+ * that heartbeats is told known=false and registers again with a new id.
+ * Workers are referenced elsewhere by id, never by pointer. */
 #ifndef DISP_REGISTRY_H
 #define DISP_REGISTRY_H
 
@@ -21,6 +24,7 @@
 typedef enum {
     DISP_WORKER_LIVE = 0,
     DISP_WORKER_LOST,
+    DISP_WORKER_LEFT, /* deregistered after draining (SIGTERM) */
 } disp_worker_state_e;
 
 typedef struct disp_stage_stat_s {
@@ -38,7 +42,8 @@ typedef struct disp_worker_s {
     uint32_t threads;
     int64_t registered_ms;
     int64_t last_heartbeat_ms;
-    int64_t lost_ms;
+    int64_t lost_ms;          /* when it became LOST or LEFT */
+    int leaving;              /* draining: no new splits (heartbeat leaving=true) */
     double load;
     uint64_t buffered_bytes;
     uint32_t in_progress;     /* splits_in_progress in the last heartbeat */
@@ -80,6 +85,8 @@ disp_worker_t *disp_registry_live(disp_registry_t *r, uint64_t id);
  * each call marks at most max). Removes LOST entries older than the linger. */
 size_t disp_registry_expire(disp_registry_t *r, int64_t now_ms, int64_t timeout_ms,
                             uint64_t *lost_ids, size_t max);
+/* A draining worker that has nothing left: LIVE -> LEFT (no-op otherwise). */
+void disp_registry_leave(disp_registry_t *r, disp_worker_t *w, int64_t now_ms);
 /* Whether remote work should fall back to clients: no live worker for at
  * least timeout_ms. */
 int disp_registry_no_workers(const disp_registry_t *r, int64_t now_ms, int64_t timeout_ms);

@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "dispatcher/planner_svc.h"
 
 /* ------------------------------------------------------------ arena */
 
@@ -110,7 +111,9 @@ static Sluice__Plan *plan_msg(disp_arena_t *a, const disp_plan_t *p)
     m->local_share = p->local_share;
     m->mode = disp_arena_strdup(a, p->mode);
     m->version = p->version;
-    if (m->mode == NULL) {
+    m->predicted_samples_per_sec = p->predicted;
+    m->binding = disp_arena_strdup(a, p->binding);
+    if (m->mode == NULL || m->binding == NULL) {
         return NULL;
     }
     return m;
@@ -122,7 +125,8 @@ static Sluice__SplitAssignment *assign_msg(disp_arena_t *a, disp_job_t *job, uin
     uint64_t epoch = 0;
     uint64_t begin = 0;
     uint64_t end = 0;
-    if (disp_job_split(job, split_id, &epoch, &begin, &end) == NULL) {
+    const disp_split_t *s = disp_job_split(job, split_id, &epoch, &begin, &end);
+    if (s == NULL) {
         return NULL;
     }
     Sluice__SplitAssignment *m = disp_arena_alloc(a, sizeof(*m));
@@ -135,7 +139,8 @@ static Sluice__SplitAssignment *assign_msg(disp_arena_t *a, disp_job_t *job, uin
     m->epoch = epoch;
     m->begin = begin;
     m->end = end;
-    m->stage_to = job->plan.split;
+    /* The split point it was handed out with (re-plans change only new ones). */
+    m->stage_to = s->planned ? s->stage_to : job->plan.split;
     m->worker_id = owner;
     return m;
 }
@@ -186,6 +191,52 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
 
 /* ------------------------------------------------------------ Heartbeat */
 
+/* Job-qualified split lists of a heartbeat, copied into the arena. */
+static int refs_from(Sluice__SplitAssignment *const *src, size_t n, disp_split_ref_t **ret,
+                     size_t *ret_n, disp_arena_t *a)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    if (n == 0) {
+        return 0;
+    }
+    disp_split_ref_t *refs = disp_arena_alloc(a, n * sizeof(*refs));
+    if (refs == NULL) {
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (src[i] != NULL) {
+            refs[k].job_id = src[i]->job_id;
+            refs[k].split_id = src[i]->split_id;
+            k++;
+        }
+    }
+    *ret = refs;
+    *ret_n = k;
+    return 0;
+}
+
+static int progress_from(const Sluice__HeartbeatRequest *req, disp_progress_t *p,
+                         disp_arena_t *a)
+{
+    if (refs_from(req->in_progress, req->n_in_progress, &p->in_progress, &p->n_in_progress,
+                  a) != 0 ||
+        refs_from(req->sent, req->n_sent, &p->sent, &p->n_sent, a) != 0) {
+        return -ENOMEM;
+    }
+    if (req->n_splits_in_progress > 0) {
+        p->legacy_ids = disp_arena_alloc(a, req->n_splits_in_progress * sizeof(uint64_t));
+        if (p->legacy_ids == NULL) {
+            return -ENOMEM;
+        }
+        memcpy(p->legacy_ids, req->splits_in_progress,
+               req->n_splits_in_progress * sizeof(uint64_t));
+        p->n_legacy = req->n_splits_in_progress;
+    }
+    return 0;
+}
+
 /* Fills the heartbeat reply for w; d->mu held. */
 static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatRequest *req,
                            Sluice__HeartbeatResponse *resp, disp_arena_t *a)
@@ -230,11 +281,13 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
     if (nassign > 0) {
         resp->assign = disp_arena_alloc(a, nassign * sizeof(*resp->assign));
     }
+    Sluice__SplitAssignment *revoked = NULL;
     if (nrevoked > 0) {
-        resp->revoked_splits = disp_arena_alloc(a, nrevoked * sizeof(*resp->revoked_splits));
+        resp->revoked = disp_arena_alloc(a, nrevoked * sizeof(*resp->revoked));
+        revoked = disp_arena_alloc(a, nrevoked * sizeof(*revoked));
     }
     if ((nspecs > 0 && resp->jobs == NULL) || (nassign > 0 && resp->assign == NULL) ||
-        (nrevoked > 0 && resp->revoked_splits == NULL)) {
+        (nrevoked > 0 && (resp->revoked == NULL || revoked == NULL))) {
         return -ENOMEM;
     }
     /* Build everything before marking anything sent, so that running out of
@@ -270,8 +323,15 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
             }
             resp->assign[resp->n_assign++] = m;
         }
+        /* Job-qualified: split ids repeat across jobs (revoked_splits, which
+         * could not say which job, is no longer sent). */
         for (uint32_t k = 0; k < jw->nrevoked; k++) {
-            resp->revoked_splits[resp->n_revoked_splits++] = jw->revoked[k];
+            Sluice__SplitAssignment *m = &revoked[resp->n_revoked];
+            sluice__split_assignment__init(m);
+            m->job_id = job->id;
+            m->split_id = jw->revoked[k];
+            m->worker_id = w->id;
+            resp->revoked[resp->n_revoked++] = m;
         }
     }
     disp_jobs_worker_sent(&d->jobs, w);
@@ -283,10 +343,17 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                        char *err, size_t errlen)
 {
     if (req->n_known_jobs > DISP_MAX_IDS_PER_CALL || req->n_failed_jobs > DISP_MAX_IDS_PER_CALL ||
-        req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL) {
+        req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL ||
+        req->n_in_progress > DISP_MAX_IDS_PER_CALL || req->n_sent > DISP_MAX_IDS_PER_CALL) {
         return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
-                      "known_jobs/failed_jobs/splits_in_progress: more than %d ids",
+                      "known_jobs/failed_jobs/splits_in_progress/in_progress/sent: more than %d "
+                      "ids",
                       DISP_MAX_IDS_PER_CALL);
+    }
+    /* Copies the split lists outside the mutex (jobs.c sorts them). */
+    disp_progress_t prog = {.leaving = req->leaving != 0};
+    if (progress_from(req, &prog, a) != 0) {
+        return oom(err, errlen);
     }
     resp->version = SL_PROTOCOL_VERSION;
     pthread_mutex_lock(&d->mu);
@@ -299,6 +366,12 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     }
     resp->known = 1;
     w->last_heartbeat_ms = now_ms;
+    if (req->leaving && !w->leaving) {
+        w->leaving = 1;
+        SL_NOTICE("worker %" PRIu64 " (%s) is leaving: no new splits; its unstarted ones are "
+                  "re-queued",
+                  w->id, w->address);
+    }
     w->load = finite_or_zero(req->load);
     w->buffered_bytes = req->buffered_bytes;
     w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX
@@ -313,11 +386,18 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
             (void)disp_jobs_worker_refused(&d->jobs, job, w->id, req->failure, now_ms);
         }
     }
-    size_t nresend = disp_jobs_worker_progress(&d->jobs, w, req->splits_in_progress,
-                                               req->n_splits_in_progress);
-    if (nresend > 0) {
-        SL_INFO("worker %" PRIu64 ": %zu assignment(s) never reported in progress; resending",
-                w->id, nresend);
+    size_t nback = disp_jobs_worker_progress(&d->jobs, w, &prog, now_ms);
+    if (nback > 0) {
+        SL_INFO("worker %" PRIu64 ": %zu split(s) it no longer holds (dropped, refused or never "
+                "received) re-queued",
+                w->id, nback);
+    }
+    if (w->leaving && prog.n_in_progress == 0 && prog.n_legacy == 0) {
+        /* Drained: what it sent is the client's to acknowledge; the rest
+         * (nothing, normally) goes back at once, not after worker_timeout. */
+        (void)disp_jobs_worker_left(&d->jobs, w->id, now_ms);
+        disp_registry_leave(&d->reg, w, now_ms);
+        SL_NOTICE("worker %" PRIu64 " (%s) left", w->id, w->address);
     }
     int rc = heartbeat_reply(d, w, req, resp, a);
     pthread_mutex_unlock(&d->mu);
@@ -348,7 +428,10 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     };
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
-    int rc = disp_jobs_submit(&d->jobs, &sub, now_ms, &job, err, errlen);
+    /* auto/fastflow with the client's profiles: planned before the job
+     * exists (dispatcher/planner_svc.c); otherwise plain disp_jobs_submit. */
+    Sluice__PlanExplain *explain = NULL;
+    int rc = disp_planner_submit(d, req, &sub, now_ms, &job, &explain, a, err, errlen);
     disp_plan_t plan;
     uint64_t id = 0;
     if (rc == 0) {
@@ -377,6 +460,7 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     resp->version = SL_PROTOCOL_VERSION;
     resp->job_id = id;
     resp->plan = plan_msg(a, &plan);
+    resp->explain = explain;
     if (resp->plan == NULL) {
         return oom(err, errlen);
     }
@@ -412,6 +496,9 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
         nsplits += job->jw[i].n;
         nworkers += job->jw[i].n > 0;
     }
+    /* Endpoints only of LIVE workers: a departed one still owns the splits it
+     * delivered before leaving (the client acknowledges them), but there is
+     * nothing left to fetch from it. */
     if (resp->plan == NULL || resp->failure == NULL) {
         rc = oom(err, errlen);
         goto out;
@@ -450,10 +537,10 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
             resp->splits[resp->n_splits++] = m;
             listed = 1;
         }
-        if (!listed) {
+        disp_worker_t *w = disp_registry_live(&d->reg, jw->worker_id);
+        if (!listed || w == NULL) {
             continue;
         }
-        disp_worker_t *w = disp_registry_find(&d->reg, jw->worker_id);
         Sluice__WorkerEndpoint *e = disp_arena_alloc(a, sizeof(*e));
         if (e == NULL) {
             rc = oom(err, errlen);
@@ -461,7 +548,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
         }
         sluice__worker_endpoint__init(e);
         e->worker_id = jw->worker_id;
-        e->address = disp_arena_strdup(a, w != NULL ? w->address : "");
+        e->address = disp_arena_strdup(a, w->address);
         if (e->address == NULL) {
             rc = oom(err, errlen);
             goto out;
@@ -499,8 +586,12 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
         /* Acks first: a split both acked and retried is done. */
         (void)disp_jobs_ack(&d->jobs, job, req->split_ids, req->n_split_ids, now_ms);
         size_t nretry = disp_jobs_retry(&d->jobs, job, req->retry_split_ids,
-                                        req->n_retry_split_ids, now_ms);
-        if (nretry > 0) {
+                                        req->n_retry_split_ids, req->retry_worker_id, now_ms);
+        if (req->retry_worker_id != 0) {
+            SL_INFO("job %" PRIu64 ": client's stream to worker %" PRIu64 " broke: %zu split(s) "
+                    "re-queued",
+                    job->id, req->retry_worker_id, nretry);
+        } else if (nretry > 0) {
             SL_INFO("job %" PRIu64 ": client asked to retry %zu split(s)", job->id, nretry);
         }
         resp->version = SL_PROTOCOL_VERSION;
@@ -532,7 +623,12 @@ int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
         if (req->n_stages > 0) {
             copy_stages(r->stages, &r->nstages, req->stages, req->n_stages);
         }
+        disp_planner_on_rates(d, job, req, now_ms);
         resp->version = SL_PROTOCOL_VERSION;
+        resp->plan = plan_msg(a, &job->plan); /* a re-plan reaches the client here too */
+        if (resp->plan == NULL) {
+            rc = oom(err, errlen);
+        }
     }
     pthread_mutex_unlock(&d->mu);
     return rc;
@@ -625,5 +721,5 @@ int disp_service_add(disp_t *d, sl_rpc_server_t *srv)
             return rc;
         }
     }
-    return 0;
+    return disp_planner_service_add(d, srv); /* GetPlanContext, PlanJob */
 }

@@ -1,7 +1,10 @@
-/* status: JSON with jansson. json_object_set_new steals its value even on
- * failure, so the helpers below only need to notice a NULL and remember. */
+/* status: JSON with jansson, Prometheus text with a growable buffer, and
+ * the history (rates, monotonic totals) that both need across polls.
+ * json_object_set_new steals its value even on failure, so the helpers
+ * below only need to notice a NULL and remember. */
 #include "dispatcher/status.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -9,7 +12,364 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/rpc.h"
+#include "proto/sluice.pb-c.h"
+
+/* Smoothing of rates sampled once a second: half the weight on the newest
+ * interval reacts within a few seconds yet hides heartbeat jitter. */
+#define ST_ALPHA 0.5
+#define ST_SKIP_REASONS 32 /* distinct skip reasons counted; the rest is "other" */
+
+/* ------------------------------------------------------------ history */
+
+typedef struct st_worker_s {
+    uint64_t id;
+    int64_t hb_ms; /* last_heartbeat_ms the samples below come from (0: none yet) */
+    uint32_t nstages;
+    char names[DISP_STAGE_STATS_MAX][DISP_NAME_MAX];
+    uint64_t samples[DISP_STAGE_STATS_MAX];
+    double rate[DISP_STAGE_STATS_MAX]; /* samples per second, smoothed */
+    int seen;                          /* sweep mark */
+} st_worker_t;
+
+typedef struct st_job_s {
+    uint64_t id;
+    uint64_t delivered; /* last value counted into the totals */
+    uint32_t plan_version;
+    char skip_names[DISP_SKIP_REASONS_MAX][DISP_NAME_MAX];
+    uint64_t skip_counts[DISP_SKIP_REASONS_MAX];
+    uint32_t nskips;
+    double rate; /* delivered samples per second, smoothed */
+    int64_t at_ms;
+    int seen;
+} st_job_t;
+
+typedef struct st_point_s {
+    int64_t t_ms; /* since start */
+    double samples_per_sec;
+    uint32_t workers;
+    uint32_t jobs;
+} st_point_t;
+
+typedef struct st_skip_s {
+    char reason[DISP_NAME_MAX];
+    uint64_t count;
+} st_skip_t;
+
+struct disp_status_s {
+    disp_t *d;            /* not owned */
+    pthread_mutex_t mu;   /* guards all below; taken after d->mu, never before */
+    st_worker_t *workers; /* one per worker in the registry at the last sample */
+    size_t nw, capw;
+    st_job_t *jobs; /* one per job in the table at the last sample */
+    size_t nj, capj;
+    /* Monotonic totals: jobs leave the table, these never go down. */
+    uint64_t delivered_total;
+    uint64_t plan_changes_total;
+    st_skip_t skips[ST_SKIP_REASONS];
+    size_t nskips;
+    st_point_t hist[DISP_STATUS_HISTORY];
+    size_t hhead, hlen; /* ring: oldest at hhead */
+};
+
+/* Samples of a job done so far (delivered or skipped), O(1): every split but
+ * the last of an epoch holds split_size positions. Returns 0 with *ret set,
+ * -ENOENT when unknown (a job closed before finishing: its splits are gone,
+ * the last sampled value stands). */
+static int job_done_samples(const disp_job_t *job, uint64_t *ret)
+{
+    uint64_t per_epoch = job->num_samples;
+    if (job->state == DISP_JOB_FINISHED ||
+        (job->state == DISP_JOB_CLOSED && job->finished_ms != 0)) {
+        *ret = per_epoch * job->epochs;
+        return 0;
+    }
+    if (job->state == DISP_JOB_CLOSED) {
+        return -ENOENT;
+    }
+    uint64_t full = job->nep > 0 ? job->ep[0].epoch : job->next_epoch;
+    uint64_t done = full * per_epoch;
+    uint64_t ss = job->split_size;
+    uint64_t last_len = job->nsplits > 0 ? per_epoch - (uint64_t)(job->nsplits - 1) * ss : 0;
+    for (uint32_t k = 0; k < job->nep; k++) {
+        const disp_epoch_t *ep = &job->ep[k];
+        uint64_t n = (uint64_t)ep->nacked * ss;
+        if (job->nsplits > 0 && ep->splits != NULL &&
+            ep->splits[job->nsplits - 1].state == DISP_SPLIT_ACKED) {
+            n -= ss - last_len;
+        }
+        done += n;
+    }
+    *ret = done;
+    return 0;
+}
+
+static uint64_t job_skipped(const disp_job_t *job)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < job->nskips; i++) {
+        n += job->skips[i].count;
+    }
+    return n;
+}
+
+static uint64_t job_delivered(const disp_job_t *job, uint64_t done)
+{
+    uint64_t sk = job_skipped(job);
+    return done > sk ? done - sk : 0;
+}
+
+static st_worker_t *st_worker(disp_status_t *st, uint64_t id, int create)
+{
+    for (size_t i = 0; i < st->nw; i++) {
+        if (st->workers[i].id == id) {
+            return &st->workers[i];
+        }
+    }
+    if (!create) {
+        return NULL;
+    }
+    if (st->nw == st->capw) {
+        size_t cap = st->capw > 0 ? st->capw * 2 : 16;
+        st_worker_t *nw = realloc(st->workers, cap * sizeof(*nw));
+        if (nw == NULL) {
+            return NULL;
+        }
+        st->workers = nw;
+        st->capw = cap;
+    }
+    st_worker_t *r = &st->workers[st->nw++];
+    memset(r, 0, sizeof(*r));
+    r->id = id;
+    return r;
+}
+
+static st_job_t *st_job(disp_status_t *st, uint64_t id, int create)
+{
+    for (size_t i = 0; i < st->nj; i++) {
+        if (st->jobs[i].id == id) {
+            return &st->jobs[i];
+        }
+    }
+    if (!create) {
+        return NULL;
+    }
+    if (st->nj == st->capj) {
+        size_t cap = st->capj > 0 ? st->capj * 2 : 16;
+        st_job_t *nj = realloc(st->jobs, cap * sizeof(*nj));
+        if (nj == NULL) {
+            return NULL;
+        }
+        st->jobs = nj;
+        st->capj = cap;
+    }
+    st_job_t *r = &st->jobs[st->nj++];
+    memset(r, 0, sizeof(*r));
+    r->id = id;
+    return r;
+}
+
+static void st_add_skip(disp_status_t *st, const char *reason, uint64_t n)
+{
+    size_t i = 0;
+    while (i < st->nskips && strcmp(st->skips[i].reason, reason) != 0) {
+        i++;
+    }
+    if (i == st->nskips) {
+        if (st->nskips == ST_SKIP_REASONS) {
+            /* A bounded label set: reasons come from clients. */
+            i = ST_SKIP_REASONS - 1;
+            snprintf(st->skips[i].reason, sizeof(st->skips[i].reason), "other");
+        } else {
+            snprintf(st->skips[i].reason, sizeof(st->skips[i].reason), "%s", reason);
+            st->nskips++;
+        }
+    }
+    st->skips[i].count += n;
+}
+
+static double smooth(double old, double inst, int first)
+{
+    return first ? inst : ST_ALPHA * inst + (1.0 - ST_ALPHA) * old;
+}
+
+/* Unit rates from cumulative samples between two heartbeats (their own
+ * timestamps, not ours: the sampler and heartbeats are not in phase). */
+static void sample_worker(st_worker_t *r, const disp_worker_t *w)
+{
+    r->seen = 1;
+    int have_prev = r->hb_ms > 0;
+    if (w->state != DISP_WORKER_LIVE) {
+        for (uint32_t i = 0; i < r->nstages; i++) {
+            r->rate[i] = 0;
+        }
+        return;
+    }
+    if (have_prev && w->last_heartbeat_ms <= r->hb_ms) {
+        return; /* no news since the last sample */
+    }
+    double dt = have_prev ? (double)(w->last_heartbeat_ms - r->hb_ms) / 1000.0 : 0;
+    char names[DISP_STAGE_STATS_MAX][DISP_NAME_MAX];
+    uint64_t samples[DISP_STAGE_STATS_MAX];
+    double rate[DISP_STAGE_STATS_MAX];
+    uint32_t n = w->nstages < DISP_STAGE_STATS_MAX ? w->nstages : DISP_STAGE_STATS_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s", w->stages[i].name);
+        samples[i] = w->stages[i].samples;
+        rate[i] = 0;
+        for (uint32_t j = 0; j < r->nstages; j++) {
+            if (strcmp(r->names[j], names[i]) == 0) {
+                /* A restarted counter (fewer samples) counts as a fresh start. */
+                if (dt > 0 && samples[i] >= r->samples[j]) {
+                    double inst = (double)(samples[i] - r->samples[j]) / dt;
+                    rate[i] = smooth(r->rate[j], inst, 0);
+                }
+                break;
+            }
+        }
+    }
+    memcpy(r->names, names, sizeof(names[0]) * n);
+    memcpy(r->samples, samples, sizeof(samples[0]) * n);
+    memcpy(r->rate, rate, sizeof(rate[0]) * n);
+    r->nstages = n;
+    r->hb_ms = w->last_heartbeat_ms;
+}
+
+static void sample_job(disp_status_t *st, st_job_t *r, const disp_job_t *job, int64_t now_ms,
+                       int fresh)
+{
+    r->seen = 1;
+    uint64_t done = 0;
+    if (job_done_samples(job, &done) == 0) {
+        uint64_t del = job_delivered(job, done);
+        if (del > r->delivered) {
+            st->delivered_total += del - r->delivered;
+        }
+        double dt = (double)(now_ms - r->at_ms) / 1000.0;
+        if (!fresh && dt > 0) {
+            double inst = del > r->delivered ? (double)(del - r->delivered) / dt : 0;
+            r->rate = smooth(r->rate, inst, 0);
+        }
+        if (del > r->delivered) {
+            r->delivered = del;
+        }
+    } else {
+        r->rate = 0;
+    }
+    r->at_ms = now_ms;
+    if (job->plan.version > r->plan_version) {
+        if (!fresh) {
+            st->plan_changes_total += job->plan.version - r->plan_version;
+        }
+        r->plan_version = job->plan.version;
+    }
+    for (uint32_t i = 0; i < job->nskips; i++) {
+        const disp_skip_t *s = &job->skips[i];
+        uint32_t j = 0;
+        while (j < r->nskips && strcmp(r->skip_names[j], s->reason) != 0) {
+            j++;
+        }
+        if (j == r->nskips) {
+            if (r->nskips == DISP_SKIP_REASONS_MAX) {
+                continue;
+            }
+            snprintf(r->skip_names[j], sizeof(r->skip_names[j]), "%s", s->reason);
+            r->skip_counts[j] = 0;
+            r->nskips++;
+        }
+        if (s->count > r->skip_counts[j]) {
+            st_add_skip(st, s->reason, s->count - r->skip_counts[j]);
+            r->skip_counts[j] = s->count;
+        }
+    }
+}
+
+void disp_status_sample(disp_status_t *st, int64_t now_ms)
+{
+    disp_t *d = st->d;
+    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < st->nw; i++) {
+        st->workers[i].seen = 0;
+    }
+    for (size_t i = 0; i < st->nj; i++) {
+        st->jobs[i].seen = 0;
+    }
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        st_worker_t *r = st_worker(st, w->id, 1);
+        if (r != NULL) {
+            sample_worker(r, w);
+        }
+    }
+    double total = 0;
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        int fresh = st_job(st, job->id, 0) == NULL;
+        st_job_t *r = st_job(st, job->id, 1);
+        if (r != NULL) {
+            sample_job(st, r, job, now_ms, fresh);
+            total += r->rate;
+        }
+    }
+    st_point_t p = {
+        .t_ms = now_ms - d->start_ms,
+        .samples_per_sec = total,
+        .workers = (uint32_t)d->reg.nlive,
+        .jobs = (uint32_t)d->jobs.nopen,
+    };
+    pthread_mutex_unlock(&d->mu);
+    /* Sweep records of workers and jobs that left the tables. */
+    size_t k = 0;
+    for (size_t i = 0; i < st->nw; i++) {
+        if (st->workers[i].seen) {
+            st->workers[k++] = st->workers[i];
+        }
+    }
+    st->nw = k;
+    k = 0;
+    for (size_t i = 0; i < st->nj; i++) {
+        if (st->jobs[i].seen) {
+            st->jobs[k++] = st->jobs[i];
+        }
+    }
+    st->nj = k;
+    if (st->hlen < DISP_STATUS_HISTORY) {
+        st->hist[(st->hhead + st->hlen) % DISP_STATUS_HISTORY] = p;
+        st->hlen++;
+    } else {
+        st->hist[st->hhead] = p;
+        st->hhead = (st->hhead + 1) % DISP_STATUS_HISTORY;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+disp_status_t *disp_status_new(disp_t *d, int64_t now_ms)
+{
+    disp_status_t *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        return NULL;
+    }
+    st->d = d;
+    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+        free(st);
+        return NULL;
+    }
+    (void)now_ms;
+    return st;
+}
+
+void disp_status_free(disp_status_t *st)
+{
+    if (st == NULL) {
+        return;
+    }
+    free(st->workers);
+    free(st->jobs);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+/* ------------------------------------------------------------ JSON */
 
 typedef struct jb_s {
     int failed; /* any allocation failed: the whole document is dropped */
@@ -35,6 +395,12 @@ static json_t *jint(uint64_t v)
     return json_integer((json_int_t)(v > INT64_MAX ? INT64_MAX : v));
 }
 
+static json_t *text_or_placeholder(const char *s)
+{
+    json_t *v = json_string(s);
+    return v != NULL ? v : json_string("(not utf-8)");
+}
+
 static const char *source_type_name(sl_source_type_e t)
 {
     switch (t) {
@@ -48,47 +414,84 @@ static const char *source_type_name(sl_source_type_e t)
     return "?";
 }
 
-static json_t *stages_json(jb_t *b, const disp_stage_stat_t *st, uint32_t n)
+/* rec: the worker's history (NULL: no rates). A unit's capacity is what the
+ * worker's threads would do if they ran nothing else. */
+static json_t *stages_json(jb_t *b, const disp_stage_stat_t *stages, uint32_t n, uint32_t threads,
+                           const st_worker_t *rec)
 {
     json_t *a = json_array();
     for (uint32_t i = 0; i < n; i++) {
+        const disp_stage_stat_t *s = &stages[i];
         json_t *o = json_object();
-        jset(b, o, "name", json_string(st[i].name));
-        jset(b, o, "cpu_sec_per_sample", json_real(st[i].cpu_sec_per_sample));
-        jset(b, o, "out_bytes_per_sample", json_real(st[i].out_bytes_per_sample));
-        jset(b, o, "samples", jint(st[i].samples));
+        jset(b, o, "name", text_or_placeholder(s->name));
+        jset(b, o, "cpu_sec_per_sample", json_real(s->cpu_sec_per_sample));
+        jset(b, o, "out_bytes_per_sample", json_real(s->out_bytes_per_sample));
+        jset(b, o, "samples", jint(s->samples));
+        if (threads > 0) {
+            double cap = s->cpu_sec_per_sample > 0 ? threads / s->cpu_sec_per_sample : 0;
+            jset(b, o, "capacity_per_sec", json_real(cap));
+        }
+        if (rec != NULL) {
+            double rate = 0;
+            for (uint32_t j = 0; j < rec->nstages; j++) {
+                if (strcmp(rec->names[j], s->name) == 0) {
+                    rate = rec->rate[j];
+                    break;
+                }
+            }
+            jset(b, o, "samples_per_sec", json_real(rate));
+        }
         jpush(b, a, o);
     }
     return a;
 }
 
-static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms)
+static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
+                           const st_worker_t *rec)
 {
     json_t *o = json_object();
     jset(b, o, "id", jint(w->id));
     /* Peer-supplied text: json_string refuses invalid UTF-8, so fall back. */
-    json_t *addr = json_string(w->address);
-    jset(b, o, "address", addr != NULL ? addr : json_string("(not utf-8)"));
-    json_t *host = json_string(w->hostname);
-    jset(b, o, "hostname", host != NULL ? host : json_string("(not utf-8)"));
+    jset(b, o, "address", text_or_placeholder(w->address));
+    jset(b, o, "hostname", text_or_placeholder(w->hostname));
     jset(b, o, "state", json_string(disp_worker_state_name(w->state)));
     jset(b, o, "last_heartbeat_ms_ago", json_integer(now_ms - w->last_heartbeat_ms));
+    jset(b, o, "registered_sec_ago", json_real((double)(now_ms - w->registered_ms) / 1000.0));
     jset(b, o, "threads", json_integer(w->threads));
     jset(b, o, "load", json_real(w->load));
     jset(b, o, "buffered_bytes", jint(w->buffered_bytes));
     jset(b, o, "outstanding_splits", json_integer(w->outstanding));
     jset(b, o, "splits_in_progress", json_integer(w->in_progress));
-    jset(b, o, "stages", stages_json(b, w->stages, w->nstages));
+    if (rec != NULL) {
+        /* Every sample a worker runs passes its first unit, so the fastest
+         * unit rate is the worker's sample rate. */
+        double best = 0;
+        for (uint32_t j = 0; j < rec->nstages; j++) {
+            best = rec->rate[j] > best ? rec->rate[j] : best;
+        }
+        jset(b, o, "samples_per_sec", json_real(best));
+    }
+    jset(b, o, "stages", stages_json(b, w->stages, w->nstages, w->threads, rec));
     return o;
 }
 
-static json_t *text_or_placeholder(const char *s)
+static json_t *plan_json(jb_t *b, const disp_job_t *job)
 {
-    json_t *v = json_string(s);
-    return v != NULL ? v : json_string("(not utf-8)");
+    const disp_plan_t *p = &job->plan;
+    json_t *plan = json_object();
+    jset(b, plan, "split", json_integer(p->split));
+    jset(b, plan, "units", json_integer(p->nunits));
+    jset(b, plan, "local_share", json_real(p->local_share));
+    jset(b, plan, "mode", text_or_placeholder(p->mode));
+    jset(b, plan, "version", json_integer(p->version));
+    jset(b, plan, "changes", json_integer(p->version > 0 ? p->version - 1 : 0));
+    /* Measured by the client (ReportRates); null until its first report. */
+    jset(b, plan, "measured_samples_per_sec",
+         job->rates.have ? json_real(job->rates.delivered_per_sec) : json_null());
+    return plan;
 }
 
-static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms)
+static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t *rec)
 {
     json_t *o = json_object();
     jset(b, o, "id", jint(job->id));
@@ -119,6 +522,27 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms)
     /* The oldest epoch still being delivered (= epochs once finished). */
     uint64_t epoch = job->nep > 0 ? job->ep[0].epoch : job->next_epoch;
     jset(b, o, "epoch", jint(epoch));
+
+    json_t *prog = json_object();
+    uint64_t total = job->num_samples * job->epochs;
+    uint64_t done = 0;
+    int known = job_done_samples(job, &done) == 0;
+    if (!known && rec != NULL) {
+        done = rec->delivered + job_skipped(job);
+    }
+    if (known || rec != NULL) {
+        jset(b, prog, "samples_done", jint(done));
+        jset(b, prog, "samples_delivered", jint(job_delivered(job, done)));
+        jset(b, prog, "fraction", json_real(total > 0 ? (double)done / (double)total : 0));
+    }
+    jset(b, prog, "samples_total", jint(total));
+    jset(b, prog, "epochs_done", jint(epoch));
+    jset(b, prog, "epochs", json_integer(job->epochs));
+    if (rec != NULL) {
+        jset(b, prog, "samples_per_sec", json_real(rec->rate));
+    }
+    jset(b, o, "progress", prog);
+
     uint64_t pending = 0;
     uint64_t assigned = 0;
     uint64_t acked = 0;
@@ -145,13 +569,7 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms)
     jset(b, splits, "workers", per_worker);
     jset(b, o, "splits", splits);
 
-    json_t *plan = json_object();
-    jset(b, plan, "split", json_integer(job->plan.split));
-    jset(b, plan, "units", json_integer(job->plan.nunits));
-    jset(b, plan, "local_share", json_real(job->plan.local_share));
-    jset(b, plan, "mode", json_string(job->plan.mode));
-    jset(b, plan, "version", json_integer(job->plan.version));
-    jset(b, o, "plan", plan);
+    jset(b, o, "plan", plan_json(b, job));
 
     if (job->rates.have) {
         const disp_rates_t *r = &job->rates;
@@ -162,10 +580,13 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms)
         jset(b, rates, "cpu_fraction", json_real(r->cpu_fraction));
         jset(b, rates, "cpu_budget", json_real(r->cpu_budget));
         jset(b, rates, "recv_cpu_sec_per_byte", json_real(r->recv_cpu_sec_per_byte));
-        jset(b, rates, "stages", stages_json(b, r->stages, r->nstages));
+        jset(b, rates, "stages", stages_json(b, r->stages, r->nstages, 0, NULL));
         jset(b, o, "rates", rates);
+        /* The share of the training loop's time spent waiting for data. */
+        jset(b, o, "stall_percent", json_real(100.0 * r->wait_fraction));
     } else {
         jset(b, o, "rates", json_null());
+        jset(b, o, "stall_percent", json_null());
     }
     json_t *skips = json_object();
     for (uint32_t i = 0; i < job->nskips; i++) {
@@ -177,6 +598,7 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms)
         }
     }
     jset(b, o, "skipped", skips);
+    jset(b, o, "skipped_total", jint(job_skipped(job)));
     if (job->worker_failure[0] != '\0') {
         jset(b, o, "worker_failure", text_or_placeholder(job->worker_failure));
     }
@@ -186,17 +608,24 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms)
     return o;
 }
 
-char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len)
+/* st NULL: no history (rates, monotonic totals, throughput history). */
+static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *ret_len)
 {
     jb_t b = {0};
     json_t *root = json_object();
     pthread_mutex_lock(&d->mu);
+    if (st != NULL) {
+        pthread_mutex_lock(&st->mu);
+    }
+    jset(&b, root, "component", json_string("dispatcher"));
     jset(&b, root, "version", json_string(DISP_VERSION));
     jset(&b, root, "protocol", json_integer(SL_PROTOCOL_VERSION));
     jset(&b, root, "uptime_sec", json_real((double)(now_ms - d->start_ms) / 1000.0));
     json_t *workers = json_array();
     for (size_t i = 0; i < d->reg.n; i++) {
-        jpush(&b, workers, worker_json(&b, d->reg.workers[i], now_ms));
+        const disp_worker_t *w = d->reg.workers[i];
+        const st_worker_t *rec = st != NULL ? st_worker(st, w->id, 0) : NULL;
+        jpush(&b, workers, worker_json(&b, w, now_ms, rec));
     }
     jset(&b, root, "workers", workers);
     /* Open jobs only under "jobs"; recently closed ones (kept for a minute)
@@ -205,16 +634,53 @@ char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len)
     json_t *closed = json_array();
     for (size_t i = 0; i < d->jobs.n; i++) {
         disp_job_t *job = d->jobs.jobs[i];
-        jpush(&b, job->state == DISP_JOB_CLOSED ? closed : jobs, job_json(&b, job, now_ms));
+        const st_job_t *rec = st != NULL ? st_job(st, job->id, 0) : NULL;
+        jpush(&b, job->state == DISP_JOB_CLOSED ? closed : jobs, job_json(&b, job, now_ms, rec));
     }
     jset(&b, root, "jobs", jobs);
     jset(&b, root, "closed_jobs", closed);
     json_t *tot = json_object();
     jset(&b, tot, "workers_live", json_integer((json_int_t)d->reg.nlive));
+    jset(&b, tot, "workers_lost", json_integer((json_int_t)(d->reg.n - d->reg.nlive)));
     jset(&b, tot, "jobs_open", json_integer((json_int_t)d->jobs.nopen));
     jset(&b, tot, "splits_acked_total", jint(d->jobs.splits_acked_total));
     jset(&b, tot, "splits_reassigned_total", jint(d->jobs.splits_reassigned_total));
+    if (st != NULL) {
+        jset(&b, tot, "samples_delivered_total", jint(st->delivered_total));
+        uint64_t sk = 0;
+        json_t *reasons = json_object();
+        for (size_t i = 0; i < st->nskips; i++) {
+            sk += st->skips[i].count;
+            json_t *v = jint(st->skips[i].count);
+            if (v != NULL) {
+                (void)json_object_set_new(reasons, st->skips[i].reason, v);
+            }
+        }
+        jset(&b, tot, "samples_skipped_total", jint(sk));
+        jset(&b, tot, "skipped_by_reason", reasons);
+        jset(&b, tot, "plan_changes_total", jint(st->plan_changes_total));
+        double rate = 0;
+        for (size_t i = 0; i < st->nj; i++) {
+            rate += st->jobs[i].rate;
+        }
+        jset(&b, tot, "samples_per_sec", json_real(rate));
+        /* Oldest first: [seconds since start, samples/s, live workers, open jobs]. */
+        json_t *hist = json_array();
+        for (size_t i = 0; i < st->hlen; i++) {
+            const st_point_t *p = &st->hist[(st->hhead + i) % DISP_STATUS_HISTORY];
+            json_t *pt = json_array();
+            jpush(&b, pt, json_real((double)p->t_ms / 1000.0));
+            jpush(&b, pt, json_real(p->samples_per_sec));
+            jpush(&b, pt, json_integer(p->workers));
+            jpush(&b, pt, json_integer(p->jobs));
+            jpush(&b, hist, pt);
+        }
+        jset(&b, root, "history", hist);
+    }
     jset(&b, root, "totals", tot);
+    if (st != NULL) {
+        pthread_mutex_unlock(&st->mu);
+    }
     pthread_mutex_unlock(&d->mu);
     char *s = NULL;
     if (!b.failed) {
@@ -227,51 +693,264 @@ char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len)
     return s;
 }
 
-char *disp_status_metrics(disp_t *d, int64_t now_ms, size_t *ret_len)
+char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len)
 {
+    return build_json(d, NULL, now_ms, ret_len);
+}
+
+char *disp_status_render_json(disp_status_t *st, int64_t now_ms, size_t *ret_len)
+{
+    return build_json(st->d, st, now_ms, ret_len);
+}
+
+/* ------------------------------------------------------------ metrics */
+
+typedef struct sb_s {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} sb_t;
+
+static void sb_printf(sb_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sb_t *s, const char *fmt, ...)
+{
+    if (s->failed) {
+        return;
+    }
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = s->cap - s->len;
+        int n = vsnprintf(s->buf != NULL ? s->buf + s->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            s->failed = 1;
+            return;
+        }
+        if ((size_t)n < room) {
+            s->len += (size_t)n;
+            return;
+        }
+        size_t cap = s->cap > 0 ? s->cap : 4096;
+        while (cap - s->len <= (size_t)n) {
+            cap *= 2;
+        }
+        char *nb = realloc(s->buf, cap);
+        if (nb == NULL) {
+            s->failed = 1;
+            return;
+        }
+        s->buf = nb;
+        s->cap = cap;
+    }
+}
+
+/* A label value in the exposition format: backslash, quote and newline
+ * escaped. Peer text is printable ASCII already (disp_text_copy); this keeps
+ * the output well-formed whatever it is. */
+static const char *lv(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    for (const char *p = src; *p != '\0' && o + 3 < len; p++) {
+        if (*p == '\\' || *p == '"') {
+            dst[o++] = '\\';
+            dst[o++] = *p;
+        } else if (*p == '\n') {
+            dst[o++] = '\\';
+            dst[o++] = 'n';
+        } else {
+            dst[o++] = *p;
+        }
+    }
+    dst[o] = '\0';
+    return dst;
+}
+
+static void head(sb_t *s, const char *name, const char *type, const char *help)
+{
+    sb_printf(s, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *ret_len)
+{
+    sb_t s = {0};
+    char a[2 * DISP_ADDR_MAX + 8];
+    char u[2 * DISP_NAME_MAX + 8];
     pthread_mutex_lock(&d->mu);
-    size_t nlive = d->reg.nlive;
-    size_t nlost = d->reg.n - d->reg.nlive;
-    size_t nopen = d->jobs.nopen;
-    uint64_t acked = d->jobs.splits_acked_total;
-    uint64_t reassigned = d->jobs.splits_reassigned_total;
-    double uptime = (double)(now_ms - d->start_ms) / 1000.0;
+    if (st != NULL) {
+        pthread_mutex_lock(&st->mu);
+    }
+    head(&s, "sluice_build_info", "gauge", "Dispatcher version (value 1).");
+    sb_printf(&s, "sluice_build_info{version=\"%s\",protocol=\"%d\"} 1\n", DISP_VERSION,
+              SL_PROTOCOL_VERSION);
+    head(&s, "sluice_uptime_seconds", "gauge", "Seconds since the dispatcher started.");
+    sb_printf(&s, "sluice_uptime_seconds %.3f\n", (double)(now_ms - d->start_ms) / 1000.0);
+    head(&s, "sluice_workers", "gauge", "Live workers.");
+    sb_printf(&s, "sluice_workers %zu\n", d->reg.nlive);
+    head(&s, "sluice_workers_lost", "gauge", "Lost workers still listed in /status.");
+    sb_printf(&s, "sluice_workers_lost %zu\n", d->reg.n - d->reg.nlive);
+    head(&s, "sluice_jobs", "gauge", "Open jobs.");
+    sb_printf(&s, "sluice_jobs %zu\n", d->jobs.nopen);
+    head(&s, "sluice_splits_acked_total", "counter", "Splits acknowledged by clients.");
+    sb_printf(&s, "sluice_splits_acked_total %" PRIu64 "\n", d->jobs.splits_acked_total);
+    head(&s, "sluice_splits_reassigned_total", "counter",
+         "Splits taken back from a worker (lost, refused, stream broken) and re-assigned.");
+    sb_printf(&s, "sluice_splits_reassigned_total %" PRIu64 "\n",
+              d->jobs.splits_reassigned_total);
+    if (st != NULL) {
+        head(&s, "sluice_samples_delivered_total", "counter",
+             "Samples of acknowledged splits delivered to training loops (skips excluded).");
+        sb_printf(&s, "sluice_samples_delivered_total %" PRIu64 "\n", st->delivered_total);
+        head(&s, "sluice_samples_skipped_total", "counter", "Samples skipped, by reason.");
+        for (size_t i = 0; i < st->nskips; i++) {
+            sb_printf(&s, "sluice_samples_skipped_total{reason=\"%s\"} %" PRIu64 "\n",
+                      lv(u, sizeof(u), st->skips[i].reason), st->skips[i].count);
+        }
+        head(&s, "sluice_plan_changes_total", "counter", "Re-plans of running jobs.");
+        sb_printf(&s, "sluice_plan_changes_total %" PRIu64 "\n", st->plan_changes_total);
+    }
+
+    /* Per job (open ones). */
+    head(&s, "sluice_job_progress_ratio", "gauge", "Fraction of the job's samples done.");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        uint64_t done = 0;
+        uint64_t total = job->num_samples * job->epochs;
+        if (job->state != DISP_JOB_CLOSED && job_done_samples(job, &done) == 0 && total > 0) {
+            sb_printf(&s, "sluice_job_progress_ratio{job=\"%" PRIu64 "\"} %.6f\n", job->id,
+                      (double)done / (double)total);
+        }
+    }
+    head(&s, "sluice_job_epoch", "gauge", "Oldest epoch still being delivered.");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED) {
+            uint64_t epoch = job->nep > 0 ? job->ep[0].epoch : job->next_epoch;
+            sb_printf(&s, "sluice_job_epoch{job=\"%" PRIu64 "\"} %" PRIu64 "\n", job->id, epoch);
+        }
+    }
+    head(&s, "sluice_job_measured_samples_per_second", "gauge",
+         "Delivery rate the job's client last reported.");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED && job->rates.have) {
+            sb_printf(&s, "sluice_job_measured_samples_per_second{job=\"%" PRIu64 "\"} %.3f\n",
+                      job->id, job->rates.delivered_per_sec);
+        }
+    }
+    head(&s, "sluice_job_stall_ratio", "gauge",
+         "Fraction of the training loop's time spent waiting for a batch.");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED && job->rates.have) {
+            sb_printf(&s, "sluice_job_stall_ratio{job=\"%" PRIu64 "\"} %.4f\n", job->id,
+                      job->rates.wait_fraction);
+        }
+    }
+    head(&s, "sluice_job_plan_split", "gauge", "Pipeline units the current plan runs remotely.");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED) {
+            sb_printf(&s, "sluice_job_plan_split{job=\"%" PRIu64 "\"} %u\n", job->id,
+                      job->plan.split);
+        }
+    }
+    head(&s, "sluice_job_plan_local_share", "gauge",
+         "Fraction of splits the current plan leaves to the client.");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED) {
+            sb_printf(&s, "sluice_job_plan_local_share{job=\"%" PRIu64 "\"} %.4f\n", job->id,
+                      job->plan.local_share);
+        }
+    }
+
+    /* Per worker. */
+    head(&s, "sluice_worker_up", "gauge", "1 for a live worker, 0 for a lost one.");
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        sb_printf(&s, "sluice_worker_up{worker=\"%s\"} %d\n", lv(a, sizeof(a), w->address),
+                  w->state == DISP_WORKER_LIVE);
+    }
+    head(&s, "sluice_worker_load", "gauge", "Busy threads / threads, last heartbeat.");
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        sb_printf(&s, "sluice_worker_load{worker=\"%s\"} %.4f\n", lv(a, sizeof(a), w->address),
+                  w->load);
+    }
+    head(&s, "sluice_worker_buffered_bytes", "gauge", "Finished batches waiting for clients.");
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        sb_printf(&s, "sluice_worker_buffered_bytes{worker=\"%s\"} %" PRIu64 "\n",
+                  lv(a, sizeof(a), w->address), w->buffered_bytes);
+    }
+    head(&s, "sluice_worker_unit_samples_total", "counter",
+         "Samples a worker's pipeline unit processed (since the worker registered).");
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        lv(a, sizeof(a), w->address);
+        for (uint32_t k = 0; k < w->nstages; k++) {
+            sb_printf(&s, "sluice_worker_unit_samples_total{worker=\"%s\",unit=\"%s\"} %" PRIu64
+                          "\n",
+                      a, lv(u, sizeof(u), w->stages[k].name), w->stages[k].samples);
+        }
+    }
+    head(&s, "sluice_worker_unit_output_bytes_total", "counter",
+         "Bytes a worker's pipeline unit produced; the plan's last remote unit's output is "
+         "what the worker sends.");
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        lv(a, sizeof(a), w->address);
+        for (uint32_t k = 0; k < w->nstages; k++) {
+            const disp_stage_stat_t *x = &w->stages[k];
+            sb_printf(&s, "sluice_worker_unit_output_bytes_total{worker=\"%s\",unit=\"%s\"} %.0f\n",
+                      a, lv(u, sizeof(u), x->name), x->out_bytes_per_sample * (double)x->samples);
+        }
+    }
+    if (st != NULL) {
+        head(&s, "sluice_worker_samples_per_second", "gauge",
+             "Samples per second a worker finishes (smoothed).");
+        for (size_t i = 0; i < d->reg.n; i++) {
+            const disp_worker_t *w = d->reg.workers[i];
+            const st_worker_t *rec = st_worker(st, w->id, 0);
+            double best = 0;
+            for (uint32_t j = 0; rec != NULL && j < rec->nstages; j++) {
+                best = rec->rate[j] > best ? rec->rate[j] : best;
+            }
+            sb_printf(&s, "sluice_worker_samples_per_second{worker=\"%s\"} %.3f\n",
+                      lv(a, sizeof(a), w->address), best);
+        }
+    }
+    if (st != NULL) {
+        pthread_mutex_unlock(&st->mu);
+    }
     pthread_mutex_unlock(&d->mu);
-    char *s = NULL;
-    int n = asprintf(&s,
-                     "# HELP sluice_workers Live workers.\n"
-                     "# TYPE sluice_workers gauge\n"
-                     "sluice_workers %zu\n"
-                     "# HELP sluice_workers_lost Lost workers still listed in /status.\n"
-                     "# TYPE sluice_workers_lost gauge\n"
-                     "sluice_workers_lost %zu\n"
-                     "# HELP sluice_jobs Open jobs.\n"
-                     "# TYPE sluice_jobs gauge\n"
-                     "sluice_jobs %zu\n"
-                     "# HELP sluice_splits_acked_total Splits acknowledged by clients.\n"
-                     "# TYPE sluice_splits_acked_total counter\n"
-                     "sluice_splits_acked_total %" PRIu64 "\n"
-                     "# HELP sluice_splits_reassigned_total Splits taken back from a worker.\n"
-                     "# TYPE sluice_splits_reassigned_total counter\n"
-                     "sluice_splits_reassigned_total %" PRIu64 "\n"
-                     "# HELP sluice_uptime_seconds Seconds since the dispatcher started.\n"
-                     "# TYPE sluice_uptime_seconds gauge\n"
-                     "sluice_uptime_seconds %.3f\n",
-                     nlive, nlost, nopen, acked, reassigned, uptime);
-    if (n < 0) {
+    if (s.failed) {
+        free(s.buf);
         return NULL;
     }
     if (ret_len != NULL) {
-        *ret_len = (size_t)n;
+        *ret_len = s.len;
     }
-    return s;
+    return s.buf;
+}
+
+char *disp_status_metrics(disp_t *d, int64_t now_ms, size_t *ret_len)
+{
+    return build_metrics(d, NULL, now_ms, ret_len);
+}
+
+char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len)
+{
+    return build_metrics(st->d, st, now_ms, ret_len);
 }
 
 /* ------------------------------------------------------------ routes */
 
 static void route_status(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
-    resp->body = disp_status_json(ctx, disp_now_ms(), &resp->len);
+    resp->body = disp_status_render_json(ctx, disp_now_ms(), &resp->len);
     resp->content_type = "application/json";
     if (resp->body == NULL) {
         resp->status = 500;
@@ -280,7 +959,7 @@ static void route_status(void *ctx, const char *query, sl_httpd_resp_t *resp)
 
 static void route_metrics(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
-    resp->body = disp_status_metrics(ctx, disp_now_ms(), &resp->len);
+    resp->body = disp_status_render_metrics(ctx, disp_now_ms(), &resp->len);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     if (resp->body == NULL) {
         resp->status = 500;
@@ -293,33 +972,70 @@ static void route_healthz(void *ctx, const char *query, sl_httpd_resp_t *resp)
     resp->len = resp->body != NULL ? 3 : 0;
 }
 
-static const char DASHBOARD[] =
-    "<!doctype html><html><head><meta charset=\"utf-8\"><title>sluice dispatcher</title>"
-    "<style>body{font-family:monospace;margin:1em}</style></head><body>"
-    "<h1>sluice dispatcher</h1><p><a href=\"/status\">/status</a> "
-    "<a href=\"/metrics\">/metrics</a></p><pre id=\"s\">loading…</pre><script>"
-    "function r(){fetch('/status').then(x=>x.text()).then(t=>{"
-    "document.getElementById('s').textContent=t;});}r();setInterval(r,2000);"
-    "</script></body></html>\n";
-
 static void route_index(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
-    resp->body = strdup(DASHBOARD);
+    resp->body = strdup(disp_dashboard_html);
     resp->len = resp->body != NULL ? strlen(resp->body) : 0;
     resp->content_type = "text/html; charset=utf-8";
+    if (resp->body == NULL) {
+        resp->status = 500;
+    }
 }
 
-int disp_status_add_routes(disp_t *d, sl_httpd_t *h)
+int disp_status_add_routes(disp_status_t *st, sl_httpd_t *h)
 {
-    int rc = sl_httpd_route(h, "/status", route_status, d);
+    int rc = sl_httpd_route(h, "/status", route_status, st);
     if (rc == 0) {
-        rc = sl_httpd_route(h, "/metrics", route_metrics, d);
+        rc = sl_httpd_route(h, "/metrics", route_metrics, st);
     }
     if (rc == 0) {
-        rc = sl_httpd_route(h, "/healthz", route_healthz, d);
+        rc = sl_httpd_route(h, "/healthz", route_healthz, st);
     }
     if (rc == 0) {
-        rc = sl_httpd_route(h, "/", route_index, d);
+        rc = sl_httpd_route(h, "/", route_index, st);
     }
     return rc;
+}
+
+/* ------------------------------------------------------------ GetStatus */
+
+static void rpc_get_status(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    (void)req;
+    char *json = disp_status_render_json(ctx, disp_now_ms(), NULL);
+    if (json == NULL) {
+        sl_rpc_reply_error(reply, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    Sluice__GetStatusResponse resp = SLUICE__GET_STATUS_RESPONSE__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    resp.status_json = json;
+    sl_rpc_reply_ok(reply, &resp.base);
+    free(json);
+}
+
+int disp_status_add_rpc(disp_status_t *st, sl_rpc_server_t *srv)
+{
+    return sl_rpc_server_add_unary(srv, "/sluice.Dispatcher/GetStatus",
+                                   &sluice__get_status_request__descriptor, rpc_get_status, st);
+}
+
+/* ------------------------------------------------------------ summary */
+
+void disp_status_summary(disp_t *d, char *buf, size_t len)
+{
+    pthread_mutex_lock(&d->mu);
+    size_t nlive = d->reg.nlive;
+    size_t nopen = d->jobs.nopen;
+    double rate = 0;
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED && job->rates.have) {
+            rate += job->rates.delivered_per_sec;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    /* Rounded so that the line (and the datagram) changes only on real moves. */
+    snprintf(buf, len, "%zu worker%s, %zu job%s open, %.0f samples/s delivered", nlive,
+             nlive == 1 ? "" : "s", nopen, nopen == 1 ? "" : "s", rate);
 }

@@ -1,12 +1,22 @@
-/* status: the HTTP view of the dispatcher (common/httpd.h):
- *   /status   JSON: version, uptime, workers, jobs (open ones: spec
- *             summary, epoch, split counts, plan, reported rates, skips),
- *             closed_jobs (closed in the last minute, with close_reason)
- *   /metrics  Prometheus text: sluice_workers, sluice_jobs,
- *             sluice_splits_acked_total, sluice_splits_reassigned_total
- *   /healthz  "ok"
- *   /         a small page that renders /status
- * Builders take d->mu themselves (they run on the http thread). */
+/* status: the operator's view of the dispatcher (README "Status endpoint
+ * reference" documents every field and metric):
+ *   GET /status   JSON: dispatcher (version, uptime), workers (address,
+ *                 state, heartbeat age, threads, load, per-unit rates,
+ *                 buffered bytes), jobs (spec summary, epoch, progress,
+ *                 splits, plan with prediction vs measurement, stall %,
+ *                 skips by reason), closed_jobs, totals, history
+ *   GET /metrics  Prometheus text, every name prefixed sluice_
+ *   GET /healthz  "ok"
+ *   GET /         the dashboard (dispatcher/dashboard.c), self-contained
+ *   gRPC /sluice.Dispatcher/GetStatus: the /status document, for
+ *                 `sluice status --dispatcher HOST:PORT`
+ *
+ * Rates and monotonic counters need memory across polls; that history
+ * lives in disp_status_t, fed once a second by the main loop
+ * (disp_status_sample) so that it does not depend on anyone polling.
+ *
+ * Locking: builders and the sampler take d->mu, then the history's own
+ * mutex; never the other way round. Callable from any thread. */
 #ifndef DISP_STATUS_H
 #define DISP_STATUS_H
 
@@ -14,12 +24,38 @@
 #include <stdint.h>
 
 #include "common/httpd.h"
+#include "common/rpc.h"
 #include "dispatcher/disp.h"
 
-/* malloc'd NUL-terminated text, NULL on ENOMEM. */
+#define DISP_STATUS_HISTORY 300    /* throughput points kept (one per sample) */
+#define DISP_STATUS_SAMPLE_MS 1000 /* how often main calls disp_status_sample */
+
+typedef struct disp_status_s disp_status_t;
+
+/* The history for d (not owned; must outlive it). NULL on ENOMEM. */
+disp_status_t *disp_status_new(disp_t *d, int64_t now_ms);
+void disp_status_free(disp_status_t *st); /* NULL ok */
+
+/* Takes one sample: per-worker unit rates, per-job delivery rates, the
+ * monotonic totals, a throughput history point. */
+void disp_status_sample(disp_status_t *st, int64_t now_ms);
+
+/* malloc'd NUL-terminated text, NULL on ENOMEM. The disp_t variants have no
+ * history (no rates, counters only from what d holds now): unit tests. */
 char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len);
 char *disp_status_metrics(disp_t *d, int64_t now_ms, size_t *ret_len);
+char *disp_status_render_json(disp_status_t *st, int64_t now_ms, size_t *ret_len);
+char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len);
 
-int disp_status_add_routes(disp_t *d, sl_httpd_t *h);
+/* /status, /metrics, /healthz and / on h (before sl_httpd_start). */
+int disp_status_add_routes(disp_status_t *st, sl_httpd_t *h);
+/* GetStatus on srv (before sl_rpc_server_start). */
+int disp_status_add_rpc(disp_status_t *st, sl_rpc_server_t *srv);
+
+/* One line for systemd's STATUS= ("2 workers, 1 job open, 350 samples/s"). */
+void disp_status_summary(disp_t *d, char *buf, size_t len);
+
+/* The dashboard page (dispatcher/dashboard.c). */
+extern const char disp_dashboard_html[];
 
 #endif

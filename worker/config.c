@@ -28,6 +28,8 @@ static const sl_conf_opt_t WK_OPTS[] = {
      (double)(1LL << 40), "268435456", "bound of each job's buffer of finished batches", 0, 0},
     {"max_message_bytes", SL_CONF_INT, offsetof(wk_config_t, max_message_bytes), 64 << 10,
      (double)(1LL << 30), "8388608", "largest Batch message sent to a client", 0, 0},
+    {"drain_ms", SL_CONF_INT, offsetof(wk_config_t, drain_ms), 0, 600000, "5000",
+     "on SIGTERM, longest wait (ms) for started splits to reach their clients", 0, 0},
     {"log_level", SL_CONF_LOGLEVEL, offsetof(wk_config_t, log_level), 0, 0, "notice",
      "error|warning|notice|info|debug (reloaded on SIGHUP)", 0, 1},
 };

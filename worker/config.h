@@ -16,6 +16,7 @@ typedef struct wk_config_s {
     long long threads;                /* pool threads per job; 0 = online CPUs */
     long long buffer_bytes;           /* bound of one job's output buffer */
     long long max_message_bytes;      /* bound of one Batch message */
+    long long drain_ms;               /* SIGTERM: longest wait for in-flight work */
     int log_level;                    /* syslog level; reloadable on SIGHUP */
 } wk_config_t;
 

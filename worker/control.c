@@ -16,6 +16,7 @@
 #define WK_BACKOFF_MIN_MS 100
 #define WK_BACKOFF_MAX_MS 5000
 #define WK_CALL_TIMEOUT_MS 3000
+#define WK_FINAL_TIMEOUT_MS 2000 /* the last heartbeat must not hold up the exit */
 #define WK_DEFAULT_HEARTBEAT_MS 1000
 
 struct wk_control_s {
@@ -32,6 +33,9 @@ struct wk_control_s {
     pthread_mutex_t mu; /* guards below; cv wakes the thread's sleeps */
     pthread_cond_t cv;
     int stop;
+    int kick;   /* heartbeat now (leaving) */
+    int finish; /* send the final heartbeat, then stop */
+    int finish_rc;
     wk_control_status_t status;
 
     /* Control thread only. */
@@ -45,6 +49,8 @@ const char *wk_ctl_state_name(wk_ctl_state_e s)
         return "unregistered";
     case WK_CTL_REGISTERED:
         return "registered";
+    case WK_CTL_LEFT:
+        return "left";
     case WK_CTL_STOPPED:
         return "stopped";
     }
@@ -107,7 +113,8 @@ static double measure_load(wk_control_t *c)
     return load < 0 ? 0 : load > 1 ? 1 : load;
 }
 
-/* Sleeps up to ms unless stopped; returns 1 when stopping. */
+/* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
+ * stopping (not finishing: the loop sends the final heartbeat first). */
 static int sleep_ms(wk_control_t *c, int ms)
 {
     struct timespec until;
@@ -119,11 +126,12 @@ static int sleep_ms(wk_control_t *c, int ms)
         until.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&c->mu);
-    while (!c->stop) {
+    while (!c->stop && !c->kick && !c->finish) {
         if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) {
             break;
         }
     }
+    c->kick = 0;
     int stop = c->stop;
     pthread_mutex_unlock(&c->mu);
     return stop;
@@ -207,12 +215,16 @@ static void apply_reply(wk_control_t *c, const Sluice__HeartbeatResponse *r)
 {
     /* Specs first: an assignment in the same reply needs its job. Revocations
      * before assignments: they refer to earlier assignments, so a split
-     * revoked and handed back to us in one reply ends up assigned. */
+     * revoked and handed back to us in one reply ends up assigned. The
+     * deprecated revoked_splits (no job id: ambiguous with two jobs) is
+     * ignored. */
     for (size_t i = 0; i < r->n_jobs; i++) {
         wk_tasks_add_job(c->tasks, r->jobs[i]);
     }
-    for (size_t i = 0; i < r->n_revoked_splits; i++) {
-        wk_tasks_revoke(c->tasks, r->revoked_splits[i]);
+    for (size_t i = 0; i < r->n_revoked; i++) {
+        if (r->revoked[i] != NULL) {
+            wk_tasks_revoke(c->tasks, r->revoked[i]->job_id, r->revoked[i]->split_id);
+        }
     }
     for (size_t i = 0; i < r->n_assign; i++) {
         wk_tasks_assign(c->tasks, r->assign[i]);
@@ -222,8 +234,37 @@ static void apply_reply(wk_control_t *c, const Sluice__HeartbeatResponse *r)
     }
 }
 
-/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on failure. */
-static int do_heartbeat(wk_control_t *c)
+/* Job-qualified split lists for the request: msgs[n] and ptrs[n], freed by
+ * the caller (ids only; the other SplitAssignment fields stay 0). */
+static int refs_to_msgs(const wk_split_ref_t *refs, size_t n, Sluice__SplitAssignment **ret_msgs,
+                        Sluice__SplitAssignment ***ret_ptrs)
+{
+    *ret_msgs = NULL;
+    *ret_ptrs = NULL;
+    if (n == 0) {
+        return 0;
+    }
+    Sluice__SplitAssignment *msgs = calloc(n, sizeof(*msgs));
+    Sluice__SplitAssignment **ptrs = calloc(n, sizeof(*ptrs));
+    if (msgs == NULL || ptrs == NULL) {
+        free(msgs);
+        free(ptrs);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice__split_assignment__init(&msgs[i]);
+        msgs[i].job_id = refs[i].job_id;
+        msgs[i].split_id = refs[i].split_id;
+        ptrs[i] = &msgs[i];
+    }
+    *ret_msgs = msgs;
+    *ret_ptrs = ptrs;
+    return 0;
+}
+
+/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on
+ * failure. final: the last one before exit (short deadline, reply unused). */
+static int do_heartbeat(wk_control_t *c, int final)
 {
     wk_tasks_report_t rep;
     int rc = wk_tasks_report(c->tasks, &rep);
@@ -235,15 +276,30 @@ static int do_heartbeat(wk_control_t *c)
     Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
     Sluice__StageStat *stats = NULL;
     Sluice__StageStat **pstats = NULL;
+    Sluice__SplitAssignment *prog = NULL, *sent = NULL;
+    Sluice__SplitAssignment **pprog = NULL, **psent = NULL;
+    /* The unqualified list too, for a dispatcher that predates in_progress. */
+    uint64_t *legacy = rep.n_splits > 0 ? calloc(rep.n_splits, sizeof(*legacy)) : NULL;
     if (rep.n_units > 0) {
         stats = calloc(rep.n_units, sizeof(*stats));
         pstats = calloc(rep.n_units, sizeof(*pstats));
-        if (stats == NULL || pstats == NULL) {
-            free(stats);
-            free(pstats);
-            wk_tasks_report_free(&rep);
-            return -ENOMEM;
-        }
+    }
+    if ((rep.n_units > 0 && (stats == NULL || pstats == NULL)) ||
+        (rep.n_splits > 0 && legacy == NULL) ||
+        refs_to_msgs(rep.splits, rep.n_splits, &prog, &pprog) < 0 ||
+        refs_to_msgs(rep.sent, rep.n_sent, &sent, &psent) < 0) {
+        free(stats);
+        free(pstats);
+        free(legacy);
+        free(prog);
+        free(pprog);
+        free(sent);
+        free(psent);
+        wk_tasks_report_free(&rep);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < rep.n_splits; i++) {
+        legacy[i] = rep.splits[i].split_id;
     }
     for (size_t i = 0; i < rep.n_units; i++) {
         const wk_unit_report_t *u = &rep.units[i];
@@ -259,6 +315,7 @@ static int do_heartbeat(wk_control_t *c)
     req.version = SL_PROTOCOL_VERSION;
     pthread_mutex_lock(&c->mu);
     req.worker_id = c->status.worker_id;
+    req.leaving = c->status.leaving;
     c->status.load = load;
     pthread_mutex_unlock(&c->mu);
     req.load = load;
@@ -266,7 +323,11 @@ static int do_heartbeat(wk_control_t *c)
     req.n_known_jobs = rep.n_known;
     req.known_jobs = rep.known_jobs;
     req.n_splits_in_progress = rep.n_splits;
-    req.splits_in_progress = rep.splits;
+    req.splits_in_progress = legacy;
+    req.n_in_progress = rep.n_splits;
+    req.in_progress = pprog;
+    req.n_sent = rep.n_sent;
+    req.sent = psent;
     req.n_stages = rep.n_units;
     req.stages = pstats;
     req.n_failed_jobs = rep.n_failed;
@@ -276,23 +337,41 @@ static int do_heartbeat(wk_control_t *c)
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/Heartbeat", &req.base,
-                      &sluice__heartbeat_response__descriptor, WK_CALL_TIMEOUT_MS, 0, &resp,
-                      &st);
+                      &sluice__heartbeat_response__descriptor,
+                      final ? WK_FINAL_TIMEOUT_MS : WK_CALL_TIMEOUT_MS, 0, &resp, &st);
     free(stats);
     free(pstats);
-    wk_tasks_report_free(&rep);
+    free(legacy);
+    free(prog);
+    free(pprog);
+    free(sent);
+    free(psent);
     if (rc < 0) {
+        wk_tasks_report_free(&rep);
         note_failure(c, "Heartbeat", &st, rc);
         return rc;
     }
+    /* The dispatcher has the sent splits now (also when it no longer knows
+     * us: then it re-assigned everything of ours anyway). */
+    wk_tasks_report_done(c->tasks, &rep);
+    wk_tasks_report_free(&rep);
     Sluice__HeartbeatResponse *r = (Sluice__HeartbeatResponse *)resp;
+    if (final) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+        return 0;
+    }
     if (!r->known) {
         protobuf_c_message_free_unpacked(resp, NULL);
         pthread_mutex_lock(&c->mu);
-        c->status.state = WK_CTL_UNREGISTERED;
+        int leaving = c->status.leaving;
+        c->status.state = leaving ? WK_CTL_LEFT : WK_CTL_UNREGISTERED;
         pthread_mutex_unlock(&c->mu);
-        SL_NOTICE("dispatcher %s does not know this worker (restarted?); registering again",
-                  c->dispatcher);
+        if (leaving) {
+            SL_NOTICE("dispatcher %s has let this worker go", c->dispatcher);
+        } else {
+            SL_NOTICE("dispatcher %s does not know this worker (restarted?); registering again",
+                      c->dispatcher);
+        }
         return 1;
     }
     pthread_mutex_lock(&c->mu);
@@ -313,16 +392,27 @@ static void *control_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&c->mu);
         int stop = c->stop;
+        int finish = c->finish;
+        int leaving = c->status.leaving;
         wk_ctl_state_e state = c->status.state;
         uint32_t hb = c->status.heartbeat_ms;
         pthread_mutex_unlock(&c->mu);
+        if (finish) {
+            int rc = state == WK_CTL_REGISTERED ? do_heartbeat(c, 1) : -ENOTCONN;
+            pthread_mutex_lock(&c->mu);
+            c->finish_rc = rc;
+            pthread_mutex_unlock(&c->mu);
+            break;
+        }
         if (stop) {
             break;
         }
         int wait;
         switch (state) {
         case WK_CTL_UNREGISTERED:
-            if (do_register(c) == 0) {
+            if (leaving) {
+                wait = 1000; /* unknown to the dispatcher: nothing to hand back */
+            } else if (do_register(c) == 0) {
                 backoff = 0;
                 wait = 0; /* heartbeat at once: it brings the first jobs */
             } else {
@@ -331,7 +421,7 @@ static void *control_main(void *arg)
             }
             break;
         case WK_CTL_REGISTERED: {
-            int rc = do_heartbeat(c);
+            int rc = do_heartbeat(c, 0);
             if (rc == 0) {
                 backoff = 0;
                 wait = (int)hb;
@@ -346,6 +436,7 @@ static void *control_main(void *arg)
             }
             break;
         }
+        case WK_CTL_LEFT:
         case WK_CTL_STOPPED:
         default:
             wait = 1000;
@@ -384,6 +475,33 @@ void wk_control_stop(wk_control_t *c)
         pthread_join(c->thread, NULL);
         c->started = 0;
     }
+}
+
+void wk_control_leave(wk_control_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->status.leaving = 1;
+    c->kick = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int wk_control_finish(wk_control_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->status.leaving = 1;
+    c->finish = 1;
+    c->finish_rc = -ENOTCONN;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->started) {
+        pthread_join(c->thread, NULL);
+        c->started = 0;
+    }
+    pthread_mutex_lock(&c->mu);
+    int rc = c->finish_rc;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 void wk_control_free(wk_control_t *c)

@@ -5,7 +5,14 @@
  * backoff (100 ms doubling to 5 s) while the gRPC server keeps serving; a
  * heartbeat answered known=false goes back to UNREGISTERED (re-registers at
  * once, offering the old worker id); a failed heartbeat retries with the same
- * backoff, capped at heartbeat_ms. Heartbeat replies are applied to tasks. */
+ * backoff, capped at heartbeat_ms. Heartbeat replies are applied to tasks.
+ *
+ * Leaving (SIGTERM): wk_control_leave makes every heartbeat carry
+ * leaving=true (the dispatcher hands out nothing new and re-queues what the
+ * worker never started) and sends one at once; wk_control_finish sends the
+ * last one, after wk_tasks_quiesce, reporting nothing in progress, so the
+ * dispatcher forgets the worker at once instead of after worker_timeout. A
+ * leaving worker answered known=false is LEFT and does not register again. */
 #ifndef WK_CONTROL_H
 #define WK_CONTROL_H
 
@@ -18,6 +25,7 @@ typedef struct wk_control_s wk_control_t;
 typedef enum {
     WK_CTL_UNREGISTERED = 0,
     WK_CTL_REGISTERED,
+    WK_CTL_LEFT,    /* leaving, and the dispatcher has let us go */
     WK_CTL_STOPPED,
 } wk_ctl_state_e;
 
@@ -35,6 +43,7 @@ typedef struct wk_control_status_s {
     uint64_t registrations; /* successful RegisterWorker calls */
     uint64_t heartbeats;    /* successful Heartbeat calls */
     uint64_t failures;      /* failed calls since the last success */
+    int leaving;            /* wk_control_leave was called */
     double load;            /* last reported */
     char last_error[768];
 } wk_control_status_t;
@@ -44,6 +53,12 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
 int wk_control_start(wk_control_t *c); /* 0 or -errno (thread not started) */
 /* Wakes and joins the thread (a call in progress ends within its deadline). */
 void wk_control_stop(wk_control_t *c);
+/* Any thread; see the top of this file. */
+void wk_control_leave(wk_control_t *c);
+/* Sends the final leaving heartbeat (if registered; its own short deadline),
+ * then stops and joins like wk_control_stop. Returns 0 when the dispatcher
+ * took it, -ENOTCONN when not registered, or the call's error. */
+int wk_control_finish(wk_control_t *c);
 void wk_control_free(wk_control_t *c); /* stops first; NULL ok */
 void wk_control_get_status(wk_control_t *c, wk_control_status_t *ret);
 const char *wk_ctl_state_name(wk_ctl_state_e s);

@@ -15,14 +15,18 @@
 #include "common/httpd.h"
 #include "common/log.h"
 #include "common/rpc.h"
+#include "common/sdnotify.h"
 #include "proto/sluice.pb-c.h"
 #include "worker/config.h"
 #include "worker/control.h"
 #include "worker/status.h"
 #include "worker/stream.h"
 #include "worker/tasks.h"
+#include "worker/profile.h"
 
 #define WK_SHUTDOWN_GRACE_MS 1000
+#define WK_DRAIN_MAX_JOBS 256  /* jobs looked at while draining (as /status) */
+#define WK_DRAIN_POLL_MS 50
 
 enum { WK_EXIT_OK = 0, WK_EXIT_RUNTIME = 1, WK_EXIT_USAGE = 2 };
 
@@ -50,6 +54,91 @@ static double mono_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* systemd (Type=notify) is told; without $NOTIFY_SOCKET a no-op. A failure
+ * is worth a warning, never an exit. */
+static void notify(const char *state)
+{
+    char err[256];
+    if (sl_sdnotify(state, err, sizeof(err)) < 0) {
+        SL_WARN("sd_notify: %s", err);
+    }
+}
+
+/* The end of the drain: unfinished work is dropped, then the final
+ * heartbeat (leaving, nothing in progress) lets the dispatcher forget us. */
+static void leave(wk_control_t *ctl, wk_tasks_t *tasks)
+{
+    wk_tasks_quiesce(tasks);
+    int rc = wk_control_finish(ctl);
+    if (rc == 0) {
+        SL_NOTICE("told the dispatcher this worker is leaving");
+    } else if (rc != -ENOTCONN) {
+        SL_WARN("could not tell the dispatcher this worker is leaving (%s); it re-assigns our "
+                "splits after its worker timeout",
+                strerror(-rc));
+    }
+}
+
+/* Work a client is still waiting for: splits queued or running, batches
+ * buffered, on jobs whose client is attached. A job nobody streams from has
+ * nobody to drain to; its splits are re-assigned by the dispatcher. Returns
+ * the number of such jobs (0 also when the snapshot cannot be taken). */
+static size_t drain_pending(wk_tasks_t *tasks, wk_job_info_t *rows)
+{
+    size_t n = wk_tasks_snapshot(tasks, rows, WK_DRAIN_MAX_JOBS);
+    size_t busy = 0;
+    for (size_t i = 0; i < n && i < WK_DRAIN_MAX_JOBS; i++) {
+        const wk_job_info_t *r = &rows[i];
+        int work = r->splits_queued > 0 || r->splits_running > 0 || r->buffered_msgs > 0 ||
+                   r->inflight > 0;
+        if (work && r->stream_attached) {
+            busy++;
+        }
+    }
+    return busy;
+}
+
+/* SIGTERM (docs/protocol.md "Leaving"): take no new splits and say so in
+ * every heartbeat from now on (leaving=true), so the dispatcher hands us
+ * nothing new and re-queues what we never started; then let the Fetch
+ * streams carry out what is queued, running or buffered, for at most
+ * drain_ms (a second SIGTERM/SIGINT cuts the wait short); then drop what is
+ * left and send the last heartbeat, which reports nothing in progress: the
+ * dispatcher re-queues the rest at once instead of after worker_timeout. */
+static void drain(wk_control_t *ctl, wk_tasks_t *tasks, const sigset_t *sigs, long long drain_ms)
+{
+    wk_tasks_begin_drain(tasks);
+    wk_control_leave(ctl);
+    wk_job_info_t *rows = calloc(WK_DRAIN_MAX_JOBS, sizeof(*rows));
+    if (rows == NULL || drain_ms <= 0) {
+        free(rows);
+        leave(ctl, tasks);
+        return;
+    }
+    double deadline = mono_now() + (double)drain_ms / 1000.0;
+    size_t busy = drain_pending(tasks, rows);
+    if (busy > 0) {
+        SL_NOTICE("draining: %zu job%s still streaming (at most %lld ms)", busy,
+                  busy == 1 ? "" : "s", drain_ms);
+    }
+    while (busy > 0) {
+        if (mono_now() >= deadline) {
+            SL_WARN("drain: %zu job%s still busy after %lld ms; stopping anyway", busy,
+                    busy == 1 ? "" : "s", drain_ms);
+            break;
+        }
+        struct timespec poll = {.tv_sec = 0, .tv_nsec = WK_DRAIN_POLL_MS * 1000000L};
+        int sig = sigtimedwait(sigs, NULL, &poll);
+        if (sig == SIGTERM || sig == SIGINT) {
+            SL_NOTICE("second signal: stopping without waiting for the drain");
+            break;
+        }
+        busy = drain_pending(tasks, rows);
+    }
+    free(rows);
+    leave(ctl, tasks);
 }
 
 static void reload(const char *config_path, wk_config_t *cfg)
@@ -105,6 +194,7 @@ int main(int argc, char **argv)
     sl_httpd_t *httpd = NULL;
     wk_control_t *ctl = NULL;
     wk_tasks_t *tasks = NULL;
+    wk_profile_t *prof = NULL; /* planner: Profile and Probe */
     char grpc_addr[300] = "";
     char http_addr[300] = "none";
     char advertise[300] = "";
@@ -139,6 +229,12 @@ int main(int argc, char **argv)
                                   wk_stream_fetch, tasks);
     if (rc < 0) {
         SL_ERR("gRPC server: cannot register %s: %s", WK_FETCH_METHOD, strerror(-rc));
+        goto out;
+    }
+    prof = wk_profile_new(cfg.data_root, threads);
+    rc = prof != NULL ? wk_profile_register(prof, srv) : -ENOMEM;
+    if (rc < 0) {
+        SL_ERR("gRPC server: cannot register the planner methods: %s", strerror(-rc));
         goto out;
     }
     rc = sl_rpc_server_start(srv, grpc_addr, sizeof(grpc_addr), err, sizeof(err));
@@ -189,6 +285,12 @@ int main(int argc, char **argv)
     fflush(stdout);
     SL_NOTICE("serving Fetch on %s (advertised as %s), HTTP on %s, %u threads, data root '%s'",
               grpc_addr, advertise, http_addr, threads, cfg.data_root);
+    /* Ready once Fetch is served: registration with the dispatcher retries in
+     * the background, and a worker waiting for its dispatcher is not failed. */
+    char notice[SL_SDNOTIFY_MAX];
+    snprintf(notice, sizeof(notice), "READY=1\nSTATUS=grpc %.300s, http %.300s, dispatcher %.300s",
+             grpc_addr, http_addr, cfg.dispatcher);
+    notify(notice);
 
     rc = wk_control_start(ctl);
     if (rc < 0) {
@@ -200,17 +302,22 @@ int main(int argc, char **argv)
         struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGHUP) {
+            notify("RELOADING=1");
             reload(config_path, &cfg);
+            notify("READY=1");
         } else if (sig == SIGTERM || sig == SIGINT) {
-            SL_NOTICE("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            SL_NOTICE("%s: draining, then shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            notify("STOPPING=1\nSTATUS=draining");
+            drain(ctl, tasks, &sigs, cfg.drain_ms);
             break;
         }
     }
     exit_code = WK_EXIT_OK;
 
 out:
-    /* Stop taking splits and end streams (UNAVAILABLE), then the server with a
-     * short grace, then the dispatcher conversation, then the runners. */
+    /* Stop taking splits and end streams (OK where nothing was dropped, else
+     * UNAVAILABLE), then the server with a short grace, then the dispatcher
+     * conversation, then the runners. */
     if (tasks != NULL) {
         wk_tasks_stop(tasks);
     }
@@ -219,6 +326,7 @@ out:
         sl_rpc_server_shutdown(srv, WK_SHUTDOWN_GRACE_MS);
         sl_rpc_server_free(srv);
     }
+    wk_profile_free(prof);
     wk_control_free(ctl);
     wk_tasks_free(tasks);
     sl_rpc_shutdown();

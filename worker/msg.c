@@ -132,12 +132,13 @@ void wk_msglist_clear(wk_msglist_t *l)
     }
 }
 
-void wk_packer_init(wk_packer_t *pk, uint64_t job_id, uint64_t split_id, uint32_t batch_size,
-                    size_t max_bytes)
+void wk_packer_init(wk_packer_t *pk, uint64_t job_id, uint64_t split_id, uint32_t stage_to,
+                    uint32_t batch_size, size_t max_bytes)
 {
     memset(pk, 0, sizeof(*pk));
     pk->job_id = job_id;
     pk->split_id = split_id;
+    pk->stage_to = stage_to;
     pk->batch_size = batch_size > 0 ? batch_size : 1;
     pk->max_bytes = max_bytes;
 }
@@ -182,6 +183,7 @@ int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, wk_msglis
         if (pk->cur == NULL) {
             return -ENOMEM;
         }
+        pk->cur->batch.stage_to = pk->stage_to;
     }
     wk_msg_t *m = pk->cur;
     Sluice__Sample *ps = &m->samples[m->batch.n_samples];
@@ -214,6 +216,7 @@ int wk_packer_finish(wk_packer_t *pk, wk_msglist_t *out)
         if (pk->cur == NULL) {
             return -ENOMEM;
         }
+        pk->cur->batch.stage_to = pk->stage_to;
     }
     pk->cur->batch.split_done = 1;
     wk_msglist_push(out, pk->cur);

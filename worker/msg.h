@@ -22,7 +22,8 @@
 #include "common/batcher.h"
 #include "proto/sluice.pb-c.h"
 
-/* Bytes a message costs beyond its samples: job_id, split_id, split_done. */
+/* Bytes a message costs beyond its samples: job_id, split_id, split_done,
+ * stage_to (at most 30). */
 #define WK_MSG_OVERHEAD 32
 
 typedef struct wk_msg_s {
@@ -41,9 +42,11 @@ typedef struct wk_msglist_s {
     size_t bytes;
 } wk_msglist_t;
 
-/* Packs the samples of one split. */
+/* Packs the samples of one split. Every message carries the split's
+ * stage_to, so the client knows which units the samples went through. */
 typedef struct wk_packer_s {
     uint64_t job_id, split_id;
+    uint32_t stage_to;
     uint32_t batch_size; /* >= 1 */
     size_t max_bytes;    /* max packed bytes of one message */
     wk_msg_t *cur;       /* message being filled, NULL before the first sample */
@@ -61,8 +64,8 @@ void wk_msglist_push(wk_msglist_t *l, wk_msg_t *m);
 wk_msg_t *wk_msglist_pop(wk_msglist_t *l); /* NULL when empty */
 void wk_msglist_clear(wk_msglist_t *l);   /* frees every message */
 
-void wk_packer_init(wk_packer_t *pk, uint64_t job_id, uint64_t split_id, uint32_t batch_size,
-                    size_t max_bytes);
+void wk_packer_init(wk_packer_t *pk, uint64_t job_id, uint64_t split_id, uint32_t stage_to,
+                    uint32_t batch_size, size_t max_bytes);
 /* Adds a finished sample (s->skip >= 0: skipped, detail says why). Takes
  * s->t's data (s->t is left empty). A message that cannot take the sample is
  * appended to out first. Returns 0 or -ENOMEM (the sample is then lost and

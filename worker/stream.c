@@ -69,6 +69,13 @@ static void end_for_state(wk_fetch_t *f, wk_next_e s)
         f->code = SL_RPC_UNAVAILABLE;
         snprintf(f->why, sizeof(f->why), "worker is shutting down");
         break;
+    case WK_NEXT_LEFT:
+        /* Everything of the job this worker took on went out before it
+         * left: nothing for the client to retry. */
+        f->code = SL_RPC_OK;
+        snprintf(f->why, sizeof(f->why), "worker left after delivering its splits of job %" PRIu64,
+                 wk_job_id(f->job));
+        break;
     case WK_NEXT_FAILED: {
         char reason[1024];
         wk_job_reason(f->job, reason, sizeof(reason));
@@ -188,8 +195,8 @@ int wk_stream_fetch(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *firs
     wk_job_detach(f.job, f.state == WK_FS_BROKEN, f.why);
     SL_INFO("job %" PRIu64 ": Fetch stream from %s ended: %s (%s)", req->job_id, peer,
             sl_rpc_code_name(f.code), f.why);
-    if (f.code != SL_RPC_OK) {
-        sl_rpc_stream_set_details(st, "%s", f.why);
+    if (f.why[0] != '\0') {
+        sl_rpc_stream_set_details(st, "%s", f.why); /* an OK end says why too */
     }
     return f.code;
 }

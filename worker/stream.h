@@ -14,13 +14,20 @@
  *    reconnects; the worker notices the old one within ~20 ms) and otherwise
  *    ends ALREADY_EXISTS.
  *  - When the dispatcher closes the job the stream ends OK. When the worker
- *    shuts down it ends UNAVAILABLE.
+ *    shuts down (after its drain, tasks.h) it ends OK if it dropped nothing
+ *    of the job (every split it took on went out whole; the rest were never
+ *    started and the dispatcher re-assigns them), else UNAVAILABLE.
+ *  - Every Batch carries the split's stage_to: the units already run on its
+ *    samples.
  *  - If the client half-closes, the worker keeps sending while credits last
  *    and then ends the stream OK, keeping whatever is still buffered.
  *  - If the stream ends abnormally (cancelled, deadline, a message that does
  *    not unpack), the worker drops every buffered message and unfinished split
- *    of the job: the client must ask the dispatcher to retry every split of
- *    this worker it has not acknowledged (AckSplits.retry_split_ids).
+ *    of the job: the client tells the dispatcher (AckSplits.retry_worker_id
+ *    plus the splits of this worker it has not acknowledged), which re-assigns
+ *    every split of the job it still has at this worker. Splits the client
+ *    has never heard of are not stranded either: the worker stops reporting
+ *    them in its heartbeats and the dispatcher re-assigns them.
  * Runs on the rpc layer's per-stream thread. */
 #ifndef WK_STREAM_H
 #define WK_STREAM_H

@@ -67,7 +67,10 @@ struct wk_job_s {
     pthread_cond_t cv;  /* output, assignments, state, stream detach */
     int refs;
     wk_job_state_e state;
-    int stopping;      /* CLOSED because the worker stops (streams get UNAVAILABLE) */
+    int stopping;      /* CLOSED because the worker stops */
+    int lost_work;     /* quiesce/stop dropped some of its work (stream: UNAVAILABLE) */
+    int sending;       /* the stream thread holds a popped message of sending_split */
+    uint64_t sending_split;
     char reason[1024]; /* why FAILED */
     wk_split_t *splits, *splits_tail; /* QUEUED and RUNNING, assignment order */
     size_t nsplits;
@@ -102,7 +105,17 @@ struct wk_tasks_s {
     unsigned runners;
     int stopping;
 
+    atomic_int draining;  /* no new splits (SIGTERM) */
     atomic_uint inflight; /* samples in flight over all jobs */
+
+    /* Splits whose last message went out, until a heartbeat reports them
+     * (FIFO, seq increasing; the oldest goes when full). A leaf lock: taken
+     * under job->mu, never the other way. */
+    pthread_mutex_t sent_mu;
+    wk_split_ref_t sent[WK_MAX_SENT];
+    uint64_t sent_seqs[WK_MAX_SENT];
+    size_t nsent;
+    uint64_t next_sent_seq;
     /* Worker-wide counters for /status; bumped next to the job's own. */
     atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
 };
@@ -239,9 +252,13 @@ static void job_close_locked(wk_job_t *job, int stopping)
     if (job->state == WK_JOB_CLOSED) {
         return;
     }
+    size_t nmsgs = 0, nsplits = 0;
     job->state = WK_JOB_CLOSED;
     job->stopping = stopping;
-    job_drop_all_locked(job, NULL, NULL);
+    job_drop_all_locked(job, &nmsgs, &nsplits);
+    if (nmsgs + nsplits > 0) {
+        job->lost_work = 1;
+    }
 }
 
 /* ------------------------------------------------------------ runner */
@@ -682,6 +699,8 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     t->max_message_bytes = o->max_message_bytes;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
+    pthread_mutex_init(&t->sent_mu, NULL);
+    atomic_init(&t->draining, 0);
     atomic_init(&t->inflight, 0);
     atomic_init(&t->n_jobs, 0);
     atomic_init(&t->n_samples, 0);
@@ -692,8 +711,43 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     return t;
 }
 
+void wk_tasks_begin_drain(wk_tasks_t *t)
+{
+    atomic_store(&t->draining, 1);
+}
+
+void wk_tasks_quiesce(wk_tasks_t *t)
+{
+    atomic_store(&t->draining, 1);
+    size_t njobs = 0, nmsgs = 0, nsplits = 0;
+    pthread_mutex_lock(&t->mu);
+    for (wk_job_t *job = t->jobs; job != NULL; job = job->next_job) {
+        size_t m = 0, s = 0;
+        pthread_mutex_lock(&job->mu);
+        job_drop_all_locked(job, &m, &s);
+        /* A message being sent is not ours to take back: if it goes out, the
+         * split is reported sent; if not, its stream breaks. Either way it
+         * is no longer "in progress" here. */
+        job->sending = 0;
+        if (m + s > 0) {
+            job->lost_work = 1;
+            njobs++;
+        }
+        pthread_mutex_unlock(&job->mu);
+        nmsgs += m;
+        nsplits += s;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (njobs > 0) {
+        SL_NOTICE("stopping: dropped %zu unfinished split(s) and %zu buffered message(s) of %zu "
+                  "job(s); the dispatcher re-assigns them",
+                  nsplits, nmsgs, njobs);
+    }
+}
+
 void wk_tasks_stop(wk_tasks_t *t)
 {
+    atomic_store(&t->draining, 1);
     pthread_mutex_lock(&t->mu);
     t->stopping = 1;
     wk_job_t *list = t->jobs;
@@ -726,6 +780,7 @@ void wk_tasks_free(wk_tasks_t *t)
     pthread_mutex_unlock(&t->mu);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->sent_mu);
     free(t);
 }
 
@@ -862,7 +917,9 @@ void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
     }
     pthread_mutex_lock(&job->mu);
     const char *bad = NULL;
-    if (job->state == WK_JOB_FAILED || job->state == WK_JOB_CLOSED) {
+    if (atomic_load(&t->draining)) {
+        bad = "the worker is draining"; /* the dispatcher re-queues it */
+    } else if (job->state == WK_JOB_FAILED || job->state == WK_JOB_CLOSED) {
         bad = job->state == WK_JOB_FAILED ? "the job failed here" : "the job is closed";
     } else if (a->begin > a->end || a->end > job->num_samples) {
         bad = "range outside the job's samples";
@@ -900,7 +957,8 @@ void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
     sp->next = a->begin;
     sp->stage_to = a->stage_to;
     sp->state = WK_SPLIT_QUEUED;
-    wk_packer_init(&sp->pk, job->id, sp->id, job->spec.batch_size, t->max_message_bytes);
+    wk_packer_init(&sp->pk, job->id, sp->id, sp->stage_to, job->spec.batch_size,
+                   t->max_message_bytes);
     if (sp->begin == sp->end) {
         /* An empty split is done at once: one message with split_done. */
         if (wk_packer_finish(&sp->pk, &job->out) == 0) {
@@ -952,29 +1010,34 @@ void wk_tasks_close_job(wk_tasks_t *t, uint64_t job_id)
     job_unref(job); /* the table's reference */
 }
 
-void wk_tasks_revoke(wk_tasks_t *t, uint64_t split_id)
+void wk_tasks_revoke(wk_tasks_t *t, uint64_t job_id, uint64_t split_id)
 {
-    pthread_mutex_lock(&t->mu);
-    for (wk_job_t *job = t->jobs; job != NULL; job = job->next_job) {
-        pthread_mutex_lock(&job->mu);
-        int found = 0;
-        wk_split_t *prev = NULL;
-        for (wk_split_t *sp = job->splits; sp != NULL; prev = sp, sp = sp->next_split) {
-            if (sp->id == split_id) {
-                split_drop_locked(job, sp, prev);
-                found = 1;
-                break;
-            }
-        }
-        size_t n = out_drop_locked(job, split_id, 0);
-        if (found || n > 0) {
-            pthread_cond_broadcast(&job->cv);
-            SL_INFO("job %" PRIu64 ": split %" PRIu64 " revoked (%zu buffered messages dropped)",
-                    job->id, split_id, n);
-        }
-        pthread_mutex_unlock(&job->mu);
+    wk_job_t *job = find_ref(t, job_id);
+    if (job == NULL) {
+        SL_DEBUG("revocation of split %" PRIu64 " of unknown job %" PRIu64 "; ignored", split_id,
+                 job_id);
+        return;
     }
-    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_lock(&job->mu);
+    int found = 0;
+    wk_split_t *prev = NULL;
+    for (wk_split_t *sp = job->splits; sp != NULL; prev = sp, sp = sp->next_split) {
+        if (sp->id == split_id) {
+            split_drop_locked(job, sp, prev);
+            found = 1;
+            break;
+        }
+    }
+    size_t n = out_drop_locked(job, split_id, 0);
+    if (found || n > 0) {
+        pthread_cond_broadcast(&job->cv);
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (found || n > 0) {
+        SL_INFO("job %" PRIu64 ": split %" PRIu64 " revoked (%zu buffered messages dropped)",
+                job_id, split_id, n);
+    }
+    job_unref(job);
 }
 
 /* ------------------------------------------------------------ reports */
@@ -1026,6 +1089,39 @@ static int unit_add(wk_tasks_report_t *r, size_t *cap, const char *name, const s
     return 0;
 }
 
+/* Appends (job, split) unless already listed for this job: entries of one
+ * job are contiguous from `from`. */
+static int ref_push(wk_split_ref_t **arr, size_t *n, size_t *cap, size_t from, uint64_t job_id,
+                    uint64_t split_id)
+{
+    for (size_t i = from; i < *n; i++) {
+        if ((*arr)[i].split_id == split_id) {
+            return 0;
+        }
+    }
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        wk_split_ref_t *na = realloc(*arr, nc * sizeof(*na));
+        if (na == NULL) {
+            return -ENOMEM;
+        }
+        *arr = na;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = (wk_split_ref_t){.job_id = job_id, .split_id = split_id};
+    return 0;
+}
+
+static int ref_held(const wk_tasks_report_t *r, uint64_t job_id, uint64_t split_id)
+{
+    for (size_t i = 0; i < r->n_splits; i++) {
+        if (r->splits[i].job_id == job_id && r->splits[i].split_id == split_id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
 {
     memset(r, 0, sizeof(*r));
@@ -1048,11 +1144,17 @@ int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
                 }
             }
         }
+        size_t from = r->n_splits;
         for (wk_split_t *sp = job->splits; sp != NULL && rc == 0; sp = sp->next_split) {
-            rc = u64_push(&r->splits, &r->n_splits, &cap_splits, sp->id);
+            rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id, sp->id);
         }
         for (wk_msg_t *m = job->out.head; m != NULL && rc == 0; m = m->next) {
-            rc = u64_push(&r->splits, &r->n_splits, &cap_splits, m->batch.split_id);
+            rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id,
+                          m->batch.split_id);
+        }
+        if (rc == 0 && job->sending) {
+            rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id,
+                          job->sending_split);
         }
         r->buffered_bytes += job->out.bytes + job->partial_bytes;
         for (uint32_t u = 0; u < job->nunits && rc == 0; u++) {
@@ -1064,16 +1166,59 @@ int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
         pthread_mutex_unlock(&job->mu);
     }
     pthread_mutex_unlock(&t->mu);
+    /* Sent splits after the jobs: one whose last message went out meanwhile
+     * is then listed in progress and sent; a split listed in progress is
+     * left out of sent (a re-assigned split may be held again) and kept for
+     * the next report. */
+    pthread_mutex_lock(&t->sent_mu);
+    if (rc == 0 && t->nsent > 0) {
+        r->sent = malloc(t->nsent * sizeof(*r->sent));
+        r->sent_seq = malloc(t->nsent * sizeof(*r->sent_seq));
+        if (r->sent == NULL || r->sent_seq == NULL) {
+            rc = -ENOMEM;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < t->nsent; i++) {
+        if (!ref_held(r, t->sent[i].job_id, t->sent[i].split_id)) {
+            r->sent[r->n_sent] = t->sent[i];
+            r->sent_seq[r->n_sent] = t->sent_seqs[i];
+            r->n_sent++;
+        }
+    }
+    pthread_mutex_unlock(&t->sent_mu);
     if (rc < 0) {
         wk_tasks_report_free(r);
     }
     return rc;
 }
 
+void wk_tasks_report_done(wk_tasks_t *t, const wk_tasks_report_t *r)
+{
+    pthread_mutex_lock(&t->sent_mu);
+    /* Both lists are in increasing seq order: one merge pass. */
+    size_t keep = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < t->nsent; i++) {
+        while (j < r->n_sent && r->sent_seq[j] < t->sent_seqs[i]) {
+            j++;
+        }
+        if (j < r->n_sent && r->sent_seq[j] == t->sent_seqs[i]) {
+            continue; /* reported */
+        }
+        t->sent[keep] = t->sent[i];
+        t->sent_seqs[keep] = t->sent_seqs[i];
+        keep++;
+    }
+    t->nsent = keep;
+    pthread_mutex_unlock(&t->sent_mu);
+}
+
 void wk_tasks_report_free(wk_tasks_report_t *r)
 {
     free(r->known_jobs);
     free(r->splits);
+    free(r->sent);
+    free(r->sent_seq);
     free(r->failed_jobs);
     free(r->units);
     memset(r, 0, sizeof(*r));
@@ -1114,7 +1259,7 @@ size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)
             }
         }
         r->buffered_bytes = job->out.bytes + job->partial_bytes;
-        r->buffered_msgs = job->out.count;
+        r->buffered_msgs = job->out.count + (job->sending ? 1 : 0);
         r->inflight = job->inflight;
         r->samples_done = job->samples_done;
         r->samples_skipped = job->samples_skipped;
@@ -1200,7 +1345,10 @@ wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_
 static wk_next_e state_locked(const wk_job_t *job)
 {
     if (job->state == WK_JOB_CLOSED) {
-        return job->stopping ? WK_NEXT_STOPPING : WK_NEXT_CLOSED;
+        if (!job->stopping) {
+            return WK_NEXT_CLOSED;
+        }
+        return job->lost_work ? WK_NEXT_STOPPING : WK_NEXT_LEFT;
     }
     if (job->state == WK_JOB_FAILED) {
         return WK_NEXT_FAILED;
@@ -1229,6 +1377,8 @@ wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg)
         if (m != NULL) {
             *ret_msg = m;
             s = WK_NEXT_MSG;
+            job->sending = 1;
+            job->sending_split = m->batch.split_id;
             pthread_cond_broadcast(&job->cv); /* room in the buffer: the runner may submit */
         }
     }
@@ -1236,11 +1386,35 @@ wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg)
     return s;
 }
 
+/* Remembers a split whose last message went out (t->sent_mu not held). */
+static void sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id)
+{
+    pthread_mutex_lock(&t->sent_mu);
+    if (t->nsent == WK_MAX_SENT) {
+        /* Heartbeats have failed for a long time: forget the oldest. The
+         * dispatcher may then re-assign it; the client drops duplicates. */
+        memmove(&t->sent[0], &t->sent[1], (WK_MAX_SENT - 1) * sizeof(t->sent[0]));
+        memmove(&t->sent_seqs[0], &t->sent_seqs[1], (WK_MAX_SENT - 1) * sizeof(t->sent_seqs[0]));
+        t->nsent--;
+    }
+    t->sent[t->nsent] = (wk_split_ref_t){.job_id = job_id, .split_id = split_id};
+    t->sent_seqs[t->nsent] = ++t->next_sent_seq;
+    t->nsent++;
+    pthread_mutex_unlock(&t->sent_mu);
+}
+
 void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m)
 {
-    (void)m;
     pthread_mutex_lock(&job->mu);
     job->msgs_sent++;
+    if (job->sending && job->sending_split == m->batch.split_id) {
+        job->sending = 0;
+    }
+    /* Under job->mu, so a heartbeat report sees the split either in
+     * progress or sent, never in neither. */
+    if (m->batch.split_done) {
+        sent_add(job->tasks, job->id, m->batch.split_id);
+    }
     pthread_mutex_unlock(&job->mu);
     atomic_fetch_add(&job->tasks->n_msgs, 1);
 }
@@ -1250,6 +1424,7 @@ void wk_job_detach(wk_job_t *job, int broken, const char *why)
     size_t nmsgs = 0, nsplits = 0;
     pthread_mutex_lock(&job->mu);
     job->stream_attached = 0;
+    job->sending = 0; /* whatever the stream held is gone with it */
     if (broken && job->state != WK_JOB_CLOSED) {
         job->streams_broken++;
         atomic_fetch_add(&job->tasks->n_broken, 1);

@@ -29,6 +29,7 @@
 #define WK_MAX_JOBS 64
 #define WK_MAX_FAILED_JOBS 1024
 #define WK_MAX_SPLITS_PER_JOB 4096
+#define WK_MAX_SENT 4096 /* sent splits remembered until a heartbeat reports them */
 #define WK_UNIT_NAME_MAX 96
 
 typedef struct wk_tasks_s wk_tasks_t;
@@ -52,8 +53,18 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o);
 /* Stops (if not yet), waits for every runner thread, frees. Stream threads
  * must be gone (rpc server freed) before. NULL ok. */
 void wk_tasks_free(wk_tasks_t *t);
-/* SIGTERM: takes no more jobs or splits, closes every job (streams end with
- * UNAVAILABLE, in-flight samples are dropped). Any thread. */
+/* SIGTERM, in this order (docs/protocol.md "Leaving"):
+ *  1. begin_drain: no new splits are accepted (assignments are ignored);
+ *     queued and running ones finish and streams keep serving.
+ *  2. quiesce (after the drain, or at once): every job's unfinished work is
+ *     dropped, so the final heartbeat reports nothing in progress; streams
+ *     stay open.
+ *  3. stop: takes no more jobs, closes every job. A job's stream ends OK
+ *     ("worker left") when nothing of it was dropped in 2 or 3, else
+ *     UNAVAILABLE; in-flight samples are discarded.
+ * stop alone does 2 and 3. Any thread. */
+void wk_tasks_begin_drain(wk_tasks_t *t);
+void wk_tasks_quiesce(wk_tasks_t *t);
 void wk_tasks_stop(wk_tasks_t *t);
 
 /* ---- control thread: apply a heartbeat reply. Peer input is validated here;
@@ -61,9 +72,9 @@ void wk_tasks_stop(wk_tasks_t *t);
 void wk_tasks_add_job(wk_tasks_t *t, const Sluice__JobSpec *js);
 void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a);
 void wk_tasks_close_job(wk_tasks_t *t, uint64_t job_id);
-/* Split ids are unique within a job only and revoked_splits carries no job
- * id, so the split is revoked in every job holding that id. */
-void wk_tasks_revoke(wk_tasks_t *t, uint64_t split_id);
+/* Drops the split (queued, running or buffered) of that job only: split ids
+ * are unique within a job. */
+void wk_tasks_revoke(wk_tasks_t *t, uint64_t job_id, uint64_t split_id);
 
 /* What a heartbeat reports. Unit stats are summed by unit name over jobs. */
 typedef struct wk_unit_report_s {
@@ -73,11 +84,20 @@ typedef struct wk_unit_report_s {
     uint64_t samples;
 } wk_unit_report_t;
 
+typedef struct wk_split_ref_s {
+    uint64_t job_id, split_id;
+} wk_split_ref_t;
+
 typedef struct wk_tasks_report_s {
     uint64_t *known_jobs;
     size_t n_known;
-    uint64_t *splits; /* queued, running, or with messages still buffered */
+    wk_split_ref_t *splits; /* queued, running, buffered or being sent */
     size_t n_splits;
+    /* Splits whose last message went out since the last report_done (and
+     * that the worker does not hold again); sent_seq is internal. */
+    wk_split_ref_t *sent;
+    uint64_t *sent_seq;
+    size_t n_sent;
     uint64_t *failed_jobs;
     size_t n_failed;
     char failure[512]; /* the reasons, "job N: why; ..." */
@@ -87,6 +107,8 @@ typedef struct wk_tasks_report_s {
 } wk_tasks_report_t;
 
 int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *ret); /* 0 or -ENOMEM */
+/* The heartbeat carrying r succeeded: its sent splits are forgotten. */
+void wk_tasks_report_done(wk_tasks_t *t, const wk_tasks_report_t *r);
 void wk_tasks_report_free(wk_tasks_report_t *r);
 
 /* ---- HTTP thread: one row per job for /status. */
@@ -100,7 +122,7 @@ typedef struct wk_job_info_s {
     size_t splits_queued;
     size_t splits_running;
     uint64_t buffered_bytes;
-    size_t buffered_msgs;
+    size_t buffered_msgs; /* queued for the stream, plus the one being sent */
     unsigned inflight;
     uint64_t samples_done;
     uint64_t samples_skipped;
@@ -147,14 +169,18 @@ typedef enum {
     WK_NEXT_MSG = 0,   /* *ret_msg holds a message (the caller owns it) */
     WK_NEXT_TIMEOUT,   /* nothing within wait_ms */
     WK_NEXT_CLOSED,    /* the dispatcher closed the job: end the stream OK */
-    WK_NEXT_STOPPING,  /* the worker is shutting down */
+    WK_NEXT_LEFT,      /* the worker stopped with nothing of the job lost: end OK */
+    WK_NEXT_STOPPING,  /* the worker is shutting down and dropped work of the job */
     WK_NEXT_FAILED,    /* the job failed here (source mismatch...): FAILED_PRECONDITION */
 } wk_next_e;
 
+/* The popped message counts as in progress (heartbeats) until
+ * wk_job_note_sent or wk_job_detach. */
 wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg);
 /* Job state without waiting (WK_NEXT_TIMEOUT = still open). */
 wk_next_e wk_job_poll_state(wk_job_t *job);
-/* Accounting after a message went out. */
+/* Accounting after a message went out; the split's last message puts it in
+ * the next heartbeat's `sent`. */
 void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m);
 /* Why the job failed ("" if it did not). */
 void wk_job_reason(wk_job_t *job, char *buf, size_t len);

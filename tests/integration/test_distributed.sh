@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Dispatcher + workers + client over real gRPC on loopback: every offload
-# mode gives the --local digests; a worker killed with SIGKILL mid-epoch loses
-# and duplicates nothing; a worker that joins mid-job gets work; a client that
-# vanishes has its job freed.
+# mode gives the --local digests; a worker killed with SIGKILL mid-epoch and
+# started again on a new port loses and duplicates nothing; a worker that
+# joins mid-job gets work; a client that vanishes has its job freed.
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 30
@@ -51,13 +51,20 @@ for _ in $(seq 1 100); do
 done
 kill -0 "$client" 2>/dev/null || fail "the job ended before the worker could be killed"
 kill -9 "$W1_PID"
-wait "$client" || fail "client failed after a worker was killed"
+# The same worker restarted (a new process: new port, new worker id).
+start_daemon W1B "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --data-root "$TMP/data" --threads 1
+wait "$client" || fail "client failed after a worker was killed and restarted"
 sort "$TMP/kill" >"$TMP/kill.s"
 cmp -s "$TMP/kill.s" "$TMP/local.s" || {
     diff "$TMP/kill.s" "$TMP/local.s" | head -5
-    fail "worker killed: digests differ from --local"
+    fail "worker killed and restarted: digests differ from --local"
 }
-echo "worker killed mid-job: digests identical to --local"
+restarted=$(curl -sf "http://$W1B_HTTP/status" | /usr/bin/python3 -c \
+    'import json,sys; print(json.load(sys.stdin)["samples_done"])')
+[ "$restarted" -gt 0 ] || fail "the restarted worker processed nothing"
+echo "worker killed mid-job and restarted on a new port (it then processed $restarted" \
+    "samples): digests identical to --local"
 
 # A worker that joins mid-job gets work.
 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
@@ -97,5 +104,5 @@ for _ in $(seq 1 100); do
 done
 [ "$jobs_open" -eq 0 ] || fail "job of a vanished client still open"
 echo "vanished client: job freed"
-kill -0 "$D_PID" && kill -0 "$W2_PID" || fail "a daemon died"
+kill -0 "$D_PID" && kill -0 "$W2_PID" && kill -0 "$W1B_PID" || fail "a daemon died"
 echo "distributed: ok"

@@ -155,7 +155,7 @@ START_TEST(test_split_creation)
     ck_assert_uint_eq(job->nclient, 0);
     /* auto behaves as all and says so. */
     disp_job_t *j2 = submit(&e, 5, 1, "\"auto\"");
-    ck_assert_str_eq(j2->plan.mode, "auto(all: planner not yet implemented)");
+    ck_assert_str_eq(j2->plan.mode, "auto(all: no profile)");
     ck_assert_uint_eq(j2->plan.split, 3);
     ck_assert_uint_eq(j2->nsplits, 1);
     disp_job_t *j3 = submit(&e, 5, 1, "\"off\"");
@@ -319,7 +319,7 @@ START_TEST(test_retry)
     /* Retry 2 (w1's stream broke) plus ids that must be ignored: a client
      * split and a nonsense id. */
     uint64_t r[3] = {2, 1, 999999};
-    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, r, 3, e.now), 1);
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, r, 3, 0, e.now), 1);
     disp_jw_t *jw1 = disp_job_jw(job, w1);
     ck_assert_uint_eq(jw1->nrevoked, 1);
     ck_assert_uint_eq(jw1->revoked[0], 2);
@@ -337,12 +337,12 @@ START_TEST(test_retry)
     uint64_t a = 4;
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a, 1, e.now), 1);
     ck_assert_uint_eq(split_of(job, 8)->owner, w2);
-    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, e.now), 0);
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, 0, e.now), 0);
     /* A retry of a split that is both acked and retried in one request:
      * the ack (applied first by the service) wins. */
     a = 6;
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a, 1, e.now), 1);
-    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, e.now), 0);
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, 0, e.now), 0);
     ck_assert_uint_eq(job->reassigned_total, 1);
     env_free(&e);
 }
@@ -359,7 +359,7 @@ START_TEST(test_retry_prefers_other_worker)
     ck_assert_uint_eq(jw_n(job, w1), 2);
     ck_assert_uint_eq(jw_n(job, w2), 1);
     uint64_t r = 0;
-    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &r, 1, e.now), 1);
+    ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &r, 1, 0, e.now), 1);
     /* w1 now has fewer splits than w2, but 0 came from w1: w2 gets it. */
     ck_assert_uint_eq(split_of(job, 0)->owner, w2);
     ck_assert_uint_eq(jw_n(job, w1), 1);
@@ -574,11 +574,44 @@ START_TEST(test_random_exactly_once)
                 w[k] = add_worker(&e, addr);
             }
         } else if (ev < 12 && job->njw > 0) {
-            /* Retry one of a worker's splits. */
+            /* Retry one of a worker's splits: an older client (no worker id),
+             * or a stream to that worker broke (maybe a stale id too). */
             disp_jw_t *jw = &job->jw[rand() % job->njw];
             if (jw->n > 0) {
                 uint64_t id = jw->ids[rand() % jw->n];
-                disp_jobs_retry(&e.js, job, &id, 1, e.now);
+                uint64_t wid = rand() % 2 ? jw->worker_id : 0;
+                if (rand() % 4 == 0) {
+                    id = (id + 1) % total; /* someone else's, or not assigned */
+                }
+                disp_jobs_retry(&e.js, job, &id, 1, wid, e.now);
+            }
+        } else if (ev < 20 && job->njw > 0) {
+            /* A heartbeat from a random live worker reporting a random
+             * subset of its splits in progress, some sent, the rest gone;
+             * sometimes it is leaving. */
+            disp_jw_t *jw = &job->jw[rand() % job->njw];
+            disp_worker_t *ww = disp_registry_live(&e.reg, jw->worker_id);
+            if (ww != NULL) {
+                disp_split_ref_t prog[8], sent[8];
+                disp_progress_t p = {.in_progress = prog, .sent = sent};
+                for (uint32_t k = 0; k < jw->n && k < 8; k++) {
+                    int r = rand() % 4;
+                    if (r < 2) {
+                        prog[p.n_in_progress++] = (disp_split_ref_t){job->id, jw->ids[k]};
+                    } else if (r == 2) {
+                        sent[p.n_sent++] = (disp_split_ref_t){job->id, jw->ids[k]};
+                    }
+                }
+                p.leaving = rand() % 20 == 0;
+                ww->leaving |= p.leaving;
+                ww->last_heartbeat_ms = e.now;
+                (void)disp_jobs_worker_progress(&e.js, ww, &p, e.now);
+                if (ww->leaving && p.n_in_progress == 0) {
+                    (void)disp_jobs_worker_left(&e.js, ww->id, e.now);
+                    disp_registry_leave(&e.reg, ww, e.now);
+                } else {
+                    disp_jobs_worker_sent(&e.js, ww);
+                }
             }
         } else {
             /* Ack something some owner holds (the client or a worker). */
@@ -613,9 +646,16 @@ START_TEST(test_random_exactly_once)
         /* Invariant: each worker's outstanding = sum over its job lists. */
         for (size_t i = 0; i < e.reg.n; i++) {
             disp_worker_t *ww = e.reg.workers[i];
-            if (ww->state == DISP_WORKER_LIVE) {
+            if (ww->state != DISP_WORKER_LOST) {
                 ck_assert_uint_eq(ww->outstanding, jw_n(job, ww->id));
                 ck_assert_uint_le(ww->outstanding, LIM.max_splits_per_worker);
+            }
+            if (ww->state == DISP_WORKER_LEFT) {
+                /* A departed worker keeps only what it delivered. */
+                disp_jw_t *jl = disp_job_jw(job, ww->id);
+                for (uint32_t k = 0; jl != NULL && k < jl->n; k++) {
+                    ck_assert_uint_eq(jl->sent[k], DISP_AN_DELIVERED);
+                }
             }
         }
         ck_assert_uint_le(job->nclient, LIM.max_client_splits);
@@ -647,6 +687,7 @@ static void svc_init(svc_env_t *s)
     ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
     cfg.split_size = 10;
     cfg.max_splits_per_worker = 2;
+    cfg.max_jobs_per_client = 0; /* one client submits everything here */
     s->now = 50000;
     ck_assert_int_eq(disp_init(&s->d, &cfg, 100, s->now), 0);
 }
@@ -781,8 +822,10 @@ START_TEST(test_svc_flow)
     Sluice__HeartbeatResponse h3 = SLUICE__HEARTBEAT_RESPONSE__INIT;
     ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h3, &a, s.now, err, sizeof(err)),
                      SL_RPC_OK);
-    ck_assert_uint_eq(h3.n_revoked_splits, 1);
-    ck_assert_uint_eq(h3.revoked_splits[0], 1);
+    ck_assert_uint_eq(h3.n_revoked_splits, 0); /* deprecated: no job id */
+    ck_assert_uint_eq(h3.n_revoked, 1);
+    ck_assert_uint_eq(h3.revoked[0]->job_id, jid);
+    ck_assert_uint_eq(h3.revoked[0]->split_id, 1);
     ck_assert_uint_eq(h3.n_assign, 2); /* 1 again, and 2 */
     disp_arena_free(&a);
 
@@ -859,9 +902,11 @@ START_TEST(test_svc_flow)
 }
 END_TEST
 
-/* A heartbeat reply that never reached the worker: the assignment is sent
- * again once the worker has failed to report it for a few heartbeats; one
- * the worker reports in progress is never sent twice. */
+/* A heartbeat reply that never reached the worker: the assignment returns
+ * to the queue (and is revoked there) once the worker has failed to report
+ * it for a few heartbeats -- here it goes straight back to the only worker,
+ * in the same reply as its revocation; one the worker reports in progress
+ * is never sent twice. */
 START_TEST(test_svc_resend_lost_assignment)
 {
     svc_env_t s;
@@ -882,11 +927,14 @@ START_TEST(test_svc_resend_lost_assignment)
     disp_arena_free(&a);
     /* The worker keeps reporting split 1 only (it got it some other way). */
     uint64_t known[1] = {jid};
-    uint64_t prog[1] = {1};
+    Sluice__SplitAssignment p1 = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment *pp[1] = {&p1};
+    p1.job_id = jid;
+    p1.split_id = 1;
     hreq.n_known_jobs = 1;
     hreq.known_jobs = known;
-    hreq.n_splits_in_progress = 1;
-    hreq.splits_in_progress = prog;
+    hreq.n_in_progress = 1;
+    hreq.in_progress = pp;
     size_t resent_at = 0;
     for (size_t beat = 1; beat <= DISP_RESEND_AFTER_HB + 1; beat++) {
         Sluice__HeartbeatResponse rr = SLUICE__HEARTBEAT_RESPONSE__INIT;
@@ -895,12 +943,17 @@ START_TEST(test_svc_resend_lost_assignment)
         if (rr.n_assign > 0) {
             ck_assert_uint_eq(rr.n_assign, 1);
             ck_assert_uint_eq(rr.assign[0]->split_id, 0);
+            ck_assert_uint_eq(rr.n_revoked, 1);
+            ck_assert_uint_eq(rr.revoked[0]->split_id, 0);
+            ck_assert_uint_eq(rr.revoked[0]->job_id, jid);
             ck_assert_uint_eq(resent_at, 0);
             resent_at = beat;
         }
         disp_arena_free(&a);
     }
     ck_assert_uint_eq(resent_at, DISP_RESEND_AFTER_HB + 1);
+    disp_job_t *job = disp_jobs_find(&s.d.jobs, jid);
+    ck_assert_uint_eq(job->reassigned_total, 1);
     /* The client keeps seeing both splits throughout. */
     Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
     Sluice__GetAssignmentResponse g = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
@@ -909,6 +962,222 @@ START_TEST(test_svc_resend_lost_assignment)
                      SL_RPC_OK);
     ck_assert_uint_eq(g.n_splits, 2);
     disp_arena_free(&a);
+    disp_destroy(&s.d);
+}
+END_TEST
+
+/* One heartbeat of worker w: in progress / sent lists (job, split) pairs,
+ * terminated by a 0 job. Returns the reply's counts through the arena. */
+static void svc_beat(svc_env_t *s, uint64_t w, const uint64_t (*prog)[2], const uint64_t (*sent)[2],
+                     int leaving, Sluice__HeartbeatResponse *resp, disp_arena_t *a)
+{
+    Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
+    static Sluice__SplitAssignment pm[16], sm[16];
+    static Sluice__SplitAssignment *pp[16], *sp[16];
+    uint64_t known[8];
+    size_t nknown = 0;
+    req.version = SL_PROTOCOL_VERSION;
+    req.worker_id = w;
+    req.leaving = leaving;
+    for (size_t i = 0; prog != NULL && prog[i][0] != 0; i++) {
+        sluice__split_assignment__init(&pm[i]);
+        pm[i].job_id = prog[i][0];
+        pm[i].split_id = prog[i][1];
+        pp[i] = &pm[i];
+        req.n_in_progress = i + 1;
+    }
+    for (size_t i = 0; sent != NULL && sent[i][0] != 0; i++) {
+        sluice__split_assignment__init(&sm[i]);
+        sm[i].job_id = sent[i][0];
+        sm[i].split_id = sent[i][1];
+        sp[i] = &sm[i];
+        req.n_sent = i + 1;
+    }
+    req.in_progress = pp;
+    req.sent = sp;
+    /* It holds the spec of every job (no JobSpec noise in replies). */
+    for (size_t j = 0; j < s->d.jobs.n && nknown < 8; j++) {
+        known[nknown++] = s->d.jobs.jobs[j]->id;
+    }
+    req.n_known_jobs = nknown;
+    req.known_jobs = known;
+    char err[256] = "";
+    Sluice__HeartbeatResponse init = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    *resp = init;
+    ck_assert_int_eq(disp_svc_heartbeat(&s->d, &req, resp, a, s->now, err, sizeof(err)),
+                     SL_RPC_OK);
+}
+
+/* Split ids repeat across jobs: progress, sent and revocations are matched
+ * by (job, split); a split the worker stops reporting returns to the queue;
+ * a delivered one stays for the client to acknowledge. */
+START_TEST(test_svc_job_qualified_progress)
+{
+    svc_env_t s;
+    svc_init(&s);
+    char err[1024] = "";
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
+    uint64_t w = svc_register(&s, "127.0.0.1:9");
+    uint64_t ja = 0, jb = 0;
+    ck_assert_int_eq(svc_submit(&s, spec, 40, &ja, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_int_eq(svc_submit(&s, spec, 40, &jb, err, sizeof(err)), SL_RPC_OK);
+    disp_job_t *a = disp_jobs_find(&s.d.jobs, ja);
+    disp_job_t *b = disp_jobs_find(&s.d.jobs, jb);
+    disp_arena_t ar = {0};
+    Sluice__HeartbeatResponse r;
+    svc_beat(&s, w, NULL, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_assign, 4); /* splits 0 and 1 of both jobs */
+    disp_arena_free(&ar);
+    /* Both jobs' split 0 and 1 run; then job A's split 0 vanishes (its
+     * stream broke) while B's split 0 is still reported: only A's returns. */
+    const uint64_t all4[][2] = {{ja, 0}, {ja, 1}, {jb, 0}, {jb, 1}, {0, 0}};
+    svc_beat(&s, w, all4, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_assign, 0);
+    disp_arena_free(&ar);
+    const uint64_t no_a0[][2] = {{ja, 1}, {jb, 0}, {jb, 1}, {0, 0}};
+    svc_beat(&s, w, no_a0, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_revoked, 1);
+    ck_assert_uint_eq(r.revoked[0]->job_id, ja);
+    ck_assert_uint_eq(r.revoked[0]->split_id, 0);
+    ck_assert_uint_eq(r.n_assign, 1); /* back to the only worker */
+    ck_assert_uint_eq(r.assign[0]->job_id, ja);
+    ck_assert_uint_eq(r.assign[0]->split_id, 0);
+    ck_assert_uint_eq(a->reassigned_total, 1);
+    ck_assert_uint_eq(b->reassigned_total, 0);
+    disp_arena_free(&ar);
+    /* B's split 1 was sent whole: it is delivered and stays assigned when
+     * no longer reported; A's split 1 in B's place would not count. */
+    const uint64_t prog2[][2] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
+    const uint64_t sent2[][2] = {{jb, 1}, {0, 0}};
+    svc_beat(&s, w, prog2, sent2, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_revoked, 0);
+    disp_arena_free(&ar);
+    const uint64_t prog3[][2] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
+    svc_beat(&s, w, prog3, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_revoked, 0);
+    ck_assert_uint_eq(b->reassigned_total, 0);
+    disp_jw_t *jwb = disp_job_jw(b, w);
+    ck_assert_uint_eq(jwb->n, 2);
+    ck_assert_uint_eq(jwb->ids[1], 1);
+    ck_assert_uint_eq(jwb->sent[1], DISP_AN_DELIVERED);
+    disp_arena_free(&ar);
+
+    /* An AckSplits retry for this worker's broken stream takes back every
+     * split of the job it holds, delivered ones too; a retry naming a
+     * split that has moved on is ignored. */
+    Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    uint64_t stale[1] = {0};
+    areq.version = SL_PROTOCOL_VERSION;
+    areq.job_id = jb;
+    areq.retry_worker_id = w + 1000; /* not the owner: nothing moves */
+    areq.n_retry_split_ids = 1;
+    areq.retry_split_ids = stale;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &ar, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(b->reassigned_total, 0);
+    areq.retry_worker_id = w;
+    areq.n_retry_split_ids = 0;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &ar, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(b->reassigned_total, 2);
+    ck_assert_uint_eq(a->reassigned_total, 1);
+    disp_arena_free(&ar);
+    svc_beat(&s, w, prog3, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_revoked, 2);
+    for (size_t i = 0; i < r.n_revoked; i++) {
+        ck_assert_uint_eq(r.revoked[i]->job_id, jb);
+    }
+    disp_arena_free(&ar);
+    disp_destroy(&s.d);
+}
+END_TEST
+
+/* SIGTERM drain: a leaving worker gets nothing new, hands back what it
+ * never started at once, and is forgotten when it reports nothing in
+ * progress; what it delivered stays for the client's ack, and GetAssignment
+ * no longer names it as an endpoint. */
+START_TEST(test_svc_leaving)
+{
+    svc_env_t s;
+    svc_init(&s);
+    char err[1024] = "";
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
+    uint64_t w1 = svc_register(&s, "127.0.0.1:9");
+    uint64_t jid = 0;
+    ck_assert_int_eq(svc_submit(&s, spec, 60, &jid, err, sizeof(err)), SL_RPC_OK);
+    disp_job_t *job = disp_jobs_find(&s.d.jobs, jid);
+    disp_arena_t ar = {0};
+    Sluice__HeartbeatResponse r;
+    svc_beat(&s, w1, NULL, NULL, 0, &r, &ar); /* gets 0 and 1 */
+    disp_arena_free(&ar);
+    const uint64_t p01[][2] = {{jid, 0}, {jid, 1}, {0, 0}};
+    svc_beat(&s, w1, p01, NULL, 0, &r, &ar);
+    disp_arena_free(&ar);
+    /* Split 0 done and sent; a second worker joins. */
+    const uint64_t p1[][2] = {{jid, 1}, {0, 0}};
+    const uint64_t s0[][2] = {{jid, 0}, {0, 0}};
+    svc_beat(&s, w1, p1, s0, 0, &r, &ar);
+    disp_arena_free(&ar);
+    uint64_t w2 = svc_register(&s, "127.0.0.1:10");
+    ck_assert_uint_eq(disp_job_jw(job, w2)->n, 2); /* 2 and 3 */
+    /* w1 starts leaving, still running 1. */
+    svc_beat(&s, w1, p1, NULL, 1, &r, &ar);
+    ck_assert_uint_eq(r.n_assign, 0);
+    disp_arena_free(&ar);
+    disp_worker_t *ww1 = disp_registry_find(&s.d.reg, w1);
+    ck_assert_int_eq(ww1->state, DISP_WORKER_LIVE);
+    ck_assert_int_eq(ww1->leaving, 1);
+    /* Acks free room: the leaving worker gets none of it. */
+    Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    uint64_t acks[1] = {2};
+    areq.version = SL_PROTOCOL_VERSION;
+    areq.job_id = jid;
+    areq.n_split_ids = 1;
+    areq.split_ids = acks;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &ar, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&ar);
+    ck_assert_uint_eq(disp_job_jw(job, w1)->n, 2);
+    ck_assert_uint_eq(disp_job_jw(job, w2)->n, 2);
+    /* The final heartbeat: nothing in progress (1 was dropped). 1 returns
+     * at once (w2 is full: it waits at the front), 0 stays delivered. */
+    svc_beat(&s, w1, NULL, NULL, 1, &r, &ar);
+    disp_arena_free(&ar);
+    ck_assert_int_eq(ww1->state, DISP_WORKER_LEFT);
+    ck_assert_uint_eq(s.d.reg.nlive, 1);
+    disp_jw_t *jw1 = disp_job_jw(job, w1);
+    ck_assert_uint_eq(jw1->n, 1);
+    ck_assert_uint_eq(jw1->ids[0], 0);
+    uint64_t ep = 0, b = 0, e = 0;
+    ck_assert_uint_eq(disp_job_split(job, 1, &ep, &b, &e)->state, DISP_SPLIT_PENDING);
+    /* GetAssignment: split 0 still listed as w1's, but w1 is no endpoint. */
+    Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    Sluice__GetAssignmentResponse g = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    greq.job_id = jid;
+    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g, &ar, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(g.n_workers, 1);
+    ck_assert_uint_eq(g.workers[0]->worker_id, w2);
+    int listed0 = 0;
+    for (size_t i = 0; i < g.n_splits; i++) {
+        listed0 |= g.splits[i]->split_id == 0 && g.splits[i]->worker_id == w1;
+    }
+    ck_assert_int_eq(listed0, 1);
+    disp_arena_free(&ar);
+    /* Its heartbeat now: known = false. The client's ack of 0 is taken. */
+    svc_beat(&s, w1, NULL, NULL, 1, &r, &ar);
+    ck_assert_int_eq(r.known, 0);
+    disp_arena_free(&ar);
+    acks[0] = 0;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &ar, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&ar);
+    ck_assert_uint_eq(disp_job_jw(job, w1)->n, 0);
+    ck_assert_uint_eq(ww1->outstanding, 0);
     disp_destroy(&s.d);
 }
 END_TEST
@@ -1010,6 +1279,8 @@ int main(void)
     tcase_add_test(tc, test_random_exactly_once);
     tcase_add_test(tc, test_svc_flow);
     tcase_add_test(tc, test_svc_resend_lost_assignment);
+    tcase_add_test(tc, test_svc_job_qualified_progress);
+    tcase_add_test(tc, test_svc_leaving);
     tcase_add_test(tc, test_svc_submit_errors);
     tcase_add_test(tc, test_registry);
     suite_add_tcase(s, tc);

@@ -45,6 +45,7 @@ static size_t check_list(wk_msglist_t *l, uint32_t batch, size_t max_bytes, int 
         ck_assert_int_eq(m->batch.split_done, last && expect_done);
         ck_assert_uint_eq(m->batch.job_id, 7);
         ck_assert_uint_eq(m->batch.split_id, 9);
+        ck_assert_uint_eq(m->batch.stage_to, 2);
         total += m->batch.n_samples;
     }
     ck_assert_uint_eq(i, l->count);
@@ -56,7 +57,7 @@ START_TEST(test_packer_batch_size)
     wk_packer_t pk;
     wk_msglist_t out;
     wk_msglist_init(&out);
-    wk_packer_init(&pk, 7, 9, 4, 1 << 20);
+    wk_packer_init(&pk, 7, 9, 2, 4, 1 << 20);
     for (uint64_t p = 0; p < 10; p++) {
         sl_sample_t s = mk(p, 100);
         ck_assert_int_eq(wk_packer_add(&pk, &s, NULL, &out), 0);
@@ -77,6 +78,7 @@ START_TEST(test_packer_batch_size)
     Sluice__Batch *b = sluice__batch__unpack(NULL, n, buf);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(b->n_samples, 4);
+    ck_assert_uint_eq(b->stage_to, 2); /* every message names the units run */
     ck_assert_uint_eq(b->samples[2]->position, 2);
     ck_assert_uint_eq(b->samples[2]->index, 1002);
     ck_assert_uint_eq(b->samples[2]->epoch, 3);
@@ -98,7 +100,7 @@ START_TEST(test_packer_byte_bound)
     wk_msglist_t out;
     wk_msglist_init(&out);
     const size_t max = 1000;
-    wk_packer_init(&pk, 7, 9, 100, max);
+    wk_packer_init(&pk, 7, 9, 2, 100, max);
     for (uint64_t p = 0; p < 20; p++) {
         sl_sample_t s = mk(p, 300);
         ck_assert_int_eq(wk_packer_add(&pk, &s, NULL, &out), 0);
@@ -116,7 +118,7 @@ START_TEST(test_packer_too_large_becomes_skip)
     wk_packer_t pk;
     wk_msglist_t out;
     wk_msglist_init(&out);
-    wk_packer_init(&pk, 7, 9, 8, 1000);
+    wk_packer_init(&pk, 7, 9, 2, 8, 1000);
     sl_sample_t a = mk(0, 10);
     sl_sample_t big = mk(1, 5000);
     ck_assert_int_eq(wk_packer_add(&pk, &a, NULL, &out), 0);
@@ -138,14 +140,14 @@ START_TEST(test_packer_skips_and_empty_split)
     wk_msglist_t out;
     wk_msglist_init(&out);
     /* An empty split: one message, zero samples, split_done. */
-    wk_packer_init(&pk, 7, 9, 8, 1 << 20);
+    wk_packer_init(&pk, 7, 9, 2, 8, 1 << 20);
     ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
     ck_assert_uint_eq(out.count, 1);
     ck_assert_uint_eq(out.head->batch.n_samples, 0);
     ck_assert(out.head->batch.split_done);
     wk_msglist_clear(&out);
 
-    wk_packer_init(&pk, 7, 9, 8, 1 << 20);
+    wk_packer_init(&pk, 7, 9, 2, 8, 1 << 20);
     sl_sample_t s = mk_skip(4, SL_SKIP_CORRUPT);
     ck_assert_int_eq(wk_packer_add(&pk, &s, "img_4.jpg: bad Huffman table", &out), 0);
     ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
@@ -157,7 +159,7 @@ START_TEST(test_packer_skips_and_empty_split)
     wk_msglist_clear(&out);
 
     /* A dropped split's partial message is freed by reset (ASan checks). */
-    wk_packer_init(&pk, 7, 9, 8, 1 << 20);
+    wk_packer_init(&pk, 7, 9, 2, 8, 1 << 20);
     sl_sample_t t = mk(1, 64);
     ck_assert_int_eq(wk_packer_add(&pk, &t, NULL, &out), 0);
     wk_packer_reset(&pk);

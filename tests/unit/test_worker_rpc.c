@@ -276,9 +276,12 @@ START_TEST(test_fetch_cancel_drops)
         sluice__batch__free_unpacked(b, NULL);
     }
     ck_assert_int_eq(n, 4);
-    /* Worker shutdown ends the stream UNAVAILABLE. */
+    /* Worker shutdown with nothing of the job lost ends the stream OK ("worker
+     * left": nothing to retry); with work dropped it would be UNAVAILABLE
+     * (test_worker_tasks: test_two_jobs_revoke_and_leave). */
     wk_tasks_stop(t);
-    ck_assert_int_eq(end_code(cs, 5000, &st), SL_RPC_UNAVAILABLE);
+    ck_assert_int_eq(end_code(cs, 5000, &st), SL_RPC_OK);
+    ck_assert_ptr_nonnull(strstr(st.details, "left"));
     sl_rpc_cstream_free(cs);
     sl_rpc_channel_free(ch);
     sl_rpc_server_free(srv);
@@ -300,6 +303,10 @@ typedef struct fake_s {
     char failure_seen[512];
     int known_seen;
     int splits_seen;
+    int qualified_seen; /* in_progress carried (job 1, split 5) */
+    int revoke_once;    /* next heartbeat revokes (job 1, split 5) */
+    int leaving_seen;   /* heartbeats with leaving = true */
+    int leaving_empty;  /* ... of which reported nothing in progress */
 } fake_t;
 
 static fake_t g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -336,6 +343,24 @@ static void fake_heartbeat(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_
     f->known_seen = (int)r->n_known_jobs;
     if (r->n_splits_in_progress > 0) {
         f->splits_seen = 1;
+    }
+    for (size_t i = 0; i < r->n_in_progress; i++) {
+        if (r->in_progress[i]->job_id == 1 && r->in_progress[i]->split_id == 5) {
+            f->qualified_seen = 1;
+        }
+    }
+    if (r->leaving) {
+        f->leaving_seen++;
+        f->leaving_empty += r->n_in_progress == 0 && r->n_splits_in_progress == 0;
+    }
+    Sluice__SplitAssignment rv = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment *prv[1] = {&rv};
+    if (f->revoke_once) {
+        f->revoke_once = 0;
+        rv.job_id = 1;
+        rv.split_id = 5;
+        resp.n_revoked = 1;
+        resp.revoked = prv;
     }
     if (r->n_failed_jobs > 0) {
         f->failed_seen = r->failed_jobs[0];
@@ -462,6 +487,32 @@ START_TEST(test_control_against_fake_dispatcher)
     ck_assert_int_eq(r.state, WK_JOB_READY);
     ck_assert_uint_eq(r.samples_done, NIMG);
     ck_assert_uint_eq(r.buffered_msgs, NIMG / 2);
+    /* Buffered messages keep the split in progress, named with its job. */
+    for (int i = 0; i < 300 && !fake_get(&g_fake.qualified_seen); i++) {
+        usleep(10000);
+    }
+    ck_assert_int_eq(fake_get(&g_fake.qualified_seen), 1);
+
+    /* A job-qualified revocation drops the split's buffered messages. */
+    fake_set(&g_fake.revoke_once, 1);
+    for (int i = 0; i < 300 && info(t, 1).buffered_msgs > 0; i++) {
+        usleep(10000);
+    }
+    ck_assert_uint_eq(info(t, 1).buffered_msgs, 0);
+
+    /* Leaving: heartbeats say so at once; the final one, after quiesce,
+     * reports nothing in progress and the thread ends. */
+    wk_control_leave(c);
+    for (int i = 0; i < 300 && fake_get(&g_fake.leaving_seen) == 0; i++) {
+        usleep(10000);
+    }
+    ck_assert_int_ge(fake_get(&g_fake.leaving_seen), 1);
+    wk_tasks_quiesce(t);
+    int before = fake_get(&g_fake.leaving_empty);
+    ck_assert_int_eq(wk_control_finish(c), 0);
+    ck_assert_int_gt(fake_get(&g_fake.leaving_empty), before);
+    wk_control_get_status(c, &cs);
+    ck_assert_int_eq(cs.leaving, 1);
 
     wk_control_free(c);
     sl_rpc_server_free(d);

@@ -175,6 +175,7 @@ static void consume(wk_job_t *job, seen_t *seen, int splits, const char *spec_js
         }
         ck_assert_int_eq(r, WK_NEXT_MSG);
         ck_assert_uint_le(m->batch.n_samples, spec.batch_size);
+        ck_assert_uint_eq(m->batch.stage_to, stage_to_of_split[m->batch.split_id]);
         for (size_t i = 0; i < m->batch.n_samples; i++) {
             const Sluice__Sample *s = m->batch.samples[i];
             ck_assert_uint_lt(s->epoch, 3);
@@ -259,6 +260,13 @@ START_TEST(test_splits_exactly_once)
     ck_assert_uint_eq(rep.n_splits, 0);
     ck_assert_uint_eq(rep.n_failed, 0);
     ck_assert_uint_eq(rep.buffered_bytes, 0);
+    /* Every split went out whole: reported sent (job-qualified) until a
+     * heartbeat carrying them succeeds. */
+    ck_assert_uint_eq(rep.n_sent, 5);
+    for (size_t i = 0; i < rep.n_sent; i++) {
+        ck_assert_uint_eq(rep.sent[i].job_id, 5);
+    }
+    wk_tasks_report_done(t, &rep);
     ck_assert_uint_ge(rep.n_units, 2);
     int found = 0;
     for (size_t i = 0; i < rep.n_units; i++) {
@@ -270,6 +278,9 @@ START_TEST(test_splits_exactly_once)
         }
     }
     ck_assert(found);
+    wk_tasks_report_free(&rep);
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert_uint_eq(rep.n_sent, 0);
     wk_tasks_report_free(&rep);
 
     wk_job_detach(job, 0, NULL);
@@ -346,8 +357,12 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_uint_lt(r.samples_done, NIMG);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 2);
 
-    /* Revoking split 2 removes it (nothing of it was started yet). */
-    wk_tasks_revoke(t, 2);
+    /* Revoking split 2 removes it (nothing of it was started yet); a
+     * revocation of another job's split 2 does not touch it. */
+    wk_tasks_revoke(t, 9, 2);
+    r = info(t, 8);
+    ck_assert_uint_eq(r.splits_queued + r.splits_running, 2);
+    wk_tasks_revoke(t, 8, 2);
     r = info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 1);
 
@@ -388,6 +403,89 @@ START_TEST(test_broken_stream_drops_and_revoke)
 }
 END_TEST
 
+static int has_ref(const wk_split_ref_t *refs, size_t n, uint64_t job, uint64_t split)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (refs[i].job_id == job && refs[i].split_id == split) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Two jobs with the same split ids: reports and revocations are per job.
+ * Then the SIGTERM path: drain refuses new splits, quiesce drops the rest,
+ * and stop ends a stream OK where nothing was lost, UNAVAILABLE elsewhere. */
+START_TEST(test_two_jobs_revoke_and_leave)
+{
+    wk_tasks_t *t = new_tasks(1u << 20);
+    add_job(t, 8, SPEC_BIG, g_fp, g_count);
+    add_job(t, 9, SPEC_BIG, g_fp, g_count);
+    ck_assert_int_eq(wait_loaded(t, 8), WK_JOB_READY);
+    ck_assert_int_eq(wait_loaded(t, 9), WK_JOB_READY);
+    assign(t, 8, 1, 0, 0, NIMG, 1); /* fills the small buffer: stays in progress */
+    assign(t, 8, 2, 0, 0, 4, 1);
+    assign(t, 9, 1, 0, 0, 2, 1);    /* small: job 9 finishes it */
+    assign(t, 9, 2, 0, 2, 4, 1);
+    wk_tasks_report_t rep;
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert(has_ref(rep.splits, rep.n_splits, 8, 1));
+    ck_assert(has_ref(rep.splits, rep.n_splits, 8, 2));
+    ck_assert(has_ref(rep.splits, rep.n_splits, 9, 1));
+    ck_assert(has_ref(rep.splits, rep.n_splits, 9, 2));
+    wk_tasks_report_free(&rep);
+
+    /* Job 9's split 2 revoked: job 8's split 2 stays. */
+    wk_tasks_revoke(t, 9, 2);
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert(has_ref(rep.splits, rep.n_splits, 8, 2));
+    ck_assert(!has_ref(rep.splits, rep.n_splits, 9, 2));
+    wk_tasks_report_free(&rep);
+
+    /* Job 9 streams its split 1 out whole: in progress until its last
+     * message is noted sent, then sent (never neither). */
+    wk_job_t *j9 = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 9, 1000, &j9, why, sizeof(why)), WK_ATTACH_OK);
+    seen_t seen;
+    memset(&seen, 0, sizeof(seen));
+    const uint32_t stage_to[3] = {0, 1, 1};
+    consume(j9, &seen, 1, SPEC_BIG, stage_to);
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert(!has_ref(rep.splits, rep.n_splits, 9, 1));
+    ck_assert(has_ref(rep.sent, rep.n_sent, 9, 1));
+    ck_assert(!has_ref(rep.sent, rep.n_sent, 8, 1));
+    wk_tasks_report_free(&rep);
+
+    /* Draining: new assignments are refused, running work continues. */
+    wk_tasks_begin_drain(t);
+    assign(t, 8, 3, 0, 0, 4, 1);
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert(!has_ref(rep.splits, rep.n_splits, 8, 3));
+    ck_assert(has_ref(rep.splits, rep.n_splits, 8, 1));
+    wk_tasks_report_free(&rep);
+    wk_job_t *j8 = NULL;
+    ck_assert_int_eq(wk_tasks_attach(t, 8, 1000, &j8, why, sizeof(why)), WK_ATTACH_OK);
+
+    /* Quiesce: nothing in progress any more; sent splits still reported. */
+    wk_tasks_quiesce(t);
+    ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
+    ck_assert_uint_eq(rep.n_splits, 0);
+    ck_assert(has_ref(rep.sent, rep.n_sent, 9, 1));
+    wk_tasks_report_free(&rep);
+    ck_assert_uint_eq(info(t, 8).buffered_msgs, 0);
+
+    /* Stop: job 8 lost work (UNAVAILABLE), job 9 lost nothing (OK). */
+    wk_tasks_stop(t);
+    wk_msg_t *m = NULL;
+    ck_assert_int_eq(wk_job_next_msg(j8, 10, &m), WK_NEXT_STOPPING);
+    ck_assert_int_eq(wk_job_next_msg(j9, 10, &m), WK_NEXT_LEFT);
+    wk_job_detach(j8, 0, NULL);
+    wk_job_detach(j9, 0, NULL);
+    wk_tasks_free(t);
+}
+END_TEST
+
 START_TEST(test_stop_while_running)
 {
     wk_tasks_t *t = new_tasks(1u << 20);
@@ -417,6 +515,7 @@ int main(void)
     tcase_add_test(tc, test_splits_exactly_once);
     tcase_add_test(tc, test_failures_and_validation);
     tcase_add_test(tc, test_broken_stream_drops_and_revoke);
+    tcase_add_test(tc, test_two_jobs_revoke_and_leave);
     tcase_add_test(tc, test_stop_while_running);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,326 @@
+/* `sluice plan`: profile like an auto/fastflow job would, ask the
+ * dispatcher to plan without creating a job (PlanJob), print the choice,
+ * the candidate table (--explain) or everything as JSON (--json). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/cli.h"
+#include "client/profile.h"
+#include "common/costmodel.h"
+#include "common/pipeline.h"
+#include "common/rpc.h"
+#include "common/source.h"
+#include "common/spec.h"
+#include "proto/sluice.pb-c.h"
+
+typedef struct {
+    const char *spec_path;
+    const char *dispatcher;
+    const char *data_root;
+    const char *offload;
+    unsigned threads;
+    double consumer_rate;
+    long samples;
+    int explain;
+    int json;
+} plan_opts_t;
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice plan SPEC --dispatcher HOST:PORT [options]\n"
+            "\n"
+            "Profiles the pipeline here and on the workers (as an auto job would) and shows\n"
+            "the plan the dispatcher would choose, without running anything.\n"
+            "\n"
+            "  --dispatcher ADDR      the dispatcher\n"
+            "  --data-root DIR        directory the spec's source path is relative to (default .)\n"
+            "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto)\n"
+            "  --threads N            this host's pipeline threads (default: online CPUs)\n"
+            "  --consumer-rate IMG_PER_S  the training loop's rate (default: unlimited)\n"
+            "  --samples N            samples per profile (default %d)\n"
+            "  --explain              print every candidate (split K, local share, predicted\n"
+            "                         samples/s, binding resource) and FastFlow's choice\n"
+            "  --json                 print the planner's inputs and outputs as one JSON object\n"
+            "\n"
+            "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n",
+            SL_PROFILE_DEFAULT_SAMPLES);
+}
+
+static int parse_double(const char *s, double lo, double hi, double *ret)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, plan_opts_t *o)
+{
+    static const struct option LONG[] = {
+        {"dispatcher", required_argument, NULL, 'd'},
+        {"data-root", required_argument, NULL, 'r'},
+        {"offload", required_argument, NULL, 'o'},
+        {"threads", required_argument, NULL, 't'},
+        {"consumer-rate", required_argument, NULL, 'c'},
+        {"samples", required_argument, NULL, 's'},
+        {"explain", no_argument, NULL, 'x'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof(*o));
+    o->data_root = ".";
+    optind = 1;
+    int c;
+    double v;
+    while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            o->dispatcher = optarg;
+            break;
+        case 'r':
+            o->data_root = optarg;
+            break;
+        case 'o':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "fastflow") != 0) {
+                fprintf(stderr, "sluice plan: --offload: '%s' is not auto or fastflow\n", optarg);
+                return -EINVAL;
+            }
+            o->offload = optarg;
+            break;
+        case 't':
+            if (parse_double(optarg, 1, 256, &v) < 0 || v != floor(v)) {
+                fprintf(stderr, "sluice plan: --threads: '%s' is not an integer in 1..256\n",
+                        optarg);
+                return -EINVAL;
+            }
+            o->threads = (unsigned)v;
+            break;
+        case 'c':
+            if (parse_double(optarg, 1e-9, 1e9, &v) < 0) {
+                fprintf(stderr, "sluice plan: --consumer-rate: '%s' is not a rate in (0, 1e9]\n",
+                        optarg);
+                return -EINVAL;
+            }
+            o->consumer_rate = v;
+            break;
+        case 's':
+            if (parse_double(optarg, 1, SL_PROFILE_MAX_SAMPLES, &v) < 0 || v != floor(v)) {
+                fprintf(stderr, "sluice plan: --samples: '%s' is not an integer in 1..%d\n",
+                        optarg, SL_PROFILE_MAX_SAMPLES);
+                return -EINVAL;
+            }
+            o->samples = (long)v;
+            break;
+        case 'x':
+            o->explain = 1;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'h':
+            plan_usage(stdout);
+            exit(SL_EXIT_OK);
+        default:
+            plan_usage(stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "sluice plan: expected exactly one SPEC argument\n");
+        plan_usage(stderr);
+        return -EINVAL;
+    }
+    o->spec_path = argv[optind];
+    if (o->dispatcher == NULL) {
+        fprintf(stderr, "sluice plan: --dispatcher HOST:PORT is required\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* "12.3", or "-" for 0 (no limit on the wire). */
+static const char *num(char *buf, size_t len, double v)
+{
+    if (v <= 0.0 || !isfinite(v)) {
+        snprintf(buf, len, "-");
+    } else {
+        snprintf(buf, len, "%.1f", v);
+    }
+    return buf;
+}
+
+static void print_table(const Sluice__PlanExplain *e, const char *spec_path, double consumer)
+{
+    printf("sluice plan: %s, policy %s, %zu units; client alone %.1f samples/s; consumer %s\n",
+           spec_path, e->policy, e->n_unit_names, e->local_samples_per_sec,
+           consumer > 0 ? "given" : "unlimited");
+    printf("%4s  %-34s %6s %10s  %-10s %9s %9s %9s\n", "K", "last remote unit", "share",
+           "samples/s", "binding", "client", "workers", "network");
+    for (size_t i = 0; i < e->n_candidates; i++) {
+        const Sluice__PlanCandidate *c = e->candidates[i];
+        char k[16];
+        char last[48];
+        if (c->off) {
+            snprintf(k, sizeof(k), "off");
+            snprintf(last, sizeof(last), "(everything local)");
+        } else {
+            snprintf(k, sizeof(k), "%u", c->split);
+            snprintf(last, sizeof(last), "%.34s",
+                     c->split == 0 ? "(encoded bytes)"
+                     : c->split <= e->n_unit_names ? e->unit_names[c->split - 1]
+                                                   : "?");
+        }
+        char a[32];
+        char b[32];
+        char d[32];
+        printf("%s%3s  %-34s %6.3f %10.1f  %-10s %9s %9s %9s\n", i == e->chosen ? "*" : " ", k,
+               last, c->local_share, c->predicted_samples_per_sec, c->binding,
+               num(a, sizeof(a), c->client_limit), num(b, sizeof(b), c->worker_limit),
+               num(d, sizeof(d), c->network_limit));
+    }
+    printf("choice: %s\n", e->reason);
+    if (e->workers_needed > 0) {
+        printf("hint: %u more worker%s %s would lift it to %.1f samples/s\n", e->workers_needed,
+               e->workers_needed == 1 ? "" : "s",
+               e->hint_estimated ? "(assumed as fast as this host)" : "of the measured speed",
+               e->lifted_samples_per_sec);
+    }
+    const Sluice__FastFlowExplain *f = e->fastflow;
+    if (f != NULL) {
+        char g[32];
+        printf("fastflow: gthp %s, lthp %.1f, %s -> split %u, local share %.3f: %.1f samples/s "
+               "predicted (bound by %s)\n",
+               num(g, sizeof(g), f->gthp), f->lthp,
+               f->chosen != NULL && f->chosen[0] != '\0' ? f->chosen : "no offloading", f->split,
+               f->local_share, f->predicted_samples_per_sec, f->binding);
+    }
+}
+
+int sl_cli_plan(int argc, char **argv)
+{
+    plan_opts_t o;
+    if (parse_opts(argc, argv, &o) < 0) {
+        return SL_EXIT_USAGE;
+    }
+    char err[1024];
+    int status = SL_EXIT_RUNTIME;
+    sl_spec_t *spec = calloc(1, sizeof(*spec));
+    sl_source_t *src = NULL;
+    sl_pipeline_t *pipe = NULL;
+    sl_rpc_channel_t *ch = NULL;
+    cl_planner_t *pl = NULL;
+    char *json = NULL;
+    ProtobufCMessage *resp = NULL;
+    int rpc = 0;
+    if (spec == NULL) {
+        fprintf(stderr, "sluice plan: out of memory\n");
+        return SL_EXIT_RUNTIME;
+    }
+    if (sl_spec_parse_file(o.spec_path, spec, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: %s\n", err);
+        status = SL_EXIT_USAGE;
+        goto out;
+    }
+    if (o.offload != NULL) {
+        spec->offload = strcmp(o.offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW : SL_OFFLOAD_AUTO;
+    } else if (spec->offload != SL_OFFLOAD_FASTFLOW) {
+        spec->offload = SL_OFFLOAD_AUTO;
+    }
+    unsigned threads = o.threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    if (sl_source_open(o.data_root, spec->source_type, spec->source_path, &src, err,
+                       sizeof(err)) < 0 ||
+        sl_pipeline_new(spec, 0, &pipe, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: %s\n", err);
+        goto out;
+    }
+    sl_rpc_init();
+    rpc = 1;
+    ch = sl_rpc_channel_new(o.dispatcher, SL_RPC_DEFAULT_MAX_MSG, NULL, 0, err, sizeof(err));
+    pl = cl_planner_new();
+    if (ch == NULL || pl == NULL) {
+        fprintf(stderr, "sluice plan: %s\n", ch == NULL ? err : "out of memory");
+        status = ch == NULL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
+        goto out;
+    }
+    cl_plan_args_t pa = {.spec = spec, .src = src, .pipe = pipe, .disp = ch, .threads = threads,
+                         .consumer_rate = o.consumer_rate, .timeout_ms = 10000,
+                         .samples = (size_t)o.samples};
+    if (cl_planner_profile(pl, &pa, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o.dispatcher, err);
+        goto out;
+    }
+    json = sl_spec_to_json(spec);
+    if (json == NULL) {
+        fprintf(stderr, "sluice plan: out of memory\n");
+        goto out;
+    }
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = json;
+    req.spec_name = (char *)o.spec_path;
+    req.num_samples = sl_source_count(src);
+    req.source_fingerprint = sl_source_fingerprint(src);
+    req.client_threads = threads;
+    req.client_id = host;
+    req.world_size = 1;
+    req.planner = cl_planner_inputs(pl);
+    sl_rpc_status_t st;
+    int rc = sl_rpc_unary(ch, "/sluice.Dispatcher/PlanJob", &req.base,
+                          &sluice__submit_job_response__descriptor, 30000, 1, &resp, &st);
+    if (rc < 0) {
+        fprintf(stderr, "sluice plan: dispatcher %s: PlanJob failed: %s (%s)\n", o.dispatcher,
+                rc == -ECOMM ? st.details : "bad reply",
+                rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+        status = rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT ? SL_EXIT_USAGE
+                                                                     : SL_EXIT_RUNTIME;
+        goto out;
+    }
+    const Sluice__SubmitJobResponse *r = (const Sluice__SubmitJobResponse *)resp;
+    const Sluice__PlanExplain *e = r->explain;
+    if (r->plan == NULL || e == NULL || e->chosen >= e->n_candidates) {
+        fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
+        goto out;
+    }
+    if (o.json) {
+        printf("%s\n", e->json != NULL ? e->json : "{}");
+    } else if (o.explain) {
+        print_table(e, o.spec_path, o.consumer_rate);
+        printf("profiled in %.2f s\n", cl_planner_profile_seconds(pl));
+    } else {
+        printf("plan: %s, split %u, local share %.3f, %.1f samples/s predicted, bound by %s\n",
+               r->plan->mode, r->plan->split, r->plan->local_share,
+               r->plan->predicted_samples_per_sec, r->plan->binding);
+    }
+    status = SL_EXIT_OK;
+out:
+    if (resp != NULL) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    free(json);
+    cl_planner_free(pl);
+    sl_rpc_channel_free(ch);
+    if (rpc) {
+        sl_rpc_shutdown();
+    }
+    sl_pipeline_free(pipe);
+    sl_source_free(src);
+    free(spec);
+    return status;
+}

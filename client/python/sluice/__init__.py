@@ -1,0 +1,466 @@
+"""Sluice for Python: batches from a Sluice pipeline as numpy arrays.
+
+    import sluice
+    with sluice.Loader("127.0.0.1:7400", "imagenet-train.json", data_root="/data") as loader:
+        for images, labels in loader:      # images: float32 [n, 3, 224, 224]
+            ...
+
+``dispatcher=None`` runs every stage in this process (no daemons needed).
+For PyTorch see ``sluice.torch.IterableDataset``.
+
+The binding is ctypes over libsluice.so (client/sluice.h); nothing is
+compiled. Batches are not copied: each array is a view of the library's own
+batch memory, which is handed back to the library (sluice_release_batch)
+when the last array viewing it is garbage-collected. Hold on to arrays as
+long as you like; the memory is yours until then, and writable.
+
+libsluice.so is looked for in this order: $SLUICE_LIB; next to this
+package; build/lib of the source tree the package sits in; the path
+`make install` recorded; the system's library path.
+"""
+
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import tempfile
+import threading
+
+import numpy as np
+
+__all__ = ["Loader", "Batch", "SluiceError", "SpecError", "library_path", "version"]
+
+version = "0.1.0"
+
+# ---------------------------------------------------------------- library
+
+
+class SluiceError(RuntimeError):
+    """A libsluice call failed; ``code`` is the negative errno it returned."""
+
+    def __init__(self, message, code=-errno.EIO):
+        super().__init__(message)
+        self.code = code
+
+
+class SpecError(SluiceError, ValueError):
+    """The spec or the options are invalid (the message names file:line:field)."""
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    env = os.environ.get("SLUICE_LIB")
+    if env:
+        yield env
+        return
+    yield os.path.join(_HERE, "libsluice.so")
+    # client/python/sluice -> the repository root.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+    yield os.path.join(root, os.environ.get("BUILD", "build"), "lib", "libsluice.so")
+    try:
+        from . import _installed  # written by `make install`
+
+        yield _installed.LIBSLUICE
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("sluice")
+    if found:
+        yield found
+    yield "libsluice.so.0"
+
+
+_lib = None
+library_path = None
+_lib_lock = threading.Lock()
+
+
+def _load():
+    global _lib, library_path
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        for path in _candidates():
+            if os.path.sep in path and not os.path.exists(path):
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                errors.append("%s: %s" % (path, e))
+                continue
+            _declare(lib)
+            _lib, library_path = lib, path
+            return lib
+        raise SluiceError(
+            "libsluice.so not found (set SLUICE_LIB, or build it with `make`)"
+            + ("; tried " + "; ".join(errors) if errors else ""),
+            -errno.ENOENT,
+        )
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("dispatcher", ctypes.c_char_p),
+        ("data_root", ctypes.c_char_p),
+        ("threads", ctypes.c_uint),
+        ("offload", ctypes.c_char_p),
+        ("epochs", ctypes.c_uint),
+        ("timeout_ms", ctypes.c_int),
+        # Zeroed room for fields a newer libsluice may append: it then reads
+        # zeros (its defaults) instead of whatever follows this struct.
+        ("_reserved", ctypes.c_uint8 * 512),
+    ]
+
+
+class _Batch(ctypes.Structure):
+    # Only read; fields appended by a newer library are simply not seen.
+    _fields_ = [
+        ("epoch", ctypes.c_uint64),
+        ("n", ctypes.c_uint32),
+        ("uniform", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("layout", ctypes.c_int),
+        ("h", ctypes.c_uint32),
+        ("w", ctypes.c_uint32),
+        ("c", ctypes.c_uint32),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_size_t),
+        ("labels", ctypes.POINTER(ctypes.c_int32)),
+        ("indices", ctypes.POINTER(ctypes.c_uint64)),
+        ("offsets", ctypes.POINTER(ctypes.c_size_t)),
+        ("sizes", ctypes.POINTER(ctypes.c_size_t)),
+        ("priv", ctypes.c_void_p),
+    ]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [
+        ("delivered", ctypes.c_uint64),
+        ("skipped", ctypes.c_uint64),
+        ("duplicates_dropped", ctypes.c_uint64),
+        ("from_local", ctypes.c_uint64),
+        ("from_remote", ctypes.c_uint64),
+        ("seconds", ctypes.c_double),
+        ("wait_seconds", ctypes.c_double),
+        ("plan_split", ctypes.c_uint32),
+        ("plan_local_share", ctypes.c_double),
+        ("plan_mode", ctypes.c_char * 64),
+        ("job_id", ctypes.c_uint64),
+        # The library writes this struct: room for fields it may grow.
+        ("_reserved", ctypes.c_uint8 * 1024),
+    ]
+
+
+def _declare(lib):
+    vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    lib.sluice_open.argtypes = [cp, ctypes.POINTER(_Options), ctypes.POINTER(vp), cp,
+                                ctypes.c_size_t]
+    lib.sluice_open.restype = i
+    lib.sluice_next_batch.argtypes = [vp, ctypes.POINTER(ctypes.POINTER(_Batch))]
+    lib.sluice_next_batch.restype = i
+    lib.sluice_release_batch.argtypes = [vp, ctypes.POINTER(_Batch)]
+    lib.sluice_release_batch.restype = None
+    lib.sluice_last_error.argtypes = [vp]
+    lib.sluice_last_error.restype = cp
+    lib.sluice_get_stats.argtypes = [vp, ctypes.POINTER(_Stats)]
+    lib.sluice_get_stats.restype = None
+    lib.sluice_skip_counts.argtypes = [vp, ctypes.POINTER(cp), ctypes.POINTER(ctypes.c_uint64), i]
+    lib.sluice_skip_counts.restype = i
+    lib.sluice_close.argtypes = [vp]
+    lib.sluice_close.restype = None
+
+
+# ---------------------------------------------------------------- jobs
+
+_DTYPES = {0: np.dtype(np.uint8), 1: np.dtype(np.uint8), 2: np.dtype(np.float32)}
+_LAYOUT_HWC, _LAYOUT_CHW = 0, 1
+
+
+class _Job:
+    """The C job handle. Closed when the Loader is closed *and* no batch is
+    still held (batch memory belongs to the job until released), so arrays
+    may outlive the Loader.
+
+    libsluice allows one thread at a time per job. Batches are released from
+    whichever thread drops the last array, so a release from another thread
+    is queued and carried out by the loader's thread at its next call."""
+
+    def __init__(self, lib, handle):
+        self.lib = lib
+        self.handle = handle
+        self.thread = threading.get_ident()
+        self.lock = threading.Lock()  # guards live, closing, pending
+        self.live = 0
+        self.closing = False
+        self.pending = []
+
+    def release(self, bptr):
+        with self.lock:
+            # Once closing, the loader's thread makes no more calls: any
+            # thread may release (and the last one closes).
+            if threading.get_ident() != self.thread and not self.closing:
+                self.pending.append(bptr)
+                return
+        self._release_now(bptr)
+
+    def _release_now(self, bptr):
+        close = False
+        with self.lock:
+            if self.handle is not None:
+                self.lib.sluice_release_batch(self.handle, bptr)
+            self.live -= 1
+            close = self.closing and self.live == 0
+        if close:
+            self._close_now()
+
+    def flush(self):
+        """Carries out queued releases (the loader's thread only)."""
+        with self.lock:
+            todo, self.pending = self.pending, []
+        for bptr in todo:
+            self._release_now(bptr)
+
+    def close(self):
+        self.flush()
+        with self.lock:
+            self.closing = True
+            idle = self.live == 0
+        if idle:
+            self._close_now()
+
+    def _close_now(self):
+        with self.lock:
+            h, self.handle = self.handle, None
+        if h is not None:
+            self.lib.sluice_close(h)
+
+
+class _Owner:
+    """Numpy's view of one batch's bytes (its __array_interface__). When the
+    last array based on it goes away, the batch goes back to the library."""
+
+    def __init__(self, job, bptr, addr, nbytes):
+        self._job = job
+        self._bptr = bptr
+        self.__array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (addr, False),
+            "version": 3,
+        }
+
+    def __del__(self):
+        job, self._job = self._job, None
+        if job is not None:
+            job.release(self._bptr)
+
+
+class Batch:
+    """One batch. ``images`` is an ndarray [n, h, w, c] (HWC) or [n, c, h, w]
+    (CHW) when every sample has the same shape, else a list of n 1-D arrays
+    (uint8 for encoded bytes, else the output dtype). ``labels`` (int32) and
+    ``indices`` (uint64, the samples' positions in the source) are small
+    copies; ``epoch`` counts from 0."""
+
+    __slots__ = ("epoch", "images", "labels", "indices", "layout")
+
+    def __init__(self, epoch, images, labels, indices, layout):
+        self.epoch = epoch
+        self.images = images
+        self.labels = labels
+        self.indices = indices
+        self.layout = layout
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __repr__(self):
+        shape = self.images.shape if isinstance(self.images, np.ndarray) else "list"
+        return "<sluice.Batch epoch=%d n=%d images=%s>" % (self.epoch, len(self), shape)
+
+
+def _spec_path(spec, keep):
+    """A spec may be a path or a dict (written to a temporary file)."""
+    if isinstance(spec, dict):
+        f = tempfile.NamedTemporaryFile("w", prefix="sluice-spec-", suffix=".json",
+                                        delete=False)
+        with f:
+            json.dump(spec, f)
+        keep.append(f.name)
+        return f.name
+    return os.fspath(spec)
+
+
+class Loader:
+    """Iterates a Sluice job's batches as ``(images, labels)`` numpy pairs.
+
+    dispatcher  "HOST:PORT" of a sluice-dispatcher, or None to run every
+                stage locally (no daemons)
+    spec        path of a pipeline spec (JSON), or the spec as a dict
+    data_root   directory the spec's source path is relative to (default ".")
+    threads     local decode threads (0 = online CPUs)
+    offload     None (the spec's), "off", "all", "auto", "fastflow" or "K:F"
+    epochs      0 = the spec's
+    timeout_ms  RPC deadline (0 = the library's default, 10 s)
+
+    Iterate once; ``batches()`` yields full ``Batch`` objects (epoch,
+    indices) instead. Close it (or use ``with``) to end the job early."""
+
+    def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
+                 timeout_ms=0):
+        lib = _load()
+        self._tmp = []
+        path = _spec_path(spec, self._tmp)
+        self._keep = [s.encode() if s is not None else None
+                      for s in (dispatcher, data_root, offload)]
+        opts = _Options()
+        opts.dispatcher, opts.data_root, opts.offload = self._keep
+        opts.threads = int(threads)
+        opts.epochs = int(epochs)
+        opts.timeout_ms = int(timeout_ms)
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        rc = lib.sluice_open(path.encode(), ctypes.byref(opts), ctypes.byref(handle), err,
+                             len(err))
+        if rc < 0:
+            self._cleanup_tmp()
+            msg = err.value.decode(errors="replace") or os.strerror(-rc)
+            raise (SpecError if rc == -errno.EINVAL else SluiceError)(msg, rc)
+        self._lib = lib
+        self._job = _Job(lib, handle.value)
+        self._done = False
+
+    # -- iteration
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        b = self.next_batch()
+        if b is None:
+            raise StopIteration
+        return b.images, b.labels
+
+    def batches(self):
+        """Yields Batch objects until every epoch has been delivered."""
+        while True:
+            b = self.next_batch()
+            if b is None:
+                return
+            yield b
+
+    def next_batch(self):
+        """The next Batch, or None after the last epoch."""
+        job = self._job
+        if job is None or job.handle is None:
+            raise SluiceError("the loader is closed", -errno.EBADF)
+        if self._done:
+            return None
+        job.flush()
+        bptr = ctypes.POINTER(_Batch)()
+        rc = self._lib.sluice_next_batch(job.handle, ctypes.byref(bptr))
+        if rc == 1:
+            self._done = True
+            return None
+        if rc < 0:
+            msg = self._lib.sluice_last_error(job.handle)
+            raise SluiceError(msg.decode(errors="replace") if msg else os.strerror(-rc), rc)
+        return self._wrap(job, bptr)
+
+    def _wrap(self, job, bptr):
+        b = bptr.contents
+        n = b.n
+        labels = np.ctypeslib.as_array(b.labels, (n,)).copy() if n else np.empty(0, np.int32)
+        indices = np.ctypeslib.as_array(b.indices, (n,)).copy() if n else np.empty(0, np.uint64)
+        dtype = _DTYPES.get(b.dtype, np.dtype(np.uint8))
+        with job.lock:
+            job.live += 1
+        if b.nbytes == 0 or not b.data:
+            # Nothing to view: hand the batch back at once.
+            job.release(bptr)
+            empty = np.empty((0,), dtype)
+            images = empty.reshape((0, b.h, b.w, b.c)) if b.uniform else [empty] * n
+            return Batch(b.epoch, images, labels, indices, b.layout)
+        raw = np.asarray(_Owner(job, bptr, b.data, b.nbytes))
+        if b.uniform:
+            if b.layout == _LAYOUT_CHW:
+                shape = (n, b.c, b.h, b.w)
+            else:
+                shape = (n, b.h, b.w, b.c)
+            count = n * b.h * b.w * b.c
+            images = raw[: count * dtype.itemsize].view(dtype).reshape(shape)
+        else:
+            offs = np.ctypeslib.as_array(b.offsets, (n,))
+            sizes = np.ctypeslib.as_array(b.sizes, (n,))
+            images = []
+            for k in range(n):
+                o, s = int(offs[k]), int(sizes[k])
+                piece = raw[o:o + s]
+                images.append(piece.view(dtype) if s % dtype.itemsize == 0 else piece)
+        return Batch(b.epoch, images, labels, indices, b.layout)
+
+    # -- information
+
+    def stats(self):
+        """Counters of the job so far (delivered, skipped, plan, ...)."""
+        job = self._job
+        if job is None or job.handle is None:
+            raise SluiceError("the loader is closed", -errno.EBADF)
+        st = _Stats()
+        self._lib.sluice_get_stats(job.handle, ctypes.byref(st))
+        out = {name: getattr(st, name) for name, _ in _Stats._fields_ if name != "_reserved"}
+        out["plan_mode"] = st.plan_mode.decode(errors="replace")
+        return out
+
+    def skipped(self):
+        """Skipped samples by reason, e.g. {"corrupt": 2}."""
+        job = self._job
+        if job is None or job.handle is None:
+            raise SluiceError("the loader is closed", -errno.EBADF)
+        names = (ctypes.c_char_p * 32)()
+        counts = (ctypes.c_uint64 * 32)()
+        n = self._lib.sluice_skip_counts(job.handle, names, counts, 32)
+        return {names[i].decode(): counts[i] for i in range(max(0, n)) if counts[i]}
+
+    # -- closing
+
+    def close(self):
+        """Ends the job (tells the dispatcher). Arrays already handed out stay
+        valid; the job's memory goes when the last of them does."""
+        job, self._job = self._job, None
+        if job is not None:
+            job.close()
+        self._cleanup_tmp()
+
+    def _cleanup_tmp(self):
+        for p in self._tmp:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        self._tmp = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def __getattr__(name):
+    # `sluice.torch` without importing torch for everyone who does not use it.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'sluice' has no attribute %r" % name)

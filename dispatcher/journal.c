@@ -1,0 +1,315 @@
+#include "dispatcher/journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+
+#define MAGIC 0x314a4c53u /* "SLJ1" little endian */
+#define HDR 16
+
+struct disp_journal_s {
+    char dir[PATH_MAX];
+    char log_path[PATH_MAX];
+    char snap_path[PATH_MAX];
+    int log_fd;
+    uint64_t log_bytes;
+};
+
+/* CRC-32C (Castagnoli), bitwise: journal records are small and rare. */
+static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc;
+    while (n--) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++) {
+            crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+        }
+    }
+    return ~crc;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t record_crc(uint32_t type, const uint8_t *payload, size_t len)
+{
+    uint8_t t[4];
+    put32(t, type);
+    return crc32c(crc32c(0, t, 4), payload, len);
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_record(int fd, uint32_t type, const void *payload, size_t len)
+{
+    if (len > DISP_JOURNAL_MAX_RECORD) {
+        return -E2BIG;
+    }
+    uint8_t hdr[HDR];
+    put32(hdr, MAGIC);
+    put32(hdr + 4, (uint32_t)len);
+    put32(hdr + 8, type);
+    put32(hdr + 12, record_crc(type, payload, len));
+    int rc = write_all(fd, hdr, HDR);
+    if (rc == 0 && len > 0) {
+        rc = write_all(fd, payload, len);
+    }
+    return rc;
+}
+
+int disp_journal_open(const char *dir, disp_journal_t **ret, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        return sl_err(err, errlen, -errno, "journal: cannot create '%s': %s", dir,
+                      strerror(errno));
+    }
+    disp_journal_t *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    int n1 = snprintf(j->dir, sizeof(j->dir), "%s", dir);
+    int n2 = snprintf(j->log_path, sizeof(j->log_path), "%s/journal.log", dir);
+    int n3 = snprintf(j->snap_path, sizeof(j->snap_path), "%s/snapshot", dir);
+    if (n1 >= (int)sizeof(j->dir) || n2 >= (int)sizeof(j->log_path) ||
+        n3 >= (int)sizeof(j->snap_path)) {
+        free(j);
+        return sl_err(err, errlen, -ENAMETOOLONG, "journal: path '%s' too long", dir);
+    }
+    j->log_fd = open(j->log_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (j->log_fd < 0) {
+        int e = errno;
+        free(j);
+        return sl_err(err, errlen, -e, "journal: cannot open '%s/journal.log': %s", dir,
+                      strerror(e));
+    }
+    struct stat st;
+    if (fstat(j->log_fd, &st) == 0) {
+        j->log_bytes = (uint64_t)st.st_size;
+    }
+    *ret = j;
+    return 0;
+}
+
+void disp_journal_close(disp_journal_t *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    close(j->log_fd);
+    free(j);
+}
+
+static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf == NULL) {
+        close(fd);
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+            free(buf);
+            close(fd);
+            return -e;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *ret = buf;
+    *ret_len = n;
+    return 0;
+}
+
+/* Is there a valid record anywhere at or after off? (Distinguishes a
+ * corrupt middle from a torn tail.) */
+static int valid_record_after(const uint8_t *buf, size_t n, size_t off)
+{
+    for (size_t o = off; o + HDR <= n; o++) {
+        if (get32(buf + o) != MAGIC) {
+            continue;
+        }
+        uint32_t len = get32(buf + o + 4);
+        if (len > DISP_JOURNAL_MAX_RECORD || o + HDR + len > n) {
+            continue;
+        }
+        if (record_crc(get32(buf + o + 8), buf + o + HDR, len) == get32(buf + o + 12)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Walks one file. Returns 0 and *ret_good = bytes of valid records, or the
+ * callback's code, or -EBADMSG for a corrupt middle. */
+static int replay_buf(const char *path, const uint8_t *buf, size_t n, disp_journal_fn fn,
+                      void *ctx, size_t *ret_good, char *err, size_t errlen)
+{
+    size_t off = 0;
+    while (off < n) {
+        int ok = off + HDR <= n && get32(buf + off) == MAGIC;
+        uint32_t len = ok ? get32(buf + off + 4) : 0;
+        ok = ok && len <= DISP_JOURNAL_MAX_RECORD && off + HDR + len <= n;
+        ok = ok && record_crc(get32(buf + off + 8), buf + off + HDR, len) == get32(buf + off + 12);
+        if (!ok) {
+            if (valid_record_after(buf, n, off + 1)) {
+                return sl_err(err, errlen, -EBADMSG,
+                              "journal '%s' is corrupt at byte %zu with valid records after "
+                              "it: refusing to start (move the file away to start empty)",
+                              path, off);
+            }
+            break; /* torn tail */
+        }
+        int rc = fn(ctx, get32(buf + off + 8), buf + off + HDR, len);
+        if (rc != 0) {
+            return sl_err(err, errlen, rc < 0 ? rc : -EINVAL,
+                          "journal '%s': record at byte %zu was refused", path, off);
+        }
+        off += HDR + len;
+    }
+    *ret_good = off;
+    return 0;
+}
+
+int disp_journal_replay(disp_journal_t *j, disp_journal_fn fn, void *ctx, size_t *ret_truncated,
+                        char *err, size_t errlen)
+{
+    *ret_truncated = 0;
+    uint8_t *buf = NULL;
+    size_t n = 0, good = 0;
+    int rc = read_file(j->snap_path, &buf, &n);
+    if (rc == 0) {
+        rc = replay_buf(j->snap_path, buf, n, fn, ctx, &good, err, errlen);
+        free(buf);
+        if (rc < 0) {
+            return rc;
+        }
+        if (good != n) {
+            /* Snapshots are renamed into place whole: a bad one is not a torn write. */
+            return sl_err(err, errlen, -EBADMSG, "snapshot '%s' is corrupt at byte %zu",
+                          j->snap_path, good);
+        }
+    } else if (rc != -ENOENT) {
+        return sl_err(err, errlen, rc, "cannot read '%s': %s", j->snap_path, strerror(-rc));
+    }
+    rc = read_file(j->log_path, &buf, &n);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "cannot read '%s': %s", j->log_path, strerror(-rc));
+    }
+    rc = replay_buf(j->log_path, buf, n, fn, ctx, &good, err, errlen);
+    free(buf);
+    if (rc < 0) {
+        return rc;
+    }
+    if (good < n) {
+        if (ftruncate(j->log_fd, (off_t)good) < 0 || fdatasync(j->log_fd) < 0) {
+            return sl_err(err, errlen, -errno, "cannot truncate the torn tail of '%s': %s",
+                          j->log_path, strerror(errno));
+        }
+        *ret_truncated = n - good;
+    }
+    j->log_bytes = good;
+    return 0;
+}
+
+int disp_journal_append(disp_journal_t *j, uint32_t type, const void *payload, size_t len)
+{
+    int rc = write_record(j->log_fd, type, payload, len);
+    if (rc == 0 && fdatasync(j->log_fd) < 0) {
+        rc = -errno;
+    }
+    if (rc == 0) {
+        j->log_bytes += HDR + len;
+    }
+    return rc;
+}
+
+static int emit_to_fd(void *emit_ctx, uint32_t type, const void *payload, size_t len)
+{
+    return write_record(*(int *)emit_ctx, type, payload, len);
+}
+
+int disp_journal_compact(disp_journal_t *j, disp_journal_writer_fn writer, void *ctx, char *err,
+                         size_t errlen)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", j->snap_path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return sl_err(err, errlen, -errno, "cannot write '%s': %s", tmp, strerror(errno));
+    }
+    int rc = writer(ctx, emit_to_fd, &fd);
+    if (rc == 0 && fsync(fd) < 0) {
+        rc = -errno;
+    }
+    close(fd);
+    if (rc == 0 && rename(tmp, j->snap_path) < 0) {
+        rc = -errno;
+    }
+    if (rc < 0) {
+        unlink(tmp);
+        return sl_err(err, errlen, rc, "compaction failed: %s", strerror(-rc));
+    }
+    /* The directory entry must be durable before the log is emptied. */
+    int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    if (ftruncate(j->log_fd, 0) < 0 || fdatasync(j->log_fd) < 0) {
+        return sl_err(err, errlen, -errno, "cannot empty '%s': %s", j->log_path,
+                      strerror(errno));
+    }
+    j->log_bytes = 0;
+    return 0;
+}
+
+uint64_t disp_journal_log_bytes(const disp_journal_t *j) { return j->log_bytes; }

@@ -1,0 +1,157 @@
+/* planner_job: the planner's state for one job, and the profile cache.
+ *
+ * A job submitted with offload auto or fastflow carries the client's
+ * PlannerInputs (its own profile, one profile per worker speed class,
+ * link bandwidths, CPU budget, consumer rate). They are kept here, turned
+ * into a disp_pl_input_t against the live workers of the moment, and fed to
+ * dispatcher/planner.c -- at submission and again on every re-plan:
+ *  - workers joined or left (the live set differs from the last plan's);
+ *  - the client's delivered rate drifted from the prediction by more than
+ *    DISP_REPLAN_DRIFT for DISP_REPLAN_DRIFT_MS (measured numbers -- the
+ *    client's per-unit costs and consumer rate from ReportRates, the
+ *    workers' per-unit costs from heartbeats -- replace the profiled ones:
+ *    "re-profile cheaply").
+ * A worker that joined after profiling is taken to run at the speed of the
+ * largest profiled class, with its own thread count.
+ *
+ * The profile cache keeps HostProfiles by (spec hash, host) so that a
+ * re-submitted job skips profiling (GetPlanContext hands them back).
+ *
+ * Not thread-safe: everything runs under the dispatcher mutex. */
+#ifndef DISP_PLANNER_JOB_H
+#define DISP_PLANNER_JOB_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/spec.h"
+#include "dispatcher/plan.h"
+#include "dispatcher/planner.h"
+#include "dispatcher/registry.h"
+#include "proto/sluice.pb-c.h"
+
+#define DISP_PCACHE_MAX 128
+#define DISP_PCACHE_TTL_MS (3600 * 1000)
+#define DISP_PJ_MAX_IDS 256          /* worker ids remembered per class */
+#define DISP_PJ_KEY_MAX 128
+#define DISP_REPLAN_DRIFT 0.15
+#define DISP_REPLAN_DRIFT_MS 10000
+#define DISP_REPLAN_WARMUP_MS 3000   /* after a (re-)plan, before drift counts */
+#define DISP_REPLAN_RATES_MAX_AGE_MS 5000
+
+/* One host's profile (HostProfile on the wire). */
+typedef struct disp_hprof_s {
+    char host[DISP_PJ_KEY_MAX];
+    uint32_t nunits;
+    disp_stage_stat_t units[DISP_PL_MAX_UNITS];
+    double read_sec;
+    double encoded_bytes;
+    uint64_t samples;
+    double seconds;
+    double model_error;
+} disp_hprof_t;
+
+typedef struct disp_pcache_entry_s {
+    int used;
+    uint64_t spec_hash;
+    int64_t stored_ms;
+    int64_t used_ms;
+    disp_hprof_t prof;
+} disp_pcache_entry_t;
+
+typedef struct disp_pcache_s {
+    disp_pcache_entry_t e[DISP_PCACHE_MAX];
+    uint64_t hits, misses;
+} disp_pcache_t;
+
+disp_pcache_t *disp_pcache_new(void);
+void disp_pcache_free(disp_pcache_t *c);
+/* Stores (replaces) the profile of (spec_hash, p->host); evicts the least
+ * recently used entry when full. */
+void disp_pcache_put(disp_pcache_t *c, uint64_t spec_hash, const disp_hprof_t *p,
+                     int64_t now_ms);
+/* Up to max fresh profiles of spec_hash; returns how many. */
+size_t disp_pcache_list(disp_pcache_t *c, uint64_t spec_hash, int64_t now_ms,
+                        const disp_hprof_t **ret, size_t max);
+
+/* One worker speed class as the client described it. */
+typedef struct disp_pclass_s {
+    char key[DISP_PJ_KEY_MAX];
+    uint32_t threads;
+    double cpu_budget;
+    double bandwidth;
+    int profiled;
+    disp_hprof_t prof;
+    uint64_t ids[DISP_PJ_MAX_IDS];
+    uint32_t nids;
+} disp_pclass_t;
+
+typedef struct disp_pjob_s {
+    sl_offload_e policy; /* SL_OFFLOAD_AUTO or SL_OFFLOAD_FASTFLOW */
+    uint64_t spec_hash;
+    uint32_t nunits;
+    char unit_names[DISP_PL_MAX_UNITS][DISP_NAME_MAX];
+
+    /* What the client sent (measurements may refine the costs later). */
+    disp_hprof_t client;
+    double client_budget;
+    double recv_sec_per_byte;
+    double consumer_target; /* asked for (--consumer-rate); 0 = none */
+    double client_bandwidth;
+    disp_pclass_t classes[DISP_PL_MAX_CLASSES];
+    uint32_t nclasses;
+
+    /* The last planning and what it was computed from. */
+    disp_pl_input_t input;
+    disp_pl_result_t result;
+    disp_ff_result_t ff;
+    uint64_t worker_sig; /* live worker set at the last plan */
+    uint32_t nlive;
+    int64_t planned_ms;
+    uint32_t replans;
+    char last_reason[96];
+
+    /* What the client measures (ReportRates). */
+    int have_rates;
+    int64_t rates_ms;
+    double measured_rate;
+    double measured_consumer;
+    double measured_cpu_fraction;
+    double measured_wait_fraction;
+    uint32_t measured_nunits;
+    disp_stage_stat_t measured_units[DISP_PL_MAX_UNITS];
+    int64_t drift_since_ms; /* 0: not drifting */
+} disp_pjob_t;
+
+/* From the client's inputs and the compiled spec. policy is the spec's
+ * offload (auto or fastflow). Returns 0, -EINVAL (err says why), -ENOMEM. */
+int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_offload_e policy,
+                  disp_pjob_t **ret, char *err, size_t errlen);
+void disp_pjob_free(disp_pjob_t *pj); /* NULL ok */
+
+/* Plans against the live workers of reg: fills plan (split, share, mode,
+ * predicted, binding; the caller owns version) and remembers the inputs,
+ * the result and the worker set. why is recorded ("submit", "workers
+ * changed", "drift"). */
+void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan,
+                    int64_t now_ms, const char *why);
+
+/* The client's report. Values that are not finite count as 0. */
+void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int64_t now_ms);
+
+/* Whether a re-plan is due now (worker set changed, or drift persisted);
+ * why gets the reason. Pure over pj, reg and now. */
+int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
+                         char *why, size_t whylen);
+
+/* Copies of profiles between the wire and the cache. */
+void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret);
+
+/* The planner's inputs and outputs as JSON (for /status and `sluice plan
+ * --json`): {"policy", "reason", "inputs": {...}, "candidates": [...],
+ * "chosen", "workers_needed", "fastflow": {...}, "replans", ...}.
+ * NULL pj gives NULL. The caller owns the reference. */
+json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan);
+
+#endif

@@ -1,0 +1,90 @@
+/* fuzz: what the fuzz targets share (prefix fz_).
+ *
+ * Each tests/fuzz/fuzz_<name>.c defines `int fuzz_<name>_one(const uint8_t *,
+ * size_t)`: one input through the code under test, asserting the contracts
+ * the headers promise (error codes, output shapes, round trips). Under
+ * -DSL_LIBFUZZER (make fuzz) the file also defines LLVMFuzzerTestOneInput;
+ * without it tests/unit/test_fuzz_regressions.c #includes every target and
+ * replays tests/fuzz/regressions/<name>/ through the same bodies.
+ *
+ * A broken contract is a crash (FZ_CHECK aborts), so libFuzzer saves the
+ * input like any other crash. Targets keep no state between inputs except
+ * read-only set-up (temp directories, parsed constant specs). */
+#ifndef SL_TESTS_FUZZ_H
+#define SL_TESTS_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FZ_CHECK(cond, ...)                                                              \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "%s:%d: fuzz check failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+            abort();                                                                     \
+        }                                                                                \
+    } while (0)
+
+/* The error buffer is one NUL-terminated line without control characters:
+ * it ends up in logs and in gRPC status details, so control bytes from the
+ * input must have been escaped or replaced on the way in (sl_err does).
+ * Bytes from 0x80 up pass: names may be UTF-8. */
+static inline int fz_err_ok(const char *err, size_t errlen)
+{
+    const char *end = memchr(err, '\0', errlen);
+    if (end == NULL) {
+        return 0;
+    }
+    for (const char *p = err; p < end; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20 || ch == 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads input bytes as little-endian integers without running off the end
+ * (missing bytes read as zero). */
+typedef struct fz_reader_s {
+    const uint8_t *p;
+    size_t n;
+} fz_reader_t;
+
+static inline uint32_t fz_take(fz_reader_t *r, unsigned bytes)
+{
+    uint32_t v = 0;
+    for (unsigned i = 0; i < bytes; i++) {
+        uint32_t b = 0;
+        if (r->n > 0) {
+            b = *r->p++;
+            r->n--;
+        }
+        v |= b << (8 * i);
+    }
+    return v;
+}
+
+int fuzz_spec_one(const uint8_t *data, size_t size);
+int fuzz_tar_one(const uint8_t *data, size_t size);
+int fuzz_jpeg_one(const uint8_t *data, size_t size);
+int fuzz_rpc_one(const uint8_t *data, size_t size);
+int fuzz_conf_one(const uint8_t *data, size_t size);
+int fuzz_remote_one(const uint8_t *data, size_t size);
+
+#ifdef SL_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#define FZ_LIBFUZZER_ENTRY(fn)                                           \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)         \
+    {                                                                    \
+        return fn(data, size);                                           \
+    }
+#else
+#define FZ_LIBFUZZER_ENTRY(fn)
+#endif
+
+#endif

@@ -1,0 +1,96 @@
+/* fuzz_tar: the tar shard reader (common/source_tar.c) on arbitrary bytes.
+ * The input becomes DIR/shard.tar; the source is opened and every indexed
+ * sample read back. Contracts (source.h):
+ *   - open returns 0 or a documented code, with a printable message;
+ *   - reads return 0 with exactly sl_source_size() encoded bytes, or one of
+ *     the documented errors (-ENODATA, -ENOMSG, -EFBIG, ...);
+ *   - names, labels and the fingerprint are there for every index. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/source.h"
+#include "tests/fuzz/fuzz.h"
+
+/* One directory per process, removed at exit. */
+static char fz_tar_dir[64];
+static char fz_tar_path[96];
+
+static void fz_tar_cleanup(void)
+{
+    unlink(fz_tar_path);
+    rmdir(fz_tar_dir);
+}
+
+static void fz_tar_setup(void)
+{
+    if (fz_tar_dir[0] != '\0') {
+        return;
+    }
+    snprintf(fz_tar_dir, sizeof(fz_tar_dir), "/tmp/sluice-fuzz-tar-XXXXXX");
+    FZ_CHECK(mkdtemp(fz_tar_dir) != NULL, "mkdtemp failed");
+    snprintf(fz_tar_path, sizeof(fz_tar_path), "%s/shard.tar", fz_tar_dir);
+    atexit(fz_tar_cleanup);
+}
+
+static void fz_tar_write(const uint8_t *data, size_t size)
+{
+    int fd = open(fz_tar_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    FZ_CHECK(fd >= 0, "cannot create %s", fz_tar_path);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = write(fd, data + off, size - off);
+        FZ_CHECK(n > 0, "write failed");
+        off += (size_t)n;
+    }
+    close(fd);
+}
+
+int fuzz_tar_one(const uint8_t *data, size_t size)
+{
+    fz_tar_setup();
+    fz_tar_write(data, size);
+    sl_source_t *src = NULL;
+    char err[512];
+    int rc = sl_source_open(fz_tar_dir, SL_SRC_TAR, "shard.tar", &src, err, sizeof(err));
+    FZ_CHECK(rc == 0 || rc == -E2BIG || rc == -ENOMEM, "open returned %d: %s", rc, err);
+    if (rc != 0) {
+        FZ_CHECK(fz_err_ok(err, sizeof(err)), "unprintable error message");
+        return 0;
+    }
+    uint64_t n = sl_source_count(src);
+    /* Every sample needs its own 512-byte header. */
+    FZ_CHECK(n <= size / 512, "%llu samples from %zu bytes", (unsigned long long)n, size);
+    const char *warn = sl_source_open_warnings(src);
+    FZ_CHECK(warn != NULL && fz_err_ok(warn, strlen(warn) + 1), "bad warnings line");
+    (void)sl_source_fingerprint(src);
+    (void)sl_source_num_classes(src);
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    for (uint64_t i = 0; i < n; i++) {
+        const char *name = sl_source_name(src, i);
+        FZ_CHECK(name != NULL && strncmp(name, "shard.tar:", 10) == 0, "bad name");
+        int32_t label = sl_source_label(src, i);
+        FZ_CHECK(label >= -1, "label %d", label);
+        uint64_t want = sl_source_size(src, i);
+        rc = sl_source_read(src, i, &t, err, sizeof(err));
+        FZ_CHECK(rc == 0 || rc == -ENODATA || rc == -ENOMSG || rc == -EFBIG || rc == -ENOMEM,
+                 "read %llu returned %d: %s", (unsigned long long)i, rc, err);
+        if (rc == 0) {
+            FZ_CHECK(t.dtype == SL_DT_BYTES && t.nbytes == want && t.h == want && want > 0,
+                     "read %zu bytes, index says %llu", t.nbytes, (unsigned long long)want);
+        } else {
+            FZ_CHECK(fz_err_ok(err, sizeof(err)), "unprintable error message");
+        }
+    }
+    rc = sl_source_read(src, n, &t, err, sizeof(err));
+    FZ_CHECK(rc == -ERANGE, "read past the end returned %d", rc);
+    sl_tensor_free(&t);
+    sl_source_free(src);
+    return 0;
+}
+
+FZ_LIBFUZZER_ENTRY(fuzz_tar_one)

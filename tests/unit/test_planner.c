@@ -1,0 +1,364 @@
+/* test_planner: dispatcher/planner.c on synthetic profiles whose best plan
+ * is worked out by hand in the comments (client CPU-bound, link-bound, no
+ * stall, worker-bound with the workers-needed hint, heterogeneous workers,
+ * no workers) plus FastFlow's Algorithm 1.
+ *
+ * The common profile: two units, decode (10 ms) and normalize (2 ms), no
+ * read cost; 100 KB encoded, 150 KB after decode, 600 KB after normalize
+ * (float32); receiving costs 1 ns per byte; the client has 4 cores.
+ * So a = 0.012 s (everything locally) and
+ *   b(0) = 0.012 + 1e-4 = 0.0121   (> a: shipping raw bytes never pays)
+ *   b(1) = 0.002 + 1.5e-4 = 0.00215
+ *   b(2) = 0.0006
+ * and the client alone does 4 / 0.012 = 333.33 samples/s. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "dispatcher/planner.h"
+
+static void base(disp_pl_input_t *in)
+{
+    memset(in, 0, sizeof(*in));
+    in->nunits = 2;
+    in->unit_sec[0] = 0.010;
+    in->unit_sec[1] = 0.002;
+    in->bytes[0] = 100e3;
+    in->bytes[1] = 150e3;
+    in->bytes[2] = 600e3;
+    in->recv_sec_per_byte = 1e-9;
+    in->client_cores = 4;
+}
+
+static void add_class(disp_pl_input_t *in, uint32_t workers, double cores, double speed,
+                      double bandwidth)
+{
+    disp_pl_class_t *c = &in->classes[in->nclasses++];
+    memset(c, 0, sizeof(*c));
+    c->workers = workers;
+    c->cores = cores;
+    c->profiled = 1;
+    c->read_sec = in->read_sec / speed;
+    for (uint32_t u = 0; u < in->nunits; u++) {
+        c->unit_sec[u] = in->unit_sec[u] / speed;
+    }
+    c->bandwidth = bandwidth;
+}
+
+#define NEAR(x, want, tol) ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, \
+                                         (double)(x), (double)(want))
+
+static const disp_pl_cand_t *chosen(const disp_pl_result_t *r) { return &r->cand[r->chosen]; }
+
+/* Terms at fixed points, straight from the formula. */
+START_TEST(test_terms)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    disp_pl_terms_t t;
+    disp_planner_terms(&in, 2, 0.5, &t);
+    /* client = 4 / (0.5 * 0.012 + 0.5 * 0.0006) = 634.92 */
+    NEAR(t.client, 4.0 / 0.0063, 1e-6);
+    /* workers = 32 / 0.012 / 0.5 = 5333.3; network = 5e9 / 600e3 / 0.5 = 16666.7 */
+    NEAR(t.worker, 32.0 / 0.012 / 0.5, 1e-6);
+    NEAR(t.network, 5e9 / 600e3 / 0.5, 1e-6);
+    ck_assert(isinf(t.consumer));
+    disp_bind_e b;
+    NEAR(disp_planner_predict(&in, 2, 0.5, &b), 4.0 / 0.0063, 1e-6);
+    ck_assert_int_eq(b, DISP_BIND_CLIENT_CPU);
+    /* F = 1: no remote term at all. */
+    disp_planner_terms(&in, 2, 1.0, &t);
+    ck_assert(isinf(t.worker) && isinf(t.network));
+    NEAR(t.client, 4.0 / 0.012, 1e-9);
+}
+END_TEST
+
+/* Worker-bound: 4 workers x 8 cores, 10 Gbit/s links.
+ * K=2: R = min(32/0.012, 4*1.25e9/600e3) = 2666.67;
+ *      F* = (4 - R b) / (4 + R (a - b)) = 2.4 / 34.4 = 0.069767;
+ *      T = R / (1 - F*) = 2866.67 (client and workers balance).
+ * K=1: R = 3200, F* < 0 -> F = 0, T = 4 / 0.00215 = 1860.47.
+ * K=0: b > a -> F = 1 (the "off" plan, 333.33).
+ * Best: K=2, bound by the workers (remote named at a balance point).
+ * Hint: with n workers at K=2 the client-bound limit 4/0.0006 = 6666.67 is
+ * reached when n * 8 / 0.012 >= 6666.67, n = 10; n = 9 gives 6033 (< 99 %):
+ * 6 more workers. */
+START_TEST(test_worker_bound_and_hint)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_uint_eq(r.ncand, 4); /* K = 0, 1, 2 and off */
+    ck_assert_uint_eq(r.cand[0].split, 0);
+    NEAR(r.cand[0].share, 1.0, 1e-12);
+    NEAR(r.cand[1].share, 0.0, 1e-12);
+    NEAR(r.cand[1].predicted, 4.0 / 0.00215, 1e-6);
+    ck_assert_int_eq(r.cand[1].binding, DISP_BIND_CLIENT_CPU);
+    NEAR(r.cand[2].share, 2.4 / 34.4, 1e-9);
+    NEAR(r.cand[2].predicted, 2866.6667, 1e-3);
+    ck_assert(r.cand[3].off);
+    NEAR(r.local_rate, 333.3333, 1e-3);
+    ck_assert_uint_eq(chosen(&r)->split, 2);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_WORKER_CPU);
+    ck_assert_int_eq(r.off_rule, 0);
+    ck_assert_uint_eq(r.workers_needed, 6);
+    ck_assert_int_eq(r.hint_estimated, 0);
+    NEAR(r.lifted_rate, 6666.6667, 1e-3);
+}
+END_TEST
+
+/* Client CPU-bound: 100 workers, links unmeasured (no limit).
+ * K=2: R = 800/0.012 = 66667 -> F = 0, T = 4/0.0006 = 6666.67 (client).
+ * K=1: F = 0, T = 1860.47. Best K=2, F=0, bound by the client; more
+ * workers cannot help. */
+START_TEST(test_client_cpu_bound)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 100, 8, 1.0, 0);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_uint_eq(chosen(&r)->split, 2);
+    NEAR(chosen(&r)->share, 0.0, 1e-12);
+    NEAR(chosen(&r)->predicted, 6666.6667, 1e-3);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_CLIENT_CPU);
+    ck_assert_uint_eq(r.workers_needed, 0);
+}
+END_TEST
+
+/* Link-bound: 100 workers but the client's ingress is 1 Gbit/s (1.25e8 B/s).
+ * K=2: R = 1.25e8/600e3 = 208.33, F* = 3.875/6.375 = 0.607843, T = 531.25.
+ * K=1: R = 1.25e8/150e3 = 833.33, F* = (4 - 1.791667)/(4 + 8.208333)
+ *      = 0.180887, T = 833.33 / 0.819113 = 1017.36.
+ * Best K=1 (ship the smaller uint8 crop, normalize locally), bound by the
+ * network; workers would not help. */
+START_TEST(test_link_bound)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 100, 8, 1.0, 1.25e9);
+    in.client_bandwidth = 1.25e8;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    NEAR(r.cand[2].predicted, 531.25, 1e-6);
+    ck_assert_uint_eq(chosen(&r)->split, 1);
+    NEAR(chosen(&r)->share, 2.208333333 / 12.208333333, 1e-6);
+    NEAR(chosen(&r)->predicted, 1.25e8 / 150e3 / (1.0 - 2.208333333 / 12.208333333), 1e-3);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_NETWORK);
+    ck_assert_uint_eq(r.workers_needed, 0);
+}
+END_TEST
+
+/* No stall: a consumer at 300/s is within 10 % of the client alone
+ * (333.33): off, although offloading would predict more. */
+START_TEST(test_no_stall_off)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    in.consumer_rate = 300;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(chosen(&r)->off);
+    ck_assert_uint_eq(chosen(&r)->split, 0);
+    NEAR(chosen(&r)->share, 1.0, 1e-12);
+    ck_assert_int_eq(r.off_rule, 0); /* off was also the best: min(300, 333) everywhere */
+    NEAR(chosen(&r)->predicted, 300, 1e-9);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_CONSUMER);
+
+    /* 360/s: local 333 is within 10 % (>= 324), so still off -- by the rule,
+     * since offloading would reach 360. */
+    in.consumer_rate = 360;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(chosen(&r)->off);
+    ck_assert_int_eq(r.off_rule, 1);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_CLIENT_CPU);
+}
+END_TEST
+
+/* Consumer at 1000/s: K=2 could do 2867. Target 1050 (5 % headroom):
+ * F = (4/1050 - 0.0006) / 0.0114 = 0.281537 keeps the most work local;
+ * K=1 reaches it too but only with F = 0.168479: K=2 wins the tie by
+ * its larger local share. Nothing stalls. */
+START_TEST(test_consumer_bound_largest_share)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    in.consumer_rate = 1000;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    NEAR(r.cand[1].share, (4.0 / 1050 - 0.00215) / 0.00985, 1e-9);
+    ck_assert_uint_eq(chosen(&r)->split, 2);
+    NEAR(chosen(&r)->share, (4.0 / 1050 - 0.0006) / 0.0114, 1e-9);
+    NEAR(chosen(&r)->predicted, 1000, 1e-9);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_CONSUMER);
+    ck_assert_uint_eq(r.workers_needed, 0);
+    ck_assert_int_eq(r.off_rule, 0);
+}
+END_TEST
+
+/* Heterogeneous: 2 workers x 4 cores at full speed and 2 at half speed.
+ * K=2: R = 8/0.012 + 8/0.024 = 1000, F* = 3.4/15.4, T = 1283.33.
+ * K=1: R = 8/0.010 + 8/0.020 = 1200, F* = 1.42/15.82, T = 1318.33.
+ * Best K=1, bound by the workers. The reference class for the hint is the
+ * first of the equally large ones (the fast one): at K=2 the client limit
+ * 6666.67 needs 333.33 (3 + n) >= 6666.67, n = 17 (n = 16 gives 6350). */
+START_TEST(test_heterogeneous)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 2, 4, 1.0, 0);
+    add_class(&in, 2, 4, 0.5, 0);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    NEAR(r.cand[2].predicted, 1000.0 / (1.0 - 3.4 / 15.4), 1e-6);
+    ck_assert_uint_eq(chosen(&r)->split, 1);
+    NEAR(chosen(&r)->share, 1.42 / 15.82, 1e-9);
+    NEAR(chosen(&r)->predicted, 1200.0 / (1.0 - 1.42 / 15.82), 1e-6);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_WORKER_CPU);
+    ck_assert_uint_eq(r.workers_needed, 17);
+    NEAR(r.lifted_rate, 6666.6667, 1e-3);
+
+    /* An unprofiled class costs what the client measured. */
+    in.classes[1].profiled = 0;
+    disp_pl_terms_t t;
+    disp_planner_terms(&in, 2, 0.0, &t);
+    NEAR(t.worker, 16.0 / 0.012, 1e-6);
+}
+END_TEST
+
+/* No workers: off, and the hint assumes client-speed workers (4 cores,
+ * 333.33/s each at K=2): 20 reach the client limit of 6666.67. */
+START_TEST(test_no_workers)
+{
+    disp_pl_input_t in;
+    base(&in);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(chosen(&r)->off);
+    NEAR(chosen(&r)->predicted, 333.3333, 1e-3);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_CLIENT_CPU);
+    ck_assert_uint_eq(r.workers_needed, 20);
+    ck_assert_int_eq(r.hint_estimated, 1);
+    ck_assert(strstr(r.reason, "no live worker") != NULL);
+}
+END_TEST
+
+/* Garbage in: NaN/negative numbers are zero, bad shapes are refused. */
+START_TEST(test_bad_inputs)
+{
+    disp_pl_input_t in;
+    disp_pl_result_t r;
+    base(&in);
+    in.nunits = 0;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), -EINVAL);
+    base(&in);
+    in.nunits = DISP_PL_MAX_UNITS + 1;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), -EINVAL);
+    base(&in);
+    in.nclasses = DISP_PL_MAX_CLASSES + 1;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), -EINVAL);
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    in.unit_sec[0] = NAN;
+    in.recv_sec_per_byte = -1;
+    in.consumer_rate = INFINITY;
+    in.classes[0].cores = NAN;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    for (uint32_t i = 0; i < r.ncand; i++) {
+        ck_assert(isfinite(r.cand[i].predicted));
+        ck_assert(r.cand[i].share >= 0.0 && r.cand[i].share <= 1.0);
+    }
+    /* Everything zero: no information, predictions are 0, not infinite. */
+    memset(&in, 0, sizeof(in));
+    in.nunits = 1;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(isfinite(chosen(&r)->predicted));
+}
+END_TEST
+
+/* FastFlow's ratio formula, by hand from utils.calculate_ratio_local_optimal. */
+START_TEST(test_ff_ratio)
+{
+    /* lthp + rthp < gthp: 400 / 700. */
+    NEAR(disp_ff_ratio_local(1000, 400, 300, 1, 0.5, 1), 400.0 / 700.0, 1e-12);
+    /* ideal_off 600, decode_off 900, lthp < remote: off_data = 900 -> 0.1 */
+    NEAR(disp_ff_ratio_local(1000, 400, 800, 1, 0.5, 1), 0.1, 1e-12);
+    /* lthp > remote: off_data = (200 + 150) / 2 = 175 -> 325 / 500 */
+    NEAR(disp_ff_ratio_local(500, 400, 200, 1, 0.5, 1), 0.65, 1e-12);
+    /* unlimited consumer: lthp / (lthp + remote) */
+    NEAR(disp_ff_ratio_local(INFINITY, 100, 100, 1, 0.5, 3), 0.25, 1e-12);
+    /* never negative */
+    NEAR(disp_ff_ratio_local(100, 10, 5000, 1, 0.5, 1), 0.0, 1e-12);
+}
+END_TEST
+
+/* FastFlow on the worker-bound profile, unlimited consumer:
+ * lthp = 333.33, element rthp = min(4/0.0006, 2666.67) = 2666.67,
+ * ratio = 333.33 / 3000 = 0.1111 at K = 2 (all units remote).
+ * Sluice predicts (2, 0.1111): client 4 / (0.1111*0.012 + 0.8889*0.0006)
+ * = 2142.86 -- below the planner's own 2866.67 at F* = 0.0698. */
+START_TEST(test_fastflow)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    disp_ff_result_t f;
+    ck_assert_int_eq(disp_planner_fastflow(&in, &f), 0);
+    ck_assert(isinf(f.gthp));
+    NEAR(f.lthp, 333.3333, 1e-3);
+    NEAR(f.pcycle, 0.012, 1e-12);
+    ck_assert_int_eq(f.cand[DISP_FF_MIDDLE].applicable, 0);
+    NEAR(f.cand[DISP_FF_ELEMENT].rthp, 2666.6667, 1e-3);
+    NEAR(f.cand[DISP_FF_ELEMENT].cycles, 0.0006, 1e-12);
+    /* score = rthp + lthp (1 - cycles / pcycle) */
+    NEAR(f.cand[DISP_FF_ELEMENT].score, 2666.6667 + 333.3333 * 0.95, 1e-3);
+    ck_assert_int_eq(f.chosen, DISP_FF_ELEMENT); /* ties with "batch": first wins */
+    ck_assert_uint_eq(f.split, 2);
+    NEAR(f.share, 1.0 / 9.0, 1e-9);
+    NEAR(f.predicted, 4.0 / (0.012 / 9.0 + 0.0006 * 8.0 / 9.0), 1e-6);
+    ck_assert_int_eq(f.binding, DISP_BIND_CLIENT_CPU);
+
+    /* No CPU bottleneck (consumer 400 <= 1.3 x 333): no offloading. */
+    in.consumer_rate = 400;
+    ck_assert_int_eq(disp_planner_fastflow(&in, &f), 0);
+    ck_assert_int_eq(f.chosen, -1);
+    NEAR(f.share, 1.0, 1e-12);
+    NEAR(f.predicted, 333.3333, 1e-3);
+
+    /* Consumer 1000: rthp = 1000, lthp + rthp >= gthp, dc_ratio 0.05,
+     * decode_off = 700, off_data = max(1000, 700) -> ratio 0. */
+    in.consumer_rate = 1000;
+    ck_assert_int_eq(disp_planner_fastflow(&in, &f), 0);
+    ck_assert_int_eq(f.chosen, DISP_FF_ELEMENT);
+    NEAR(f.share, 0.0, 1e-12);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("planner");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_terms);
+    tcase_add_test(tc, test_worker_bound_and_hint);
+    tcase_add_test(tc, test_client_cpu_bound);
+    tcase_add_test(tc, test_link_bound);
+    tcase_add_test(tc, test_no_stall_off);
+    tcase_add_test(tc, test_consumer_bound_largest_share);
+    tcase_add_test(tc, test_heterogeneous);
+    tcase_add_test(tc, test_no_workers);
+    tcase_add_test(tc, test_bad_inputs);
+    tcase_add_test(tc, test_ff_ratio);
+    tcase_add_test(tc, test_fastflow);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
