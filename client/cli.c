@@ -20,6 +20,8 @@ static void usage(FILE *f)
             "                 run a pipeline spec and deliver every sample of every epoch\n"
             "  plan SPEC --dispatcher HOST:PORT [--data-root DIR] [--explain] [--json]\n"
             "                 profile and show the plan auto/fastflow would choose\n"
+            "  bench SPEC (--dispatcher HOST:PORT | --local) --consumer-rate IMG_PER_S [--seconds N]\n"
+            "                 a synthetic training loop: samples/s, stall %%, client CPU, plan\n"
             "  status (--dispatcher HOST:PORT | --http HOST:PORT) [--json] [--watch SEC]\n"
             "                 workers, jobs, plans and rates of a running dispatcher\n"
             "\n"
@@ -53,6 +55,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "status") == 0) {
         return sl_cli_status(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "bench") == 0) {
+        return sl_cli_bench(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "plan") == 0) {
         return sl_cli_plan(argc - 1, argv + 1);

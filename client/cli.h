@@ -11,6 +11,7 @@
 enum { SL_EXIT_OK = 0, SL_EXIT_RUNTIME = 1, SL_EXIT_USAGE = 2 };
 
 int sl_cli_run(int argc, char **argv);
+int sl_cli_bench(int argc, char **argv);
 int sl_cli_status(int argc, char **argv); /* cli_status.c */
 int sl_cli_plan(int argc, char **argv);   /* cli_plan.c */
 
