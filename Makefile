@@ -207,7 +207,11 @@ DATADIR ?= $(PREFIX)/share
 DOCDIR ?= $(DATADIR)/doc/sluice
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+# Debian's python3 looks in /usr/lib/python3/dist-packages and, for /usr/local,
+# in /usr/local/lib/python3.X/dist-packages (evaluated only when installing).
+PYVER = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3,$(PREFIX)/lib/python$(PYVER))$\
+              /dist-packages
 UNITS := $(wildcard systemd/*.service)
 CONFS := $(wildcard conf/*.conf)
 EXAMPLES := $(wildcard conf/*.json)

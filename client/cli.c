@@ -17,6 +17,7 @@ static void usage(FILE *f)
             "commands:\n"
             "  run SPEC (--local | --dispatcher HOST:PORT) [--data-root DIR] [--epochs N]\n"
             "      [--threads N] [--offload off|all|auto|fastflow|K:F] [--digests FILE] [--json]\n"
+            "      [--max-rate IMG_PER_S]\n"
             "                 run a pipeline spec and deliver every sample of every epoch\n"
             "  plan SPEC --dispatcher HOST:PORT [--data-root DIR] [--explain] [--json]\n"
             "                 profile and show the plan auto/fastflow would choose\n"

@@ -105,8 +105,10 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
         protobuf_c_message_free_unpacked(resp, NULL);
         pthread_mutex_lock(&job->mu);
         /* Acks queued meanwhile stay; the first n were sent. */
-        memmove(job->acks, job->acks + n, (job->nacks - n) * sizeof(*ids));
-        job->nacks -= n;
+        if (n > 0) {
+            memmove(job->acks, job->acks + n, (job->nacks - n) * sizeof(*ids));
+            job->nacks -= n;
+        }
         for (size_t i = 0; i < n; i++) {
             cl_split_t *s = cl_split_find(job, ids[i]);
             if (s != NULL) {

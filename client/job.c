@@ -120,7 +120,8 @@ static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
     int rc = sl_batcher_add(job->batcher, s);
     if (rc < 0) {
         sl_tensor_free(&s->t);
-        return set_error(job, rc, "%s", "batcher refused a sample (epoch or position out of range)");
+        return set_error(job, rc, "%s",
+                         "batcher refused a sample (epoch or position out of range)");
     }
     if (rc == 0) {
         count_for_split(job, split_id);

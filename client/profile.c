@@ -350,9 +350,11 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     creq.spec_hash = p->in.spec_hash;
     ProtobufCMessage *cresp = NULL;
     sl_rpc_status_t st;
+    /* Bounded apart from SubmitJob's own wait: an unreachable dispatcher
+     * should not cost two full timeouts. */
+    int ctx_ms = timeout_ms < CL_CONTEXT_TIMEOUT_MS ? timeout_ms : CL_CONTEXT_TIMEOUT_MS;
     int rc = sl_rpc_unary(a->disp, "/sluice.Dispatcher/GetPlanContext", &creq.base,
-                          &sluice__plan_context_response__descriptor, timeout_ms, 1, &cresp,
-                          &st);
+                          &sluice__plan_context_response__descriptor, ctx_ms, 1, &cresp, &st);
     if (rc != 0) {
         if (rc == -ECOMM && st.code == SL_RPC_UNIMPLEMENTED) {
             return sl_err(err, errlen, -ENOTSUP, "the dispatcher has no planner");
@@ -557,9 +559,10 @@ void cl_planner_tick(struct sluice_job *job)
     p->cpu_at_report = cpu;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t rst;
+    /* Short: this runs on the control thread, between acks and polls. */
+    int ms = job->timeout_ms < CL_REPORT_TIMEOUT_MS ? job->timeout_ms : CL_REPORT_TIMEOUT_MS;
     if (sl_rpc_unary(job->disp, "/sluice.Dispatcher/ReportRates", &req.base,
-                     &sluice__report_rates_response__descriptor, job->timeout_ms, 0, &resp,
-                     &rst) == 0) {
+                     &sluice__report_rates_response__descriptor, ms, 0, &resp, &rst) == 0) {
         cl_planner_note_plan(p, ((Sluice__ReportRatesResponse *)resp)->plan);
         protobuf_c_message_free_unpacked(resp, NULL);
     }

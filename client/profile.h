@@ -41,6 +41,8 @@
 #define CL_PROBE_BYTES (8u << 20)
 #define CL_REPORT_MS 1000
 #define CL_IDENTITY_TIMEOUT_MS 2000
+#define CL_CONTEXT_TIMEOUT_MS 3000
+#define CL_REPORT_TIMEOUT_MS 1000
 
 struct sluice_job;
 typedef struct cl_planner_s cl_planner_t;

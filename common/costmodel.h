@@ -69,7 +69,7 @@ typedef struct sl_profile_s {
     uint64_t failed;                         /* refused by a unit or unreadable: not counted */
     double seconds;                          /* wall time */
     sl_costmodel_t model;                    /* fitted on the profiled samples */
-    double model_error;                      /* sum |predicted - measured| / sum measured; -1 = none */
+    double model_error; /* sum |predicted - measured| / sum measured; -1 = not fitted */
 } sl_profile_t;
 
 /* n evenly spread indices of a source of `total` samples (fewer when the

@@ -633,7 +633,19 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, sl_tensor_t *
             return open_error(fd, name, err, errlen);
         }
     }
-    rc = read_exact(fd, src->data_off[index], size, out, name, err, errlen);
+    /* A member that runs past the end of the shard fails here, before the
+     * buffer is sized: a 1 KiB shard must not make us reserve 256 MiB. */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < src->data_off[index] + size) {
+        rc = sl_err(err, errlen, -ENOMSG,
+                    "%s: truncated: %" PRIu64 " bytes declared, %" PRIu64 " in the shard", name,
+                    size,
+                    (uint64_t)st.st_size > src->data_off[index]
+                        ? (uint64_t)st.st_size - src->data_off[index]
+                        : 0);
+    } else {
+        rc = read_exact(fd, src->data_off[index], size, out, name, err, errlen);
+    }
     if (sh->fd < 0) {
         close(fd);
     }

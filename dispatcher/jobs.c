@@ -135,6 +135,7 @@ static void job_release(disp_jobs_t *js, disp_job_t *job)
         free(jw->ids);
         free(jw->sent);
         free(jw->sent_seq);
+        free(jw->aid);
     }
     free(job->jw);
     job->jw = NULL;
@@ -236,10 +237,12 @@ static disp_jw_t *jw_create(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id
     jw->ids = calloc(js->lim.max_splits_per_worker, sizeof(*jw->ids));
     jw->sent = calloc(js->lim.max_splits_per_worker, sizeof(*jw->sent));
     jw->sent_seq = calloc(js->lim.max_splits_per_worker, sizeof(*jw->sent_seq));
-    if (jw->ids == NULL || jw->sent == NULL || jw->sent_seq == NULL) {
+    jw->aid = calloc(js->lim.max_splits_per_worker, sizeof(*jw->aid));
+    if (jw->ids == NULL || jw->sent == NULL || jw->sent_seq == NULL || jw->aid == NULL) {
         free(jw->ids);
         free(jw->sent);
         free(jw->sent_seq);
+        free(jw->aid);
         return NULL;
     }
     job->njw++;
@@ -252,25 +255,35 @@ static void jw_remove(disp_job_t *job, disp_jw_t *jw)
     free(jw->ids);
     free(jw->sent);
     free(jw->sent_seq);
+    free(jw->aid);
     memmove(&job->jw[i], &job->jw[i + 1], (job->njw - i - 1) * sizeof(*job->jw));
     job->njw--;
 }
 
-/* Removes id from a list keeping assignment order; 0 if it was there.
- * sent and seq (parallel arrays) may be NULL. */
-static int list_remove(uint64_t *ids, uint8_t *sent, uint32_t *seq, uint32_t *n, uint64_t id)
+/* Removes id from the client's list keeping assignment order; 0 if it was there. */
+static int list_remove(uint64_t *ids, uint32_t *n, uint64_t id)
 {
     for (uint32_t i = 0; i < *n; i++) {
         if (ids[i] == id) {
-            size_t rest = *n - i - 1;
-            memmove(&ids[i], &ids[i + 1], rest * sizeof(*ids));
-            if (sent != NULL) {
-                memmove(&sent[i], &sent[i + 1], rest * sizeof(*sent));
-            }
-            if (seq != NULL) {
-                memmove(&seq[i], &seq[i + 1], rest * sizeof(*seq));
-            }
+            memmove(&ids[i], &ids[i + 1], (*n - i - 1) * sizeof(*ids));
             (*n)--;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+/* The same for a worker's list and its parallel arrays. */
+static int jw_list_remove(disp_jw_t *jw, uint64_t id)
+{
+    for (uint32_t i = 0; i < jw->n; i++) {
+        if (jw->ids[i] == id) {
+            size_t rest = jw->n - i - 1;
+            memmove(&jw->ids[i], &jw->ids[i + 1], rest * sizeof(*jw->ids));
+            memmove(&jw->sent[i], &jw->sent[i + 1], rest * sizeof(*jw->sent));
+            memmove(&jw->sent_seq[i], &jw->sent_seq[i + 1], rest * sizeof(*jw->sent_seq));
+            memmove(&jw->aid[i], &jw->aid[i + 1], rest * sizeof(*jw->aid));
+            jw->n--;
             return 0;
         }
     }
@@ -447,6 +460,7 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         jw->ids[jw->n] = id;
         jw->sent[jw->n] = DISP_AN_NEW;
         jw->sent_seq[jw->n] = 0;
+        jw->aid[jw->n] = ++js->next_aid;
         jw->n++;
         disp_worker_t *w = disp_registry_find(js->reg, owner);
         if (w != NULL) {
@@ -469,11 +483,11 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
 static void detach(disp_jobs_t *js, disp_job_t *job, disp_split_t *s, uint64_t id)
 {
     if (s->owner == 0) {
-        (void)list_remove(job->client_ids, NULL, NULL, &job->nclient, id);
+        (void)list_remove(job->client_ids, &job->nclient, id);
         return;
     }
     disp_jw_t *jw = disp_job_jw(job, s->owner);
-    if (jw != NULL && list_remove(jw->ids, jw->sent, jw->sent_seq, &jw->n, id) == 0) {
+    if (jw != NULL && jw_list_remove(jw, id) == 0) {
         disp_worker_t *w = disp_registry_find(js->reg, s->owner);
         if (w != NULL && w->outstanding > 0) {
             w->outstanding--;
@@ -528,7 +542,10 @@ static int ref_cmp(const void *a, const void *b)
     if (x->job_id != y->job_id) {
         return x->job_id < y->job_id ? -1 : 1;
     }
-    return x->split_id < y->split_id ? -1 : x->split_id > y->split_id;
+    if (x->split_id != y->split_id) {
+        return x->split_id < y->split_id ? -1 : 1;
+    }
+    return x->assignment < y->assignment ? -1 : x->assignment > y->assignment;
 }
 
 static int u64_cmp(const void *a, const void *b)
@@ -538,17 +555,34 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int has_ref(const disp_split_ref_t *refs, size_t n, uint64_t job_id, uint64_t split_id)
+/* Whether sorted refs name hand-out aid of (job, split); a ref without an
+ * assignment id (an older worker) names any. */
+static int has_ref(const disp_split_ref_t *refs, size_t n, uint64_t job_id, uint64_t split_id,
+                   uint64_t aid)
 {
+    size_t lo = 0, hi = n; /* first entry >= (job, split, 0) */
     disp_split_ref_t key = {.job_id = job_id, .split_id = split_id};
-    return n > 0 && bsearch(&key, refs, n, sizeof(*refs), ref_cmp) != NULL;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ref_cmp(&refs[mid], &key) < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    for (size_t i = lo; i < n && refs[i].job_id == job_id && refs[i].split_id == split_id; i++) {
+        if (refs[i].assignment == 0 || refs[i].assignment == aid) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
-/* Whether the worker reports (job, id) in progress. */
-static int in_progress(const disp_progress_t *p, uint64_t job_id, uint64_t id)
+/* Whether the worker reports hand-out aid of (job, id) in progress. */
+static int in_progress(const disp_progress_t *p, uint64_t job_id, uint64_t id, uint64_t aid)
 {
     if (p->n_in_progress > 0 || p->n_legacy == 0) {
-        return has_ref(p->in_progress, p->n_in_progress, job_id, id);
+        return has_ref(p->in_progress, p->n_in_progress, job_id, id, aid);
     }
     return bsearch(&id, p->legacy_ids, p->n_legacy, sizeof(id), u64_cmp) != NULL;
 }
@@ -582,9 +616,9 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                 break;
             case DISP_AN_SENT:
             case DISP_AN_SEEN:
-                if (in_progress(p, job->id, id)) {
+                if (in_progress(p, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_SEEN;
-                } else if (has_ref(p->sent, p->n_sent, job->id, id)) {
+                } else if (has_ref(p->sent, p->n_sent, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_DELIVERED;
                 } else if (jw->sent[k] == DISP_AN_SEEN || p->leaving ||
                            w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {

@@ -21,8 +21,10 @@
  *  - The client holds at most max_client_splits unacknowledged splits per
  *    job, so GetAssignment replies stay O(workers * max_splits_per_worker +
  *    max_client_splits) whatever the data set size.
- *  - Returned splits (worker lost, client retry, worker refused the job) go
- *    to the front of the queue: the oldest positions block the client most.
+ *  - Returned splits (worker lost or left, client retry, worker refused the
+ *    job, worker stopped reporting it: disp_announce_e) go to the front of
+ *    the queue: the oldest positions block the client most. A leaving
+ *    (draining) worker gets no new splits.
  *  - A worker that reports a job in failed_jobs is banned from that job for
  *    good (its splits return to the queue); the job does not fail: other
  *    workers or the client finish it.
@@ -108,10 +110,14 @@ typedef enum {
 
 #define DISP_RESEND_AFTER_HB 3
 
-/* A job-qualified split id (split ids are unique within a job only). */
+/* A job-qualified split id (split ids are unique within a job only), and
+ * which hand-out of it the worker means (SplitAssignment.assignment; 0 =
+ * any: an older worker): a report about an earlier hand-out of the same
+ * split must not count for the current one. */
 typedef struct disp_split_ref_s {
     uint64_t job_id;
     uint64_t split_id;
+    uint64_t assignment;
 } disp_split_ref_t;
 
 /* The split part of one heartbeat. The arrays are sorted in place. */
@@ -135,6 +141,7 @@ typedef struct disp_jw_s {
     uint64_t *ids;     /* [max_splits_per_worker] */
     uint8_t *sent;     /* disp_announce_e per id */
     uint32_t *sent_seq; /* the worker's heartbeat number when last sent */
+    uint64_t *aid;     /* assignment id per id (js->next_aid when given) */
     uint64_t revoked[DISP_REVOKE_MAX]; /* split ids of this job, for the next reply */
     uint32_t nrevoked;
 } disp_jw_t;
@@ -212,6 +219,7 @@ typedef struct disp_jobs_s {
     size_t n, cap;
     size_t nopen;
     uint64_t next_id;
+    uint64_t next_aid; /* assignment ids: one per hand-out to a worker */
     uint64_t split_slots; /* reserved: 2 * nsplits per open job */
     uint64_t splits_acked_total;
     uint64_t splits_reassigned_total;

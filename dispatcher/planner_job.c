@@ -144,6 +144,7 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
         return sl_err(err, errlen, -EINVAL, "planner: the pipeline has %u units", n);
     }
     pj->spec_hash = in->spec_hash;
+    pj->drift_window_ms = DISP_REPLAN_DRIFT_MS;
     disp_hprof_from_pb(in->client, &pj->client);
     if (!fits(pj, &pj->client)) {
         uint32_t n = pj->client.nunits;
@@ -433,12 +434,26 @@ int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t no
     if (pj->drift_since_ms == 0) {
         pj->drift_since_ms = now_ms;
     }
-    if (now_ms - pj->drift_since_ms < DISP_REPLAN_DRIFT_MS) {
+    if (now_ms - pj->drift_since_ms < pj->drift_window_ms) {
         return 0;
     }
     snprintf(why, whylen, "drift: measured %.0f vs predicted %.0f samples/s for %lld ms",
              pj->measured_rate, pred, (long long)(now_ms - pj->drift_since_ms));
-    return 1;
+    return 2;
+}
+
+void disp_pjob_replanned(disp_pjob_t *pj, int kind, const disp_plan_t *before,
+                         const disp_plan_t *after)
+{
+    int same = before->split == after->split &&
+               fabs(before->local_share - after->local_share) < 0.02;
+    if (kind == 2 && same) {
+        pj->drift_window_ms = pj->drift_window_ms * 2 < DISP_REPLAN_DRIFT_MAX_MS
+                                  ? pj->drift_window_ms * 2
+                                  : DISP_REPLAN_DRIFT_MAX_MS;
+    } else {
+        pj->drift_window_ms = DISP_REPLAN_DRIFT_MS;
+    }
 }
 
 /* ------------------------------------------------------------ JSON */

@@ -39,6 +39,9 @@
 #define DISP_REPLAN_DRIFT_MS 10000
 #define DISP_REPLAN_WARMUP_MS 3000   /* after a (re-)plan, before drift counts */
 #define DISP_REPLAN_RATES_MAX_AGE_MS 5000
+/* A drift re-plan that changes nothing (the model is off, not the plan)
+ * doubles the drift window, up to this; any real change resets it. */
+#define DISP_REPLAN_DRIFT_MAX_MS (300 * 1000)
 
 /* One host's profile (HostProfile on the wire). */
 typedef struct disp_hprof_s {
@@ -122,6 +125,7 @@ typedef struct disp_pjob_s {
     uint32_t measured_nunits;
     disp_stage_stat_t measured_units[DISP_PL_MAX_UNITS];
     int64_t drift_since_ms; /* 0: not drifting */
+    int64_t drift_window_ms; /* how long drift must last; DISP_REPLAN_DRIFT_MS, doubling */
 } disp_pjob_t;
 
 /* From the client's inputs and the compiled spec. policy is the spec's
@@ -140,10 +144,15 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
 /* The client's report. Values that are not finite count as 0. */
 void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int64_t now_ms);
 
-/* Whether a re-plan is due now (worker set changed, or drift persisted);
- * why gets the reason. Pure over pj, reg and now. */
+/* Whether a re-plan is due now: 1 = the worker set changed, 2 = the drift
+ * persisted, 0 = not due; why gets the reason. Pure over pj, reg and now. */
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen);
+/* After a re-plan of that kind: a drift re-plan that changed neither the
+ * split nor the share (by 0.02) doubles the drift window; anything else
+ * resets it. */
+void disp_pjob_replanned(disp_pjob_t *pj, int kind, const disp_plan_t *before,
+                         const disp_plan_t *after);
 
 /* Copies of profiles between the wire and the cache. */
 void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret);

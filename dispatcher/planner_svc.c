@@ -152,6 +152,9 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
                         int64_t now_ms, disp_plan_t *ret_plan, disp_pjob_t **ret_pj, char *err,
                         size_t errlen)
 {
+    if (req->planner == NULL) {
+        return 1; /* an older client, or a fixed plan: nothing to plan from */
+    }
     const char *json = req->spec_json != NULL ? req->spec_json : "";
     const char *name = req->spec_name != NULL && req->spec_name[0] != '\0' ? req->spec_name
                                                                           : "<rpc>";
@@ -168,7 +171,7 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
     if (force_policy && policy != SL_OFFLOAD_FASTFLOW) {
         policy = SL_OFFLOAD_AUTO;
     }
-    if ((policy != SL_OFFLOAD_AUTO && policy != SL_OFFLOAD_FASTFLOW) || req->planner == NULL) {
+    if (policy != SL_OFFLOAD_AUTO && policy != SL_OFFLOAD_FASTFLOW) {
         free(spec);
         return 1;
     }
@@ -237,8 +240,10 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         disp_job_t *job = d->jobs.jobs[i];
         disp_pjob_t *pj = job->planner;
         char why[160];
-        if (pj == NULL || job->state != DISP_JOB_ACTIVE ||
-            !disp_pjob_replan_due(pj, &d->reg, now_ms, why, sizeof(why))) {
+        int kind = pj != NULL && job->state == DISP_JOB_ACTIVE
+                       ? disp_pjob_replan_due(pj, &d->reg, now_ms, why, sizeof(why))
+                       : 0;
+        if (kind == 0) {
             continue;
         }
         disp_plan_t np = job->plan;
@@ -249,6 +254,7 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
                   "%.3f, %.0f samples/s predicted, bound by %s",
                   job->id, np.version, why, job->plan.split, np.split, job->plan.local_share,
                   np.local_share, np.predicted, np.binding);
+        disp_pjob_replanned(pj, kind, &job->plan, &np);
         job->plan = np;
         /* Splits not yet handed out follow the new share and split point;
          * handed-out ones keep theirs (exactly-once and bytes untouched). */

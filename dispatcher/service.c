@@ -209,6 +209,7 @@ static int refs_from(Sluice__SplitAssignment *const *src, size_t n, disp_split_r
         if (src[i] != NULL) {
             refs[k].job_id = src[i]->job_id;
             refs[k].split_id = src[i]->split_id;
+            refs[k].assignment = src[i]->assignment;
             k++;
         }
     }
@@ -321,6 +322,7 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
             if (m == NULL) {
                 return -ENOMEM;
             }
+            m->assignment = jw->aid[k];
             resp->assign[resp->n_assign++] = m;
         }
         /* Job-qualified: split ids repeat across jobs (revoked_splits, which

@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatcher/planner_svc.h"
 #include "proto/sluice.pb-c.h"
 
 /* Smoothing of rates sampled once a second: half the weight on the newest
@@ -21,13 +23,16 @@
 
 /* ------------------------------------------------------------ history */
 
+/* Units are told apart by a hash of their name: a record per registered
+ * worker stays ~800 bytes, a small fraction of the registry's own entry. */
 typedef struct st_worker_s {
     uint64_t id;
     int64_t hb_ms; /* last_heartbeat_ms the samples below come from (0: none yet) */
     uint32_t nstages;
-    char names[DISP_STAGE_STATS_MAX][DISP_NAME_MAX];
+    uint64_t names[DISP_STAGE_STATS_MAX]; /* name_hash() of each unit */
     uint64_t samples[DISP_STAGE_STATS_MAX];
     double rate[DISP_STAGE_STATS_MAX]; /* samples per second, smoothed */
+    int rated;                         /* rate[] holds a measurement (not a start value) */
     int seen;                          /* sweep mark */
 } st_worker_t;
 
@@ -39,6 +44,7 @@ typedef struct st_job_s {
     uint64_t skip_counts[DISP_SKIP_REASONS_MAX];
     uint32_t nskips;
     double rate; /* delivered samples per second, smoothed */
+    int rated;   /* rate holds a measurement */
     int64_t at_ms;
     int seen;
 } st_job_t;
@@ -55,13 +61,16 @@ typedef struct st_skip_s {
     uint64_t count;
 } st_skip_t;
 
+/* Records are sorted by id up to nsorted (re-sorted after every sample);
+ * the few added since sit unsorted behind them. Lookups are O(log n), so a
+ * sample stays O(n log n) with max_workers in the tens of thousands. */
 struct disp_status_s {
     disp_t *d;            /* not owned */
     pthread_mutex_t mu;   /* guards all below; taken after d->mu, never before */
     st_worker_t *workers; /* one per worker in the registry at the last sample */
-    size_t nw, capw;
+    size_t nw, capw, nsorted_w;
     st_job_t *jobs; /* one per job in the table at the last sample */
-    size_t nj, capj;
+    size_t nj, capj, nsorted_j;
     /* Monotonic totals: jobs leave the table, these never go down. */
     uint64_t delivered_total;
     uint64_t plan_changes_total;
@@ -118,53 +127,69 @@ static uint64_t job_delivered(const disp_job_t *job, uint64_t done)
     return done > sk ? done - sk : 0;
 }
 
-static st_worker_t *st_worker(disp_status_t *st, uint64_t id, int create)
+/* FNV-1a: stable across runs, good enough to tell a dozen unit names apart. */
+static uint64_t name_hash(const char *s)
 {
-    for (size_t i = 0; i < st->nw; i++) {
-        if (st->workers[i].id == id) {
-            return &st->workers[i];
+    uint64_t h = 14695981039346656037ull;
+    for (; *s != '\0'; s++) {
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Both record types start with the uint64_t id. */
+static int by_id(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void *find_rec(void *base, size_t nsorted, size_t n, size_t size, uint64_t id)
+{
+    void *r = nsorted > 0 ? bsearch(&id, base, nsorted, size, by_id) : NULL; /* base may be NULL */
+    for (size_t i = nsorted; r == NULL && i < n; i++) {
+        char *p = (char *)base + i * size;
+        if (*(const uint64_t *)p == id) {
+            r = p;
         }
     }
-    if (!create) {
-        return NULL;
-    }
-    if (st->nw == st->capw) {
-        size_t cap = st->capw > 0 ? st->capw * 2 : 16;
-        st_worker_t *nw = realloc(st->workers, cap * sizeof(*nw));
-        if (nw == NULL) {
+    return r;
+}
+
+/* Grows *base (n used of *cap records of size bytes) by one zeroed record. */
+static void *add_rec(void **base, size_t *n, size_t *cap, size_t size, uint64_t id)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap > 0 ? *cap * 2 : 16;
+        void *nb = realloc(*base, ncap * size);
+        if (nb == NULL) {
             return NULL;
         }
-        st->workers = nw;
-        st->capw = cap;
+        *base = nb;
+        *cap = ncap;
     }
-    st_worker_t *r = &st->workers[st->nw++];
-    memset(r, 0, sizeof(*r));
-    r->id = id;
+    char *r = (char *)*base + (*n)++ * size;
+    memset(r, 0, size);
+    memcpy(r, &id, sizeof(id));
+    return r;
+}
+
+static st_worker_t *st_worker(disp_status_t *st, uint64_t id, int create)
+{
+    st_worker_t *r = find_rec(st->workers, st->nsorted_w, st->nw, sizeof(*r), id);
+    if (r == NULL && create) {
+        r = add_rec((void **)&st->workers, &st->nw, &st->capw, sizeof(*r), id);
+    }
     return r;
 }
 
 static st_job_t *st_job(disp_status_t *st, uint64_t id, int create)
 {
-    for (size_t i = 0; i < st->nj; i++) {
-        if (st->jobs[i].id == id) {
-            return &st->jobs[i];
-        }
+    st_job_t *r = find_rec(st->jobs, st->nsorted_j, st->nj, sizeof(*r), id);
+    if (r == NULL && create) {
+        r = add_rec((void **)&st->jobs, &st->nj, &st->capj, sizeof(*r), id);
     }
-    if (!create) {
-        return NULL;
-    }
-    if (st->nj == st->capj) {
-        size_t cap = st->capj > 0 ? st->capj * 2 : 16;
-        st_job_t *nj = realloc(st->jobs, cap * sizeof(*nj));
-        if (nj == NULL) {
-            return NULL;
-        }
-        st->jobs = nj;
-        st->capj = cap;
-    }
-    st_job_t *r = &st->jobs[st->nj++];
-    memset(r, 0, sizeof(*r));
-    r->id = id;
     return r;
 }
 
@@ -208,20 +233,20 @@ static void sample_worker(st_worker_t *r, const disp_worker_t *w)
         return; /* no news since the last sample */
     }
     double dt = have_prev ? (double)(w->last_heartbeat_ms - r->hb_ms) / 1000.0 : 0;
-    char names[DISP_STAGE_STATS_MAX][DISP_NAME_MAX];
+    uint64_t names[DISP_STAGE_STATS_MAX];
     uint64_t samples[DISP_STAGE_STATS_MAX];
     double rate[DISP_STAGE_STATS_MAX];
     uint32_t n = w->nstages < DISP_STAGE_STATS_MAX ? w->nstages : DISP_STAGE_STATS_MAX;
     for (uint32_t i = 0; i < n; i++) {
-        snprintf(names[i], sizeof(names[i]), "%s", w->stages[i].name);
+        names[i] = name_hash(w->stages[i].name);
         samples[i] = w->stages[i].samples;
         rate[i] = 0;
         for (uint32_t j = 0; j < r->nstages; j++) {
-            if (strcmp(r->names[j], names[i]) == 0) {
+            if (r->names[j] == names[i]) {
                 /* A restarted counter (fewer samples) counts as a fresh start. */
                 if (dt > 0 && samples[i] >= r->samples[j]) {
                     double inst = (double)(samples[i] - r->samples[j]) / dt;
-                    rate[i] = smooth(r->rate[j], inst, 0);
+                    rate[i] = smooth(r->rate[j], inst, !r->rated);
                 }
                 break;
             }
@@ -230,6 +255,7 @@ static void sample_worker(st_worker_t *r, const disp_worker_t *w)
     memcpy(r->names, names, sizeof(names[0]) * n);
     memcpy(r->samples, samples, sizeof(samples[0]) * n);
     memcpy(r->rate, rate, sizeof(rate[0]) * n);
+    r->rated = have_prev && dt > 0;
     r->nstages = n;
     r->hb_ms = w->last_heartbeat_ms;
 }
@@ -247,7 +273,8 @@ static void sample_job(disp_status_t *st, st_job_t *r, const disp_job_t *job, in
         double dt = (double)(now_ms - r->at_ms) / 1000.0;
         if (!fresh && dt > 0) {
             double inst = del > r->delivered ? (double)(del - r->delivered) / dt : 0;
-            r->rate = smooth(r->rate, inst, 0);
+            r->rate = smooth(r->rate, inst, !r->rated);
+            r->rated = 1;
         }
         if (del > r->delivered) {
             r->delivered = del;
@@ -333,6 +360,15 @@ void disp_status_sample(disp_status_t *st, int64_t now_ms)
         }
     }
     st->nj = k;
+    /* The arrays are NULL until a first worker/job: qsort(NULL, 0) is UB. */
+    if (st->nw > 1) {
+        qsort(st->workers, st->nw, sizeof(st->workers[0]), by_id);
+    }
+    if (st->nj > 1) {
+        qsort(st->jobs, st->nj, sizeof(st->jobs[0]), by_id);
+    }
+    st->nsorted_w = st->nw;
+    st->nsorted_j = st->nj;
     if (st->hlen < DISP_STATUS_HISTORY) {
         st->hist[(st->hhead + st->hlen) % DISP_STATUS_HISTORY] = p;
         st->hlen++;
@@ -349,12 +385,12 @@ disp_status_t *disp_status_new(disp_t *d, int64_t now_ms)
     if (st == NULL) {
         return NULL;
     }
+    (void)now_ms;
     st->d = d;
     if (pthread_mutex_init(&st->mu, NULL) != 0) {
         free(st);
         return NULL;
     }
-    (void)now_ms;
     return st;
 }
 
@@ -395,6 +431,11 @@ static json_t *jint(uint64_t v)
     return json_integer((json_int_t)(v > INT64_MAX ? INT64_MAX : v));
 }
 
+/* json_real refuses NaN and infinities, and one refusal drops the whole
+ * page: a peer's finite but extreme number (a 1e-310 s/sample profile, a
+ * 1e308 wait fraction) can still overflow in the arithmetic here. */
+static json_t *jreal(double v) { return json_real(isfinite(v) ? v : 0.0); }
+
 static json_t *text_or_placeholder(const char *s)
 {
     json_t *v = json_string(s);
@@ -424,22 +465,23 @@ static json_t *stages_json(jb_t *b, const disp_stage_stat_t *stages, uint32_t n,
         const disp_stage_stat_t *s = &stages[i];
         json_t *o = json_object();
         jset(b, o, "name", text_or_placeholder(s->name));
-        jset(b, o, "cpu_sec_per_sample", json_real(s->cpu_sec_per_sample));
-        jset(b, o, "out_bytes_per_sample", json_real(s->out_bytes_per_sample));
+        jset(b, o, "cpu_sec_per_sample", jreal(s->cpu_sec_per_sample));
+        jset(b, o, "out_bytes_per_sample", jreal(s->out_bytes_per_sample));
         jset(b, o, "samples", jint(s->samples));
         if (threads > 0) {
             double cap = s->cpu_sec_per_sample > 0 ? threads / s->cpu_sec_per_sample : 0;
-            jset(b, o, "capacity_per_sec", json_real(cap));
+            jset(b, o, "capacity_per_sec", jreal(cap));
         }
         if (rec != NULL) {
             double rate = 0;
+            uint64_t h = name_hash(s->name);
             for (uint32_t j = 0; j < rec->nstages; j++) {
-                if (strcmp(rec->names[j], s->name) == 0) {
+                if (rec->names[j] == h) {
                     rate = rec->rate[j];
                     break;
                 }
             }
-            jset(b, o, "samples_per_sec", json_real(rate));
+            jset(b, o, "samples_per_sec", jreal(rate));
         }
         jpush(b, a, o);
     }
@@ -455,10 +497,12 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
     jset(b, o, "address", text_or_placeholder(w->address));
     jset(b, o, "hostname", text_or_placeholder(w->hostname));
     jset(b, o, "state", json_string(disp_worker_state_name(w->state)));
+    /* Draining after SIGTERM: takes no new splits, leaves when done. */
+    jset(b, o, "leaving", json_boolean(w->leaving));
     jset(b, o, "last_heartbeat_ms_ago", json_integer(now_ms - w->last_heartbeat_ms));
-    jset(b, o, "registered_sec_ago", json_real((double)(now_ms - w->registered_ms) / 1000.0));
+    jset(b, o, "registered_sec_ago", jreal((double)(now_ms - w->registered_ms) / 1000.0));
     jset(b, o, "threads", json_integer(w->threads));
-    jset(b, o, "load", json_real(w->load));
+    jset(b, o, "load", jreal(w->load));
     jset(b, o, "buffered_bytes", jint(w->buffered_bytes));
     jset(b, o, "outstanding_splits", json_integer(w->outstanding));
     jset(b, o, "splits_in_progress", json_integer(w->in_progress));
@@ -469,25 +513,40 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
         for (uint32_t j = 0; j < rec->nstages; j++) {
             best = rec->rate[j] > best ? rec->rate[j] : best;
         }
-        jset(b, o, "samples_per_sec", json_real(best));
+        jset(b, o, "samples_per_sec", jreal(best));
     }
     jset(b, o, "stages", stages_json(b, w->stages, w->nstages, w->threads, rec));
     return o;
 }
 
-static json_t *plan_json(jb_t *b, const disp_job_t *job)
+/* The planner's hint: how many more workers of the measured speed would lift
+ * the binding resource; -1 when the job has no planner (fixed plans). */
+static json_int_t workers_needed(const json_t *planner)
+{
+    const json_t *v = json_object_get(planner, "workers_needed");
+    return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* planner: disp_planner_status_json(job), may be NULL; borrowed. */
+static json_t *plan_json(jb_t *b, const disp_job_t *job, json_t *planner)
 {
     const disp_plan_t *p = &job->plan;
     json_t *plan = json_object();
     jset(b, plan, "split", json_integer(p->split));
     jset(b, plan, "units", json_integer(p->nunits));
-    jset(b, plan, "local_share", json_real(p->local_share));
+    jset(b, plan, "local_share", jreal(p->local_share));
     jset(b, plan, "mode", text_or_placeholder(p->mode));
     jset(b, plan, "version", json_integer(p->version));
     jset(b, plan, "changes", json_integer(p->version > 0 ? p->version - 1 : 0));
-    /* Measured by the client (ReportRates); null until its first report. */
+    /* Predicted by the planner (auto/fastflow; null for fixed plans) against
+     * measured by the client (ReportRates; null until its first report). */
+    jset(b, plan, "predicted_samples_per_sec",
+         p->predicted > 0 ? jreal(p->predicted) : json_null());
     jset(b, plan, "measured_samples_per_sec",
-         job->rates.have ? json_real(job->rates.delivered_per_sec) : json_null());
+         job->rates.have ? jreal(job->rates.delivered_per_sec) : json_null());
+    jset(b, plan, "binding", p->binding[0] != '\0' ? text_or_placeholder(p->binding) : json_null());
+    json_int_t need = workers_needed(planner);
+    jset(b, plan, "workers_needed", need >= 0 ? json_integer(need) : json_null());
     return plan;
 }
 
@@ -498,7 +557,7 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t
     jset(b, o, "state", json_string(disp_job_state_name(job->state)));
     jset(b, o, "spec_name", text_or_placeholder(job->spec_name));
     jset(b, o, "client_id", text_or_placeholder(job->client_id));
-    jset(b, o, "age_sec", json_real((double)(now_ms - job->created_ms) / 1000.0));
+    jset(b, o, "age_sec", jreal((double)(now_ms - job->created_ms) / 1000.0));
     jset(b, o, "client_silent_ms", json_integer(now_ms - job->last_client_ms));
 
     json_t *spec = json_object();
@@ -533,13 +592,13 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t
     if (known || rec != NULL) {
         jset(b, prog, "samples_done", jint(done));
         jset(b, prog, "samples_delivered", jint(job_delivered(job, done)));
-        jset(b, prog, "fraction", json_real(total > 0 ? (double)done / (double)total : 0));
+        jset(b, prog, "fraction", jreal(total > 0 ? (double)done / (double)total : 0));
     }
     jset(b, prog, "samples_total", jint(total));
     jset(b, prog, "epochs_done", jint(epoch));
     jset(b, prog, "epochs", json_integer(job->epochs));
     if (rec != NULL) {
-        jset(b, prog, "samples_per_sec", json_real(rec->rate));
+        jset(b, prog, "samples_per_sec", jreal(rec->rate));
     }
     jset(b, o, "progress", prog);
 
@@ -569,21 +628,26 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t
     jset(b, splits, "workers", per_worker);
     jset(b, o, "splits", splits);
 
-    jset(b, o, "plan", plan_json(b, job));
+    json_t *planner = job->state != DISP_JOB_CLOSED ? disp_planner_status_json(job) : NULL;
+    jset(b, o, "plan", plan_json(b, job, planner));
+    /* The planner's inputs, candidates and choice (docs/planner.md). */
+    if (planner != NULL) {
+        jset(b, o, "planner", planner);
+    }
 
     if (job->rates.have) {
         const disp_rates_t *r = &job->rates;
         json_t *rates = json_object();
         jset(b, rates, "age_ms", json_integer(now_ms - r->at_ms));
-        jset(b, rates, "delivered_per_sec", json_real(r->delivered_per_sec));
-        jset(b, rates, "wait_fraction", json_real(r->wait_fraction));
-        jset(b, rates, "cpu_fraction", json_real(r->cpu_fraction));
-        jset(b, rates, "cpu_budget", json_real(r->cpu_budget));
-        jset(b, rates, "recv_cpu_sec_per_byte", json_real(r->recv_cpu_sec_per_byte));
+        jset(b, rates, "delivered_per_sec", jreal(r->delivered_per_sec));
+        jset(b, rates, "wait_fraction", jreal(r->wait_fraction));
+        jset(b, rates, "cpu_fraction", jreal(r->cpu_fraction));
+        jset(b, rates, "cpu_budget", jreal(r->cpu_budget));
+        jset(b, rates, "recv_cpu_sec_per_byte", jreal(r->recv_cpu_sec_per_byte));
         jset(b, rates, "stages", stages_json(b, r->stages, r->nstages, 0, NULL));
         jset(b, o, "rates", rates);
         /* The share of the training loop's time spent waiting for data. */
-        jset(b, o, "stall_percent", json_real(100.0 * r->wait_fraction));
+        jset(b, o, "stall_percent", jreal(100.0 * r->wait_fraction));
     } else {
         jset(b, o, "rates", json_null());
         jset(b, o, "stall_percent", json_null());
@@ -620,7 +684,7 @@ static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *re
     jset(&b, root, "component", json_string("dispatcher"));
     jset(&b, root, "version", json_string(DISP_VERSION));
     jset(&b, root, "protocol", json_integer(SL_PROTOCOL_VERSION));
-    jset(&b, root, "uptime_sec", json_real((double)(now_ms - d->start_ms) / 1000.0));
+    jset(&b, root, "uptime_sec", jreal((double)(now_ms - d->start_ms) / 1000.0));
     json_t *workers = json_array();
     for (size_t i = 0; i < d->reg.n; i++) {
         const disp_worker_t *w = d->reg.workers[i];
@@ -663,14 +727,14 @@ static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *re
         for (size_t i = 0; i < st->nj; i++) {
             rate += st->jobs[i].rate;
         }
-        jset(&b, tot, "samples_per_sec", json_real(rate));
+        jset(&b, tot, "samples_per_sec", jreal(rate));
         /* Oldest first: [seconds since start, samples/s, live workers, open jobs]. */
         json_t *hist = json_array();
         for (size_t i = 0; i < st->hlen; i++) {
             const st_point_t *p = &st->hist[(st->hhead + i) % DISP_STATUS_HISTORY];
             json_t *pt = json_array();
-            jpush(&b, pt, json_real((double)p->t_ms / 1000.0));
-            jpush(&b, pt, json_real(p->samples_per_sec));
+            jpush(&b, pt, jreal((double)p->t_ms / 1000.0));
+            jpush(&b, pt, jreal(p->samples_per_sec));
             jpush(&b, pt, json_integer(p->workers));
             jpush(&b, pt, json_integer(p->jobs));
             jpush(&b, hist, pt);
@@ -846,6 +910,35 @@ static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t 
         if (job->state != DISP_JOB_CLOSED && job->rates.have) {
             sb_printf(&s, "sluice_job_stall_ratio{job=\"%" PRIu64 "\"} %.4f\n", job->id,
                       job->rates.wait_fraction);
+        }
+    }
+    head(&s, "sluice_job_predicted_samples_per_second", "gauge",
+         "Delivery rate the job's current plan predicts (planned jobs only).");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED && job->plan.predicted > 0) {
+            sb_printf(&s, "sluice_job_predicted_samples_per_second{job=\"%" PRIu64 "\"} %.3f\n",
+                      job->id, job->plan.predicted);
+        }
+    }
+    head(&s, "sluice_job_workers_needed", "gauge",
+         "More workers of the measured speed that would lift the binding resource (hint).");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        json_t *planner = job->state != DISP_JOB_CLOSED ? disp_planner_status_json(job) : NULL;
+        json_int_t need = workers_needed(planner);
+        json_decref(planner);
+        if (need >= 0) {
+            sb_printf(&s, "sluice_job_workers_needed{job=\"%" PRIu64 "\"} %lld\n", job->id,
+                      (long long)need);
+        }
+    }
+    head(&s, "sluice_job_plan_version", "gauge", "Plan version (1 + re-plans).");
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state != DISP_JOB_CLOSED) {
+            sb_printf(&s, "sluice_job_plan_version{job=\"%" PRIu64 "\"} %u\n", job->id,
+                      job->plan.version);
         }
     }
     head(&s, "sluice_job_plan_split", "gauge", "Pipeline units the current plan runs remotely.");

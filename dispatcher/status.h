@@ -33,6 +33,8 @@
 typedef struct disp_status_s disp_status_t;
 
 /* The history for d (not owned; must outlive it). NULL on ENOMEM. */
+/* now_ms: the caller's clock (unused today; kept so that callers, tests and
+ * fuzz targets included, need not change when the history starts at it). */
 disp_status_t *disp_status_new(disp_t *d, int64_t now_ms);
 void disp_status_free(disp_status_t *st); /* NULL ok */
 

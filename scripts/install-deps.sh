@@ -14,6 +14,7 @@ PKGS=(
     iproute2 openssl procps psmisc curl
     python3 python3-numpy python3-torch python3-torchvision python3-pil
     gnuplot-nox
+    chromium systemd
 )
 
 missing=()

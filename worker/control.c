@@ -255,6 +255,7 @@ static int refs_to_msgs(const wk_split_ref_t *refs, size_t n, Sluice__SplitAssig
         sluice__split_assignment__init(&msgs[i]);
         msgs[i].job_id = refs[i].job_id;
         msgs[i].split_id = refs[i].split_id;
+        msgs[i].assignment = refs[i].assignment;
         ptrs[i] = &msgs[i];
     }
     *ret_msgs = msgs;

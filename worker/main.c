@@ -81,6 +81,32 @@ static void leave(wk_control_t *ctl, wk_tasks_t *tasks)
     }
 }
 
+/* systemd's STATUS= line follows the registration (once per change), so
+ * `systemctl status sluice-worker` says whether the dispatcher has it. */
+static void notify_registration(wk_control_t *ctl, wk_ctl_state_e *shown, const char *grpc,
+                                const char *dispatcher)
+{
+    wk_control_status_t cs;
+    wk_control_get_status(ctl, &cs);
+    if (cs.state == *shown) {
+        return;
+    }
+    *shown = cs.state;
+    char err[256];
+    int rc = 0;
+    if (cs.state == WK_CTL_REGISTERED) {
+        rc = sl_sdnotifyf(err, sizeof(err), "STATUS=grpc %s: registered with %s as worker %llu",
+                          grpc, dispatcher, (unsigned long long)cs.worker_id);
+    } else {
+        rc = sl_sdnotifyf(err, sizeof(err), "STATUS=grpc %s: %s, dispatcher %s%s%.200s", grpc,
+                          wk_ctl_state_name(cs.state), dispatcher,
+                          cs.last_error[0] != '\0' ? ": " : "", cs.last_error);
+    }
+    if (rc < 0) {
+        SL_WARN("sd_notify: %s", err);
+    }
+}
+
 /* Work a client is still waiting for: splits queued or running, batches
  * buffered, on jobs whose client is attached. A job nobody streams from has
  * nobody to drain to; its splits are re-assigned by the dispatcher. Returns
@@ -298,7 +324,9 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    wk_ctl_state_e shown = WK_CTL_STOPPED; /* no state shown yet */
     for (;;) {
+        notify_registration(ctl, &shown, grpc_addr, cfg.dispatcher);
         struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig == SIGHUP) {

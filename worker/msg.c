@@ -184,6 +184,7 @@ int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, wk_msglis
             return -ENOMEM;
         }
         pk->cur->batch.stage_to = pk->stage_to;
+        pk->cur->assignment = pk->assignment;
     }
     wk_msg_t *m = pk->cur;
     Sluice__Sample *ps = &m->samples[m->batch.n_samples];
@@ -217,6 +218,7 @@ int wk_packer_finish(wk_packer_t *pk, wk_msglist_t *out)
             return -ENOMEM;
         }
         pk->cur->batch.stage_to = pk->stage_to;
+        pk->cur->assignment = pk->assignment;
     }
     pk->cur->batch.split_done = 1;
     wk_msglist_push(out, pk->cur);

@@ -32,6 +32,7 @@ typedef struct wk_msg_s {
     Sluice__Sample **ptrs;
     uint32_t cap;
     size_t bytes;            /* packed size upper bound (WK_MSG_OVERHEAD + samples) */
+    uint64_t assignment;     /* the dispatcher's hand-out of the split (not sent) */
     struct wk_msg_s *next;   /* link in a wk_msglist_t */
 } wk_msg_t;
 
@@ -47,6 +48,7 @@ typedef struct wk_msglist_s {
 typedef struct wk_packer_s {
     uint64_t job_id, split_id;
     uint32_t stage_to;
+    uint64_t assignment; /* copied to every message (wk_msg_t.assignment) */
     uint32_t batch_size; /* >= 1 */
     size_t max_bytes;    /* max packed bytes of one message */
     wk_msg_t *cur;       /* message being filled, NULL before the first sample */

@@ -33,6 +33,7 @@ typedef enum {
 
 typedef struct wk_split_s {
     uint64_t id, epoch, begin, end;
+    uint64_t assignment; /* the dispatcher's hand-out id, echoed in reports */
     uint32_t stage_to;
     wk_split_state_e state;
     uint64_t next;      /* next position to submit */
@@ -70,7 +71,7 @@ struct wk_job_s {
     int stopping;      /* CLOSED because the worker stops */
     int lost_work;     /* quiesce/stop dropped some of its work (stream: UNAVAILABLE) */
     int sending;       /* the stream thread holds a popped message of sending_split */
-    uint64_t sending_split;
+    uint64_t sending_split, sending_assignment;
     char reason[1024]; /* why FAILED */
     wk_split_t *splits, *splits_tail; /* QUEUED and RUNNING, assignment order */
     size_t nsplits;
@@ -930,6 +931,11 @@ void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
     } else {
         for (wk_split_t *sp = job->splits; sp != NULL; sp = sp->next_split) {
             if (sp->id == a->split_id) {
+                /* Handed out again while we still run it (its revocation was
+                 * lost): the same work, so it just takes the new hand-out's
+                 * id, which is the one the dispatcher now waits for. */
+                sp->assignment = a->assignment;
+                sp->pk.assignment = a->assignment;
                 bad = "already held";
                 break;
             }
@@ -956,9 +962,11 @@ void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
     sp->end = a->end;
     sp->next = a->begin;
     sp->stage_to = a->stage_to;
+    sp->assignment = a->assignment;
     sp->state = WK_SPLIT_QUEUED;
     wk_packer_init(&sp->pk, job->id, sp->id, sp->stage_to, job->spec.batch_size,
                    t->max_message_bytes);
+    sp->pk.assignment = sp->assignment;
     if (sp->begin == sp->end) {
         /* An empty split is done at once: one message with split_done. */
         if (wk_packer_finish(&sp->pk, &job->out) == 0) {
@@ -1089,13 +1097,13 @@ static int unit_add(wk_tasks_report_t *r, size_t *cap, const char *name, const s
     return 0;
 }
 
-/* Appends (job, split) unless already listed for this job: entries of one
- * job are contiguous from `from`. */
+/* Appends (job, split, assignment) unless already listed for this job:
+ * entries of one job are contiguous from `from`. */
 static int ref_push(wk_split_ref_t **arr, size_t *n, size_t *cap, size_t from, uint64_t job_id,
-                    uint64_t split_id)
+                    uint64_t split_id, uint64_t assignment)
 {
     for (size_t i = from; i < *n; i++) {
-        if ((*arr)[i].split_id == split_id) {
+        if ((*arr)[i].split_id == split_id && (*arr)[i].assignment == assignment) {
             return 0;
         }
     }
@@ -1108,7 +1116,8 @@ static int ref_push(wk_split_ref_t **arr, size_t *n, size_t *cap, size_t from, u
         *arr = na;
         *cap = nc;
     }
-    (*arr)[(*n)++] = (wk_split_ref_t){.job_id = job_id, .split_id = split_id};
+    (*arr)[(*n)++] =
+        (wk_split_ref_t){.job_id = job_id, .split_id = split_id, .assignment = assignment};
     return 0;
 }
 
@@ -1146,15 +1155,16 @@ int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
         }
         size_t from = r->n_splits;
         for (wk_split_t *sp = job->splits; sp != NULL && rc == 0; sp = sp->next_split) {
-            rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id, sp->id);
+            rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id, sp->id,
+                          sp->assignment);
         }
         for (wk_msg_t *m = job->out.head; m != NULL && rc == 0; m = m->next) {
             rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id,
-                          m->batch.split_id);
+                          m->batch.split_id, m->assignment);
         }
         if (rc == 0 && job->sending) {
             rc = ref_push(&r->splits, &r->n_splits, &cap_splits, from, job->id,
-                          job->sending_split);
+                          job->sending_split, job->sending_assignment);
         }
         r->buffered_bytes += job->out.bytes + job->partial_bytes;
         for (uint32_t u = 0; u < job->nunits && rc == 0; u++) {
@@ -1379,6 +1389,7 @@ wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg)
             s = WK_NEXT_MSG;
             job->sending = 1;
             job->sending_split = m->batch.split_id;
+            job->sending_assignment = m->assignment;
             pthread_cond_broadcast(&job->cv); /* room in the buffer: the runner may submit */
         }
     }
@@ -1387,7 +1398,7 @@ wk_next_e wk_job_next_msg(wk_job_t *job, int wait_ms, wk_msg_t **ret_msg)
 }
 
 /* Remembers a split whose last message went out (t->sent_mu not held). */
-static void sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id)
+static void sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment)
 {
     pthread_mutex_lock(&t->sent_mu);
     if (t->nsent == WK_MAX_SENT) {
@@ -1397,7 +1408,8 @@ static void sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id)
         memmove(&t->sent_seqs[0], &t->sent_seqs[1], (WK_MAX_SENT - 1) * sizeof(t->sent_seqs[0]));
         t->nsent--;
     }
-    t->sent[t->nsent] = (wk_split_ref_t){.job_id = job_id, .split_id = split_id};
+    t->sent[t->nsent] =
+        (wk_split_ref_t){.job_id = job_id, .split_id = split_id, .assignment = assignment};
     t->sent_seqs[t->nsent] = ++t->next_sent_seq;
     t->nsent++;
     pthread_mutex_unlock(&t->sent_mu);
@@ -1413,7 +1425,7 @@ void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m)
     /* Under job->mu, so a heartbeat report sees the split either in
      * progress or sent, never in neither. */
     if (m->batch.split_done) {
-        sent_add(job->tasks, job->id, m->batch.split_id);
+        sent_add(job->tasks, job->id, m->batch.split_id, m->assignment);
     }
     pthread_mutex_unlock(&job->mu);
     atomic_fetch_add(&job->tasks->n_msgs, 1);

@@ -84,8 +84,10 @@ typedef struct wk_unit_report_s {
     uint64_t samples;
 } wk_unit_report_t;
 
+/* A split named by job (split ids repeat across jobs) and by the
+ * dispatcher's hand-out of it (SplitAssignment.assignment, echoed back). */
 typedef struct wk_split_ref_s {
-    uint64_t job_id, split_id;
+    uint64_t job_id, split_id, assignment;
 } wk_split_ref_t;
 
 typedef struct wk_tasks_report_s {

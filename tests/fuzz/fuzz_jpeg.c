@@ -136,7 +136,8 @@ static void fz_jpeg_pipeline(const uint8_t *data, size_t size, const char *crop,
              sl_pipeline_unit_name(p, 0), rc, err);
     if (rc == 0) {
         FZ_CHECK(io.dtype == SL_DT_U8 && io.layout == SL_LAYOUT_HWC && io.h == crop_size &&
-                     io.w == crop_size && io.c == 3 && io.nbytes == (size_t)crop_size * crop_size * 3,
+                     io.w == crop_size && io.c == 3 &&
+                     io.nbytes == (size_t)crop_size * crop_size * 3,
                  "%s: %ux%ux%u output for size %u", sl_pipeline_unit_name(p, 0), io.h, io.w,
                  io.c, crop_size);
     } else {

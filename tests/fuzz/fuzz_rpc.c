@@ -7,15 +7,17 @@
  * An input is a sequence of calls, so that state built by one (a worker, a
  * job) is there for the next:
  *   [u8 op] [u8 dt] [u16 len, little-endian] [len bytes of request] ...
- * op % 8 picks RegisterWorker, Heartbeat, SubmitJob, GetAssignment,
- * AckSplits, ReportRates, CloseJob, or 7 = the periodic tick alone; the clock
- * advances dt * 50 ms first and the tick runs whenever it has. A short last
- * record takes the bytes that are left.
+ * op % 10 picks RegisterWorker, Heartbeat, SubmitJob, GetAssignment,
+ * AckSplits, ReportRates, CloseJob, 7 = the periodic tick alone,
+ * GetPlanContext, PlanJob; the clock advances dt * 50 ms first and the tick
+ * (with the status sampler, as the daemon's main loop runs them) runs
+ * whenever it has. A short last record takes the bytes that are left.
  *
  * Contracts: no crash, leak or UB (invariant 4); every status is one the
  * header lists, with a printable message; every OK reply packs and unpacks
- * as its response type (what the peer will do with it); /status stays valid
- * JSON and /metrics text is produced after every input. */
+ * as its response type (what the peer will do with it); /status (with and
+ * without the sampler's history) stays valid JSON and /metrics text is
+ * produced after every input. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -28,6 +30,7 @@
 #include "common/rpc_impl.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
+#include "dispatcher/planner_svc.h"
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 #include "proto/sluice.pb-c.h"
@@ -36,11 +39,15 @@
 #define FZ_RPC_MAX_CALLS 64
 #define FZ_RPC_TICK_UNIT_MS 50
 
-static const ProtobufCMessageDescriptor *const FZ_RPC_REQ[7] = {
+#define FZ_RPC_OPS 10
+#define FZ_RPC_TICK 7
+
+static const ProtobufCMessageDescriptor *const FZ_RPC_REQ[FZ_RPC_OPS] = {
     &sluice__register_worker_request__descriptor, &sluice__heartbeat_request__descriptor,
     &sluice__submit_job_request__descriptor,      &sluice__get_assignment_request__descriptor,
     &sluice__ack_splits_request__descriptor,      &sluice__report_rates_request__descriptor,
-    &sluice__close_job_request__descriptor,
+    &sluice__close_job_request__descriptor,       NULL,
+    &sluice__plan_context_request__descriptor,    &sluice__submit_job_request__descriptor,
 };
 
 static void fz_rpc_reply(int code, const ProtobufCMessage *resp, const char *err, size_t errlen)
@@ -122,10 +129,24 @@ static void fz_rpc_call(disp_t *d, unsigned op, const uint8_t *p, size_t len, in
         fz_rpc_reply(code, &r.base, err, sizeof(err));
         break;
     }
-    default: {
+    case 6: {
         Sluice__CloseJobResponse r = SLUICE__CLOSE_JOB_RESPONSE__INIT;
         code = disp_svc_close_job(d, (const Sluice__CloseJobRequest *)req, &r, &a, now, err,
                                   sizeof(err));
+        fz_rpc_reply(code, &r.base, err, sizeof(err));
+        break;
+    }
+    case 8: {
+        Sluice__PlanContextResponse r = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+        code = disp_svc_get_plan_context(d, (const Sluice__PlanContextRequest *)req, &r, &a,
+                                         now, err, sizeof(err));
+        fz_rpc_reply(code, &r.base, err, sizeof(err));
+        break;
+    }
+    default: {
+        Sluice__SubmitJobResponse r = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+        code = disp_svc_plan_job(d, (const Sluice__SubmitJobRequest *)req, &r, &a, now, err,
+                                 sizeof(err));
         fz_rpc_reply(code, &r.base, err, sizeof(err));
         break;
     }
@@ -134,19 +155,29 @@ static void fz_rpc_call(disp_t *d, unsigned op, const uint8_t *p, size_t len, in
     protobuf_c_message_free_unpacked(req, NULL);
 }
 
-static void fz_rpc_status(disp_t *d, int64_t now)
+static void fz_rpc_json_ok(char *js, size_t len, const char *what)
 {
-    size_t len = 0;
-    char *js = disp_status_json(d, now, &len);
-    FZ_CHECK(js != NULL && strlen(js) == len, "no /status JSON");
+    FZ_CHECK(js != NULL && strlen(js) == len, "no %s JSON", what);
     json_error_t jerr;
     json_t *root = json_loadb(js, len, 0, &jerr);
-    FZ_CHECK(root != NULL, "/status is not JSON: %s at %d: %.300s", jerr.text, jerr.position,
+    FZ_CHECK(root != NULL, "%s is not JSON: %s at %d: %.300s", what, jerr.text, jerr.position,
              js);
     json_decref(root);
     free(js);
+}
+
+static void fz_rpc_status(disp_t *d, disp_status_t *st, int64_t now)
+{
+    size_t len = 0;
+    char *js = disp_status_json(d, now, &len);
+    fz_rpc_json_ok(js, len, "/status");
+    js = disp_status_render_json(st, now, &len);
+    fz_rpc_json_ok(js, len, "/status (sampled)");
     char *m = disp_status_metrics(d, now, &len);
     FZ_CHECK(m != NULL && strlen(m) == len, "no /metrics text");
+    free(m);
+    m = disp_status_render_metrics(st, now, &len);
+    FZ_CHECK(m != NULL && strlen(m) == len, "no /metrics text (sampled)");
     free(m);
     char line[256];
     disp_status_summary(d, line, sizeof(line));
@@ -167,23 +198,27 @@ int fuzz_rpc_one(const uint8_t *data, size_t size)
     disp_t d;
     int64_t now = 1000000;
     FZ_CHECK(disp_init(&d, &cfg, 1, now) == 0, "disp_init failed");
+    disp_status_t *st = disp_status_new(&d, now);
+    FZ_CHECK(st != NULL, "disp_status_new failed");
     fz_reader_t r = {data, size};
     for (int i = 0; i < FZ_RPC_MAX_CALLS && r.n > 0; i++) {
-        unsigned op = fz_take(&r, 1) % 8;
+        unsigned op = fz_take(&r, 1) % FZ_RPC_OPS;
         uint32_t dt = fz_take(&r, 1);
         size_t len = fz_take(&r, 2);
         len = len < r.n ? len : r.n;
         if (dt > 0) {
             now += (int64_t)dt * FZ_RPC_TICK_UNIT_MS;
             disp_tick(&d, now);
+            disp_status_sample(st, now);
         }
-        if (op < 7) {
+        if (op != FZ_RPC_TICK) {
             fz_rpc_call(&d, op, r.p, len, now);
         }
         r.p += len;
         r.n -= len;
     }
-    fz_rpc_status(&d, now);
+    fz_rpc_status(&d, st, now);
+    disp_status_free(st);
     disp_destroy(&d);
     return 0;
 }

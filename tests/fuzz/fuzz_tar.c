@@ -3,7 +3,8 @@
  * sample read back. Contracts (source.h):
  *   - open returns 0 or a documented code, with a printable message;
  *   - reads return 0 with exactly sl_source_size() encoded bytes, or one of
- *     the documented errors (-ENODATA, -ENOMSG, -EFBIG, ...);
+ *     the documented errors (-ENODATA, -ENOMSG, -EFBIG, ...), and never
+ *     reserve more memory than the shard has bytes;
  *   - names, labels and the fingerprint are there for every index. */
 #include <errno.h>
 #include <fcntl.h>
@@ -79,6 +80,10 @@ int fuzz_tar_one(const uint8_t *data, size_t size)
         rc = sl_source_read(src, i, &t, err, sizeof(err));
         FZ_CHECK(rc == 0 || rc == -ENODATA || rc == -ENOMSG || rc == -EFBIG || rc == -ENOMEM,
                  "read %llu returned %d: %s", (unsigned long long)i, rc, err);
+        /* Whatever a member declares, a read reserves no more than the shard
+         * (tensors grow by doubling from 4 KiB). */
+        FZ_CHECK(t.cap <= 4096 || t.cap < 2 * size,
+                 "a %zu-byte shard made a read reserve %zu bytes", size, t.cap);
         if (rc == 0) {
             FZ_CHECK(t.dtype == SL_DT_BYTES && t.nbytes == want && t.h == want && want > 0,
                      "read %zu bytes, index says %llu", t.nbytes, (unsigned long long)want);

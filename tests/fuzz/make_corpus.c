@@ -283,7 +283,8 @@ static void make_spec_seeds(void)
             " \"max_pixels\": 1000000}\n");
     put_str("spec", "minimal.json", "{\"source\": {\"type\": \"tar\", \"path\": \"s\"}}");
     put_str("spec", "rrc_full.json",
-            "{\"source\": {\"type\": \"imagefolder\", \"path\": \"a/b\", \"seed\": 9007199254740993},"
+            "{\"source\": {\"type\": \"imagefolder\", \"path\": \"a/b\","
+            " \"seed\": 9007199254740993},"
             " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\","
             " \"size\": [224, 160], \"scale\": [0.5, 0.5], \"ratio\": [1, 1e0]},"
             " {\"op\": \"normalize\", \"mean\": [0, -0.0, 1e-3], \"std\": [1, 2, 3.5]}],"
@@ -443,6 +444,73 @@ static void r_close(buf_t *b, unsigned dt, uint64_t job)
     rec(b, 6, dt, &m.base);
 }
 
+/* PlannerInputs for SEED_SPEC's three units: the client and one class of
+ * workers (worker 1) profiled, then SubmitJob (op 2) or PlanJob (op 9). */
+static void r_planned(buf_t *b, unsigned op, unsigned dt, const char *spec, uint64_t n)
+{
+    static const char *const UNITS[3] = {"decode_jpeg+center_crop", "flip", "normalize"};
+    static const double COST[3] = {0.004, 0.00002, 0.0001};
+    static const double BYTES[3] = {192, 192, 768};
+    Sluice__StageStat st[2][3];
+    Sluice__StageStat *pst[2][3];
+    Sluice__HostProfile hp[2];
+    for (int h = 0; h < 2; h++) {
+        sluice__host_profile__init(&hp[h]);
+        for (int u = 0; u < 3; u++) {
+            sluice__stage_stat__init(&st[h][u]);
+            st[h][u].name = (char *)UNITS[u];
+            st[h][u].cpu_sec_per_sample = COST[u] * (h + 1);
+            st[h][u].out_bytes_per_sample = BYTES[u];
+            st[h][u].samples = 32;
+            pst[h][u] = &st[h][u];
+        }
+        hp[h].host = h == 0 ? "client gpu1" : "class w";
+        hp[h].n_units = 3;
+        hp[h].units = pst[h];
+        hp[h].read_cpu_sec_per_sample = 0.0001;
+        hp[h].encoded_bytes_per_sample = 110000;
+        hp[h].samples = 32;
+        hp[h].seconds = 0.5;
+    }
+    uint64_t wids[1] = {1};
+    Sluice__WorkerClass wc = SLUICE__WORKER_CLASS__INIT;
+    Sluice__WorkerClass *pwc[1] = {&wc};
+    wc.key = "w";
+    wc.n_worker_ids = 1;
+    wc.worker_ids = wids;
+    wc.threads = 4;
+    wc.cpu_budget = 4;
+    wc.profile = &hp[1];
+    wc.bandwidth_bytes_per_sec = 1.25e9;
+    Sluice__PlannerInputs in = SLUICE__PLANNER_INPUTS__INIT;
+    in.spec_hash = 77;
+    in.client = &hp[0];
+    in.client_cpu_budget = 2;
+    in.recv_cpu_sec_per_byte = 1e-9;
+    in.consumer_rate = 3000;
+    in.n_classes = 1;
+    in.classes = pwc;
+    Sluice__SubmitJobRequest m = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    m.version = SL_PROTOCOL_VERSION;
+    m.spec_json = (char *)spec;
+    m.spec_name = "planned.json";
+    m.num_samples = n;
+    m.source_fingerprint = 99;
+    m.client_threads = 2;
+    m.client_id = "gpu1";
+    m.world_size = 1;
+    m.planner = &in;
+    rec(b, op, dt, &m.base);
+}
+
+static void r_plan_context(buf_t *b, unsigned dt, uint64_t hash)
+{
+    Sluice__PlanContextRequest m = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
+    m.version = SL_PROTOCOL_VERSION;
+    m.spec_hash = hash;
+    rec(b, 8, dt, &m.base);
+}
+
 /* The in-memory dispatcher of fuzz_rpc numbers workers and jobs from 1. */
 static void make_rpc_seeds(void)
 {
@@ -488,6 +556,21 @@ static void make_rpc_seeds(void)
     rec(&b, 7, 255, NULL); /* 38 s: job 2's client timed out */
     r_get(&b, 0, 2);
     put("rpc", "fixed_off_timeouts.bin", b.p, b.n);
+
+    /* The planner: context, a planned job, rates, re-plans on the tick,
+     * a fastflow PlanJob. */
+    b.n = 0;
+    r_register(&b, 0, "10.0.0.2:7500");
+    r_plan_context(&b, 0, 77);
+    r_planned(&b, 2, 1, SEED_SPEC("\"auto\""), 4000);
+    r_plan_context(&b, 1, 77);
+    r_rates(&b, 20, 1);
+    r_heartbeat(&b, 1, 1, known, 1, NULL, 0, NULL, 0);
+    r_register(&b, 40, "10.0.0.3:7500");
+    r_rates(&b, 40, 1);
+    r_get(&b, 1, 1);
+    r_planned(&b, 9, 1, SEED_SPEC("\"fastflow\""), 4000);
+    put("rpc", "planner.bin", b.p, b.n);
 
     b.n = 0;
     r_submit(&b, 0, "{\"source\": {\"type\": \"tar\", \"path\": \"s\"}}", 1ull << 40);

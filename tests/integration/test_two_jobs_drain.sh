@@ -69,8 +69,7 @@ for _ in $(seq 1 200); do
     [ -f "$TMP/d_a" ] && [ "$(wc -l <"$TMP/d_a")" -ge 60 ] && break
     sleep 0.05
 done
-kill -0 "$pa" 2>/dev/null && kill -0 "$pb" 2>/dev/null ||
-    fail "a job ended before the worker could be stopped"
+kill -0 "$pa" 2>/dev/null || fail "job a ended before the worker could be stopped"
 busy=$(curl -sf "http://$W1_HTTP/status" | /usr/bin/python3 -c '
 import json, sys
 s = json.load(sys.stdin)

@@ -596,10 +596,14 @@ START_TEST(test_random_exactly_once)
                 disp_progress_t p = {.in_progress = prog, .sent = sent};
                 for (uint32_t k = 0; k < jw->n && k < 8; k++) {
                     int r = rand() % 4;
+                    /* The right hand-out, none (an older worker), or a stale
+                     * one (which counts as not reported). */
+                    int which = rand() % 8;
+                    uint64_t aid = which == 0 ? 0 : which == 1 ? jw->aid[k] + 1000 : jw->aid[k];
                     if (r < 2) {
-                        prog[p.n_in_progress++] = (disp_split_ref_t){job->id, jw->ids[k]};
+                        prog[p.n_in_progress++] = (disp_split_ref_t){job->id, jw->ids[k], aid};
                     } else if (r == 2) {
-                        sent[p.n_sent++] = (disp_split_ref_t){job->id, jw->ids[k]};
+                        sent[p.n_sent++] = (disp_split_ref_t){job->id, jw->ids[k], aid};
                     }
                 }
                 p.leaving = rand() % 20 == 0;
@@ -966,9 +970,9 @@ START_TEST(test_svc_resend_lost_assignment)
 }
 END_TEST
 
-/* One heartbeat of worker w: in progress / sent lists (job, split) pairs,
- * terminated by a 0 job. Returns the reply's counts through the arena. */
-static void svc_beat(svc_env_t *s, uint64_t w, const uint64_t (*prog)[2], const uint64_t (*sent)[2],
+/* One heartbeat of worker w: in progress / sent lists of (job, split,
+ * assignment id or 0 = any), terminated by a 0 job. */
+static void svc_beat(svc_env_t *s, uint64_t w, const uint64_t (*prog)[3], const uint64_t (*sent)[3],
                      int leaving, Sluice__HeartbeatResponse *resp, disp_arena_t *a)
 {
     Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
@@ -983,6 +987,7 @@ static void svc_beat(svc_env_t *s, uint64_t w, const uint64_t (*prog)[2], const 
         sluice__split_assignment__init(&pm[i]);
         pm[i].job_id = prog[i][0];
         pm[i].split_id = prog[i][1];
+        pm[i].assignment = prog[i][2];
         pp[i] = &pm[i];
         req.n_in_progress = i + 1;
     }
@@ -990,6 +995,7 @@ static void svc_beat(svc_env_t *s, uint64_t w, const uint64_t (*prog)[2], const 
         sluice__split_assignment__init(&sm[i]);
         sm[i].job_id = sent[i][0];
         sm[i].split_id = sent[i][1];
+        sm[i].assignment = sent[i][2];
         sp[i] = &sm[i];
         req.n_sent = i + 1;
     }
@@ -1031,11 +1037,11 @@ START_TEST(test_svc_job_qualified_progress)
     disp_arena_free(&ar);
     /* Both jobs' split 0 and 1 run; then job A's split 0 vanishes (its
      * stream broke) while B's split 0 is still reported: only A's returns. */
-    const uint64_t all4[][2] = {{ja, 0}, {ja, 1}, {jb, 0}, {jb, 1}, {0, 0}};
+    const uint64_t all4[][3] = {{ja, 0}, {ja, 1}, {jb, 0}, {jb, 1}, {0, 0}};
     svc_beat(&s, w, all4, NULL, 0, &r, &ar);
     ck_assert_uint_eq(r.n_assign, 0);
     disp_arena_free(&ar);
-    const uint64_t no_a0[][2] = {{ja, 1}, {jb, 0}, {jb, 1}, {0, 0}};
+    const uint64_t no_a0[][3] = {{ja, 1}, {jb, 0}, {jb, 1}, {0, 0}};
     svc_beat(&s, w, no_a0, NULL, 0, &r, &ar);
     ck_assert_uint_eq(r.n_revoked, 1);
     ck_assert_uint_eq(r.revoked[0]->job_id, ja);
@@ -1048,12 +1054,12 @@ START_TEST(test_svc_job_qualified_progress)
     disp_arena_free(&ar);
     /* B's split 1 was sent whole: it is delivered and stays assigned when
      * no longer reported; A's split 1 in B's place would not count. */
-    const uint64_t prog2[][2] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
-    const uint64_t sent2[][2] = {{jb, 1}, {0, 0}};
+    const uint64_t prog2[][3] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
+    const uint64_t sent2[][3] = {{jb, 1}, {0, 0}};
     svc_beat(&s, w, prog2, sent2, 0, &r, &ar);
     ck_assert_uint_eq(r.n_revoked, 0);
     disp_arena_free(&ar);
-    const uint64_t prog3[][2] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
+    const uint64_t prog3[][3] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
     svc_beat(&s, w, prog3, NULL, 0, &r, &ar);
     ck_assert_uint_eq(r.n_revoked, 0);
     ck_assert_uint_eq(b->reassigned_total, 0);
@@ -1094,6 +1100,82 @@ START_TEST(test_svc_job_qualified_progress)
 }
 END_TEST
 
+/* A report about an earlier hand-out of a split (sent on a stream that then
+ * broke) must not count for the current hand-out: that one would be
+ * stranded as "delivered" while the worker never got it. */
+START_TEST(test_svc_stale_sent)
+{
+    svc_env_t s;
+    svc_init(&s);
+    char err[1024] = "";
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
+    uint64_t w = svc_register(&s, "127.0.0.1:9");
+    uint64_t jid = 0;
+    ck_assert_int_eq(svc_submit(&s, spec, 20, &jid, err, sizeof(err)), SL_RPC_OK);
+    disp_job_t *job = disp_jobs_find(&s.d.jobs, jid);
+    disp_arena_t ar = {0};
+    Sluice__HeartbeatResponse r;
+    svc_beat(&s, w, NULL, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_assign, 2);
+    uint64_t a0 = r.assign[0]->assignment;
+    uint64_t a1 = r.assign[1]->assignment;
+    ck_assert_uint_ne(a0, 0);
+    ck_assert_uint_ne(a0, a1);
+    disp_arena_free(&ar);
+    const uint64_t prog[][3] = {{jid, 0, a0}, {jid, 1, a1}, {0, 0, 0}};
+    svc_beat(&s, w, prog, NULL, 0, &r, &ar);
+    disp_arena_free(&ar);
+    /* The client's stream broke: both return and go back to w (only worker). */
+    Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    areq.version = SL_PROTOCOL_VERSION;
+    areq.job_id = jid;
+    areq.retry_worker_id = w;
+    ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &ar, s.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&ar);
+    ck_assert_uint_eq(job->reassigned_total, 2);
+    /* The re-assignment goes out (and is lost); the worker keeps reporting
+     * the first hand-out of split 0 as sent. It never counts: split 0 comes
+     * back after DISP_RESEND_AFTER_HB heartbeats instead of being stranded. */
+    svc_beat(&s, w, NULL, NULL, 0, &r, &ar);
+    ck_assert_uint_eq(r.n_assign, 2);
+    uint64_t b0 = r.assign[0]->split_id == 0 ? r.assign[0]->assignment : r.assign[1]->assignment;
+    ck_assert_uint_ne(b0, a0);
+    disp_arena_free(&ar);
+    const uint64_t stale[][3] = {{jid, 0, a0}, {0, 0, 0}};
+    const uint64_t prog1[][3] = {{jid, 1, 0}, {0, 0, 0}}; /* any hand-out of 1 */
+    int back = 0;
+    for (int beat = 0; beat < DISP_RESEND_AFTER_HB + 1 && !back; beat++) {
+        svc_beat(&s, w, prog1, stale, 0, &r, &ar);
+        for (size_t i = 0; i < r.n_revoked; i++) {
+            back |= r.revoked[i]->split_id == 0;
+        }
+        disp_jw_t *jw = disp_job_jw(job, w);
+        for (uint32_t k = 0; k < jw->n; k++) {
+            ck_assert(jw->sent[k] != DISP_AN_DELIVERED);
+        }
+        disp_arena_free(&ar);
+    }
+    ck_assert_int_eq(back, 1);
+    ck_assert_uint_eq(job->reassigned_total, 3);
+    /* The current hand-out, reported sent, is delivered. */
+    svc_beat(&s, w, prog1, NULL, 0, &r, &ar); /* the reply carries it */
+    disp_arena_free(&ar);
+    disp_jw_t *jw = disp_job_jw(job, w);
+    ck_assert_uint_eq(jw->n, 2);
+    uint32_t k0 = jw->ids[0] == 0 ? 0 : 1;
+    const uint64_t cur[][3] = {{jid, 0, jw->aid[k0]}, {0, 0, 0}};
+    svc_beat(&s, w, prog1, cur, 0, &r, &ar);
+    disp_arena_free(&ar);
+    jw = disp_job_jw(job, w);
+    k0 = jw->ids[0] == 0 ? 0 : 1;
+    ck_assert_uint_eq(jw->sent[k0], DISP_AN_DELIVERED);
+    disp_destroy(&s.d);
+}
+END_TEST
+
 /* SIGTERM drain: a leaving worker gets nothing new, hands back what it
  * never started at once, and is forgotten when it reports nothing in
  * progress; what it delivered stays for the client's ack, and GetAssignment
@@ -1113,12 +1195,12 @@ START_TEST(test_svc_leaving)
     Sluice__HeartbeatResponse r;
     svc_beat(&s, w1, NULL, NULL, 0, &r, &ar); /* gets 0 and 1 */
     disp_arena_free(&ar);
-    const uint64_t p01[][2] = {{jid, 0}, {jid, 1}, {0, 0}};
+    const uint64_t p01[][3] = {{jid, 0}, {jid, 1}, {0, 0}};
     svc_beat(&s, w1, p01, NULL, 0, &r, &ar);
     disp_arena_free(&ar);
     /* Split 0 done and sent; a second worker joins. */
-    const uint64_t p1[][2] = {{jid, 1}, {0, 0}};
-    const uint64_t s0[][2] = {{jid, 0}, {0, 0}};
+    const uint64_t p1[][3] = {{jid, 1}, {0, 0}};
+    const uint64_t s0[][3] = {{jid, 0}, {0, 0}};
     svc_beat(&s, w1, p1, s0, 0, &r, &ar);
     disp_arena_free(&ar);
     uint64_t w2 = svc_register(&s, "127.0.0.1:10");
@@ -1280,6 +1362,7 @@ int main(void)
     tcase_add_test(tc, test_svc_flow);
     tcase_add_test(tc, test_svc_resend_lost_assignment);
     tcase_add_test(tc, test_svc_job_qualified_progress);
+    tcase_add_test(tc, test_svc_stale_sent);
     tcase_add_test(tc, test_svc_leaving);
     tcase_add_test(tc, test_svc_submit_errors);
     tcase_add_test(tc, test_registry);

@@ -1,7 +1,8 @@
 /* test_limits: the limits on peer-controlled sizes (docs/limits.md) that no
  * module's own suite covers: open jobs per client (dispatcher
- * max_jobs_per_client) and the status HTTP server's header and body bounds
- * (common/httpd.c). The other rows of docs/limits.md name their tests. */
+ * max_jobs_per_client), ids per dispatcher call (DISP_MAX_IDS_PER_CALL) and
+ * the status HTTP server's header and body bounds (common/httpd.c). The
+ * other rows of docs/limits.md name their tests. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -88,6 +89,56 @@ START_TEST(test_jobs_per_client)
     }
     ck_assert_int_eq(submit(&d, "host-b", &id, err, sizeof(err)), SL_RPC_RESOURCE_EXHAUSTED);
     ck_assert_msg(strstr(err, "max_jobs = 3") != NULL, "%s", err);
+    disp_destroy(&d);
+}
+END_TEST
+
+/* Repeated id fields: DISP_MAX_IDS_PER_CALL per list, checked before the
+ * mutex is taken (a peer cannot hold it for an unbounded walk). */
+START_TEST(test_ids_per_call)
+{
+    disp_config_t cfg;
+    char err[1024];
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+    disp_t d;
+    ck_assert_int_eq(disp_init(&d, &cfg, 1, 1000), 0);
+    size_t n = DISP_MAX_IDS_PER_CALL + 1;
+    uint64_t *ids = calloc(n, sizeof(*ids));
+    ck_assert_ptr_nonnull(ids);
+    disp_arena_t a = {0};
+
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    hreq.version = SL_PROTOCOL_VERSION;
+    hreq.n_known_jobs = n;
+    hreq.known_jobs = ids;
+    ck_assert_int_eq(disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    disp_arena_free(&a);
+    hreq.n_known_jobs = n - 1; /* at the limit: fine (unknown worker: register again) */
+    ck_assert_int_eq(disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+
+    uint64_t id = 0;
+    ck_assert_int_eq(submit(&d, "c", &id, err, sizeof(err)), SL_RPC_OK);
+    Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    areq.version = SL_PROTOCOL_VERSION;
+    areq.job_id = id;
+    areq.n_split_ids = n;
+    areq.split_ids = ids;
+    ck_assert_int_eq(disp_svc_ack_splits(&d, &areq, &aresp, &a, 1000, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    disp_arena_free(&a);
+    areq.n_split_ids = 0;
+    areq.n_retry_split_ids = n;
+    areq.retry_split_ids = ids;
+    ck_assert_int_eq(disp_svc_ack_splits(&d, &areq, &aresp, &a, 1000, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    disp_arena_free(&a);
+    free(ids);
     disp_destroy(&d);
 }
 END_TEST
@@ -192,6 +243,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_jobs_per_client);
+    tcase_add_test(tc, test_ids_per_call);
     tcase_add_test(tc, test_http_header_and_body_bounds);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -14,9 +14,19 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
+#include "common/log.h"
+#include "common/rpc.h"
+#include "dispatcher/config.h"
+#include "dispatcher/disp.h"
+#include "dispatcher/jobs.h"
 #include "dispatcher/planner.h"
+#include "dispatcher/planner_job.h"
+#include "dispatcher/planner_svc.h"
+#include "dispatcher/service.h"
 
 static void base(disp_pl_input_t *in)
 {
@@ -340,8 +350,377 @@ START_TEST(test_fastflow)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ in the dispatcher */
+
+/* A job through the dispatcher's service functions: SubmitJob with
+ * PlannerInputs plans before the first epoch; a second worker re-plans
+ * (version 2, a smaller local share) and the new share reaches only splits
+ * never handed out; handed-out splits keep their split point; every split
+ * of every epoch is acknowledged exactly once across the re-plans. */
+
+#define PSPEC                                                                               \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
+    " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"auto\"}"
+
+typedef struct pin_s {
+    Sluice__PlannerInputs in;
+    Sluice__HostProfile client, wprof;
+    Sluice__StageStat cu[3], wu[3];
+    Sluice__StageStat *pcu[3], *pwu[3];
+    Sluice__WorkerClass cls;
+    Sluice__WorkerClass *pcls[1];
+    uint64_t ids[1];
+} pin_t;
+
+/* Client 2 cores; decode+crop 10 ms, flip 0.01 ms, normalize 0.05 ms;
+ * one class (2 threads, same speed) holding worker wid. With one worker
+ * R = 200/s at K=1: F* = (2 - 200 b) / (2 + 200 (a - b)) ~ 0.497; with two
+ * R = 400/s: F* ~ 0.329. */
+static void pin_init(pin_t *p, uint64_t wid)
+{
+    static const char *names[3] = {"decode_jpeg+center_crop", "flip", "normalize"};
+    static const double ms[3] = {10.0, 0.01, 0.05};
+    static const double out[3] = {192, 192, 768};
+    memset(p, 0, sizeof(*p));
+    sluice__planner_inputs__init(&p->in);
+    sluice__host_profile__init(&p->client);
+    sluice__host_profile__init(&p->wprof);
+    for (int u = 0; u < 3; u++) {
+        sluice__stage_stat__init(&p->cu[u]);
+        p->cu[u].name = (char *)names[u];
+        p->cu[u].cpu_sec_per_sample = ms[u] * 1e-3;
+        p->cu[u].out_bytes_per_sample = out[u];
+        p->cu[u].samples = 100;
+        p->wu[u] = p->cu[u];
+        p->pcu[u] = &p->cu[u];
+        p->pwu[u] = &p->wu[u];
+    }
+    p->client.host = "client test";
+    p->client.n_units = 3;
+    p->client.units = p->pcu;
+    p->client.encoded_bytes_per_sample = 100e3;
+    p->client.samples = 100;
+    p->wprof = p->client;
+    p->wprof.host = "cpu|2 threads|2.00 cpus";
+    p->wprof.units = p->pwu;
+    sluice__worker_class__init(&p->cls);
+    p->cls.key = "cpu|2 threads|2.00 cpus";
+    p->ids[0] = wid;
+    p->cls.n_worker_ids = 1;
+    p->cls.worker_ids = p->ids;
+    p->cls.threads = 2;
+    p->cls.cpu_budget = 2;
+    p->cls.profile = &p->wprof;
+    p->pcls[0] = &p->cls;
+    p->in.spec_hash = 42;
+    p->in.client = &p->client;
+    p->in.client_cpu_budget = 2;
+    p->in.recv_cpu_sec_per_byte = 1e-9;
+    p->in.n_classes = 1;
+    p->in.classes = p->pcls;
+}
+
+static disp_t *pd_new(int64_t now)
+{
+    static disp_config_t cfg;
+    char err[256];
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+    cfg.split_size = 10;
+    cfg.max_splits_per_worker = 2;
+    cfg.max_jobs_per_client = 0;
+    disp_t *d = calloc(1, sizeof(*d));
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(disp_init(d, &cfg, 100, now), 0);
+    return d;
+}
+
+static uint64_t pd_register(disp_t *d, const char *addr, int64_t now)
+{
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = (char *)addr;
+    req.threads = 2;
+    ck_assert_int_eq(disp_svc_register_worker(d, &req, &resp, &a, now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    return resp.worker_id;
+}
+
+/* Local splits that were never handed out follow the share rule. */
+static void check_unplanned_follow(disp_job_t *job)
+{
+    for (uint32_t k = 0; k < job->nep; k++) {
+        for (uint32_t i = 0; i < job->nsplits; i++) {
+            const disp_split_t *s = &job->ep[k].splits[i];
+            if (s->state == DISP_SPLIT_PENDING && !s->planned) {
+                ck_assert_int_eq(s->local, disp_plan_split_is_local(i, job->plan.local_share));
+            }
+        }
+    }
+}
+
+START_TEST(test_dispatcher_replan)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    pin_t pin;
+    pin_init(&pin, w1);
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = PSPEC;
+    req.num_samples = 200; /* 20 splits per epoch */
+    req.source_fingerprint = 99;
+    req.planner = &pin.in;
+    ck_assert_int_eq(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_ptr_nonnull(resp.explain);
+    ck_assert_uint_eq(resp.explain->n_candidates, 5); /* K = 0..3 and off */
+    ck_assert_str_eq(resp.plan->mode, "auto");
+    ck_assert(resp.plan->predicted_samples_per_sec > 300);
+    ck_assert_uint_eq(resp.plan->version, 1);
+    double share1 = resp.plan->local_share;
+    ck_assert(share1 > 0.45 && share1 < 0.55);
+    uint32_t split1 = resp.plan->split;
+    ck_assert(split1 >= 1);
+    uint64_t jid = resp.job_id;
+    disp_arena_free(&a);
+
+    pthread_mutex_lock(&d->mu);
+    disp_job_t *job = disp_jobs_find(&d->jobs, jid);
+    ck_assert_ptr_nonnull(job->planner);
+    check_unplanned_follow(job);
+    json_t *j = disp_planner_status_json(job);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "plan"), "version")),
+                     1);
+    json_decref(j);
+    /* The profiles are cached by (spec hash, host). */
+    const disp_hprof_t *cached[4];
+    ck_assert_uint_eq(disp_pcache_list(d->pcache, 42, now, cached, 4), 2);
+    /* Nothing changed: no re-plan. */
+    disp_planner_tick(d, now + 100);
+    ck_assert_uint_eq(job->plan.version, 1);
+
+    /* A split handed out now keeps split1 whatever comes later. */
+    uint64_t held = job->client_ids[0];
+    pthread_mutex_unlock(&d->mu);
+
+    uint64_t w2 = pd_register(d, "127.0.0.1:10", now + 200);
+    ck_assert_uint_ne(w1, w2);
+    pthread_mutex_lock(&d->mu);
+    disp_planner_tick(d, now + 300);
+    ck_assert_uint_eq(job->plan.version, 2);
+    ck_assert(job->plan.local_share < share1 - 0.1);
+    ck_assert_uint_eq(job->planner->replans, 1);
+    check_unplanned_follow(job);
+    /* Force a different split point: new hand-outs get it, old ones not. */
+    job->plan.split = split1 == 3 ? 2 : 3;
+    disp_jobs_replan(&d->jobs, job, now + 300);
+    uint64_t epoch = 0;
+    const disp_split_t *hs = disp_job_split(job, held, &epoch, NULL, NULL);
+    ck_assert_ptr_nonnull(hs);
+    ck_assert_int_eq(hs->planned, 1);
+    ck_assert_uint_eq(hs->stage_to, split1);
+    pthread_mutex_unlock(&d->mu);
+
+    /* Acknowledge everything, re-planning (a worker lost, one joining)
+     * along the way: every split of every epoch exactly once. */
+    uint64_t acked = 0;
+    int64_t t = now + 400;
+    for (int round = 0; round < 10000; round++) {
+        pthread_mutex_lock(&d->mu);
+        if (job->state != DISP_JOB_ACTIVE) {
+            pthread_mutex_unlock(&d->mu);
+            break;
+        }
+        if (round == 5) {
+            disp_jobs_worker_lost(&d->jobs, w2, t);
+        }
+        uint64_t ids[512];
+        size_t n = 0;
+        for (uint32_t k = 0; k < job->nclient && n < 512; k++) {
+            ids[n++] = job->client_ids[k];
+        }
+        for (size_t w = 0; w < job->njw; w++) {
+            for (uint32_t k = 0; k < job->jw[w].n && n < 512; k++) {
+                ids[n++] = job->jw[w].ids[k];
+            }
+        }
+        acked += disp_jobs_ack(&d->jobs, job, ids, n, t);
+        acked += disp_jobs_ack(&d->jobs, job, ids, n, t); /* repeats count nothing */
+        pthread_mutex_unlock(&d->mu);
+        if (round == 8) {
+            (void)pd_register(d, "127.0.0.1:11", t);
+        }
+        pthread_mutex_lock(&d->mu);
+        disp_planner_tick(d, t);
+        check_unplanned_follow(job);
+        pthread_mutex_unlock(&d->mu);
+        t += 100;
+    }
+    ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
+    ck_assert_uint_eq(acked, 3 * 20);
+    ck_assert(job->plan.version >= 3);
+    disp_destroy(d);
+    free(d);
+}
+END_TEST
+
+/* PlanJob plans without creating a job; GetPlanContext lists workers and
+ * hands back the cached profiles. */
+START_TEST(test_dispatcher_plan_job)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    pin_t pin;
+    pin_init(&pin, w1);
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = PSPEC;
+    req.num_samples = 200;
+    req.planner = &pin.in;
+    ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_uint_eq(resp.job_id, 0);
+    ck_assert_ptr_nonnull(resp.explain);
+    ck_assert_ptr_nonnull(resp.explain->json);
+    json_error_t je;
+    json_t *j = json_loads(resp.explain->json, 0, &je);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "candidates")), 5);
+    json_decref(j);
+    ck_assert_uint_eq(d->jobs.n, 0);
+    disp_arena_free(&a);
+
+    Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
+    Sluice__PlanContextResponse cresp = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+    creq.spec_hash = 42;
+    ck_assert_int_eq(disp_svc_get_plan_context(d, &creq, &cresp, &a, now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(cresp.n_workers, 1);
+    ck_assert_uint_eq(cresp.workers[0]->worker_id, w1);
+    ck_assert_uint_eq(cresp.n_cached, 2);
+    ck_assert_int_eq(cresp.cached[0]->cached, 1);
+    ck_assert_uint_eq(cresp.cached[0]->n_units, 3);
+    disp_arena_free(&a);
+
+    /* A profile for another pipeline is refused: plain PlanJob error. */
+    pin.client.n_units = 2;
+    ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    disp_arena_free(&a);
+    /* ... while SubmitJob falls back to the unplanned "all". */
+    Sluice__SubmitJobResponse sresp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    req.source_fingerprint = 99;
+    ck_assert_int_eq(disp_svc_submit_job(d, &req, &sresp, &a, now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_str_eq(sresp.plan->mode, "auto(all: no profile)");
+    ck_assert_ptr_null(sresp.explain);
+    disp_arena_free(&a);
+    disp_destroy(d);
+    free(d);
+}
+END_TEST
+
+/* Drift: counted from 3 s after the plan, due after 10 s of > 15 %; a
+ * re-plan that changes nothing doubles the window; the measured consumer
+ * rate and client unit costs feed the next plan. */
+START_TEST(test_drift)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    pin_t pin;
+    pin_init(&pin, w1);
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", PSPEC, strlen(PSPEC), &spec, err, sizeof(err)), 0);
+    disp_pjob_t *pj = NULL;
+    ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    disp_plan_t plan;
+    ck_assert_int_eq(disp_plan_compute(&spec, &plan, err, sizeof(err)), 0);
+    disp_pjob_plan(pj, &d->reg, &plan, now, "submit");
+    double pred = plan.predicted;
+    ck_assert(pred > 300);
+
+    Sluice__ReportRatesRequest r = SLUICE__REPORT_RATES_REQUEST__INIT;
+    r.delivered_per_sec = pred * 0.5;
+    char why[160];
+    /* Within the warm-up: nothing. */
+    disp_pjob_rates(pj, &r, now + 1000);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1000, why, sizeof(why)), 0);
+    /* Drifting from 3.5 s on; not yet 10 s of it at 13 s. */
+    for (int64_t t = now + 3500; t <= now + 13000; t += 500) {
+        disp_pjob_rates(pj, &r, t);
+        ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, t, why, sizeof(why)), 0);
+    }
+    /* A good report in between restarts the count. */
+    r.delivered_per_sec = pred * 0.9;
+    disp_pjob_rates(pj, &r, now + 13200);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 13200, why, sizeof(why)), 0);
+    r.delivered_per_sec = pred * 0.5;
+    int64_t t = now + 13500;
+    for (; t < now + 23500; t += 500) {
+        disp_pjob_rates(pj, &r, t);
+        ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, t, why, sizeof(why)), 0);
+    }
+    disp_pjob_rates(pj, &r, t);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, t, why, sizeof(why)), 2);
+    ck_assert(strstr(why, "drift") != NULL);
+
+    /* Re-plan with what was measured: a consumer at 100/s binds. */
+    r.consumer_rate = 100;
+    Sluice__StageStat st = SLUICE__STAGE_STAT__INIT;
+    Sluice__StageStat *pst = &st;
+    st.name = "normalize";
+    st.cpu_sec_per_sample = 0.5e-3; /* 10x the profile */
+    st.samples = 500;
+    r.n_stages = 1;
+    r.stages = &pst;
+    disp_pjob_rates(pj, &r, t);
+    disp_plan_t before = plan;
+    disp_pjob_plan(pj, &d->reg, &plan, t, why);
+    ck_assert(fabs(pj->input.unit_sec[2] - 0.5e-3) < 1e-12);
+    ck_assert(fabs(pj->input.consumer_rate - 100) < 1e-9);
+    ck_assert(fabs(plan.predicted - 100) < 1e-9);
+    ck_assert_str_eq(plan.binding, "consumer");
+    disp_pjob_replanned(pj, 2, &before, &plan);
+    ck_assert_int_eq(pj->drift_window_ms, DISP_REPLAN_DRIFT_MS); /* it changed: reset */
+    disp_pjob_replanned(pj, 2, &plan, &plan);
+    ck_assert_int_eq(pj->drift_window_ms, 2 * DISP_REPLAN_DRIFT_MS); /* nothing changed */
+    disp_pjob_replanned(pj, 1, &plan, &plan);
+    ck_assert_int_eq(pj->drift_window_ms, DISP_REPLAN_DRIFT_MS);
+
+    /* A worker joining is due at once. */
+    (void)pd_register(d, "127.0.0.1:10", t);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, t, why, sizeof(why)), 1);
+    disp_pjob_plan(pj, &d->reg, &plan, t, why);
+    /* It is not in the client's classes: it counts at the largest class's speed. */
+    ck_assert_uint_eq(pj->input.nclasses, 2);
+    ck_assert_uint_eq(pj->input.classes[1].workers, 1);
+    ck_assert(fabs(pj->input.classes[1].unit_sec[0] - 10e-3) < 1e-12);
+    disp_pjob_free(pj);
+    disp_destroy(d);
+    free(d);
+}
+END_TEST
+
 int main(void)
 {
+    sl_log_set_level(LOG_WARNING);
     Suite *s = suite_create("planner");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_terms);
@@ -356,6 +735,12 @@ int main(void)
     tcase_add_test(tc, test_ff_ratio);
     tcase_add_test(tc, test_fastflow);
     suite_add_tcase(s, tc);
+    TCase *td = tcase_create("dispatcher");
+    tcase_set_timeout(td, 60);
+    tcase_add_test(td, test_dispatcher_replan);
+    tcase_add_test(td, test_dispatcher_plan_job);
+    tcase_add_test(td, test_drift);
+    suite_add_tcase(s, td);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -108,6 +108,7 @@ static void assign(wk_tasks_t *t, uint64_t job, uint64_t split, uint64_t epoch, 
     a.end = e;
     a.stage_to = stage_to;
     a.worker_id = 1;
+    a.assignment = job * 1000 + split; /* the dispatcher's hand-out id */
     wk_tasks_assign(t, &a);
 }
 
@@ -403,10 +404,12 @@ START_TEST(test_broken_stream_drops_and_revoke)
 }
 END_TEST
 
+/* Whether (job, split) is listed, with its hand-out id echoed. */
 static int has_ref(const wk_split_ref_t *refs, size_t n, uint64_t job, uint64_t split)
 {
     for (size_t i = 0; i < n; i++) {
         if (refs[i].job_id == job && refs[i].split_id == split) {
+            ck_assert_uint_eq(refs[i].assignment, job * 1000 + split);
             return 1;
         }
     }

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# make install / uninstall: the files land under PREFIX (and DESTDIR), the
+# installed units pass `systemd-analyze verify` with no output at all, the
+# installed config files are the ones the daemons accept, a C program builds
+# against sluice.pc (shared and static) and runs a job, the installed Python
+# package finds the installed library on its own, a reinstall keeps an
+# edited config, and uninstall leaves nothing behind but that edited config.
+source "$(dirname "$0")/lib.sh"
+ok() { echo "ok: $*"; }
+
+SANITIZE=0
+case "$BUILD" in *asan*) SANITIZE=1 ;; esac
+mk() {
+    make -C "$ROOT" --no-print-directory -s BUILD="$BUILD" SANITIZE=$SANITIZE "$@" \
+        >>"$TMP/make.log" 2>&1
+}
+# ---- every config key (from --help, i.e. the table) is in the shipped conf
+# file, commented, with the table's default, and in the README reference
+for d in dispatcher worker; do
+    "$BIN/sluice-$d" --help >"$TMP/$d.help" || fail "sluice-$d --help"
+    /usr/bin/python3 - "$TMP/$d.help" "$ROOT/conf/$d.conf" "$ROOT/README.md" "$d" <<'PY' ||
+import re, sys
+helptext, conf, readme, name = sys.argv[1:5]
+conf_lines = open(conf).read().splitlines()
+doc = open(readme).read()
+ref = doc.split("## Configuration reference", 1)[-1].split("\n## ", 1)[0]
+assert ref != doc, "README has no 'Configuration reference' section"
+keys = 0
+for line in open(helptext):
+    m = re.match(r"\s+--([a-z0-9-]+) (TEXT|N|LEVEL|X|BOOL)\s.*?"
+                 r"(?:default '([^']*)')?\)?( \[SIGHUP\])?$", line.rstrip())
+    if not m:
+        continue
+    key, default = m.group(1).replace("-", "_"), m.group(3) or ""
+    keys += 1
+    pat = re.compile(r"^#\s*%s\s*=\s*(.*)$" % re.escape(key))
+    found = [pat.match(l).group(1).strip() for l in conf_lines if pat.match(l)]
+    assert found, "%s: key %s is not in %s" % (name, key, conf)
+    assert found[0] == default, "%s: %s = %r in the conf, default %r" % (name, key, found[0],
+                                                                        default)
+    assert "`%s`" % key in ref, "%s: key %s is not in the README reference" % (name, key)
+assert keys >= 8, "parsed only %d keys from --help" % keys
+PY
+        fail "sluice-$d: conf file / README out of step with the config table"
+done
+ok "every config key is in conf/*.conf with its default and in the README reference"
+
+P="$TMP/usr"
+E="$TMP/etc"
+mk install PREFIX="$P" SYSCONFDIR="$E" || fail "make install: $(tail -n 20 "$TMP/make.log")"
+
+for f in bin/sluice bin/sluice-dispatcher bin/sluice-worker; do
+    [ -x "$P/$f" ] || fail "$f not installed"
+done
+for f in lib/libsluice.so.0.1.0 lib/libsluice.a include/sluice.h lib/pkgconfig/sluice.pc \
+    lib/systemd/system/sluice-dispatcher.service lib/systemd/system/sluice-worker.service \
+    lib/systemd/system/sluice-worker@.service share/doc/sluice/README.md \
+    share/sluice/examples/imagenet-train.json lib/python3.*/dist-packages/sluice/__init__.py \
+    lib/python3.*/dist-packages/sluice/torch.py; do
+    [ -n "$(compgen -G "$P/$f")" ] || fail "$f not installed"
+done
+[ "$(readlink "$P/lib/libsluice.so")" = libsluice.so.0.1.0 ] || fail "libsluice.so link"
+[ "$(readlink "$P/lib/libsluice.so.0")" = libsluice.so.0.1.0 ] || fail "libsluice.so.0 link"
+readelf -d "$P/lib/libsluice.so.0.1.0" | grep -q 'SONAME.*libsluice.so.0' || fail "no soname"
+# Only the public API is exported.
+if nm -D --defined-only "$P/lib/libsluice.so.0.1.0" | awk '$2 == "T" {print $3}' |
+    grep -v '^sluice_[a-z_]*@@SLUICE_0$' >"$TMP/extra.txt"; then
+    fail "libsluice.so exports more than sluice_*: $(head -n 5 "$TMP/extra.txt")"
+fi
+cmp -s "$ROOT/conf/dispatcher.conf" "$E/sluice/dispatcher.conf" || fail "dispatcher.conf"
+cmp -s "$ROOT/conf/worker.conf" "$E/sluice/worker.conf" || fail "worker.conf"
+"$P/bin/sluice" --version | grep -q "^sluice " || fail "installed sluice --version"
+ok "make install PREFIX=...: binaries, library (soname, sluice_* only), header, pc, units, confs"
+
+# ---- the units: paths rewritten, systemd-analyze verify says nothing at all
+U="$P/lib/systemd/system"
+grep -q "^ExecStart=$P/bin/sluice-dispatcher --config $E/sluice/dispatcher.conf$" \
+    "$U/sluice-dispatcher.service" || fail "dispatcher ExecStart: $(grep ExecStart "$U"/*)"
+grep -q "^ExecStart=$P/bin/sluice-worker --config $E/sluice/worker-%i.conf$" \
+    "$U/sluice-worker@.service" || fail "worker@ ExecStart"
+for u in sluice-dispatcher.service sluice-worker.service sluice-worker@.service; do
+    grep -q '^Type=notify$' "$U/$u" || fail "$u: not Type=notify"
+    for k in DynamicUser=yes NoNewPrivileges=yes ProtectSystem=strict Restart=on-failure; do
+        grep -q "^$k$" "$U/$u" || fail "$u lacks $k"
+    done
+done
+grep -q '^ReadOnlyPaths=' "$U/sluice-worker.service" || fail "worker unit lacks ReadOnlyPaths"
+if command -v systemd-analyze >/dev/null; then
+    cp "$U/sluice-worker@.service" "$TMP/sluice-worker@test.service"
+    (cd "$U" && systemd-analyze verify sluice-dispatcher.service sluice-worker.service \
+        "$TMP/sluice-worker@test.service") >"$TMP/verify.txt" 2>&1 ||
+        fail "systemd-analyze verify: $(cat "$TMP/verify.txt")"
+    [ ! -s "$TMP/verify.txt" ] ||
+        fail "systemd-analyze verify is not clean: $(cat "$TMP/verify.txt")"
+    ok "systemd-analyze verify: clean for all three units"
+else
+    echo "SKIP: systemd-analyze not installed (Debian package systemd): units not verified"
+fi
+
+# ---- the installed configs are accepted (the worker's needs its two required keys)
+start_daemon D "$P/bin/sluice-dispatcher" --config "$E/sluice/dispatcher.conf" \
+    --listen 127.0.0.1:0 --http 127.0.0.1:0
+mkdir -p "$TMP/data"
+make_images "$TMP/data" 2 4
+start_daemon W "$P/bin/sluice-worker" --config "$E/sluice/worker.conf" --dispatcher "$D_GRPC" \
+    --data-root "$TMP/data" --listen 127.0.0.1:0 --http 127.0.0.1:0
+ok "the installed dispatcher.conf and worker.conf start the installed daemons"
+
+# ---- a C program against the installed library, through sluice.pc
+cat >"$TMP/app.c" <<'C'
+#include <sluice.h>
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+    /* A generous RPC deadline: ASan builds on a loaded 2-core machine are slow. */
+    sluice_options_t o = {.dispatcher = argc > 3 ? argv[3] : NULL, .data_root = argv[2],
+                          .timeout_ms = 30000};
+    sluice_job_t *job = NULL;
+    char err[512];
+    if (sluice_open(argv[1], &o, &job, err, sizeof(err)) != 0) {
+        fprintf(stderr, "open: %s\n", err);
+        return 1;
+    }
+    unsigned long n = 0;
+    sluice_batch_t *b;
+    int rc;
+    while ((rc = sluice_next_batch(job, &b)) == 0) {
+        n += b->n;
+        sluice_release_batch(job, b);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "next: %s\n", sluice_last_error(job));
+    }
+    sluice_close(job);
+    printf("%lu\n", n);
+    return rc < 0;
+}
+C
+write_train_spec "$TMP/spec.json" 2
+export PKG_CONFIG_PATH="$P/lib/pkgconfig"
+SAN=""
+case "$BUILD" in *asan*) SAN="-fsanitize=address,undefined" ;; esac
+# shellcheck disable=SC2046
+cc $SAN -o "$TMP/app" "$TMP/app.c" $(pkg-config --cflags --libs sluice) -Wl,-rpath,"$P/lib" ||
+    fail "building against sluice.pc (shared)"
+[ "$("$TMP/app" "$TMP/spec.json" "$TMP/data")" = 16 ] || fail "shared app: local run"
+[ "$("$TMP/app" "$TMP/spec.json" "$TMP/data" "$D_GRPC")" = 16 ] || fail "shared app: dispatcher run"
+ldd "$TMP/app" | grep -q "libsluice.so.0 => $P/lib/libsluice.so.0" ||
+    fail "app not linked to the installed library: $(ldd "$TMP/app" | grep sluice)"
+# shellcheck disable=SC2046
+cc $SAN -o "$TMP/app-static" "$TMP/app.c" $(pkg-config --cflags sluice) \
+    "$(pkg-config --variable=libdir sluice)/libsluice.a" -Wl,--as-needed \
+    $(pkg-config --static --libs sluice) || fail "building against libsluice.a"
+ldd "$TMP/app-static" | grep -q libsluice && fail "static app still wants libsluice.so"
+[ "$("$TMP/app-static" "$TMP/spec.json" "$TMP/data")" = 16 ] || fail "static app: local run"
+ok "a C program builds with pkg-config sluice (shared and static) and runs local and remote jobs"
+
+# ---- the installed Python package finds the installed library by itself
+if [ -z "$SAN" ]; then
+    pydir=$(compgen -G "$P/lib/python3.*/dist-packages")
+    env -u SLUICE_LIB PYTHONPATH="$pydir" /usr/bin/python3 - "$P" "$TMP" <<'PY' || fail "python"
+import os, sys
+import sluice
+prefix, tmp = sys.argv[1:3]
+n = sum(len(y) for _, y in sluice.Loader(None, os.path.join(tmp, "spec.json"),
+                                         data_root=os.path.join(tmp, "data")))
+assert n == 16, n
+assert sluice.library_path == os.path.join(prefix, "lib", "libsluice.so.0"), sluice.library_path
+PY
+    ok "installed python package loads $P/lib/libsluice.so.0 without SLUICE_LIB"
+fi
+
+# ---- reinstall keeps an edited config; uninstall removes everything else
+printf '\nthreads = 2\n' >>"$E/sluice/worker.conf"
+mk install PREFIX="$P" SYSCONFDIR="$E" || fail "second make install"
+grep -q '^threads = 2$' "$E/sluice/worker.conf" || fail "reinstall overwrote an edited config"
+mk uninstall PREFIX="$P" SYSCONFDIR="$E" || fail "make uninstall: $(tail -n 20 "$TMP/make.log")"
+left=$(find "$P" "$E" -type f -o -type l | sort)
+[ "$left" = "$E/sluice/worker.conf" ] || fail "after uninstall: $left"
+ok "reinstall keeps an edited config; uninstall removes everything else"
+
+# ---- DESTDIR staging for packagers
+S="$TMP/stage"
+mk install DESTDIR="$S" PREFIX=/usr || fail "make install DESTDIR"
+[ -x "$S/usr/bin/sluice-worker" ] && [ -f "$S/etc/sluice/worker.conf" ] &&
+    [ -f "$S/usr/lib/python3/dist-packages/sluice/__init__.py" ] &&
+    [ -f "$S/usr/lib/systemd/system/sluice-worker.service" ] || fail "DESTDIR layout"
+grep -q '^ExecStart=/usr/bin/sluice-worker --config /etc/sluice/worker.conf$' \
+    "$S/usr/lib/systemd/system/sluice-worker.service" || fail "DESTDIR leaked into the unit"
+grep -q '^prefix=/usr$' "$S/usr/lib/pkgconfig/sluice.pc" || fail "DESTDIR leaked into sluice.pc"
+if grep -rq "$S" "$S"; then
+    fail "DESTDIR appears inside installed files"
+fi
+mk uninstall DESTDIR="$S" PREFIX=/usr || fail "make uninstall DESTDIR"
+[ -z "$(find "$S" -type f -o -type l)" ] || fail "after DESTDIR uninstall: $(find "$S" -type f)"
+ok "DESTDIR=... PREFIX=/usr: staged, no DESTDIR inside files, uninstall leaves nothing"
+echo PASS

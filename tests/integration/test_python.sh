@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# The Python binding (client/python) under /usr/bin/python3: sluice.Loader
+# locally and through a dispatcher gives the same sample bytes as
+# `sluice run --digests` (sha256 per sample), batches are zero-copy views
+# released when the last array goes, shapes/dtypes for CHW, HWC and
+# non-uniform batches, spec errors as SpecError, sluice.torch yields tensors,
+# and scripts/train-example.py trains a few steps from a dispatcher job.
+source "$(dirname "$0")/lib.sh"
+ok() { echo "ok: $*"; }
+
+PY=/usr/bin/python3
+export PYTHONPATH="$ROOT/client/python"
+export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
+[ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
+case "$BUILD" in
+*asan*)
+    # An ASan-built library needs the runtime loaded first; Python's own
+    # allocations are not ours to leak-check.
+    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+    export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
+    ;;
+esac
+$PY -c 'import numpy' || fail "python3-numpy missing (scripts/install-deps.sh)"
+
+# ---- the ctypes structs match client/sluice.h field for field (a field
+# inserted in the C header must not silently shift the binding)
+cat >"$TMP/layout.c" <<'C'
+#include <stddef.h>
+#include <stdio.h>
+#include "client/sluice.h"
+#define F(T, f) printf("%s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
+int main(void)
+{
+    F(sluice_options_t, dispatcher); F(sluice_options_t, data_root);
+    F(sluice_options_t, threads); F(sluice_options_t, offload);
+    F(sluice_options_t, epochs); F(sluice_options_t, timeout_ms);
+    F(sluice_batch_t, epoch); F(sluice_batch_t, n); F(sluice_batch_t, uniform);
+    F(sluice_batch_t, dtype); F(sluice_batch_t, layout); F(sluice_batch_t, h);
+    F(sluice_batch_t, w); F(sluice_batch_t, c); F(sluice_batch_t, data);
+    F(sluice_batch_t, nbytes); F(sluice_batch_t, labels); F(sluice_batch_t, indices);
+    F(sluice_batch_t, offsets); F(sluice_batch_t, sizes); F(sluice_batch_t, priv);
+    F(sluice_stats_t, delivered); F(sluice_stats_t, skipped);
+    F(sluice_stats_t, duplicates_dropped); F(sluice_stats_t, from_local);
+    F(sluice_stats_t, from_remote); F(sluice_stats_t, seconds);
+    F(sluice_stats_t, wait_seconds); F(sluice_stats_t, plan_split);
+    F(sluice_stats_t, plan_local_share); F(sluice_stats_t, plan_mode); F(sluice_stats_t, job_id);
+    printf("sizeof.sluice_options_t %zu 0\nsizeof.sluice_stats_t %zu 0\n",
+           sizeof(sluice_options_t), sizeof(sluice_stats_t));
+    return 0;
+}
+C
+cc -I"$ROOT" -o "$TMP/layout" "$TMP/layout.c" || fail "layout probe does not build"
+"$TMP/layout" >"$TMP/layout.txt"
+$PY - "$TMP/layout.txt" <<'PY' || fail "ctypes structs differ from client/sluice.h"
+import sys
+import sluice
+types = {"sluice_options_t": sluice._Options, "sluice_batch_t": sluice._Batch,
+         "sluice_stats_t": sluice._Stats}
+for line in open(sys.argv[1]):
+    name, off, size = line.split()
+    t, f = name.split(".")
+    if t == "sizeof":
+        # The C struct may grow only into the binding's zeroed reserve.
+        c = types[f]
+        assert int(off) <= c._reserved.offset + c._reserved.size, (f, off)
+        continue
+    d = getattr(types[t], f)
+    assert (d.offset, d.size) == (int(off), int(size)), (name, d.offset, d.size, off, size)
+PY
+ok "ctypes structs match client/sluice.h (offsets and sizes)"
+
+make_images "$TMP/data" 3 8
+write_train_spec "$TMP/spec.json" 2
+# Decode only: every image keeps its own size (non-uniform batches).
+cat >"$TMP/raw.json" <<'JSON'
+{"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 3},
+ "stages": [{"op": "decode_jpeg"}], "batch_size": 5, "epochs": 1}
+JSON
+# uint8 HWC: crop and flip, no normalize / to_chw.
+cat >"$TMP/hwc.json" <<'JSON'
+{"source": {"type": "imagefolder", "path": "train", "shuffle": false},
+ "stages": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": 32}, {"op": "flip", "p": 0.5}],
+ "batch_size": 6, "epochs": 1}
+JSON
+
+digests() { # SPEC OUT [sluice run args]
+    local spec=$1 out=$2
+    shift 2
+    "$BIN/sluice" run "$spec" --data-root "$TMP/data" --quiet --digests "$out.raw" "$@"
+    sort "$out.raw" >"$out"
+}
+digests "$TMP/spec.json" "$TMP/ref.txt" --local
+digests "$TMP/raw.json" "$TMP/ref-raw.txt" --local
+digests "$TMP/hwc.json" "$TMP/ref-hwc.txt" --local
+
+# pydigests.py DISPATCHER|- SPEC DATA OUT: the same lines from Python.
+cat >"$TMP/pydigests.py" <<'PY'
+import hashlib, sys
+import numpy as np
+import sluice
+disp, spec, data, out = sys.argv[1:5]
+lines = []
+with sluice.Loader(None if disp == "-" else disp, spec, data_root=data, threads=2) as loader:
+    for b in loader.batches():
+        imgs = b.images
+        for k in range(len(b)):
+            a = imgs[k]
+            assert isinstance(a, np.ndarray) and not a.flags["OWNDATA"]
+            lines.append("%d %d %d %s" % (b.epoch, b.indices[k], b.labels[k],
+                                          hashlib.sha256(a.tobytes()).hexdigest()))
+    st = loader.stats()
+    assert st["delivered"] == len(lines), (st, len(lines))
+with open(out, "w") as f:
+    f.write("".join(l + "\n" for l in sorted(lines)))
+PY
+
+$PY "$TMP/pydigests.py" - "$TMP/spec.json" "$TMP/data" "$TMP/py-local.txt" ||
+    fail "python local run"
+cmp "$TMP/ref.txt" "$TMP/py-local.txt" || fail "python local digests differ from sluice run"
+$PY "$TMP/pydigests.py" - "$TMP/raw.json" "$TMP/data" "$TMP/py-raw.txt" || fail "raw run"
+cmp "$TMP/ref-raw.txt" "$TMP/py-raw.txt" || fail "non-uniform digests differ"
+$PY "$TMP/pydigests.py" - "$TMP/hwc.json" "$TMP/data" "$TMP/py-hwc.txt" || fail "hwc run"
+cmp "$TMP/ref-hwc.txt" "$TMP/py-hwc.txt" || fail "HWC digests differ"
+ok "local: digests equal sluice run --digests (CHW float32, HWC uint8, non-uniform)"
+
+$PY - "$TMP" <<'PY' || fail "shapes, zero copy, lifetime, errors"
+import gc, json, os, sys, weakref
+import numpy as np
+import sluice
+tmp = sys.argv[1]
+data = os.path.join(tmp, "data")
+
+# CHW float32, uniform: one ndarray viewing the library's batch.
+loader = sluice.Loader(None, os.path.join(tmp, "spec.json"), data_root=data, epochs=1)
+images, labels = next(loader)
+assert images.shape == (8, 3, 64, 64) and images.dtype == np.float32, images.shape
+assert labels.shape == (8,) and labels.dtype == np.int32
+base = images
+while isinstance(base, np.ndarray) and base.base is not None:
+    base = base.base
+assert type(base).__name__ == "_Owner", type(base)
+owner = weakref.ref(base)
+assert images.__array_interface__["data"][0] == base.__array_interface__["data"][0]
+del base
+# The arrays outlive the loader; the job closes when the last one goes.
+saved = images[0].copy()
+loader.close()
+assert np.array_equal(images[0], saved)
+assert owner() is not None
+del images
+gc.collect()
+assert owner() is None, "batch not released after its last array went"
+
+# uint8 HWC and non-uniform shapes.
+with sluice.Loader(None, os.path.join(tmp, "hwc.json"), data_root=data) as l:
+    b = l.next_batch()
+    assert b.images.shape == (6, 32, 32, 3) and b.images.dtype == np.uint8, b.images.shape
+with sluice.Loader(None, os.path.join(tmp, "raw.json"), data_root=data) as l:
+    b = l.next_batch()
+    assert isinstance(b.images, list) and len(b.images) == 5
+    assert all(a.dtype == np.uint8 and a.ndim == 1 for a in b.images)
+    assert len({a.size for a in b.images}) > 1, "expected images of different sizes"
+
+# A spec given as a dict; iteration ends with StopIteration.
+spec = json.load(open(os.path.join(tmp, "spec.json")))
+spec["epochs"] = 1
+n = sum(len(y) for _, y in sluice.Loader(None, spec, data_root=data))
+assert n == 24, n
+
+# Errors: a bad spec names the file; a bad data root; a closed loader.
+bad = os.path.join(tmp, "bad.json")
+open(bad, "w").write('{"source": {"type": "imagefolder", "path": "train"},\n "stages": 7}\n')
+try:
+    sluice.Loader(None, bad, data_root=data)
+    raise AssertionError("bad spec accepted")
+except sluice.SpecError as e:
+    assert "bad.json" in str(e) and isinstance(e, ValueError), e
+try:
+    sluice.Loader(None, os.path.join(tmp, "spec.json"), data_root=os.path.join(tmp, "nope"))
+    raise AssertionError("missing data root accepted")
+except sluice.SluiceError as e:
+    assert e.code < 0, e
+l = sluice.Loader(None, os.path.join(tmp, "spec.json"), data_root=data)
+l.close()
+try:
+    l.next_batch()
+    raise AssertionError("closed loader works")
+except sluice.SluiceError:
+    pass
+print("library:", sluice.library_path)
+PY
+ok "zero-copy views, batch released on last reference, HWC/non-uniform, dict spec, errors"
+
+# ---- through a dispatcher
+start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0
+start_daemon W "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 2
+$PY "$TMP/pydigests.py" "$D_GRPC" "$TMP/spec.json" "$TMP/data" "$TMP/py-remote.txt" ||
+    fail "python dispatcher run"
+cmp "$TMP/ref.txt" "$TMP/py-remote.txt" || fail "python dispatcher digests differ from sluice run"
+ok "dispatcher: digests equal sluice run --digests"
+
+if $PY -c 'import torch' 2>/dev/null; then
+    $PY - "$D_GRPC" "$TMP" <<'PY' || fail "sluice.torch"
+import os, sys
+import torch
+import sluice
+disp, tmp = sys.argv[1:3]
+ds = sluice.torch.IterableDataset(disp, os.path.join(tmp, "spec.json"),
+                                  data_root=os.path.join(tmp, "data"), offload="all")
+n = 0
+for x, y in torch.utils.data.DataLoader(ds, batch_size=None):
+    assert isinstance(x, torch.Tensor) and x.dtype == torch.float32, type(x)
+    assert x.shape[1:] == (3, 64, 64) and y.dtype == torch.int64 and len(y) == len(x)
+    n += len(y)
+assert n == 48, n
+PY
+    ok "sluice.torch.IterableDataset yields float32 CHW tensors and int64 labels"
+    $PY "$ROOT/scripts/train-example.py" --dispatcher "$D_GRPC" --spec "$TMP/spec.json" \
+        --data-root "$TMP/data" --steps 4 >"$TMP/train.out" 2>&1 ||
+        fail "train-example: $(tail -n 5 "$TMP/train.out")"
+    tail -n 1 "$TMP/train.out" | $PY -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["steps"] == 4 and r["samples"] == 32 and r["classes"] == 3, r
+assert r["last_loss"] == r["last_loss"] and r["last_loss"] > 0, r' ||
+        fail "train-example summary: $(tail -n 3 "$TMP/train.out")"
+    ok "scripts/train-example.py: 4 steps of a tiny CNN from a dispatcher job"
+else
+    echo "SKIP: python3-torch is not installed: sluice.torch and train-example not tested"
+fi
+echo PASS

@@ -1,0 +1,245 @@
+/* The client's control thread (client/control.c) against a fake dispatcher
+ * over real gRPC: a worker that cannot be reached makes the client ask for a
+ * retry naming that worker (AckSplits.retry_worker_id) each time its Fetch
+ * stream fails, and restart the stream only after a per-worker backoff
+ * (200 ms doubling to 2 s), not every 100 ms poll. gRPC suites run without
+ * fork (GRPC_CORE.md). */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_impl.h"
+#include "client/sluice.h"
+#include "common/log.h"
+#include "common/rpc.h"
+#include "proto/sluice.pb-c.h"
+#include "tests/unit/fixtures.h"
+
+#define NIMG 6
+#define DEAD_WORKER 7
+#define MAX_RETRIES 64
+
+static char g_root[FX_TMPDIR_LEN];
+static char g_dead[64]; /* a loopback address nobody listens on */
+
+typedef struct fake_s {
+    pthread_mutex_t mu;
+    int nretries;
+    double retry_at[MAX_RETRIES]; /* seconds since the first retry */
+    int listed_split0;            /* every retry listed split 0 */
+    int stray_retry;              /* a retry named another worker */
+    double t_first;
+} fake_t;
+
+static fake_t g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER, .listed_split0 = 1};
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void setup(void)
+{
+    sl_log_set_level(LOG_CRIT);
+    ck_assert_int_eq(fx_mkdtemp(g_root), 0);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/train/a", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    for (int i = 0; i < NIMG; i++) {
+        snprintf(path, sizeof(path), "%s/train/a/%02d.jpg", g_root, i);
+        fx_jpeg_opts_t o = {.width = 24, .height = 16, .seed = (uint32_t)i};
+        ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
+    }
+    snprintf(path, sizeof(path), "%s/spec.json", g_root);
+    const char spec[] = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
+                        " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 2}";
+    ck_assert_int_eq(fx_write_file(path, spec, strlen(spec)), 0);
+    sl_rpc_init();
+}
+
+static void teardown(void)
+{
+    sl_rpc_shutdown();
+    fx_rmtree(g_root);
+}
+
+static void fake_submit(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    (void)ctx;
+    (void)req;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    Sluice__Plan plan = SLUICE__PLAN__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    resp.job_id = 42;
+    plan.split = 1;
+    plan.mode = "all";
+    resp.plan = &plan;
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+/* One split, owned by a worker whose address refuses connections. */
+static void fake_assignment(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    (void)ctx;
+    (void)req;
+    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    Sluice__Plan plan = SLUICE__PLAN__INIT;
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment *pa[1] = {&a};
+    Sluice__WorkerEndpoint e = SLUICE__WORKER_ENDPOINT__INIT;
+    Sluice__WorkerEndpoint *pe[1] = {&e};
+    resp.version = SL_PROTOCOL_VERSION;
+    plan.split = 1;
+    plan.mode = "all";
+    resp.plan = &plan;
+    a.job_id = 42;
+    a.split_id = 0;
+    a.begin = 0;
+    a.end = NIMG;
+    a.stage_to = 1;
+    a.worker_id = DEAD_WORKER;
+    resp.n_splits = 1;
+    resp.splits = pa;
+    e.worker_id = DEAD_WORKER;
+    e.address = g_dead;
+    resp.n_workers = 1;
+    resp.workers = pe;
+    resp.failure = "";
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static void fake_ack(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    fake_t *f = ctx;
+    const Sluice__AckSplitsRequest *r = (const Sluice__AckSplitsRequest *)req;
+    pthread_mutex_lock(&f->mu);
+    if (r->retry_worker_id != 0) {
+        if (r->retry_worker_id != DEAD_WORKER) {
+            f->stray_retry = 1;
+        }
+        if (f->nretries == 0) {
+            f->t_first = now_sec();
+        }
+        if (f->nretries < MAX_RETRIES) {
+            f->retry_at[f->nretries] = now_sec() - f->t_first;
+        }
+        f->nretries++;
+        if (r->n_retry_split_ids != 1 || r->retry_split_ids[0] != 0) {
+            f->listed_split0 = 0;
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static void fake_close(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    (void)ctx;
+    (void)req;
+    Sluice__CloseJobResponse resp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static void fake_rates(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    (void)ctx;
+    (void)req;
+    Sluice__ReportRatesResponse resp = SLUICE__REPORT_RATES_RESPONSE__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+START_TEST(test_backoff_steps)
+{
+    ck_assert_int_eq(cl_backoff_next(0), CL_BACKOFF_MIN_MS);
+    ck_assert_int_eq(cl_backoff_next(200), 400);
+    ck_assert_int_eq(cl_backoff_next(400), 800);
+    ck_assert_int_eq(cl_backoff_next(800), 1600);
+    ck_assert_int_eq(cl_backoff_next(1600), CL_BACKOFF_MAX_MS);
+    ck_assert_int_eq(cl_backoff_next(CL_BACKOFF_MAX_MS), CL_BACKOFF_MAX_MS);
+}
+END_TEST
+
+START_TEST(test_dead_worker_backoff_and_retry)
+{
+    char err[256];
+    /* A free port, released: connecting to it is refused at once. */
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    sl_rpc_server_t *tmp = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(tmp);
+    ck_assert_int_eq(sl_rpc_server_start(tmp, g_dead, sizeof(g_dead), err, sizeof(err)), 0);
+    sl_rpc_server_free(tmp);
+
+    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(d);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
+                            &sluice__submit_job_request__descriptor, fake_submit, &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
+                            &sluice__get_assignment_request__descriptor, fake_assignment,
+                            &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
+                            &sluice__ack_splits_request__descriptor, fake_ack, &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
+                            &sluice__close_job_request__descriptor, fake_close, &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
+                            &sluice__report_rates_request__descriptor, fake_rates, &g_fake);
+    char daddr[64];
+    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+
+    char spec[600];
+    snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
+    sluice_options_t o = {.dispatcher = daddr, .data_root = g_root, .threads = 1,
+                          .offload = "all", .timeout_ms = 2000};
+    sluice_job_t *job = NULL;
+    ck_assert_msg(sluice_open(spec, &o, &job, err, sizeof(err)) == 0, "open: %s", err);
+    /* Restarts at ~0, 0.3, 0.8, 1.7, 3.4 s (poll 100 ms + 200/400/800/1600
+     * ms); without a backoff there would be one every ~200 ms. */
+    usleep(2900 * 1000);
+    sluice_close(job);
+    sl_rpc_server_free(d);
+
+    pthread_mutex_lock(&g_fake.mu);
+    int n = g_fake.nretries;
+    ck_assert_int_eq(g_fake.stray_retry, 0);
+    ck_assert_int_eq(g_fake.listed_split0, 1);
+    /* Bounds a loaded machine cannot break: it only makes things later. */
+    ck_assert_msg(n >= 2 && n <= 6, "%d retries in 2.9 s", n);
+    double least = 0;
+    for (int i = 1, wait = 0; i < n && i < MAX_RETRIES; i++) {
+        wait = cl_backoff_next(wait);
+        least += wait / 1000.0;
+        ck_assert_msg(g_fake.retry_at[i] >= least - 0.02, "retry %d at %.3f s, before %.3f s", i,
+                      g_fake.retry_at[i], least);
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("client_control");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_backoff_steps);
+    tcase_add_test(tc, test_dead_worker_backoff_and_retry);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,251 @@
+/* test_costmodel: common/costmodel.c -- the linear per-sample cost model
+ * (exact recovery on synthetic costs, error reported), the profiler on a
+ * generated image folder of small and large JPEGs (large ones cost more,
+ * a corrupt file is counted not profiled), the cgroup parsers, sample
+ * picking and the spec cost hash. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/costmodel.h"
+#include "common/pipeline.h"
+#include "common/source.h"
+#include "common/spec.h"
+#include "tests/unit/fixtures.h"
+
+START_TEST(test_model_exact)
+{
+    /* cost = 1 ms + 0.02 ms/KB + 4 ms/MPix + 3 ms/MPix if progressive */
+    sl_costmodel_t m;
+    sl_costmodel_init(&m);
+    for (int i = 0; i < 50; i++) {
+        sl_cost_features_t f = {.kb = 20.0 + 7.0 * i, .mpix = 0.1 + 0.05 * (i % 9),
+                                .progressive = i % 4 == 0};
+        double y = 1e-3 + 2e-5 * f.kb + 4e-3 * f.mpix + (f.progressive ? 3e-3 * f.mpix : 0);
+        sl_costmodel_add(&m, &f, y);
+    }
+    ck_assert_int_eq(sl_costmodel_fit(&m), 0);
+    ck_assert(fabs(m.coef[0] - 1e-3) < 1e-7);
+    ck_assert(fabs(m.coef[1] - 2e-5) < 1e-9);
+    ck_assert(fabs(m.coef[2] - 4e-3) < 1e-7);
+    ck_assert(fabs(m.coef[3] - 3e-3) < 1e-7);
+    sl_cost_features_t big = {.kb = 500, .mpix = 2.0, .progressive = 1};
+    ck_assert(fabs(sl_costmodel_predict(&m, &big) - (1e-3 + 1e-2 + 8e-3 + 6e-3)) < 1e-6);
+
+    /* Never progressive: the column never varies, the ridge keeps it solvable. */
+    sl_costmodel_init(&m);
+    for (int i = 0; i < 10; i++) {
+        sl_cost_features_t f = {.kb = 10.0 * (i + 1), .mpix = 0.2 * ((i % 3) + 1)};
+        sl_costmodel_add(&m, &f, 1e-3 + 1e-4 * f.kb + 2e-3 * f.mpix);
+    }
+    ck_assert_int_eq(sl_costmodel_fit(&m), 0);
+    sl_cost_features_t f = {.kb = 55, .mpix = 0.4};
+    ck_assert(fabs(sl_costmodel_predict(&m, &f) - (1e-3 + 5.5e-3 + 0.8e-3)) < 1e-6);
+
+    /* Too few samples: not fitted, predicts the mean. */
+    sl_costmodel_init(&m);
+    ck_assert_int_eq(sl_costmodel_fit(&m), -EDOM);
+    sl_costmodel_add(&m, &f, 2e-3);
+    ck_assert_int_eq(sl_costmodel_fit(&m), -EDOM);
+    ck_assert(fabs(sl_costmodel_predict(&m, &f) - 2e-3) < 1e-12);
+    /* Garbage measurements are ignored. */
+    sl_costmodel_add(&m, &f, NAN);
+    sl_costmodel_add(&m, &f, -1.0);
+    ck_assert_uint_eq(m.n, 1);
+}
+END_TEST
+
+START_TEST(test_features)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    fx_jpeg_opts_t o = {.width = 320, .height = 200, .progressive = true, .seed = 3};
+    ck_assert_int_eq(fx_make_jpeg(&o, &buf, &len), 0);
+    sl_cost_features_t f;
+    sl_cost_features(buf, len, &f);
+    ck_assert(fabs(f.mpix - 0.064) < 1e-9);
+    ck_assert(fabs(f.kb - (double)len / 1000.0) < 1e-9);
+    ck_assert_int_eq(f.progressive, 1);
+    free(buf);
+    const uint8_t junk[] = "not a jpeg at all";
+    sl_cost_features(junk, sizeof(junk), &f);
+    ck_assert(f.mpix == 0.0 && f.kb > 0.0);
+}
+END_TEST
+
+static const char *SPEC = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
+                          " \"stages\": [{\"op\": \"decode_jpeg\"},"
+                          " {\"op\": \"center_crop\", \"size\": 32}, {\"op\": \"flip\"},"
+                          " {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"
+                          " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4}";
+
+/* 12 small images and 4 with ~25x the pixels, plus a corrupt file. */
+START_TEST(test_profile_run)
+{
+    char dir[FX_TMPDIR_LEN];
+    char path[512];
+    ck_assert_int_eq(fx_mkdtemp(dir), 0);
+    snprintf(path, sizeof(path), "%s/train", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/train/c0", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    for (int i = 0; i < 16; i++) {
+        int big = i % 4 == 3;
+        fx_jpeg_opts_t o = {.width = big ? 800 : 160, .height = big ? 600 : 120,
+                            .seed = (uint32_t)i};
+        snprintf(path, sizeof(path), "%s/train/c0/img_%02d.jpg", dir, i);
+        ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
+    }
+    snprintf(path, sizeof(path), "%s/train/c0/zz_bad.jpg", dir);
+    ck_assert_int_eq(fx_write_file(path, "garbage!", 8), 0);
+
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", SPEC, strlen(SPEC), &spec, err, sizeof(err)), 0);
+    sl_pipeline_t *p = NULL;
+    sl_source_t *src = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_source_open(dir, spec.source_type, spec.source_path, &src, err,
+                                    sizeof(err)), 0);
+    ck_assert_uint_eq(sl_source_count(src), 17);
+
+    uint64_t idx[32];
+    size_t n = sl_profile_pick(sl_source_count(src), 32, idx);
+    ck_assert_uint_eq(n, 17); /* no more than the source has */
+    sl_profile_t pr;
+    ck_assert_int_eq(sl_profile_run(p, src, idx, n, 10000, &pr, err, sizeof(err)), 0);
+    ck_assert_uint_eq(pr.samples, 16);
+    ck_assert_uint_eq(pr.failed, 1);
+    ck_assert_uint_eq(pr.nunits, 3); /* decode+center_crop fused, flip, normalize */
+    for (uint32_t u = 0; u < pr.nunits; u++) {
+        ck_assert_uint_eq(pr.units[u].samples, 16);
+        ck_assert(pr.units[u].cpu_sec > 0.0);
+    }
+    ck_assert_uint_eq(pr.units[0].out_bytes, 16u * 32 * 32 * 3);
+    ck_assert_uint_eq(pr.units[2].out_bytes, 16u * 32 * 32 * 3 * 4);
+    ck_assert(pr.encoded_bytes > 0);
+    ck_assert(pr.model.fitted);
+    ck_assert(pr.model_error >= 0.0);
+
+    /* Full decodes: big images cost more, and the model says so from the
+     * header alone (the fused crop above decodes big ones DCT-scaled). */
+    const char *full = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
+                       " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"flip\"}]}";
+    sl_spec_t fs;
+    sl_pipeline_t *fp = NULL;
+    ck_assert_int_eq(sl_spec_parse("f", full, strlen(full), &fs, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_pipeline_new(&fs, 0, &fp, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_profile_run(fp, src, idx, n, 10000, &pr, err, sizeof(err)), 0);
+    ck_assert_uint_eq(pr.samples, 16);
+    sl_cost_features_t fsmall;
+    sl_cost_features_t flarge;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof(path), "%s/train/c0/img_00.jpg", dir);
+    ck_assert_int_eq(fx_read_file(path, &buf, &len), 0);
+    sl_cost_features(buf, len, &fsmall);
+    free(buf);
+    snprintf(path, sizeof(path), "%s/train/c0/img_03.jpg", dir);
+    ck_assert_int_eq(fx_read_file(path, &buf, &len), 0);
+    sl_cost_features(buf, len, &flarge);
+    free(buf);
+    ck_assert(fabs(flarge.mpix - 0.48) < 1e-9);
+    ck_assert_msg(sl_costmodel_predict(&pr.model, &flarge) >
+                      2.0 * sl_costmodel_predict(&pr.model, &fsmall),
+                  "large %.3g s, small %.3g s", sl_costmodel_predict(&pr.model, &flarge),
+                  sl_costmodel_predict(&pr.model, &fsmall));
+    /* The error is reported (its size depends on the machine's noise; the
+     * demo data set gives ~7 %, docs/planner.md). */
+    ck_assert(pr.model_error >= 0.0);
+    /* A 1 ms budget stops long before the 4 big full decodes are done. */
+    ck_assert_int_eq(sl_profile_run(fp, src, idx, n, 1, &pr, err, sizeof(err)), 0);
+    ck_assert(pr.samples + pr.failed < n);
+    sl_pipeline_free(fp);
+
+    ck_assert_int_eq(sl_profile_run(p, src, idx, SL_PROFILE_MAX_SAMPLES + 1, 10, &pr, err,
+                                    sizeof(err)),
+                     -EINVAL);
+    sl_source_free(src);
+    sl_pipeline_free(p);
+    fx_rmtree(dir);
+}
+END_TEST
+
+START_TEST(test_pick)
+{
+    uint64_t idx[8];
+    ck_assert_uint_eq(sl_profile_pick(0, 8, idx), 0);
+    ck_assert_uint_eq(sl_profile_pick(1000, 4, idx), 4);
+    ck_assert_uint_eq(idx[0], 125);
+    ck_assert_uint_eq(idx[1], 375);
+    ck_assert_uint_eq(idx[3], 875);
+    ck_assert_uint_eq(sl_profile_pick(3, 8, idx), 3);
+    ck_assert_uint_eq(idx[0], 0);
+    ck_assert_uint_eq(idx[2], 2);
+}
+END_TEST
+
+START_TEST(test_cgroup_parsers)
+{
+    ck_assert(sl_cgroup_v2_cpus("max 100000") == 0.0);
+    ck_assert(fabs(sl_cgroup_v2_cpus("50000 100000") - 0.5) < 1e-12);
+    ck_assert(fabs(sl_cgroup_v2_cpus("400000 100000") - 4.0) < 1e-12);
+    ck_assert(sl_cgroup_v2_cpus("") == 0.0);
+    ck_assert(sl_cgroup_v2_cpus("12x 100") == 0.0);
+    ck_assert(sl_cgroup_v2_cpus("100 0") == 0.0);
+    ck_assert(sl_cgroup_v2_cpus(NULL) == 0.0);
+    ck_assert(sl_cgroup_v1_cpus(-1, 100000) == 0.0);
+    ck_assert(fabs(sl_cgroup_v1_cpus(150000, 100000) - 1.5) < 1e-12);
+    ck_assert(sl_cgroup_v1_cpus(100, 0) == 0.0);
+    char why[64];
+    double b = sl_cpu_budget(why, sizeof(why));
+    ck_assert(b >= 0.01 && b <= 4096);
+    ck_assert(why[0] != '\0');
+    char model[128];
+    sl_cpu_model(model, sizeof(model));
+    ck_assert(model[0] != '\0');
+}
+END_TEST
+
+START_TEST(test_cost_hash)
+{
+    sl_spec_t a;
+    sl_spec_t b;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", SPEC, strlen(SPEC), &a, err, sizeof(err)), 0);
+    b = a;
+    b.epochs = 90;
+    b.seed = 7;
+    b.offload = SL_OFFLOAD_FASTFLOW;
+    b.batch_size = 256;
+    ck_assert_uint_eq(sl_spec_cost_hash(&a, 1), sl_spec_cost_hash(&b, 1));
+    ck_assert_uint_ne(sl_spec_cost_hash(&a, 1), sl_spec_cost_hash(&a, 2));
+    b = a;
+    b.stages[1].size_h = b.stages[1].size_w = 64;
+    ck_assert_uint_ne(sl_spec_cost_hash(&a, 1), sl_spec_cost_hash(&b, 1));
+    ck_assert(sl_spec_cost_hash(&a, 1) < (1ull << 53));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("costmodel");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_model_exact);
+    tcase_add_test(tc, test_features);
+    tcase_add_test(tc, test_profile_run);
+    tcase_add_test(tc, test_pick);
+    tcase_add_test(tc, test_cgroup_parsers);
+    tcase_add_test(tc, test_cost_hash);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,381 @@
+/* dispatcher/status: the history behind /status and /metrics, driven through
+ * the service functions with a fake clock: counters that never go down when
+ * jobs leave the table, delivered = acknowledged - skipped, rates from
+ * heartbeat timestamps, the history ring, and well-formed exposition text
+ * whatever a peer names its skip reasons. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatcher/disp.h"
+#include "dispatcher/service.h"
+#include "dispatcher/status.h"
+
+#define SPEC_OFF                                                                             \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8}],"     \
+    " \"batch_size\": 4, \"epochs\": 1, \"offload\": \"off\"}"
+
+typedef struct env_s {
+    disp_t d;
+    disp_status_t *st;
+    int64_t now;
+} env_t;
+
+static void env_init(env_t *e)
+{
+    disp_config_t cfg;
+    char err[256];
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+    cfg.split_size = 10;
+    cfg.max_jobs_per_client = 0;
+    e->now = 100000;
+    ck_assert_int_eq(disp_init(&e->d, &cfg, 100, e->now), 0);
+    e->st = disp_status_new(&e->d, e->now);
+    ck_assert_ptr_nonnull(e->st);
+}
+
+static void env_free(env_t *e)
+{
+    disp_status_free(e->st);
+    disp_destroy(&e->d);
+}
+
+static uint64_t submit(env_t *e, uint64_t n)
+{
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[512] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = SPEC_OFF;
+    req.spec_name = "off.json";
+    req.num_samples = n;
+    req.source_fingerprint = 7;
+    ck_assert_int_eq(disp_svc_submit_job(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    return resp.job_id;
+}
+
+/* The client's poll: the ids of the splits it holds. */
+static size_t client_splits(env_t *e, uint64_t job, uint64_t *ids, size_t max)
+{
+    Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[512] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job;
+    ck_assert_int_eq(disp_svc_get_assignment(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    size_t n = 0;
+    for (size_t i = 0; i < resp.n_splits && n < max; i++) {
+        if (resp.splits[i]->worker_id == 0) {
+            ids[n++] = resp.splits[i]->split_id;
+        }
+    }
+    disp_arena_free(&a);
+    return n;
+}
+
+static void ack(env_t *e, uint64_t job, uint64_t *ids, size_t n, const char *reason,
+                uint64_t skipped)
+{
+    Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    Sluice__SkipCount sk = SLUICE__SKIP_COUNT__INIT;
+    Sluice__SkipCount *skp[1] = {&sk};
+    disp_arena_t a = {0};
+    char err[512] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job;
+    req.n_split_ids = n;
+    req.split_ids = ids;
+    if (skipped > 0) {
+        sk.reason = (char *)reason;
+        sk.count = skipped;
+        req.n_skipped = 1;
+        req.skipped = skp;
+    }
+    ck_assert_int_eq(disp_svc_ack_splits(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+}
+
+static json_t *status(env_t *e)
+{
+    char *s = disp_status_render_json(e->st, e->now, NULL);
+    ck_assert_ptr_nonnull(s);
+    json_error_t jerr;
+    json_t *doc = json_loads(s, 0, &jerr);
+    ck_assert_msg(doc != NULL, "status is not JSON: %s", jerr.text);
+    free(s);
+    return doc;
+}
+
+static json_int_t total(json_t *doc, const char *key)
+{
+    return json_integer_value(json_object_get(json_object_get(doc, "totals"), key));
+}
+
+/* The value of the first line "NAME VALUE" / "NAME{...} VALUE" in m. */
+static double metric(const char *m, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = m; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+        if (strncmp(p, name, len) == 0 && (p[len] == ' ' || p[len] == '{')) {
+            const char *v = strchr(p + len, ' ');
+            return v != NULL ? strtod(v + 1, NULL) : -1;
+        }
+    }
+    return -1;
+}
+
+START_TEST(test_counters_survive_the_job)
+{
+    env_t e;
+    env_init(&e);
+    uint64_t job = submit(&e, 35); /* splits of 10, 10, 10 and 5 */
+    disp_status_sample(e.st, e.now);
+    uint64_t ids[8];
+    size_t n = client_splits(&e, job, ids, 8);
+    ck_assert_uint_eq(n, 4);
+
+    e.now += 1000;
+    ack(&e, job, ids, 2, "corrupt", 2);
+    disp_status_sample(e.st, e.now);
+    json_t *doc = status(&e);
+    json_t *j = json_array_get(json_object_get(doc, "jobs"), 0);
+    json_t *p = json_object_get(j, "progress");
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_done")), 20);
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_delivered")), 18);
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_total")), 35);
+    /* 18 delivered in the one second since the first sample. */
+    ck_assert_double_eq_tol(json_real_value(json_object_get(p, "samples_per_sec")), 18.0, 1e-9);
+    ck_assert_int_eq(total(doc, "samples_delivered_total"), 18);
+    ck_assert_int_eq(total(doc, "samples_skipped_total"), 2);
+    json_decref(doc);
+
+    /* The rest, including the short last split: the job finishes. */
+    e.now += 1000;
+    ack(&e, job, ids + 2, 2, "corrupt", 1);
+    disp_status_sample(e.st, e.now);
+    doc = status(&e);
+    ck_assert_int_eq(total(doc, "samples_delivered_total"), 32);
+    ck_assert_int_eq(total(doc, "samples_skipped_total"), 3);
+    j = json_array_get(json_object_get(doc, "jobs"), 0);
+    p = json_object_get(j, "progress");
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_done")), 35);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(p, "fraction")), 1.0, 1e-12);
+    json_decref(doc);
+
+    /* Closed, then dropped from the table: the totals stay. */
+    Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    creq.version = SL_PROTOCOL_VERSION;
+    creq.job_id = job;
+    ck_assert_int_eq(disp_svc_close_job(&e.d, &creq, &cresp, &a, e.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    e.now += DISP_CLOSED_LINGER_MS + 1000;
+    disp_tick(&e.d, e.now);
+    disp_status_sample(e.st, e.now);
+    doc = status(&e);
+    ck_assert_uint_eq(json_array_size(json_object_get(doc, "jobs")), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(doc, "closed_jobs")), 0);
+    ck_assert_int_eq(total(doc, "samples_delivered_total"), 32);
+    ck_assert_int_eq(total(doc, "samples_skipped_total"), 3);
+    json_decref(doc);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_double_eq(metric(m, "sluice_samples_delivered_total"), 32);
+    ck_assert_ptr_nonnull(strstr(m, "sluice_samples_skipped_total{reason=\"corrupt\"} 3\n"));
+    ck_assert_double_eq(metric(m, "sluice_jobs"), 0);
+    free(m);
+    env_free(&e);
+}
+END_TEST
+
+static void heartbeat(env_t *e, uint64_t wid, uint64_t samples)
+{
+    Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse resp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    Sluice__StageStat st = SLUICE__STAGE_STAT__INIT;
+    Sluice__StageStat *stp[1] = {&st};
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.worker_id = wid;
+    req.load = 0.5;
+    st.name = "decode_jpeg+center_crop";
+    st.samples = samples;
+    st.cpu_sec_per_sample = 0.004;
+    st.out_bytes_per_sample = 192;
+    req.n_stages = 1;
+    req.stages = stp;
+    ck_assert_int_eq(disp_svc_heartbeat(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+}
+
+START_TEST(test_worker_rates_from_heartbeats)
+{
+    env_t e;
+    env_init(&e);
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = "10.0.0.7:7500";
+    req.threads = 4;
+    ck_assert_int_eq(disp_svc_register_worker(&e.d, &req, &resp, &a, e.now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    uint64_t wid = resp.worker_id;
+
+    heartbeat(&e, wid, 100);
+    disp_status_sample(e.st, e.now + 300);
+    /* 200 samples in the 500 ms between two heartbeats: 400/s, measured
+     * between the heartbeats' own times, not the sampler's. */
+    e.now += 500;
+    heartbeat(&e, wid, 300);
+    disp_status_sample(e.st, e.now + 700);
+    json_t *doc = status(&e);
+    json_t *w = json_array_get(json_object_get(doc, "workers"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(w, "address")), "10.0.0.7:7500");
+    ck_assert_double_eq_tol(json_real_value(json_object_get(w, "samples_per_sec")), 400, 1e-9);
+    json_t *u = json_array_get(json_object_get(w, "stages"), 0);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(u, "samples_per_sec")), 400, 1e-9);
+    /* 4 threads at 4 ms a sample. */
+    ck_assert_double_eq_tol(json_real_value(json_object_get(u, "capacity_per_sec")), 1000, 1e-6);
+    json_decref(doc);
+
+    /* Idle: the next interval has no new samples; the rate decays. */
+    e.now += 500;
+    heartbeat(&e, wid, 300);
+    disp_status_sample(e.st, e.now);
+    doc = status(&e);
+    w = json_array_get(json_object_get(doc, "workers"), 0);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(w, "samples_per_sec")), 200, 1e-9);
+    json_decref(doc);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(
+        strstr(m, "sluice_worker_unit_samples_total{worker=\"10.0.0.7:7500\","
+                  "unit=\"decode_jpeg+center_crop\"} 300\n"));
+    ck_assert_ptr_nonnull(strstr(m, "sluice_worker_up{worker=\"10.0.0.7:7500\"} 1\n"));
+    free(m);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(test_history_ring)
+{
+    env_t e;
+    env_init(&e);
+    for (int i = 0; i < DISP_STATUS_HISTORY + 5; i++) {
+        e.now += 1000;
+        disp_status_sample(e.st, e.now);
+    }
+    json_t *doc = status(&e);
+    json_t *h = json_object_get(doc, "history");
+    ck_assert_uint_eq(json_array_size(h), DISP_STATUS_HISTORY);
+    /* Oldest first: the first five points were overwritten. */
+    double t0 = json_real_value(json_array_get(json_array_get(h, 0), 0));
+    double t1 = json_real_value(json_array_get(json_array_get(h, DISP_STATUS_HISTORY - 1), 0));
+    ck_assert_double_eq_tol(t0, 6.0, 1e-9);
+    ck_assert_double_eq_tol(t1, DISP_STATUS_HISTORY + 5.0, 1e-9);
+    json_decref(doc);
+    env_free(&e);
+}
+END_TEST
+
+/* Every line of the exposition is a comment or NAME[{k="v",...}] VALUE, with
+ * quotes, backslashes and newlines escaped inside label values. */
+static void check_exposition(const char *m)
+{
+    const char *p = m;
+    while (*p != '\0') {
+        const char *eol = strchr(p, '\n');
+        ck_assert_ptr_nonnull(eol);
+        if (*p != '#') {
+            ck_assert_msg(strncmp(p, "sluice_", 7) == 0, "bad line: %.*s", (int)(eol - p), p);
+            const char *q = p;
+            while (q < eol && *q != '{' && *q != ' ') {
+                q++;
+            }
+            if (*q == '{') {
+                int in_str = 0;
+                for (q++; q < eol; q++) {
+                    if (in_str && *q == '\\') {
+                        q++;
+                        continue;
+                    }
+                    if (*q == '"') {
+                        in_str = !in_str;
+                    } else if (!in_str && *q == '}') {
+                        break;
+                    }
+                }
+                ck_assert_msg(q < eol && !in_str, "unterminated labels: %.*s", (int)(eol - p), p);
+                q++;
+            }
+            ck_assert_msg(*q == ' ' && q + 1 < eol, "no value: %.*s", (int)(eol - p), p);
+        }
+        p = eol + 1;
+    }
+}
+
+START_TEST(test_hostile_skip_reasons)
+{
+    env_t e;
+    env_init(&e);
+    uint64_t job = submit(&e, 35);
+    uint64_t ids[8];
+    ck_assert_uint_eq(client_splits(&e, job, ids, 8), 4);
+    ack(&e, job, ids, 1, "quote\"back\\slash\nnewline", 1);
+    ack(&e, job, ids + 1, 1, "\xff\xfe not utf-8", 1);
+    /* More distinct reasons than anything keeps. */
+    for (int i = 0; i < 40; i++) {
+        char r[32];
+        snprintf(r, sizeof(r), "reason-%d", i);
+        ack(&e, job, ids + 2, 0, r, 1);
+    }
+    e.now += 1000;
+    disp_status_sample(e.st, e.now);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    check_exposition(m);
+    free(m);
+    char *s = disp_status_render_json(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(s);
+    json_t *doc = json_loads(s, 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_int_eq(total(doc, "samples_skipped_total"), 42);
+    json_decref(doc);
+    free(s);
+    env_free(&e);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("dispatcher_status");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_counters_survive_the_job);
+    tcase_add_test(tc, test_worker_rates_from_heartbeats);
+    tcase_add_test(tc, test_history_ring);
+    tcase_add_test(tc, test_hostile_skip_reasons);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
