@@ -160,9 +160,18 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) ./scripts/demo.sh
 
+# bench: the local-engine comparison, then the cluster benchmarks (scripts/bench-cluster:
+# every scenario x policy on scripts/cluster-emu, ~15 min, needs root; rewrites the
+# "Cluster benchmarks (make bench)" section of docs/benchmarks.md and docs/img/*.png).
+# bench-quick: scenario A, off and auto, ~25 s, docs untouched (tests/integration/
+# test_bench_quick.sh runs it in make check).
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) ./scripts/bench-local
+	$(Q)BUILD=$(BUILD) ./scripts/bench-cluster
+
+bench-quick: all
+	$(Q)BUILD=$(BUILD) ./scripts/bench-cluster --quick
 
 # Fuzzing (tests/fuzz/): libFuzzer targets built by clang into build-fuzz/ by a
 # second make with BUILD=build-fuzz (the gcc build is untouched), then each run

@@ -22,4 +22,33 @@ int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch);
 void sl_cli_print_json(const sluice_job_t *job, double seconds);
 void sl_cli_print_text(const sluice_job_t *job, double seconds);
 
+/* cli_ranks.c: --rank R --world-size W --job-name NAME (multi-rank jobs,
+ * docs/protocol.md), shared by run and bench. Put SL_CLI_RANK_OPTIONS in
+ * the getopt_long table and hand every option to sl_cli_ranks_opt. */
+typedef struct sl_cli_ranks_s {
+    long rank;       /* -1 = not given */
+    long world_size; /* 0 = not given (the spec's) */
+    const char *job_name;
+} sl_cli_ranks_t;
+
+#define SL_CLI_OPT_RANK 0x1001
+#define SL_CLI_OPT_WORLD 0x1002
+#define SL_CLI_OPT_JOB_NAME 0x1003
+#define SL_CLI_RANK_OPTIONS                                                                    \
+    {"rank", required_argument, NULL, SL_CLI_OPT_RANK},                                        \
+        {"world-size", required_argument, NULL, SL_CLI_OPT_WORLD},                             \
+        {"job-name", required_argument, NULL, SL_CLI_OPT_JOB_NAME}
+#define SL_CLI_RANK_USAGE                                                                      \
+    "  --world-size W       multi-rank job: W consumers (one per GPU) share every epoch\n"    \
+    "  --rank R             this consumer's rank, 0..W-1: its equal share of each epoch\n"    \
+    "  --job-name NAME      the job the W ranks share (default: derived from the spec)\n"
+
+void sl_cli_ranks_init(sl_cli_ranks_t *r);
+/* 1: c was a rank option (parsed), 0: not one, -EINVAL: bad value (printed). */
+int sl_cli_ranks_opt(const char *cmd, int c, const char *arg, sl_cli_ranks_t *r);
+/* After parsing: consistent? 0 or -EINVAL (printed). */
+int sl_cli_ranks_check(const char *cmd, const sl_cli_ranks_t *r);
+/* Into the library's options. */
+void sl_cli_ranks_apply(const sl_cli_ranks_t *r, sluice_options_t *so);
+
 #endif

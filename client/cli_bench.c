@@ -10,11 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "client/cli.h"
 #include "client/sluice.h"
+#include "common/spec.h"
 
 typedef struct {
     const char *spec;
@@ -27,6 +29,7 @@ typedef struct {
     unsigned epochs;
     int local;
     int json;
+    sl_cli_ranks_t ranks;
 } bench_opts_t;
 
 static void bench_usage(FILE *f)
@@ -39,6 +42,9 @@ static void bench_usage(FILE *f)
             "  --consumer-rate R  the emulated training step takes batch_size/R seconds;\n"
             "                     0 = take batches as fast as they come\n"
             "  --seconds N        stop after N seconds (default: the whole job)\n"
+            SL_CLI_RANK_USAGE
+            "                     --world-size W without --rank runs all W ranks, one\n"
+            "                     process each (their reports are prefixed \"rank R:\")\n"
             "\n"
             "prints delivered samples/s, stall %% (consumer waiting for data), client CPU %%,\n"
             "samples from local and remote processing, and the plan used\n");
@@ -78,15 +84,24 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         {"data-root", required_argument, NULL, 'D'}, {"threads", required_argument, NULL, 't'},
         {"epochs", required_argument, NULL, 'e'},   {"offload", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
+        SL_CLI_RANK_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
+    sl_cli_ranks_init(&o->ranks);
     o->rate = -1;
     o->data_root = ".";
     optind = 1;
     int c;
     char *end;
     while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
+        int rr = sl_cli_ranks_opt("bench", c, optarg, &o->ranks);
+        if (rr != 0) {
+            if (rr < 0) {
+                return rr;
+            }
+            continue;
+        }
         switch (c) {
         case 'd':
             o->dispatcher = optarg;
@@ -154,7 +169,43 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         fprintf(stderr, "sluice bench: --consumer-rate is required (0 = as fast as possible)\n");
         return -EINVAL;
     }
-    return 0;
+    return sl_cli_ranks_check("bench", &o->ranks);
+}
+
+/* --world-size W without --rank: one consumer process per rank, as W GPUs'
+ * training processes would be. Forks before any gRPC state exists (the
+ * library starts gRPC in sluice_open). Returns in the parent with the worst
+ * exit status, or in a child (*ret_child = 1) with o->ranks.rank set. */
+static int fork_ranks(bench_opts_t *o, int *ret_child)
+{
+    long w = o->ranks.world_size;
+    pid_t pids[SL_SPEC_WORLD_MAX];
+    long started = 0;
+    int status = SL_EXIT_OK;
+    *ret_child = 0;
+    fflush(NULL);
+    for (long r = 0; r < w; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "sluice bench: fork: %s\n", strerror(errno));
+            status = SL_EXIT_RUNTIME;
+            break;
+        }
+        if (pid == 0) {
+            o->ranks.rank = r;
+            *ret_child = 1;
+            return SL_EXIT_OK;
+        }
+        pids[started++] = pid;
+    }
+    for (long i = 0; i < started; i++) {
+        int ws = 0;
+        while (waitpid(pids[i], &ws, 0) < 0 && errno == EINTR) {
+        }
+        int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : SL_EXIT_RUNTIME;
+        status = code > status ? code : status;
+    }
+    return status;
 }
 
 int sl_cli_bench(int argc, char **argv)
@@ -163,16 +214,28 @@ int sl_cli_bench(int argc, char **argv)
     if (parse(argc, argv, &o) < 0) {
         return SL_EXIT_USAGE;
     }
+    char tag[32] = "";
+    if (o.ranks.world_size > 1 && o.ranks.rank < 0) {
+        int child = 0;
+        int st = fork_ranks(&o, &child);
+        if (!child) {
+            return st;
+        }
+    }
+    if (o.ranks.world_size > 1) {
+        snprintf(tag, sizeof(tag), "rank %ld: ", o.ranks.rank);
+    }
     char err[1024];
     sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
                            .threads = o.threads, .offload = o.offload, .epochs = o.epochs};
+    sl_cli_ranks_apply(&o.ranks, &so);
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {
-        fprintf(stderr, "sluice bench: %s\n", err);
+        fprintf(stderr, "sluice bench: %s%s\n", tag, err);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
-    int progress = !o.json && isatty(STDERR_FILENO);
+    int progress = !o.json && tag[0] == '\0' && isatty(STDERR_FILENO);
     double t0 = now_sec(), cpu0 = cpu_sec(), wait = 0, last = t0, next_step = t0;
     uint64_t samples = 0, batches = 0;
     int status = SL_EXIT_OK;
@@ -189,7 +252,8 @@ int sl_cli_bench(int argc, char **argv)
             break;
         }
         if (rc < 0) {
-            fprintf(stderr, "%ssluice bench: %s\n", progress ? "\n" : "", sluice_last_error(job));
+            fprintf(stderr, "%ssluice bench: %s%s\n", progress ? "\n" : "", tag,
+                    sluice_last_error(job));
             status = SL_EXIT_RUNTIME;
             break;
         }
@@ -238,6 +302,10 @@ int sl_cli_bench(int argc, char **argv)
         json_object_set_new(plan, "split", json_integer(st.plan_split));
         json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
         json_object_set_new(j, "plan", plan);
+        if (o.ranks.world_size > 1) {
+            json_object_set_new(j, "rank", json_integer(o.ranks.rank));
+            json_object_set_new(j, "world_size", json_integer(o.ranks.world_size));
+        }
         char *s = json_dumps(j, JSON_COMPACT);
         if (s != NULL) {
             printf("%s\n", s);
@@ -245,9 +313,9 @@ int sl_cli_bench(int argc, char **argv)
         }
         json_decref(j);
     } else {
-        printf("samples/s %.1f  stall %.1f %%  client CPU %.0f %%  local %llu / remote %llu  "
+        printf("%ssamples/s %.1f  stall %.1f %%  client CPU %.0f %%  local %llu / remote %llu  "
                "plan %s split=%u share=%.2f\n",
-               rate, 100 * stall, 100 * cpu / (secs > 0 ? secs : 1),
+               tag, rate, 100 * stall, 100 * cpu / (secs > 0 ? secs : 1),
                (unsigned long long)st.from_local, (unsigned long long)st.from_remote,
                st.plan_mode, st.plan_split, st.plan_local_share);
     }

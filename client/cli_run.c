@@ -23,6 +23,7 @@ typedef struct {
     long epochs;     /* 0 = spec's */
     double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
     double consumer_rate; /* planner target, samples/s; 0 = measured while running */
+    sl_cli_ranks_t ranks;
 } run_opts_t;
 
 static void run_usage(FILE *f)
@@ -42,6 +43,7 @@ static void run_usage(FILE *f)
             "  --consumer-rate IMG_PER_S\n"
             "                       the training loop's rate the planner plans for (auto,\n"
             "                       fastflow); default: unlimited, then measured\n"
+            SL_CLI_RANK_USAGE
             "  --json               print one JSON summary object on stdout at the end\n"
             "  --quiet              no progress line\n"
             "\n"
@@ -70,14 +72,23 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
         {"max-rate", required_argument, NULL, 'm'},
         {"consumer-rate", required_argument, NULL, 'c'},
+        SL_CLI_RANK_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
     o->data_root = ".";
+    sl_cli_ranks_init(&o->ranks);
     int c;
     long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
+        int rr = sl_cli_ranks_opt("run", c, optarg, &o->ranks);
+        if (rr != 0) {
+            if (rr < 0) {
+                return rr;
+            }
+            continue;
+        }
         switch (c) {
         case 'l':
             o->local = 1;
@@ -160,7 +171,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         fprintf(stderr, "sluice run: give exactly one of --local and --dispatcher\n");
         return -EINVAL;
     }
-    return 0;
+    return sl_cli_ranks_check("run", &o->ranks);
 }
 
 static double now_sec(void)
@@ -181,6 +192,7 @@ int sl_cli_run(int argc, char **argv)
     sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
                            .threads = o.threads, .offload = o.offload,
                            .epochs = (unsigned)o.epochs, .consumer_rate = o.consumer_rate};
+    sl_cli_ranks_apply(&o.ranks, &so);
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.spec_path, &so, &job, err, sizeof(err));
     if (rc < 0) {
@@ -224,7 +236,10 @@ int sl_cli_run(int argc, char **argv)
             break;
         }
         delivered += b->n;
-        if (digests != NULL && sl_cli_write_digests(digests, b) < 0) {
+        /* Multi-rank: flushed per batch, so the file matches what the rank
+         * delivered even when it is killed (and restarted: it resumes). */
+        if (digests != NULL && (sl_cli_write_digests(digests, b) < 0 ||
+                                (o.ranks.world_size > 1 && fflush(digests) != 0))) {
             fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
             status = SL_EXIT_RUNTIME;
             sluice_release_batch(job, b);

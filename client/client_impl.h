@@ -16,6 +16,7 @@
 #include "common/executor.h"
 #include "common/pipeline.h"
 #include "common/rpc.h"
+#include "common/secret.h"
 #include "common/source.h"
 #include "common/spec.h"
 #include "proto/sluice.pb-c.h"
@@ -90,6 +91,12 @@ struct sluice_job {
     char data_root[1024];
     char dispatcher[256];
     int timeout_ms;
+    int dispatcher_timeout_ms; /* give up after the dispatcher is silent this long */
+    /* Every channel's security (options copied: the caller's strings need
+     * not outlive sluice_open). sec points into the buffers below. */
+    sl_rpc_security_t sec;
+    char tls_ca[1024], tls_cert[1024], tls_key[1024];
+    char token[SL_SECRET_MAX];
     sl_source_t *src;
     sl_pipeline_t *pipe;
     uint32_t nunits;
@@ -97,6 +104,16 @@ struct sluice_job {
     sl_batcher_t *batcher;
     uint64_t num_samples;
     uint64_t declared_epochs; /* epochs declared to the batcher */
+    /* Positions per epoch: num_samples, or this rank's share of them
+     * (common/ranks.h); epoch orders and splits are over these. */
+    uint64_t positions;
+    uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
+    char job_name[128];       /* multi-rank: the job the ranks share */
+    uint64_t resumed_positions; /* multi-rank restart: delivered by an earlier process */
+    /* Multi-rank remote jobs: a split is acknowledged once the training loop
+     * has taken every one of its samples (not when they reach the batcher),
+     * so a restarted rank neither loses nor repeats acknowledged samples. */
+    int ack_on_pop;
 
     /* remote only */
     sl_rpc_channel_t *disp;
@@ -137,6 +154,17 @@ struct sluice_job {
     uint64_t local_epoch, local_pos; /* local mode: the next position to run */
 };
 
+/* ranks.c: multi-rank jobs (docs/protocol.md "Multi-rank jobs"). */
+/* Applies opts' rank / world_size to job->spec. */
+int cl_ranks_apply(struct sluice_job *job, const sluice_options_t *opts, char *err,
+                   size_t errlen);
+/* The job name to submit: opts->job_name, or one derived from the spec
+ * without its rank (equal for every rank of the same spec and source). */
+void cl_ranks_job_name(const struct sluice_job *job, char *buf, size_t len);
+/* A re-attached rank: declares epochs from the resume epoch on and marks
+ * what the dispatcher says is acknowledged as delivered. */
+int cl_ranks_resume(struct sluice_job *job, const Sluice__SubmitJobResponse *r, char *err,
+                    size_t errlen);
 /* job.c: one step of the consumer's work; waits briefly when idle. */
 int cl_job_pump(struct sluice_job *job, uint64_t *local_epoch, uint64_t *local_pos);
 /* control.c */

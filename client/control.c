@@ -91,6 +91,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.rank = job->spec.rank;
     req.n_split_ids = n;
     req.split_ids = ids;
     req.n_retry_split_ids = nretry;
@@ -261,7 +262,7 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     }
     for (size_t i = 0; i < r->n_splits; i++) {
         const Sluice__SplitAssignment *a = r->splits[i];
-        if (a->epoch >= job->spec.epochs || a->begin > a->end || a->end > job->num_samples ||
+        if (a->epoch >= job->spec.epochs || a->begin > a->end || a->end > job->positions ||
             a->stage_to > job->nunits) {
             continue; /* not a split of this job: ignore rather than trust */
         }
@@ -312,10 +313,24 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     pthread_mutex_unlock(&job->mu);
 }
 
+/* Polls every CL_POLL_MS while the dispatcher answers; while it does not
+ * (a restart), waits double as long after each failure up to this cap, so a
+ * dispatcher coming back is not met by every client at once. */
+#define CL_DISP_BACKOFF_MAX_MS 2000
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static void *control_main(void *arg)
 {
     sluice_job_t *job = arg;
     int failures = 0;
+    int wait_ms = CL_POLL_MS;
+    double last_ok = mono_ms();
     for (;;) {
         pthread_mutex_lock(&job->mu);
         int closing = job->closing;
@@ -331,6 +346,7 @@ static void *control_main(void *arg)
         Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
         req.version = SL_PROTOCOL_VERSION;
         req.job_id = job->job_id;
+        req.rank = job->spec.rank;
         ProtobufCMessage *resp = NULL;
         sl_rpc_status_t st;
         if (rc == 0 || rc == -ECOMM) {
@@ -340,6 +356,8 @@ static void *control_main(void *arg)
         }
         if (rc == 0) {
             failures = 0;
+            wait_ms = CL_POLL_MS;
+            last_ok = mono_ms();
             Sluice__GetAssignmentResponse *r = (Sluice__GetAssignmentResponse *)resp;
             apply_assignment(job, r);
             for (size_t i = 0; i < r->n_workers; i++) {
@@ -350,11 +368,21 @@ static void *control_main(void *arg)
             protobuf_c_message_free_unpacked(resp, NULL);
         } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
             fail_job(job, "the dispatcher no longer knows this job (timed out or restarted)");
-        } else if (++failures * CL_POLL_MS > 60000) {
-            fail_job(job, "the dispatcher has not answered for 60 s");
+        } else {
+            failures++;
+            wait_ms = wait_ms >= CL_DISP_BACKOFF_MAX_MS / 2 ? CL_DISP_BACKOFF_MAX_MS
+                                                           : wait_ms * 2;
+            if (mono_ms() - last_ok > job->dispatcher_timeout_ms) {
+                char why[160];
+                snprintf(why, sizeof(why),
+                         "the dispatcher has not answered for %d ms (%d failed calls; "
+                         "dispatcher_timeout_ms)",
+                         job->dispatcher_timeout_ms, failures);
+                fail_job(job, why);
+            }
         }
         cl_planner_tick(job); /* planner: ReportRates once a second */
-        sleep_ms(CL_POLL_MS);
+        sleep_ms(wait_ms);
     }
     return NULL;
 }
@@ -387,6 +415,7 @@ void cl_control_stop(sluice_job_t *job)
     Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.rank = job->spec.rank;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     if (sl_rpc_unary(job->disp, "/sluice.Dispatcher/CloseJob", &req.base,

@@ -25,8 +25,8 @@ void *cl_fetch_main(void *arg)
     sluice_job_t *job = f->job;
     char err[256];
     sl_rpc_status_t st;
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(f->address, SL_RPC_DEFAULT_MAX_MSG, NULL, 1, err,
-                                              sizeof(err));
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(f->address, SL_RPC_DEFAULT_MAX_MSG, &job->sec, 1,
+                                              err, sizeof(err));
     if (ch == NULL) {
         finish(f, CL_FETCH_BROKEN, err);
         return NULL;

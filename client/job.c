@@ -13,6 +13,7 @@
 #include "client/client_impl.h"
 #include "client/profile.h"
 #include "common/err.h"
+#include "common/ranks.h"
 #include "common/rng.h"
 
 static double now_sec(void)
@@ -47,15 +48,23 @@ static const uint64_t *order_of(sluice_job_t *job, uint64_t epoch)
             return NULL;
         }
     }
+    if (job->spec.world_size > 1 && job->order_scratch == NULL) {
+        job->order_scratch = malloc((job->num_samples ? job->num_samples : 1) * sizeof(uint64_t));
+        if (job->order_scratch == NULL) {
+            return NULL;
+        }
+    }
     victim->epoch = epoch;
-    sl_epoch_order(job->spec.seed, epoch, job->spec.shuffle, job->num_samples, victim->order);
+    /* Multi-rank: only this rank's positions (common/ranks.h). */
+    sl_rank_order(&job->spec, epoch, job->num_samples,
+                  job->spec.world_size > 1 ? job->order_scratch : victim->order, victim->order);
     return victim->order;
 }
 
 static int declare_epochs_through(sluice_job_t *job, uint64_t epoch)
 {
     while (job->declared_epochs <= epoch && job->declared_epochs < job->spec.epochs) {
-        int rc = sl_batcher_begin_epoch(job->batcher, job->declared_epochs, job->num_samples);
+        int rc = sl_batcher_begin_epoch(job->batcher, job->declared_epochs, job->positions);
         if (rc < 0) {
             return rc;
         }
@@ -117,14 +126,27 @@ static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
         return set_error(job, -EIO, "%s (on_error is \"fail\")", detail);
     }
     uint64_t split_id = s->split_id;
+    int skipped = s->skip >= 0;
     int rc = sl_batcher_add(job->batcher, s);
     if (rc < 0) {
         sl_tensor_free(&s->t);
         return set_error(job, rc, "%s",
                          "batcher refused a sample (epoch or position out of range)");
     }
-    if (rc == 0) {
+    /* Multi-rank: a delivered sample counts once its batch is consumed
+     * (sluice_next_batch), so a restarted rank's acknowledged splits
+     * are exactly what its training loop had. */
+    if (rc == 0 && (!job->ack_on_pop || skipped)) {
         count_for_split(job, split_id);
+    }
+    if (job->ack_on_pop) {
+        uint64_t ids[64];
+        size_t n;
+        while ((n = sl_batcher_take_dropped(job->batcher, ids, 64)) > 0) {
+            for (size_t i = 0; i < n; i++) {
+                count_for_split(job, ids[i]);
+            }
+        }
     }
     return 0;
 }
@@ -156,7 +178,7 @@ static int collect(sluice_job_t *job, int timeout_ms, int *progress)
 static int feed_local_cursor(sluice_job_t *job, uint64_t *epoch, uint64_t *pos, int *progress)
 {
     while (*epoch < job->spec.epochs && sl_exec_inflight(job->exec) < sl_exec_capacity(job->exec)) {
-        if (*pos >= job->num_samples) {
+        if (*pos >= job->positions) {
             (*epoch)++;
             *pos = 0;
             continue;
@@ -203,7 +225,7 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
         pthread_mutex_unlock(&job->mu);
         int rc = declare_epochs_through(job, epoch);
         const uint64_t *order = order_of(job, epoch);
-        if (rc < 0 || order == NULL || pos >= job->num_samples) {
+        if (rc < 0 || order == NULL || pos >= job->positions) {
             return set_error(job, -EPROTO, "%s", "dispatcher assigned a split outside the job");
         }
         if (sl_batcher_seen(job->batcher, epoch, pos)) {
@@ -227,7 +249,7 @@ static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, Sluice_
                               int *progress)
 {
     *progress = 1;
-    if (m->epoch >= job->spec.epochs || m->position >= job->num_samples) {
+    if (m->epoch >= job->spec.epochs || m->position >= job->positions) {
         return 0; /* not of this job: ignore */
     }
     int rc = declare_epochs_through(job, m->epoch);
@@ -416,6 +438,9 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
                 break;
             }
             for (uint32_t i = 0; i < b->n; i++) {
+                if (job->ack_on_pop) {
+                    count_for_split(job, b->meta[i].split_id); /* consumed now */
+                }
                 labels[i] = b->meta[i].label;
                 indices[i] = b->meta[i].index;
                 offsets[i] = b->meta[i].offset;

@@ -1,6 +1,7 @@
 /* Opening and closing a job: spec, source, pipeline, executor, batcher, and
  * in remote mode the submission and the control thread. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "client/client_impl.h"
 #include "client/profile.h"
 #include "common/err.h"
+#include "common/ranks.h"
 
 static double now_sec(void)
 {
@@ -36,7 +38,9 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     req.source_fingerprint = sl_source_fingerprint(job->src);
     req.client_threads = job->opts.threads;
     req.client_id = host;
-    req.world_size = 1;
+    req.world_size = job->spec.world_size;
+    req.rank = job->spec.rank;
+    req.job_name = job->spec.world_size > 1 ? job->job_name : NULL;
     req.planner = planner;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
@@ -61,12 +65,62 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
                  r->plan->mode ? r->plan->mode : "?");
         cl_planner_note_plan(job->planner, r->plan);
     }
+    rc = cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
     protobuf_c_message_free_unpacked(resp, NULL);
+    if (rc < 0) {
+        return rc;
+    }
     if (job->split_units > job->nunits) {
         return sl_err(err, errlen, -EPROTO, "dispatcher planned split %u beyond %u units",
                       job->split_units, job->nunits);
     }
     return 0;
+}
+
+/* Copies the TLS paths (checked readable now, for an error naming the file)
+ * and reads the token file into job->sec. */
+static int copy_path(const char *what, const char *src, char *dst, size_t dstlen,
+                     const char **ret, char *err, size_t errlen)
+{
+    if (src == NULL || src[0] == '\0') {
+        *ret = NULL;
+        return 0;
+    }
+    if (strlen(src) >= dstlen) {
+        return sl_err(err, errlen, -EINVAL, "%s: path longer than %zu bytes", what, dstlen - 1);
+    }
+    if (access(src, R_OK) != 0) {
+        int e = errno;
+        return sl_err(err, errlen, -EINVAL, "%s \"%s\": %s", what, src, strerror(e));
+    }
+    snprintf(dst, dstlen, "%s", src);
+    *ret = dst;
+    return 0;
+}
+
+static int security_from(sluice_job_t *job, const sluice_options_t *o, char *err,
+                         size_t errlen)
+{
+    memset(&job->sec, 0, sizeof(job->sec));
+    int rc = copy_path("tls_ca", o->tls_ca, job->tls_ca, sizeof(job->tls_ca), &job->sec.tls_ca,
+                       err, errlen);
+    if (rc == 0) {
+        rc = copy_path("tls_cert", o->tls_cert, job->tls_cert, sizeof(job->tls_cert),
+                       &job->sec.tls_cert, err, errlen);
+    }
+    if (rc == 0) {
+        rc = copy_path("tls_key", o->tls_key, job->tls_key, sizeof(job->tls_key),
+                       &job->sec.tls_key, err, errlen);
+    }
+    if (rc == 0 && (job->sec.tls_cert == NULL) != (job->sec.tls_key == NULL)) {
+        rc = sl_err(err, errlen, -EINVAL, "tls_cert and tls_key go together");
+    }
+    if (rc == 0 && o->token_file != NULL && o->token_file[0] != '\0') {
+        rc = sl_secret_read(o->token_file, job->token, sizeof(job->token), err, errlen);
+        rc = rc < 0 ? -EINVAL : 0;
+        job->sec.token = rc == 0 ? job->token : NULL;
+    }
+    return rc;
 }
 
 int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
@@ -86,6 +140,8 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
     job->opts = *opts;
     snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");
     job->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
+    job->dispatcher_timeout_ms =
+        opts->dispatcher_timeout_ms > 0 ? opts->dispatcher_timeout_ms : 60000;
     snprintf(job->plan_mode, sizeof(job->plan_mode), "local");
     job->local_share = 1.0;
     int rc = sl_spec_parse_file(spec_path, &job->spec, err, errlen);
@@ -94,6 +150,10 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
     }
     if (opts->epochs > 0) {
         job->spec.epochs = opts->epochs;
+    }
+    rc = cl_ranks_apply(job, opts, err, errlen);
+    if (rc < 0) {
+        goto fail;
     }
     if (opts->offload != NULL) {
         rc = sl_offload_parse(opts->offload, &job->spec.offload, &job->spec.split,
@@ -119,6 +179,18 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
         goto fail;
     }
     job->num_samples = sl_source_count(job->src);
+    job->positions = sl_spec_positions(&job->spec, job->num_samples);
+    if (job->spec.world_size > 1) {
+        if (job->positions == 0) {
+            rc = sl_err(err, errlen, -EINVAL,
+                        "world size %u with %" PRIu64 " samples leaves every rank nothing "
+                        "(rank_padding \"drop\")",
+                        job->spec.world_size, job->num_samples);
+            goto fail;
+        }
+        cl_ranks_job_name(job, job->job_name, sizeof(job->job_name));
+        job->ack_on_pop = opts->dispatcher != NULL;
+    }
     rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
     if (rc < 0) {
         goto fail;
@@ -132,11 +204,18 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
         rc = sl_err(err, errlen, -ENOMEM, "out of memory setting up the job");
         goto fail;
     }
+    if (job->ack_on_pop) {
+        sl_batcher_track_drops(job->batcher);
+    }
     if (opts->dispatcher != NULL) {
         snprintf(job->dispatcher, sizeof(job->dispatcher), "%s", opts->dispatcher);
+        rc = security_from(job, opts, err, errlen);
+        if (rc < 0) {
+            goto fail;
+        }
         sl_rpc_init();
-        job->disp = sl_rpc_channel_new(job->dispatcher, SL_RPC_DEFAULT_MAX_MSG, NULL, 0, err,
-                                       errlen);
+        job->disp = sl_rpc_channel_new(job->dispatcher, SL_RPC_DEFAULT_MAX_MSG, &job->sec, 0,
+                                       err, errlen);
         if (job->disp == NULL) {
             rc = -EINVAL;
             sl_rpc_shutdown();
@@ -154,6 +233,7 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
             cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
                                  .disp = job->disp, .threads = threads,
                                  .consumer_rate = opts->consumer_rate,
+                                 .security = &job->sec,
                                  .timeout_ms = job->timeout_ms};
             char perr[512];
             if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {
@@ -207,6 +287,7 @@ void sluice_close(sluice_job_t *job)
     sl_batcher_free(job->batcher);
     sl_pipeline_free(job->pipe);
     sl_source_free(job->src);
+    free(job->order_scratch);
     free(job->splits);
     free(job->acks);
     free(job->local_pending);

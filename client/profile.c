@@ -37,6 +37,7 @@ typedef struct cl_class_s {
 } cl_class_t;
 
 struct cl_planner_s {
+    const sl_rpc_security_t *security; /* cl_planner_profile's; the job's, outlives p */
     /* inputs: written by the profiling thread before SubmitJob */
     Sluice__PlannerInputs in;
     cl_hp_t client;
@@ -218,7 +219,7 @@ static int class_for(cl_planner_t *p, const char *key)
 static void identify(cl_planner_t *p, const Sluice__WorkerInfo *w, int timeout_ms)
 {
     char err[256];
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(w->address, SL_RPC_DEFAULT_MAX_MSG, NULL, 0, err,
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(w->address, SL_RPC_DEFAULT_MAX_MSG, p->security, 0, err,
                                               sizeof(err));
     if (ch == NULL) {
         return;
@@ -249,7 +250,7 @@ static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *sp
                           const uint64_t *idx, size_t n, int max_ms)
 {
     char err[256];
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(k->first_addr, SL_RPC_DEFAULT_MAX_MSG, NULL, 0,
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(k->first_addr, SL_RPC_DEFAULT_MAX_MSG, a->security, 0,
                                               err, sizeof(err));
     if (ch == NULL) {
         return;
@@ -280,10 +281,11 @@ static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *sp
  * the first chunk over the time from its arrival to the end (connection
  * set-up excluded); the receive cost is this process's CPU over that time
  * per byte. Returns 0 with both set, or -1. */
-static int probe(const char *addr, int timeout_ms, double *ret_bw, double *ret_recv)
+static int probe(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
+                 double *ret_recv)
 {
     char err[256];
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(addr, SL_RPC_DEFAULT_MAX_MSG, NULL, 1, err,
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(addr, SL_RPC_DEFAULT_MAX_MSG, sec, 1, err,
                                               sizeof(err));
     if (ch == NULL) {
         return -1;
@@ -334,6 +336,7 @@ static int probe(const char *addr, int timeout_ms, double *ret_bw, double *ret_r
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
     double t0 = mono();
+    p->security = a->security;
     uint64_t fp = sl_source_fingerprint(a->src);
     p->in.spec_hash = sl_spec_cost_hash(a->spec, fp);
     p->in.consumer_rate = a->consumer_rate > 0 ? a->consumer_rate : 0;
@@ -429,7 +432,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         /* 5. The link to this class. */
         double bw = 0.0;
         double recv = 0.0;
-        if (probe(k->first_addr, timeout_ms, &bw, &recv) == 0) {
+        if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
             k->msg.bandwidth_bytes_per_sec = bw;
             if (recv > 0.0) {
                 recv_sum += recv;
@@ -546,6 +549,7 @@ void cl_planner_tick(struct sluice_job *job)
     Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.rank = job->spec.rank;
     req.delivered_per_sec = rate;
     req.wait_fraction = wait_fraction;
     req.cpu_fraction = (cpu - p->cpu_at_report) / wall / budget;

@@ -57,6 +57,7 @@ typedef struct cl_plan_args_s {
     int timeout_ms;        /* dispatcher calls */
     size_t samples;        /* per profile; 0 = SL_PROFILE_DEFAULT_SAMPLES */
     int max_ms;            /* per profile; 0 = SL_PROFILE_DEFAULT_MS */
+    const sl_rpc_security_t *security; /* for the worker channels; NULL = plaintext */
 } cl_plan_args_t;
 
 cl_planner_t *cl_planner_new(void);

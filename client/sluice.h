@@ -29,6 +29,27 @@ typedef struct sluice_options {
     int timeout_ms;         /* RPC deadline; 0 = 10000 */
     double consumer_rate;   /* samples/s the training loop takes, for the planner; 0 = unknown
                              * (measured while running) */
+    /* Multi-rank jobs (one consumer per GPU): this process is rank `rank` of
+     * world_size (0 = the spec's, default 1) and gets only its equal share
+     * of every epoch. The ranks of one job submit the same spec and
+     * job_name (NULL = derived from the spec); a restarted rank resumes its
+     * share. Works locally too (the share of a --local run). */
+    unsigned rank;
+    unsigned world_size;
+    const char *job_name;
+    /* Dispatcher outages (a restart with --journal): batches from workers
+     * keep flowing and calls are retried with capped backoff; the job fails
+     * only after the dispatcher has not answered for this long (ms; 0 =
+     * 60000). */
+    int dispatcher_timeout_ms;
+    /* Transport security, NULL = off. PEM paths: any tls_* turns TLS on for
+     * every channel (dispatcher and workers), tls_ca = the roots to trust
+     * (NULL = the system's); tls_cert + tls_key present a client
+     * certificate. token_file: a file holding the cluster's bearer token. */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *token_file;
 } sluice_options_t;
 
 enum { SLUICE_DT_BYTES = 0, SLUICE_DT_UINT8 = 1, SLUICE_DT_FLOAT32 = 2 };

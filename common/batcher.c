@@ -33,6 +33,9 @@ struct sl_batcher_s {
     vec_t heap; /* deterministic: min-heap on (epoch, position) */
     batch_node_t *ready_head, *ready_tail;
     sl_batcher_stats_t stats;
+    int track_drops;
+    uint64_t *dropped; /* split ids of drop_last-discarded samples, not yet taken */
+    size_t ndropped, capdropped;
 };
 
 static int vec_push(vec_t *v, sl_sample_t *s)
@@ -91,6 +94,7 @@ void sl_batcher_free(sl_batcher_t *b)
         vec_free(&b->epochs[i].acc);
     }
     free(b->epochs);
+    free(b->dropped);
     vec_free(&b->heap);
     while (b->ready_head != NULL) {
         batch_node_t *n = b->ready_head;
@@ -156,6 +160,41 @@ void sl_batch_free(sl_batch_t *batch)
 }
 
 /* Moves the accumulated samples into one contiguous batch on the ready list. */
+/* At most batch_size - 1 per epoch, taken by the producer as it goes. */
+static int remember_drops(sl_batcher_t *b, const vec_t *acc)
+{
+    if (!b->track_drops) {
+        return 0;
+    }
+    if (b->ndropped + acc->n > b->capdropped) {
+        size_t cap = (b->ndropped + acc->n) * 2;
+        uint64_t *p = realloc(b->dropped, cap * sizeof(*p));
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        b->dropped = p;
+        b->capdropped = cap;
+    }
+    for (size_t i = 0; i < acc->n; i++) {
+        b->dropped[b->ndropped++] = acc->v[i].split_id;
+    }
+    return 0;
+}
+
+void sl_batcher_track_drops(sl_batcher_t *b) { b->track_drops = 1; }
+
+size_t sl_batcher_take_dropped(sl_batcher_t *b, uint64_t *out, size_t max)
+{
+    size_t n = b->ndropped < max ? b->ndropped : max;
+    if (n == 0) {
+        return 0;
+    }
+    memcpy(out, b->dropped, n * sizeof(*out));
+    memmove(b->dropped, b->dropped + n, (b->ndropped - n) * sizeof(*out));
+    b->ndropped -= n;
+    return n;
+}
+
 static int emit(sl_batcher_t *b, epoch_t *e)
 {
     vec_t *acc = &e->acc;
@@ -163,8 +202,9 @@ static int emit(sl_batcher_t *b, epoch_t *e)
         return 0;
     }
     if (acc->n < b->batch_size && b->drop_last) {
+        int rc = remember_drops(b, acc);
         vec_clear(acc);
-        return 0;
+        return rc;
     }
     sl_batch_t *batch = calloc(1, sizeof(*batch));
     batch_node_t *node = calloc(1, sizeof(*node));
@@ -193,7 +233,8 @@ static int emit(sl_batcher_t *b, epoch_t *e)
         sl_sample_meta_t *m = &batch->meta[i];
         *m = (sl_sample_meta_t){.index = s->index, .position = s->position, .label = s->label,
                                 .dtype = s->t.dtype, .layout = s->t.layout, .h = s->t.h,
-                                .w = s->t.w, .c = s->t.c, .offset = off, .nbytes = s->t.nbytes};
+                                .w = s->t.w, .c = s->t.c, .offset = off, .nbytes = s->t.nbytes,
+                                .split_id = s->split_id};
         memcpy(batch->data + off, s->t.data, s->t.nbytes);
         off += s->t.nbytes;
         const sl_sample_meta_t *m0 = &batch->meta[0];
@@ -353,6 +394,26 @@ int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s)
         finish_epoch(e);
     }
     return rc;
+}
+
+int64_t sl_batcher_mark_done(sl_batcher_t *b, uint64_t epoch, uint64_t begin, uint64_t end)
+{
+    const epoch_t *e = find_epoch(b, epoch);
+    if (e == NULL || begin > end || end > e->n) {
+        return -EINVAL;
+    }
+    int64_t n = 0;
+    for (uint64_t p = begin; p < end; p++) {
+        /* SL_SKIP__COUNT: a skip that release() counts under no reason. */
+        sl_sample_t s = {.epoch = epoch, .position = p, .skip = SL_SKIP__COUNT};
+        sl_tensor_init(&s.t);
+        int rc = sl_batcher_add(b, &s);
+        if (rc < 0) {
+            return rc;
+        }
+        n += rc == 0;
+    }
+    return n;
 }
 
 int sl_batcher_seen(const sl_batcher_t *b, uint64_t epoch, uint64_t position)

@@ -16,6 +16,7 @@
 #ifndef SL_BATCHER_H
 #define SL_BATCHER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/skip.h"
@@ -38,6 +39,7 @@ typedef struct sl_sample_meta_s {
     sl_layout_e layout;
     uint32_t h, w, c;
     size_t offset, nbytes; /* into sl_batch_t.data */
+    uint64_t split_id;     /* the producer's, from sl_sample_t */
 } sl_sample_meta_t;
 
 /* A batch: samples' bytes back to back in data. uniform = every sample has
@@ -70,6 +72,20 @@ int sl_batcher_begin_epoch(sl_batcher_t *b, uint64_t epoch, uint64_t n);
  * empty). Returns 0 accepted, 1 duplicate (dropped), -EINVAL for an epoch not
  * declared or a position out of range, -ENOMEM. */
 int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s);
+/* Marks positions [begin, end) of a declared epoch as delivered before
+ * (by an earlier process of a restarted rank, docs/protocol.md "Multi-rank
+ * jobs"): they count towards the epoch's completion and ordering, are
+ * delivered and counted nowhere, and later copies are dropped as
+ * duplicates. Returns how many were newly marked, or -EINVAL for an
+ * undeclared epoch or a range beyond it. */
+int64_t sl_batcher_mark_done(sl_batcher_t *b, uint64_t epoch, uint64_t begin, uint64_t end);
+/* From now on, remember the split_id of every sample a drop_last drop
+ * discards (an epoch's short last batch), for sl_batcher_take_dropped:
+ * a producer that counts samples when their batch is consumed (multi-rank
+ * acknowledgements) must count these too. */
+void sl_batcher_track_drops(sl_batcher_t *b);
+/* Moves up to max remembered split ids into out; returns how many. */
+size_t sl_batcher_take_dropped(sl_batcher_t *b, uint64_t *out, size_t max);
 /* Has (epoch, position) been accepted already? (Producers use it to skip work.) */
 int sl_batcher_seen(const sl_batcher_t *b, uint64_t epoch, uint64_t position);
 /* A ready batch (caller frees with sl_batch_free), or NULL. */

@@ -38,6 +38,7 @@ typedef enum {
 struct sl_httpd_s {
     sl_httpd_opts_t opts;
     char listen[300]; /* copy of opts.listen */
+    char token[SL_HTTPD_TOKEN_MAX]; /* "" = no authorization required */
     struct event_base *base; /* owned; used only on the http thread once running */
     struct evhttp *http;
     struct event *stop_ev; /* activated by sl_httpd_stop; breaks the loop from inside */
@@ -113,6 +114,8 @@ static const char *reason_of(int code)
         return "OK";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -126,6 +129,29 @@ static const char *reason_of(int code)
     }
 }
 
+/* Compares in time independent of where the strings differ, so response
+ * timing does not reveal a token prefix. */
+static int token_ok(const sl_httpd_t *h, struct evhttp_request *req)
+{
+    if (h->token[0] == '\0') {
+        return 1;
+    }
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "Authorization");
+    static const char PREFIX[] = "Bearer ";
+    if (auth == NULL || strncmp(auth, PREFIX, sizeof(PREFIX) - 1) != 0) {
+        return 0;
+    }
+    auth += sizeof(PREFIX) - 1;
+    size_t n = strlen(h->token);
+    size_t m = strnlen(auth, SL_HTTPD_TOKEN_MAX);
+    unsigned diff = (unsigned)(n != m);
+    for (size_t i = 0; i < n; i++) {
+        diff |= (unsigned)(h->token[i] ^ (i < m ? auth[i] : 0));
+    }
+    return diff == 0;
+}
+
 /* The one request callback: method check, exact path routing. */
 static void on_request(struct evhttp_request *req, void *arg)
 {
@@ -134,6 +160,12 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
         send_text(req, 405, "Method Not Allowed", "method not allowed\n");
+        return;
+    }
+    if (!token_ok(h, req)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                          "Bearer realm=\"sluice\"");
+        send_text(req, 401, "Unauthorized", "unauthorized: missing or wrong bearer token\n");
         return;
     }
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
@@ -198,6 +230,16 @@ sl_httpd_t *sl_httpd_new(const sl_httpd_opts_t *opts, char *err, size_t errlen)
     h->opts = *opts;
     snprintf(h->listen, sizeof(h->listen), "%s", opts->listen);
     h->opts.listen = h->listen;
+    if (opts->bearer_token != NULL) {
+        if (strlen(opts->bearer_token) >= sizeof(h->token)) {
+            free(h);
+            sl_err(err, errlen, -EINVAL, "http: bearer token longer than %d bytes",
+                   SL_HTTPD_TOKEN_MAX - 1);
+            return NULL;
+        }
+        snprintf(h->token, sizeof(h->token), "%s", opts->bearer_token);
+    }
+    h->opts.bearer_token = NULL; /* the copy in h->token is what counts */
     if (h->opts.max_header_bytes == 0) {
         h->opts.max_header_bytes = DEFAULT_MAX_HEADER;
     }

@@ -24,7 +24,12 @@ typedef struct sl_httpd_opts_s {
     size_t max_header_bytes; /* 0 = 8 KiB */
     size_t max_body_bytes;   /* 0 = 4 KiB (GET bodies are not used) */
     int timeout_sec;         /* idle/read timeout per connection; 0 = 10 */
+    /* Non-NULL and non-empty: every request needs "Authorization: Bearer
+     * TOKEN" (else 401). Copied; at most SL_HTTPD_TOKEN_MAX - 1 bytes. */
+    const char *bearer_token;
 } sl_httpd_opts_t;
+
+#define SL_HTTPD_TOKEN_MAX 512
 
 /* What a route callback fills. status defaults to 200, content_type to
  * "text/plain; charset=utf-8". body is malloc'd by the callback and freed by

@@ -50,8 +50,11 @@ static const char *const op_keys[SL_OP__COUNT][5] = {
 
 static const char *const top_keys[] = {
     "source", "stages", "batch_size", "epochs", "drop_last", "deterministic",
-    "offload", "on_error", "max_pixels", NULL,
+    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", NULL,
 };
+/* Multi-rank jobs (common/ranks.h): indexed by sl_rank_padding_e. */
+static const char *const rank_padding_names[] = {"drop", "pad"};
+#define SPEC_NRANK_PADDING (sizeof(rank_padding_names) / sizeof(rank_padding_names[0]))
 static const char *const source_keys[] = {"type", "path", "shuffle", "seed", NULL};
 static const char *const offload_keys[] = {"split", "local_share", NULL};
 
@@ -772,6 +775,23 @@ static int parse_offload(pctx_t *c, json_t *root, sl_spec_t *spec)
                 describe(v, got, sizeof(got)));
 }
 
+
+/* world_size / rank / rank_padding (docs/protocol.md "Multi-rank jobs"). */
+static int parse_ranks(pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    int rc = get_u32(c, root, "world_size", false, 1, SL_SPEC_WORLD_MAX, &spec->world_size);
+    if (rc == 0) {
+        rc = get_u32(c, root, "rank", false, 0, (int64_t)spec->world_size - 1, &spec->rank);
+    }
+    if (rc == 0) {
+        int pad = (int)spec->rank_padding;
+        rc = get_enum(c, root, "rank_padding", false, rank_padding_names, SPEC_NRANK_PADDING,
+                      &pad);
+        spec->rank_padding = (sl_rank_padding_e)pad;
+    }
+    return rc;
+}
+
 static int parse_root(pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     if (!json_is_object(root)) {
@@ -811,6 +831,9 @@ static int parse_root(pctx_t *c, json_t *root, sl_spec_t *spec)
         rc = get_int(c, root, "max_pixels", false, 1, SPEC_MAX_PIXELS_MAX, &mp);
         spec->max_pixels = (uint64_t)mp;
     }
+    if (rc == 0) {
+        rc = parse_ranks(c, root, spec);
+    }
     return rc;
 }
 
@@ -844,6 +867,9 @@ void sl_spec_init(sl_spec_t *spec)
     spec->local_share = 0.0;
     spec->on_error = SL_ON_ERROR_SKIP;
     spec->max_pixels = SPEC_MAX_PIXELS_DEFAULT;
+    spec->world_size = 1;
+    spec->rank = 0;
+    spec->rank_padding = SL_RANK_DROP;
 }
 
 int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_spec,
@@ -1112,6 +1138,18 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         (int)spec->deterministic, "offload", offload, "on_error", on_error_names[spec->on_error],
         "max_pixels", (json_int_t)spec->max_pixels);
     if (root == NULL) {
+        return NULL;
+    }
+    /* Single-consumer specs keep their canonical form (and spec hash). */
+    if (spec->world_size > 1 && (spec->rank >= spec->world_size ||
+                                 (size_t)spec->rank_padding >= SPEC_NRANK_PADDING ||
+                                 json_object_set_new(root, "world_size",
+                                                     json_integer(spec->world_size)) < 0 ||
+                                 json_object_set_new(root, "rank", json_integer(spec->rank)) < 0 ||
+                                 json_object_set_new(root, "rank_padding",
+                                                     json_string(rank_padding_names
+                                                                     [spec->rank_padding])) < 0)) {
+        json_decref(root);
         return NULL;
     }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));

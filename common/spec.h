@@ -44,6 +44,13 @@ typedef enum {
     SL_ON_ERROR_FAIL,     /* bad sample: the job fails */
 } sl_on_error_e;
 
+typedef enum {
+    SL_RANK_DROP = 0, /* every rank gets floor(n / world) positions (drop_last) */
+    SL_RANK_PAD,      /* every rank gets ceil(n / world): the first positions repeat */
+} sl_rank_padding_e;
+
+#define SL_SPEC_WORLD_MAX 4096
+
 /* One stage. Sizes are {height, width}; an int size N in JSON means:
  *  - resize: the shorter side becomes N, aspect kept (size_h = size_w = N,
  *    resize_shorter = true); [H, W] resizes to exactly H x W.
@@ -77,6 +84,11 @@ typedef struct sl_spec_s {
     double local_share; /* SL_OFFLOAD_FIXED: fraction of samples done locally, 0..1 */
     sl_on_error_e on_error;
     uint64_t max_pixels; /* decompression-bomb limit, default 100 000 000 */
+    /* Multi-rank jobs (common/ranks.h): this consumer's rank of world_size
+     * (default 0 of 1) and how an epoch that does not divide is shared. */
+    uint32_t world_size;
+    uint32_t rank;
+    sl_rank_padding_e rank_padding;
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or

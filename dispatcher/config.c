@@ -17,7 +17,7 @@ static const sl_conf_opt_t OPTS[] = {
     {"http", SL_CONF_STR, offsetof(disp_config_t, http), 0, 0, "127.0.0.1:7401",
      "status HTTP address HOST:PORT (/status, /metrics, /healthz)", 0, 0},
     {"journal", SL_CONF_STR, offsetof(disp_config_t, journal), 0, 0, "",
-     "journal directory (accepted; journaling is not implemented yet)", 0, 0},
+     "journal directory: job state survives a restart (\"\" = none)", 0, 0},
     OPT_INT(worker_timeout_ms, 100, 3600000, "5000",
             "a worker silent this long is lost and its splits re-assigned"),
     OPT_INT(heartbeat_ms, 10, 600000, "500", "heartbeat interval told to workers"),
@@ -35,6 +35,17 @@ static const sl_conf_opt_t OPTS[] = {
     OPT_INT(rpc_threads, 1, 64, "4", "threads running RPC handlers"),
     {"log_level", SL_CONF_LOGLEVEL, offsetof(disp_config_t, log_level), 0, 0, "notice",
      "error, warning, notice, info or debug", 0, 1},
+    {"tls_cert", SL_CONF_STR, offsetof(disp_config_t, tls_cert), 0, 0, "",
+     "PEM server certificate; with tls_key turns TLS on (\"\" = plaintext)", 0, 0},
+    {"tls_key", SL_CONF_STR, offsetof(disp_config_t, tls_key), 0, 0, "",
+     "PEM private key of tls_cert", 0, 0},
+    {"tls_ca", SL_CONF_STR, offsetof(disp_config_t, tls_ca), 0, 0, "",
+     "PEM CA: clients and workers must present a certificate it signed (mutual TLS)", 0, 0},
+    {"token_file", SL_CONF_STR, offsetof(disp_config_t, token_file), 0, 0, "",
+     "file holding the bearer token every RPC must carry (\"\" = none)", 0, 0},
+    {"http_token_file", SL_CONF_STR, offsetof(disp_config_t, http_token_file), 0, 0, "",
+     "file holding the bearer token the status HTTP endpoint requires; set it for any "
+     "non-loopback http address", 0, 0},
 };
 
 const sl_conf_table_t disp_conf_table = {
@@ -54,6 +65,12 @@ int disp_config_check(const disp_config_t *c, char *err, size_t errlen)
     }
     if (sl_httpd_split_addr(c->http, host, sizeof(host), &port) != 0) {
         return sl_err(err, errlen, -EINVAL, "http: '%s' is not HOST:PORT", c->http);
+    }
+    if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
+        return sl_err(err, errlen, -EINVAL, "tls_cert and tls_key go together");
+    }
+    if (c->tls_ca[0] != '\0' && c->tls_cert[0] == '\0') {
+        return sl_err(err, errlen, -EINVAL, "tls_ca needs tls_cert and tls_key");
     }
     if (c->heartbeat_ms >= c->worker_timeout_ms) {
         return sl_err(err, errlen, -EINVAL,

@@ -13,7 +13,7 @@
 typedef struct disp_config_s {
     char listen[SL_CONF_STR_MAX];  /* gRPC HOST:PORT */
     char http[SL_CONF_STR_MAX];    /* status HOST:PORT */
-    char journal[SL_CONF_STR_MAX]; /* accepted, not implemented yet */
+    char journal[SL_CONF_STR_MAX]; /* "" = no journal (journal_state.h) */
     long long worker_timeout_ms;
     long long heartbeat_ms;
     long long client_timeout_ms;
@@ -25,6 +25,12 @@ typedef struct disp_config_s {
     long long max_workers;
     long long rpc_threads;
     int log_level; /* syslog level */
+    /* Transport security (README "Security"): PEM paths, "" = off. */
+    char tls_cert[SL_CONF_STR_MAX];
+    char tls_key[SL_CONF_STR_MAX];
+    char tls_ca[SL_CONF_STR_MAX];        /* set: clients need a certificate it signed */
+    char token_file[SL_CONF_STR_MAX];    /* gRPC bearer token, read at start */
+    char http_token_file[SL_CONF_STR_MAX]; /* status HTTP bearer token, read at start */
 } disp_config_t;
 
 extern const sl_conf_table_t disp_conf_table;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "dispatcher/journal_state.h"
 #include "dispatcher/planner_job.h"
 #include "dispatcher/planner_svc.h"
 
@@ -64,6 +65,7 @@ int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t no
 
 void disp_destroy(disp_t *d)
 {
+    disp_jstate_close(d);
     disp_jobs_destroy(&d->jobs);
     disp_pcache_free(d->pcache);
     disp_registry_destroy(&d->reg);
@@ -85,5 +87,6 @@ void disp_tick(disp_t *d, int64_t now_ms)
     (void)disp_jobs_expire(&d->jobs, now_ms);
     disp_jobs_assign_all(&d->jobs, now_ms);
     disp_planner_tick(d, now_ms); /* re-plans: workers changed, or rates drifted */
+    disp_jstate_maybe_compact(d);
     pthread_mutex_unlock(&d->mu);
 }

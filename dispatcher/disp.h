@@ -23,6 +23,7 @@ typedef struct disp_s {
     disp_jobs_t jobs;
     int64_t start_ms;
     struct disp_pcache_s *pcache; /* planner profile cache (planner_job.h); owned */
+    struct disp_journal_s *journal; /* NULL = no --journal (journal_state.h); owned */
 } disp_t;
 
 /* first_id seeds both worker and job ids (disp_id_seed() in the daemon, a

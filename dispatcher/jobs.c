@@ -15,6 +15,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/ranks.h"
 #include "dispatcher/planner_job.h"
 
 /* ------------------------------------------------------------ ring */
@@ -342,8 +343,8 @@ disp_split_t *disp_job_split(disp_job_t *job, uint64_t id, uint64_t *ret_epoch,
     }
     uint64_t begin = (uint64_t)idx * job->split_size;
     uint64_t end = begin + job->split_size;
-    if (end > job->num_samples) {
-        end = job->num_samples;
+    if (end > job->positions) {
+        end = job->positions;
     }
     if (ret_epoch != NULL) {
         *ret_epoch = ep->epoch;
@@ -797,8 +798,17 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
                     "num_samples: must be > 0 (the client indexes its source first)");
         goto fail;
     }
+    /* Multi-rank: the epoch is this rank's share (common/ranks.h). */
+    uint64_t positions = sl_spec_positions(&job->spec, req->num_samples);
+    if (positions == 0) {
+        rc = sl_err(err, errlen, -EINVAL,
+                    "world_size: %u ranks and %" PRIu64 " samples leave rank %u nothing "
+                    "(rank_padding \"drop\"; use \"pad\")",
+                    job->spec.world_size, req->num_samples, job->spec.rank);
+        goto fail;
+    }
     uint64_t ss = js->lim.split_size;
-    uint64_t nsplits = req->num_samples / ss + (req->num_samples % ss != 0);
+    uint64_t nsplits = positions / ss + (positions % ss != 0);
     if (nsplits > DISP_MAX_SPLITS_PER_EPOCH) {
         rc = sl_err(err, errlen, -EINVAL,
                     "num_samples: %" PRIu64 " samples make %" PRIu64
@@ -838,6 +848,9 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
     job->state = DISP_JOB_ACTIVE;
     job->fingerprint = req->fingerprint;
     job->num_samples = req->num_samples;
+    job->positions = positions;
+    job->world_size = job->spec.world_size;
+    job->rank = job->spec.rank;
     job->client_threads = req->client_threads;
     job->split_size = (uint32_t)ss;
     job->nsplits = (uint32_t)nsplits;
@@ -1153,4 +1166,48 @@ void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
         ep->remote = remote;
     }
     disp_jobs_assign(js, job, now_ms);
+}
+
+/* ------------------------------------------------------------ journal restore */
+
+int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
+                      const uint64_t *acked, size_t n, int64_t now_ms)
+{
+    /* Forget whatever submit handed out: nothing is assigned after a
+     * restart (workers re-register, the client asks again). */
+    for (uint32_t k = 0; k < job->nep; k++) {
+        epoch_free(&job->ep[k]);
+    }
+    memset(job->ep, 0, sizeof(job->ep));
+    job->nep = 0;
+    job->nclient = 0;
+    for (size_t i = 0; i < job->njw; i++) {
+        job->jw[i].n = 0;
+        job->jw[i].nrevoked = 0;
+    }
+    job->next_epoch = first_epoch < job->epochs ? first_epoch : job->epochs;
+    /* Both epochs that may have been live before the restart: the client
+     * may still hold unsent acks of either, and an ack of an epoch not yet
+     * created would be dropped (and its split never completed again, its
+     * samples being duplicates by then). */
+    uint64_t last = first_epoch + 1;
+    while (job->next_epoch <= last && job->next_epoch < job->epochs && job->nep < 2) {
+        if (epoch_create(job) != 0) {
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = 0;
+        disp_epoch_t *ep = epoch_of(job, acked[i], &idx);
+        if (ep == NULL || ep->splits[idx].state != DISP_SPLIT_PENDING) {
+            continue; /* an epoch not live, or a repeated id */
+        }
+        ep->splits[idx].state = DISP_SPLIT_ACKED;
+        ep->npending--;
+        ep->nacked++;
+        job->acked_total++;
+    }
+    (void)advance(job, now_ms);
+    (void)js;
+    return 0;
 }

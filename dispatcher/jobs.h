@@ -175,6 +175,14 @@ typedef struct disp_job_s {
     uint32_t client_threads;
     disp_plan_t plan;
 
+    /* Multi-rank jobs (dispatcher/ranks.h): this job is rank `rank` of
+     * world_size of the job named group ("" and 1 for a single consumer).
+     * positions: per epoch, num_samples or the rank's share of them
+     * (common/ranks.h); splits cut these. */
+    char group[DISP_NAME_MAX];
+    uint32_t rank, world_size;
+    uint64_t positions;
+
     uint32_t split_size;
     uint32_t nsplits;     /* per epoch */
     uint32_t epochs;      /* total, from the spec */
@@ -315,5 +323,13 @@ const char *disp_job_state_name(disp_job_state_e s);
  * queues keep returned splits first); handed-out splits keep their owner
  * and split point. Then hands out work. */
 void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
+
+/* journal replay (dispatcher/journal_state.c): rebuilds a just-submitted
+ * job's epochs: every epoch below first_epoch is done, first_epoch and
+ * first_epoch + 1 are live, the listed split ids (of those two; others are
+ * ignored) are ACKED, and every other split is PENDING and unassigned.
+ * Returns 0 or -ENOMEM. */
+int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
+                      const uint64_t *acked, size_t n, int64_t now_ms);
 
 #endif

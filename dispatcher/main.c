@@ -14,8 +14,10 @@
 #include "common/log.h"
 #include "common/rpc.h"
 #include "common/sdnotify.h"
+#include "common/secret.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
+#include "dispatcher/journal_state.h"
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 
@@ -57,6 +59,37 @@ static void reload(const char *path, disp_config_t *cfg)
     SL_NOTICE("SIGHUP: reloaded %s", path);
 }
 
+/* cfg's security keys -> sec (paths point into cfg; tokens read into the
+ * caller's buffers, "" when not configured). */
+static int security_from(const disp_config_t *cfg, sl_rpc_security_t *sec, char *token,
+                         size_t toklen, char *http_token, size_t httplen, char *err,
+                         size_t errlen)
+{
+    token[0] = '\0';
+    http_token[0] = '\0';
+    sec->tls_cert = cfg->tls_cert[0] != '\0' ? cfg->tls_cert : NULL;
+    sec->tls_key = cfg->tls_key[0] != '\0' ? cfg->tls_key : NULL;
+    sec->tls_ca = cfg->tls_ca[0] != '\0' ? cfg->tls_ca : NULL;
+    sec->token = NULL;
+    if (cfg->token_file[0] != '\0') {
+        int rc = sl_secret_read(cfg->token_file, token, toklen, err, errlen);
+        if (rc != 0) {
+            return rc;
+        }
+        sec->token = token;
+    }
+    if (cfg->http_token_file[0] != '\0') {
+        return sl_secret_read(cfg->http_token_file, http_token, httplen, err, errlen);
+    }
+    return 0;
+}
+
+static int loopback(const char *addr)
+{
+    return strncmp(addr, "127.", 4) == 0 || strncmp(addr, "localhost:", 10) == 0 ||
+           strncmp(addr, "[::1]:", 6) == 0;
+}
+
 /* Waits for a signal or the next tick; returns the signal or 0. */
 static int wait_signal(const sigset_t *set, int64_t wait_ms)
 {
@@ -92,10 +125,6 @@ int main(int argc, char **argv)
         return 2;
     }
     sl_log_set_level(cfg.log_level);
-    if (cfg.journal[0] != '\0') {
-        SL_WARN("journal \"%s\": journaling is not implemented yet; a restart loses job state",
-                cfg.journal);
-    }
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -113,17 +142,37 @@ int main(int argc, char **argv)
         return 1;
     }
     have_state = 1;
+    if (cfg.journal[0] != '\0') {
+        err[0] = '\0';
+        rc = disp_jstate_open(&d, cfg.journal, disp_now_ms(), err, sizeof(err));
+        if (rc != 0) {
+            /* A corrupt journal is never silently dropped: that would lose
+             * every job. The operator decides (move it aside, restore). */
+            SL_ERR("journal \"%s\": refusing to start: %s", cfg.journal, err);
+            fprintf(stderr, "sluice-dispatcher: journal \"%s\": %s\n", cfg.journal, err);
+            goto out;
+        }
+    }
     status = disp_status_new(&d, disp_now_ms());
     if (status == NULL) {
         SL_ERR("cannot initialise status: out of memory");
         goto out;
     }
 
+    static char token[SL_SECRET_MAX];
+    static char http_token[SL_SECRET_MAX];
+    sl_rpc_security_t sec = {0};
+    if (security_from(&cfg, &sec, token, sizeof(token), http_token, sizeof(http_token), err,
+                      sizeof(err)) != 0) {
+        SL_ERR("%s", err);
+        goto out;
+    }
     sl_rpc_init();
     rpc_inited = 1;
     sl_rpc_server_opts_t ropts = {
         .listen = cfg.listen,
         .handler_threads = (unsigned)cfg.rpc_threads,
+        .security = &sec,
     };
     srv = sl_rpc_server_new(&ropts, err, sizeof(err));
     if (srv == NULL) {
@@ -145,7 +194,12 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    sl_httpd_opts_t hopts = {.listen = cfg.http};
+    sl_httpd_opts_t hopts = {.listen = cfg.http, .bearer_token = http_token};
+    if (http_token[0] == '\0' && !loopback(cfg.http)) {
+        SL_WARN("http %s is not a loopback address and has no http_token_file: anyone who "
+                "can reach it reads job and worker state",
+                cfg.http);
+    }
     http = sl_httpd_new(&hopts, err, sizeof(err));
     if (http == NULL) {
         SL_ERR("%s", err);

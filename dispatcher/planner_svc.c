@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "dispatcher/journal_state.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/planner.h"
 #include "dispatcher/planner_job.h"
@@ -259,6 +260,12 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         /* Splits not yet handed out follow the new share and split point;
          * handed-out ones keep theirs (exactly-once and bytes untouched). */
         disp_jobs_replan(&d->jobs, job, now_ms);
+        if (disp_jstate_plan(d, job) != 0) {
+            /* Bytes never depend on the plan: a restart would only resume
+             * with the previous one. */
+            SL_WARN("job %" PRIu64 ": journal write of plan v%u failed", job->id,
+                    job->plan.version);
+        }
     }
 }
 

@@ -11,7 +11,9 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "dispatcher/journal_state.h"
 #include "dispatcher/planner_svc.h"
+#include "dispatcher/service_ranks.h"
 
 /* ------------------------------------------------------------ arena */
 
@@ -416,8 +418,8 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
                         char *err, size_t errlen)
 {
     if (req->world_size > 1) {
-        return sl_err(err, errlen, SL_RPC_UNIMPLEMENTED,
-                      "world_size %u: multi-consumer jobs are not implemented", req->world_size);
+        /* Multi-rank jobs: one part per rank (dispatcher/service_ranks.c). */
+        return disp_svc_submit_rank(d, req, resp, a, now_ms, err, errlen);
     }
     disp_submit_t sub = {
         .spec_json = req->spec_json,
@@ -436,6 +438,11 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     int rc = disp_planner_submit(d, req, &sub, now_ms, &job, &explain, a, err, errlen);
     disp_plan_t plan;
     uint64_t id = 0;
+    if (rc == 0 && disp_jstate_submitted(d, job) != 0) {
+        /* Not durable, so not answered: the job must not exist either. */
+        disp_jobs_close(&d->jobs, job, "journal write failed", now_ms);
+        rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
+    }
     if (rc == 0) {
         plan = job->plan;
         id = job->id;
@@ -456,6 +463,8 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
         return SL_RPC_RESOURCE_EXHAUSTED;
     case -ENOMEM:
         return oom(err, errlen);
+    case -EIO:
+        return SL_RPC_UNAVAILABLE;
     default:
         return SL_RPC_INTERNAL;
     }
@@ -585,6 +594,12 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
                 disp_jobs_add_skips(job, req->skipped[i]->reason, req->skipped[i]->count);
             }
         }
+        /* Durable before applied and answered; the client retries the
+         * whole call (acks are idempotent). */
+        if (disp_jstate_acked(d, job, req->split_ids, req->n_split_ids) != 0) {
+            rc = sl_err(err, errlen, SL_RPC_UNAVAILABLE, "journal write failed");
+            goto out;
+        }
         /* Acks first: a split both acked and retried is done. */
         (void)disp_jobs_ack(&d->jobs, job, req->split_ids, req->n_split_ids, now_ms);
         size_t nretry = disp_jobs_retry(&d->jobs, job, req->retry_split_ids,
@@ -599,6 +614,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
         resp->version = SL_PROTOCOL_VERSION;
         resp->finished = job->state == DISP_JOB_FINISHED;
     }
+out:
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -649,8 +665,12 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
         rc = sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " not found", req->job_id);
     } else {
         /* Closing a closed job is fine: a client may retry CloseJob. */
-        disp_jobs_close(&d->jobs, job, "closed by client", now_ms);
-        resp->version = SL_PROTOCOL_VERSION;
+        if (disp_jstate_closed(d, job, "closed by client") != 0) {
+            rc = sl_err(err, errlen, SL_RPC_UNAVAILABLE, "journal write failed");
+        } else {
+            disp_jobs_close(&d->jobs, job, "closed by client", now_ms);
+            resp->version = SL_PROTOCOL_VERSION;
+        }
     }
     pthread_mutex_unlock(&d->mu);
     return rc;
@@ -725,3 +745,6 @@ int disp_service_add(disp_t *d, sl_rpc_server_t *srv)
     }
     return disp_planner_service_add(d, srv); /* GetPlanContext, PlanJob */
 }
+
+/* For dispatcher/service_ranks.c. */
+Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p) { return plan_msg(a, p); }

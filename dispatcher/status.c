@@ -86,7 +86,7 @@ struct disp_status_s {
  * the last sampled value stands). */
 static int job_done_samples(const disp_job_t *job, uint64_t *ret)
 {
-    uint64_t per_epoch = job->num_samples;
+    uint64_t per_epoch = job->positions; /* multi-rank: the rank's share */
     if (job->state == DISP_JOB_FINISHED ||
         (job->state == DISP_JOB_CLOSED && job->finished_ms != 0)) {
         *ret = per_epoch * job->epochs;
@@ -442,6 +442,22 @@ static json_t *text_or_placeholder(const char *s)
     return v != NULL ? v : json_string("(not utf-8)");
 }
 
+/* Multi-rank jobs: which rank of which job this is, and its share per
+ * epoch (progress below is the rank's own: per-rank progress). */
+static void status_rank_fields(jb_t *b, json_t *o, const disp_job_t *job)
+{
+    if (job->world_size <= 1) {
+        return;
+    }
+    json_t *r = json_object();
+    jset(b, r, "job_name", text_or_placeholder(job->group));
+    jset(b, r, "rank", json_integer(job->rank));
+    jset(b, r, "world_size", json_integer(job->world_size));
+    jset(b, r, "positions_per_epoch", jint(job->positions));
+    jset(b, r, "padding", json_string(job->spec.rank_padding == SL_RANK_PAD ? "pad" : "drop"));
+    jset(b, o, "rank", r);
+}
+
 static const char *source_type_name(sl_source_type_e t)
 {
     switch (t) {
@@ -577,13 +593,14 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t
     jset(b, o, "spec", spec);
     jset(b, o, "num_samples", jint(job->num_samples));
     jset(b, o, "source_fingerprint", jint(job->fingerprint));
+    status_rank_fields(b, o, job);
 
     /* The oldest epoch still being delivered (= epochs once finished). */
     uint64_t epoch = job->nep > 0 ? job->ep[0].epoch : job->next_epoch;
     jset(b, o, "epoch", jint(epoch));
 
     json_t *prog = json_object();
-    uint64_t total = job->num_samples * job->epochs;
+    uint64_t total = job->positions * job->epochs;
     uint64_t done = 0;
     int known = job_done_samples(job, &done) == 0;
     if (!known && rec != NULL) {
@@ -880,7 +897,7 @@ static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t 
     for (size_t i = 0; i < d->jobs.n; i++) {
         const disp_job_t *job = d->jobs.jobs[i];
         uint64_t done = 0;
-        uint64_t total = job->num_samples * job->epochs;
+        uint64_t total = job->positions * job->epochs;
         if (job->state != DISP_JOB_CLOSED && job_done_samples(job, &done) == 0 && total > 0) {
             sb_printf(&s, "sluice_job_progress_ratio{job=\"%" PRIu64 "\"} %.6f\n", job->id,
                       (double)done / (double)total);

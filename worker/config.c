@@ -32,6 +32,19 @@ static const sl_conf_opt_t WK_OPTS[] = {
      "on SIGTERM, longest wait (ms) for started splits to reach their clients", 0, 0},
     {"log_level", SL_CONF_LOGLEVEL, offsetof(wk_config_t, log_level), 0, 0, "notice",
      "error|warning|notice|info|debug (reloaded on SIGHUP)", 0, 1},
+    {"tls_cert", SL_CONF_STR, offsetof(wk_config_t, tls_cert), 0, 0, "",
+     "PEM certificate: with tls_key serves TLS and is the client certificate to the "
+     "dispatcher (\"\" = plaintext)", 0, 0},
+    {"tls_key", SL_CONF_STR, offsetof(wk_config_t, tls_key), 0, 0, "",
+     "PEM private key of tls_cert", 0, 0},
+    {"tls_ca", SL_CONF_STR, offsetof(wk_config_t, tls_ca), 0, 0, "",
+     "PEM CA: turns on TLS to the dispatcher, verifying it; with tls_cert clients must "
+     "also present a certificate it signed", 0, 0},
+    {"token_file", SL_CONF_STR, offsetof(wk_config_t, token_file), 0, 0, "",
+     "file holding the bearer token: sent to the dispatcher, required from clients", 0, 0},
+    {"http_token_file", SL_CONF_STR, offsetof(wk_config_t, http_token_file), 0, 0, "",
+     "file holding the bearer token the status HTTP endpoint requires; set it for any "
+     "non-loopback http address", 0, 0},
 };
 
 const sl_conf_table_t wk_conf_table = {
@@ -86,6 +99,9 @@ int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_pa
     }
     if (rc < 0) {
         return rc;
+    }
+    if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
+        return sl_err(err, errlen, -EINVAL, "tls_cert and tls_key go together");
     }
     struct stat st;
     if (stat(cfg->data_root, &st) < 0) {

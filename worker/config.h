@@ -18,6 +18,12 @@ typedef struct wk_config_s {
     long long max_message_bytes;      /* bound of one Batch message */
     long long drain_ms;               /* SIGTERM: longest wait for in-flight work */
     int log_level;                    /* syslog level; reloadable on SIGHUP */
+    /* Transport security (README "Security"): PEM paths, "" = off. */
+    char tls_cert[SL_CONF_STR_MAX];       /* server cert; also the client cert to the dispatcher */
+    char tls_key[SL_CONF_STR_MAX];
+    char tls_ca[SL_CONF_STR_MAX];         /* roots for the dispatcher; peers' certs must chain */
+    char token_file[SL_CONF_STR_MAX];     /* the cluster's bearer token, read at start */
+    char http_token_file[SL_CONF_STR_MAX];
 } wk_config_t;
 
 extern const sl_conf_table_t wk_conf_table;

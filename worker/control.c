@@ -84,7 +84,8 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
     c->tasks = tasks;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    c->ch = sl_rpc_channel_new(c->dispatcher, o->max_message_bytes, NULL, 0, err, errlen);
+    c->ch = sl_rpc_channel_new(c->dispatcher, o->max_message_bytes, o->security, 0, err,
+                               errlen);
     if (c->ch == NULL) {
         wk_control_free(c);
         return NULL;

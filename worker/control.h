@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "common/rpc.h"
+
 #include "worker/tasks.h"
 
 typedef struct wk_control_s wk_control_t;
@@ -34,6 +36,7 @@ typedef struct wk_control_opts_s {
     const char *advertise;  /* HOST:PORT clients dial */
     unsigned threads;
     size_t max_message_bytes; /* channel receive limit */
+    const sl_rpc_security_t *security; /* NULL = plaintext, no token; read at new */
 } wk_control_opts_t;
 
 typedef struct wk_control_status_s {

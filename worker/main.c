@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/rpc.h"
 #include "common/sdnotify.h"
+#include "common/secret.h"
 #include "proto/sluice.pb-c.h"
 #include "worker/config.h"
 #include "worker/control.h"
@@ -225,6 +226,35 @@ int main(int argc, char **argv)
     char http_addr[300] = "none";
     char advertise[300] = "";
 
+    /* One cluster token: the dispatcher checks it from us, we check it from
+     * clients. Server side: cert+key turn TLS on, tls_ca then requires client
+     * certificates. Channel to the dispatcher: tls_ca (or a cert) turns TLS
+     * on; cert+key are presented as our client certificate. */
+    static char token[SL_SECRET_MAX];
+    static char http_token[SL_SECRET_MAX];
+    if (cfg.token_file[0] != '\0' &&
+        sl_secret_read(cfg.token_file, token, sizeof(token), err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-worker: %s\n", err);
+        return WK_EXIT_USAGE;
+    }
+    if (cfg.http_token_file[0] != '\0' &&
+        sl_secret_read(cfg.http_token_file, http_token, sizeof(http_token), err,
+                       sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-worker: %s\n", err);
+        return WK_EXIT_USAGE;
+    }
+    sl_rpc_security_t sec = {
+        .tls_cert = cfg.tls_cert[0] != '\0' ? cfg.tls_cert : NULL,
+        .tls_key = cfg.tls_key[0] != '\0' ? cfg.tls_key : NULL,
+        .tls_ca = cfg.tls_ca[0] != '\0' ? cfg.tls_ca : NULL,
+        .token = token[0] != '\0' ? token : NULL,
+    };
+    /* tls_ca alone: TLS to the dispatcher, a plaintext server of our own. */
+    sl_rpc_security_t server_sec = sec;
+    if (sec.tls_cert == NULL) {
+        server_sec.tls_ca = NULL;
+    }
+
     sl_rpc_init();
     wk_tasks_opts_t to = {
         .data_root = cfg.data_root,
@@ -245,6 +275,7 @@ int main(int argc, char **argv)
         .cq_threads = 1,
         .handler_threads = 1,
         .max_streams = 64,
+        .security = &server_sec,
     };
     srv = sl_rpc_server_new(&so, err, sizeof(err));
     if (srv == NULL) {
@@ -279,6 +310,7 @@ int main(int argc, char **argv)
         .advertise = advertise,
         .threads = threads,
         .max_message_bytes = (size_t)cfg.max_message_bytes + (64u << 10),
+        .security = &sec,
     };
     ctl = wk_control_new(&co, tasks, err, sizeof(err));
     if (ctl == NULL) {
@@ -298,7 +330,7 @@ int main(int argc, char **argv)
         .started = mono_now(),
     };
     if (cfg.http[0] != '\0' && strcmp(cfg.http, "none") != 0) {
-        sl_httpd_opts_t ho = {.listen = cfg.http};
+        sl_httpd_opts_t ho = {.listen = cfg.http, .bearer_token = http_token};
         httpd = sl_httpd_new(&ho, err, sizeof(err));
         if (httpd == NULL || wk_status_routes(httpd, &sctx) < 0 ||
             sl_httpd_start(httpd, http_addr, sizeof(http_addr), err, sizeof(err)) < 0) {

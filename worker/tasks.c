@@ -12,6 +12,7 @@
 #include "common/executor.h"
 #include "common/log.h"
 #include "common/pipeline.h"
+#include "common/ranks.h"
 #include "common/rng.h"
 #include "common/skip.h"
 #include "common/source.h"
@@ -339,6 +340,23 @@ static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
     return NULL;
 }
 
+/* The job's epoch order into order (num_samples entries): a multi-rank
+ * job's splits are over its rank's share of the epoch (common/ranks.h). */
+static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
+{
+    if (job->spec.world_size <= 1) {
+        sl_epoch_order(job->spec.seed, epoch, job->spec.shuffle, job->num_samples, order);
+        return 0;
+    }
+    uint64_t *scratch = malloc((job->num_samples > 0 ? job->num_samples : 1) * sizeof(*scratch));
+    if (scratch == NULL) {
+        return -ENOMEM;
+    }
+    sl_rank_order(&job->spec, epoch, job->num_samples, scratch, order);
+    free(scratch);
+    return 0;
+}
+
 /* Computes epoch's order into the slot of the oldest cached epoch (runner, no
  * lock: a shuffle of a million samples takes milliseconds). */
 static int order_compute(wk_job_t *job, uint64_t epoch)
@@ -361,7 +379,10 @@ static int order_compute(wk_job_t *job, uint64_t epoch)
             return -ENOMEM;
         }
     }
-    sl_epoch_order(job->spec.seed, epoch, job->spec.shuffle, job->num_samples, o->order);
+    int rc = order_fill(job, epoch, o->order);
+    if (rc < 0) {
+        return rc;
+    }
     o->epoch = epoch;
     o->valid = 1;
     return 0;
@@ -922,7 +943,7 @@ void wk_tasks_assign(wk_tasks_t *t, const Sluice__SplitAssignment *a)
         bad = "the worker is draining"; /* the dispatcher re-queues it */
     } else if (job->state == WK_JOB_FAILED || job->state == WK_JOB_CLOSED) {
         bad = job->state == WK_JOB_FAILED ? "the job failed here" : "the job is closed";
-    } else if (a->begin > a->end || a->end > job->num_samples) {
+    } else if (a->begin > a->end || a->end > sl_spec_positions(&job->spec, job->num_samples)) {
         bad = "range outside the job's samples";
     } else if (a->stage_to > job->nunits) {
         bad = "stage_to beyond the pipeline's units";

@@ -109,6 +109,11 @@ class _Options(ctypes.Structure):
         ("offload", ctypes.c_char_p),
         ("epochs", ctypes.c_uint),
         ("timeout_ms", ctypes.c_int),
+        ("consumer_rate", ctypes.c_double),
+        # Multi-rank jobs (sluice.h): rank of world_size, the job's name.
+        ("rank", ctypes.c_uint),
+        ("world_size", ctypes.c_uint),
+        ("job_name", ctypes.c_char_p),
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -305,22 +310,29 @@ class Loader:
     offload     None (the spec's), "off", "all", "auto", "fastflow" or "K:F"
     epochs      0 = the spec's
     timeout_ms  RPC deadline (0 = the library's default, 10 s)
+    rank, world_size
+                multi-GPU training: this process is ``rank`` of ``world_size``
+                consumers of one job and gets its equal, disjoint share of
+                every epoch (world_size 0 = the spec's, default 1)
+    job_name    the job the ranks share (None = derived from the spec)
 
     Iterate once; ``batches()`` yields full ``Batch`` objects (epoch,
     indices) instead. Close it (or use ``with``) to end the job early."""
 
     def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
-                 timeout_ms=0):
+                 timeout_ms=0, rank=0, world_size=0, job_name=None):
         lib = _load()
         self._tmp = []
         path = _spec_path(spec, self._tmp)
         self._keep = [s.encode() if s is not None else None
-                      for s in (dispatcher, data_root, offload)]
+                      for s in (dispatcher, data_root, offload, job_name)]
         opts = _Options()
-        opts.dispatcher, opts.data_root, opts.offload = self._keep
+        opts.dispatcher, opts.data_root, opts.offload, opts.job_name = self._keep
         opts.threads = int(threads)
         opts.epochs = int(epochs)
         opts.timeout_ms = int(timeout_ms)
+        opts.rank = int(rank)
+        opts.world_size = int(world_size)
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         rc = lib.sluice_open(path.encode(), ctypes.byref(opts), ctypes.byref(handle), err,

@@ -1,0 +1,125 @@
+#include "dispatcher/service_ranks.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/rpc.h"
+#include "dispatcher/ranks.h"
+
+/* The re-attach reply: the part's id and plan, and what is acknowledged.
+ * Called with d->mu held. */
+static int reattach_reply(disp_job_t *job, Sluice__SubmitJobResponse *resp, disp_arena_t *a,
+                          char *err, size_t errlen)
+{
+    disp_range_t *r = malloc(DISP_RANKS_ACKED_MAX * sizeof(*r));
+    if (r == NULL) {
+        return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    int n = disp_ranks_acked(job, r, DISP_RANKS_ACKED_MAX);
+    int rc = SL_RPC_OK;
+    if (n < 0) {
+        rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED,
+                    "job %" PRIu64 ": more than %d acknowledged ranges to resume from", job->id,
+                    DISP_RANKS_ACKED_MAX);
+        goto out;
+    }
+    resp->version = SL_PROTOCOL_VERSION;
+    resp->job_id = job->id;
+    resp->plan = disp_svc_plan_msg(a, &job->plan);
+    resp->resumed = 1;
+    resp->resume_epoch = disp_ranks_resume_epoch(job);
+    resp->n_acked = (size_t)n;
+    resp->acked = n > 0 ? disp_arena_alloc(a, (size_t)n * sizeof(*resp->acked)) : NULL;
+    Sluice__SplitAssignment *m =
+        n > 0 ? disp_arena_alloc(a, (size_t)n * sizeof(*m)) : NULL;
+    if (resp->plan == NULL || (n > 0 && (resp->acked == NULL || m == NULL))) {
+        rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        sluice__split_assignment__init(&m[i]);
+        m[i].job_id = job->id;
+        m[i].epoch = r[i].epoch;
+        m[i].begin = r[i].begin;
+        m[i].end = r[i].end;
+        resp->acked[i] = &m[i];
+    }
+out:
+    free(r);
+    return rc;
+}
+
+int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
+                         Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                         char *err, size_t errlen)
+{
+    const char *name = req->job_name != NULL ? req->job_name : "";
+    if (name[0] == '\0' || strlen(name) >= DISP_NAME_MAX) {
+        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+                      "job_name: required with world_size > 1, at most %d bytes",
+                      DISP_NAME_MAX - 1);
+    }
+    if (req->world_size > SL_SPEC_WORLD_MAX || req->rank >= req->world_size) {
+        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+                      "rank %u of world_size %u: need rank < world_size <= %d", req->rank,
+                      req->world_size, SL_SPEC_WORLD_MAX);
+    }
+    sl_spec_t *spec = malloc(sizeof(*spec));
+    if (spec == NULL) {
+        return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    const char *json = req->spec_json != NULL ? req->spec_json : "";
+    int rc = sl_spec_parse(req->spec_name != NULL && req->spec_name[0] != '\0' ? req->spec_name
+                                                                               : "<rpc>",
+                           json, strlen(json), spec, err, errlen);
+    if (rc == 0 && (spec->world_size != req->world_size || spec->rank != req->rank)) {
+        rc = sl_err(err, errlen, -EINVAL,
+                    "world_size: the spec says rank %u of %u, the request rank %u of %u",
+                    spec->rank, spec->world_size, req->rank, req->world_size);
+    }
+    if (rc < 0) {
+        free(spec);
+        return rc == -ENOMEM ? SL_RPC_RESOURCE_EXHAUSTED : SL_RPC_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&d->mu);
+    rc = disp_ranks_check(&d->jobs, name, spec, req->num_samples, req->source_fingerprint, err,
+                          errlen);
+    disp_job_t *job = rc == 0 ? disp_ranks_find(&d->jobs, name, req->world_size, req->rank)
+                              : NULL;
+    free(spec);
+    if (rc < 0) {
+        pthread_mutex_unlock(&d->mu);
+        return rc == -ENOMEM ? SL_RPC_RESOURCE_EXHAUSTED : SL_RPC_FAILED_PRECONDITION;
+    }
+    if (job != NULL) {
+        size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);
+        rc = reattach_reply(job, resp, a, err, errlen);
+        SL_NOTICE("job %" PRIu64 ": rank %u of \"%s\" re-attached (resumes at epoch %" PRIu64
+                  ", %zu split(s) re-queued)",
+                  job->id, job->rank, job->group, resp->resume_epoch, back);
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
+    pthread_mutex_unlock(&d->mu);
+    /* A new part: the single-consumer path on the rank's spec (which carries
+     * rank and world_size), then tagged. Two processes submitting the same
+     * rank at once could both create a part; ranks are unique processes. */
+    Sluice__SubmitJobRequest one = *req;
+    one.world_size = 1;
+    rc = disp_svc_submit_job(d, &one, resp, a, now_ms, err, errlen);
+    if (rc == SL_RPC_OK) {
+        pthread_mutex_lock(&d->mu);
+        job = disp_jobs_find(&d->jobs, resp->job_id);
+        if (job != NULL) {
+            disp_ranks_tag(job, name);
+        }
+        pthread_mutex_unlock(&d->mu);
+        SL_NOTICE("job %" PRIu64 " is rank %u of %u of \"%s\"", resp->job_id, req->rank,
+                  req->world_size, name);
+    }
+    return rc;
+}

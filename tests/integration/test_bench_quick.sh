@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make bench-quick's harness: scripts/bench-cluster --quick (scenario A on an emulated
+# cluster, policies off and auto, 8 s each, 100 generated images) runs and prints its
+# table. Prints the figures; asserts only that both policies ran and the table came
+# out, never a timing. Needs root and `ip netns` (as scripts/cluster-emu); SKIP otherwise.
+source "$(dirname "$0")/lib.sh"
+
+skip() {
+    echo "SKIP: $*"
+    exit 0
+}
+[ "$(id -u)" = 0 ] || skip "not root"
+command -v ip >/dev/null && command -v tc >/dev/null && command -v nsenter >/dev/null &&
+    command -v flock >/dev/null || skip "needs ip, tc, nsenter, flock"
+ip netns list >/dev/null 2>&1 || skip "ip netns unavailable"
+[ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] || grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null ||
+    skip "no cgroup CPU controller"
+
+start=$(date +%s)
+BUILD="$BUILD" "$ROOT/scripts/bench-cluster" --quick --data "$TMP/data" >"$TMP/out" 2>"$TMP/err" ||
+    { cat "$TMP/out" "$TMP/err"; fail "bench-cluster --quick failed"; }
+cat "$TMP/out"
+echo "bench-cluster --quick took $(( $(date +%s) - start )) s"
+grep -q '^### A: ' "$TMP/out" || fail "no scenario A heading"
+grep -q '^| policy | plan K:F | samples/s |' "$TMP/out" || fail "no table header"
+grep -Eq '^\| off \| [0-9]+:[0-9.]+ \| [0-9.]+ \|' "$TMP/out" || fail "no off row"
+grep -Eq '^\| \*\*auto\*\* \| [0-9]+:[0-9.]+ \| [0-9.]+ \|' "$TMP/out" || fail "no auto row"
+grep -q '^Limit: ' "$TMP/out" || fail "no limit line"
+! grep -q FAILED "$TMP/err" || fail "a policy run failed: $(cat "$TMP/err")"
+echo "PASS"
