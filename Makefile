@@ -156,6 +156,10 @@ integration: all
 asan: deps
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 check
 
+# soak: 8 jobs, 3 workers killed in turn, one dispatcher restart; SOAK_SECONDS (600).
+soak: all
+	$(Q)BUILD=$(BUILD) ./scripts/soak
+
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) ./scripts/demo.sh

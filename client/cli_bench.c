@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client/cli.h"
+#include "client/cli_conn.h"
 #include "client/sluice.h"
 #include "common/spec.h"
 
@@ -30,6 +31,7 @@ typedef struct {
     int local;
     int json;
     sl_cli_ranks_t ranks;
+    sl_cli_conn_t conn;
 } bench_opts_t;
 
 static void bench_usage(FILE *f)
@@ -45,6 +47,7 @@ static void bench_usage(FILE *f)
             SL_CLI_RANK_USAGE
             "                     --world-size W without --rank runs all W ranks, one\n"
             "                     process each (their reports are prefixed \"rank R:\")\n"
+            SL_CLI_CONN_USAGE
             "\n"
             "prints delivered samples/s, stall %% (consumer waiting for data), client CPU %%,\n"
             "samples from local and remote processing, and the plan used\n");
@@ -85,10 +88,12 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         {"epochs", required_argument, NULL, 'e'},   {"offload", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         SL_CLI_RANK_OPTIONS,
+        SL_CLI_CONN_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
     sl_cli_ranks_init(&o->ranks);
+    sl_cli_conn_init(&o->conn);
     o->rate = -1;
     o->data_root = ".";
     optind = 1;
@@ -96,6 +101,9 @@ static int parse(int argc, char **argv, bench_opts_t *o)
     char *end;
     while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
         int rr = sl_cli_ranks_opt("bench", c, optarg, &o->ranks);
+        if (rr == 0) {
+            rr = sl_cli_conn_opt("bench", c, optarg, &o->conn);
+        }
         if (rr != 0) {
             if (rr < 0) {
                 return rr;
@@ -229,6 +237,7 @@ int sl_cli_bench(int argc, char **argv)
     sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
                            .threads = o.threads, .offload = o.offload, .epochs = o.epochs};
     sl_cli_ranks_apply(&o.ranks, &so);
+    sl_cli_conn_apply(&o.conn, &so);
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {

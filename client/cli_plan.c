@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/cli.h"
+#include "client/cli_conn.h"
 #include "client/profile.h"
 #include "common/costmodel.h"
 #include "common/pipeline.h"
@@ -28,6 +29,7 @@ typedef struct {
     long samples;
     int explain;
     int json;
+    sl_cli_conn_t conn;
 } plan_opts_t;
 
 static void plan_usage(FILE *f)
@@ -47,6 +49,7 @@ static void plan_usage(FILE *f)
             "  --explain              print every candidate (split K, local share, predicted\n"
             "                         samples/s, binding resource) and FastFlow's choice\n"
             "  --json                 print the planner's inputs and outputs as one JSON object\n"
+            SL_CLI_CONN_USAGE
             "\n"
             "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n",
             SL_PROFILE_DEFAULT_SAMPLES);
@@ -76,14 +79,23 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
         {"explain", no_argument, NULL, 'x'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
+        SL_CLI_CONN_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
+    sl_cli_conn_init(&o->conn);
     o->data_root = ".";
     optind = 1;
     int c;
     double v;
     while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
+        int cr = sl_cli_conn_opt("plan", c, optarg, &o->conn);
+        if (cr != 0) {
+            if (cr < 0) {
+                return cr;
+            }
+            continue;
+        }
         switch (c) {
         case 'd':
             o->dispatcher = optarg;
@@ -248,9 +260,14 @@ int sl_cli_plan(int argc, char **argv)
         fprintf(stderr, "sluice plan: %s\n", err);
         goto out;
     }
+    if (sl_cli_conn_security("plan", &o.conn) < 0) {
+        status = SL_EXIT_USAGE;
+        goto out;
+    }
     sl_rpc_init();
     rpc = 1;
-    ch = sl_rpc_channel_new(o.dispatcher, SL_RPC_DEFAULT_MAX_MSG, NULL, 0, err, sizeof(err));
+    ch = sl_rpc_channel_new(o.dispatcher, SL_RPC_DEFAULT_MAX_MSG, &o.conn.sec, 0, err,
+                            sizeof(err));
     pl = cl_planner_new();
     if (ch == NULL || pl == NULL) {
         fprintf(stderr, "sluice plan: %s\n", ch == NULL ? err : "out of memory");
@@ -259,7 +276,7 @@ int sl_cli_plan(int argc, char **argv)
     }
     cl_plan_args_t pa = {.spec = spec, .src = src, .pipe = pipe, .disp = ch, .threads = threads,
                          .consumer_rate = o.consumer_rate, .timeout_ms = 10000,
-                         .samples = (size_t)o.samples};
+                         .samples = (size_t)o.samples, .security = &o.conn.sec};
     if (cl_planner_profile(pl, &pa, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o.dispatcher, err);
         goto out;

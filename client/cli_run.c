@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client/cli.h"
+#include "client/cli_conn.h"
 #include "client/sluice.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
     double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
     double consumer_rate; /* planner target, samples/s; 0 = measured while running */
     sl_cli_ranks_t ranks;
+    sl_cli_conn_t conn;
 } run_opts_t;
 
 static void run_usage(FILE *f)
@@ -44,6 +46,7 @@ static void run_usage(FILE *f)
             "                       the training loop's rate the planner plans for (auto,\n"
             "                       fastflow); default: unlimited, then measured\n"
             SL_CLI_RANK_USAGE
+            SL_CLI_CONN_USAGE
             "  --json               print one JSON summary object on stdout at the end\n"
             "  --quiet              no progress line\n"
             "\n"
@@ -73,16 +76,21 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         {"max-rate", required_argument, NULL, 'm'},
         {"consumer-rate", required_argument, NULL, 'c'},
         SL_CLI_RANK_OPTIONS,
+        SL_CLI_CONN_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
     o->data_root = ".";
     sl_cli_ranks_init(&o->ranks);
+    sl_cli_conn_init(&o->conn);
     int c;
     long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
         int rr = sl_cli_ranks_opt("run", c, optarg, &o->ranks);
+        if (rr == 0) {
+            rr = sl_cli_conn_opt("run", c, optarg, &o->conn);
+        }
         if (rr != 0) {
             if (rr < 0) {
                 return rr;
@@ -193,6 +201,7 @@ int sl_cli_run(int argc, char **argv)
                            .threads = o.threads, .offload = o.offload,
                            .epochs = (unsigned)o.epochs, .consumer_rate = o.consumer_rate};
     sl_cli_ranks_apply(&o.ranks, &so);
+    sl_cli_conn_apply(&o.conn, &so);
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.spec_path, &so, &job, err, sizeof(err));
     if (rc < 0) {

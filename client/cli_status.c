@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "client/cli.h"
+#include "client/cli_conn.h"
 #include "common/httpd.h"
 #include "common/rpc.h"
 #include "proto/sluice.pb-c.h"
@@ -31,6 +32,7 @@ typedef struct {
     int json;
     int timeout_ms;
     double watch_sec; /* 0 = print once */
+    sl_cli_conn_t conn; /* --dispatcher only */
 } status_opts_t;
 
 static void status_usage(FILE *f)
@@ -44,6 +46,7 @@ static void status_usage(FILE *f)
             "  --json               print the status document as JSON\n"
             "  --watch SEC          print again every SEC seconds until interrupted\n"
             "  --timeout-ms N       give up on an unresponsive peer after N ms (default %d)\n"
+            SL_CLI_CONN_USAGE
             "\n"
             "exit status: 0 success, 1 unreachable or bad answer, 2 usage error\n",
             DEFAULT_TIMEOUT_MS);
@@ -55,14 +58,23 @@ static int parse_opts(int argc, char **argv, status_opts_t *o)
         {"dispatcher", required_argument, NULL, 'd'}, {"http", required_argument, NULL, 'H'},
         {"json", no_argument, NULL, 'j'},             {"watch", required_argument, NULL, 'w'},
         {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        SL_CLI_CONN_OPTIONS,
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
+    sl_cli_conn_init(&o->conn);
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
     int c;
     char *end;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
+        int cr = sl_cli_conn_opt("status", c, optarg, &o->conn);
+        if (cr != 0) {
+            if (cr < 0) {
+                return cr;
+            }
+            continue;
+        }
         switch (c) {
         case 'd':
             o->dispatcher = optarg;
@@ -111,6 +123,9 @@ static int parse_opts(int argc, char **argv, status_opts_t *o)
         status_usage(stderr);
         return -EINVAL;
     }
+    if (sl_cli_conn_security("status", &o->conn) < 0) {
+        return -EINVAL;
+    }
     char host[256];
     unsigned port = 0;
     const char *addr = o->dispatcher != NULL ? o->dispatcher : o->http;
@@ -125,8 +140,8 @@ static int parse_opts(int argc, char **argv, status_opts_t *o)
 
 static int fetch_grpc(const status_opts_t *o, char **ret, char *err, size_t errlen)
 {
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(o->dispatcher, STATUS_MAX_BYTES, NULL, 0, err,
-                                              errlen);
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(o->dispatcher, STATUS_MAX_BYTES, &o->conn.sec, 0,
+                                              err, errlen);
     if (ch == NULL) {
         return -EINVAL;
     }

@@ -29,6 +29,8 @@
  * delivering anything waits this long, doubling per failure. */
 #define CL_BACKOFF_MIN_MS 200
 #define CL_BACKOFF_MAX_MS 2000
+/* Multi-rank: a consumer starved this long acknowledges what is batched. */
+#define CL_UNSTICK_SEC 0.3
 
 typedef enum {
     CL_SPLIT_REMOTE = 0, /* a worker produces it */
@@ -40,6 +42,7 @@ typedef struct cl_split_s {
     uint64_t epoch, begin, end;
     uint64_t owner;    /* worker id, 0 = the client */
     uint64_t done;     /* positions delivered or skipped (first copies only) */
+    uint64_t added;    /* multi-rank: first copies in the batcher (done counts on pop) */
     uint64_t next;     /* local: next position to submit */
     int range_known;   /* 0 until an assignment names its range: samples of a
                         * split can arrive before the client polls its assignment */
@@ -114,6 +117,7 @@ struct sluice_job {
      * has taken every one of its samples (not when they reach the batcher),
      * so a restarted rank neither loses nor repeats acknowledged samples. */
     int ack_on_pop;
+    double last_unstick;      /* consumer only: see job.c unstick_acks */
 
     /* remote only */
     sl_rpc_channel_t *disp;

@@ -92,9 +92,18 @@ void cl_split_check_done(sluice_job_t *job, cl_split_t *s)
     job->acks[job->nacks++] = s->id;
 }
 
+static void count_split(sluice_job_t *job, uint64_t split_id, int consumed);
+
 /* Counts a first copy towards its split. A split not yet known from an
  * assignment is entered now and completes when its range arrives. */
 static void count_for_split(sluice_job_t *job, uint64_t split_id)
+{
+    count_split(job, split_id, 1);
+}
+
+/* consumed: the sample is done for acknowledgement (s->done); else it only
+ * reached the batcher (s->added, multi-rank acknowledgement on pop). */
+static void count_split(sluice_job_t *job, uint64_t split_id, int consumed)
 {
     if (job->disp == NULL) {
         return;
@@ -110,9 +119,30 @@ static void count_for_split(sluice_job_t *job, uint64_t split_id)
             s->owner = UINT64_MAX;
         }
     }
-    if (s != NULL && !s->acked) {
+    if (s != NULL && !s->acked && !consumed) {
+        s->added++;
+    } else if (s != NULL && !s->acked) {
         s->done++;
         cl_split_check_done(job, s);
+    }
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* Multi-rank liveness: splits acknowledged on pop hold their worker's slots
+ * (max_splits_per_worker) while their samples wait in a partial batch; if
+ * the samples that would complete that batch are in splits that cannot be
+ * handed out for lack of slots, nothing moves. So when the consumer has
+ * been starved for a while, splits whose every sample is in the batcher are
+ * acknowledged now (a crash before they are taken would lose those few). */
+static void unstick_acks(sluice_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    for (size_t i = 0; i < CL_MAX_SPLITS; i++) {
+        cl_split_t *s = &job->splits[i];
+        if (s->in_use && s->range_known && !s->acked && s->added >= s->end - s->begin) {
+            s->done = s->end - s->begin;
+            cl_split_check_done(job, s);
+        }
     }
     pthread_mutex_unlock(&job->mu);
 }
@@ -136,6 +166,9 @@ static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
     /* Multi-rank: a delivered sample counts once its batch is consumed
      * (sluice_next_batch), so a restarted rank's acknowledged splits
      * are exactly what its training loop had. */
+    if (rc == 0 && job->ack_on_pop) {
+        count_split(job, split_id, 0);
+    }
     if (rc == 0 && (!job->ack_on_pop || skipped)) {
         count_for_split(job, split_id);
     }
@@ -470,6 +503,11 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
         if (all_delivered(job)) {
             result = 1;
             break;
+        }
+        if (job->ack_on_pop && now_sec() - t0 > CL_UNSTICK_SEC &&
+            now_sec() - job->last_unstick > CL_UNSTICK_SEC) {
+            job->last_unstick = now_sec();
+            unstick_acks(job);
         }
         int rc = cl_job_pump(job, &job->local_epoch, &job->local_pos);
         if (rc < 0) {

@@ -52,9 +52,19 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
         if (rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT) {
             return sl_err(err, errlen, -EINVAL, "%s", st.details);
         }
-        return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)",
+        /* A TLS/plaintext mismatch never connects: it looks like a dead
+         * peer, so say which setting to check. */
+        int noconn = rc == -ECOMM &&
+                     (st.code == SL_RPC_UNAVAILABLE || st.code == SL_RPC_DEADLINE_EXCEEDED);
+        const char *hint = !noconn ? ""
+                           : job->sec.tls_ca != NULL || job->sec.tls_cert != NULL
+                               ? "; no connection: is the dispatcher up, and does it serve TLS "
+                                 "with a certificate --tls-ca trusts?"
+                               : "; no connection: is the dispatcher up, and is it plaintext "
+                                 "(a TLS dispatcher needs --tls-ca)?";
+        return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)%s",
                       job->dispatcher, rc == -ECOMM ? st.details : "bad reply",
-                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "", hint);
     }
     Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
     job->job_id = r->job_id;

@@ -219,8 +219,8 @@ static int class_for(cl_planner_t *p, const char *key)
 static void identify(cl_planner_t *p, const Sluice__WorkerInfo *w, int timeout_ms)
 {
     char err[256];
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(w->address, SL_RPC_DEFAULT_MAX_MSG, p->security, 0, err,
-                                              sizeof(err));
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(w->address, SL_RPC_DEFAULT_MAX_MSG, p->security, 0,
+                                              err, sizeof(err));
     if (ch == NULL) {
         return;
     }

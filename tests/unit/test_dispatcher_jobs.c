@@ -1287,7 +1287,8 @@ START_TEST(test_svc_submit_errors)
     }
     ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)),
                      SL_RPC_RESOURCE_EXHAUSTED);
-    /* Multi-consumer jobs are refused for now. */
+    /* Multi-rank jobs (dispatcher/service_ranks.c) need a job name, and the
+     * spec must carry the same rank and world size as the request. */
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
@@ -1295,7 +1296,14 @@ START_TEST(test_svc_submit_errors)
     req.num_samples = 10;
     req.world_size = 2;
     ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_UNIMPLEMENTED);
+                     SL_RPC_INVALID_ARGUMENT);
+    req.job_name = "j";
+    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(err, "world_size"));
+    req.rank = 2;
+    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
     disp_arena_free(&a);
     /* Register without an address. */
     Sluice__RegisterWorkerRequest rreq = SLUICE__REGISTER_WORKER_REQUEST__INIT;

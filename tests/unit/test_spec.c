@@ -107,6 +107,9 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
     ck_assert(a->local_share == b->local_share);
     ck_assert_int_eq(a->on_error, b->on_error);
     ck_assert_uint_eq(a->max_pixels, b->max_pixels);
+    ck_assert_uint_eq(a->world_size, b->world_size);
+    ck_assert_uint_eq(a->rank, b->rank);
+    ck_assert_int_eq(a->rank_padding, b->rank_padding);
 }
 
 /* parse(to_json(s)) == s, and to_json is a fixed point after one trip. */
@@ -761,6 +764,32 @@ END_TEST
 
 /* ---- canonical JSON ------------------------------------------------------------------- */
 
+/* Multi-rank keys (common/ranks.h): bounds, and errors naming line and field. */
+START_TEST(test_rank_keys)
+{
+    char *text = edit("\"epochs\": 90,", "\"epochs\": 90, \"world_size\": 8, \"rank\": 7, "
+                                         "\"rank_padding\": \"pad\",");
+    sl_spec_t spec;
+    char err[ERRLEN] = "";
+    ck_assert_int_eq(sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err)), 0);
+    ck_assert_uint_eq(spec.world_size, 8);
+    ck_assert_uint_eq(spec.rank, 7);
+    ck_assert_int_eq(spec.rank_padding, SL_RANK_PAD);
+    assert_round_trip(&spec);
+    free(text);
+    ck_assert_int_eq(sl_spec_parse("t.json", GOOD, strlen(GOOD), &spec, err, sizeof(err)), 0);
+    ck_assert_uint_eq(spec.world_size, 1);
+    ck_assert_uint_eq(spec.rank, 0);
+    ck_assert_int_eq(spec.rank_padding, SL_RANK_DROP);
+    expect_edit_err("\"epochs\": 90,", "\"epochs\": 90, \"world_size\": 2, \"rank\": 2,",
+                    "t.json:11: rank: must be an integer in 0..1");
+    expect_edit_err("\"epochs\": 90,", "\"epochs\": 90, \"world_size\": 0,",
+                    "t.json:11: world_size: must be an integer in 1..4096");
+    expect_edit_err("\"epochs\": 90,", "\"epochs\": 90, \"rank_padding\": \"wrap\",",
+                    "rank_padding");
+}
+END_TEST
+
 START_TEST(test_to_json_round_trip)
 {
     char err[ERRLEN] = "";
@@ -829,6 +858,7 @@ int main(void)
     tcase_add_test(tc, test_ranges);
     tcase_add_test(tc, test_order);
     tcase_add_test(tc, test_offload_object);
+    tcase_add_test(tc, test_rank_keys);
     tcase_add_test(tc, test_paths);
     tcase_add_test(tc, test_hostile_input);
     tcase_add_test(tc, test_sizes_and_files);
