@@ -234,8 +234,10 @@ int sl_cli_bench(int argc, char **argv)
         snprintf(tag, sizeof(tag), "rank %ld: ", o.ranks.rank);
     }
     char err[1024];
+    /* The emulated consumer's rate is exactly what the planner should aim for. */
     sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
-                           .threads = o.threads, .offload = o.offload, .epochs = o.epochs};
+                           .threads = o.threads, .offload = o.offload, .epochs = o.epochs,
+                           .consumer_rate = o.rate};
     sl_cli_ranks_apply(&o.ranks, &so);
     sl_cli_conn_apply(&o.conn, &so);
     sluice_job_t *job = NULL;
