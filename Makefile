@@ -142,10 +142,17 @@ deps:
 	@./scripts/install-deps.sh
 
 # Re-invoke make after deps so pkg-config flags are evaluated with packages present.
+# The unit suites run a second time under ASan+UBSan (build-asan/): it fits the
+# time budget, so sanitizer findings fail `make check` itself. `make asan` also
+# runs the integration tests against sanitized daemons.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) ./tests/run-unit.sh $(TEST_BINS)
 	$(Q)BUILD=$(BUILD) ./tests/run-integration.sh
+ifneq ($(SANITIZE),1)
+	@echo "== unit suites under AddressSanitizer + UndefinedBehaviorSanitizer"
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 unit
+endif
 
 unit: all
 	$(Q)BUILD=$(BUILD) ./tests/run-unit.sh $(TEST_BINS)
