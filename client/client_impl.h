@@ -140,6 +140,10 @@ struct sluice_job {
     uint64_t *acks;          /* split ids to acknowledge */
     size_t nacks, capacks;
     cl_fetcher_t fetchers[CL_MAX_FETCHERS];
+    /* Skips accepted by the batcher, and how many of them the dispatcher has
+     * been told about in AckSplits (its /status and /metrics count them). */
+    uint64_t skips_counted[SL_SKIP__COUNT];
+    uint64_t skips_reported[SL_SKIP__COUNT];
     /* Control thread only: backoff per worker, and workers whose stream broke
      * and whose splits the dispatcher has not yet been asked to retry. */
     cl_backoff_t backoff[CL_MAX_FETCHERS];

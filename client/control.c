@@ -84,8 +84,22 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     if (n) {
         memcpy(ids, job->acks, n * sizeof(*ids));
     }
+    uint64_t delta[SL_SKIP__COUNT];
+    Sluice__SkipCount counts[SL_SKIP__COUNT];
+    Sluice__SkipCount *countp[SL_SKIP__COUNT];
+    size_t nskip = 0;
+    for (int r = 0; r < SL_SKIP__COUNT; r++) {
+        delta[r] = job->skips_counted[r] - job->skips_reported[r];
+        if (delta[r] > 0) {
+            sluice__skip_count__init(&counts[nskip]);
+            counts[nskip].reason = (char *)sl_skip_name((sl_skip_e)r);
+            counts[nskip].count = delta[r];
+            countp[nskip] = &counts[nskip];
+            nskip++;
+        }
+    }
     pthread_mutex_unlock(&job->mu);
-    if (n == 0 && nretry == 0 && retry_worker == 0) {
+    if (n == 0 && nretry == 0 && retry_worker == 0 && nskip == 0) {
         return 0;
     }
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
@@ -97,6 +111,8 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     req.n_retry_split_ids = nretry;
     req.retry_split_ids = retry;
     req.retry_worker_id = retry_worker;
+    req.n_skipped = nskip;
+    req.skipped = countp;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/AckSplits", &req.base,
@@ -105,6 +121,9 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     if (rc == 0) {
         protobuf_c_message_free_unpacked(resp, NULL);
         pthread_mutex_lock(&job->mu);
+        for (int r = 0; r < SL_SKIP__COUNT; r++) {
+            job->skips_reported[r] += delta[r];
+        }
         /* Acks queued meanwhile stay; the first n were sent. */
         if (n > 0) {
             memmove(job->acks, job->acks + n, (job->nacks - n) * sizeof(*ids));

@@ -157,11 +157,17 @@ static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
     }
     uint64_t split_id = s->split_id;
     int skipped = s->skip >= 0;
+    int reason = s->skip;
     int rc = sl_batcher_add(job->batcher, s);
     if (rc < 0) {
         sl_tensor_free(&s->t);
         return set_error(job, rc, "%s",
                          "batcher refused a sample (epoch or position out of range)");
+    }
+    if (rc == 0 && skipped && reason < SL_SKIP__COUNT) {
+        pthread_mutex_lock(&job->mu);
+        job->skips_counted[reason]++;
+        pthread_mutex_unlock(&job->mu);
     }
     /* Multi-rank: a delivered sample counts once its batch is consumed
      * (sluice_next_batch), so a restarted rank's acknowledged splits
