@@ -46,6 +46,7 @@ typedef struct disp_worker_s {
     int leaving;              /* draining: no new splits (heartbeat leaving=true) */
     double load;
     uint64_t buffered_bytes;
+    uint64_t bytes_sent; /* the worker's own counter, as last reported */
     uint32_t in_progress;     /* splits_in_progress in the last heartbeat */
     uint32_t outstanding;     /* ASSIGNED splits over all jobs (kept by jobs.c) */
     uint32_t hb_seq;          /* heartbeats answered (jobs.c resend logic) */
@@ -61,6 +62,9 @@ typedef struct disp_registry_s {
     /* When the live count last dropped to 0 (or start-up): with no live
      * worker for worker_timeout_ms, remote splits fall back to clients. */
     int64_t no_live_since_ms;
+    /* Batch bytes all workers sent to clients; grows by each heartbeat's
+     * increase, so it survives workers leaving or restarting. */
+    uint64_t bytes_sent_total;
 } disp_registry_t;
 
 /* first_id: the first id handed out (main seeds it from the wall clock so

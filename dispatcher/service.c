@@ -378,6 +378,10 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     }
     w->load = finite_or_zero(req->load);
     w->buffered_bytes = req->buffered_bytes;
+    /* A restarted worker's counter starts again from 0. */
+    d->reg.bytes_sent_total += req->bytes_sent >= w->bytes_sent ? req->bytes_sent - w->bytes_sent
+                                                                  : req->bytes_sent;
+    w->bytes_sent = req->bytes_sent;
     w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX
                                     ? UINT32_MAX
                                     : req->n_splits_in_progress);

@@ -726,6 +726,7 @@ static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *re
     jset(&b, tot, "jobs_open", json_integer((json_int_t)d->jobs.nopen));
     jset(&b, tot, "splits_acked_total", jint(d->jobs.splits_acked_total));
     jset(&b, tot, "splits_reassigned_total", jint(d->jobs.splits_reassigned_total));
+    jset(&b, tot, "bytes_sent_total", jint(d->reg.bytes_sent_total));
     if (st != NULL) {
         jset(&b, tot, "samples_delivered_total", jint(st->delivered_total));
         uint64_t sk = 0;
@@ -879,6 +880,9 @@ static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t 
          "Splits taken back from a worker (lost, refused, stream broken) and re-assigned.");
     sb_printf(&s, "sluice_splits_reassigned_total %" PRIu64 "\n",
               d->jobs.splits_reassigned_total);
+    head(&s, "sluice_bytes_sent_total", "counter",
+         "Batch bytes workers sent to clients (from their heartbeats).");
+    sb_printf(&s, "sluice_bytes_sent_total %" PRIu64 "\n", d->reg.bytes_sent_total);
     if (st != NULL) {
         head(&s, "sluice_samples_delivered_total", "counter",
              "Samples of acknowledged splits delivered to training loops (skips excluded).");

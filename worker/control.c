@@ -322,6 +322,7 @@ static int do_heartbeat(wk_control_t *c, int final)
     pthread_mutex_unlock(&c->mu);
     req.load = load;
     req.buffered_bytes = rep.buffered_bytes;
+    req.bytes_sent = rep.bytes_sent;
     req.n_known_jobs = rep.n_known;
     req.known_jobs = rep.known_jobs;
     req.n_splits_in_progress = rep.n_splits;

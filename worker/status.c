@@ -67,6 +67,7 @@ static void on_status(void *arg, const char *query, sl_httpd_resp_t *resp)
     json_object_set_new(root, "samples_skipped", json_integer((json_int_t)tot.samples_skipped));
     json_object_set_new(root, "splits_done", json_integer((json_int_t)tot.splits_done));
     json_object_set_new(root, "msgs_sent", json_integer((json_int_t)tot.msgs_sent));
+    json_object_set_new(root, "bytes_sent", json_integer((json_int_t)tot.bytes_sent));
     json_object_set_new(root, "streams_broken", json_integer((json_int_t)tot.streams_broken));
     for (size_t i = 0; i < n && i < WK_STATUS_MAX_JOBS; i++) {
         const wk_job_info_t *r = &rows[i];
@@ -160,6 +161,9 @@ static void on_metrics(void *arg, const char *query, sl_httpd_resp_t *resp)
     PUT("# TYPE sluice_worker_messages_sent_total counter\n"
         "sluice_worker_messages_sent_total %" PRIu64 "\n",
         tot.msgs_sent);
+    PUT("# TYPE sluice_worker_bytes_sent_total counter\n"
+        "sluice_worker_bytes_sent_total %" PRIu64 "\n",
+        tot.bytes_sent);
     PUT("# TYPE sluice_worker_streams_broken_total counter\n"
         "sluice_worker_streams_broken_total %" PRIu64 "\n",
         tot.streams_broken);

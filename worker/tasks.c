@@ -120,6 +120,7 @@ struct wk_tasks_s {
     uint64_t next_sent_seq;
     /* Worker-wide counters for /status; bumped next to the job's own. */
     atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
+    atomic_uint_fast64_t n_bytes_sent; /* packed Batch bytes handed to streams */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -729,6 +730,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     atomic_init(&t->n_skipped, 0);
     atomic_init(&t->n_splits, 0);
     atomic_init(&t->n_msgs, 0);
+    atomic_init(&t->n_bytes_sent, 0);
     atomic_init(&t->n_broken, 0);
     return t;
 }
@@ -1155,6 +1157,7 @@ static int ref_held(const wk_tasks_report_t *r, uint64_t job_id, uint64_t split_
 int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *r)
 {
     memset(r, 0, sizeof(*r));
+    r->bytes_sent = atomic_load(&t->n_bytes_sent);
     size_t cap_known = 0, cap_splits = 0, cap_failed = 0, cap_units = 0;
     int rc = 0;
     size_t flen = 0;
@@ -1262,6 +1265,7 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
     ret->samples_skipped = atomic_load(&t->n_skipped);
     ret->splits_done = atomic_load(&t->n_splits);
     ret->msgs_sent = atomic_load(&t->n_msgs);
+    ret->bytes_sent = atomic_load(&t->n_bytes_sent);
     ret->streams_broken = atomic_load(&t->n_broken);
 }
 
@@ -1450,6 +1454,7 @@ void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m)
     }
     pthread_mutex_unlock(&job->mu);
     atomic_fetch_add(&job->tasks->n_msgs, 1);
+    atomic_fetch_add(&job->tasks->n_bytes_sent, sluice__batch__get_packed_size(&m->batch));
 }
 
 void wk_job_detach(wk_job_t *job, int broken, const char *why)

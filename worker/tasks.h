@@ -104,6 +104,7 @@ typedef struct wk_tasks_report_s {
     size_t n_failed;
     char failure[512]; /* the reasons, "job N: why; ..." */
     uint64_t buffered_bytes;
+    uint64_t bytes_sent; /* worker-wide, since start */
     wk_unit_report_t *units;
     size_t n_units;
 } wk_tasks_report_t;
@@ -142,6 +143,7 @@ typedef struct wk_totals_s {
     uint64_t samples_skipped;
     uint64_t splits_done;
     uint64_t msgs_sent;
+    uint64_t bytes_sent; /* packed Batch bytes sent to clients */
     uint64_t streams_broken;
 } wk_totals_t;
 

@@ -188,6 +188,7 @@ assert sk == {'{reason="empty"}': 30.0, '{reason="not_jpeg"}': 30.0}, sk
 assert got == want, (got, want)
 assert one("sluice_workers") == 1 and one("sluice_jobs") == 0, vals
 assert one("sluice_splits_acked_total") > 0
+assert one("sluice_bytes_sent_total") > 0, "workers report the bytes they sent"
 for n in ("sluice_splits_reassigned_total", "sluice_plan_changes_total", "sluice_uptime_seconds",
           "sluice_build_info", "sluice_worker_up", "sluice_worker_load",
           "sluice_worker_buffered_bytes", "sluice_worker_unit_samples_total",
