@@ -457,7 +457,15 @@ START_TEST(test_control_against_fake_dispatcher)
     pthread_mutex_lock(&g_fake.mu);
     ck_assert_uint_eq(g_fake.last_id_offered, 101);
     pthread_mutex_unlock(&g_fake.mu);
-    wk_control_get_status(c, &cs);
+    /* The fake counts the registration before the worker has read the reply:
+     * wait for the worker to take its new id. */
+    for (int i = 0; i < 300; i++) {
+        wk_control_get_status(c, &cs);
+        if (cs.worker_id == 102) {
+            break;
+        }
+        usleep(10000);
+    }
     ck_assert_uint_eq(cs.worker_id, 102);
 
     /* Jobs and a split arrive on a heartbeat; the bad one comes back as failed. */
