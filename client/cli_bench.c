@@ -18,6 +18,7 @@
 #include "client/cli_conn.h"
 #include "client/sluice.h"
 #include "common/spec.h"
+#include "common/clock.h"
 
 typedef struct {
     const char *spec;
@@ -53,13 +54,6 @@ static void bench_usage(FILE *f)
             "samples from local and remote processing, and the plan used\n");
 }
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double cpu_sec(void)
 {
     struct rusage ru;
@@ -70,7 +64,7 @@ static double cpu_sec(void)
 
 static void sleep_until(double t)
 {
-    double d = t - now_sec();
+    double d = t - sl_mono_sec();
     if (d <= 0) {
         return;
     }
@@ -247,17 +241,17 @@ int sl_cli_bench(int argc, char **argv)
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
     int progress = !o.json && tag[0] == '\0' && isatty(STDERR_FILENO);
-    double t0 = now_sec(), cpu0 = cpu_sec(), wait = 0, last = t0, next_step = t0;
+    double t0 = sl_mono_sec(), cpu0 = cpu_sec(), wait = 0, last = t0, next_step = t0;
     uint64_t samples = 0, batches = 0;
     int status = SL_EXIT_OK;
     for (;;) {
-        double tw = now_sec();
+        double tw = sl_mono_sec();
         if (o.seconds > 0 && tw - t0 >= o.seconds) {
             break;
         }
         sluice_batch_t *b = NULL;
         rc = sluice_next_batch(job, &b);
-        double got = now_sec();
+        double got = sl_mono_sec();
         wait += got - tw;
         if (rc == 1) {
             break;
@@ -276,7 +270,7 @@ int sl_cli_bench(int argc, char **argv)
         sluice_release_batch(job, b);
         next_step = (got > next_step ? got : next_step) + step;
         sleep_until(next_step);
-        double t = now_sec();
+        double t = sl_mono_sec();
         if (progress && t - last >= 1.0) {
             last = t;
             fprintf(stderr, "\r%.0f s  %llu samples  %.1f samples/s  stall %.1f %%   ", t - t0,
@@ -285,7 +279,7 @@ int sl_cli_bench(int argc, char **argv)
             fflush(stderr);
         }
     }
-    double secs = now_sec() - t0;
+    double secs = sl_mono_sec() - t0;
     double cpu = cpu_sec() - cpu0;
     if (progress) {
         fprintf(stderr, "\n");

@@ -10,6 +10,7 @@
 #include "client/cli.h"
 #include "client/cli_conn.h"
 #include "client/sluice.h"
+#include "common/clock.h"
 
 typedef struct {
     const char *spec_path;
@@ -182,20 +183,13 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     return sl_cli_ranks_check("run", &o->ranks);
 }
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int sl_cli_run(int argc, char **argv)
 {
     run_opts_t o;
     if (parse_opts(argc, argv, &o) < 0) {
         return SL_EXIT_USAGE;
     }
-    double t0 = now_sec();
+    double t0 = sl_mono_sec();
     char err[1024];
     sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
                            .threads = o.threads, .offload = o.offload,
@@ -226,7 +220,7 @@ int sl_cli_run(int argc, char **argv)
             /* A consumer of max_rate samples/s: the next batch is taken no
              * sooner than delivered / max_rate after the start. Meanwhile
              * nothing is read, so back-pressure reaches the workers. */
-            double wait = t0 + (double)delivered / o.max_rate - now_sec();
+            double wait = t0 + (double)delivered / o.max_rate - sl_mono_sec();
             if (wait > 0) {
                 struct timespec ts = {.tv_sec = (time_t)wait,
                                       .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
@@ -256,7 +250,7 @@ int sl_cli_run(int argc, char **argv)
         }
         uint64_t epoch = b->epoch;
         sluice_release_batch(job, b);
-        double t = now_sec();
+        double t = sl_mono_sec();
         if (progress && t - last >= 0.5) {
             last = t;
             fprintf(stderr, "\repoch %llu  %llu samples  %.1f samples/s  ",
@@ -272,7 +266,7 @@ int sl_cli_run(int argc, char **argv)
         fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
         status = SL_EXIT_RUNTIME;
     }
-    double seconds = now_sec() - t0;
+    double seconds = sl_mono_sec() - t0;
     if (o.json) {
         sl_cli_print_json(job, seconds);
     }

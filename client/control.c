@@ -13,6 +13,7 @@
 
 #include "client/client_impl.h"
 #include "client/profile.h"
+#include "common/clock.h"
 
 #define CL_POLL_MS 100
 
@@ -20,13 +21,6 @@ static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int cl_backoff_next(int cur)
@@ -155,7 +149,7 @@ static cl_fetcher_t *fetcher_for(sluice_job_t *job, uint64_t worker_id)
 
 static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *address)
 {
-    double now = now_sec();
+    double now = sl_mono_sec();
     pthread_mutex_lock(&job->mu);
     cl_fetcher_t *f = fetcher_for(job, worker_id);
     if (f != NULL || job->closing || now < backoff_of(job, worker_id)->not_before) {
@@ -215,7 +209,7 @@ static void reap_fetchers(sluice_job_t *job)
         }
         if (f->state == CL_FETCH_BROKEN) {
             b->delay_ms = cl_backoff_next(b->delay_ms);
-            b->not_before = now_sec() + b->delay_ms / 1000.0;
+            b->not_before = sl_mono_sec() + b->delay_ms / 1000.0;
             retry_worker_add(job, f->worker_id);
         }
         f->started = 0;

@@ -15,13 +15,7 @@
 #include "common/err.h"
 #include "common/ranks.h"
 #include "common/rng.h"
-
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "common/clock.h"
 
 static int set_error(sluice_job_t *job, int code, const char *fmt, const char *detail)
 {
@@ -455,7 +449,7 @@ int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
 
 int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
 {
-    double t0 = now_sec();
+    double t0 = sl_mono_sec();
     int result;
     for (;;) {
         sl_batch_t *b = sl_batcher_pop(job->batcher);
@@ -510,9 +504,9 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             result = 1;
             break;
         }
-        if (job->ack_on_pop && now_sec() - t0 > CL_UNSTICK_SEC &&
-            now_sec() - job->last_unstick > CL_UNSTICK_SEC) {
-            job->last_unstick = now_sec();
+        if (job->ack_on_pop && sl_mono_sec() - t0 > CL_UNSTICK_SEC &&
+            sl_mono_sec() - job->last_unstick > CL_UNSTICK_SEC) {
+            job->last_unstick = sl_mono_sec();
             unstick_acks(job);
         }
         int rc = cl_job_pump(job, &job->local_epoch, &job->local_pos);
@@ -521,7 +515,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             break;
         }
     }
-    double t1 = now_sec();
+    double t1 = sl_mono_sec();
     job->wait_sec += t1 - t0;
     cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0); /* rates */
     return result;
@@ -555,7 +549,7 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->duplicates_dropped = bs.duplicates;
     ret->from_local = job->from_local;
     ret->from_remote = job->from_remote;
-    ret->seconds = now_sec() - job->t_start;
+    ret->seconds = sl_mono_sec() - job->t_start;
     ret->wait_seconds = job->wait_sec;
     ret->plan_split = job->split_units;
     ret->plan_local_share = job->local_share;

@@ -12,13 +12,7 @@
 #include "client/profile.h"
 #include "common/err.h"
 #include "common/ranks.h"
-
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "common/clock.h"
 
 /* planner: the profiles for an auto/fastflow job, or NULL. */
 static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInputs *planner,
@@ -146,7 +140,7 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
     }
     pthread_mutex_init(&job->mu, NULL);
     pthread_cond_init(&job->cv, NULL);
-    job->t_start = now_sec();
+    job->t_start = sl_mono_sec();
     job->opts = *opts;
     snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");
     job->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;

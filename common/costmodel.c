@@ -10,6 +10,7 @@
 
 #include "common/err.h"
 #include "common/jpeg.h"
+#include "common/clock.h"
 
 /* ------------------------------------------------------------ cost model */
 
@@ -119,20 +120,6 @@ double sl_costmodel_predict(const sl_costmodel_t *m, const sl_cost_features_t *f
 
 /* ------------------------------------------------------------ profiler */
 
-static double thread_cpu(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices)
 {
     if (total == 0) {
@@ -179,7 +166,7 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
     sl_pipe_scratch_init(&scratch);
     sl_tensor_t t;
     sl_tensor_init(&t);
-    double t0 = mono();
+    double t0 = sl_mono_sec();
     char detail[256];
     /* One untimed sample first: the scratch buffers' first allocation and
      * page faults would otherwise be charged to whichever sample came first. */
@@ -188,12 +175,12 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
                               sizeof(detail));
     }
     for (size_t i = 0; i < n; i++) {
-        if ((mono() - t0) * 1000.0 >= (double)max_ms) {
+        if ((sl_mono_sec() - t0) * 1000.0 >= (double)max_ms) {
             break;
         }
-        double c0 = thread_cpu();
+        double c0 = sl_thread_cpu_sec();
         int rc = sl_source_read(src, indices[i], &t, detail, sizeof(detail));
-        double read_sec = thread_cpu() - c0;
+        double read_sec = sl_thread_cpu_sec() - c0;
         if (rc != 0) {
             pr.failed++;
             continue;
@@ -224,7 +211,7 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
         sl_costmodel_add(&pr.model, &f, sec);
         pr.samples++;
     }
-    pr.seconds = mono() - t0;
+    pr.seconds = sl_mono_sec() - t0;
     if (sl_costmodel_fit(&pr.model) == 0) {
         double abs_err = 0.0;
         double sum = 0.0;

@@ -10,6 +10,7 @@
 #include "common/imgops.h"
 #include "common/jpeg.h"
 #include "common/rng.h"
+#include "common/clock.h"
 
 typedef enum {
     UNIT_DECODE = 0,
@@ -128,13 +129,6 @@ void sl_pipe_scratch_free(sl_pipe_scratch_t *s)
 {
     sl_tensor_free(&s->a);
     sl_tensor_free(&s->b);
-}
-
-static double thread_cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int need_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
@@ -337,13 +331,13 @@ int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t
                       p->nunits);
     }
     for (uint32_t u = from; u < to; u++) {
-        double t0 = stats ? thread_cpu_now() : 0;
+        double t0 = stats ? sl_thread_cpu_sec() : 0;
         int rc = run_unit(p, &p->units[u], epoch, index, io, scratch, err, errlen);
         if (rc < 0) {
             return rc;
         }
         if (stats != NULL) {
-            stats[u].cpu_sec += thread_cpu_now() - t0;
+            stats[u].cpu_sec += sl_thread_cpu_sec() - t0;
             stats[u].out_bytes += io->nbytes;
             stats[u].samples++;
         }

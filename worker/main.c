@@ -24,6 +24,7 @@
 #include "worker/stream.h"
 #include "worker/tasks.h"
 #include "worker/profile.h"
+#include "common/clock.h"
 
 #define WK_SHUTDOWN_GRACE_MS 1000
 #define WK_DRAIN_MAX_JOBS 256  /* jobs looked at while draining (as /status) */
@@ -48,13 +49,6 @@ static void default_advertise(const char *bound, char *out, size_t len)
         }
     }
     snprintf(out, len, "%s", bound);
-}
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* systemd (Type=notify) is told; without $NOTIFY_SOCKET a no-op. A failure
@@ -144,14 +138,14 @@ static void drain(wk_control_t *ctl, wk_tasks_t *tasks, const sigset_t *sigs, lo
         leave(ctl, tasks);
         return;
     }
-    double deadline = mono_now() + (double)drain_ms / 1000.0;
+    double deadline = sl_mono_sec() + (double)drain_ms / 1000.0;
     size_t busy = drain_pending(tasks, rows);
     if (busy > 0) {
         SL_NOTICE("draining: %zu job%s still streaming (at most %lld ms)", busy,
                   busy == 1 ? "" : "s", drain_ms);
     }
     while (busy > 0) {
-        if (mono_now() >= deadline) {
+        if (sl_mono_sec() >= deadline) {
             SL_WARN("drain: %zu job%s still busy after %lld ms; stopping anyway", busy,
                     busy == 1 ? "" : "s", drain_ms);
             break;
@@ -327,7 +321,7 @@ int main(int argc, char **argv)
         .dispatcher = cfg.dispatcher,
         .data_root = cfg.data_root,
         .threads = threads,
-        .started = mono_now(),
+        .started = sl_mono_sec(),
     };
     if (cfg.http[0] != '\0' && strcmp(cfg.http, "none") != 0) {
         sl_httpd_opts_t ho = {.listen = cfg.http, .bearer_token = http_token};

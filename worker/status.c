@@ -1,4 +1,5 @@
 #include "worker/status.h"
+#include "common/clock.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -8,13 +9,6 @@
 #include <time.h>
 
 #define WK_STATUS_MAX_JOBS 256
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void fail_500(sl_httpd_resp_t *resp)
 {
@@ -50,7 +44,7 @@ static void on_status(void *arg, const char *query, sl_httpd_resp_t *resp)
     json_object_set_new(root, "dispatcher", json_string(ctx->dispatcher));
     json_object_set_new(root, "data_root", json_string(ctx->data_root));
     json_object_set_new(root, "threads", json_integer(ctx->threads));
-    json_object_set_new(root, "uptime_sec", json_real(mono_now() - ctx->started));
+    json_object_set_new(root, "uptime_sec", json_real(sl_mono_sec() - ctx->started));
     json_object_set_new(root, "state", json_string(wk_ctl_state_name(cs.state)));
     json_object_set_new(root, "worker_id", json_integer((json_int_t)cs.worker_id));
     json_object_set_new(root, "heartbeat_ms", json_integer(cs.heartbeat_ms));
