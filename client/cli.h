@@ -23,8 +23,8 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds);
 void sl_cli_print_text(const sluice_job_t *job, double seconds);
 
 /* cli_ranks.c: --rank R --world-size W --job-name NAME (multi-rank jobs,
- * docs/protocol.md), shared by run and bench. Put SL_CLI_RANK_OPTIONS in
- * the getopt_long table and hand every option to sl_cli_ranks_opt. */
+ * docs/protocol.md), shared by run and bench. cli_opts.c puts them in the
+ * option table and hands every option to sl_cli_ranks_opt. */
 typedef struct sl_cli_ranks_s {
     long rank;       /* -1 = not given */
     long world_size; /* 0 = not given (the spec's) */
@@ -34,10 +34,6 @@ typedef struct sl_cli_ranks_s {
 #define SL_CLI_OPT_RANK 0x1001
 #define SL_CLI_OPT_WORLD 0x1002
 #define SL_CLI_OPT_JOB_NAME 0x1003
-#define SL_CLI_RANK_OPTIONS                                                                    \
-    {"rank", required_argument, NULL, SL_CLI_OPT_RANK},                                        \
-        {"world-size", required_argument, NULL, SL_CLI_OPT_WORLD},                             \
-        {"job-name", required_argument, NULL, SL_CLI_OPT_JOB_NAME}
 #define SL_CLI_RANK_USAGE                                                                      \
     "  --world-size W       multi-rank job: W consumers (one per GPU) share every epoch\n"    \
     "  --rank R             this consumer's rank, 0..W-1: its equal share of each epoch\n"    \

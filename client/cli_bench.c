@@ -15,24 +15,22 @@
 #include <unistd.h>
 
 #include "client/cli.h"
-#include "client/cli_conn.h"
+#include "client/cli_opts.h"
+#include "client/cli_watchdog.h"
 #include "client/sluice.h"
 #include "common/spec.h"
 #include "common/clock.h"
 
+/* --seconds S ends a run by S + BENCH_GRACE_SEC even when no batch comes;
+ * opening (indexing, profiling, submitting) and closing may each take
+ * BENCH_OPEN_GRACE_SEC. Generous: a late batch is normal, only a stuck run
+ * should hit them. */
+#define BENCH_GRACE_SEC 5.0
+#define BENCH_OPEN_GRACE_SEC 30.0
+
 typedef struct {
-    const char *spec;
-    const char *dispatcher;
-    const char *data_root;
-    const char *offload;
-    double rate;    /* samples/s the consumer takes; 0 = as fast as possible */
-    double seconds; /* stop after this long; 0 = the whole job */
-    unsigned threads;
-    unsigned epochs;
-    int local;
-    int json;
-    sl_cli_ranks_t ranks;
-    sl_cli_conn_t conn;
+    sl_cli_opts_t c; /* the shared flags (cli_opts.c); c.consumer_rate is required */
+    double seconds;  /* stop after this long; 0 = the whole job */
 } bench_opts_t;
 
 static void bench_usage(FILE *f)
@@ -73,105 +71,37 @@ static void sleep_until(double t)
     }
 }
 
+static int bench_opt(void *ctx, int c, const char *arg)
+{
+    bench_opts_t *o = ctx;
+    if (c != 's') {
+        return -EINVAL;
+    }
+    return sl_cli_parse_double("bench", "seconds", arg, 0, 1, 1e6, "seconds", &o->seconds);
+}
+
 static int parse(int argc, char **argv, bench_opts_t *o)
 {
-    static const struct option LONG[] = {
-        {"dispatcher", required_argument, NULL, 'd'}, {"local", no_argument, NULL, 'l'},
-        {"consumer-rate", required_argument, NULL, 'r'}, {"seconds", required_argument, NULL, 's'},
-        {"data-root", required_argument, NULL, 'D'}, {"threads", required_argument, NULL, 't'},
-        {"epochs", required_argument, NULL, 'e'},   {"offload", required_argument, NULL, 'o'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
-        SL_CLI_RANK_OPTIONS,
-        SL_CLI_CONN_OPTIONS,
+    static const struct option OWN[] = {
+        {"seconds", required_argument, NULL, 's'},
         {NULL, 0, NULL, 0},
     };
+    const sl_cli_cmd_t cmd = {
+        .name = "bench",
+        .shared = SL_CLI_F_JOB,
+        .takes_spec = 1,
+        .own = OWN,
+        .own_opt = bench_opt,
+        .ctx = o,
+        .usage = bench_usage,
+    };
     memset(o, 0, sizeof(*o));
-    sl_cli_ranks_init(&o->ranks);
-    sl_cli_conn_init(&o->conn);
-    o->rate = -1;
-    o->data_root = ".";
-    optind = 1;
-    int c;
-    char *end;
-    while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
-        int rr = sl_cli_ranks_opt("bench", c, optarg, &o->ranks);
-        if (rr == 0) {
-            rr = sl_cli_conn_opt("bench", c, optarg, &o->conn);
-        }
-        if (rr != 0) {
-            if (rr < 0) {
-                return rr;
-            }
-            continue;
-        }
-        switch (c) {
-        case 'd':
-            o->dispatcher = optarg;
-            break;
-        case 'l':
-            o->local = 1;
-            break;
-        case 'r':
-            o->rate = strtod(optarg, &end);
-            if (*end != '\0' || o->rate < 0 || o->rate > 1e7) {
-                fprintf(stderr, "sluice bench: --consumer-rate: '%s' is not in 0..1e7\n", optarg);
-                return -EINVAL;
-            }
-            break;
-        case 's':
-            o->seconds = strtod(optarg, &end);
-            if (*end != '\0' || o->seconds <= 0 || o->seconds > 1e6) {
-                fprintf(stderr, "sluice bench: --seconds: '%s' is not a positive number\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case 'D':
-            o->data_root = optarg;
-            break;
-        case 't':
-        case 'e': {
-            long v = strtol(optarg, &end, 10);
-            if (*end != '\0' || v < 1 || v > 1000000) {
-                fprintf(stderr, "sluice bench: --%s: '%s' is not a positive integer\n",
-                        c == 't' ? "threads" : "epochs", optarg);
-                return -EINVAL;
-            }
-            if (c == 't') {
-                o->threads = (unsigned)v;
-            } else {
-                o->epochs = (unsigned)v;
-            }
-            break;
-        }
-        case 'o':
-            o->offload = optarg;
-            break;
-        case 'j':
-            o->json = 1;
-            break;
-        case 'h':
-            bench_usage(stdout);
-            exit(SL_EXIT_OK);
-        default:
-            bench_usage(stderr);
-            return -EINVAL;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "sluice bench: expected exactly one SPEC argument\n");
-        return -EINVAL;
-    }
-    o->spec = argv[optind];
-    if (o->local == (o->dispatcher != NULL)) {
-        fprintf(stderr, "sluice bench: give exactly one of --dispatcher and --local\n");
-        return -EINVAL;
-    }
-    if (o->rate < 0) {
+    int rc = sl_cli_opts_parse(&cmd, argc, argv, &o->c);
+    if (rc == 0 && o->c.consumer_rate < 0) {
         fprintf(stderr, "sluice bench: --consumer-rate is required (0 = as fast as possible)\n");
         return -EINVAL;
     }
-    return sl_cli_ranks_check("bench", &o->ranks);
+    return rc;
 }
 
 /* --world-size W without --rank: one consumer process per rank, as W GPUs'
@@ -180,7 +110,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
  * exit status, or in a child (*ret_child = 1) with o->ranks.rank set. */
 static int fork_ranks(bench_opts_t *o, int *ret_child)
 {
-    long w = o->ranks.world_size;
+    long w = o->c.ranks.world_size;
     pid_t pids[SL_SPEC_WORLD_MAX];
     long started = 0;
     int status = SL_EXIT_OK;
@@ -194,7 +124,7 @@ static int fork_ranks(bench_opts_t *o, int *ret_child)
             break;
         }
         if (pid == 0) {
-            o->ranks.rank = r;
+            o->c.ranks.rank = r;
             *ret_child = 1;
             return SL_EXIT_OK;
         }
@@ -217,33 +147,53 @@ int sl_cli_bench(int argc, char **argv)
         return SL_EXIT_USAGE;
     }
     char tag[32] = "";
-    if (o.ranks.world_size > 1 && o.ranks.rank < 0) {
+    if (o.c.ranks.world_size > 1 && o.c.ranks.rank < 0) {
         int child = 0;
         int st = fork_ranks(&o, &child);
         if (!child) {
             return st;
         }
     }
-    if (o.ranks.world_size > 1) {
-        snprintf(tag, sizeof(tag), "rank %ld: ", o.ranks.rank);
+    if (o.c.ranks.world_size > 1) {
+        snprintf(tag, sizeof(tag), "rank %ld: ", o.c.ranks.rank);
     }
     char err[1024];
     /* The emulated consumer's rate is exactly what the planner should aim for. */
-    sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
-                           .threads = o.threads, .offload = o.offload, .epochs = o.epochs,
-                           .consumer_rate = o.rate};
-    sl_cli_ranks_apply(&o.ranks, &so);
-    sl_cli_conn_apply(&o.conn, &so);
+    sluice_options_t so = {.dispatcher = o.c.dispatcher, .data_root = o.c.data_root,
+                           .threads = o.c.threads, .offload = o.c.offload, .epochs = o.c.epochs,
+                           .consumer_rate = o.c.consumer_rate};
+    sl_cli_ranks_apply(&o.c.ranks, &so);
+    sl_cli_conn_apply(&o.c.conn, &so);
+    /* sluice_next_batch cannot be interrupted and waits as long as nothing
+     * comes (no workers; a dispatcher gone for less than its timeout), so
+     * --seconds is enforced from outside the library. */
+    sl_cli_watchdog_t *wd = NULL;
+    if (o.seconds > 0) {
+        char what[256];
+        snprintf(what, sizeof(what),
+                 "bench: %sstuck: still running past --seconds %g and its grace (no batches "
+                 "or no answers: dispatcher unreachable or no workers?)",
+                 tag, o.seconds);
+        wd = sl_cli_watchdog_new(what, sl_mono_sec() + o.seconds + BENCH_OPEN_GRACE_SEC);
+        if (wd == NULL) {
+            fprintf(stderr, "sluice bench: %swatchdog thread: %s\n", tag, strerror(errno));
+            return SL_EXIT_RUNTIME;
+        }
+    }
     sluice_job_t *job = NULL;
-    int rc = sluice_open(o.spec, &so, &job, err, sizeof(err));
+    int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "sluice bench: %s%s\n", tag, err);
+        sl_cli_watchdog_free(wd);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
-    int progress = !o.json && tag[0] == '\0' && isatty(STDERR_FILENO);
+    int progress = !o.c.json && tag[0] == '\0' && isatty(STDERR_FILENO);
     double t0 = sl_mono_sec(), cpu0 = cpu_sec(), wait = 0, last = t0, next_step = t0;
     uint64_t samples = 0, batches = 0;
     int status = SL_EXIT_OK;
+    if (wd != NULL) {
+        sl_cli_watchdog_set(wd, t0 + o.seconds + BENCH_GRACE_SEC);
+    }
     for (;;) {
         double tw = sl_mono_sec();
         if (o.seconds > 0 && tw - t0 >= o.seconds) {
@@ -264,12 +214,16 @@ int sl_cli_bench(int argc, char **argv)
         }
         samples += b->n;
         batches++;
+        if (wd != NULL) {
+            sl_cli_watchdog_progress(wd, samples);
+        }
         /* The emulated GPU step: busy for n / rate seconds from when it got
          * the batch (or from the end of the previous step, if it was late). */
-        double step = o.rate > 0 ? (double)b->n / o.rate : 0;
+        double step = o.c.consumer_rate > 0 ? (double)b->n / o.c.consumer_rate : 0;
         sluice_release_batch(job, b);
         next_step = (got > next_step ? got : next_step) + step;
-        sleep_until(next_step);
+        /* A slow emulated step must not carry the run past --seconds. */
+        sleep_until(o.seconds > 0 && next_step > t0 + o.seconds ? t0 + o.seconds : next_step);
         double t = sl_mono_sec();
         if (progress && t - last >= 1.0) {
             last = t;
@@ -281,6 +235,11 @@ int sl_cli_bench(int argc, char **argv)
     }
     double secs = sl_mono_sec() - t0;
     double cpu = cpu_sec() - cpu0;
+    if (wd != NULL) {
+        /* Closing tells the dispatcher (bounded by RPC deadlines, which a
+         * frozen dispatcher may each use up): the open allowance again. */
+        sl_cli_watchdog_set(wd, sl_mono_sec() + BENCH_OPEN_GRACE_SEC);
+    }
     if (progress) {
         fprintf(stderr, "\n");
     }
@@ -288,13 +247,13 @@ int sl_cli_bench(int argc, char **argv)
     sluice_get_stats(job, &st);
     double rate = secs > 0 ? (double)samples / secs : 0;
     double stall = secs > 0 ? wait / secs : 0;
-    if (o.json) {
+    if (o.c.json) {
         json_t *j = json_object();
         json_object_set_new(j, "samples", json_integer((json_int_t)samples));
         json_object_set_new(j, "batches", json_integer((json_int_t)batches));
         json_object_set_new(j, "seconds", json_real(secs));
         json_object_set_new(j, "samples_per_sec", json_real(rate));
-        json_object_set_new(j, "consumer_rate", json_real(o.rate));
+        json_object_set_new(j, "consumer_rate", json_real(o.c.consumer_rate));
         json_object_set_new(j, "stall_fraction", json_real(stall));
         json_object_set_new(j, "client_cpu_fraction", json_real(secs > 0 ? cpu / secs : 0));
         json_object_set_new(j, "skipped", json_integer((json_int_t)st.skipped));
@@ -307,9 +266,9 @@ int sl_cli_bench(int argc, char **argv)
         json_object_set_new(plan, "split", json_integer(st.plan_split));
         json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
         json_object_set_new(j, "plan", plan);
-        if (o.ranks.world_size > 1) {
-            json_object_set_new(j, "rank", json_integer(o.ranks.rank));
-            json_object_set_new(j, "world_size", json_integer(o.ranks.world_size));
+        if (o.c.ranks.world_size > 1) {
+            json_object_set_new(j, "rank", json_integer(o.c.ranks.rank));
+            json_object_set_new(j, "world_size", json_integer(o.c.ranks.world_size));
         }
         char *s = json_dumps(j, JSON_COMPACT);
         if (s != NULL) {
@@ -325,5 +284,6 @@ int sl_cli_bench(int argc, char **argv)
                st.plan_mode, st.plan_split, st.plan_local_share);
     }
     sluice_close(job);
+    sl_cli_watchdog_free(wd);
     return status;
 }

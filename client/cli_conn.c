@@ -1,4 +1,7 @@
+/* --tls-*, --token-file, --dispatcher-timeout of the `sluice` subcommands. */
 #include "client/cli_conn.h"
+
+#include "client/cli_opts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,19 +25,11 @@ int sl_cli_conn_opt(const char *cmd, int c, const char *arg, sl_cli_conn_t *r)
     case SL_CLI_OPT_TOKEN_FILE:
         r->token_file = arg;
         return 1;
-    case SL_CLI_OPT_DISP_TIMEOUT: {
-        char *end;
-        errno = 0;
-        long v = strtol(arg, &end, 10);
-        if (errno != 0 || end == arg || *end != '\0' || v < 100 || v > 86400000) {
-            fprintf(stderr, "sluice %s: --dispatcher-timeout: '%s' is not milliseconds in "
-                            "100..86400000\n",
-                    cmd, arg);
-            return -EINVAL;
-        }
-        r->dispatcher_timeout_ms = v;
-        return 1;
-    }
+    case SL_CLI_OPT_DISP_TIMEOUT:
+        return sl_cli_parse_long(cmd, "dispatcher-timeout", arg, 100, 86400000,
+                                 &r->dispatcher_timeout_ms) < 0
+                   ? -EINVAL
+                   : 1;
     default:
         return 0;
     }

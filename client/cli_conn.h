@@ -1,7 +1,7 @@
 /* cli_conn: how the `sluice` subcommands reach the cluster: TLS, the bearer
  * token, and how long a dispatcher outage is ridden out. Shared by run,
- * bench, plan and status. Put SL_CLI_CONN_OPTIONS in the getopt_long table
- * and hand every option to sl_cli_conn_opt. */
+ * bench, plan and status: cli_opts.c puts them in the option table and
+ * hands every option to sl_cli_conn_opt. */
 #ifndef SL_CLI_CONN_H
 #define SL_CLI_CONN_H
 
@@ -25,12 +25,6 @@ typedef struct sl_cli_conn_s {
 #define SL_CLI_OPT_TLS_KEY 0x1103
 #define SL_CLI_OPT_TOKEN_FILE 0x1104
 #define SL_CLI_OPT_DISP_TIMEOUT 0x1105
-#define SL_CLI_CONN_OPTIONS                                                                    \
-    {"tls-ca", required_argument, NULL, SL_CLI_OPT_TLS_CA},                                    \
-        {"tls-cert", required_argument, NULL, SL_CLI_OPT_TLS_CERT},                            \
-        {"tls-key", required_argument, NULL, SL_CLI_OPT_TLS_KEY},                              \
-        {"token-file", required_argument, NULL, SL_CLI_OPT_TOKEN_FILE},                        \
-        {"dispatcher-timeout", required_argument, NULL, SL_CLI_OPT_DISP_TIMEOUT}
 #define SL_CLI_CONN_USAGE                                                                      \
     "  --tls-ca FILE        TLS to the dispatcher and workers, trusting this PEM CA\n"          \
     "  --tls-cert FILE      PEM client certificate (mutual TLS; with --tls-key)\n"              \

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "client/cli.h"
-#include "client/cli_conn.h"
+#include "client/cli_opts.h"
 #include "client/profile.h"
 #include "common/costmodel.h"
 #include "common/pipeline.h"
@@ -20,16 +20,9 @@
 #include "proto/sluice.pb-c.h"
 
 typedef struct {
-    const char *spec_path;
-    const char *dispatcher;
-    const char *data_root;
-    const char *offload;
-    unsigned threads;
-    double consumer_rate;
+    sl_cli_opts_t c; /* the shared flags (cli_opts.c) */
     long samples;
     int explain;
-    int json;
-    sl_cli_conn_t conn;
 } plan_opts_t;
 
 static void plan_usage(FILE *f)
@@ -55,106 +48,47 @@ static void plan_usage(FILE *f)
             SL_PROFILE_DEFAULT_SAMPLES);
 }
 
-static int parse_double(const char *s, double lo, double hi, double *ret)
+static int plan_opt(void *ctx, int c, const char *arg)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= lo) || v > hi) {
+    plan_opts_t *o = ctx;
+    switch (c) {
+    case 's':
+        return sl_cli_parse_long("plan", "samples", arg, 1, SL_PROFILE_MAX_SAMPLES, &o->samples);
+    case 'x':
+        o->explain = 1;
+        return 0;
+    default:
         return -EINVAL;
     }
-    *ret = v;
-    return 0;
 }
 
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
-    static const struct option LONG[] = {
-        {"dispatcher", required_argument, NULL, 'd'},
-        {"data-root", required_argument, NULL, 'r'},
-        {"offload", required_argument, NULL, 'o'},
-        {"threads", required_argument, NULL, 't'},
-        {"consumer-rate", required_argument, NULL, 'c'},
+    static const struct option OWN[] = {
         {"samples", required_argument, NULL, 's'},
         {"explain", no_argument, NULL, 'x'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        SL_CLI_CONN_OPTIONS,
         {NULL, 0, NULL, 0},
     };
+    const sl_cli_cmd_t cmd = {
+        .name = "plan",
+        .shared = SL_CLI_F_DISPATCHER | SL_CLI_F_DATA_ROOT | SL_CLI_F_THREADS |
+                  SL_CLI_F_OFFLOAD | SL_CLI_F_CONSUMER_RATE | SL_CLI_F_JSON | SL_CLI_F_CONN,
+        .takes_spec = 1,
+        .own = OWN,
+        .own_opt = plan_opt,
+        .ctx = o,
+        .usage = plan_usage,
+    };
     memset(o, 0, sizeof(*o));
-    sl_cli_conn_init(&o->conn);
-    o->data_root = ".";
-    optind = 1;
-    int c;
-    double v;
-    while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
-        int cr = sl_cli_conn_opt("plan", c, optarg, &o->conn);
-        if (cr != 0) {
-            if (cr < 0) {
-                return cr;
-            }
-            continue;
-        }
-        switch (c) {
-        case 'd':
-            o->dispatcher = optarg;
-            break;
-        case 'r':
-            o->data_root = optarg;
-            break;
-        case 'o':
-            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "fastflow") != 0) {
-                fprintf(stderr, "sluice plan: --offload: '%s' is not auto or fastflow\n", optarg);
-                return -EINVAL;
-            }
-            o->offload = optarg;
-            break;
-        case 't':
-            if (parse_double(optarg, 1, 256, &v) < 0 || v != floor(v)) {
-                fprintf(stderr, "sluice plan: --threads: '%s' is not an integer in 1..256\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->threads = (unsigned)v;
-            break;
-        case 'c':
-            if (parse_double(optarg, 1e-9, 1e9, &v) < 0) {
-                fprintf(stderr, "sluice plan: --consumer-rate: '%s' is not a rate in (0, 1e9]\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->consumer_rate = v;
-            break;
-        case 's':
-            if (parse_double(optarg, 1, SL_PROFILE_MAX_SAMPLES, &v) < 0 || v != floor(v)) {
-                fprintf(stderr, "sluice plan: --samples: '%s' is not an integer in 1..%d\n",
-                        optarg, SL_PROFILE_MAX_SAMPLES);
-                return -EINVAL;
-            }
-            o->samples = (long)v;
-            break;
-        case 'x':
-            o->explain = 1;
-            break;
-        case 'j':
-            o->json = 1;
-            break;
-        case 'h':
-            plan_usage(stdout);
-            exit(SL_EXIT_OK);
-        default:
-            plan_usage(stderr);
-            return -EINVAL;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "sluice plan: expected exactly one SPEC argument\n");
-        plan_usage(stderr);
+    if (sl_cli_opts_parse(&cmd, argc, argv, &o->c) < 0) {
         return -EINVAL;
     }
-    o->spec_path = argv[optind];
-    if (o->dispatcher == NULL) {
+    const char *off = o->c.offload;
+    if (off != NULL && strcmp(off, "auto") != 0 && strcmp(off, "fastflow") != 0) {
+        fprintf(stderr, "sluice plan: --offload: '%s' is not auto or fastflow\n", off);
+        return -EINVAL;
+    }
+    if (o->c.dispatcher == NULL) {
         fprintf(stderr, "sluice plan: --dispatcher HOST:PORT is required\n");
         return -EINVAL;
     }
@@ -239,34 +173,37 @@ int sl_cli_plan(int argc, char **argv)
         fprintf(stderr, "sluice plan: out of memory\n");
         return SL_EXIT_RUNTIME;
     }
-    if (sl_spec_parse_file(o.spec_path, spec, err, sizeof(err)) < 0) {
+    if (sl_spec_parse_file(o.c.spec, spec, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice plan: %s\n", err);
         status = SL_EXIT_USAGE;
         goto out;
     }
-    if (o.offload != NULL) {
-        spec->offload = strcmp(o.offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW : SL_OFFLOAD_AUTO;
+    if (o.c.offload != NULL) {
+        spec->offload =
+            strcmp(o.c.offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW : SL_OFFLOAD_AUTO;
     } else if (spec->offload != SL_OFFLOAD_FASTFLOW) {
         spec->offload = SL_OFFLOAD_AUTO;
     }
-    unsigned threads = o.threads;
+    /* --consumer-rate 0 or absent: unlimited. */
+    double plan_rate = o.c.consumer_rate > 0 ? o.c.consumer_rate : 0;
+    unsigned threads = o.c.threads;
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
     }
-    if (sl_source_open(o.data_root, spec->source_type, spec->source_path, &src, err,
+    if (sl_source_open(o.c.data_root, spec->source_type, spec->source_path, &src, err,
                        sizeof(err)) < 0 ||
         sl_pipeline_new(spec, 0, &pipe, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice plan: %s\n", err);
         goto out;
     }
-    if (sl_cli_conn_security("plan", &o.conn) < 0) {
+    if (sl_cli_conn_security("plan", &o.c.conn) < 0) {
         status = SL_EXIT_USAGE;
         goto out;
     }
     sl_rpc_init();
     rpc = 1;
-    ch = sl_rpc_channel_new(o.dispatcher, SL_RPC_DEFAULT_MAX_MSG, &o.conn.sec, 0, err,
+    ch = sl_rpc_channel_new(o.c.dispatcher, SL_RPC_DEFAULT_MAX_MSG, &o.c.conn.sec, 0, err,
                             sizeof(err));
     pl = cl_planner_new();
     if (ch == NULL || pl == NULL) {
@@ -275,10 +212,10 @@ int sl_cli_plan(int argc, char **argv)
         goto out;
     }
     cl_plan_args_t pa = {.spec = spec, .src = src, .pipe = pipe, .disp = ch, .threads = threads,
-                         .consumer_rate = o.consumer_rate, .timeout_ms = 10000,
-                         .samples = (size_t)o.samples, .security = &o.conn.sec};
+                         .consumer_rate = plan_rate, .timeout_ms = 10000,
+                         .samples = (size_t)o.samples, .security = &o.c.conn.sec};
     if (cl_planner_profile(pl, &pa, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o.dispatcher, err);
+        fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o.c.dispatcher, err);
         goto out;
     }
     json = sl_spec_to_json(spec);
@@ -291,7 +228,7 @@ int sl_cli_plan(int argc, char **argv)
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.spec_json = json;
-    req.spec_name = (char *)o.spec_path;
+    req.spec_name = (char *)o.c.spec;
     req.num_samples = sl_source_count(src);
     req.source_fingerprint = sl_source_fingerprint(src);
     req.client_threads = threads;
@@ -302,7 +239,7 @@ int sl_cli_plan(int argc, char **argv)
     int rc = sl_rpc_unary(ch, "/sluice.Dispatcher/PlanJob", &req.base,
                           &sluice__submit_job_response__descriptor, 30000, 1, &resp, &st);
     if (rc < 0) {
-        fprintf(stderr, "sluice plan: dispatcher %s: PlanJob failed: %s (%s)\n", o.dispatcher,
+        fprintf(stderr, "sluice plan: dispatcher %s: PlanJob failed: %s (%s)\n", o.c.dispatcher,
                 rc == -ECOMM ? st.details : "bad reply",
                 rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
         status = rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT ? SL_EXIT_USAGE
@@ -315,10 +252,10 @@ int sl_cli_plan(int argc, char **argv)
         fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
         goto out;
     }
-    if (o.json) {
+    if (o.c.json) {
         printf("%s\n", e->json != NULL ? e->json : "{}");
     } else if (o.explain) {
-        print_table(e, o.spec_path, o.consumer_rate);
+        print_table(e, o.c.spec, plan_rate);
         printf("profiled in %.2f s\n", cl_planner_profile_seconds(pl));
     } else {
         printf("plan: %s, split %u, local share %.3f, %.1f samples/s predicted, bound by %s\n",

@@ -8,25 +8,15 @@
 #include <unistd.h>
 
 #include "client/cli.h"
-#include "client/cli_conn.h"
+#include "client/cli_opts.h"
 #include "client/sluice.h"
 #include "common/clock.h"
 
 typedef struct {
-    const char *spec_path;
-    const char *dispatcher;
-    const char *data_root;
+    sl_cli_opts_t c; /* the shared flags (cli_opts.c) */
     const char *digests;
-    const char *offload;
-    int local;
-    int json;
     int quiet;
-    unsigned threads;
-    long epochs;     /* 0 = spec's */
     double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
-    double consumer_rate; /* planner target, samples/s; 0 = measured while running */
-    sl_cli_ranks_t ranks;
-    sl_cli_conn_t conn;
 } run_opts_t;
 
 static void run_usage(FILE *f)
@@ -54,133 +44,43 @@ static void run_usage(FILE *f)
             "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n");
 }
 
-static int parse_uint(const char *s, long lo, long hi, long *ret)
+static int run_opt(void *ctx, int c, const char *arg)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    run_opts_t *o = ctx;
+    switch (c) {
+    case 'g':
+        o->digests = arg;
+        return 0;
+    case 'q':
+        o->quiet = 1;
+        return 0;
+    case 'm':
+        return sl_cli_parse_double("run", "max-rate", arg, 0, 1, SL_CLI_MAX_RATE, "samples/s",
+                                   &o->max_rate);
+    default:
         return -EINVAL;
     }
-    *ret = v;
-    return 0;
 }
 
 static int parse_opts(int argc, char **argv, run_opts_t *o)
 {
-    static const struct option LONG[] = {
-        {"local", no_argument, NULL, 'l'},        {"dispatcher", required_argument, NULL, 'd'},
-        {"data-root", required_argument, NULL, 'r'}, {"epochs", required_argument, NULL, 'e'},
-        {"threads", required_argument, NULL, 't'},   {"offload", required_argument, NULL, 'o'},
-        {"digests", required_argument, NULL, 'g'},   {"json", no_argument, NULL, 'j'},
-        {"quiet", no_argument, NULL, 'q'},           {"help", no_argument, NULL, 'h'},
+    static const struct option OWN[] = {
+        {"digests", required_argument, NULL, 'g'},
+        {"quiet", no_argument, NULL, 'q'},
         {"max-rate", required_argument, NULL, 'm'},
-        {"consumer-rate", required_argument, NULL, 'c'},
-        SL_CLI_RANK_OPTIONS,
-        SL_CLI_CONN_OPTIONS,
         {NULL, 0, NULL, 0},
     };
+    const sl_cli_cmd_t cmd = {
+        .name = "run",
+        .shared = SL_CLI_F_JOB,
+        .takes_spec = 1,
+        .own = OWN,
+        .own_opt = run_opt,
+        .ctx = o,
+        .usage = run_usage,
+    };
     memset(o, 0, sizeof(*o));
-    o->data_root = ".";
-    sl_cli_ranks_init(&o->ranks);
-    sl_cli_conn_init(&o->conn);
-    int c;
-    long v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
-        int rr = sl_cli_ranks_opt("run", c, optarg, &o->ranks);
-        if (rr == 0) {
-            rr = sl_cli_conn_opt("run", c, optarg, &o->conn);
-        }
-        if (rr != 0) {
-            if (rr < 0) {
-                return rr;
-            }
-            continue;
-        }
-        switch (c) {
-        case 'l':
-            o->local = 1;
-            break;
-        case 'd':
-            o->dispatcher = optarg;
-            break;
-        case 'r':
-            o->data_root = optarg;
-            break;
-        case 'e':
-            if (parse_uint(optarg, 1, 1000000, &v) < 0) {
-                fprintf(stderr, "sluice run: --epochs: '%s' is not an integer in 1..1000000\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->epochs = v;
-            break;
-        case 't':
-            if (parse_uint(optarg, 1, 256, &v) < 0) {
-                fprintf(stderr, "sluice run: --threads: '%s' is not an integer in 1..256\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->threads = (unsigned)v;
-            break;
-        case 'o':
-            o->offload = optarg;
-            break;
-        case 'g':
-            o->digests = optarg;
-            break;
-        case 'm': {
-            char *end;
-            errno = 0;
-            double r = strtod(optarg, &end);
-            if (errno != 0 || end == optarg || *end != '\0' || !(r > 0) || r > 1e9) {
-                fprintf(stderr, "sluice run: --max-rate: '%s' is not a rate in (0, 1e9] "
-                                "samples/s\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->max_rate = r;
-            break;
-        }
-        case 'c': {
-            char *end;
-            errno = 0;
-            double r = strtod(optarg, &end);
-            if (errno != 0 || end == optarg || *end != '\0' || !(r > 0) || r > 1e9) {
-                fprintf(stderr, "sluice run: --consumer-rate: '%s' is not a rate in (0, 1e9] "
-                                "samples/s\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->consumer_rate = r;
-            break;
-        }
-        case 'j':
-            o->json = 1;
-            break;
-        case 'q':
-            o->quiet = 1;
-            break;
-        case 'h':
-            run_usage(stdout);
-            exit(SL_EXIT_OK);
-        default:
-            run_usage(stderr);
-            return -EINVAL;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "sluice run: expected exactly one SPEC argument\n");
-        run_usage(stderr);
-        return -EINVAL;
-    }
-    o->spec_path = argv[optind];
-    if (o->local == (o->dispatcher != NULL)) {
-        fprintf(stderr, "sluice run: give exactly one of --local and --dispatcher\n");
-        return -EINVAL;
-    }
-    return sl_cli_ranks_check("run", &o->ranks);
+    return sl_cli_opts_parse(&cmd, argc, argv, &o->c);
 }
 
 int sl_cli_run(int argc, char **argv)
@@ -191,13 +91,15 @@ int sl_cli_run(int argc, char **argv)
     }
     double t0 = sl_mono_sec();
     char err[1024];
-    sluice_options_t so = {.dispatcher = o.dispatcher, .data_root = o.data_root,
-                           .threads = o.threads, .offload = o.offload,
-                           .epochs = (unsigned)o.epochs, .consumer_rate = o.consumer_rate};
-    sl_cli_ranks_apply(&o.ranks, &so);
-    sl_cli_conn_apply(&o.conn, &so);
+    /* --consumer-rate 0 or absent: measured while running. */
+    sluice_options_t so = {.dispatcher = o.c.dispatcher, .data_root = o.c.data_root,
+                           .threads = o.c.threads, .offload = o.c.offload,
+                           .epochs = o.c.epochs,
+                           .consumer_rate = o.c.consumer_rate > 0 ? o.c.consumer_rate : 0};
+    sl_cli_ranks_apply(&o.c.ranks, &so);
+    sl_cli_conn_apply(&o.c.conn, &so);
     sluice_job_t *job = NULL;
-    int rc = sluice_open(o.spec_path, &so, &job, err, sizeof(err));
+    int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "sluice run: %s\n", err);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
@@ -242,7 +144,7 @@ int sl_cli_run(int argc, char **argv)
         /* Multi-rank: flushed per batch, so the file matches what the rank
          * delivered even when it is killed (and restarted: it resumes). */
         if (digests != NULL && (sl_cli_write_digests(digests, b) < 0 ||
-                                (o.ranks.world_size > 1 && fflush(digests) != 0))) {
+                                (o.c.ranks.world_size > 1 && fflush(digests) != 0))) {
             fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
             status = SL_EXIT_RUNTIME;
             sluice_release_batch(job, b);
@@ -267,7 +169,7 @@ int sl_cli_run(int argc, char **argv)
         status = SL_EXIT_RUNTIME;
     }
     double seconds = sl_mono_sec() - t0;
-    if (o.json) {
+    if (o.c.json) {
         sl_cli_print_json(job, seconds);
     }
     if (!o.quiet) {

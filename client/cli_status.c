@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "client/cli.h"
-#include "client/cli_conn.h"
+#include "client/cli_opts.h"
 #include "common/httpd.h"
 #include "common/rpc.h"
 #include "proto/sluice.pb-c.h"
@@ -52,72 +52,54 @@ static void status_usage(FILE *f)
             DEFAULT_TIMEOUT_MS);
 }
 
-static int parse_opts(int argc, char **argv, status_opts_t *o)
+static int status_opt(void *ctx, int c, const char *arg)
 {
-    static const struct option LONG[] = {
-        {"dispatcher", required_argument, NULL, 'd'}, {"http", required_argument, NULL, 'H'},
-        {"json", no_argument, NULL, 'j'},             {"watch", required_argument, NULL, 'w'},
-        {"timeout-ms", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        SL_CLI_CONN_OPTIONS,
-        {NULL, 0, NULL, 0},
-    };
-    memset(o, 0, sizeof(*o));
-    sl_cli_conn_init(&o->conn);
-    o->timeout_ms = DEFAULT_TIMEOUT_MS;
-    int c;
-    char *end;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", LONG, NULL)) != -1) {
-        int cr = sl_cli_conn_opt("status", c, optarg, &o->conn);
-        if (cr != 0) {
-            if (cr < 0) {
-                return cr;
-            }
-            continue;
-        }
-        switch (c) {
-        case 'd':
-            o->dispatcher = optarg;
-            break;
-        case 'H':
-            o->http = optarg;
-            break;
-        case 'j':
-            o->json = 1;
-            break;
-        case 'w':
-            errno = 0;
-            o->watch_sec = strtod(optarg, &end);
-            if (errno != 0 || end == optarg || *end != '\0' || !(o->watch_sec >= 0.1) ||
-                o->watch_sec > 86400) {
-                fprintf(stderr, "sluice status: --watch: '%s' is not seconds in 0.1..86400\n",
-                        optarg);
-                return -EINVAL;
-            }
-            break;
-        case 't': {
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || v < 1 || v > 600000) {
-                fprintf(stderr, "sluice status: --timeout-ms: '%s' is not in 1..600000\n",
-                        optarg);
-                return -EINVAL;
-            }
-            o->timeout_ms = (int)v;
-            break;
-        }
-        case 'h':
-            status_usage(stdout);
-            exit(SL_EXIT_OK);
-        default:
-            status_usage(stderr);
+    status_opts_t *o = ctx;
+    long v;
+    switch (c) {
+    case 'H':
+        o->http = arg;
+        return 0;
+    case 'w':
+        return sl_cli_parse_double("status", "watch", arg, 0.1, 0, 86400, "seconds",
+                                   &o->watch_sec);
+    case 't':
+        if (sl_cli_parse_long("status", "timeout-ms", arg, 1, 600000, &v) < 0) {
             return -EINVAL;
         }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "sluice status: unexpected argument '%s'\n", argv[optind]);
+        o->timeout_ms = (int)v;
+        return 0;
+    default:
         return -EINVAL;
     }
+}
+
+static int parse_opts(int argc, char **argv, status_opts_t *o)
+{
+    static const struct option OWN[] = {
+        {"http", required_argument, NULL, 'H'},
+        {"watch", required_argument, NULL, 'w'},
+        {"timeout-ms", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0},
+    };
+    const sl_cli_cmd_t cmd = {
+        .name = "status",
+        .shared = SL_CLI_F_DISPATCHER | SL_CLI_F_JSON | SL_CLI_F_CONN,
+        .takes_spec = 0,
+        .own = OWN,
+        .own_opt = status_opt,
+        .ctx = o,
+        .usage = status_usage,
+    };
+    memset(o, 0, sizeof(*o));
+    o->timeout_ms = DEFAULT_TIMEOUT_MS;
+    sl_cli_opts_t c;
+    if (sl_cli_opts_parse(&cmd, argc, argv, &c) < 0) {
+        return -EINVAL;
+    }
+    o->dispatcher = c.dispatcher;
+    o->json = c.json;
+    o->conn = c.conn;
     if ((o->dispatcher != NULL) == (o->http != NULL)) {
         fprintf(stderr, "sluice status: give exactly one of --dispatcher and --http\n");
         status_usage(stderr);

@@ -29,8 +29,6 @@
  * delivering anything waits this long, doubling per failure. */
 #define CL_BACKOFF_MIN_MS 200
 #define CL_BACKOFF_MAX_MS 2000
-/* Multi-rank: a consumer starved this long acknowledges what is batched. */
-#define CL_UNSTICK_SEC 0.3
 
 typedef enum {
     CL_SPLIT_REMOTE = 0, /* a worker produces it */
@@ -47,11 +45,15 @@ typedef struct cl_split_s {
     int range_known;   /* 0 until an assignment names its range: samples of a
                         * split can arrive before the client polls its assignment */
     int acked;         /* acknowledgement queued or sent */
+    /* Multi-rank: every sample is in the batcher (AckSplits
+     * received_split_ids): 0 not yet, 1 queued, 2 the dispatcher has it. */
+    int received;
     int in_use;
 } cl_split_t;
 
 typedef struct cl_msg_s {
-    Sluice__Batch *batch;  /* unpacked; freed by the consumer */
+    Sluice__Batch *batch;  /* unpacked (tests, fuzzing), or NULL; freed by the consumer */
+    struct cl_rx_s *rx;    /* client/rx.h: received bytes + index (from batch if NULL) */
     uint64_t worker_id;
     size_t cursor;         /* samples already taken */
     struct cl_msg_s *next;
@@ -117,7 +119,6 @@ struct sluice_job {
      * has taken every one of its samples (not when they reach the batcher),
      * so a restarted rank neither loses nor repeats acknowledged samples. */
     int ack_on_pop;
-    double last_unstick;      /* consumer only: see job.c unstick_acks */
 
     /* remote only */
     sl_rpc_channel_t *disp;
@@ -139,6 +140,8 @@ struct sluice_job {
     unsigned in_count;
     uint64_t *acks;          /* split ids to acknowledge */
     size_t nacks, capacks;
+    uint64_t *recvd;         /* multi-rank: split ids to report received */
+    size_t nrecvd, caprecvd;
     cl_fetcher_t fetchers[CL_MAX_FETCHERS];
     /* Skips accepted by the batcher, and how many of them the dispatcher has
      * been told about in AckSplits (its /status and /metrics count them). */
@@ -183,11 +186,15 @@ void cl_control_stop(struct sluice_job *job);
 int cl_backoff_next(int cur);
 /* fetch.c */
 void *cl_fetch_main(void *arg);
+void cl_msg_free(cl_msg_t *m); /* NULL ok */
 /* split_table.c: the live split table, called with job->mu held */
 cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id);
 cl_split_t *cl_split_add(struct sluice_job *job, uint64_t id);
 void cl_split_remove(struct sluice_job *job, cl_split_t *s);
 /* Queues the ack once every position of s is done (job->mu held). */
 void cl_split_check_done(struct sluice_job *job, cl_split_t *s);
+/* Multi-rank: queues s for AckSplits.received_split_ids once every sample
+ * of it is in the batcher (job->mu held; no-op for a single consumer). */
+void cl_split_check_received(struct sluice_job *job, cl_split_t *s);
 
 #endif

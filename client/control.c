@@ -78,6 +78,16 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     if (n) {
         memcpy(ids, job->acks, n * sizeof(*ids));
     }
+    size_t nrecv = job->nrecvd;
+    uint64_t *recv = nrecv ? malloc(nrecv * sizeof(*recv)) : NULL;
+    if (nrecv && recv == NULL) {
+        pthread_mutex_unlock(&job->mu);
+        free(ids);
+        return -ENOMEM;
+    }
+    if (nrecv) {
+        memcpy(recv, job->recvd, nrecv * sizeof(*recv));
+    }
     uint64_t delta[SL_SKIP__COUNT];
     Sluice__SkipCount counts[SL_SKIP__COUNT];
     Sluice__SkipCount *countp[SL_SKIP__COUNT];
@@ -93,7 +103,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
         }
     }
     pthread_mutex_unlock(&job->mu);
-    if (n == 0 && nretry == 0 && retry_worker == 0 && nskip == 0) {
+    if (n == 0 && nrecv == 0 && nretry == 0 && retry_worker == 0 && nskip == 0) {
         return 0;
     }
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
@@ -105,6 +115,8 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     req.n_retry_split_ids = nretry;
     req.retry_split_ids = retry;
     req.retry_worker_id = retry_worker;
+    req.n_received_split_ids = nrecv;
+    req.received_split_ids = recv;
     req.n_skipped = nskip;
     req.skipped = countp;
     ProtobufCMessage *resp = NULL;
@@ -129,11 +141,22 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
                 cl_split_remove(job, s);
             }
         }
+        if (nrecv > 0) {
+            memmove(job->recvd, job->recvd + nrecv, (job->nrecvd - nrecv) * sizeof(*recv));
+            job->nrecvd -= nrecv;
+        }
+        for (size_t i = 0; i < nrecv; i++) {
+            cl_split_t *s = cl_split_find(job, recv[i]);
+            if (s != NULL && s->received == 1) {
+                s->received = 2;
+            }
+        }
         pthread_mutex_unlock(&job->mu);
     } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
         fail_job(job, "the dispatcher no longer knows this job (timed out or restarted)");
     }
     free(ids);
+    free(recv);
     return rc;
 }
 
@@ -300,6 +323,13 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
         if (s->acked) {
             continue;
         }
+        if (s->received == 2) {
+            /* Listed again after the dispatcher had it as received: it was
+             * PENDING then (returned with a worker) and is handed out anew;
+             * its slot is to be freed again. */
+            s->received = 0;
+        }
+        cl_split_check_received(job, s);
         if (a->worker_id == 0 && s->owner != 0) {
             s->next = s->begin; /* now ours: run every position not yet delivered */
             if (job->nlocal_pending == job->caplocal) {

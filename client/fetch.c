@@ -1,13 +1,18 @@
 /* A fetcher: one thread per worker, one Fetch stream. It queues every
  * received Batch for the consumer and returns credits as the consumer
  * finishes messages, so a slow training loop slows the worker down instead
- * of filling memory (at most CL_CREDITS messages per worker in flight). */
+ * of filling memory (at most CL_CREDITS messages per worker in flight).
+ * Messages are not unpacked: the fetcher keeps the received slices and
+ * indexes them (client/rx.h), and the consumer copies each sample once,
+ * from the slices into its batch. A message that does not parse breaks the
+ * stream (its splits are retried elsewhere). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client_impl.h"
+#include "client/rx.h"
 
 static void finish(cl_fetcher_t *f, cl_fetch_state_e state, const char *why)
 {
@@ -64,8 +69,8 @@ void *cl_fetch_main(void *arg)
                 break;
             }
         }
-        ProtobufCMessage *m = NULL;
-        int rc = sl_rpc_cstream_recv(cs, &m, 50, &st);
+        sl_rpc_raw_t *raw = NULL;
+        int rc = sl_rpc_cstream_recv_raw(cs, &raw, 50, &st);
         if (rc == -ETIMEDOUT) {
             continue;
         }
@@ -81,14 +86,17 @@ void *cl_fetch_main(void *arg)
             snprintf(why, sizeof(why), "%s", rc == -ECOMM ? st.details : "bad message");
             break;
         }
-        cl_msg_t *msg = calloc(1, sizeof(*msg));
+        cl_rx_t *rx = NULL;
+        char perr[256];
+        rc = cl_rx_from_raw(raw, &rx, perr, sizeof(perr)); /* takes raw */
+        cl_msg_t *msg = rc == 0 ? calloc(1, sizeof(*msg)) : NULL;
         if (msg == NULL) {
-            protobuf_c_message_free_unpacked(m, NULL);
+            cl_rx_free(rx);
             end = CL_FETCH_BROKEN;
-            snprintf(why, sizeof(why), "out of memory");
+            snprintf(why, sizeof(why), "%s", rc < 0 ? perr : "out of memory");
             break;
         }
-        msg->batch = (Sluice__Batch *)m;
+        msg->rx = rx;
         msg->worker_id = f->worker_id;
         pthread_mutex_lock(&job->mu);
         f->delivered = 1;
@@ -106,4 +114,16 @@ void *cl_fetch_main(void *arg)
     sl_rpc_channel_free(ch);
     finish(f, end, why);
     return NULL;
+}
+
+void cl_msg_free(cl_msg_t *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    if (m->batch != NULL) {
+        protobuf_c_message_free_unpacked(&m->batch->base, NULL);
+    }
+    cl_rx_free(m->rx);
+    free(m);
 }

@@ -12,6 +12,7 @@
 
 #include "client/client_impl.h"
 #include "client/profile.h"
+#include "client/rx.h"
 #include "common/err.h"
 #include "common/ranks.h"
 #include "common/rng.h"
@@ -86,6 +87,31 @@ void cl_split_check_done(sluice_job_t *job, cl_split_t *s)
     job->acks[job->nacks++] = s->id;
 }
 
+/* Multi-rank splits are acknowledged when the training loop has taken them
+ * (so a restarted rank resumes exactly), but waiting in a partial batch they
+ * must not hold the worker slots the samples completing that batch need:
+ * "received" frees the slot at the dispatcher without making the split done
+ * (docs/protocol.md "Acknowledgement on consumption"). */
+void cl_split_check_received(sluice_job_t *job, cl_split_t *s)
+{
+    if (!job->ack_on_pop || s->acked || s->received != 0 || !s->range_known ||
+        s->added < s->end - s->begin) {
+        return;
+    }
+    if (job->nrecvd == job->caprecvd) {
+        size_t cap = job->caprecvd ? job->caprecvd * 2 : 64;
+        uint64_t *p = realloc(job->recvd, cap * sizeof(*p));
+        if (p == NULL) {
+            snprintf(job->failure, sizeof(job->failure), "out of memory queueing acks");
+            return;
+        }
+        job->recvd = p;
+        job->caprecvd = cap;
+    }
+    s->received = 1;
+    job->recvd[job->nrecvd++] = s->id;
+}
+
 static void count_split(sluice_job_t *job, uint64_t split_id, int consumed);
 
 /* Counts a first copy towards its split. A split not yet known from an
@@ -115,6 +141,7 @@ static void count_split(sluice_job_t *job, uint64_t split_id, int consumed)
     }
     if (s != NULL && !s->acked && !consumed) {
         s->added++;
+        cl_split_check_received(job, s);
     } else if (s != NULL && !s->acked) {
         s->done++;
         cl_split_check_done(job, s);
@@ -122,26 +149,10 @@ static void count_split(sluice_job_t *job, uint64_t split_id, int consumed)
     pthread_mutex_unlock(&job->mu);
 }
 
-/* Multi-rank liveness: splits acknowledged on pop hold their worker's slots
- * (max_splits_per_worker) while their samples wait in a partial batch; if
- * the samples that would complete that batch are in splits that cannot be
- * handed out for lack of slots, nothing moves. So when the consumer has
- * been starved for a while, splits whose every sample is in the batcher are
- * acknowledged now (a crash before they are taken would lose those few). */
-static void unstick_acks(sluice_job_t *job)
-{
-    pthread_mutex_lock(&job->mu);
-    for (size_t i = 0; i < CL_MAX_SPLITS; i++) {
-        cl_split_t *s = &job->splits[i];
-        if (s->in_use && s->range_known && !s->acked && s->added >= s->end - s->begin) {
-            s->done = s->end - s->begin;
-            cl_split_check_done(job, s);
-        }
-    }
-    pthread_mutex_unlock(&job->mu);
-}
-
-static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
+/* With fill, s is a received sample whose bytes are still in the message
+ * (sl_batcher_add_fill); otherwise s owns its bytes. */
+static int add_to_batcher_fill(sluice_job_t *job, sl_sample_t *s, const char *detail,
+                               sl_batcher_fill_fn fill, void *arg)
 {
     if (s->skip >= 0 && job->first_skip[0] == '\0') {
         snprintf(job->first_skip, sizeof(job->first_skip), "%s", detail);
@@ -152,7 +163,8 @@ static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
     uint64_t split_id = s->split_id;
     int skipped = s->skip >= 0;
     int reason = s->skip;
-    int rc = sl_batcher_add(job->batcher, s);
+    int rc = fill != NULL ? sl_batcher_add_fill(job->batcher, s, fill, arg)
+                          : sl_batcher_add(job->batcher, s);
     if (rc < 0) {
         sl_tensor_free(&s->t);
         return set_error(job, rc, "%s",
@@ -182,6 +194,11 @@ static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
         }
     }
     return 0;
+}
+
+static int add_to_batcher(sluice_job_t *job, sl_sample_t *s, const char *detail)
+{
+    return add_to_batcher_fill(job, s, detail, NULL, NULL);
 }
 
 static int collect(sluice_job_t *job, int timeout_ms, int *progress)
@@ -277,9 +294,18 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
     return 0;
 }
 
+/* sl_batcher_fill_fn: the one copy of a received sample, from the message's
+ * slices to its place (arg: a reader over exactly its bytes, checked by
+ * sl_wire_sample_check, so the copy cannot fall short). */
+static void fill_from_wire(void *arg, uint8_t *dst, size_t n)
+{
+    sl_pbw_reader_t r = *(const sl_pbw_reader_t *)arg;
+    (void)sl_pbw_copy(&r, dst, n);
+}
+
 /* Validates a sample from a peer; anything inconsistent becomes a skip. */
-static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, Sluice__Sample *m,
-                              int *progress)
+static int take_remote_sample(sluice_job_t *job, const sl_wire_batch_t *b,
+                              const sl_wire_sample_t *m, int *progress)
 {
     *progress = 1;
     if (m->epoch >= job->spec.epochs || m->position >= job->positions) {
@@ -301,60 +327,48 @@ static int take_remote_sample(sluice_job_t *job, const Sluice__Batch *b, Sluice_
     uint32_t stage_to = b->stage_to;
 
     char detail[256] = "";
-    if (m->skip_reason != NULL && m->skip_reason[0] != '\0') {
+    if (sl_pbw_left(&m->skip_reason) > 0) {
+        char reason[64];
+        sl_wire_string(&m->skip_reason, reason, sizeof(reason));
         s.skip = SL_SKIP_IO;
         for (int r = 0; r < SL_SKIP__COUNT; r++) {
-            if (strcmp(m->skip_reason, sl_skip_name((sl_skip_e)r)) == 0) {
+            if (strcmp(reason, sl_skip_name((sl_skip_e)r)) == 0) {
                 s.skip = r;
             }
         }
-        snprintf(detail, sizeof(detail), "%s", m->skip_detail ? m->skip_detail : m->skip_reason);
+        sl_wire_string(&m->skip_detail, detail, sizeof(detail));
+        if (detail[0] == '\0') {
+            snprintf(detail, sizeof(detail), "%s", reason);
+        }
         return add_to_batcher(job, &s, detail);
     }
-    if (stage_to > job->nunits) {
+    if (sl_wire_sample_check(m, stage_to, job->nunits, detail, sizeof(detail)) < 0) {
         s.skip = SL_SKIP_CORRUPT;
-        snprintf(detail, sizeof(detail),
-                 "sample %llu from a worker: stage_to %u is beyond the pipeline's %u units",
-                 (unsigned long long)s.index, stage_to, job->nunits);
         return add_to_batcher(job, &s, detail);
     }
-    size_t esz = m->dtype == SL_DT_F32 ? 4 : 1;
-    uint64_t want = (uint64_t)m->h * m->w * m->c * esz;
-    /* Encoded bytes exactly when no unit ran. */
-    int bad = m->dtype > SL_DT_F32 || m->layout > SL_LAYOUT_CHW ||
-              (m->dtype != SL_DT_BYTES && want != m->data.len) ||
-              ((m->dtype == SL_DT_BYTES) != (stage_to == 0));
-    if (bad) {
-        s.skip = SL_SKIP_CORRUPT;
-        snprintf(detail, sizeof(detail), "sample %llu from a worker has an inconsistent shape",
-                 (unsigned long long)s.index);
-        return add_to_batcher(job, &s, detail);
-    }
-    /* Take the unpacked bytes instead of copying them: protobuf-c allocated
-     * them with malloc (default allocator), and the message is freed with the
-     * field emptied, so the tensor becomes their only owner. */
+    size_t n = sl_pbw_left(&m->data);
     if (m->dtype == SL_DT_BYTES) {
-        s.t = (sl_tensor_t){.dtype = SL_DT_BYTES, .layout = SL_LAYOUT_HWC,
-                            .h = (uint32_t)m->data.len, .w = 1, .c = 1};
+        s.t = (sl_tensor_t){.dtype = SL_DT_BYTES, .layout = SL_LAYOUT_HWC, .h = (uint32_t)n,
+                            .w = 1, .c = 1, .nbytes = n};
     } else {
         s.t = (sl_tensor_t){.dtype = (sl_dtype_e)m->dtype, .layout = (sl_layout_e)m->layout,
-                            .h = m->h, .w = m->w, .c = m->c};
+                            .h = m->h, .w = m->w, .c = m->c, .nbytes = n};
     }
-    if (m->data.len == 0 || m->data.len > SL_TENSOR_MAX_BYTES) {
-        s.skip = SL_SKIP_CORRUPT;
-        return add_to_batcher(job, &s, "a worker sent an empty or oversized sample");
-    }
-    Sluice__Sample *owned = (Sluice__Sample *)m;
-    s.t.data = owned->data.data;
-    s.t.nbytes = s.t.cap = owned->data.len;
-    owned->data.data = NULL;
-    owned->data.len = 0;
     job->from_remote++;
     if (stage_to >= job->nunits) {
-        rc = add_to_batcher(job, &s, "");
+        /* Finished: straight from the slices into its slot in the batch. */
+        sl_pbw_reader_t data = m->data;
+        rc = add_to_batcher_fill(job, &s, "", fill_from_wire, &data);
         sl_tensor_free(&s.t);
         return rc;
     }
+    /* The client runs the remaining units: the executor takes a tensor. */
+    s.t.data = malloc(n);
+    if (s.t.data == NULL) {
+        return set_error(job, -ENOMEM, "%s", "out of memory taking a received sample");
+    }
+    s.t.cap = n;
+    fill_from_wire((void *)&m->data, s.t.data, n);
     rc = sl_exec_submit(job->exec, &s, stage_to, job->nunits);
     sl_tensor_free(&s.t);
     return rc < 0 ? set_error(job, rc, "%s", "cannot queue a received sample") : 0;
@@ -381,10 +395,17 @@ static int feed_remote(sluice_job_t *job, int *progress)
             return 0;
         }
         /* Only the consumer removes messages, so msg stays valid unlocked. */
-        const Sluice__Batch *b = msg->batch;
+        if (msg->rx == NULL) { /* an unpacked Batch (tests, fuzzing): index its bytes */
+            int rc = cl_rx_from_batch(msg->batch, &msg->rx, job->last_error,
+                                      sizeof(job->last_error));
+            if (rc < 0) {
+                return rc;
+            }
+        }
+        const sl_wire_batch_t *b = &msg->rx->wb;
         while (msg->cursor < b->n_samples &&
                sl_exec_inflight(job->exec) < sl_exec_capacity(job->exec)) {
-            int rc = take_remote_sample(job, b, b->samples[msg->cursor], progress);
+            int rc = take_remote_sample(job, b, &b->samples[msg->cursor], progress);
             msg->cursor++;
             if (rc < 0) {
                 return rc;
@@ -401,8 +422,7 @@ static int feed_remote(sluice_job_t *job, int *progress)
         job->in_count--;
         owe_credit(job, msg->worker_id);
         pthread_mutex_unlock(&job->mu);
-        protobuf_c_message_free_unpacked(&msg->batch->base, NULL);
-        free(msg);
+        cl_msg_free(msg);
         *progress = 1;
     }
 }
@@ -503,11 +523,6 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
         if (all_delivered(job)) {
             result = 1;
             break;
-        }
-        if (job->ack_on_pop && sl_mono_sec() - t0 > CL_UNSTICK_SEC &&
-            sl_mono_sec() - job->last_unstick > CL_UNSTICK_SEC) {
-            job->last_unstick = sl_mono_sec();
-            unstick_acks(job);
         }
         int rc = cl_job_pump(job, &job->local_epoch, &job->local_pos);
         if (rc < 0) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "client/client_impl.h"
+#include "client/costs.h"
 #include "client/profile.h"
 #include "common/err.h"
 #include "common/ranks.h"
@@ -36,12 +37,24 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     req.rank = job->spec.rank;
     req.job_name = job->spec.world_size > 1 ? job->job_name : NULL;
     req.planner = planner;
+    /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
+     * dispatcher cuts multi-rank jobs by count), bounded in size. */
+    float *costs = NULL;
+    if (job->spec.world_size <= 1 && job->num_samples > 0 &&
+        job->num_samples <= CL_MAX_SAMPLE_COSTS) {
+        costs = malloc(job->num_samples * sizeof(*costs));
+        if (costs != NULL && cl_sample_costs(job->src, costs, job->num_samples) == 0) {
+            req.n_sample_costs = job->num_samples;
+            req.sample_costs = costs;
+        } /* out of memory: sent without, the job is cut by count */
+    }
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/SubmitJob", &req.base,
                           &sluice__submit_job_response__descriptor, job->timeout_ms, 1, &resp,
                           &st);
     free(json);
+    free(costs);
     if (rc < 0) {
         if (rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT) {
             return sl_err(err, errlen, -EINVAL, "%s", st.details);
@@ -277,8 +290,7 @@ void sluice_close(sluice_job_t *job)
     while (job->in_head != NULL) {
         cl_msg_t *m = job->in_head;
         job->in_head = m->next;
-        protobuf_c_message_free_unpacked(&m->batch->base, NULL);
-        free(m);
+        cl_msg_free(m);
     }
     if (job->disp != NULL) {
         sl_rpc_channel_free(job->disp);
@@ -294,6 +306,7 @@ void sluice_close(sluice_job_t *job)
     free(job->order_scratch);
     free(job->splits);
     free(job->acks);
+    free(job->recvd);
     free(job->local_pending);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);

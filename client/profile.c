@@ -60,6 +60,7 @@ struct cl_planner_s {
     /* the control thread's */
     double last_report;
     double cpu_at_report;
+    double units_cpu_at_report; /* the executor's unit CPU, summed */
 };
 
 static double mono(void)
@@ -159,6 +160,7 @@ static void hp_copy(cl_hp_t *hp, const Sluice__HostProfile *m, int cached)
     hp->msg.samples = m->samples;
     hp->msg.seconds = m->seconds;
     hp->msg.cost_model_error = m->cost_model_error;
+    hp->msg.sample_overhead_sec = m->sample_overhead_sec;
     hp->msg.cached = cached;
 }
 
@@ -277,18 +279,30 @@ static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *sp
     sl_rpc_channel_free(ch);
 }
 
-/* Streams CL_PROBE_BYTES from the worker. Bandwidth counts the bytes after
+/* One probe stream and what it measured. */
+typedef struct cl_probe_s {
+    const char *addr;
+    const sl_rpc_security_t *sec;
+    int timeout_ms;
+    int rc;          /* 0: the stream ended normally after more than one chunk */
+    double t_first;  /* when the first chunk arrived (monotonic) */
+    double t_end;
+    double cpu;      /* process CPU from the first chunk to the end */
+    uint64_t bytes;  /* after the first chunk */
+} cl_probe_t;
+
+/* Streams CL_PROBE_BYTES from pr->addr. Bandwidth counts the bytes after
  * the first chunk over the time from its arrival to the end (connection
  * set-up excluded); the receive cost is this process's CPU over that time
- * per byte. Returns 0 with both set, or -1. */
-static int probe(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
-                 double *ret_recv)
+ * per byte. */
+static void probe_run(cl_probe_t *pr)
 {
     char err[256];
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(addr, SL_RPC_DEFAULT_MAX_MSG, sec, 1, err,
+    pr->rc = -1;
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(pr->addr, SL_RPC_DEFAULT_MAX_MSG, pr->sec, 1, err,
                                               sizeof(err));
     if (ch == NULL) {
-        return -1;
+        return;
     }
     Sluice__ProbeRequest req = SLUICE__PROBE_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
@@ -296,39 +310,96 @@ static int probe(const char *addr, const sl_rpc_security_t *sec, int timeout_ms,
     req.chunk_bytes = 1u << 20;
     sl_rpc_cstream_t *cs = NULL;
     sl_rpc_status_t st;
-    int rc = -1;
     if (sl_rpc_cstream_open(ch, "/sluice.Worker/Probe", &req.base,
-                            &sluice__probe_chunk__descriptor, timeout_ms, &cs, &st) == 0) {
-        double t_first = 0.0;
+                            &sluice__probe_chunk__descriptor, pr->timeout_ms, &cs, &st) == 0) {
         double cpu_first = 0.0;
-        uint64_t after_first = 0;
         for (;;) {
             ProtobufCMessage *m = NULL;
-            int r = sl_rpc_cstream_recv(cs, &m, timeout_ms, &st);
+            int r = sl_rpc_cstream_recv(cs, &m, pr->timeout_ms, &st);
             if (r != 0) {
-                rc = r == 1 && after_first > 0 ? 0 : -1;
+                pr->rc = r == 1 && pr->bytes > 0 ? 0 : -1;
                 break;
             }
             size_t len = ((Sluice__ProbeChunk *)m)->data.len;
             protobuf_c_message_free_unpacked(m, NULL);
-            if (t_first == 0.0) {
-                t_first = mono();
+            if (pr->t_first == 0.0) {
+                pr->t_first = mono();
                 cpu_first = process_cpu();
             } else {
-                after_first += len;
+                pr->bytes += len;
             }
         }
-        if (rc == 0) {
-            double dt = mono() - t_first;
-            double dcpu = process_cpu() - cpu_first;
-            /* Below a microsecond the clock says nothing: call it 100 GB/s. */
-            *ret_bw = dt > 1e-6 ? (double)after_first / dt : 1e11;
-            *ret_recv = dcpu > 0.0 ? dcpu / (double)after_first : 0.0;
-        }
+        pr->t_end = mono();
+        pr->cpu = process_cpu() - cpu_first;
         sl_rpc_cstream_free(cs);
     }
     sl_rpc_channel_free(ch);
-    return rc;
+}
+
+/* One worker's link. Returns 0 with both set, or -1. */
+static int probe(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
+                 double *ret_recv)
+{
+    cl_probe_t pr = {.addr = addr, .sec = sec, .timeout_ms = timeout_ms};
+    probe_run(&pr);
+    if (pr.rc != 0) {
+        return -1;
+    }
+    double dt = pr.t_end - pr.t_first;
+    /* Below a microsecond the clock says nothing: call it 100 GB/s. */
+    *ret_bw = dt > 1e-6 ? (double)pr.bytes / dt : 1e11;
+    *ret_recv = pr.cpu > 0.0 ? pr.cpu / (double)pr.bytes : 0.0;
+    return 0;
+}
+
+static void *probe_thread(void *arg)
+{
+    probe_run(arg);
+    return NULL;
+}
+
+/* The client's own ingress: up to CL_PROBE_CONCURRENT workers streaming to
+ * it at once, all bytes over the span from the first first-chunk to the
+ * last end. The per-class probes run one after another and each sees one
+ * link; summed they overstate what the client can take in when its own
+ * link is the narrow one. Returns bytes/s, or 0 when fewer than two
+ * streams succeeded (one stream is what the class probe measured). */
+double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
+                          int timeout_ms)
+{
+    cl_probe_t pr[CL_PROBE_CONCURRENT];
+    pthread_t th[CL_PROBE_CONCURRENT];
+    int started[CL_PROBE_CONCURRENT] = {0};
+    if (n > CL_PROBE_CONCURRENT) {
+        n = CL_PROBE_CONCURRENT;
+    }
+    if (n < 2) {
+        return 0.0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pr[i] = (cl_probe_t){.addr = addrs[i], .sec = sec, .timeout_ms = timeout_ms, .rc = -1};
+        started[i] = pthread_create(&th[i], NULL, probe_thread, &pr[i]) == 0;
+    }
+    double t0 = INFINITY;
+    double t1 = 0.0;
+    uint64_t bytes = 0;
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!started[i]) {
+            continue;
+        }
+        pthread_join(th[i], NULL);
+        if (pr[i].rc == 0) {
+            t0 = fmin(t0, pr[i].t_first);
+            t1 = fmax(t1, pr[i].t_end);
+            bytes += pr[i].bytes;
+            ok++;
+        }
+    }
+    if (ok < 2 || !(t1 - t0 > 1e-6)) {
+        return 0.0;
+    }
+    return (double)bytes / (t1 - t0);
 }
 
 /* ------------------------------------------------------------ profiling */
@@ -442,6 +513,24 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     }
     /* No probe: GRPC_CORE.md's loopback measurement, ~0.5 CPU-s per GB. */
     p->in.recv_cpu_sec_per_byte = nrecv > 0 ? recv_sum / nrecv : 0.5e-9;
+    /* 6. Our own ingress, every worker's link at once (bounded). */
+    const char *addrs[CL_PROBE_CONCURRENT];
+    size_t naddrs = 0;
+    for (size_t i = 0; i < ctx->n_workers && naddrs < CL_PROBE_CONCURRENT; i++) {
+        if (ctx->workers[i] != NULL && ctx->workers[i]->address != NULL) {
+            addrs[naddrs++] = ctx->workers[i]->address;
+        }
+    }
+    int agg_ms = timeout_ms < CL_PROBE_AGG_TIMEOUT_MS ? timeout_ms : CL_PROBE_AGG_TIMEOUT_MS;
+    double agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms);
+    /* The client took in at least what one stream alone reached: streams
+     * at once can lose time to CPU-quota throttling (their set-up bursts),
+     * which the planner's client term already charges, so the link bound
+     * must not count it again. */
+    for (size_t c = 0; c < p->in.n_classes && agg > 0.0; c++) {
+        agg = fmax(agg, p->classes[c].msg.bandwidth_bytes_per_sec);
+    }
+    p->in.client_bandwidth = agg;
     free(idx);
     free(spec_json);
     protobuf_c_message_free_unpacked(cresp, NULL);
@@ -493,6 +582,15 @@ void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint
     pthread_mutex_unlock(&p->mu);
 }
 
+static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
+{
+    double s = 0.0;
+    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        s += us[u].cpu_sec;
+    }
+    return s;
+}
+
 void cl_planner_tick(struct sluice_job *job)
 {
     cl_planner_t *p = job->planner;
@@ -500,7 +598,10 @@ void cl_planner_tick(struct sluice_job *job)
         return;
     }
     double now = mono();
+    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
     if (p->last_report == 0.0) {
+        sl_exec_unit_stats(job->exec, us);
+        p->units_cpu_at_report = units_cpu(job, us);
         p->last_report = now;
         p->cpu_at_report = process_cpu();
         return;
@@ -529,8 +630,18 @@ void cl_planner_tick(struct sluice_job *job)
 
     /* Per-unit costs the client measured while running: the executor's
      * sums (read without its lock: slightly stale is fine for a profile). */
-    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
     sl_exec_unit_stats(job->exec, us);
+    /* Everything else this process spent, per delivered sample: receiving,
+     * batching, reading local samples, the control thread. The planner
+     * models the read and per-byte receive costs and takes the rest as a
+     * fixed cost per sample. */
+    double ucpu = units_cpu(job, us);
+    uint64_t nwin = (uint64_t)(rate * wall + 0.5);
+    double overhead = nwin >= CL_OVERHEAD_MIN_SAMPLES
+                          ? fmax((cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report), 0.0) /
+                                (double)nwin
+                          : 0.0;
+    p->units_cpu_at_report = ucpu;
     Sluice__StageStat st[SL_PIPE_MAX_UNITS];
     Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
     size_t nst = 0;
@@ -559,6 +670,7 @@ void cl_planner_tick(struct sluice_job *job)
     req.stages = pst;
     req.consumer_rate = consumer;
     req.delivered = delivered;
+    req.overhead_cpu_sec_per_sample = overhead;
     p->last_report = now;
     p->cpu_at_report = cpu;
     ProtobufCMessage *resp = NULL;

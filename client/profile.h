@@ -11,7 +11,10 @@
  *     them into speed classes (CPU model, threads, budget); then one
  *     Worker.Profile of each class on the same sample indices;
  *  5. one Worker.Probe per class: link bandwidth, and this process's CPU
- *     per received byte (the receive cost).
+ *     per received byte (the receive cost);
+ *  6. the client's own ingress: Worker.Probe from up to CL_PROBE_CONCURRENT
+ *     workers at once (client_bandwidth; the links summed overstate it
+ *     when the client's link is the narrow one).
  * The client profiles the workers, not the dispatcher, because only the
  * client can measure its links to them and the dispatcher never blocks on
  * a worker.
@@ -39,7 +42,13 @@
 #define CL_PLAN_MAX_CLASSES 16
 #define CL_PLAN_MAX_WORKERS 256   /* workers asked for their identity */
 #define CL_PROBE_BYTES (8u << 20)
+/* The aggregate probe (client ingress): at most this many workers stream at
+ * once, each stream bounded by this deadline. */
+#define CL_PROBE_CONCURRENT 8
+#define CL_PROBE_AGG_TIMEOUT_MS 5000
 #define CL_REPORT_MS 1000
+/* The per-sample overhead is reported from windows of at least this many. */
+#define CL_OVERHEAD_MIN_SAMPLES 50
 #define CL_IDENTITY_TIMEOUT_MS 2000
 #define CL_CONTEXT_TIMEOUT_MS 3000
 #define CL_REPORT_TIMEOUT_MS 1000
@@ -88,5 +97,12 @@ void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint
 
 /* Control thread, every poll: sends ReportRates once per CL_REPORT_MS. */
 void cl_planner_tick(struct sluice_job *job);
+
+/* Step 6 alone: bytes/s of all bytes after each stream's first chunk over
+ * the span from the earliest first chunk to the latest end, with the first
+ * CL_PROBE_CONCURRENT of addrs streaming at once (one thread each, each
+ * bounded by timeout_ms). 0 when fewer than two streams succeeded. */
+double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
+                          int timeout_ms);
 
 #endif

@@ -1,6 +1,7 @@
 #include "common/batcher.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,19 @@ typedef struct {
     size_t n, cap;
 } vec_t;
 
+/* A sample of the batch being built: its bytes are either its own tensor
+ * or, when inbuf, already in place in the epoch's batch buffer at off. */
+typedef struct {
+    sl_sample_t s;
+    size_t off;
+    int inbuf;
+} slot_t;
+
+typedef struct {
+    slot_t *v;
+    size_t n, cap;
+} acc_t;
+
 typedef struct {
     uint64_t epoch;
     uint64_t n;
@@ -16,8 +30,90 @@ typedef struct {
     uint64_t released; /* deterministic: next position to release */
     uint8_t *seen;     /* bitmap of accepted positions; freed once complete */
     int complete;      /* every position accepted and released */
-    vec_t acc;         /* samples of the batch being built */
+    acc_t acc;         /* samples of the batch being built */
+    /* The batch being built, assembled in place: batch_size slots of
+     * slot_bytes, the first used bytes written. Started by the batch's first
+     * pixel sample; samples of another size keep their own buffers and the
+     * batch is then concatenated at emit (a copy). */
+    uint8_t *buf;
+    size_t slot_bytes, buf_cap, used;
 } epoch_t;
+
+/* Idle batch buffers, all of one size (a job's batches are the same size
+ * but for each epoch's last). Shared by the batcher and its batches out,
+ * freed with the last reference. */
+typedef struct sl_bufpool_s {
+    pthread_mutex_t mu;
+    unsigned refs;
+    size_t size;
+    uint8_t *idle[SL_BATCHER_POOL];
+    size_t nidle;
+} bufpool_t;
+
+static bufpool_t *pool_new(void)
+{
+    bufpool_t *p = calloc(1, sizeof(*p));
+    if (p != NULL && pthread_mutex_init(&p->mu, NULL) != 0) {
+        free(p);
+        return NULL;
+    }
+    if (p != NULL) {
+        p->refs = 1;
+    }
+    return p;
+}
+
+static void pool_unref(bufpool_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    unsigned left = --p->refs;
+    pthread_mutex_unlock(&p->mu);
+    if (left == 0) {
+        for (size_t i = 0; i < p->nidle; i++) {
+            free(p->idle[i]);
+        }
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+    }
+}
+
+/* A buffer of n bytes: an idle one of that size, or a new one. */
+static uint8_t *pool_get(bufpool_t *p, size_t n)
+{
+    uint8_t *buf = NULL;
+    if (p != NULL) {
+        pthread_mutex_lock(&p->mu);
+        if (p->nidle > 0 && p->size == n) {
+            buf = p->idle[--p->nidle];
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+    return buf != NULL ? buf : malloc(n);
+}
+
+/* Keeps buf (of n bytes) for reuse, or frees it. A new size replaces the
+ * idle buffers of the old one. */
+static void pool_put(bufpool_t *p, uint8_t *buf, size_t n)
+{
+    uint8_t *drop[SL_BATCHER_POOL + 1];
+    size_t ndrop = 0;
+    pthread_mutex_lock(&p->mu);
+    if (p->size != n) {
+        while (p->nidle > 0) {
+            drop[ndrop++] = p->idle[--p->nidle];
+        }
+        p->size = n;
+    }
+    if (p->nidle < SL_BATCHER_POOL) {
+        p->idle[p->nidle++] = buf;
+    } else {
+        drop[ndrop++] = buf;
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (size_t i = 0; i < ndrop; i++) {
+        free(drop[i]);
+    }
+}
 
 typedef struct batch_node_s {
     sl_batch_t *batch;
@@ -36,6 +132,7 @@ struct sl_batcher_s {
     int track_drops;
     uint64_t *dropped; /* split ids of drop_last-discarded samples, not yet taken */
     size_t ndropped, capdropped;
+    bufpool_t *pool; /* NULL if it could not be made: plain malloc/free */
 };
 
 static int vec_push(vec_t *v, sl_sample_t *s)
@@ -69,6 +166,45 @@ static void vec_free(vec_t *v)
     memset(v, 0, sizeof(*v));
 }
 
+static int acc_push(acc_t *a, sl_sample_t *s, size_t off, int inbuf)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        slot_t *p = realloc(a->v, cap * sizeof(*p));
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        a->v = p;
+        a->cap = cap;
+    }
+    a->v[a->n++] = (slot_t){.s = *s, .off = off, .inbuf = inbuf};
+    sl_tensor_init(&s->t); /* the data, if any, now belongs to the slot */
+    return 0;
+}
+
+/* Empties the batch being built (its samples' bytes and the buffer). */
+static void acc_clear(epoch_t *e, bufpool_t *pool)
+{
+    for (size_t i = 0; i < e->acc.n; i++) {
+        sl_tensor_free(&e->acc.v[i].s.t);
+    }
+    e->acc.n = 0;
+    if (e->buf != NULL && pool != NULL) {
+        pool_put(pool, e->buf, e->buf_cap);
+    } else {
+        free(e->buf);
+    }
+    e->buf = NULL;
+    e->slot_bytes = e->buf_cap = e->used = 0;
+}
+
+static void acc_free(epoch_t *e, bufpool_t *pool)
+{
+    acc_clear(e, pool);
+    free(e->acc.v);
+    memset(&e->acc, 0, sizeof(e->acc));
+}
+
 sl_batcher_t *sl_batcher_new(uint32_t batch_size, int drop_last, int deterministic)
 {
     if (batch_size == 0) {
@@ -79,6 +215,7 @@ sl_batcher_t *sl_batcher_new(uint32_t batch_size, int drop_last, int determinist
         return NULL;
     }
     b->batch_size = batch_size;
+    b->pool = pool_new();
     b->drop_last = drop_last;
     b->deterministic = deterministic;
     return b;
@@ -91,11 +228,14 @@ void sl_batcher_free(sl_batcher_t *b)
     }
     for (size_t i = 0; i < b->nepochs; i++) {
         free(b->epochs[i].seen);
-        vec_free(&b->epochs[i].acc);
+        acc_free(&b->epochs[i], b->pool);
     }
     free(b->epochs);
     free(b->dropped);
     vec_free(&b->heap);
+    if (b->pool != NULL) {
+        pool_unref(b->pool);
+    }
     while (b->ready_head != NULL) {
         batch_node_t *n = b->ready_head;
         b->ready_head = n->next;
@@ -148,7 +288,14 @@ int sl_batcher_begin_epoch(sl_batcher_t *b, uint64_t epoch, uint64_t n)
 static void free_meta_data(sl_batch_t *batch)
 {
     free(batch->meta);
-    free(batch->data);
+    if (batch->pool != NULL) {
+        if (batch->data != NULL) {
+            pool_put(batch->pool, batch->data, batch->cap);
+        }
+        pool_unref(batch->pool);
+    } else {
+        free(batch->data);
+    }
     free(batch);
 }
 
@@ -161,7 +308,7 @@ void sl_batch_free(sl_batch_t *batch)
 
 /* Moves the accumulated samples into one contiguous batch on the ready list. */
 /* At most batch_size - 1 per epoch, taken by the producer as it goes. */
-static int remember_drops(sl_batcher_t *b, const vec_t *acc)
+static int remember_drops(sl_batcher_t *b, const acc_t *acc)
 {
     if (!b->track_drops) {
         return 0;
@@ -176,7 +323,7 @@ static int remember_drops(sl_batcher_t *b, const vec_t *acc)
         b->capdropped = cap;
     }
     for (size_t i = 0; i < acc->n; i++) {
-        b->dropped[b->ndropped++] = acc->v[i].split_id;
+        b->dropped[b->ndropped++] = acc->v[i].s.split_id;
     }
     return 0;
 }
@@ -197,27 +344,42 @@ size_t sl_batcher_take_dropped(sl_batcher_t *b, uint64_t *out, size_t max)
 
 static int emit(sl_batcher_t *b, epoch_t *e)
 {
-    vec_t *acc = &e->acc;
+    acc_t *acc = &e->acc;
     if (acc->n == 0) {
         return 0;
     }
     if (acc->n < b->batch_size && b->drop_last) {
         int rc = remember_drops(b, acc);
-        vec_clear(acc);
+        acc_clear(e, b->pool);
         return rc;
+    }
+    size_t total = 0;
+    int all_inbuf = 1;
+    for (size_t i = 0; i < acc->n; i++) {
+        total += acc->v[i].s.t.nbytes;
+        all_inbuf &= acc->v[i].inbuf;
     }
     sl_batch_t *batch = calloc(1, sizeof(*batch));
     batch_node_t *node = calloc(1, sizeof(*node));
-    size_t total = 0;
-    for (size_t i = 0; i < acc->n; i++) {
-        total += acc->v[i].t.nbytes;
-    }
     if (batch != NULL) {
         batch->meta = calloc(acc->n, sizeof(*batch->meta));
-        batch->data = malloc(total ? total : 1);
+        /* Assembled in place: the buffer becomes the batch (the common case:
+         * no copy). Otherwise concatenate. */
+        if (all_inbuf && e->buf != NULL) {
+            batch->data = e->buf;
+            batch->cap = e->buf_cap;
+        } else {
+            batch->cap = total ? total : 1;
+            batch->data = pool_get(b->pool, batch->cap);
+        }
     }
     if (batch == NULL || node == NULL || batch->meta == NULL || batch->data == NULL) {
         if (batch != NULL) {
+            if (batch->data == e->buf) {
+                batch->data = NULL;
+            }
+            free(batch->data);
+            batch->data = NULL;
             free_meta_data(batch);
         }
         free(node);
@@ -229,13 +391,16 @@ static int emit(sl_batcher_t *b, epoch_t *e)
     batch->uniform = 1;
     size_t off = 0;
     for (size_t i = 0; i < acc->n; i++) {
-        const sl_sample_t *s = &acc->v[i];
+        const slot_t *sl = &acc->v[i];
+        const sl_sample_t *s = &sl->s;
         sl_sample_meta_t *m = &batch->meta[i];
         *m = (sl_sample_meta_t){.index = s->index, .position = s->position, .label = s->label,
                                 .dtype = s->t.dtype, .layout = s->t.layout, .h = s->t.h,
                                 .w = s->t.w, .c = s->t.c, .offset = off, .nbytes = s->t.nbytes,
                                 .split_id = s->split_id};
-        memcpy(batch->data + off, s->t.data, s->t.nbytes);
+        if (batch->data != e->buf) {
+            memcpy(batch->data + off, sl->inbuf ? e->buf + sl->off : s->t.data, s->t.nbytes);
+        }
         off += s->t.nbytes;
         const sl_sample_meta_t *m0 = &batch->meta[0];
         if (m->dtype != m0->dtype || m->layout != m0->layout || m->h != m0->h || m->w != m0->w ||
@@ -243,7 +408,16 @@ static int emit(sl_batcher_t *b, epoch_t *e)
             batch->uniform = 0;
         }
     }
-    vec_clear(acc);
+    if (batch->data == e->buf) {
+        e->buf = NULL; /* the batch owns it now (a short one keeps the spare slots) */
+    }
+    if (b->pool != NULL) {
+        pthread_mutex_lock(&b->pool->mu);
+        b->pool->refs++;
+        pthread_mutex_unlock(&b->pool->mu);
+        batch->pool = b->pool;
+    }
+    acc_clear(e, b->pool);
     node->batch = batch;
     if (b->ready_tail != NULL) {
         b->ready_tail->next = node;
@@ -255,8 +429,38 @@ static int emit(sl_batcher_t *b, epoch_t *e)
     return 0;
 }
 
-/* Appends one released sample to its epoch's batch; emits full batches. */
-static int release(sl_batcher_t *b, epoch_t *e, sl_sample_t *s)
+/* Where a delivered sample of n bytes goes in e's batch being built: its
+ * slot in the batch buffer (started here for the batch's first pixel
+ * sample), or NULL when it must keep a buffer of its own. */
+static uint8_t *slot_for(sl_batcher_t *b, epoch_t *e, const sl_sample_t *s)
+{
+    size_t n = s->t.nbytes;
+    if (n == 0 || s->t.dtype == SL_DT_BYTES) {
+        return NULL; /* encoded files differ in size: no fixed slots */
+    }
+    if (e->buf == NULL && e->acc.n == 0) {
+        if (n > SIZE_MAX / b->batch_size) {
+            return NULL;
+        }
+        e->buf = pool_get(b->pool, n * b->batch_size);
+        if (e->buf == NULL) {
+            return NULL; /* the sample keeps its buffer; emit concatenates */
+        }
+        e->slot_bytes = n;
+        e->buf_cap = n * b->batch_size;
+        e->used = 0;
+    }
+    if (e->buf == NULL || n != e->slot_bytes || e->buf_cap - e->used < n) {
+        return NULL;
+    }
+    return e->buf + e->used;
+}
+
+/* Appends one released sample to its epoch's batch; emits full batches.
+ * With fill, s has no bytes yet: fill writes them, once, to their final
+ * place (the batch buffer, or a buffer of the sample's own). */
+static int release(sl_batcher_t *b, epoch_t *e, sl_sample_t *s, sl_batcher_fill_fn fill,
+                   void *arg)
 {
     if (s->skip >= 0) {
         if (s->skip < SL_SKIP__COUNT) {
@@ -265,7 +469,32 @@ static int release(sl_batcher_t *b, epoch_t *e, sl_sample_t *s)
         sl_tensor_free(&s->t);
         return 0;
     }
-    int rc = vec_push(&e->acc, s);
+    uint8_t *dst = slot_for(b, e, s);
+    int rc;
+    if (dst != NULL) {
+        if (fill != NULL) {
+            fill(arg, dst, s->t.nbytes);
+        } else {
+            memcpy(dst, s->t.data, s->t.nbytes); /* the copy emit would have made */
+        }
+        free(s->t.data); /* the shape stays: the batch's meta is built from it */
+        s->t.data = NULL;
+        s->t.cap = 0;
+        rc = acc_push(&e->acc, s, e->used, 1);
+        if (rc == 0) {
+            e->used += e->slot_bytes;
+        }
+    } else {
+        if (fill != NULL) {
+            s->t.data = malloc(s->t.nbytes);
+            if (s->t.data == NULL) {
+                return -ENOMEM;
+            }
+            s->t.cap = s->t.nbytes;
+            fill(arg, s->t.data, s->t.nbytes);
+        }
+        rc = acc_push(&e->acc, s, 0, 0);
+    }
     if (rc < 0) {
         return rc;
     }
@@ -341,7 +570,7 @@ static int drain_ordered(sl_batcher_t *b)
             sl_sample_t s;
             heap_pop(&b->heap, &s);
             e->released++;
-            int rc = release(b, e, &s);
+            int rc = release(b, e, &s, NULL, NULL);
             if (rc < 0) {
                 sl_tensor_free(&s.t);
                 return rc;
@@ -359,7 +588,20 @@ static int drain_ordered(sl_batcher_t *b)
     return 0;
 }
 
-int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s)
+/* Deterministic: is s the very next sample to release (the first
+ * incomplete epoch's next position)? Then it skips the heap and, with fill,
+ * is written straight into its batch. */
+static int next_in_order(const sl_batcher_t *b, const epoch_t *e, const sl_sample_t *s)
+{
+    for (size_t i = 0; i < b->nepochs; i++) {
+        if (!b->epochs[i].complete) {
+            return &b->epochs[i] == e && s->position == e->released;
+        }
+    }
+    return 0;
+}
+
+static int add(sl_batcher_t *b, sl_sample_t *s, sl_batcher_fill_fn fill, void *arg)
 {
     epoch_t *e = find_epoch(b, s->epoch);
     if (e == NULL) {
@@ -382,18 +624,42 @@ int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s)
     e->accepted++;
     int rc;
     if (b->deterministic) {
-        rc = heap_push(&b->heap, s);
+        if (next_in_order(b, e, s)) {
+            e->released++;
+            rc = release(b, e, s, fill, arg);
+        } else {
+            if (fill != NULL) { /* waits in the heap: it needs bytes of its own */
+                s->t.data = malloc(s->t.nbytes);
+                if (s->t.data == NULL) {
+                    return -ENOMEM;
+                }
+                s->t.cap = s->t.nbytes;
+                fill(arg, s->t.data, s->t.nbytes);
+            }
+            rc = heap_push(&b->heap, s);
+        }
         if (rc == 0) {
             rc = drain_ordered(b);
         }
         return rc;
     }
-    rc = release(b, e, s);
+    rc = release(b, e, s, fill, arg);
     if (rc == 0 && e->accepted == e->n) {
         rc = emit(b, e);
         finish_epoch(e);
     }
     return rc;
+}
+
+int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s) { return add(b, s, NULL, NULL); }
+
+int sl_batcher_add_fill(sl_batcher_t *b, sl_sample_t *s, sl_batcher_fill_fn fill, void *arg)
+{
+    if (fill == NULL || s->skip >= 0 || s->t.data != NULL || s->t.nbytes == 0 ||
+        s->t.nbytes > SL_TENSOR_MAX_BYTES) {
+        return -EINVAL;
+    }
+    return add(b, s, fill, arg);
 }
 
 int64_t sl_batcher_mark_done(sl_batcher_t *b, uint64_t epoch, uint64_t begin, uint64_t end)

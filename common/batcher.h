@@ -10,6 +10,16 @@
  * completion but are not delivered. Batches never span epochs; an epoch's last
  * short batch is emitted unless drop_last.
  *
+ * Batches are assembled in place: the first pixel sample of a batch starts a
+ * buffer of batch_size slots of its size, and every later sample of that size
+ * is written (sl_batcher_add_fill) or copied (sl_batcher_add) into its slot
+ * as it is released, so the finished buffer is handed out as the batch
+ * without concatenation. Samples of other sizes keep their own buffers and
+ * such a batch is concatenated when emitted. Freed batches give their
+ * buffer back to a small pool (SL_BATCHER_POOL buffers, thread-safe, may
+ * outlive the batcher), so a steady job reuses warm memory instead of
+ * mapping and faulting in a fresh buffer per batch.
+ *
  * Memory: the batcher holds at most what producers hand it ahead of the next
  * position to release; producers bound that (windows, credits). Not
  * thread-safe: one owner thread. */
@@ -51,9 +61,15 @@ typedef struct sl_batch_s {
     sl_sample_meta_t *meta;
     uint8_t *data;
     size_t nbytes;
+    /* Private: where data goes back to when the batch is freed (the
+     * batcher's buffer pool), and its allocated size. */
+    struct sl_bufpool_s *pool;
+    size_t cap;
 } sl_batch_t;
 
 typedef struct sl_batcher_s sl_batcher_t;
+
+#define SL_BATCHER_POOL 2 /* idle batch buffers kept for reuse */
 
 typedef struct sl_batcher_stats_s {
     uint64_t delivered;
@@ -72,6 +88,18 @@ int sl_batcher_begin_epoch(sl_batcher_t *b, uint64_t epoch, uint64_t n);
  * empty). Returns 0 accepted, 1 duplicate (dropped), -EINVAL for an epoch not
  * declared or a position out of range, -ENOMEM. */
 int sl_batcher_add(sl_batcher_t *b, sl_sample_t *s);
+/* Writes exactly n bytes to dst; cannot fail (the producer checked its
+ * source before calling sl_batcher_add_fill). */
+typedef void (*sl_batcher_fill_fn)(void *arg, uint8_t *dst, size_t n);
+/* sl_batcher_add for a delivered sample whose bytes are not in memory yet
+ * (received from a peer): s->t carries dtype, layout, shape and nbytes > 0
+ * but no data. Unless the sample is a duplicate or refused, fill is called
+ * once, with dst the sample's final place in the batch being assembled when
+ * it can be released now (arrival order, or the next position in
+ * deterministic order), else a buffer of its own that the batcher holds
+ * (one more copy when its batch is assembled). Same returns as
+ * sl_batcher_add, plus -EINVAL for a sample that is a skip or has data. */
+int sl_batcher_add_fill(sl_batcher_t *b, sl_sample_t *s, sl_batcher_fill_fn fill, void *arg);
 /* Marks positions [begin, end) of a declared epoch as delivered before
  * (by an earlier process of a restarted rank, docs/protocol.md "Multi-rank
  * jobs"): they count towards the epoch's completion and ordering, are
@@ -97,6 +125,7 @@ int sl_batcher_done(const sl_batcher_t *b);
 uint64_t sl_batcher_epoch_count(const sl_batcher_t *b, uint64_t epoch);
 void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret);
 
+/* Any thread; before or after sl_batcher_free. */
 void sl_batch_free(sl_batch_t *batch);
 
 #endif

@@ -76,6 +76,14 @@ typedef struct sl_rpc_server_opts_s {
     unsigned handler_threads;  /* unary handler pool; 0 = 4; queue 16 per thread (>= 64) */
     unsigned max_streams;      /* concurrent stream handlers; 0 = 64 */
     const sl_rpc_security_t *security; /* NULL = insecure */
+    /* Memory a peer can make the server hold (docs/limits.md). Largest
+     * request accepted (larger: RESOURCE_EXHAUSTED from the transport);
+     * 0 = max_msg_bytes, which then bounds only what the server sends. */
+    size_t max_recv_bytes;
+    /* Bytes of unary requests waiting for the pool; one more that would
+     * pass it gets RESOURCE_EXHAUSTED (one alone always fits). 0 = 4 x the
+     * largest request. */
+    size_t max_queued_bytes;
 } sl_rpc_server_opts_t;
 
 /* Unary handler: runs on a pool thread. Must call exactly one of

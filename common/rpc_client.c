@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/rpc_client.h"
+#include "common/rpc_keepalive.h"
 
 /* Unary calls always carry a deadline; this one applies when the caller
  * passes timeout_ms <= 0. */
@@ -93,7 +95,7 @@ sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
         max_msg_bytes = SL_RPC_DEFAULT_MAX_MSG;
     }
     int max_msg = max_msg_bytes > INT_MAX ? INT_MAX : (int)max_msg_bytes;
-    grpc_arg args[3];
+    grpc_arg args[7];
     size_t nargs = 0;
     args[nargs].type = GRPC_ARG_INTEGER;
     args[nargs].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -101,6 +103,23 @@ sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
     args[nargs].type = GRPC_ARG_INTEGER;
     args[nargs].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     args[nargs++].value.integer = max_msg;
+    /* Keepalive (docs/limits.md): a peer that vanishes without a FIN (host
+     * down, cable pulled) is noticed within time + timeout instead of only
+     * by a deadline -- an idle Fetch stream has none. Also while idle and
+     * without a pings-per-data cap (default 2), since a stream waiting for
+     * credits or batches sends no data. rpc_server.c accepts this rate. */
+    args[nargs].type = GRPC_ARG_INTEGER;
+    args[nargs].key = (char *)GRPC_ARG_KEEPALIVE_TIME_MS;
+    args[nargs++].value.integer = SL_RPC_KEEPALIVE_TIME_MS;
+    args[nargs].type = GRPC_ARG_INTEGER;
+    args[nargs].key = (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS;
+    args[nargs++].value.integer = SL_RPC_KEEPALIVE_TIMEOUT_MS;
+    args[nargs].type = GRPC_ARG_INTEGER;
+    args[nargs].key = (char *)GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS;
+    args[nargs++].value.integer = 1;
+    args[nargs].type = GRPC_ARG_INTEGER;
+    args[nargs].key = (char *)GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA;
+    args[nargs++].value.integer = 0;
     if (own_connection) {
         args[nargs].type = GRPC_ARG_INTEGER;
         args[nargs].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
@@ -541,8 +560,10 @@ int sl_rpc_cstream_send(sl_rpc_cstream_t *cs, const ProtobufCMessage *msg, int t
     return 0;
 }
 
-int sl_rpc_cstream_recv(sl_rpc_cstream_t *cs, ProtobufCMessage **ret, int timeout_ms,
-                        sl_rpc_status_t *st)
+/* Waits for the next message: 0 with *ret (the caller destroys it), or what
+ * sl_rpc_cstream_recv returns at the end, on failure or timeout. */
+static int cstream_recv_bb(sl_rpc_cstream_t *cs, grpc_byte_buffer **ret, int timeout_ms,
+                           sl_rpc_status_t *st)
 {
     *ret = NULL;
     pthread_mutex_lock(&cs->mu);
@@ -582,9 +603,22 @@ int sl_rpc_cstream_recv(sl_rpc_cstream_t *cs, ProtobufCMessage **ret, int timeou
     if (cs->recv_bb == NULL) {
         return cstream_finish(cs, st); /* end of stream or failure */
     }
-    ProtobufCMessage *m = sl_rpc_pb_unpack(cs->resp_desc, cs->recv_bb);
-    grpc_byte_buffer_destroy(cs->recv_bb);
+    *ret = cs->recv_bb;
     cs->recv_bb = NULL;
+    return 0;
+}
+
+int sl_rpc_cstream_recv(sl_rpc_cstream_t *cs, ProtobufCMessage **ret, int timeout_ms,
+                        sl_rpc_status_t *st)
+{
+    *ret = NULL;
+    grpc_byte_buffer *bb;
+    int rc = cstream_recv_bb(cs, &bb, timeout_ms, st);
+    if (rc != 0) {
+        return rc;
+    }
+    ProtobufCMessage *m = sl_rpc_pb_unpack(cs->resp_desc, bb);
+    grpc_byte_buffer_destroy(bb);
     if (m == NULL) {
         sl_rpc_status_set(st, SL_RPC_INTERNAL, "stream message did not unpack as %s",
                           cs->resp_desc->name);
@@ -592,6 +626,75 @@ int sl_rpc_cstream_recv(sl_rpc_cstream_t *cs, ProtobufCMessage **ret, int timeou
     }
     *ret = m;
     return 0;
+}
+
+struct sl_rpc_raw_s {
+    grpc_byte_buffer *bb; /* holds the received slices */
+    grpc_slice flat;      /* an inflated compressed message, else empty */
+    size_t nsegs;
+    sl_pbw_seg_t segs[];
+};
+
+int sl_rpc_cstream_recv_raw(sl_rpc_cstream_t *cs, sl_rpc_raw_t **ret, int timeout_ms,
+                            sl_rpc_status_t *st)
+{
+    *ret = NULL;
+    grpc_byte_buffer *bb;
+    int rc = cstream_recv_bb(cs, &bb, timeout_ms, st);
+    if (rc != 0) {
+        return rc;
+    }
+    int plain = bb->type == GRPC_BB_RAW && bb->data.raw.compression == GRPC_COMPRESS_NONE;
+    size_t n = plain ? bb->data.raw.slice_buffer.count : 1;
+    sl_rpc_raw_t *m = calloc(1, sizeof(*m) + n * sizeof(m->segs[0]));
+    if (m == NULL) {
+        grpc_byte_buffer_destroy(bb);
+        sl_rpc_status_set(st, SL_RPC_RESOURCE_EXHAUSTED, "out of memory receiving a message");
+        return -ENOMEM;
+    }
+    m->flat = grpc_empty_slice();
+    m->nsegs = n;
+    if (plain) {
+        /* The slices stay referenced by bb until sl_rpc_raw_free. Pointers
+         * into bb's own slice structs: a small slice is inlined in them. */
+        for (size_t i = 0; i < n; i++) {
+            const grpc_slice *s = &bb->data.raw.slice_buffer.slices[i];
+            m->segs[i] = (sl_pbw_seg_t){GRPC_SLICE_START_PTR(*s), GRPC_SLICE_LENGTH(*s)};
+        }
+        m->bb = bb;
+    } else {
+        grpc_byte_buffer_reader r;
+        if (!grpc_byte_buffer_reader_init(&r, bb)) {
+            grpc_byte_buffer_destroy(bb);
+            free(m);
+            sl_rpc_status_set(st, SL_RPC_INTERNAL, "a stream message did not decompress");
+            return -EBADMSG;
+        }
+        m->flat = grpc_byte_buffer_reader_readall(&r);
+        grpc_byte_buffer_reader_destroy(&r);
+        grpc_byte_buffer_destroy(bb);
+        m->segs[0] = (sl_pbw_seg_t){GRPC_SLICE_START_PTR(m->flat), GRPC_SLICE_LENGTH(m->flat)};
+    }
+    *ret = m;
+    return 0;
+}
+
+const sl_pbw_seg_t *sl_rpc_raw_segs(const sl_rpc_raw_t *m, size_t *n)
+{
+    *n = m->nsegs;
+    return m->segs;
+}
+
+void sl_rpc_raw_free(sl_rpc_raw_t *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    if (m->bb != NULL) {
+        grpc_byte_buffer_destroy(m->bb);
+    }
+    grpc_slice_unref(m->flat);
+    free(m);
 }
 
 void sl_rpc_cstream_cancel(sl_rpc_cstream_t *cs)

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/rpc_keepalive.h"
 
 #define MAX_METHODS 32
 #define MAX_CQ_THREADS 16
@@ -124,6 +125,7 @@ struct srv_call_s {
     /* Streams: */
     recv_state_e recv_state;
     grpc_byte_buffer *recv_bb; /* target of the outstanding RECV_MESSAGE */
+    size_t queued_bytes;       /* payload bytes counted in srv->q_bytes while queued */
     grpc_byte_buffer *rq[STREAM_QUEUE_MAX];
     unsigned rq_head, rq_len;
     int sent_initial_md;
@@ -165,6 +167,7 @@ struct sl_rpc_server_s {
     char *listen;
     char *auth_value; /* "Bearer TOKEN" or NULL */
     unsigned n_cq, n_pool, max_streams, queue_cap;
+    size_t q_bytes_max; /* budget of queue[]'s request payloads */
     method_t methods[MAX_METHODS];
     unsigned n_methods;
 
@@ -177,6 +180,7 @@ struct sl_rpc_server_s {
     srv_tag_t tag_shutdown;
     srv_call_t **queue; /* unary calls waiting for the pool (ring) */
     unsigned q_head, q_len;
+    size_t q_bytes; /* payload bytes of the calls in queue[] */
     int pool_stop;
     unsigned active_streams;
     stream_slot_t *slots;
@@ -443,15 +447,25 @@ static int post_request(sl_rpc_server_t *srv, const method_t *m)
     return 0;
 }
 
+/* -EAGAIN: the queue is full by count, -ENOBUFS: by bytes. A call alone
+ * always fits (it passed the transport's max_recv_bytes): the budget bounds
+ * what many peers together make the server hold, not one request. */
 static int pool_enqueue(sl_rpc_server_t *srv, srv_call_t *c)
 {
+    size_t bytes = c->payload != NULL ? grpc_byte_buffer_length(c->payload) : 0;
     pthread_mutex_lock(&srv->mu);
     if (srv->q_len >= srv->queue_cap || srv->pool_stop) {
         pthread_mutex_unlock(&srv->mu);
         return -EAGAIN;
     }
+    if (srv->q_len > 0 && srv->q_bytes + bytes > srv->q_bytes_max) {
+        pthread_mutex_unlock(&srv->mu);
+        return -ENOBUFS;
+    }
     srv->queue[(srv->q_head + srv->q_len) % srv->queue_cap] = c;
     srv->q_len++;
+    srv->q_bytes += bytes;
+    c->queued_bytes = bytes;
     pthread_cond_signal(&srv->cv_pool);
     pthread_mutex_unlock(&srv->mu);
     return 0;
@@ -549,11 +563,17 @@ static void on_request(sl_rpc_server_t *srv, srv_call_t *c, int success)
     if (c->method->kind == METHOD_UNARY) {
         c->state = CALL_QUEUED;
         pthread_mutex_unlock(&c->mu);
-        if (pool_enqueue(srv, c) == 0) {
+        int q = pool_enqueue(srv, c);
+        if (q == 0) {
             return; /* the pool thread owns it now */
         }
         pthread_mutex_lock(&c->mu);
-        snprintf(why, sizeof(why), "server busy: %u requests queued", srv->queue_cap);
+        if (q == -ENOBUFS) {
+            snprintf(why, sizeof(why), "server busy: requests of more than %zu bytes queued",
+                     srv->q_bytes_max);
+        } else {
+            snprintf(why, sizeof(why), "server busy: %u requests queued", srv->queue_cap);
+        }
         finish_locked(c, SL_RPC_RESOURCE_EXHAUSTED, why, NULL);
         goto release;
     }
@@ -746,6 +766,7 @@ static void *pool_main(void *arg)
         srv_call_t *c = srv->queue[srv->q_head];
         srv->q_head = (srv->q_head + 1) % srv->queue_cap;
         srv->q_len--;
+        srv->q_bytes -= c->queued_bytes;
         pthread_mutex_unlock(&srv->mu);
         run_unary(c);
     }
@@ -1040,6 +1061,9 @@ sl_rpc_server_t *sl_rpc_server_new(const sl_rpc_server_opts_t *opts, char *err, 
     srv->queue_cap = srv->n_pool * 16 < 64 ? 64 : srv->n_pool * 16;
     size_t max_msg = opts->max_msg_bytes == 0 ? SL_RPC_DEFAULT_MAX_MSG : opts->max_msg_bytes;
     int max_msg_int = max_msg > INT_MAX ? INT_MAX : (int)max_msg;
+    size_t max_recv = opts->max_recv_bytes == 0 ? max_msg : opts->max_recv_bytes;
+    int max_recv_int = max_recv > INT_MAX ? INT_MAX : (int)max_recv;
+    srv->q_bytes_max = opts->max_queued_bytes != 0 ? opts->max_queued_bytes : 4 * max_recv;
 
     if (pthread_mutex_init(&srv->mu, NULL) != 0) {
         sl_err(err, errlen, -ENOMEM, "cannot create a mutex");
@@ -1107,17 +1131,32 @@ sl_rpc_server_t *sl_rpc_server_new(const sl_rpc_server_opts_t *opts, char *err, 
         snprintf(srv->auth_value, n + 8, "Bearer %s", sec->token);
     }
 
-    grpc_arg args[3];
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = max_msg_int;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[1].value.integer = max_msg_int;
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = (char *)GRPC_ARG_ALLOW_REUSEPORT; /* a taken port must fail (pitfall 5) */
-    args[2].value.integer = 0;
-    grpc_channel_args cargs = {.num_args = 3, .args = args};
+    /* Keepalive (rpc_keepalive.h): accept our clients' idle pings (strikes
+     * and GOAWAY otherwise, after which every call on the connection fails),
+     * and ping clients too, so a stream thread serving a client that vanished
+     * without a FIN is freed within 30 s instead of holding a slot. */
+    const struct {
+        const char *key;
+        int value;
+    } ints[] = {
+        {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_recv_int},
+        {GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_msg_int},
+        {GRPC_ARG_ALLOW_REUSEPORT, 0}, /* a taken port must fail (pitfall 5) */
+        {GRPC_ARG_KEEPALIVE_TIME_MS, SL_RPC_KEEPALIVE_TIME_MS},
+        {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, SL_RPC_KEEPALIVE_TIMEOUT_MS},
+        {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
+        {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, SL_RPC_MIN_RECV_PING_INTERVAL_MS},
+        {GRPC_ARG_HTTP2_MAX_PING_STRIKES, SL_RPC_MAX_PING_STRIKES},
+        {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
+    };
+    enum { N_ARGS = sizeof(ints) / sizeof(ints[0]) };
+    grpc_arg args[N_ARGS];
+    for (size_t i = 0; i < N_ARGS; i++) {
+        args[i].type = GRPC_ARG_INTEGER;
+        args[i].key = (char *)ints[i].key;
+        args[i].value.integer = ints[i].value;
+    }
+    grpc_channel_args cargs = {.num_args = N_ARGS, .args = args};
     srv->server = grpc_server_create(&cargs, NULL);
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     if (srv->server == NULL || srv->cq == NULL) {

@@ -23,7 +23,14 @@ static const sl_conf_opt_t OPTS[] = {
     OPT_INT(heartbeat_ms, 10, 600000, "500", "heartbeat interval told to workers"),
     OPT_INT(client_timeout_ms, 100, 86400000, "30000",
             "a job whose client is silent this long is closed"),
-    OPT_INT(split_size, 1, 1048576, "256", "positions per split"),
+    OPT_INT(split_size, 0, 1048576, "0",
+            "positions per split; 0 = auto: two splits per worker slot per epoch, "
+            "16..256 positions (jobs.h disp_split_size_auto)"),
+    OPT_INT(cost_splits, 0, 1, "1",
+            "cut splits at equal predicted cost when the client sends per-sample costs "
+            "(0 = by count)"),
+    OPT_INT(steal, 0, 1, "1",
+            "move a queued split from the worker predicted to finish last to an idle one"),
     OPT_INT(max_splits_per_worker, 1, 1024, "4",
             "unacknowledged splits of one job per worker"),
     OPT_INT(max_client_splits, 1, 65536, "64",

@@ -17,7 +17,9 @@ typedef struct disp_config_s {
     long long worker_timeout_ms;
     long long heartbeat_ms;
     long long client_timeout_ms;
-    long long split_size;
+    long long split_size; /* 0 = auto */
+    long long cost_splits; /* 1: cut by the client's per-sample costs */
+    long long steal;       /* 1: steal queued splits from the last finisher */
     long long max_splits_per_worker;
     long long max_client_splits;
     long long max_jobs;

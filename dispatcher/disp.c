@@ -40,6 +40,8 @@ int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t no
     }
     disp_limits_t lim = {
         .split_size = (uint32_t)cfg->split_size,
+        .cost_splits = (int)cfg->cost_splits,
+        .steal = (int)cfg->steal,
         .max_splits_per_worker = (uint32_t)cfg->max_splits_per_worker,
         .max_client_splits = (uint32_t)cfg->max_client_splits,
         .max_jobs = (uint32_t)cfg->max_jobs,

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +102,7 @@ int disp_jobs_init(disp_jobs_t *js, disp_registry_t *reg, const disp_limits_t *l
                    uint64_t first_id)
 {
     memset(js, 0, sizeof(*js));
-    if (lim->split_size == 0 || lim->max_splits_per_worker == 0 || lim->max_client_splits == 0 ||
+    if (lim->max_splits_per_worker == 0 || lim->max_client_splits == 0 ||
         lim->max_jobs == 0) {
         return -EINVAL;
     }
@@ -119,6 +120,8 @@ int disp_jobs_init(disp_jobs_t *js, disp_registry_t *reg, const disp_limits_t *l
 static void epoch_free(disp_epoch_t *ep)
 {
     free(ep->splits);
+    free(ep->bounds);
+    free(ep->cost);
     ring_free(&ep->remote);
     ring_free(&ep->local);
     memset(ep, 0, sizeof(*ep));
@@ -150,6 +153,8 @@ static void job_release(disp_jobs_t *js, disp_job_t *job)
     job->nclient = 0;
     free(job->spec_json);
     job->spec_json = NULL;
+    free(job->costs); /* only live epochs' boundaries need them */
+    job->costs = NULL;
 }
 
 static void job_free(disp_jobs_t *js, disp_job_t *job)
@@ -235,10 +240,13 @@ static disp_jw_t *jw_create(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id
     jw = &job->jw[job->njw];
     memset(jw, 0, sizeof(*jw));
     jw->worker_id = worker_id;
-    jw->ids = calloc(js->lim.max_splits_per_worker, sizeof(*jw->ids));
-    jw->sent = calloc(js->lim.max_splits_per_worker, sizeof(*jw->sent));
-    jw->sent_seq = calloc(js->lim.max_splits_per_worker, sizeof(*jw->sent_seq));
-    jw->aid = calloc(js->lim.max_splits_per_worker, sizeof(*jw->aid));
+    /* max_splits_per_worker active ones plus as many delivered ones
+     * waiting for the client's ack (see give). */
+    size_t cap = 2 * (size_t)js->lim.max_splits_per_worker;
+    jw->ids = calloc(cap, sizeof(*jw->ids));
+    jw->sent = calloc(cap, sizeof(*jw->sent));
+    jw->sent_seq = calloc(cap, sizeof(*jw->sent_seq));
+    jw->aid = calloc(cap, sizeof(*jw->aid));
     if (jw->ids == NULL || jw->sent == NULL || jw->sent_seq == NULL || jw->aid == NULL) {
         free(jw->ids);
         free(jw->sent);
@@ -343,6 +351,10 @@ disp_split_t *disp_job_split(disp_job_t *job, uint64_t id, uint64_t *ret_epoch,
     }
     uint64_t begin = (uint64_t)idx * job->split_size;
     uint64_t end = begin + job->split_size;
+    if (ep->bounds != NULL) {
+        begin = ep->bounds[idx];
+        end = ep->bounds[idx + 1];
+    }
     if (end > job->positions) {
         end = job->positions;
     }
@@ -356,6 +368,17 @@ disp_split_t *disp_job_split(disp_job_t *job, uint64_t id, uint64_t *ret_epoch,
         *ret_end = end;
     }
     return &ep->splits[idx];
+}
+
+/* Positions of split idx of ep. */
+static uint64_t split_len(const disp_job_t *job, const disp_epoch_t *ep, uint32_t idx)
+{
+    if (ep->bounds != NULL) {
+        return ep->bounds[idx + 1] - ep->bounds[idx];
+    }
+    uint64_t begin = (uint64_t)idx * job->split_size;
+    uint64_t end = begin + job->split_size;
+    return (end < job->positions ? end : job->positions) - begin;
 }
 
 void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret_assigned,
@@ -374,21 +397,136 @@ void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret
     *ret_acked = k;
 }
 
+/* ------------------------------------------------------------ split sizes and costs */
+
+uint32_t disp_split_size_auto(uint64_t positions, size_t workers, uint32_t max_per_worker)
+{
+    /* A job often arrives before its workers register: plan for two. */
+    uint64_t w = workers < 2 ? 2 : workers;
+    uint64_t want = w * (max_per_worker > 0 ? max_per_worker : 1) * DISP_AUTO_SPLITS_PER_SLOT;
+    uint64_t ss = positions / want + (positions % want != 0);
+    ss = ss < DISP_AUTO_SPLIT_MIN ? DISP_AUTO_SPLIT_MIN : ss;
+    ss = ss > DISP_AUTO_SPLIT_MAX ? DISP_AUTO_SPLIT_MAX : ss;
+    uint64_t floor_ss = positions / DISP_MAX_SPLITS_PER_EPOCH +
+                        (positions % DISP_MAX_SPLITS_PER_EPOCH != 0);
+    return (uint32_t)(ss > floor_ss ? ss : floor_ss);
+}
+
+void disp_cut_by_cost(const float *cost, uint64_t n, uint32_t nsplits, uint64_t *bounds)
+{
+    double total = 0;
+    for (uint64_t p = 0; p < n; p++) {
+        total += cost[p];
+    }
+    bounds[0] = 0;
+    bounds[nsplits] = n;
+    uint64_t p = 0;
+    double acc = 0; /* cost of positions [0, p) */
+    for (uint32_t i = 1; i < nsplits; i++) {
+        uint64_t lo = bounds[i - 1] + 1;  /* split i-1 is not empty */
+        uint64_t hi = n - (nsplits - i); /* one position left per later split */
+        if (!(total > 0)) {
+            uint64_t even = (uint64_t)((double)n * i / nsplits);
+            bounds[i] = even < lo ? lo : even > hi ? hi : even;
+            continue;
+        }
+        double target = total * i / nsplits;
+        while (p < lo) {
+            acc += cost[p++];
+        }
+        /* Cut where the prefix is closest to the target. */
+        while (p < hi && acc + 0.5 * cost[p] < target) {
+            acc += cost[p++];
+        }
+        bounds[i] = p;
+    }
+}
+
+int disp_costs_check(const float *costs, size_t n, uint64_t num_samples, char *err,
+                     size_t errlen)
+{
+    if (n == 0) {
+        return 0;
+    }
+    if (n != num_samples) {
+        return sl_err(err, errlen, -EINVAL,
+                      "sample_costs: %zu values for %" PRIu64
+                      " samples (one per sample index, or none)",
+                      n, num_samples);
+    }
+    if (n > DISP_MAX_SAMPLE_COSTS) {
+        return sl_err(err, errlen, -EINVAL,
+                      "sample_costs: %zu values, more than %u (send none for a data set "
+                      "this large)",
+                      n, DISP_MAX_SAMPLE_COSTS);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(costs[i]) || costs[i] < 0) {
+            return sl_err(err, errlen, -EINVAL,
+                          "sample_costs[%zu]: %g is not a finite cost >= 0", i,
+                          (double)costs[i]);
+        }
+    }
+    return 0;
+}
+
+/* Split boundaries of a new epoch (cost cut) and each split's predicted
+ * cost: O(positions) once per epoch. */
+static int epoch_cut(disp_job_t *job, disp_epoch_t *ep)
+{
+    ep->cost = calloc(job->nsplits, sizeof(*ep->cost));
+    if (ep->cost == NULL) {
+        return -ENOMEM;
+    }
+    if (job->costs == NULL) {
+        for (uint32_t i = 0; i < job->nsplits; i++) {
+            uint64_t begin = (uint64_t)i * job->split_size;
+            uint64_t end = begin + job->split_size;
+            ep->cost[i] = (float)((end < job->positions ? end : job->positions) - begin);
+        }
+        return 0;
+    }
+    uint64_t n = job->positions; /* == num_samples: costs are single-consumer only */
+    uint64_t *order = malloc(n * sizeof(*order));
+    float *pc = malloc(n * sizeof(*pc));
+    ep->bounds = malloc(((size_t)job->nsplits + 1) * sizeof(*ep->bounds));
+    if (order == NULL || pc == NULL || ep->bounds == NULL) {
+        free(order);
+        free(pc);
+        return -ENOMEM;
+    }
+    sl_rank_order(&job->spec, ep->epoch, job->num_samples, order, order);
+    for (uint64_t p = 0; p < n; p++) {
+        pc[p] = job->costs[order[p]];
+    }
+    disp_cut_by_cost(pc, n, job->nsplits, ep->bounds);
+    for (uint32_t i = 0; i < job->nsplits; i++) {
+        double c = 0;
+        for (uint64_t p = ep->bounds[i]; p < ep->bounds[i + 1]; p++) {
+            c += pc[p];
+        }
+        ep->cost[i] = (float)c;
+    }
+    free(order);
+    free(pc);
+    return 0;
+}
+
 static int epoch_create(disp_job_t *job)
 {
     disp_epoch_t *ep = &job->ep[job->nep];
     memset(ep, 0, sizeof(*ep));
+    ep->epoch = job->next_epoch;
     uint32_t nlocal = 0;
     for (uint32_t i = 0; i < job->nsplits; i++) {
         nlocal += (uint32_t)disp_plan_split_is_local(i, job->plan.local_share);
     }
     ep->splits = calloc(job->nsplits, sizeof(*ep->splits));
     if (ep->splits == NULL || ring_init(&ep->local, nlocal) != 0 ||
-        ring_init(&ep->remote, job->nsplits - nlocal) != 0) {
+        ring_init(&ep->remote, job->nsplits - nlocal) != 0 || epoch_cut(job, ep) != 0) {
         epoch_free(ep);
         return -ENOMEM;
     }
-    ep->epoch = job->next_epoch;
     for (uint32_t i = 0; i < job->nsplits; i++) {
         disp_split_t *s = &ep->splits[i];
         s->state = DISP_SPLIT_PENDING;
@@ -440,8 +578,79 @@ static int advance(disp_job_t *job, int64_t now_ms)
     return created;
 }
 
+/* Splits of jw the worker still has to run: not yet reported sent. */
+static uint32_t jw_active(const disp_jw_t *jw)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < jw->n; k++) {
+        n += jw->sent[k] != DISP_AN_DELIVERED;
+    }
+    return n;
+}
+
+/* Predicted cost of a live split (0 when its epoch is gone). */
+static double split_cost(disp_job_t *job, uint64_t id)
+{
+    uint32_t idx = 0;
+    disp_epoch_t *ep = epoch_of(job, id, &idx);
+    return ep != NULL && ep->cost != NULL ? ep->cost[idx] : 0;
+}
+
+/* Cost of jw's active splits. */
+static double jw_load(disp_job_t *job, const disp_jw_t *jw)
+{
+    double c = 0;
+    for (uint32_t k = 0; k < jw->n; k++) {
+        if (jw->sent[k] != DISP_AN_DELIVERED) {
+            c += split_cost(job, jw->ids[k]);
+        }
+    }
+    return c;
+}
+
+/* Measured cost per second, 0 = not known yet (under half a second busy). */
+static double jw_speed(const disp_jw_t *jw)
+{
+    return jw->busy_ms >= 500 && jw->done_cost > 0 ? jw->done_cost * 1000.0 / jw->busy_ms : 0;
+}
+
+/* Speed used for jw: measured, else the mean measured one of the job's
+ * other workers, else 1 (every worker alike: the pick is by cost alone). */
+static double jw_speed_or_guess(const disp_job_t *job, const disp_jw_t *jw)
+{
+    double v = jw != NULL ? jw_speed(jw) : 0;
+    if (v > 0) {
+        return v;
+    }
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i < job->njw; i++) {
+        double x = jw_speed(&job->jw[i]);
+        if (x > 0) {
+            sum += x;
+            n++;
+        }
+    }
+    return n > 0 ? sum / n : 1.0;
+}
+
+/* Busy-time bookkeeping at now: closes the stretch so far, starts a new
+ * one if the worker still has active splits. */
+static void jw_clock(disp_jw_t *jw, int64_t now_ms)
+{
+    if (jw->busy_from_ms != 0 && now_ms > jw->busy_from_ms) {
+        jw->busy_ms += (double)(now_ms - jw->busy_from_ms);
+    }
+    jw->busy_from_ms = jw_active(jw) > 0 ? now_ms : 0;
+    if (jw->busy_ms > 30000) { /* forget the old half: speeds change */
+        jw->busy_ms *= 0.5;
+        jw->done_cost *= 0.5;
+    }
+}
+
 /* Gives a PENDING split to owner (0 = client). */
-static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx, uint64_t owner)
+static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx, uint64_t owner,
+                int64_t now_ms)
 {
     disp_split_t *s = &ep->splits[idx];
     uint64_t id = split_id(job, ep, idx);
@@ -455,8 +664,16 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         if (jw == NULL) {
             return -ENOMEM;
         }
-        if (jw->n >= js->lim.max_splits_per_worker) {
+        /* Delivered splits wait only for the client's ack and hold nothing
+         * at the worker: they do not count against its active limit, so
+         * its next split goes out in the reply to the heartbeat reporting
+         * the last one sent, not a heartbeat after the ack. */
+        if (jw->n >= 2 * js->lim.max_splits_per_worker ||
+            jw_active(jw) >= js->lim.max_splits_per_worker) {
             return -ENOSPC;
+        }
+        if (jw->busy_from_ms == 0) {
+            jw->busy_from_ms = now_ms;
         }
         jw->ids[jw->n] = id;
         jw->sent[jw->n] = DISP_AN_NEW;
@@ -621,6 +838,8 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                     jw->sent[k] = DISP_AN_SEEN;
                 } else if (has_ref(p->sent, p->n_sent, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_DELIVERED;
+                    jw->done_cost += split_cost(job, id);
+                    returned = 1; /* room for the next split in this reply */
                 } else if (jw->sent[k] == DISP_AN_SEEN || p->leaving ||
                            w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
                     back = 1; /* dropped, refused, or the reply never arrived */
@@ -644,6 +863,7 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
             nback++;
             returned = 1;
         }
+        jw_clock(jw, now_ms);
         if (returned) {
             disp_jobs_assign(js, job, now_ms);
         }
@@ -652,13 +872,19 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
     return nback;
 }
 
-/* The live, non-banned worker with room for this job and the fewest of its
- * splits. *ret_any says whether any live worker may run the job at all. */
-static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avoid, int *ret_any)
+/* The live, non-banned worker with room for this job predicted to finish
+ * a split of cost c first. NULL also when that worker is busy and a full
+ * one would still finish the split sooner (after its queue): the split
+ * waits for it rather than straggle on a slow worker. *ret_any says
+ * whether any live worker may run the job at all. */
+static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avoid, double c,
+                                  int *ret_any)
 {
     disp_worker_t *best = NULL;
+    double best_t = 0;
     uint32_t best_n = 0;
     int best_avoid = 0;
+    double full_t = -1; /* soonest finish of a full worker (avoid excluded) */
     *ret_any = 0;
     for (size_t i = 0; i < js->reg->n; i++) {
         disp_worker_t *w = js->reg->workers[i];
@@ -670,16 +896,23 @@ static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avo
             continue;
         }
         *ret_any = 1;
-        uint32_t n = jw != NULL ? jw->n : 0;
-        if (n >= js->lim.max_splits_per_worker) {
+        uint32_t n = jw != NULL ? jw_active(jw) : 0;
+        double t = ((jw != NULL ? jw_load(job, jw) : 0) + c) / jw_speed_or_guess(job, jw);
+        int is_avoid = avoid != 0 && w->id == avoid;
+        if (n >= js->lim.max_splits_per_worker ||
+            (jw != NULL && jw->n >= 2 * js->lim.max_splits_per_worker)) {
+            if (!is_avoid && (full_t < 0 || t < full_t)) {
+                full_t = t;
+            }
             continue;
         }
-        int is_avoid = avoid != 0 && w->id == avoid;
         int better = best == NULL;
+        /* Relative tolerance: float costs must not break count ties. */
+        double tol = 1e-6 * (t > best_t ? t : best_t);
         if (!better && is_avoid != best_avoid) {
             better = !is_avoid;
-        } else if (!better && n != best_n) {
-            better = n < best_n;
+        } else if (!better && fabs(t - best_t) > tol) {
+            better = t < best_t;
         } else if (!better && w->outstanding != best->outstanding) {
             better = w->outstanding < best->outstanding;
         } else if (!better) {
@@ -687,9 +920,16 @@ static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avo
         }
         if (better) {
             best = w;
+            best_t = t;
             best_n = n;
             best_avoid = is_avoid;
         }
+    }
+    /* An idle worker always gets work (capacity otherwise lost; stealing
+     * fixes the tail); a busy one only if nobody full would beat it. */
+    if (best != NULL && best_n > 0 && !best_avoid && full_t >= 0 &&
+        full_t < best_t * (1 - 1e-6)) {
+        return NULL;
     }
     return best;
 }
@@ -700,14 +940,15 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
     while (job->nclient < js->lim.max_client_splits &&
            ring_front_pending(ep, &ep->local, &idx)) {
         ring_pop(&ep->local);
-        if (give(js, job, ep, idx, 0) != 0) {
+        if (give(js, job, ep, idx, 0, now_ms) != 0) {
             (void)ring_push_front(&ep->local, idx);
             break;
         }
     }
     while (ring_front_pending(ep, &ep->remote, &idx)) {
         int any = 0;
-        disp_worker_t *w = pick_worker(js, job, ep->splits[idx].avoid, &any);
+        disp_worker_t *w = pick_worker(js, job, ep->splits[idx].avoid,
+                                       ep->cost != NULL ? ep->cost[idx] : 1.0, &any);
         uint64_t owner = 0;
         if (w != NULL) {
             owner = w->id;
@@ -724,11 +965,91 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
             break; /* workers exist but are full: wait for acks */
         }
         ring_pop(&ep->remote);
-        if (give(js, job, ep, idx, owner) != 0) {
+        if (give(js, job, ep, idx, owner, now_ms) != 0) {
             (void)ring_push_front(&ep->remote, idx);
             break;
         }
     }
+}
+
+/* Predicted seconds until worker w has run its active splits of job. */
+static double finish_time(disp_job_t *job, const disp_jw_t *jw)
+{
+    return jw != NULL ? jw_load(job, jw) / jw_speed_or_guess(job, jw) : 0;
+}
+
+/* One steal (jobs.h): returns 1 if a split moved. */
+static int steal_one(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
+{
+    for (uint32_t k = 0; k < job->nep; k++) {
+        uint32_t idx = 0;
+        if (ring_front_pending(&job->ep[k], &job->ep[k].remote, &idx)) {
+            return 0; /* queued work first: stealing is for the tail */
+        }
+    }
+    disp_worker_t *thief = NULL;
+    double thief_t = 0;
+    disp_jw_t *victim = NULL;
+    double victim_t = 0;
+    for (size_t i = 0; i < js->reg->n; i++) {
+        disp_worker_t *w = js->reg->workers[i];
+        if (w->state != DISP_WORKER_LIVE) {
+            continue;
+        }
+        disp_jw_t *jw = disp_job_jw(job, w->id);
+        uint32_t active = jw != NULL ? jw_active(jw) : 0;
+        double t = finish_time(job, jw);
+        if (jw != NULL && active >= 2 && (victim == NULL || t > victim_t)) {
+            victim = jw;
+            victim_t = t;
+        }
+        if (w->leaving || (jw != NULL && jw->banned) ||
+            active >= js->lim.max_splits_per_worker ||
+            (jw != NULL && jw->n >= 2 * js->lim.max_splits_per_worker)) {
+            continue;
+        }
+        if (thief == NULL || t < thief_t) {
+            thief = w;
+            thief_t = t;
+        }
+    }
+    if (thief == NULL || victim == NULL || victim->worker_id == thief->id) {
+        return 0;
+    }
+    /* The victim's last active split: the one it would start last. */
+    uint32_t k = victim->n;
+    while (k > 0 && victim->sent[k - 1] == DISP_AN_DELIVERED) {
+        k--;
+    }
+    if (k == 0) {
+        return 0;
+    }
+    uint64_t id = victim->ids[k - 1];
+    uint32_t idx = 0;
+    disp_epoch_t *ep = epoch_of(job, id, &idx);
+    if (ep == NULL || ep->splits[idx].state != DISP_SPLIT_ASSIGNED || ep->splits[idx].stolen ||
+        ep->splits[idx].local) {
+        return 0;
+    }
+    double c = ep->cost != NULL ? ep->cost[idx] : 1.0;
+    const disp_jw_t *tjw = disp_job_jw(job, thief->id);
+    double thief_after = thief_t + c / jw_speed_or_guess(job, tjw);
+    if (!(thief_after < victim_t * (1 - 1e-6))) {
+        return 0; /* moving it would not end the job's work sooner */
+    }
+    uint64_t from = victim->worker_id;
+    int told = victim->sent[k - 1] != DISP_AN_NEW;
+    if (told) {
+        revoke_at_owner(job, &ep->splits[idx], id);
+    }
+    take_back(js, job, ep, idx); /* front of the queue, avoiding the victim */
+    ep->splits[idx].stolen = 1;
+    job->stolen_total++;
+    assign_epoch(js, job, ep, now_ms);
+    SL_INFO("job %" PRIu64 ": split %" PRIu64 " stolen from worker %" PRIu64
+            " (predicted %.2f s left) for worker %" PRIu64 " (%.2f s)",
+            job->id, id, from, victim_t, thief->id, thief_t);
+    return 1;
 }
 
 void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
@@ -746,6 +1067,11 @@ void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
         if (!advance(job, now_ms)) {
             break;
         }
+    }
+    /* Bounded: each steal moves a split that can never move again. */
+    for (uint32_t n = 0; js->lim.steal && n < js->lim.max_splits_per_worker &&
+                         job->state == DISP_JOB_ACTIVE && steal_one(js, job, now_ms);
+         n++) {
     }
 }
 
@@ -807,7 +1133,15 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
                     job->spec.world_size, req->num_samples, job->spec.rank);
         goto fail;
     }
-    uint64_t ss = js->lim.split_size;
+    rc = disp_costs_check(req->costs, req->costs != NULL ? req->ncosts : 0, req->num_samples,
+                          err, errlen);
+    if (rc != 0) {
+        goto fail;
+    }
+    uint64_t ss = js->lim.split_size != 0
+                      ? js->lim.split_size
+                      : disp_split_size_auto(positions, js->reg->nlive,
+                                             js->lim.max_splits_per_worker);
     uint64_t nsplits = positions / ss + (positions % ss != 0);
     if (nsplits > DISP_MAX_SPLITS_PER_EPOCH) {
         rc = sl_err(err, errlen, -EINVAL,
@@ -831,6 +1165,29 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
     if (rc != 0) {
         rc = rc == -ENOMEM ? rc : -EINVAL;
         goto fail;
+    }
+    int use_costs = req->costs != NULL && req->ncosts > 0 && positions == req->num_samples &&
+                    job->spec.world_size <= 1;
+    if (use_costs && js->cost_slots + req->ncosts > DISP_COST_BUDGET) {
+        SL_NOTICE("sample costs of %zu samples over the budget (%" PRIu64 " of %llu held): "
+                  "this job's splits are cut by count",
+                  req->ncosts, js->cost_slots, (unsigned long long)DISP_COST_BUDGET);
+        use_costs = 0;
+    }
+    if (use_costs) {
+        double total = 0;
+        for (size_t i = 0; i < req->ncosts; i++) {
+            total += req->costs[i];
+        }
+        use_costs = total > 0; /* all zero says nothing: cut by count */
+    }
+    if (use_costs) {
+        job->costs = malloc(req->ncosts * sizeof(*job->costs));
+        if (job->costs == NULL) {
+            rc = sl_err(err, errlen, -ENOMEM, "out of memory");
+            goto fail;
+        }
+        memcpy(job->costs, req->costs, req->ncosts * sizeof(*job->costs));
     }
     job->spec_json = sl_spec_to_json(&job->spec);
     job->client_ids = calloc(js->lim.max_client_splits, sizeof(*job->client_ids));
@@ -860,12 +1217,14 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
     js->jobs[js->n++] = job;
     js->nopen++;
     js->split_slots += 2 * nsplits;
+    js->cost_slots += job->costs != NULL ? job->num_samples : 0;
     disp_jobs_assign(js, job, now_ms);
     *ret = job;
     return 0;
 fail:
     free(job->spec_json);
     free(job->client_ids);
+    free(job->costs);
     free(job);
     return rc;
 }
@@ -890,6 +1249,15 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
         case DISP_SPLIT_ACKED:
             continue;
         case DISP_SPLIT_ASSIGNED:
+            if (s->owner != 0) {
+                /* Acked before the worker reported it sent: it is done. */
+                disp_jw_t *jw = disp_job_jw(job, s->owner);
+                for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
+                    if (jw->ids[k] == ids[i] && jw->sent[k] != DISP_AN_DELIVERED) {
+                        jw->done_cost += ep->cost != NULL ? ep->cost[idx] : 0;
+                    }
+                }
+            }
             detach(js, job, s, ids[i]);
             break;
         case DISP_SPLIT_PENDING:
@@ -897,16 +1265,93 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
              * is skipped when it reaches the front. */
             ep->npending--;
             break;
+        case DISP_SPLIT_RECEIVED:
+            break; /* on nobody's list */
         }
         s->state = DISP_SPLIT_ACKED;
         s->owner = 0;
         ep->nacked++;
+        ep->acked_positions += split_len(job, ep, idx);
         job->acked_total++;
         js->splits_acked_total++;
         done++;
     }
     disp_jobs_assign(js, job, now_ms);
     return done;
+}
+
+size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
+                          int64_t now_ms)
+{
+    size_t done = 0;
+    if (job->state != DISP_JOB_ACTIVE) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = 0;
+        disp_epoch_t *ep = epoch_of(job, ids[i], &idx);
+        if (ep == NULL) {
+            continue;
+        }
+        disp_split_t *s = &ep->splits[idx];
+        /* A PENDING split holds no slot (and its queue entry must stay the
+         * only one: the rings hold each split once); the client reports it
+         * again if it is handed out. */
+        if (s->state != DISP_SPLIT_ASSIGNED) {
+            continue;
+        }
+        if (s->owner != 0) {
+            disp_jw_t *jw = disp_job_jw(job, s->owner);
+            for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
+                if (jw->ids[k] != ids[i] || jw->sent[k] == DISP_AN_DELIVERED) {
+                    continue;
+                }
+                /* The client has it all before the worker said so (or from
+                 * an earlier owner): nothing more is needed from there. */
+                jw->done_cost += ep->cost != NULL ? ep->cost[idx] : 0;
+                revoke_at_owner(job, s, ids[i]);
+            }
+        }
+        detach(js, job, s, ids[i]);
+        s->state = DISP_SPLIT_RECEIVED;
+        s->owner = 0;
+        done++;
+    }
+    if (done > 0) {
+        disp_jobs_assign(js, job, now_ms);
+    }
+    return done;
+}
+
+size_t disp_jobs_requeue_received(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
+{
+    size_t n = 0;
+    if (job->state != DISP_JOB_ACTIVE) {
+        return 0;
+    }
+    for (uint32_t k = 0; k < job->nep; k++) {
+        disp_epoch_t *ep = &job->ep[k];
+        /* Last first, so they keep their order at the front of the queue. */
+        for (uint32_t i = job->nsplits; ep->splits != NULL && i-- > 0;) {
+            disp_split_t *s = &ep->splits[i];
+            if (s->state != DISP_SPLIT_RECEIVED) {
+                continue;
+            }
+            s->state = DISP_SPLIT_PENDING;
+            s->owner = 0;
+            ep->npending++;
+            if (ring_push_front(s->local ? &ep->local : &ep->remote, i) != 0) {
+                SL_ERR("job %" PRIu64 ": split queue overflow (bug)", job->id);
+            }
+            job->reassigned_total++;
+            js->splits_reassigned_total++;
+            n++;
+        }
+    }
+    if (n > 0) {
+        disp_jobs_assign(js, job, now_ms);
+    }
+    return n;
 }
 
 size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
@@ -1083,7 +1528,9 @@ void disp_jobs_close(disp_jobs_t *js, disp_job_t *job, const char *reason, int64
         return;
     }
     SL_NOTICE("job %" PRIu64 ": closed (%s)", job->id, reason);
+    uint64_t ncosts = job->costs != NULL ? job->num_samples : 0;
     job_release(js, job);
+    js->cost_slots -= ncosts;
     job->state = DISP_JOB_CLOSED;
     job->closed_ms = now_ms;
     snprintf(job->close_reason, sizeof(job->close_reason), "%s", reason);
@@ -1112,6 +1559,10 @@ size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms)
             char why[96];
             snprintf(why, sizeof(why), "client silent for %" PRId64 " ms",
                      now_ms - job->last_client_ms);
+            if (js->expire_hook != NULL && js->expire_hook(js->expire_hook_ctx, job, why) != 0) {
+                i++; /* not durable: stays open, retried on the next pass */
+                continue;
+            }
             disp_jobs_close(js, job, why, now_ms);
             nclosed++;
             /* close may have dropped an older closed job before index i:
@@ -1205,6 +1656,7 @@ int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
         ep->splits[idx].state = DISP_SPLIT_ACKED;
         ep->npending--;
         ep->nacked++;
+        ep->acked_positions += split_len(job, ep, idx);
         job->acked_total++;
     }
     (void)advance(job, now_ms);

@@ -9,15 +9,33 @@
  *    PENDING, and at most two epochs are live (have unacknowledged splits).
  *    A fully acknowledged epoch is freed; after the last one the job is
  *    FINISHED.
- *  - Split i of an epoch covers positions [i*split_size, min(n, (i+1)*split_size))
- *    and has id epoch*nsplits + i (unique within the job).
+ *  - nsplits = ceil(positions / split_size); split_size is the config's, or
+ *    (0 = auto) disp_split_size_auto at submission, and stays the job's.
+ *    Split i of an epoch has id epoch*nsplits + i (unique within the job)
+ *    and covers positions [i*split_size, min(n, (i+1)*split_size)) -- or,
+ *    when the client sent per-sample costs (cost_splits), [bounds[i],
+ *    bounds[i+1]) cut at equal cumulative predicted cost of that epoch's
+ *    order (every split non-empty). Only disp_job_split knows which.
  *  - A split is PENDING, ASSIGNED(owner) or ACKED; owner 0 is the client.
  *    Local-share splits (plan.c rule) go to the client only. Remote splits go
- *    to the live worker with the fewest outstanding splits of this job (ties:
- *    fewest over all jobs, then lowest id), at most max_splits_per_worker
- *    each; a split returned because of worker W goes elsewhere if anyone else
- *    has room. With no live worker for worker_timeout_ms, or when every live
- *    worker has refused the job, remote splits go to the client.
+ *    to the live worker predicted to finish them first: (its active splits'
+ *    cost + this one) / its measured speed in cost per second (unknown
+ *    speeds: the mean of the known ones, or 1); ties: fewest over all jobs,
+ *    then lowest id. A worker that has work gets it only if no full worker
+ *    would finish it sooner after its queue (else it waits for that one);
+ *    an idle worker always gets one. A worker holds at most max_splits_per_worker active
+ *    (not yet DELIVERED) splits of a job, and as many more delivered ones
+ *    awaiting the client's ack -- so a worker that reports a split sent
+ *    gets the next in that heartbeat's reply. A split returned because of
+ *    worker W goes elsewhere if anyone else has room.
+ *  - Stealing (lim.steal): when the remote queues are empty and a worker has
+ *    room, the last active split of the worker predicted to finish last
+ *    (one holding at least two, so the split is likely still queued) moves
+ *    to it if that finishes sooner; revoked at the old owner, each split at
+ *    most once. The client keeps the first copy of every position, so a
+ *    split that had started at the old owner is still delivered once.
+ *  - With no live worker for worker_timeout_ms, or when every live worker
+ *    has refused the job, remote splits go to the client.
  *  - The client holds at most max_client_splits unacknowledged splits per
  *    job, so GetAssignment replies stay O(workers * max_splits_per_worker +
  *    max_client_splits) whatever the data set size.
@@ -54,6 +72,10 @@ typedef enum {
     DISP_SPLIT_PENDING = 0,
     DISP_SPLIT_ASSIGNED,
     DISP_SPLIT_ACKED,
+    /* Multi-rank: every sample is at the client, which has not yet handed
+     * them all to its training loop. Nobody's slot (owner 0, on no list);
+     * not done: ACKED on the ack, PENDING again if the rank restarts. */
+    DISP_SPLIT_RECEIVED,
 } disp_split_state_e;
 
 typedef enum {
@@ -71,6 +93,7 @@ typedef struct disp_split_s {
      * keeps it through re-plans and re-assignment (planned = 1 once set). */
     uint8_t stage_to;
     uint8_t planned;
+    uint8_t stolen; /* moved once by stealing: never again */
 } disp_split_t;
 
 /* FIFO of split indices with push to the front for returned splits.
@@ -86,6 +109,9 @@ typedef struct disp_epoch_s {
     disp_split_t *splits; /* nsplits of the job */
     disp_ring_t remote;   /* PENDING remote splits */
     disp_ring_t local;    /* PENDING local-share splits */
+    uint64_t *bounds;     /* cost cut: nsplits + 1 positions; NULL = by count */
+    float *cost;          /* predicted cost per split (by count: its length) */
+    uint64_t acked_positions; /* positions of its ACKED splits (progress) */
     uint32_t npending;
     uint32_t nacked;
 } disp_epoch_t;
@@ -144,6 +170,12 @@ typedef struct disp_jw_s {
     uint64_t *aid;     /* assignment id per id (js->next_aid when given) */
     uint64_t revoked[DISP_REVOKE_MAX]; /* split ids of this job, for the next reply */
     uint32_t nrevoked;
+    /* Speed, in the job's cost units per second while it had active splits:
+     * done_cost / busy_ms, halved together now and then so it follows
+     * change. busy_from_ms: start of the current busy stretch, 0 = idle. */
+    double done_cost;
+    double busy_ms;
+    int64_t busy_from_ms;
 } disp_jw_t;
 
 typedef struct disp_skip_s {
@@ -185,6 +217,8 @@ typedef struct disp_job_s {
 
     uint32_t split_size;
     uint32_t nsplits;     /* per epoch */
+    float *costs;         /* per sample index [num_samples]; NULL = cut by count */
+    uint64_t stolen_total;
     uint32_t epochs;      /* total, from the spec */
     disp_epoch_t ep[2];   /* ep[0] is the oldest live epoch */
     uint32_t nep;
@@ -211,7 +245,9 @@ typedef struct disp_job_s {
 } disp_job_t;
 
 typedef struct disp_limits_s {
-    uint32_t split_size;
+    uint32_t split_size; /* 0 = auto (disp_split_size_auto) */
+    int cost_splits;     /* use submitted sample costs */
+    int steal;
     uint32_t max_splits_per_worker;
     uint32_t max_client_splits;
     uint32_t max_jobs;
@@ -229,8 +265,14 @@ typedef struct disp_jobs_s {
     uint64_t next_id;
     uint64_t next_aid; /* assignment ids: one per hand-out to a worker */
     uint64_t split_slots; /* reserved: 2 * nsplits per open job */
+    uint64_t cost_slots;  /* floats of sample costs held by open jobs */
     uint64_t splits_acked_total;
     uint64_t splits_reassigned_total;
+    /* Called before disp_jobs_expire closes a job (the journal makes the
+     * close durable first: dispatcher/journal_state.c). Non-zero keeps the
+     * job open until the next expiry pass. NULL = none. */
+    int (*expire_hook)(void *ctx, const disp_job_t *job, const char *reason);
+    void *expire_hook_ctx;
 } disp_jobs_t;
 
 typedef struct disp_submit_s {
@@ -242,7 +284,31 @@ typedef struct disp_submit_s {
     uint32_t client_threads;
     const char *client_id;
     const disp_plan_t *plan; /* planner: use this plan, not the spec's (NULL = spec's) */
+    const float *costs;      /* per sample index, ncosts == num_samples; NULL/0 = none */
+    size_t ncosts;
 } disp_submit_t;
+
+/* Bounds on sample costs: per job (a SubmitJob of 8 Mi samples is 32 MiB of
+ * floats) and over open jobs; beyond the budget a job is cut by count. */
+#define DISP_MAX_SAMPLE_COSTS (1u << 23)
+#define DISP_COST_BUDGET (1ull << 25)
+/* Auto split size: bounds and the target of splits per worker slot. */
+#define DISP_AUTO_SPLIT_MIN 16
+#define DISP_AUTO_SPLIT_MAX 256
+#define DISP_AUTO_SPLITS_PER_SLOT 2
+
+/* The split size for a job of `positions` per epoch with `workers` live
+ * workers holding max_per_worker splits each: ceil(positions / (max(workers,
+ * 2) * max_per_worker * DISP_AUTO_SPLITS_PER_SLOT)) within [MIN, MAX], and
+ * large enough for DISP_MAX_SPLITS_PER_EPOCH. Small splits keep every
+ * worker busy to the end of an epoch; the floor bounds per-split overhead
+ * (one message, one ack), the ceiling is the old fixed size. */
+uint32_t disp_split_size_auto(uint64_t positions, size_t workers, uint32_t max_per_worker);
+
+/* Cuts positions [0, n) into nsplits non-empty ranges of about equal summed
+ * cost (cost[p] of position p; bounds[0] = 0, bounds[nsplits] = n). Needs
+ * 1 <= nsplits <= n. Pure; exposed for tests. */
+void disp_cut_by_cost(const float *cost, uint64_t n, uint32_t nsplits, uint64_t *bounds);
 
 int disp_jobs_init(disp_jobs_t *js, disp_registry_t *reg, const disp_limits_t *lim,
                    uint64_t first_id);
@@ -250,10 +316,16 @@ void disp_jobs_destroy(disp_jobs_t *js);
 
 /* Parses and plans the job and creates its first epoch. Returns 0,
  * -EINVAL / -E2BIG (bad spec or sample count: err is the message to send
- * back, the spec parser's verbatim), -ENOSPC (too many jobs or splits),
- * -ENOMEM. */
+ * back, the spec parser's verbatim; also sample costs failing
+ * disp_costs_check), -ENOSPC (too many jobs or splits), -ENOMEM. Costs
+ * are used for single-consumer jobs within DISP_COST_BUDGET (else the job
+ * is cut by count, logged) and kept with the job (the journal needs them). */
 int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
                      disp_job_t **ret, char *err, size_t errlen);
+/* Sample costs a peer sent: none, or exactly num_samples (at most
+ * DISP_MAX_SAMPLE_COSTS) finite values >= 0. Returns 0 or -EINVAL with err. */
+int disp_costs_check(const float *costs, size_t n, uint64_t num_samples, char *err,
+                     size_t errlen);
 /* Any state, including CLOSED; NULL when unknown. */
 disp_job_t *disp_jobs_find(disp_jobs_t *js, uint64_t id);
 
@@ -266,6 +338,18 @@ void disp_jobs_assign_all(disp_jobs_t *js, int64_t now_ms);
  * This and the calls below hand out freed capacity at once (assign). */
 size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
                      int64_t now_ms);
+/* Multi-rank acknowledgement on consumption: the client has every sample of
+ * these splits but its training loop has not taken them all. ASSIGNED
+ * (worker or client) and PENDING splits become RECEIVED: off their owner's
+ * list, so the slot goes to new work (a split waiting in a partial batch
+ * cannot hold up the samples that would complete it), revoked at a worker
+ * that has not reported it sent. Unknown, stale, ACKED and RECEIVED ids are
+ * ignored. Returns how many changed. */
+size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
+                          int64_t now_ms);
+/* A rank restarted (dispatcher/ranks.h): what the old process received but
+ * had not delivered returns to the front of the queue. Returns how many. */
+size_t disp_jobs_requeue_received(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
 /* The client's stream to a worker broke. worker_id != 0: every split of the
  * job ASSIGNED to that worker returns to the queue, listed or not (the
  * worker dropped its unfinished work; what it sent may not have arrived),

@@ -15,13 +15,26 @@
 #include "common/rpc.h"
 #include "common/sdnotify.h"
 #include "common/secret.h"
+#include "common/spec.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
+#include "dispatcher/jobs.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 
 #define SHUTDOWN_GRACE_MS 2000
+/* What a peer can make the dispatcher hold (docs/limits.md). The largest
+ * legitimate request is a SubmitJob/PlanJob: the spec (SL_SPEC_MAX_BYTES),
+ * the planner's profiles (kilobytes) and up to DISP_MAX_SAMPLE_COSTS packed
+ * floats; 4 MiB covers the rest. Everything else is tiny. Replies (a large
+ * /status document) keep SL_RPC_DEFAULT_MAX_MSG. */
+#define DISP_MAX_REQUEST_BYTES \
+    ((size_t)DISP_MAX_SAMPLE_COSTS * sizeof(float) + SL_SPEC_MAX_BYTES + (4u << 20))
+/* Unary requests waiting for a handler thread: room for three of the
+ * largest (handlers take milliseconds, so the queue is normally empty);
+ * before, 64 queued x 64 MiB could pin 4 GiB. */
+#define DISP_MAX_QUEUED_BYTES (3 * DISP_MAX_REQUEST_BYTES)
 #define ADDR_MAX 300
 
 /* systemd (Type=notify) is told; without $NOTIFY_SOCKET this is a no-op. A
@@ -101,6 +114,9 @@ static int wait_signal(const sigset_t *set, int64_t wait_ms)
     return sig > 0 ? sig : 0;
 }
 
+/* No mallopt() here: the dispatcher's messages are small and its RSS was
+ * 14 MB with and without M_MMAP_THRESHOLD / M_ARENA_MAX (docs/limits.md
+ * "Allocator settings"). */
 int main(int argc, char **argv)
 {
     static disp_config_t cfg; /* static: large, and lives for the whole run */
@@ -173,6 +189,8 @@ int main(int argc, char **argv)
         .listen = cfg.listen,
         .handler_threads = (unsigned)cfg.rpc_threads,
         .security = &sec,
+        .max_recv_bytes = DISP_MAX_REQUEST_BYTES,
+        .max_queued_bytes = DISP_MAX_QUEUED_BYTES,
     };
     srv = sl_rpc_server_new(&ropts, err, sizeof(err));
     if (srv == NULL) {

@@ -56,5 +56,7 @@ int disp_plan_split_is_local(uint64_t i, double share)
     if (share >= 1.0) {
         return 1;
     }
-    return floor((double)(i + 1) * share) > floor((double)i * share);
+    /* The epsilon makes share = j / n keep exactly j of n splits even when
+     * j / n * n rounds to just below j (the planner hands out such shares). */
+    return floor((double)(i + 1) * share + 1e-9) > floor((double)i * share + 1e-9);
 }

@@ -28,7 +28,9 @@ typedef struct disp_plan_s {
 int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t errlen);
 
 /* The local share rule: split i of an epoch is the client's own iff
- * floor((i+1)*F) > floor(i*F). */
+ * floor((i+1)*F) > floor(i*F) (each with 1e-9 added, so F = j/n keeps
+ * exactly j of n splits despite rounding). An epoch of n splits thus keeps
+ * floor(n F) local; the planner models exactly that (planner.h nsteps). */
 int disp_plan_split_is_local(uint64_t i, double share);
 
 #endif

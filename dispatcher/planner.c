@@ -57,9 +57,27 @@ static int sanitize(const disp_pl_input_t *in, disp_pl_input_t *out)
     }
     out->read_sec = clean(in->read_sec);
     out->recv_sec_per_byte = clean(in->recv_sec_per_byte);
+    out->sample_sec = clean(in->sample_sec);
     out->client_cores = clean(in->client_cores);
     out->consumer_rate = clean(in->consumer_rate);
     out->client_bandwidth = clean(in->client_bandwidth);
+    if (in->nsteps > DISP_PL_MAX_STEPS) {
+        out->nsteps = 0; /* so fine that F is as good as continuous */
+    }
+    /* A usable ladder: 0 at the bottom, 1 at the top, never falling. */
+    double prev = 0.0;
+    for (uint32_t j = 0; j <= DISP_PL_MAX_STEPS; j++) {
+        double v = j <= out->nsteps ? fmin(clean(in->step_share[j]), 1.0) : 0.0;
+        if (j > 0 && j <= out->nsteps) {
+            v = fmax(v, prev);
+        }
+        out->step_share[j] = v;
+        prev = v;
+    }
+    if (out->nsteps > 0) {
+        out->step_share[0] = 0.0;
+        out->step_share[out->nsteps] = 1.0;
+    }
     for (uint32_t c = 0; c < in->nclasses; c++) {
         disp_pl_class_t *k = &out->classes[c];
         k->cores = clean(k->cores);
@@ -76,7 +94,7 @@ static int sanitize(const disp_pl_input_t *in, disp_pl_input_t *out)
 
 static double client_all(const disp_pl_input_t *in)
 {
-    double s = in->read_sec;
+    double s = in->read_sec + in->sample_sec;
     for (uint32_t u = 0; u < in->nunits; u++) {
         s += in->unit_sec[u];
     }
@@ -89,7 +107,7 @@ static double client_after(const disp_pl_input_t *in, uint32_t k)
     for (uint32_t u = k; u < in->nunits; u++) {
         s += in->unit_sec[u];
     }
-    return s + in->recv_sec_per_byte * in->bytes[k];
+    return s + in->recv_sec_per_byte * in->bytes[k] + in->sample_sec;
 }
 
 /* Worker CPU s per sample for units [0, k) on class c (the client's costs
@@ -264,12 +282,78 @@ static double best_share(const disp_pl_input_t *in, uint32_t k)
     return fmin(fmax(f, fstar), 1.0);
 }
 
+/* The runtime's version of best_share: only the shares whole splits make
+ * exist, so every one of them is tried (at most DISP_PL_MAX_STEPS + 1).
+ * The best prediction wins; among equals (the consumer binds) the largest
+ * share that keeps DISP_PL_HEADROOM of client slack, as best_share does,
+ * else the one with the most client slack; otherwise the larger share.
+ * *ret_runtime is j / nsteps, what disp_plan_split_is_local turns into
+ * exactly j local splits. */
+static double best_step(const disp_pl_input_t *in, uint32_t k, double *ret_runtime)
+{
+    uint32_t n = in->nsteps;
+    double pred[DISP_PL_MAX_STEPS + 1];
+    double client[DISP_PL_MAX_STEPS + 1];
+    double pmax = 0.0;
+    for (uint32_t j = 0; j <= n; j++) {
+        disp_pl_terms_t t;
+        terms_clean(in, k, in->step_share[j], &t);
+        pred[j] = terms_min(&t, NULL);
+        client[j] = t.client;
+        pmax = fmax(pmax, pred[j]);
+    }
+    int consumer_binds = in->consumer_rate > 0.0 && pmax >= in->consumer_rate * (1.0 - 1e-9);
+    int pick = -1;
+    for (uint32_t j = 0; j <= n; j++) {
+        if (!(pred[j] >= pmax * (1.0 - 1e-9))) {
+            continue;
+        }
+        if (!consumer_binds || client[j] >= in->consumer_rate * (1.0 + DISP_PL_HEADROOM)) {
+            pick = (int)j; /* the largest such share */
+        } else if (pick < 0) {
+            pick = (int)j; /* the smallest share: most slack, until one with headroom */
+        }
+    }
+    if (pick < 0) {
+        pick = (int)n; /* all predictions NaN: cannot happen on clean input */
+    }
+    *ret_runtime = (double)pick / (double)n;
+    return in->step_share[pick];
+}
+
+void disp_planner_rank_share(disp_pl_input_t *in, uint32_t node_ranks, uint32_t world)
+{
+    if (node_ranks > 1) {
+        in->client_cores /= (double)node_ranks;
+        in->client_bandwidth /= (double)node_ranks;
+    }
+    if (world > 1) {
+        for (uint32_t c = 0; c < in->nclasses && c < DISP_PL_MAX_CLASSES; c++) {
+            in->classes[c].cores /= (double)world;
+            in->classes[c].bandwidth /= (double)world;
+        }
+    }
+}
+
+double disp_planner_realized_share(const disp_pl_input_t *in, double f)
+{
+    f = isfinite(f) ? fmin(fmax(f, 0.0), 1.0) : 1.0;
+    disp_pl_input_t c;
+    if (sanitize(in, &c) != 0 || c.nsteps == 0) {
+        return f;
+    }
+    /* disp_plan_split_is_local keeps floor(n F) splits (same epsilon). */
+    double j = floor(f * (double)c.nsteps + 1e-9);
+    return c.step_share[(uint32_t)fmin(j, (double)c.nsteps)];
+}
+
 static void fill_cand(const disp_pl_input_t *in, uint32_t k, double f, int off,
                       disp_pl_cand_t *c)
 {
     memset(c, 0, sizeof(*c));
     c->split = k;
     c->share = f;
+    c->runtime_share = f;
     c->off = off;
     terms_clean(in, k, f, &c->terms);
     c->predicted = terms_min(&c->terms, &c->binding);
@@ -298,7 +382,13 @@ static void plan_core(const disp_pl_input_t *in, disp_pl_result_t *r)
 {
     memset(r, 0, sizeof(*r));
     for (uint32_t k = 0; k <= in->nunits; k++) {
-        fill_cand(in, k, best_share(in, k), 0, &r->cand[r->ncand++]);
+        double runtime = 0.0;
+        double f = in->nsteps > 0 ? best_step(in, k, &runtime) : best_share(in, k);
+        disp_pl_cand_t *c = &r->cand[r->ncand++];
+        fill_cand(in, k, f, 0, c);
+        if (in->nsteps > 0) {
+            c->runtime_share = runtime;
+        }
     }
     uint32_t off = r->ncand;
     fill_cand(in, 0, 1.0, 1, &r->cand[r->ncand++]);
@@ -510,8 +600,10 @@ int disp_planner_fastflow(const disp_pl_input_t *in0, disp_ff_result_t *ret)
         snprintf(r.reason, sizeof(r.reason), "fastflow: %s offloading, ratio_local %.3f",
                  disp_ff_cand_name((disp_ff_cand_e)best), r.ratio_local);
     }
+    /* The runtime realizes ratio_local in whole splits: predict that. */
+    r.realized_share = disp_planner_realized_share(&in, r.share);
     disp_pl_terms_t t;
-    terms_clean(&in, r.split, r.share, &t);
+    terms_clean(&in, r.split, r.realized_share, &t);
     r.predicted = terms_min(&t, &r.binding);
     if (isinf(r.predicted)) {
         r.predicted = 0.0;

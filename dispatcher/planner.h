@@ -7,14 +7,21 @@
  *
  * Model, per sample (K = pipeline units run remotely, F = share of samples
  * the client runs through every unit itself):
- *   a        = read + cost_all                  (client CPU, local sample)
- *   b(K)     = cost_after_K + recv * bytes_K    (client CPU, received sample)
+ *   a        = read + cost_all + c              (client CPU, local sample)
+ *   b(K)     = cost_after_K + recv * bytes_K + c (client CPU, received sample)
+ *   (c = sample_sec: per-sample overhead the client measured while running)
  *   client   = cores / (F a + (1 - F) b(K))
  *   worker   = sum over workers of cores / cost_before_K(class) / (1 - F)
  *   network  = bandwidth / bytes_K / (1 - F)
  *   throughput(K, F) = min(consumer, client, worker, network)
  * where cost_before_K includes reading the encoded bytes on the worker and
- * bandwidth is min(client ingress cap, sum of the workers' links). */
+ * bandwidth is min(client ingress cap, sum of the workers' links).
+ *
+ * F as the runtime realizes it: whole splits of an epoch are local or
+ * remote (disp_plan_split_is_local), so with n splits an epoch F takes only
+ * n + 1 values, and the last split may be shorter. When the input lists
+ * them (nsteps), candidates are evaluated at those values only, and each
+ * candidate carries the share to hand to the runtime. */
 #ifndef DISP_PLANNER_H
 #define DISP_PLANNER_H
 
@@ -29,6 +36,9 @@
 #define DISP_PL_HEADROOM 0.05
 /* Candidates within this relative distance of the best count as equal. */
 #define DISP_PL_TIE 0.01
+/* Realizable shares listed at most this many splits an epoch; beyond it F
+ * is treated as continuous (one split is < 1/64 of the epoch). */
+#define DISP_PL_MAX_STEPS 64
 /* Bound on the workers-needed search. */
 #define DISP_PL_MAX_EXTRA_WORKERS 4096
 /* FastFlow's default cpu_bottleneck_threshold: offload only when the
@@ -60,11 +70,21 @@ typedef struct disp_pl_input_s {
     double bytes[DISP_PL_MAX_UNITS + 1];   /* bytes per sample crossing boundary K;
                                             * [0] = encoded, [u + 1] = after unit u */
     double recv_sec_per_byte;              /* client CPU to receive one byte */
+    /* Client CPU per delivered sample (local or received) outside the
+     * units, the read and the per-byte receive cost: batching, messages,
+     * bookkeeping. Measured while the job runs (0 until then). */
+    double sample_sec;
     double client_cores;                   /* the client's CPU budget */
     double consumer_rate;                  /* samples/s the training loop takes; 0 = unlimited */
     double client_bandwidth;               /* client ingress cap bytes/s; 0 = none */
     disp_pl_class_t classes[DISP_PL_MAX_CLASSES];
     uint32_t nclasses;
+    /* Splits an epoch (1..DISP_PL_MAX_STEPS); 0 = F is continuous. */
+    uint32_t nsteps;
+    /* step_share[j]: fraction of an epoch's samples that are local when
+     * the runtime is handed F = j / nsteps (j = 0..nsteps; [0] = 0,
+     * [nsteps] = 1, non-decreasing). */
+    double step_share[DISP_PL_MAX_STEPS + 1];
 } disp_pl_input_t;
 
 /* What each resource allows at one (K, F), samples/s; INFINITY = no limit. */
@@ -74,7 +94,8 @@ typedef struct disp_pl_terms_s {
 
 typedef struct disp_pl_cand_s {
     uint32_t split;      /* K */
-    double share;        /* F */
+    double share;        /* F: the fraction of samples the client runs, as the model uses it */
+    double runtime_share; /* what to hand the runtime (j / nsteps; = share when continuous) */
     double predicted;    /* samples/s */
     disp_bind_e binding;
     disp_pl_terms_t terms;
@@ -121,8 +142,9 @@ typedef struct disp_ff_result_s {
     int chosen;    /* disp_ff_cand_e, or -1: no offloading */
     double ratio_local;
     uint32_t split;
-    double share;
-    double predicted; /* Sluice's prediction for (split, share), for comparison */
+    double share;     /* ratio_local, handed to the runtime as is */
+    double realized_share; /* the sample share the runtime makes of it (input steps) */
+    double predicted; /* Sluice's prediction for (split, realized_share), for comparison */
     disp_bind_e binding;
     char reason[256];
 } disp_ff_result_t;
@@ -141,6 +163,18 @@ int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret);
 
 /* FastFlow's Algorithm 1. Returns 0 or -EINVAL as above. */
 int disp_planner_fastflow(const disp_pl_input_t *in, disp_ff_result_t *ret);
+
+/* Multi-rank jobs (docs/planner.md "Per-node planning"): turns the inputs
+ * one rank measured for its whole node into that rank's part. The
+ * node_ranks ranks of the job on one client node share its CPU budget and
+ * ingress; the world ranks of the job share the workers (cores and links).
+ * 0 or 1 leaves a resource whole. So the plans of a node's ranks add up to
+ * the node's plan with its share of the workers. */
+void disp_planner_rank_share(disp_pl_input_t *in, uint32_t node_ranks, uint32_t world);
+
+/* The fraction of samples the runtime keeps local when handed share f:
+ * step_share[floor(f nsteps)] with steps, else f clamped to [0, 1]. */
+double disp_planner_realized_share(const disp_pl_input_t *in, double f);
 
 const char *disp_bind_name(disp_bind_e b);
 const char *disp_ff_cand_name(disp_ff_cand_e c);

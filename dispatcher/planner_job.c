@@ -14,6 +14,9 @@
 
 /* Measured per-unit costs replace profiled ones only past this many samples. */
 #define DISP_PJ_MIN_MEASURED 20
+/* A client claiming more overhead per sample than this is not believed
+ * (it could only starve its own job; the bound keeps the arithmetic sane). */
+#define DISP_PJ_MAX_OVERHEAD_SEC 1.0
 
 static double fin(double v) { return isfinite(v) && v > 0.0 ? v : 0.0; }
 
@@ -54,6 +57,17 @@ void disp_pcache_put(disp_pcache_t *c, uint64_t spec_hash, const disp_hprof_t *p
     slot->stored_ms = now_ms;
     slot->used_ms = now_ms;
     slot->prof = *p;
+}
+
+void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                               double overhead_sec)
+{
+    for (size_t i = 0; c != NULL && i < DISP_PCACHE_MAX; i++) {
+        disp_pcache_entry_t *e = &c->e[i];
+        if (e->used && e->spec_hash == spec_hash && strcmp(e->prof.host, host) == 0) {
+            e->prof.overhead_sec = overhead_sec;
+        }
+    }
 }
 
 size_t disp_pcache_list(disp_pcache_t *c, uint64_t spec_hash, int64_t now_ms,
@@ -102,6 +116,7 @@ void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
     ret->samples = m->samples;
     ret->seconds = fin(m->seconds);
     ret->model_error = fin(m->cost_model_error);
+    ret->overhead_sec = fmin(fin(m->sample_overhead_sec), DISP_PJ_MAX_OVERHEAD_SEC);
 }
 
 /* A profile fits the pipeline when it has a row per unit, by name. */
@@ -254,6 +269,42 @@ static void measured_worker_costs(const disp_pjob_t *pj, const disp_registry_t *
     }
 }
 
+int disp_pjob_set_splits(disp_pjob_t *pj, const uint64_t *len, uint32_t n)
+{
+    uint32_t nn = n <= DISP_PL_MAX_STEPS ? n : 0;
+    int changed = nn != pj->nsplits;
+    for (uint32_t i = 0; i < nn; i++) {
+        changed |= pj->split_len[i] != len[i];
+        pj->split_len[i] = len[i];
+    }
+    pj->nsplits = nn;
+    return changed;
+}
+
+/* The shares whole splits make: handing the runtime j / n keeps the splits
+ * disp_plan_split_is_local picks, and step_share[j] is their positions
+ * over the epoch's. */
+static void fill_steps(const disp_pjob_t *pj, disp_pl_input_t *in)
+{
+    in->nsteps = 0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < pj->nsplits; i++) {
+        total += pj->split_len[i];
+    }
+    if (pj->nsplits == 0 || total == 0) {
+        return;
+    }
+    in->nsteps = pj->nsplits;
+    for (uint32_t j = 0; j <= pj->nsplits; j++) {
+        double share = (double)j / (double)pj->nsplits;
+        uint64_t local = 0;
+        for (uint32_t i = 0; i < pj->nsplits; i++) {
+            local += disp_plan_split_is_local(i, share) ? pj->split_len[i] : 0;
+        }
+        in->step_share[j] = (double)local / (double)total;
+    }
+}
+
 static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                         disp_pl_input_t *in)
 {
@@ -280,6 +331,10 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
         in->consumer_rate = pj->measured_consumer;
     }
     in->client_bandwidth = pj->client_bandwidth;
+    /* Measured by this job, else by an earlier job of the spec on this
+     * host (the cached client profile), else unknown (0). */
+    in->sample_sec = recent && pj->have_sample_sec ? pj->measured_sample_sec
+                                                   : pj->client.overhead_sec;
 
     int largest = -1;
     for (uint32_t c = 0; c < pj->nclasses; c++) {
@@ -334,6 +389,8 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
         }
         in->classes[k].workers++;
     }
+    fill_steps(pj, in);
+    disp_planner_rank_share(in, pj->node_ranks, pj->world);
 }
 
 /* ------------------------------------------------------------ planning */
@@ -353,13 +410,17 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         plan->predicted = pj->ff.predicted;
         snprintf(plan->binding, sizeof(plan->binding), "%s", disp_bind_name(pj->ff.binding));
         snprintf(plan->mode, sizeof(plan->mode), "fastflow");
+        pj->plan_split = pj->ff.split;
+        pj->plan_share = pj->ff.realized_share;
     } else {
         const disp_pl_cand_t *c = &pj->result.cand[pj->result.chosen];
         plan->split = c->split;
-        plan->local_share = c->share;
+        plan->local_share = c->runtime_share; /* whole splits: what the model assumed */
         plan->predicted = c->predicted;
         snprintf(plan->binding, sizeof(plan->binding), "%s", disp_bind_name(c->binding));
         snprintf(plan->mode, sizeof(plan->mode), "auto");
+        pj->plan_split = c->split;
+        pj->plan_share = c->share;
     }
     live_set(reg, &pj->worker_sig, &pj->nlive);
     pj->planned_ms = now_ms;
@@ -375,6 +436,18 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
     pj->measured_consumer = fin(req->consumer_rate);
     pj->measured_cpu_fraction = fin(req->cpu_fraction);
     pj->measured_wait_fraction = fin(req->wait_fraction);
+    pj->measured_overhead = fmin(fin(req->overhead_cpu_sec_per_sample), DISP_PJ_MAX_OVERHEAD_SEC);
+    if (pj->measured_overhead > 0.0) {
+        /* What the model already charged per sample under the plan that
+         * was measured (pj->input is that plan's input); the rest is the
+         * fixed per-sample overhead. */
+        const disp_pl_input_t *in = &pj->input;
+        uint32_t k = pj->plan_split <= pj->nunits ? pj->plan_split : pj->nunits;
+        double f = pj->plan_share;
+        double known = f * in->read_sec + (1.0 - f) * in->recv_sec_per_byte * in->bytes[k];
+        pj->measured_sample_sec = fmax(pj->measured_overhead - known, 0.0);
+        pj->have_sample_sec = 1;
+    }
     if (fin(req->cpu_budget) > 0.0) {
         pj->client_budget = fin(req->cpu_budget);
     }
@@ -504,6 +577,9 @@ static json_t *profile_json(jb_t *b, const disp_hprof_t *p)
     jset(b, o, "read_ms_per_sample", jnum(p->read_sec * 1e3));
     jset(b, o, "encoded_bytes_per_sample", jnum(p->encoded_bytes));
     jset(b, o, "cost_model_error", p->model_error > 0.0 ? jnum(p->model_error) : json_null());
+    if (p->overhead_sec > 0.0) {
+        jset(b, o, "sample_overhead_ms", jnum(p->overhead_sec * 1e3));
+    }
     jset(b, o, "units", units_json(b, p));
     return o;
 }
@@ -516,6 +592,7 @@ static json_t *cand_json(jb_t *b, const disp_pl_cand_t *c)
     }
     jset(b, o, "split", json_integer(c->split));
     jset(b, o, "local_share", jnum(c->share));
+    jset(b, o, "runtime_share", jnum(c->runtime_share));
     jset(b, o, "predicted_samples_per_sec", jnum(c->predicted));
     jset(b, o, "binding", json_string(disp_bind_name(c->binding)));
     jset(b, o, "client_limit", jnum(c->terms.client));
@@ -548,6 +625,7 @@ static json_t *ff_json(jb_t *b, const disp_ff_result_t *f)
     jset(b, o, "ratio_local", jnum(f->ratio_local));
     jset(b, o, "split", json_integer(f->split));
     jset(b, o, "local_share", jnum(f->share));
+    jset(b, o, "realized_share", jnum(f->realized_share));
     jset(b, o, "predicted_samples_per_sec", jnum(f->predicted));
     jset(b, o, "binding", json_string(disp_bind_name(f->binding)));
     jset(b, o, "reason", jstr(f->reason));
@@ -561,9 +639,21 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
     jset(b, o, "spec_hash", json_integer((json_int_t)(pj->spec_hash & 0x1fffffffffffffULL)));
     jset(b, o, "client_cpu_budget", jnum(in->client_cores));
     jset(b, o, "recv_ns_per_byte", jnum(in->recv_sec_per_byte * 1e9));
+    jset(b, o, "sample_overhead_ms", jnum(in->sample_sec * 1e3));
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());
     jset(b, o, "client_bandwidth", in->client_bandwidth > 0.0 ? jnum(in->client_bandwidth)
                                                               : json_null());
+    /* Before the rank share: what the client measured for its node. */
+    jset(b, o, "node_cpu_budget", jnum(pj->client_budget));
+    jset(b, o, "node_bandwidth", pj->client_bandwidth > 0.0 ? jnum(pj->client_bandwidth)
+                                                            : json_null());
+    jset(b, o, "node_ranks", json_integer(pj->node_ranks > 1 ? pj->node_ranks : 1));
+    jset(b, o, "world_size", json_integer(pj->world > 1 ? pj->world : 1));
+    json_t *steps = json_array();
+    for (uint32_t j = 0; j <= in->nsteps && in->nsteps > 0; j++) {
+        jpush(b, steps, jnum(in->step_share[j]));
+    }
+    jset(b, o, "share_steps", steps);
     json_t *bytes = json_array();
     for (uint32_t k = 0; k <= in->nunits; k++) {
         jpush(b, bytes, jnum(in->bytes[k]));
@@ -644,6 +734,9 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
     jset(&b, m, "cpu_fraction", pj->have_rates ? jnum(pj->measured_cpu_fraction) : json_null());
     jset(&b, m, "wait_fraction", pj->have_rates ? jnum(pj->measured_wait_fraction)
                                                 : json_null());
+    jset(&b, m, "overhead_ms_per_sample", pj->measured_overhead > 0.0
+                                              ? jnum(pj->measured_overhead * 1e3)
+                                              : json_null());
     double pred = predicted_of(pj);
     jset(&b, m, "drift", pj->have_rates && pred > 0.0
                              ? jnum((pj->measured_rate - pred) / pred)

@@ -53,6 +53,7 @@ typedef struct disp_hprof_s {
     uint64_t samples;
     double seconds;
     double model_error;
+    double overhead_sec; /* client hosts: measured per-sample overhead (planner.h sample_sec) */
 } disp_hprof_t;
 
 typedef struct disp_pcache_entry_s {
@@ -104,6 +105,17 @@ typedef struct disp_pjob_s {
     double client_bandwidth;
     disp_pclass_t classes[DISP_PL_MAX_CLASSES];
     uint32_t nclasses;
+    /* How the runtime cuts an epoch, so F is planned in whole splits:
+     * nsplits (0 = unknown, or more than DISP_PL_MAX_STEPS: F continuous)
+     * and each split's positions. Set by planner_svc.c from the config
+     * before the job exists, then from the job's live epoch. */
+    uint32_t nsplits;
+    uint64_t split_len[DISP_PL_MAX_STEPS];
+    /* Multi-rank jobs: this job's ranks on the client's node (itself
+     * included) and its world size; 0 or 1 = alone (planner.h
+     * disp_planner_rank_share). Kept current by disp_planner_tick. */
+    uint32_t node_ranks;
+    uint32_t world;
 
     /* The last planning and what it was computed from. */
     disp_pl_input_t input;
@@ -122,6 +134,15 @@ typedef struct disp_pjob_s {
     double measured_consumer;
     double measured_cpu_fraction;
     double measured_wait_fraction;
+    /* Client CPU per delivered sample outside the units (ReportRates);
+     * 0 = unknown. Minus what the model already counts for the plan in
+     * effect (plan_split, plan_share: realized sample share), it is the
+     * per-sample overhead the next plan adds (planner.h sample_sec). */
+    double measured_overhead;
+    double measured_sample_sec; /* its fixed part; valid when have_sample_sec */
+    int have_sample_sec;
+    uint32_t plan_split;
+    double plan_share;
     uint32_t measured_nunits;
     disp_stage_stat_t measured_units[DISP_PL_MAX_UNITS];
     int64_t drift_since_ms; /* 0: not drifting */
@@ -133,6 +154,17 @@ typedef struct disp_pjob_s {
 int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_offload_e policy,
                   disp_pjob_t **ret, char *err, size_t errlen);
 void disp_pjob_free(disp_pjob_t *pj); /* NULL ok */
+
+/* Sets the epoch geometry (pj->nsplits, split_len) from split lengths;
+ * more than DISP_PL_MAX_STEPS splits (or none) means continuous F.
+ * Returns 1 when it changed. */
+int disp_pjob_set_splits(disp_pjob_t *pj, const uint64_t *len, uint32_t n);
+
+/* The per-sample overhead measured for (spec hash, client host): stored
+ * with the client's cached profile so the next job of the spec on that host
+ * starts from it. No entry: nothing happens. */
+void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                               double overhead_sec);
 
 /* Plans against the live workers of reg: fills plan (split, share, mode,
  * predicted, binding; the caller owns version) and remembers the inputs,

@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "common/ranks.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/planner.h"
@@ -125,8 +126,6 @@ static Sluice__PlanExplain *explain_pb(disp_arena_t *a, const disp_pjob_t *pj,
     return m;
 }
 
-/* ------------------------------------------------------------ planning */
-
 /* Stores the request's profiles in the cache: a re-submitted job skips
  * profiling them. Profiles that came from the cache are not re-stored (their
  * age would reset forever). */
@@ -145,6 +144,70 @@ static void cache_inputs(disp_t *d, const Sluice__PlannerInputs *in, int64_t now
         }
     }
 }
+
+/* ------------------------------------------------------------ geometry */
+
+/* The splits a job of `positions` an epoch will have, cut by count with the
+ * configured size; unknown (continuous F) when the size is chosen per job
+ * at submission -- disp_planner_submit then reads it off the job. */
+static void geometry_estimate(const disp_t *d, disp_pjob_t *pj, uint64_t positions)
+{
+    uint64_t ss = d->jobs.lim.split_size;
+    uint64_t len[DISP_PL_MAX_STEPS];
+    uint64_t n = ss > 0 ? positions / ss + (positions % ss != 0) : 0;
+    if (n == 0 || n > DISP_PL_MAX_STEPS) {
+        (void)disp_pjob_set_splits(pj, NULL, 0);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        len[i] = i + 1 < n ? ss : positions - i * ss;
+    }
+    (void)disp_pjob_set_splits(pj, len, (uint32_t)n);
+}
+
+/* The splits of the job's oldest live epoch, as the runtime cut them
+ * (by count or by cost). Returns 1 when they differ from what pj had. */
+static int geometry_of_job(disp_pjob_t *pj, disp_job_t *job)
+{
+    if (job->nep == 0) {
+        return 0;
+    }
+    if (job->nsplits > DISP_PL_MAX_STEPS) {
+        return disp_pjob_set_splits(pj, NULL, 0);
+    }
+    uint64_t len[DISP_PL_MAX_STEPS];
+    uint64_t base = job->ep[0].epoch * job->nsplits;
+    for (uint32_t i = 0; i < job->nsplits; i++) {
+        uint64_t b = 0;
+        uint64_t e = 0;
+        if (disp_job_split(job, base + i, NULL, &b, &e) == NULL) {
+            return 0;
+        }
+        len[i] = e > b ? e - b : 0;
+    }
+    return disp_pjob_set_splits(pj, len, job->nsplits);
+}
+
+/* Multi-rank jobs: the open parts of job's group submitted from the same
+ * client host (client_id is the client's host name, client/open.c),
+ * job itself included; 1 for a single consumer. */
+uint32_t disp_planner_node_ranks(const disp_jobs_t *js, const disp_job_t *job)
+{
+    if (job->group[0] == '\0' || job->world_size <= 1) {
+        return 1;
+    }
+    uint32_t n = 0;
+    for (size_t i = 0; i < js->n; i++) {
+        const disp_job_t *o = js->jobs[i];
+        if (o->state != DISP_JOB_CLOSED && o->world_size == job->world_size &&
+            strcmp(o->group, job->group) == 0 && strcmp(o->client_id, job->client_id) == 0) {
+            n++;
+        }
+    }
+    return n > 0 ? n : 1;
+}
+
+/* ------------------------------------------------------------ planning */
 
 /* Plans req for policy into *ret_plan and *ret_pj (owned by the caller).
  * Returns 0, 1 when there is nothing to plan (no inputs, or a fixed
@@ -182,6 +245,13 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
     if (rc == 0) {
         rc = disp_pjob_new(req->planner, spec, policy, &pj, err, errlen);
     }
+    if (rc == 0) {
+        geometry_estimate(d, pj, sl_spec_positions(spec, req->num_samples));
+        /* Per-node share: alone on its node until the tick counts the
+         * job's other ranks there (they may not have submitted yet). */
+        pj->world = spec->world_size;
+        pj->node_ranks = 1;
+    }
     free(spec);
     if (rc != 0) {
         return rc;
@@ -217,6 +287,15 @@ int disp_planner_submit(disp_t *d, const Sluice__SubmitJobRequest *req, disp_sub
         return rc;
     }
     (*ret_job)->planner = pj;
+    if (geometry_of_job(pj, *ret_job)) {
+        /* The epoch was cut otherwise than estimated (a per-job split size,
+         * or by cost): plan F in its splits. Still version 1; only splits
+         * not yet handed out follow. */
+        disp_pjob_plan(pj, &d->reg, &plan, now_ms, "submit");
+        plan.version = 1;
+        (*ret_job)->plan = plan;
+        disp_jobs_replan(&d->jobs, *ret_job, now_ms);
+    }
     *ret_explain = explain_pb(a, pj, &(*ret_job)->plan);
     SL_NOTICE("job %" PRIu64 ": planned (%s): split %u/%u, local share %.3f, %.0f samples/s "
               "predicted, bound by %s; client alone %.0f%s",
@@ -229,9 +308,13 @@ int disp_planner_submit(disp_t *d, const Sluice__SubmitJobRequest *req, disp_sub
 void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRatesRequest *req,
                            int64_t now_ms)
 {
-    (void)d;
-    if (job->planner != NULL) {
-        disp_pjob_rates(job->planner, req, now_ms);
+    disp_pjob_t *pj = job->planner;
+    if (pj != NULL) {
+        disp_pjob_rates(pj, req, now_ms);
+        if (pj->have_sample_sec) {
+            disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
+                                      pj->measured_sample_sec);
+        }
     }
 }
 
@@ -244,9 +327,18 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         int kind = pj != NULL && job->state == DISP_JOB_ACTIVE
                        ? disp_pjob_replan_due(pj, &d->reg, now_ms, why, sizeof(why))
                        : 0;
+        uint32_t on_node = pj != NULL ? disp_planner_node_ranks(&d->jobs, job) : 1;
+        if (kind == 0 && pj != NULL && job->state == DISP_JOB_ACTIVE &&
+            on_node != (pj->node_ranks > 1 ? pj->node_ranks : 1)) {
+            snprintf(why, sizeof(why), "ranks on the client's node: %u -> %u",
+                     pj->node_ranks > 1 ? pj->node_ranks : 1, on_node);
+            kind = 1; /* like a worker change: the resources changed */
+        }
         if (kind == 0) {
             continue;
         }
+        pj->node_ranks = on_node;
+        (void)geometry_of_job(pj, job);
         disp_plan_t np = job->plan;
         disp_pjob_plan(pj, &d->reg, &np, now_ms, why);
         np.version = job->plan.version + 1;
@@ -352,6 +444,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         m->seconds = p->seconds;
         m->cached = 1;
         m->cost_model_error = p->model_error;
+        m->sample_overhead_sec = p->overhead_sec;
         if (m->host == NULL) {
             rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
             goto out;

@@ -41,6 +41,12 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
 /* d->mu held: re-plans jobs that need it (disp_tick). */
 void disp_planner_tick(disp_t *d, int64_t now_ms);
 
+/* Multi-rank jobs (#8): how many open parts of job's group came from the
+ * same client host (job included; 1 for a single consumer). The tick
+ * re-plans a job when this changes; each rank gets 1/n of the node's CPU
+ * budget and ingress (planner.h disp_planner_rank_share). */
+uint32_t disp_planner_node_ranks(const disp_jobs_t *js, const disp_job_t *job);
+
 /* The job's planner object for /status (NULL when it has none); the
  * caller owns the reference. d->mu held. */
 json_t *disp_planner_status_json(const disp_job_t *job);

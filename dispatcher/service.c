@@ -434,6 +434,15 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
         .client_threads = req->client_threads,
         .client_id = req->client_id,
     };
+    /* Checked even when not used, so a client's bug shows either way. */
+    if (disp_costs_check(req->sample_costs, req->n_sample_costs, req->num_samples, err,
+                         errlen) != 0) {
+        return SL_RPC_INVALID_ARGUMENT;
+    }
+    if (d->cfg.cost_splits && req->n_sample_costs > 0) {
+        sub.costs = req->sample_costs;
+        sub.ncosts = req->n_sample_costs;
+    }
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
     /* auto/fastflow with the client's profiles: planned before the job
@@ -583,9 +592,11 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
 {
     if (req->n_split_ids > DISP_MAX_IDS_PER_CALL ||
         req->n_retry_split_ids > DISP_MAX_IDS_PER_CALL ||
+        req->n_received_split_ids > DISP_MAX_IDS_PER_CALL ||
         req->n_skipped > DISP_MAX_IDS_PER_CALL) {
         return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
-                      "split_ids/retry_split_ids/skipped: more than %d entries",
+                      "split_ids/retry_split_ids/received_split_ids/skipped: more than %d "
+                      "entries",
                       DISP_MAX_IDS_PER_CALL);
     }
     disp_job_t *job = NULL;
@@ -606,6 +617,11 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
         }
         /* Acks first: a split both acked and retried is done. */
         (void)disp_jobs_ack(&d->jobs, job, req->split_ids, req->n_split_ids, now_ms);
+        /* Then received (not journaled: after a restart such a split is
+         * PENDING, runs again and the client drops the copies), before the
+         * retry, so a received split is not taken back with its worker. */
+        (void)disp_jobs_received(&d->jobs, job, req->received_split_ids,
+                                 req->n_received_split_ids, now_ms);
         size_t nretry = disp_jobs_retry(&d->jobs, job, req->retry_split_ids,
                                         req->n_retry_split_ids, req->retry_worker_id, now_ms);
         if (req->retry_worker_id != 0) {

@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/rpc.h"
+#include "dispatcher/journal_state.h"
 #include "dispatcher/ranks.h"
 
 /* The re-attach reply: the part's id and plan, and what is acknowledged.
@@ -97,6 +98,8 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     }
     if (job != NULL) {
         size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);
+        /* What the old process received but its loop never took. */
+        back += disp_jobs_requeue_received(&d->jobs, job, now_ms);
         rc = reattach_reply(job, resp, a, err, errlen);
         SL_NOTICE("job %" PRIu64 ": rank %u of \"%s\" re-attached (resumes at epoch %" PRIu64
                   ", %zu split(s) re-queued)",
@@ -116,8 +119,21 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         job = disp_jobs_find(&d->jobs, resp->job_id);
         if (job != NULL) {
             disp_ranks_tag(job, name);
+            /* Durable before answered, or a restarted dispatcher would not
+             * know the part when the rank re-attaches. Not durable: the
+             * part goes (a crash now leaves an untagged part that times
+             * out; the rank's retry makes a new one). */
+            if (disp_jstate_rank(d, job) != 0) {
+                (void)disp_jstate_closed(d, job, "journal write failed");
+                disp_jobs_close(&d->jobs, job, "journal write failed", now_ms);
+                rc = sl_err(err, errlen, SL_RPC_UNAVAILABLE,
+                            "journal write failed: job not accepted");
+            }
         }
         pthread_mutex_unlock(&d->mu);
+        if (rc != SL_RPC_OK) {
+            return rc;
+        }
         SL_NOTICE("job %" PRIu64 " is rank %u of %u of \"%s\"", resp->job_id, req->rank,
                   req->world_size, name);
     }

@@ -18,6 +18,13 @@
 #define WK_CALL_TIMEOUT_MS 3000
 #define WK_FINAL_TIMEOUT_MS 2000 /* the last heartbeat must not hold up the exit */
 #define WK_DEFAULT_HEARTBEAT_MS 1000
+/* Early heartbeat: a split that finished here is reported sent (and the
+ * dispatcher hands out the next one in the reply) without waiting for the
+ * interval. The worker looks every POLL ms, beats one poll after it saw a
+ * split finish (its last message is then usually out), and never sooner
+ * than MIN ms after the previous beat (bounds the dispatcher's load). */
+#define WK_EARLY_POLL_MS 20
+#define WK_EARLY_MIN_MS 100
 
 struct wk_control_s {
     char dispatcher[256];
@@ -40,6 +47,7 @@ struct wk_control_s {
 
     /* Control thread only. */
     double last_cpu, last_wall;
+    uint64_t done_at_hb; /* the tasks' splits_done when the last beat began */
 };
 
 const char *wk_ctl_state_name(wk_ctl_state_e s)
@@ -114,21 +122,54 @@ static double measure_load(wk_control_t *c)
     return load < 0 ? 0 : load > 1 ? 1 : load;
 }
 
-/* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
- * stopping (not finishing: the loop sends the final heartbeat first). */
-static int sleep_ms(wk_control_t *c, int ms)
+static struct timespec after_ms(const struct timespec *from, int ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
+    struct timespec t = *from;
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
     }
+    return t;
+}
+
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec != b->tv_sec ? a->tv_sec < b->tv_sec : a->tv_nsec < b->tv_nsec;
+}
+
+/* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
+ * stopping (not finishing: the loop sends the final heartbeat first).
+ * early: also ends (WK_EARLY_*) once a split has finished since the last
+ * heartbeat. */
+static int sleep_ms(wk_control_t *c, int ms, int early)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_REALTIME, &start);
+    struct timespec until = after_ms(&start, ms);
+    struct timespec min_end = after_ms(&start, WK_EARLY_MIN_MS);
+    int seen_polls = 0; /* polls since a finished split was noticed */
     pthread_mutex_lock(&c->mu);
     while (!c->stop && !c->kick && !c->finish) {
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        struct timespec poll = after_ms(&now, WK_EARLY_POLL_MS);
+        int last = !early || !ts_before(&poll, &until);
+        if (pthread_cond_timedwait(&c->cv, &c->mu, last ? &until : &poll) == ETIMEDOUT &&
+            last) {
+            break;
+        }
+        if (!early || c->stop || c->kick || c->finish) {
+            continue;
+        }
+        wk_totals_t tot;
+        wk_tasks_totals(c->tasks, &tot); /* atomics only: no lock order issue */
+        if (tot.splits_done == c->done_at_hb) {
+            continue;
+        }
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (++seen_polls >= 2 && !ts_before(&now, &min_end)) {
             break;
         }
     }
@@ -424,6 +465,9 @@ static void *control_main(void *arg)
             }
             break;
         case WK_CTL_REGISTERED: {
+            wk_totals_t tot;
+            wk_tasks_totals(c->tasks, &tot);
+            c->done_at_hb = tot.splits_done;
             int rc = do_heartbeat(c, 0);
             if (rc == 0) {
                 backoff = 0;
@@ -445,7 +489,7 @@ static void *control_main(void *arg)
             wait = 1000;
             break;
         }
-        if (wait > 0 && sleep_ms(c, wait)) {
+        if (wait > 0 && sleep_ms(c, wait, state == WK_CTL_REGISTERED && !leaving)) {
             break;
         }
     }

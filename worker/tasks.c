@@ -25,6 +25,9 @@
 #define WK_EST_INITIAL ((size_t)1 << 20)
 /* How often a runner copies its executor's unit stats for heartbeats. */
 #define WK_STATS_EVERY_MS 1000
+/* How soon a runner held back by the worker-wide in-flight bound looks
+ * again (a slot another job gives up is not signalled to it). */
+#define WK_SLOT_POLL_MS 5
 
 typedef enum {
     WK_SPLIT_QUEUED = 0, /* nothing submitted yet */
@@ -86,6 +89,7 @@ struct wk_job_s {
     uint64_t samples_done, samples_skipped, splits_done, msgs_sent, streams, streams_broken;
 
     /* Runner thread only. */
+    int wants; /* counted in tasks->nwant: has work and buffer room */
     wk_order_t orders[WK_ORDER_SLOTS];
     wk_slot_t *slots;
     unsigned nslots;
@@ -109,6 +113,11 @@ struct wk_tasks_s {
 
     atomic_int draining;  /* no new splits (SIGTERM) */
     atomic_uint inflight; /* samples in flight over all jobs */
+    /* Jobs that could submit now (work queued, room in their buffer): the
+     * in-flight bound is shared among them (wk_fair_share), so no job --
+     * say one rank of a multi-rank job -- waits for another's whole queue,
+     * and a job whose buffer is full holds no share. */
+    atomic_uint nwant;
 
     /* Splits whose last message went out, until a heartbeat reports them
      * (FIFO, seq increasing; the oldest goes when full). A leaf lock: taken
@@ -298,6 +307,29 @@ static int global_acquire(wk_tasks_t *t)
 }
 
 static void global_release(wk_tasks_t *t) { atomic_fetch_sub(&t->inflight, 1); }
+
+unsigned wk_fair_share(unsigned cap, unsigned nwant)
+{
+    if (nwant <= 1) {
+        return cap;
+    }
+    unsigned share = (cap + nwant - 1) / nwant; /* rounded up: no slot idles */
+    return share > 0 ? share : 1;
+}
+
+/* Runner only: whether the job counts among those sharing the slots. */
+static void set_wants(wk_job_t *job, int wants)
+{
+    if (job->wants == wants) {
+        return;
+    }
+    job->wants = wants;
+    if (wants) {
+        atomic_fetch_add(&job->tasks->nwant, 1);
+    } else {
+        atomic_fetch_sub(&job->tasks->nwant, 1);
+    }
+}
 
 /* Opens the source and checks it against the dispatcher's view. Runner
  * thread, no lock held (indexing a large folder takes seconds). */
@@ -527,17 +559,20 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
 }
 
 /* Submits what the bounds allow (job->mu held). Returns an epoch whose order
- * must be computed first through *need_epoch (returns 1), else 0. */
-static int submit_locked(wk_job_t *job, sl_exec_t *ex, uint64_t *need_epoch)
+ * must be computed first through *need_epoch (returns 1), else 0.
+ * *held_back: the job has work and room but its share of the worker-wide
+ * in-flight bound is used up (it polls again soon). */
+static int submit_locked(wk_job_t *job, sl_exec_t *ex, uint64_t *need_epoch, int *held_back)
 {
     wk_tasks_t *t = job->tasks;
+    *held_back = 0;
     for (;;) {
         wk_split_t *sp = next_submittable(job);
-        if (sp == NULL) {
-            return 0;
-        }
-        if (!wk_budget_allows(job->out.bytes, job->partial_bytes, job->inflight, job->est_bytes,
-                              t->buffer_bytes)) {
+        int wants = sp != NULL && wk_budget_allows(job->out.bytes, job->partial_bytes,
+                                                   job->inflight, job->est_bytes,
+                                                   t->buffer_bytes);
+        set_wants(job, wants);
+        if (!wants) {
             return 0;
         }
         if (sl_exec_inflight(ex) >= sl_exec_capacity(ex)) {
@@ -548,7 +583,10 @@ static int submit_locked(wk_job_t *job, sl_exec_t *ex, uint64_t *need_epoch)
             *need_epoch = sp->epoch;
             return 1;
         }
-        if (!global_acquire(t)) {
+        /* Over its share: finishing samples give slots back to the others. */
+        if (job->inflight >= wk_fair_share(t->inflight_cap, atomic_load(&t->nwant)) ||
+            !global_acquire(t)) {
+            *held_back = 1;
             return 0;
         }
         int slot = slot_put(job, sp, sp->epoch, sp->next);
@@ -620,11 +658,13 @@ static void runner_loop(wk_job_t *job, sl_exec_t *ex)
             break;
         }
         uint64_t need_epoch = 0;
-        int need = submit_locked(job, ex, &need_epoch);
+        int held_back = 0;
+        int need = submit_locked(job, ex, &need_epoch, &held_back);
         unsigned inflight = job->inflight;
         if (!need && inflight == 0) {
-            /* Idle: wait for an assignment, a drained buffer or a close. */
-            cond_wait_ms(&job->cv, &job->mu, 100);
+            /* Idle: wait for an assignment, a drained buffer or a close --
+             * or, held back, for a slot another job gave up. */
+            cond_wait_ms(&job->cv, &job->mu, held_back ? WK_SLOT_POLL_MS : 100);
         }
         pthread_mutex_unlock(&job->mu);
         if (need) {
@@ -652,6 +692,7 @@ static void runner_loop(wk_job_t *job, sl_exec_t *ex)
             dirty = 0;
         }
     }
+    set_wants(job, 0);
     /* Closing: drain what is in flight (its splits are dropped by now). */
     while (sl_exec_next(ex, &out, detail, sizeof(detail), -1) == 0) {
         global_release(t);
@@ -725,6 +766,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     pthread_mutex_init(&t->sent_mu, NULL);
     atomic_init(&t->draining, 0);
     atomic_init(&t->inflight, 0);
+    atomic_init(&t->nwant, 0);
     atomic_init(&t->n_jobs, 0);
     atomic_init(&t->n_samples, 0);
     atomic_init(&t->n_skipped, 0);

@@ -12,7 +12,10 @@
  * Locks: tasks->mu (the job table) before job->mu, never the other way.
  *
  * Bounds: at most WK_MAX_JOBS jobs run at a time, WK_MAX_SPLITS_PER_JOB splits
- * wait per job, samples in flight over all jobs <= 2 x threads, and a job's
+ * wait per job, samples in flight over all jobs <= 2 x threads, shared
+ * fairly among the jobs that have work and buffer room (wk_fair_share: a
+ * job with a full buffer holds none, so a slow consumer's job -- one rank
+ * of a multi-rank job -- never starves another), and a job's
  * output queue plus its in-flight samples stay within buffer_bytes (the
  * estimate for an in-flight sample is a running average of finished ones; a
  * job with nothing buffered and nothing in flight may always submit one, so
@@ -200,5 +203,9 @@ uint64_t wk_job_id(const wk_job_t *job);
  * `est` bytes each submit one more under `limit`? */
 int wk_budget_allows(size_t buffered, size_t partial, unsigned inflight, size_t est,
                      size_t limit);
+/* A job's share of the worker-wide in-flight bound `cap` while `nwant` jobs
+ * have work and buffer room: cap / nwant rounded up (>= 1; all of it for
+ * one). A job above its share submits nothing until it is below. */
+unsigned wk_fair_share(unsigned cap, unsigned nwant);
 
 #endif

@@ -56,8 +56,8 @@ rc=0
 [ "$rc" -eq 2 ] || fail "unknown key: exit $rc, want 2"
 grep -q "unknown.conf:1" "$TMP/unknown.err" || fail "unknown key error: $(cat "$TMP/unknown.err")"
 rc=0
-"$DISP" --split-size 0 >/dev/null 2>"$TMP/range.err" || rc=$?
-[ "$rc" -eq 2 ] || fail "--split-size 0: exit $rc, want 2"
+"$DISP" --split-size -1 >/dev/null 2>"$TMP/range.err" || rc=$?
+[ "$rc" -eq 2 ] || fail "--split-size -1: exit $rc, want 2"
 grep -q -- "--split-size" "$TMP/range.err" || fail "range error: $(cat "$TMP/range.err")"
 rc=0
 "$DISP" --no-such-flag >/dev/null 2>&1 || rc=$?

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The journal: a dispatcher killed with SIGKILL mid-epoch and restarted on the
 # same port with the same journal keeps the job; the client and the workers
-# ride through the outage and the digests equal --local. A torn tail is
+# ride through the outage and the digests equal --local; an auto job keeps
+# its planner (prediction, re-planning). A torn tail is
 # truncated (and logged); a corrupt record in the middle stops the start.
 source "$(dirname "$0")/lib.sh"
 
@@ -53,6 +54,53 @@ first=$(sed -nE 's/.*"job_id": ?([0-9]+).*/\1/p' "$TMP/remote.json" | head -n 1)
     --quiet --threads 1 --offload off --epochs 1 --json >"$TMP/second.json"
 second=$(sed -nE 's/.*"job_id": ?([0-9]+).*/\1/p' "$TMP/second.json" | head -n 1)
 [ -n "$first" ] && [ "$first" != "$second" ] || fail "job ids collide: '$first' '$second'"
+
+# An auto job keeps its planner across a restart: /status still explains
+# its plan (the prediction comes from the journaled planner input) and the
+# job re-plans when its workers re-register, which needs the client's
+# planner inputs from the journal.
+status_job() { # status_job ID: "VERSION HAS_PLANNER PREDICTED" of the job in D2's /status
+    curl -sf "http://$D2_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+for j in json.load(sys.stdin)["jobs"]:
+    if j["id"] == int(sys.argv[1]):
+        p = j["plan"]
+        print(p["version"], int(j.get("planner") is not None), p["predicted_samples_per_sec"])
+' "$1"
+}
+"$BIN/sluice" run "$TMP/spec.json" --dispatcher "127.0.0.1:$port" --data-root "$TMP/data" \
+    --quiet --threads 1 --offload auto --max-rate 150 --digests "$TMP/auto" \
+    --json >"$TMP/auto.json" &
+client=$!
+PIDS+=("$client")
+for _ in $(seq 1 400); do
+    [ -f "$TMP/auto" ] && [ "$(wc -l <"$TMP/auto")" -ge 100 ] && break
+    sleep 0.05
+done
+kill -0 "$client" 2>/dev/null || fail "the auto job ended before the dispatcher could be killed"
+auto_id=$(grep -o 'job [0-9]* submitted' "$TMP/D2.err" | tail -n 1 | awk '{print $2}')
+read -r v_before has_before pred_before <<<"$(status_job "$auto_id")"
+[ "$has_before" = 1 ] || fail "auto job $auto_id has no planner before the restart"
+kill -9 "$D2_PID"
+sleep 1
+dispatcher D2
+read -r v_after has_after pred_after <<<"$(status_job "$auto_id")"
+[ "$has_after" = 1 ] && [ "$pred_after" != None ] || {
+    cat "$TMP/D2.err"
+    fail "auto job $auto_id lost its planner in the restart (planner $has_after, predicted $pred_after)"
+}
+replanned=0
+while kill -0 "$client" 2>/dev/null; do
+    v=$(status_job "$auto_id" | awk '{print $1}')
+    [ -n "$v" ] && [ "$v" -gt "$v_before" ] && replanned=1 && break
+    sleep 0.1
+done
+grep -q "job $auto_id: re-plan" "$TMP/D2.err" || [ $replanned = 1 ] \
+    || { cat "$TMP/D2.err"; fail "auto job $auto_id did not re-plan after the restart"; }
+wait "$client" || { cat "$TMP/D2.err"; fail "auto client failed across the restart"; }
+sort "$TMP/auto" | cmp -s - "$TMP/local.s" || fail "auto job: digests differ from --local"
+echo "auto job restarted: plan v$v_before kept with its planner (predicted $pred_before ->" \
+    "$pred_after samples/s), re-planned as workers re-registered; digests = --local"
 
 kill -TERM "$D2_PID"
 wait "$D2_PID" 2>/dev/null || true

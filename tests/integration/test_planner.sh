@@ -3,7 +3,8 @@
 # a row for every split K, --json carries inputs and outputs; an auto job
 # picks a plan and delivers the --local digests; a re-submitted job reuses
 # the cached profiles; adding a worker mid-job re-plans (the plan version
-# in /status goes up) and the digests still match; fastflow runs too.
+# in /status goes up) and the digests still match; fastflow runs too; the
+# per-sample overhead measured while running reaches the next plan.
 source "$(dirname "$0")/lib.sh"
 
 py() { /usr/bin/python3 -c "$@"; }
@@ -131,4 +132,18 @@ print("re-planned job: the client saw plan version %d; digests identical to --lo
       p["version"])
 ' "$TMP/replan.json" || fail "the client did not see the re-plan"
 grep -q 're-plan v2 (workers changed' "$TMP/D.err" || fail "dispatcher did not log the re-plan"
+
+# The per-sample overhead the clients measured while running is kept with
+# the cached client profile: the next plan of the spec on this host starts
+# with it (docs/planner.md "Inputs").
+"$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
+    --threads 1 --json >"$TMP/plan2.json" || fail "sluice plan --json (again) failed"
+py 'import json,sys
+i = json.load(open(sys.argv[1]))["inputs"]
+prof = i["client_profile"]
+assert prof.get("sample_overhead_ms", 0) > 0, prof
+assert abs(i["sample_overhead_ms"] - prof["sample_overhead_ms"]) < 1e-9, i
+print("cached client profile: %.3f ms per-sample overhead measured while running" %
+      i["sample_overhead_ms"])
+' "$TMP/plan2.json" || fail "the measured per-sample overhead did not reach the next plan"
 echo "PASS"

@@ -3,7 +3,9 @@
 # locally and through a dispatcher gives the same sample bytes as
 # `sluice run --digests` (sha256 per sample), batches are zero-copy views
 # released when the last array goes, shapes/dtypes for CHW, HWC and
-# non-uniform batches, spec errors as SpecError, sluice.torch yields tensors,
+# non-uniform batches, spec errors as SpecError, TLS + token +
+# dispatcher_timeout_ms against daemons that require them (and the errors
+# without them), sluice.torch yields tensors,
 # and scripts/train-example.py trains a few steps from a dispatcher job.
 source "$(dirname "$0")/lib.sh"
 ok() { echo "ok: $*"; }
@@ -34,6 +36,11 @@ int main(void)
     F(sluice_options_t, dispatcher); F(sluice_options_t, data_root);
     F(sluice_options_t, threads); F(sluice_options_t, offload);
     F(sluice_options_t, epochs); F(sluice_options_t, timeout_ms);
+    F(sluice_options_t, consumer_rate); F(sluice_options_t, rank);
+    F(sluice_options_t, world_size); F(sluice_options_t, job_name);
+    F(sluice_options_t, dispatcher_timeout_ms); F(sluice_options_t, tls_ca);
+    F(sluice_options_t, tls_cert); F(sluice_options_t, tls_key);
+    F(sluice_options_t, token_file);
     F(sluice_batch_t, epoch); F(sluice_batch_t, n); F(sluice_batch_t, uniform);
     F(sluice_batch_t, dtype); F(sluice_batch_t, layout); F(sluice_batch_t, h);
     F(sluice_batch_t, w); F(sluice_batch_t, c); F(sluice_batch_t, data);
@@ -93,14 +100,17 @@ digests "$TMP/spec.json" "$TMP/ref.txt" --local
 digests "$TMP/raw.json" "$TMP/ref-raw.txt" --local
 digests "$TMP/hwc.json" "$TMP/ref-hwc.txt" --local
 
-# pydigests.py DISPATCHER|- SPEC DATA OUT: the same lines from Python.
+# pydigests.py DISPATCHER|- SPEC DATA OUT [JSON-KWARGS]: the same lines from
+# Python; the optional JSON object holds more sluice.Loader keyword arguments.
 cat >"$TMP/pydigests.py" <<'PY'
-import hashlib, sys
+import hashlib, json, sys
 import numpy as np
 import sluice
 disp, spec, data, out = sys.argv[1:5]
+kwargs = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 lines = []
-with sluice.Loader(None if disp == "-" else disp, spec, data_root=data, threads=2) as loader:
+with sluice.Loader(None if disp == "-" else disp, spec, data_root=data, threads=2,
+                   **kwargs) as loader:
     for b in loader.batches():
         imgs = b.images
         for k in range(len(b)):
@@ -199,6 +209,76 @@ $PY "$TMP/pydigests.py" "$D_GRPC" "$TMP/spec.json" "$TMP/data" "$TMP/py-remote.t
     fail "python dispatcher run"
 cmp "$TMP/ref.txt" "$TMP/py-remote.txt" || fail "python dispatcher digests differ from sluice run"
 ok "dispatcher: digests equal sluice run --digests"
+
+# ---- TLS (mutual), the bearer token and dispatcher_timeout_ms from Python,
+# against daemons that require them (a test CA as in test_tls.sh)
+OSSL=/usr/bin/openssl
+[ -x "$OSSL" ] || fail "$OSSL not found"
+C="$TMP/pki"
+mkdir -p "$C"
+for ca in ca other; do
+    "$OSSL" req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$C/$ca.key" -out "$C/$ca.pem" -days 2 -subj "/CN=sluice $ca" 2>/dev/null
+done
+"$OSSL" req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$C/node.key" \
+    -out "$C/node.csr" -subj "/CN=localhost" 2>/dev/null
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' \
+    >"$C/ext.cnf"
+"$OSSL" x509 -req -in "$C/node.csr" -CA "$C/ca.pem" -CAkey "$C/ca.key" -CAcreateserial \
+    -out "$C/node.pem" -days 2 -extfile "$C/ext.cnf" 2>/dev/null
+(umask 077 && printf 'py-s3cret\n' >"$TMP/token")
+TLS=(--tls-cert "$C/node.pem" --tls-key "$C/node.key" --tls-ca "$C/ca.pem")
+start_daemon DT "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    "${TLS[@]}" --token-file "$TMP/token"
+start_daemon WT "$BIN/sluice-worker" --dispatcher "$DT_GRPC" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 2 "${TLS[@]}" --token-file "$TMP/token"
+kw=$(printf '{"tls_ca": "%s", "tls_cert": "%s", "tls_key": "%s", "token_file": "%s", '\
+'"dispatcher_timeout_ms": 20000, "offload": "all", "consumer_rate": 500}' \
+    "$C/ca.pem" "$C/node.pem" "$C/node.key" "$TMP/token")
+$PY "$TMP/pydigests.py" "$DT_GRPC" "$TMP/spec.json" "$TMP/data" "$TMP/py-tls.txt" "$kw" ||
+    fail "python TLS + token run"
+cmp "$TMP/ref.txt" "$TMP/py-tls.txt" || fail "python TLS digests differ from sluice run"
+ok "TLS + token + dispatcher_timeout_ms: digests equal sluice run --digests"
+
+$PY - "$DT_GRPC" "$TMP" <<'PY' || fail "TLS/token errors from Python"
+import os, sys, time
+import sluice
+disp, tmp = sys.argv[1:3]
+spec, data, pki = (os.path.join(tmp, "spec.json"), os.path.join(tmp, "data"),
+                   os.path.join(tmp, "pki"))
+good = dict(tls_ca=os.path.join(pki, "ca.pem"), tls_cert=os.path.join(pki, "node.pem"),
+            tls_key=os.path.join(pki, "node.key"), token_file=os.path.join(tmp, "token"),
+            dispatcher_timeout_ms=2000, data_root=data, offload="all")
+
+def fails(exc, what, **change):
+    kw = dict(good, **change)
+    kw = {k: v for k, v in kw.items() if v is not None}
+    try:
+        with sluice.Loader(disp, spec, **kw) as l:
+            for _ in l:
+                pass
+    except exc as e:
+        assert isinstance(e, sluice.SluiceError) and e.code < 0, e
+        for w in what:
+            assert w in str(e), (w, str(e))
+        return str(e)
+    raise AssertionError("accepted: %r" % (change,))
+
+print("no token:", fails(sluice.SluiceError, ["UNAUTHENTICATED"], token_file=None))
+wrong = os.path.join(tmp, "wrong-token")
+with open(os.open(wrong, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+    f.write("not-the-token\n")
+print("wrong token:", fails(sluice.SluiceError, ["UNAUTHENTICATED"], token_file=wrong))
+print("other CA:", fails(sluice.SluiceError, [], tls_ca=os.path.join(pki, "other.pem")))
+print("plaintext:", fails(sluice.SluiceError, [], tls_ca=None, tls_cert=None, tls_key=None))
+print("missing token file:", fails(sluice.SluiceError, ["nope"],
+                                   token_file=os.path.join(tmp, "nope")))
+print("cert without key:", fails(sluice.SpecError, ["tls_key"], tls_key=None))
+print("timeout -1:", fails(sluice.SpecError, ["dispatcher_timeout_ms"],
+                           dispatcher_timeout_ms=-1))
+print("rate nan:", fails(sluice.SpecError, ["consumer_rate"], consumer_rate=float("nan")))
+PY
+ok "no/wrong token, other CA, plaintext, missing token file: SluiceError; bad options: SpecError"
 
 if $PY -c 'import torch' 2>/dev/null; then
     $PY - "$D_GRPC" "$TMP" <<'PY' || fail "sluice.torch"

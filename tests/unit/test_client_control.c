@@ -227,6 +227,170 @@ START_TEST(test_dead_worker_backoff_and_retry)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ received */
+
+/* Multi-rank acknowledgement on consumption (docs/protocol.md): a split
+ * whose samples are all in the batcher is reported received (its slot is
+ * freed) but acknowledged only once the loop has taken them. The fake lists
+ * split 0 = the rank's 3 positions as the client's own until it has the
+ * received report, and once more on request (a re-assignment, which must be
+ * reported again). Its first AckSplits carrying received ids fails. */
+typedef struct rfake_s {
+    pthread_mutex_t mu;
+    int failed_once;
+    int received_ok;    /* reports of split 0 answered OK */
+    int acked;          /* acks of split 0 */
+    int stray;          /* an id other than 0 */
+    int received_after_ack;
+    int relist;         /* list split 0 once more */
+} rfake_t;
+
+static rfake_t g_r = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void rfake_assignment(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    rfake_t *f = ctx;
+    (void)req;
+    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    Sluice__Plan plan = SLUICE__PLAN__INIT;
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment bad = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment *pa[2] = {&a, &bad};
+    resp.version = SL_PROTOCOL_VERSION;
+    plan.split = 1;
+    plan.mode = "all";
+    resp.plan = &plan;
+    resp.failure = "";
+    a.job_id = 42;
+    a.split_id = 0;
+    a.begin = 0;
+    a.end = NIMG / 2;
+    a.worker_id = 0;
+    /* A broken one: beyond the rank's positions, must be ignored. */
+    bad.job_id = 42;
+    bad.split_id = 1;
+    bad.begin = 0;
+    bad.end = NIMG;
+    bad.worker_id = 0;
+    pthread_mutex_lock(&f->mu);
+    if (f->received_ok == 0 || f->relist) {
+        resp.n_splits = 2;
+        resp.splits = pa;
+        f->relist = 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static void rfake_ack(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    rfake_t *f = ctx;
+    const Sluice__AckSplitsRequest *r = (const Sluice__AckSplitsRequest *)req;
+    pthread_mutex_lock(&f->mu);
+    if (r->n_received_split_ids > 0 && !f->failed_once) {
+        f->failed_once = 1;
+        pthread_mutex_unlock(&f->mu);
+        sl_rpc_reply_error(reply, SL_RPC_UNAVAILABLE, "journal write failed");
+        return;
+    }
+    for (size_t i = 0; i < r->n_received_split_ids; i++) {
+        f->stray |= r->received_split_ids[i] != 0;
+        f->received_ok += r->received_split_ids[i] == 0;
+        f->received_after_ack |= f->acked > 0;
+    }
+    for (size_t i = 0; i < r->n_split_ids; i++) {
+        f->stray |= r->split_ids[i] != 0;
+        f->acked += r->split_ids[i] == 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+    Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    resp.version = SL_PROTOCOL_VERSION;
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+static int rfake_get(int *field)
+{
+    pthread_mutex_lock(&g_r.mu);
+    int v = *field;
+    pthread_mutex_unlock(&g_r.mu);
+    return v;
+}
+
+/* Polls until *field >= want (5 s at most), pumping the job when asked. */
+static int rfake_wait(sluice_job_t *job, int *field, int want, int pump)
+{
+    for (int i = 0; i < 500 && rfake_get(field) < want; i++) {
+        if (pump) {
+            ck_assert_int_eq(cl_job_pump(job, &job->local_epoch, &job->local_pos), 0);
+        }
+        usleep(10 * 1000);
+    }
+    return rfake_get(field);
+}
+
+START_TEST(test_received_before_consumed)
+{
+    char err[256];
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(d);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
+                            &sluice__submit_job_request__descriptor, fake_submit, &g_r);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
+                            &sluice__get_assignment_request__descriptor, rfake_assignment, &g_r);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
+                            &sluice__ack_splits_request__descriptor, rfake_ack, &g_r);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
+                            &sluice__close_job_request__descriptor, fake_close, &g_r);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
+                            &sluice__report_rates_request__descriptor, fake_rates, &g_r);
+    char daddr[64];
+    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+
+    char spec[600];
+    snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
+    sluice_options_t o = {.dispatcher = daddr, .data_root = g_root, .threads = 1,
+                          .offload = "all", .timeout_ms = 2000, .rank = 0, .world_size = 2};
+    sluice_job_t *job = NULL;
+    ck_assert_msg(sluice_open(spec, &o, &job, err, sizeof(err)) == 0, "open: %s", err);
+    ck_assert_int_eq(job->ack_on_pop, 1);
+    ck_assert_uint_eq(job->positions, NIMG / 2);
+
+    /* Every sample into the batcher, none taken: received (after the failed
+     * call, again), not acknowledged. */
+    ck_assert_int_eq(rfake_wait(job, &g_r.received_ok, 1, 1), 1);
+    usleep(300 * 1000); /* a few more polls: still no ack, no repeat */
+    ck_assert_int_eq(rfake_get(&g_r.failed_once), 1);
+    ck_assert_int_eq(rfake_get(&g_r.received_ok), 1);
+    ck_assert_int_eq(rfake_get(&g_r.acked), 0);
+
+    /* Handed out again after the report: reported again. */
+    pthread_mutex_lock(&g_r.mu);
+    g_r.relist = 1;
+    pthread_mutex_unlock(&g_r.mu);
+    ck_assert_int_eq(rfake_wait(job, &g_r.received_ok, 2, 0), 2);
+    ck_assert_int_eq(rfake_get(&g_r.acked), 0);
+
+    /* The loop takes both batches: now it is acknowledged, once. */
+    sluice_batch_t *b = NULL;
+    uint32_t taken = 0;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(sluice_next_batch(job, &b), 0);
+        taken += b->n;
+        sluice_release_batch(job, b);
+    }
+    ck_assert_uint_eq(taken, NIMG / 2);
+    ck_assert_int_eq(rfake_wait(job, &g_r.acked, 1, 0), 1);
+    sluice_close(job);
+    sl_rpc_server_free(d);
+    ck_assert_int_eq(g_r.acked, 1);
+    ck_assert_int_eq(g_r.received_ok, 2);
+    ck_assert_int_eq(g_r.stray, 0);
+    ck_assert_int_eq(g_r.received_after_ack, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_control");
@@ -235,6 +399,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_backoff_steps);
     tcase_add_test(tc, test_dead_worker_backoff_and_retry);
+    tcase_add_test(tc, test_received_before_consumed);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

@@ -300,7 +300,7 @@ START_TEST(test_dispatcher_table)
     ck_assert_int_eq(c.worker_timeout_ms, 5000);
     ck_assert_int_eq(c.heartbeat_ms, 500);
     ck_assert_int_eq(c.client_timeout_ms, 30000);
-    ck_assert_int_eq(c.split_size, 256);
+    ck_assert_int_eq(c.split_size, 0); /* auto */
     ck_assert_int_eq(c.max_splits_per_worker, 4);
     ck_assert_int_eq(c.max_jobs, 64);
     ck_assert_int_eq(c.log_level, LOG_NOTICE);

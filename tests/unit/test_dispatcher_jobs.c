@@ -3,20 +3,24 @@
  * handlers of dispatcher/service.c called as plain functions. */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
 #include "common/log.h"
+#include "common/ranks.h"
 #include "common/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"
+#include "dispatcher/journal_state.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/registry.h"
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
+#include "tests/unit/fixtures.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -544,13 +548,48 @@ END_TEST
 
 /* Random events; in the end every split of every epoch was acknowledged
  * exactly once and no worker holds anything. */
-START_TEST(test_random_exactly_once)
+/* Costs for n samples: every tenth one 8 times the others (a skewed set). */
+static float *skewed_costs(uint64_t n)
+{
+    float *c = malloc(n * sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    for (uint64_t i = 0; i < n; i++) {
+        c[i] = i % 10 == 3 ? 8.0f : 1.0f;
+    }
+    return c;
+}
+
+static int try_submit_costs(env_t *e, uint64_t n, unsigned epochs, const char *offload,
+                            const float *costs, size_t ncosts, disp_job_t **ret, char *err,
+                            size_t errlen)
+{
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, epochs, offload);
+    disp_submit_t sub = {.spec_json = spec, .spec_len = strlen(spec), .spec_name = "t.json",
+                         .num_samples = n, .fingerprint = 7, .client_id = "c",
+                         .costs = costs, .ncosts = ncosts};
+    return disp_jobs_submit(&e->js, &sub, e->now, ret, err, errlen);
+}
+
+/* Random workers dying, joining, leaving, retries, heartbeats and acks:
+ * every split of every epoch is acknowledged exactly once. `balanced`:
+ * cost-cut splits and stealing on. */
+static void random_run(int balanced, unsigned seed)
 {
     env_t e;
-    env_init(&e, NULL);
-    srand(12345);
+    disp_limits_t lim = LIM;
+    lim.steal = balanced;
+    env_init(&e, &lim);
+    srand(seed);
     const unsigned epochs = 4;
-    disp_job_t *job = submit(&e, 237, epochs, "{\"split\": 2, \"local_share\": 0.3}");
+    float *costs = balanced ? skewed_costs(237) : NULL;
+    disp_job_t *job = NULL;
+    char err[512] = "";
+    ck_assert_int_eq(try_submit_costs(&e, 237, epochs, "{\"split\": 2, \"local_share\": 0.3}",
+                                      costs, balanced ? 237 : 0, &job, err, sizeof(err)),
+                     0);
+    free(costs);
+    ck_assert(balanced ? job->costs != NULL : job->costs == NULL);
     uint64_t total = (uint64_t)job->nsplits * epochs;
     uint8_t *acked = calloc(total, 1);
     ck_assert_ptr_nonnull(acked);
@@ -652,7 +691,14 @@ START_TEST(test_random_exactly_once)
             disp_worker_t *ww = e.reg.workers[i];
             if (ww->state != DISP_WORKER_LOST) {
                 ck_assert_uint_eq(ww->outstanding, jw_n(job, ww->id));
-                ck_assert_uint_le(ww->outstanding, LIM.max_splits_per_worker);
+                /* Active ones capped; delivered ones await acks on top. */
+                ck_assert_uint_le(ww->outstanding, 2 * LIM.max_splits_per_worker);
+                disp_jw_t *jl = disp_job_jw(job, ww->id);
+                uint32_t active = 0;
+                for (uint32_t k = 0; jl != NULL && k < jl->n; k++) {
+                    active += jl->sent[k] != DISP_AN_DELIVERED;
+                }
+                ck_assert_uint_le(active, LIM.max_splits_per_worker);
             }
             if (ww->state == DISP_WORKER_LEFT) {
                 /* A departed worker keeps only what it delivered. */
@@ -674,9 +720,401 @@ START_TEST(test_random_exactly_once)
     free(acked);
     env_free(&e);
 }
+
+START_TEST(test_random_exactly_once)
+{
+    random_run(0, 12345);
+}
+END_TEST
+
+START_TEST(test_random_exactly_once_balanced)
+{
+    random_run(1, 12345);
+    random_run(1, 777);
+}
+END_TEST
+
+/* ------------------------------------------------------------ balancing */
+
+START_TEST(test_split_size_auto_rule)
+{
+    /* Two workers assumed when fewer are live: 2 * 4 * 2 = 16 splits. */
+    ck_assert_uint_eq(disp_split_size_auto(400, 0, 4), 25);
+    ck_assert_uint_eq(disp_split_size_auto(400, 2, 4), 25);
+    ck_assert_uint_eq(disp_split_size_auto(3000, 4, 4), 94); /* ceil(3000 / 32) */
+    ck_assert_uint_eq(disp_split_size_auto(400, 8, 4), DISP_AUTO_SPLIT_MIN);
+    ck_assert_uint_eq(disp_split_size_auto(10, 2, 4), DISP_AUTO_SPLIT_MIN);
+    ck_assert_uint_eq(disp_split_size_auto(1000000, 2, 4), DISP_AUTO_SPLIT_MAX);
+    /* Above the ceiling only to stay within the per-epoch split bound. */
+    uint64_t huge = (uint64_t)DISP_MAX_SPLITS_PER_EPOCH * 1000 + 1;
+    ck_assert_uint_eq(disp_split_size_auto(huge, 2, 4), 1001);
+
+    /* split_size 0 in the limits: each job gets the rule's size for the
+     * workers live at its submission, and keeps it. */
+    env_t e;
+    disp_limits_t lim = LIM;
+    lim.split_size = 0;
+    env_init(&e, &lim);
+    add_worker(&e, "a:1");
+    add_worker(&e, "b:1");
+    add_worker(&e, "c:1");
+    disp_job_t *job = submit(&e, 400, 1, "\"all\"");
+    ck_assert_uint_eq(job->split_size, disp_split_size_auto(400, 3, LIM.max_splits_per_worker));
+    ck_assert_uint_eq(job->split_size, 34); /* ceil(400 / (3 * 2 * 2)) */
+    ck_assert_uint_eq(job->nsplits, 12);
+    uint64_t b = 0, en = 0;
+    ck_assert_ptr_nonnull(disp_job_split(job, 11, NULL, &b, &en));
+    ck_assert_uint_eq(b, 374);
+    ck_assert_uint_eq(en, 400);
+    add_worker(&e, "d:1");
+    ck_assert_uint_eq(job->split_size, 34);
+    env_free(&e);
+}
+END_TEST
+
+static double range_cost(const float *c, uint64_t b, uint64_t en)
+{
+    double x = 0;
+    for (uint64_t p = b; p < en; p++) {
+        x += c[p];
+    }
+    return x;
+}
+
+START_TEST(test_cut_by_cost)
+{
+    uint64_t bounds[64];
+    float even[10];
+    for (int i = 0; i < 10; i++) {
+        even[i] = 1;
+    }
+    disp_cut_by_cost(even, 10, 5, bounds);
+    for (int i = 0; i <= 5; i++) {
+        ck_assert_uint_eq(bounds[i], 2u * i);
+    }
+    /* All zero: an even cut. One split per position: each gets one. */
+    float zero[10] = {0};
+    disp_cut_by_cost(zero, 10, 3, bounds);
+    ck_assert_uint_eq(bounds[1], 3);
+    ck_assert_uint_eq(bounds[2], 6);
+    ck_assert_uint_eq(bounds[3], 10);
+    disp_cut_by_cost(even, 10, 10, bounds);
+    for (int i = 0; i <= 10; i++) {
+        ck_assert_uint_eq(bounds[i], (uint64_t)i);
+    }
+    /* One giant cost: no split is empty all the same. */
+    float giant[10] = {0, 0, 0, 0, 1000, 0, 0, 0, 0, 0};
+    disp_cut_by_cost(giant, 10, 4, bounds);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_lt(bounds[i], bounds[i + 1]);
+    }
+    /* Random costs: every cut within half the largest cost of its target. */
+    srand(99);
+    enum { N = 1000, S = 37 };
+    static float rc[N];
+    double total = 0, cmax = 0;
+    for (int i = 0; i < N; i++) {
+        rc[i] = (float)(rand() % 100) / 10.0f + (rand() % 10 == 0 ? 50.0f : 0.0f);
+        total += rc[i];
+        cmax = rc[i] > cmax ? rc[i] : cmax;
+    }
+    disp_cut_by_cost(rc, N, S, bounds);
+    ck_assert_uint_eq(bounds[0], 0);
+    ck_assert_uint_eq(bounds[S], N);
+    for (int i = 1; i <= S; i++) {
+        ck_assert_uint_lt(bounds[i - 1], bounds[i]);
+        double prefix = range_cost(rc, 0, bounds[i]);
+        ck_assert_msg(fabs(prefix - total * i / S) <= cmax / 2 + 1e-3,
+                      "cut %d at %g, target %g", i, prefix, total * i / S);
+    }
+}
+END_TEST
+
+/* The costs of an epoch's splits in its order, as the test computes them. */
+static void epoch_split_costs(disp_job_t *job, uint64_t epoch, const float *costs, double *out)
+{
+    uint64_t *order = malloc(job->num_samples * sizeof(*order));
+    ck_assert_ptr_nonnull(order);
+    sl_rank_order(&job->spec, epoch, job->num_samples, order, order);
+    uint64_t expect_begin = 0;
+    for (uint32_t i = 0; i < job->nsplits; i++) {
+        uint64_t e = 0, b = 0, en = 0;
+        ck_assert_ptr_nonnull(disp_job_split(job, epoch * job->nsplits + i, &e, &b, &en));
+        ck_assert_uint_eq(e, epoch);
+        ck_assert_uint_eq(b, expect_begin); /* contiguous, non-empty, cover the epoch */
+        ck_assert_uint_gt(en, b);
+        expect_begin = en;
+        out[i] = 0;
+        for (uint64_t p = b; p < en; p++) {
+            out[i] += costs[order[p]];
+        }
+    }
+    ck_assert_uint_eq(expect_begin, job->positions);
+    free(order);
+}
+
+START_TEST(test_cost_cut_splits)
+{
+    env_t e;
+    env_init(&e, NULL);
+    const uint64_t n = 200; /* 20 splits of 10 by count */
+    float *costs = skewed_costs(n);
+    char err[512] = "";
+    disp_job_t *cnt = NULL, *cost = NULL;
+    ck_assert_int_eq(try_submit_costs(&e, n, 2, "\"all\"", NULL, 0, &cnt, err, sizeof(err)), 0);
+    ck_assert_int_eq(try_submit_costs(&e, n, 2, "\"all\"", costs, n, &cost, err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(cost->nsplits, cnt->nsplits); /* same ids, other bounds */
+    double total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        total += costs[i];
+    }
+    double target = total / cost->nsplits;
+    double c_cnt[32], c_cost[32];
+    /* The count cut's worst split: how skewed this shuffle is. */
+    epoch_split_costs(cnt, 0, costs, c_cnt);
+    double worst_cnt = 0, worst_cost = 0;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        /* Epoch 1 exists once epoch 0 has nothing pending: assign it all. */
+        epoch_split_costs(cost, (uint64_t)epoch, costs, c_cost);
+        for (uint32_t i = 0; i < cost->nsplits; i++) {
+            ck_assert_msg(fabs(c_cost[i] - target) <= 8.0 + 1e-3, "split %u: %g vs %g", i,
+                          c_cost[i], target);
+            worst_cost = c_cost[i] > worst_cost ? c_cost[i] : worst_cost;
+            worst_cnt = c_cnt[i] > worst_cnt ? c_cnt[i] : worst_cnt;
+            /* The dispatcher's own per-split cost agrees. */
+            uint32_t k = cost->ep[0].epoch == (uint64_t)epoch ? 0 : 1;
+            ck_assert(fabs(cost->ep[k].cost[i] - c_cost[i]) < 1e-3);
+        }
+        if (epoch == 0) {
+            uint64_t w = add_worker(&e, "a:1"); /* takes splits; ack them all */
+            (void)w;
+            for (uint64_t id = 0; id < cost->nsplits; id++) {
+                ck_assert_uint_eq(disp_jobs_ack(&e.js, cost, &id, 1, e.now), 1);
+            }
+            ck_assert_uint_eq(cost->ep[0].epoch, 1);
+        }
+    }
+    ck_assert_msg(worst_cost < worst_cnt, "cost cut worst %g, count cut worst %g", worst_cost,
+                  worst_cnt);
+
+    /* Broken costs: wrong length, negative, not finite. */
+    disp_job_t *bad = NULL;
+    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n - 1, &bad, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "sample_costs: 199 values for 200 samples"));
+    costs[5] = -1;
+    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n, &bad, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "sample_costs[5]"));
+    costs[5] = NAN;
+    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n, &bad, err, sizeof(err)),
+                     -EINVAL);
+    costs[5] = INFINITY;
+    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n, &bad, err, sizeof(err)),
+                     -EINVAL);
+    /* All zero says nothing: cut by count. */
+    for (uint64_t i = 0; i < n; i++) {
+        costs[i] = 0;
+    }
+    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n, &bad, err, sizeof(err)),
+                     0);
+    ck_assert_ptr_null(bad->costs);
+    ck_assert_ptr_null(bad->ep[0].bounds);
+    free(costs);
+    env_free(&e);
+}
+END_TEST
+
+/* Predicted finish time, not split count, picks the worker: a worker
+ * measured 10x faster takes both free splits before the slow one gets any. */
+START_TEST(test_pick_by_speed)
+{
+    env_t e;
+    env_init(&e, NULL);
+    disp_job_t *job = submit(&e, 100, 1, "\"all\"");
+    uint64_t wa = add_worker(&e, "a:1");
+    uint64_t wb = add_worker(&e, "b:1");
+    disp_jw_t *ja = disp_job_jw(job, wa);
+    disp_jw_t *jb = disp_job_jw(job, wb);
+    ck_assert_uint_eq(ja->n, 2);
+    ck_assert_uint_eq(jb->n, 2);
+    ja->done_cost = 1000; /* 1000 positions in 1 s ... */
+    ja->busy_ms = 1000;
+    jb->done_cost = 100; /* ... and 100 */
+    jb->busy_ms = 1000;
+    uint64_t ids[4] = {ja->ids[0], ja->ids[1], jb->ids[0], jb->ids[1]};
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, ids, 4, e.now), 4);
+    ja = disp_job_jw(job, wa);
+    jb = disp_job_jw(job, wb);
+    ck_assert_uint_eq(ja->n, 2);
+    ck_assert_uint_eq(ja->ids[0], 4); /* by count they would alternate */
+    ck_assert_uint_eq(ja->ids[1], 5);
+    /* The idle slow worker gets one; the next waits for the fast one, which
+     * would finish it sooner even after its queue. */
+    ck_assert_uint_eq(jb->n, 1);
+    ck_assert_uint_eq(jb->ids[0], 6);
+    ck_assert_int_eq(split_of(job, 7)->state, DISP_SPLIT_PENDING);
+    uint64_t four = 4;
+    ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &four, 1, e.now), 1);
+    ja = disp_job_jw(job, wa);
+    ck_assert_uint_eq(ja->n, 2);
+    ck_assert_uint_eq(ja->ids[1], 7);
+    ck_assert_uint_eq(jw_n(job, wb), 1);
+    env_free(&e);
+}
+END_TEST
+
+/* Stealing: at the tail, the last queued split of the worker that would
+ * finish last moves to an idle one, revoked at the first if it was told;
+ * every split is still acknowledged once. Off: nothing moves. */
+START_TEST(test_steal_tail)
+{
+    for (int told = 0; told < 3; told++) {
+        env_t e;
+        disp_limits_t lim = LIM;
+        lim.steal = told < 2; /* round 2: stealing off */
+        env_init(&e, &lim);
+        disp_job_t *job = submit(&e, 40, 1, "\"all\""); /* 4 splits */
+        uint64_t wa = add_worker(&e, "a:1");
+        uint64_t wb = add_worker(&e, "b:1");
+        ck_assert_uint_eq(jw_n(job, wa), 2); /* 0, 1 */
+        ck_assert_uint_eq(jw_n(job, wb), 2); /* 2, 3 */
+        if (told) {
+            disp_jobs_worker_sent(&e.js, disp_registry_live(&e.reg, wa));
+        }
+        uint64_t bdone[2] = {2, 3};
+        ck_assert_uint_eq(disp_jobs_ack(&e.js, job, bdone, 2, e.now), 2);
+        disp_jw_t *ja = disp_job_jw(job, wa);
+        disp_jw_t *jb = disp_job_jw(job, wb);
+        if (!lim.steal) {
+            ck_assert_uint_eq(ja->n, 2);
+            ck_assert_uint_eq(jb->n, 0);
+            ck_assert_uint_eq(job->stolen_total, 0);
+            env_free(&e);
+            continue;
+        }
+        ck_assert_uint_eq(job->stolen_total, 1);
+        ck_assert_uint_eq(ja->n, 1);
+        ck_assert_uint_eq(ja->ids[0], 0); /* the one it is running stays */
+        ck_assert_uint_eq(jb->n, 1);
+        ck_assert_uint_eq(jb->ids[0], 1);
+        ck_assert(split_of(job, 1)->stolen);
+        ck_assert_uint_eq(ja->nrevoked, told ? 1u : 0u); /* a NEW one was never told */
+        if (told) {
+            ck_assert_uint_eq(ja->revoked[0], 1);
+        }
+        /* Nothing more to gain: one split each. */
+        disp_jobs_assign(&e.js, job, e.now);
+        ck_assert_uint_eq(job->stolen_total, 1);
+        /* The old owner's copy may still arrive first: acked once all the same. */
+        uint64_t one = 1;
+        ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &one, 1, e.now), 1);
+        ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &one, 1, e.now), 0);
+        ck_assert_uint_eq(jw_n(job, wb), 0);
+        uint64_t zero = 0;
+        ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &zero, 1, e.now), 1);
+        ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
+        ck_assert_uint_eq(job->acked_total, 4);
+        env_free(&e);
+    }
+}
 END_TEST
 
 /* ------------------------------------------------------------ service */
+
+/* SubmitJob with sample costs, the way the client sends them. */
+static int svc_submit_costs(disp_t *d, const char *spec, uint64_t n, float *costs,
+                            size_t ncosts, uint64_t *ret_id, char *err, size_t errlen)
+{
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = (char *)spec;
+    req.num_samples = n;
+    req.sample_costs = costs;
+    req.n_sample_costs = ncosts;
+    int code = disp_svc_submit_job(d, &req, &resp, &a, 1000, err, errlen);
+    *ret_id = resp.job_id;
+    disp_arena_free(&a);
+    return code;
+}
+
+/* Cost-cut bounds survive a restart: the journal keeps the costs, so the
+ * same split id names the same positions before and after (the client may
+ * hold unsent acks). cost_splits 0 ignores costs but still refuses a wrong
+ * length. */
+START_TEST(test_svc_costs_journal)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/sl-h2costs-XXXXXX");
+    ck_assert_int_eq(fx_mkdtemp(dir), 0);
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 3u, "\"all\"");
+    const uint64_t n = 120;
+    float *costs = skewed_costs(n);
+    char err[512] = "";
+    uint64_t before[3][13];
+    int had[3] = {0, 0, 0};
+    uint64_t id = 0;
+    for (int round = 0; round < 2; round++) {
+        disp_t d;
+        disp_config_t cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+        cfg.split_size = 10;
+        ck_assert_int_eq(disp_init(&d, &cfg, 100, 1000), 0);
+        ck_assert_msg(disp_jstate_open(&d, dir, 1000, err, sizeof(err)) == 0, "%s", err);
+        if (round == 0) {
+            ck_assert_int_eq(svc_submit_costs(&d, spec, n, costs, n - 1, &id, err, sizeof(err)),
+                             SL_RPC_INVALID_ARGUMENT);
+            ck_assert_ptr_nonnull(strstr(err, "sample_costs"));
+            ck_assert_int_eq(svc_submit_costs(&d, spec, n, costs, n, &id, err, sizeof(err)),
+                             SL_RPC_OK);
+        }
+        disp_job_t *job = disp_jobs_find(&d.jobs, id);
+        ck_assert_ptr_nonnull(job);
+        ck_assert_ptr_nonnull(job->costs);
+        ck_assert_uint_eq(job->nsplits, 12);
+        int compared = 0;
+        for (uint32_t k = 0; k < job->nep; k++) {
+            uint64_t e = job->ep[k].epoch;
+            ck_assert_uint_lt(e, 3);
+            ck_assert_ptr_nonnull(job->ep[k].bounds);
+            compared += round == 1 && had[e];
+            for (uint32_t i = 0; i <= job->nsplits; i++) {
+                if (round == 0) {
+                    before[e][i] = job->ep[k].bounds[i];
+                } else if (had[e]) {
+                    ck_assert_uint_eq(job->ep[k].bounds[i], before[e][i]);
+                }
+            }
+            had[e] |= round == 0;
+        }
+        ck_assert_int_eq(compared, round == 1); /* epoch 0, live both times */
+        disp_destroy(&d);
+    }
+    /* cost_splits 0: the costs are checked, not used. */
+    disp_t d;
+    disp_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+    cfg.cost_splits = 0;
+    ck_assert_int_eq(disp_init(&d, &cfg, 100, 1000), 0);
+    costs[7] = -2;
+    ck_assert_int_eq(svc_submit_costs(&d, spec, n, costs, n, &id, err, sizeof(err)),
+                     SL_RPC_INVALID_ARGUMENT);
+    costs[7] = 1;
+    ck_assert_int_eq(svc_submit_costs(&d, spec, n, costs, n, &id, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_ptr_null(disp_jobs_find(&d.jobs, id)->costs);
+    disp_destroy(&d);
+    free(costs);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
 
 typedef struct svc_env_s {
     disp_t d;
@@ -1058,15 +1496,21 @@ START_TEST(test_svc_job_qualified_progress)
     const uint64_t sent2[][3] = {{jb, 1}, {0, 0}};
     svc_beat(&s, w, prog2, sent2, 0, &r, &ar);
     ck_assert_uint_eq(r.n_revoked, 0);
+    /* Delivered holds nothing at the worker: B's next split comes in this
+     * very reply (the early heartbeat's point), not after the ack. */
+    ck_assert_uint_eq(r.n_assign, 1);
+    ck_assert_uint_eq(r.assign[0]->job_id, jb);
+    ck_assert_uint_eq(r.assign[0]->split_id, 2);
     disp_arena_free(&ar);
-    const uint64_t prog3[][3] = {{ja, 0}, {ja, 1}, {jb, 0}, {0, 0}};
+    const uint64_t prog3[][3] = {{ja, 0}, {ja, 1}, {jb, 0}, {jb, 2}, {0, 0}};
     svc_beat(&s, w, prog3, NULL, 0, &r, &ar);
     ck_assert_uint_eq(r.n_revoked, 0);
     ck_assert_uint_eq(b->reassigned_total, 0);
     disp_jw_t *jwb = disp_job_jw(b, w);
-    ck_assert_uint_eq(jwb->n, 2);
+    ck_assert_uint_eq(jwb->n, 3);
     ck_assert_uint_eq(jwb->ids[1], 1);
     ck_assert_uint_eq(jwb->sent[1], DISP_AN_DELIVERED);
+    ck_assert_uint_eq(jwb->ids[2], 2);
     disp_arena_free(&ar);
 
     /* An AckSplits retry for this worker's broken stream takes back every
@@ -1087,11 +1531,11 @@ START_TEST(test_svc_job_qualified_progress)
     areq.n_retry_split_ids = 0;
     ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &ar, s.now, err, sizeof(err)),
                      SL_RPC_OK);
-    ck_assert_uint_eq(b->reassigned_total, 2);
+    ck_assert_uint_eq(b->reassigned_total, 3);
     ck_assert_uint_eq(a->reassigned_total, 1);
     disp_arena_free(&ar);
     svc_beat(&s, w, prog3, NULL, 0, &r, &ar);
-    ck_assert_uint_eq(r.n_revoked, 2);
+    ck_assert_uint_eq(r.n_revoked, 3);
     for (size_t i = 0; i < r.n_revoked; i++) {
         ck_assert_uint_eq(r.revoked[i]->job_id, jb);
     }
@@ -1367,6 +1811,13 @@ int main(void)
     tcase_add_test(tc, test_client_timeout_and_close);
     tcase_add_test(tc, test_submit_errors);
     tcase_add_test(tc, test_random_exactly_once);
+    tcase_add_test(tc, test_random_exactly_once_balanced);
+    tcase_add_test(tc, test_split_size_auto_rule);
+    tcase_add_test(tc, test_cut_by_cost);
+    tcase_add_test(tc, test_cost_cut_splits);
+    tcase_add_test(tc, test_pick_by_speed);
+    tcase_add_test(tc, test_steal_tail);
+    tcase_add_test(tc, test_svc_costs_journal);
     tcase_add_test(tc, test_svc_flow);
     tcase_add_test(tc, test_svc_resend_lost_assignment);
     tcase_add_test(tc, test_svc_job_qualified_progress);

@@ -1,14 +1,22 @@
 /* dispatcher/journal_state: the job table survives a restart through the
  * journal: same ids, acked splits, live epochs; duplicates of records the
- * snapshot already holds change nothing; closed jobs stay closed; new ids
- * never collide with replayed ones. */
+ * snapshot already holds change nothing; closed jobs stay closed, whether
+ * the client closed them or timed out; auto jobs keep their planner (the
+ * prediction and re-planning work after a restart); ranks keep their job
+ * name and re-attach; a journal written before those fields existed still
+ * loads; new ids never collide with replayed ones. */
 #include <check.h>
+#include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dispatcher/disp.h"
+#include "dispatcher/journal.h"
 #include "dispatcher/journal_state.h"
+#include "dispatcher/planner_job.h"
+#include "dispatcher/planner_svc.h"
 #include "dispatcher/service.h"
 #include "tests/unit/fixtures.h"
 
@@ -143,6 +151,372 @@ START_TEST(test_finished_job_stays_finished)
 }
 END_TEST
 
+/* ------------------------------------------------------------ client timeout */
+
+START_TEST(test_expired_job_stays_closed)
+{
+    disp_t d;
+    open_disp(&d, 100);
+    uint64_t id = submit(&d);
+    uint64_t keep = submit(&d);
+    int64_t late = 1000 + d.jobs.lim.client_timeout_ms;
+    disp_jobs_find(&d.jobs, keep)->last_client_ms = late; /* its client is alive */
+    ck_assert_uint_eq(disp_jobs_expire(&d.jobs, late), 1);
+    ck_assert_int_eq(disp_jobs_find(&d.jobs, id)->state, DISP_JOB_CLOSED);
+    disp_destroy(&d);
+
+    open_disp(&d, 100);
+    ck_assert_ptr_null(disp_jobs_find(&d.jobs, id)); /* not back as open */
+    ck_assert_ptr_nonnull(disp_jobs_find(&d.jobs, keep));
+    disp_destroy(&d);
+}
+END_TEST
+
+static int failing_hook(void *ctx, const disp_job_t *job, const char *reason)
+{
+    (void)ctx;
+    (void)job;
+    (void)reason;
+    return -EIO;
+}
+
+/* A close that cannot be made durable does not happen: the job stays open
+ * and the next pass tries again. */
+START_TEST(test_expire_waits_for_journal)
+{
+    disp_t d;
+    open_disp(&d, 100);
+    uint64_t id = submit(&d);
+    ck_assert_ptr_nonnull(d.jobs.expire_hook); /* installed by disp_jstate_open */
+    void *ctx = d.jobs.expire_hook_ctx;
+    int (*hook)(void *, const disp_job_t *, const char *) = d.jobs.expire_hook;
+    d.jobs.expire_hook = failing_hook;
+    int64_t late = 1000 + d.jobs.lim.client_timeout_ms;
+    ck_assert_uint_eq(disp_jobs_expire(&d.jobs, late), 0);
+    ck_assert_int_eq(disp_jobs_find(&d.jobs, id)->state, DISP_JOB_ACTIVE);
+    d.jobs.expire_hook = hook;
+    d.jobs.expire_hook_ctx = ctx;
+    ck_assert_uint_eq(disp_jobs_expire(&d.jobs, late + 1), 1);
+    disp_destroy(&d);
+    open_disp(&d, 100);
+    ck_assert_ptr_null(disp_jobs_find(&d.jobs, id));
+    disp_destroy(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ planner state */
+
+#define PSPEC                                                                               \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
+    " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"auto\"}"
+
+/* The client's PlannerInputs as tests/unit/test_planner.c builds them:
+ * client 2 cores, decode+crop 10 ms; one 2-thread class holding worker wid. */
+typedef struct pin_s {
+    Sluice__PlannerInputs in;
+    Sluice__HostProfile client, wprof;
+    Sluice__StageStat cu[3], wu[3];
+    Sluice__StageStat *pcu[3], *pwu[3];
+    Sluice__WorkerClass cls;
+    Sluice__WorkerClass *pcls[1];
+    uint64_t ids[1];
+} pin_t;
+
+static void pin_init(pin_t *p, uint64_t wid)
+{
+    static const char *names[3] = {"decode_jpeg+center_crop", "flip", "normalize"};
+    static const double ms[3] = {10.0, 0.01, 0.05};
+    static const double out[3] = {192, 192, 768};
+    memset(p, 0, sizeof(*p));
+    sluice__planner_inputs__init(&p->in);
+    sluice__host_profile__init(&p->client);
+    for (int u = 0; u < 3; u++) {
+        sluice__stage_stat__init(&p->cu[u]);
+        p->cu[u].name = (char *)names[u];
+        p->cu[u].cpu_sec_per_sample = ms[u] * 1e-3;
+        p->cu[u].out_bytes_per_sample = out[u];
+        p->cu[u].samples = 100;
+        p->wu[u] = p->cu[u];
+        p->pcu[u] = &p->cu[u];
+        p->pwu[u] = &p->wu[u];
+    }
+    p->client.host = "client test";
+    p->client.n_units = 3;
+    p->client.units = p->pcu;
+    p->client.encoded_bytes_per_sample = 100e3;
+    p->client.samples = 100;
+    p->wprof = p->client;
+    p->wprof.host = "cpu|2 threads|2.00 cpus";
+    p->wprof.units = p->pwu;
+    sluice__worker_class__init(&p->cls);
+    p->cls.key = "cpu|2 threads|2.00 cpus";
+    p->ids[0] = wid;
+    p->cls.n_worker_ids = 1;
+    p->cls.worker_ids = p->ids;
+    p->cls.threads = 2;
+    p->cls.cpu_budget = 2;
+    p->cls.profile = &p->wprof;
+    p->pcls[0] = &p->cls;
+    p->in.spec_hash = 42;
+    p->in.client = &p->client;
+    p->in.client_cpu_budget = 2;
+    p->in.recv_cpu_sec_per_byte = 1e-9;
+    p->in.n_classes = 1;
+    p->in.classes = p->pcls;
+}
+
+/* want: the id to ask back (a worker re-registering after a restart). */
+static uint64_t reg_worker(disp_t *d, const char *addr, uint64_t want, int64_t now)
+{
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = (char *)addr;
+    req.threads = 2;
+    req.worker_id = want;
+    ck_assert_int_eq(disp_svc_register_worker(d, &req, &resp, &a, now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    return resp.worker_id;
+}
+
+static uint64_t submit_auto(disp_t *d, pin_t *pin)
+{
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = PSPEC;
+    req.num_samples = 200;
+    req.source_fingerprint = 99;
+    req.planner = pin != NULL ? &pin->in : NULL;
+    ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, sizeof(err)) == SL_RPC_OK,
+                  "%s", err);
+    disp_arena_free(&a);
+    return resp.job_id;
+}
+
+static double status_predicted(const disp_job_t *job)
+{
+    json_t *j = disp_planner_status_json(job);
+    ck_assert_ptr_nonnull(j);
+    json_t *p = json_object_get(j, "plan");
+    ck_assert_ptr_nonnull(p);
+    double v = json_number_value(json_object_get(p, "predicted_samples_per_sec"));
+    json_decref(j);
+    return v;
+}
+
+START_TEST(test_planner_state_restored)
+{
+    disp_t d;
+    open_disp(&d, 100);
+    uint64_t w1 = reg_worker(&d, "127.0.0.1:9", 0, 1000);
+    pin_t pin;
+    pin_init(&pin, w1);
+    uint64_t id = submit_auto(&d, &pin);
+    uint64_t w2 = reg_worker(&d, "127.0.0.1:10", 0, 1100);
+    disp_planner_tick(&d, 1200); /* a worker joined: plan v2 */
+    disp_job_t *job = disp_jobs_find(&d.jobs, id);
+    ck_assert_uint_eq(job->plan.version, 2);
+    disp_plan_t v2 = job->plan;
+    double pred2 = status_predicted(job);
+    ck_assert(pred2 > 0);
+    disp_destroy(&d);
+
+    /* Round 0 replays the log (JournalJob + JournalPlan), round 1 the
+     * snapshot round 0 compacted into. */
+    for (int round = 0; round < 2; round++) {
+        open_disp(&d, 100);
+        job = disp_jobs_find(&d.jobs, id);
+        ck_assert_ptr_nonnull(job);
+        ck_assert_uint_eq(job->plan.version, 2 + (uint32_t)round);
+        ck_assert_ptr_nonnull(job->planner); /* was lost before */
+        ck_assert_uint_eq(job->planner->replans, 1 + (uint32_t)round);
+        /* The prediction of the plan the job has, from the input behind it
+         * (two live workers), not from the empty registry of a restart. */
+        uint32_t nworkers = 0;
+        for (uint32_t c = 0; c < job->planner->input.nclasses; c++) {
+            nworkers += job->planner->input.classes[c].workers;
+        }
+        ck_assert_uint_eq(nworkers, 2);
+        ck_assert_double_eq_tol(status_predicted(job), pred2, 1e-9 * pred2);
+        ck_assert_double_eq_tol(job->planner->client_budget, 2.0, 1e-12);
+        /* Re-planning works: the workers re-register with their ids and the
+         * job re-plans against them, to the same plan it had. */
+        ck_assert_uint_eq(reg_worker(&d, "127.0.0.1:9", w1, 2000), w1);
+        ck_assert_uint_eq(reg_worker(&d, "127.0.0.1:10", w2, 2000), w2);
+        disp_planner_tick(&d, 2100);
+        ck_assert_uint_eq(job->plan.version, 3 + (uint32_t)round);
+        ck_assert_uint_eq(job->plan.split, v2.split);
+        ck_assert_double_eq_tol(job->plan.local_share, v2.local_share, 1e-9);
+        disp_destroy(&d);
+    }
+}
+END_TEST
+
+/* A record in the layout written before the planner and group fields
+ * existed (the old code path: those fields absent), and broken planner
+ * state: the job loads either way, without what it cannot use. */
+static void append_job(disp_journal_t *j, uint64_t id, const char *spec,
+                       Sluice__JournalPlanner *planner)
+{
+    Sluice__JournalJob m = SLUICE__JOURNAL_JOB__INIT;
+    Sluice__Plan pm = SLUICE__PLAN__INIT;
+    pm.split = 1;
+    pm.local_share = 0.5;
+    pm.mode = "auto";
+    pm.version = 1;
+    pm.binding = "worker_cpu";
+    m.job_id = id;
+    m.spec_json = (char *)spec;
+    m.spec_name = "old.json";
+    m.client_id = "c";
+    m.num_samples = 200;
+    m.fingerprint = 99;
+    m.split_size = 10;
+    m.plan = &pm;
+    m.plan_nunits = 3;
+    m.planner = planner;
+    uint8_t buf[8192];
+    size_t len = protobuf_c_message_get_packed_size(&m.base);
+    ck_assert_uint_le(len, sizeof(buf));
+    protobuf_c_message_pack(&m.base, buf);
+    ck_assert_int_eq(disp_journal_append(j, DISP_JREC_JOB, buf, len), 0);
+}
+
+START_TEST(test_old_journal_loads)
+{
+    char err[512] = "";
+    disp_journal_t *j = NULL;
+    ck_assert_int_eq(disp_journal_open(dir, &j, err, sizeof(err)), 0);
+    append_job(j, 7, PSPEC, NULL); /* the old layout */
+    Sluice__JournalPlan pm = SLUICE__JOURNAL_PLAN__INIT;
+    Sluice__Plan plan = SLUICE__PLAN__INIT;
+    plan.split = 2;
+    plan.local_share = 0.25;
+    plan.mode = "auto";
+    plan.version = 2;
+    plan.binding = "client_cpu";
+    pm.job_id = 7;
+    pm.plan = &plan;
+    pm.plan_nunits = 3;
+    uint8_t buf[256];
+    size_t len = protobuf_c_message_get_packed_size(&pm.base);
+    protobuf_c_message_pack(&pm.base, buf);
+    ck_assert_int_eq(disp_journal_append(j, DISP_JREC_PLAN, buf, len), 0);
+
+    /* Broken planner state: a client profile that does not fit the
+     * pipeline (1 unit of 3), and a planner input of the wrong size. */
+    pin_t bad;
+    pin_init(&bad, 1);
+    bad.client.n_units = 1;
+    Sluice__JournalPlanner jp = SLUICE__JOURNAL_PLANNER__INIT;
+    jp.inputs = &bad.in;
+    append_job(j, 8, PSPEC, &jp);
+    pin_t good;
+    pin_init(&good, 1);
+    Sluice__JournalPlanner jp2 = SLUICE__JOURNAL_PLANNER__INIT;
+    Sluice__JournalPlannerInput in = SLUICE__JOURNAL_PLANNER_INPUT__INIT;
+    double two[2] = {1, 2};
+    in.n_unit_sec = 2;
+    in.unit_sec = two;
+    jp2.inputs = &good.in;
+    jp2.input = &in;
+    append_job(j, 9, PSPEC, &jp2);
+    disp_journal_close(j);
+
+    disp_t d;
+    open_disp(&d, 100);
+    disp_job_t *job = disp_jobs_find(&d.jobs, 7);
+    ck_assert_ptr_nonnull(job);
+    ck_assert_uint_eq(job->plan.version, 2);
+    ck_assert_uint_eq(job->plan.split, 2);
+    ck_assert_ptr_null(job->planner); /* nothing recorded: as before */
+    ck_assert_str_eq(job->group, "");
+    job = disp_jobs_find(&d.jobs, 8);
+    ck_assert_ptr_nonnull(job);
+    ck_assert_ptr_null(job->planner);
+    job = disp_jobs_find(&d.jobs, 9);
+    ck_assert_ptr_nonnull(job);
+    ck_assert_ptr_nonnull(job->planner); /* the inputs were fine ... */
+    ck_assert_uint_eq(job->planner->input.nunits, 3); /* ... the input was recomputed */
+    ck_assert_uint_eq(job->plan.version, 1);
+    disp_destroy(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ ranks */
+
+#define RSPEC                                                                                \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8}],"     \
+    " \"batch_size\": 4, \"epochs\": 2, \"offload\": \"off\", \"world_size\": 2, \"rank\": %u}"
+
+static uint64_t submit_rank(disp_t *d, const char *name, uint32_t rank, int *ret_resumed,
+                            uint64_t *ret_resume_epoch)
+{
+    char spec[512];
+    snprintf(spec, sizeof(spec), RSPEC, rank);
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[512] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = spec;
+    req.num_samples = 40;
+    req.source_fingerprint = 5;
+    req.job_name = (char *)name;
+    req.rank = rank;
+    req.world_size = 2;
+    ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, sizeof(err)) == SL_RPC_OK,
+                  "%s", err);
+    *ret_resumed = resp.resumed;
+    *ret_resume_epoch = resp.resume_epoch;
+    disp_arena_free(&a);
+    return resp.job_id;
+}
+
+START_TEST(test_rank_reattaches_after_restart)
+{
+    disp_t d;
+    int resumed = -1;
+    uint64_t ep = 0;
+    open_disp(&d, 100);
+    uint64_t r0 = submit_rank(&d, "train", 0, &resumed, &ep);
+    ck_assert_int_eq(resumed, 0);
+    uint64_t r1 = submit_rank(&d, "train", 1, &resumed, &ep);
+    ck_assert_uint_ne(r0, r1);
+    uint64_t ids[] = {0, 1}; /* rank 0's share: 20 positions, 2 splits: epoch 0 done */
+    ack(&d, r0, ids, 2);
+    disp_destroy(&d);
+
+    for (int round = 0; round < 2; round++) { /* the log, then the snapshot */
+        open_disp(&d, 100);
+        disp_job_t *job = disp_jobs_find(&d.jobs, r0);
+        ck_assert_ptr_nonnull(job);
+        ck_assert_str_eq(job->group, "train");
+        ck_assert_uint_eq(job->rank, 0);
+        ck_assert_uint_eq(job->world_size, 2);
+        ck_assert_uint_eq(job->positions, 20);
+        ck_assert_str_eq(disp_jobs_find(&d.jobs, r1)->group, "train");
+        /* The restarted rank finds its part, and where to resume. */
+        ck_assert_uint_eq(submit_rank(&d, "train", 0, &resumed, &ep), r0);
+        ck_assert_int_eq(resumed, 1);
+        ck_assert_uint_eq(ep, 1);
+        ck_assert_uint_eq(submit_rank(&d, "train", 1, &resumed, &ep), r1);
+        ck_assert_int_eq(resumed, 1);
+        ck_assert_uint_eq(ep, 0);
+        disp_destroy(&d);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("journal_state");
@@ -150,6 +524,11 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_restart_keeps_jobs);
     tcase_add_test(tc, test_finished_job_stays_finished);
+    tcase_add_test(tc, test_expired_job_stays_closed);
+    tcase_add_test(tc, test_expire_waits_for_journal);
+    tcase_add_test(tc, test_planner_state_restored);
+    tcase_add_test(tc, test_old_journal_loads);
+    tcase_add_test(tc, test_rank_reattaches_after_restart);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

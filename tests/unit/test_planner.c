@@ -18,6 +18,7 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "client/profile.h"
 #include "common/log.h"
 #include "common/rpc.h"
 #include "dispatcher/config.h"
@@ -353,6 +354,228 @@ END_TEST
 
 /* ------------------------------------------------------------ in the dispatcher */
 
+/* ------------------------------------------------------------ whole splits (runtime F) */
+
+/* Scenario A in miniature: one 3.5 ms unit, 150 KB out, 1 ns/B to
+ * receive; two workers of 0.5 cores at client speed, so R = 285.7/s at
+ * K = 1; an epoch of two splits, 256 + 144 positions, so the runtime's
+ * shares are 0, 0.36 and 1. */
+static void steps_input(disp_pl_input_t *in, double client_cores)
+{
+    memset(in, 0, sizeof(*in));
+    in->nunits = 1;
+    in->unit_sec[0] = 3.5e-3;
+    in->bytes[0] = 100e3;
+    in->bytes[1] = 150e3;
+    in->recv_sec_per_byte = 1e-9;
+    in->client_cores = client_cores;
+    add_class(in, 2, 0.5, 1.0, 0.0);
+    in->nsteps = 2;
+    in->step_share[0] = 0.0;
+    in->step_share[1] = 0.36;
+    in->step_share[2] = 1.0;
+}
+
+/* F* = 0.17 continuous (345/s) is not something the runtime can do: with
+ * two splits it keeps none local, 286/s. The 0.36 step would make the
+ * 0.25-core client the bottleneck (184/s), so F = 0 is right. */
+START_TEST(test_steps_small_share_rounds_to_zero)
+{
+    disp_pl_input_t in;
+    disp_pl_result_t r;
+    steps_input(&in, 0.25);
+    in.nsteps = 0;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    const disp_pl_cand_t *c = &r.cand[1];
+    NEAR(c->share, (0.25 - 285.714 * 0.15e-3) / (0.25 + 285.714 * 3.35e-3), 1e-3);
+    NEAR(c->predicted, 344.9, 0.5);
+    ck_assert(c->runtime_share == c->share);
+
+    steps_input(&in, 0.25);
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    c = chosen(&r);
+    ck_assert_uint_eq(c->split, 1);
+    NEAR(c->share, 0.0, 0.0);
+    NEAR(c->runtime_share, 0.0, 0.0);
+    NEAR(c->predicted, 1.0 / 3.5e-3, 0.01);
+    ck_assert_int_eq(c->binding, DISP_BIND_WORKER_CPU);
+}
+END_TEST
+
+/* A 1-core client: the 0.36 step (446/s, workers bind) beats F = 0
+ * (286/s); the runtime is handed 1/2, which keeps exactly one of the two
+ * splits -- the short second one, 144 of 400 positions. */
+START_TEST(test_steps_pick_and_runtime_share)
+{
+    disp_pl_input_t in;
+    disp_pl_result_t r;
+    steps_input(&in, 1.0);
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    const disp_pl_cand_t *c = chosen(&r);
+    ck_assert_uint_eq(c->split, 1);
+    NEAR(c->share, 0.36, 1e-12);
+    NEAR(c->runtime_share, 0.5, 1e-12);
+    NEAR(c->predicted, (1.0 / 3.5e-3) / 0.64, 0.01);
+    ck_assert_int_eq(disp_plan_split_is_local(0, c->runtime_share), 0);
+    ck_assert_int_eq(disp_plan_split_is_local(1, c->runtime_share), 1);
+    /* The prediction is the model at the realized share. */
+    NEAR(c->predicted, disp_planner_predict(&in, 1, 0.36, NULL), 1e-9);
+}
+END_TEST
+
+/* j / n keeps exactly j of n splits for every n the planner lists, even
+ * where j / n * n rounds below j. */
+START_TEST(test_steps_runtime_rule_exact)
+{
+    for (uint32_t n = 1; n <= DISP_PL_MAX_STEPS; n++) {
+        for (uint32_t j = 0; j <= n; j++) {
+            uint32_t local = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                local += (uint32_t)disp_plan_split_is_local(i, (double)j / (double)n);
+            }
+            ck_assert_msg(local == j, "n %u j %u: %u local", n, j, local);
+        }
+    }
+}
+END_TEST
+
+/* A consumer that binds: the largest step that still reaches it with
+ * client headroom (as the continuous rule), not the first. */
+START_TEST(test_steps_consumer)
+{
+    disp_pl_input_t in;
+    disp_pl_result_t r;
+    steps_input(&in, 1.0);
+    in.nsteps = 4;
+    for (uint32_t j = 0; j <= 4; j++) {
+        in.step_share[j] = j / 4.0;
+    }
+    /* F = 0.5: min(350, client 548, workers 571); F = 0.75: min(350,
+     * client 375.6 >= 1.05 * 350, workers 1143). Client alone 286: not off. */
+    in.consumer_rate = 350;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    NEAR(chosen(&r)->share, 0.75, 1e-12);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_CONSUMER);
+    /* 400/s: only F = 0.5 reaches it. */
+    in.consumer_rate = 400;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    NEAR(chosen(&r)->share, 0.5, 1e-12);
+    NEAR(chosen(&r)->predicted, 400, 1e-9);
+}
+END_TEST
+
+/* Broken ladders: too many steps is continuous; NaN, negative, falling or
+ * > 1 values are cleaned, and every share stays in [0, 1]. FastFlow's
+ * ratio is predicted at what the runtime makes of it. */
+START_TEST(test_steps_bad_and_fastflow)
+{
+    disp_pl_input_t in;
+    disp_pl_result_t r;
+    disp_pl_result_t cont;
+    steps_input(&in, 0.25);
+    in.nsteps = DISP_PL_MAX_STEPS + 1;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    in.nsteps = 0;
+    ck_assert_int_eq(disp_planner_plan(&in, &cont), 0);
+    NEAR(chosen(&r)->share, chosen(&cont)->share, 0.0);
+
+    steps_input(&in, 1.0);
+    in.nsteps = 4;
+    in.step_share[0] = NAN;
+    in.step_share[1] = 0.9;
+    in.step_share[2] = 0.2; /* falls: taken as 0.9 */
+    in.step_share[3] = 7.0; /* > 1: 1 */
+    in.step_share[4] = -1;  /* the top is 1 whatever it says */
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    for (uint32_t i = 0; i < r.ncand; i++) {
+        ck_assert(r.cand[i].share >= 0.0 && r.cand[i].share <= 1.0);
+        ck_assert(r.cand[i].runtime_share >= 0.0 && r.cand[i].runtime_share <= 1.0);
+        ck_assert(isfinite(r.cand[i].predicted));
+    }
+    NEAR(disp_planner_realized_share(&in, 0.5), 0.9, 0.0);
+    NEAR(disp_planner_realized_share(&in, 0.74), 0.9, 0.0);
+    NEAR(disp_planner_realized_share(&in, 0.75), 1.0, 0.0);
+    NEAR(disp_planner_realized_share(&in, NAN), 1.0, 0.0);
+
+    disp_ff_result_t ff;
+    steps_input(&in, 0.25);
+    ck_assert_int_eq(disp_planner_fastflow(&in, &ff), 0);
+    ck_assert(ff.chosen >= 0);
+    ck_assert(ff.share > 0.0 && ff.share < 0.5); /* its ratio, kept as FastFlow says */
+    NEAR(ff.realized_share, 0.0, 0.0);             /* ... which keeps no split local */
+    NEAR(ff.predicted, disp_planner_predict(&in, ff.split, 0.0, NULL), 1e-9);
+}
+END_TEST
+
+/* The per-sample overhead the client measured (sample_sec) is charged to
+ * local and received samples alike: the client's limit falls and the
+ * balance point moves towards the workers, F* = (P - R (b + c)) /
+ * (P + R (a - b)). */
+START_TEST(test_sample_overhead)
+{
+    disp_pl_input_t in;
+    disp_pl_result_t r;
+    steps_input(&in, 0.25);
+    in.nsteps = 0;
+    in.sample_sec = 0.3e-3;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    const disp_pl_cand_t *c = &r.cand[1];
+    double R = 1.0 / 3.5e-3;
+    NEAR(c->share, (0.25 - R * 0.45e-3) / (0.25 + R * 3.35e-3), 1e-9);
+    disp_pl_terms_t t;
+    disp_planner_terms(&in, 1, 0.0, &t);
+    NEAR(t.client, 0.25 / 0.45e-3, 1e-6);
+    disp_planner_terms(&in, 0, 1.0, &t);
+    NEAR(t.client, 0.25 / 3.8e-3, 1e-6); /* local samples pay it too */
+    /* Broken values count as 0. */
+    in.sample_sec = NAN;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    NEAR(r.cand[1].share, (0.25 - R * 0.15e-3) / (0.25 + R * 3.35e-3), 1e-9);
+    in.sample_sec = -1;
+    disp_planner_terms(&in, 1, 0.0, &t);
+    NEAR(t.client, 0.25 / 0.15e-3, 1e-6);
+}
+END_TEST
+
+/* ------------------------------------------------------------ per-node share (#8) */
+
+/* Two ranks of a two-rank job on one node: each rank's plan is the node's
+ * plan halved (same K and F), so the two add up to the node. */
+START_TEST(test_rank_share_adds_up)
+{
+    disp_pl_input_t node;
+    steps_input(&node, 1.0);
+    node.nsteps = 0;
+    node.client_bandwidth = 40e6;
+    node.classes[0].bandwidth = 30e6;
+    disp_pl_input_t rank = node;
+    disp_planner_rank_share(&rank, 2, 2);
+    NEAR(rank.client_cores, 0.5, 1e-12);
+    NEAR(rank.client_bandwidth, 20e6, 1e-6);
+    NEAR(rank.classes[0].cores, 0.25, 1e-12);
+    NEAR(rank.classes[0].bandwidth, 15e6, 1e-6);
+    ck_assert_uint_eq(rank.classes[0].workers, 2);
+    disp_pl_result_t rn;
+    disp_pl_result_t rr;
+    ck_assert_int_eq(disp_planner_plan(&node, &rn), 0);
+    ck_assert_int_eq(disp_planner_plan(&rank, &rr), 0);
+    ck_assert_uint_eq(chosen(&rr)->split, chosen(&rn)->split);
+    NEAR(chosen(&rr)->share, chosen(&rn)->share, 1e-9);
+    NEAR(2 * chosen(&rr)->predicted, chosen(&rn)->predicted, 1e-6);
+
+    /* World 3, two of them here: half the node, a third of the workers. */
+    rank = node;
+    disp_planner_rank_share(&rank, 2, 3);
+    NEAR(rank.client_cores, 0.5, 1e-12);
+    NEAR(rank.classes[0].cores, 0.5 / 3, 1e-12);
+    NEAR(rank.classes[0].bandwidth, 10e6, 1e-6);
+    /* 0 and 1 leave the inputs whole. */
+    rank = node;
+    disp_planner_rank_share(&rank, 0, 1);
+    ck_assert(memcmp(&rank, &node, sizeof(rank)) == 0);
+}
+END_TEST
+
 /* A job through the dispatcher's service functions: SubmitJob with
  * PlannerInputs plans before the first epoch; a second worker re-plans
  * (version 2, a smaller local share) and the new share reaches only splits
@@ -570,6 +793,32 @@ START_TEST(test_dispatcher_replan)
     }
     ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
     ck_assert_uint_eq(acked, 3 * 20);
+    /* A report's per-sample overhead goes into the cached client profile,
+     * and GetPlanContext hands it to the next job's client. */
+    Sluice__ReportRatesRequest rr = SLUICE__REPORT_RATES_REQUEST__INIT;
+    rr.overhead_cpu_sec_per_sample = 1e-3;
+    pthread_mutex_lock(&d->mu);
+    disp_planner_on_rates(d, job, &rr, t);
+    ck_assert(job->planner->have_sample_sec);
+    double fixed = job->planner->measured_sample_sec;
+    ck_assert(fixed > 0.5e-3 && fixed <= 1e-3);
+    pthread_mutex_unlock(&d->mu);
+    Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
+    Sluice__PlanContextResponse cresp = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+    creq.spec_hash = 42;
+    ck_assert_int_eq(disp_svc_get_plan_context(d, &creq, &cresp, &a, t, err, sizeof(err)),
+                     SL_RPC_OK);
+    int seen = 0;
+    for (size_t i = 0; i < cresp.n_cached; i++) {
+        if (strcmp(cresp.cached[i]->host, "client test") == 0) {
+            NEAR(cresp.cached[i]->sample_overhead_sec, fixed, 1e-15);
+            seen = 1;
+        } else {
+            NEAR(cresp.cached[i]->sample_overhead_sec, 0.0, 0.0); /* workers: none */
+        }
+    }
+    ck_assert(seen);
+    disp_arena_free(&a);
     ck_assert(job->plan.version >= 3);
     disp_destroy(d);
     free(d);
@@ -690,8 +939,38 @@ START_TEST(test_drift)
     st.samples = 500;
     r.n_stages = 1;
     r.stages = &pst;
+    /* The client's measured overhead per sample, minus what the model
+     * already charges under the plan measured (read for the local share,
+     * per-byte receive for the rest), becomes sample_sec. */
+    uint32_t k0 = pj->plan_split;
+    double f0 = pj->plan_share;
+    double known = f0 * pj->input.read_sec +
+                   (1.0 - f0) * pj->input.recv_sec_per_byte * pj->input.bytes[k0];
+    r.overhead_cpu_sec_per_sample = known + 0.2e-3;
     disp_pjob_rates(pj, &r, t);
     disp_plan_t before = plan;
+    const disp_plan_t orig = plan;
+    disp_pjob_plan(pj, &d->reg, &plan, t, why);
+    NEAR(pj->input.sample_sec, 0.2e-3, 1e-12);
+    /* Below what the model counts: no overhead, never negative. */
+    pj->plan_split = 0; /* as if K = 0, F = 0 was measured: 100 KB at 1 ns/B */
+    pj->plan_share = 0.0;
+    r.overhead_cpu_sec_per_sample = 0.5 * 100e3 * 1e-9;
+    disp_pjob_rates(pj, &r, t);
+    disp_pjob_plan(pj, &d->reg, &plan, t, why);
+    NEAR(pj->input.sample_sec, 0.0, 0.0);
+    /* A peer's NaN or absurd value: ignored or bounded. */
+    r.overhead_cpu_sec_per_sample = NAN;
+    disp_pjob_rates(pj, &r, t);
+    disp_pjob_plan(pj, &d->reg, &plan, t, why);
+    NEAR(pj->input.sample_sec, 0.0, 0.0);
+    r.overhead_cpu_sec_per_sample = 1e300;
+    disp_pjob_rates(pj, &r, t);
+    disp_pjob_plan(pj, &d->reg, &plan, t, why);
+    ck_assert(pj->input.sample_sec <= 1.0);
+    r.overhead_cpu_sec_per_sample = 1e-12; /* 0 would mean "unknown": the last one stays */
+    disp_pjob_rates(pj, &r, t);
+    before = orig;
     disp_pjob_plan(pj, &d->reg, &plan, t, why);
     ck_assert(fabs(pj->input.unit_sec[2] - 0.5e-3) < 1e-12);
     ck_assert(fabs(pj->input.consumer_rate - 100) < 1e-9);
@@ -704,6 +983,24 @@ START_TEST(test_drift)
     disp_pjob_replanned(pj, 1, &plan, &plan);
     ck_assert_int_eq(pj->drift_window_ms, DISP_REPLAN_DRIFT_MS);
 
+    /* A client's HostProfile overhead is cleaned like every number. */
+    disp_hprof_t hp;
+    pin.client.sample_overhead_sec = NAN;
+    disp_hprof_from_pb(&pin.client, &hp);
+    NEAR(hp.overhead_sec, 0.0, 0.0);
+    pin.client.sample_overhead_sec = -3;
+    disp_hprof_from_pb(&pin.client, &hp);
+    NEAR(hp.overhead_sec, 0.0, 0.0);
+    pin.client.sample_overhead_sec = 1e9;
+    disp_hprof_from_pb(&pin.client, &hp);
+    ck_assert(hp.overhead_sec <= 1.0);
+    pin.client.sample_overhead_sec = 0;
+
+    /* Stale reports: the cached client profile's overhead stands in. */
+    pj->client.overhead_sec = 0.1e-3;
+    disp_pjob_plan(pj, &d->reg, &plan, t + DISP_REPLAN_RATES_MAX_AGE_MS + 1, why);
+    NEAR(pj->input.sample_sec, 0.1e-3, 1e-15);
+
     /* A worker joining is due at once. */
     (void)pd_register(d, "127.0.0.1:10", t);
     ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, t, why, sizeof(why)), 1);
@@ -715,6 +1012,94 @@ START_TEST(test_drift)
     disp_pjob_free(pj);
     disp_destroy(d);
     free(d);
+}
+END_TEST
+
+/* Per-node planning: ranks 0 and 1 of a three-rank job submitted from
+ * host "gpu-a", rank 2 from "gpu-b". Once the tick has counted them, the
+ * two on gpu-a are each planned with half its budget (pin: 2 cores), the
+ * one on gpu-b with all of its, and every rank with a third of the
+ * workers; /status shows both numbers. */
+START_TEST(test_dispatcher_node_ranks)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    pin_t pin;
+    pin_init(&pin, w1);
+    uint64_t ids[3];
+    char spec[1024];
+    for (uint32_t rk = 0; rk < 3; rk++) {
+        snprintf(spec, sizeof(spec), "%.*s, \"world_size\": 3, \"rank\": %u}",
+                 (int)strlen(PSPEC) - 1, PSPEC, rk);
+        Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+        Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+        disp_arena_t a = {0};
+        char err[1024] = "";
+        req.version = SL_PROTOCOL_VERSION;
+        req.spec_json = spec;
+        req.num_samples = 200;
+        req.source_fingerprint = 99;
+        req.planner = &pin.in;
+        req.client_id = rk < 2 ? "gpu-a" : "gpu-b";
+        req.rank = rk;
+        req.world_size = 3;
+        req.job_name = "ddp";
+        ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)) ==
+                          SL_RPC_OK,
+                      "%s", err);
+        ids[rk] = resp.job_id;
+        disp_arena_free(&a);
+    }
+    pthread_mutex_lock(&d->mu);
+    disp_job_t *job[3];
+    for (int k = 0; k < 3; k++) {
+        job[k] = disp_jobs_find(&d->jobs, ids[k]);
+        ck_assert_ptr_nonnull(job[k]->planner);
+        /* Before the count: alone on its node, a third of the workers. */
+        NEAR(job[k]->planner->input.client_cores, 2.0, 1e-12);
+        NEAR(job[k]->planner->input.classes[0].cores, 2.0 / 3, 1e-12);
+    }
+    ck_assert_uint_eq(disp_planner_node_ranks(&d->jobs, job[0]), 2);
+    ck_assert_uint_eq(disp_planner_node_ranks(&d->jobs, job[2]), 1);
+    disp_planner_tick(d, now + 100);
+    NEAR(job[0]->planner->input.client_cores, 1.0, 1e-12);
+    NEAR(job[1]->planner->input.client_cores, 1.0, 1e-12);
+    NEAR(job[2]->planner->input.client_cores, 2.0, 1e-12);
+    ck_assert_uint_eq(job[0]->plan.version, 2); /* re-planned for the share */
+    ck_assert_uint_eq(job[2]->plan.version, 1); /* nothing changed for it */
+    ck_assert_str_eq(job[0]->planner->last_reason, "ranks on the client's node: 1 -> 2");
+    /* A second tick changes nothing. */
+    disp_planner_tick(d, now + 200);
+    ck_assert_uint_eq(job[0]->plan.version, 2);
+    json_t *j = disp_planner_status_json(job[1]);
+    json_t *in = json_object_get(j, "inputs");
+    NEAR(json_real_value(json_object_get(in, "client_cpu_budget")), 1.0, 1e-12);
+    NEAR(json_real_value(json_object_get(in, "node_cpu_budget")), 2.0, 1e-12);
+    ck_assert_int_eq(json_integer_value(json_object_get(in, "node_ranks")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(in, "world_size")), 3);
+    json_decref(j);
+    /* Rank 1 leaves: rank 0 has gpu-a to itself again. */
+    disp_jobs_close(&d->jobs, job[1], "test", now + 300);
+    disp_planner_tick(d, now + 400);
+    NEAR(job[0]->planner->input.client_cores, 2.0, 1e-12);
+    ck_assert_uint_eq(job[0]->plan.version, 3);
+    pthread_mutex_unlock(&d->mu);
+    disp_destroy(d);
+    free(d);
+}
+END_TEST
+
+/* The client's aggregate ingress probe needs two streams that worked:
+ * fewer addresses, or workers that do not answer, give 0 ("not
+ * measured"), within the deadline. The working case is
+ * tests/integration/test_multirank_plan.sh (node_bandwidth). */
+START_TEST(test_probe_aggregate_broken)
+{
+    const char *addrs[3] = {"127.0.0.1:1", "127.0.0.1:1", "not an address"};
+    NEAR(cl_probe_aggregate(addrs, 0, NULL, 500), 0.0, 0.0);
+    NEAR(cl_probe_aggregate(addrs, 1, NULL, 500), 0.0, 0.0);
+    NEAR(cl_probe_aggregate(addrs, 3, NULL, 500), 0.0, 0.0);
 }
 END_TEST
 
@@ -734,12 +1119,21 @@ int main(void)
     tcase_add_test(tc, test_bad_inputs);
     tcase_add_test(tc, test_ff_ratio);
     tcase_add_test(tc, test_fastflow);
+    tcase_add_test(tc, test_steps_small_share_rounds_to_zero);
+    tcase_add_test(tc, test_steps_pick_and_runtime_share);
+    tcase_add_test(tc, test_steps_runtime_rule_exact);
+    tcase_add_test(tc, test_steps_consumer);
+    tcase_add_test(tc, test_steps_bad_and_fastflow);
+    tcase_add_test(tc, test_rank_share_adds_up);
+    tcase_add_test(tc, test_sample_overhead);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");
     tcase_set_timeout(td, 60);
     tcase_add_test(td, test_dispatcher_replan);
     tcase_add_test(td, test_dispatcher_plan_job);
     tcase_add_test(td, test_drift);
+    tcase_add_test(td, test_dispatcher_node_ranks);
+    tcase_add_test(td, test_probe_aggregate_broken);
     suite_add_tcase(s, td);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -509,6 +509,83 @@ START_TEST(test_stop_while_running)
 }
 END_TEST
 
+
+/* No job starves another on one worker (docs/protocol.md "No rank
+ * starves"): job 10 holds every in-flight slot with 8 splits of work when
+ * job 11 gets one split; job 11 must finish while job 10 still has at least
+ * a split's worth left (first come, first served, 11 waited for all of 10).
+ * Then a job whose buffer is full gives up its slots to the other. */
+START_TEST(test_jobs_share_slots)
+{
+    enum { ASPLITS = 8 };
+    ck_assert_uint_eq(wk_fair_share(4, 0), 4);
+    ck_assert_uint_eq(wk_fair_share(4, 1), 4);
+    ck_assert_uint_eq(wk_fair_share(4, 2), 2);
+    ck_assert_uint_eq(wk_fair_share(4, 3), 2);
+    ck_assert_uint_eq(wk_fair_share(4, 5), 1);
+    ck_assert_uint_eq(wk_fair_share(2, 64), 1);
+    wk_tasks_t *t = new_tasks(256u << 20);
+    add_job(t, 10, SPEC_BIG, g_fp, g_count);
+    for (uint64_t k = 1; k <= ASPLITS; k++) {
+        assign(t, 10, k, 0, 0, NIMG, 1);
+    }
+    ck_assert_int_eq(wait_loaded(t, 10), WK_JOB_READY);
+    for (int i = 0; i < 500 && info(t, 10).samples_done == 0; i++) {
+        usleep(1000);
+    }
+    add_job(t, 11, SPEC_BIG, g_fp, g_count);
+    assign(t, 11, 1, 0, 0, NIMG, 1);
+    ck_assert_int_eq(wait_loaded(t, 11), WK_JOB_READY);
+    wk_job_info_t a = info(t, 10), b = info(t, 11);
+    for (int i = 0; i < 30000 && b.splits_done < 1; i++) {
+        usleep(1000);
+        b = info(t, 11);
+        a = info(t, 10);
+    }
+    ck_assert_uint_eq(b.splits_done, 1);
+    printf("jobs_share_slots: job 11 finished its %d samples when job 10 had done %" PRIu64
+           " of %d\n",
+           NIMG, a.samples_done, ASPLITS * NIMG);
+    ck_assert_msg(a.samples_done <= (ASPLITS - 1) * NIMG,
+                  "job 11 finished its %d samples only after job 10 had done %" PRIu64 " of %d",
+                  NIMG, a.samples_done, ASPLITS * NIMG);
+    wk_tasks_free(t);
+
+    /* Job 20's buffer (1 MiB, 4 samples) fills: nobody drains it, yet job
+     * 21 gets every slot and runs its splits to the end. */
+    t = new_tasks(1u << 20);
+    add_job(t, 20, SPEC_BIG, g_fp, g_count);
+    assign(t, 20, 1, 0, 0, NIMG, 1);
+    ck_assert_int_eq(wait_loaded(t, 20), WK_JOB_READY);
+    add_job(t, 21, SPEC_BIG, g_fp, g_count);
+    ck_assert_int_eq(wait_loaded(t, 21), WK_JOB_READY);
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 21, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    for (uint64_t k = 1; k <= 4; k++) {
+        assign(t, 21, k, 0, 0, NIMG, 1);
+    }
+    int done = 0, waited = 0;
+    while (done < 4) {
+        wk_msg_t *m = NULL;
+        wk_next_e r = wk_job_next_msg(job, 50, &m);
+        if (r == WK_NEXT_TIMEOUT) {
+            ck_assert_int_lt(++waited, 400);
+            continue;
+        }
+        ck_assert_int_eq(r, WK_NEXT_MSG);
+        done += m->batch.split_done;
+        wk_job_note_sent(job, m);
+        wk_msg_free(m);
+    }
+    a = info(t, 20);
+    ck_assert_uint_lt(a.samples_done, NIMG); /* still held at its bound */
+    ck_assert_uint_le(a.buffered_bytes, (1u << 20) + (1u << 20));
+    wk_job_detach(job, 0, NULL);
+    wk_tasks_free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("worker_tasks");
@@ -520,6 +597,7 @@ int main(void)
     tcase_add_test(tc, test_broken_stream_drops_and_revoke);
     tcase_add_test(tc, test_two_jobs_revoke_and_leave);
     tcase_add_test(tc, test_stop_while_running);
+    tcase_add_test(tc, test_jobs_share_slots);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

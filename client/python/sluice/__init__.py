@@ -114,6 +114,12 @@ class _Options(ctypes.Structure):
         ("rank", ctypes.c_uint),
         ("world_size", ctypes.c_uint),
         ("job_name", ctypes.c_char_p),
+        # Dispatcher outages and transport security (sluice.h).
+        ("dispatcher_timeout_ms", ctypes.c_int),
+        ("tls_ca", ctypes.c_char_p),
+        ("tls_cert", ctypes.c_char_p),
+        ("tls_key", ctypes.c_char_p),
+        ("token_file", ctypes.c_char_p),
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -315,24 +321,54 @@ class Loader:
                 consumers of one job and gets its equal, disjoint share of
                 every epoch (world_size 0 = the spec's, default 1)
     job_name    the job the ranks share (None = derived from the spec)
+    consumer_rate
+                samples/s the training loop takes, for the auto/fastflow
+                planner (0 = measured while running)
+    dispatcher_timeout_ms
+                fail only after the dispatcher has not answered for this
+                long (0 = 60000); meanwhile workers' batches keep flowing
+    tls_ca, tls_cert, tls_key
+                PEM files: any of them turns TLS on for every channel
+                (dispatcher and workers); tls_ca = the roots to trust (None =
+                the system's); tls_cert + tls_key (together) present a client
+                certificate (mutual TLS)
+    token_file  a file holding the cluster's bearer token
 
     Iterate once; ``batches()`` yields full ``Batch`` objects (epoch,
     indices) instead. Close it (or use ``with``) to end the job early."""
 
     def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
-                 timeout_ms=0, rank=0, world_size=0, job_name=None):
+                 timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
+                 dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
+                 token_file=None):
         lib = _load()
+        # Checked here as well as by the library, so a wrong type or range
+        # is a SpecError naming the argument rather than a ctypes error or
+        # a silently wrapped int.
+        if not 0 <= int(dispatcher_timeout_ms) <= 86400000:
+            raise SpecError("dispatcher_timeout_ms: %r is not 0..86400000 ms"
+                            % (dispatcher_timeout_ms,), -errno.EINVAL)
+        if (tls_cert is None) != (tls_key is None):
+            raise SpecError("tls_cert and tls_key go together", -errno.EINVAL)
+        rate = float(consumer_rate)
+        if not 0.0 <= rate <= 1e9:  # also refuses NaN
+            raise SpecError("consumer_rate: %r is not 0..1e9 samples/s" % (consumer_rate,),
+                            -errno.EINVAL)
         self._tmp = []
         path = _spec_path(spec, self._tmp)
-        self._keep = [s.encode() if s is not None else None
-                      for s in (dispatcher, data_root, offload, job_name)]
+        self._keep = [os.fsencode(s) if s is not None else None
+                      for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
+                                tls_key, token_file)]
         opts = _Options()
-        opts.dispatcher, opts.data_root, opts.offload, opts.job_name = self._keep
+        (opts.dispatcher, opts.data_root, opts.offload, opts.job_name, opts.tls_ca,
+         opts.tls_cert, opts.tls_key, opts.token_file) = self._keep
         opts.threads = int(threads)
         opts.epochs = int(epochs)
         opts.timeout_ms = int(timeout_ms)
         opts.rank = int(rank)
         opts.world_size = int(world_size)
+        opts.consumer_rate = rate
+        opts.dispatcher_timeout_ms = int(dispatcher_timeout_ms)
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         rc = lib.sluice_open(path.encode(), ctypes.byref(opts), ctypes.byref(handle), err,
