@@ -433,17 +433,26 @@ static int all_delivered(sluice_job_t *job)
            sl_batcher_done(job->batcher);
 }
 
+/* One pass without waiting: finished samples to the batcher, new work into
+ * the executor up to its capacity. */
+static int pump_step(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos,
+                     int *progress)
+{
+    int rc = collect(job, 0, progress);
+    if (rc == 0) {
+        rc = job->disp ? feed_remote(job, progress) : 0;
+    }
+    if (rc == 0) {
+        rc = job->disp ? feed_local_splits(job, progress)
+                       : feed_local_cursor(job, local_epoch, local_pos, progress);
+    }
+    return rc;
+}
+
 int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
 {
     int progress = 0;
-    int rc = collect(job, 0, &progress);
-    if (rc == 0) {
-        rc = job->disp ? feed_remote(job, &progress) : 0;
-    }
-    if (rc == 0) {
-        rc = job->disp ? feed_local_splits(job, &progress)
-                       : feed_local_cursor(job, local_epoch, local_pos, &progress);
-    }
+    int rc = pump_step(job, local_epoch, local_pos, &progress);
     if (rc < 0) {
         return rc;
     }
@@ -467,6 +476,22 @@ int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
     return 0;
 }
 
+/* The pipeline runs only while the library is called, so before a ready
+ * batch goes to the training loop the executor is refilled: its threads
+ * then work while the loop trains (like a DataLoader's prefetch), instead
+ * of only while the loop waits. A failure here is kept for the next call. */
+static void top_up(sluice_job_t *job)
+{
+    int progress = 0;
+    if (pump_step(job, &job->local_epoch, &job->local_pos, &progress) < 0) {
+        pthread_mutex_lock(&job->mu);
+        if (job->failure[0] == '\0') {
+            snprintf(job->failure, sizeof(job->failure), "%s", job->last_error);
+        }
+        pthread_mutex_unlock(&job->mu);
+    }
+}
+
 int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
 {
     double t0 = sl_mono_sec();
@@ -474,6 +499,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
     for (;;) {
         sl_batch_t *b = sl_batcher_pop(job->batcher);
         if (b != NULL) {
+            top_up(job);
             sluice_batch_t *out = calloc(1, sizeof(*out));
             int32_t *labels = calloc(b->n ? b->n : 1, sizeof(*labels));
             uint64_t *indices = calloc(b->n ? b->n : 1, sizeof(*indices));
