@@ -479,11 +479,19 @@ int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
 /* The pipeline runs only while the library is called, so before a ready
  * batch goes to the training loop the executor is refilled: its threads
  * then work while the loop trains (like a DataLoader's prefetch), instead
- * of only while the loop waits. A failure here is kept for the next call. */
+ * of only while the loop waits. Feeding only, no collecting: finished
+ * samples wait in the executor (bounded by its capacity) until a call
+ * finds no batch ready, so the batcher cannot run ahead of the loop (the
+ * soak caught a version that collected too: +1 MB/s of RSS). A failure
+ * here is kept for the next call. */
 static void top_up(sluice_job_t *job)
 {
     int progress = 0;
-    if (pump_step(job, &job->local_epoch, &job->local_pos, &progress) < 0) {
+    /* Not feed_remote: finished remote samples go straight to the batcher,
+     * and workers already work while the loop trains. */
+    int rc = job->disp ? feed_local_splits(job, &progress)
+                       : feed_local_cursor(job, &job->local_epoch, &job->local_pos, &progress);
+    if (rc < 0) {
         pthread_mutex_lock(&job->mu);
         if (job->failure[0] == '\0') {
             snprintf(job->failure, sizeof(job->failure), "%s", job->last_error);
