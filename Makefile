@@ -163,7 +163,7 @@ integration: all
 asan: deps
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 check
 
-# soak: 8 jobs, 3 workers killed in turn, one dispatcher restart; SOAK_SECONDS (600).
+# soak: 8 jobs, W1 and W2 killed in turn (W3 watched), one dispatcher restart; SOAK_SECONDS (600).
 soak: all
 	$(Q)BUILD=$(BUILD) ./scripts/soak
 
