@@ -433,8 +433,16 @@ static int all_delivered(sluice_job_t *job)
            sl_batcher_done(job->batcher);
 }
 
-/* One pass without waiting: finished samples to the batcher, new work into
- * the executor up to its capacity. */
+/* New local work into the executor up to its capacity. */
+static int feed_local(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos,
+                      int *progress)
+{
+    return job->disp ? feed_local_splits(job, progress)
+                     : feed_local_cursor(job, local_epoch, local_pos, progress);
+}
+
+/* One pass without waiting: finished samples to the batcher, received and
+ * local work into the executor. */
 static int pump_step(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos,
                      int *progress)
 {
@@ -442,11 +450,7 @@ static int pump_step(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_p
     if (rc == 0) {
         rc = job->disp ? feed_remote(job, progress) : 0;
     }
-    if (rc == 0) {
-        rc = job->disp ? feed_local_splits(job, progress)
-                       : feed_local_cursor(job, local_epoch, local_pos, progress);
-    }
-    return rc;
+    return rc == 0 ? feed_local(job, local_epoch, local_pos, progress) : rc;
 }
 
 int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
@@ -489,9 +493,7 @@ static void top_up(sluice_job_t *job)
     int progress = 0;
     /* Not feed_remote: finished remote samples go straight to the batcher,
      * and workers already work while the loop trains. */
-    int rc = job->disp ? feed_local_splits(job, &progress)
-                       : feed_local_cursor(job, &job->local_epoch, &job->local_pos, &progress);
-    if (rc < 0) {
+    if (feed_local(job, &job->local_epoch, &job->local_pos, &progress) < 0) {
         pthread_mutex_lock(&job->mu);
         if (job->failure[0] == '\0') {
             snprintf(job->failure, sizeof(job->failure), "%s", job->last_error);

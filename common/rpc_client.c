@@ -95,35 +95,30 @@ sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
         max_msg_bytes = SL_RPC_DEFAULT_MAX_MSG;
     }
     int max_msg = max_msg_bytes > INT_MAX ? INT_MAX : (int)max_msg_bytes;
-    grpc_arg args[7];
-    size_t nargs = 0;
-    args[nargs].type = GRPC_ARG_INTEGER;
-    args[nargs].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[nargs++].value.integer = max_msg;
-    args[nargs].type = GRPC_ARG_INTEGER;
-    args[nargs].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[nargs++].value.integer = max_msg;
     /* Keepalive (docs/limits.md): a peer that vanishes without a FIN (host
      * down, cable pulled) is noticed within time + timeout instead of only
      * by a deadline -- an idle Fetch stream has none. Also while idle and
      * without a pings-per-data cap (default 2), since a stream waiting for
      * credits or batches sends no data. rpc_server.c accepts this rate. */
-    args[nargs].type = GRPC_ARG_INTEGER;
-    args[nargs].key = (char *)GRPC_ARG_KEEPALIVE_TIME_MS;
-    args[nargs++].value.integer = SL_RPC_KEEPALIVE_TIME_MS;
-    args[nargs].type = GRPC_ARG_INTEGER;
-    args[nargs].key = (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS;
-    args[nargs++].value.integer = SL_RPC_KEEPALIVE_TIMEOUT_MS;
-    args[nargs].type = GRPC_ARG_INTEGER;
-    args[nargs].key = (char *)GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS;
-    args[nargs++].value.integer = 1;
-    args[nargs].type = GRPC_ARG_INTEGER;
-    args[nargs].key = (char *)GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA;
-    args[nargs++].value.integer = 0;
-    if (own_connection) {
-        args[nargs].type = GRPC_ARG_INTEGER;
-        args[nargs].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
-        args[nargs++].value.integer = 1;
+    const struct {
+        const char *key;
+        int value;
+    } ints[] = {
+        {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_msg},
+        {GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_msg},
+        {GRPC_ARG_KEEPALIVE_TIME_MS, SL_RPC_KEEPALIVE_TIME_MS},
+        {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, SL_RPC_KEEPALIVE_TIMEOUT_MS},
+        {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
+        {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
+        {GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1}, /* last: only with own_connection */
+    };
+    enum { N_ARGS = sizeof(ints) / sizeof(ints[0]) };
+    grpc_arg args[N_ARGS];
+    size_t nargs = own_connection ? N_ARGS : N_ARGS - 1;
+    for (size_t i = 0; i < nargs; i++) {
+        args[i].type = GRPC_ARG_INTEGER;
+        args[i].key = (char *)ints[i].key;
+        args[i].value.integer = ints[i].value;
     }
     grpc_channel_args cargs = {.num_args = nargs, .args = args};
 

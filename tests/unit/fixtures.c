@@ -12,6 +12,7 @@
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -305,4 +306,26 @@ int fx_rmtree(const char *path)
 {
     /* FTW_DEPTH: children before their directory; FTW_PHYS: never follow links. */
     return nftw(path, fx_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+int fx_make_imagefolder(const char *root, int n, uint32_t w, uint32_t h)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/train", root);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        return -errno;
+    }
+    snprintf(path, sizeof(path), "%s/train/a", root);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        return -errno;
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/train/a/%04d.jpg", root, i);
+        fx_jpeg_opts_t o = {.width = w, .height = h, .seed = (uint32_t)i};
+        int rc = fx_make_jpeg_file(path, &o);
+        if (rc != 0) {
+            return rc < 0 ? rc : -EIO;
+        }
+    }
+    return 0;
 }

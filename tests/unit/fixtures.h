@@ -63,5 +63,8 @@ int fx_read_file(const char *path, uint8_t **ret_buf, size_t *ret_len);
 int fx_mkdtemp(char *path);
 /* Removes path and everything below it (does not follow symlinks). */
 int fx_rmtree(const char *path);
+/* An ImageFolder of one class: root/train/a/0000.jpg .. n-1, w x h, seed =
+ * the image's number. Returns 0 or a negative errno. */
+int fx_make_imagefolder(const char *root, int n, uint32_t w, uint32_t h);
 
 #endif

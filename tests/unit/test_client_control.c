@@ -49,16 +49,8 @@ static void setup(void)
 {
     sl_log_set_level(LOG_CRIT);
     ck_assert_int_eq(fx_mkdtemp(g_root), 0);
+    ck_assert_int_eq(fx_make_imagefolder(g_root, NIMG, 24, 16), 0);
     char path[512];
-    snprintf(path, sizeof(path), "%s/train", g_root);
-    ck_assert_int_eq(mkdir(path, 0755), 0);
-    snprintf(path, sizeof(path), "%s/train/a", g_root);
-    ck_assert_int_eq(mkdir(path, 0755), 0);
-    for (int i = 0; i < NIMG; i++) {
-        snprintf(path, sizeof(path), "%s/train/a/%02d.jpg", g_root, i);
-        fx_jpeg_opts_t o = {.width = 24, .height = 16, .seed = (uint32_t)i};
-        ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
-    }
     snprintf(path, sizeof(path), "%s/spec.json", g_root);
     const char spec[] = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
                         " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 2}";

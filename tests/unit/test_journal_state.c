@@ -19,6 +19,7 @@
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_planner.h"
 
 #define SPEC3                                                                                \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -206,67 +207,6 @@ END_TEST
 
 /* ------------------------------------------------------------ planner state */
 
-#define PSPEC                                                                               \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
-    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
-    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
-    " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"auto\"}"
-
-/* The client's PlannerInputs as tests/unit/test_planner.c builds them:
- * client 2 cores, decode+crop 10 ms; one 2-thread class holding worker wid. */
-typedef struct pin_s {
-    Sluice__PlannerInputs in;
-    Sluice__HostProfile client, wprof;
-    Sluice__StageStat cu[3], wu[3];
-    Sluice__StageStat *pcu[3], *pwu[3];
-    Sluice__WorkerClass cls;
-    Sluice__WorkerClass *pcls[1];
-    uint64_t ids[1];
-} pin_t;
-
-static void pin_init(pin_t *p, uint64_t wid)
-{
-    static const char *names[3] = {"decode_jpeg+center_crop", "flip", "normalize"};
-    static const double ms[3] = {10.0, 0.01, 0.05};
-    static const double out[3] = {192, 192, 768};
-    memset(p, 0, sizeof(*p));
-    sluice__planner_inputs__init(&p->in);
-    sluice__host_profile__init(&p->client);
-    for (int u = 0; u < 3; u++) {
-        sluice__stage_stat__init(&p->cu[u]);
-        p->cu[u].name = (char *)names[u];
-        p->cu[u].cpu_sec_per_sample = ms[u] * 1e-3;
-        p->cu[u].out_bytes_per_sample = out[u];
-        p->cu[u].samples = 100;
-        p->wu[u] = p->cu[u];
-        p->pcu[u] = &p->cu[u];
-        p->pwu[u] = &p->wu[u];
-    }
-    p->client.host = "client test";
-    p->client.n_units = 3;
-    p->client.units = p->pcu;
-    p->client.encoded_bytes_per_sample = 100e3;
-    p->client.samples = 100;
-    p->wprof = p->client;
-    p->wprof.host = "cpu|2 threads|2.00 cpus";
-    p->wprof.units = p->pwu;
-    sluice__worker_class__init(&p->cls);
-    p->cls.key = "cpu|2 threads|2.00 cpus";
-    p->ids[0] = wid;
-    p->cls.n_worker_ids = 1;
-    p->cls.worker_ids = p->ids;
-    p->cls.threads = 2;
-    p->cls.cpu_budget = 2;
-    p->cls.profile = &p->wprof;
-    p->pcls[0] = &p->cls;
-    p->in.spec_hash = 42;
-    p->in.client = &p->client;
-    p->in.client_cpu_budget = 2;
-    p->in.recv_cpu_sec_per_byte = 1e-9;
-    p->in.n_classes = 1;
-    p->in.classes = p->pcls;
-}
-
 /* want: the id to ask back (a worker re-registering after a restart). */
 static uint64_t reg_worker(disp_t *d, const char *addr, uint64_t want, int64_t now)
 {
@@ -284,14 +224,14 @@ static uint64_t reg_worker(disp_t *d, const char *addr, uint64_t want, int64_t n
     return resp.worker_id;
 }
 
-static uint64_t submit_auto(disp_t *d, pin_t *pin)
+static uint64_t submit_auto(disp_t *d, fx_pin_t *pin)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
     req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = PSPEC;
+    req.spec_json = FX_PIN_SPEC;
     req.num_samples = 200;
     req.source_fingerprint = 99;
     req.planner = pin != NULL ? &pin->in : NULL;
@@ -317,8 +257,8 @@ START_TEST(test_planner_state_restored)
     disp_t d;
     open_disp(&d, 100);
     uint64_t w1 = reg_worker(&d, "127.0.0.1:9", 0, 1000);
-    pin_t pin;
-    pin_init(&pin, w1);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
     uint64_t id = submit_auto(&d, &pin);
     uint64_t w2 = reg_worker(&d, "127.0.0.1:10", 0, 1100);
     disp_planner_tick(&d, 1200); /* a worker joined: plan v2 */
@@ -395,7 +335,7 @@ START_TEST(test_old_journal_loads)
     char err[512] = "";
     disp_journal_t *j = NULL;
     ck_assert_int_eq(disp_journal_open(dir, &j, err, sizeof(err)), 0);
-    append_job(j, 7, PSPEC, NULL); /* the old layout */
+    append_job(j, 7, FX_PIN_SPEC, NULL); /* the old layout */
     Sluice__JournalPlan pm = SLUICE__JOURNAL_PLAN__INIT;
     Sluice__Plan plan = SLUICE__PLAN__INIT;
     plan.split = 2;
@@ -413,14 +353,14 @@ START_TEST(test_old_journal_loads)
 
     /* Broken planner state: a client profile that does not fit the
      * pipeline (1 unit of 3), and a planner input of the wrong size. */
-    pin_t bad;
-    pin_init(&bad, 1);
+    fx_pin_t bad;
+    fx_pin_init(&bad, 1);
     bad.client.n_units = 1;
     Sluice__JournalPlanner jp = SLUICE__JOURNAL_PLANNER__INIT;
     jp.inputs = &bad.in;
-    append_job(j, 8, PSPEC, &jp);
-    pin_t good;
-    pin_init(&good, 1);
+    append_job(j, 8, FX_PIN_SPEC, &jp);
+    fx_pin_t good;
+    fx_pin_init(&good, 1);
     Sluice__JournalPlanner jp2 = SLUICE__JOURNAL_PLANNER__INIT;
     Sluice__JournalPlannerInput in = SLUICE__JOURNAL_PLANNER_INPUT__INIT;
     double two[2] = {1, 2};
@@ -428,7 +368,7 @@ START_TEST(test_old_journal_loads)
     in.unit_sec = two;
     jp2.inputs = &good.in;
     jp2.input = &in;
-    append_job(j, 9, PSPEC, &jp2);
+    append_job(j, 9, FX_PIN_SPEC, &jp2);
     disp_journal_close(j);
 
     disp_t d;

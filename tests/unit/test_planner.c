@@ -28,6 +28,7 @@
 #include "dispatcher/planner_job.h"
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service.h"
+#include "tests/unit/fixtures_planner.h"
 
 static void base(disp_pl_input_t *in)
 {
@@ -582,70 +583,6 @@ END_TEST
  * never handed out; handed-out splits keep their split point; every split
  * of every epoch is acknowledged exactly once across the re-plans. */
 
-#define PSPEC                                                                               \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
-    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
-    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
-    " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"auto\"}"
-
-typedef struct pin_s {
-    Sluice__PlannerInputs in;
-    Sluice__HostProfile client, wprof;
-    Sluice__StageStat cu[3], wu[3];
-    Sluice__StageStat *pcu[3], *pwu[3];
-    Sluice__WorkerClass cls;
-    Sluice__WorkerClass *pcls[1];
-    uint64_t ids[1];
-} pin_t;
-
-/* Client 2 cores; decode+crop 10 ms, flip 0.01 ms, normalize 0.05 ms;
- * one class (2 threads, same speed) holding worker wid. With one worker
- * R = 200/s at K=1: F* = (2 - 200 b) / (2 + 200 (a - b)) ~ 0.497; with two
- * R = 400/s: F* ~ 0.329. */
-static void pin_init(pin_t *p, uint64_t wid)
-{
-    static const char *names[3] = {"decode_jpeg+center_crop", "flip", "normalize"};
-    static const double ms[3] = {10.0, 0.01, 0.05};
-    static const double out[3] = {192, 192, 768};
-    memset(p, 0, sizeof(*p));
-    sluice__planner_inputs__init(&p->in);
-    sluice__host_profile__init(&p->client);
-    sluice__host_profile__init(&p->wprof);
-    for (int u = 0; u < 3; u++) {
-        sluice__stage_stat__init(&p->cu[u]);
-        p->cu[u].name = (char *)names[u];
-        p->cu[u].cpu_sec_per_sample = ms[u] * 1e-3;
-        p->cu[u].out_bytes_per_sample = out[u];
-        p->cu[u].samples = 100;
-        p->wu[u] = p->cu[u];
-        p->pcu[u] = &p->cu[u];
-        p->pwu[u] = &p->wu[u];
-    }
-    p->client.host = "client test";
-    p->client.n_units = 3;
-    p->client.units = p->pcu;
-    p->client.encoded_bytes_per_sample = 100e3;
-    p->client.samples = 100;
-    p->wprof = p->client;
-    p->wprof.host = "cpu|2 threads|2.00 cpus";
-    p->wprof.units = p->pwu;
-    sluice__worker_class__init(&p->cls);
-    p->cls.key = "cpu|2 threads|2.00 cpus";
-    p->ids[0] = wid;
-    p->cls.n_worker_ids = 1;
-    p->cls.worker_ids = p->ids;
-    p->cls.threads = 2;
-    p->cls.cpu_budget = 2;
-    p->cls.profile = &p->wprof;
-    p->pcls[0] = &p->cls;
-    p->in.spec_hash = 42;
-    p->in.client = &p->client;
-    p->in.client_cpu_budget = 2;
-    p->in.recv_cpu_sec_per_byte = 1e-9;
-    p->in.n_classes = 1;
-    p->in.classes = p->pcls;
-}
-
 static disp_t *pd_new(int64_t now)
 {
     static disp_config_t cfg;
@@ -694,14 +631,14 @@ START_TEST(test_dispatcher_replan)
     int64_t now = 50000;
     disp_t *d = pd_new(now);
     uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
-    pin_t pin;
-    pin_init(&pin, w1);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
     req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = PSPEC;
+    req.spec_json = FX_PIN_SPEC;
     req.num_samples = 200; /* 20 splits per epoch */
     req.source_fingerprint = 99;
     req.planner = &pin.in;
@@ -832,14 +769,14 @@ START_TEST(test_dispatcher_plan_job)
     int64_t now = 50000;
     disp_t *d = pd_new(now);
     uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
-    pin_t pin;
-    pin_init(&pin, w1);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
     req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = PSPEC;
+    req.spec_json = FX_PIN_SPEC;
     req.num_samples = 200;
     req.planner = &pin.in;
     ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
@@ -892,11 +829,11 @@ START_TEST(test_drift)
     int64_t now = 50000;
     disp_t *d = pd_new(now);
     uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
-    pin_t pin;
-    pin_init(&pin, w1);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
     sl_spec_t spec;
     char err[512];
-    ck_assert_int_eq(sl_spec_parse("t", PSPEC, strlen(PSPEC), &spec, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)), 0);
     disp_pjob_t *pj = NULL;
     ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
     disp_plan_t plan;
@@ -1025,13 +962,13 @@ START_TEST(test_dispatcher_node_ranks)
     int64_t now = 50000;
     disp_t *d = pd_new(now);
     uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
-    pin_t pin;
-    pin_init(&pin, w1);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
     uint64_t ids[3];
     char spec[1024];
     for (uint32_t rk = 0; rk < 3; rk++) {
         snprintf(spec, sizeof(spec), "%.*s, \"world_size\": 3, \"rank\": %u}",
-                 (int)strlen(PSPEC) - 1, PSPEC, rk);
+                 (int)strlen(FX_PIN_SPEC) - 1, FX_PIN_SPEC, rk);
         Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
         Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
         disp_arena_t a = {0};

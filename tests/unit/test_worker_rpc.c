@@ -36,16 +36,7 @@ static void setup(void)
 {
     sl_log_set_level(LOG_CRIT);
     ck_assert_int_eq(fx_mkdtemp(g_root), 0);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/train", g_root);
-    ck_assert_int_eq(mkdir(path, 0755), 0);
-    snprintf(path, sizeof(path), "%s/train/a", g_root);
-    ck_assert_int_eq(mkdir(path, 0755), 0);
-    for (int i = 0; i < NIMG; i++) {
-        snprintf(path, sizeof(path), "%s/train/a/%02d.jpg", g_root, i);
-        fx_jpeg_opts_t o = {.width = 40, .height = 30, .seed = (uint32_t)i};
-        ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
-    }
+    ck_assert_int_eq(fx_make_imagefolder(g_root, NIMG, 40, 30), 0);
     sl_source_t *src = NULL;
     char err[256];
     ck_assert_int_eq(sl_source_open(g_root, SL_SRC_IMAGEFOLDER, "train", &src, err, sizeof(err)),

@@ -1,0 +1,47 @@
+#include "tests/unit/fixtures_planner.h"
+
+#include <string.h>
+
+void fx_pin_init(fx_pin_t *p, uint64_t wid)
+{
+    static const char *names[3] = {"decode_jpeg+center_crop", "flip", "normalize"};
+    static const double ms[3] = {10.0, 0.01, 0.05};
+    static const double out[3] = {192, 192, 768};
+    memset(p, 0, sizeof(*p));
+    sluice__planner_inputs__init(&p->in);
+    sluice__host_profile__init(&p->client);
+    sluice__host_profile__init(&p->wprof);
+    for (int u = 0; u < 3; u++) {
+        sluice__stage_stat__init(&p->cu[u]);
+        p->cu[u].name = (char *)names[u];
+        p->cu[u].cpu_sec_per_sample = ms[u] * 1e-3;
+        p->cu[u].out_bytes_per_sample = out[u];
+        p->cu[u].samples = 100;
+        p->wu[u] = p->cu[u];
+        p->pcu[u] = &p->cu[u];
+        p->pwu[u] = &p->wu[u];
+    }
+    p->client.host = "client test";
+    p->client.n_units = 3;
+    p->client.units = p->pcu;
+    p->client.encoded_bytes_per_sample = 100e3;
+    p->client.samples = 100;
+    p->wprof = p->client;
+    p->wprof.host = "cpu|2 threads|2.00 cpus";
+    p->wprof.units = p->pwu;
+    sluice__worker_class__init(&p->cls);
+    p->cls.key = "cpu|2 threads|2.00 cpus";
+    p->ids[0] = wid;
+    p->cls.n_worker_ids = 1;
+    p->cls.worker_ids = p->ids;
+    p->cls.threads = 2;
+    p->cls.cpu_budget = 2;
+    p->cls.profile = &p->wprof;
+    p->pcls[0] = &p->cls;
+    p->in.spec_hash = 42;
+    p->in.client = &p->client;
+    p->in.client_cpu_budget = 2;
+    p->in.recv_cpu_sec_per_byte = 1e-9;
+    p->in.n_classes = 1;
+    p->in.classes = p->pcls;
+}

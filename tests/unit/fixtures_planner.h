@@ -1,0 +1,34 @@
+/* The dispatcher-side planner fixture shared by test_planner.c and
+ * test_journal_state.c: a spec with an "auto" plan and the PlannerInputs a
+ * client would send for it. */
+#ifndef TESTS_UNIT_FIXTURES_PLANNER_H
+#define TESTS_UNIT_FIXTURES_PLANNER_H
+
+#include <stdint.h>
+
+#include "proto/sluice.pb-c.h"
+
+#define FX_PIN_SPEC                                                                         \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
+    " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"auto\"}"
+
+/* The client's PlannerInputs, with storage for everything they point to. */
+typedef struct fx_pin_s {
+    Sluice__PlannerInputs in;
+    Sluice__HostProfile client, wprof;
+    Sluice__StageStat cu[3], wu[3];
+    Sluice__StageStat *pcu[3], *pwu[3];
+    Sluice__WorkerClass cls;
+    Sluice__WorkerClass *pcls[1];
+    uint64_t ids[1];
+} fx_pin_t;
+
+/* Client 2 cores; decode+crop 10 ms, flip 0.01 ms, normalize 0.05 ms;
+ * one class (2 threads, same speed) holding worker wid. With one worker
+ * R = 200/s at K=1: F* = (2 - 200 b) / (2 + 200 (a - b)) ~ 0.497; with two
+ * R = 400/s: F* ~ 0.329. */
+void fx_pin_init(fx_pin_t *p, uint64_t wid);
+
+#endif
