@@ -833,7 +833,8 @@ START_TEST(test_drift)
     fx_pin_init(&pin, w1);
     sl_spec_t spec;
     char err[512];
-    ck_assert_int_eq(sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)), 0);
+    ck_assert_int_eq(
+        sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)), 0);
     disp_pjob_t *pj = NULL;
     ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
     disp_plan_t plan;
