@@ -214,9 +214,8 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
     }
     job->nunits = sl_pipeline_nunits(job->pipe);
     /* Room for a whole batch beyond the threads' own window, so one batch
-     * can be made while the training loop works on the previous one: every
-     * pump ends with the executor full (in-flight counts finished samples
-     * not yet collected), and its threads keep working after the call. */
+     * can be made while the training loop works on the previous one
+     * (sluice_next_batch refills before returning). */
     unsigned batch_room = job->spec.batch_size < 4096 ? job->spec.batch_size : 4096;
     job->exec = sl_exec_new(job->pipe, job->src, threads, threads * 8 + 8 + batch_room);
     job->batcher = sl_batcher_new(job->spec.batch_size, job->spec.drop_last,

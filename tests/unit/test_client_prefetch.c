@@ -1,6 +1,6 @@
 /* The client keeps its pipeline busy while the training loop works on a
- * batch: sluice_next_batch leaves the executor full, and the executor has
- * room for a whole batch beyond its threads' window. Without
+ * batch: sluice_next_batch refills the executor before it returns, and the
+ * executor has room for a whole batch beyond its threads' window. Without
  * that, a loop that trains between batches gets only what was in flight
  * when it left next_batch (the "off" plan then ran at ~60 % of its speed
  * under a paced consumer). Observed through the executor's per-unit sample
@@ -79,17 +79,18 @@ START_TEST(test_next_batch_leaves_a_batch_in_the_making)
     sluice_release_batch(job, b);
 
     /* ... but never more than the executor's room ahead of the loop: a
-     * refill on the way out that also collected let the batcher run ahead
-     * without bound (caught by the soak as +1 MB/s of RSS). Everything is
-     * still delivered exactly once. */
+     * refill that also collected let the batcher run ahead without bound
+     * (caught by the soak as +1 MB/s of RSS). Everything is still
+     * delivered exactly once. */
     uint64_t n = BATCH;
     /* the executor full, one batch ready and a partial one in the batcher */
     uint64_t room = sl_exec_capacity(job->exec) + 2 * BATCH;
     int rc;
     while ((rc = sluice_next_batch(job, &b)) == 0) {
         n += b->n;
-        /* Full on the way out, also when the batch was ready on entry (no
-         * pump ran), unless every position has been fed. */
+        /* Refilled on the way out, also when the pump's last step was a
+         * collect or the batch was ready on entry: full, unless every
+         * position has been fed. */
         ck_assert(sl_exec_inflight(job->exec) == sl_exec_capacity(job->exec) ||
                   job->local_epoch >= job->spec.epochs);
         sluice_release_batch(job, b);
