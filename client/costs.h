@@ -14,13 +14,11 @@
 #define CL_MAX_SAMPLE_COSTS (1u << 23)
 
 /* Predicted relative cost of each sample index of src into out[n]
- * (n = sl_source_count): size + CL_COST_OVERHEAD_SHARE * mean size. Decode
+ * (n = sl_source_count): size + SL_COST_SIZE_OVERHEAD_SHARE * mean size. Decode
  * time grows with pixels, which at one data set's JPEG quality grow about
  * with bytes; the overhead share stands for the per-sample work that does
  * not (open, read, a fixed-size crop's resize, normalize). Only ratios
  * matter to the dispatcher. Returns 0. */
 int cl_sample_costs(const sl_source_t *src, float *out, uint64_t n);
-
-#define CL_COST_OVERHEAD_SHARE 0.25
 
 #endif

@@ -133,6 +133,7 @@ static void hp_from_local(cl_hp_t *hp, const char *host, const sl_profile_t *pr,
     hp->msg.samples = pr->samples;
     hp->msg.seconds = pr->seconds;
     hp->msg.cost_model_error = pr->model_error > 0 ? pr->model_error : 0;
+    hp->msg.size_cost_error = pr->size_error > 0 ? pr->size_error : 0;
 }
 
 /* Deep copy of a received profile (the reply is freed afterwards). */
@@ -160,6 +161,7 @@ static void hp_copy(cl_hp_t *hp, const Sluice__HostProfile *m, int cached)
     hp->msg.samples = m->samples;
     hp->msg.seconds = m->seconds;
     hp->msg.cost_model_error = m->cost_model_error;
+    hp->msg.size_cost_error = m->size_cost_error;
     hp->msg.sample_overhead_sec = m->sample_overhead_sec;
     hp->msg.cached = cached;
 }

@@ -144,6 +144,26 @@ typedef struct rec_s {
     double sec;
 } rec_t;
 
+/* sl_profile_t.size_error of n measured samples. */
+static double size_proxy_error(const rec_t *recs, uint64_t n)
+{
+    double kb = 0.0, sec = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        kb += recs[i].f.kb;
+        sec += recs[i].sec;
+    }
+    if (n < 2 || !(kb > 0.0) || !(sec > 0.0)) {
+        return -1.0;
+    }
+    double overhead = SL_COST_SIZE_OVERHEAD_SHARE * kb / (double)n;
+    double scale = sec / (kb + overhead * (double)n);
+    double abs_err = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        abs_err += fabs((recs[i].f.kb + overhead) * scale - recs[i].sec);
+    }
+    return abs_err / sec;
+}
+
 int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_t *indices,
                    size_t n, int max_ms, sl_profile_t *ret, char *err, size_t errlen)
 {
@@ -157,6 +177,7 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
     memset(&pr, 0, sizeof(pr));
     pr.nunits = sl_pipeline_nunits(p);
     pr.model_error = -1.0;
+    pr.size_error = -1.0;
     sl_costmodel_init(&pr.model);
     rec_t *recs = calloc(n > 0 ? n : 1, sizeof(*recs));
     if (recs == NULL) {
@@ -221,6 +242,7 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
         }
         pr.model_error = sum > 0.0 ? abs_err / sum : -1.0;
     }
+    pr.size_error = size_proxy_error(recs, pr.samples);
     sl_tensor_free(&t);
     sl_pipe_scratch_free(&scratch);
     free(recs);

@@ -35,6 +35,12 @@ typedef struct sl_cost_features_s {
     int progressive;
 } sl_cost_features_t;
 
+/* The per-sample cost a client sends with SubmitJob (client/costs.c) is
+ * the encoded size plus this share of the mean size: the work that does
+ * not grow with pixels. No file is opened for it, unlike the model below;
+ * profiles report how far off both are. */
+#define SL_COST_SIZE_OVERHEAD_SHARE 0.25
+
 /* cost = c0 + c1 kb + c2 mpix + c3 mpix * progressive */
 #define SL_COST_NPARAM 4
 
@@ -70,6 +76,9 @@ typedef struct sl_profile_s {
     double seconds;                          /* wall time */
     sl_costmodel_t model;                    /* fitted on the profiled samples */
     double model_error; /* sum |predicted - measured| / sum measured; -1 = not fitted */
+    /* The same for the size proxy (SL_COST_SIZE_OVERHEAD_SHARE), scaled to
+     * the measured total: only ratios matter to the split cut. -1 = none. */
+    double size_error;
 } sl_profile_t;
 
 /* n evenly spread indices of a source of `total` samples (fewer when the

@@ -608,10 +608,12 @@ static double jw_load(disp_job_t *job, const disp_jw_t *jw)
     return c;
 }
 
-/* Measured cost per second, 0 = not known yet (under half a second busy). */
+/* Measured cost per second, 0 = not known yet (nothing delivered). */
 static double jw_speed(const disp_jw_t *jw)
 {
-    return jw->busy_ms >= 500 && jw->done_cost > 0 ? jw->done_cost * 1000.0 / jw->busy_ms : 0;
+    return jw->busy_ms >= DISP_SPEED_MIN_BUSY_MS && jw->done_cost > 0
+               ? jw->done_cost * 1000.0 / jw->busy_ms
+               : 0;
 }
 
 /* Speed used for jw: measured, else the mean measured one of the job's
@@ -632,6 +634,29 @@ static double jw_speed_or_guess(const disp_job_t *job, const disp_jw_t *jw)
         }
     }
     return n > 0 ? sum / n : 1.0;
+}
+
+/* Predicted cost jw has left at now: its active load less the progress on
+ * the split it runs. Without this a worker about to finish looks a whole
+ * split busier than one that just started, and stealing moves splits
+ * toward workers that end later. */
+static double jw_left(disp_job_t *job, const disp_jw_t *jw, int64_t now_ms)
+{
+    if (jw == NULL) {
+        return 0;
+    }
+    double load = jw_load(job, jw);
+    for (uint32_t k = 0; k < jw->n; k++) {
+        if (jw->sent[k] == DISP_AN_DELIVERED) {
+            continue;
+        }
+        double head = split_cost(job, jw->ids[k]);
+        double done = jw->head_from_ms > 0 && now_ms > jw->head_from_ms
+                          ? jw_speed_or_guess(job, jw) * (double)(now_ms - jw->head_from_ms) / 1000.0
+                          : 0;
+        return load - (done < head ? done : head);
+    }
+    return load;
 }
 
 /* Busy-time bookkeeping at now: closes the stretch so far, starts a new
@@ -674,6 +699,9 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         }
         if (jw->busy_from_ms == 0) {
             jw->busy_from_ms = now_ms;
+        }
+        if (jw_active(jw) == 0) {
+            jw->head_from_ms = now_ms;
         }
         jw->ids[jw->n] = id;
         jw->sent[jw->n] = DISP_AN_NEW;
@@ -839,6 +867,7 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                 } else if (has_ref(p->sent, p->n_sent, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_DELIVERED;
                     jw->done_cost += split_cost(job, id);
+                    jw->head_from_ms = now_ms;
                     returned = 1; /* room for the next split in this reply */
                 } else if (jw->sent[k] == DISP_AN_SEEN || p->leaving ||
                            w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
@@ -878,7 +907,7 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
  * waits for it rather than straggle on a slow worker. *ret_any says
  * whether any live worker may run the job at all. */
 static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avoid, double c,
-                                  int *ret_any)
+                                  int64_t now_ms, int *ret_any)
 {
     disp_worker_t *best = NULL;
     double best_t = 0;
@@ -897,7 +926,7 @@ static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avo
         }
         *ret_any = 1;
         uint32_t n = jw != NULL ? jw_active(jw) : 0;
-        double t = ((jw != NULL ? jw_load(job, jw) : 0) + c) / jw_speed_or_guess(job, jw);
+        double t = (jw_left(job, jw, now_ms) + c) / jw_speed_or_guess(job, jw);
         int is_avoid = avoid != 0 && w->id == avoid;
         if (n >= js->lim.max_splits_per_worker ||
             (jw != NULL && jw->n >= 2 * js->lim.max_splits_per_worker)) {
@@ -948,7 +977,7 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
     while (ring_front_pending(ep, &ep->remote, &idx)) {
         int any = 0;
         disp_worker_t *w = pick_worker(js, job, ep->splits[idx].avoid,
-                                       ep->cost != NULL ? ep->cost[idx] : 1.0, &any);
+                                       ep->cost != NULL ? ep->cost[idx] : 1.0, now_ms, &any);
         uint64_t owner = 0;
         if (w != NULL) {
             owner = w->id;
@@ -973,9 +1002,9 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
 }
 
 /* Predicted seconds until worker w has run its active splits of job. */
-static double finish_time(disp_job_t *job, const disp_jw_t *jw)
+static double finish_time(disp_job_t *job, const disp_jw_t *jw, int64_t now_ms)
 {
-    return jw != NULL ? jw_load(job, jw) / jw_speed_or_guess(job, jw) : 0;
+    return jw != NULL ? jw_left(job, jw, now_ms) / jw_speed_or_guess(job, jw) : 0;
 }
 
 /* One steal (jobs.h): returns 1 if a split moved. */
@@ -998,7 +1027,7 @@ static int steal_one(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
         }
         disp_jw_t *jw = disp_job_jw(job, w->id);
         uint32_t active = jw != NULL ? jw_active(jw) : 0;
-        double t = finish_time(job, jw);
+        double t = finish_time(job, jw, now_ms);
         if (jw != NULL && active >= 2 && (victim == NULL || t > victim_t)) {
             victim = jw;
             victim_t = t;
@@ -1034,8 +1063,11 @@ static int steal_one(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
     double c = ep->cost != NULL ? ep->cost[idx] : 1.0;
     const disp_jw_t *tjw = disp_job_jw(job, thief->id);
     double thief_after = thief_t + c / jw_speed_or_guess(job, tjw);
-    if (!(thief_after < victim_t * (1 - 1e-6))) {
-        return 0; /* moving it would not end the job's work sooner */
+    /* Only a clear gain: speeds are estimates and a running split's
+     * progress is unknown, so a move that gains less than half the split's
+     * time at the victim is as likely to end the job later. */
+    if (!(thief_after < victim_t - DISP_STEAL_MARGIN * c / jw_speed_or_guess(job, victim))) {
+        return 0;
     }
     uint64_t from = victim->worker_id;
     int told = victim->sent[k - 1] != DISP_AN_NEW;
@@ -1255,6 +1287,7 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
                 for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
                     if (jw->ids[k] == ids[i] && jw->sent[k] != DISP_AN_DELIVERED) {
                         jw->done_cost += ep->cost != NULL ? ep->cost[idx] : 0;
+                        jw->head_from_ms = now_ms;
                     }
                 }
             }
@@ -1309,6 +1342,7 @@ size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids,
                 /* The client has it all before the worker said so (or from
                  * an earlier owner): nothing more is needed from there. */
                 jw->done_cost += ep->cost != NULL ? ep->cost[idx] : 0;
+                jw->head_from_ms = now_ms;
                 revoke_at_owner(job, s, ids[i]);
             }
         }

@@ -176,6 +176,10 @@ typedef struct disp_jw_s {
     double done_cost;
     double busy_ms;
     int64_t busy_from_ms;
+    /* When its oldest active split began, as far as we can tell: its last
+     * delivery, or the start of a busy stretch. What a worker has left is
+     * its load less the progress on that split since (jobs.c jw_left). */
+    int64_t head_from_ms;
 } disp_jw_t;
 
 typedef struct disp_skip_s {
@@ -296,6 +300,14 @@ typedef struct disp_submit_s {
 #define DISP_AUTO_SPLIT_MIN 16
 #define DISP_AUTO_SPLIT_MAX 256
 #define DISP_AUTO_SPLITS_PER_SLOT 2
+/* A worker's speed counts from its first delivered split (and this much
+ * busy time): until then it is assumed as fast as the measured ones, and
+ * a slow worker filled its slots on that guess (test_dispatcher_balance:
+ * 500 ms made the uniform case's epoch 1.26x as long). */
+#define DISP_SPEED_MIN_BUSY_MS 50
+/* A steal must end the victim's work sooner by this share of the split's
+ * time there (jobs.c steal_one): speeds are estimates. */
+#define DISP_STEAL_MARGIN 0.5
 
 /* The split size for a job of `positions` per epoch with `workers` live
  * workers holding max_per_worker splits each: ceil(positions / (max(workers,

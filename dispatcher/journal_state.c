@@ -103,6 +103,7 @@ static void hprof_to_msg(const disp_hprof_t *p, Sluice__HostProfile *m, Sluice__
     m->samples = p->samples;
     m->seconds = p->seconds;
     m->cost_model_error = p->model_error;
+    m->size_cost_error = p->size_error;
 }
 
 /* The client's inputs as the planner holds them now (its reports refine

@@ -116,6 +116,7 @@ void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
     ret->samples = m->samples;
     ret->seconds = fin(m->seconds);
     ret->model_error = fin(m->cost_model_error);
+    ret->size_error = fin(m->size_cost_error);
     ret->overhead_sec = fmin(fin(m->sample_overhead_sec), DISP_PJ_MAX_OVERHEAD_SEC);
 }
 
@@ -577,6 +578,7 @@ static json_t *profile_json(jb_t *b, const disp_hprof_t *p)
     jset(b, o, "read_ms_per_sample", jnum(p->read_sec * 1e3));
     jset(b, o, "encoded_bytes_per_sample", jnum(p->encoded_bytes));
     jset(b, o, "cost_model_error", p->model_error > 0.0 ? jnum(p->model_error) : json_null());
+    jset(b, o, "size_cost_error", p->size_error > 0.0 ? jnum(p->size_error) : json_null());
     if (p->overhead_sec > 0.0) {
         jset(b, o, "sample_overhead_ms", jnum(p->overhead_sec * 1e3));
     }

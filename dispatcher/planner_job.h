@@ -53,6 +53,7 @@ typedef struct disp_hprof_s {
     uint64_t samples;
     double seconds;
     double model_error;
+    double size_error; /* HostProfile.size_cost_error */
     double overhead_sec; /* client hosts: measured per-sample overhead (planner.h sample_sec) */
 } disp_hprof_t;
 

@@ -444,6 +444,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         m->seconds = p->seconds;
         m->cached = 1;
         m->cost_model_error = p->model_error;
+        m->size_cost_error = p->size_error;
         m->sample_overhead_sec = p->overhead_sec;
         if (m->host == NULL) {
             rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");

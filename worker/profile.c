@@ -173,6 +173,7 @@ static void h_profile(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *repl
     hp.samples = pr.samples;
     hp.seconds = pr.seconds;
     hp.cost_model_error = pr.model_error > 0 ? pr.model_error : 0;
+    hp.size_cost_error = pr.size_error > 0 ? pr.size_error : 0;
     resp.profile = &hp;
     SL_INFO("profile: %" PRIu64 " samples (%" PRIu64 " failed) in %.2f s for %s",
             pr.samples, pr.failed, pr.seconds, sl_rpc_reply_peer(reply));

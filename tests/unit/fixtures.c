@@ -5,6 +5,7 @@
 
 #include "tests/unit/fixtures.h"
 
+#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -328,4 +329,16 @@ int fx_make_imagefolder(const char *root, int n, uint32_t w, uint32_t h)
         }
     }
     return 0;
+}
+
+int fx_run_suite(struct Suite *s, int nofork)
+{
+    SRunner *sr = srunner_create(s);
+    if (nofork) {
+        srunner_set_fork_status(sr, CK_NOFORK);
+    }
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -67,4 +67,10 @@ int fx_rmtree(const char *path);
  * the image's number. Returns 0 or a negative errno. */
 int fx_make_imagefolder(const char *root, int n, uint32_t w, uint32_t h);
 
+/* Runs a Check suite (forking per test unless nofork: gRPC suites must
+ * not fork after grpc_init, ../shared/GRPC_CORE.md pitfall 1) and frees
+ * it. Returns EXIT_SUCCESS when every test passed, else EXIT_FAILURE. */
+struct Suite;
+int fx_run_suite(struct Suite *s, int nofork);
+
 #endif

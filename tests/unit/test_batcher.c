@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/batcher.h"
+#include "tests/unit/fixtures.h"
 
 /* A sample whose one-byte payload encodes its position, so batches can be checked. */
 static sl_sample_t mk(uint64_t epoch, uint64_t pos, int skip)
@@ -402,9 +403,5 @@ int main(void)
     tcase_add_test(tc, test_fill_drop_last_and_refusals);
     tcase_add_test(tc, test_buffers_reused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -393,10 +393,5 @@ int main(void)
     tcase_add_test(tc, test_dead_worker_backoff_and_retry);
     tcase_add_test(tc, test_received_before_consumed);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 1);
 }

@@ -158,9 +158,13 @@ START_TEST(test_profile_run)
                       2.0 * sl_costmodel_predict(&pr.model, &fsmall),
                   "large %.3g s, small %.3g s", sl_costmodel_predict(&pr.model, &flarge),
                   sl_costmodel_predict(&pr.model, &fsmall));
-    /* The error is reported (its size depends on the machine's noise; the
-     * demo data set gives ~7 %, docs/planner.md). */
+    /* The errors are reported (their size depends on the machine's noise;
+     * docs/planner.md has measured ones): the header model's, and the size
+     * proxy's the split cut uses. The proxy is a fixed formula scaled to
+     * the measured total, so it can be far off but never beyond 2x the
+     * total (every term is positive). */
     ck_assert(pr.model_error >= 0.0);
+    ck_assert_msg(pr.size_error >= 0.0 && pr.size_error <= 2.0, "%g", pr.size_error);
     /* A 1 ms budget stops long before the 4 big full decodes are done. */
     ck_assert_int_eq(sl_profile_run(fp, src, idx, n, 1, &pr, err, sizeof(err)), 0);
     ck_assert(pr.samples + pr.failed < n);
@@ -243,9 +247,5 @@ int main(void)
     tcase_add_test(tc, test_cgroup_parsers);
     tcase_add_test(tc, test_cost_hash);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return fx_run_suite(s, 0);
 }

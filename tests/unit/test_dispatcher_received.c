@@ -18,6 +18,7 @@
 #include "dispatcher/registry.h"
 #include "dispatcher/service.h"
 #include "dispatcher/service_ranks.h"
+#include "tests/unit/fixtures.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -293,9 +294,5 @@ int main(void)
     tcase_add_test(tc, test_requeue_received);
     tcase_add_test(tc, test_svc_received_and_rank_restart);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -12,6 +12,7 @@
 #include "dispatcher/disp.h"
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
+#include "tests/unit/fixtures.h"
 
 #define SPEC_OFF                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -373,9 +374,5 @@ int main(void)
     tcase_add_test(tc, test_history_ring);
     tcase_add_test(tc, test_hostile_skip_reasons);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -21,6 +21,7 @@
 #include "tests/fuzz/fuzz_rpc.c"
 #include "tests/fuzz/fuzz_spec.c"
 #include "tests/fuzz/fuzz_tar.c"
+#include "tests/unit/fixtures.h"
 
 typedef struct fz_target_s {
     const char *name;
@@ -91,9 +92,5 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_replay, 0, (int)NTARGETS);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/imgops.h"
+#include "tests/unit/fixtures.h"
 
 typedef struct resize_case_s {
     const char *name;
@@ -1326,9 +1327,5 @@ int main(void)
     tcase_add_test(tc, test_rrc_fallback);
     tcase_add_test(tc, test_center_crop_and_shorter_dims);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -470,9 +470,5 @@ int main(void)
     tcase_add_test(tc, test_old_journal_loads);
     tcase_add_test(tc, test_rank_reattaches_after_restart);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

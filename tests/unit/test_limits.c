@@ -20,6 +20,7 @@
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/service.h"
+#include "tests/unit/fixtures.h"
 
 /* ------------------------------------------------------------ jobs per client */
 
@@ -246,9 +247,5 @@ int main(void)
     tcase_add_test(tc, test_ids_per_call);
     tcase_add_test(tc, test_http_header_and_body_bounds);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

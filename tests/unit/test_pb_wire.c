@@ -11,6 +11,7 @@
 #include "common/pb_wire.h"
 #include "common/tensor.h"
 #include "proto/sluice.pb-c.h"
+#include "tests/unit/fixtures.h"
 
 /* The bytes of buf cut into pieces of `piece` bytes (0: one segment), each
  * piece copied to its own allocation so ASan sees any overrun; empty
@@ -403,9 +404,5 @@ int main(void)
     tcase_add_test(tc, test_batch_too_many_samples);
     tcase_add_test(tc, test_sample_shape_checks);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -29,6 +29,7 @@
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service.h"
 #include "tests/unit/fixtures_planner.h"
+#include "tests/unit/fixtures.h"
 
 static void base(disp_pl_input_t *in)
 {
@@ -1073,9 +1074,5 @@ int main(void)
     tcase_add_test(td, test_dispatcher_node_ranks);
     tcase_add_test(td, test_probe_aggregate_broken);
     suite_add_tcase(s, td);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return fx_run_suite(s, 0);
 }

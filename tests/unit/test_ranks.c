@@ -9,6 +9,7 @@
 #include "common/ranks.h"
 #include "common/rng.h"
 #include "common/spec.h"
+#include "tests/unit/fixtures.h"
 
 static sl_spec_t spec_of(uint32_t world, uint32_t rank, sl_rank_padding_e pad)
 {
@@ -221,9 +222,5 @@ int main(void)
     tcase_add_test(tc, test_batcher_resume);
     tcase_add_test(tc, test_batcher_drop_tracking);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

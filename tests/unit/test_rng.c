@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/rng.h"
+#include "tests/unit/fixtures.h"
 
 START_TEST(test_same_key_same_stream)
 {
@@ -88,9 +89,5 @@ int main(void)
     tcase_add_test(tc, test_uniform_range_and_mean);
     tcase_add_test(tc, test_epoch_order_is_permutation);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -17,6 +17,7 @@
 #include "common/rpc.h"
 #include "common/rpc_impl.h"
 #include "proto/sluice.pb-c.h"
+#include "tests/unit/fixtures.h"
 
 #define M_REGISTER "/sluice.Dispatcher/RegisterWorker"
 #define M_HEARTBEAT "/sluice.Dispatcher/Heartbeat"
@@ -1254,12 +1255,8 @@ int main(void)
         fprintf(stderr, "test_rpc: openssl could not make test certificates: TLS untested\n");
     }
     suite_add_tcase(s, sec);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* pitfall 1 */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = fx_run_suite(s, 1); /* pitfall 1 */
     sl_rpc_shutdown();
     remove_pki();
-    return failed == 0 && have_pki ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc == EXIT_SUCCESS && have_pki ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -15,6 +15,7 @@
 
 #include "common/rpc.h"
 #include "proto/sluice.pb-c.h"
+#include "tests/unit/fixtures.h"
 
 #define M_REGISTER "/sluice.Dispatcher/RegisterWorker"
 #define M_HEARTBEAT "/sluice.Dispatcher/Heartbeat"
@@ -271,11 +272,7 @@ int main(void)
     tcase_add_test(tc, test_recv_limit);
     tcase_add_test(tc, test_queue_byte_budget);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* pitfall 1 */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = fx_run_suite(s, 1); /* pitfall 1 */
     sl_rpc_shutdown();
-    return failed == 0 ? 0 : 1;
+    return rc;
 }

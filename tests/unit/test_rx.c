@@ -13,6 +13,7 @@
 #include "common/rpc_client.h"
 #include "common/tensor.h"
 #include "proto/sluice.pb-c.h"
+#include "tests/unit/fixtures.h"
 
 #define M_FETCH "/sluice.Worker/Fetch"
 #define BIG_H 256
@@ -177,9 +178,5 @@ int main(void)
     tcase_add_test(tc, test_raw_stream_messages);
     tcase_add_test(tc, test_rx_from_unpacked_batch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

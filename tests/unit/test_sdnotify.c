@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/sdnotify.h"
+#include "tests/unit/fixtures.h"
 
 /* Binds a receiver at path ("@name" = abstract) and returns its fd. */
 static int receiver(const char *path)
@@ -104,9 +105,5 @@ int main(void)
     tcase_add_test(tc, test_abstract_socket);
     tcase_add_test(tc, test_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/sha256.h"
+#include "tests/unit/fixtures.h"
 
 START_TEST(test_known_vectors)
 {
@@ -47,9 +48,5 @@ int main(void)
     tcase_add_test(tc, test_known_vectors);
     tcase_add_test(tc, test_million_a_in_pieces);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -17,6 +17,7 @@
 
 #include "common/source.h"
 #include "common/source_impl.h"
+#include "tests/unit/fixtures.h"
 
 /* Per-test temp dir: TMP/root is the data root, TMP/outside lies beyond it.
  * Set by the checked fixture (runs in the forked test process). */
@@ -1033,9 +1034,5 @@ int main(void)
     tcase_add_test(tc, test_concurrent_reads);
     tcase_add_test(tc, test_fingerprint);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -7,6 +7,7 @@
 
 #include "common/spec.h"
 #include "common/spec_lines.h"
+#include "tests/unit/fixtures.h"
 
 /* The DESIGN.md example. Tests below edit one piece of it and check that the
  * error names the file, the line and the field: keep the line numbers. */
@@ -867,9 +868,5 @@ int main(void)
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_to_json_round_trip);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

@@ -9,6 +9,7 @@
 #include "worker/control.h"
 #include "worker/msg.h"
 #include "worker/tasks.h"
+#include "tests/unit/fixtures.h"
 
 /* A delivered sample with nbytes payload bytes, each = position & 0xff. */
 static sl_sample_t mk(uint64_t pos, size_t nbytes)
@@ -213,9 +214,5 @@ int main(void)
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_backoff);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }

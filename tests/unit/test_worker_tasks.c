@@ -599,9 +599,5 @@ int main(void)
     tcase_add_test(tc, test_stop_while_running);
     tcase_add_test(tc, test_jobs_share_slots);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return fx_run_suite(s, 0);
 }
