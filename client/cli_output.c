@@ -60,6 +60,9 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
         json_object_set_new(plan, "binding", json_string(st.plan_binding));
         json_object_set_new(plan, "profile_seconds", json_real(st.profile_seconds));
     }
+    if (st.sample_costs[0] != '\0') {
+        json_object_set_new(plan, "sample_costs", json_string(st.sample_costs));
+    }
     json_object_set_new(o, "plan", plan);
     if (st.job_id != 0) {
         json_object_set_new(o, "job_id", json_integer((json_int_t)st.job_id));

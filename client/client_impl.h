@@ -126,6 +126,7 @@ struct sluice_job {
     uint32_t split_units;  /* plan: units the workers run */
     double local_share;
     char plan_mode[64];
+    char sample_costs[16]; /* what the sample costs came from (costs.h); "" = none sent */
     struct cl_planner_s *planner; /* client/profile.h: profiles, rate reports; owned */
     pthread_t control;
     int control_started;

@@ -614,6 +614,7 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     snprintf(ret->plan_binding, sizeof(ret->plan_binding), "%s", pi.binding);
     ret->plan_version = pi.version;
     ret->profile_seconds = job->planner != NULL ? cl_planner_profile_seconds(job->planner) : 0;
+    snprintf(ret->sample_costs, sizeof(ret->sample_costs), "%s", job->sample_costs);
 }
 
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)

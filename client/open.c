@@ -43,9 +43,16 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     if (job->spec.world_size <= 1 && job->num_samples > 0 &&
         job->num_samples <= CL_MAX_SAMPLE_COSTS) {
         costs = malloc(job->num_samples * sizeof(*costs));
-        if (costs != NULL && cl_sample_costs(job->src, costs, job->num_samples) == 0) {
+        sl_costmodel_t model;
+        int have_model = cl_planner_cost_model(job->planner, &model) == 0;
+        cl_costs_from_e from = CL_COSTS_SIZE;
+        if (costs != NULL &&
+            cl_sample_costs(job->src, have_model ? &model : NULL, CL_COST_HEAD_BUDGET_MS, costs,
+                            job->num_samples, &from) == 0) {
             req.n_sample_costs = job->num_samples;
             req.sample_costs = costs;
+            snprintf(job->sample_costs, sizeof(job->sample_costs), "%s",
+                     cl_costs_from_name(from));
         } /* out of memory: sent without, the job is cut by count */
     }
     ProtobufCMessage *resp = NULL;
@@ -250,16 +257,20 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
             goto fail;
         }
         Sluice__PlannerInputs *inputs = NULL;
+        cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
+                             .disp = job->disp, .threads = threads,
+                             .consumer_rate = opts->consumer_rate,
+                             .security = &job->sec,
+                             .timeout_ms = job->timeout_ms};
+        char perr[512];
         if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
-            cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
-                                 .disp = job->disp, .threads = threads,
-                                 .consumer_rate = opts->consumer_rate,
-                                 .security = &job->sec,
-                                 .timeout_ms = job->timeout_ms};
-            char perr[512];
             if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {
                 inputs = cl_planner_inputs(job->planner);
             }
+        } else if (job->spec.world_size <= 1) {
+            /* A fixed plan needs no profile, but a cached one's cost model
+             * sizes the splits better than file sizes (client/costs.h). */
+            (void)cl_planner_cached_client(job->planner, &pa, perr, sizeof(perr));
         }
         rc = submit(job, spec_path, inputs, err, errlen);
         if (rc < 0) {

@@ -25,6 +25,7 @@ typedef struct cl_hp_s {
     Sluice__StageStat *punits[SL_PIPE_MAX_UNITS];
     char names[SL_PIPE_MAX_UNITS][CL_NAME_MAX];
     char host[CL_KEY_MAX];
+    double coef[SL_COST_NPARAM];
 } cl_hp_t;
 
 typedef struct cl_class_s {
@@ -134,6 +135,11 @@ static void hp_from_local(cl_hp_t *hp, const char *host, const sl_profile_t *pr,
     hp->msg.seconds = pr->seconds;
     hp->msg.cost_model_error = pr->model_error > 0 ? pr->model_error : 0;
     hp->msg.size_cost_error = pr->size_error > 0 ? pr->size_error : 0;
+    if (pr->model.fitted) {
+        memcpy(hp->coef, pr->model.coef, sizeof(hp->coef));
+        hp->msg.n_cost_model_coef = SL_COST_NPARAM;
+        hp->msg.cost_model_coef = hp->coef;
+    }
 }
 
 /* Deep copy of a received profile (the reply is freed afterwards). */
@@ -162,6 +168,11 @@ static void hp_copy(cl_hp_t *hp, const Sluice__HostProfile *m, int cached)
     hp->msg.seconds = m->seconds;
     hp->msg.cost_model_error = m->cost_model_error;
     hp->msg.size_cost_error = m->size_cost_error;
+    if (m->n_cost_model_coef == SL_COST_NPARAM) {
+        memcpy(hp->coef, m->cost_model_coef, sizeof(hp->coef));
+        hp->msg.n_cost_model_coef = SL_COST_NPARAM;
+        hp->msg.cost_model_coef = hp->coef;
+    }
     hp->msg.sample_overhead_sec = m->sample_overhead_sec;
     hp->msg.cached = cached;
 }
@@ -406,6 +417,68 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
 
 /* ------------------------------------------------------------ profiling */
 
+/* Step 1: GetPlanContext for the job's spec hash (set in p->in). */
+static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret,
+                         char *err, size_t errlen)
+{
+    int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
+    Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
+    creq.version = SL_PROTOCOL_VERSION;
+    creq.spec_hash = p->in.spec_hash;
+    sl_rpc_status_t st;
+    /* Bounded apart from SubmitJob's own wait: an unreachable dispatcher
+     * should not cost two full timeouts. */
+    int ctx_ms = timeout_ms < CL_CONTEXT_TIMEOUT_MS ? timeout_ms : CL_CONTEXT_TIMEOUT_MS;
+    int rc = sl_rpc_unary(a->disp, "/sluice.Dispatcher/GetPlanContext", &creq.base,
+                          &sluice__plan_context_response__descriptor, ctx_ms, 1, ret, &st);
+    if (rc != 0) {
+        if (rc == -ECOMM && st.code == SL_RPC_UNIMPLEMENTED) {
+            return sl_err(err, errlen, -ENOTSUP, "the dispatcher has no planner");
+        }
+        return sl_err(err, errlen, -ECONNREFUSED, "GetPlanContext failed: %s (%s)",
+                      rc == -ECOMM ? st.details : "bad reply",
+                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+    }
+    return 0;
+}
+
+/* This host's key in the profile cache. */
+static void client_key(char *key, size_t len)
+{
+    char host[200] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(key, len, "client %.100s", host);
+}
+
+int cl_planner_cached_client(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
+{
+    p->in.spec_hash = sl_spec_cost_hash(a->spec, sl_source_fingerprint(a->src));
+    ProtobufCMessage *cresp = NULL;
+    int rc = fetch_context(p, a, &cresp, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    char key[CL_KEY_MAX];
+    client_key(key, sizeof(key));
+    const Sluice__HostProfile *cached =
+        find_cached((const Sluice__PlanContextResponse *)cresp, key, a->pipe);
+    if (cached != NULL) {
+        hp_copy(&p->client, cached, 1);
+    } else {
+        rc = sl_err(err, errlen, -ENOENT, "no cached profile of this spec on this host");
+    }
+    protobuf_c_message_free_unpacked(cresp, NULL);
+    return rc;
+}
+
+int cl_planner_cost_model(const cl_planner_t *p, sl_costmodel_t *ret)
+{
+    if (p == NULL || p->client.msg.n_cost_model_coef != SL_COST_NPARAM) {
+        return -ENOENT;
+    }
+    return sl_costmodel_set(ret, p->client.coef, SL_COST_NPARAM);
+}
+
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
     double t0 = mono();
@@ -421,23 +494,10 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     }
 
     /* 1. What the dispatcher knows. */
-    Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
-    creq.version = SL_PROTOCOL_VERSION;
-    creq.spec_hash = p->in.spec_hash;
     ProtobufCMessage *cresp = NULL;
-    sl_rpc_status_t st;
-    /* Bounded apart from SubmitJob's own wait: an unreachable dispatcher
-     * should not cost two full timeouts. */
-    int ctx_ms = timeout_ms < CL_CONTEXT_TIMEOUT_MS ? timeout_ms : CL_CONTEXT_TIMEOUT_MS;
-    int rc = sl_rpc_unary(a->disp, "/sluice.Dispatcher/GetPlanContext", &creq.base,
-                          &sluice__plan_context_response__descriptor, ctx_ms, 1, &cresp, &st);
+    int rc = fetch_context(p, a, &cresp, err, errlen);
     if (rc != 0) {
-        if (rc == -ECOMM && st.code == SL_RPC_UNIMPLEMENTED) {
-            return sl_err(err, errlen, -ENOTSUP, "the dispatcher has no planner");
-        }
-        return sl_err(err, errlen, -ECONNREFUSED, "GetPlanContext failed: %s (%s)",
-                      rc == -ECOMM ? st.details : "bad reply",
-                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+        return rc;
     }
     const Sluice__PlanContextResponse *ctx = (const Sluice__PlanContextResponse *)cresp;
 
@@ -452,10 +512,8 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     size_t n = sl_profile_pick(sl_source_count(a->src), want, idx);
 
     /* 2. Ourselves (or the cache). */
-    char host[200] = "";
-    gethostname(host, sizeof(host) - 1);
     char key[CL_KEY_MAX];
-    snprintf(key, sizeof(key), "client %.100s", host);
+    client_key(key, sizeof(key));
     const Sluice__HostProfile *cached = find_cached(ctx, key, a->pipe);
     if (cached != NULL) {
         hp_copy(&p->client, cached, 1);

@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/costmodel.h"
 #include "common/pipeline.h"
 #include "common/rpc.h"
 #include "common/source.h"
@@ -76,6 +77,16 @@ void cl_planner_free(cl_planner_t *p); /* NULL ok */
  * (the job then runs with the dispatcher's fallback plan), other negative
  * codes with err filled. */
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen);
+/* Step 1 and the cache half of step 2 alone, for a job with a fixed plan:
+ * the client profile the dispatcher has cached for this spec on this host
+ * (from an earlier auto job or `sluice plan`), for its cost model. Returns
+ * 0, -ENOENT (none cached), -ENOTSUP (no planner), other negative codes
+ * with err filled. */
+int cl_planner_cached_client(cl_planner_t *p, const cl_plan_args_t *a, char *err,
+                             size_t errlen);
+/* The client's fitted per-sample cost model (profiled now or cached) into
+ * ret. Returns 0, or -ENOENT when there is none. */
+int cl_planner_cost_model(const cl_planner_t *p, sl_costmodel_t *ret);
 /* The inputs for SubmitJob/PlanJob (owned by p; valid until it is freed). */
 Sluice__PlannerInputs *cl_planner_inputs(cl_planner_t *p);
 /* Wall seconds the profiling took. */

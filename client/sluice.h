@@ -88,6 +88,9 @@ typedef struct sluice_stats {
     char plan_binding[32];    /* the resource it says binds */
     uint32_t plan_version;    /* 1, +1 per re-plan */
     double profile_seconds;   /* spent profiling before submission */
+    /* What the per-sample costs sent for the split cut came from: "header
+     * model", "file size", or "" (none sent: multi-rank or huge jobs). */
+    char sample_costs[16];
 } sluice_stats_t;
 
 /* Opens a job. Returns 0, -EINVAL for a bad spec or options (err names

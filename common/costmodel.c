@@ -16,8 +16,14 @@
 
 void sl_cost_features(const uint8_t *buf, size_t len, sl_cost_features_t *ret)
 {
+    sl_cost_features_head(buf, len, len, ret);
+}
+
+void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
+                           sl_cost_features_t *ret)
+{
     memset(ret, 0, sizeof(*ret));
-    ret->kb = (double)len / 1000.0;
+    ret->kb = (double)file_bytes / 1000.0;
     sl_jpeg_info_t info;
     if (buf != NULL && sl_jpeg_probe(buf, len, &info, NULL, 0) == 0) {
         ret->mpix = (double)info.width * (double)info.height / 1e6;
@@ -34,6 +40,22 @@ static void feature_vec(const sl_cost_features_t *f, double x[SL_COST_NPARAM])
 }
 
 void sl_costmodel_init(sl_costmodel_t *m) { memset(m, 0, sizeof(*m)); }
+
+int sl_costmodel_set(sl_costmodel_t *m, const double *coef, size_t n)
+{
+    if (coef == NULL || n != SL_COST_NPARAM) {
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(coef[i])) {
+            return -EINVAL;
+        }
+    }
+    sl_costmodel_init(m);
+    memcpy(m->coef, coef, sizeof(m->coef));
+    m->fitted = 1;
+    return 0;
+}
 
 void sl_costmodel_add(sl_costmodel_t *m, const sl_cost_features_t *f, double sec)
 {

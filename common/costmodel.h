@@ -55,12 +55,21 @@ typedef struct sl_costmodel_s {
 /* Features of an encoded sample; a file the header probe refuses gets its
  * size only (mpix 0). */
 void sl_cost_features(const uint8_t *buf, size_t len, sl_cost_features_t *ret);
+/* The same from the first len bytes of a file of file_bytes (its header
+ * is in the first few KB unless metadata comes first). */
+void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
+                           sl_cost_features_t *ret);
+/* How many bytes of a file sl_cost_features_head wants. */
+#define SL_COST_HEAD_BYTES 65536
 void sl_costmodel_init(sl_costmodel_t *m);
 /* Adds one measured sample (seconds of pipeline CPU). */
 void sl_costmodel_add(sl_costmodel_t *m, const sl_cost_features_t *f, double sec);
 /* Solves the least squares (a tiny ridge keeps it defined when a feature
  * never varies). Returns 0, or -EDOM with fewer than 2 samples. */
 int sl_costmodel_fit(sl_costmodel_t *m);
+/* A model fitted elsewhere (a cached profile's coefficients): fitted, with
+ * no statistics to add to. Refuses non-finite coefficients (-EINVAL). */
+int sl_costmodel_set(sl_costmodel_t *m, const double *coef, size_t n);
 /* Predicted seconds (never negative); the mean when not fitted. */
 double sl_costmodel_predict(const sl_costmodel_t *m, const sl_cost_features_t *f);
 

@@ -616,14 +616,16 @@ static int open_error(int rc, const char *name, char *err, size_t errlen)
     return sl_err(err, errlen, rc, "%s: %s", name, strerror(-rc));
 }
 
-static int read_tar_member(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                           const char *name, char *err, size_t errlen)
+/* Reads the first min(size, max) bytes of a member (max 0: all of it). */
+static int read_tar_member(const sl_source_t *src, uint64_t index, uint64_t max,
+                           sl_tensor_t *out, const char *name, char *err, size_t errlen)
 {
     uint64_t size = src->size[index];
     int rc = check_size(size, name, err, errlen);
     if (rc < 0) {
         return rc;
     }
+    uint64_t want = max > 0 && max < size ? max : size;
     const sl_src_shard_t *sh = &src->shards[src->shard[index]];
     int fd = sh->fd;
     if (fd < 0) {
@@ -644,7 +646,7 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, sl_tensor_t *
                         ? (uint64_t)st.st_size - src->data_off[index]
                         : 0);
     } else {
-        rc = read_exact(fd, src->data_off[index], size, out, name, err, errlen);
+        rc = read_exact(fd, src->data_off[index], want, out, name, err, errlen);
     }
     if (sh->fd < 0) {
         close(fd);
@@ -652,8 +654,9 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, sl_tensor_t *
     return rc;
 }
 
-static int read_file(const sl_source_t *src, sl_tensor_t *out, const char *name, char *err,
-                     size_t errlen)
+/* Reads the first min(size, max) bytes of a file (max 0: all of it). */
+static int read_file(const sl_source_t *src, uint64_t max, sl_tensor_t *out, const char *name,
+                     char *err, size_t errlen)
 {
     /* Re-resolved on every read: a symlink swapped in since indexing is
      * checked again here. */
@@ -675,15 +678,16 @@ static int read_file(const sl_source_t *src, sl_tensor_t *out, const char *name,
     /* The size now, not the one indexed: the bytes we return are the file's. */
     rc = check_size((uint64_t)st.st_size, name, err, errlen);
     if (rc == 0) {
-        rc = read_exact(fd, 0, (uint64_t)st.st_size, out, name, err, errlen);
+        uint64_t size = (uint64_t)st.st_size;
+        rc = read_exact(fd, 0, max > 0 && max < size ? max : size, out, name, err, errlen);
     }
 out:
     close(fd);
     return rc;
 }
 
-int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                   size_t errlen)
+static int read_sample(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
+                       char *err, size_t errlen)
 {
     if (src == NULL || out == NULL) {
         return sl_err(err, errlen, -EINVAL, "source read: missing source or tensor");
@@ -694,7 +698,22 @@ int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, cha
     }
     const char *name = src->arena + src->name_off[index];
     if (src->type == SL_SRC_TAR) {
-        return read_tar_member(src, index, out, name, err, errlen);
+        return read_tar_member(src, index, max, out, name, err, errlen);
     }
-    return read_file(src, out, name, err, errlen);
+    return read_file(src, max, out, name, err, errlen);
+}
+
+int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                   size_t errlen)
+{
+    return read_sample(src, index, 0, out, err, errlen);
+}
+
+int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
+                        char *err, size_t errlen)
+{
+    if (max == 0) {
+        return sl_err(err, errlen, -EINVAL, "source read: a head of 0 bytes");
+    }
+    return read_sample(src, index, max, out, err, errlen);
 }

@@ -60,5 +60,9 @@ const char *sl_source_open_warnings(const sl_source_t *src);
  * out of the root), other -errno for I/O. */
 int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                    size_t errlen);
+/* The same for at most the first max (> 0) bytes: enough for a JPEG's
+ * header without reading a large file (client/costs.c). Same errors. */
+int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
+                        char *err, size_t errlen);
 
 #endif

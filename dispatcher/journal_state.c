@@ -104,6 +104,8 @@ static void hprof_to_msg(const disp_hprof_t *p, Sluice__HostProfile *m, Sluice__
     m->seconds = p->seconds;
     m->cost_model_error = p->model_error;
     m->size_cost_error = p->size_error;
+    m->n_cost_model_coef = p->ncoef;
+    m->cost_model_coef = p->ncoef > 0 ? (double *)p->coef : NULL;
 }
 
 /* The client's inputs as the planner holds them now (its reports refine

@@ -117,6 +117,15 @@ void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
     ret->seconds = fin(m->seconds);
     ret->model_error = fin(m->cost_model_error);
     ret->size_error = fin(m->size_cost_error);
+    if (m->n_cost_model_coef == DISP_PJ_COST_COEF) {
+        ret->ncoef = DISP_PJ_COST_COEF;
+        for (size_t i = 0; i < DISP_PJ_COST_COEF; i++) {
+            if (!isfinite(m->cost_model_coef[i])) {
+                ret->ncoef = 0; /* a broken model is no model */
+            }
+            ret->coef[i] = m->cost_model_coef[i];
+        }
+    }
     ret->overhead_sec = fmin(fin(m->sample_overhead_sec), DISP_PJ_MAX_OVERHEAD_SEC);
 }
 
@@ -579,6 +588,12 @@ static json_t *profile_json(jb_t *b, const disp_hprof_t *p)
     jset(b, o, "encoded_bytes_per_sample", jnum(p->encoded_bytes));
     jset(b, o, "cost_model_error", p->model_error > 0.0 ? jnum(p->model_error) : json_null());
     jset(b, o, "size_cost_error", p->size_error > 0.0 ? jnum(p->size_error) : json_null());
+    /* seconds = c0 + c1 KB + c2 MPix + c3 MPix * progressive (costmodel.h) */
+    json_t *coef = p->ncoef > 0 ? json_array() : json_null();
+    for (uint32_t k = 0; k < p->ncoef; k++) {
+        jpush(b, coef, jnum(p->coef[k]));
+    }
+    jset(b, o, "cost_model_coef", coef);
     if (p->overhead_sec > 0.0) {
         jset(b, o, "sample_overhead_ms", jnum(p->overhead_sec * 1e3));
     }

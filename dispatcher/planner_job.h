@@ -43,6 +43,9 @@
  * doubles the drift window, up to this; any real change resets it. */
 #define DISP_REPLAN_DRIFT_MAX_MS (300 * 1000)
 
+/* Coefficients of the per-sample cost model (common/costmodel.h). */
+#define DISP_PJ_COST_COEF 4
+
 /* One host's profile (HostProfile on the wire). */
 typedef struct disp_hprof_s {
     char host[DISP_PJ_KEY_MAX];
@@ -54,6 +57,8 @@ typedef struct disp_hprof_s {
     double seconds;
     double model_error;
     double size_error; /* HostProfile.size_cost_error */
+    double coef[DISP_PJ_COST_COEF]; /* HostProfile.cost_model_coef; ncoef 0 = none */
+    uint32_t ncoef;
     double overhead_sec; /* client hosts: measured per-sample overhead (planner.h sample_sec) */
 } disp_hprof_t;
 

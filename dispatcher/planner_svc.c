@@ -445,6 +445,13 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         m->cached = 1;
         m->cost_model_error = p->model_error;
         m->size_cost_error = p->size_error;
+        m->n_cost_model_coef = p->ncoef;
+        m->cost_model_coef = p->ncoef > 0 ? disp_arena_alloc(a, sizeof(p->coef)) : NULL;
+        if (m->cost_model_coef != NULL) {
+            memcpy(m->cost_model_coef, p->coef, sizeof(p->coef));
+        } else {
+            m->n_cost_model_coef = 0;
+        }
         m->sample_overhead_sec = p->overhead_sec;
         if (m->host == NULL) {
             rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");

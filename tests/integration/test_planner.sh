@@ -50,6 +50,10 @@ assert d["inputs"]["client_profile"]["samples"] > 0
 assert d["inputs"]["classes"][0]["workers"] == 1
 assert d["inputs"]["classes"][0]["bandwidth_bytes_per_sec"] > 0
 assert d["fastflow"]["candidates"][2]["applicable"] is False
+cp = d["inputs"]["client_profile"]
+assert len(cp["cost_model_coef"]) == 4, cp  # the fitted per-sample cost model
+assert cp["cost_model_error"] is None or cp["cost_model_error"] >= 0, cp
+assert cp["size_cost_error"] is None or cp["size_cost_error"] >= 0, cp
 c = d["candidates"][d["chosen"]]
 print("plan --json: chose split %d, share %.3f, %.0f samples/s, bound by %s" %
       (c["split"], c["local_share"], c["predicted_samples_per_sec"], c["binding"]))
@@ -90,6 +94,19 @@ assert p["mode"] == "fastflow", p
 print("fastflow: split %d, local share %.3f, predicted %.0f samples/s; digests identical" %
       (p["split"], p["local_share"], p["predicted_samples_per_sec"]))
 ' "$TMP/ff.json" || fail "fastflow: no plan in --json"
+
+# A fixed plan profiles nothing, but the client profile the dispatcher
+# cached for this spec on this host gives it the cost model: its splits
+# are cut by costs from each file's header (client/costs.h).
+remote fixed all 2
+cmp -s "$TMP/fixed.s" "$TMP/local2.s" || fail "fixed plan: digests differ from --local"
+py 'import json,sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["mode"] == "all", p
+assert p["sample_costs"] == "header model", p
+print("fixed plan after a cached profile: sample costs from the %s; digests identical"
+      % p["sample_costs"])
+' "$TMP/fixed.json" || fail "fixed plan: sample costs not from the cached cost model"
 
 # A worker joins mid-job: the dispatcher re-plans (version 2 in /status),
 # the new plan applies to splits not yet handed out, the digests still match.

@@ -342,3 +342,17 @@ int fx_run_suite(struct Suite *s, int nofork)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+int fx_mkdtemp_class(char *path, const char *cls)
+{
+    char sub[FX_TMPDIR_LEN + 300];
+    if (fx_mkdtemp(path) != 0) {
+        return -1;
+    }
+    snprintf(sub, sizeof(sub), "%s/train", path);
+    if (mkdir(sub, 0755) != 0) {
+        return -1;
+    }
+    snprintf(sub, sizeof(sub), "%s/train/%.200s", path, cls);
+    return mkdir(sub, 0755) == 0 ? 0 : -1;
+}

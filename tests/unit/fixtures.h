@@ -61,6 +61,8 @@ int fx_read_file(const char *path, uint8_t **ret_buf, size_t *ret_len);
 /* Creates /tmp/sluice-test-XXXXXX; path must hold at least FX_TMPDIR_LEN bytes. */
 #define FX_TMPDIR_LEN 64
 int fx_mkdtemp(char *path);
+/* fx_mkdtemp, then path/train/cls: an empty ImageFolder class. */
+int fx_mkdtemp_class(char *path, const char *cls);
 /* Removes path and everything below it (does not follow symlinks). */
 int fx_rmtree(const char *path);
 /* An ImageFolder of one class: root/train/a/0000.jpg .. n-1, w x h, seed =

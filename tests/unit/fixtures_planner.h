@@ -15,11 +15,15 @@
     " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"auto\"}"
 
 /* The client's PlannerInputs, with storage for everything they point to. */
+/* The client profile's cost model coefficients (HostProfile.cost_model_coef). */
+#define FX_PIN_COEF {1e-3, 2e-5, 8e-3, 4e-3}
+
 typedef struct fx_pin_s {
     Sluice__PlannerInputs in;
     Sluice__HostProfile client, wprof;
     Sluice__StageStat cu[3], wu[3];
     Sluice__StageStat *pcu[3], *pwu[3];
+    double coef[4]; /* the client's cost model: FX_PIN_COEF */
     Sluice__WorkerClass cls;
     Sluice__WorkerClass *pcls[1];
     uint64_t ids[1];

@@ -88,11 +88,7 @@ START_TEST(test_profile_run)
 {
     char dir[FX_TMPDIR_LEN];
     char path[512];
-    ck_assert_int_eq(fx_mkdtemp(dir), 0);
-    snprintf(path, sizeof(path), "%s/train", dir);
-    ck_assert_int_eq(mkdir(path, 0755), 0);
-    snprintf(path, sizeof(path), "%s/train/c0", dir);
-    ck_assert_int_eq(mkdir(path, 0755), 0);
+    ck_assert_int_eq(fx_mkdtemp_class(dir, "c0"), 0);
     for (int i = 0; i < 16; i++) {
         int big = i % 4 == 3;
         fx_jpeg_opts_t o = {.width = big ? 800 : 160, .height = big ? 600 : 120,

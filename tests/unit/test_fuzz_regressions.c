@@ -21,6 +21,7 @@
 #include "tests/fuzz/fuzz_rpc.c"
 #include "tests/fuzz/fuzz_spec.c"
 #include "tests/fuzz/fuzz_tar.c"
+#include "tests/fuzz/fuzz_wire.c"
 #include "tests/unit/fixtures.h"
 
 typedef struct fz_target_s {
@@ -31,6 +32,7 @@ typedef struct fz_target_s {
 static const fz_target_t TARGETS[] = {
     {"spec", fuzz_spec_one}, {"tar", fuzz_tar_one},   {"jpeg", fuzz_jpeg_one},
     {"rpc", fuzz_rpc_one},   {"conf", fuzz_conf_one}, {"remote", fuzz_remote_one},
+    {"wire", fuzz_wire_one},
 };
 #define NTARGETS (sizeof(TARGETS) / sizeof(TARGETS[0]))
 

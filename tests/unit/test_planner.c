@@ -750,6 +750,12 @@ START_TEST(test_dispatcher_replan)
     for (size_t i = 0; i < cresp.n_cached; i++) {
         if (strcmp(cresp.cached[i]->host, "client test") == 0) {
             NEAR(cresp.cached[i]->sample_overhead_sec, fixed, 1e-15);
+            /* The cost model too: a fixed-plan job's client sizes splits by it. */
+            const double coef[4] = FX_PIN_COEF;
+            ck_assert_uint_eq(cresp.cached[i]->n_cost_model_coef, 4);
+            for (int k = 0; k < 4; k++) {
+                NEAR(cresp.cached[i]->cost_model_coef[k], coef[k], 0.0);
+            }
             seen = 1;
         } else {
             NEAR(cresp.cached[i]->sample_overhead_sec, 0.0, 0.0); /* workers: none */

@@ -114,6 +114,16 @@ static void check_read(const sl_source_t *src, uint64_t i, unsigned seed)
     ck_assert_uint_eq(t.w, 1);
     ck_assert_uint_eq(t.c, 1);
     ck_assert_mem_eq(t.data, want, fake_len(seed));
+    /* The head of it: the first bytes, or all of a shorter sample. */
+    ck_assert_int_eq(sl_source_read_head(src, i, 10, &t, err, sizeof(err)), 0);
+    ck_assert_uint_eq(t.nbytes, 10);
+    ck_assert_mem_eq(t.data, want, 10);
+    ck_assert_int_eq(sl_source_read_head(src, i, 100000, &t, err, sizeof(err)), 0);
+    ck_assert_uint_eq(t.nbytes, fake_len(seed));
+    ck_assert_mem_eq(t.data, want, fake_len(seed));
+    ck_assert_int_eq(sl_source_read_head(src, i, 0, &t, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(sl_source_read_head(src, sl_source_count(src), 10, &t, err, sizeof(err)),
+                     -ERANGE);
     sl_tensor_free(&t);
 }
 

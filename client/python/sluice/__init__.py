@@ -160,6 +160,11 @@ class _Stats(ctypes.Structure):
         ("plan_local_share", ctypes.c_double),
         ("plan_mode", ctypes.c_char * 64),
         ("job_id", ctypes.c_uint64),
+        ("plan_predicted", ctypes.c_double),
+        ("plan_binding", ctypes.c_char * 32),
+        ("plan_version", ctypes.c_uint32),
+        ("profile_seconds", ctypes.c_double),
+        ("sample_costs", ctypes.c_char * 16),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
@@ -461,6 +466,8 @@ class Loader:
         self._lib.sluice_get_stats(job.handle, ctypes.byref(st))
         out = {name: getattr(st, name) for name, _ in _Stats._fields_ if name != "_reserved"}
         out["plan_mode"] = st.plan_mode.decode(errors="replace")
+        out["plan_binding"] = st.plan_binding.decode(errors="replace")
+        out["sample_costs"] = st.sample_costs.decode(errors="replace")
         return out
 
     def skipped(self):
