@@ -382,19 +382,25 @@ static uint64_t split_len(const disp_job_t *job, const disp_epoch_t *ep, uint32_
 }
 
 void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret_assigned,
-                     uint64_t *ret_acked)
+                     uint64_t *ret_acked, uint64_t *ret_received)
 {
     uint64_t p = 0;
     uint64_t a = 0;
     uint64_t k = 0;
+    uint64_t r = 0;
     for (uint32_t i = 0; i < job->nep; i++) {
-        p += job->ep[i].npending;
-        k += job->ep[i].nacked;
-        a += job->nsplits - job->ep[i].npending - job->ep[i].nacked;
+        const disp_epoch_t *ep = &job->ep[i];
+        p += ep->npending;
+        k += ep->nacked;
+        r += ep->nreceived;
+        a += job->nsplits - ep->npending - ep->nacked - ep->nreceived;
     }
     *ret_pending = p;
     *ret_assigned = a;
     *ret_acked = k;
+    if (ret_received != NULL) {
+        *ret_received = r;
+    }
 }
 
 /* ------------------------------------------------------------ split sizes and costs */
@@ -1299,7 +1305,8 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
             ep->npending--;
             break;
         case DISP_SPLIT_RECEIVED:
-            break; /* on nobody's list */
+            ep->nreceived--; /* on nobody's list */
+            break;
         }
         s->state = DISP_SPLIT_ACKED;
         s->owner = 0;
@@ -1348,6 +1355,7 @@ size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids,
         }
         detach(js, job, s, ids[i]);
         s->state = DISP_SPLIT_RECEIVED;
+        ep->nreceived++;
         s->owner = 0;
         done++;
     }
@@ -1374,6 +1382,7 @@ size_t disp_jobs_requeue_received(disp_jobs_t *js, disp_job_t *job, int64_t now_
             s->state = DISP_SPLIT_PENDING;
             s->owner = 0;
             ep->npending++;
+            ep->nreceived--;
             if (ring_push_front(s->local ? &ep->local : &ep->remote, i) != 0) {
                 SL_ERR("job %" PRIu64 ": split queue overflow (bug)", job->id);
             }

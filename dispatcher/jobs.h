@@ -114,6 +114,7 @@ typedef struct disp_epoch_s {
     uint64_t acked_positions; /* positions of its ACKED splits (progress) */
     uint32_t npending;
     uint32_t nacked;
+    uint32_t nreceived; /* RECEIVED: at the client, not yet acked */
 } disp_epoch_t;
 
 /* What the worker has told us about an assignment, from its heartbeats.
@@ -408,9 +409,10 @@ disp_jw_t *disp_job_jw(disp_job_t *job, uint64_t worker_id);
 /* Looks up a split by id in a live epoch; NULL when not live. */
 disp_split_t *disp_job_split(disp_job_t *job, uint64_t split_id, uint64_t *ret_epoch,
                              uint64_t *ret_begin, uint64_t *ret_end);
-/* Splits per state in the live epochs. */
+/* Splits per state in the live epochs (ret_received may be NULL: then
+ * RECEIVED ones are counted nowhere). */
 void disp_job_counts(const disp_job_t *job, uint64_t *ret_pending, uint64_t *ret_assigned,
-                     uint64_t *ret_acked);
+                     uint64_t *ret_acked, uint64_t *ret_received);
 
 const char *disp_job_state_name(disp_job_state_e s);
 

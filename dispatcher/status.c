@@ -614,7 +614,8 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t
     uint64_t pending = 0;
     uint64_t assigned = 0;
     uint64_t acked = 0;
-    disp_job_counts(job, &pending, &assigned, &acked);
+    uint64_t received = 0;
+    disp_job_counts(job, &pending, &assigned, &acked, &received);
     json_t *splits = json_object();
     jset(b, splits, "per_epoch", json_integer(job->nsplits));
     jset(b, splits, "split_size", json_integer(job->split_size));
@@ -622,6 +623,8 @@ static json_t *job_json(jb_t *b, disp_job_t *job, int64_t now_ms, const st_job_t
     jset(b, splits, "live_epochs", json_integer(job->nep));
     jset(b, splits, "pending", jint(pending));
     jset(b, splits, "assigned", jint(assigned));
+    /* multi-rank: every sample at the client, not yet taken by its loop */
+    jset(b, splits, "received", jint(received));
     jset(b, splits, "acked_in_live_epochs", jint(acked));
     jset(b, splits, "acked", jint(job->acked_total));
     jset(b, splits, "reassigned", jint(job->reassigned_total));

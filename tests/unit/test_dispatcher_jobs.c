@@ -123,7 +123,7 @@ static disp_split_t *split_of(disp_job_t *job, uint64_t id)
 static uint64_t counts_pending(disp_job_t *job)
 {
     uint64_t p = 0, a = 0, k = 0;
-    disp_job_counts(job, &p, &a, &k);
+    disp_job_counts(job, &p, &a, &k, NULL);
     return p;
 }
 

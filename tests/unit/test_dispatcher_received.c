@@ -108,9 +108,12 @@ START_TEST(test_received_frees_worker_slot)
     ck_assert_int_eq(state_of(job, 0), DISP_SPLIT_RECEIVED);
     ck_assert(!held_by(job, w, 0));
     ck_assert(held_by(job, w, 2)); /* the freed slot went to the next split */
-    uint64_t p = 0, a = 0, k = 0;
-    disp_job_counts(job, &p, &a, &k);
+    uint64_t p = 0, a = 0, k = 0, r = 0;
+    disp_job_counts(job, &p, &a, &k, &r);
     ck_assert_uint_eq(k, 0); /* not done */
+    ck_assert_uint_eq(r, 1); /* and not assigned to anyone */
+    ck_assert_uint_eq(a, 2);
+    ck_assert_uint_eq(p, 7);
     ck_assert_uint_eq(job->acked_total, 0);
     /* Revoked at the worker (it had not reported the split sent). */
     disp_jw_t *jw = disp_job_jw(job, w);
@@ -128,6 +131,9 @@ START_TEST(test_received_frees_worker_slot)
     /* The ack makes it done; received after the ack changes nothing. */
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &r0, 1, e.now), 1);
     ck_assert_int_eq(state_of(job, 0), DISP_SPLIT_ACKED);
+    disp_job_counts(job, &p, &a, &k, &r);
+    ck_assert_uint_eq(k, 1);
+    ck_assert_uint_eq(r, 0);
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &r0, 1, e.now), 0);
     ck_assert_uint_eq(disp_jobs_received(&e.js, job, &r0, 1, e.now), 0);
     ck_assert_int_eq(state_of(job, 0), DISP_SPLIT_ACKED);
@@ -173,7 +179,12 @@ START_TEST(test_requeue_received)
     ck_assert_uint_eq(disp_jobs_received(&e.js, job, ids, 2, e.now), 2);
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, ids, 1, e.now), 1); /* 0 delivered */
     /* Held now: 2, 3. The process dies; its successor re-attaches. */
+    uint64_t p = 0, a = 0, k = 0, r = 0;
+    disp_job_counts(job, &p, &a, &k, &r);
+    ck_assert_uint_eq(r, 1);
     ck_assert_uint_eq(disp_jobs_requeue_received(&e.js, job, e.now), 1);
+    disp_job_counts(job, &p, &a, &k, &r);
+    ck_assert_uint_eq(r, 0);
     ck_assert_int_eq(state_of(job, 0), DISP_SPLIT_ACKED);
     ck_assert_int_ne(state_of(job, 1), DISP_SPLIT_RECEIVED);
     ck_assert_uint_eq(disp_jobs_requeue_received(&e.js, job, e.now), 0);
