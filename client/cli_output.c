@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "client/cli.h"
 #include "client/client_impl.h"
@@ -53,8 +54,10 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     json_object_set_new(plan, "mode", json_string(st.plan_mode));
     json_object_set_new(plan, "split", json_integer(st.plan_split));
     json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
-    if (st.plan_version > 0) {
-        /* planner (auto/fastflow): its prediction, next to the measured rate */
+    if (st.plan_version > 0 &&
+        (strcmp(st.plan_mode, "auto") == 0 || strcmp(st.plan_mode, "fastflow") == 0)) {
+        /* planner: its prediction, next to the measured rate (a fixed
+         * plan has a version too, but nothing predicted) */
         json_object_set_new(plan, "version", json_integer(st.plan_version));
         json_object_set_new(plan, "predicted_samples_per_sec", json_real(st.plan_predicted));
         json_object_set_new(plan, "binding", json_string(st.plan_binding));

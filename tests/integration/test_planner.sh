@@ -104,6 +104,7 @@ py 'import json,sys
 p = json.load(open(sys.argv[1]))["plan"]
 assert p["mode"] == "all", p
 assert p["sample_costs"] == "header model", p
+assert "predicted_samples_per_sec" not in p, p  # nothing was predicted
 print("fixed plan after a cached profile: sample costs from the %s; digests identical"
       % p["sample_costs"])
 ' "$TMP/fixed.json" || fail "fixed plan: sample costs not from the cached cost model"
