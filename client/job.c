@@ -511,22 +511,20 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
         sl_batch_t *b = sl_batcher_pop(job->batcher);
         if (b != NULL) {
             top_up(job);
-            sluice_batch_t *out = calloc(1, sizeof(*out));
-            int32_t *labels = calloc(b->n ? b->n : 1, sizeof(*labels));
-            uint64_t *indices = calloc(b->n ? b->n : 1, sizeof(*indices));
-            size_t *offsets = calloc(b->n ? b->n : 1, sizeof(*offsets));
-            size_t *sizes = calloc(b->n ? b->n : 1, sizeof(*sizes));
-            if (out == NULL || labels == NULL || indices == NULL || offsets == NULL ||
-                sizes == NULL) {
-                free(out);
-                free(labels);
-                free(indices);
-                free(offsets);
-                free(sizes);
+            /* One allocation: the batch, then its arrays, 8-byte ones first
+             * (sizeof(sluice_batch_t) is a multiple of 8: it holds pointers). */
+            size_t n = b->n;
+            sluice_batch_t *out =
+                malloc(sizeof(*out) + n * (sizeof(uint64_t) + 2 * sizeof(size_t) + sizeof(int32_t)));
+            if (out == NULL) {
                 sl_batch_free(b);
                 result = set_error(job, -ENOMEM, "%s", "out of memory building a batch");
                 break;
             }
+            uint64_t *indices = (uint64_t *)(out + 1);
+            size_t *offsets = (size_t *)(indices + n);
+            size_t *sizes = offsets + n;
+            int32_t *labels = (int32_t *)(sizes + n);
             for (uint32_t i = 0; i < b->n; i++) {
                 if (job->ack_on_pop) {
                     count_for_split(job, b->meta[i].split_id); /* consumed now */
@@ -580,11 +578,7 @@ void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch)
         return;
     }
     sl_batch_free(batch->priv);
-    free((void *)batch->labels);
-    free((void *)batch->indices);
-    free((void *)batch->offsets);
-    free((void *)batch->sizes);
-    free(batch);
+    free(batch); /* and its arrays (sluice_next_batch) */
 }
 
 const char *sluice_last_error(const sluice_job_t *job) { return job->last_error; }
