@@ -48,6 +48,7 @@ struct wk_control_s {
     /* Control thread only. */
     double last_cpu, last_wall;
     uint64_t done_at_hb; /* the tasks' splits_done when the last beat began */
+    uint64_t early_at_hb; /* and their early_fetches */
 };
 
 const char *wk_ctl_state_name(wk_ctl_state_e s)
@@ -142,7 +143,9 @@ static int ts_before(const struct timespec *a, const struct timespec *b)
 /* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
  * stopping (not finishing: the loop sends the final heartbeat first).
  * early: also ends (WK_EARLY_*) once a split has finished since the last
- * heartbeat. */
+ * heartbeat, or a client's Fetch came for a job we have not been told
+ * about (the dispatcher has assigned us its splits: without this the job
+ * waited up to a heartbeat interval to start). */
 static int sleep_ms(wk_control_t *c, int ms, int early)
 {
     struct timespec start;
@@ -165,10 +168,13 @@ static int sleep_ms(wk_control_t *c, int ms, int early)
         }
         wk_totals_t tot;
         wk_tasks_totals(c->tasks, &tot); /* atomics only: no lock order issue */
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (tot.early_fetches != c->early_at_hb && !ts_before(&now, &min_end)) {
+            break; /* a client waits for a job we do not know yet: ask for it */
+        }
         if (tot.splits_done == c->done_at_hb) {
             continue;
         }
-        clock_gettime(CLOCK_REALTIME, &now);
         if (++seen_polls >= 2 && !ts_before(&now, &min_end)) {
             break;
         }
@@ -468,6 +474,7 @@ static void *control_main(void *arg)
             wk_totals_t tot;
             wk_tasks_totals(c->tasks, &tot);
             c->done_at_hb = tot.splits_done;
+            c->early_at_hb = tot.early_fetches;
             int rc = do_heartbeat(c, 0);
             if (rc == 0) {
                 backoff = 0;

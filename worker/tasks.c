@@ -129,6 +129,7 @@ struct wk_tasks_s {
     uint64_t next_sent_seq;
     /* Worker-wide counters for /status; bumped next to the job's own. */
     atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
+    atomic_uint_fast64_t n_early_fetches; /* Fetch streams that came before their job */
     atomic_uint_fast64_t n_bytes_sent; /* packed Batch bytes handed to streams */
 };
 
@@ -774,6 +775,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     atomic_init(&t->n_msgs, 0);
     atomic_init(&t->n_bytes_sent, 0);
     atomic_init(&t->n_broken, 0);
+    atomic_init(&t->n_early_fetches, 0);
     return t;
 }
 
@@ -1309,6 +1311,7 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
     ret->msgs_sent = atomic_load(&t->n_msgs);
     ret->bytes_sent = atomic_load(&t->n_bytes_sent);
     ret->streams_broken = atomic_load(&t->n_broken);
+    ret->early_fetches = atomic_load(&t->n_early_fetches);
 }
 
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)
@@ -1358,6 +1361,7 @@ wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_
 {
     uint64_t until = now_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
     wk_job_t *job = NULL;
+    int counted = 0;
     pthread_mutex_lock(&t->mu);
     for (;;) {
         if (t->stopping) {
@@ -1371,6 +1375,12 @@ wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_
             job->refs++;
             pthread_mutex_unlock(&job->mu);
             break;
+        }
+        if (!counted) {
+            /* The client knows of work for us the dispatcher has not told
+             * us yet: the control thread heartbeats early to fetch it. */
+            atomic_fetch_add(&t->n_early_fetches, 1);
+            counted = 1;
         }
         uint64_t now = now_ms();
         if (now >= until) {

@@ -298,6 +298,8 @@ typedef struct fake_s {
     int revoke_once;    /* next heartbeat revokes (job 1, split 5) */
     int leaving_seen;   /* heartbeats with leaving = true */
     int leaving_empty;  /* ... of which reported nothing in progress */
+    int hb_ms;          /* the interval it tells workers; 0 = 50 */
+    int sent_seen;      /* heartbeats reporting a split sent */
 } fake_t;
 
 static fake_t g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -314,7 +316,7 @@ static void fake_register(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t
     resp.worker_id = 100 + (uint64_t)f->registrations;
     pthread_mutex_unlock(&f->mu);
     resp.version = SL_PROTOCOL_VERSION;
-    resp.heartbeat_ms = 50;
+    resp.heartbeat_ms = f->hb_ms > 0 ? (uint32_t)f->hb_ms : 50;
     sl_rpc_reply_ok(reply, &resp.base);
 }
 
@@ -340,6 +342,7 @@ static void fake_heartbeat(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_
             f->qualified_seen = 1;
         }
     }
+    f->sent_seen += r->n_sent > 0;
     if (r->leaving) {
         f->leaving_seen++;
         f->leaving_empty += r->n_in_progress == 0 && r->n_splits_in_progress == 0;
@@ -397,6 +400,84 @@ static void fake_set(int *field, int v)
     *field = v;
     pthread_mutex_unlock(&g_fake.mu);
 }
+
+/* The fake dispatcher's server on a free port (daddr). */
+static sl_rpc_server_t *start_fake(char *daddr, size_t len)
+{
+    char err[256];
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(d);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/RegisterWorker",
+                            &sluice__register_worker_request__descriptor, fake_register,
+                            &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/Heartbeat",
+                            &sluice__heartbeat_request__descriptor, fake_heartbeat, &g_fake);
+    ck_assert_int_eq(sl_rpc_server_start(d, daddr, len, err, sizeof(err)), 0);
+    return d;
+}
+
+/* Waits up to ms for *field >= v; returns the value seen last. */
+static int fake_wait(int *field, int v, int ms)
+{
+    int got = fake_get(field);
+    for (int i = 0; i < ms / 10 && got < v; i++) {
+        usleep(10000);
+        got = fake_get(field);
+    }
+    return got;
+}
+
+/* Early heartbeats (worker/control.c sleep_ms). The fake tells the worker
+ * to heartbeat every 10 s; then a Fetch for a job the worker has not been
+ * told about makes it heartbeat at once -- the reply brings the job, and
+ * the stream, which waits WK_FETCH_WAIT_MS (5 s) for it, gets its data --
+ * and the finished split makes it heartbeat again, reporting it sent. On
+ * the 10 s interval alone the Fetch would fail NOT_FOUND after 5 s. */
+START_TEST(test_early_heartbeats)
+{
+    pthread_mutex_lock(&g_fake.mu);
+    int hb0 = g_fake.heartbeats;
+    g_fake.hb_ms = 10000;
+    g_fake.sent_seen = 0;
+    pthread_mutex_unlock(&g_fake.mu);
+    char daddr[128], waddr[128], err[256];
+    sl_rpc_server_t *d = start_fake(daddr, sizeof(daddr));
+    wk_tasks_t *t = new_tasks();
+    sl_rpc_server_t *ws = start_worker_server(t, waddr, sizeof(waddr));
+    wk_control_opts_t co = {.dispatcher = daddr, .advertise = waddr, .threads = 2,
+                            .max_message_bytes = 1 << 20};
+    wk_control_t *c = wk_control_new(&co, t, err, sizeof(err));
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(wk_control_start(c), 0);
+    /* Registered, and the first heartbeat follows at once; then quiet. */
+    ck_assert_int_eq(fake_wait(&g_fake.heartbeats, hb0 + 1, 3000), hb0 + 1);
+    usleep(300 * 1000);
+    ck_assert_int_eq(fake_get(&g_fake.heartbeats), hb0 + 1);
+
+    fake_set(&g_fake.send_jobs, 1);
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(waddr, 2 << 20, NULL, 1, err, sizeof(err));
+    ck_assert_ptr_nonnull(ch);
+    sl_rpc_cstream_t *cs = open_fetch(ch, 1, 64);
+    ck_assert_int_ge(fake_wait(&g_fake.heartbeats, hb0 + 2, 3000), hb0 + 2);
+    sl_rpc_status_t st;
+    for (int i = 0; i < NIMG / 2; i++) {
+        Sluice__Batch *b = NULL;
+        ck_assert_int_eq(next_batch(cs, 3000, &b, &st), 0);
+        sluice__batch__free_unpacked(b, NULL);
+    }
+    ck_assert_int_ge(fake_wait(&g_fake.sent_seen, 1, 3000), 1);
+    ck_assert_int_lt(fake_get(&g_fake.heartbeats), hb0 + 10);
+
+    sl_rpc_cstream_free(cs);
+    sl_rpc_channel_free(ch);
+    wk_control_free(c);
+    sl_rpc_server_free(ws);
+    sl_rpc_server_free(d);
+    wk_tasks_free(t);
+    fake_set(&g_fake.hb_ms, 0);
+}
+END_TEST
 
 START_TEST(test_control_against_fake_dispatcher)
 {
@@ -528,6 +609,7 @@ int main(void)
     tcase_add_test(tc, test_fetch_credits_and_close);
     tcase_add_test(tc, test_fetch_cancel_drops);
     tcase_add_test(tc, test_control_against_fake_dispatcher);
+    tcase_add_test(tc, test_early_heartbeats);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 1);
 }
