@@ -1169,16 +1169,26 @@ static int svc_submit(svc_env_t *s, const char *spec, uint64_t n, uint64_t *ret_
     return code;
 }
 
+/* One worker at 127.0.0.1:9 and one single-epoch "all" job of n samples;
+ * returns the job id. */
+static uint64_t svc_one_job(svc_env_t *s, uint64_t n, uint64_t *ret_worker)
+{
+    char err[1024] = "";
+    char spec[1024];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
+    *ret_worker = svc_register(s, "127.0.0.1:9");
+    uint64_t jid = 0;
+    ck_assert_msg(svc_submit(s, spec, n, &jid, err, sizeof(err)) == SL_RPC_OK, "%s", err);
+    return jid;
+}
+
 START_TEST(test_svc_flow)
 {
     svc_env_t s;
     svc_init(&s);
     char err[1024] = "";
-    char spec[1024];
-    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
-    uint64_t wid = svc_register(&s, "127.0.0.1:9");
-    uint64_t jid = 0;
-    ck_assert_int_eq(svc_submit(&s, spec, 35, &jid, err, sizeof(err)), SL_RPC_OK);
+    uint64_t wid = 0;
+    uint64_t jid = svc_one_job(&s, 35, &wid);
 
     /* The client sees the splits (and the worker) at once, before the
      * worker heard of them. */
@@ -1354,11 +1364,8 @@ START_TEST(test_svc_resend_lost_assignment)
     svc_env_t s;
     svc_init(&s);
     char err[1024] = "";
-    char spec[1024];
-    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
-    uint64_t wid = svc_register(&s, "127.0.0.1:9");
-    uint64_t jid = 0;
-    ck_assert_int_eq(svc_submit(&s, spec, 20, &jid, err, sizeof(err)), SL_RPC_OK);
+    uint64_t wid = 0;
+    uint64_t jid = svc_one_job(&s, 20, &wid);
     disp_arena_t a = {0};
     Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
     hreq.worker_id = wid;
@@ -1552,11 +1559,8 @@ START_TEST(test_svc_stale_sent)
     svc_env_t s;
     svc_init(&s);
     char err[1024] = "";
-    char spec[1024];
-    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
-    uint64_t w = svc_register(&s, "127.0.0.1:9");
-    uint64_t jid = 0;
-    ck_assert_int_eq(svc_submit(&s, spec, 20, &jid, err, sizeof(err)), SL_RPC_OK);
+    uint64_t w = 0;
+    uint64_t jid = svc_one_job(&s, 20, &w);
     disp_job_t *job = disp_jobs_find(&s.d.jobs, jid);
     disp_arena_t ar = {0};
     Sluice__HeartbeatResponse r;
@@ -1629,11 +1633,8 @@ START_TEST(test_svc_leaving)
     svc_env_t s;
     svc_init(&s);
     char err[1024] = "";
-    char spec[1024];
-    snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
-    uint64_t w1 = svc_register(&s, "127.0.0.1:9");
-    uint64_t jid = 0;
-    ck_assert_int_eq(svc_submit(&s, spec, 60, &jid, err, sizeof(err)), SL_RPC_OK);
+    uint64_t w1 = 0;
+    uint64_t jid = svc_one_job(&s, 60, &w1);
     disp_job_t *job = disp_jobs_find(&s.d.jobs, jid);
     disp_arena_t ar = {0};
     Sluice__HeartbeatResponse r;
