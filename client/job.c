@@ -514,8 +514,8 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             /* One allocation: the batch, then its arrays, 8-byte ones first
              * (sizeof(sluice_batch_t) is a multiple of 8: it holds pointers). */
             size_t n = b->n;
-            sluice_batch_t *out =
-                malloc(sizeof(*out) + n * (sizeof(uint64_t) + 2 * sizeof(size_t) + sizeof(int32_t)));
+            size_t per = sizeof(uint64_t) + 2 * sizeof(size_t) + sizeof(int32_t);
+            sluice_batch_t *out = malloc(sizeof(*out) + n * per);
             if (out == NULL) {
                 sl_batch_free(b);
                 result = set_error(job, -ENOMEM, "%s", "out of memory building a batch");

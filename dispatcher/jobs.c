@@ -657,9 +657,10 @@ static double jw_left(disp_job_t *job, const disp_jw_t *jw, int64_t now_ms)
             continue;
         }
         double head = split_cost(job, jw->ids[k]);
-        double done = jw->head_from_ms > 0 && now_ms > jw->head_from_ms
-                          ? jw_speed_or_guess(job, jw) * (double)(now_ms - jw->head_from_ms) / 1000.0
+        double secs = jw->head_from_ms > 0 && now_ms > jw->head_from_ms
+                          ? (double)(now_ms - jw->head_from_ms) / 1000.0
                           : 0;
+        double done = jw_speed_or_guess(job, jw) * secs;
         return load - (done < head ? done : head);
     }
     return load;

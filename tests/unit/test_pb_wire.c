@@ -113,7 +113,8 @@ START_TEST(test_tags_and_skips)
     ck_assert_int_eq(sl_pbw_tag(&r, &f, &wt), -EBADMSG);
 
     /* field 2 I64, field 3 I32, field 4 LEN(2), field 5 varint: all skipped */
-    const uint8_t ok[] = {0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1, 2, 3, 4, 0x22, 2, 9, 9, 0x28, 0x96, 0x01};
+    const uint8_t ok[] = {0x11, 1, 2, 3, 4, 5, 6, 7, 8, 0x1d, 1,
+                          2, 3, 4, 0x22, 2, 9, 9, 0x28, 0x96, 0x01};
     s = (sl_pbw_seg_t){ok, sizeof(ok)};
     sl_pbw_init(&r, &s, 1);
     for (uint32_t want = 2; want <= 5; want++) {

@@ -67,7 +67,8 @@ static double run_one(const sl_pipeline_t *p, uint32_t to, uint64_t index, const
 {
     sl_pipe_scratch_t sc;
     sl_pipe_scratch_init(&sc);
-    ck_assert_int_eq(sl_tensor_reshape(out, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)jpg->nbytes, 1, 1), 0);
+    ck_assert_int_eq(
+        sl_tensor_reshape(out, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)jpg->nbytes, 1, 1), 0);
     memcpy(out->data, jpg->data, jpg->nbytes);
     char err[256];
     int rc = sl_pipeline_run(p, 0, to, 1, index, out, &sc, NULL, err, sizeof(err));
