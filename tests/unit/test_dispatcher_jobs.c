@@ -1169,10 +1169,11 @@ static int svc_submit(svc_env_t *s, const char *spec, uint64_t n, uint64_t *ret_
     return code;
 }
 
-/* One worker at 127.0.0.1:9 and one single-epoch "all" job of n samples;
- * returns the job id. */
+/* svc_init, one worker at 127.0.0.1:9 and one single-epoch "all" job of
+ * n samples; returns the job id. */
 static uint64_t svc_one_job(svc_env_t *s, uint64_t n, uint64_t *ret_worker)
 {
+    svc_init(s);
     char err[1024] = "";
     char spec[1024];
     snprintf(spec, sizeof(spec), SPEC_FMT, 1u, "\"all\"");
@@ -1185,7 +1186,6 @@ static uint64_t svc_one_job(svc_env_t *s, uint64_t n, uint64_t *ret_worker)
 START_TEST(test_svc_flow)
 {
     svc_env_t s;
-    svc_init(&s);
     char err[1024] = "";
     uint64_t wid = 0;
     uint64_t jid = svc_one_job(&s, 35, &wid);
@@ -1362,7 +1362,6 @@ END_TEST
 START_TEST(test_svc_resend_lost_assignment)
 {
     svc_env_t s;
-    svc_init(&s);
     char err[1024] = "";
     uint64_t wid = 0;
     uint64_t jid = svc_one_job(&s, 20, &wid);
@@ -1557,7 +1556,6 @@ END_TEST
 START_TEST(test_svc_stale_sent)
 {
     svc_env_t s;
-    svc_init(&s);
     char err[1024] = "";
     uint64_t w = 0;
     uint64_t jid = svc_one_job(&s, 20, &w);
@@ -1631,7 +1629,6 @@ END_TEST
 START_TEST(test_svc_leaving)
 {
     svc_env_t s;
-    svc_init(&s);
     char err[1024] = "";
     uint64_t w1 = 0;
     uint64_t jid = svc_one_job(&s, 60, &w1);

@@ -401,11 +401,14 @@ static void fake_set(int *field, int v)
     pthread_mutex_unlock(&g_fake.mu);
 }
 
-/* The fake dispatcher's server on a free port (daddr). */
-static sl_rpc_server_t *start_fake(char *daddr, size_t len)
+/* The fake dispatcher's server on listen ("127.0.0.1:0": a free port);
+ * the bound address into daddr (which may hold listen). */
+static sl_rpc_server_t *start_fake(const char *listen, char *daddr, size_t len)
 {
     char err[256];
-    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    char at[128];
+    snprintf(at, sizeof(at), "%s", listen);
+    sl_rpc_server_opts_t so = {.listen = at, .handler_threads = 2};
     sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
     ck_assert_ptr_nonnull(d);
     sl_rpc_server_add_unary(d, "/sluice.Dispatcher/RegisterWorker",
@@ -442,7 +445,7 @@ START_TEST(test_early_heartbeats)
     g_fake.sent_seen = 0;
     pthread_mutex_unlock(&g_fake.mu);
     char daddr[128], waddr[128], err[256];
-    sl_rpc_server_t *d = start_fake(daddr, sizeof(daddr));
+    sl_rpc_server_t *d = start_fake("127.0.0.1:0", daddr, sizeof(daddr));
     wk_tasks_t *t = new_tasks();
     sl_rpc_server_t *ws = start_worker_server(t, waddr, sizeof(waddr));
     wk_control_opts_t co = {.dispatcher = daddr, .advertise = waddr, .threads = 2,
@@ -501,15 +504,7 @@ START_TEST(test_control_against_fake_dispatcher)
     ck_assert_int_eq(cs.state, WK_CTL_UNREGISTERED);
     ck_assert_uint_ge(cs.failures, 2); /* 100 ms, 200 ms ... retries */
 
-    so.listen = daddr;
-    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
-    ck_assert_ptr_nonnull(d);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/RegisterWorker",
-                            &sluice__register_worker_request__descriptor, fake_register,
-                            &g_fake);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/Heartbeat",
-                            &sluice__heartbeat_request__descriptor, fake_heartbeat, &g_fake);
-    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+    sl_rpc_server_t *d = start_fake(daddr, daddr, sizeof(daddr));
 
     for (int i = 0; i < 300 && fake_get(&g_fake.heartbeats) < 2; i++) {
         usleep(10000);
