@@ -940,6 +940,17 @@ START_TEST(test_drift)
     disp_hprof_from_pb(&pin.client, &hp);
     ck_assert(hp.overhead_sec <= 1.0);
     pin.client.sample_overhead_sec = 0;
+    /* And its cost model: exactly 4 finite coefficients, else none. */
+    disp_hprof_from_pb(&pin.client, &hp);
+    ck_assert_uint_eq(hp.ncoef, 4);
+    pin.client.n_cost_model_coef = 3;
+    disp_hprof_from_pb(&pin.client, &hp);
+    ck_assert_uint_eq(hp.ncoef, 0);
+    pin.client.n_cost_model_coef = 4;
+    pin.coef[2] = NAN;
+    disp_hprof_from_pb(&pin.client, &hp);
+    ck_assert_uint_eq(hp.ncoef, 0);
+    pin.coef[2] = 8e-3;
 
     /* Stale reports: the cached client profile's overhead stands in. */
     pj->client.overhead_sec = 0.1e-3;
