@@ -10,9 +10,9 @@ static void size_costs(const sl_source_t *src, float *out, uint64_t n)
     for (uint64_t i = 0; i < n; i++) {
         total += (double)sl_source_size(src, i);
     }
-    double overhead = n > 0 ? SL_COST_SIZE_OVERHEAD_SHARE * total / (double)n : 0;
+    double mean = n > 0 ? total / (double)n : 0;
     for (uint64_t i = 0; i < n; i++) {
-        out[i] = (float)((double)sl_source_size(src, i) + overhead);
+        out[i] = (float)sl_cost_size_proxy((double)sl_source_size(src, i), mean);
     }
 }
 

@@ -177,11 +177,15 @@ static double size_proxy_error(const rec_t *recs, uint64_t n)
     if (n < 2 || !(kb > 0.0) || !(sec > 0.0)) {
         return -1.0;
     }
-    double overhead = SL_COST_SIZE_OVERHEAD_SHARE * kb / (double)n;
-    double scale = sec / (kb + overhead * (double)n);
+    double mean = kb / (double)n;
+    double proxy_sum = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        proxy_sum += sl_cost_size_proxy(recs[i].f.kb, mean);
+    }
+    double scale = sec / proxy_sum;
     double abs_err = 0.0;
     for (uint64_t i = 0; i < n; i++) {
-        abs_err += fabs((recs[i].f.kb + overhead) * scale - recs[i].sec);
+        abs_err += fabs(sl_cost_size_proxy(recs[i].f.kb, mean) * scale - recs[i].sec);
     }
     return abs_err / sec;
 }

@@ -41,6 +41,12 @@ typedef struct sl_cost_features_s {
  * profiles report how far off both are. */
 #define SL_COST_SIZE_OVERHEAD_SHARE 0.25
 
+/* That cost of a sample of `bytes` in a set whose mean is mean_bytes. */
+static inline double sl_cost_size_proxy(double bytes, double mean_bytes)
+{
+    return bytes + SL_COST_SIZE_OVERHEAD_SHARE * mean_bytes;
+}
+
 /* cost = c0 + c1 kb + c2 mpix + c3 mpix * progressive */
 #define SL_COST_NPARAM 4
 

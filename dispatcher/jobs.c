@@ -666,6 +666,15 @@ static double jw_left(disp_job_t *job, const disp_jw_t *jw, int64_t now_ms)
     return load;
 }
 
+/* jw finished a split of predicted cost c at now (reported sent, or the
+ * client has all of it): it counts toward jw's speed, and the next split
+ * starts now as far as jw_left can tell. */
+static void jw_done(disp_jw_t *jw, double c, int64_t now_ms)
+{
+    jw->done_cost += c;
+    jw->head_from_ms = now_ms;
+}
+
 /* Busy-time bookkeeping at now: closes the stretch so far, starts a new
  * one if the worker still has active splits. */
 static void jw_clock(disp_jw_t *jw, int64_t now_ms)
@@ -873,8 +882,7 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                     jw->sent[k] = DISP_AN_SEEN;
                 } else if (has_ref(p->sent, p->n_sent, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_DELIVERED;
-                    jw->done_cost += split_cost(job, id);
-                    jw->head_from_ms = now_ms;
+                    jw_done(jw, split_cost(job, id), now_ms);
                     returned = 1; /* room for the next split in this reply */
                 } else if (jw->sent[k] == DISP_AN_SEEN || p->leaving ||
                            w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
@@ -1293,8 +1301,7 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
                 disp_jw_t *jw = disp_job_jw(job, s->owner);
                 for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
                     if (jw->ids[k] == ids[i] && jw->sent[k] != DISP_AN_DELIVERED) {
-                        jw->done_cost += ep->cost != NULL ? ep->cost[idx] : 0;
-                        jw->head_from_ms = now_ms;
+                        jw_done(jw, ep->cost != NULL ? ep->cost[idx] : 0, now_ms);
                     }
                 }
             }
@@ -1349,8 +1356,7 @@ size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids,
                 }
                 /* The client has it all before the worker said so (or from
                  * an earlier owner): nothing more is needed from there. */
-                jw->done_cost += ep->cost != NULL ? ep->cost[idx] : 0;
-                jw->head_from_ms = now_ms;
+                jw_done(jw, ep->cost != NULL ? ep->cost[idx] : 0, now_ms);
                 revoke_at_owner(job, s, ids[i]);
             }
         }
