@@ -38,15 +38,15 @@ PROTOS := $(wildcard proto/*.proto)
 GEN_C := $(patsubst proto/%.proto,$(BUILD)/gen/proto/%.pb-c.c,$(PROTOS))
 GEN_H := $(GEN_C:.c=.h)
 
-COMMON_SRC := $(wildcard common/*.c)
+COMMON_SRC := $(wildcard common/*/*.c)
 COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRC)) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
 COMMON_LIB := $(BUILD)/lib/libsluice_common.a
 
-CLIENT_LIB_SRC := $(filter-out client/cli%.c,$(wildcard client/*.c))
+CLIENT_LIB_SRC := $(wildcard client/lib/*.c)
 CLIENT_LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLIENT_LIB_SRC))
 CLIENT_LIB := $(BUILD)/lib/libsluice.a
 CLIENT_SO := $(BUILD)/lib/libsluice.so
-CLI_SRC := $(wildcard client/cli*.c)
+CLI_SRC := $(wildcard client/cli/*.c)
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 DISP_SRC := $(wildcard dispatcher/*.c)
@@ -102,12 +102,12 @@ $(CLIENT_LIB): $(CLIENT_LIB_OBJ) $(COMMON_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-# Exports only the sluice_* API (client/libsluice.map); soname libsluice.so.0.
-$(CLIENT_SO): $(CLIENT_LIB_OBJ) $(COMMON_OBJ) client/libsluice.map
+# Exports only the sluice_* API (client/lib/libsluice.map); soname libsluice.so.0.
+$(CLIENT_SO): $(CLIENT_LIB_OBJ) $(COMMON_OBJ) client/lib/libsluice.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libsluice.so.$(SO_MAJOR) \
-	  -Wl,--version-script=client/libsluice.map -o $@ $(CLIENT_LIB_OBJ) $(COMMON_OBJ) $(LDLIBS)
+	  -Wl,--version-script=client/lib/libsluice.map -o $@ $(CLIENT_LIB_OBJ) $(COMMON_OBJ) $(LDLIBS)
 
 $(BUILD)/bin/sluice: $(CLI_OBJ) $(CLIENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
@@ -248,10 +248,10 @@ install: $(BINS) $(CLIENT_SO) $(CLIENT_LIB)
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so.$(SO_MAJOR)
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so
 	$(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libsluice.a
-	$(INSTALL) -m 644 client/sluice.h $(DESTDIR)$(INCLUDEDIR)/sluice.h
+	$(INSTALL) -m 644 client/lib/sluice.h $(DESTDIR)$(INCLUDEDIR)/sluice.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-	  -e 's|@PKGS@|$(PKGS)|g' client/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
+	  -e 's|@PKGS@|$(PKGS)|g' client/lib/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
 	for u in $(UNITS); do \
 	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/sluice/|$(SYSCONFDIR)/sluice/|g' \

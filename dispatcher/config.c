@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include "common/err.h"
-#include "common/httpd.h"
+#include "common/base/err.h"
+#include "common/http/httpd.h"
 
 #define OPT_INT(key, lo, hi, def, help)                                                \
     {#key, SL_CONF_INT, offsetof(disp_config_t, key), lo, hi, def, help, 0, 0}

@@ -1,4 +1,4 @@
-/* config: the dispatcher's settings as one sl_conf table (common/conf.h).
+/* config: the dispatcher's settings as one sl_conf table (common/base/conf.h).
  * Every key is also a flag (--worker-timeout-ms) and a line of
  * conf/dispatcher.conf. Only log_level is reloadable (SIGHUP). */
 #ifndef DISP_CONFIG_H
@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "common/conf.h"
+#include "common/base/conf.h"
 
 #define DISP_VERSION "0.1.0"
 

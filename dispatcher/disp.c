@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/log.h"
+#include "common/base/log.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/planner_job.h"
 #include "dispatcher/planner_svc.h"

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/log.h"
-#include "common/ranks.h"
+#include "common/base/err.h"
+#include "common/base/log.h"
+#include "common/engine/ranks.h"
 #include "dispatcher/planner_job.h"
 
 /* ------------------------------------------------------------ ring */
@@ -1171,7 +1171,7 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
                     "num_samples: must be > 0 (the client indexes its source first)");
         goto fail;
     }
-    /* Multi-rank: the epoch is this rank's share (common/ranks.h). */
+    /* Multi-rank: the epoch is this rank's share (common/engine/ranks.h). */
     uint64_t positions = sl_spec_positions(&job->spec, req->num_samples);
     if (positions == 0) {
         rc = sl_err(err, errlen, -EINVAL,

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/err.h"
+#include "common/base/err.h"
 
 #define MAGIC 0x314a4c53u /* "SLJ1" little endian */
 #define HDR 16

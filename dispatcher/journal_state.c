@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/log.h"
+#include "common/base/err.h"
+#include "common/base/log.h"
 #include "dispatcher/journal.h"
 #include "dispatcher/planner.h"
 #include "dispatcher/planner_job.h"

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/httpd.h"
-#include "common/log.h"
-#include "common/rpc.h"
-#include "common/sdnotify.h"
-#include "common/secret.h"
-#include "common/spec.h"
+#include "common/http/httpd.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
+#include "common/base/sdnotify.h"
+#include "common/base/secret.h"
+#include "common/spec/spec.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"

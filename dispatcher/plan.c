@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/pipeline.h"
+#include "common/engine/pipeline.h"
 
 int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t errlen)
 {

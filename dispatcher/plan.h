@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/spec.h"
+#include "common/spec/spec.h"
 
 #define DISP_PLAN_MODE_MAX 64
 
@@ -23,7 +23,7 @@ typedef struct disp_plan_s {
     char binding[32];   /* the resource the prediction says binds; "" = none */
 } disp_plan_t;
 
-/* Compiles the spec's stages (common/pipeline.h) to count units and maps a
+/* Compiles the spec's stages (common/engine/pipeline.h) to count units and maps a
  * fixed split to a unit boundary. Returns 0 or the pipeline's error. */
 int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t errlen);
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/pipeline.h"
+#include "common/base/err.h"
+#include "common/engine/pipeline.h"
 
 /* Measured per-unit costs replace profiled ones only past this many samples. */
 #define DISP_PJ_MIN_MEASURED 20

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/spec.h"
+#include "common/spec/spec.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/planner.h"
 #include "dispatcher/registry.h"
@@ -43,7 +43,7 @@
  * doubles the drift window, up to this; any real change resets it. */
 #define DISP_REPLAN_DRIFT_MAX_MS (300 * 1000)
 
-/* Coefficients of the per-sample cost model (common/costmodel.h). */
+/* Coefficients of the per-sample cost model (common/cost/costmodel.h). */
 #define DISP_PJ_COST_COEF 4
 
 /* One host's profile (HostProfile on the wire). */

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/log.h"
-#include "common/ranks.h"
+#include "common/base/err.h"
+#include "common/base/log.h"
+#include "common/engine/ranks.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/planner.h"
@@ -189,7 +189,7 @@ static int geometry_of_job(disp_pjob_t *pj, disp_job_t *job)
 }
 
 /* Multi-rank jobs: the open parts of job's group submitted from the same
- * client host (client_id is the client's host name, client/open.c),
+ * client host (client_id is the client's host name, client/lib/open.c),
  * job itself included; 1 for a single consumer. */
 uint32_t disp_planner_node_ranks(const disp_jobs_t *js, const disp_job_t *job)
 {

@@ -17,7 +17,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"
 #include "dispatcher/service.h"

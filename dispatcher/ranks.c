@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
+#include "common/base/err.h"
 
 disp_job_t *disp_ranks_find(disp_jobs_t *js, const char *name, uint32_t world, uint32_t rank)
 {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/log.h"
+#include "common/base/err.h"
+#include "common/base/log.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service_ranks.h"

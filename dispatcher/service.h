@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/disp.h"
 #include "proto/sluice.pb-c.h"
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/log.h"
-#include "common/rpc.h"
+#include "common/base/err.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/ranks.h"
 

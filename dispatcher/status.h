@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/httpd.h"
-#include "common/rpc.h"
+#include "common/http/httpd.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/disp.h"
 
 #define DISP_STATUS_HISTORY 300    /* throughput points kept (one per sample) */

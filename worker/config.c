@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/err.h"
+#include "common/base/err.h"
 
 #define WK_VERSION "0.1.0"
 

@@ -1,11 +1,11 @@
-/* config: the worker's settings, one sl_conf table (common/conf.h) that
+/* config: the worker's settings, one sl_conf table (common/base/conf.h) that
  * fills defaults, reads --config FILE, parses flags and prints --help. */
 #ifndef WK_CONFIG_H
 #define WK_CONFIG_H
 
 #include <stddef.h>
 
-#include "common/conf.h"
+#include "common/base/conf.h"
 
 typedef struct wk_config_s {
     char dispatcher[SL_CONF_STR_MAX]; /* HOST:PORT of the dispatcher (required) */

@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/log.h"
-#include "common/rpc.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 
 #define WK_BACKOFF_MIN_MS 100

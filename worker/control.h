@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 
 #include "worker/tasks.h"
 

@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/httpd.h"
-#include "common/log.h"
-#include "common/rpc.h"
-#include "common/sdnotify.h"
-#include "common/secret.h"
+#include "common/http/httpd.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
+#include "common/base/sdnotify.h"
+#include "common/base/secret.h"
 #include "proto/sluice.pb-c.h"
 #include "worker/config.h"
 #include "worker/control.h"
@@ -24,7 +24,7 @@
 #include "worker/stream.h"
 #include "worker/tasks.h"
 #include "worker/profile.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 
 #define WK_SHUTDOWN_GRACE_MS 1000
 #define WK_DRAIN_MAX_JOBS 256  /* jobs looked at while draining (as /status) */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/skip.h"
+#include "common/data/skip.h"
 
 wk_msg_t *wk_msg_new(uint64_t job_id, uint64_t split_id, uint32_t cap)
 {

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/batcher.h"
+#include "common/engine/batcher.h"
 #include "proto/sluice.pb-c.h"
 
 /* Bytes a message costs beyond its samples: job_id, split_id, split_done,

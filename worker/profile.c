@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/costmodel.h"
-#include "common/log.h"
-#include "common/pipeline.h"
-#include "common/source.h"
-#include "common/spec.h"
+#include "common/cost/costmodel.h"
+#include "common/base/log.h"
+#include "common/engine/pipeline.h"
+#include "common/data/source.h"
+#include "common/spec/spec.h"
 #include "proto/sluice.pb-c.h"
 
 struct wk_profile_s {

@@ -14,7 +14,7 @@
 #ifndef WK_PROFILE_H
 #define WK_PROFILE_H
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 
 #define WK_PROFILE_METHOD "/sluice.Worker/Profile"
 #define WK_PROBE_METHOD "/sluice.Worker/Probe"

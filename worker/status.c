@@ -1,5 +1,5 @@
 #include "worker/status.h"
-#include "common/clock.h"
+#include "common/base/clock.h"
 
 #include <inttypes.h>
 #include <jansson.h>

@@ -1,10 +1,10 @@
-/* status: the worker's HTTP endpoints (common/httpd.h): /status (JSON: the
+/* status: the worker's HTTP endpoints (common/http/httpd.h): /status (JSON: the
  * worker, its registration and every job), /metrics (Prometheus text) and
  * /healthz. Callbacks run on the http thread and only read snapshots. */
 #ifndef WK_STATUS_H
 #define WK_STATUS_H
 
-#include "common/httpd.h"
+#include "common/http/httpd.h"
 #include "worker/control.h"
 #include "worker/tasks.h"
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "common/base/log.h"
 #include "proto/sluice.pb-c.h"
 
 /* How long the stream thread waits for output or credits before it looks at

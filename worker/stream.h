@@ -32,7 +32,7 @@
 #ifndef WK_STREAM_H
 #define WK_STREAM_H
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 #include "worker/tasks.h"
 
 #define WK_FETCH_METHOD "/sluice.Worker/Fetch"

@@ -9,14 +9,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/executor.h"
-#include "common/log.h"
-#include "common/pipeline.h"
-#include "common/ranks.h"
-#include "common/rng.h"
-#include "common/skip.h"
-#include "common/source.h"
-#include "common/spec.h"
+#include "common/engine/executor.h"
+#include "common/base/log.h"
+#include "common/engine/pipeline.h"
+#include "common/engine/ranks.h"
+#include "common/engine/rng.h"
+#include "common/data/skip.h"
+#include "common/data/source.h"
+#include "common/spec/spec.h"
 
 /* Cached epoch orders per job: splits of at most two epochs are outstanding
  * (docs/protocol.md), so two slots make a miss rare. */
@@ -375,7 +375,7 @@ static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
 }
 
 /* The job's epoch order into order (num_samples entries): a multi-rank
- * job's splits are over its rank's share of the epoch (common/ranks.h). */
+ * job's splits are over its rank's share of the epoch (common/engine/ranks.h). */
 static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
 {
     if (job->spec.world_size <= 1) {

@@ -4,7 +4,7 @@
  *  - the control thread (control.c) adds jobs, assignments, closes and
  *    revocations from heartbeat replies and reads reports for heartbeats;
  *  - one runner thread per job (started here) opens the job's source, owns
- *    the job's executor (common/executor.h, whose owner must be one thread),
+ *    the job's executor (common/engine/executor.h, whose owner must be one thread),
  *    submits the positions of its splits in assignment order and packs
  *    finished samples into Batch messages (msg.h) in the job's output queue;
  *  - Fetch stream threads (stream.c) take messages from the output queue;

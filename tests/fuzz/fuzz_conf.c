@@ -1,4 +1,4 @@
-/* fuzz_conf: the config file parser (common/conf.c) with the daemons'
+/* fuzz_conf: the config file parser (common/base/conf.c) with the daemons'
  * tables. The input is written to a file and read as
  *   - sl_conf_load_file with the dispatcher's table, then disp_config_check;
  *   - sl_conf_reload with the same table: the same verdict as the load;
@@ -15,7 +15,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "common/conf.h"
+#include "common/base/conf.h"
 #include "dispatcher/config.h"
 #include "tests/fuzz/fuzz.h"
 #include "worker/config.h"

@@ -1,5 +1,5 @@
-/* fuzz_jpeg: JPEG probe, full decode, region decode (common/jpeg.c) and the
- * fused decode+crop pipeline units (common/pipeline.c) on arbitrary bytes --
+/* fuzz_jpeg: JPEG probe, full decode, region decode (common/image/jpeg.c) and the
+ * fused decode+crop pipeline units (common/engine/pipeline.c) on arbitrary bytes --
  * what a worker or the client decodes from a data set it does not control.
  * Regions, scales, crop sizes and sample indices come from a hash of the
  * input, so every input tries different geometry. Contracts (jpeg.h):
@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/jpeg.h"
-#include "common/pipeline.h"
-#include "common/spec.h"
+#include "common/image/jpeg.h"
+#include "common/engine/pipeline.h"
+#include "common/spec/spec.h"
 #include "tests/fuzz/fuzz.h"
 
 /* Small enough that a 2048x2048 bomb costs the fuzzer nothing. */

@@ -1,5 +1,5 @@
 /* fuzz_remote: what the client library does with a Batch a worker sent
- * (client/job.c take_remote_sample, then the executor and the batcher): the
+ * (client/lib/job.c take_remote_sample, then the executor and the batcher): the
  * one place where bytes from a remote peer reach the client's pipeline.
  *
  * The harness opens a real job in local mode (a two-image imagefolder under
@@ -23,8 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "client/client_impl.h"
-#include "client/sluice.h"
+#include "client/cli/client_impl.h"
+#include "client/lib/sluice.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/unit/fixtures.h"
 

@@ -25,9 +25,9 @@
 #include <string.h>
 #include <syslog.h>
 
-#include "common/log.h"
-#include "common/rpc.h"
-#include "common/rpc_impl.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
+#include "common/rpc/rpc_impl.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/planner_svc.h"

@@ -1,4 +1,4 @@
-/* fuzz_spec: the pipeline spec parser (common/spec.c) on arbitrary bytes --
+/* fuzz_spec: the pipeline spec parser (common/spec/spec.c) on arbitrary bytes --
  * the text a client sends in SubmitJob -- and the canonical JSON round trip:
  *   - parse returns 0, -EINVAL, -E2BIG or -ENOMEM, with a printable message;
  *   - an accepted spec has a canonical JSON that parses again, to a spec
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/spec.h"
+#include "common/spec/spec.h"
 #include "tests/fuzz/fuzz.h"
 
 /* Field by field: the struct has padding, and NaN never compares equal

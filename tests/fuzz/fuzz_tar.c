@@ -1,4 +1,4 @@
-/* fuzz_tar: the tar shard reader (common/source_tar.c) on arbitrary bytes.
+/* fuzz_tar: the tar shard reader (common/data/source_tar.c) on arbitrary bytes.
  * The input becomes DIR/shard.tar; the source is opened and every indexed
  * sample read back. Contracts (source.h):
  *   - open returns 0 or a documented code, with a printable message;
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/source.h"
+#include "common/data/source.h"
 #include "tests/fuzz/fuzz.h"
 
 /* One directory per process, removed at exit. */

@@ -1,5 +1,5 @@
-/* fuzz_wire: the client's Batch reader (common/batch_wire.c over
- * common/pb_wire.c), which parses what a worker sends straight from gRPC's
+/* fuzz_wire: the client's Batch reader (client/lib/batch_wire.c over
+ * common/rpc/pb_wire.c), which parses what a worker sends straight from gRPC's
  * slices. Input: byte 0 = segment size (0 → one segment), the rest = the
  * message, cut into separately allocated segments so ASan sees any read
  * past one. Contracts: 0 or -EBADMSG with a one-line "malformed Batch"
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/batch_wire.h"
-#include "common/pb_wire.h"
+#include "client/lib/batch_wire.h"
+#include "common/rpc/pb_wire.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FZ_WIRE_MAX_SEGS 4096

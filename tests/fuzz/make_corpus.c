@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `sluice` subcommands' options (client/cli_opts.c, one table for all):
+# The `sluice` subcommands' options (client/cli/cli_opts.c, one table for all):
 # every flag a command's --help lists is accepted by its parser; a bad value
 # of each shared flag and of each command's own flags exits 2 with a message
 # naming the flag, for run, bench, plan and status; good values still run.

@@ -97,7 +97,7 @@ print("fastflow: split %d, local share %.3f, predicted %.0f samples/s; digests i
 
 # A fixed plan profiles nothing, but the client profile the dispatcher
 # cached for this spec on this host gives it the cost model: its splits
-# are cut by costs from each file's header (client/costs.h).
+# are cut by costs from each file's header (client/lib/costs.h).
 remote fixed all 2
 cmp -s "$TMP/fixed.s" "$TMP/local2.s" || fail "fixed plan: digests differ from --local"
 py 'import json,sys

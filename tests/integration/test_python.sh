@@ -24,12 +24,12 @@ case "$BUILD" in
 esac
 $PY -c 'import numpy' || fail "python3-numpy missing (scripts/install-deps.sh)"
 
-# ---- the ctypes structs match client/sluice.h field for field (a field
+# ---- the ctypes structs match client/lib/sluice.h field for field (a field
 # inserted in the C header must not silently shift the binding)
 cat >"$TMP/layout.c" <<'C'
 #include <stddef.h>
 #include <stdio.h>
-#include "client/sluice.h"
+#include "client/lib/sluice.h"
 #define F(T, f) printf("%s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
 int main(void)
 {
@@ -58,7 +58,7 @@ int main(void)
 C
 cc -I"$ROOT" -o "$TMP/layout" "$TMP/layout.c" || fail "layout probe does not build"
 "$TMP/layout" >"$TMP/layout.txt"
-$PY - "$TMP/layout.txt" <<'PY' || fail "ctypes structs differ from client/sluice.h"
+$PY - "$TMP/layout.txt" <<'PY' || fail "ctypes structs differ from client/lib/sluice.h"
 import sys
 import sluice
 types = {"sluice_options_t": sluice._Options, "sluice_batch_t": sluice._Batch,
@@ -74,7 +74,7 @@ for line in open(sys.argv[1]):
     d = getattr(types[t], f)
     assert (d.offset, d.size) == (int(off), int(size)), (name, d.offset, d.size, off, size)
 PY
-ok "ctypes structs match client/sluice.h (offsets and sizes)"
+ok "ctypes structs match client/lib/sluice.h (offsets and sizes)"
 
 make_images "$TMP/data" 3 8
 write_train_spec "$TMP/spec.json" 2

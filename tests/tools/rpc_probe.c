@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/rpc.h"
-#include "common/rpc_impl.h"
+#include "common/rpc/rpc.h"
+#include "common/rpc/rpc_impl.h"
 #include "proto/sluice.pb-c.h"
 
 #define PAD_FIELD 1000 /* unknown to every Sluice message: ignored by the peer */

@@ -109,7 +109,7 @@ static void fx_many_scans(struct jpeg_compress_struct *ci)
     ci->num_scans = n;
 }
 
-/* setjmp lives here; the compressor belongs to the caller (see common/jpeg.c). */
+/* setjmp lives here; the compressor belongs to the caller (see common/image/jpeg.c). */
 static int fx_encode_run(struct jpeg_compress_struct *ci, fx_jerr_t *jerr,
                          const uint8_t *pixels, const fx_jpeg_opts_t *o, uint8_t **buf,
                          unsigned long *len)

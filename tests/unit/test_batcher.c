@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/batcher.h"
+#include "common/engine/batcher.h"
 #include "tests/unit/fixtures.h"
 
 /* A sample whose one-byte payload encodes its position, so batches can be checked. */

@@ -1,4 +1,4 @@
-/* The client's control thread (client/control.c) against a fake dispatcher
+/* The client's control thread (client/lib/control.c) against a fake dispatcher
  * over real gRPC: a worker that cannot be reached makes the client ask for a
  * retry naming that worker (AckSplits.retry_worker_id) each time its Fetch
  * stream fails, and restart the stream only after a per-worker backoff
@@ -13,10 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/client_impl.h"
-#include "client/sluice.h"
-#include "common/log.h"
-#include "common/rpc.h"
+#include "client/cli/client_impl.h"
+#include "client/lib/sluice.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,5 +1,5 @@
 /* test_client_costs: the per-sample costs a client sends for the split cut
- * (client/costs.c) -- from the fitted model over each file's header when
+ * (client/lib/costs.c) -- from the fitted model over each file's header when
  * there is one, else from the file sizes -- on real JPEG files. */
 #include <check.h>
 #include <errno.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "client/costs.h"
-#include "common/costmodel.h"
-#include "common/source.h"
+#include "client/lib/costs.h"
+#include "common/cost/costmodel.h"
+#include "common/data/source.h"
 #include "tests/unit/fixtures.h"
 
 /* Two samples with about the same bytes and 16x apart in pixels: a noisy

@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "client/client_impl.h"
-#include "client/sluice.h"
-#include "common/executor.h"
-#include "common/log.h"
-#include "common/pipeline.h"
+#include "client/cli/client_impl.h"
+#include "client/lib/sluice.h"
+#include "common/engine/executor.h"
+#include "common/base/log.h"
+#include "common/engine/pipeline.h"
 #include "tests/unit/fixtures.h"
 
 #define NIMG 640

@@ -1,4 +1,4 @@
-/* test_conf: common/conf.c (the table-driven config) and the dispatcher's
+/* test_conf: common/base/conf.c (the table-driven config) and the dispatcher's
  * table in dispatcher/config.c. */
 #include <check.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <syslog.h>
 
-#include "common/conf.h"
+#include "common/base/conf.h"
 #include "dispatcher/config.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,4 +1,4 @@
-/* test_costmodel: common/costmodel.c -- the linear per-sample cost model
+/* test_costmodel: common/cost/costmodel.c -- the linear per-sample cost model
  * (exact recovery on synthetic costs, error reported), the profiler on a
  * generated image folder of small and large JPEGs (large ones cost more,
  * a corrupt file is counted not profiled), the cgroup parsers, sample
@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/costmodel.h"
-#include "common/pipeline.h"
-#include "common/source.h"
-#include "common/spec.h"
+#include "common/cost/costmodel.h"
+#include "common/engine/pipeline.h"
+#include "common/data/source.h"
+#include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 
 START_TEST(test_model_exact)

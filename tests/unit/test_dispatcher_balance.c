@@ -17,9 +17,9 @@
 #include <string.h>
 #include <syslog.h>
 
-#include "common/log.h"
-#include "common/ranks.h"
-#include "common/rng.h"
+#include "common/base/log.h"
+#include "common/engine/ranks.h"
+#include "common/engine/rng.h"
 #include "dispatcher/jobs.h"
 #include "dispatcher/registry.h"
 #include "tests/unit/fixtures.h"

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <syslog.h>
 
-#include "common/log.h"
-#include "common/ranks.h"
-#include "common/rpc.h"
+#include "common/base/log.h"
+#include "common/engine/ranks.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"

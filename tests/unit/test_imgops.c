@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/imgops.h"
+#include "common/image/imgops.h"
 #include "tests/unit/fixtures.h"
 
 typedef struct resize_case_s {

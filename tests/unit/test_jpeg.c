@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/jpeg.h"
-#include "common/rng.h"
+#include "common/image/jpeg.h"
+#include "common/engine/rng.h"
 #include "tests/unit/fixtures.h"
 
 #define MAXPIX 100000000ull

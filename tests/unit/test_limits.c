@@ -1,7 +1,7 @@
 /* test_limits: the limits on peer-controlled sizes (docs/limits.md) that no
  * module's own suite covers: open jobs per client (dispatcher
  * max_jobs_per_client), ids per dispatcher call (DISP_MAX_IDS_PER_CALL) and
- * the status HTTP server's header and body bounds (common/httpd.c). The
+ * the status HTTP server's header and body bounds (common/http/httpd.c). The
  * other rows of docs/limits.md name their tests. */
 #include <arpa/inet.h>
 #include <check.h>
@@ -14,9 +14,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "common/httpd.h"
-#include "common/log.h"
-#include "common/rpc.h"
+#include "common/http/httpd.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/service.h"

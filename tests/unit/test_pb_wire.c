@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/batch_wire.h"
-#include "common/pb_wire.h"
-#include "common/tensor.h"
+#include "client/lib/batch_wire.h"
+#include "common/rpc/pb_wire.h"
+#include "common/image/tensor.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/pipeline.h"
-#include "common/spec.h"
+#include "common/engine/pipeline.h"
+#include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 
 static void parse(const char *json, sl_spec_t *spec)

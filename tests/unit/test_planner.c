@@ -18,9 +18,9 @@
 #include <string.h>
 #include <syslog.h>
 
-#include "client/profile.h"
-#include "common/log.h"
-#include "common/rpc.h"
+#include "client/lib/profile.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"

@@ -1,14 +1,14 @@
-/* Share arithmetic of multi-rank jobs (common/ranks.h) and the batcher's
+/* Share arithmetic of multi-rank jobs (common/engine/ranks.h) and the batcher's
  * resume support (sl_batcher_mark_done, drop tracking). */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/batcher.h"
-#include "common/ranks.h"
-#include "common/rng.h"
-#include "common/spec.h"
+#include "common/engine/batcher.h"
+#include "common/engine/ranks.h"
+#include "common/engine/rng.h"
+#include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 
 static sl_spec_t spec_of(uint32_t world, uint32_t rank, sl_rank_padding_e pad)

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/rpc.h"
-#include "common/rpc_impl.h"
+#include "common/rpc/rpc.h"
+#include "common/rpc/rpc_impl.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests for the memory bounds of common/rpc_server.c that a peer can
+/* Unit tests for the memory bounds of common/rpc/rpc_server.c that a peer can
  * push against (docs/limits.md): max_recv_bytes (a larger request gets
  * RESOURCE_EXHAUSTED and the server stays up; replies may still be larger)
  * and max_queued_bytes (a request that would push the waiting unary
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/rpc.h"
+#include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

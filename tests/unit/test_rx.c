@@ -1,17 +1,17 @@
 /* The client's receive path over a real gRPC stream: a Fetch handler sends
  * Batch messages (one large enough to arrive in many slices) and one that is
  * not a Batch; the client receives them raw (sl_rpc_cstream_recv_raw) and
- * indexes them (client/rx.h): the large one reads back byte for byte, the
+ * indexes them (client/lib/rx.h): the large one reads back byte for byte, the
  * broken one is refused with a clear error. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/rx.h"
-#include "common/rpc.h"
-#include "common/rpc_client.h"
-#include "common/tensor.h"
+#include "client/lib/rx.h"
+#include "common/rpc/rpc.h"
+#include "common/rpc/rpc_client.h"
+#include "common/image/tensor.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

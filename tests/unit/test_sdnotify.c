@@ -8,7 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "common/sdnotify.h"
+#include "common/base/sdnotify.h"
 #include "tests/unit/fixtures.h"
 
 /* Binds a receiver at path ("@name" = abstract) and returns its fd. */

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/source.h"
-#include "common/source_impl.h"
+#include "common/data/source.h"
+#include "common/data/source_impl.h"
 #include "tests/unit/fixtures.h"
 
 /* Per-test temp dir: TMP/root is the data root, TMP/outside lies beyond it.

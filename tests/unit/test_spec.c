@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/spec.h"
-#include "common/spec_lines.h"
+#include "common/spec/spec.h"
+#include "common/spec/spec_lines.h"
 #include "tests/unit/fixtures.h"
 
 /* The DESIGN.md example. Tests below edit one piece of it and check that the
@@ -765,7 +765,7 @@ END_TEST
 
 /* ---- canonical JSON ------------------------------------------------------------------- */
 
-/* Multi-rank keys (common/ranks.h): bounds, and errors naming line and field. */
+/* Multi-rank keys (common/engine/ranks.h): bounds, and errors naming line and field. */
 START_TEST(test_rank_keys)
 {
     char *text = edit("\"epochs\": 90,", "\"epochs\": 90, \"world_size\": 8, \"rank\": 7, "

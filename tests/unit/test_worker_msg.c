@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/skip.h"
+#include "common/data/skip.h"
 #include "worker/control.h"
 #include "worker/msg.h"
 #include "worker/tasks.h"

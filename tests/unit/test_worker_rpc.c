@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/log.h"
-#include "common/rpc.h"
-#include "common/source.h"
+#include "common/base/log.h"
+#include "common/rpc/rpc.h"
+#include "common/data/source.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 #include "worker/control.h"

@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/log.h"
-#include "common/pipeline.h"
-#include "common/rng.h"
-#include "common/source.h"
-#include "common/spec.h"
+#include "common/base/log.h"
+#include "common/engine/pipeline.h"
+#include "common/engine/rng.h"
+#include "common/data/source.h"
+#include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 #include "worker/tasks.h"
 

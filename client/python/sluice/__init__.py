@@ -8,7 +8,7 @@
 ``dispatcher=None`` runs every stage in this process (no daemons needed).
 For PyTorch see ``sluice.torch.IterableDataset``.
 
-The binding is ctypes over libsluice.so (client/sluice.h); nothing is
+The binding is ctypes over libsluice.so (client/lib/sluice.h); nothing is
 compiled. Batches are not copied: each array is a view of the library's own
 batch memory, which is handed back to the library (sluice_release_batch)
 when the last array viewing it is garbage-collected. Hold on to arrays as

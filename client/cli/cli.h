@@ -1,0 +1,50 @@
+/* cli: the `sluice` command: subcommand dispatch and what subcommands share
+ * (exit codes, digests, the summary). */
+#ifndef SL_CLI_H
+#define SL_CLI_H
+
+#include <stdio.h>
+
+#include "client/lib/sluice.h"
+
+/* Exit status contract (DESIGN.md "Interfaces"). */
+enum { SL_EXIT_OK = 0, SL_EXIT_RUNTIME = 1, SL_EXIT_USAGE = 2 };
+
+int sl_cli_run(int argc, char **argv);
+int sl_cli_bench(int argc, char **argv);
+int sl_cli_status(int argc, char **argv); /* cli_status.c */
+int sl_cli_plan(int argc, char **argv);   /* cli_plan.c */
+
+/* One "EPOCH INDEX LABEL SHA256" line per sample of the batch. */
+int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch);
+
+/* The --json object (stdout) and the human summary (stderr) of a run. */
+void sl_cli_print_json(const sluice_job_t *job, double seconds);
+void sl_cli_print_text(const sluice_job_t *job, double seconds);
+
+/* cli_ranks.c: --rank R --world-size W --job-name NAME (multi-rank jobs,
+ * docs/protocol.md), shared by run and bench. cli_opts.c puts them in the
+ * option table and hands every option to sl_cli_ranks_opt. */
+typedef struct sl_cli_ranks_s {
+    long rank;       /* -1 = not given */
+    long world_size; /* 0 = not given (the spec's) */
+    const char *job_name;
+} sl_cli_ranks_t;
+
+#define SL_CLI_OPT_RANK 0x1001
+#define SL_CLI_OPT_WORLD 0x1002
+#define SL_CLI_OPT_JOB_NAME 0x1003
+#define SL_CLI_RANK_USAGE                                                                      \
+    "  --world-size W       multi-rank job: W consumers (one per GPU) share every epoch\n"    \
+    "  --rank R             this consumer's rank, 0..W-1: its equal share of each epoch\n"    \
+    "  --job-name NAME      the job the W ranks share (default: derived from the spec)\n"
+
+void sl_cli_ranks_init(sl_cli_ranks_t *r);
+/* 1: c was a rank option (parsed), 0: not one, -EINVAL: bad value (printed). */
+int sl_cli_ranks_opt(const char *cmd, int c, const char *arg, sl_cli_ranks_t *r);
+/* After parsing: consistent? 0 or -EINVAL (printed). */
+int sl_cli_ranks_check(const char *cmd, const sl_cli_ranks_t *r);
+/* Into the library's options. */
+void sl_cli_ranks_apply(const sl_cli_ranks_t *r, sluice_options_t *so);
+
+#endif

@@ -1,0 +1,84 @@
+/* cli_opts: the one option table of the `sluice` subcommands.
+ *
+ * Flags several subcommands take (--dispatcher, --local, --data-root,
+ * --threads, --epochs, --offload, --consumer-rate, --json, the rank flags of
+ * cli_ranks.c and the connection flags of cli_conn.c) are declared, parsed
+ * and range-checked here, once, so `run`, `bench`, `plan` and `status` cannot
+ * drift apart. A command names the shared flags it takes and handles only its
+ * own. The --help texts stay with the commands: their wording is per command
+ * and users rely on it (DESIGN.md "Interfaces"). */
+#ifndef SL_CLI_OPTS_H
+#define SL_CLI_OPTS_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "client/cli/cli.h"
+#include "client/cli/cli_conn.h"
+
+/* Which shared flags a command takes. */
+enum {
+    SL_CLI_F_DISPATCHER = 1u << 0,    /* --dispatcher ADDR */
+    SL_CLI_F_LOCAL = 1u << 1,         /* --local (then exactly one of it and --dispatcher) */
+    SL_CLI_F_DATA_ROOT = 1u << 2,     /* --data-root DIR (default ".") */
+    SL_CLI_F_THREADS = 1u << 3,       /* --threads 1..256 */
+    SL_CLI_F_EPOCHS = 1u << 4,        /* --epochs 1..1000000 */
+    SL_CLI_F_OFFLOAD = 1u << 5,       /* --offload MODE (the library or command checks it) */
+    SL_CLI_F_CONSUMER_RATE = 1u << 6, /* --consumer-rate 0..1e9 samples/s */
+    SL_CLI_F_JSON = 1u << 7,          /* --json */
+    SL_CLI_F_RANKS = 1u << 8,         /* --rank --world-size --job-name */
+    SL_CLI_F_CONN = 1u << 9,          /* --tls-* --token-file --dispatcher-timeout */
+};
+
+/* Every shared flag: what the commands that run a job (run, bench) take. */
+#define SL_CLI_F_JOB                                                                           \
+    (SL_CLI_F_DISPATCHER | SL_CLI_F_LOCAL | SL_CLI_F_DATA_ROOT | SL_CLI_F_THREADS |             \
+     SL_CLI_F_EPOCHS | SL_CLI_F_OFFLOAD | SL_CLI_F_CONSUMER_RATE | SL_CLI_F_JSON |               \
+     SL_CLI_F_RANKS | SL_CLI_F_CONN)
+
+#define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
+#define SL_CLI_MAX_THREADS 256
+#define SL_CLI_MAX_EPOCHS 1000000
+#define SL_CLI_MAX_OWN_OPTIONS 16 /* a command's own flags, at most */
+
+typedef struct sl_cli_opts_s {
+    const char *spec;         /* the SPEC argument (commands that take one) */
+    const char *dispatcher;
+    int local;
+    const char *data_root;
+    const char *offload;
+    unsigned threads;         /* 0 = not given */
+    unsigned epochs;          /* 0 = not given (the spec's) */
+    double consumer_rate;     /* -1 = not given */
+    int json;
+    sl_cli_ranks_t ranks;
+    sl_cli_conn_t conn;
+} sl_cli_opts_t;
+
+typedef struct sl_cli_cmd_s {
+    const char *name;   /* "run": error messages say "sluice run: ..." */
+    unsigned shared;    /* SL_CLI_F_* */
+    int takes_spec;     /* 1: exactly one SPEC argument; 0: none */
+    /* The command's own flags (NULL-terminated, at most SL_CLI_MAX_OWN_OPTIONS;
+     * vals are printable characters other than 'h' and '?'), and the
+     * handler they are given to: 0, or -EINVAL after printing why. */
+    const struct option *own;
+    int (*own_opt)(void *ctx, int c, const char *arg);
+    void *ctx;
+    void (*usage)(FILE *f);
+} sl_cli_cmd_t;
+
+/* Parses argv (argv[0] is the command). --help prints the usage on stdout
+ * and exits 0. Returns 0, or -EINVAL after printing a message naming the
+ * flag and the accepted values (the caller exits SL_EXIT_USAGE). */
+int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opts_t *o);
+
+/* Helpers for a command's own flags, with the same messages as the shared
+ * ones: "sluice CMD: --FLAG: 'ARG' is not ...". 0 or -EINVAL (printed). */
+int sl_cli_parse_long(const char *cmd, const char *flag, const char *arg, long lo, long hi,
+                      long *ret);
+/* lo_open: lo itself is refused, "(lo, hi]"; else "[lo, hi]". */
+int sl_cli_parse_double(const char *cmd, const char *flag, const char *arg, double lo,
+                        int lo_open, double hi, const char *unit, double *ret);
+
+#endif

@@ -1,0 +1,115 @@
+/* What every run prints: digests, the JSON summary, the text summary. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/cli/cli.h"
+#include "client/cli/client_impl.h"
+#include "client/lib/sha256.h"
+
+int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch)
+{
+    for (uint32_t i = 0; i < batch->n; i++) {
+        char hex[65];
+        sl_sha256_hex(batch->data + batch->offsets[i], batch->sizes[i], hex);
+        if (fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRId32 " %s\n", batch->epoch,
+                    batch->indices[i], batch->labels[i], hex) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void sl_cli_print_json(const sluice_job_t *job, double seconds)
+{
+    sluice_stats_t st;
+    sluice_get_stats(job, &st);
+    json_t *o = json_object();
+    json_object_set_new(o, "samples", json_integer((json_int_t)st.delivered));
+    json_t *sk = json_object();
+    json_object_set_new(sk, "total", json_integer((json_int_t)st.skipped));
+    json_t *reasons = json_object();
+    const char *names[16];
+    uint64_t counts[16];
+    int n = sluice_skip_counts(job, names, counts, 16);
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > 0) {
+            json_object_set_new(reasons, names[i], json_integer((json_int_t)counts[i]));
+        }
+    }
+    json_object_set_new(sk, "reasons", reasons);
+    if (job->first_skip[0] != '\0') {
+        json_object_set_new(sk, "first", json_string(job->first_skip));
+    }
+    json_object_set_new(o, "skipped", sk);
+    json_object_set_new(o, "duplicates_dropped", json_integer((json_int_t)st.duplicates_dropped));
+    json_object_set_new(o, "epochs", json_integer(job->spec.epochs));
+    json_object_set_new(o, "seconds", json_real(seconds));
+    json_object_set_new(o, "samples_per_sec",
+                        json_real(seconds > 0 ? (double)st.delivered / seconds : 0));
+    json_object_set_new(o, "wait_seconds", json_real(st.wait_seconds));
+    json_t *plan = json_object();
+    json_object_set_new(plan, "mode", json_string(st.plan_mode));
+    json_object_set_new(plan, "split", json_integer(st.plan_split));
+    json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
+    if (st.plan_version > 0 &&
+        (strcmp(st.plan_mode, "auto") == 0 || strcmp(st.plan_mode, "fastflow") == 0)) {
+        /* planner: its prediction, next to the measured rate (a fixed
+         * plan has a version too, but nothing predicted) */
+        json_object_set_new(plan, "version", json_integer(st.plan_version));
+        json_object_set_new(plan, "predicted_samples_per_sec", json_real(st.plan_predicted));
+        json_object_set_new(plan, "binding", json_string(st.plan_binding));
+        json_object_set_new(plan, "profile_seconds", json_real(st.profile_seconds));
+    }
+    if (st.sample_costs[0] != '\0') {
+        json_object_set_new(plan, "sample_costs", json_string(st.sample_costs));
+    }
+    json_object_set_new(o, "plan", plan);
+    if (st.job_id != 0) {
+        json_object_set_new(o, "job_id", json_integer((json_int_t)st.job_id));
+    }
+    json_t *src = json_object();
+    json_object_set_new(src, "local", json_integer((json_int_t)st.from_local));
+    json_object_set_new(src, "remote", json_integer((json_int_t)st.from_remote));
+    json_object_set_new(o, "sources", src);
+    /* Per-unit cost measured on this host: the profile the planner reads. */
+    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
+    sl_exec_unit_stats(job->exec, us);
+    json_t *units = json_array();
+    for (uint32_t u = 0; u < job->nunits; u++) {
+        json_t *j = json_object();
+        double ns = us[u].samples ? (double)us[u].samples : 1.0;
+        json_object_set_new(j, "name", json_string(sl_pipeline_unit_name(job->pipe, u)));
+        json_object_set_new(j, "samples", json_integer((json_int_t)us[u].samples));
+        json_object_set_new(j, "cpu_ms_per_sample", json_real(us[u].cpu_sec * 1e3 / ns));
+        json_object_set_new(j, "out_bytes_per_sample", json_real((double)us[u].out_bytes / ns));
+        json_array_append_new(units, j);
+    }
+    json_object_set_new(o, "units", units);
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (s != NULL) {
+        printf("%s\n", s);
+        free(s);
+    }
+    json_decref(o);
+}
+
+void sl_cli_print_text(const sluice_job_t *job, double seconds)
+{
+    sluice_stats_t st;
+    sluice_get_stats(job, &st);
+    fprintf(stderr,
+            "sluice: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64
+            " skipped, %" PRIu64 " local / %" PRIu64 " remote, plan %s split=%u share=%.2f\n",
+            st.delivered, seconds, seconds > 0 ? (double)st.delivered / seconds : 0, st.skipped,
+            st.from_local, st.from_remote, st.plan_mode, st.plan_split, st.plan_local_share);
+    if (st.plan_predicted > 0) {
+        fprintf(stderr, "sluice: plan v%u predicted %.1f samples/s (bound by %s)\n",
+                st.plan_version, st.plan_predicted, st.plan_binding);
+    }
+    if (job->first_skip[0] != '\0') {
+        fprintf(stderr, "sluice: first skipped sample: %s\n", job->first_skip);
+    }
+}

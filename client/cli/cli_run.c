@@ -1,0 +1,180 @@
+/* `sluice run`: one spec, every epoch, locally or through a dispatcher. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/cli/cli.h"
+#include "client/cli/cli_opts.h"
+#include "client/lib/sluice.h"
+#include "common/base/clock.h"
+
+typedef struct {
+    sl_cli_opts_t c; /* the shared flags (cli_opts.c) */
+    const char *digests;
+    int quiet;
+    double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
+} run_opts_t;
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice run SPEC (--local | --dispatcher HOST:PORT) [options]\n"
+            "\n"
+            "  --local              run every stage on this host\n"
+            "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"
+            "  --data-root DIR      directory the spec's source path is relative to (default .)\n"
+            "  --epochs N           override the spec's epochs\n"
+            "  --threads N          local decode threads (default: online CPUs)\n"
+            "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
+            "  --digests FILE       write 'EPOCH INDEX LABEL SHA256' per delivered sample\n"
+            "  --max-rate IMG_PER_S take batches no faster than this many samples per second,\n"
+            "                       like a training loop of that speed (default: no limit)\n"
+            "  --consumer-rate IMG_PER_S\n"
+            "                       the training loop's rate the planner plans for (auto,\n"
+            "                       fastflow); default: unlimited, then measured\n"
+            SL_CLI_RANK_USAGE
+            SL_CLI_CONN_USAGE
+            "  --json               print one JSON summary object on stdout at the end\n"
+            "  --quiet              no progress line\n"
+            "\n"
+            "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n");
+}
+
+static int run_opt(void *ctx, int c, const char *arg)
+{
+    run_opts_t *o = ctx;
+    switch (c) {
+    case 'g':
+        o->digests = arg;
+        return 0;
+    case 'q':
+        o->quiet = 1;
+        return 0;
+    case 'm':
+        return sl_cli_parse_double("run", "max-rate", arg, 0, 1, SL_CLI_MAX_RATE, "samples/s",
+                                   &o->max_rate);
+    default:
+        return -EINVAL;
+    }
+}
+
+static int parse_opts(int argc, char **argv, run_opts_t *o)
+{
+    static const struct option OWN[] = {
+        {"digests", required_argument, NULL, 'g'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"max-rate", required_argument, NULL, 'm'},
+        {NULL, 0, NULL, 0},
+    };
+    const sl_cli_cmd_t cmd = {
+        .name = "run",
+        .shared = SL_CLI_F_JOB,
+        .takes_spec = 1,
+        .own = OWN,
+        .own_opt = run_opt,
+        .ctx = o,
+        .usage = run_usage,
+    };
+    memset(o, 0, sizeof(*o));
+    return sl_cli_opts_parse(&cmd, argc, argv, &o->c);
+}
+
+int sl_cli_run(int argc, char **argv)
+{
+    run_opts_t o;
+    if (parse_opts(argc, argv, &o) < 0) {
+        return SL_EXIT_USAGE;
+    }
+    double t0 = sl_mono_sec();
+    char err[1024];
+    /* --consumer-rate 0 or absent: measured while running. */
+    sluice_options_t so = {.dispatcher = o.c.dispatcher, .data_root = o.c.data_root,
+                           .threads = o.c.threads, .offload = o.c.offload,
+                           .epochs = o.c.epochs,
+                           .consumer_rate = o.c.consumer_rate > 0 ? o.c.consumer_rate : 0};
+    sl_cli_ranks_apply(&o.c.ranks, &so);
+    sl_cli_conn_apply(&o.c.conn, &so);
+    sluice_job_t *job = NULL;
+    int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "sluice run: %s\n", err);
+        return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
+    }
+    FILE *digests = NULL;
+    if (o.digests != NULL) {
+        digests = fopen(o.digests, "we");
+        if (digests == NULL) {
+            fprintf(stderr, "sluice run: cannot write '%s': %s\n", o.digests, strerror(errno));
+            sluice_close(job);
+            return SL_EXIT_RUNTIME;
+        }
+    }
+    int progress = !o.quiet && isatty(STDERR_FILENO);
+    int status = SL_EXIT_OK;
+    double last = t0;
+    uint64_t delivered = 0;
+    for (;;) {
+        if (o.max_rate > 0) {
+            /* A consumer of max_rate samples/s: the next batch is taken no
+             * sooner than delivered / max_rate after the start. Meanwhile
+             * nothing is read, so back-pressure reaches the workers. */
+            double wait = t0 + (double)delivered / o.max_rate - sl_mono_sec();
+            if (wait > 0) {
+                struct timespec ts = {.tv_sec = (time_t)wait,
+                                      .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+            }
+        }
+        sluice_batch_t *b = NULL;
+        rc = sluice_next_batch(job, &b);
+        if (rc == 1) {
+            break;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%ssluice run: %s\n", progress ? "\n" : "", sluice_last_error(job));
+            status = SL_EXIT_RUNTIME;
+            break;
+        }
+        delivered += b->n;
+        /* Multi-rank: flushed per batch, so the file matches what the rank
+         * delivered even when it is killed (and restarted: it resumes). */
+        if (digests != NULL && (sl_cli_write_digests(digests, b) < 0 ||
+                                (o.c.ranks.world_size > 1 && fflush(digests) != 0))) {
+            fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
+            status = SL_EXIT_RUNTIME;
+            sluice_release_batch(job, b);
+            break;
+        }
+        uint64_t epoch = b->epoch;
+        sluice_release_batch(job, b);
+        double t = sl_mono_sec();
+        if (progress && t - last >= 0.5) {
+            last = t;
+            fprintf(stderr, "\repoch %llu  %llu samples  %.1f samples/s  ",
+                    (unsigned long long)epoch + 1, (unsigned long long)delivered,
+                    (double)delivered / (t - t0));
+            fflush(stderr);
+        }
+    }
+    if (progress) {
+        fprintf(stderr, "\n");
+    }
+    if (digests != NULL && fclose(digests) != 0) {
+        fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
+        status = SL_EXIT_RUNTIME;
+    }
+    double seconds = sl_mono_sec() - t0;
+    if (o.c.json) {
+        sl_cli_print_json(job, seconds);
+    }
+    if (!o.quiet) {
+        sl_cli_print_text(job, seconds);
+    }
+    sluice_close(job);
+    return status;
+}

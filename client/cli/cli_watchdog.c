@@ -1,0 +1,110 @@
+/* The deadline thread of cli_watchdog.h. */
+#include "client/cli/cli_watchdog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/cli/cli.h"
+#include "common/base/clock.h"
+
+struct sl_cli_watchdog_s {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+    double deadline;     /* under mu */
+    uint64_t samples;    /* under mu */
+    int stop;            /* under mu */
+    char what[256];
+};
+
+static void *watch(void *arg)
+{
+    sl_cli_watchdog_t *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        double now = sl_mono_sec();
+        if (now >= w->deadline) {
+            /* The main thread is inside the library (maybe holding its
+             * locks): do not touch the job; say what we know and leave. */
+            fprintf(stderr, "\nsluice %s; %llu samples delivered; giving up\n", w->what,
+                    (unsigned long long)w->samples);
+            fflush(NULL);
+            _exit(SL_EXIT_RUNTIME);
+        }
+        double t = w->deadline;
+        struct timespec ts = {.tv_sec = (time_t)t,
+                              .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
+        pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+sl_cli_watchdog_t *sl_cli_watchdog_new(const char *what, double deadline_sec)
+{
+    sl_cli_watchdog_t *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return NULL;
+    }
+    snprintf(w->what, sizeof(w->what), "%s", what);
+    w->deadline = deadline_sec;
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc == 0) {
+        rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        if (rc == 0) {
+            rc = pthread_cond_init(&w->cond, &ca);
+        }
+        pthread_condattr_destroy(&ca);
+    }
+    if (rc != 0) {
+        free(w);
+        errno = rc;
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    rc = pthread_create(&w->thread, NULL, watch, w);
+    if (rc != 0) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        errno = rc;
+        return NULL;
+    }
+    return w;
+}
+
+void sl_cli_watchdog_set(sl_cli_watchdog_t *w, double deadline_sec)
+{
+    pthread_mutex_lock(&w->mu);
+    w->deadline = deadline_sec;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void sl_cli_watchdog_progress(sl_cli_watchdog_t *w, uint64_t samples)
+{
+    pthread_mutex_lock(&w->mu);
+    w->samples = samples;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void sl_cli_watchdog_free(sl_cli_watchdog_t *w)
+{
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}

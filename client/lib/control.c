@@ -1,0 +1,468 @@
+/* The control thread: every 100 ms it acknowledges completed splits, tells
+ * the dispatcher about each worker whose stream broke (AckSplits with
+ * retry_worker_id, until one succeeds), fetches the assignment, and keeps
+ * one fetcher per worker that holds splits of this job, restarting a failed
+ * one after a per-worker backoff (200 ms doubling to 2 s while it delivers
+ * nothing). Acks and GetAssignment run in that order on this one thread, so
+ * an assignment never shows a split this client already acknowledged as new. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/cli/client_impl.h"
+#include "client/lib/profile.h"
+#include "common/base/clock.h"
+
+#define CL_POLL_MS 100
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int cl_backoff_next(int cur)
+{
+    if (cur <= 0) {
+        return CL_BACKOFF_MIN_MS;
+    }
+    return cur >= CL_BACKOFF_MAX_MS / 2 ? CL_BACKOFF_MAX_MS : cur * 2;
+}
+
+/* The worker's backoff slot, created on demand (the oldest-allowed slot is
+ * reused when full: it is the one least likely to matter). */
+static cl_backoff_t *backoff_of(sluice_job_t *job, uint64_t worker_id)
+{
+    cl_backoff_t *free_slot = NULL;
+    cl_backoff_t *oldest = &job->backoff[0];
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        cl_backoff_t *b = &job->backoff[i];
+        if (b->worker_id == worker_id) {
+            return b;
+        }
+        if (b->worker_id == 0 && free_slot == NULL) {
+            free_slot = b;
+        }
+        if (b->not_before < oldest->not_before) {
+            oldest = b;
+        }
+    }
+    cl_backoff_t *b = free_slot != NULL ? free_slot : oldest;
+    *b = (cl_backoff_t){.worker_id = worker_id};
+    return b;
+}
+
+static void fail_job(sluice_job_t *job, const char *why)
+{
+    pthread_mutex_lock(&job->mu);
+    if (job->failure[0] == '\0') {
+        snprintf(job->failure, sizeof(job->failure), "%s", why);
+    }
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* Sends queued acks, and retries for retry_worker (0 = none); on success
+ * removes acked splits. */
+static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t retry_worker)
+{
+    pthread_mutex_lock(&job->mu);
+    size_t n = job->nacks;
+    uint64_t *ids = n ? malloc(n * sizeof(*ids)) : NULL;
+    if (n && ids == NULL) {
+        pthread_mutex_unlock(&job->mu);
+        return -ENOMEM;
+    }
+    if (n) {
+        memcpy(ids, job->acks, n * sizeof(*ids));
+    }
+    size_t nrecv = job->nrecvd;
+    uint64_t *recv = nrecv ? malloc(nrecv * sizeof(*recv)) : NULL;
+    if (nrecv && recv == NULL) {
+        pthread_mutex_unlock(&job->mu);
+        free(ids);
+        return -ENOMEM;
+    }
+    if (nrecv) {
+        memcpy(recv, job->recvd, nrecv * sizeof(*recv));
+    }
+    uint64_t delta[SL_SKIP__COUNT];
+    Sluice__SkipCount counts[SL_SKIP__COUNT];
+    Sluice__SkipCount *countp[SL_SKIP__COUNT];
+    size_t nskip = 0;
+    for (int r = 0; r < SL_SKIP__COUNT; r++) {
+        delta[r] = job->skips_counted[r] - job->skips_reported[r];
+        if (delta[r] > 0) {
+            sluice__skip_count__init(&counts[nskip]);
+            counts[nskip].reason = (char *)sl_skip_name((sl_skip_e)r);
+            counts[nskip].count = delta[r];
+            countp[nskip] = &counts[nskip];
+            nskip++;
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (n == 0 && nrecv == 0 && nretry == 0 && retry_worker == 0 && nskip == 0) {
+        return 0;
+    }
+    Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job->job_id;
+    req.rank = job->spec.rank;
+    req.n_split_ids = n;
+    req.split_ids = ids;
+    req.n_retry_split_ids = nretry;
+    req.retry_split_ids = retry;
+    req.retry_worker_id = retry_worker;
+    req.n_received_split_ids = nrecv;
+    req.received_split_ids = recv;
+    req.n_skipped = nskip;
+    req.skipped = countp;
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/AckSplits", &req.base,
+                          &sluice__ack_splits_response__descriptor, job->timeout_ms, 0, &resp,
+                          &st);
+    if (rc == 0) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+        pthread_mutex_lock(&job->mu);
+        for (int r = 0; r < SL_SKIP__COUNT; r++) {
+            job->skips_reported[r] += delta[r];
+        }
+        /* Acks queued meanwhile stay; the first n were sent. */
+        if (n > 0) {
+            memmove(job->acks, job->acks + n, (job->nacks - n) * sizeof(*ids));
+            job->nacks -= n;
+        }
+        for (size_t i = 0; i < n; i++) {
+            cl_split_t *s = cl_split_find(job, ids[i]);
+            if (s != NULL) {
+                cl_split_remove(job, s);
+            }
+        }
+        if (nrecv > 0) {
+            memmove(job->recvd, job->recvd + nrecv, (job->nrecvd - nrecv) * sizeof(*recv));
+            job->nrecvd -= nrecv;
+        }
+        for (size_t i = 0; i < nrecv; i++) {
+            cl_split_t *s = cl_split_find(job, recv[i]);
+            if (s != NULL && s->received == 1) {
+                s->received = 2;
+            }
+        }
+        pthread_mutex_unlock(&job->mu);
+    } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
+        fail_job(job, "the dispatcher no longer knows this job (timed out or restarted)");
+    }
+    free(ids);
+    free(recv);
+    return rc;
+}
+
+static cl_fetcher_t *fetcher_for(sluice_job_t *job, uint64_t worker_id)
+{
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        if (job->fetchers[i].started && job->fetchers[i].worker_id == worker_id) {
+            return &job->fetchers[i];
+        }
+    }
+    return NULL;
+}
+
+static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *address)
+{
+    double now = sl_mono_sec();
+    pthread_mutex_lock(&job->mu);
+    cl_fetcher_t *f = fetcher_for(job, worker_id);
+    if (f != NULL || job->closing || now < backoff_of(job, worker_id)->not_before) {
+        pthread_mutex_unlock(&job->mu);
+        return;
+    }
+    for (int i = 0; i < CL_MAX_FETCHERS && f == NULL; i++) {
+        if (!job->fetchers[i].started) {
+            f = &job->fetchers[i];
+        }
+    }
+    if (f == NULL) {
+        pthread_mutex_unlock(&job->mu);
+        return; /* more workers than streams: the others wait for a slot */
+    }
+    memset(f, 0, sizeof(*f));
+    f->job = job;
+    f->worker_id = worker_id;
+    snprintf(f->address, sizeof(f->address), "%s", address);
+    f->state = CL_FETCH_RUNNING;
+    f->started = 1;
+    if (pthread_create(&f->thread, NULL, cl_fetch_main, f) != 0) {
+        f->started = 0;
+    }
+    pthread_mutex_unlock(&job->mu);
+}
+
+static void retry_worker_add(sluice_job_t *job, uint64_t worker_id)
+{
+    for (size_t i = 0; i < job->nretry_workers; i++) {
+        if (job->retry_workers[i] == worker_id) {
+            return;
+        }
+    }
+    if (job->nretry_workers < CL_MAX_FETCHERS) {
+        job->retry_workers[job->nretry_workers++] = worker_id;
+    }
+}
+
+/* Joins fetchers whose stream ended. A broken one's worker goes on the retry
+ * list and backs off (from the minimum again if its stream had delivered). */
+static void reap_fetchers(sluice_job_t *job)
+{
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        cl_fetcher_t *f = &job->fetchers[i];
+        pthread_mutex_lock(&job->mu);
+        int done = f->started && f->state != CL_FETCH_RUNNING;
+        pthread_mutex_unlock(&job->mu);
+        if (!done) {
+            continue;
+        }
+        pthread_join(f->thread, NULL);
+        pthread_mutex_lock(&job->mu);
+        cl_backoff_t *b = backoff_of(job, f->worker_id);
+        if (f->delivered) {
+            b->delay_ms = 0;
+        }
+        if (f->state == CL_FETCH_BROKEN) {
+            b->delay_ms = cl_backoff_next(b->delay_ms);
+            b->not_before = sl_mono_sec() + b->delay_ms / 1000.0;
+            retry_worker_add(job, f->worker_id);
+        }
+        f->started = 0;
+        pthread_mutex_unlock(&job->mu);
+    }
+}
+
+/* Asks the dispatcher to re-assign the splits of each worker whose stream
+ * broke: the unacknowledged ones this client knows it owns are listed, and
+ * retry_worker_id makes the dispatcher take back every other split it still
+ * has there (ones this client has not heard of yet). A worker stays on the
+ * list until its request succeeds. */
+static void send_retries(sluice_job_t *job)
+{
+    while (job->nretry_workers > 0) {
+        uint64_t wid = job->retry_workers[0];
+        size_t n = 0, cap = 0;
+        uint64_t *ids = NULL;
+        pthread_mutex_lock(&job->mu);
+        for (size_t k = 0; k < CL_MAX_SPLITS; k++) {
+            cl_split_t *s = &job->splits[k];
+            if (!s->in_use || s->acked || s->owner != wid) {
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                uint64_t *p = realloc(ids, cap * sizeof(*p));
+                if (p == NULL) {
+                    break; /* the dispatcher takes back the rest by worker id */
+                }
+                ids = p;
+            }
+            ids[n++] = s->id;
+        }
+        pthread_mutex_unlock(&job->mu);
+        int rc = send_acks(job, ids, n, wid);
+        if (rc == 0) {
+            pthread_mutex_lock(&job->mu);
+            for (size_t i = 0; i < n; i++) {
+                cl_split_t *s = cl_split_find(job, ids[i]);
+                if (s != NULL && s->owner == wid) {
+                    s->owner = UINT64_MAX; /* unknown until the next assignment */
+                }
+            }
+            pthread_mutex_unlock(&job->mu);
+        }
+        free(ids);
+        if (rc != 0) {
+            return; /* next round */
+        }
+        memmove(&job->retry_workers[0], &job->retry_workers[1],
+                (job->nretry_workers - 1) * sizeof(job->retry_workers[0]));
+        job->nretry_workers--;
+    }
+}
+
+static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentResponse *r)
+{
+    pthread_mutex_lock(&job->mu);
+    if (r->plan != NULL) {
+        job->split_units = r->plan->split;
+        job->local_share = r->plan->local_share;
+    }
+    for (size_t i = 0; i < r->n_splits; i++) {
+        const Sluice__SplitAssignment *a = r->splits[i];
+        if (a->epoch >= job->spec.epochs || a->begin > a->end || a->end > job->positions ||
+            a->stage_to > job->nunits) {
+            continue; /* not a split of this job: ignore rather than trust */
+        }
+        cl_split_t *s = cl_split_find(job, a->split_id);
+        if (s == NULL) {
+            s = cl_split_add(job, a->split_id);
+            if (s == NULL) {
+                snprintf(job->failure, sizeof(job->failure),
+                         "more than %d live splits: raise split_size", CL_MAX_SPLITS);
+                break;
+            }
+            s->owner = UINT64_MAX;
+        }
+        if (!s->range_known) {
+            s->epoch = a->epoch;
+            s->begin = a->begin;
+            s->end = a->end;
+            s->next = a->begin;
+            s->range_known = 1;
+            cl_split_check_done(job, s); /* its samples may all be here already */
+        }
+        if (s->acked) {
+            continue;
+        }
+        if (s->received == 2) {
+            /* Listed again after the dispatcher had it as received: it was
+             * PENDING then (returned with a worker) and is handed out anew;
+             * its slot is to be freed again. */
+            s->received = 0;
+        }
+        cl_split_check_received(job, s);
+        if (a->worker_id == 0 && s->owner != 0) {
+            s->next = s->begin; /* now ours: run every position not yet delivered */
+            if (job->nlocal_pending == job->caplocal) {
+                size_t cap = job->caplocal ? job->caplocal * 2 : 64;
+                uint64_t *p = realloc(job->local_pending, cap * sizeof(*p));
+                if (p == NULL) {
+                    snprintf(job->failure, sizeof(job->failure), "out of memory");
+                    break;
+                }
+                job->local_pending = p;
+                job->caplocal = cap;
+            }
+            job->local_pending[job->nlocal_pending++] = s->id;
+        }
+        s->owner = a->worker_id;
+    }
+    if (r->finished) {
+        job->finished_remote = 1;
+    }
+    if (r->failure != NULL && r->failure[0] != '\0' && job->failure[0] == '\0') {
+        snprintf(job->failure, sizeof(job->failure), "job failed: %s", r->failure);
+    }
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* Polls every CL_POLL_MS while the dispatcher answers; while it does not
+ * (a restart), waits double as long after each failure up to this cap, so a
+ * dispatcher coming back is not met by every client at once. */
+#define CL_DISP_BACKOFF_MAX_MS 2000
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void *control_main(void *arg)
+{
+    sluice_job_t *job = arg;
+    int failures = 0;
+    int wait_ms = CL_POLL_MS;
+    double last_ok = mono_ms();
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        int closing = job->closing;
+        pthread_mutex_unlock(&job->mu);
+        if (closing) {
+            break;
+        }
+        reap_fetchers(job);
+        int rc = send_acks(job, NULL, 0, 0);
+        if (rc == 0) {
+            send_retries(job);
+        }
+        Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+        req.version = SL_PROTOCOL_VERSION;
+        req.job_id = job->job_id;
+        req.rank = job->spec.rank;
+        ProtobufCMessage *resp = NULL;
+        sl_rpc_status_t st;
+        if (rc == 0 || rc == -ECOMM) {
+            rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/GetAssignment", &req.base,
+                              &sluice__get_assignment_response__descriptor, job->timeout_ms, 0,
+                              &resp, &st);
+        }
+        if (rc == 0) {
+            failures = 0;
+            wait_ms = CL_POLL_MS;
+            last_ok = mono_ms();
+            Sluice__GetAssignmentResponse *r = (Sluice__GetAssignmentResponse *)resp;
+            apply_assignment(job, r);
+            for (size_t i = 0; i < r->n_workers; i++) {
+                if (r->workers[i]->worker_id != 0 && r->workers[i]->address != NULL) {
+                    ensure_fetcher(job, r->workers[i]->worker_id, r->workers[i]->address);
+                }
+            }
+            protobuf_c_message_free_unpacked(resp, NULL);
+        } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
+            fail_job(job, "the dispatcher no longer knows this job (timed out or restarted)");
+        } else {
+            failures++;
+            wait_ms = wait_ms >= CL_DISP_BACKOFF_MAX_MS / 2 ? CL_DISP_BACKOFF_MAX_MS
+                                                           : wait_ms * 2;
+            if (mono_ms() - last_ok > job->dispatcher_timeout_ms) {
+                char why[160];
+                snprintf(why, sizeof(why),
+                         "the dispatcher has not answered for %d ms (%d failed calls; "
+                         "dispatcher_timeout_ms)",
+                         job->dispatcher_timeout_ms, failures);
+                fail_job(job, why);
+            }
+        }
+        cl_planner_tick(job); /* planner: ReportRates once a second */
+        sleep_ms(wait_ms);
+    }
+    return NULL;
+}
+
+int cl_control_start(sluice_job_t *job)
+{
+    if (pthread_create(&job->control, NULL, control_main, job) != 0) {
+        return -EAGAIN;
+    }
+    job->control_started = 1;
+    return 0;
+}
+
+void cl_control_stop(sluice_job_t *job)
+{
+    pthread_join(job->control, NULL);
+    pthread_mutex_lock(&job->mu);
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        job->fetchers[i].stop = 1;
+    }
+    pthread_mutex_unlock(&job->mu);
+    for (int i = 0; i < CL_MAX_FETCHERS; i++) {
+        if (job->fetchers[i].started) {
+            pthread_join(job->fetchers[i].thread, NULL);
+            job->fetchers[i].started = 0;
+        }
+    }
+    /* Flush final acks, then free the job on the dispatcher. */
+    (void)send_acks(job, NULL, 0, 0);
+    Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job->job_id;
+    req.rank = job->spec.rank;
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    if (sl_rpc_unary(job->disp, "/sluice.Dispatcher/CloseJob", &req.base,
+                     &sluice__close_job_response__descriptor, 2000, 0, &resp, &st) == 0) {
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+}

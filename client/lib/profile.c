@@ -1,0 +1,745 @@
+/* profile: see profile.h. */
+#include "client/lib/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/cli/client_impl.h"
+#include "common/cost/costmodel.h"
+#include "common/base/err.h"
+
+#define CL_NAME_MAX 96
+#define CL_KEY_MAX 128
+#define CL_PROFILE_CALL_SLACK_MS 15000 /* beyond max_ms: indexing the source there */
+
+/* One host's profile with the storage its message points into. */
+typedef struct cl_hp_s {
+    Sluice__HostProfile msg;
+    Sluice__StageStat units[SL_PIPE_MAX_UNITS];
+    Sluice__StageStat *punits[SL_PIPE_MAX_UNITS];
+    char names[SL_PIPE_MAX_UNITS][CL_NAME_MAX];
+    char host[CL_KEY_MAX];
+    double coef[SL_COST_NPARAM];
+} cl_hp_t;
+
+typedef struct cl_class_s {
+    Sluice__WorkerClass msg;
+    char key[CL_KEY_MAX];
+    uint64_t ids[CL_PLAN_MAX_WORKERS];
+    char first_addr[256]; /* the worker profiled and probed */
+    int have_profile;
+    cl_hp_t hp;
+} cl_class_t;
+
+struct cl_planner_s {
+    const sl_rpc_security_t *security; /* cl_planner_profile's; the job's, outlives p */
+    /* inputs: written by the profiling thread before SubmitJob */
+    Sluice__PlannerInputs in;
+    cl_hp_t client;
+    cl_class_t classes[CL_PLAN_MAX_CLASSES];
+    Sluice__WorkerClass *pclasses[CL_PLAN_MAX_CLASSES];
+    double profile_seconds;
+
+    /* mu guards everything below (consumer, control and caller threads) */
+    pthread_mutex_t mu;
+    double predicted;
+    char binding[32];
+    uint32_t version;
+    double measured;
+    /* the consumer's window since the last report */
+    double last_leave;     /* when next_batch last returned; 0 = never */
+    uint64_t win_samples;
+    double win_wait;       /* inside next_batch */
+    double win_outside;    /* outside next_batch: the training loop's own time */
+    uint64_t delivered;
+    /* the control thread's */
+    double last_report;
+    double cpu_at_report;
+    double units_cpu_at_report; /* the executor's unit CPU, summed */
+};
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double process_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+cl_planner_t *cl_planner_new(void)
+{
+    cl_planner_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    sluice__planner_inputs__init(&p->in);
+    return p;
+}
+
+void cl_planner_free(cl_planner_t *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+Sluice__PlannerInputs *cl_planner_inputs(cl_planner_t *p) { return &p->in; }
+
+double cl_planner_profile_seconds(const cl_planner_t *p) { return p->profile_seconds; }
+
+/* ------------------------------------------------------------ profiles */
+
+static void hp_init(cl_hp_t *hp, const char *host)
+{
+    memset(hp, 0, sizeof(*hp));
+    sluice__host_profile__init(&hp->msg);
+    snprintf(hp->host, sizeof(hp->host), "%s", host);
+    hp->msg.host = hp->host;
+}
+
+static void hp_from_local(cl_hp_t *hp, const char *host, const sl_profile_t *pr,
+                          const sl_pipeline_t *pipe)
+{
+    hp_init(hp, host);
+    double ns = pr->samples > 0 ? (double)pr->samples : 1.0;
+    for (uint32_t u = 0; u < pr->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        Sluice__StageStat *s = &hp->units[u];
+        sluice__stage_stat__init(s);
+        snprintf(hp->names[u], sizeof(hp->names[u]), "%s", sl_pipeline_unit_name(pipe, u));
+        s->name = hp->names[u];
+        s->cpu_sec_per_sample = pr->units[u].cpu_sec / ns;
+        s->out_bytes_per_sample = (double)pr->units[u].out_bytes / ns;
+        s->samples = pr->units[u].samples;
+        hp->punits[u] = s;
+    }
+    hp->msg.n_units = pr->nunits;
+    hp->msg.units = hp->punits;
+    hp->msg.read_cpu_sec_per_sample = pr->read_cpu_sec / ns;
+    hp->msg.encoded_bytes_per_sample = (double)pr->encoded_bytes / ns;
+    hp->msg.samples = pr->samples;
+    hp->msg.seconds = pr->seconds;
+    hp->msg.cost_model_error = pr->model_error > 0 ? pr->model_error : 0;
+    hp->msg.size_cost_error = pr->size_error > 0 ? pr->size_error : 0;
+    if (pr->model.fitted) {
+        memcpy(hp->coef, pr->model.coef, sizeof(hp->coef));
+        hp->msg.n_cost_model_coef = SL_COST_NPARAM;
+        hp->msg.cost_model_coef = hp->coef;
+    }
+}
+
+/* Deep copy of a received profile (the reply is freed afterwards). */
+static void hp_copy(cl_hp_t *hp, const Sluice__HostProfile *m, int cached)
+{
+    hp_init(hp, m->host != NULL ? m->host : "");
+    size_t n = m->n_units < SL_PIPE_MAX_UNITS ? m->n_units : SL_PIPE_MAX_UNITS;
+    for (size_t u = 0; u < n; u++) {
+        Sluice__StageStat *s = &hp->units[u];
+        sluice__stage_stat__init(s);
+        if (m->units[u] != NULL) {
+            snprintf(hp->names[u], sizeof(hp->names[u]), "%s",
+                     m->units[u]->name != NULL ? m->units[u]->name : "");
+            s->cpu_sec_per_sample = m->units[u]->cpu_sec_per_sample;
+            s->out_bytes_per_sample = m->units[u]->out_bytes_per_sample;
+            s->samples = m->units[u]->samples;
+        }
+        s->name = hp->names[u];
+        hp->punits[u] = s;
+    }
+    hp->msg.n_units = n;
+    hp->msg.units = hp->punits;
+    hp->msg.read_cpu_sec_per_sample = m->read_cpu_sec_per_sample;
+    hp->msg.encoded_bytes_per_sample = m->encoded_bytes_per_sample;
+    hp->msg.samples = m->samples;
+    hp->msg.seconds = m->seconds;
+    hp->msg.cost_model_error = m->cost_model_error;
+    hp->msg.size_cost_error = m->size_cost_error;
+    if (m->n_cost_model_coef == SL_COST_NPARAM) {
+        memcpy(hp->coef, m->cost_model_coef, sizeof(hp->coef));
+        hp->msg.n_cost_model_coef = SL_COST_NPARAM;
+        hp->msg.cost_model_coef = hp->coef;
+    }
+    hp->msg.sample_overhead_sec = m->sample_overhead_sec;
+    hp->msg.cached = cached;
+}
+
+/* A cached profile usable for this pipeline: one row per unit, by name. */
+static int hp_fits(const Sluice__HostProfile *m, const sl_pipeline_t *pipe)
+{
+    uint32_t n = sl_pipeline_nunits(pipe);
+    if (m == NULL || m->n_units != n || m->samples == 0) {
+        return 0;
+    }
+    for (uint32_t u = 0; u < n; u++) {
+        if (m->units[u] == NULL || m->units[u]->name == NULL ||
+            strcmp(m->units[u]->name, sl_pipeline_unit_name(pipe, u)) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const Sluice__HostProfile *find_cached(const Sluice__PlanContextResponse *ctx,
+                                              const char *host, const sl_pipeline_t *pipe)
+{
+    for (size_t i = 0; ctx != NULL && i < ctx->n_cached; i++) {
+        const Sluice__HostProfile *m = ctx->cached[i];
+        if (m != NULL && m->host != NULL && strcmp(m->host, host) == 0 && hp_fits(m, pipe)) {
+            return m;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ workers */
+
+static int class_for(cl_planner_t *p, const char *key)
+{
+    for (size_t c = 0; c < p->in.n_classes; c++) {
+        if (strcmp(p->classes[c].key, key) == 0) {
+            return (int)c;
+        }
+    }
+    if (p->in.n_classes == CL_PLAN_MAX_CLASSES) {
+        return -1;
+    }
+    int c = (int)p->in.n_classes++;
+    cl_class_t *k = &p->classes[c];
+    memset(k, 0, sizeof(*k));
+    sluice__worker_class__init(&k->msg);
+    snprintf(k->key, sizeof(k->key), "%s", key);
+    k->msg.key = k->key;
+    k->msg.worker_ids = k->ids;
+    p->pclasses[c] = &k->msg;
+    p->in.classes = p->pclasses;
+    return c;
+}
+
+/* Identity of one worker; adds it to its class. Unreachable workers are
+ * left out (the dispatcher treats them as joined later). */
+static void identify(cl_planner_t *p, const Sluice__WorkerInfo *w, int timeout_ms)
+{
+    char err[256];
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(w->address, SL_RPC_DEFAULT_MAX_MSG, p->security, 0,
+                                              err, sizeof(err));
+    if (ch == NULL) {
+        return;
+    }
+    Sluice__ProfileRequest req = SLUICE__PROFILE_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    if (sl_rpc_unary(ch, "/sluice.Worker/Profile", &req.base,
+                     &sluice__profile_response__descriptor, timeout_ms, 0, &resp, &st) == 0) {
+        const Sluice__ProfileResponse *r = (const Sluice__ProfileResponse *)resp;
+        int c = class_for(p, r->class_key != NULL ? r->class_key : "?");
+        if (c >= 0 && p->classes[c].msg.n_worker_ids < CL_PLAN_MAX_WORKERS) {
+            cl_class_t *k = &p->classes[c];
+            if (k->msg.n_worker_ids == 0) {
+                snprintf(k->first_addr, sizeof(k->first_addr), "%s", w->address);
+                k->msg.threads = r->threads;
+                k->msg.cpu_budget = r->cpu_budget;
+            }
+            k->ids[k->msg.n_worker_ids++] = w->worker_id;
+        }
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    sl_rpc_channel_free(ch);
+}
+
+static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *spec_json,
+                          const uint64_t *idx, size_t n, int max_ms)
+{
+    char err[256];
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(k->first_addr, SL_RPC_DEFAULT_MAX_MSG, a->security, 0,
+                                              err, sizeof(err));
+    if (ch == NULL) {
+        return;
+    }
+    Sluice__ProfileRequest req = SLUICE__PROFILE_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = (char *)spec_json;
+    req.source_fingerprint = sl_source_fingerprint(a->src);
+    req.n_indices = n;
+    req.indices = (uint64_t *)idx;
+    req.max_ms = (uint32_t)max_ms;
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    if (sl_rpc_unary(ch, "/sluice.Worker/Profile", &req.base,
+                     &sluice__profile_response__descriptor, max_ms + CL_PROFILE_CALL_SLACK_MS, 0,
+                     &resp, &st) == 0) {
+        const Sluice__ProfileResponse *r = (const Sluice__ProfileResponse *)resp;
+        if (r->profile != NULL && hp_fits(r->profile, a->pipe)) {
+            hp_copy(&k->hp, r->profile, 0);
+            k->have_profile = 1;
+        }
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    sl_rpc_channel_free(ch);
+}
+
+/* One probe stream and what it measured. */
+typedef struct cl_probe_s {
+    const char *addr;
+    const sl_rpc_security_t *sec;
+    int timeout_ms;
+    int rc;          /* 0: the stream ended normally after more than one chunk */
+    double t_first;  /* when the first chunk arrived (monotonic) */
+    double t_end;
+    double cpu;      /* process CPU from the first chunk to the end */
+    uint64_t bytes;  /* after the first chunk */
+} cl_probe_t;
+
+/* Streams CL_PROBE_BYTES from pr->addr. Bandwidth counts the bytes after
+ * the first chunk over the time from its arrival to the end (connection
+ * set-up excluded); the receive cost is this process's CPU over that time
+ * per byte. */
+static void probe_run(cl_probe_t *pr)
+{
+    char err[256];
+    pr->rc = -1;
+    sl_rpc_channel_t *ch = sl_rpc_channel_new(pr->addr, SL_RPC_DEFAULT_MAX_MSG, pr->sec, 1, err,
+                                              sizeof(err));
+    if (ch == NULL) {
+        return;
+    }
+    Sluice__ProbeRequest req = SLUICE__PROBE_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.bytes = CL_PROBE_BYTES;
+    req.chunk_bytes = 1u << 20;
+    sl_rpc_cstream_t *cs = NULL;
+    sl_rpc_status_t st;
+    if (sl_rpc_cstream_open(ch, "/sluice.Worker/Probe", &req.base,
+                            &sluice__probe_chunk__descriptor, pr->timeout_ms, &cs, &st) == 0) {
+        double cpu_first = 0.0;
+        for (;;) {
+            ProtobufCMessage *m = NULL;
+            int r = sl_rpc_cstream_recv(cs, &m, pr->timeout_ms, &st);
+            if (r != 0) {
+                pr->rc = r == 1 && pr->bytes > 0 ? 0 : -1;
+                break;
+            }
+            size_t len = ((Sluice__ProbeChunk *)m)->data.len;
+            protobuf_c_message_free_unpacked(m, NULL);
+            if (pr->t_first == 0.0) {
+                pr->t_first = mono();
+                cpu_first = process_cpu();
+            } else {
+                pr->bytes += len;
+            }
+        }
+        pr->t_end = mono();
+        pr->cpu = process_cpu() - cpu_first;
+        sl_rpc_cstream_free(cs);
+    }
+    sl_rpc_channel_free(ch);
+}
+
+/* One worker's link. Returns 0 with both set, or -1. */
+static int probe(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
+                 double *ret_recv)
+{
+    cl_probe_t pr = {.addr = addr, .sec = sec, .timeout_ms = timeout_ms};
+    probe_run(&pr);
+    if (pr.rc != 0) {
+        return -1;
+    }
+    double dt = pr.t_end - pr.t_first;
+    /* Below a microsecond the clock says nothing: call it 100 GB/s. */
+    *ret_bw = dt > 1e-6 ? (double)pr.bytes / dt : 1e11;
+    *ret_recv = pr.cpu > 0.0 ? pr.cpu / (double)pr.bytes : 0.0;
+    return 0;
+}
+
+static void *probe_thread(void *arg)
+{
+    probe_run(arg);
+    return NULL;
+}
+
+/* The client's own ingress: up to CL_PROBE_CONCURRENT workers streaming to
+ * it at once, all bytes over the span from the first first-chunk to the
+ * last end. The per-class probes run one after another and each sees one
+ * link; summed they overstate what the client can take in when its own
+ * link is the narrow one. Returns bytes/s, or 0 when fewer than two
+ * streams succeeded (one stream is what the class probe measured). */
+double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
+                          int timeout_ms)
+{
+    cl_probe_t pr[CL_PROBE_CONCURRENT];
+    pthread_t th[CL_PROBE_CONCURRENT];
+    int started[CL_PROBE_CONCURRENT] = {0};
+    if (n > CL_PROBE_CONCURRENT) {
+        n = CL_PROBE_CONCURRENT;
+    }
+    if (n < 2) {
+        return 0.0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pr[i] = (cl_probe_t){.addr = addrs[i], .sec = sec, .timeout_ms = timeout_ms, .rc = -1};
+        started[i] = pthread_create(&th[i], NULL, probe_thread, &pr[i]) == 0;
+    }
+    double t0 = INFINITY;
+    double t1 = 0.0;
+    uint64_t bytes = 0;
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!started[i]) {
+            continue;
+        }
+        pthread_join(th[i], NULL);
+        if (pr[i].rc == 0) {
+            t0 = fmin(t0, pr[i].t_first);
+            t1 = fmax(t1, pr[i].t_end);
+            bytes += pr[i].bytes;
+            ok++;
+        }
+    }
+    if (ok < 2 || !(t1 - t0 > 1e-6)) {
+        return 0.0;
+    }
+    return (double)bytes / (t1 - t0);
+}
+
+/* ------------------------------------------------------------ profiling */
+
+/* Step 1: GetPlanContext for the job's spec hash (set in p->in). */
+static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret,
+                         char *err, size_t errlen)
+{
+    int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
+    Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
+    creq.version = SL_PROTOCOL_VERSION;
+    creq.spec_hash = p->in.spec_hash;
+    sl_rpc_status_t st;
+    /* Bounded apart from SubmitJob's own wait: an unreachable dispatcher
+     * should not cost two full timeouts. */
+    int ctx_ms = timeout_ms < CL_CONTEXT_TIMEOUT_MS ? timeout_ms : CL_CONTEXT_TIMEOUT_MS;
+    int rc = sl_rpc_unary(a->disp, "/sluice.Dispatcher/GetPlanContext", &creq.base,
+                          &sluice__plan_context_response__descriptor, ctx_ms, 1, ret, &st);
+    if (rc != 0) {
+        if (rc == -ECOMM && st.code == SL_RPC_UNIMPLEMENTED) {
+            return sl_err(err, errlen, -ENOTSUP, "the dispatcher has no planner");
+        }
+        return sl_err(err, errlen, -ECONNREFUSED, "GetPlanContext failed: %s (%s)",
+                      rc == -ECOMM ? st.details : "bad reply",
+                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+    }
+    return 0;
+}
+
+/* This host's key in the profile cache. */
+static void client_key(char *key, size_t len)
+{
+    char host[200] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(key, len, "client %.100s", host);
+}
+
+int cl_planner_cached_client(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
+{
+    p->in.spec_hash = sl_spec_cost_hash(a->spec, sl_source_fingerprint(a->src));
+    ProtobufCMessage *cresp = NULL;
+    int rc = fetch_context(p, a, &cresp, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    char key[CL_KEY_MAX];
+    client_key(key, sizeof(key));
+    const Sluice__HostProfile *cached =
+        find_cached((const Sluice__PlanContextResponse *)cresp, key, a->pipe);
+    if (cached != NULL) {
+        hp_copy(&p->client, cached, 1);
+    } else {
+        rc = sl_err(err, errlen, -ENOENT, "no cached profile of this spec on this host");
+    }
+    protobuf_c_message_free_unpacked(cresp, NULL);
+    return rc;
+}
+
+int cl_planner_cost_model(const cl_planner_t *p, sl_costmodel_t *ret)
+{
+    if (p == NULL || p->client.msg.n_cost_model_coef != SL_COST_NPARAM) {
+        return -ENOENT;
+    }
+    return sl_costmodel_set(ret, p->client.coef, SL_COST_NPARAM);
+}
+
+int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
+{
+    double t0 = mono();
+    p->security = a->security;
+    uint64_t fp = sl_source_fingerprint(a->src);
+    p->in.spec_hash = sl_spec_cost_hash(a->spec, fp);
+    p->in.consumer_rate = a->consumer_rate > 0 ? a->consumer_rate : 0;
+    int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
+    int max_ms = a->max_ms > 0 ? a->max_ms : SL_PROFILE_DEFAULT_MS;
+    size_t want = a->samples > 0 ? a->samples : SL_PROFILE_DEFAULT_SAMPLES;
+    if (want > SL_PROFILE_MAX_SAMPLES) {
+        want = SL_PROFILE_MAX_SAMPLES;
+    }
+
+    /* 1. What the dispatcher knows. */
+    ProtobufCMessage *cresp = NULL;
+    int rc = fetch_context(p, a, &cresp, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    const Sluice__PlanContextResponse *ctx = (const Sluice__PlanContextResponse *)cresp;
+
+    uint64_t *idx = calloc(want, sizeof(*idx));
+    char *spec_json = sl_spec_to_json(a->spec);
+    if (idx == NULL || spec_json == NULL) {
+        free(idx);
+        free(spec_json);
+        protobuf_c_message_free_unpacked(cresp, NULL);
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    size_t n = sl_profile_pick(sl_source_count(a->src), want, idx);
+
+    /* 2. Ourselves (or the cache). */
+    char key[CL_KEY_MAX];
+    client_key(key, sizeof(key));
+    const Sluice__HostProfile *cached = find_cached(ctx, key, a->pipe);
+    if (cached != NULL) {
+        hp_copy(&p->client, cached, 1);
+    } else {
+        sl_profile_t pr;
+        rc = sl_profile_run(a->pipe, a->src, idx, n, max_ms, &pr, err, errlen);
+        if (rc == 0 && pr.samples == 0) {
+            rc = sl_err(err, errlen, -EIO, "profile: none of %zu samples could be processed", n);
+        }
+        if (rc != 0) {
+            free(idx);
+            free(spec_json);
+            protobuf_c_message_free_unpacked(cresp, NULL);
+            return rc;
+        }
+        hp_from_local(&p->client, key, &pr, a->pipe);
+    }
+    p->in.client = &p->client.msg;
+
+    /* 3. Our CPU budget: the pipeline cannot use more than its threads. */
+    double budget = sl_cpu_budget(NULL, 0);
+    if (a->threads > 0 && (double)a->threads < budget) {
+        budget = (double)a->threads;
+    }
+    p->in.client_cpu_budget = budget;
+
+    /* 4. Workers: identities, classes, one profile per class. */
+    for (size_t i = 0; i < ctx->n_workers && i < CL_PLAN_MAX_WORKERS; i++) {
+        if (ctx->workers[i] != NULL && ctx->workers[i]->address != NULL) {
+            identify(p, ctx->workers[i], CL_IDENTITY_TIMEOUT_MS);
+        }
+    }
+    double recv_sum = 0.0;
+    int nrecv = 0;
+    for (size_t c = 0; c < p->in.n_classes; c++) {
+        cl_class_t *k = &p->classes[c];
+        const Sluice__HostProfile *hit = find_cached(ctx, k->key, a->pipe);
+        if (hit != NULL) {
+            hp_copy(&k->hp, hit, 1);
+            k->have_profile = 1;
+        } else {
+            profile_class(k, a, spec_json, idx, n, max_ms);
+        }
+        if (k->have_profile) {
+            k->msg.profile = &k->hp.msg;
+        }
+        /* 5. The link to this class. */
+        double bw = 0.0;
+        double recv = 0.0;
+        if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
+            k->msg.bandwidth_bytes_per_sec = bw;
+            if (recv > 0.0) {
+                recv_sum += recv;
+                nrecv++;
+            }
+        }
+    }
+    /* No probe: GRPC_CORE.md's loopback measurement, ~0.5 CPU-s per GB. */
+    p->in.recv_cpu_sec_per_byte = nrecv > 0 ? recv_sum / nrecv : 0.5e-9;
+    /* 6. Our own ingress, every worker's link at once (bounded). */
+    const char *addrs[CL_PROBE_CONCURRENT];
+    size_t naddrs = 0;
+    for (size_t i = 0; i < ctx->n_workers && naddrs < CL_PROBE_CONCURRENT; i++) {
+        if (ctx->workers[i] != NULL && ctx->workers[i]->address != NULL) {
+            addrs[naddrs++] = ctx->workers[i]->address;
+        }
+    }
+    int agg_ms = timeout_ms < CL_PROBE_AGG_TIMEOUT_MS ? timeout_ms : CL_PROBE_AGG_TIMEOUT_MS;
+    double agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms);
+    /* The client took in at least what one stream alone reached: streams
+     * at once can lose time to CPU-quota throttling (their set-up bursts),
+     * which the planner's client term already charges, so the link bound
+     * must not count it again. */
+    for (size_t c = 0; c < p->in.n_classes && agg > 0.0; c++) {
+        agg = fmax(agg, p->classes[c].msg.bandwidth_bytes_per_sec);
+    }
+    p->in.client_bandwidth = agg;
+    free(idx);
+    free(spec_json);
+    protobuf_c_message_free_unpacked(cresp, NULL);
+    p->profile_seconds = mono() - t0;
+    return 0;
+}
+
+/* ------------------------------------------------------------ while running */
+
+void cl_planner_note_plan(cl_planner_t *p, const Sluice__Plan *plan)
+{
+    if (p == NULL || plan == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->predicted = plan->predicted_samples_per_sec;
+    snprintf(p->binding, sizeof(p->binding), "%s", plan->binding != NULL ? plan->binding : "");
+    p->version = plan->version;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    ret->predicted = p->predicted;
+    snprintf(ret->binding, sizeof(ret->binding), "%s", p->binding);
+    ret->version = p->version;
+    ret->measured = p->measured;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n)
+{
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->last_leave > 0.0 && t_enter > p->last_leave) {
+        p->win_outside += t_enter - p->last_leave;
+    }
+    p->win_wait += t_leave - t_enter;
+    p->win_samples += n;
+    p->delivered += n;
+    p->last_leave = t_leave;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
+{
+    double s = 0.0;
+    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        s += us[u].cpu_sec;
+    }
+    return s;
+}
+
+void cl_planner_tick(struct sluice_job *job)
+{
+    cl_planner_t *p = job->planner;
+    if (p == NULL || job->disp == NULL) {
+        return;
+    }
+    double now = mono();
+    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
+    if (p->last_report == 0.0) {
+        sl_exec_unit_stats(job->exec, us);
+        p->units_cpu_at_report = units_cpu(job, us);
+        p->last_report = now;
+        p->cpu_at_report = process_cpu();
+        return;
+    }
+    double wall = now - p->last_report;
+    if (wall * 1000.0 < CL_REPORT_MS) {
+        return;
+    }
+    double cpu = process_cpu();
+    pthread_mutex_lock(&p->mu);
+    double rate = (double)p->win_samples / wall;
+    double wait_fraction = p->win_wait / wall;
+    /* The consumer's own rate: samples over the time the loop spent outside
+     * next_batch. A loop that is nearly always inside (waiting) says
+     * nothing about how fast it could go: 0 = unknown. */
+    double consumer = p->win_outside > 0.05 * wall && p->win_samples > 0
+                          ? (double)p->win_samples / p->win_outside
+                          : 0.0;
+    uint64_t delivered = p->delivered;
+    p->measured = rate;
+    p->win_samples = 0;
+    p->win_wait = 0.0;
+    p->win_outside = 0.0;
+    pthread_mutex_unlock(&p->mu);
+    double budget = p->in.client_cpu_budget > 0 ? p->in.client_cpu_budget : 1.0;
+
+    /* Per-unit costs the client measured while running: the executor's
+     * sums (read without its lock: slightly stale is fine for a profile). */
+    sl_exec_unit_stats(job->exec, us);
+    /* Everything else this process spent, per delivered sample: receiving,
+     * batching, reading local samples, the control thread. The planner
+     * models the read and per-byte receive costs and takes the rest as a
+     * fixed cost per sample. */
+    double ucpu = units_cpu(job, us);
+    uint64_t nwin = (uint64_t)(rate * wall + 0.5);
+    double overhead = nwin >= CL_OVERHEAD_MIN_SAMPLES
+                          ? fmax((cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report), 0.0) /
+                                (double)nwin
+                          : 0.0;
+    p->units_cpu_at_report = ucpu;
+    Sluice__StageStat st[SL_PIPE_MAX_UNITS];
+    Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
+    size_t nst = 0;
+    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        if (us[u].samples == 0) {
+            continue;
+        }
+        sluice__stage_stat__init(&st[nst]);
+        st[nst].name = (char *)sl_pipeline_unit_name(job->pipe, u);
+        st[nst].cpu_sec_per_sample = us[u].cpu_sec / (double)us[u].samples;
+        st[nst].out_bytes_per_sample = (double)us[u].out_bytes / (double)us[u].samples;
+        st[nst].samples = us[u].samples;
+        pst[nst] = &st[nst];
+        nst++;
+    }
+    Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job->job_id;
+    req.rank = job->spec.rank;
+    req.delivered_per_sec = rate;
+    req.wait_fraction = wait_fraction;
+    req.cpu_fraction = (cpu - p->cpu_at_report) / wall / budget;
+    req.cpu_budget = p->in.client_cpu_budget;
+    req.recv_cpu_sec_per_byte = p->in.recv_cpu_sec_per_byte;
+    req.n_stages = nst;
+    req.stages = pst;
+    req.consumer_rate = consumer;
+    req.delivered = delivered;
+    req.overhead_cpu_sec_per_sample = overhead;
+    p->last_report = now;
+    p->cpu_at_report = cpu;
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t rst;
+    /* Short: this runs on the control thread, between acks and polls. */
+    int ms = job->timeout_ms < CL_REPORT_TIMEOUT_MS ? job->timeout_ms : CL_REPORT_TIMEOUT_MS;
+    if (sl_rpc_unary(job->disp, "/sluice.Dispatcher/ReportRates", &req.base,
+                     &sluice__report_rates_response__descriptor, ms, 0, &resp, &rst) == 0) {
+        cl_planner_note_plan(p, ((Sluice__ReportRatesResponse *)resp)->plan);
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+}

@@ -1,0 +1,94 @@
+/* Multi-rank jobs on the client (docs/protocol.md "Multi-rank jobs"): the
+ * rank and world size go into the spec (so the worker and dispatcher cut
+ * the same share, common/engine/ranks.h), the ranks of one job share a name, and
+ * a restarted rank skips what the dispatcher says is acknowledged. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/cli/client_impl.h"
+#include "common/base/err.h"
+#include "client/lib/sha256.h"
+
+int cl_ranks_apply(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
+{
+    if (opts->world_size == 0) {
+        if (opts->rank != 0) {
+            return sl_err(err, errlen, -EINVAL, "rank %u given without a world size",
+                          opts->rank);
+        }
+        return 0; /* the spec's (default rank 0 of 1) */
+    }
+    if (opts->world_size > SL_SPEC_WORLD_MAX || opts->rank >= opts->world_size) {
+        return sl_err(err, errlen, -EINVAL,
+                      "rank %u of world size %u: need rank < world size <= %d", opts->rank,
+                      opts->world_size, SL_SPEC_WORLD_MAX);
+    }
+    job->spec.world_size = opts->world_size;
+    job->spec.rank = opts->rank;
+    return 0;
+}
+
+void cl_ranks_job_name(const sluice_job_t *job, char *buf, size_t len)
+{
+    if (job->opts.job_name != NULL && job->opts.job_name[0] != '\0') {
+        snprintf(buf, len, "%s", job->opts.job_name);
+        return;
+    }
+    /* Same spec (but the rank) and same source -> same name on every rank. */
+    sl_spec_t *copy = malloc(sizeof(*copy));
+    char *json = NULL;
+    if (copy != NULL) {
+        *copy = job->spec;
+        copy->rank = 0;
+        json = sl_spec_to_json(copy);
+        free(copy);
+    }
+    char hex[65] = "0000000000000000";
+    if (json != NULL) {
+        sl_sha256_hex(json, strlen(json), hex);
+    }
+    free(json);
+    snprintf(buf, len, "spec-%.16s-%016" PRIx64 "-w%u", hex, sl_source_fingerprint(job->src),
+             job->spec.world_size);
+}
+
+int cl_ranks_resume(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char *err,
+                    size_t errlen)
+{
+    if (!r->resumed) {
+        return 0;
+    }
+    if (r->resume_epoch > job->spec.epochs) {
+        return sl_err(err, errlen, -EPROTO, "dispatcher resumes at epoch %" PRIu64 " of %u",
+                      r->resume_epoch, job->spec.epochs);
+    }
+    /* Epochs before the resume epoch were delivered by the earlier process:
+     * never declared, so their late copies count as duplicates. */
+    job->declared_epochs = r->resume_epoch;
+    for (size_t i = 0; i < r->n_acked; i++) {
+        const Sluice__SplitAssignment *a = r->acked[i];
+        if (a->epoch < r->resume_epoch || a->epoch >= job->spec.epochs) {
+            continue;
+        }
+        while (job->declared_epochs <= a->epoch) {
+            int rc = sl_batcher_begin_epoch(job->batcher, job->declared_epochs, job->positions);
+            if (rc < 0) {
+                return sl_err(err, errlen, rc, "cannot declare epoch %" PRIu64,
+                              job->declared_epochs);
+            }
+            job->declared_epochs++;
+        }
+        int64_t n = sl_batcher_mark_done(job->batcher, a->epoch, a->begin, a->end);
+        if (n < 0) {
+            return sl_err(err, errlen, -EPROTO,
+                          "dispatcher resumes with range [%" PRIu64 ", %" PRIu64
+                          ") of epoch %" PRIu64 " outside the rank's %" PRIu64 " positions",
+                          a->begin, a->end, a->epoch, job->positions);
+        }
+        job->resumed_positions += (uint64_t)n;
+    }
+    return 0;
+}

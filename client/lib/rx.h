@@ -1,0 +1,31 @@
+/* rx: a Batch message as the client received it -- the gRPC slices, kept
+ * alive, plus an index of its fields (client/lib/batch_wire.h) -- so that the
+ * consumer (job.c) copies each sample's bytes once, from the slices straight
+ * into its place in the batch being assembled. The fetcher builds it; a
+ * malformed message fails here and the stream is treated as broken. */
+#ifndef CL_RX_H
+#define CL_RX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/lib/batch_wire.h"
+#include "common/rpc/rpc_client.h"
+#include "proto/sluice.pb-c.h"
+
+typedef struct cl_rx_s {
+    sl_rpc_raw_t *raw;  /* the received message, or NULL */
+    uint8_t *flat;      /* or: the packed bytes of an unpacked Batch */
+    sl_pbw_seg_t seg;   /* flat as one segment */
+    sl_wire_batch_t wb; /* index into raw's / flat's bytes */
+} cl_rx_t;
+
+/* Takes raw (freed on failure too) and indexes it. 0, or -EBADMSG /
+ * -ENOMEM with err filled. */
+int cl_rx_from_raw(sl_rpc_raw_t *raw, cl_rx_t **ret, char *err, size_t errlen);
+/* The same from an unpacked message (tests and fuzz targets build those):
+ * packs it once and indexes the bytes. */
+int cl_rx_from_batch(const Sluice__Batch *b, cl_rx_t **ret, char *err, size_t errlen);
+void cl_rx_free(cl_rx_t *rx); /* NULL ok */
+
+#endif

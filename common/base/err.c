@@ -1,0 +1,26 @@
+#include "common/base/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+void sl_err_scrub(char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) {
+            *s = '?';
+        }
+    }
+}
+
+int sl_err(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+        sl_err_scrub(err);
+    }
+    return code;
+}

@@ -1,0 +1,68 @@
+/* source: the samples of a data set, indexed once, read by index from many
+ * threads. Three kinds (DESIGN.md): imagefolder, tar shards (WebDataset
+ * convention) and filelist. Every path is resolved under a data root and
+ * anything that escapes it ("..", absolute paths, symlinks leading out) is
+ * refused. Indexing is deterministic (sorted), so every host that opens the
+ * same data gets the same index -> (file, label) mapping. */
+#ifndef SL_SOURCE_H
+#define SL_SOURCE_H
+
+#include <stdint.h>
+
+#include "common/spec/spec.h"
+#include "common/image/tensor.h"
+
+typedef struct sl_source_s sl_source_t;
+
+/* Largest encoded sample we read; a bigger file is a counted skip (-EFBIG). */
+#define SL_SOURCE_MAX_FILE_BYTES ((uint64_t)256 << 20)
+/* Most samples one source may index. */
+#define SL_SOURCE_MAX_SAMPLES (50u * 1000u * 1000u)
+
+/* Opens and indexes a source.
+ *  - imagefolder: path is a directory; its sub-directories, sorted by name
+ *    (strcmp), are classes 0..N-1; files in each ending in .jpg/.jpeg/.JPEG/.JPG
+ *    (sorted) are samples. Other files are ignored.
+ *  - tar: path is a .tar file or a directory of *.tar shards (sorted). Members
+ *    "KEY.jpg"/"KEY.jpeg" are samples in shard order; an optional "KEY.cls"
+ *    holds the decimal label (absent: label -1). Members whose data runs past
+ *    the end of the shard are indexed and fail to read with -ENOMSG; a shard
+ *    with a corrupt header stops indexing that shard and is reported in
+ *    sl_source_open_warnings.
+ *  - filelist: path is a text file of "RELPATH LABEL" lines (# comments and
+ *    blank lines allowed); RELPATH is relative to the data root. A malformed
+ *    line is an error naming file:line.
+ * Returns 0, -ENOENT/-ENOTDIR/-EACCES (path), -EPERM (path escapes the root),
+ * -EINVAL (malformed list), -E2BIG (too many samples). */
+int sl_source_open(const char *data_root, sl_source_type_e type, const char *path,
+                   sl_source_t **ret_src, char *err, size_t errlen);
+void sl_source_free(sl_source_t *src);
+
+uint64_t sl_source_count(const sl_source_t *src);
+/* Number of classes (imagefolder: directories; others: max label + 1). */
+uint32_t sl_source_num_classes(const sl_source_t *src);
+int32_t sl_source_label(const sl_source_t *src, uint64_t index);
+/* Encoded size in bytes, known from indexing (a cost-model feature). */
+uint64_t sl_source_size(const sl_source_t *src, uint64_t index);
+/* A printable name for messages: the path relative to the root, or "shard.tar:KEY". */
+const char *sl_source_name(const sl_source_t *src, uint64_t index);
+/* A fingerprint over the ordered (name, size, label) list: two hosts with equal
+ * fingerprints index the same samples in the same order. */
+uint64_t sl_source_fingerprint(const sl_source_t *src);
+/* One line describing problems met while indexing (corrupt shard headers,
+ * skipped entries), or "" when there were none. */
+const char *sl_source_open_warnings(const sl_source_t *src);
+
+/* Reads the encoded bytes of one sample into out (dtype SL_DT_BYTES, h = bytes,
+ * w = c = 1). Thread-safe for concurrent calls with different out tensors.
+ * Returns 0, -ERANGE (bad index), -ENODATA (zero bytes), -ENOMSG (truncated tar
+ * member), -EFBIG (> SL_SOURCE_MAX_FILE_BYTES), -EPERM (a symlink now leads
+ * out of the root), other -errno for I/O. */
+int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                   size_t errlen);
+/* The same for at most the first max (> 0) bytes: enough for a JPEG's
+ * header without reading a large file (client/lib/costs.c). Same errors. */
+int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
+                        char *err, size_t errlen);
+
+#endif

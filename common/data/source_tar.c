@@ -1,0 +1,679 @@
+/* source_tar: WebDataset-style tar shards.
+ *
+ * Format support: POSIX ustar (name + prefix), GNU tar ('L' long names,
+ * base-256 sizes) and pax ('x' headers: path and size records; 'g' global
+ * headers are skipped). Only regular members ('0', '\0', '7') count; links,
+ * directories and devices are skipped. Every header checksum is verified
+ * (unsigned sum, or the signed sum some old tars wrote); a bad checksum,
+ * a malformed size or pax header, or a header cut short stops indexing that
+ * shard with a warning and keeps the members already seen. A member whose
+ * data runs past the end of the file is indexed (its reads give -ENOMSG)
+ * and ends the shard.
+ *
+ * Grouping: key = member path up to the first '.' of its basename, extension
+ * = the rest ("d/n0144_1.jpg" -> key "d/n0144_1", ext "jpg"). Members with
+ * ext jpg/jpeg (any case) are samples, in shard order, named "SHARD:KEY".
+ * KEY.cls (before or after the image, same shard) holds the label as decimal
+ * text; whitespace is trimmed; absent -> -1; malformed -> -1 and a warning;
+ * if a key has several .cls members the last wins.
+ *
+ * A directory source holds its shards as *.tar files (hidden ones skipped),
+ * indexed in strcmp order. Shard fds stay open for pread (thread-safe) up to
+ * SL_SRC_MAX_OPEN_SHARDS or a quarter of RLIMIT_NOFILE; later shards are
+ * opened, re-verified beneath the root, per read. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/base/err.h"
+#include "common/data/source_impl.h"
+
+#define TAR_BLOCK 512
+#define TAR_PAX_MAX (1u << 20) /* largest pax extended header we parse */
+#define TAR_CLS_MAX 64         /* largest .cls member we read */
+
+typedef struct cls_ent_s {
+    size_t key_off; /* in shard_t.keys */
+    uint64_t seq;   /* order in the shard: the last .cls for a key wins */
+    int32_t label;
+} cls_ent_t;
+
+/* Indexing state of one shard. */
+typedef struct shard_s {
+    sl_source_t *src;
+    const char *rel; /* shard path relative to the root, for names/messages */
+    size_t rel_len;
+    int fd;
+    uint32_t idx;
+    uint64_t fsize;
+    uint64_t first_sample;
+    char *keys; /* .cls keys, NUL-terminated, back to back */
+    size_t keys_len, keys_cap;
+    cls_ent_t *cls;
+    size_t ncls, cls_cap;
+} shard_t;
+
+/* Pending extended attributes for the next member header. */
+typedef struct pending_s {
+    bool has_path;
+    bool has_size;
+    bool skip; /* its long name was unusable: skip the member it names */
+    uint64_t size;
+    char path[SL_SRC_PATH_MAX];
+} pending_t;
+
+/* pread until n bytes or EOF; returns the count read or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (k < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -errno;
+        }
+        if (k == 0) {
+            break;
+        }
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
+/* Octal number field: optional leading blanks, digits, then blanks/NULs. */
+static bool parse_octal(const unsigned char *f, size_t n, uint64_t *ret)
+{
+    size_t i = 0;
+    uint64_t v = 0;
+    while (i < n && (f[i] == ' ' || f[i] == '\0')) {
+        i++;
+    }
+    for (; i < n && f[i] != ' ' && f[i] != '\0'; i++) {
+        if (f[i] < '0' || f[i] > '7' || v > (UINT64_MAX >> 3)) {
+            return false;
+        }
+        v = v * 8 + (uint64_t)(f[i] - '0');
+    }
+    for (; i < n; i++) {
+        if (f[i] != ' ' && f[i] != '\0') {
+            return false;
+        }
+    }
+    *ret = v;
+    return true;
+}
+
+/* Size field: octal, or GNU base-256 (first byte 0x80 | high bits). */
+static bool parse_size(const unsigned char *f, uint64_t *ret)
+{
+    if (f[0] & 0x80) {
+        if (f[0] & 0x40) { /* negative */
+            return false;
+        }
+        uint64_t v = f[0] & 0x3f;
+        for (int i = 1; i < 12; i++) {
+            if (v >> 55) {
+                return false;
+            }
+            v = v << 8 | f[i];
+        }
+        *ret = v;
+        return true;
+    }
+    return parse_octal(f, 12, ret);
+}
+
+static bool checksum_ok(const unsigned char *h)
+{
+    uint64_t want;
+    if (!parse_octal(h + 148, 8, &want)) {
+        return false;
+    }
+    uint64_t usum = 0;
+    int64_t ssum = 0;
+    for (int i = 0; i < TAR_BLOCK; i++) {
+        unsigned char c = i >= 148 && i < 156 ? ' ' : h[i];
+        usum += c;
+        ssum += (signed char)c;
+    }
+    return want == usum || (int64_t)want == ssum;
+}
+
+static bool all_zero(const unsigned char *h)
+{
+    for (int i = 0; i < TAR_BLOCK; i++) {
+        if (h[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* name, or prefix/name for POSIX ustar (GNU tar uses the prefix area for
+ * other fields, so only the "ustar\0" magic enables it). out >= 257 bytes. */
+static void header_name(const unsigned char *h, char *out)
+{
+    size_t nlen = strnlen((const char *)h, 100);
+    size_t plen = memcmp(h + 257, "ustar", 6) == 0 ? strnlen((const char *)h + 345, 155) : 0;
+    size_t o = 0;
+    if (plen > 0) {
+        memcpy(out, h + 345, plen);
+        out[plen] = '/';
+        o = plen + 1;
+    }
+    memcpy(out + o, h, nlen);
+    out[o + nlen] = '\0';
+}
+
+/* Parses pax records "LEN key=value\n". Returns false when malformed. */
+static bool parse_pax(const char *buf, size_t n, pending_t *pd)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        if (buf[pos] == '\0') { /* NUL padding after the last record */
+            break;
+        }
+        size_t i = pos, len = 0;
+        while (i < n && buf[i] >= '0' && buf[i] <= '9') {
+            len = len * 10 + (size_t)(buf[i] - '0');
+            if (len > n) {
+                return false;
+            }
+            i++;
+        }
+        if (i == pos || i >= n || buf[i] != ' ' || len < i - pos + 3 || len > n - pos ||
+            buf[pos + len - 1] != '\n') {
+            return false;
+        }
+        const char *kv = buf + i + 1;
+        size_t kvlen = pos + len - 1 - (i + 1);
+        const char *eq = memchr(kv, '=', kvlen);
+        if (eq == NULL) {
+            return false;
+        }
+        size_t klen = (size_t)(eq - kv);
+        const char *val = eq + 1;
+        size_t vlen = kvlen - klen - 1;
+        if (klen == 4 && memcmp(kv, "path", 4) == 0) {
+            if (vlen >= sizeof(pd->path) || memchr(val, '\0', vlen) != NULL) {
+                pd->skip = true;
+            } else {
+                memcpy(pd->path, val, vlen);
+                pd->path[vlen] = '\0';
+                pd->has_path = true;
+            }
+        } else if (klen == 4 && memcmp(kv, "size", 4) == 0) {
+            uint64_t v = 0;
+            if (vlen == 0) {
+                return false;
+            }
+            for (size_t k = 0; k < vlen; k++) {
+                if (val[k] < '0' || val[k] > '9' || v > (UINT64_MAX - 9) / 10) {
+                    return false;
+                }
+                v = v * 10 + (uint64_t)(val[k] - '0');
+            }
+            pd->size = v;
+            pd->has_size = true;
+        }
+        pos += len;
+    }
+    return true;
+}
+
+/* .cls payload: decimal 0..INT32_MAX with surrounding whitespace. */
+static bool parse_cls(const char *buf, size_t n, int32_t *ret)
+{
+    size_t a = 0, b = n;
+    while (a < b && (buf[a] == ' ' || (buf[a] >= '\t' && buf[a] <= '\r'))) {
+        a++;
+    }
+    while (b > a && (buf[b - 1] == ' ' || (buf[b - 1] >= '\t' && buf[b - 1] <= '\r'))) {
+        b--;
+    }
+    if (a == b) {
+        return false;
+    }
+    int64_t v = 0;
+    for (size_t i = a; i < b; i++) {
+        if (buf[i] < '0' || buf[i] > '9') {
+            return false;
+        }
+        v = v * 10 + (buf[i] - '0');
+        if (v > INT32_MAX) {
+            return false;
+        }
+    }
+    *ret = (int32_t)v;
+    return true;
+}
+
+static int add_cls(shard_t *sh, const char *key, int32_t label)
+{
+    size_t len = strlen(key) + 1;
+    if (sh->keys_len + len > sh->keys_cap) {
+        size_t cap = sh->keys_cap ? sh->keys_cap * 2 : 4096;
+        while (cap < sh->keys_len + len) {
+            cap *= 2;
+        }
+        char *p = realloc(sh->keys, cap);
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        sh->keys = p;
+        sh->keys_cap = cap;
+    }
+    if (sh->ncls == sh->cls_cap) {
+        if (sh->ncls >= SL_SOURCE_MAX_SAMPLES) {
+            return -E2BIG;
+        }
+        size_t cap = sh->cls_cap ? sh->cls_cap * 2 : 256;
+        cls_ent_t *p = realloc(sh->cls, cap * sizeof(*p));
+        if (p == NULL) {
+            return -ENOMEM;
+        }
+        sh->cls = p;
+        sh->cls_cap = cap;
+    }
+    memcpy(sh->keys + sh->keys_len, key, len);
+    sh->cls[sh->ncls].key_off = sh->keys_len;
+    sh->cls[sh->ncls].seq = sh->ncls;
+    sh->cls[sh->ncls].label = label;
+    sh->ncls++;
+    sh->keys_len += len;
+    return 0;
+}
+
+static int cls_cmp(const void *a, const void *b, void *ctx)
+{
+    const char *keys = ctx;
+    const cls_ent_t *x = a, *y = b;
+    int c = strcmp(keys + x->key_off, keys + y->key_off);
+    if (c != 0) {
+        return c;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Gives this shard's samples their labels from the .cls members. */
+static void assign_labels(shard_t *sh)
+{
+    sl_source_t *src = sh->src;
+    if (sh->ncls == 0) {
+        return;
+    }
+    qsort_r(sh->cls, sh->ncls, sizeof(*sh->cls), cls_cmp, sh->keys);
+    for (uint64_t i = sh->first_sample; i < src->count; i++) {
+        const char *key = src->arena + src->name_off[i] + sh->rel_len + 1;
+        /* Upper bound: the first entry whose key is greater; the one before
+         * it, if equal, is the last .cls of this key. */
+        size_t lo = 0, hi = sh->ncls;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (strcmp(sh->keys + sh->cls[mid].key_off, key) <= 0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo > 0 && strcmp(sh->keys + sh->cls[lo - 1].key_off, key) == 0) {
+            src->label[i] = sh->cls[lo - 1].label;
+        }
+    }
+}
+
+/* One regular member: a sample, a label, or neither. */
+static int add_member(shard_t *sh, char *name, uint64_t data, uint64_t size, char *err,
+                      size_t errlen)
+{
+    sl_source_t *src = sh->src;
+    while (name[0] == '.' && name[1] == '/') {
+        name += 2;
+    }
+    const char *slash = strrchr(name, '/');
+    const char *base = slash != NULL ? slash + 1 : name;
+    char *dot = strchr(base, '.');
+    if (dot == NULL || dot == base) { /* no extension, or a hidden "._x.jpg" */
+        return 0;
+    }
+    const char *ext = dot + 1;
+    bool jpeg = strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0;
+    bool cls = strcasecmp(ext, "cls") == 0;
+    if (!jpeg && !cls) {
+        return 0;
+    }
+    *dot = '\0'; /* name is now the key */
+    int rc;
+    if (jpeg) {
+        uint64_t off;
+        rc = sl_src_arena_add2(src, sh->rel, ':', name, &off);
+        if (rc == 0) {
+            rc = sl_src_add_sample(src, off, size, -1);
+        }
+        if (rc < 0) {
+            return sl_err(err, errlen, rc, "tar '%s': '%s': %s", sh->rel, name,
+                          rc == -E2BIG ? "more samples than the source limit"
+                                       : strerror(-rc));
+        }
+        src->data_off[src->count - 1] = data;
+        src->shard[src->count - 1] = sh->idx;
+        return 0;
+    }
+    char buf[TAR_CLS_MAX];
+    int32_t label = -1;
+    bool ok = false;
+    if (size <= sizeof(buf) && data + size <= sh->fsize) {
+        ssize_t n = pread_full(sh->fd, buf, (size_t)size, data);
+        if (n < 0) {
+            return sl_err(err, errlen, (int)n, "tar '%s': read: %s", sh->rel,
+                          strerror((int)-n));
+        }
+        ok = (uint64_t)n == size && parse_cls(buf, (size_t)n, &label);
+    }
+    if (!ok) {
+        label = -1;
+        sl_src_warn(src, "'%s:%s.cls': malformed label", sh->rel, name);
+    }
+    rc = add_cls(sh, name, label);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "tar '%s': %s", sh->rel, strerror(-rc));
+    }
+    return 0;
+}
+
+/* Reads a metadata member's payload (GNU long name, pax header). */
+static int read_meta(shard_t *sh, uint64_t data, uint64_t size, char **ret)
+{
+    char *buf = malloc((size_t)size + 1);
+    if (buf == NULL) {
+        return -ENOMEM;
+    }
+    ssize_t n = pread_full(sh->fd, buf, (size_t)size, data);
+    if (n < 0 || (uint64_t)n != size) {
+        free(buf);
+        return n < 0 ? (int)n : -ENOMSG;
+    }
+    buf[size] = '\0';
+    *ret = buf;
+    return 0;
+}
+
+static int index_shard(shard_t *sh, char *err, size_t errlen)
+{
+    sl_source_t *src = sh->src;
+    unsigned char h[TAR_BLOCK];
+    char *name = malloc(SL_SRC_PATH_MAX);
+    pending_t *pd = calloc(1, sizeof(*pd));
+    int rc = 0;
+    if (name == NULL || pd == NULL) {
+        rc = sl_err(err, errlen, -ENOMEM, "tar '%s': out of memory", sh->rel);
+        goto out;
+    }
+    if (sh->fsize == 0) {
+        sl_src_warn(src, "'%s': empty shard", sh->rel);
+        goto out;
+    }
+    for (uint64_t off = 0; off < sh->fsize;) {
+        ssize_t n = pread_full(sh->fd, h, sizeof(h), off);
+        if (n < 0) {
+            rc = sl_err(err, errlen, (int)n, "tar '%s': read: %s", sh->rel, strerror((int)-n));
+            goto out;
+        }
+        if (n < TAR_BLOCK) {
+            sl_src_warn(src, "'%s': header cut short at offset %" PRIu64, sh->rel, off);
+            break;
+        }
+        if (all_zero(h)) { /* end-of-archive marker */
+            break;
+        }
+        if (!checksum_ok(h)) {
+            sl_src_warn(src, "'%s': bad header checksum at offset %" PRIu64
+                        ", rest of shard skipped", sh->rel, off);
+            break;
+        }
+        uint64_t size;
+        if (!parse_size(h + 124, &size)) {
+            sl_src_warn(src, "'%s': bad size field at offset %" PRIu64
+                        ", rest of shard skipped", sh->rel, off);
+            break;
+        }
+        char type = (char)h[156];
+        bool regular = type == '0' || type == '\0' || type == '7';
+        bool is_meta = type == 'L' || type == 'x' || type == 'g' || type == 'K';
+        if (!is_meta && pd->has_size) { /* pax size beats the (octal-limited) field */
+            size = pd->size;
+        }
+        uint64_t data = off + TAR_BLOCK;
+        if (size > UINT64_MAX - TAR_BLOCK - data) {
+            sl_src_warn(src, "'%s': member size out of range at offset %" PRIu64, sh->rel, off);
+            break;
+        }
+        uint64_t next = data + ((size + TAR_BLOCK - 1) / TAR_BLOCK) * TAR_BLOCK;
+        bool past_end = data + size > sh->fsize;
+        if (type == 'L' || type == 'x') {
+            bool too_big = type == 'L' ? size >= SL_SRC_PATH_MAX : size > TAR_PAX_MAX;
+            if (too_big) {
+                sl_src_warn(src, "'%s': oversized %s header at offset %" PRIu64, sh->rel,
+                            type == 'L' ? "long-name" : "pax", off);
+                pd->skip = true;
+                off = next;
+                continue;
+            }
+            char *meta = NULL;
+            rc = read_meta(sh, data, size, &meta);
+            if (rc == -ENOMSG) {
+                rc = 0;
+                sl_src_warn(src, "'%s': header data cut short at offset %" PRIu64, sh->rel,
+                            off);
+                break;
+            }
+            if (rc < 0) {
+                rc = sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
+                goto out;
+            }
+            bool ok = true;
+            if (type == 'L') {
+                /* GNU long name: the payload, up to its first NUL. */
+                snprintf(pd->path, sizeof(pd->path), "%s", meta);
+                pd->has_path = true;
+            } else {
+                ok = parse_pax(meta, (size_t)size, pd);
+            }
+            free(meta);
+            if (!ok) {
+                sl_src_warn(src, "'%s': malformed pax header at offset %" PRIu64
+                            ", rest of shard skipped", sh->rel, off);
+                break;
+            }
+            off = next;
+            continue;
+        }
+        if (type == 'g' || type == 'K') {
+            /* Global pax header; GNU long link target: nothing for us, and
+             * they must not clear a long name pending for the next member. */
+            off = next;
+            continue;
+        }
+        if (regular) {
+            if (pd->skip) {
+                sl_src_warn(src, "'%s': member at offset %" PRIu64 " skipped (name too long)",
+                            sh->rel, off);
+            } else {
+                if (pd->has_path) {
+                    snprintf(name, SL_SRC_PATH_MAX, "%s", pd->path);
+                } else {
+                    char hn[257];
+                    header_name(h, hn);
+                    snprintf(name, SL_SRC_PATH_MAX, "%s", hn);
+                }
+                rc = add_member(sh, name, data, size, err, errlen);
+                if (rc < 0) {
+                    goto out;
+                }
+            }
+            if (past_end) {
+                sl_src_warn(src, "'%s': member at offset %" PRIu64
+                            " runs past the end of the shard", sh->rel, off);
+                break;
+            }
+        }
+        memset(pd, 0, sizeof(*pd)); /* extended headers apply to one member */
+        off = next;
+    }
+    assign_labels(sh);
+out:
+    free(name);
+    free(pd);
+    return rc;
+}
+
+/* Registers the shard (the source owns fd from here on) and indexes it. */
+static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
+                     uint32_t keep_max, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = sl_err(err, errlen, -errno, "tar '%s': %s", rel, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    uint64_t path_off;
+    uint32_t idx;
+    int rc = sl_src_arena_add(src, rel, strlen(rel), &path_off);
+    if (rc == 0) {
+        rc = sl_src_add_shard(src, path_off, fd, &idx);
+    }
+    if (rc < 0) {
+        close(fd);
+        return sl_err(err, errlen, rc, "tar '%s': %s", rel, strerror(-rc));
+    }
+    shard_t sh;
+    memset(&sh, 0, sizeof(sh));
+    sh.src = src;
+    sh.rel = rel;
+    sh.rel_len = strlen(rel);
+    sh.fd = fd;
+    sh.idx = idx;
+    sh.fsize = (uint64_t)st.st_size;
+    sh.first_sample = src->count;
+    rc = index_shard(&sh, err, errlen);
+    free(sh.keys);
+    free(sh.cls);
+    if (rc < 0) {
+        return rc;
+    }
+    /* Keep the fd for pread while within budget and the shard has samples. */
+    if (src->count == sh.first_sample || *kept >= keep_max) {
+        close(fd);
+        src->shards[idx].fd = -1;
+    } else {
+        (*kept)++;
+    }
+    return 0;
+}
+
+static uint32_t open_shard_budget(void)
+{
+    struct rlimit rl;
+    uint32_t max = SL_SRC_MAX_OPEN_SHARDS;
+    /* Leave three quarters of the descriptors to the rest of the process. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 4 < max) {
+        max = (uint32_t)(rl.rlim_cur / 4);
+    }
+    return max;
+}
+
+static bool is_tar_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 4 && strcmp(name + n - 4, ".tar") == 0;
+}
+
+static int index_shard_dir(sl_source_t *src, const char *path, const char *shown, int dfd,
+                           char *err, size_t errlen)
+{
+    sl_src_dirlist_t list;
+    char rel[SL_SRC_PATH_MAX];
+    uint32_t kept = 0, keep_max = open_shard_budget();
+    int rc = sl_src_dirlist_read(dfd, &list);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "tar '%s': %s", shown, strerror(-rc));
+    }
+    for (size_t i = 0; i < list.n; i++) {
+        const char *name = list.buf + list.ents[i].off;
+        if (!is_tar_name(name)) {
+            continue;
+        }
+        int n = snprintf(rel, sizeof(rel), "%s%s%s", path, path[0] != '\0' ? "/" : "", name);
+        if (n < 0 || (size_t)n >= sizeof(rel)) {
+            rc = sl_err(err, errlen, -ENAMETOOLONG, "tar '%s/%s': path too long", shown, name);
+            goto out;
+        }
+        int fd = sl_src_open_beneath(src, rel, O_RDONLY, 0);
+        if (fd == -ENOENT || fd == -ELOOP) {
+            sl_src_warn(src, "'%s': dangling symlink skipped", rel);
+            continue;
+        }
+        if (fd == -EPERM) {
+            rc = sl_err(err, errlen, fd, "tar '%s' resolves outside the data root", rel);
+            goto out;
+        }
+        if (fd < 0) {
+            rc = sl_err(err, errlen, fd, "tar '%s': %s", rel, strerror(-fd));
+            goto out;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) { /* e.g. a directory "x.tar" */
+            close(fd);
+            continue;
+        }
+        rc = add_shard(src, rel, fd, &kept, keep_max, err, errlen);
+        if (rc < 0) {
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    sl_src_dirlist_free(&list);
+    return rc;
+}
+
+int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen)
+{
+    const char *shown = path[0] != '\0' ? path : ".";
+    int fd = sl_src_open_beneath(src, path, O_RDONLY, 0);
+    if (fd == -EPERM) {
+        return sl_err(err, errlen, fd, "tar '%s' resolves outside the data root", shown);
+    }
+    if (fd < 0) {
+        return sl_err(err, errlen, fd, "tar '%s': %s", shown, strerror(-fd));
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int rc = sl_err(err, errlen, -errno, "tar '%s': %s", shown, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    if (S_ISREG(st.st_mode)) {
+        uint32_t kept = 0;
+        return add_shard(src, path, fd, &kept, open_shard_budget(), err, errlen);
+    }
+    int rc;
+    if (S_ISDIR(st.st_mode)) {
+        rc = index_shard_dir(src, path, shown, fd, err, errlen);
+    } else {
+        rc = sl_err(err, errlen, -EINVAL, "tar '%s': not a file or directory", shown);
+    }
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,242 @@
+#include "common/engine/executor.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/base/err.h"
+#include "common/engine/pool.h"
+
+typedef struct slot_s {
+    sl_exec_t *ex;
+    sl_sample_t s;
+    uint32_t from, to;
+    int rc;
+    char detail[256];
+    struct slot_s *next; /* free list or done list */
+} slot_t;
+
+struct sl_exec_s {
+    const sl_pipeline_t *p;
+    const sl_source_t *src;
+    sl_pool_t *pool;
+    unsigned cap;
+    slot_t *slots;
+    slot_t *free_list; /* owner thread only */
+    unsigned inflight; /* owner thread only */
+
+    pthread_mutex_t mu; /* guards the done list */
+    pthread_cond_t cv;
+    slot_t *done_head, *done_tail;
+
+    unsigned nthreads;
+    sl_pipe_scratch_t *scratch; /* one per pool thread */
+    sl_unit_stat_t *stats;      /* nthreads x SL_PIPE_MAX_UNITS, each row its thread's */
+};
+
+static void run_slot(void *arg, unsigned tid)
+{
+    slot_t *sl = arg;
+    sl_exec_t *ex = sl->ex;
+    sl->rc = 0;
+    sl->detail[0] = '\0';
+    if (sl->from == 0 && sl->s.t.nbytes == 0 && sl->s.t.dtype == SL_DT_BYTES) {
+        if (ex->src == NULL) {
+            sl->rc = sl_err(sl->detail, sizeof(sl->detail), -EINVAL, "no source to read from");
+        } else {
+            sl->rc = sl_source_read(ex->src, sl->s.index, &sl->s.t, sl->detail,
+                                    sizeof(sl->detail));
+        }
+    }
+    if (sl->rc == 0) {
+        char msg[200];
+        sl->rc = sl_pipeline_run(ex->p, sl->from, sl->to, sl->s.epoch, sl->s.index, &sl->s.t,
+                                 &ex->scratch[tid], &ex->stats[(size_t)tid * SL_PIPE_MAX_UNITS],
+                                 msg, sizeof(msg));
+        if (sl->rc < 0) {
+            const char *name = ex->src ? sl_source_name(ex->src, sl->s.index) : "sample";
+            snprintf(sl->detail, sizeof(sl->detail), "%s: %s", name, msg);
+        }
+    }
+    sl->next = NULL;
+    pthread_mutex_lock(&ex->mu);
+    if (ex->done_tail != NULL) {
+        ex->done_tail->next = sl;
+    } else {
+        ex->done_head = sl;
+    }
+    ex->done_tail = sl;
+    pthread_cond_signal(&ex->cv);
+    pthread_mutex_unlock(&ex->mu);
+}
+
+sl_exec_t *sl_exec_new(const sl_pipeline_t *p, const sl_source_t *src, unsigned threads,
+                       unsigned max_inflight)
+{
+    if (threads == 0 || max_inflight == 0) {
+        return NULL;
+    }
+    sl_exec_t *ex = calloc(1, sizeof(*ex));
+    if (ex == NULL) {
+        return NULL;
+    }
+    ex->p = p;
+    ex->src = src;
+    ex->cap = max_inflight;
+    ex->nthreads = threads;
+    ex->slots = calloc(max_inflight, sizeof(*ex->slots));
+    ex->scratch = calloc(threads, sizeof(*ex->scratch));
+    ex->stats = calloc((size_t)threads * SL_PIPE_MAX_UNITS, sizeof(*ex->stats));
+    pthread_mutex_init(&ex->mu, NULL);
+    pthread_cond_init(&ex->cv, NULL);
+    if (ex->slots == NULL || ex->scratch == NULL || ex->stats == NULL) {
+        sl_exec_free(ex);
+        return NULL;
+    }
+    for (unsigned i = 0; i < threads; i++) {
+        sl_pipe_scratch_init(&ex->scratch[i]);
+    }
+    for (unsigned i = 0; i < max_inflight; i++) {
+        ex->slots[i].ex = ex;
+        sl_tensor_init(&ex->slots[i].s.t);
+        ex->slots[i].next = ex->free_list;
+        ex->free_list = &ex->slots[i];
+    }
+    /* The queue holds every slot, so submit never blocks in the pool. */
+    ex->pool = sl_pool_new(threads, max_inflight);
+    if (ex->pool == NULL) {
+        sl_exec_free(ex);
+        return NULL;
+    }
+    return ex;
+}
+
+void sl_exec_free(sl_exec_t *ex)
+{
+    if (ex == NULL) {
+        return;
+    }
+    sl_pool_free(ex->pool); /* runs what is queued, joins */
+    if (ex->slots != NULL) {
+        for (unsigned i = 0; i < ex->cap; i++) {
+            sl_tensor_free(&ex->slots[i].s.t);
+        }
+    }
+    if (ex->scratch != NULL) {
+        for (unsigned i = 0; i < ex->nthreads; i++) {
+            sl_pipe_scratch_free(&ex->scratch[i]);
+        }
+    }
+    pthread_mutex_destroy(&ex->mu);
+    pthread_cond_destroy(&ex->cv);
+    free(ex->slots);
+    free(ex->scratch);
+    free(ex->stats);
+    free(ex);
+}
+
+int sl_exec_submit(sl_exec_t *ex, sl_sample_t *in, uint32_t from, uint32_t to)
+{
+    slot_t *sl = ex->free_list;
+    if (sl == NULL) {
+        return -EAGAIN;
+    }
+    ex->free_list = sl->next;
+    sl_tensor_t keep = sl->s.t; /* reuse the slot's buffer when the input has none */
+    sl->s = *in;
+    if (in->t.data == NULL) {
+        sl->s.t = keep;
+        sl->s.t.nbytes = 0;
+        sl->s.t.dtype = SL_DT_BYTES;
+    } else {
+        sl_tensor_free(&keep);
+    }
+    sl_tensor_init(&in->t);
+    sl->from = from;
+    sl->to = to;
+    int rc = sl_pool_submit(ex->pool, run_slot, sl);
+    if (rc < 0) {
+        sl->next = ex->free_list;
+        ex->free_list = sl;
+        return rc;
+    }
+    ex->inflight++;
+    return 0;
+}
+
+int sl_exec_next(sl_exec_t *ex, sl_sample_t *out, char *detail, size_t detail_len,
+                 int timeout_ms)
+{
+    if (ex->inflight == 0) {
+        return -ENOENT;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_ms > 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&ex->mu);
+    while (ex->done_head == NULL) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&ex->cv, &ex->mu);
+        } else if (timeout_ms == 0 ||
+                   pthread_cond_timedwait(&ex->cv, &ex->mu, &until) == ETIMEDOUT) {
+            if (ex->done_head == NULL) {
+                pthread_mutex_unlock(&ex->mu);
+                return -ETIMEDOUT;
+            }
+        }
+    }
+    slot_t *sl = ex->done_head;
+    ex->done_head = sl->next;
+    if (ex->done_head == NULL) {
+        ex->done_tail = NULL;
+    }
+    pthread_mutex_unlock(&ex->mu);
+
+    ex->inflight--;
+    sl_tensor_free(&out->t);
+    *out = sl->s;
+    out->skip = sl->rc < 0 ? (int)sl_skip_from_errno(sl->rc) : -1;
+    if (sl->rc < 0) {
+        /* Keep the buffer in the slot for reuse; the caller gets nothing. */
+        sl_tensor_init(&out->t);
+    } else {
+        sl_tensor_init(&sl->s.t);
+    }
+    if (detail != NULL && detail_len > 0) {
+        snprintf(detail, detail_len, "%s", sl->rc < 0 ? sl->detail : "");
+    }
+    sl->next = ex->free_list;
+    ex->free_list = sl;
+    return 0;
+}
+
+unsigned sl_exec_inflight(const sl_exec_t *ex) { return ex->inflight; }
+unsigned sl_exec_capacity(const sl_exec_t *ex) { return ex->cap; }
+
+void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret)
+{
+    uint32_t n = sl_pipeline_nunits(ex->p);
+    memset(ret, 0, n * sizeof(*ret));
+    /* Rows are written by their pool threads without locks; reading them
+     * while samples are in flight gives a slightly stale sum, which is all a
+     * profile needs. At the end of a run the pool is idle and sums are exact. */
+    for (unsigned t = 0; t < ex->nthreads; t++) {
+        const sl_unit_stat_t *row = &ex->stats[(size_t)t * SL_PIPE_MAX_UNITS];
+        for (uint32_t u = 0; u < n; u++) {
+            ret[u].cpu_sec += row[u].cpu_sec;
+            ret[u].out_bytes += row[u].out_bytes;
+            ret[u].samples += row[u].samples;
+        }
+    }
+}
+

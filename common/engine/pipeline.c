@@ -1,0 +1,346 @@
+#include "common/engine/pipeline.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/base/err.h"
+#include "common/image/imgops.h"
+#include "common/image/jpeg.h"
+#include "common/engine/rng.h"
+#include "common/base/clock.h"
+
+typedef enum {
+    UNIT_DECODE = 0,
+    UNIT_DECODE_RRC,
+    UNIT_DECODE_CENTER_CROP,
+    UNIT_RRC,
+    UNIT_RESIZE,
+    UNIT_CENTER_CROP,
+    UNIT_FLIP,
+    UNIT_NORMALIZE,
+    UNIT_TO_CHW,
+} unit_kind_e;
+
+typedef struct {
+    unit_kind_e kind;
+    uint32_t first_stage; /* spec position of the first stage it covers */
+    uint32_t nstages;     /* spec stages covered (2 when fused) */
+    uint32_t rng_stream;  /* spec position of the stage that draws randomness */
+    const sl_stage_spec_t *st; /* the parameters (the crop's, for fused units) */
+    char name[64];
+} unit_t;
+
+struct sl_pipeline_s {
+    sl_spec_t spec; /* own copy: units point into it */
+    unit_t units[SL_PIPE_MAX_UNITS];
+    uint32_t nunits;
+};
+
+static unit_kind_e kind_of(sl_op_e op)
+{
+    switch (op) {
+    case SL_OP_DECODE_JPEG:
+        return UNIT_DECODE;
+    case SL_OP_RANDOM_RESIZED_CROP:
+        return UNIT_RRC;
+    case SL_OP_RESIZE:
+        return UNIT_RESIZE;
+    case SL_OP_CENTER_CROP:
+        return UNIT_CENTER_CROP;
+    case SL_OP_FLIP:
+        return UNIT_FLIP;
+    case SL_OP_NORMALIZE:
+        return UNIT_NORMALIZE;
+    case SL_OP_TO_CHW:
+    case SL_OP__COUNT:
+        break;
+    }
+    return UNIT_TO_CHW;
+}
+
+int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, char *err,
+                    size_t errlen)
+{
+    sl_pipeline_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    p->spec = *spec;
+    const sl_spec_t *s = &p->spec;
+    for (uint32_t i = 0; i < s->nstages; i++) {
+        unit_t *u = &p->units[p->nunits++];
+        u->kind = kind_of(s->stages[i].op);
+        u->first_stage = i;
+        u->nstages = 1;
+        u->rng_stream = i;
+        u->st = &s->stages[i];
+        snprintf(u->name, sizeof(u->name), "%s", sl_op_name(s->stages[i].op));
+        int fusable = !(flags & SL_PIPE_NO_FUSE) && u->kind == UNIT_DECODE &&
+                      i + 1 < s->nstages &&
+                      (s->stages[i + 1].op == SL_OP_RANDOM_RESIZED_CROP ||
+                       s->stages[i + 1].op == SL_OP_CENTER_CROP);
+        if (fusable) {
+            const sl_stage_spec_t *next = &s->stages[i + 1];
+            u->kind = next->op == SL_OP_RANDOM_RESIZED_CROP ? UNIT_DECODE_RRC
+                                                            : UNIT_DECODE_CENTER_CROP;
+            u->nstages = 2;
+            u->rng_stream = i + 1;
+            u->st = next;
+            snprintf(u->name, sizeof(u->name), "decode_jpeg+%s", sl_op_name(next->op));
+            i++;
+        }
+    }
+    *ret = p;
+    return 0;
+}
+
+void sl_pipeline_free(sl_pipeline_t *p) { free(p); }
+
+uint32_t sl_pipeline_nunits(const sl_pipeline_t *p) { return p->nunits; }
+
+const char *sl_pipeline_unit_name(const sl_pipeline_t *p, uint32_t unit)
+{
+    return unit < p->nunits ? p->units[unit].name : "?";
+}
+
+uint32_t sl_pipeline_unit_for_split(const sl_pipeline_t *p, uint32_t spec_split)
+{
+    for (uint32_t u = 0; u < p->nunits; u++) {
+        if (p->units[u].first_stage >= spec_split) {
+            return u;
+        }
+        if (p->units[u].first_stage + p->units[u].nstages > spec_split) {
+            return u + 1; /* inside a fused unit: move to its end */
+        }
+    }
+    return p->nunits;
+}
+
+void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
+{
+    sl_tensor_init(&s->a);
+    sl_tensor_init(&s->b);
+}
+
+void sl_pipe_scratch_free(sl_pipe_scratch_t *s)
+{
+    sl_tensor_free(&s->a);
+    sl_tensor_free(&s->b);
+}
+
+static int need_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
+{
+    if (t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 || t->w == 0) {
+        return sl_err(err, errlen, -EINVAL, "%s needs a uint8 HWC image, got %s %ux%ux%u", what,
+                      sl_dtype_name(t->dtype), t->h, t->w, t->c);
+    }
+    return 0;
+}
+
+/* Largest DCT scale denominator that still leaves at least out pixels of the
+ * crop in each direction, so the resample only ever shrinks. */
+static uint32_t pick_scale(uint32_t crop_w, uint32_t crop_h, uint32_t out_w, uint32_t out_h)
+{
+    static const uint32_t DENOMS[] = {8, 4, 2};
+    for (size_t i = 0; i < sizeof(DENOMS) / sizeof(DENOMS[0]); i++) {
+        uint32_t s = DENOMS[i];
+        if (crop_w / s >= out_w && crop_h / s >= out_h) {
+            return s;
+        }
+    }
+    return 1;
+}
+
+/* Copies the overlap of a centred crop_h x crop_w window; outside the image
+ * the output is zero, as torchvision's CenterCrop pads. */
+static int center_crop_padded(const sl_tensor_t *in, uint32_t ch, uint32_t cw, sl_tensor_t *out)
+{
+    if (ch <= in->h && cw <= in->w) {
+        uint32_t x, y;
+        sl_center_crop_params(in->h, in->w, ch, cw, &x, &y);
+        return sl_img_crop(in, x, y, cw, ch, out);
+    }
+    int rc = sl_tensor_reshape(out, SL_DT_U8, SL_LAYOUT_HWC, ch, cw, in->c);
+    if (rc < 0) {
+        return rc;
+    }
+    memset(out->data, 0, out->nbytes);
+    /* Offsets of the image inside the window (pad) or of the window inside
+     * the image (crop), per axis, with torchvision's rounding. */
+    int64_t oy = ch > in->h ? ((int64_t)ch - in->h) / 2 : 0;
+    int64_t ox = cw > in->w ? ((int64_t)cw - in->w) / 2 : 0;
+    uint32_t iy = 0, ix = 0;
+    if (ch <= in->h) {
+        uint32_t dummy;
+        sl_center_crop_params(in->h, 1, ch, 1, &dummy, &iy);
+    }
+    if (cw <= in->w) {
+        uint32_t dummy;
+        sl_center_crop_params(1, in->w, 1, cw, &ix, &dummy);
+    }
+    uint32_t rows = ch < in->h ? ch : in->h;
+    uint32_t cols = cw < in->w ? cw : in->w;
+    for (uint32_t r = 0; r < rows; r++) {
+        memcpy(out->data + ((size_t)(oy + r) * cw + (size_t)ox) * in->c,
+               in->data + ((size_t)(iy + r) * in->w + ix) * in->c, (size_t)cols * in->c);
+    }
+    return 0;
+}
+
+static int run_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
+                    sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+{
+    const sl_spec_t *s = &p->spec;
+    const sl_stage_spec_t *st = u->st;
+    sl_rng_t rng;
+    sl_rng_init(&rng, s->seed, epoch, index, u->rng_stream);
+    int rc;
+
+    switch (u->kind) {
+    case UNIT_DECODE:
+    case UNIT_DECODE_RRC:
+    case UNIT_DECODE_CENTER_CROP: {
+        if (io->dtype != SL_DT_BYTES) {
+            return sl_err(err, errlen, -EINVAL, "decode_jpeg needs encoded bytes, got %s",
+                          sl_dtype_name(io->dtype));
+        }
+        if (u->kind == UNIT_DECODE) {
+            rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
+            if (rc == 0) {
+                sl_tensor_swap(io, &sc->a);
+            }
+            return rc;
+        }
+        sl_jpeg_info_t info;
+        rc = sl_jpeg_probe(io->data, io->nbytes, &info, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        if ((uint64_t)info.width * info.height > s->max_pixels) {
+            return sl_err(err, errlen, -EFBIG, "%ux%u pixels exceed max_pixels %llu",
+                          info.width, info.height, (unsigned long long)s->max_pixels);
+        }
+        if (u->kind == UNIT_DECODE_CENTER_CROP &&
+            (st->size_h > info.height || st->size_w > info.width)) {
+            /* Padding needed: decode whole and pad like the unfused path. */
+            rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
+            if (rc == 0) {
+                rc = center_crop_padded(&sc->a, st->size_h, st->size_w, io);
+            }
+            return rc;
+        }
+        uint32_t x, y, w, h, scale = 1;
+        if (u->kind == UNIT_DECODE_RRC) {
+            sl_rrc_params(info.height, info.width, st->scale, st->ratio, &rng, &x, &y, &w, &h);
+            scale = pick_scale(w, h, st->size_w, st->size_h);
+        } else {
+            w = st->size_w;
+            h = st->size_h;
+            sl_center_crop_params(info.height, info.width, h, w, &x, &y);
+        }
+        uint32_t x0, y0;
+        rc = sl_jpeg_decode_region(io->data, io->nbytes, s->max_pixels, x, y, w, h, scale, &sc->a,
+                                   &x0, &y0, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        double ds = (double)scale;
+        if (u->kind == UNIT_DECODE_CENTER_CROP) {
+            /* Scale 1: an exact integer crop out of the decoded rows. */
+            return sl_img_crop(&sc->a, x - x0, y - y0, w, h, io);
+        }
+        /* CLIP: the crop is the whole image to the filter, as torchvision's
+         * crop-then-resize has it (no pixels from outside the crop). */
+        rc = sl_img_resize_rect_ex(&sc->a, x / ds - x0, y / ds - y0, w / ds, h / ds,
+                                   st->size_h, st->size_w, SL_RESIZE_CLIP, NULL, io);
+        if (rc < 0) {
+            return sl_err(err, errlen, rc, "resize of the decoded region failed");
+        }
+        return 0;
+    }
+    case UNIT_RRC: {
+        rc = need_pixels(io, "random_resized_crop", err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        uint32_t x, y, w, h;
+        sl_rrc_params(io->h, io->w, st->scale, st->ratio, &rng, &x, &y, &w, &h);
+        rc = sl_img_resize_rect_ex(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
+                                   &sc->a);
+        break;
+    }
+    case UNIT_RESIZE: {
+        rc = need_pixels(io, "resize", err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        uint32_t oh = st->size_h, ow = st->size_w;
+        if (st->resize_shorter) {
+            sl_resize_shorter_dims(io->h, io->w, st->size_h, &oh, &ow);
+        }
+        rc = sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a);
+        break;
+    }
+    case UNIT_CENTER_CROP:
+        rc = need_pixels(io, "center_crop", err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        rc = center_crop_padded(io, st->size_h, st->size_w, &sc->a);
+        break;
+    case UNIT_FLIP:
+        if (io->dtype == SL_DT_BYTES) {
+            return sl_err(err, errlen, -EINVAL, "flip needs pixels, got encoded bytes");
+        }
+        if (sl_rng_uniform(&rng) < st->p) {
+            return sl_img_flip_h(io);
+        }
+        return 0;
+    case UNIT_NORMALIZE:
+        if (io->dtype == SL_DT_BYTES) {
+            return sl_err(err, errlen, -EINVAL, "normalize needs pixels, got encoded bytes");
+        }
+        rc = sl_img_normalize(io, st->mean, st->std, &sc->a);
+        break;
+    case UNIT_TO_CHW:
+        if (io->dtype == SL_DT_BYTES) {
+            return sl_err(err, errlen, -EINVAL, "to_chw needs pixels, got encoded bytes");
+        }
+        rc = sl_img_to_chw(io, &sc->a);
+        break;
+    default:
+        return sl_err(err, errlen, -EINVAL, "unknown unit");
+    }
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s failed on a %ux%ux%u %s tensor", u->name, io->h, io->w,
+                      io->c, sl_dtype_name(io->dtype));
+    }
+    sl_tensor_swap(io, &sc->a);
+    return 0;
+}
+
+int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t epoch,
+                    uint64_t index, sl_tensor_t *io, sl_pipe_scratch_t *scratch,
+                    sl_unit_stat_t *stats, char *err, size_t errlen)
+{
+    if (from > to || to > p->nunits) {
+        return sl_err(err, errlen, -EINVAL, "unit range [%u, %u) outside 0..%u", from, to,
+                      p->nunits);
+    }
+    for (uint32_t u = from; u < to; u++) {
+        double t0 = stats ? sl_thread_cpu_sec() : 0;
+        int rc = run_unit(p, &p->units[u], epoch, index, io, scratch, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        if (stats != NULL) {
+            stats[u].cpu_sec += sl_thread_cpu_sec() - t0;
+            stats[u].out_bytes += io->nbytes;
+            stats[u].samples++;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,66 @@
+/* pipeline: a spec's stages compiled into units and run on one sample.
+ *
+ * A unit is what a split point may fall between. decode_jpeg directly
+ * followed by random_resized_crop or center_crop becomes ONE unit that decodes
+ * only the region it needs (DCT-scaled when the output size allows): a
+ * sample's bytes then never depend on the plan (DESIGN.md invariant 2).
+ * Random stages draw from sl_rng keyed by (seed, epoch, index, spec stage
+ * position), so a unit gives the same bytes on any host.
+ *
+ * Fused vs unfused: the fused unit's output differs from decode-then-crop by
+ * DCT-domain downscaling only; tests/unit/test_pipeline.c bounds the mean
+ * absolute difference (documented there and in README). A pipeline is
+ * immutable after sl_pipeline_new and safe to run from many threads, each with
+ * its own sl_pipe_scratch_t. */
+#ifndef SL_PIPELINE_H
+#define SL_PIPELINE_H
+
+#include <stdint.h>
+
+#include "common/spec/spec.h"
+#include "common/image/tensor.h"
+
+#define SL_PIPE_MAX_UNITS SL_SPEC_MAX_STAGES
+
+typedef struct sl_pipeline_s sl_pipeline_t;
+
+/* Per-unit cost, accumulated by sl_pipeline_run when the caller asks. */
+typedef struct sl_unit_stat_s {
+    double cpu_sec;     /* thread CPU time spent in the unit */
+    uint64_t out_bytes; /* bytes of the unit's output tensors */
+    uint64_t samples;
+} sl_unit_stat_t;
+
+/* Per-thread temporaries, so running allocates nothing in steady state. */
+typedef struct sl_pipe_scratch_s {
+    sl_tensor_t a, b;
+} sl_pipe_scratch_t;
+
+enum {
+    SL_PIPE_NO_FUSE = 1 << 0, /* tests/benchmarks: run decode and crop separately */
+};
+
+int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, char *err,
+                    size_t errlen);
+void sl_pipeline_free(sl_pipeline_t *p);
+
+uint32_t sl_pipeline_nunits(const sl_pipeline_t *p);
+/* "decode_jpeg+random_resized_crop", "flip", ... */
+const char *sl_pipeline_unit_name(const sl_pipeline_t *p, uint32_t unit);
+/* A split in spec-stage terms (the spec's offload.split) as a unit boundary:
+ * a split inside a fused unit moves to the unit's end. */
+uint32_t sl_pipeline_unit_for_split(const sl_pipeline_t *p, uint32_t spec_split);
+
+void sl_pipe_scratch_init(sl_pipe_scratch_t *s);
+void sl_pipe_scratch_free(sl_pipe_scratch_t *s);
+
+/* Runs units [from, to) on io in place. For from = 0 io holds the encoded
+ * bytes (SL_DT_BYTES); afterwards it holds the output of unit to-1. stats, if
+ * not NULL, has sl_pipeline_nunits entries; units run add to theirs.
+ * Errors are the decoder's codes (common/image/jpeg.h), -EINVAL for a tensor the
+ * unit cannot take (e.g. from a peer that sent the wrong dtype). */
+int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t epoch,
+                    uint64_t index, sl_tensor_t *io, sl_pipe_scratch_t *scratch,
+                    sl_unit_stat_t *stats, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,47 @@
+#include "common/engine/ranks.h"
+
+#include "common/engine/rng.h"
+
+uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad)
+{
+    if (world <= 1) {
+        return n;
+    }
+    if (pad == SL_RANK_PAD && n > 0) {
+        return n / world + (n % world != 0);
+    }
+    return n / world;
+}
+
+uint64_t sl_rank_global(uint64_t n, uint32_t world, uint32_t rank, uint64_t q)
+{
+    if (world <= 1 || n == 0) {
+        return q;
+    }
+    /* Only padding reaches p >= n; it wraps like PyTorch's repeated head. */
+    return (q * world + rank) % n;
+}
+
+uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
+{
+    return sl_rank_count(n, spec->world_size, spec->rank_padding);
+}
+
+void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
+                   uint64_t *out)
+{
+    sl_epoch_order(spec->seed, epoch, spec->shuffle, n, scratch);
+    if (spec->world_size <= 1) {
+        if (out != scratch) {
+            for (uint64_t i = 0; i < n; i++) {
+                out[i] = scratch[i];
+            }
+        }
+        return;
+    }
+    /* Padding wraps to the head of scratch: out must not alias it. */
+    uint64_t m = sl_spec_positions(spec, n);
+    for (uint64_t q = 0; q < m; q++) {
+        out[q] = scratch[sl_rank_global(n, spec->world_size, spec->rank, q)];
+    }
+}

@@ -1,0 +1,35 @@
+/* ranks: how one epoch is shared by the world_size consumers of a multi-rank
+ * job (docs/protocol.md "Multi-rank jobs"), DistributedSampler-style.
+ *
+ * The epoch order (sl_epoch_order) has n positions. Rank r of W owns the
+ * global positions r, r + W, r + 2W, ...: its *rank position* q is global
+ * position q * W + r.
+ *  - SL_RANK_DROP (drop_last): every rank gets floor(n / W) positions; the
+ *    last n mod W positions of the order go to nobody this epoch (the
+ *    shuffle moves them every epoch).
+ *  - SL_RANK_PAD: every rank gets ceil(n / W); global positions >= n wrap to
+ *    p mod n (PyTorch's padding by repeating the first samples).
+ * So every rank has the same count, and the ranks' union is every sample
+ * once (drop: minus n mod W of them) or the padded multiset.
+ * Pure arithmetic: client, worker and dispatcher use the same functions. */
+#ifndef SL_RANKS_H
+#define SL_RANKS_H
+
+#include <stdint.h>
+
+#include "common/spec/spec.h"
+
+/* Positions per epoch of each rank (0 when drop and n < world). world 0 is
+ * taken as 1. */
+uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad);
+/* The global position of rank position q (q < sl_rank_count). */
+uint64_t sl_rank_global(uint64_t n, uint32_t world, uint32_t rank, uint64_t q);
+/* The spec's positions per epoch over a source of n samples. */
+uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n);
+/* The rank's epoch order: out[q] = sample index at rank position q, for
+ * q < sl_spec_positions(spec, n). scratch holds n entries; it may be out
+ * only when world_size is 1. */
+void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
+                   uint64_t *out);
+
+#endif

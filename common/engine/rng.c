@@ -1,0 +1,55 @@
+#include "common/engine/rng.h"
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sl_rng_init(sl_rng_t *r, uint64_t seed, uint64_t epoch, uint64_t index, uint64_t stream)
+{
+    uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ULL);
+    k = mix64(k ^ (epoch + 0x632be59bd9b4e019ULL));
+    k = mix64(k ^ (index + 0x8cb92ba72f3d8dd7ULL));
+    k = mix64(k ^ (stream + 0xd6e8feb86659fd93ULL));
+    r->key = k;
+    r->ctr = 0;
+}
+
+uint64_t sl_rng_u64(sl_rng_t *r)
+{
+    r->ctr++;
+    return mix64(r->key + r->ctr * 0x9e3779b97f4a7c15ULL);
+}
+
+double sl_rng_uniform(sl_rng_t *r) { return (double)(sl_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+uint64_t sl_rng_below(sl_rng_t *r, uint64_t n)
+{
+    /* Rejection sampling: draws above the largest multiple of n are retried. */
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do {
+        x = sl_rng_u64(r);
+    } while (x >= limit);
+    return x % n;
+}
+
+void sl_epoch_order(uint64_t seed, uint64_t epoch, int shuffle, uint64_t n, uint64_t *order)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        order[i] = i;
+    }
+    if (!shuffle || n < 2) {
+        return;
+    }
+    sl_rng_t r;
+    sl_rng_init(&r, seed, epoch, UINT64_MAX, 0);
+    for (uint64_t i = n - 1; i > 0; i--) {
+        uint64_t j = sl_rng_below(&r, i + 1);
+        uint64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}

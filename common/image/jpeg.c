@@ -1,0 +1,410 @@
+/* jpeg: probe and decode through libjpeg-turbo's libjpeg API.
+ *
+ * Every call owns one decompressor on its own stack frame (no shared state,
+ * any thread may call). libjpeg reports errors by calling error_exit, which
+ * must not return: we longjmp back to the one setjmp in dec_run(). The
+ * decompressor lives in the caller of dec_run(), not in the function that
+ * calls setjmp, so nothing the C standard calls "indeterminate after
+ * longjmp" is ever read; everything libjpeg allocates lives in its pools and
+ * goes away with jpeg_destroy_decompress on every path.
+ *
+ * Warnings are errors here: libjpeg would otherwise carry on and return a
+ * gray-filled or garbled image as a success. Premature end of data is
+ * -ENOMSG (truncated), any other corrupt-data warning -EBADMSG. We stop at
+ * the first one instead of decoding the rest of a broken file. A region
+ * decode stops reading after its last row, so in a sequential file damage
+ * or truncation below the region goes unnoticed (progressive files are read
+ * whole before the first row). Nor is anything after the last scanline
+ * read: a sequential file whose pixels are complete but whose tail is junk
+ * (or has no EOI, when the entropy decoder did not need to look past the
+ * data) decodes. A few metadata-only warnings are ignored; see
+ * dec_emit_message().
+ *
+ * Region output convention: the output is trimmed to exactly the scaled
+ * columns/rows that cover the region, i.e. *ret_x0 = floor(x / s),
+ * *ret_y0 = floor(y / s), out->w = min(ceil((x + w) / s), ceil(W / s)) - x0,
+ * same for rows. libjpeg's crop is widened by a small margin first and the
+ * margin is dropped, so that the image-edge handling of fancy upsampling at
+ * the crop boundary never touches output pixels: at every scale the region
+ * is bit-identical to the same rectangle of the whole image decoded at that
+ * scale (at scale 1: of sl_jpeg_decode). */
+#include "common/image/jpeg.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+#include "common/base/err.h"
+
+/* A legitimate progressive file has ~10 scans (mozjpeg: a few dozen). Each
+ * scan re-walks the whole coefficient buffer, so thousands of tiny scans
+ * make a small file cost minutes: a hang, for DESIGN invariant 4. */
+#define SL_JPEG_MAX_SCANS 500
+
+/* Scanlines per jpeg_read_scanlines call: amortises the per-call overhead
+ * without a big pointer array. */
+#define SL_JPEG_ROWS_PER_CALL 16
+
+/* Scaled pixels of extra crop on each side of a region (see top comment). */
+#define SL_JPEG_CROP_MARGIN 2
+
+typedef struct jpeg_err_s {
+    struct jpeg_error_mgr pub; /* first: libjpeg hands us &pub as cinfo->err */
+    jmp_buf jmp;
+    int code;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_err_t;
+
+typedef struct dec_s {
+    struct jpeg_decompress_struct cinfo;
+    jpeg_err_t jerr;
+    struct jpeg_progress_mgr progress;
+} dec_t;
+
+typedef enum {
+    DEC_PROBE = 0,
+    DEC_FULL,
+    DEC_REGION,
+} dec_mode_e;
+
+typedef struct dec_req_s {
+    dec_mode_e mode;
+    const uint8_t *buf;
+    size_t len;
+    uint64_t max_pixels;
+    uint32_t x, y, w, h, scale; /* DEC_REGION only; full decode uses scale 1 */
+    sl_tensor_t *out;
+    sl_jpeg_info_t *info;       /* DEC_PROBE only */
+    uint32_t x0, y0;            /* DEC_REGION result */
+} dec_req_t;
+
+static void dec_fail(j_common_ptr c, int code)
+{
+    jpeg_err_t *e = (jpeg_err_t *)c->err;
+    e->code = code;
+    (*c->err->format_message)(c, e->msg);
+    longjmp(e->jmp, 1);
+}
+
+static void dec_error_exit(j_common_ptr c)
+{
+    int code = -EBADMSG;
+    if (c->err->msg_code == JERR_OUT_OF_MEMORY) {
+        code = -ENOMEM;
+    } else if (c->err->msg_code == JERR_IMAGE_TOO_BIG) {
+        /* Dimension above libjpeg's 65500 limit: a bomb as far as we care. */
+        code = -EFBIG;
+    }
+    dec_fail(c, code);
+}
+
+static void dec_emit_message(j_common_ptr c, int level)
+{
+    if (level >= 0) {
+        return; /* trace messages */
+    }
+    switch (c->err->msg_code) {
+    case JWRN_JFIF_MAJOR:
+    case JWRN_ADOBE_XFORM:
+    case JWRN_BOGUS_ICC:
+    case JWRN_NOT_SEQUENTIAL:
+        /* Metadata or header oddities after which libjpeg carries on with
+         * correct pixels: not worth losing a sample over. */
+        return;
+    case JWRN_JPEG_EOF:
+        dec_fail(c, -ENOMSG);
+        break;
+    default:
+        dec_fail(c, -EBADMSG);
+        break;
+    }
+}
+
+static void dec_progress(j_common_ptr c)
+{
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    if (d->input_scan_number > SL_JPEG_MAX_SCANS) {
+        jpeg_err_t *e = (jpeg_err_t *)c->err;
+        e->code = -EBADMSG;
+        snprintf(e->msg, sizeof(e->msg), "more than %d scans", SL_JPEG_MAX_SCANS);
+        longjmp(e->jmp, 1);
+    }
+}
+
+static sl_jpeg_colorspace_e dec_colorspace(J_COLOR_SPACE cs)
+{
+    switch (cs) {
+    case JCS_GRAYSCALE:
+        return SL_JCS_GRAY;
+    case JCS_YCbCr:
+        return SL_JCS_YCBCR;
+    case JCS_RGB:
+        return SL_JCS_RGB;
+    case JCS_CMYK:
+        return SL_JCS_CMYK;
+    case JCS_YCCK:
+        return SL_JCS_YCCK;
+    default:
+        return SL_JCS_OTHER;
+    }
+}
+
+static void dec_fill_info(const struct jpeg_decompress_struct *ci, sl_jpeg_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->width = ci->image_width;
+    info->height = ci->image_height;
+    info->components = (uint32_t)ci->num_components;
+    info->colorspace = dec_colorspace(ci->jpeg_color_space);
+    info->progressive = ci->progressive_mode != 0;
+    info->subsamp_h = 1;
+    info->subsamp_v = 1;
+    if (ci->num_components < 2) {
+        return;
+    }
+    /* Chroma is components 1 and 2 (Cb, Cr); YCCK's K is full-size like Y. */
+    int ch = 1, cv = 1;
+    for (int i = 1; i < ci->num_components && i <= 2; i++) {
+        ch = ci->comp_info[i].h_samp_factor > ch ? ci->comp_info[i].h_samp_factor : ch;
+        cv = ci->comp_info[i].v_samp_factor > cv ? ci->comp_info[i].v_samp_factor : cv;
+    }
+    /* Factors are 1..4 (checked by libjpeg); odd ratios such as 3:2 round
+     * down, never below 1. */
+    int h = ci->comp_info[0].h_samp_factor / ch;
+    int v = ci->comp_info[0].v_samp_factor / cv;
+    info->subsamp_h = (uint8_t)(h < 1 ? 1 : h);
+    info->subsamp_v = (uint8_t)(v < 1 ? 1 : v);
+}
+
+/* x * y / 255 rounded, exact for x, y in 0..255. */
+static inline uint8_t mul255(unsigned x, unsigned y)
+{
+    unsigned t = x * y + 128;
+    return (uint8_t)((t + (t >> 8)) >> 8);
+}
+
+/* CMYK row (as libjpeg returns it; YCCK arrives here as CMYK) to RGB.
+ * Adobe files (Photoshop) store inverted CMYK: 0 means full ink. */
+static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t n, bool inverted)
+{
+    if (inverted) {
+        for (uint32_t i = 0; i < n; i++, src += 4, dst += 3) {
+            dst[0] = mul255(src[0], src[3]);
+            dst[1] = mul255(src[1], src[3]);
+            dst[2] = mul255(src[2], src[3]);
+        }
+    } else {
+        for (uint32_t i = 0; i < n; i++, src += 4, dst += 3) {
+            unsigned k = 255u - src[3];
+            dst[0] = mul255(255u - src[0], k);
+            dst[1] = mul255(255u - src[1], k);
+            dst[2] = mul255(255u - src[2], k);
+        }
+    }
+}
+
+static uint32_t div_up(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a + b - 1) / b); }
+
+/* The body of every call; returns 0 or a negative errno. The only setjmp. */
+static int dec_run(dec_t *d, dec_req_t *rq)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+
+    ci->err = jpeg_std_error(&d->jerr.pub);
+    d->jerr.pub.error_exit = dec_error_exit;
+    d->jerr.pub.emit_message = dec_emit_message;
+    if (setjmp(d->jerr.jmp) != 0) {
+        return d->jerr.code;
+    }
+    jpeg_create_decompress(ci);
+    jpeg_mem_src(ci, rq->buf, (unsigned long)rq->len);
+    (void)jpeg_read_header(ci, TRUE);
+
+    if (rq->mode == DEC_PROBE) {
+        dec_fill_info(ci, rq->info);
+        return 0;
+    }
+    /* Before jpeg_start_decompress: nothing image-sized is allocated yet. */
+    uint64_t pixels = (uint64_t)ci->image_width * ci->image_height;
+    if (pixels > rq->max_pixels) {
+        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EFBIG,
+                      "%ux%u is more than %llu pixels", (unsigned)ci->image_width,
+                      (unsigned)ci->image_height, (unsigned long long)rq->max_pixels);
+    }
+    bool cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    /* libjpeg-turbo expands gray to RGB itself (SIMD), but will not convert
+     * CMYK/YCCK to RGB: take CMYK (YCCK is converted to it) and do the rest. */
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    ci->scale_num = 1;
+    ci->scale_denom = rq->scale;
+    /* A progressive file that ends before its last scans (legal) would be
+     * smoothed across block edges, from neighbours up to two blocks away:
+     * then a region differs from the same rectangle of the whole image
+     * (found by tests/fuzz/fuzz_jpeg), and the result depends on the
+     * libjpeg-turbo version (2.1 changed the filter). Without smoothing
+     * every block is decoded on its own. */
+    ci->do_block_smoothing = FALSE;
+    d->progress.progress_monitor = dec_progress;
+    ci->progress = &d->progress;
+    jpeg_calc_output_dimensions(ci);
+    uint32_t ow = ci->output_width, oh = ci->output_height;
+
+    /* Scaled rectangle to return, [sx0, sx1) x [sy0, sy1). */
+    uint32_t sx0 = 0, sx1 = ow, sy0 = 0, sy1 = oh;
+    if (rq->mode == DEC_REGION) {
+        if ((uint64_t)rq->x + rq->w > ci->image_width ||
+            (uint64_t)rq->y + rq->h > ci->image_height) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EINVAL,
+                          "region %u,%u %ux%u outside %ux%u image", rq->x, rq->y, rq->w,
+                          rq->h, (unsigned)ci->image_width, (unsigned)ci->image_height);
+        }
+        sx0 = rq->x / rq->scale;
+        sy0 = rq->y / rq->scale;
+        sx1 = div_up(rq->x + rq->w, rq->scale);
+        sy1 = div_up(rq->y + rq->h, rq->scale);
+        sx1 = sx1 > ow ? ow : sx1;
+        sy1 = sy1 > oh ? oh : sy1;
+    }
+    /* Output buffer first, so SL_TENSOR_MAX_BYTES is enforced before libjpeg
+     * allocates its own image-sized buffers. */
+    int rc = sl_tensor_reshape(rq->out, SL_DT_U8, SL_LAYOUT_HWC, sy1 - sy0, sx1 - sx0, 3);
+    if (rc < 0) {
+        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), rc == -EOVERFLOW ? -EFBIG : rc,
+                      "cannot hold %ux%u RGB output", sx1 - sx0, sy1 - sy0);
+    }
+
+    (void)jpeg_start_decompress(ci);
+
+    /* Columns libjpeg will hand us: [cx0, cx0 + cw). */
+    JDIMENSION cx0 = 0, cw = ci->output_width;
+    if (sx1 - sx0 < ow) {
+        cx0 = sx0 > SL_JPEG_CROP_MARGIN ? sx0 - SL_JPEG_CROP_MARGIN : 0;
+        JDIMENSION cx1 = sx1 + SL_JPEG_CROP_MARGIN < ow ? sx1 + SL_JPEG_CROP_MARGIN : ow;
+        cw = cx1 - cx0;
+        jpeg_crop_scanline(ci, &cx0, &cw); /* may move cx0 left to an iMCU edge */
+    }
+    if (sy0 > 0 && jpeg_skip_scanlines(ci, sy0) != sy0) {
+        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG, "cannot skip %u rows",
+                      sy0);
+    }
+
+    int ncomp = ci->output_components;
+    size_t out_stride = (size_t)(sx1 - sx0) * 3;
+    /* Straight into the tensor when libjpeg's rows are exactly ours. */
+    bool direct = !cmyk && cx0 == sx0 && cw == sx1 - sx0;
+    JSAMPARRAY scratch = NULL;
+    if (!direct) {
+        /* Pool memory: freed by jpeg_destroy_decompress, even after longjmp. */
+        scratch = (*ci->mem->alloc_sarray)((j_common_ptr)ci, JPOOL_IMAGE,
+                                           cw * (JDIMENSION)ncomp, SL_JPEG_ROWS_PER_CALL);
+    }
+    size_t skip_bytes = (size_t)(sx0 - cx0) * (size_t)ncomp;
+    bool inverted = ci->saw_Adobe_marker != 0;
+    uint8_t *dst = rq->out->data;
+    JSAMPROW rows[SL_JPEG_ROWS_PER_CALL];
+    uint32_t done = 0, want = sy1 - sy0;
+
+    while (done < want) {
+        uint32_t n = want - done < SL_JPEG_ROWS_PER_CALL ? want - done : SL_JPEG_ROWS_PER_CALL;
+        for (uint32_t i = 0; i < n; i++) {
+            rows[i] = direct ? dst + (size_t)(done + i) * out_stride : scratch[i];
+        }
+        JDIMENSION got = jpeg_read_scanlines(ci, rows, n);
+        if (got == 0 || got > n) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
+                          "decoder stalled at row %u", sy0 + done);
+        }
+        if (!direct) {
+            for (uint32_t i = 0; i < got; i++) {
+                uint8_t *o = dst + (size_t)(done + i) * out_stride;
+                if (cmyk) {
+                    cmyk_to_rgb(scratch[i] + skip_bytes, o, sx1 - sx0, inverted);
+                } else {
+                    memcpy(o, scratch[i] + skip_bytes, out_stride);
+                }
+            }
+        }
+        done += got;
+    }
+    /* No jpeg_finish_decompress: we have every pixel we want, and the rest of
+     * the file (remaining rows of a region, the EOI marker) is not worth
+     * reading. The caller's jpeg_destroy_decompress aborts cleanly. */
+    rq->x0 = sx0;
+    rq->y0 = sy0;
+    return 0;
+}
+
+/* Input checks shared by every entry point, then dec_run. */
+static int dec_call(dec_req_t *rq, char *err, size_t errlen)
+{
+    if (rq->len == 0) {
+        return sl_err(err, errlen, -ENODATA, "empty input");
+    }
+    if (rq->len < 2 || rq->buf[0] != 0xFF || rq->buf[1] != 0xD8) {
+        return sl_err(err, errlen, -EILSEQ, "not a JPEG (no SOI marker)");
+    }
+    if (rq->len > ULONG_MAX) {
+        return sl_err(err, errlen, -EFBIG, "input of %zu bytes too large", rq->len);
+    }
+    /* Zeroed so that jpeg_destroy_decompress is safe even if
+     * jpeg_create_decompress itself failed. */
+    dec_t d;
+    memset(&d, 0, sizeof(d));
+    int rc = dec_run(&d, rq);
+    jpeg_destroy_decompress(&d.cinfo);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s", d.jerr.msg);
+    }
+    return 0;
+}
+
+int sl_jpeg_probe(const uint8_t *buf, size_t len, sl_jpeg_info_t *ret_info, char *err,
+                  size_t errlen)
+{
+    sl_jpeg_info_t info;
+    dec_req_t rq = {.mode = DEC_PROBE, .buf = buf, .len = len, .scale = 1, .info = &info};
+    int rc = dec_call(&rq, err, errlen);
+    if (rc == 0) {
+        *ret_info = info;
+    }
+    return rc;
+}
+
+int sl_jpeg_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tensor_t *out,
+                   char *err, size_t errlen)
+{
+    dec_req_t rq = {
+        .mode = DEC_FULL, .buf = buf, .len = len, .max_pixels = max_pixels, .scale = 1,
+        .out = out,
+    };
+    return dec_call(&rq, err, errlen);
+}
+
+int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                          uint32_t y, uint32_t w, uint32_t h, uint32_t scale_denom,
+                          sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
+                          size_t errlen)
+{
+    if (scale_denom != 1 && scale_denom != 2 && scale_denom != 4 && scale_denom != 8) {
+        return sl_err(err, errlen, -EINVAL, "scale 1/%u not one of 1/1, 1/2, 1/4, 1/8",
+                      scale_denom);
+    }
+    if (w == 0 || h == 0) {
+        return sl_err(err, errlen, -EINVAL, "empty region %ux%u", w, h);
+    }
+    dec_req_t rq = {
+        .mode = DEC_REGION, .buf = buf, .len = len, .max_pixels = max_pixels,
+        .x = x, .y = y, .w = w, .h = h, .scale = scale_denom, .out = out,
+    };
+    int rc = dec_call(&rq, err, errlen);
+    if (rc == 0) {
+        *ret_x0 = rq.x0;
+        *ret_y0 = rq.y0;
+    }
+    return rc;
+}

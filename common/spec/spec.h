@@ -1,0 +1,117 @@
+/* spec: the pipeline spec (DESIGN.md "Pipeline spec") parsed and validated.
+ * The same parser runs in the CLI, the client library and the dispatcher, so
+ * a spec error reads the same wherever it is found. Errors name the file (or
+ * the name the caller gave the buffer), the line and the field path, e.g.
+ *   "train.json:7: stages[1].size: must be an integer in 1..16384". */
+#ifndef SL_SPEC_H
+#define SL_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_SPEC_MAX_STAGES 32
+#define SL_SPEC_MAX_BYTES (1u << 20) /* a spec larger than 1 MiB is refused */
+#define SL_SPEC_PATH_MAX 1024
+
+typedef enum {
+    SL_OP_DECODE_JPEG = 0,
+    SL_OP_RANDOM_RESIZED_CROP,
+    SL_OP_RESIZE,
+    SL_OP_CENTER_CROP,
+    SL_OP_FLIP,
+    SL_OP_NORMALIZE,
+    SL_OP_TO_CHW,
+    SL_OP__COUNT
+} sl_op_e;
+
+typedef enum {
+    SL_SRC_IMAGEFOLDER = 0,
+    SL_SRC_TAR,
+    SL_SRC_FILELIST,
+} sl_source_type_e;
+
+typedef enum {
+    SL_OFFLOAD_AUTO = 0, /* planner decides (default) */
+    SL_OFFLOAD_OFF,      /* everything on the client */
+    SL_OFFLOAD_ALL,      /* every stage remote (tf.data service behaviour) */
+    SL_OFFLOAD_FASTFLOW, /* FastFlow's Algorithm 1 */
+    SL_OFFLOAD_FIXED,    /* {"split": K, "local_share": F} */
+} sl_offload_e;
+
+typedef enum {
+    SL_ON_ERROR_SKIP = 0, /* bad sample: counted skip with a reason (default) */
+    SL_ON_ERROR_FAIL,     /* bad sample: the job fails */
+} sl_on_error_e;
+
+typedef enum {
+    SL_RANK_DROP = 0, /* every rank gets floor(n / world) positions (drop_last) */
+    SL_RANK_PAD,      /* every rank gets ceil(n / world): the first positions repeat */
+} sl_rank_padding_e;
+
+#define SL_SPEC_WORLD_MAX 4096
+
+/* One stage. Sizes are {height, width}; an int size N in JSON means:
+ *  - resize: the shorter side becomes N, aspect kept (size_h = size_w = N,
+ *    resize_shorter = true); [H, W] resizes to exactly H x W.
+ *  - center_crop / random_resized_crop: N means N x N. */
+typedef struct sl_stage_spec_s {
+    sl_op_e op;
+    uint32_t size_h, size_w;
+    bool resize_shorter;
+    double scale[2]; /* random_resized_crop, default {0.08, 1.0}, 0 < a <= b <= 1 */
+    double ratio[2]; /* random_resized_crop, default {3/4, 4/3}, 0 < a <= b */
+    double p;        /* flip probability, default 0.5, 0..1 */
+    float mean[3];   /* normalize: per channel, on values scaled to 0..1 */
+    float std[3];    /* normalize: > 0 */
+} sl_stage_spec_t;
+
+typedef struct sl_spec_s {
+    sl_source_type_e source_type;
+    char source_path[SL_SPEC_PATH_MAX]; /* relative to the data root */
+    bool shuffle;                       /* default true */
+    uint64_t seed;                      /* default 0 */
+
+    sl_stage_spec_t stages[SL_SPEC_MAX_STAGES];
+    uint32_t nstages;
+
+    uint32_t batch_size; /* default 32, 1..65536 */
+    uint32_t epochs;     /* default 1, 1..1000000 */
+    bool drop_last;      /* default false: the last short batch is delivered */
+    bool deterministic;  /* default false: batches in arrival order */
+    sl_offload_e offload;
+    uint32_t split;     /* SL_OFFLOAD_FIXED: stages run remotely, 0..nstages */
+    double local_share; /* SL_OFFLOAD_FIXED: fraction of samples done locally, 0..1 */
+    sl_on_error_e on_error;
+    uint64_t max_pixels; /* decompression-bomb limit, default 100 000 000 */
+    /* Multi-rank jobs (common/engine/ranks.h): this consumer's rank of world_size
+     * (default 0 of 1) and how an epoch that does not divide is shared. */
+    uint32_t world_size;
+    uint32_t rank;
+    sl_rank_padding_e rank_padding;
+} sl_spec_t;
+
+/* Parses a spec from memory. name is used in error messages (a file name, or
+ * "<rpc>" for a spec that arrived over the wire). Returns 0, -EINVAL for an
+ * invalid spec (err says where and why), -E2BIG above SL_SPEC_MAX_BYTES. */
+int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_spec,
+                  char *err, size_t errlen);
+/* Reads and parses a file; I/O errors are reported with the path. */
+int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t errlen);
+
+/* Default spec values (what parse fills for absent keys). */
+void sl_spec_init(sl_spec_t *spec);
+const char *sl_op_name(sl_op_e op);
+const char *sl_offload_name(sl_offload_e o);
+/* Parses the CLI's --offload form: off|all|auto|fastflow|K:F. */
+int sl_offload_parse(const char *s, sl_offload_e *ret_mode, uint32_t *ret_split,
+                     double *ret_share, char *err, size_t errlen);
+
+/* Canonical JSON of a parsed spec (every field, defaults filled in): what
+ * the client sends to the dispatcher after applying CLI overrides, and what a
+ * spec hash is taken over. Returns a malloc'd string, NULL on ENOMEM (or for
+ * a spec no parse yields: seed above INT64_MAX, an enum out of range).
+ * sl_spec_parse(sl_spec_to_json(s)) yields a spec equal to s. */
+char *sl_spec_to_json(const sl_spec_t *spec);
+
+#endif
