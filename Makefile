@@ -217,7 +217,7 @@ fuzz-clean:
 # PREFIX and DESTDIR as usual. Config files go to SYSCONFDIR/sluice only when
 # absent (an admin's edits survive a reinstall) and are removed by uninstall
 # only when unchanged. Units get BINDIR, SYSCONFDIR and DOCDIR substituted.
-VERSION := $(shell sed -n 's/^\#define DISP_VERSION "\(.*\)"/\1/p' dispatcher/config.h)
+VERSION := $(shell sed -n 's/^\#define SL_VERSION "\(.*\)"/\1/p' common/base/version.h)
 SO_MAJOR := 0
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "common/base/addr.h"
 #include "common/base/err.h"
 #include "common/http/httpd.h"
 
@@ -58,7 +59,7 @@ static const sl_conf_opt_t OPTS[] = {
 const sl_conf_table_t disp_conf_table = {
     .progname = "sluice-dispatcher",
     .summary = "Sluice dispatcher: worker registry, jobs, split assignment",
-    .version = DISP_VERSION,
+    .version = SL_VERSION,
     .opts = OPTS,
     .nopts = sizeof(OPTS) / sizeof(OPTS[0]),
 };
@@ -67,11 +68,12 @@ int disp_config_check(const disp_config_t *c, char *err, size_t errlen)
 {
     char host[256];
     unsigned port = 0;
-    if (sl_httpd_split_addr(c->listen, host, sizeof(host), &port) != 0) {
-        return sl_err(err, errlen, -EINVAL, "listen: '%s' is not HOST:PORT", c->listen);
+    char why[300];
+    if (sl_addr_split(c->listen, host, sizeof(host), &port, why, sizeof(why)) != 0) {
+        return sl_err(err, errlen, -EINVAL, "listen: %s", why);
     }
-    if (sl_httpd_split_addr(c->http, host, sizeof(host), &port) != 0) {
-        return sl_err(err, errlen, -EINVAL, "http: '%s' is not HOST:PORT", c->http);
+    if (sl_addr_split(c->http, host, sizeof(host), &port, why, sizeof(why)) != 0) {
+        return sl_err(err, errlen, -EINVAL, "http: %s", why);
     }
     if ((c->tls_cert[0] != '\0') != (c->tls_key[0] != '\0')) {
         return sl_err(err, errlen, -EINVAL, "tls_cert and tls_key go together");

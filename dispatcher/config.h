@@ -6,9 +6,9 @@
 
 #include <stddef.h>
 
+#include "common/base/version.h"
 #include "common/base/conf.h"
 
-#define DISP_VERSION "0.1.0"
 
 typedef struct disp_config_s {
     char listen[SL_CONF_STR_MAX];  /* gRPC HOST:PORT */

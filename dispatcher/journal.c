@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base/file.h"
 #include "common/base/err.h"
 
 #define MAGIC 0x314a4c53u /* "SLJ1" little endian */
@@ -131,42 +132,16 @@ void disp_journal_close(disp_journal_t *j)
     free(j);
 }
 
-static int read_file(const char *path, uint8_t **ret, size_t *ret_len)
+/* A journal is compacted into a snapshot as it grows; this bound only keeps
+ * a wrong path (a device, a huge unrelated file) from exhausting memory. */
+#define JOURNAL_MAX_BYTES ((size_t)1 << 36)
+
+static int read_file(const char *path, uint8_t **ret, size_t *ret_len, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -errno;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (buf == NULL) {
-        close(fd);
-        return -ENOMEM;
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO;
-            free(buf);
-            close(fd);
-            return -e;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *ret = buf;
-    *ret_len = n;
-    return 0;
+    char *buf = NULL;
+    int rc = sl_file_read(path, JOURNAL_MAX_BYTES, &buf, ret_len, err, errlen);
+    *ret = (uint8_t *)buf;
+    return rc;
 }
 
 /* Is there a valid record anywhere at or after off? (Distinguishes a
@@ -225,7 +200,8 @@ int disp_journal_replay(disp_journal_t *j, disp_journal_fn fn, void *ctx, size_t
     *ret_truncated = 0;
     uint8_t *buf = NULL;
     size_t n = 0, good = 0;
-    int rc = read_file(j->snap_path, &buf, &n);
+    char why[512];
+    int rc = read_file(j->snap_path, &buf, &n, why, sizeof(why));
     if (rc == 0) {
         rc = replay_buf(j->snap_path, buf, n, fn, ctx, &good, err, errlen);
         free(buf);
@@ -238,11 +214,11 @@ int disp_journal_replay(disp_journal_t *j, disp_journal_fn fn, void *ctx, size_t
                           j->snap_path, good);
         }
     } else if (rc != -ENOENT) {
-        return sl_err(err, errlen, rc, "cannot read '%s': %s", j->snap_path, strerror(-rc));
+        return sl_err(err, errlen, rc, "journal: %s", why);
     }
-    rc = read_file(j->log_path, &buf, &n);
+    rc = read_file(j->log_path, &buf, &n, why, sizeof(why));
     if (rc < 0) {
-        return sl_err(err, errlen, rc, "cannot read '%s': %s", j->log_path, strerror(-rc));
+        return sl_err(err, errlen, rc, "journal: %s", why);
     }
     rc = replay_buf(j->log_path, buf, n, fn, ctx, &good, err, errlen);
     free(buf);

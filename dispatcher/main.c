@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/base/version.h"
 #include "common/http/httpd.h"
 #include "common/base/log.h"
 #include "common/rpc/rpc.h"
@@ -239,7 +240,7 @@ int main(int argc, char **argv)
     printf("listening grpc=%s http=%s\n", grpc_addr, http_addr);
     fflush(stdout);
     SL_NOTICE("%s %s: grpc %s, http %s, split_size %lld, worker_timeout %lld ms",
-              disp_conf_table.progname, DISP_VERSION, grpc_addr, http_addr, cfg.split_size,
+              disp_conf_table.progname, SL_VERSION, grpc_addr, http_addr, cfg.split_size,
               cfg.worker_timeout_ms);
     char summary[256] = "";
     disp_status_summary(&d, summary, sizeof(summary));

@@ -694,7 +694,7 @@ static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *re
         pthread_mutex_lock(&st->mu);
     }
     jset(&b, root, "component", json_string("dispatcher"));
-    jset(&b, root, "version", json_string(DISP_VERSION));
+    jset(&b, root, "version", json_string(SL_VERSION));
     jset(&b, root, "protocol", json_integer(SL_PROTOCOL_VERSION));
     jset(&b, root, "uptime_sec", jreal((double)(now_ms - d->start_ms) / 1000.0));
     json_t *workers = json_array();
@@ -859,7 +859,7 @@ static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t 
         pthread_mutex_lock(&st->mu);
     }
     head(&s, "sluice_build_info", "gauge", "Dispatcher version (value 1).");
-    sb_printf(&s, "sluice_build_info{version=\"%s\",protocol=\"%d\"} 1\n", DISP_VERSION,
+    sb_printf(&s, "sluice_build_info{version=\"%s\",protocol=\"%d\"} 1\n", SL_VERSION,
               SL_PROTOCOL_VERSION);
     head(&s, "sluice_uptime_seconds", "gauge", "Seconds since the dispatcher started.");
     sb_printf(&s, "sluice_uptime_seconds %.3f\n", (double)(now_ms - d->start_ms) / 1000.0);

@@ -6,9 +6,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/base/addr.h"
+#include "common/base/version.h"
 #include "common/base/err.h"
 
-#define WK_VERSION "0.1.0"
 
 /* One row per key: the same rows print --help, read the file and the flags. */
 static const sl_conf_opt_t WK_OPTS[] = {
@@ -50,27 +51,19 @@ static const sl_conf_opt_t WK_OPTS[] = {
 const sl_conf_table_t wk_conf_table = {
     .progname = "sluice-worker",
     .summary = "runs pipeline stages for the dispatcher's jobs and streams batches to clients",
-    .version = WK_VERSION,
+    .version = SL_VERSION,
     .opts = WK_OPTS,
     .nopts = sizeof(WK_OPTS) / sizeof(WK_OPTS[0]),
 };
 
-/* HOST:PORT with a non-empty host and a numeric port (IPv6 as [addr]:port). */
+/* HOST:PORT as every daemon reads it (common/base/addr.h). */
 static int check_hostport(const char *key, const char *v, char *err, size_t errlen)
 {
-    const char *colon = strrchr(v, ':');
-    if (colon == NULL || colon == v || colon[1] == '\0') {
-        return sl_err(err, errlen, -EINVAL, "%s: '%s' is not HOST:PORT", key, v);
-    }
-    unsigned long port = 0;
-    for (const char *p = colon + 1; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9') {
-            return sl_err(err, errlen, -EINVAL, "%s: '%s' has a non-numeric port", key, v);
-        }
-        port = port * 10 + (unsigned long)(*p - '0');
-        if (port > 65535) {
-            return sl_err(err, errlen, -EINVAL, "%s: '%s' port is above 65535", key, v);
-        }
+    char host[256];
+    unsigned port = 0;
+    char why[300];
+    if (sl_addr_split(v, host, sizeof(host), &port, why, sizeof(why)) != 0) {
+        return sl_err(err, errlen, -EINVAL, "%s: %s", key, why);
     }
     return 0;
 }

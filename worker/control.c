@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
@@ -92,7 +93,12 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
     c->threads = o->threads;
     c->tasks = tasks;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    if (sl_cond_init_mono(&c->cv) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     c->ch = sl_rpc_channel_new(c->dispatcher, o->max_message_bytes, o->security, 0, err,
                                errlen);
     if (c->ch == NULL) {
@@ -123,23 +129,6 @@ static double measure_load(wk_control_t *c)
     return load < 0 ? 0 : load > 1 ? 1 : load;
 }
 
-static struct timespec after_ms(const struct timespec *from, int ms)
-{
-    struct timespec t = *from;
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
-static int ts_before(const struct timespec *a, const struct timespec *b)
-{
-    return a->tv_sec != b->tv_sec ? a->tv_sec < b->tv_sec : a->tv_nsec < b->tv_nsec;
-}
-
 /* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
  * stopping (not finishing: the loop sends the final heartbeat first).
  * early: also ends (WK_EARLY_*) once a split has finished since the last
@@ -148,19 +137,15 @@ static int ts_before(const struct timespec *a, const struct timespec *b)
  * waited up to a heartbeat interval to start). */
 static int sleep_ms(wk_control_t *c, int ms, int early)
 {
-    struct timespec start;
-    clock_gettime(CLOCK_REALTIME, &start);
-    struct timespec until = after_ms(&start, ms);
-    struct timespec min_end = after_ms(&start, WK_EARLY_MIN_MS);
+    double start = sl_mono_sec();
+    double until = start + ms / 1000.0;
+    double min_end = start + WK_EARLY_MIN_MS / 1000.0;
     int seen_polls = 0; /* polls since a finished split was noticed */
     pthread_mutex_lock(&c->mu);
     while (!c->stop && !c->kick && !c->finish) {
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        struct timespec poll = after_ms(&now, WK_EARLY_POLL_MS);
-        int last = !early || !ts_before(&poll, &until);
-        if (pthread_cond_timedwait(&c->cv, &c->mu, last ? &until : &poll) == ETIMEDOUT &&
-            last) {
+        double poll = sl_mono_sec() + WK_EARLY_POLL_MS / 1000.0;
+        int last = !early || poll >= until;
+        if (sl_cond_wait_until(&c->cv, &c->mu, last ? until : poll) == ETIMEDOUT && last) {
             break;
         }
         if (!early || c->stop || c->kick || c->finish) {
@@ -168,14 +153,14 @@ static int sleep_ms(wk_control_t *c, int ms, int early)
         }
         wk_totals_t tot;
         wk_tasks_totals(c->tasks, &tot); /* atomics only: no lock order issue */
-        clock_gettime(CLOCK_REALTIME, &now);
-        if (tot.early_fetches != c->early_at_hb && !ts_before(&now, &min_end)) {
+        double now = sl_mono_sec();
+        if (tot.early_fetches != c->early_at_hb && now >= min_end) {
             break; /* a client waits for a job we do not know yet: ask for it */
         }
         if (tot.splits_done == c->done_at_hb) {
             continue;
         }
-        if (++seen_polls >= 2 && !ts_before(&now, &min_end)) {
+        if (++seen_polls >= 2 && now >= min_end) {
             break;
         }
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/base/clock.h"
 #include "common/engine/executor.h"
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
@@ -285,15 +286,7 @@ static uint64_t now_ms(void)
 
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    (void)pthread_cond_timedwait(cv, mu, &until);
+    (void)sl_cond_wait_ms(cv, mu, ms);
 }
 
 static int global_acquire(wk_tasks_t *t)
@@ -763,7 +756,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     t->buffer_bytes = o->buffer_bytes;
     t->max_message_bytes = o->max_message_bytes;
     pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, NULL);
+    sl_cond_init_mono(&t->cv);
     pthread_mutex_init(&t->sent_mu, NULL);
     atomic_init(&t->draining, 0);
     atomic_init(&t->inflight, 0);
@@ -900,7 +893,7 @@ void wk_tasks_add_job(wk_tasks_t *t, const Sluice__JobSpec *js)
     job->refs = 1; /* the table's */
     job->est_bytes = WK_EST_INITIAL;
     pthread_mutex_init(&job->mu, NULL);
-    pthread_cond_init(&job->cv, NULL);
+    sl_cond_init_mono(&job->cv);
     wk_msglist_init(&job->out);
 
     /* Parse and compile here (cheap) so assignments can be validated against

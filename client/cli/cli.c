@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/base/version.h"
 #include "common/base/log.h"
 
-#define SL_VERSION "0.1.0"
 
 static void usage(FILE *f)
 {

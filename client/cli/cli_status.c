@@ -19,6 +19,7 @@
 
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
+#include "common/base/addr.h"
 #include "common/http/httpd.h"
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
@@ -111,7 +112,8 @@ static int parse_opts(int argc, char **argv, status_opts_t *o)
     char host[256];
     unsigned port = 0;
     const char *addr = o->dispatcher != NULL ? o->dispatcher : o->http;
-    if (sl_httpd_split_addr(addr, host, sizeof(host), &port) != 0 || port == 0) {
+    char why[300];
+    if (sl_addr_split(addr, host, sizeof(host), &port, why, sizeof(why)) != 0 || port == 0) {
         fprintf(stderr, "sluice status: '%s' is not HOST:PORT\n", addr);
         return -EINVAL;
     }
@@ -152,7 +154,7 @@ static int fetch_http(const status_opts_t *o, char **ret, char *err, size_t errl
 {
     char host[256];
     unsigned port = 0;
-    (void)sl_httpd_split_addr(o->http, host, sizeof(host), &port);
+    (void)sl_addr_split(o->http, host, sizeof(host), &port, NULL, 0);
     char portstr[8];
     snprintf(portstr, sizeof(portstr), "%u", port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};

@@ -36,10 +36,7 @@ static void *watch(void *arg)
             fflush(NULL);
             _exit(SL_EXIT_RUNTIME);
         }
-        double t = w->deadline;
-        struct timespec ts = {.tv_sec = (time_t)t,
-                              .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
-        pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+        (void)sl_cond_wait_until(&w->cond, &w->mu, w->deadline);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -53,18 +50,10 @@ sl_cli_watchdog_t *sl_cli_watchdog_new(const char *what, double deadline_sec)
     }
     snprintf(w->what, sizeof(w->what), "%s", what);
     w->deadline = deadline_sec;
-    pthread_condattr_t ca;
-    int rc = pthread_condattr_init(&ca);
-    if (rc == 0) {
-        rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        if (rc == 0) {
-            rc = pthread_cond_init(&w->cond, &ca);
-        }
-        pthread_condattr_destroy(&ca);
-    }
+    int rc = sl_cond_init_mono(&w->cond);
     if (rc != 0) {
         free(w);
-        errno = rc;
+        errno = -rc;
         return NULL;
     }
     pthread_mutex_init(&w->mu, NULL);

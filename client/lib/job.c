@@ -466,14 +466,7 @@ int cl_job_pump(sluice_job_t *job, uint64_t *local_epoch, uint64_t *local_pos)
         }
         pthread_mutex_lock(&job->mu);
         if (job->in_head == NULL && !job->closing) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 10 * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&job->cv, &job->mu, &until);
+            (void)sl_cond_wait_ms(&job->cv, &job->mu, 10);
         }
         pthread_mutex_unlock(&job->mu);
     }

@@ -159,7 +159,10 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     pthread_mutex_init(&job->mu, NULL);
-    pthread_cond_init(&job->cv, NULL);
+    if (sl_cond_init_mono(&job->cv) != 0) {
+        free(job);
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
     job->t_start = sl_mono_sec();
     job->opts = *opts;
     snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");

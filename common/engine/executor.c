@@ -1,3 +1,4 @@
+#include "common/base/clock.h"
 #include "common/engine/executor.h"
 
 #include <errno.h>
@@ -90,8 +91,14 @@ sl_exec_t *sl_exec_new(const sl_pipeline_t *p, const sl_source_t *src, unsigned 
     ex->slots = calloc(max_inflight, sizeof(*ex->slots));
     ex->scratch = calloc(threads, sizeof(*ex->scratch));
     ex->stats = calloc((size_t)threads * SL_PIPE_MAX_UNITS, sizeof(*ex->stats));
+    if (sl_cond_init_mono(&ex->cv) != 0) {
+        free(ex->slots);
+        free(ex->scratch);
+        free(ex->stats);
+        free(ex);
+        return NULL;
+    }
     pthread_mutex_init(&ex->mu, NULL);
-    pthread_cond_init(&ex->cv, NULL);
     if (ex->slots == NULL || ex->scratch == NULL || ex->stats == NULL) {
         sl_exec_free(ex);
         return NULL;
@@ -173,22 +180,13 @@ int sl_exec_next(sl_exec_t *ex, sl_sample_t *out, char *detail, size_t detail_le
     if (ex->inflight == 0) {
         return -ENOENT;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    if (timeout_ms > 0) {
-        until.tv_sec += timeout_ms / 1000;
-        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-    }
+    double until = sl_mono_sec() + (timeout_ms > 0 ? timeout_ms / 1000.0 : 0);
     pthread_mutex_lock(&ex->mu);
     while (ex->done_head == NULL) {
         if (timeout_ms < 0) {
             pthread_cond_wait(&ex->cv, &ex->mu);
         } else if (timeout_ms == 0 ||
-                   pthread_cond_timedwait(&ex->cv, &ex->mu, &until) == ETIMEDOUT) {
+                   sl_cond_wait_until(&ex->cv, &ex->mu, until) == ETIMEDOUT) {
             if (ex->done_head == NULL) {
                 pthread_mutex_unlock(&ex->mu);
                 return -ETIMEDOUT;

@@ -1,3 +1,4 @@
+#include "common/base/ring.h"
 #include "common/engine/pool.h"
 
 #include <errno.h>
@@ -18,8 +19,7 @@ struct sl_pool_s {
     pthread_mutex_t mu;
     pthread_cond_t not_empty;
     pthread_cond_t not_full;
-    task_t *ring;
-    size_t cap, head, count;
+    sl_ring_t queue; /* of task_t */
     int stopping;
     unsigned nthreads;
     pthread_t *threads;
@@ -32,16 +32,14 @@ static void *pool_main(void *p)
     sl_pool_t *pool = ta->pool;
     for (;;) {
         pthread_mutex_lock(&pool->mu);
-        while (pool->count == 0 && !pool->stopping) {
+        while (sl_ring_len(&pool->queue) == 0 && !pool->stopping) {
             pthread_cond_wait(&pool->not_empty, &pool->mu);
         }
-        if (pool->count == 0) {
+        task_t t;
+        if (sl_ring_pop(&pool->queue, &t) < 0) {
             pthread_mutex_unlock(&pool->mu);
             return NULL;
         }
-        task_t t = pool->ring[pool->head];
-        pool->head = (pool->head + 1) % pool->cap;
-        pool->count--;
         pthread_cond_signal(&pool->not_full);
         pthread_mutex_unlock(&pool->mu);
         t.fn(t.arg, ta->idx);
@@ -57,17 +55,16 @@ sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap)
     if (p == NULL) {
         return NULL;
     }
-    p->ring = calloc(queue_cap, sizeof(*p->ring));
+    int qrc = sl_ring_init(&p->queue, sizeof(task_t), queue_cap);
     p->threads = calloc(nthreads, sizeof(*p->threads));
     p->args = calloc(nthreads, sizeof(*p->args));
-    if (p->ring == NULL || p->threads == NULL || p->args == NULL) {
-        free(p->ring);
+    if (qrc < 0 || p->threads == NULL || p->args == NULL) {
+        sl_ring_free(&p->queue);
         free(p->threads);
         free(p->args);
         free(p);
         return NULL;
     }
-    p->cap = queue_cap;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->not_empty, NULL);
     pthread_cond_init(&p->not_full, NULL);
@@ -86,20 +83,17 @@ sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap)
     return p;
 }
 
-unsigned sl_pool_threads(const sl_pool_t *p) { return p->nthreads; }
-
 int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg)
 {
     pthread_mutex_lock(&p->mu);
-    while (p->count == p->cap && !p->stopping) {
+    task_t t = {fn, arg};
+    while (!p->stopping && sl_ring_push_back(&p->queue, &t) == -ENOSPC) {
         pthread_cond_wait(&p->not_full, &p->mu);
     }
     if (p->stopping) {
         pthread_mutex_unlock(&p->mu);
         return -ESHUTDOWN;
     }
-    p->ring[(p->head + p->count) % p->cap] = (task_t){fn, arg};
-    p->count++;
     pthread_cond_signal(&p->not_empty);
     pthread_mutex_unlock(&p->mu);
     return 0;
@@ -121,7 +115,7 @@ void sl_pool_free(sl_pool_t *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->not_empty);
     pthread_cond_destroy(&p->not_full);
-    free(p->ring);
+    sl_ring_free(&p->queue);
     free(p->threads);
     free(p->args);
     free(p);

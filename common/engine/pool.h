@@ -15,7 +15,6 @@ typedef void (*sl_pool_fn)(void *arg, unsigned thread_idx);
 /* Returns NULL on bad arguments (0 threads, > SL_POOL_MAX_THREADS, 0 capacity)
  * or when threads cannot be started. */
 sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap);
-unsigned sl_pool_threads(const sl_pool_t *p);
 /* Blocks while the queue is full. Returns -ESHUTDOWN after sl_pool_free began. */
 int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg);
 /* Runs every queued task, joins the threads, frees. NULL ok. */

@@ -1,6 +1,7 @@
 /* httpd: evhttp on its own event_base and thread. The only cross-thread
  * call is sl_httpd_stop, which uses event_base_loopbreak on a base made
  * notifiable by evthread_use_pthreads (STYLE.md habit 8). */
+#include "common/base/addr.h"
 #include "common/http/httpd.h"
 
 #include <arpa/inet.h>
@@ -48,52 +49,6 @@ struct sl_httpd_s {
     route_t routes[SL_HTTPD_MAX_ROUTES];
     size_t nroutes;
 };
-
-int sl_httpd_split_addr(const char *addr, char *host, size_t hostlen, unsigned *ret_port)
-{
-    const char *colon = NULL;
-    const char *hbeg = addr;
-    size_t hlen = 0;
-    if (addr == NULL || hostlen == 0) {
-        return -EINVAL;
-    }
-    if (addr[0] == '[') {
-        const char *close = strchr(addr, ']');
-        if (close == NULL || close[1] != ':') {
-            return -EINVAL;
-        }
-        hbeg = addr + 1;
-        hlen = (size_t)(close - hbeg);
-        colon = close + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (colon == NULL || memchr(addr, ':', (size_t)(colon - addr)) != NULL) {
-            return -EINVAL; /* no port, or an unbracketed IPv6 address */
-        }
-        hlen = (size_t)(colon - addr);
-    }
-    if (hlen == 0 || hlen >= hostlen) {
-        return -EINVAL;
-    }
-    const char *p = colon + 1;
-    if (*p == '\0' || strlen(p) > 5) {
-        return -EINVAL;
-    }
-    unsigned port = 0;
-    for (; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9') {
-            return -EINVAL;
-        }
-        port = port * 10 + (unsigned)(*p - '0');
-    }
-    if (port > 65535) {
-        return -EINVAL;
-    }
-    memcpy(host, hbeg, hlen);
-    host[hlen] = '\0';
-    *ret_port = port;
-    return 0;
-}
 
 static void send_text(struct evhttp_request *req, int code, const char *reason, const char *text)
 {
@@ -315,8 +270,9 @@ int sl_httpd_start(sl_httpd_t *h, char *ret_addr, size_t addrlen, char *err, siz
     if (h == NULL || h->state != HTTPD_NEW) {
         return sl_err(err, errlen, -EINVAL, "http: server already started");
     }
-    if (sl_httpd_split_addr(h->listen, host, sizeof(host), &port) != 0) {
-        return sl_err(err, errlen, -EINVAL, "http: '%s' is not HOST:PORT", h->listen);
+    char why[300];
+    if (sl_addr_split(h->listen, host, sizeof(host), &port, why, sizeof(why)) != 0) {
+        return sl_err(err, errlen, -EINVAL, "http: %s", why);
     }
     struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(h->http, host,
                                                                     (ev_uint16_t)port);

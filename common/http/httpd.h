@@ -56,8 +56,4 @@ int sl_httpd_start(sl_httpd_t *h, char *ret_addr, size_t addrlen, char *err, siz
 void sl_httpd_stop(sl_httpd_t *h);
 void sl_httpd_free(sl_httpd_t *h); /* stops first; NULL ok */
 
-/* Splits "HOST:PORT" / "[V6]:PORT" (port 0..65535). Shared with daemons that
- * validate addresses before binding. */
-int sl_httpd_split_addr(const char *addr, char *host, size_t hostlen, unsigned *ret_port);
-
 #endif

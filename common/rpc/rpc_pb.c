@@ -1,5 +1,6 @@
 /* rpc_pb: protobuf-c <-> grpc_byte_buffer, the version check, and the small
  * helpers both ends of the rpc layer share. All functions are thread-safe. */
+#include "common/base/file.h"
 #include "common/rpc/rpc_impl.h"
 
 #include <errno.h>
@@ -102,49 +103,19 @@ int sl_rpc_pb_check_version(const ProtobufCMessage *m, char *details, size_t len
 
 int sl_rpc_read_pem(const char *path, char **ret, char *err, size_t errlen)
 {
-    int r;
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return sl_err(err, errlen, -errno, "cannot open \"%s\": %s", path, strerror(errno));
+    size_t n = 0;
+    int r = sl_file_read(path, PEM_MAX_BYTES, &buf, &n, err, errlen);
+    if (r < 0) {
+        return r;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) < 0) {
-        r = sl_err(err, errlen, -errno, "cannot stat \"%s\": %s", path, strerror(errno));
-        goto out;
+    if (n == 0) {
+        free(buf);
+        return sl_err(err, errlen, -EINVAL, "\"%s\" is not a PEM file of 1..%d bytes", path,
+                      PEM_MAX_BYTES);
     }
-    if (!S_ISREG(sb.st_mode) || sb.st_size <= 0 || sb.st_size > PEM_MAX_BYTES) {
-        r = sl_err(err, errlen, -EINVAL, "\"%s\" is not a PEM file of 1..%d bytes", path,
-                   PEM_MAX_BYTES);
-        goto out;
-    }
-    size_t n = (size_t)sb.st_size;
-    buf = malloc(n + 1);
-    if (buf == NULL) {
-        r = sl_err(err, errlen, -ENOMEM, "out of memory reading \"%s\"", path);
-        goto out;
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = read(fd, buf + got, n - got);
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            r = sl_err(err, errlen, k < 0 ? -errno : -EIO, "cannot read \"%s\": %s", path,
-                       k < 0 ? strerror(errno) : "short read");
-            goto out;
-        }
-        got += (size_t)k;
-    }
-    buf[n] = '\0';
     *ret = buf;
-    buf = NULL;
-    r = 0;
-out:
-    free(buf);
-    close(fd);
-    return r;
+    return 0;
 }
 
 gpr_timespec sl_rpc_deadline(int ms)

@@ -17,6 +17,8 @@
  * status batch is posted). The struct is freed when the count reaches 0
  * (GRPC_CORE.md pitfall 6). Lock order: never hold a call's mutex and the
  * server mutex together. */
+#include "common/base/addr.h"
+#include "common/base/clock.h"
 #include "common/rpc/rpc_impl.h"
 
 #include <errno.h>
@@ -194,39 +196,15 @@ struct sl_rpc_server_s {
 
 /* ------------------------------------------------------------ helpers */
 
-static int cond_init_monotonic(pthread_cond_t *cv)
+/* Waits on cv: forever when until < 0 (monotonic seconds otherwise).
+ * Returns ETIMEDOUT or 0. */
+static int cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until)
 {
-    pthread_condattr_t a;
-    if (pthread_condattr_init(&a) != 0) {
-        return -ENOMEM;
-    }
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    int r = pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-    return r == 0 ? 0 : -r;
-}
-
-static struct timespec mono_after_ms(int ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
-/* Waits on cv: forever when abs is NULL. Returns ETIMEDOUT or 0. */
-static int cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *abs)
-{
-    if (abs == NULL) {
+    if (until < 0) {
         pthread_cond_wait(cv, mu);
         return 0;
     }
-    return pthread_cond_timedwait(cv, mu, abs);
+    return sl_cond_wait_until(cv, mu, until);
 }
 
 static int consttime_eq(const void *a, size_t alen, const char *b)
@@ -252,7 +230,7 @@ static srv_call_t *call_new(sl_rpc_server_t *srv, const method_t *m)
         free(c);
         return NULL;
     }
-    if (cond_init_monotonic(&c->cv) < 0) {
+    if (sl_cond_init_mono(&c->cv) < 0) {
         pthread_mutex_destroy(&c->mu);
         free(c);
         return NULL;
@@ -813,12 +791,7 @@ const char *sl_rpc_reply_peer(const sl_rpc_reply_t *reply)
 /* Takes the next received message. Stream thread. See sl_rpc_stream_recv. */
 static int stream_recv(srv_call_t *c, ProtobufCMessage **ret, int timeout_ms)
 {
-    struct timespec abs;
-    const struct timespec *until = NULL;
-    if (timeout_ms > 0) {
-        abs = mono_after_ms(timeout_ms);
-        until = &abs;
-    }
+    double until = timeout_ms > 0 ? sl_mono_sec() + timeout_ms / 1000.0 : -1;
     grpc_byte_buffer *bb = NULL;
     int r = 0;
     *ret = NULL;
@@ -892,12 +865,7 @@ int sl_rpc_stream_recv(sl_rpc_stream_t *st, ProtobufCMessage **ret, int timeout_
 int sl_rpc_stream_send(sl_rpc_stream_t *st, const ProtobufCMessage *msg, int timeout_ms)
 {
     srv_call_t *c = st->call;
-    struct timespec abs;
-    const struct timespec *until = NULL;
-    if (timeout_ms > 0) {
-        abs = mono_after_ms(timeout_ms);
-        until = &abs;
-    }
+    double until = timeout_ms > 0 ? sl_mono_sec() + timeout_ms / 1000.0 : -1;
     /* Wait for the previous send first, so that a timeout does not cost a
      * pack of what may be a large batch (callers retry on -ETIMEDOUT). */
     pthread_mutex_lock(&c->mu);
@@ -1074,7 +1042,7 @@ sl_rpc_server_t *sl_rpc_server_new(const sl_rpc_server_opts_t *opts, char *err, 
         sl_err(err, errlen, -ENOMEM, "cannot create a condvar");
         goto fail_early;
     }
-    if (cond_init_monotonic(&srv->cv_state) < 0) {
+    if (sl_cond_init_mono(&srv->cv_state) < 0) {
         pthread_cond_destroy(&srv->cv_pool);
         pthread_mutex_destroy(&srv->mu);
         sl_err(err, errlen, -ENOMEM, "cannot create a condvar");
@@ -1248,37 +1216,18 @@ int sl_rpc_server_add_stream(sl_rpc_server_t *srv, const char *method,
     return add_method(srv, method, req_desc, &proto);
 }
 
-/* Splits "HOST:PORT" / "[V6]:PORT"; host without brackets into host. */
-static int split_addr(const char *addr, char *host, size_t hostlen, const char **ret_port)
-{
-    const char *colon = strrchr(addr, ':');
-    if (colon == NULL || colon[1] == '\0') {
-        return -EINVAL;
-    }
-    const char *h = addr;
-    size_t n = (size_t)(colon - addr);
-    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n >= hostlen) {
-        return -EINVAL;
-    }
-    memcpy(host, h, n);
-    host[n] = '\0';
-    *ret_port = colon + 1;
-    return 0;
-}
-
 /* gRPC only says "0" when it cannot listen; find out why by binding the
  * address ourselves (gRPC sets SO_REUSEADDR too). */
 static int diagnose_bind(const char *addr, char *err, size_t errlen)
 {
     char host[256];
-    const char *port;
-    if (split_addr(addr, host, sizeof(host), &port) < 0) {
-        return sl_err(err, errlen, -EINVAL, "bad listen address \"%s\" (want HOST:PORT)", addr);
+    unsigned portnum = 0;
+    char why[300];
+    if (sl_addr_split(addr, host, sizeof(host), &portnum, why, sizeof(why)) < 0) {
+        return sl_err(err, errlen, -EINVAL, "bad listen address: %s", why);
     }
+    char port[8];
+    snprintf(port, sizeof(port), "%u", portnum);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
@@ -1408,10 +1357,10 @@ void sl_rpc_server_shutdown(sl_rpc_server_t *srv, int grace_ms)
     /* B.10: pending requests come back with success=0, calls in progress may
      * finish within the grace period; then everything left is cancelled. */
     grpc_server_shutdown_and_notify(srv->server, srv->cq, &srv->tag_shutdown);
-    struct timespec abs = mono_after_ms(grace_ms > 0 ? grace_ms : 0);
+    double until = sl_mono_sec() + (grace_ms > 0 ? grace_ms : 0) / 1000.0;
     pthread_mutex_lock(&srv->mu);
     while (!quiet_locked(srv)) {
-        if (pthread_cond_timedwait(&srv->cv_state, &srv->mu, &abs) == ETIMEDOUT) {
+        if (sl_cond_wait_until(&srv->cv_state, &srv->mu, until) == ETIMEDOUT) {
             break;
         }
     }

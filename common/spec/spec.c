@@ -1,3 +1,4 @@
+#include "common/base/file.h"
 #include "common/spec/spec.h"
 
 #include <errno.h>
@@ -921,77 +922,14 @@ int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t 
     if (path == NULL) {
         return sl_err(err, errlen, -EINVAL, "spec: no file given");
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return sl_err(err, errlen, -e, "%s: cannot open: %s", path, strerror(e));
-    }
     char *buf = NULL;
-    int rc = 0;
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        rc = sl_err(err, errlen, -e, "%s: cannot stat: %s", path, strerror(e));
-        goto out;
+    size_t len = 0;
+    int rc = sl_file_read(path, SL_SPEC_MAX_BYTES, &buf, &len, err, errlen);
+    if (rc < 0) {
+        return rc;
     }
-    if (S_ISDIR(st.st_mode)) {
-        rc = sl_err(err, errlen, -EISDIR, "%s: cannot read: %s", path, strerror(EISDIR));
-        goto out;
-    }
-    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > SL_SPEC_MAX_BYTES) {
-        rc = sl_err(err, errlen, -E2BIG, "%s: the spec is %jd bytes, the limit is %u", path,
-                    (intmax_t)st.st_size, SL_SPEC_MAX_BYTES);
-        goto out;
-    }
-    /* The size is a hint (pipes have none, files may grow): read to EOF, but
-     * never hold more than the limit plus one byte. */
-    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096;
-    size_t used = 0;
-    buf = malloc(cap);
-    if (buf == NULL) {
-        rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    for (;;) {
-        if (used == cap) {
-            if (cap > SL_SPEC_MAX_BYTES) {
-                rc = sl_err(err, errlen, -E2BIG, "%s: the spec is over the limit of %u bytes",
-                            path, SL_SPEC_MAX_BYTES);
-                goto out;
-            }
-            size_t ncap = cap * 2 > (size_t)SL_SPEC_MAX_BYTES + 1 ? (size_t)SL_SPEC_MAX_BYTES + 1
-                                                                  : cap * 2;
-            char *nbuf = realloc(buf, ncap);
-            if (nbuf == NULL) {
-                rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", path);
-                goto out;
-            }
-            buf = nbuf;
-            cap = ncap;
-        }
-        ssize_t r = read(fd, buf + used, cap - used);
-        if (r < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            int e = errno;
-            rc = sl_err(err, errlen, -e, "%s: cannot read: %s", path, strerror(e));
-            goto out;
-        }
-        if (r == 0) {
-            break;
-        }
-        used += (size_t)r;
-    }
-    if (used > SL_SPEC_MAX_BYTES) {
-        rc = sl_err(err, errlen, -E2BIG, "%s: the spec is over the limit of %u bytes", path,
-                    SL_SPEC_MAX_BYTES);
-        goto out;
-    }
-    rc = sl_spec_parse(path, buf, used, ret_spec, err, errlen);
-out:
+    rc = sl_spec_parse(path, buf, len, ret_spec, err, errlen);
     free(buf);
-    close(fd);
     return rc;
 }
 

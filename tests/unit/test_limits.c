@@ -14,6 +14,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/base/addr.h"
 #include "common/http/httpd.h"
 #include "common/base/log.h"
 #include "common/rpc/rpc.h"
@@ -160,7 +161,7 @@ static int http_exchange(const char *addr, const char *req, size_t len)
 {
     char host[64];
     unsigned port = 0;
-    ck_assert_int_eq(sl_httpd_split_addr(addr, host, sizeof(host), &port), 0);
+    ck_assert_int_eq(sl_addr_split(addr, host, sizeof(host), &port, NULL, 0), 0);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     struct timeval tv = {.tv_sec = 5};
