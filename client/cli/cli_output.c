@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "client/cli/cli.h"
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/sha256.h"
 
 int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch)

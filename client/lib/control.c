@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
 #include "common/base/clock.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/rx.h"
 
 static void finish(cl_fetcher_t *f, cl_fetch_state_e state, const char *why)

@@ -10,12 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
 #include "client/lib/rx.h"
 #include "common/base/err.h"
 #include "common/engine/ranks.h"
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "common/base/clock.h"
 
 static int set_error(sluice_job_t *job, int code, const char *fmt, const char *detail)

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/costs.h"
 #include "client/lib/profile.h"
 #include "common/base/err.h"

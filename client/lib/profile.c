@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "common/cost/costmodel.h"
 #include "common/base/err.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "common/base/err.h"
 #include "client/lib/sha256.h"
 

@@ -3,7 +3,7 @@
  * Called with job->mu held. */
 #include <string.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 
 static size_t slot_of(uint64_t id) { return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 48) % CL_MAX_SPLITS; }
 

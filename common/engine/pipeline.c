@@ -9,7 +9,7 @@
 #include "common/base/err.h"
 #include "common/image/imgops.h"
 #include "common/image/jpeg.h"
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "common/base/clock.h"
 
 typedef enum {

@@ -1,6 +1,6 @@
 #include "common/engine/ranks.h"
 
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 
 uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad)
 {

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "common/image/tensor.h"
 
 /* Resamples the rectangle (x, y, w, h) of in -- in input pixel units,

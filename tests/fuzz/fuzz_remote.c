@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/sluice.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/unit/fixtures.h"

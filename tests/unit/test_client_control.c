@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/sluice.h"
 #include "common/base/log.h"
 #include "common/rpc/rpc.h"

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "client/cli/client_impl.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/sluice.h"
 #include "common/engine/executor.h"
 #include "common/base/log.h"

@@ -19,7 +19,7 @@
 
 #include "common/base/log.h"
 #include "common/engine/ranks.h"
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "dispatcher/jobs.h"
 #include "dispatcher/registry.h"
 #include "tests/unit/fixtures.h"

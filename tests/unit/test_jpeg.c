@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/image/jpeg.h"
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "tests/unit/fixtures.h"
 
 #define MAXPIX 100000000ull

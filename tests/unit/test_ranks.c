@@ -7,7 +7,7 @@
 
 #include "common/engine/batcher.h"
 #include "common/engine/ranks.h"
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "tests/unit/fixtures.h"
 
 START_TEST(test_same_key_same_stream)

@@ -14,7 +14,7 @@
 
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 #include "common/data/source.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"

@@ -1,4 +1,4 @@
-#include "common/engine/rng.h"
+#include "common/base/rng.h"
 
 static uint64_t mix64(uint64_t z)
 {
