@@ -124,13 +124,81 @@ $(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# Unit tests may test daemon modules too: link the daemon objects except main.o.
-DISP_LIB_OBJ := $(filter-out %/main.o,$(DISP_OBJ))
-WORKER_LIB_OBJ := $(filter-out %/main.o,$(WORKER_OBJ))
-$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(TEST_HELPER_OBJ) $(DISP_LIB_OBJ) $(WORKER_LIB_OBJ) $(CLIENT_LIB) $(COMMON_LIB)
+# Unit tests link only the modules they test (and what those modules are
+# declared to need), so a module that starts calling into one it does not
+# declare fails its tests' link instead of growing a hidden dependency.
+# One static library per module; DEPS_m is m's whole closure.
+MODS := base spec image data engine cost rpc http proto disp worker client fx
+define mod_lib
+LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
+$$(LIB_$(1)): $$(MOBJ_$(1))
+	@mkdir -p $$(dir $$@)
+	@echo "  AR      $$@"
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach m,base spec image data engine cost rpc http,\
+  $(eval MOBJ_$(m) := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/$(m)/*.c))))
+MOBJ_proto := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
+MOBJ_disp := $(filter-out %/main.o,$(DISP_OBJ))
+MOBJ_worker := $(filter-out %/main.o,$(WORKER_OBJ))
+MOBJ_client := $(CLIENT_LIB_OBJ)
+MOBJ_fx := $(TEST_HELPER_OBJ)
+$(foreach m,$(MODS),$(eval $(call mod_lib,$(m))))
+
+DEPS_base := base
+DEPS_spec := spec base
+DEPS_image := image base
+DEPS_data := data spec image base
+DEPS_engine := engine $(DEPS_data)
+DEPS_cost := cost $(DEPS_engine)
+DEPS_rpc := rpc proto base
+DEPS_http := http base
+DEPS_disp := disp $(DEPS_engine) $(DEPS_rpc) $(DEPS_http)
+DEPS_worker := worker $(DEPS_cost) $(DEPS_rpc) $(DEPS_http)
+DEPS_client := client $(DEPS_cost) $(DEPS_rpc)
+
+# What each suite tests (default: everything, for a suite not listed yet).
+TEST_MODS_test_base := base
+TEST_MODS_test_rng := base
+TEST_MODS_test_sdnotify := base
+TEST_MODS_test_spec := spec
+TEST_MODS_test_imgops := image
+TEST_MODS_test_jpeg := image
+TEST_MODS_test_source := data
+TEST_MODS_test_batcher := engine
+TEST_MODS_test_pipeline := engine
+TEST_MODS_test_ranks := engine
+TEST_MODS_test_costmodel := cost
+TEST_MODS_test_rpc := rpc
+TEST_MODS_test_rpc_limits := rpc
+TEST_MODS_test_limits := disp
+TEST_MODS_test_conf := disp worker
+TEST_MODS_test_journal := disp
+TEST_MODS_test_journal_state := disp
+TEST_MODS_test_dispatcher_balance := disp
+TEST_MODS_test_dispatcher_jobs := disp
+TEST_MODS_test_dispatcher_received := disp
+TEST_MODS_test_dispatcher_status := disp
+TEST_MODS_test_planner := disp client
+TEST_MODS_test_worker_msg := worker
+TEST_MODS_test_worker_rpc := worker
+TEST_MODS_test_worker_tasks := worker
+TEST_MODS_test_client_control := client
+TEST_MODS_test_client_costs := client
+TEST_MODS_test_client_prefetch := client
+TEST_MODS_test_pb_wire := client
+TEST_MODS_test_rx := client
+TEST_MODS_test_sha256 := client
+TEST_MODS_test_fuzz_regressions := disp worker client
+test_libs = $(foreach m,$(sort fx $(foreach t,$(or $(TEST_MODS_$(1)),disp worker client),\
+              $(DEPS_$(t)))),$(LIB_$(m)))
+
+.SECONDEXPANSION:
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $$(call test_libs,test_$$*)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) -Wl,--start-group $(DISP_LIB_OBJ) $(WORKER_LIB_OBJ) $(CLIENT_LIB) $(COMMON_LIB) -Wl,--end-group $(CHECK_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< -Wl,--start-group $(call test_libs,test_$*) -Wl,--end-group \
+	  $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(CLIENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
@@ -201,7 +269,7 @@ fuzz-build: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 $(BUILD)/obj/tests/fuzz/%.o: CFLAGS += -DSL_LIBFUZZER
 # Of the worker only its config table (fuzz_conf); the rest has no target yet.
-FUZZ_LINK := $(TEST_HELPER_OBJ) $(DISP_LIB_OBJ) $(BUILD)/obj/worker/config.o $(CLIENT_LIB) \
+FUZZ_LINK := $(TEST_HELPER_OBJ) $(MOBJ_disp) $(BUILD)/obj/worker/config.o $(CLIENT_LIB) \
              $(COMMON_LIB)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
