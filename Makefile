@@ -159,6 +159,7 @@ DEPS_client := client $(DEPS_cost) $(DEPS_rpc)
 
 # What each suite tests (default: everything, for a suite not listed yet).
 TEST_MODS_test_base := base
+TEST_MODS_test_metrics := base
 TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
