@@ -15,6 +15,10 @@
  * lives in disp_status_t, fed once a second by the main loop
  * (disp_status_sample) so that it does not depend on anyone polling.
  *
+ * Files: status.c the endpoints and the summary, status_history.c the
+ * history, status_json.c /status, status_metrics.c /metrics (a table of
+ * families rendered by common/base/metrics.h), status_impl.h what they share.
+ *
  * Locking: builders and the sampler take d->mu, then the history's own
  * mutex; never the other way round. Callable from any thread. */
 #ifndef DISP_STATUS_H

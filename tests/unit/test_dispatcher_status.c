@@ -203,43 +203,66 @@ START_TEST(test_counters_survive_the_job)
 }
 END_TEST
 
-static void heartbeat(env_t *e, uint64_t wid, uint64_t samples)
+/* A heartbeat with one unit per name in units (NULL: the usual one). */
+static void heartbeat_units(env_t *e, uint64_t wid, uint64_t samples, const char *const *units,
+                            size_t nunits, int leaving)
 {
+    static const char *const one[] = {"decode_jpeg+center_crop"};
     Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
     Sluice__HeartbeatResponse resp = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    Sluice__StageStat st = SLUICE__STAGE_STAT__INIT;
-    Sluice__StageStat *stp[1] = {&st};
+    Sluice__StageStat st[4];
+    Sluice__StageStat *stp[4];
     disp_arena_t a = {0};
     char err[256] = "";
+    if (units == NULL) {
+        units = one;
+        nunits = 1;
+    }
+    ck_assert_uint_le(nunits, 4);
+    for (size_t i = 0; i < nunits; i++) {
+        sluice__stage_stat__init(&st[i]);
+        st[i].name = (char *)units[i];
+        st[i].samples = samples;
+        st[i].cpu_sec_per_sample = 0.004;
+        st[i].out_bytes_per_sample = 192;
+        stp[i] = &st[i];
+    }
     req.version = SL_PROTOCOL_VERSION;
     req.worker_id = wid;
     req.load = 0.5;
-    st.name = "decode_jpeg+center_crop";
-    st.samples = samples;
-    st.cpu_sec_per_sample = 0.004;
-    st.out_bytes_per_sample = 192;
-    req.n_stages = 1;
+    req.n_stages = nunits;
     req.stages = stp;
+    req.leaving = leaving;
     ck_assert_int_eq(disp_svc_heartbeat(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
                      SL_RPC_OK);
     disp_arena_free(&a);
+}
+
+static void heartbeat(env_t *e, uint64_t wid, uint64_t samples)
+{
+    heartbeat_units(e, wid, samples, NULL, 0, 0);
+}
+
+static uint64_t register_worker(env_t *e, const char *address)
+{
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = (char *)address;
+    req.threads = 4;
+    ck_assert_int_eq(disp_svc_register_worker(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    return resp.worker_id;
 }
 
 START_TEST(test_worker_rates_from_heartbeats)
 {
     env_t e;
     env_init(&e);
-    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
-    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.address = "10.0.0.7:7500";
-    req.threads = 4;
-    ck_assert_int_eq(disp_svc_register_worker(&e.d, &req, &resp, &a, e.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-    uint64_t wid = resp.worker_id;
+    uint64_t wid = register_worker(&e, "10.0.0.7:7500");
 
     heartbeat(&e, wid, 100);
     disp_status_sample(e.st, e.now + 300);
@@ -333,6 +356,45 @@ static void check_exposition(const char *m)
     }
 }
 
+/* Every sample line's NAME{LABELS} part, sorted: a pair of equal ones is a
+ * scrape Prometheus refuses. */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void check_unique_series(const char *m)
+{
+    char *copy = strdup(m);
+    ck_assert_ptr_nonnull(copy);
+    char *keys[4096];
+    size_t n = 0;
+    char *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+        char *sp = strrchr(l, ' '); /* label values may hold spaces, never the value */
+        if (l[0] != '#' && sp != NULL) {
+            *sp = '\0';
+            ck_assert_uint_lt(n, 4096);
+            keys[n++] = l;
+        }
+    }
+    qsort(keys, n, sizeof(keys[0]), cmp_str);
+    for (size_t i = 1; i < n; i++) {
+        ck_assert_msg(strcmp(keys[i - 1], keys[i]) != 0, "series twice: %s", keys[i]);
+    }
+    free(copy);
+}
+
+static size_t count_lines(const char *m, const char *prefix)
+{
+    size_t n = 0;
+    size_t len = strlen(prefix);
+    for (const char *p = m; *p != '\0'; p = strchr(p, '\n') + 1) {
+        n += strncmp(p, prefix, len) == 0;
+    }
+    return n;
+}
+
 START_TEST(test_hostile_skip_reasons)
 {
     env_t e;
@@ -353,6 +415,7 @@ START_TEST(test_hostile_skip_reasons)
     char *m = disp_status_render_metrics(e.st, e.now, NULL);
     ck_assert_ptr_nonnull(m);
     check_exposition(m);
+    check_unique_series(m);
     free(m);
     char *s = disp_status_render_json(e.st, e.now, NULL);
     ck_assert_ptr_nonnull(s);
@@ -365,6 +428,85 @@ START_TEST(test_hostile_skip_reasons)
 }
 END_TEST
 
+/* Issue #14: a worker restarted on the same HOST:PORT registers again with a
+ * new id while its old entry lingers -- still live until its timeout, then
+ * lost; or left, after a drain -- and its per-worker series must not appear
+ * twice. A unit a worker names twice, and a client's own "other" skip reason
+ * next to the overflow "other", must not either. */
+START_TEST(test_one_series_per_label_set)
+{
+    env_t e;
+    env_init(&e);
+    static const char *const units[] = {"decode_jpeg", "decode_jpeg", "to_chw"};
+    uint64_t old_a = register_worker(&e, "10.0.0.9:7500");
+    heartbeat_units(&e, old_a, 50, units, 3, 0);
+    uint64_t old_b = register_worker(&e, "10.0.0.9:7501");
+    heartbeat_units(&e, old_b, 0, NULL, 0, 1); /* a drained worker's last heartbeat */
+
+    /* A killed before its timeout: the new A and the old one are both live. */
+    e.now += 1000;
+    uint64_t new_a = register_worker(&e, "10.0.0.9:7500");
+    uint64_t new_b = register_worker(&e, "10.0.0.9:7501");
+    ck_assert_uint_ne(new_a, old_a);
+    ck_assert_uint_ne(new_b, old_b);
+    heartbeat_units(&e, new_a, 7, units, 3, 0);
+    disp_status_sample(e.st, e.now);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    check_unique_series(m);
+    ck_assert_uint_eq(count_lines(m, "sluice_worker_up{worker=\"10.0.0.9:7500\"} 1\n"), 1);
+    ck_assert_uint_eq(count_lines(m, "sluice_worker_up{worker=\"10.0.0.9:7501\"} 1\n"), 1);
+    /* The live entry registered last speaks for the address. */
+    ck_assert_ptr_nonnull(strstr(m, "sluice_worker_unit_samples_total{worker=\"10.0.0.9:7500\","
+                                    "unit=\"decode_jpeg\"} 7\n"));
+    ck_assert_double_eq(metric(m, "sluice_workers_left"), 1);
+    ck_assert_double_eq(metric(m, "sluice_workers_lost"), 0);
+    free(m);
+
+    /* Past the old A's timeout (the new ones heartbeat): lost, not left. */
+    e.now += e.d.cfg.worker_timeout_ms - 500;
+    heartbeat_units(&e, new_a, 9, units, 3, 0);
+    heartbeat(&e, new_b, 1);
+    e.now += 600;
+    disp_tick(&e.d, e.now);
+    disp_status_sample(e.st, e.now);
+    m = disp_status_render_metrics(e.st, e.now, NULL);
+    check_unique_series(m);
+    ck_assert_double_eq(metric(m, "sluice_workers"), 2);
+    ck_assert_double_eq(metric(m, "sluice_workers_lost"), 1);
+    ck_assert_double_eq(metric(m, "sluice_workers_left"), 1);
+    ck_assert_uint_eq(count_lines(m, "sluice_worker_up{worker=\"10.0.0.9:7500\"} 1\n"), 1);
+    ck_assert_uint_eq(count_lines(m, "sluice_worker_up{"), 2);
+    free(m);
+    m = disp_status_metrics(&e.d, e.now, NULL); /* without the history too */
+    ck_assert_ptr_nonnull(m);
+    check_unique_series(m);
+    free(m);
+    json_t *doc = status(&e);
+    ck_assert_int_eq(total(doc, "workers_lost"), 1);
+    ck_assert_int_eq(total(doc, "workers_left"), 1);
+    ck_assert_uint_eq(json_array_size(json_object_get(doc, "workers")), 4); /* /status lists all */
+    json_decref(doc);
+
+    /* Skip reasons: a client's own "other", then more reasons than are kept. */
+    uint64_t job = submit(&e, 35);
+    uint64_t ids[8];
+    ck_assert_uint_eq(client_splits(&e, job, ids, 8), 4);
+    ack(&e, job, ids, 0, "other", 1);
+    for (int i = 0; i < 40; i++) {
+        char r[32];
+        snprintf(r, sizeof(r), "reason-%d", i);
+        ack(&e, job, ids, 0, r, 1);
+    }
+    e.now += 1000;
+    disp_status_sample(e.st, e.now);
+    m = disp_status_render_metrics(e.st, e.now, NULL);
+    check_unique_series(m);
+    free(m);
+    env_free(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dispatcher_status");
@@ -373,6 +515,7 @@ int main(void)
     tcase_add_test(tc, test_worker_rates_from_heartbeats);
     tcase_add_test(tc, test_history_ring);
     tcase_add_test(tc, test_hostile_skip_reasons);
+    tcase_add_test(tc, test_one_series_per_label_set);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
