@@ -1,6 +1,7 @@
 /* status: the worker's HTTP endpoints (common/http/httpd.h): /status (JSON: the
- * worker, its registration and every job), /metrics (Prometheus text) and
- * /healthz. Callbacks run on the http thread and only read snapshots. */
+ * worker, its registration and every job), /metrics (Prometheus text: a table
+ * of families rendered by common/base/metrics.h) and /healthz. Callbacks run
+ * on the http thread and only read snapshots. */
 #ifndef WK_STATUS_H
 #define WK_STATUS_H
 
