@@ -13,6 +13,7 @@ PKGS=(
     clang libclang-rt-14-dev
     iproute2 openssl procps psmisc curl
     python3 python3-numpy python3-torch python3-torchvision python3-pil
+    python3-prometheus-client
     gnuplot-nox
     chromium systemd
 )
