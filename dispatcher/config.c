@@ -26,7 +26,7 @@ static const sl_conf_opt_t OPTS[] = {
             "a job whose client is silent this long is closed"),
     OPT_INT(split_size, 0, 1048576, "0",
             "positions per split; 0 = auto: two splits per worker slot per epoch, "
-            "16..256 positions (jobs.h disp_split_size_auto)"),
+            "16..256 positions"),
     OPT_INT(cost_splits, 0, 1, "1",
             "cut splits at equal predicted cost when the client sends per-sample costs "
             "(0 = by count)"),
