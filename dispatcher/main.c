@@ -1,4 +1,7 @@
 /* sluice-dispatcher: configuration, start-up, the main loop, shutdown.
+ * main() is the sequence of steps, each a function below: parse_config,
+ * block_signals, open_state (state, journal, status history), start_rpc,
+ * start_http, announce (the listening line, READY=1), run_loop, shut_down.
  *
  * Signals: SIGTERM, SIGINT and SIGHUP are blocked in every thread (before
  * gRPC or the http thread exist) and taken synchronously by the main loop
@@ -115,183 +118,244 @@ static int wait_signal(const sigset_t *set, int64_t wait_ms)
     return sig > 0 ? sig : 0;
 }
 
+/* Everything main sets up; shut_down takes it down in reverse. Static (in
+ * main): the config and the state are large and live for the whole run. */
+typedef struct dmain_s {
+    disp_config_t cfg;
+    char cfgpath[4096];
+    sigset_t sigs;
+    disp_t d;
+    int have_state;
+    disp_status_t *status;
+    char token[SL_SECRET_MAX];
+    char http_token[SL_SECRET_MAX];
+    sl_rpc_security_t sec;
+    int rpc_inited;
+    sl_rpc_server_t *srv;
+    sl_httpd_t *http;
+    char grpc_addr[ADDR_MAX];
+    char http_addr[ADDR_MAX];
+    char summary[256]; /* the last STATUS= line sent */
+} dmain_t;
+
+/* Flags and --config: 0 to run, 1 after --help / --version, -EINVAL on a
+ * usage error (already printed). */
+static int parse_config(dmain_t *m, int argc, char **argv)
+{
+    char err[1024];
+    int rc = sl_conf_parse_args(&disp_conf_table, &m->cfg, argc, argv, m->cfgpath,
+                                sizeof(m->cfgpath), err, sizeof(err));
+    if (rc == 1) {
+        return 1;
+    }
+    if (rc != 0 || disp_config_check(&m->cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice-dispatcher: %s\n", err);
+        return -EINVAL;
+    }
+    sl_log_set_level(m->cfg.log_level);
+    return 0;
+}
+
+/* Before any thread exists, so that every thread inherits the mask. */
+static int block_signals(dmain_t *m)
+{
+    sigemptyset(&m->sigs);
+    sigaddset(&m->sigs, SIGTERM);
+    sigaddset(&m->sigs, SIGINT);
+    sigaddset(&m->sigs, SIGHUP);
+    if (pthread_sigmask(SIG_BLOCK, &m->sigs, NULL) != 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        int e = errno != 0 ? errno : EINVAL;
+        SL_ERR("cannot set up signals: %s", strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+/* The state, the jobs the journal holds, and the status history. */
+static int open_state(dmain_t *m)
+{
+    char err[1024] = "";
+    int rc = disp_init(&m->d, &m->cfg, disp_id_seed(), disp_now_ms());
+    if (rc != 0) {
+        SL_ERR("cannot initialise state: %s", strerror(-rc));
+        return rc;
+    }
+    m->have_state = 1;
+    if (m->cfg.journal[0] != '\0') {
+        rc = disp_jstate_open(&m->d, m->cfg.journal, disp_now_ms(), err, sizeof(err));
+        if (rc != 0) {
+            /* A corrupt journal is never silently dropped: that would lose
+             * every job. The operator decides (move it aside, restore). */
+            SL_ERR("journal \"%s\": refusing to start: %s", m->cfg.journal, err);
+            fprintf(stderr, "sluice-dispatcher: journal \"%s\": %s\n", m->cfg.journal, err);
+            return rc;
+        }
+    }
+    m->status = disp_status_new(&m->d, disp_now_ms());
+    if (m->status == NULL) {
+        SL_ERR("cannot initialise status: out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The dispatcher's service and GetStatus, bound and serving. */
+static int start_rpc(dmain_t *m)
+{
+    char err[1024];
+    int rc = security_from(&m->cfg, &m->sec, m->token, sizeof(m->token), m->http_token,
+                           sizeof(m->http_token), err, sizeof(err));
+    if (rc != 0) {
+        SL_ERR("%s", err);
+        return rc;
+    }
+    sl_rpc_init();
+    m->rpc_inited = 1;
+    sl_rpc_server_opts_t ropts = {
+        .listen = m->cfg.listen,
+        .handler_threads = (unsigned)m->cfg.rpc_threads,
+        .security = &m->sec,
+        .max_recv_bytes = DISP_MAX_REQUEST_BYTES,
+        .max_queued_bytes = DISP_MAX_QUEUED_BYTES,
+    };
+    m->srv = sl_rpc_server_new(&ropts, err, sizeof(err));
+    if (m->srv == NULL) {
+        SL_ERR("grpc server: %s", err);
+        return -EINVAL;
+    }
+    rc = disp_service_add(&m->d, m->srv);
+    if (rc == 0) {
+        rc = disp_status_add_rpc(m->status, m->srv);
+    }
+    if (rc != 0) {
+        SL_ERR("grpc server: cannot register methods: %s", strerror(-rc));
+        return rc;
+    }
+    rc = sl_rpc_server_start(m->srv, m->grpc_addr, sizeof(m->grpc_addr), err, sizeof(err));
+    if (rc != 0) {
+        SL_ERR("grpc server on %s: %s", m->cfg.listen, err);
+    }
+    return rc;
+}
+
+/* /status, /metrics, /healthz and the dashboard, bound and serving. */
+static int start_http(dmain_t *m)
+{
+    char err[1024];
+    sl_httpd_opts_t hopts = {.listen = m->cfg.http, .bearer_token = m->http_token};
+    if (m->http_token[0] == '\0' && !loopback(m->cfg.http)) {
+        SL_WARN("http %s is not a loopback address and has no http_token_file: anyone who "
+                "can reach it reads job and worker state",
+                m->cfg.http);
+    }
+    m->http = sl_httpd_new(&hopts, err, sizeof(err));
+    if (m->http == NULL) {
+        SL_ERR("%s", err);
+        return -EINVAL;
+    }
+    int rc = disp_status_add_routes(m->status, m->http);
+    if (rc != 0) {
+        SL_ERR("http: cannot add routes: %s", strerror(-rc));
+        return rc;
+    }
+    rc = sl_httpd_start(m->http, m->http_addr, sizeof(m->http_addr), err, sizeof(err));
+    if (rc != 0) {
+        SL_ERR("%s", err);
+    }
+    return rc;
+}
+
+/* The one stdout line tests and scripts wait for, then systemd's READY=1. */
+static void announce(dmain_t *m)
+{
+    printf("listening grpc=%s http=%s\n", m->grpc_addr, m->http_addr);
+    fflush(stdout);
+    SL_NOTICE("%s %s: grpc %s, http %s, split_size %lld, worker_timeout %lld ms",
+              disp_conf_table.progname, SL_VERSION, m->grpc_addr, m->http_addr,
+              m->cfg.split_size, m->cfg.worker_timeout_ms);
+    disp_status_summary(&m->d, m->summary, sizeof(m->summary));
+    notify_status("READY=1\n", m->grpc_addr, m->http_addr, m->summary);
+}
+
+/* Once a second: a status sample, and STATUS= only when the one-line summary
+ * changed (systemd keeps the last one; a datagram a second for nothing is
+ * noise). */
+static void every_second(dmain_t *m, int64_t now)
+{
+    disp_status_sample(m->status, now);
+    char cur[sizeof(m->summary)];
+    disp_status_summary(&m->d, cur, sizeof(cur));
+    if (strcmp(cur, m->summary) != 0) {
+        memcpy(m->summary, cur, sizeof(m->summary));
+        notify_status("", m->grpc_addr, m->http_addr, m->summary);
+    }
+}
+
+/* Ticks, samples and signals until SIGTERM or SIGINT. */
+static void run_loop(dmain_t *m)
+{
+    int64_t next_summary = disp_now_ms() + DISP_STATUS_SAMPLE_MS;
+    int64_t next_tick = disp_now_ms() + DISP_TICK_MS;
+    for (;;) {
+        int sig = wait_signal(&m->sigs, next_tick - disp_now_ms());
+        if (sig == SIGTERM || sig == SIGINT) {
+            SL_NOTICE("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            notify("STOPPING=1\nSTATUS=shutting down");
+            return;
+        }
+        if (sig == SIGHUP) {
+            notify("RELOADING=1");
+            reload(m->cfgpath, &m->cfg);
+            notify("READY=1");
+        }
+        int64_t now = disp_now_ms();
+        if (now >= next_tick) {
+            disp_tick(&m->d, now);
+            next_tick = now + DISP_TICK_MS;
+        }
+        if (now >= next_summary) {
+            every_second(m, now);
+            next_summary = now + DISP_STATUS_SAMPLE_MS;
+        }
+    }
+}
+
+/* Whatever was set up, in reverse. http first: its callbacks read state that
+ * outlives it; the status history after http and rpc, which both read it. */
+static void shut_down(dmain_t *m)
+{
+    sl_httpd_free(m->http);
+    if (m->srv != NULL) {
+        sl_rpc_server_shutdown(m->srv, SHUTDOWN_GRACE_MS);
+        sl_rpc_server_free(m->srv);
+    }
+    if (m->rpc_inited) {
+        sl_rpc_shutdown();
+    }
+    disp_status_free(m->status);
+    if (m->have_state) {
+        disp_destroy(&m->d);
+    }
+}
+
 /* No mallopt() here: the dispatcher's messages are small and its RSS was
  * 14 MB with and without M_MMAP_THRESHOLD / M_ARENA_MAX (docs/limits.md
  * "Allocator settings"). */
 int main(int argc, char **argv)
 {
-    static disp_config_t cfg; /* static: large, and lives for the whole run */
-    static disp_t d;
-    char cfgpath[4096];
-    char err[1024];
-    int ret = 1;
-    sl_rpc_server_t *srv = NULL;
-    sl_httpd_t *http = NULL;
-    disp_status_t *status = NULL;
-    int have_state = 0;
-    int rpc_inited = 0;
-
+    static dmain_t m;
     sl_log_set_name("sluice-dispatcher");
-    int rc = sl_conf_parse_args(&disp_conf_table, &cfg, argc, argv, cfgpath, sizeof(cfgpath), err,
-                                sizeof(err));
-    if (rc == 1) {
-        return 0; /* --help / --version */
-    }
-    if (rc != 0 || disp_config_check(&cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice-dispatcher: %s\n", err);
-        return 2;
-    }
-    sl_log_set_level(cfg.log_level);
-
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 || signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
-        SL_ERR("cannot set up signals: %s", strerror(errno));
-        return 1;
-    }
-
-    rc = disp_init(&d, &cfg, disp_id_seed(), disp_now_ms());
+    int rc = parse_config(&m, argc, argv);
     if (rc != 0) {
-        SL_ERR("cannot initialise state: %s", strerror(-rc));
-        return 1;
+        return rc > 0 ? 0 : 2;
     }
-    have_state = 1;
-    if (cfg.journal[0] != '\0') {
-        err[0] = '\0';
-        rc = disp_jstate_open(&d, cfg.journal, disp_now_ms(), err, sizeof(err));
-        if (rc != 0) {
-            /* A corrupt journal is never silently dropped: that would lose
-             * every job. The operator decides (move it aside, restore). */
-            SL_ERR("journal \"%s\": refusing to start: %s", cfg.journal, err);
-            fprintf(stderr, "sluice-dispatcher: journal \"%s\": %s\n", cfg.journal, err);
-            goto out;
-        }
+    int ret = 1;
+    if (block_signals(&m) == 0 && open_state(&m) == 0 && start_rpc(&m) == 0 &&
+        start_http(&m) == 0) {
+        announce(&m);
+        run_loop(&m);
+        ret = 0;
     }
-    status = disp_status_new(&d, disp_now_ms());
-    if (status == NULL) {
-        SL_ERR("cannot initialise status: out of memory");
-        goto out;
-    }
-
-    static char token[SL_SECRET_MAX];
-    static char http_token[SL_SECRET_MAX];
-    sl_rpc_security_t sec = {0};
-    if (security_from(&cfg, &sec, token, sizeof(token), http_token, sizeof(http_token), err,
-                      sizeof(err)) != 0) {
-        SL_ERR("%s", err);
-        goto out;
-    }
-    sl_rpc_init();
-    rpc_inited = 1;
-    sl_rpc_server_opts_t ropts = {
-        .listen = cfg.listen,
-        .handler_threads = (unsigned)cfg.rpc_threads,
-        .security = &sec,
-        .max_recv_bytes = DISP_MAX_REQUEST_BYTES,
-        .max_queued_bytes = DISP_MAX_QUEUED_BYTES,
-    };
-    srv = sl_rpc_server_new(&ropts, err, sizeof(err));
-    if (srv == NULL) {
-        SL_ERR("grpc server: %s", err);
-        goto out;
-    }
-    rc = disp_service_add(&d, srv);
-    if (rc == 0) {
-        rc = disp_status_add_rpc(status, srv);
-    }
-    if (rc != 0) {
-        SL_ERR("grpc server: cannot register methods: %s", strerror(-rc));
-        goto out;
-    }
-    char grpc_addr[ADDR_MAX];
-    rc = sl_rpc_server_start(srv, grpc_addr, sizeof(grpc_addr), err, sizeof(err));
-    if (rc != 0) {
-        SL_ERR("grpc server on %s: %s", cfg.listen, err);
-        goto out;
-    }
-
-    sl_httpd_opts_t hopts = {.listen = cfg.http, .bearer_token = http_token};
-    if (http_token[0] == '\0' && !loopback(cfg.http)) {
-        SL_WARN("http %s is not a loopback address and has no http_token_file: anyone who "
-                "can reach it reads job and worker state",
-                cfg.http);
-    }
-    http = sl_httpd_new(&hopts, err, sizeof(err));
-    if (http == NULL) {
-        SL_ERR("%s", err);
-        goto out;
-    }
-    rc = disp_status_add_routes(status, http);
-    if (rc != 0) {
-        SL_ERR("http: cannot add routes: %s", strerror(-rc));
-        goto out;
-    }
-    char http_addr[ADDR_MAX];
-    rc = sl_httpd_start(http, http_addr, sizeof(http_addr), err, sizeof(err));
-    if (rc != 0) {
-        SL_ERR("%s", err);
-        goto out;
-    }
-
-    /* The one stdout line tests and scripts wait for. */
-    printf("listening grpc=%s http=%s\n", grpc_addr, http_addr);
-    fflush(stdout);
-    SL_NOTICE("%s %s: grpc %s, http %s, split_size %lld, worker_timeout %lld ms",
-              disp_conf_table.progname, SL_VERSION, grpc_addr, http_addr, cfg.split_size,
-              cfg.worker_timeout_ms);
-    char summary[256] = "";
-    disp_status_summary(&d, summary, sizeof(summary));
-    notify_status("READY=1\n", grpc_addr, http_addr, summary);
-    int64_t next_summary = disp_now_ms() + DISP_STATUS_SAMPLE_MS;
-
-    int64_t next_tick = disp_now_ms() + DISP_TICK_MS;
-    for (;;) {
-        int sig = wait_signal(&sigs, next_tick - disp_now_ms());
-        if (sig == SIGTERM || sig == SIGINT) {
-            SL_NOTICE("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-            notify("STOPPING=1\nSTATUS=shutting down");
-            break;
-        }
-        if (sig == SIGHUP) {
-            notify("RELOADING=1");
-            reload(cfgpath, &cfg);
-            notify("READY=1");
-        }
-        int64_t now = disp_now_ms();
-        if (now >= next_tick) {
-            disp_tick(&d, now);
-            next_tick = now + DISP_TICK_MS;
-        }
-        if (now >= next_summary) {
-            disp_status_sample(status, now);
-            /* STATUS= only when the one-line summary changed: systemd keeps
-             * the last one, and a datagram per second for nothing is noise. */
-            char cur[256];
-            disp_status_summary(&d, cur, sizeof(cur));
-            if (strcmp(cur, summary) != 0) {
-                memcpy(summary, cur, sizeof(summary));
-                notify_status("", grpc_addr, http_addr, summary);
-            }
-            next_summary = now + DISP_STATUS_SAMPLE_MS;
-        }
-    }
-    ret = 0;
-out:
-    /* http first: its callbacks read state that outlives it. */
-    sl_httpd_free(http);
-    if (srv != NULL) {
-        sl_rpc_server_shutdown(srv, SHUTDOWN_GRACE_MS);
-        sl_rpc_server_free(srv);
-    }
-    if (rpc_inited) {
-        sl_rpc_shutdown();
-    }
-    disp_status_free(status); /* after http and rpc: both read it */
-    if (have_state) {
-        disp_destroy(&d);
-    }
+    shut_down(&m);
     return ret;
 }
