@@ -1,8 +1,11 @@
-/* sluice-worker: wiring only. Start order: gRPC server (Fetch), HTTP status,
- * the "listening" line, then registration with the dispatcher (which keeps
- * retrying while the gRPC server already serves). Signals are blocked in
- * every thread and taken synchronously here with sigtimedwait, so shutdown
- * and reload run on the main thread (STYLE.md habit 11). */
+/* sluice-worker: wiring only. main() is the sequence of steps, each a
+ * function below: parse_config, block_signals, read_security, start_tasks,
+ * start_rpc (Fetch, the planner's methods), open_control, start_http,
+ * announce (the listening line, READY=1), start_registration (the dispatcher
+ * conversation keeps retrying while the gRPC server already serves),
+ * run_loop (then the drain, worker/drain.c), shut_down. Signals are blocked
+ * in every thread and taken synchronously here with sigtimedwait, so
+ * shutdown and reload run on the main thread, never in a signal handler. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/base/addr.h"
+#include "common/base/clock.h"
 #include "common/http/httpd.h"
 #include "common/base/log.h"
 #include "common/rpc/rpc.h"
@@ -20,15 +25,13 @@
 #include "proto/sluice.pb-c.h"
 #include "worker/config.h"
 #include "worker/control.h"
+#include "worker/drain.h"
 #include "worker/status.h"
 #include "worker/stream.h"
 #include "worker/tasks.h"
 #include "worker/profile.h"
-#include "common/base/clock.h"
 
 #define WK_SHUTDOWN_GRACE_MS 1000
-#define WK_DRAIN_MAX_JOBS 256  /* jobs looked at while draining (as /status) */
-#define WK_DRAIN_POLL_MS 50
 
 enum { WK_EXIT_OK = 0, WK_EXIT_RUNTIME = 1, WK_EXIT_USAGE = 2 };
 
@@ -36,17 +39,15 @@ enum { WK_EXIT_OK = 0, WK_EXIT_RUNTIME = 1, WK_EXIT_USAGE = 2 };
  * becomes this host's name. */
 static void default_advertise(const char *bound, char *out, size_t len)
 {
-    const char *colon = strrchr(bound, ':');
-    size_t hostlen = colon != NULL ? (size_t)(colon - bound) : strlen(bound);
-    int wildcard = (hostlen == 7 && strncmp(bound, "0.0.0.0", 7) == 0) ||
-                   (hostlen == 4 && strncmp(bound, "[::]", 4) == 0) || hostlen == 0;
-    if (wildcard && colon != NULL) {
-        char host[256];
-        if (gethostname(host, sizeof(host)) == 0) {
-            host[sizeof(host) - 1] = '\0';
-            snprintf(out, len, "%s%s", host, colon);
-            return;
-        }
+    char host[256];
+    char name[256];
+    unsigned port = 0;
+    if (sl_addr_split(bound, host, sizeof(host), &port, NULL, 0) == 0 &&
+        (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) &&
+        gethostname(name, sizeof(name)) == 0) {
+        name[sizeof(name) - 1] = '\0';
+        snprintf(out, len, "%s:%u", name, port);
+        return;
     }
     snprintf(out, len, "%s", bound);
 }
@@ -58,21 +59,6 @@ static void notify(const char *state)
     char err[256];
     if (sl_sdnotify(state, err, sizeof(err)) < 0) {
         SL_WARN("sd_notify: %s", err);
-    }
-}
-
-/* The end of the drain: unfinished work is dropped, then the final
- * heartbeat (leaving, nothing in progress) lets the dispatcher forget us. */
-static void leave(wk_control_t *ctl, wk_tasks_t *tasks)
-{
-    wk_tasks_quiesce(tasks);
-    int rc = wk_control_finish(ctl);
-    if (rc == 0) {
-        SL_NOTICE("told the dispatcher this worker is leaving");
-    } else if (rc != -ENOTCONN) {
-        SL_WARN("could not tell the dispatcher this worker is leaving (%s); it re-assigns our "
-                "splits after its worker timeout",
-                strerror(-rc));
     }
 }
 
@@ -102,66 +88,6 @@ static void notify_registration(wk_control_t *ctl, wk_ctl_state_e *shown, const 
     }
 }
 
-/* Work a client is still waiting for: splits queued or running, batches
- * buffered, on jobs whose client is attached. A job nobody streams from has
- * nobody to drain to; its splits are re-assigned by the dispatcher. Returns
- * the number of such jobs (0 also when the snapshot cannot be taken). */
-static size_t drain_pending(wk_tasks_t *tasks, wk_job_info_t *rows)
-{
-    size_t n = wk_tasks_snapshot(tasks, rows, WK_DRAIN_MAX_JOBS);
-    size_t busy = 0;
-    for (size_t i = 0; i < n && i < WK_DRAIN_MAX_JOBS; i++) {
-        const wk_job_info_t *r = &rows[i];
-        int work = r->splits_queued > 0 || r->splits_running > 0 || r->buffered_msgs > 0 ||
-                   r->inflight > 0;
-        if (work && r->stream_attached) {
-            busy++;
-        }
-    }
-    return busy;
-}
-
-/* SIGTERM (docs/protocol.md "Leaving"): take no new splits and say so in
- * every heartbeat from now on (leaving=true), so the dispatcher hands us
- * nothing new and re-queues what we never started; then let the Fetch
- * streams carry out what is queued, running or buffered, for at most
- * drain_ms (a second SIGTERM/SIGINT cuts the wait short); then drop what is
- * left and send the last heartbeat, which reports nothing in progress: the
- * dispatcher re-queues the rest at once instead of after worker_timeout. */
-static void drain(wk_control_t *ctl, wk_tasks_t *tasks, const sigset_t *sigs, long long drain_ms)
-{
-    wk_tasks_begin_drain(tasks);
-    wk_control_leave(ctl);
-    wk_job_info_t *rows = calloc(WK_DRAIN_MAX_JOBS, sizeof(*rows));
-    if (rows == NULL || drain_ms <= 0) {
-        free(rows);
-        leave(ctl, tasks);
-        return;
-    }
-    double deadline = sl_mono_sec() + (double)drain_ms / 1000.0;
-    size_t busy = drain_pending(tasks, rows);
-    if (busy > 0) {
-        SL_NOTICE("draining: %zu job%s still streaming (at most %lld ms)", busy,
-                  busy == 1 ? "" : "s", drain_ms);
-    }
-    while (busy > 0) {
-        if (sl_mono_sec() >= deadline) {
-            SL_WARN("drain: %zu job%s still busy after %lld ms; stopping anyway", busy,
-                    busy == 1 ? "" : "s", drain_ms);
-            break;
-        }
-        struct timespec poll = {.tv_sec = 0, .tv_nsec = WK_DRAIN_POLL_MS * 1000000L};
-        int sig = sigtimedwait(sigs, NULL, &poll);
-        if (sig == SIGTERM || sig == SIGINT) {
-            SL_NOTICE("second signal: stopping without waiting for the drain");
-            break;
-        }
-        busy = drain_pending(tasks, rows);
-    }
-    free(rows);
-    leave(ctl, tasks);
-}
-
 static void reload(const char *config_path, wk_config_t *cfg)
 {
     if (config_path[0] == '\0') {
@@ -178,6 +104,269 @@ static void reload(const char *config_path, wk_config_t *cfg)
     SL_NOTICE("SIGHUP: reloaded '%s'", config_path);
 }
 
+/* Everything main sets up; shut_down takes it down in reverse. Static (in
+ * main): the status callbacks read sctx and the addresses until the end. */
+typedef struct wmain_s {
+    wk_config_t cfg;
+    char config_path[4096];
+    unsigned threads;
+    sigset_t sigs;
+    char token[SL_SECRET_MAX];
+    char http_token[SL_SECRET_MAX];
+    sl_rpc_security_t sec;        /* the channel to the dispatcher */
+    sl_rpc_security_t server_sec; /* our own server */
+    wk_tasks_t *tasks;
+    sl_rpc_server_t *srv;
+    wk_profile_t *prof; /* planner: Profile and Probe */
+    wk_control_t *ctl;
+    wk_status_ctx_t sctx;
+    sl_httpd_t *httpd;
+    char grpc_addr[300];
+    char http_addr[300];
+    char advertise[300];
+} wmain_t;
+
+/* Flags and --config: 0 to run, 1 after --help / --version, -EINVAL on a
+ * usage error (already printed). */
+static int parse_config(wmain_t *m, int argc, char **argv)
+{
+    char err[1024];
+    int rc = wk_config_parse(&m->cfg, argc, argv, m->config_path, sizeof(m->config_path), err,
+                             sizeof(err));
+    if (rc == 1) {
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "sluice-worker: %s\n", err);
+        return -EINVAL;
+    }
+    sl_log_set_level(m->cfg.log_level);
+    m->threads = (unsigned)m->cfg.threads;
+    if (m->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        m->threads = n > 0 ? (unsigned)(n > 256 ? 256 : n) : 1;
+    }
+    return 0;
+}
+
+/* The signals we take synchronously are blocked before any thread exists, so
+ * every thread inherits the mask. SIGPIPE is ignored (sockets). */
+static void block_signals(wmain_t *m)
+{
+    sigemptyset(&m->sigs);
+    sigaddset(&m->sigs, SIGTERM);
+    sigaddset(&m->sigs, SIGINT);
+    sigaddset(&m->sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &m->sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* One cluster token: the dispatcher checks it from us, we check it from
+ * clients. Server side: cert+key turn TLS on, tls_ca then requires client
+ * certificates. Channel to the dispatcher: tls_ca (or a cert) turns TLS on;
+ * cert+key are presented as our client certificate. A file that cannot be
+ * read is a usage error (already printed). */
+static int read_security(wmain_t *m)
+{
+    const wk_config_t *cfg = &m->cfg;
+    char err[1024];
+    int rc = 0;
+    if (cfg->token_file[0] != '\0') {
+        rc = sl_secret_read(cfg->token_file, m->token, sizeof(m->token), err, sizeof(err));
+    }
+    if (rc == 0 && cfg->http_token_file[0] != '\0') {
+        rc = sl_secret_read(cfg->http_token_file, m->http_token, sizeof(m->http_token), err,
+                            sizeof(err));
+    }
+    if (rc != 0) {
+        fprintf(stderr, "sluice-worker: %s\n", err);
+        return rc;
+    }
+    m->sec = (sl_rpc_security_t){
+        .tls_cert = cfg->tls_cert[0] != '\0' ? cfg->tls_cert : NULL,
+        .tls_key = cfg->tls_key[0] != '\0' ? cfg->tls_key : NULL,
+        .tls_ca = cfg->tls_ca[0] != '\0' ? cfg->tls_ca : NULL,
+        .token = m->token[0] != '\0' ? m->token : NULL,
+    };
+    /* tls_ca alone: TLS to the dispatcher, a plaintext server of our own. */
+    m->server_sec = m->sec;
+    if (m->sec.tls_cert == NULL) {
+        m->server_sec.tls_ca = NULL;
+    }
+    return 0;
+}
+
+static int start_tasks(wmain_t *m)
+{
+    wk_tasks_opts_t to = {
+        .data_root = m->cfg.data_root,
+        .threads = m->threads,
+        .buffer_bytes = (size_t)m->cfg.buffer_bytes,
+        .max_message_bytes = (size_t)m->cfg.max_message_bytes,
+    };
+    m->tasks = wk_tasks_new(&to);
+    if (m->tasks == NULL) {
+        SL_ERR("out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Fetch and the planner's methods, bound and serving; the advertised address. */
+static int start_rpc(wmain_t *m)
+{
+    char err[1024];
+    /* A Batch is at most max_message_bytes; the margin covers framing. */
+    sl_rpc_server_opts_t so = {
+        .listen = m->cfg.listen,
+        .max_msg_bytes = (size_t)m->cfg.max_message_bytes + (64u << 10),
+        .cq_threads = 1,
+        .handler_threads = 1,
+        .max_streams = 64,
+        .security = &m->server_sec,
+    };
+    m->srv = sl_rpc_server_new(&so, err, sizeof(err));
+    if (m->srv == NULL) {
+        SL_ERR("gRPC server: %s", err);
+        return -EINVAL;
+    }
+    int rc = sl_rpc_server_add_stream(m->srv, WK_FETCH_METHOD, &sluice__fetch_request__descriptor,
+                                      wk_stream_fetch, m->tasks);
+    if (rc < 0) {
+        SL_ERR("gRPC server: cannot register %s: %s", WK_FETCH_METHOD, strerror(-rc));
+        return rc;
+    }
+    m->prof = wk_profile_new(m->cfg.data_root, m->threads);
+    rc = m->prof != NULL ? wk_profile_register(m->prof, m->srv) : -ENOMEM;
+    if (rc < 0) {
+        SL_ERR("gRPC server: cannot register the planner methods: %s", strerror(-rc));
+        return rc;
+    }
+    rc = sl_rpc_server_start(m->srv, m->grpc_addr, sizeof(m->grpc_addr), err, sizeof(err));
+    if (rc < 0) {
+        SL_ERR("gRPC server: %s", err);
+        return rc;
+    }
+    if (m->cfg.advertise[0] != '\0') {
+        snprintf(m->advertise, sizeof(m->advertise), "%s", m->cfg.advertise);
+    } else {
+        default_advertise(m->grpc_addr, m->advertise, sizeof(m->advertise));
+    }
+    return 0;
+}
+
+/* The dispatcher conversation, not started yet (start_registration). */
+static int open_control(wmain_t *m)
+{
+    char err[1024];
+    wk_control_opts_t co = {
+        .dispatcher = m->cfg.dispatcher,
+        .advertise = m->advertise,
+        .threads = m->threads,
+        .max_message_bytes = (size_t)m->cfg.max_message_bytes + (64u << 10),
+        .security = &m->sec,
+    };
+    m->ctl = wk_control_new(&co, m->tasks, err, sizeof(err));
+    if (m->ctl == NULL) {
+        SL_ERR("dispatcher channel: %s", err);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* /status, /metrics and /healthz, unless http is "none" or "". */
+static int start_http(wmain_t *m)
+{
+    char err[1024] = "";
+    m->sctx = (wk_status_ctx_t){
+        .tasks = m->tasks,
+        .control = m->ctl,
+        .version = wk_conf_table.version,
+        .grpc_addr = m->grpc_addr,
+        .advertise = m->advertise,
+        .dispatcher = m->cfg.dispatcher,
+        .data_root = m->cfg.data_root,
+        .threads = m->threads,
+        .started = sl_mono_sec(),
+    };
+    if (m->cfg.http[0] == '\0' || strcmp(m->cfg.http, "none") == 0) {
+        snprintf(m->http_addr, sizeof(m->http_addr), "none");
+        return 0;
+    }
+    sl_httpd_opts_t ho = {.listen = m->cfg.http, .bearer_token = m->http_token};
+    m->httpd = sl_httpd_new(&ho, err, sizeof(err));
+    if (m->httpd == NULL || wk_status_routes(m->httpd, &m->sctx) < 0 ||
+        sl_httpd_start(m->httpd, m->http_addr, sizeof(m->http_addr), err, sizeof(err)) < 0) {
+        SL_ERR("cannot serve HTTP on %s: %s", m->cfg.http, err);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The one stdout line tests and scripts wait for, then systemd's READY=1:
+ * ready once Fetch is served, since registration with the dispatcher retries
+ * in the background, and a worker waiting for its dispatcher is not failed. */
+static void announce(wmain_t *m)
+{
+    printf("listening grpc=%s http=%s\n", m->grpc_addr, m->http_addr);
+    fflush(stdout);
+    SL_NOTICE("serving Fetch on %s (advertised as %s), HTTP on %s, %u threads, data root '%s'",
+              m->grpc_addr, m->advertise, m->http_addr, m->threads, m->cfg.data_root);
+    char notice[SL_SDNOTIFY_MAX];
+    snprintf(notice, sizeof(notice), "READY=1\nSTATUS=grpc %.300s, http %.300s, dispatcher %.300s",
+             m->grpc_addr, m->http_addr, m->cfg.dispatcher);
+    notify(notice);
+}
+
+static int start_registration(wmain_t *m)
+{
+    int rc = wk_control_start(m->ctl);
+    if (rc < 0) {
+        SL_ERR("cannot start the control thread: %s", strerror(-rc));
+    }
+    return rc;
+}
+
+/* Signals and systemd's STATUS= until SIGTERM or SIGINT, then the drain. */
+static void run_loop(wmain_t *m)
+{
+    wk_ctl_state_e shown = WK_CTL_STOPPED; /* no state shown yet */
+    for (;;) {
+        notify_registration(m->ctl, &shown, m->grpc_addr, m->cfg.dispatcher);
+        struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
+        int sig = sigtimedwait(&m->sigs, NULL, &tick);
+        if (sig == SIGHUP) {
+            notify("RELOADING=1");
+            reload(m->config_path, &m->cfg);
+            notify("READY=1");
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            SL_NOTICE("%s: draining, then shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            notify("STOPPING=1\nSTATUS=draining");
+            wk_drain(m->ctl, m->tasks, &m->sigs, m->cfg.drain_ms);
+            return;
+        }
+    }
+}
+
+/* Stop taking splits and end streams (OK where nothing was dropped, else
+ * UNAVAILABLE), then the server with a short grace, then the dispatcher
+ * conversation, then the runners. */
+static void shut_down(wmain_t *m)
+{
+    if (m->tasks != NULL) {
+        wk_tasks_stop(m->tasks);
+    }
+    sl_httpd_free(m->httpd); /* its callbacks read ctl and tasks */
+    if (m->srv != NULL) {
+        sl_rpc_server_shutdown(m->srv, WK_SHUTDOWN_GRACE_MS);
+        sl_rpc_server_free(m->srv);
+    }
+    wk_profile_free(m->prof);
+    wk_control_free(m->ctl);
+    wk_tasks_free(m->tasks);
+    sl_rpc_shutdown();
+}
+
 /* No mallopt() here, unlike the `sluice` CLI: measured (docs/limits.md
  * "Allocator settings"), M_MMAP_THRESHOLD 64 MiB + M_TRIM_THRESHOLD 128 MiB
  * saved 2-3 % of the worker's CPU on a 768-sample job (glibc already raises
@@ -186,212 +375,29 @@ static void reload(const char *config_path, wk_config_t *cfg)
  * worth a process-wide override; GLIBC_TUNABLES sets them without a rebuild. */
 int main(int argc, char **argv)
 {
+    static wmain_t m;
     sl_log_set_name("sluice-worker");
-    wk_config_t cfg;
-    char config_path[4096];
-    char err[1024];
-    int rc = wk_config_parse(&cfg, argc, argv, config_path, sizeof(config_path), err,
-                             sizeof(err));
-    if (rc == 1) {
-        return WK_EXIT_OK;
+    int rc = parse_config(&m, argc, argv);
+    if (rc != 0) {
+        return rc > 0 ? WK_EXIT_OK : WK_EXIT_USAGE;
     }
-    if (rc < 0) {
-        fprintf(stderr, "sluice-worker: %s\n", err);
+    block_signals(&m);
+    if (read_security(&m) != 0) {
         return WK_EXIT_USAGE;
     }
-    sl_log_set_level(cfg.log_level);
-    unsigned threads = (unsigned)cfg.threads;
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (unsigned)(n > 256 ? 256 : n) : 1;
-    }
-
-    /* Block the signals we take synchronously before any thread exists, so
-     * every thread inherits the mask. SIGPIPE is ignored (sockets). */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    int exit_code = WK_EXIT_RUNTIME;
-    sl_rpc_server_t *srv = NULL;
-    sl_httpd_t *httpd = NULL;
-    wk_control_t *ctl = NULL;
-    wk_tasks_t *tasks = NULL;
-    wk_profile_t *prof = NULL; /* planner: Profile and Probe */
-    char grpc_addr[300] = "";
-    char http_addr[300] = "none";
-    char advertise[300] = "";
-
-    /* One cluster token: the dispatcher checks it from us, we check it from
-     * clients. Server side: cert+key turn TLS on, tls_ca then requires client
-     * certificates. Channel to the dispatcher: tls_ca (or a cert) turns TLS
-     * on; cert+key are presented as our client certificate. */
-    static char token[SL_SECRET_MAX];
-    static char http_token[SL_SECRET_MAX];
-    if (cfg.token_file[0] != '\0' &&
-        sl_secret_read(cfg.token_file, token, sizeof(token), err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice-worker: %s\n", err);
-        return WK_EXIT_USAGE;
-    }
-    if (cfg.http_token_file[0] != '\0' &&
-        sl_secret_read(cfg.http_token_file, http_token, sizeof(http_token), err,
-                       sizeof(err)) != 0) {
-        fprintf(stderr, "sluice-worker: %s\n", err);
-        return WK_EXIT_USAGE;
-    }
-    sl_rpc_security_t sec = {
-        .tls_cert = cfg.tls_cert[0] != '\0' ? cfg.tls_cert : NULL,
-        .tls_key = cfg.tls_key[0] != '\0' ? cfg.tls_key : NULL,
-        .tls_ca = cfg.tls_ca[0] != '\0' ? cfg.tls_ca : NULL,
-        .token = token[0] != '\0' ? token : NULL,
-    };
-    /* tls_ca alone: TLS to the dispatcher, a plaintext server of our own. */
-    sl_rpc_security_t server_sec = sec;
-    if (sec.tls_cert == NULL) {
-        server_sec.tls_ca = NULL;
-    }
-
     sl_rpc_init();
-    wk_tasks_opts_t to = {
-        .data_root = cfg.data_root,
-        .threads = threads,
-        .buffer_bytes = (size_t)cfg.buffer_bytes,
-        .max_message_bytes = (size_t)cfg.max_message_bytes,
-    };
-    tasks = wk_tasks_new(&to);
-    if (tasks == NULL) {
-        SL_ERR("out of memory");
-        goto out;
-    }
-
-    /* A Batch is at most max_message_bytes; the margin covers framing. */
-    sl_rpc_server_opts_t so = {
-        .listen = cfg.listen,
-        .max_msg_bytes = (size_t)cfg.max_message_bytes + (64u << 10),
-        .cq_threads = 1,
-        .handler_threads = 1,
-        .max_streams = 64,
-        .security = &server_sec,
-    };
-    srv = sl_rpc_server_new(&so, err, sizeof(err));
-    if (srv == NULL) {
-        SL_ERR("gRPC server: %s", err);
-        goto out;
-    }
-    rc = sl_rpc_server_add_stream(srv, WK_FETCH_METHOD, &sluice__fetch_request__descriptor,
-                                  wk_stream_fetch, tasks);
-    if (rc < 0) {
-        SL_ERR("gRPC server: cannot register %s: %s", WK_FETCH_METHOD, strerror(-rc));
-        goto out;
-    }
-    prof = wk_profile_new(cfg.data_root, threads);
-    rc = prof != NULL ? wk_profile_register(prof, srv) : -ENOMEM;
-    if (rc < 0) {
-        SL_ERR("gRPC server: cannot register the planner methods: %s", strerror(-rc));
-        goto out;
-    }
-    rc = sl_rpc_server_start(srv, grpc_addr, sizeof(grpc_addr), err, sizeof(err));
-    if (rc < 0) {
-        SL_ERR("gRPC server: %s", err);
-        goto out;
-    }
-    if (cfg.advertise[0] != '\0') {
-        snprintf(advertise, sizeof(advertise), "%s", cfg.advertise);
-    } else {
-        default_advertise(grpc_addr, advertise, sizeof(advertise));
-    }
-
-    wk_control_opts_t co = {
-        .dispatcher = cfg.dispatcher,
-        .advertise = advertise,
-        .threads = threads,
-        .max_message_bytes = (size_t)cfg.max_message_bytes + (64u << 10),
-        .security = &sec,
-    };
-    ctl = wk_control_new(&co, tasks, err, sizeof(err));
-    if (ctl == NULL) {
-        SL_ERR("dispatcher channel: %s", err);
-        goto out;
-    }
-
-    wk_status_ctx_t sctx = {
-        .tasks = tasks,
-        .control = ctl,
-        .version = wk_conf_table.version,
-        .grpc_addr = grpc_addr,
-        .advertise = advertise,
-        .dispatcher = cfg.dispatcher,
-        .data_root = cfg.data_root,
-        .threads = threads,
-        .started = sl_mono_sec(),
-    };
-    if (cfg.http[0] != '\0' && strcmp(cfg.http, "none") != 0) {
-        sl_httpd_opts_t ho = {.listen = cfg.http, .bearer_token = http_token};
-        httpd = sl_httpd_new(&ho, err, sizeof(err));
-        if (httpd == NULL || wk_status_routes(httpd, &sctx) < 0 ||
-            sl_httpd_start(httpd, http_addr, sizeof(http_addr), err, sizeof(err)) < 0) {
-            SL_ERR("cannot serve HTTP on %s: %s", cfg.http, err);
-            goto out;
+    int code = WK_EXIT_RUNTIME;
+    if (start_tasks(&m) == 0 && start_rpc(&m) == 0 && open_control(&m) == 0 &&
+        start_http(&m) == 0) {
+        announce(&m);
+        if (start_registration(&m) == 0) {
+            run_loop(&m);
+            code = WK_EXIT_OK;
         }
     }
-
-    printf("listening grpc=%s http=%s\n", grpc_addr, http_addr);
-    fflush(stdout);
-    SL_NOTICE("serving Fetch on %s (advertised as %s), HTTP on %s, %u threads, data root '%s'",
-              grpc_addr, advertise, http_addr, threads, cfg.data_root);
-    /* Ready once Fetch is served: registration with the dispatcher retries in
-     * the background, and a worker waiting for its dispatcher is not failed. */
-    char notice[SL_SDNOTIFY_MAX];
-    snprintf(notice, sizeof(notice), "READY=1\nSTATUS=grpc %.300s, http %.300s, dispatcher %.300s",
-             grpc_addr, http_addr, cfg.dispatcher);
-    notify(notice);
-
-    rc = wk_control_start(ctl);
-    if (rc < 0) {
-        SL_ERR("cannot start the control thread: %s", strerror(-rc));
-        goto out;
-    }
-
-    wk_ctl_state_e shown = WK_CTL_STOPPED; /* no state shown yet */
-    for (;;) {
-        notify_registration(ctl, &shown, grpc_addr, cfg.dispatcher);
-        struct timespec tick = {.tv_sec = 1, .tv_nsec = 0};
-        int sig = sigtimedwait(&sigs, NULL, &tick);
-        if (sig == SIGHUP) {
-            notify("RELOADING=1");
-            reload(config_path, &cfg);
-            notify("READY=1");
-        } else if (sig == SIGTERM || sig == SIGINT) {
-            SL_NOTICE("%s: draining, then shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-            notify("STOPPING=1\nSTATUS=draining");
-            drain(ctl, tasks, &sigs, cfg.drain_ms);
-            break;
-        }
-    }
-    exit_code = WK_EXIT_OK;
-
-out:
-    /* Stop taking splits and end streams (OK where nothing was dropped, else
-     * UNAVAILABLE), then the server with a short grace, then the dispatcher
-     * conversation, then the runners. */
-    if (tasks != NULL) {
-        wk_tasks_stop(tasks);
-    }
-    sl_httpd_free(httpd); /* its callbacks read ctl and tasks */
-    if (srv != NULL) {
-        sl_rpc_server_shutdown(srv, WK_SHUTDOWN_GRACE_MS);
-        sl_rpc_server_free(srv);
-    }
-    wk_profile_free(prof);
-    wk_control_free(ctl);
-    wk_tasks_free(tasks);
-    sl_rpc_shutdown();
-    if (exit_code == WK_EXIT_OK) {
+    shut_down(&m);
+    if (code == WK_EXIT_OK) {
         SL_NOTICE("stopped");
     }
-    return exit_code;
+    return code;
 }
