@@ -31,12 +31,6 @@ static void route_metrics(void *ctx, const char *query, sl_httpd_resp_t *resp)
     }
 }
 
-static void route_healthz(void *ctx, const char *query, sl_httpd_resp_t *resp)
-{
-    resp->body = strdup("ok\n");
-    resp->len = resp->body != NULL ? 3 : 0;
-}
-
 static void route_index(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
     resp->body = strdup(disp_dashboard_html);
@@ -47,19 +41,16 @@ static void route_index(void *ctx, const char *query, sl_httpd_resp_t *resp)
     }
 }
 
+static const sl_httpd_route_t ROUTES[] = {
+    {"/status", route_status},
+    {"/metrics", route_metrics},
+    {"/healthz", sl_httpd_healthz},
+    {"/", route_index},
+};
+
 int disp_status_add_routes(disp_status_t *st, sl_httpd_t *h)
 {
-    int rc = sl_httpd_route(h, "/status", route_status, st);
-    if (rc == 0) {
-        rc = sl_httpd_route(h, "/metrics", route_metrics, st);
-    }
-    if (rc == 0) {
-        rc = sl_httpd_route(h, "/healthz", route_healthz, st);
-    }
-    if (rc == 0) {
-        rc = sl_httpd_route(h, "/", route_index, st);
-    }
-    return rc;
+    return sl_httpd_routes(h, ROUTES, sizeof(ROUTES) / sizeof(ROUTES[0]), st);
 }
 
 /* ------------------------------------------------------------ GetStatus */

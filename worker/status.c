@@ -261,22 +261,13 @@ static void on_metrics(void *arg, const char *query, sl_httpd_resp_t *resp)
 
 /* ------------------------------------------------------------ routes */
 
-static void on_healthz(void *arg, const char *query, sl_httpd_resp_t *resp)
-{
-    (void)arg;
-    (void)query;
-    resp->body = strdup("ok\n");
-    resp->len = resp->body != NULL ? 3 : 0;
-}
+static const sl_httpd_route_t ROUTES[] = {
+    {"/status", on_status},
+    {"/metrics", on_metrics},
+    {"/healthz", sl_httpd_healthz},
+};
 
 int wk_status_routes(sl_httpd_t *h, wk_status_ctx_t *ctx)
 {
-    int rc = sl_httpd_route(h, "/status", on_status, ctx);
-    if (rc == 0) {
-        rc = sl_httpd_route(h, "/metrics", on_metrics, ctx);
-    }
-    if (rc == 0) {
-        rc = sl_httpd_route(h, "/healthz", on_healthz, ctx);
-    }
-    return rc;
+    return sl_httpd_routes(h, ROUTES, sizeof(ROUTES) / sizeof(ROUTES[0]), ctx);
 }

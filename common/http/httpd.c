@@ -1,6 +1,7 @@
 /* httpd: evhttp on its own event_base and thread. The only cross-thread
  * call is sl_httpd_stop, which uses event_base_loopbreak on a base made
- * notifiable by evthread_use_pthreads (STYLE.md habit 8). */
+ * notifiable by evthread_use_pthreads: the base belongs to the http thread,
+ * and nothing else touches it. */
 #include "common/base/addr.h"
 #include "common/http/httpd.h"
 
@@ -254,6 +255,26 @@ int sl_httpd_route(sl_httpd_t *h, const char *path, sl_httpd_fn fn, void *ctx)
     r->fn = fn;
     r->ctx = ctx;
     return 0;
+}
+
+int sl_httpd_routes(sl_httpd_t *h, const sl_httpd_route_t *routes, size_t n, void *ctx)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = sl_httpd_route(h, routes[i].path, routes[i].fn, ctx);
+    }
+    return rc;
+}
+
+void sl_httpd_healthz(void *ctx, const char *query, sl_httpd_resp_t *resp)
+{
+    (void)ctx;
+    (void)query;
+    resp->body = strdup("ok\n");
+    resp->len = resp->body != NULL ? 3 : 0;
+    if (resp->body == NULL) {
+        resp->status = 500;
+    }
 }
 
 static void *http_main(void *arg)

@@ -48,6 +48,18 @@ sl_httpd_t *sl_httpd_new(const sl_httpd_opts_t *opts, char *err, size_t errlen);
 /* Exact path match ("/status"). Before sl_httpd_start only. Returns -ENOSPC
  * beyond SL_HTTPD_MAX_ROUTES, -EINVAL for a path not starting with '/'. */
 int sl_httpd_route(sl_httpd_t *h, const char *path, sl_httpd_fn fn, void *ctx);
+
+/* A daemon's routes as a table; every row gets the same ctx. */
+typedef struct sl_httpd_route_s {
+    const char *path;
+    sl_httpd_fn fn;
+} sl_httpd_route_t;
+
+/* sl_httpd_route for each of the n rows, in order; the first error stops. */
+int sl_httpd_routes(sl_httpd_t *h, const sl_httpd_route_t *routes, size_t n, void *ctx);
+
+/* A callback answering "ok\n" (200; 500 when out of memory): /healthz. */
+void sl_httpd_healthz(void *ctx, const char *query, sl_httpd_resp_t *resp);
 /* Binds, then starts the http thread. Writes the bound "HOST:PORT" (resolved
  * port) to ret_addr. */
 int sl_httpd_start(sl_httpd_t *h, char *ret_addr, size_t addrlen, char *err, size_t errlen);
