@@ -23,7 +23,7 @@ typedef struct disp_status_wrec_s {
     uint64_t id;
     int64_t hb_ms; /* last_heartbeat_ms the samples below come from (0: none yet) */
     uint32_t nstages;
-    uint64_t names[DISP_STAGE_STATS_MAX]; /* disp_status_name_hash() of each unit */
+    uint64_t names[DISP_STAGE_STATS_MAX]; /* a hash of each unit name (status_history.c) */
     uint64_t samples[DISP_STAGE_STATS_MAX];
     double rate[DISP_STAGE_STATS_MAX]; /* samples per second, smoothed */
     int rated;                         /* rate[] holds a measurement (not a start value) */
