@@ -146,13 +146,15 @@ cc $SAN -o "$TMP/app" "$TMP/app.c" $(pkg-config --cflags --libs sluice) -Wl,-rpa
     fail "building against sluice.pc (shared)"
 [ "$("$TMP/app" "$TMP/spec.json" "$TMP/data")" = 16 ] || fail "shared app: local run"
 [ "$("$TMP/app" "$TMP/spec.json" "$TMP/data" "$D_GRPC")" = 16 ] || fail "shared app: dispatcher run"
-ldd "$TMP/app" | grep -q "libsluice.so.0 => $P/lib/libsluice.so.0" ||
+# grep reads all of ldd's output (no -q): under pipefail an early exit would
+# kill ldd with SIGPIPE and fail the pipeline although the line was found.
+ldd "$TMP/app" | grep "libsluice.so.0 => $P/lib/libsluice.so.0" >/dev/null ||
     fail "app not linked to the installed library: $(ldd "$TMP/app" | grep sluice)"
 # shellcheck disable=SC2046
 cc $SAN -o "$TMP/app-static" "$TMP/app.c" $(pkg-config --cflags sluice) \
     "$(pkg-config --variable=libdir sluice)/libsluice.a" -Wl,--as-needed \
     $(pkg-config --static --libs sluice) || fail "building against libsluice.a"
-ldd "$TMP/app-static" | grep -q libsluice && fail "static app still wants libsluice.so"
+ldd "$TMP/app-static" | grep libsluice >/dev/null && fail "static app still wants libsluice.so"
 [ "$("$TMP/app-static" "$TMP/spec.json" "$TMP/data")" = 16 ] || fail "static app: local run"
 ok "a C program builds with pkg-config sluice (shared and static) and runs local and remote jobs"
 
