@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 #include "client/lib/client_impl.h"
-#include "common/cost/costmodel.h"
+#include "common/base/clock.h"
 #include "common/base/err.h"
+#include "common/cost/costmodel.h"
 
 #define CL_NAME_MAX 96
 #define CL_KEY_MAX 128
@@ -63,13 +64,6 @@ struct cl_planner_s {
     double cpu_at_report;
     double units_cpu_at_report; /* the executor's unit CPU, summed */
 };
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double process_cpu(void)
 {
@@ -336,13 +330,13 @@ static void probe_run(cl_probe_t *pr)
             size_t len = ((Sluice__ProbeChunk *)m)->data.len;
             protobuf_c_message_free_unpacked(m, NULL);
             if (pr->t_first == 0.0) {
-                pr->t_first = mono();
+                pr->t_first = sl_mono_sec();
                 cpu_first = process_cpu();
             } else {
                 pr->bytes += len;
             }
         }
-        pr->t_end = mono();
+        pr->t_end = sl_mono_sec();
         pr->cpu = process_cpu() - cpu_first;
         sl_rpc_cstream_free(cs);
     }
@@ -481,7 +475,7 @@ int cl_planner_cost_model(const cl_planner_t *p, sl_costmodel_t *ret)
 
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
-    double t0 = mono();
+    double t0 = sl_mono_sec();
     p->security = a->security;
     uint64_t fp = sl_source_fingerprint(a->src);
     p->in.spec_hash = sl_spec_cost_hash(a->spec, fp);
@@ -594,7 +588,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     free(idx);
     free(spec_json);
     protobuf_c_message_free_unpacked(cresp, NULL);
-    p->profile_seconds = mono() - t0;
+    p->profile_seconds = sl_mono_sec() - t0;
     return 0;
 }
 
@@ -657,10 +651,10 @@ void cl_planner_tick(struct sluice_job *job)
     if (p == NULL || job->disp == NULL) {
         return;
     }
-    double now = mono();
+    double now = sl_mono_sec();
     sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
     if (p->last_report == 0.0) {
-        sl_exec_unit_stats(job->exec, us);
+        cl_line_unit_stats(job->line, us);
         p->units_cpu_at_report = units_cpu(job, us);
         p->last_report = now;
         p->cpu_at_report = process_cpu();
@@ -690,7 +684,7 @@ void cl_planner_tick(struct sluice_job *job)
 
     /* Per-unit costs the client measured while running: the executor's
      * sums (read without its lock: slightly stale is fine for a profile). */
-    sl_exec_unit_stats(job->exec, us);
+    cl_line_unit_stats(job->line, us);
     /* Everything else this process spent, per delivered sample: receiving,
      * batching, reading local samples, the control thread. The planner
      * models the read and per-byte receive costs and takes the rest as a
