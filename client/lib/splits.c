@@ -11,7 +11,10 @@
 
 #include "client/lib/client_impl.h"
 
-static size_t slot_of(uint64_t id) { return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 48) % CL_MAX_SPLITS; }
+static size_t slot_of(uint64_t id)
+{
+    return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 48) % CL_MAX_SPLITS;
+}
 
 cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id)
 {
