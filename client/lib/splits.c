@@ -137,6 +137,9 @@ int cl_ids_push(cl_ids_t *q, uint64_t id)
 
 void cl_ids_drop(cl_ids_t *q, size_t n)
 {
+    if (n == 0) {
+        return; /* v may be NULL */
+    }
     memmove(q->v, q->v + n, (q->n - n) * sizeof(*q->v));
     q->n -= n;
 }
