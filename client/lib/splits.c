@@ -16,15 +16,14 @@ static size_t slot_of(uint64_t id)
     return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 48) % CL_MAX_SPLITS;
 }
 
-cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id)
+/* The slot holding id, else the free slot that ends its probe run; NULL
+ * when the table is full without it. */
+static cl_split_t *probe(struct sluice_job *job, uint64_t id)
 {
     size_t i = slot_of(id);
     for (size_t n = 0; n < CL_MAX_SPLITS; n++) {
         cl_split_t *s = &job->splits[i];
-        if (s->state == CL_SPLIT_FREE) {
-            return NULL;
-        }
-        if (s->id == id) {
+        if (s->state == CL_SPLIT_FREE || s->id == id) {
             return s;
         }
         i = (i + 1) % CL_MAX_SPLITS;
@@ -32,23 +31,24 @@ cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id)
     return NULL;
 }
 
+cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id)
+{
+    cl_split_t *s = probe(job, id);
+    return s != NULL && s->state != CL_SPLIT_FREE ? s : NULL;
+}
+
 cl_split_t *cl_split_add(struct sluice_job *job, uint64_t id)
 {
-    size_t i = slot_of(id);
-    for (size_t n = 0; n < CL_MAX_SPLITS; n++) {
-        cl_split_t *s = &job->splits[i];
-        if (s->state == CL_SPLIT_FREE) {
-            *s = (cl_split_t){.id = id, .owner = UINT64_MAX, .state = CL_SPLIT_HEARD};
-            return s;
-        }
-        if (s->id == id) {
-            return s;
-        }
-        i = (i + 1) % CL_MAX_SPLITS;
+    cl_split_t *s = probe(job, id);
+    if (s == NULL) {
+        snprintf(job->failure, sizeof(job->failure),
+                 "more than %d live splits: raise split_size", CL_MAX_SPLITS);
+        return NULL;
     }
-    snprintf(job->failure, sizeof(job->failure), "more than %d live splits: raise split_size",
-             CL_MAX_SPLITS);
-    return NULL;
+    if (s->state == CL_SPLIT_FREE) {
+        *s = (cl_split_t){.id = id, .owner = UINT64_MAX, .state = CL_SPLIT_HEARD};
+    }
+    return s;
 }
 
 void cl_split_remove(struct sluice_job *job, cl_split_t *s)
