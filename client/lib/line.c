@@ -10,7 +10,8 @@
 #include "common/engine/ranks.h"
 
 #define CL_ORDER_CACHE 3 /* epoch orders kept */
-/* The executor's window per thread, and the most of a batch it holds beyond. */
+/* The executor holds CL_WINDOW_PER_THREAD samples per thread plus one
+ * window of slack, and a batch (up to CL_BATCH_ROOM_MAX samples) beyond. */
 #define CL_WINDOW_PER_THREAD 8
 #define CL_BATCH_ROOM_MAX 4096
 
@@ -52,7 +53,7 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     unsigned batch_room = a->spec->batch_size < CL_BATCH_ROOM_MAX ? a->spec->batch_size
                                                                   : CL_BATCH_ROOM_MAX;
     l->exec = sl_exec_new(a->pipe, a->src, a->threads,
-                          a->threads * CL_WINDOW_PER_THREAD + CL_WINDOW_PER_THREAD + batch_room);
+                          (a->threads + 1) * CL_WINDOW_PER_THREAD + batch_room);
     l->batcher = sl_batcher_new(a->spec->batch_size, a->spec->drop_last, a->spec->deterministic);
     if (l->exec == NULL || l->batcher == NULL) {
         cl_line_free(l);
