@@ -1,5 +1,6 @@
 /* line: the client's production line -- the executor (common/engine/executor.h)
- * feeding the batcher (common/engine/batcher.h) -- with the epoch bookkeeping
+ * feeding the batcher (common/engine/batcher.h; not "pipeline": that name is
+ * the stage chain's, common/engine/pipeline.h) -- with the epoch bookkeeping
  * inside: an epoch is declared to the batcher when its first sample is
  * described, in order, and each epoch's order (position -> sample index, this
  * rank's share: common/engine/ranks.h) is computed once and cached. It also
