@@ -1,5 +1,12 @@
 /* cli: the `sluice` command: subcommand dispatch and what subcommands share
- * (exit codes, digests, the summary). */
+ * (exit codes, digests, the summary).
+ *
+ * client/cli sees the library only through its headers: client/lib/sluice.h,
+ * the public API (run, bench); and the internal ones the static library
+ * declares for the CLI and not for applications (not exported from
+ * libsluice.so): client/lib/stats.h (what the run summaries print beyond
+ * sluice_stats_t), client/lib/profile.h (the planner's profiling, for `sluice
+ * plan`) and client/lib/sha256.h (digests). Never client/lib/client_impl.h. */
 #ifndef SL_CLI_H
 #define SL_CLI_H
 

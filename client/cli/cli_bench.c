@@ -140,6 +140,141 @@ static int fork_ranks(bench_opts_t *o, int *ret_child)
     return status;
 }
 
+/* What the run measured. */
+typedef struct {
+    uint64_t samples, batches;
+    double seconds; /* from the first next_batch to the end */
+    double wait;    /* inside next_batch */
+    double cpu;     /* this process */
+} bench_result_t;
+
+/* The watchdog that enforces --seconds from outside the library, or NULL
+ * without --seconds: sluice_next_batch cannot be interrupted and waits as
+ * long as nothing comes (no workers; a dispatcher gone for less than its
+ * timeout). Returns -1 when it cannot start (printed). */
+static int start_watchdog(const bench_opts_t *o, const char *tag, sl_cli_watchdog_t **ret)
+{
+    *ret = NULL;
+    if (o->seconds <= 0) {
+        return 0;
+    }
+    char what[256];
+    snprintf(what, sizeof(what),
+             "bench: %sstuck: still running past --seconds %g and its grace (no batches "
+             "or no answers: dispatcher unreachable or no workers?)",
+             tag, o->seconds);
+    *ret = sl_cli_watchdog_new(what, sl_mono_sec() + o->seconds + BENCH_OPEN_GRACE_SEC);
+    if (*ret == NULL) {
+        fprintf(stderr, "sluice bench: %swatchdog thread: %s\n", tag, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The emulated training loop: takes batches until the job ends or --seconds
+ * pass. Returns an exit status. */
+static int consume(const bench_opts_t *o, sluice_job_t *job, sl_cli_watchdog_t *wd,
+                   const char *tag, bench_result_t *r)
+{
+    int progress = !o->c.json && tag[0] == '\0' && isatty(STDERR_FILENO);
+    double t0 = sl_mono_sec(), cpu0 = cpu_sec(), last = t0, next_step = t0;
+    int status = SL_EXIT_OK;
+    memset(r, 0, sizeof(*r));
+    if (wd != NULL) {
+        sl_cli_watchdog_set(wd, t0 + o->seconds + BENCH_GRACE_SEC);
+    }
+    for (;;) {
+        double tw = sl_mono_sec();
+        if (o->seconds > 0 && tw - t0 >= o->seconds) {
+            break;
+        }
+        sluice_batch_t *b = NULL;
+        int rc = sluice_next_batch(job, &b);
+        double got = sl_mono_sec();
+        r->wait += got - tw;
+        if (rc == 1) {
+            break;
+        }
+        if (rc < 0) {
+            fprintf(stderr, "%ssluice bench: %s%s\n", progress ? "\n" : "", tag,
+                    sluice_last_error(job));
+            status = SL_EXIT_RUNTIME;
+            break;
+        }
+        r->samples += b->n;
+        r->batches++;
+        if (wd != NULL) {
+            sl_cli_watchdog_progress(wd, r->samples);
+        }
+        /* The emulated GPU step: busy for n / rate seconds from when it got
+         * the batch (or from the end of the previous step, if it was late). */
+        double step = o->c.consumer_rate > 0 ? (double)b->n / o->c.consumer_rate : 0;
+        sluice_release_batch(job, b);
+        next_step = (got > next_step ? got : next_step) + step;
+        /* A slow emulated step must not carry the run past --seconds. */
+        sleep_until(o->seconds > 0 && next_step > t0 + o->seconds ? t0 + o->seconds : next_step);
+        double t = sl_mono_sec();
+        if (progress && t - last >= 1.0) {
+            last = t;
+            fprintf(stderr, "\r%.0f s  %llu samples  %.1f samples/s  stall %.1f %%   ", t - t0,
+                    (unsigned long long)r->samples, (double)r->samples / (t - t0),
+                    100.0 * r->wait / (t - t0));
+            fflush(stderr);
+        }
+    }
+    r->seconds = sl_mono_sec() - t0;
+    r->cpu = cpu_sec() - cpu0;
+    if (progress) {
+        fprintf(stderr, "\n");
+    }
+    return status;
+}
+
+static void print_json(const bench_opts_t *o, const sluice_stats_t *st, const bench_result_t *r)
+{
+    double secs = r->seconds;
+    json_t *j = json_object();
+    json_object_set_new(j, "samples", json_integer((json_int_t)r->samples));
+    json_object_set_new(j, "batches", json_integer((json_int_t)r->batches));
+    json_object_set_new(j, "seconds", json_real(secs));
+    json_object_set_new(j, "samples_per_sec",
+                        json_real(secs > 0 ? (double)r->samples / secs : 0));
+    json_object_set_new(j, "consumer_rate", json_real(o->c.consumer_rate));
+    json_object_set_new(j, "stall_fraction", json_real(secs > 0 ? r->wait / secs : 0));
+    json_object_set_new(j, "client_cpu_fraction", json_real(secs > 0 ? r->cpu / secs : 0));
+    json_object_set_new(j, "skipped", json_integer((json_int_t)st->skipped));
+    json_t *src = json_object();
+    json_object_set_new(src, "local", json_integer((json_int_t)st->from_local));
+    json_object_set_new(src, "remote", json_integer((json_int_t)st->from_remote));
+    json_object_set_new(j, "sources", src);
+    json_t *plan = json_object();
+    json_object_set_new(plan, "mode", json_string(st->plan_mode));
+    json_object_set_new(plan, "split", json_integer(st->plan_split));
+    json_object_set_new(plan, "local_share", json_real(st->plan_local_share));
+    json_object_set_new(j, "plan", plan);
+    if (o->c.ranks.world_size > 1) {
+        json_object_set_new(j, "rank", json_integer(o->c.ranks.rank));
+        json_object_set_new(j, "world_size", json_integer(o->c.ranks.world_size));
+    }
+    char *s = json_dumps(j, JSON_COMPACT);
+    if (s != NULL) {
+        printf("%s\n", s);
+        free(s);
+    }
+    json_decref(j);
+}
+
+static void print_text(const char *tag, const sluice_stats_t *st, const bench_result_t *r)
+{
+    double secs = r->seconds;
+    printf("%ssamples/s %.1f  stall %.1f %%  client CPU %.0f %%  local %llu / remote %llu  "
+           "plan %s split=%u share=%.2f\n",
+           tag, secs > 0 ? (double)r->samples / secs : 0, 100 * (secs > 0 ? r->wait / secs : 0),
+           100 * r->cpu / (secs > 0 ? secs : 1), (unsigned long long)st->from_local,
+           (unsigned long long)st->from_remote, st->plan_mode, st->plan_split,
+           st->plan_local_share);
+}
+
 int sl_cli_bench(int argc, char **argv)
 {
     bench_opts_t o;
@@ -157,29 +292,17 @@ int sl_cli_bench(int argc, char **argv)
     if (o.c.ranks.world_size > 1) {
         snprintf(tag, sizeof(tag), "rank %ld: ", o.c.ranks.rank);
     }
-    char err[1024];
     /* The emulated consumer's rate is exactly what the planner should aim for. */
     sluice_options_t so = {.dispatcher = o.c.dispatcher, .data_root = o.c.data_root,
                            .threads = o.c.threads, .offload = o.c.offload, .epochs = o.c.epochs,
                            .consumer_rate = o.c.consumer_rate};
     sl_cli_ranks_apply(&o.c.ranks, &so);
     sl_cli_conn_apply(&o.c.conn, &so);
-    /* sluice_next_batch cannot be interrupted and waits as long as nothing
-     * comes (no workers; a dispatcher gone for less than its timeout), so
-     * --seconds is enforced from outside the library. */
     sl_cli_watchdog_t *wd = NULL;
-    if (o.seconds > 0) {
-        char what[256];
-        snprintf(what, sizeof(what),
-                 "bench: %sstuck: still running past --seconds %g and its grace (no batches "
-                 "or no answers: dispatcher unreachable or no workers?)",
-                 tag, o.seconds);
-        wd = sl_cli_watchdog_new(what, sl_mono_sec() + o.seconds + BENCH_OPEN_GRACE_SEC);
-        if (wd == NULL) {
-            fprintf(stderr, "sluice bench: %swatchdog thread: %s\n", tag, strerror(errno));
-            return SL_EXIT_RUNTIME;
-        }
+    if (start_watchdog(&o, tag, &wd) < 0) {
+        return SL_EXIT_RUNTIME;
     }
+    char err[1024];
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {
@@ -187,101 +310,19 @@ int sl_cli_bench(int argc, char **argv)
         sl_cli_watchdog_free(wd);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
-    int progress = !o.c.json && tag[0] == '\0' && isatty(STDERR_FILENO);
-    double t0 = sl_mono_sec(), cpu0 = cpu_sec(), wait = 0, last = t0, next_step = t0;
-    uint64_t samples = 0, batches = 0;
-    int status = SL_EXIT_OK;
-    if (wd != NULL) {
-        sl_cli_watchdog_set(wd, t0 + o.seconds + BENCH_GRACE_SEC);
-    }
-    for (;;) {
-        double tw = sl_mono_sec();
-        if (o.seconds > 0 && tw - t0 >= o.seconds) {
-            break;
-        }
-        sluice_batch_t *b = NULL;
-        rc = sluice_next_batch(job, &b);
-        double got = sl_mono_sec();
-        wait += got - tw;
-        if (rc == 1) {
-            break;
-        }
-        if (rc < 0) {
-            fprintf(stderr, "%ssluice bench: %s%s\n", progress ? "\n" : "", tag,
-                    sluice_last_error(job));
-            status = SL_EXIT_RUNTIME;
-            break;
-        }
-        samples += b->n;
-        batches++;
-        if (wd != NULL) {
-            sl_cli_watchdog_progress(wd, samples);
-        }
-        /* The emulated GPU step: busy for n / rate seconds from when it got
-         * the batch (or from the end of the previous step, if it was late). */
-        double step = o.c.consumer_rate > 0 ? (double)b->n / o.c.consumer_rate : 0;
-        sluice_release_batch(job, b);
-        next_step = (got > next_step ? got : next_step) + step;
-        /* A slow emulated step must not carry the run past --seconds. */
-        sleep_until(o.seconds > 0 && next_step > t0 + o.seconds ? t0 + o.seconds : next_step);
-        double t = sl_mono_sec();
-        if (progress && t - last >= 1.0) {
-            last = t;
-            fprintf(stderr, "\r%.0f s  %llu samples  %.1f samples/s  stall %.1f %%   ", t - t0,
-                    (unsigned long long)samples, (double)samples / (t - t0),
-                    100.0 * wait / (t - t0));
-            fflush(stderr);
-        }
-    }
-    double secs = sl_mono_sec() - t0;
-    double cpu = cpu_sec() - cpu0;
+    bench_result_t r;
+    int status = consume(&o, job, wd, tag, &r);
     if (wd != NULL) {
         /* Closing tells the dispatcher (bounded by RPC deadlines, which a
          * frozen dispatcher may each use up): the open allowance again. */
         sl_cli_watchdog_set(wd, sl_mono_sec() + BENCH_OPEN_GRACE_SEC);
     }
-    if (progress) {
-        fprintf(stderr, "\n");
-    }
     sluice_stats_t st;
     sluice_get_stats(job, &st);
-    double rate = secs > 0 ? (double)samples / secs : 0;
-    double stall = secs > 0 ? wait / secs : 0;
     if (o.c.json) {
-        json_t *j = json_object();
-        json_object_set_new(j, "samples", json_integer((json_int_t)samples));
-        json_object_set_new(j, "batches", json_integer((json_int_t)batches));
-        json_object_set_new(j, "seconds", json_real(secs));
-        json_object_set_new(j, "samples_per_sec", json_real(rate));
-        json_object_set_new(j, "consumer_rate", json_real(o.c.consumer_rate));
-        json_object_set_new(j, "stall_fraction", json_real(stall));
-        json_object_set_new(j, "client_cpu_fraction", json_real(secs > 0 ? cpu / secs : 0));
-        json_object_set_new(j, "skipped", json_integer((json_int_t)st.skipped));
-        json_t *src = json_object();
-        json_object_set_new(src, "local", json_integer((json_int_t)st.from_local));
-        json_object_set_new(src, "remote", json_integer((json_int_t)st.from_remote));
-        json_object_set_new(j, "sources", src);
-        json_t *plan = json_object();
-        json_object_set_new(plan, "mode", json_string(st.plan_mode));
-        json_object_set_new(plan, "split", json_integer(st.plan_split));
-        json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
-        json_object_set_new(j, "plan", plan);
-        if (o.c.ranks.world_size > 1) {
-            json_object_set_new(j, "rank", json_integer(o.c.ranks.rank));
-            json_object_set_new(j, "world_size", json_integer(o.c.ranks.world_size));
-        }
-        char *s = json_dumps(j, JSON_COMPACT);
-        if (s != NULL) {
-            printf("%s\n", s);
-            free(s);
-        }
-        json_decref(j);
+        print_json(&o, &st, &r);
     } else {
-        printf("%ssamples/s %.1f  stall %.1f %%  client CPU %.0f %%  local %llu / remote %llu  "
-               "plan %s split=%u share=%.2f\n",
-               tag, rate, 100 * stall, 100 * cpu / (secs > 0 ? secs : 1),
-               (unsigned long long)st.from_local, (unsigned long long)st.from_remote,
-               st.plan_mode, st.plan_split, st.plan_local_share);
+        print_text(tag, &st, &r);
     }
     sluice_close(job);
     sl_cli_watchdog_free(wd);

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "client/cli/cli.h"
-#include "client/lib/client_impl.h"
 #include "client/lib/sha256.h"
+#include "client/lib/stats.h"
 
 int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch)
 {
@@ -22,10 +22,29 @@ int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch)
     return 0;
 }
 
+/* Per-unit cost measured on this host: the profile the planner reads. */
+static json_t *units_json(const cl_job_info_t *info)
+{
+    json_t *units = json_array();
+    for (uint32_t u = 0; u < info->nunits; u++) {
+        const sl_unit_stat_t *us = &info->units[u];
+        json_t *j = json_object();
+        double ns = us->samples ? (double)us->samples : 1.0;
+        json_object_set_new(j, "name", json_string(info->unit_names[u]));
+        json_object_set_new(j, "samples", json_integer((json_int_t)us->samples));
+        json_object_set_new(j, "cpu_ms_per_sample", json_real(us->cpu_sec * 1e3 / ns));
+        json_object_set_new(j, "out_bytes_per_sample", json_real((double)us->out_bytes / ns));
+        json_array_append_new(units, j);
+    }
+    return units;
+}
+
 void sl_cli_print_json(const sluice_job_t *job, double seconds)
 {
     sluice_stats_t st;
     sluice_get_stats(job, &st);
+    cl_job_info_t info;
+    cl_job_info(job, &info);
     json_t *o = json_object();
     json_object_set_new(o, "samples", json_integer((json_int_t)st.delivered));
     json_t *sk = json_object();
@@ -40,12 +59,12 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
         }
     }
     json_object_set_new(sk, "reasons", reasons);
-    if (job->first_skip[0] != '\0') {
-        json_object_set_new(sk, "first", json_string(job->first_skip));
+    if (info.first_skip[0] != '\0') {
+        json_object_set_new(sk, "first", json_string(info.first_skip));
     }
     json_object_set_new(o, "skipped", sk);
     json_object_set_new(o, "duplicates_dropped", json_integer((json_int_t)st.duplicates_dropped));
-    json_object_set_new(o, "epochs", json_integer(job->spec.epochs));
+    json_object_set_new(o, "epochs", json_integer(info.epochs));
     json_object_set_new(o, "seconds", json_real(seconds));
     json_object_set_new(o, "samples_per_sec",
                         json_real(seconds > 0 ? (double)st.delivered / seconds : 0));
@@ -74,20 +93,7 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     json_object_set_new(src, "local", json_integer((json_int_t)st.from_local));
     json_object_set_new(src, "remote", json_integer((json_int_t)st.from_remote));
     json_object_set_new(o, "sources", src);
-    /* Per-unit cost measured on this host: the profile the planner reads. */
-    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
-    sl_exec_unit_stats(job->exec, us);
-    json_t *units = json_array();
-    for (uint32_t u = 0; u < job->nunits; u++) {
-        json_t *j = json_object();
-        double ns = us[u].samples ? (double)us[u].samples : 1.0;
-        json_object_set_new(j, "name", json_string(sl_pipeline_unit_name(job->pipe, u)));
-        json_object_set_new(j, "samples", json_integer((json_int_t)us[u].samples));
-        json_object_set_new(j, "cpu_ms_per_sample", json_real(us[u].cpu_sec * 1e3 / ns));
-        json_object_set_new(j, "out_bytes_per_sample", json_real((double)us[u].out_bytes / ns));
-        json_array_append_new(units, j);
-    }
-    json_object_set_new(o, "units", units);
+    json_object_set_new(o, "units", units_json(&info));
     char *s = json_dumps(o, JSON_COMPACT);
     if (s != NULL) {
         printf("%s\n", s);
@@ -109,7 +115,9 @@ void sl_cli_print_text(const sluice_job_t *job, double seconds)
         fprintf(stderr, "sluice: plan v%u predicted %.1f samples/s (bound by %s)\n",
                 st.plan_version, st.plan_predicted, st.plan_binding);
     }
-    if (job->first_skip[0] != '\0') {
-        fprintf(stderr, "sluice: first skipped sample: %s\n", job->first_skip);
+    cl_job_info_t info;
+    cl_job_info(job, &info);
+    if (info.first_skip[0] != '\0') {
+        fprintf(stderr, "sluice: first skipped sample: %s\n", info.first_skip);
     }
 }

@@ -153,36 +153,149 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
     }
 }
 
+/* Everything sl_cli_plan opens, released by plan_free. */
+typedef struct {
+    sl_spec_t *spec;
+    sl_source_t *src;
+    sl_pipeline_t *pipe;
+    sl_rpc_channel_t *ch;
+    int rpc; /* sl_rpc_init called */
+    cl_planner_t *pl;
+    ProtobufCMessage *resp;
+} plan_run_t;
+
+static void plan_free(plan_run_t *r)
+{
+    if (r->resp != NULL) {
+        protobuf_c_message_free_unpacked(r->resp, NULL);
+    }
+    cl_planner_free(r->pl);
+    sl_rpc_channel_free(r->ch);
+    if (r->rpc) {
+        sl_rpc_shutdown();
+    }
+    sl_pipeline_free(r->pipe);
+    sl_source_free(r->src);
+    free(r->spec);
+}
+
+/* The spec (as an auto or fastflow job), its source and pipeline. Returns an
+ * exit status. */
+static int open_spec(const plan_opts_t *o, plan_run_t *r)
+{
+    char err[1024];
+    r->spec = calloc(1, sizeof(*r->spec));
+    if (r->spec == NULL) {
+        fprintf(stderr, "sluice plan: out of memory\n");
+        return SL_EXIT_RUNTIME;
+    }
+    if (sl_spec_parse_file(o->c.spec, r->spec, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: %s\n", err);
+        return SL_EXIT_USAGE;
+    }
+    if (o->c.offload != NULL) {
+        r->spec->offload =
+            strcmp(o->c.offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW : SL_OFFLOAD_AUTO;
+    } else if (r->spec->offload != SL_OFFLOAD_FASTFLOW) {
+        r->spec->offload = SL_OFFLOAD_AUTO;
+    }
+    if (sl_source_open(o->c.data_root, r->spec->source_type, r->spec->source_path, &r->src, err,
+                       sizeof(err)) < 0 ||
+        sl_pipeline_new(r->spec, 0, &r->pipe, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: %s\n", err);
+        return SL_EXIT_RUNTIME;
+    }
+    return SL_EXIT_OK;
+}
+
+/* The dispatcher channel and the planner's profiles. Returns an exit status. */
+static int profile(plan_opts_t *o, unsigned threads, double plan_rate, plan_run_t *r)
+{
+    char err[1024];
+    if (sl_cli_conn_security("plan", &o->c.conn) < 0) {
+        return SL_EXIT_USAGE;
+    }
+    sl_rpc_init();
+    r->rpc = 1;
+    r->ch = sl_rpc_channel_new(o->c.dispatcher, SL_RPC_DEFAULT_MAX_MSG, &o->c.conn.sec, 0, err,
+                               sizeof(err));
+    r->pl = cl_planner_new();
+    if (r->ch == NULL || r->pl == NULL) {
+        fprintf(stderr, "sluice plan: %s\n", r->ch == NULL ? err : "out of memory");
+        return r->ch == NULL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
+    }
+    cl_plan_args_t pa = {.spec = r->spec, .src = r->src, .pipe = r->pipe, .disp = r->ch,
+                         .threads = threads, .consumer_rate = plan_rate, .timeout_ms = 10000,
+                         .samples = (size_t)o->samples, .security = &o->c.conn.sec};
+    if (cl_planner_profile(r->pl, &pa, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o->c.dispatcher, err);
+        return SL_EXIT_RUNTIME;
+    }
+    return SL_EXIT_OK;
+}
+
+/* PlanJob: the dispatcher plans the job without creating it. Returns an
+ * exit status; r->resp holds the answer. */
+static int ask(const plan_opts_t *o, unsigned threads, plan_run_t *r)
+{
+    char *json = sl_spec_to_json(r->spec);
+    if (json == NULL) {
+        fprintf(stderr, "sluice plan: out of memory\n");
+        return SL_EXIT_RUNTIME;
+    }
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = json;
+    req.spec_name = (char *)o->c.spec;
+    req.num_samples = sl_source_count(r->src);
+    req.source_fingerprint = sl_source_fingerprint(r->src);
+    req.client_threads = threads;
+    req.client_id = host;
+    req.world_size = 1;
+    req.planner = cl_planner_inputs(r->pl);
+    sl_rpc_status_t st;
+    int rc = sl_rpc_unary(r->ch, "/sluice.Dispatcher/PlanJob", &req.base,
+                          &sluice__submit_job_response__descriptor, 30000, 1, &r->resp, &st);
+    free(json);
+    if (rc < 0) {
+        fprintf(stderr, "sluice plan: dispatcher %s: PlanJob failed: %s (%s)\n", o->c.dispatcher,
+                rc == -ECOMM ? st.details : "bad reply",
+                rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
+        return rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT ? SL_EXIT_USAGE
+                                                                   : SL_EXIT_RUNTIME;
+    }
+    return SL_EXIT_OK;
+}
+
+/* The answer as --json, --explain or one line. Returns an exit status. */
+static int print_plan(const plan_opts_t *o, double plan_rate, const plan_run_t *r)
+{
+    const Sluice__SubmitJobResponse *a = (const Sluice__SubmitJobResponse *)r->resp;
+    const Sluice__PlanExplain *e = a->explain;
+    if (a->plan == NULL || e == NULL || e->chosen >= e->n_candidates) {
+        fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
+        return SL_EXIT_RUNTIME;
+    }
+    if (o->c.json) {
+        printf("%s\n", e->json != NULL ? e->json : "{}");
+    } else if (o->explain) {
+        print_table(e, o->c.spec, plan_rate);
+        printf("profiled in %.2f s\n", cl_planner_profile_seconds(r->pl));
+    } else {
+        printf("plan: %s, split %u, local share %.3f, %.1f samples/s predicted, bound by %s\n",
+               a->plan->mode, a->plan->split, a->plan->local_share,
+               a->plan->predicted_samples_per_sec, a->plan->binding);
+    }
+    return SL_EXIT_OK;
+}
+
 int sl_cli_plan(int argc, char **argv)
 {
     plan_opts_t o;
     if (parse_opts(argc, argv, &o) < 0) {
         return SL_EXIT_USAGE;
-    }
-    char err[1024];
-    int status = SL_EXIT_RUNTIME;
-    sl_spec_t *spec = calloc(1, sizeof(*spec));
-    sl_source_t *src = NULL;
-    sl_pipeline_t *pipe = NULL;
-    sl_rpc_channel_t *ch = NULL;
-    cl_planner_t *pl = NULL;
-    char *json = NULL;
-    ProtobufCMessage *resp = NULL;
-    int rpc = 0;
-    if (spec == NULL) {
-        fprintf(stderr, "sluice plan: out of memory\n");
-        return SL_EXIT_RUNTIME;
-    }
-    if (sl_spec_parse_file(o.c.spec, spec, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: %s\n", err);
-        status = SL_EXIT_USAGE;
-        goto out;
-    }
-    if (o.c.offload != NULL) {
-        spec->offload =
-            strcmp(o.c.offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW : SL_OFFLOAD_AUTO;
-    } else if (spec->offload != SL_OFFLOAD_FASTFLOW) {
-        spec->offload = SL_OFFLOAD_AUTO;
     }
     /* --consumer-rate 0 or absent: unlimited. */
     double plan_rate = o.c.consumer_rate > 0 ? o.c.consumer_rate : 0;
@@ -191,90 +304,17 @@ int sl_cli_plan(int argc, char **argv)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
     }
-    if (sl_source_open(o.c.data_root, spec->source_type, spec->source_path, &src, err,
-                       sizeof(err)) < 0 ||
-        sl_pipeline_new(spec, 0, &pipe, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: %s\n", err);
-        goto out;
+    plan_run_t r = {0};
+    int status = open_spec(&o, &r);
+    if (status == SL_EXIT_OK) {
+        status = profile(&o, threads, plan_rate, &r);
     }
-    if (sl_cli_conn_security("plan", &o.c.conn) < 0) {
-        status = SL_EXIT_USAGE;
-        goto out;
+    if (status == SL_EXIT_OK) {
+        status = ask(&o, threads, &r);
     }
-    sl_rpc_init();
-    rpc = 1;
-    ch = sl_rpc_channel_new(o.c.dispatcher, SL_RPC_DEFAULT_MAX_MSG, &o.c.conn.sec, 0, err,
-                            sizeof(err));
-    pl = cl_planner_new();
-    if (ch == NULL || pl == NULL) {
-        fprintf(stderr, "sluice plan: %s\n", ch == NULL ? err : "out of memory");
-        status = ch == NULL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
-        goto out;
+    if (status == SL_EXIT_OK) {
+        status = print_plan(&o, plan_rate, &r);
     }
-    cl_plan_args_t pa = {.spec = spec, .src = src, .pipe = pipe, .disp = ch, .threads = threads,
-                         .consumer_rate = plan_rate, .timeout_ms = 10000,
-                         .samples = (size_t)o.samples, .security = &o.c.conn.sec};
-    if (cl_planner_profile(pl, &pa, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o.c.dispatcher, err);
-        goto out;
-    }
-    json = sl_spec_to_json(spec);
-    if (json == NULL) {
-        fprintf(stderr, "sluice plan: out of memory\n");
-        goto out;
-    }
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = json;
-    req.spec_name = (char *)o.c.spec;
-    req.num_samples = sl_source_count(src);
-    req.source_fingerprint = sl_source_fingerprint(src);
-    req.client_threads = threads;
-    req.client_id = host;
-    req.world_size = 1;
-    req.planner = cl_planner_inputs(pl);
-    sl_rpc_status_t st;
-    int rc = sl_rpc_unary(ch, "/sluice.Dispatcher/PlanJob", &req.base,
-                          &sluice__submit_job_response__descriptor, 30000, 1, &resp, &st);
-    if (rc < 0) {
-        fprintf(stderr, "sluice plan: dispatcher %s: PlanJob failed: %s (%s)\n", o.c.dispatcher,
-                rc == -ECOMM ? st.details : "bad reply",
-                rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
-        status = rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT ? SL_EXIT_USAGE
-                                                                     : SL_EXIT_RUNTIME;
-        goto out;
-    }
-    const Sluice__SubmitJobResponse *r = (const Sluice__SubmitJobResponse *)resp;
-    const Sluice__PlanExplain *e = r->explain;
-    if (r->plan == NULL || e == NULL || e->chosen >= e->n_candidates) {
-        fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
-        goto out;
-    }
-    if (o.c.json) {
-        printf("%s\n", e->json != NULL ? e->json : "{}");
-    } else if (o.explain) {
-        print_table(e, o.c.spec, plan_rate);
-        printf("profiled in %.2f s\n", cl_planner_profile_seconds(pl));
-    } else {
-        printf("plan: %s, split %u, local share %.3f, %.1f samples/s predicted, bound by %s\n",
-               r->plan->mode, r->plan->split, r->plan->local_share,
-               r->plan->predicted_samples_per_sec, r->plan->binding);
-    }
-    status = SL_EXIT_OK;
-out:
-    if (resp != NULL) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-    }
-    free(json);
-    cl_planner_free(pl);
-    sl_rpc_channel_free(ch);
-    if (rpc) {
-        sl_rpc_shutdown();
-    }
-    sl_pipeline_free(pipe);
-    sl_source_free(src);
-    free(spec);
+    plan_free(&r);
     return status;
 }

@@ -148,9 +148,9 @@ static int fetch_grpc(const status_opts_t *o, char **ret, char *err, size_t errl
     return rc;
 }
 
-/* HTTP/1.0 GET with Connection: close, so the body is everything after the
- * header block and never chunked. */
-static int fetch_http(const status_opts_t *o, char **ret, char *err, size_t errlen)
+/* A TCP connection to o->http, both directions bounded by o->timeout_ms.
+ * Returns the socket, or a negative errno with err filled. */
+static int http_connect(const status_opts_t *o, char *err, size_t errlen)
 {
     char host[256];
     unsigned port = 0;
@@ -186,20 +186,18 @@ static int fetch_http(const status_opts_t *o, char **ret, char *err, size_t errl
         snprintf(err, errlen, "%s: %s", o->http, strerror(-rc));
         return rc;
     }
-    char req[512];
-    int n = snprintf(req, sizeof(req),
-                     "GET /status HTTP/1.0\r\nHost: %s\r\nAccept: application/json\r\n"
-                     "Connection: close\r\n\r\n",
-                     o->http);
+    return fd;
+}
+
+/* Everything the peer sends until it closes (at most STATUS_MAX_BYTES), NUL
+ * terminated, into *ret (caller frees) and its length into *ret_len. */
+static int read_all(int fd, const status_opts_t *o, char **ret, size_t *ret_len, char *err,
+                    size_t errlen)
+{
     char *buf = NULL;
     size_t len = 0;
     size_t cap = 0;
-    rc = 0;
-    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: sending the request: %s", o->http, strerror(errno));
-        goto out;
-    }
+    int rc = 0;
     for (;;) {
         if (len + 65536 + 1 > cap) {
             cap = cap > 0 ? cap * 2 : 131072;
@@ -228,12 +226,40 @@ static int fetch_http(const status_opts_t *o, char **ret, char *err, size_t errl
             goto out;
         }
     }
-    if (buf == NULL) {
-        rc = -EBADMSG;
-        snprintf(err, errlen, "%s: empty answer", o->http);
+    buf[len] = '\0';
+    *ret = buf;
+    *ret_len = len;
+    buf = NULL;
+out:
+    free(buf);
+    return rc;
+}
+
+/* HTTP/1.0 GET with Connection: close, so the body is everything after the
+ * header block and never chunked. */
+static int fetch_http(const status_opts_t *o, char **ret, char *err, size_t errlen)
+{
+    int fd = http_connect(o, err, errlen);
+    if (fd < 0) {
+        return fd;
+    }
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "GET /status HTTP/1.0\r\nHost: %s\r\nAccept: application/json\r\n"
+                     "Connection: close\r\n\r\n",
+                     o->http);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+        rc = -errno;
+        snprintf(err, errlen, "%s: sending the request: %s", o->http, strerror(errno));
         goto out;
     }
-    buf[len] = '\0';
+    rc = read_all(fd, o, &buf, &len, err, errlen);
+    if (rc < 0) {
+        goto out;
+    }
     int code = 0;
     if (sscanf(buf, "HTTP/%*d.%*d %d", &code) != 1) {
         rc = -EBADMSG;

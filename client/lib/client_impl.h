@@ -1,55 +1,76 @@
 /* client_impl: the job object shared by the client's three parts.
- *   job.c     the consumer side (the caller's thread): feeds the executor from
- *             received messages and local splits, batches, counts completion.
+ *   job.c     the consumer side (the caller's thread): feeds the line
+ *             (client/lib/line.h: executor -> batcher) from received messages
+ *             and local splits, counts what it batches towards splits.
  *   control.c the control thread: assignments, acknowledgements, fetchers.
  *   fetch.c   one thread per worker: the Fetch stream with credits.
- * Locking: job->mu guards the split table, the inbound queue, the ack queue
- * and fetcher bookkeeping; the executor and batcher belong to the consumer. */
+ * splits.c holds the split table and the one function that moves a split
+ * between states. Locking: job->mu guards the split table, the inbound
+ * queue, the ack queues and fetcher bookkeeping; the line belongs to the
+ * consumer. */
 #ifndef SL_CLIENT_IMPL_H
 #define SL_CLIENT_IMPL_H
 
 #include <pthread.h>
 #include <stdint.h>
 
+#include "client/lib/line.h"
 #include "client/lib/sluice.h"
-#include "common/engine/batcher.h"
-#include "common/engine/executor.h"
-#include "common/engine/pipeline.h"
-#include "common/rpc/rpc.h"
+#include "common/base/ring.h"
 #include "common/base/secret.h"
 #include "common/data/source.h"
+#include "common/engine/pipeline.h"
+#include "common/rpc/rpc.h"
 #include "common/spec/spec.h"
 #include "proto/sluice.pb-c.h"
 
 #define CL_MAX_FETCHERS 64
 #define CL_CREDITS 4           /* messages in flight per worker stream */
 #define CL_MAX_SPLITS 65536    /* live splits the client tracks */
-#define CL_ORDER_CACHE 3       /* epoch orders kept */
 /* Restarting the Fetch stream to a worker whose last one failed without
  * delivering anything waits this long, doubling per failure. */
 #define CL_BACKOFF_MIN_MS 200
 #define CL_BACKOFF_MAX_MS 2000
 
+/* A split on the client. Samples of a split can arrive before the client
+ * polls the assignment that names its range (HEARD). Multi-rank jobs
+ * acknowledge a split when the training loop has taken every sample, and
+ * before that report it "received" once every sample is in the batcher, so
+ * the dispatcher frees the worker's slot (docs/protocol.md "Acknowledgement
+ * on consumption"); the dispatcher may hand a received split out anew, which
+ * is reported again. Every change of state is in cl_split_on (splits.c). */
 typedef enum {
-    CL_SPLIT_REMOTE = 0, /* a worker produces it */
-    CL_SPLIT_LOCAL,      /* the client runs every unit itself */
-} cl_split_kind_e;
+    CL_SPLIT_FREE = 0,  /* an empty slot of the table */
+    CL_SPLIT_HEARD,     /* samples counted, range not known yet */
+    CL_SPLIT_OPEN,      /* range known, positions outstanding */
+    CL_SPLIT_RECEIVING, /* multi-rank: every sample in the batcher, report queued */
+    CL_SPLIT_RECEIVED,  /* multi-rank: the dispatcher has the report */
+    CL_SPLIT_ACKED,     /* every position done: ack queued or sent (then removed) */
+} cl_split_state_e;
+
+typedef enum {
+    CL_SPLIT_EV_LISTED,   /* an assignment lists it (set the range first when HEARD) */
+    CL_SPLIT_EV_ADDED,    /* multi-rank: a first copy of one sample reached the batcher */
+    CL_SPLIT_EV_DONE,     /* one position delivered or skipped (first copies only) */
+    CL_SPLIT_EV_REPORTED, /* the dispatcher answered its received report */
+} cl_split_ev_e;
 
 typedef struct cl_split_s {
     uint64_t id;
     uint64_t epoch, begin, end;
-    uint64_t owner;    /* worker id, 0 = the client */
+    uint64_t owner;    /* worker id, 0 = the client, UINT64_MAX = not known */
     uint64_t done;     /* positions delivered or skipped (first copies only) */
     uint64_t added;    /* multi-rank: first copies in the batcher (done counts on pop) */
     uint64_t next;     /* local: next position to submit */
-    int range_known;   /* 0 until an assignment names its range: samples of a
-                        * split can arrive before the client polls its assignment */
-    int acked;         /* acknowledgement queued or sent */
-    /* Multi-rank: every sample is in the batcher (AckSplits
-     * received_split_ids): 0 not yet, 1 queued, 2 the dispatcher has it. */
-    int received;
-    int in_use;
+    cl_split_state_e state;
 } cl_split_t;
+
+/* A growing list of split ids to send (acknowledgements, received reports,
+ * retries); job->mu held for the job's. */
+typedef struct cl_ids_s {
+    uint64_t *v;
+    size_t n, cap;
+} cl_ids_t;
 
 typedef struct cl_msg_s {
     Sluice__Batch *batch;  /* unpacked (tests, fuzzing), or NULL; freed by the consumer */
@@ -85,11 +106,6 @@ typedef struct cl_backoff_s {
     double not_before;  /* monotonic seconds */
 } cl_backoff_t;
 
-typedef struct cl_order_s {
-    uint64_t epoch;
-    uint64_t *order;
-} cl_order_t;
-
 struct sluice_job {
     sl_spec_t spec;
     sluice_options_t opts;
@@ -105,16 +121,12 @@ struct sluice_job {
     sl_source_t *src;
     sl_pipeline_t *pipe;
     uint32_t nunits;
-    sl_exec_t *exec;
-    sl_batcher_t *batcher;
+    cl_line_t *line;          /* executor -> batcher; the consumer's (line.h) */
     uint64_t num_samples;
-    uint64_t declared_epochs; /* epochs declared to the batcher */
     /* Positions per epoch: num_samples, or this rank's share of them
      * (common/engine/ranks.h); epoch orders and splits are over these. */
     uint64_t positions;
-    uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
     char job_name[128];       /* multi-rank: the job the ranks share */
-    uint64_t resumed_positions; /* multi-rank restart: delivered by an earlier process */
     /* Multi-rank remote jobs: a split is acknowledged once the training loop
      * has taken every one of its samples (not when they reach the batcher),
      * so a restarted rank neither loses nor repeats acknowledged samples. */
@@ -134,15 +146,11 @@ struct sluice_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* inbound message or state change */
     int closing;
-    int finished_remote;     /* dispatcher says every epoch is acknowledged */
     char failure[512];       /* non-empty: the job failed */
     cl_split_t *splits;      /* CL_MAX_SPLITS slots */
     cl_msg_t *in_head, *in_tail;
-    unsigned in_count;
-    uint64_t *acks;          /* split ids to acknowledge */
-    size_t nacks, capacks;
-    uint64_t *recvd;         /* multi-rank: split ids to report received */
-    size_t nrecvd, caprecvd;
+    cl_ids_t acks;           /* split ids to acknowledge */
+    cl_ids_t recvd;          /* multi-rank: split ids to report received */
     cl_fetcher_t fetchers[CL_MAX_FETCHERS];
     /* Skips accepted by the batcher, and how many of them the dispatcher has
      * been told about in AckSplits (its /status and /metrics count them). */
@@ -153,16 +161,14 @@ struct sluice_job {
     cl_backoff_t backoff[CL_MAX_FETCHERS];
     uint64_t retry_workers[CL_MAX_FETCHERS];
     size_t nretry_workers;
-    uint64_t *local_pending; /* local split ids with positions left to submit, FIFO */
-    size_t nlocal_pending, caplocal;
+    /* Local split ids with positions left to submit, oldest first
+     * (CL_MAX_SPLITS; stale entries are dropped when they reach the front). */
+    sl_ring_t local_pending;
 
     /* consumer only */
-    cl_order_t orders[CL_ORDER_CACHE];
-    sl_unit_stat_t unit_stats[SL_PIPE_MAX_UNITS];
     char last_error[512];
     double t_start, wait_sec;
     uint64_t from_local, from_remote;
-    char first_skip[256];
     uint64_t local_epoch, local_pos; /* local mode: the next position to run */
 };
 
@@ -178,7 +184,7 @@ void cl_ranks_job_name(const struct sluice_job *job, char *buf, size_t len);
 int cl_ranks_resume(struct sluice_job *job, const Sluice__SubmitJobResponse *r, char *err,
                     size_t errlen);
 /* job.c: one step of the consumer's work; waits briefly when idle. */
-int cl_job_pump(struct sluice_job *job, uint64_t *local_epoch, uint64_t *local_pos);
+int cl_job_pump(struct sluice_job *job);
 /* control.c */
 int cl_control_start(struct sluice_job *job);
 void cl_control_stop(struct sluice_job *job);
@@ -188,14 +194,21 @@ int cl_backoff_next(int cur);
 /* fetch.c */
 void *cl_fetch_main(void *arg);
 void cl_msg_free(cl_msg_t *m); /* NULL ok */
-/* split_table.c: the live split table, called with job->mu held */
+/* splits.c: the live split table and split states, called with job->mu
+ * held. A full table fails the job. */
 cl_split_t *cl_split_find(struct sluice_job *job, uint64_t id);
+/* The split, entered as HEARD (owner not known) if new; NULL when the table
+ * is full (the job has failed). */
 cl_split_t *cl_split_add(struct sluice_job *job, uint64_t id);
 void cl_split_remove(struct sluice_job *job, cl_split_t *s);
-/* Queues the ack once every position of s is done (job->mu held). */
-void cl_split_check_done(struct sluice_job *job, cl_split_t *s);
-/* Multi-rank: queues s for AckSplits.received_split_ids once every sample
- * of it is in the batcher (job->mu held; no-op for a single consumer). */
-void cl_split_check_received(struct sluice_job *job, cl_split_t *s);
+/* The one transition function: applies ev to s, then queues its ack once
+ * every position is done, or (multi-rank) its received report once every
+ * sample is in the batcher. Queueing out of memory fails the job. */
+void cl_split_on(struct sluice_job *job, cl_split_t *s, cl_split_ev_e ev);
+/* 0 or -ENOMEM. */
+int cl_ids_push(cl_ids_t *q, uint64_t id);
+/* Forgets the first n (sent) ids. */
+void cl_ids_drop(cl_ids_t *q, size_t n);
+void cl_ids_free(cl_ids_t *q);
 
 #endif

@@ -64,29 +64,30 @@ static void fail_job(sluice_job_t *job, const char *why)
     pthread_mutex_unlock(&job->mu);
 }
 
+/* A copy of q's ids (job->mu held), NULL when empty or out of memory. */
+static uint64_t *copy_ids(const cl_ids_t *q)
+{
+    uint64_t *v = q->n ? malloc(q->n * sizeof(*v)) : NULL;
+    if (v != NULL) {
+        memcpy(v, q->v, q->n * sizeof(*v));
+    }
+    return v;
+}
+
 /* Sends queued acks, and retries for retry_worker (0 = none); on success
  * removes acked splits. */
 static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t retry_worker)
 {
     pthread_mutex_lock(&job->mu);
-    size_t n = job->nacks;
-    uint64_t *ids = n ? malloc(n * sizeof(*ids)) : NULL;
-    if (n && ids == NULL) {
-        pthread_mutex_unlock(&job->mu);
-        return -ENOMEM;
-    }
-    if (n) {
-        memcpy(ids, job->acks, n * sizeof(*ids));
-    }
-    size_t nrecv = job->nrecvd;
-    uint64_t *recv = nrecv ? malloc(nrecv * sizeof(*recv)) : NULL;
-    if (nrecv && recv == NULL) {
+    size_t n = job->acks.n;
+    size_t nrecv = job->recvd.n;
+    uint64_t *ids = copy_ids(&job->acks);
+    uint64_t *recv = copy_ids(&job->recvd);
+    if ((n && ids == NULL) || (nrecv && recv == NULL)) {
         pthread_mutex_unlock(&job->mu);
         free(ids);
+        free(recv);
         return -ENOMEM;
-    }
-    if (nrecv) {
-        memcpy(recv, job->recvd, nrecv * sizeof(*recv));
     }
     uint64_t delta[SL_SKIP__COUNT];
     Sluice__SkipCount counts[SL_SKIP__COUNT];
@@ -130,25 +131,19 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
         for (int r = 0; r < SL_SKIP__COUNT; r++) {
             job->skips_reported[r] += delta[r];
         }
-        /* Acks queued meanwhile stay; the first n were sent. */
-        if (n > 0) {
-            memmove(job->acks, job->acks + n, (job->nacks - n) * sizeof(*ids));
-            job->nacks -= n;
-        }
+        /* Ids queued meanwhile stay; the first n (nrecv) were sent. */
+        cl_ids_drop(&job->acks, n);
         for (size_t i = 0; i < n; i++) {
             cl_split_t *s = cl_split_find(job, ids[i]);
             if (s != NULL) {
                 cl_split_remove(job, s);
             }
         }
-        if (nrecv > 0) {
-            memmove(job->recvd, job->recvd + nrecv, (job->nrecvd - nrecv) * sizeof(*recv));
-            job->nrecvd -= nrecv;
-        }
+        cl_ids_drop(&job->recvd, nrecv);
         for (size_t i = 0; i < nrecv; i++) {
             cl_split_t *s = cl_split_find(job, recv[i]);
-            if (s != NULL && s->received == 1) {
-                s->received = 2;
+            if (s != NULL) {
+                cl_split_on(job, s, CL_SPLIT_EV_REPORTED);
             }
         }
         pthread_mutex_unlock(&job->mu);
@@ -249,37 +244,30 @@ static void send_retries(sluice_job_t *job)
 {
     while (job->nretry_workers > 0) {
         uint64_t wid = job->retry_workers[0];
-        size_t n = 0, cap = 0;
-        uint64_t *ids = NULL;
+        cl_ids_t ids = {0};
         pthread_mutex_lock(&job->mu);
         for (size_t k = 0; k < CL_MAX_SPLITS; k++) {
             cl_split_t *s = &job->splits[k];
-            if (!s->in_use || s->acked || s->owner != wid) {
+            if (s->state == CL_SPLIT_FREE || s->state == CL_SPLIT_ACKED || s->owner != wid) {
                 continue;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 64;
-                uint64_t *p = realloc(ids, cap * sizeof(*p));
-                if (p == NULL) {
-                    break; /* the dispatcher takes back the rest by worker id */
-                }
-                ids = p;
+            if (cl_ids_push(&ids, s->id) < 0) {
+                break; /* the dispatcher takes back the rest by worker id */
             }
-            ids[n++] = s->id;
         }
         pthread_mutex_unlock(&job->mu);
-        int rc = send_acks(job, ids, n, wid);
+        int rc = send_acks(job, ids.v, ids.n, wid);
         if (rc == 0) {
             pthread_mutex_lock(&job->mu);
-            for (size_t i = 0; i < n; i++) {
-                cl_split_t *s = cl_split_find(job, ids[i]);
+            for (size_t i = 0; i < ids.n; i++) {
+                cl_split_t *s = cl_split_find(job, ids.v[i]);
                 if (s != NULL && s->owner == wid) {
                     s->owner = UINT64_MAX; /* unknown until the next assignment */
                 }
             }
             pthread_mutex_unlock(&job->mu);
         }
-        free(ids);
+        cl_ids_free(&ids);
         if (rc != 0) {
             return; /* next round */
         }
@@ -302,52 +290,29 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
             a->stage_to > job->nunits) {
             continue; /* not a split of this job: ignore rather than trust */
         }
-        cl_split_t *s = cl_split_find(job, a->split_id);
+        cl_split_t *s = cl_split_add(job, a->split_id);
         if (s == NULL) {
-            s = cl_split_add(job, a->split_id);
-            if (s == NULL) {
-                snprintf(job->failure, sizeof(job->failure),
-                         "more than %d live splits: raise split_size", CL_MAX_SPLITS);
-                break;
-            }
-            s->owner = UINT64_MAX;
+            break; /* the table is full: the job failed */
         }
-        if (!s->range_known) {
+        if (s->state == CL_SPLIT_HEARD) {
             s->epoch = a->epoch;
             s->begin = a->begin;
             s->end = a->end;
             s->next = a->begin;
-            s->range_known = 1;
-            cl_split_check_done(job, s); /* its samples may all be here already */
         }
-        if (s->acked) {
+        cl_split_on(job, s, CL_SPLIT_EV_LISTED); /* its samples may all be here already */
+        if (s->state == CL_SPLIT_ACKED) {
             continue;
         }
-        if (s->received == 2) {
-            /* Listed again after the dispatcher had it as received: it was
-             * PENDING then (returned with a worker) and is handed out anew;
-             * its slot is to be freed again. */
-            s->received = 0;
-        }
-        cl_split_check_received(job, s);
         if (a->worker_id == 0 && s->owner != 0) {
             s->next = s->begin; /* now ours: run every position not yet delivered */
-            if (job->nlocal_pending == job->caplocal) {
-                size_t cap = job->caplocal ? job->caplocal * 2 : 64;
-                uint64_t *p = realloc(job->local_pending, cap * sizeof(*p));
-                if (p == NULL) {
-                    snprintf(job->failure, sizeof(job->failure), "out of memory");
-                    break;
-                }
-                job->local_pending = p;
-                job->caplocal = cap;
+            if (sl_ring_push_back(&job->local_pending, &s->id) < 0) {
+                snprintf(job->failure, sizeof(job->failure),
+                         "more than %d local splits waiting: raise split_size", CL_MAX_SPLITS);
+                break;
             }
-            job->local_pending[job->nlocal_pending++] = s->id;
         }
         s->owner = a->worker_id;
-    }
-    if (r->finished) {
-        job->finished_remote = 1;
     }
     if (r->failure != NULL && r->failure[0] != '\0' && job->failure[0] == '\0') {
         snprintf(job->failure, sizeof(job->failure), "job failed: %s", r->failure);
@@ -361,19 +326,12 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
  * dispatcher coming back is not met by every client at once. */
 #define CL_DISP_BACKOFF_MAX_MS 2000
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void *control_main(void *arg)
 {
     sluice_job_t *job = arg;
     int failures = 0;
     int wait_ms = CL_POLL_MS;
-    double last_ok = mono_ms();
+    int64_t last_ok = sl_mono_ms();
     for (;;) {
         pthread_mutex_lock(&job->mu);
         int closing = job->closing;
@@ -400,7 +358,7 @@ static void *control_main(void *arg)
         if (rc == 0) {
             failures = 0;
             wait_ms = CL_POLL_MS;
-            last_ok = mono_ms();
+            last_ok = sl_mono_ms();
             Sluice__GetAssignmentResponse *r = (Sluice__GetAssignmentResponse *)resp;
             apply_assignment(job, r);
             for (size_t i = 0; i < r->n_workers; i++) {
@@ -415,7 +373,7 @@ static void *control_main(void *arg)
             failures++;
             wait_ms = wait_ms >= CL_DISP_BACKOFF_MAX_MS / 2 ? CL_DISP_BACKOFF_MAX_MS
                                                            : wait_ms * 2;
-            if (mono_ms() - last_ok > job->dispatcher_timeout_ms) {
+            if (sl_mono_ms() - last_ok > job->dispatcher_timeout_ms) {
                 char why[160];
                 snprintf(why, sizeof(why),
                          "the dispatcher has not answered for %d ms (%d failed calls; "

@@ -106,7 +106,6 @@ void *cl_fetch_main(void *arg)
             job->in_head = msg;
         }
         job->in_tail = msg;
-        job->in_count++;
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
     }

@@ -147,22 +147,18 @@ static int security_from(sluice_job_t *job, const sluice_options_t *o, char *err
     return rc;
 }
 
-int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
-                char *err, size_t errlen)
+/* A job with the options' defaults filled in, nothing opened yet. */
+static sluice_job_t *job_new(const sluice_options_t *opts)
 {
-    sluice_options_t defaults = {0};
-    if (opts == NULL) {
-        opts = &defaults;
-    }
     sluice_job_t *job = calloc(1, sizeof(*job));
     if (job == NULL) {
-        return sl_err(err, errlen, -ENOMEM, "out of memory");
+        return NULL;
     }
-    pthread_mutex_init(&job->mu, NULL);
     if (sl_cond_init_mono(&job->cv) != 0) {
         free(job);
-        return sl_err(err, errlen, -ENOMEM, "out of memory");
+        return NULL;
     }
+    pthread_mutex_init(&job->mu, NULL);
     job->t_start = sl_mono_sec();
     job->opts = *opts;
     snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");
@@ -171,125 +167,152 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
         opts->dispatcher_timeout_ms > 0 ? opts->dispatcher_timeout_ms : 60000;
     snprintf(job->plan_mode, sizeof(job->plan_mode), "local");
     job->local_share = 1.0;
+    if (job->opts.threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        job->opts.threads = n > 0 ? (unsigned)n : 1;
+    }
+    return job;
+}
+
+/* The spec, with the options that override it (epochs, ranks, offload). */
+static int load_spec(sluice_job_t *job, const char *spec_path, const sluice_options_t *opts,
+                     char *err, size_t errlen)
+{
     int rc = sl_spec_parse_file(spec_path, &job->spec, err, errlen);
     if (rc < 0) {
-        goto fail;
+        return rc;
     }
     if (opts->epochs > 0) {
         job->spec.epochs = opts->epochs;
     }
     rc = cl_ranks_apply(job, opts, err, errlen);
+    if (rc < 0 || opts->offload == NULL) {
+        return rc;
+    }
+    rc = sl_offload_parse(opts->offload, &job->spec.offload, &job->spec.split,
+                          &job->spec.local_share, err, errlen);
+    if (rc == 0 && job->spec.offload == SL_OFFLOAD_FIXED && job->spec.split > job->spec.nstages) {
+        rc = sl_err(err, errlen, -EINVAL, "offload split %u beyond the spec's %u stages",
+                    job->spec.split, job->spec.nstages);
+    }
+    return rc;
+}
+
+/* The source, this rank's positions, the pipeline and the line. */
+static int open_engine(sluice_job_t *job, int remote, char *err, size_t errlen)
+{
+    int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
+                            &job->src, err, errlen);
     if (rc < 0) {
-        goto fail;
-    }
-    if (opts->offload != NULL) {
-        rc = sl_offload_parse(opts->offload, &job->spec.offload, &job->spec.split,
-                              &job->spec.local_share, err, errlen);
-        if (rc < 0) {
-            goto fail;
-        }
-        if (job->spec.offload == SL_OFFLOAD_FIXED && job->spec.split > job->spec.nstages) {
-            rc = sl_err(err, errlen, -EINVAL, "offload split %u beyond the spec's %u stages",
-                        job->spec.split, job->spec.nstages);
-            goto fail;
-        }
-    }
-    unsigned threads = opts->threads;
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (unsigned)n : 1;
-    }
-    job->opts.threads = threads;
-    rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path, &job->src,
-                        err, errlen);
-    if (rc < 0) {
-        goto fail;
+        return rc;
     }
     job->num_samples = sl_source_count(job->src);
     job->positions = sl_spec_positions(&job->spec, job->num_samples);
     if (job->spec.world_size > 1) {
         if (job->positions == 0) {
-            rc = sl_err(err, errlen, -EINVAL,
-                        "world size %u with %" PRIu64 " samples leaves every rank nothing "
-                        "(rank_padding \"drop\")",
-                        job->spec.world_size, job->num_samples);
-            goto fail;
+            return sl_err(err, errlen, -EINVAL,
+                          "world size %u with %" PRIu64 " samples leaves every rank nothing "
+                          "(rank_padding \"drop\")",
+                          job->spec.world_size, job->num_samples);
         }
         cl_ranks_job_name(job, job->job_name, sizeof(job->job_name));
-        job->ack_on_pop = opts->dispatcher != NULL;
+        job->ack_on_pop = remote;
     }
     rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
     if (rc < 0) {
-        goto fail;
+        return rc;
     }
     job->nunits = sl_pipeline_nunits(job->pipe);
-    /* Room for a whole batch beyond the threads' own window, so one batch
-     * can be made while the training loop works on the previous one
-     * (sluice_next_batch refills before returning). */
-    unsigned batch_room = job->spec.batch_size < 4096 ? job->spec.batch_size : 4096;
-    job->exec = sl_exec_new(job->pipe, job->src, threads, threads * 8 + 8 + batch_room);
-    job->batcher = sl_batcher_new(job->spec.batch_size, job->spec.drop_last,
-                                  job->spec.deterministic);
+    cl_line_args_t la = {.spec = &job->spec, .pipe = job->pipe, .src = job->src,
+                         .num_samples = job->num_samples, .positions = job->positions,
+                         .threads = job->opts.threads, .track_drops = job->ack_on_pop};
+    rc = cl_line_new(&la, &job->line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
-    if (job->exec == NULL || job->batcher == NULL || job->splits == NULL) {
-        rc = sl_err(err, errlen, -ENOMEM, "out of memory setting up the job");
-        goto fail;
+    if (rc < 0 || job->splits == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory setting up the job");
     }
-    if (job->ack_on_pop) {
-        sl_batcher_track_drops(job->batcher);
+    return 0;
+}
+
+/* Profiles when the plan is the planner's (client/lib/profile.h) and
+ * returns its inputs, or NULL. A failure is not the job's: it then runs on
+ * the dispatcher's fallback plan. */
+static Sluice__PlannerInputs *profile(sluice_job_t *job)
+{
+    cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
+                         .disp = job->disp, .threads = job->opts.threads,
+                         .consumer_rate = job->opts.consumer_rate, .security = &job->sec,
+                         .timeout_ms = job->timeout_ms};
+    char perr[512];
+    if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
+        if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {
+            return cl_planner_inputs(job->planner);
+        }
+    } else if (job->spec.world_size <= 1) {
+        /* A fixed plan needs no profile, but a cached one's cost model
+         * sizes the splits better than file sizes (client/lib/costs.h). */
+        (void)cl_planner_cached_client(job->planner, &pa, perr, sizeof(perr));
     }
-    if (opts->dispatcher != NULL) {
-        snprintf(job->dispatcher, sizeof(job->dispatcher), "%s", opts->dispatcher);
-        rc = security_from(job, opts, err, errlen);
-        if (rc < 0) {
-            goto fail;
-        }
-        sl_rpc_init();
-        job->disp = sl_rpc_channel_new(job->dispatcher, SL_RPC_DEFAULT_MAX_MSG, &job->sec, 0,
-                                       err, errlen);
-        if (job->disp == NULL) {
-            rc = -EINVAL;
-            sl_rpc_shutdown();
-            goto fail;
-        }
-        /* auto/fastflow: profile first (client/lib/profile.h). A failure is not
-         * the job's: it then runs on the dispatcher's fallback plan. */
-        job->planner = cl_planner_new();
-        if (job->planner == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "out of memory");
-            goto fail;
-        }
-        Sluice__PlannerInputs *inputs = NULL;
-        cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
-                             .disp = job->disp, .threads = threads,
-                             .consumer_rate = opts->consumer_rate,
-                             .security = &job->sec,
-                             .timeout_ms = job->timeout_ms};
-        char perr[512];
-        if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
-            if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {
-                inputs = cl_planner_inputs(job->planner);
-            }
-        } else if (job->spec.world_size <= 1) {
-            /* A fixed plan needs no profile, but a cached one's cost model
-             * sizes the splits better than file sizes (client/lib/costs.h). */
-            (void)cl_planner_cached_client(job->planner, &pa, perr, sizeof(perr));
-        }
-        rc = submit(job, spec_path, inputs, err, errlen);
-        if (rc < 0) {
-            goto fail;
-        }
-        rc = cl_control_start(job);
-        if (rc < 0) {
-            sl_err(err, errlen, rc, "cannot start the control thread");
-            goto fail;
-        }
+    return NULL;
+}
+
+/* Remote mode: the dispatcher channel, profiling, SubmitJob, the control
+ * thread. */
+static int attach(sluice_job_t *job, const char *spec_path, const sluice_options_t *opts,
+                  char *err, size_t errlen)
+{
+    snprintf(job->dispatcher, sizeof(job->dispatcher), "%s", opts->dispatcher);
+    int rc = security_from(job, opts, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    sl_rpc_init();
+    job->disp = sl_rpc_channel_new(job->dispatcher, SL_RPC_DEFAULT_MAX_MSG, &job->sec, 0, err,
+                                   errlen);
+    if (job->disp == NULL) {
+        sl_rpc_shutdown();
+        return -EINVAL;
+    }
+    job->planner = cl_planner_new();
+    if (job->planner == NULL ||
+        sl_ring_init(&job->local_pending, sizeof(uint64_t), CL_MAX_SPLITS) < 0) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    rc = submit(job, spec_path, profile(job), err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = cl_control_start(job);
+    if (rc < 0) {
+        sl_err(err, errlen, rc, "cannot start the control thread");
+    }
+    return rc;
+}
+
+int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
+                char *err, size_t errlen)
+{
+    sluice_options_t defaults = {0};
+    if (opts == NULL) {
+        opts = &defaults;
+    }
+    sluice_job_t *job = job_new(opts);
+    if (job == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    int rc = load_spec(job, spec_path, opts, err, errlen);
+    if (rc == 0) {
+        rc = open_engine(job, opts->dispatcher != NULL, err, errlen);
+    }
+    if (rc == 0 && opts->dispatcher != NULL) {
+        rc = attach(job, spec_path, opts, err, errlen);
+    }
+    if (rc < 0) {
+        sluice_close(job);
+        return rc;
     }
     *ret = job;
     return 0;
-fail:
-    sluice_close(job);
-    return rc;
 }
 
 void sluice_close(sluice_job_t *job)
@@ -304,7 +327,7 @@ void sluice_close(sluice_job_t *job)
     if (job->control_started) {
         cl_control_stop(job); /* stops fetchers, tells the dispatcher */
     }
-    sl_exec_free(job->exec);
+    cl_line_free(job->line);
     while (job->in_head != NULL) {
         cl_msg_t *m = job->in_head;
         job->in_head = m->next;
@@ -315,17 +338,12 @@ void sluice_close(sluice_job_t *job)
         sl_rpc_shutdown();
     }
     cl_planner_free(job->planner); /* after the control thread, its other user */
-    for (int i = 0; i < CL_ORDER_CACHE; i++) {
-        free(job->orders[i].order);
-    }
-    sl_batcher_free(job->batcher);
     sl_pipeline_free(job->pipe);
     sl_source_free(job->src);
-    free(job->order_scratch);
     free(job->splits);
-    free(job->acks);
-    free(job->recvd);
-    free(job->local_pending);
+    cl_ids_free(&job->acks);
+    cl_ids_free(&job->recvd);
+    sl_ring_free(&job->local_pending);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
     free(job);

@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 #include "client/lib/client_impl.h"
-#include "common/cost/costmodel.h"
+#include "common/base/clock.h"
 #include "common/base/err.h"
+#include "common/cost/costmodel.h"
 
 #define CL_NAME_MAX 96
 #define CL_KEY_MAX 128
@@ -63,13 +64,6 @@ struct cl_planner_s {
     double cpu_at_report;
     double units_cpu_at_report; /* the executor's unit CPU, summed */
 };
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double process_cpu(void)
 {
@@ -336,13 +330,13 @@ static void probe_run(cl_probe_t *pr)
             size_t len = ((Sluice__ProbeChunk *)m)->data.len;
             protobuf_c_message_free_unpacked(m, NULL);
             if (pr->t_first == 0.0) {
-                pr->t_first = mono();
+                pr->t_first = sl_mono_sec();
                 cpu_first = process_cpu();
             } else {
                 pr->bytes += len;
             }
         }
-        pr->t_end = mono();
+        pr->t_end = sl_mono_sec();
         pr->cpu = process_cpu() - cpu_first;
         sl_rpc_cstream_free(cs);
     }
@@ -479,39 +473,19 @@ int cl_planner_cost_model(const cl_planner_t *p, sl_costmodel_t *ret)
     return sl_costmodel_set(ret, p->client.coef, SL_COST_NPARAM);
 }
 
-int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
+/* What every host profiles: the same samples, the same spec, the same limit. */
+typedef struct cl_sampling_s {
+    uint64_t *idx;
+    size_t n;
+    char *spec_json;
+    int max_ms;
+} cl_sampling_t;
+
+/* Step 2: ourselves, or the profile the dispatcher has cached for this host. */
+static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
+                          const Sluice__PlanContextResponse *ctx, const cl_sampling_t *sm,
+                          char *err, size_t errlen)
 {
-    double t0 = mono();
-    p->security = a->security;
-    uint64_t fp = sl_source_fingerprint(a->src);
-    p->in.spec_hash = sl_spec_cost_hash(a->spec, fp);
-    p->in.consumer_rate = a->consumer_rate > 0 ? a->consumer_rate : 0;
-    int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
-    int max_ms = a->max_ms > 0 ? a->max_ms : SL_PROFILE_DEFAULT_MS;
-    size_t want = a->samples > 0 ? a->samples : SL_PROFILE_DEFAULT_SAMPLES;
-    if (want > SL_PROFILE_MAX_SAMPLES) {
-        want = SL_PROFILE_MAX_SAMPLES;
-    }
-
-    /* 1. What the dispatcher knows. */
-    ProtobufCMessage *cresp = NULL;
-    int rc = fetch_context(p, a, &cresp, err, errlen);
-    if (rc != 0) {
-        return rc;
-    }
-    const Sluice__PlanContextResponse *ctx = (const Sluice__PlanContextResponse *)cresp;
-
-    uint64_t *idx = calloc(want, sizeof(*idx));
-    char *spec_json = sl_spec_to_json(a->spec);
-    if (idx == NULL || spec_json == NULL) {
-        free(idx);
-        free(spec_json);
-        protobuf_c_message_free_unpacked(cresp, NULL);
-        return sl_err(err, errlen, -ENOMEM, "out of memory");
-    }
-    size_t n = sl_profile_pick(sl_source_count(a->src), want, idx);
-
-    /* 2. Ourselves (or the cache). */
     char key[CL_KEY_MAX];
     client_key(key, sizeof(key));
     const Sluice__HostProfile *cached = find_cached(ctx, key, a->pipe);
@@ -519,28 +493,26 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         hp_copy(&p->client, cached, 1);
     } else {
         sl_profile_t pr;
-        rc = sl_profile_run(a->pipe, a->src, idx, n, max_ms, &pr, err, errlen);
+        int rc = sl_profile_run(a->pipe, a->src, sm->idx, sm->n, sm->max_ms, &pr, err, errlen);
         if (rc == 0 && pr.samples == 0) {
-            rc = sl_err(err, errlen, -EIO, "profile: none of %zu samples could be processed", n);
+            rc = sl_err(err, errlen, -EIO, "profile: none of %zu samples could be processed",
+                        sm->n);
         }
         if (rc != 0) {
-            free(idx);
-            free(spec_json);
-            protobuf_c_message_free_unpacked(cresp, NULL);
             return rc;
         }
         hp_from_local(&p->client, key, &pr, a->pipe);
     }
     p->in.client = &p->client.msg;
+    return 0;
+}
 
-    /* 3. Our CPU budget: the pipeline cannot use more than its threads. */
-    double budget = sl_cpu_budget(NULL, 0);
-    if (a->threads > 0 && (double)a->threads < budget) {
-        budget = (double)a->threads;
-    }
-    p->in.client_cpu_budget = budget;
-
-    /* 4. Workers: identities, classes, one profile per class. */
+/* Steps 4 and 5: the workers' identities and classes, one profile (or the
+ * cached one) and one probe per class; the receive cost from the probes. */
+static void profile_workers(cl_planner_t *p, const cl_plan_args_t *a,
+                            const Sluice__PlanContextResponse *ctx, const cl_sampling_t *sm,
+                            int timeout_ms)
+{
     for (size_t i = 0; i < ctx->n_workers && i < CL_PLAN_MAX_WORKERS; i++) {
         if (ctx->workers[i] != NULL && ctx->workers[i]->address != NULL) {
             identify(p, ctx->workers[i], CL_IDENTITY_TIMEOUT_MS);
@@ -555,12 +527,11 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
             hp_copy(&k->hp, hit, 1);
             k->have_profile = 1;
         } else {
-            profile_class(k, a, spec_json, idx, n, max_ms);
+            profile_class(k, a, sm->spec_json, sm->idx, sm->n, sm->max_ms);
         }
         if (k->have_profile) {
             k->msg.profile = &k->hp.msg;
         }
-        /* 5. The link to this class. */
         double bw = 0.0;
         double recv = 0.0;
         if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
@@ -573,7 +544,12 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     }
     /* No probe: GRPC_CORE.md's loopback measurement, ~0.5 CPU-s per GB. */
     p->in.recv_cpu_sec_per_byte = nrecv > 0 ? recv_sum / nrecv : 0.5e-9;
-    /* 6. Our own ingress, every worker's link at once (bounded). */
+}
+
+/* Step 6: our own ingress, every worker's link at once (bounded). */
+static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
+                          const Sluice__PlanContextResponse *ctx, int timeout_ms)
+{
     const char *addrs[CL_PROBE_CONCURRENT];
     size_t naddrs = 0;
     for (size_t i = 0; i < ctx->n_workers && naddrs < CL_PROBE_CONCURRENT; i++) {
@@ -591,11 +567,53 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         agg = fmax(agg, p->classes[c].msg.bandwidth_bytes_per_sec);
     }
     p->in.client_bandwidth = agg;
-    free(idx);
-    free(spec_json);
+}
+
+int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
+{
+    double t0 = sl_mono_sec();
+    p->security = a->security;
+    p->in.spec_hash = sl_spec_cost_hash(a->spec, sl_source_fingerprint(a->src));
+    p->in.consumer_rate = a->consumer_rate > 0 ? a->consumer_rate : 0;
+    int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
+    size_t want = a->samples > 0 ? a->samples : SL_PROFILE_DEFAULT_SAMPLES;
+    if (want > SL_PROFILE_MAX_SAMPLES) {
+        want = SL_PROFILE_MAX_SAMPLES;
+    }
+
+    /* 1. What the dispatcher knows. */
+    ProtobufCMessage *cresp = NULL;
+    int rc = fetch_context(p, a, &cresp, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    const Sluice__PlanContextResponse *ctx = (const Sluice__PlanContextResponse *)cresp;
+    cl_sampling_t sm = {.idx = calloc(want, sizeof(uint64_t)),
+                        .spec_json = sl_spec_to_json(a->spec),
+                        .max_ms = a->max_ms > 0 ? a->max_ms : SL_PROFILE_DEFAULT_MS};
+    if (sm.idx == NULL || sm.spec_json == NULL) {
+        rc = sl_err(err, errlen, -ENOMEM, "out of memory");
+        goto out;
+    }
+    sm.n = sl_profile_pick(sl_source_count(a->src), want, sm.idx);
+    rc = profile_client(p, a, ctx, &sm, err, errlen); /* 2 */
+    if (rc != 0) {
+        goto out;
+    }
+    /* 3. Our CPU budget: the pipeline cannot use more than its threads. */
+    double budget = sl_cpu_budget(NULL, 0);
+    if (a->threads > 0 && (double)a->threads < budget) {
+        budget = (double)a->threads;
+    }
+    p->in.client_cpu_budget = budget;
+    profile_workers(p, a, ctx, &sm, timeout_ms); /* 4, 5 */
+    probe_ingress(p, a, ctx, timeout_ms);        /* 6 */
+    p->profile_seconds = sl_mono_sec() - t0;
+out:
+    free(sm.idx);
+    free(sm.spec_json);
     protobuf_c_message_free_unpacked(cresp, NULL);
-    p->profile_seconds = mono() - t0;
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ while running */
@@ -657,10 +675,10 @@ void cl_planner_tick(struct sluice_job *job)
     if (p == NULL || job->disp == NULL) {
         return;
     }
-    double now = mono();
+    double now = sl_mono_sec();
     sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
     if (p->last_report == 0.0) {
-        sl_exec_unit_stats(job->exec, us);
+        cl_line_unit_stats(job->line, us);
         p->units_cpu_at_report = units_cpu(job, us);
         p->last_report = now;
         p->cpu_at_report = process_cpu();
@@ -690,7 +708,7 @@ void cl_planner_tick(struct sluice_job *job)
 
     /* Per-unit costs the client measured while running: the executor's
      * sums (read without its lock: slightly stale is fine for a profile). */
-    sl_exec_unit_stats(job->exec, us);
+    cl_line_unit_stats(job->line, us);
     /* Everything else this process spent, per delivered sample: receiving,
      * batching, reading local samples, the control thread. The planner
      * models the read and per-byte receive costs and takes the rest as a

@@ -67,28 +67,22 @@ int cl_ranks_resume(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char 
     }
     /* Epochs before the resume epoch were delivered by the earlier process:
      * never declared, so their late copies count as duplicates. */
-    job->declared_epochs = r->resume_epoch;
+    cl_line_resume_at(job->line, r->resume_epoch);
     for (size_t i = 0; i < r->n_acked; i++) {
         const Sluice__SplitAssignment *a = r->acked[i];
         if (a->epoch < r->resume_epoch || a->epoch >= job->spec.epochs) {
             continue;
         }
-        while (job->declared_epochs <= a->epoch) {
-            int rc = sl_batcher_begin_epoch(job->batcher, job->declared_epochs, job->positions);
-            if (rc < 0) {
-                return sl_err(err, errlen, rc, "cannot declare epoch %" PRIu64,
-                              job->declared_epochs);
-            }
-            job->declared_epochs++;
+        int64_t n = cl_line_mark_done(job->line, a->epoch, a->begin, a->end);
+        if (n == -ENOMEM) {
+            return sl_err(err, errlen, -ENOMEM, "cannot declare epoch %" PRIu64, a->epoch);
         }
-        int64_t n = sl_batcher_mark_done(job->batcher, a->epoch, a->begin, a->end);
         if (n < 0) {
             return sl_err(err, errlen, -EPROTO,
                           "dispatcher resumes with range [%" PRIu64 ", %" PRIu64
                           ") of epoch %" PRIu64 " outside the rank's %" PRIu64 " positions",
                           a->begin, a->end, a->epoch, job->positions);
         }
-        job->resumed_positions += (uint64_t)n;
     }
     return 0;
 }

@@ -722,10 +722,4 @@ int sl_batcher_done(const sl_batcher_t *b)
     return 1;
 }
 
-uint64_t sl_batcher_epoch_count(const sl_batcher_t *b, uint64_t epoch)
-{
-    const epoch_t *e = find_epoch(b, epoch);
-    return e ? e->accepted : 0;
-}
-
 void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret) { *ret = b->stats; }

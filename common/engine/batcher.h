@@ -121,8 +121,6 @@ sl_batch_t *sl_batcher_pop(sl_batcher_t *b);
 /* True once every position of every declared epoch has been accepted and
  * every batch popped. */
 int sl_batcher_done(const sl_batcher_t *b);
-/* Positions of epoch accepted so far. */
-uint64_t sl_batcher_epoch_count(const sl_batcher_t *b, uint64_t epoch);
 void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret);
 
 /* Any thread; before or after sl_batcher_free. */

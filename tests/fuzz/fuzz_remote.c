@@ -70,7 +70,7 @@ static void fz_remote_setup(void)
 static void fz_remote_batches(sluice_job_t *job)
 {
     sl_batch_t *b;
-    while ((b = sl_batcher_pop(job->batcher)) != NULL) {
+    while ((b = cl_line_pop(job->line)) != NULL) {
         for (uint32_t i = 0; i < b->n; i++) {
             const sl_sample_meta_t *m = &b->meta[i];
             FZ_CHECK(m->offset <= b->nbytes && m->nbytes <= b->nbytes - m->offset,
@@ -106,7 +106,7 @@ int fuzz_remote_one(const uint8_t *data, size_t size)
         s->begin = 0;
         s->end = job->num_samples;
         s->owner = 1;
-        s->range_known = 1;
+        s->state = CL_SPLIT_OPEN;
     }
     cl_msg_t *msg = calloc(1, sizeof(*msg));
     FZ_CHECK(msg != NULL, "out of memory");
@@ -114,17 +114,16 @@ int fuzz_remote_one(const uint8_t *data, size_t size)
     msg->worker_id = 1;
     pthread_mutex_lock(&job->mu);
     job->in_head = job->in_tail = msg;
-    job->in_count = 1;
     pthread_mutex_unlock(&job->mu);
 
     for (int i = 0; i < FZ_REMOTE_MAX_PUMPS; i++) {
         pthread_mutex_lock(&job->mu);
         int queued = job->in_head != NULL;
         pthread_mutex_unlock(&job->mu);
-        if (!queued && sl_exec_inflight(job->exec) == 0) {
+        if (!queued && cl_line_inflight(job->line) == 0) {
             break;
         }
-        int rc = cl_job_pump(job, &job->local_epoch, &job->local_pos);
+        int rc = cl_job_pump(job);
         if (rc < 0) {
             const char *why = sluice_last_error(job);
             FZ_CHECK(why[0] != '\0', "pump failed with %d and no message", rc);

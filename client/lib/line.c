@@ -1,0 +1,231 @@
+/* line: see line.h. */
+#include "client/lib/line.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/engine/executor.h"
+#include "common/engine/ranks.h"
+
+#define CL_ORDER_CACHE 3 /* epoch orders kept */
+/* The executor holds CL_WINDOW_PER_THREAD samples per thread plus one
+ * window of slack, and a batch (up to CL_BATCH_ROOM_MAX samples) beyond. */
+#define CL_WINDOW_PER_THREAD 8
+#define CL_BATCH_ROOM_MAX 4096
+
+typedef struct cl_order_s {
+    uint64_t epoch;
+    uint64_t *order; /* positions of the epoch -> sample indices; NULL = free slot */
+} cl_order_t;
+
+struct cl_line_s {
+    const sl_spec_t *spec;
+    const sl_source_t *src;
+    uint64_t num_samples, positions;
+    uint32_t nunits;
+    sl_exec_t *exec;
+    sl_batcher_t *batcher;
+    uint64_t declared;        /* epochs declared to the batcher */
+    cl_order_t orders[CL_ORDER_CACHE];
+    uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
+    char first_skip[256];
+};
+
+int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
+{
+    if (a->threads == 0) {
+        return -EINVAL;
+    }
+    cl_line_t *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        return -ENOMEM;
+    }
+    l->spec = a->spec;
+    l->src = a->src;
+    l->num_samples = a->num_samples;
+    l->positions = a->positions;
+    l->nunits = sl_pipeline_nunits(a->pipe);
+    /* Room for a whole batch beyond the threads' own window, so one batch
+     * can be made while the training loop works on the previous one
+     * (sluice_next_batch refills before returning). */
+    unsigned batch_room = a->spec->batch_size < CL_BATCH_ROOM_MAX ? a->spec->batch_size
+                                                                  : CL_BATCH_ROOM_MAX;
+    l->exec = sl_exec_new(a->pipe, a->src, a->threads,
+                          (a->threads + 1) * CL_WINDOW_PER_THREAD + batch_room);
+    l->batcher = sl_batcher_new(a->spec->batch_size, a->spec->drop_last, a->spec->deterministic);
+    if (l->exec == NULL || l->batcher == NULL) {
+        cl_line_free(l);
+        return -ENOMEM;
+    }
+    if (a->track_drops) {
+        sl_batcher_track_drops(l->batcher);
+    }
+    *ret = l;
+    return 0;
+}
+
+void cl_line_free(cl_line_t *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    sl_exec_free(l->exec);
+    sl_batcher_free(l->batcher);
+    for (int i = 0; i < CL_ORDER_CACHE; i++) {
+        free(l->orders[i].order);
+    }
+    free(l->order_scratch);
+    free(l);
+}
+
+unsigned cl_line_room(const cl_line_t *l)
+{
+    return sl_exec_capacity(l->exec) - sl_exec_inflight(l->exec);
+}
+
+unsigned cl_line_inflight(const cl_line_t *l) { return sl_exec_inflight(l->exec); }
+
+unsigned cl_line_capacity(const cl_line_t *l) { return sl_exec_capacity(l->exec); }
+
+/* The epoch's order, computed once and cached for a few epochs. */
+static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
+{
+    cl_order_t *victim = &l->orders[0];
+    for (int i = 0; i < CL_ORDER_CACHE; i++) {
+        if (l->orders[i].order != NULL && l->orders[i].epoch == epoch) {
+            return l->orders[i].order;
+        }
+        if (l->orders[i].order == NULL ||
+            (victim->order != NULL && l->orders[i].epoch < victim->epoch)) {
+            victim = &l->orders[i];
+        }
+    }
+    size_t n = l->num_samples ? l->num_samples : 1;
+    if (victim->order == NULL) {
+        victim->order = malloc(n * sizeof(uint64_t));
+        if (victim->order == NULL) {
+            return NULL;
+        }
+    }
+    int ranked = l->spec->world_size > 1;
+    if (ranked && l->order_scratch == NULL) {
+        l->order_scratch = malloc(n * sizeof(uint64_t));
+        if (l->order_scratch == NULL) {
+            return NULL;
+        }
+    }
+    victim->epoch = epoch;
+    /* Multi-rank: only this rank's positions (common/engine/ranks.h). */
+    sl_rank_order(l->spec, epoch, l->num_samples, ranked ? l->order_scratch : victim->order,
+                  victim->order);
+    return victim->order;
+}
+
+/* Declares every epoch up to and including epoch, in order. */
+static int declare_through(cl_line_t *l, uint64_t epoch)
+{
+    while (l->declared <= epoch && l->declared < l->spec->epochs) {
+        int rc = sl_batcher_begin_epoch(l->batcher, l->declared, l->positions);
+        if (rc < 0) {
+            return rc;
+        }
+        l->declared++;
+    }
+    return epoch < l->spec->epochs ? 0 : -ERANGE;
+}
+
+int cl_line_sample(cl_line_t *l, uint64_t epoch, uint64_t pos, uint64_t split_id,
+                   sl_sample_t *ret)
+{
+    if (epoch >= l->spec->epochs || pos >= l->positions) {
+        return -ERANGE;
+    }
+    int rc = declare_through(l, epoch);
+    const uint64_t *order = rc == 0 ? order_of(l, epoch) : NULL;
+    if (order == NULL) {
+        return rc < 0 ? rc : -ENOMEM;
+    }
+    *ret = (sl_sample_t){.epoch = epoch, .position = pos, .index = order[pos],
+                         .label = sl_source_label(l->src, order[pos]), .skip = -1,
+                         .split_id = split_id};
+    return sl_batcher_seen(l->batcher, epoch, pos);
+}
+
+int cl_line_run(cl_line_t *l, sl_sample_t *s, uint32_t from)
+{
+    return sl_exec_submit(l->exec, s, from, l->nunits);
+}
+
+int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill,
+                void *arg, cl_line_took_t *ret)
+{
+    ret->split_id = s->split_id;
+    ret->skip = s->skip;
+    ret->duplicate = 0;
+    snprintf(ret->detail, sizeof(ret->detail), "%s", detail);
+    if (s->skip >= 0 && l->first_skip[0] == '\0') {
+        snprintf(l->first_skip, sizeof(l->first_skip), "%s", detail);
+    }
+    int rc;
+    if (s->skip >= 0 && l->spec->on_error == SL_ON_ERROR_FAIL) {
+        rc = -EIO;
+    } else {
+        rc = fill != NULL ? sl_batcher_add_fill(l->batcher, s, fill, arg)
+                          : sl_batcher_add(l->batcher, s);
+    }
+    sl_tensor_free(&s->t); /* what the batcher did not take */
+    if (rc < 0) {
+        return rc;
+    }
+    ret->duplicate = rc == 1;
+    return 0;
+}
+
+int cl_line_collect(cl_line_t *l, int timeout_ms, cl_line_took_t *ret)
+{
+    if (sl_exec_inflight(l->exec) == 0) {
+        return -EAGAIN;
+    }
+    sl_sample_t s = {0};
+    char detail[256];
+    /* Only -ETIMEDOUT can fail here: a sample is in flight. */
+    if (sl_exec_next(l->exec, &s, detail, sizeof(detail), timeout_ms) < 0) {
+        return -EAGAIN;
+    }
+    return cl_line_put(l, &s, detail, NULL, NULL, ret);
+}
+
+size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max)
+{
+    return sl_batcher_take_dropped(l->batcher, out, max);
+}
+
+sl_batch_t *cl_line_pop(cl_line_t *l) { return sl_batcher_pop(l->batcher); }
+
+int cl_line_done(const cl_line_t *l)
+{
+    return l->declared == l->spec->epochs && sl_exec_inflight(l->exec) == 0 &&
+           sl_batcher_done(l->batcher);
+}
+
+void cl_line_resume_at(cl_line_t *l, uint64_t epoch) { l->declared = epoch; }
+
+int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t end)
+{
+    if (epoch >= l->spec->epochs) {
+        return -EINVAL;
+    }
+    int rc = declare_through(l, epoch);
+    return rc < 0 ? rc : sl_batcher_mark_done(l->batcher, epoch, begin, end);
+}
+
+void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret)
+{
+    sl_batcher_get_stats(l->batcher, ret);
+}
+
+void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret) { sl_exec_unit_stats(l->exec, ret); }
+
+const char *cl_line_first_skip(const cl_line_t *l) { return l->first_skip; }

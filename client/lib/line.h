@@ -1,0 +1,114 @@
+/* line: the client's production line -- the executor (common/engine/executor.h)
+ * feeding the batcher (common/engine/batcher.h; not "pipeline": that name is
+ * the stage chain's, common/engine/pipeline.h) -- with the epoch bookkeeping
+ * inside: an epoch is declared to the batcher when its first sample is
+ * described, in order, and each epoch's order (position -> sample index, this
+ * rank's share: common/engine/ranks.h) is computed once and cached. It also
+ * sizes the executor (room for a batch beyond the threads' own window, so a
+ * batch is made while the training loop works on the previous one) and
+ * applies the spec's on_error policy to every sample it batches.
+ *
+ * The consumer (client/lib/job.c) drives it with one call per step: describe
+ * a position (cl_line_sample), run units on a sample (cl_line_run), batch a
+ * finished one (cl_line_put) or the executor's next (cl_line_collect), take a
+ * batch (cl_line_pop), ask whether the job is through (cl_line_done). What a
+ * batched sample means for splits and acknowledgements stays with the job:
+ * every batching call says what became of the sample (cl_line_took_t).
+ *
+ * Why in client/lib and not common/engine: the worker runs the executor too,
+ * but it ships every finished sample to a stream as it comes (worker/tasks.c)
+ * and never batches nor declares epochs; turning samples into the training
+ * loop's batches is the client's alone (`sluice run --local` is the client).
+ *
+ * Thread: the consumer's (the caller of sluice_next_batch), but
+ * cl_line_unit_stats, which any thread may call (slightly stale sums). */
+#ifndef CL_LINE_H
+#define CL_LINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/data/source.h"
+#include "common/engine/batcher.h"
+#include "common/engine/pipeline.h"
+#include "common/spec/spec.h"
+
+typedef struct cl_line_s cl_line_t;
+
+typedef struct cl_line_args_s {
+    /* Batching, epochs, ranks and on_error come from spec; spec, pipe and src
+     * must outlive the line. */
+    const sl_spec_t *spec;
+    const sl_pipeline_t *pipe;
+    const sl_source_t *src;
+    uint64_t num_samples; /* in the source */
+    uint64_t positions;   /* per epoch: num_samples, or this rank's share */
+    unsigned threads;     /* executor threads */
+    int track_drops;      /* remember drop_last-discarded split ids (cl_line_take_dropped) */
+} cl_line_args_t;
+
+/* What became of a sample the line batched. */
+typedef struct cl_line_took_s {
+    uint64_t split_id;
+    int skip;          /* -1 delivered, else its sl_skip_e */
+    int duplicate;     /* dropped: its (epoch, position) was batched before */
+    char detail[256];  /* why it was skipped ("" when delivered) */
+} cl_line_took_t;
+
+/* Returns 0, -EINVAL (no threads), -ENOMEM. */
+int cl_line_new(const cl_line_args_t *a, cl_line_t **ret);
+void cl_line_free(cl_line_t *l); /* waits for samples in flight; NULL ok */
+
+/* Samples that may be started now; in flight; at most in flight. */
+unsigned cl_line_room(const cl_line_t *l);
+unsigned cl_line_inflight(const cl_line_t *l);
+unsigned cl_line_capacity(const cl_line_t *l);
+
+/* Describes position pos of epoch as a sample to run or batch (index and
+ * label from the epoch's order; no bytes), declaring the epoch (and those
+ * before it) to the batcher. Returns 0, 1 when the position was batched
+ * already (batching it again only counts a duplicate), -ERANGE for a
+ * position outside the job, -ENOMEM. */
+int cl_line_sample(cl_line_t *l, uint64_t epoch, uint64_t pos, uint64_t split_id,
+                   sl_sample_t *ret);
+/* Runs units [from, last) on s, which cl_line_sample described: from 0
+ * without bytes reads them from the source. Takes s->t's bytes. Returns 0,
+ * -EAGAIN without room, -ENOMEM. */
+int cl_line_run(cl_line_t *l, sl_sample_t *s, uint32_t from);
+/* Batches a finished or skipped sample. With fill, s is delivered and its
+ * bytes are not in memory yet: fill writes them once, to their place
+ * (sl_batcher_add_fill). detail: a skip's reason. The sample's bytes are
+ * taken or freed. Returns 0 with *ret filled; -EIO for a skip when the spec's
+ * on_error is "fail" (ret->detail says which); -EINVAL for a sample the
+ * batcher refuses; -ENOMEM. */
+int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill,
+                void *arg, cl_line_took_t *ret);
+/* Batches the executor's next finished sample, waiting up to timeout_ms.
+ * Returns as cl_line_put, or -EAGAIN when none finished in time or none is
+ * in flight. */
+int cl_line_collect(cl_line_t *l, int timeout_ms, cl_line_took_t *ret);
+/* Tracking drops: moves up to max split ids of drop_last-discarded samples
+ * into out; returns how many. */
+size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max);
+
+/* A ready batch (sl_batch_free it; any thread), or NULL. */
+sl_batch_t *cl_line_pop(cl_line_t *l);
+/* Every epoch declared and batched, nothing in flight, every batch popped. */
+int cl_line_done(const cl_line_t *l);
+
+/* A restarted rank (docs/protocol.md "Multi-rank jobs"): epochs before
+ * epoch were delivered by an earlier process and are never declared (their
+ * late copies count as duplicates). Before anything else is declared. */
+void cl_line_resume_at(cl_line_t *l, uint64_t epoch);
+/* ... and positions [begin, end) of epoch were delivered too
+ * (sl_batcher_mark_done). Returns how many were newly marked, -EINVAL for a
+ * range outside the job, -ENOMEM. */
+int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t end);
+
+void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret);
+/* Per-unit cost so far (sl_pipeline_nunits entries). Any thread. */
+void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret);
+/* The first skipped sample's reason, "" when none was skipped. */
+const char *cl_line_first_skip(const cl_line_t *l);
+
+#endif

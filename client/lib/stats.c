@@ -1,0 +1,62 @@
+/* stats: see stats.h. */
+#include "client/lib/stats.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "client/lib/client_impl.h"
+#include "client/lib/profile.h"
+#include "common/base/clock.h"
+
+void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    sl_batcher_stats_t bs;
+    cl_line_stats(job->line, &bs);
+    ret->delivered = bs.delivered;
+    for (int i = 0; i < SL_SKIP__COUNT; i++) {
+        ret->skipped += bs.skipped[i];
+    }
+    ret->duplicates_dropped = bs.duplicates;
+    ret->from_local = job->from_local;
+    ret->from_remote = job->from_remote;
+    ret->seconds = sl_mono_sec() - job->t_start;
+    ret->wait_seconds = job->wait_sec;
+    ret->plan_split = job->split_units;
+    ret->plan_local_share = job->local_share;
+    snprintf(ret->plan_mode, sizeof(ret->plan_mode), "%s", job->plan_mode);
+    ret->job_id = job->job_id;
+    /* planner (client/lib/profile.h): the prediction of the current plan */
+    cl_plan_info_t pi;
+    cl_planner_get(job->planner, &pi);
+    ret->plan_predicted = pi.predicted;
+    snprintf(ret->plan_binding, sizeof(ret->plan_binding), "%s", pi.binding);
+    ret->plan_version = pi.version;
+    ret->profile_seconds = job->planner != NULL ? cl_planner_profile_seconds(job->planner) : 0;
+    snprintf(ret->sample_costs, sizeof(ret->sample_costs), "%s", job->sample_costs);
+}
+
+int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
+{
+    sl_batcher_stats_t bs;
+    cl_line_stats(job->line, &bs);
+    int k = 0;
+    for (int i = 0; i < SL_SKIP__COUNT && k < n; i++) {
+        names[k] = sl_skip_name((sl_skip_e)i);
+        counts[k] = bs.skipped[i];
+        k++;
+    }
+    return k;
+}
+
+void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->epochs = job->spec.epochs;
+    snprintf(ret->first_skip, sizeof(ret->first_skip), "%s", cl_line_first_skip(job->line));
+    ret->nunits = job->nunits;
+    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        ret->unit_names[u] = sl_pipeline_unit_name(job->pipe, u);
+    }
+    cl_line_unit_stats(job->line, ret->units);
+}

@@ -1,0 +1,25 @@
+/* stats: what a job reports. The public half is sluice_get_stats and
+ * sluice_skip_counts (client/lib/sluice.h). The half declared here is
+ * internal: the `sluice` CLI's view of what its --json and text summaries
+ * print beyond the public stats. It is not exported from libsluice.so
+ * (libsluice.map); the CLI links the static library. Same thread rules as
+ * the public calls: the job's caller. */
+#ifndef CL_STATS_H
+#define CL_STATS_H
+
+#include <stdint.h>
+
+#include "client/lib/sluice.h"
+#include "common/engine/pipeline.h"
+
+typedef struct cl_job_info_s {
+    uint32_t epochs;
+    char first_skip[256];                        /* "" = nothing skipped */
+    uint32_t nunits;
+    const char *unit_names[SL_PIPE_MAX_UNITS];   /* the job's; valid until sluice_close */
+    sl_unit_stat_t units[SL_PIPE_MAX_UNITS];     /* measured on this host so far */
+} cl_job_info_t;
+
+void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret);
+
+#endif
