@@ -3,13 +3,19 @@
  * Threads:
  *  - the control thread (control.c) adds jobs, assignments, closes and
  *    revocations from heartbeat replies and reads reports for heartbeats;
- *  - one runner thread per job (started here) opens the job's source, owns
+ *  - one runner thread per job (runner.c) opens the job's source, owns
  *    the job's executor (common/engine/executor.h, whose owner must be one thread),
  *    submits the positions of its splits in assignment order and packs
  *    finished samples into Batch messages (msg.h) in the job's output queue;
  *  - Fetch stream threads (stream.c) take messages from the output queue;
  *  - the HTTP thread reads snapshots.
  * Locks: tasks->mu (the job table) before job->mu, never the other way.
+ * Nobody polls: every wait is on a condition that whoever changes what it
+ * waits for broadcasts, bounded only by a caller's deadline.
+ *
+ * A job's state (wk_job_state_e) moves LOADING -> READY when its source is
+ * open; LOADING or READY -> FAILED when it is refused or breaks here; any
+ * state -> CLOSED when the dispatcher closes it or the worker stops.
  *
  * Bounds: at most WK_MAX_JOBS jobs run at a time, WK_MAX_SPLITS_PER_JOB splits
  * wait per job, samples in flight over all jobs <= 2 x threads, shared
