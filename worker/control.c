@@ -296,107 +296,98 @@ static int refs_to_msgs(const wk_split_ref_t *refs, size_t n, Sluice__SplitAssig
     return 0;
 }
 
-/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on
- * failure. final: the last one before exit (short deadline, reply unused). */
-static int do_heartbeat(wk_control_t *c, int final)
+/* A Heartbeat request and the arrays it points into, built from a tasks
+ * report (which must outlive it: the request borrows its lists). */
+typedef struct hb_msg_s {
+    Sluice__HeartbeatRequest req;
+    Sluice__StageStat *stats;
+    Sluice__StageStat **pstats;
+    Sluice__SplitAssignment *prog, *sent;
+    Sluice__SplitAssignment **pprog, **psent;
+    uint64_t *legacy; /* split ids alone, for a dispatcher that predates in_progress */
+} hb_msg_t;
+
+static void hb_msg_free(hb_msg_t *m)
 {
-    wk_tasks_report_t rep;
-    int rc = wk_tasks_report(c->tasks, &rep);
-    if (rc < 0) {
-        sl_rpc_status_t st = {.code = SL_RPC_INTERNAL};
-        note_failure(c, "Heartbeat report", &st, rc);
-        return rc;
+    free(m->stats);
+    free(m->pstats);
+    free(m->legacy);
+    free(m->prog);
+    free(m->pprog);
+    free(m->sent);
+    free(m->psent);
+}
+
+/* Per-unit stats as the dispatcher wants them: per-sample averages. */
+static void hb_stats(hb_msg_t *m, const wk_tasks_report_t *rep)
+{
+    for (size_t i = 0; i < rep->n_units; i++) {
+        const wk_unit_report_t *u = &rep->units[i];
+        Sluice__StageStat *s = &m->stats[i];
+        sluice__stage_stat__init(s);
+        s->name = (char *)u->name;
+        s->samples = u->samples;
+        s->cpu_sec_per_sample = u->samples > 0 ? u->cpu_sec / (double)u->samples : 0;
+        s->out_bytes_per_sample = u->samples > 0 ? (double)u->out_bytes / (double)u->samples : 0;
+        m->pstats[i] = s;
     }
-    Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
-    Sluice__StageStat *stats = NULL;
-    Sluice__StageStat **pstats = NULL;
-    Sluice__SplitAssignment *prog = NULL, *sent = NULL;
-    Sluice__SplitAssignment **pprog = NULL, **psent = NULL;
-    /* The unqualified list too, for a dispatcher that predates in_progress. */
-    uint64_t *legacy = rep.n_splits > 0 ? calloc(rep.n_splits, sizeof(*legacy)) : NULL;
-    if (rep.n_units > 0) {
-        stats = calloc(rep.n_units, sizeof(*stats));
-        pstats = calloc(rep.n_units, sizeof(*pstats));
+}
+
+/* Fills m from the report and the control state. 0 or -ENOMEM (m freed). */
+static int hb_msg_build(wk_control_t *c, const wk_tasks_report_t *rep, hb_msg_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    if (rep->n_splits > 0) {
+        m->legacy = calloc(rep->n_splits, sizeof(*m->legacy));
     }
-    if ((rep.n_units > 0 && (stats == NULL || pstats == NULL)) ||
-        (rep.n_splits > 0 && legacy == NULL) ||
-        refs_to_msgs(rep.splits, rep.n_splits, &prog, &pprog) < 0 ||
-        refs_to_msgs(rep.sent, rep.n_sent, &sent, &psent) < 0) {
-        free(stats);
-        free(pstats);
-        free(legacy);
-        free(prog);
-        free(pprog);
-        free(sent);
-        free(psent);
-        wk_tasks_report_free(&rep);
+    if (rep->n_units > 0) {
+        m->stats = calloc(rep->n_units, sizeof(*m->stats));
+        m->pstats = calloc(rep->n_units, sizeof(*m->pstats));
+    }
+    if ((rep->n_units > 0 && (m->stats == NULL || m->pstats == NULL)) ||
+        (rep->n_splits > 0 && m->legacy == NULL) ||
+        refs_to_msgs(rep->splits, rep->n_splits, &m->prog, &m->pprog) < 0 ||
+        refs_to_msgs(rep->sent, rep->n_sent, &m->sent, &m->psent) < 0) {
+        hb_msg_free(m);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < rep.n_splits; i++) {
-        legacy[i] = rep.splits[i].split_id;
+    for (size_t i = 0; i < rep->n_splits; i++) {
+        m->legacy[i] = rep->splits[i].split_id;
     }
-    for (size_t i = 0; i < rep.n_units; i++) {
-        const wk_unit_report_t *u = &rep.units[i];
-        sluice__stage_stat__init(&stats[i]);
-        stats[i].name = (char *)u->name;
-        stats[i].samples = u->samples;
-        stats[i].cpu_sec_per_sample = u->samples > 0 ? u->cpu_sec / (double)u->samples : 0;
-        stats[i].out_bytes_per_sample =
-            u->samples > 0 ? (double)u->out_bytes / (double)u->samples : 0;
-        pstats[i] = &stats[i];
-    }
+    hb_stats(m, rep);
     double load = measure_load(c);
-    req.version = SL_PROTOCOL_VERSION;
+    Sluice__HeartbeatRequest *req = &m->req;
+    sluice__heartbeat_request__init(req);
+    req->version = SL_PROTOCOL_VERSION;
     pthread_mutex_lock(&c->mu);
-    req.worker_id = c->status.worker_id;
-    req.leaving = c->status.leaving;
+    req->worker_id = c->status.worker_id;
+    req->leaving = c->status.leaving;
     c->status.load = load;
     pthread_mutex_unlock(&c->mu);
-    req.load = load;
-    req.buffered_bytes = rep.buffered_bytes;
-    req.bytes_sent = rep.bytes_sent;
-    req.n_known_jobs = rep.n_known;
-    req.known_jobs = rep.known_jobs;
-    req.n_splits_in_progress = rep.n_splits;
-    req.splits_in_progress = legacy;
-    req.n_in_progress = rep.n_splits;
-    req.in_progress = pprog;
-    req.n_sent = rep.n_sent;
-    req.sent = psent;
-    req.n_stages = rep.n_units;
-    req.stages = pstats;
-    req.n_failed_jobs = rep.n_failed;
-    req.failed_jobs = rep.failed_jobs;
-    req.failure = rep.failure;
+    req->load = load;
+    req->buffered_bytes = rep->buffered_bytes;
+    req->bytes_sent = rep->bytes_sent;
+    req->n_known_jobs = rep->n_known;
+    req->known_jobs = rep->known_jobs;
+    req->n_splits_in_progress = rep->n_splits;
+    req->splits_in_progress = m->legacy;
+    req->n_in_progress = rep->n_splits;
+    req->in_progress = m->pprog;
+    req->n_sent = rep->n_sent;
+    req->sent = m->psent;
+    req->n_stages = rep->n_units;
+    req->stages = m->pstats;
+    req->n_failed_jobs = rep->n_failed;
+    req->failed_jobs = rep->failed_jobs;
+    req->failure = (char *)rep->failure;
+    return 0;
+}
 
-    ProtobufCMessage *resp = NULL;
-    sl_rpc_status_t st;
-    rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/Heartbeat", &req.base,
-                      &sluice__heartbeat_response__descriptor,
-                      final ? WK_FINAL_TIMEOUT_MS : WK_CALL_TIMEOUT_MS, 0, &resp, &st);
-    free(stats);
-    free(pstats);
-    free(legacy);
-    free(prog);
-    free(pprog);
-    free(sent);
-    free(psent);
-    if (rc < 0) {
-        wk_tasks_report_free(&rep);
-        note_failure(c, "Heartbeat", &st, rc);
-        return rc;
-    }
-    /* The dispatcher has the sent splits now (also when it no longer knows
-     * us: then it re-assigned everything of ours anyway). */
-    wk_tasks_report_done(c->tasks, &rep);
-    wk_tasks_report_free(&rep);
-    Sluice__HeartbeatResponse *r = (Sluice__HeartbeatResponse *)resp;
-    if (final) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return 0;
-    }
+/* Acts on a (non-final) reply. Returns 0, or 1 when the dispatcher does
+ * not know us (we registered again later, or we have left). */
+static int hb_reply(wk_control_t *c, const Sluice__HeartbeatResponse *r)
+{
     if (!r->known) {
-        protobuf_c_message_free_unpacked(resp, NULL);
         pthread_mutex_lock(&c->mu);
         int leaving = c->status.leaving;
         c->status.state = leaving ? WK_CTL_LEFT : WK_CTL_UNREGISTERED;
@@ -415,8 +406,44 @@ static int do_heartbeat(wk_control_t *c, int final)
     c->status.last_error[0] = '\0';
     pthread_mutex_unlock(&c->mu);
     apply_reply(c, r);
-    protobuf_c_message_free_unpacked(resp, NULL);
     return 0;
+}
+
+/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on
+ * failure. final: the last one before exit (short deadline, reply unused). */
+static int do_heartbeat(wk_control_t *c, int final)
+{
+    wk_tasks_report_t rep;
+    int rc = wk_tasks_report(c->tasks, &rep);
+    if (rc < 0) {
+        sl_rpc_status_t st = {.code = SL_RPC_INTERNAL};
+        note_failure(c, "Heartbeat report", &st, rc);
+        return rc;
+    }
+    hb_msg_t m;
+    rc = hb_msg_build(c, &rep, &m);
+    if (rc < 0) {
+        wk_tasks_report_free(&rep);
+        return rc;
+    }
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/Heartbeat", &m.req.base,
+                      &sluice__heartbeat_response__descriptor,
+                      final ? WK_FINAL_TIMEOUT_MS : WK_CALL_TIMEOUT_MS, 0, &resp, &st);
+    hb_msg_free(&m);
+    if (rc < 0) {
+        wk_tasks_report_free(&rep);
+        note_failure(c, "Heartbeat", &st, rc);
+        return rc;
+    }
+    /* The dispatcher has the sent splits now (also when it no longer knows
+     * us: then it re-assigned everything of ours anyway). */
+    wk_tasks_report_done(c->tasks, &rep);
+    wk_tasks_report_free(&rep);
+    rc = final ? 0 : hb_reply(c, (const Sluice__HeartbeatResponse *)resp);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return rc;
 }
 
 static void *control_main(void *arg)
