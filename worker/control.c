@@ -19,12 +19,11 @@
 #define WK_CALL_TIMEOUT_MS 3000
 #define WK_FINAL_TIMEOUT_MS 2000 /* the last heartbeat must not hold up the exit */
 #define WK_DEFAULT_HEARTBEAT_MS 1000
-/* Early heartbeat: a split that finished here is reported sent (and the
- * dispatcher hands out the next one in the reply) without waiting for the
- * interval. The worker looks every POLL ms, beats one poll after it saw a
- * split finish (its last message is then usually out), and never sooner
- * than MIN ms after the previous beat (bounds the dispatcher's load). */
-#define WK_EARLY_POLL_MS 20
+/* Early heartbeat: news from the tasks (a split's last message went out,
+ * a Fetch came for a job we have not been told about) is reported without
+ * waiting for the interval -- the reply hands out the next split, or brings
+ * the job -- but never sooner than this after the previous beat (bounds
+ * the dispatcher's load). */
 #define WK_EARLY_MIN_MS 100
 
 struct wk_control_s {
@@ -42,14 +41,13 @@ struct wk_control_s {
     pthread_cond_t cv;
     int stop;
     int kick;   /* heartbeat now (leaving) */
+    int news;   /* the tasks have news since the last beat began (on_news) */
     int finish; /* send the final heartbeat, then stop */
     int finish_rc;
     wk_control_status_t status;
 
     /* Control thread only. */
     double last_cpu, last_wall;
-    uint64_t done_at_hb; /* the tasks' splits_done when the last beat began */
-    uint64_t early_at_hb; /* and their early_fetches */
 };
 
 const char *wk_ctl_state_name(wk_ctl_state_e s)
@@ -74,6 +72,17 @@ int wk_backoff_next(int cur, int cap_ms)
     }
     int next = cur > cap_ms / 2 ? cap_ms : cur * 2;
     return next < cap_ms ? next : cap_ms;
+}
+
+/* The tasks' news (wk_tasks_on_news): on a stream or the control thread,
+ * under the tasks' locks. */
+static void on_news(void *arg)
+{
+    wk_control_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->news = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
 }
 
 wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char *err,
@@ -105,6 +114,7 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
         wk_control_free(c);
         return NULL;
     }
+    wk_tasks_on_news(tasks, on_news, c);
     return c;
 }
 
@@ -131,36 +141,16 @@ static double measure_load(wk_control_t *c)
 
 /* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
  * stopping (not finishing: the loop sends the final heartbeat first).
- * early: also ends (WK_EARLY_*) once a split has finished since the last
- * heartbeat, or a client's Fetch came for a job we have not been told
- * about (the dispatcher has assigned us its splits: without this the job
- * waited up to a heartbeat interval to start). */
+ * early: news also ends it, WK_EARLY_MIN_MS after it began at the soonest. */
 static int sleep_ms(wk_control_t *c, int ms, int early)
 {
     double start = sl_mono_sec();
     double until = start + ms / 1000.0;
     double min_end = start + WK_EARLY_MIN_MS / 1000.0;
-    int seen_polls = 0; /* polls since a finished split was noticed */
     pthread_mutex_lock(&c->mu);
     while (!c->stop && !c->kick && !c->finish) {
-        double poll = sl_mono_sec() + WK_EARLY_POLL_MS / 1000.0;
-        int last = !early || poll >= until;
-        if (sl_cond_wait_until(&c->cv, &c->mu, last ? until : poll) == ETIMEDOUT && last) {
-            break;
-        }
-        if (!early || c->stop || c->kick || c->finish) {
-            continue;
-        }
-        wk_totals_t tot;
-        wk_tasks_totals(c->tasks, &tot); /* atomics only: no lock order issue */
-        double now = sl_mono_sec();
-        if (tot.early_fetches != c->early_at_hb && now >= min_end) {
-            break; /* a client waits for a job we do not know yet: ask for it */
-        }
-        if (tot.splits_done == c->done_at_hb) {
-            continue;
-        }
-        if (++seen_polls >= 2 && now >= min_end) {
+        double deadline = early && c->news && min_end < until ? min_end : until;
+        if (sl_cond_wait_until(&c->cv, &c->mu, deadline) == ETIMEDOUT) {
             break;
         }
     }
@@ -483,10 +473,9 @@ static void *control_main(void *arg)
             }
             break;
         case WK_CTL_REGISTERED: {
-            wk_totals_t tot;
-            wk_tasks_totals(c->tasks, &tot);
-            c->done_at_hb = tot.splits_done;
-            c->early_at_hb = tot.early_fetches;
+            pthread_mutex_lock(&c->mu);
+            c->news = 0; /* this beat reports it */
+            pthread_mutex_unlock(&c->mu);
             int rc = do_heartbeat(c, 0);
             if (rc == 0) {
                 backoff = 0;
@@ -576,6 +565,7 @@ void wk_control_free(wk_control_t *c)
         return;
     }
     wk_control_stop(c);
+    wk_tasks_on_news(c->tasks, NULL, NULL); /* c must not hear news once freed */
     sl_rpc_channel_free(c->ch);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);

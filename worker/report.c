@@ -1,7 +1,8 @@
 /* report: what the worker tells about its jobs -- the heartbeat's report
  * (control thread), the splits sent since the last one that got through
- * (added on stream threads), /status rows and worker-wide totals (HTTP
- * thread). Read-only over the job table. */
+ * (added on stream threads) and the news that calls for an early heartbeat,
+ * /status rows and worker-wide totals (HTTP thread). Read-only over the job
+ * table. */
 #include "worker/tasks_impl.h"
 
 #include <errno.h>
@@ -34,6 +35,26 @@ void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t ass
     }
     e.seq = ++t->next_sent_seq;
     (void)sl_ring_push_back(&t->sent, &e); /* room made above */
+    if (t->news_fn != NULL) {
+        t->news_fn(t->news_arg);
+    }
+    pthread_mutex_unlock(&t->sent_mu);
+}
+
+void wk_news(wk_tasks_t *t)
+{
+    pthread_mutex_lock(&t->sent_mu);
+    if (t->news_fn != NULL) {
+        t->news_fn(t->news_arg);
+    }
+    pthread_mutex_unlock(&t->sent_mu);
+}
+
+void wk_tasks_on_news(wk_tasks_t *t, wk_tasks_news_fn fn, void *arg)
+{
+    pthread_mutex_lock(&t->sent_mu);
+    t->news_fn = fn;
+    t->news_arg = arg;
     pthread_mutex_unlock(&t->sent_mu);
 }
 

@@ -417,6 +417,7 @@ static wk_attach_e find_wait(wk_tasks_t *t, uint64_t job_id, double deadline,
             /* The client knows of work for us the dispatcher has not told
              * us yet: the control thread heartbeats early to fetch it. */
             atomic_fetch_add(&t->n_early_fetches, 1);
+            wk_news(t);
             counted = 1;
         }
         if (timed_out) {

@@ -159,6 +159,15 @@ typedef struct wk_totals_s {
 
 void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret);
 
+/* News worth an early heartbeat: a split's last message went out (the
+ * reply hands out the next split), or a Fetch came for a job this worker
+ * has not been told about (the reply brings it). fn runs on the thread
+ * that made the news, under the tasks' locks, so it may only set a flag and
+ * signal. Replaces the previous fn (NULL: none); once this returns the old
+ * one is not running. Any thread. */
+typedef void (*wk_tasks_news_fn)(void *arg);
+void wk_tasks_on_news(wk_tasks_t *t, wk_tasks_news_fn fn, void *arg);
+
 /* Fills up to max rows; returns the number of jobs (may exceed max). */
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max);
 const char *wk_job_state_name(wk_job_state_e s);

@@ -132,10 +132,12 @@ struct wk_tasks_s {
 
     /* Splits whose last message went out, until a heartbeat reports them
      * (a ring of wk_sent_t of WK_MAX_SENT, seq increasing; the oldest goes
-     * when full). */
+     * when full), and who hears of news (wk_tasks_on_news). */
     pthread_mutex_t sent_mu;
     sl_ring_t sent;
     uint64_t next_sent_seq;
+    wk_tasks_news_fn news_fn;
+    void *news_arg;
     /* Worker-wide counters for /status; bumped next to the job's own. */
     atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
     atomic_uint_fast64_t n_early_fetches; /* Fetch streams that came before their job */
@@ -188,7 +190,10 @@ void *wk_runner_main(void *arg);
 /* ---- report.c */
 int wk_sent_init(wk_tasks_t *t);  /* 0 or -ENOMEM */
 void wk_sent_free(wk_tasks_t *t);
-/* Remembers a split whose last message went out (any thread, sent_mu not held). */
+/* Remembers a split whose last message went out, and tells the news (any
+ * thread, sent_mu not held). */
 void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment);
+/* Tells the news (sent_mu not held). */
+void wk_news(wk_tasks_t *t);
 
 #endif
