@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
 #include "common/base/rng.h"
@@ -125,18 +126,44 @@ static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
     return rows[0];
 }
 
+/* How long a test waits for something that must happen: long enough for a
+ * loaded machine; nothing below passes by waiting less. */
+#define WAIT_MS 20000
+
+/* Polls the job's /status row until ok(row) or WAIT_MS; returns the last row. */
+static wk_job_info_t info_wait(wk_tasks_t *t, uint64_t id, int (*ok)(const wk_job_info_t *))
+{
+    wk_job_info_t r = info(t, id);
+    for (int64_t until = sl_mono_ms() + WAIT_MS; !ok(&r) && sl_mono_ms() < until;) {
+        usleep(2000);
+        r = info(t, id);
+    }
+    return r;
+}
+
+static int not_loading(const wk_job_info_t *r) { return r->state != WK_JOB_LOADING; }
+
+static int started(const wk_job_info_t *r) { return r->samples_done > 0; }
+
+static int nothing_inflight(const wk_job_info_t *r) { return r->inflight == 0; }
+
+/* The runner has run into the buffer bound: samples came back and it
+ * submits no more. A runner sets inflight to 0 (under the job's lock) only
+ * when it cannot submit: it takes a sample back and submits the next in
+ * one hold of the lock. */
+static int held_at_bound(const wk_job_info_t *r)
+{
+    return r->samples_done > 0 && r->inflight == 0;
+}
+
+static int one_split_done(const wk_job_info_t *r) { return r->splits_done >= 1; }
+
 /* Waits until the job leaves LOADING. */
 static wk_job_state_e wait_loaded(wk_tasks_t *t, uint64_t id)
 {
-    for (int i = 0; i < 500; i++) {
-        wk_job_info_t r = info(t, id);
-        if (r.state != WK_JOB_LOADING) {
-            return r.state;
-        }
-        usleep(10000);
-    }
-    ck_abort_msg("job still loading");
-    return WK_JOB_LOADING;
+    wk_job_state_e s = info_wait(t, id, not_loading).state;
+    ck_assert_msg(s != WK_JOB_LOADING, "job still loading");
+    return s;
 }
 
 typedef struct seen_s {
@@ -166,15 +193,9 @@ static void consume(wk_job_t *job, seen_t *seen, int splits, const char *spec_js
     sl_pipe_scratch_t scratch;
     sl_pipe_scratch_init(&scratch);
 
-    int waited = 0;
     while (seen->done_splits < splits) {
         wk_msg_t *m = NULL;
-        wk_next_e r = wk_job_next_msg(job, 50, &m);
-        if (r == WK_NEXT_TIMEOUT) {
-            ck_assert_int_lt(++waited, 200);
-            continue;
-        }
-        ck_assert_int_eq(r, WK_NEXT_MSG);
+        ck_assert_int_eq(wk_job_next_msg(job, WAIT_MS, &m), WK_NEXT_MSG);
         ck_assert_uint_le(m->batch.n_samples, spec.batch_size);
         ck_assert_uint_eq(m->batch.stage_to, stage_to_of_split[m->batch.split_id]);
         for (size_t i = 0; i < m->batch.n_samples; i++) {
@@ -249,13 +270,13 @@ START_TEST(test_splits_exactly_once)
 
     /* Unit stats reach reports when the runner pauses (or once a second). */
     wk_tasks_report_t rep;
-    for (int i = 0; i < 200; i++) {
+    for (int64_t until = sl_mono_ms() + WAIT_MS;; usleep(2000)) {
         ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
-        if (rep.n_units > 0 && rep.units[0].samples >= 2 * (NIMG - 1)) {
+        if ((rep.n_units > 0 && rep.units[0].samples >= 2 * (NIMG - 1)) ||
+            sl_mono_ms() >= until) {
             break;
         }
         wk_tasks_report_free(&rep);
-        usleep(10000);
     }
     ck_assert_uint_eq(rep.n_known, 1);
     ck_assert_uint_eq(rep.n_splits, 0);
@@ -351,8 +372,8 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_int_eq(wait_loaded(t, 8), WK_JOB_READY);
     assign(t, 8, 1, 0, 0, NIMG, 1);
     assign(t, 8, 2, 0, 0, 4, 1);
-    usleep(500 * 1000);
-    wk_job_info_t r = info(t, 8);
+    wk_job_info_t r = info_wait(t, 8, held_at_bound);
+    ck_assert_uint_eq(r.inflight, 0);
     /* The bound: queued + partial stays within buffer_bytes plus one sample. */
     ck_assert_uint_le(r.buffered_bytes, (1u << 20) + 300 * 300 * 3 + 1024);
     ck_assert_uint_lt(r.samples_done, NIMG);
@@ -379,10 +400,7 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_uint_eq(r.buffered_msgs, 0);
     ck_assert_uint_eq(r.streams_broken, 1);
     /* In-flight samples of the dropped split come back and are discarded. */
-    for (int i = 0; i < 100 && info(t, 8).inflight > 0; i++) {
-        usleep(10000);
-    }
-    r = info(t, 8);
+    r = info_wait(t, 8, nothing_inflight);
     ck_assert_uint_eq(r.inflight, 0);
     ck_assert_uint_eq(r.buffered_bytes, 0);
 
@@ -498,7 +516,7 @@ START_TEST(test_stop_while_running)
     wk_job_t *job = NULL;
     char why[256];
     ck_assert_int_eq(wk_tasks_attach(t, 3, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
-    usleep(100 * 1000);
+    ck_assert_uint_gt(info_wait(t, 3, started).samples_done, 0);
     wk_tasks_stop(t);
     wk_msg_t *m = NULL;
     ck_assert_int_eq(wk_job_next_msg(job, 10, &m), WK_NEXT_STOPPING);
@@ -530,18 +548,12 @@ START_TEST(test_jobs_share_slots)
         assign(t, 10, k, 0, 0, NIMG, 1);
     }
     ck_assert_int_eq(wait_loaded(t, 10), WK_JOB_READY);
-    for (int i = 0; i < 500 && info(t, 10).samples_done == 0; i++) {
-        usleep(1000);
-    }
+    ck_assert_uint_gt(info_wait(t, 10, started).samples_done, 0);
     add_job(t, 11, SPEC_BIG, g_fp, g_count);
     assign(t, 11, 1, 0, 0, NIMG, 1);
     ck_assert_int_eq(wait_loaded(t, 11), WK_JOB_READY);
-    wk_job_info_t a = info(t, 10), b = info(t, 11);
-    for (int i = 0; i < 30000 && b.splits_done < 1; i++) {
-        usleep(1000);
-        b = info(t, 11);
-        a = info(t, 10);
-    }
+    wk_job_info_t b = info_wait(t, 11, one_split_done);
+    wk_job_info_t a = info(t, 10);
     ck_assert_uint_eq(b.splits_done, 1);
     printf("jobs_share_slots: job 11 finished its %d samples when job 10 had done %" PRIu64
            " of %d\n",
@@ -565,15 +577,10 @@ START_TEST(test_jobs_share_slots)
     for (uint64_t k = 1; k <= 4; k++) {
         assign(t, 21, k, 0, 0, NIMG, 1);
     }
-    int done = 0, waited = 0;
+    int done = 0;
     while (done < 4) {
         wk_msg_t *m = NULL;
-        wk_next_e r = wk_job_next_msg(job, 50, &m);
-        if (r == WK_NEXT_TIMEOUT) {
-            ck_assert_int_lt(++waited, 400);
-            continue;
-        }
-        ck_assert_int_eq(r, WK_NEXT_MSG);
+        ck_assert_int_eq(wk_job_next_msg(job, WAIT_MS, &m), WK_NEXT_MSG);
         done += m->batch.split_done;
         wk_job_note_sent(job, m);
         wk_msg_free(m);
