@@ -58,6 +58,22 @@ void wk_tasks_on_news(wk_tasks_t *t, wk_tasks_news_fn fn, void *arg)
     pthread_mutex_unlock(&t->sent_mu);
 }
 
+/* A report's array (n elements of elem bytes, *cap allocated) with room
+ * for one more: arr itself, or a doubled copy. NULL when out of memory (arr
+ * is left as it was). */
+static void *room_for_one(void *arr, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap) {
+        return arr;
+    }
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *na = realloc(arr, nc * elem);
+    if (na != NULL) {
+        *cap = nc;
+    }
+    return na;
+}
+
 /* Appends v to a growing array unless it is there already. */
 static int u64_push(uint64_t **arr, size_t *n, size_t *cap, uint64_t v)
 {
@@ -66,15 +82,11 @@ static int u64_push(uint64_t **arr, size_t *n, size_t *cap, uint64_t v)
             return 0;
         }
     }
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        uint64_t *na = realloc(*arr, nc * sizeof(*na));
-        if (na == NULL) {
-            return -ENOMEM;
-        }
-        *arr = na;
-        *cap = nc;
+    uint64_t *na = room_for_one(*arr, *n, cap, sizeof(**arr));
+    if (na == NULL) {
+        return -ENOMEM;
     }
+    *arr = na;
     (*arr)[(*n)++] = v;
     return 0;
 }
@@ -89,15 +101,11 @@ static int unit_add(wk_tasks_report_t *r, size_t *cap, const char *name, const s
             return 0;
         }
     }
-    if (r->n_units == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        wk_unit_report_t *na = realloc(r->units, nc * sizeof(*na));
-        if (na == NULL) {
-            return -ENOMEM;
-        }
-        r->units = na;
-        *cap = nc;
+    wk_unit_report_t *na = room_for_one(r->units, r->n_units, cap, sizeof(*r->units));
+    if (na == NULL) {
+        return -ENOMEM;
     }
+    r->units = na;
     wk_unit_report_t *w = &r->units[r->n_units++];
     snprintf(w->name, sizeof(w->name), "%s", name);
     w->cpu_sec = u->cpu_sec;
@@ -116,15 +124,11 @@ static int ref_push(wk_split_ref_t **arr, size_t *n, size_t *cap, size_t from, u
             return 0;
         }
     }
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        wk_split_ref_t *na = realloc(*arr, nc * sizeof(*na));
-        if (na == NULL) {
-            return -ENOMEM;
-        }
-        *arr = na;
-        *cap = nc;
+    wk_split_ref_t *na = room_for_one(*arr, *n, cap, sizeof(**arr));
+    if (na == NULL) {
+        return -ENOMEM;
     }
+    *arr = na;
     (*arr)[(*n)++] =
         (wk_split_ref_t){.job_id = job_id, .split_id = split_id, .assignment = assignment};
     return 0;

@@ -19,6 +19,7 @@
 #include "common/data/source.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_worker.h"
 #include "worker/control.h"
 #include "worker/stream.h"
 #include "worker/tasks.h"
@@ -142,34 +143,6 @@ static int end_code(sl_rpc_cstream_t *cs, int ms, sl_rpc_status_t *st)
     return st->code;
 }
 
-static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
-{
-    wk_job_info_t rows[8];
-    size_t n = wk_tasks_snapshot(t, rows, 8);
-    for (size_t i = 0; i < n && i < 8; i++) {
-        if (rows[i].job_id == id) {
-            return rows[i];
-        }
-    }
-    ck_abort_msg("job %" PRIu64 " not in snapshot", id);
-    return rows[0];
-}
-
-/* How long a test waits for something that must happen: long enough for a
- * loaded machine; nothing below passes by waiting less. */
-#define WAIT_MS 20000
-
-/* Polls the job's /status row until ok(row) or WAIT_MS; returns the last row. */
-static wk_job_info_t info_wait(wk_tasks_t *t, uint64_t id, int (*ok)(const wk_job_info_t *))
-{
-    wk_job_info_t r = info(t, id);
-    for (int64_t until = sl_mono_ms() + WAIT_MS; !ok(&r) && sl_mono_ms() < until;) {
-        usleep(5000);
-        r = info(t, id);
-    }
-    return r;
-}
-
 static int split_done_and_one_sent(const wk_job_info_t *r)
 {
     return r->splits_done == 1 && r->msgs_sent >= 1;
@@ -202,7 +175,7 @@ START_TEST(test_fetch_credits_and_close)
      * counted as an early fetch. */
     sl_rpc_cstream_t *cs = open_fetch(ch, 42, 1);
     wk_totals_t tot = {0};
-    for (int64_t until = sl_mono_ms() + WAIT_MS; sl_mono_ms() < until; usleep(5000)) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; sl_mono_ms() < until; usleep(5000)) {
         wk_tasks_totals(t, &tot);
         if (tot.early_fetches > 0) {
             break;
@@ -227,7 +200,7 @@ START_TEST(test_fetch_credits_and_close)
     sluice__batch__free_unpacked(b, NULL);
     /* One credit, one message: once the split is done and its first message
      * noted sent, the other five wait in the buffer for credits. */
-    wk_job_info_t r = info_wait(t, 42, split_done_and_one_sent);
+    wk_job_info_t r = fx_job_info_wait(t, 42, split_done_and_one_sent);
     ck_assert_uint_eq(r.splits_done, 1);
     ck_assert_uint_eq(r.msgs_sent, 1);
     ck_assert_uint_eq(r.buffered_msgs, 5);
@@ -258,7 +231,7 @@ START_TEST(test_fetch_credits_and_close)
 
     /* Unknown job: NOT_FOUND after the wait. Failed job: FAILED_PRECONDITION. */
     add_job(t, 43, g_fp ^ 0xff);
-    ck_assert_int_eq(info_wait(t, 43, not_loading).state, WK_JOB_FAILED);
+    ck_assert_int_eq(fx_job_info_wait(t, 43, not_loading).state, WK_JOB_FAILED);
     cs = open_fetch(ch, 43, 1);
     ck_assert_int_eq(end_code(cs, 10000, &st), SL_RPC_FAILED_PRECONDITION);
     ck_assert_ptr_nonnull(strstr(st.details, "fingerprint"));
@@ -290,7 +263,7 @@ START_TEST(test_fetch_cancel_drops)
     sluice__batch__free_unpacked(b, NULL);
     /* The client goes away with splits unfinished. */
     sl_rpc_cstream_free(cs);
-    wk_job_info_t r = info_wait(t, 9, stream_broke);
+    wk_job_info_t r = fx_job_info_wait(t, 9, stream_broke);
     ck_assert_uint_eq(r.streams_broken, 1);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 0);
     ck_assert_uint_eq(r.buffered_msgs, 0);
@@ -464,23 +437,23 @@ static sl_rpc_server_t *start_fake(const char *listen, char *daddr, size_t len)
     return d;
 }
 
-/* Waits up to WAIT_MS for *field >= v; returns the value seen last. */
+/* Waits up to FX_WAIT_MS for *field >= v; returns the value seen last. */
 static int fake_wait(int *field, int v)
 {
     int got = fake_get(field);
-    for (int64_t until = sl_mono_ms() + WAIT_MS; got < v && sl_mono_ms() < until;) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; got < v && sl_mono_ms() < until;) {
         usleep(5000);
         got = fake_get(field);
     }
     return got;
 }
 
-/* Polls the control thread's status until ok(status) or WAIT_MS. */
+/* Polls the control thread's status until ok(status) or FX_WAIT_MS. */
 static wk_control_status_t status_wait(wk_control_t *c, int (*ok)(const wk_control_status_t *))
 {
     wk_control_status_t cs;
     wk_control_get_status(c, &cs);
-    for (int64_t until = sl_mono_ms() + WAIT_MS; !ok(&cs) && sl_mono_ms() < until;) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; !ok(&cs) && sl_mono_ms() < until;) {
         usleep(5000);
         wk_control_get_status(c, &cs);
     }
@@ -530,7 +503,7 @@ START_TEST(test_early_heartbeats)
     sl_rpc_status_t st;
     for (int i = 0; i < NIMG / 2; i++) {
         Sluice__Batch *b = NULL;
-        ck_assert_int_eq(next_batch(cs, WAIT_MS, &b, &st), 0);
+        ck_assert_int_eq(next_batch(cs, FX_WAIT_MS, &b, &st), 0);
         sluice__batch__free_unpacked(b, NULL);
     }
     /* The split's last message is out: the very next beat reports it. */
@@ -587,7 +560,7 @@ START_TEST(test_control_against_fake_dispatcher)
 
     /* Jobs and a split arrive on a heartbeat; the bad one comes back as failed. */
     fake_set(&g_fake.send_jobs, 1);
-    for (int64_t until = sl_mono_ms() + WAIT_MS; sl_mono_ms() < until; usleep(5000)) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; sl_mono_ms() < until; usleep(5000)) {
         pthread_mutex_lock(&g_fake.mu);
         int ok = g_fake.failed_seen == 2 && g_fake.known_seen == 2;
         pthread_mutex_unlock(&g_fake.mu);
@@ -600,7 +573,7 @@ START_TEST(test_control_against_fake_dispatcher)
     ck_assert_int_eq(g_fake.known_seen, 2);
     ck_assert_ptr_nonnull(strstr(g_fake.failure_seen, "job 2:"));
     pthread_mutex_unlock(&g_fake.mu);
-    wk_job_info_t r = info_wait(t, 1, all_buffered);
+    wk_job_info_t r = fx_job_info_wait(t, 1, all_buffered);
     ck_assert_int_eq(r.state, WK_JOB_READY);
     ck_assert_uint_eq(r.samples_done, NIMG);
     ck_assert_uint_eq(r.buffered_msgs, NIMG / 2);
@@ -609,7 +582,7 @@ START_TEST(test_control_against_fake_dispatcher)
 
     /* A job-qualified revocation drops the split's buffered messages. */
     fake_set(&g_fake.revoke_once, 1);
-    ck_assert_uint_eq(info_wait(t, 1, revoked).buffered_msgs, 0);
+    ck_assert_uint_eq(fx_job_info_wait(t, 1, revoked).buffered_msgs, 0);
 
     /* Leaving: heartbeats say so at once; the final one, after quiesce,
      * reports nothing in progress and the thread ends. */

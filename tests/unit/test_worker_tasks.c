@@ -19,6 +19,7 @@
 #include "common/data/source.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_worker.h"
 #include "worker/tasks.h"
 
 #define NIMG 24 /* 23 good + 1 corrupt */
@@ -113,34 +114,6 @@ static void assign(wk_tasks_t *t, uint64_t job, uint64_t split, uint64_t epoch, 
     wk_tasks_assign(t, &a);
 }
 
-static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
-{
-    wk_job_info_t rows[8];
-    size_t n = wk_tasks_snapshot(t, rows, 8);
-    for (size_t i = 0; i < n && i < 8; i++) {
-        if (rows[i].job_id == id) {
-            return rows[i];
-        }
-    }
-    ck_abort_msg("job %" PRIu64 " not in snapshot", id);
-    return rows[0];
-}
-
-/* How long a test waits for something that must happen: long enough for a
- * loaded machine; nothing below passes by waiting less. */
-#define WAIT_MS 20000
-
-/* Polls the job's /status row until ok(row) or WAIT_MS; returns the last row. */
-static wk_job_info_t info_wait(wk_tasks_t *t, uint64_t id, int (*ok)(const wk_job_info_t *))
-{
-    wk_job_info_t r = info(t, id);
-    for (int64_t until = sl_mono_ms() + WAIT_MS; !ok(&r) && sl_mono_ms() < until;) {
-        usleep(2000);
-        r = info(t, id);
-    }
-    return r;
-}
-
 static int not_loading(const wk_job_info_t *r) { return r->state != WK_JOB_LOADING; }
 
 static int started(const wk_job_info_t *r) { return r->samples_done > 0; }
@@ -161,7 +134,7 @@ static int one_split_done(const wk_job_info_t *r) { return r->splits_done >= 1; 
 /* Waits until the job leaves LOADING. */
 static wk_job_state_e wait_loaded(wk_tasks_t *t, uint64_t id)
 {
-    wk_job_state_e s = info_wait(t, id, not_loading).state;
+    wk_job_state_e s = fx_job_info_wait(t, id, not_loading).state;
     ck_assert_msg(s != WK_JOB_LOADING, "job still loading");
     return s;
 }
@@ -195,7 +168,7 @@ static void consume(wk_job_t *job, seen_t *seen, int splits, const char *spec_js
 
     while (seen->done_splits < splits) {
         wk_msg_t *m = NULL;
-        ck_assert_int_eq(wk_job_next_msg(job, WAIT_MS, &m), WK_NEXT_MSG);
+        ck_assert_int_eq(wk_job_next_msg(job, FX_WAIT_MS, &m), WK_NEXT_MSG);
         ck_assert_uint_le(m->batch.n_samples, spec.batch_size);
         ck_assert_uint_eq(m->batch.stage_to, stage_to_of_split[m->batch.split_id]);
         for (size_t i = 0; i < m->batch.n_samples; i++) {
@@ -270,7 +243,7 @@ START_TEST(test_splits_exactly_once)
 
     /* Unit stats reach reports when the runner pauses (or once a second). */
     wk_tasks_report_t rep;
-    for (int64_t until = sl_mono_ms() + WAIT_MS;; usleep(2000)) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS;; usleep(2000)) {
         ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
         if ((rep.n_units > 0 && rep.units[0].samples >= 2 * (NIMG - 1)) ||
             sl_mono_ms() >= until) {
@@ -330,8 +303,8 @@ START_TEST(test_failures_and_validation)
     ck_assert_int_eq(wait_loaded(t, 2), WK_JOB_FAILED);
     ck_assert_int_eq(wait_loaded(t, 3), WK_JOB_FAILED);
     ck_assert_int_eq(wait_loaded(t, 4), WK_JOB_READY);
-    ck_assert_ptr_nonnull(strstr(info(t, 1).reason, "fingerprint"));
-    ck_assert_ptr_nonnull(strstr(info(t, 3).reason, "invalid job spec"));
+    ck_assert_ptr_nonnull(strstr(fx_job_info(t, 1).reason, "fingerprint"));
+    ck_assert_ptr_nonnull(strstr(fx_job_info(t, 3).reason, "invalid job spec"));
 
     /* Invalid assignments are ignored. */
     assign(t, 4, 10, 0, 0, NIMG + 1, 5); /* past the end */
@@ -372,7 +345,7 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_int_eq(wait_loaded(t, 8), WK_JOB_READY);
     assign(t, 8, 1, 0, 0, NIMG, 1);
     assign(t, 8, 2, 0, 0, 4, 1);
-    wk_job_info_t r = info_wait(t, 8, held_at_bound);
+    wk_job_info_t r = fx_job_info_wait(t, 8, held_at_bound);
     ck_assert_uint_eq(r.inflight, 0);
     /* The bound: queued + partial stays within buffer_bytes plus one sample. */
     ck_assert_uint_le(r.buffered_bytes, (1u << 20) + 300 * 300 * 3 + 1024);
@@ -382,10 +355,10 @@ START_TEST(test_broken_stream_drops_and_revoke)
     /* Revoking split 2 removes it (nothing of it was started yet); a
      * revocation of another job's split 2 does not touch it. */
     wk_tasks_revoke(t, 9, 2);
-    r = info(t, 8);
+    r = fx_job_info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 2);
     wk_tasks_revoke(t, 8, 2);
-    r = info(t, 8);
+    r = fx_job_info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 1);
 
     wk_job_t *job = NULL;
@@ -395,12 +368,12 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_int_eq(wk_job_next_msg(job, 1000, &m), WK_NEXT_MSG);
     wk_msg_free(m);
     wk_job_detach(job, 1, "test: client went away");
-    r = info(t, 8);
+    r = fx_job_info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 0);
     ck_assert_uint_eq(r.buffered_msgs, 0);
     ck_assert_uint_eq(r.streams_broken, 1);
     /* In-flight samples of the dropped split come back and are discarded. */
-    r = info_wait(t, 8, nothing_inflight);
+    r = fx_job_info_wait(t, 8, nothing_inflight);
     ck_assert_uint_eq(r.inflight, 0);
     ck_assert_uint_eq(r.buffered_bytes, 0);
 
@@ -494,7 +467,7 @@ START_TEST(test_two_jobs_revoke_and_leave)
     ck_assert_uint_eq(rep.n_splits, 0);
     ck_assert(has_ref(rep.sent, rep.n_sent, 9, 1));
     wk_tasks_report_free(&rep);
-    ck_assert_uint_eq(info(t, 8).buffered_msgs, 0);
+    ck_assert_uint_eq(fx_job_info(t, 8).buffered_msgs, 0);
 
     /* Stop: job 8 lost work (UNAVAILABLE), job 9 lost nothing (OK). */
     wk_tasks_stop(t);
@@ -516,7 +489,7 @@ START_TEST(test_stop_while_running)
     wk_job_t *job = NULL;
     char why[256];
     ck_assert_int_eq(wk_tasks_attach(t, 3, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
-    ck_assert_uint_gt(info_wait(t, 3, started).samples_done, 0);
+    ck_assert_uint_gt(fx_job_info_wait(t, 3, started).samples_done, 0);
     wk_tasks_stop(t);
     wk_msg_t *m = NULL;
     ck_assert_int_eq(wk_job_next_msg(job, 10, &m), WK_NEXT_STOPPING);
@@ -548,12 +521,12 @@ START_TEST(test_jobs_share_slots)
         assign(t, 10, k, 0, 0, NIMG, 1);
     }
     ck_assert_int_eq(wait_loaded(t, 10), WK_JOB_READY);
-    ck_assert_uint_gt(info_wait(t, 10, started).samples_done, 0);
+    ck_assert_uint_gt(fx_job_info_wait(t, 10, started).samples_done, 0);
     add_job(t, 11, SPEC_BIG, g_fp, g_count);
     assign(t, 11, 1, 0, 0, NIMG, 1);
     ck_assert_int_eq(wait_loaded(t, 11), WK_JOB_READY);
-    wk_job_info_t b = info_wait(t, 11, one_split_done);
-    wk_job_info_t a = info(t, 10);
+    wk_job_info_t b = fx_job_info_wait(t, 11, one_split_done);
+    wk_job_info_t a = fx_job_info(t, 10);
     ck_assert_uint_eq(b.splits_done, 1);
     printf("jobs_share_slots: job 11 finished its %d samples when job 10 had done %" PRIu64
            " of %d\n",
@@ -580,12 +553,12 @@ START_TEST(test_jobs_share_slots)
     int done = 0;
     while (done < 4) {
         wk_msg_t *m = NULL;
-        ck_assert_int_eq(wk_job_next_msg(job, WAIT_MS, &m), WK_NEXT_MSG);
+        ck_assert_int_eq(wk_job_next_msg(job, FX_WAIT_MS, &m), WK_NEXT_MSG);
         done += m->batch.split_done;
         wk_job_note_sent(job, m);
         wk_msg_free(m);
     }
-    a = info(t, 20);
+    a = fx_job_info(t, 20);
     ck_assert_uint_lt(a.samples_done, NIMG); /* still held at its bound */
     ck_assert_uint_le(a.buffered_bytes, (1u << 20) + (1u << 20));
     wk_job_detach(job, 0, NULL);
