@@ -19,12 +19,11 @@
 #define WK_CALL_TIMEOUT_MS 3000
 #define WK_FINAL_TIMEOUT_MS 2000 /* the last heartbeat must not hold up the exit */
 #define WK_DEFAULT_HEARTBEAT_MS 1000
-/* Early heartbeat: a split that finished here is reported sent (and the
- * dispatcher hands out the next one in the reply) without waiting for the
- * interval. The worker looks every POLL ms, beats one poll after it saw a
- * split finish (its last message is then usually out), and never sooner
- * than MIN ms after the previous beat (bounds the dispatcher's load). */
-#define WK_EARLY_POLL_MS 20
+/* Early heartbeat: news from the tasks (a split's last message went out,
+ * a Fetch came for a job we have not been told about) is reported without
+ * waiting for the interval -- the reply hands out the next split, or brings
+ * the job -- but never sooner than this after the previous beat (bounds
+ * the dispatcher's load). */
 #define WK_EARLY_MIN_MS 100
 
 struct wk_control_s {
@@ -42,14 +41,13 @@ struct wk_control_s {
     pthread_cond_t cv;
     int stop;
     int kick;   /* heartbeat now (leaving) */
+    int news;   /* the tasks have news since the last beat began (on_news) */
     int finish; /* send the final heartbeat, then stop */
     int finish_rc;
     wk_control_status_t status;
 
     /* Control thread only. */
     double last_cpu, last_wall;
-    uint64_t done_at_hb; /* the tasks' splits_done when the last beat began */
-    uint64_t early_at_hb; /* and their early_fetches */
 };
 
 const char *wk_ctl_state_name(wk_ctl_state_e s)
@@ -74,6 +72,17 @@ int wk_backoff_next(int cur, int cap_ms)
     }
     int next = cur > cap_ms / 2 ? cap_ms : cur * 2;
     return next < cap_ms ? next : cap_ms;
+}
+
+/* The tasks' news (wk_tasks_on_news): on a stream or the control thread,
+ * under the tasks' locks. */
+static void on_news(void *arg)
+{
+    wk_control_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->news = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
 }
 
 wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char *err,
@@ -105,6 +114,7 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
         wk_control_free(c);
         return NULL;
     }
+    wk_tasks_on_news(tasks, on_news, c);
     return c;
 }
 
@@ -131,36 +141,16 @@ static double measure_load(wk_control_t *c)
 
 /* Sleeps up to ms unless stopped, finishing or kicked; returns 1 when
  * stopping (not finishing: the loop sends the final heartbeat first).
- * early: also ends (WK_EARLY_*) once a split has finished since the last
- * heartbeat, or a client's Fetch came for a job we have not been told
- * about (the dispatcher has assigned us its splits: without this the job
- * waited up to a heartbeat interval to start). */
+ * early: news also ends it, WK_EARLY_MIN_MS after it began at the soonest. */
 static int sleep_ms(wk_control_t *c, int ms, int early)
 {
     double start = sl_mono_sec();
     double until = start + ms / 1000.0;
     double min_end = start + WK_EARLY_MIN_MS / 1000.0;
-    int seen_polls = 0; /* polls since a finished split was noticed */
     pthread_mutex_lock(&c->mu);
     while (!c->stop && !c->kick && !c->finish) {
-        double poll = sl_mono_sec() + WK_EARLY_POLL_MS / 1000.0;
-        int last = !early || poll >= until;
-        if (sl_cond_wait_until(&c->cv, &c->mu, last ? until : poll) == ETIMEDOUT && last) {
-            break;
-        }
-        if (!early || c->stop || c->kick || c->finish) {
-            continue;
-        }
-        wk_totals_t tot;
-        wk_tasks_totals(c->tasks, &tot); /* atomics only: no lock order issue */
-        double now = sl_mono_sec();
-        if (tot.early_fetches != c->early_at_hb && now >= min_end) {
-            break; /* a client waits for a job we do not know yet: ask for it */
-        }
-        if (tot.splits_done == c->done_at_hb) {
-            continue;
-        }
-        if (++seen_polls >= 2 && now >= min_end) {
+        double deadline = early && c->news && min_end < until ? min_end : until;
+        if (sl_cond_wait_until(&c->cv, &c->mu, deadline) == ETIMEDOUT) {
             break;
         }
     }
@@ -296,107 +286,98 @@ static int refs_to_msgs(const wk_split_ref_t *refs, size_t n, Sluice__SplitAssig
     return 0;
 }
 
-/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on
- * failure. final: the last one before exit (short deadline, reply unused). */
-static int do_heartbeat(wk_control_t *c, int final)
+/* A Heartbeat request and the arrays it points into, built from a tasks
+ * report (which must outlive it: the request borrows its lists). */
+typedef struct hb_msg_s {
+    Sluice__HeartbeatRequest req;
+    Sluice__StageStat *stats;
+    Sluice__StageStat **pstats;
+    Sluice__SplitAssignment *prog, *sent;
+    Sluice__SplitAssignment **pprog, **psent;
+    uint64_t *legacy; /* split ids alone, for a dispatcher that predates in_progress */
+} hb_msg_t;
+
+static void hb_msg_free(hb_msg_t *m)
 {
-    wk_tasks_report_t rep;
-    int rc = wk_tasks_report(c->tasks, &rep);
-    if (rc < 0) {
-        sl_rpc_status_t st = {.code = SL_RPC_INTERNAL};
-        note_failure(c, "Heartbeat report", &st, rc);
-        return rc;
+    free(m->stats);
+    free(m->pstats);
+    free(m->legacy);
+    free(m->prog);
+    free(m->pprog);
+    free(m->sent);
+    free(m->psent);
+}
+
+/* Per-unit stats as the dispatcher wants them: per-sample averages. */
+static void hb_stats(hb_msg_t *m, const wk_tasks_report_t *rep)
+{
+    for (size_t i = 0; i < rep->n_units; i++) {
+        const wk_unit_report_t *u = &rep->units[i];
+        Sluice__StageStat *s = &m->stats[i];
+        sluice__stage_stat__init(s);
+        s->name = (char *)u->name;
+        s->samples = u->samples;
+        s->cpu_sec_per_sample = u->samples > 0 ? u->cpu_sec / (double)u->samples : 0;
+        s->out_bytes_per_sample = u->samples > 0 ? (double)u->out_bytes / (double)u->samples : 0;
+        m->pstats[i] = s;
     }
-    Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
-    Sluice__StageStat *stats = NULL;
-    Sluice__StageStat **pstats = NULL;
-    Sluice__SplitAssignment *prog = NULL, *sent = NULL;
-    Sluice__SplitAssignment **pprog = NULL, **psent = NULL;
-    /* The unqualified list too, for a dispatcher that predates in_progress. */
-    uint64_t *legacy = rep.n_splits > 0 ? calloc(rep.n_splits, sizeof(*legacy)) : NULL;
-    if (rep.n_units > 0) {
-        stats = calloc(rep.n_units, sizeof(*stats));
-        pstats = calloc(rep.n_units, sizeof(*pstats));
+}
+
+/* Fills m from the report and the control state. 0 or -ENOMEM (m freed). */
+static int hb_msg_build(wk_control_t *c, const wk_tasks_report_t *rep, hb_msg_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    if (rep->n_splits > 0) {
+        m->legacy = calloc(rep->n_splits, sizeof(*m->legacy));
     }
-    if ((rep.n_units > 0 && (stats == NULL || pstats == NULL)) ||
-        (rep.n_splits > 0 && legacy == NULL) ||
-        refs_to_msgs(rep.splits, rep.n_splits, &prog, &pprog) < 0 ||
-        refs_to_msgs(rep.sent, rep.n_sent, &sent, &psent) < 0) {
-        free(stats);
-        free(pstats);
-        free(legacy);
-        free(prog);
-        free(pprog);
-        free(sent);
-        free(psent);
-        wk_tasks_report_free(&rep);
+    if (rep->n_units > 0) {
+        m->stats = calloc(rep->n_units, sizeof(*m->stats));
+        m->pstats = calloc(rep->n_units, sizeof(*m->pstats));
+    }
+    if ((rep->n_units > 0 && (m->stats == NULL || m->pstats == NULL)) ||
+        (rep->n_splits > 0 && m->legacy == NULL) ||
+        refs_to_msgs(rep->splits, rep->n_splits, &m->prog, &m->pprog) < 0 ||
+        refs_to_msgs(rep->sent, rep->n_sent, &m->sent, &m->psent) < 0) {
+        hb_msg_free(m);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < rep.n_splits; i++) {
-        legacy[i] = rep.splits[i].split_id;
+    for (size_t i = 0; i < rep->n_splits; i++) {
+        m->legacy[i] = rep->splits[i].split_id;
     }
-    for (size_t i = 0; i < rep.n_units; i++) {
-        const wk_unit_report_t *u = &rep.units[i];
-        sluice__stage_stat__init(&stats[i]);
-        stats[i].name = (char *)u->name;
-        stats[i].samples = u->samples;
-        stats[i].cpu_sec_per_sample = u->samples > 0 ? u->cpu_sec / (double)u->samples : 0;
-        stats[i].out_bytes_per_sample =
-            u->samples > 0 ? (double)u->out_bytes / (double)u->samples : 0;
-        pstats[i] = &stats[i];
-    }
+    hb_stats(m, rep);
     double load = measure_load(c);
-    req.version = SL_PROTOCOL_VERSION;
+    Sluice__HeartbeatRequest *req = &m->req;
+    sluice__heartbeat_request__init(req);
+    req->version = SL_PROTOCOL_VERSION;
     pthread_mutex_lock(&c->mu);
-    req.worker_id = c->status.worker_id;
-    req.leaving = c->status.leaving;
+    req->worker_id = c->status.worker_id;
+    req->leaving = c->status.leaving;
     c->status.load = load;
     pthread_mutex_unlock(&c->mu);
-    req.load = load;
-    req.buffered_bytes = rep.buffered_bytes;
-    req.bytes_sent = rep.bytes_sent;
-    req.n_known_jobs = rep.n_known;
-    req.known_jobs = rep.known_jobs;
-    req.n_splits_in_progress = rep.n_splits;
-    req.splits_in_progress = legacy;
-    req.n_in_progress = rep.n_splits;
-    req.in_progress = pprog;
-    req.n_sent = rep.n_sent;
-    req.sent = psent;
-    req.n_stages = rep.n_units;
-    req.stages = pstats;
-    req.n_failed_jobs = rep.n_failed;
-    req.failed_jobs = rep.failed_jobs;
-    req.failure = rep.failure;
+    req->load = load;
+    req->buffered_bytes = rep->buffered_bytes;
+    req->bytes_sent = rep->bytes_sent;
+    req->n_known_jobs = rep->n_known;
+    req->known_jobs = rep->known_jobs;
+    req->n_splits_in_progress = rep->n_splits;
+    req->splits_in_progress = m->legacy;
+    req->n_in_progress = rep->n_splits;
+    req->in_progress = m->pprog;
+    req->n_sent = rep->n_sent;
+    req->sent = m->psent;
+    req->n_stages = rep->n_units;
+    req->stages = m->pstats;
+    req->n_failed_jobs = rep->n_failed;
+    req->failed_jobs = rep->failed_jobs;
+    req->failure = (char *)rep->failure;
+    return 0;
+}
 
-    ProtobufCMessage *resp = NULL;
-    sl_rpc_status_t st;
-    rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/Heartbeat", &req.base,
-                      &sluice__heartbeat_response__descriptor,
-                      final ? WK_FINAL_TIMEOUT_MS : WK_CALL_TIMEOUT_MS, 0, &resp, &st);
-    free(stats);
-    free(pstats);
-    free(legacy);
-    free(prog);
-    free(pprog);
-    free(sent);
-    free(psent);
-    if (rc < 0) {
-        wk_tasks_report_free(&rep);
-        note_failure(c, "Heartbeat", &st, rc);
-        return rc;
-    }
-    /* The dispatcher has the sent splits now (also when it no longer knows
-     * us: then it re-assigned everything of ours anyway). */
-    wk_tasks_report_done(c->tasks, &rep);
-    wk_tasks_report_free(&rep);
-    Sluice__HeartbeatResponse *r = (Sluice__HeartbeatResponse *)resp;
-    if (final) {
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return 0;
-    }
+/* Acts on a (non-final) reply. Returns 0, or 1 when the dispatcher does
+ * not know us (we registered again later, or we have left). */
+static int hb_reply(wk_control_t *c, const Sluice__HeartbeatResponse *r)
+{
     if (!r->known) {
-        protobuf_c_message_free_unpacked(resp, NULL);
         pthread_mutex_lock(&c->mu);
         int leaving = c->status.leaving;
         c->status.state = leaving ? WK_CTL_LEFT : WK_CTL_UNREGISTERED;
@@ -415,8 +396,44 @@ static int do_heartbeat(wk_control_t *c, int final)
     c->status.last_error[0] = '\0';
     pthread_mutex_unlock(&c->mu);
     apply_reply(c, r);
-    protobuf_c_message_free_unpacked(resp, NULL);
     return 0;
+}
+
+/* Heartbeat. Returns 0 ok, 1 when the dispatcher does not know us, < 0 on
+ * failure. final: the last one before exit (short deadline, reply unused). */
+static int do_heartbeat(wk_control_t *c, int final)
+{
+    wk_tasks_report_t rep;
+    int rc = wk_tasks_report(c->tasks, &rep);
+    if (rc < 0) {
+        sl_rpc_status_t st = {.code = SL_RPC_INTERNAL};
+        note_failure(c, "Heartbeat report", &st, rc);
+        return rc;
+    }
+    hb_msg_t m;
+    rc = hb_msg_build(c, &rep, &m);
+    if (rc < 0) {
+        wk_tasks_report_free(&rep);
+        return rc;
+    }
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    rc = sl_rpc_unary(c->ch, "/sluice.Dispatcher/Heartbeat", &m.req.base,
+                      &sluice__heartbeat_response__descriptor,
+                      final ? WK_FINAL_TIMEOUT_MS : WK_CALL_TIMEOUT_MS, 0, &resp, &st);
+    hb_msg_free(&m);
+    if (rc < 0) {
+        wk_tasks_report_free(&rep);
+        note_failure(c, "Heartbeat", &st, rc);
+        return rc;
+    }
+    /* The dispatcher has the sent splits now (also when it no longer knows
+     * us: then it re-assigned everything of ours anyway). */
+    wk_tasks_report_done(c->tasks, &rep);
+    wk_tasks_report_free(&rep);
+    rc = final ? 0 : hb_reply(c, (const Sluice__HeartbeatResponse *)resp);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return rc;
 }
 
 static void *control_main(void *arg)
@@ -456,10 +473,9 @@ static void *control_main(void *arg)
             }
             break;
         case WK_CTL_REGISTERED: {
-            wk_totals_t tot;
-            wk_tasks_totals(c->tasks, &tot);
-            c->done_at_hb = tot.splits_done;
-            c->early_at_hb = tot.early_fetches;
+            pthread_mutex_lock(&c->mu);
+            c->news = 0; /* this beat reports it */
+            pthread_mutex_unlock(&c->mu);
             int rc = do_heartbeat(c, 0);
             if (rc == 0) {
                 backoff = 0;
@@ -549,6 +565,7 @@ void wk_control_free(wk_control_t *c)
         return;
     }
     wk_control_stop(c);
+    wk_tasks_on_news(c->tasks, NULL, NULL); /* c must not hear news once freed */
     sl_rpc_channel_free(c->ch);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);

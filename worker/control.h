@@ -6,6 +6,9 @@
  * heartbeat answered known=false goes back to UNREGISTERED (re-registers at
  * once, offering the old worker id); a failed heartbeat retries with the same
  * backoff, capped at heartbeat_ms. Heartbeat replies are applied to tasks.
+ * News from the tasks (wk_tasks_on_news: a split sent, a Fetch for a job
+ * not known yet) brings the next heartbeat forward, to 100 ms after the
+ * previous at the soonest.
  *
  * Leaving (SIGTERM): wk_control_leave makes every heartbeat carry
  * leaving=true (the dispatcher hands out nothing new and re-queues what the

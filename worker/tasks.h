@@ -3,13 +3,19 @@
  * Threads:
  *  - the control thread (control.c) adds jobs, assignments, closes and
  *    revocations from heartbeat replies and reads reports for heartbeats;
- *  - one runner thread per job (started here) opens the job's source, owns
+ *  - one runner thread per job (runner.c) opens the job's source, owns
  *    the job's executor (common/engine/executor.h, whose owner must be one thread),
  *    submits the positions of its splits in assignment order and packs
  *    finished samples into Batch messages (msg.h) in the job's output queue;
  *  - Fetch stream threads (stream.c) take messages from the output queue;
  *  - the HTTP thread reads snapshots.
  * Locks: tasks->mu (the job table) before job->mu, never the other way.
+ * Nobody polls: every wait is on a condition that whoever changes what it
+ * waits for broadcasts, bounded only by a caller's deadline.
+ *
+ * A job's state (wk_job_state_e) moves LOADING -> READY when its source is
+ * open; LOADING or READY -> FAILED when it is refused or breaks here; any
+ * state -> CLOSED when the dispatcher closes it or the worker stops.
  *
  * Bounds: at most WK_MAX_JOBS jobs run at a time, WK_MAX_SPLITS_PER_JOB splits
  * wait per job, samples in flight over all jobs <= 2 x threads, shared
@@ -152,6 +158,15 @@ typedef struct wk_totals_s {
 } wk_totals_t;
 
 void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret);
+
+/* News worth an early heartbeat: a split's last message went out (the
+ * reply hands out the next split), or a Fetch came for a job this worker
+ * has not been told about (the reply brings it). fn runs on the thread
+ * that made the news, under the tasks' locks, so it may only set a flag and
+ * signal. Replaces the previous fn (NULL: none); once this returns the old
+ * one is not running. Any thread. */
+typedef void (*wk_tasks_news_fn)(void *arg);
+void wk_tasks_on_news(wk_tasks_t *t, wk_tasks_news_fn fn, void *arg);
 
 /* Fills up to max rows; returns the number of jobs (may exceed max). */
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max);

@@ -99,7 +99,8 @@ WHTTP=$(echo "$LINE" | sed -E 's/.*http=([^ ]+).*/\1/')
 ok "listening line: $LINE"
 
 wait_for "$TMP/worker.err" 10 "unreachable" || fail "no retry log line while the dispatcher is down"
-sleep 1.5
+# Alive after its third attempt (backoff 100 ms, 200 ms, ...), not after a guessed pause.
+wait_for "$TMP/worker.err" 30 "(attempt 3)" || fail "worker did not retry while the dispatcher was down"
 kill -0 "$WPID" 2>/dev/null || fail "worker died while the dispatcher was down"
 ok "worker keeps retrying and stays alive while the dispatcher is down"
 

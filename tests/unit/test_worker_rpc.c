@@ -13,11 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/rpc/rpc.h"
 #include "common/data/source.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_worker.h"
 #include "worker/control.h"
 #include "worker/stream.h"
 #include "worker/tasks.h"
@@ -141,17 +143,24 @@ static int end_code(sl_rpc_cstream_t *cs, int ms, sl_rpc_status_t *st)
     return st->code;
 }
 
-static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
+static int split_done_and_one_sent(const wk_job_info_t *r)
 {
-    wk_job_info_t rows[8];
-    size_t n = wk_tasks_snapshot(t, rows, 8);
-    for (size_t i = 0; i < n && i < 8; i++) {
-        if (rows[i].job_id == id) {
-            return rows[i];
-        }
-    }
-    ck_abort_msg("job %" PRIu64 " not in snapshot", id);
-    return rows[0];
+    return r->splits_done == 1 && r->msgs_sent >= 1;
+}
+
+static int not_loading(const wk_job_info_t *r) { return r->state != WK_JOB_LOADING; }
+
+static int stream_broke(const wk_job_info_t *r)
+{
+    return r->streams_broken == 1 && !r->stream_attached;
+}
+
+static int revoked(const wk_job_info_t *r) { return r->buffered_msgs == 0; }
+
+/* Split 5 of job 1 ran to the end and sits in the buffer. */
+static int all_buffered(const wk_job_info_t *r)
+{
+    return r->buffered_msgs > 0 && r->splits_queued + r->splits_running == 0;
 }
 
 START_TEST(test_fetch_credits_and_close)
@@ -162,9 +171,17 @@ START_TEST(test_fetch_credits_and_close)
     sl_rpc_channel_t *ch = sl_rpc_channel_new(addr, 2 << 20, NULL, 1, err, sizeof(err));
     ck_assert_ptr_nonnull(ch);
 
-    /* The stream opens before the job is known (heartbeat lag): it waits. */
+    /* The stream opens before the job is known (heartbeat lag): it waits,
+     * counted as an early fetch. */
     sl_rpc_cstream_t *cs = open_fetch(ch, 42, 1);
-    usleep(200 * 1000);
+    wk_totals_t tot = {0};
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; sl_mono_ms() < until; usleep(5000)) {
+        wk_tasks_totals(t, &tot);
+        if (tot.early_fetches > 0) {
+            break;
+        }
+    }
+    ck_assert_uint_eq(tot.early_fetches, 1);
     add_job(t, 42, g_fp);
     assign(t, 42, 1, 0, NIMG); /* 12 samples, batch 2: 6 messages */
 
@@ -181,8 +198,12 @@ START_TEST(test_fetch_credits_and_close)
         positions[b->samples[i]->position]++; /* completion order, not position order */
     }
     sluice__batch__free_unpacked(b, NULL);
-    /* One credit, one message: nothing more until more credits. */
-    ck_assert_int_eq(next_batch(cs, 300, &b, &st), -ETIMEDOUT);
+    /* One credit, one message: once the split is done and its first message
+     * noted sent, the other five wait in the buffer for credits. */
+    wk_job_info_t r = fx_job_info_wait(t, 42, split_done_and_one_sent);
+    ck_assert_uint_eq(r.splits_done, 1);
+    ck_assert_uint_eq(r.msgs_sent, 1);
+    ck_assert_uint_eq(r.buffered_msgs, 5);
     grant(cs, 100);
     int msgs = 1, done = 0;
     while (!done) {
@@ -210,9 +231,7 @@ START_TEST(test_fetch_credits_and_close)
 
     /* Unknown job: NOT_FOUND after the wait. Failed job: FAILED_PRECONDITION. */
     add_job(t, 43, g_fp ^ 0xff);
-    for (int i = 0; i < 100 && info(t, 43).state == WK_JOB_LOADING; i++) {
-        usleep(10000);
-    }
+    ck_assert_int_eq(fx_job_info_wait(t, 43, not_loading).state, WK_JOB_FAILED);
     cs = open_fetch(ch, 43, 1);
     ck_assert_int_eq(end_code(cs, 10000, &st), SL_RPC_FAILED_PRECONDITION);
     ck_assert_ptr_nonnull(strstr(st.details, "fingerprint"));
@@ -244,14 +263,7 @@ START_TEST(test_fetch_cancel_drops)
     sluice__batch__free_unpacked(b, NULL);
     /* The client goes away with splits unfinished. */
     sl_rpc_cstream_free(cs);
-    wk_job_info_t r;
-    for (int i = 0; i < 200; i++) {
-        r = info(t, 9);
-        if (r.streams_broken == 1 && !r.stream_attached) {
-            break;
-        }
-        usleep(10000);
-    }
+    wk_job_info_t r = fx_job_info_wait(t, 9, stream_broke);
     ck_assert_uint_eq(r.streams_broken, 1);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 0);
     ck_assert_uint_eq(r.buffered_msgs, 0);
@@ -300,6 +312,8 @@ typedef struct fake_s {
     int leaving_empty;  /* ... of which reported nothing in progress */
     int hb_ms;          /* the interval it tells workers; 0 = 50 */
     int sent_seen;      /* heartbeats reporting a split sent */
+    int jobs_at;        /* the count of heartbeats when send_jobs was answered */
+    int sent_at;        /* ... when the first split sent was reported */
 } fake_t;
 
 static fake_t g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -342,7 +356,9 @@ static void fake_heartbeat(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_
             f->qualified_seen = 1;
         }
     }
-    f->sent_seen += r->n_sent > 0;
+    if (r->n_sent > 0 && f->sent_seen++ == 0) {
+        f->sent_at = f->heartbeats;
+    }
     if (r->leaving) {
         f->leaving_seen++;
         f->leaving_empty += r->n_in_progress == 0 && r->n_splits_in_progress == 0;
@@ -365,6 +381,7 @@ static void fake_heartbeat(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_
         resp.known = 0;
     } else if (f->send_jobs) {
         f->send_jobs = 0;
+        f->jobs_at = f->heartbeats;
         js[0].job_id = 1;
         js[0].spec_json = (char *)SPEC;
         js[0].source_fingerprint = g_fp;
@@ -420,29 +437,48 @@ static sl_rpc_server_t *start_fake(const char *listen, char *daddr, size_t len)
     return d;
 }
 
-/* Waits up to ms for *field >= v; returns the value seen last. */
-static int fake_wait(int *field, int v, int ms)
+/* Waits up to FX_WAIT_MS for *field >= v; returns the value seen last. */
+static int fake_wait(int *field, int v)
 {
     int got = fake_get(field);
-    for (int i = 0; i < ms / 10 && got < v; i++) {
-        usleep(10000);
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; got < v && sl_mono_ms() < until;) {
+        usleep(5000);
         got = fake_get(field);
     }
     return got;
 }
 
+/* Polls the control thread's status until ok(status) or FX_WAIT_MS. */
+static wk_control_status_t status_wait(wk_control_t *c, int (*ok)(const wk_control_status_t *))
+{
+    wk_control_status_t cs;
+    wk_control_get_status(c, &cs);
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; !ok(&cs) && sl_mono_ms() < until;) {
+        usleep(5000);
+        wk_control_get_status(c, &cs);
+    }
+    return cs;
+}
+
+static int two_failures(const wk_control_status_t *cs) { return cs->failures >= 2; }
+
+static int second_id(const wk_control_status_t *cs) { return cs->worker_id == 102; }
+
 /* Early heartbeats (worker/control.c sleep_ms). The fake tells the worker
  * to heartbeat every 10 s; then a Fetch for a job the worker has not been
  * told about makes it heartbeat at once -- the reply brings the job, and
  * the stream, which waits WK_FETCH_WAIT_MS (5 s) for it, gets its data --
- * and the finished split makes it heartbeat again, reporting it sent. On
- * the 10 s interval alone the Fetch would fail NOT_FOUND after 5 s. */
+ * and the split's last message going out makes it heartbeat again,
+ * reporting it sent. On the 10 s interval alone the Fetch would fail
+ * NOT_FOUND after 5 s. Each of those beats is counted: none comes between. */
 START_TEST(test_early_heartbeats)
 {
     pthread_mutex_lock(&g_fake.mu);
     int hb0 = g_fake.heartbeats;
     g_fake.hb_ms = 10000;
     g_fake.sent_seen = 0;
+    g_fake.jobs_at = 0;
+    g_fake.sent_at = 0;
     pthread_mutex_unlock(&g_fake.mu);
     char daddr[128], waddr[128], err[256];
     sl_rpc_server_t *d = start_fake("127.0.0.1:0", daddr, sizeof(daddr));
@@ -453,24 +489,25 @@ START_TEST(test_early_heartbeats)
     wk_control_t *c = wk_control_new(&co, t, err, sizeof(err));
     ck_assert_ptr_nonnull(c);
     ck_assert_int_eq(wk_control_start(c), 0);
-    /* Registered, and the first heartbeat follows at once; then quiet. */
-    ck_assert_int_eq(fake_wait(&g_fake.heartbeats, hb0 + 1, 3000), hb0 + 1);
+    /* Registered, and the first heartbeat follows at once. Then quiet: the
+     * next beat is the one the Fetch below calls for (the pause only sets
+     * how long a stray beat had to show up). */
+    ck_assert_int_eq(fake_wait(&g_fake.heartbeats, hb0 + 1), hb0 + 1);
     usleep(300 * 1000);
-    ck_assert_int_eq(fake_get(&g_fake.heartbeats), hb0 + 1);
 
     fake_set(&g_fake.send_jobs, 1);
     sl_rpc_channel_t *ch = sl_rpc_channel_new(waddr, 2 << 20, NULL, 1, err, sizeof(err));
     ck_assert_ptr_nonnull(ch);
     sl_rpc_cstream_t *cs = open_fetch(ch, 1, 64);
-    ck_assert_int_ge(fake_wait(&g_fake.heartbeats, hb0 + 2, 3000), hb0 + 2);
+    ck_assert_int_eq(fake_wait(&g_fake.jobs_at, 1), hb0 + 2);
     sl_rpc_status_t st;
     for (int i = 0; i < NIMG / 2; i++) {
         Sluice__Batch *b = NULL;
-        ck_assert_int_eq(next_batch(cs, 3000, &b, &st), 0);
+        ck_assert_int_eq(next_batch(cs, FX_WAIT_MS, &b, &st), 0);
         sluice__batch__free_unpacked(b, NULL);
     }
-    ck_assert_int_ge(fake_wait(&g_fake.sent_seen, 1, 3000), 1);
-    ck_assert_int_lt(fake_get(&g_fake.heartbeats), hb0 + 10);
+    /* The split's last message is out: the very next beat reports it. */
+    ck_assert_int_eq(fake_wait(&g_fake.sent_at, 1), hb0 + 3);
 
     sl_rpc_cstream_free(cs);
     sl_rpc_channel_free(ch);
@@ -498,18 +535,14 @@ START_TEST(test_control_against_fake_dispatcher)
     wk_control_t *c = wk_control_new(&co, t, err, sizeof(err));
     ck_assert_ptr_nonnull(c);
     ck_assert_int_eq(wk_control_start(c), 0);
-    usleep(400 * 1000);
-    wk_control_status_t cs;
-    wk_control_get_status(c, &cs);
+    /* Nothing listens: RegisterWorker fails and is retried (100 ms, 200 ms ...). */
+    wk_control_status_t cs = status_wait(c, two_failures);
+    ck_assert_uint_ge(cs.failures, 2);
     ck_assert_int_eq(cs.state, WK_CTL_UNREGISTERED);
-    ck_assert_uint_ge(cs.failures, 2); /* 100 ms, 200 ms ... retries */
 
     sl_rpc_server_t *d = start_fake(daddr, daddr, sizeof(daddr));
 
-    for (int i = 0; i < 300 && fake_get(&g_fake.heartbeats) < 2; i++) {
-        usleep(10000);
-    }
-    ck_assert_int_ge(fake_get(&g_fake.heartbeats), 2);
+    ck_assert_int_ge(fake_wait(&g_fake.heartbeats, 2), 2);
     ck_assert_int_eq(fake_get(&g_fake.registrations), 1);
     pthread_mutex_lock(&g_fake.mu);
     ck_assert_str_eq(g_fake.address, "127.0.0.1:9999");
@@ -517,71 +550,44 @@ START_TEST(test_control_against_fake_dispatcher)
 
     /* The dispatcher forgets us: the worker registers again, offering its old id. */
     fake_set(&g_fake.forget_once, 1);
-    for (int i = 0; i < 300 && fake_get(&g_fake.registrations) < 2; i++) {
-        usleep(10000);
-    }
-    ck_assert_int_eq(fake_get(&g_fake.registrations), 2);
+    ck_assert_int_eq(fake_wait(&g_fake.registrations, 2), 2);
     pthread_mutex_lock(&g_fake.mu);
     ck_assert_uint_eq(g_fake.last_id_offered, 101);
     pthread_mutex_unlock(&g_fake.mu);
     /* The fake counts the registration before the worker has read the reply:
      * wait for the worker to take its new id. */
-    for (int i = 0; i < 300; i++) {
-        wk_control_get_status(c, &cs);
-        if (cs.worker_id == 102) {
-            break;
-        }
-        usleep(10000);
-    }
-    ck_assert_uint_eq(cs.worker_id, 102);
+    ck_assert_uint_eq(status_wait(c, second_id).worker_id, 102);
 
     /* Jobs and a split arrive on a heartbeat; the bad one comes back as failed. */
     fake_set(&g_fake.send_jobs, 1);
-    for (int i = 0; i < 500; i++) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS; sl_mono_ms() < until; usleep(5000)) {
         pthread_mutex_lock(&g_fake.mu);
         int ok = g_fake.failed_seen == 2 && g_fake.known_seen == 2;
         pthread_mutex_unlock(&g_fake.mu);
         if (ok) {
             break;
         }
-        usleep(10000);
     }
     pthread_mutex_lock(&g_fake.mu);
     ck_assert_uint_eq(g_fake.failed_seen, 2);
     ck_assert_int_eq(g_fake.known_seen, 2);
     ck_assert_ptr_nonnull(strstr(g_fake.failure_seen, "job 2:"));
     pthread_mutex_unlock(&g_fake.mu);
-    wk_job_info_t r;
-    for (int i = 0; i < 300; i++) {
-        r = info(t, 1);
-        if (r.buffered_msgs > 0 && r.splits_queued + r.splits_running == 0) {
-            break;
-        }
-        usleep(10000);
-    }
+    wk_job_info_t r = fx_job_info_wait(t, 1, all_buffered);
     ck_assert_int_eq(r.state, WK_JOB_READY);
     ck_assert_uint_eq(r.samples_done, NIMG);
     ck_assert_uint_eq(r.buffered_msgs, NIMG / 2);
     /* Buffered messages keep the split in progress, named with its job. */
-    for (int i = 0; i < 300 && !fake_get(&g_fake.qualified_seen); i++) {
-        usleep(10000);
-    }
-    ck_assert_int_eq(fake_get(&g_fake.qualified_seen), 1);
+    ck_assert_int_eq(fake_wait(&g_fake.qualified_seen, 1), 1);
 
     /* A job-qualified revocation drops the split's buffered messages. */
     fake_set(&g_fake.revoke_once, 1);
-    for (int i = 0; i < 300 && info(t, 1).buffered_msgs > 0; i++) {
-        usleep(10000);
-    }
-    ck_assert_uint_eq(info(t, 1).buffered_msgs, 0);
+    ck_assert_uint_eq(fx_job_info_wait(t, 1, revoked).buffered_msgs, 0);
 
     /* Leaving: heartbeats say so at once; the final one, after quiesce,
      * reports nothing in progress and the thread ends. */
     wk_control_leave(c);
-    for (int i = 0; i < 300 && fake_get(&g_fake.leaving_seen) == 0; i++) {
-        usleep(10000);
-    }
-    ck_assert_int_ge(fake_get(&g_fake.leaving_seen), 1);
+    ck_assert_int_ge(fake_wait(&g_fake.leaving_seen, 1), 1);
     wk_tasks_quiesce(t);
     int before = fake_get(&g_fake.leaving_empty);
     ck_assert_int_eq(wk_control_finish(c), 0);

@@ -12,12 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
 #include "common/base/rng.h"
 #include "common/data/source.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_worker.h"
 #include "worker/tasks.h"
 
 #define NIMG 24 /* 23 good + 1 corrupt */
@@ -112,31 +114,29 @@ static void assign(wk_tasks_t *t, uint64_t job, uint64_t split, uint64_t epoch, 
     wk_tasks_assign(t, &a);
 }
 
-static wk_job_info_t info(wk_tasks_t *t, uint64_t id)
+static int not_loading(const wk_job_info_t *r) { return r->state != WK_JOB_LOADING; }
+
+static int started(const wk_job_info_t *r) { return r->samples_done > 0; }
+
+static int nothing_inflight(const wk_job_info_t *r) { return r->inflight == 0; }
+
+/* The runner has run into the buffer bound: samples came back and it
+ * submits no more. A runner sets inflight to 0 (under the job's lock) only
+ * when it cannot submit: it takes a sample back and submits the next in
+ * one hold of the lock. */
+static int held_at_bound(const wk_job_info_t *r)
 {
-    wk_job_info_t rows[8];
-    size_t n = wk_tasks_snapshot(t, rows, 8);
-    for (size_t i = 0; i < n && i < 8; i++) {
-        if (rows[i].job_id == id) {
-            return rows[i];
-        }
-    }
-    ck_abort_msg("job %" PRIu64 " not in snapshot", id);
-    return rows[0];
+    return r->samples_done > 0 && r->inflight == 0;
 }
+
+static int one_split_done(const wk_job_info_t *r) { return r->splits_done >= 1; }
 
 /* Waits until the job leaves LOADING. */
 static wk_job_state_e wait_loaded(wk_tasks_t *t, uint64_t id)
 {
-    for (int i = 0; i < 500; i++) {
-        wk_job_info_t r = info(t, id);
-        if (r.state != WK_JOB_LOADING) {
-            return r.state;
-        }
-        usleep(10000);
-    }
-    ck_abort_msg("job still loading");
-    return WK_JOB_LOADING;
+    wk_job_state_e s = fx_job_info_wait(t, id, not_loading).state;
+    ck_assert_msg(s != WK_JOB_LOADING, "job still loading");
+    return s;
 }
 
 typedef struct seen_s {
@@ -166,15 +166,9 @@ static void consume(wk_job_t *job, seen_t *seen, int splits, const char *spec_js
     sl_pipe_scratch_t scratch;
     sl_pipe_scratch_init(&scratch);
 
-    int waited = 0;
     while (seen->done_splits < splits) {
         wk_msg_t *m = NULL;
-        wk_next_e r = wk_job_next_msg(job, 50, &m);
-        if (r == WK_NEXT_TIMEOUT) {
-            ck_assert_int_lt(++waited, 200);
-            continue;
-        }
-        ck_assert_int_eq(r, WK_NEXT_MSG);
+        ck_assert_int_eq(wk_job_next_msg(job, FX_WAIT_MS, &m), WK_NEXT_MSG);
         ck_assert_uint_le(m->batch.n_samples, spec.batch_size);
         ck_assert_uint_eq(m->batch.stage_to, stage_to_of_split[m->batch.split_id]);
         for (size_t i = 0; i < m->batch.n_samples; i++) {
@@ -249,13 +243,13 @@ START_TEST(test_splits_exactly_once)
 
     /* Unit stats reach reports when the runner pauses (or once a second). */
     wk_tasks_report_t rep;
-    for (int i = 0; i < 200; i++) {
+    for (int64_t until = sl_mono_ms() + FX_WAIT_MS;; usleep(2000)) {
         ck_assert_int_eq(wk_tasks_report(t, &rep), 0);
-        if (rep.n_units > 0 && rep.units[0].samples >= 2 * (NIMG - 1)) {
+        if ((rep.n_units > 0 && rep.units[0].samples >= 2 * (NIMG - 1)) ||
+            sl_mono_ms() >= until) {
             break;
         }
         wk_tasks_report_free(&rep);
-        usleep(10000);
     }
     ck_assert_uint_eq(rep.n_known, 1);
     ck_assert_uint_eq(rep.n_splits, 0);
@@ -309,8 +303,8 @@ START_TEST(test_failures_and_validation)
     ck_assert_int_eq(wait_loaded(t, 2), WK_JOB_FAILED);
     ck_assert_int_eq(wait_loaded(t, 3), WK_JOB_FAILED);
     ck_assert_int_eq(wait_loaded(t, 4), WK_JOB_READY);
-    ck_assert_ptr_nonnull(strstr(info(t, 1).reason, "fingerprint"));
-    ck_assert_ptr_nonnull(strstr(info(t, 3).reason, "invalid job spec"));
+    ck_assert_ptr_nonnull(strstr(fx_job_info(t, 1).reason, "fingerprint"));
+    ck_assert_ptr_nonnull(strstr(fx_job_info(t, 3).reason, "invalid job spec"));
 
     /* Invalid assignments are ignored. */
     assign(t, 4, 10, 0, 0, NIMG + 1, 5); /* past the end */
@@ -351,8 +345,8 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_int_eq(wait_loaded(t, 8), WK_JOB_READY);
     assign(t, 8, 1, 0, 0, NIMG, 1);
     assign(t, 8, 2, 0, 0, 4, 1);
-    usleep(500 * 1000);
-    wk_job_info_t r = info(t, 8);
+    wk_job_info_t r = fx_job_info_wait(t, 8, held_at_bound);
+    ck_assert_uint_eq(r.inflight, 0);
     /* The bound: queued + partial stays within buffer_bytes plus one sample. */
     ck_assert_uint_le(r.buffered_bytes, (1u << 20) + 300 * 300 * 3 + 1024);
     ck_assert_uint_lt(r.samples_done, NIMG);
@@ -361,10 +355,10 @@ START_TEST(test_broken_stream_drops_and_revoke)
     /* Revoking split 2 removes it (nothing of it was started yet); a
      * revocation of another job's split 2 does not touch it. */
     wk_tasks_revoke(t, 9, 2);
-    r = info(t, 8);
+    r = fx_job_info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 2);
     wk_tasks_revoke(t, 8, 2);
-    r = info(t, 8);
+    r = fx_job_info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 1);
 
     wk_job_t *job = NULL;
@@ -374,15 +368,12 @@ START_TEST(test_broken_stream_drops_and_revoke)
     ck_assert_int_eq(wk_job_next_msg(job, 1000, &m), WK_NEXT_MSG);
     wk_msg_free(m);
     wk_job_detach(job, 1, "test: client went away");
-    r = info(t, 8);
+    r = fx_job_info(t, 8);
     ck_assert_uint_eq(r.splits_queued + r.splits_running, 0);
     ck_assert_uint_eq(r.buffered_msgs, 0);
     ck_assert_uint_eq(r.streams_broken, 1);
     /* In-flight samples of the dropped split come back and are discarded. */
-    for (int i = 0; i < 100 && info(t, 8).inflight > 0; i++) {
-        usleep(10000);
-    }
-    r = info(t, 8);
+    r = fx_job_info_wait(t, 8, nothing_inflight);
     ck_assert_uint_eq(r.inflight, 0);
     ck_assert_uint_eq(r.buffered_bytes, 0);
 
@@ -476,7 +467,7 @@ START_TEST(test_two_jobs_revoke_and_leave)
     ck_assert_uint_eq(rep.n_splits, 0);
     ck_assert(has_ref(rep.sent, rep.n_sent, 9, 1));
     wk_tasks_report_free(&rep);
-    ck_assert_uint_eq(info(t, 8).buffered_msgs, 0);
+    ck_assert_uint_eq(fx_job_info(t, 8).buffered_msgs, 0);
 
     /* Stop: job 8 lost work (UNAVAILABLE), job 9 lost nothing (OK). */
     wk_tasks_stop(t);
@@ -498,7 +489,7 @@ START_TEST(test_stop_while_running)
     wk_job_t *job = NULL;
     char why[256];
     ck_assert_int_eq(wk_tasks_attach(t, 3, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
-    usleep(100 * 1000);
+    ck_assert_uint_gt(fx_job_info_wait(t, 3, started).samples_done, 0);
     wk_tasks_stop(t);
     wk_msg_t *m = NULL;
     ck_assert_int_eq(wk_job_next_msg(job, 10, &m), WK_NEXT_STOPPING);
@@ -530,18 +521,12 @@ START_TEST(test_jobs_share_slots)
         assign(t, 10, k, 0, 0, NIMG, 1);
     }
     ck_assert_int_eq(wait_loaded(t, 10), WK_JOB_READY);
-    for (int i = 0; i < 500 && info(t, 10).samples_done == 0; i++) {
-        usleep(1000);
-    }
+    ck_assert_uint_gt(fx_job_info_wait(t, 10, started).samples_done, 0);
     add_job(t, 11, SPEC_BIG, g_fp, g_count);
     assign(t, 11, 1, 0, 0, NIMG, 1);
     ck_assert_int_eq(wait_loaded(t, 11), WK_JOB_READY);
-    wk_job_info_t a = info(t, 10), b = info(t, 11);
-    for (int i = 0; i < 30000 && b.splits_done < 1; i++) {
-        usleep(1000);
-        b = info(t, 11);
-        a = info(t, 10);
-    }
+    wk_job_info_t b = fx_job_info_wait(t, 11, one_split_done);
+    wk_job_info_t a = fx_job_info(t, 10);
     ck_assert_uint_eq(b.splits_done, 1);
     printf("jobs_share_slots: job 11 finished its %d samples when job 10 had done %" PRIu64
            " of %d\n",
@@ -565,20 +550,15 @@ START_TEST(test_jobs_share_slots)
     for (uint64_t k = 1; k <= 4; k++) {
         assign(t, 21, k, 0, 0, NIMG, 1);
     }
-    int done = 0, waited = 0;
+    int done = 0;
     while (done < 4) {
         wk_msg_t *m = NULL;
-        wk_next_e r = wk_job_next_msg(job, 50, &m);
-        if (r == WK_NEXT_TIMEOUT) {
-            ck_assert_int_lt(++waited, 400);
-            continue;
-        }
-        ck_assert_int_eq(r, WK_NEXT_MSG);
+        ck_assert_int_eq(wk_job_next_msg(job, FX_WAIT_MS, &m), WK_NEXT_MSG);
         done += m->batch.split_done;
         wk_job_note_sent(job, m);
         wk_msg_free(m);
     }
-    a = info(t, 20);
+    a = fx_job_info(t, 20);
     ck_assert_uint_lt(a.samples_done, NIMG); /* still held at its bound */
     ck_assert_uint_le(a.buffered_bytes, (1u << 20) + (1u << 20));
     wk_job_detach(job, 0, NULL);
