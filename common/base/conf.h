@@ -41,9 +41,6 @@ typedef struct sl_conf_table_s {
 
 /* Fills obj with every default. */
 int sl_conf_defaults(const sl_conf_table_t *t, void *obj, char *err, size_t errlen);
-/* Sets one key from text; where is "FILE:LINE" or "--flag" for messages. */
-int sl_conf_set(const sl_conf_table_t *t, void *obj, const char *name, const char *value,
-                const char *where, char *err, size_t errlen);
 /* Reads a config file. Unknown keys, bad values and lines without '=' are
  * errors naming FILE:LINE. Lines are bounded (4096 bytes). */
 int sl_conf_load_file(const sl_conf_table_t *t, void *obj, const char *path, char *err,
