@@ -12,6 +12,8 @@
 
 #include "client/lib/client_impl.h"
 #include "common/cost/costmodel.h"
+#include "common/cost/hostfacts.h"
+#include "common/cost/profiler.h"
 #include "common/base/err.h"
 
 #define CL_NAME_MAX 96
