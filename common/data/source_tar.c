@@ -695,12 +695,9 @@ out:
 int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
-    int fd = sl_src_open_beneath(src, path, O_RDONLY, 0);
-    if (fd == -EPERM) {
-        return sl_err(err, errlen, fd, "tar '%s' resolves outside the data root", shown);
-    }
+    int fd = sl_src_open_path(src, "tar", path, O_RDONLY, err, errlen);
     if (fd < 0) {
-        return sl_err(err, errlen, fd, "tar '%s': %s", shown, strerror(-fd));
+        return fd;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
