@@ -278,7 +278,7 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LINK)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< -Wl,--start-group $(FUZZ_LINK) \
-	  -Wl,--end-group $(LDLIBS)
+	  -Wl,--end-group $(CHECK_LIBS) $(LDLIBS)
 
 clean: fuzz-clean
 fuzz-clean:

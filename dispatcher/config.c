@@ -9,16 +9,13 @@
 #include "common/base/err.h"
 #include "common/http/httpd.h"
 
-#define OPT_INT(key, lo, hi, def, help)                                                \
-    {#key, SL_CONF_INT, offsetof(disp_config_t, key), lo, hi, def, help, 0, 0}
+#define OPT_STR(key, def, help) SL_CONF_STR_ROW(disp_config_t, key, def, help)
+#define OPT_INT(key, lo, hi, def, help) SL_CONF_INT_ROW(disp_config_t, key, lo, hi, def, help)
 
 static const sl_conf_opt_t OPTS[] = {
-    {"listen", SL_CONF_STR, offsetof(disp_config_t, listen), 0, 0, "127.0.0.1:7400",
-     "gRPC address HOST:PORT (port 0 picks a free one)", 0, 0},
-    {"http", SL_CONF_STR, offsetof(disp_config_t, http), 0, 0, "127.0.0.1:7401",
-     "status HTTP address HOST:PORT (/status, /metrics, /healthz)", 0, 0},
-    {"journal", SL_CONF_STR, offsetof(disp_config_t, journal), 0, 0, "",
-     "journal directory: job state survives a restart (\"\" = none)", 0, 0},
+    OPT_STR(listen, "127.0.0.1:7400", "gRPC address HOST:PORT (port 0 picks a free one)"),
+    OPT_STR(http, "127.0.0.1:7401", "status HTTP address HOST:PORT (/status, /metrics, /healthz)"),
+    OPT_STR(journal, "", "journal directory: job state survives a restart (\"\" = none)"),
     OPT_INT(worker_timeout_ms, 100, 3600000, "5000",
             "a worker silent this long is lost and its splits re-assigned"),
     OPT_INT(heartbeat_ms, 10, 600000, "500", "heartbeat interval told to workers"),
@@ -41,19 +38,13 @@ static const sl_conf_opt_t OPTS[] = {
             "open jobs of one client_id (0 = no limit but max_jobs)"),
     OPT_INT(max_workers, 1, 65536, "1024", "registered workers (beyond: RESOURCE_EXHAUSTED)"),
     OPT_INT(rpc_threads, 1, 64, "4", "threads running RPC handlers"),
-    {"log_level", SL_CONF_LOGLEVEL, offsetof(disp_config_t, log_level), 0, 0, "notice",
-     "error, warning, notice, info or debug", 0, 1},
-    {"tls_cert", SL_CONF_STR, offsetof(disp_config_t, tls_cert), 0, 0, "",
-     "PEM server certificate; with tls_key turns TLS on (\"\" = plaintext)", 0, 0},
-    {"tls_key", SL_CONF_STR, offsetof(disp_config_t, tls_key), 0, 0, "",
-     "PEM private key of tls_cert", 0, 0},
-    {"tls_ca", SL_CONF_STR, offsetof(disp_config_t, tls_ca), 0, 0, "",
-     "PEM CA: clients and workers must present a certificate it signed (mutual TLS)", 0, 0},
-    {"token_file", SL_CONF_STR, offsetof(disp_config_t, token_file), 0, 0, "",
-     "file holding the bearer token every RPC must carry (\"\" = none)", 0, 0},
-    {"http_token_file", SL_CONF_STR, offsetof(disp_config_t, http_token_file), 0, 0, "",
-     "file holding the bearer token the status HTTP endpoint requires; set it for any "
-     "non-loopback http address", 0, 0},
+    SL_CONF_LOGLEVEL_ROW(disp_config_t, log_level, "notice",
+                         "error, warning, notice, info or debug"),
+    SL_CONF_SECURITY_ROWS(disp_config_t,
+                          "PEM server certificate; with tls_key turns TLS on (\"\" = plaintext)",
+                          "PEM CA: clients and workers must present a certificate it signed "
+                          "(mutual TLS)",
+                          "file holding the bearer token every RPC must carry (\"\" = none)"),
 };
 
 const sl_conf_table_t disp_conf_table = {

@@ -12,40 +12,31 @@
 
 
 /* One row per key: the same rows print --help, read the file and the flags. */
+#define WK_STR(key, def, help) SL_CONF_STR_ROW(wk_config_t, key, def, help)
+#define WK_INT(key, lo, hi, def, help) SL_CONF_INT_ROW(wk_config_t, key, lo, hi, def, help)
+
 static const sl_conf_opt_t WK_OPTS[] = {
-    {"dispatcher", SL_CONF_STR, offsetof(wk_config_t, dispatcher), 0, 0, "",
-     "dispatcher address HOST:PORT", 1, 0},
-    {"listen", SL_CONF_STR, offsetof(wk_config_t, listen), 0, 0, "127.0.0.1:7500",
-     "gRPC listen address HOST:PORT (port 0 picks a free one)", 0, 0},
-    {"advertise", SL_CONF_STR, offsetof(wk_config_t, advertise), 0, 0, "",
-     "address clients dial for Fetch (default: the bound listen address)", 0, 0},
-    {"http", SL_CONF_STR, offsetof(wk_config_t, http), 0, 0, "127.0.0.1:0",
-     "HTTP address for /status and /healthz (\"none\" = off)", 0, 0},
-    {"data_root", SL_CONF_STR, offsetof(wk_config_t, data_root), 0, 0, "",
-     "directory job sources are resolved under", 1, 0},
-    {"threads", SL_CONF_INT, offsetof(wk_config_t, threads), 0, 256, "0",
-     "pipeline threads (0 = online CPUs)", 0, 0},
-    {"buffer_bytes", SL_CONF_INT, offsetof(wk_config_t, buffer_bytes), 1 << 20,
-     (double)(1LL << 40), "268435456", "bound of each job's buffer of finished batches", 0, 0},
-    {"max_message_bytes", SL_CONF_INT, offsetof(wk_config_t, max_message_bytes), 64 << 10,
-     (double)(1LL << 30), "8388608", "largest Batch message sent to a client", 0, 0},
-    {"drain_ms", SL_CONF_INT, offsetof(wk_config_t, drain_ms), 0, 600000, "5000",
-     "on SIGTERM, longest wait (ms) for started splits to reach their clients", 0, 0},
-    {"log_level", SL_CONF_LOGLEVEL, offsetof(wk_config_t, log_level), 0, 0, "notice",
-     "error|warning|notice|info|debug (reloaded on SIGHUP)", 0, 1},
-    {"tls_cert", SL_CONF_STR, offsetof(wk_config_t, tls_cert), 0, 0, "",
-     "PEM certificate: with tls_key serves TLS and is the client certificate to the "
-     "dispatcher (\"\" = plaintext)", 0, 0},
-    {"tls_key", SL_CONF_STR, offsetof(wk_config_t, tls_key), 0, 0, "",
-     "PEM private key of tls_cert", 0, 0},
-    {"tls_ca", SL_CONF_STR, offsetof(wk_config_t, tls_ca), 0, 0, "",
-     "PEM CA: turns on TLS to the dispatcher, verifying it; with tls_cert clients must "
-     "also present a certificate it signed", 0, 0},
-    {"token_file", SL_CONF_STR, offsetof(wk_config_t, token_file), 0, 0, "",
-     "file holding the bearer token: sent to the dispatcher, required from clients", 0, 0},
-    {"http_token_file", SL_CONF_STR, offsetof(wk_config_t, http_token_file), 0, 0, "",
-     "file holding the bearer token the status HTTP endpoint requires; set it for any "
-     "non-loopback http address", 0, 0},
+    SL_CONF_REQUIRED_STR_ROW(wk_config_t, dispatcher, "dispatcher address HOST:PORT"),
+    WK_STR(listen, "127.0.0.1:7500", "gRPC listen address HOST:PORT (port 0 picks a free one)"),
+    WK_STR(advertise, "", "address clients dial for Fetch (default: the bound listen address)"),
+    WK_STR(http, "127.0.0.1:0", "HTTP address for /status and /healthz (\"none\" = off)"),
+    SL_CONF_REQUIRED_STR_ROW(wk_config_t, data_root, "directory job sources are resolved under"),
+    WK_INT(threads, 0, 256, "0", "pipeline threads (0 = online CPUs)"),
+    WK_INT(buffer_bytes, 1 << 20, (double)(1LL << 40), "268435456",
+           "bound of each job's buffer of finished batches"),
+    WK_INT(max_message_bytes, 64 << 10, (double)(1LL << 30), "8388608",
+           "largest Batch message sent to a client"),
+    WK_INT(drain_ms, 0, 600000, "5000",
+           "on SIGTERM, longest wait (ms) for started splits to reach their clients"),
+    SL_CONF_LOGLEVEL_ROW(wk_config_t, log_level, "notice",
+                         "error|warning|notice|info|debug (reloaded on SIGHUP)"),
+    SL_CONF_SECURITY_ROWS(wk_config_t,
+                          "PEM certificate: with tls_key serves TLS and is the client "
+                          "certificate to the dispatcher (\"\" = plaintext)",
+                          "PEM CA: turns on TLS to the dispatcher, verifying it; with tls_cert "
+                          "clients must also present a certificate it signed",
+                          "file holding the bearer token: sent to the dispatcher, required "
+                          "from clients"),
 };
 
 const sl_conf_table_t wk_conf_table = {

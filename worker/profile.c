@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/cost/costmodel.h"
+#include "common/cost/hostfacts.h"
+#include "common/cost/profiler.h"
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
 #include "common/data/source.h"

@@ -12,7 +12,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
 #include "client/lib/profile.h"
-#include "common/cost/costmodel.h"
+#include "common/cost/profiler.h"
 #include "common/engine/pipeline.h"
 #include "common/rpc/rpc.h"
 #include "common/data/source.h"

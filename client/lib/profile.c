@@ -14,6 +14,8 @@
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
+#include "common/cost/hostfacts.h"
+#include "common/cost/profiler.h"
 
 #define CL_NAME_MAX 96
 #define CL_KEY_MAX 128

@@ -5,7 +5,7 @@
  *  1. GetPlanContext: the live workers, and profiles the dispatcher has
  *     cached for this spec hash (those hosts are not profiled again);
  *  2. its own profile: every unit on ~200 evenly spread samples of the
- *     job's data, one thread, at most ~2 s (common/cost/costmodel.h);
+ *     job's data, one thread, at most ~2 s (common/cost/profiler.h);
  *  3. its CPU budget (affinity, cgroup quota), capped by its threads;
  *  4. each worker's identity (Worker.Profile without samples), grouping
  *     them into speed classes (CPU model, threads, budget); then one
@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "common/cost/costmodel.h"
+#include "common/cost/profiler.h"
 #include "common/engine/pipeline.h"
 #include "common/rpc/rpc.h"
 #include "common/data/source.h"

@@ -142,16 +142,6 @@ static size_t value_size(const sl_conf_opt_t *o)
     return 0;
 }
 
-int sl_conf_set(const sl_conf_table_t *t, void *obj, const char *name, const char *value,
-                const char *where, char *err, size_t errlen)
-{
-    const sl_conf_opt_t *o = find_opt(t, name);
-    if (o == NULL) {
-        return sl_err(err, errlen, -ENOENT, "%s: unknown key '%s'", where, name);
-    }
-    return parse_value(o, value, (char *)obj + o->offset, where, err, errlen);
-}
-
 int sl_conf_defaults(const sl_conf_table_t *t, void *obj, char *err, size_t errlen)
 {
     for (size_t i = 0; i < t->nopts; i++) {
@@ -443,20 +433,11 @@ static const sl_conf_opt_t *find_flag(const sl_conf_table_t *t, const char *flag
 
 static int is_config_flag(const char *a) { return strcmp(a, "--config") == 0; }
 
-int sl_conf_parse_args(const sl_conf_table_t *t, void *obj, int argc, char **argv,
-                       char *ret_config_path, size_t pathlen, char *err, size_t errlen)
+/* Pass 1 over argv: --help/--version win over everything (returns 1 after
+ * printing); the last --config FILE wherever it appears goes to *ret_config. */
+static int scan_early_flags(const sl_conf_table_t *t, int argc, char **argv,
+                            const char **ret_config, char *err, size_t errlen)
 {
-    unsigned char *seen = calloc(t->nopts > 0 ? t->nopts : 1, 1);
-    if (seen == NULL) {
-        return sl_err(err, errlen, -ENOMEM, "out of memory");
-    }
-    int rc = sl_conf_defaults(t, obj, err, errlen);
-    if (rc != 0) {
-        goto out;
-    }
-    /* Pass 1: --help/--version win over everything; --config is read before
-     * any other flag wherever it appears. */
-    const char *config = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -464,45 +445,97 @@ int sl_conf_parse_args(const sl_conf_table_t *t, void *obj, int argc, char **arg
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             sl_conf_print_help(t, stdout);
-            rc = 1;
-            goto out;
+            return 1;
         }
         if (strcmp(a, "--version") == 0) {
             printf("%s %s\n", t->progname, t->version != NULL ? t->version : "");
-            rc = 1;
-            goto out;
+            return 1;
         }
         if (is_config_flag(a)) {
             if (i + 1 >= argc) {
-                rc = sl_err(err, errlen, -EINVAL, "--config: missing value");
-                goto out;
+                return sl_err(err, errlen, -EINVAL, "--config: missing value");
             }
-            config = argv[++i];
+            *ret_config = argv[++i];
         } else if (strncmp(a, "--config=", 9) == 0) {
-            config = a + 9;
+            *ret_config = a + 9;
         }
     }
-    if (config != NULL) {
-        if (config[0] == '\0') {
-            rc = sl_err(err, errlen, -EINVAL, "--config: empty path");
-            goto out;
-        }
-        rc = load_file(t, obj, config, seen, err, errlen);
-        if (rc != 0) {
-            rc = -EINVAL;
-            goto out;
-        }
+    return 0;
+}
+
+/* Reads --config FILE (if any) before the other flags, so flags override it. */
+static int load_config_flag(const sl_conf_table_t *t, void *obj, const char *config,
+                            unsigned char *seen, char *ret_config_path, size_t pathlen,
+                            char *err, size_t errlen)
+{
+    if (config == NULL) {
         if (ret_config_path != NULL && pathlen > 0) {
-            if (strlen(config) >= pathlen) {
-                rc = sl_err(err, errlen, -EINVAL, "--config: path too long");
-                goto out;
-            }
-            snprintf(ret_config_path, pathlen, "%s", config);
+            ret_config_path[0] = '\0';
         }
-    } else if (ret_config_path != NULL && pathlen > 0) {
-        ret_config_path[0] = '\0';
+        return 0;
     }
-    /* Pass 2: every other flag, in order, so the last one wins. */
+    if (config[0] == '\0') {
+        return sl_err(err, errlen, -EINVAL, "--config: empty path");
+    }
+    if (load_file(t, obj, config, seen, err, errlen) != 0) {
+        return -EINVAL;
+    }
+    if (ret_config_path != NULL && pathlen > 0) {
+        if (strlen(config) >= pathlen) {
+            return sl_err(err, errlen, -EINVAL, "--config: path too long");
+        }
+        snprintf(ret_config_path, pathlen, "%s", config);
+    }
+    return 0;
+}
+
+/* One "--key VALUE" or "--key=VALUE" at argv[*i]; advances *i past a
+ * separate value. */
+static int apply_flag(const sl_conf_table_t *t, void *obj, int argc, char **argv, int *i,
+                      unsigned char *seen, char *err, size_t errlen)
+{
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+        return sl_err(err, errlen, -EINVAL, "'%s': unexpected argument (see --help)", a);
+    }
+    const char *name = a + 2;
+    const char *eq = strchr(name, '=');
+    size_t nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    const sl_conf_opt_t *o = find_flag(t, name, nlen);
+    if (o == NULL) {
+        return sl_err(err, errlen, -EINVAL, "--%.*s: unknown flag (see --help)", (int)nlen,
+                      name);
+    }
+    char where[KEY_MAX + 4];
+    snprintf(where, sizeof(where), "--%.*s", (int)nlen, name);
+    const char *val = NULL;
+    if (eq != NULL) {
+        val = eq + 1;
+    } else if (o->type == SL_CONF_BOOL) {
+        /* A bare boolean flag means true; "--flag no" also works. */
+        int b = 0;
+        if (*i + 1 < argc && parse_bool(argv[*i + 1], &b) == 0) {
+            val = argv[++*i];
+        } else {
+            val = "true";
+        }
+    } else {
+        if (*i + 1 >= argc) {
+            return sl_err(err, errlen, -EINVAL, "%s: missing value", where);
+        }
+        val = argv[++*i];
+    }
+    if (parse_value(o, val, (char *)obj + o->offset, where, err, errlen) != 0) {
+        return -EINVAL;
+    }
+    seen[o - t->opts] = 1;
+    return 0;
+}
+
+/* Pass 2: every flag but --config, in order, so the last one wins. */
+static int apply_flags(const sl_conf_table_t *t, void *obj, int argc, char **argv,
+                       unsigned char *seen, char *err, size_t errlen)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (is_config_flag(a)) {
@@ -512,57 +545,49 @@ int sl_conf_parse_args(const sl_conf_table_t *t, void *obj, int argc, char **arg
         if (strncmp(a, "--config=", 9) == 0) {
             continue;
         }
-        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            rc = sl_err(err, errlen, -EINVAL, "'%s': unexpected argument (see --help)", a);
-            goto out;
-        }
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
-        const sl_conf_opt_t *o = find_flag(t, name, nlen);
-        if (o == NULL) {
-            rc = sl_err(err, errlen, -EINVAL, "--%.*s: unknown flag (see --help)", (int)nlen,
-                        name);
-            goto out;
-        }
-        char where[KEY_MAX + 4];
-        snprintf(where, sizeof(where), "--%.*s", (int)nlen, name);
-        const char *val = NULL;
-        if (eq != NULL) {
-            val = eq + 1;
-        } else if (o->type == SL_CONF_BOOL) {
-            /* A bare boolean flag means true; "--flag no" also works. */
-            int b = 0;
-            if (i + 1 < argc && parse_bool(argv[i + 1], &b) == 0) {
-                val = argv[++i];
-            } else {
-                val = "true";
-            }
-        } else {
-            if (i + 1 >= argc) {
-                rc = sl_err(err, errlen, -EINVAL, "%s: missing value", where);
-                goto out;
-            }
-            val = argv[++i];
-        }
-        rc = parse_value(o, val, (char *)obj + o->offset, where, err, errlen);
+        int rc = apply_flag(t, obj, argc, argv, &i, seen, err, errlen);
         if (rc != 0) {
-            rc = -EINVAL;
-            goto out;
+            return rc;
         }
-        seen[o - t->opts] = 1;
     }
+    return 0;
+}
+
+static int check_required(const sl_conf_table_t *t, const unsigned char *seen, char *err,
+                          size_t errlen)
+{
     for (size_t i = 0; i < t->nopts; i++) {
         if (t->opts[i].required && !seen[i]) {
             char f[KEY_MAX];
             flag_name(t->opts[i].name, f, sizeof(f));
-            rc = sl_err(err, errlen, -EINVAL, "--%s: required (or '%s' in the config file)", f,
-                        t->opts[i].name);
-            goto out;
+            return sl_err(err, errlen, -EINVAL, "--%s: required (or '%s' in the config file)",
+                          f, t->opts[i].name);
         }
     }
-    rc = 0;
-out:
+    return 0;
+}
+
+int sl_conf_parse_args(const sl_conf_table_t *t, void *obj, int argc, char **argv,
+                       char *ret_config_path, size_t pathlen, char *err, size_t errlen)
+{
+    unsigned char *seen = calloc(t->nopts > 0 ? t->nopts : 1, 1);
+    if (seen == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    const char *config = NULL;
+    int rc = sl_conf_defaults(t, obj, err, errlen);
+    if (rc == 0) {
+        rc = scan_early_flags(t, argc, argv, &config, err, errlen);
+    }
+    if (rc == 0) {
+        rc = load_config_flag(t, obj, config, seen, ret_config_path, pathlen, err, errlen);
+    }
+    if (rc == 0) {
+        rc = apply_flags(t, obj, argc, argv, seen, err, errlen);
+    }
+    if (rc == 0) {
+        rc = check_required(t, seen, err, errlen);
+    }
     free(seen);
     return rc;
 }

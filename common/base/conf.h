@@ -39,11 +39,34 @@ typedef struct sl_conf_table_s {
     size_t nopts;
 } sl_conf_table_t;
 
+/* Table rows, one line each: T is the config struct and key both its field
+ * and the option's name. Rows are neither required nor reloadable unless
+ * their macro says so (the log level is reloadable in every daemon). */
+#define SL_CONF_ROW(T, key, type, lo, hi, def, help, required, reloadable)                       \
+    {#key, type, offsetof(T, key), lo, hi, def, help, required, reloadable}
+#define SL_CONF_STR_ROW(T, key, def, help) SL_CONF_ROW(T, key, SL_CONF_STR, 0, 0, def, help, 0, 0)
+#define SL_CONF_REQUIRED_STR_ROW(T, key, help)                                                   \
+    SL_CONF_ROW(T, key, SL_CONF_STR, 0, 0, "", help, 1, 0)
+#define SL_CONF_INT_ROW(T, key, lo, hi, def, help)                                               \
+    SL_CONF_ROW(T, key, SL_CONF_INT, lo, hi, def, help, 0, 0)
+#define SL_CONF_LOGLEVEL_ROW(T, key, def, help)                                                  \
+    SL_CONF_ROW(T, key, SL_CONF_LOGLEVEL, 0, 0, def, help, 0, 1)
+
+/* The transport-security rows every daemon has (README "Security"), in the
+ * order --help lists them: T needs char[SL_CONF_STR_MAX] fields tls_cert,
+ * tls_key, tls_ca, token_file and http_token_file. The help lines that
+ * differ say what the key does for that daemon. */
+#define SL_CONF_SECURITY_ROWS(T, cert_help, ca_help, token_help)                                 \
+    SL_CONF_STR_ROW(T, tls_cert, "", cert_help),                                                 \
+    SL_CONF_STR_ROW(T, tls_key, "", "PEM private key of tls_cert"),                              \
+    SL_CONF_STR_ROW(T, tls_ca, "", ca_help),                                                     \
+    SL_CONF_STR_ROW(T, token_file, "", token_help),                                              \
+    SL_CONF_STR_ROW(T, http_token_file, "",                                                      \
+                    "file holding the bearer token the status HTTP endpoint requires; set it "   \
+                    "for any non-loopback http address")
+
 /* Fills obj with every default. */
 int sl_conf_defaults(const sl_conf_table_t *t, void *obj, char *err, size_t errlen);
-/* Sets one key from text; where is "FILE:LINE" or "--flag" for messages. */
-int sl_conf_set(const sl_conf_table_t *t, void *obj, const char *name, const char *value,
-                const char *where, char *err, size_t errlen);
 /* Reads a config file. Unknown keys, bad values and lines without '=' are
  * errors naming FILE:LINE. Lines are bounded (4096 bytes). */
 int sl_conf_load_file(const sl_conf_table_t *t, void *obj, const char *path, char *err,

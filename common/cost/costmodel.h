@@ -1,33 +1,16 @@
-/* costmodel: what a sample costs and what a host can give, measured.
+/* costmodel: what a sample costs (DFLOP's lesson): pipeline CPU seconds
+ * predicted from features read from the JPEG header without decoding --
+ * file size, pixels, progressive -- by a linear model fitted online from
+ * measured times (sufficient statistics, so adding a sample is O(1)); and
+ * the cheaper size proxy the client sends when it opens no file.
  *
- *  - The profiler runs a pipeline's units on a few samples of the job's
- *    own data on the calling thread and sums per-unit thread CPU time and
- *    output bytes (the planner's per-stage profile, docs/planner.md). The
- *    client and the workers run the same code on the same sample indices.
- *  - The per-sample cost model (DFLOP's lesson): pipeline CPU seconds
- *    predicted from features read from the JPEG header without decoding --
- *    file size, pixels, progressive -- by a linear model fitted online from
- *    measured times (sufficient statistics, so adding a sample is O(1)).
- *  - Host facts: the CPU budget (affinity, cgroup v1/v2 quota) and the
- *    CPU model, which with the thread count names a worker's speed class.
- *
- * Nothing here logs. Profiling reads files through the source; everything
- * else is pure except the /proc and /sys readers. */
+ * Pure and lock-free: any thread may call, each on its own model. The
+ * profiler (common/cost/profiler.h) fits one per profiled host. */
 #ifndef SL_COSTMODEL_H
 #define SL_COSTMODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/engine/pipeline.h"
-#include "common/data/source.h"
-#include "common/spec/spec.h"
-
-#define SL_PROFILE_MAX_SAMPLES 1024
-#define SL_PROFILE_DEFAULT_SAMPLES 200
-#define SL_PROFILE_DEFAULT_MS 2000
-
-/* ------------------------------------------------------------ cost model */
 
 typedef struct sl_cost_features_s {
     double kb;        /* encoded size, 1000 bytes */
@@ -78,53 +61,5 @@ int sl_costmodel_fit(sl_costmodel_t *m);
 int sl_costmodel_set(sl_costmodel_t *m, const double *coef, size_t n);
 /* Predicted seconds (never negative); the mean when not fitted. */
 double sl_costmodel_predict(const sl_costmodel_t *m, const sl_cost_features_t *f);
-
-/* ------------------------------------------------------------ profiler */
-
-typedef struct sl_profile_s {
-    uint32_t nunits;
-    sl_unit_stat_t units[SL_PIPE_MAX_UNITS]; /* sums over profiled samples */
-    double read_cpu_sec;                     /* sum over profiled samples */
-    uint64_t encoded_bytes;                  /* sum over profiled samples */
-    uint64_t samples;                        /* profiled (ran through every unit) */
-    uint64_t failed;                         /* refused by a unit or unreadable: not counted */
-    double seconds;                          /* wall time */
-    sl_costmodel_t model;                    /* fitted on the profiled samples */
-    double model_error; /* sum |predicted - measured| / sum measured; -1 = not fitted */
-    /* The same for the size proxy (SL_COST_SIZE_OVERHEAD_SHARE), scaled to
-     * the measured total: only ratios matter to the split cut. -1 = none. */
-    double size_error;
-} sl_profile_t;
-
-/* n evenly spread indices of a source of `total` samples (fewer when the
- * source is smaller). Returns how many were written. */
-size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices);
-
-/* Runs units [0, nunits) of p on each index (epoch 0) on this thread until
- * done or max_ms of wall time (<= 0: SL_PROFILE_DEFAULT_MS) has passed;
- * n <= SL_PROFILE_MAX_SAMPLES. Returns 0 (failed samples are counted, not
- * errors), -EINVAL for bad arguments, -ENOMEM. */
-int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_t *indices,
-                   size_t n, int max_ms, sl_profile_t *ret, char *err, size_t errlen);
-
-/* ------------------------------------------------------------ host facts */
-
-/* CPUs this process may use: the affinity mask, capped by a cgroup v2
- * cpu.max or v1 cfs quota found on the way (the smallest wins). why gets a
- * short description of what limited it. Never below 0.01. */
-double sl_cpu_budget(char *why, size_t whylen);
-/* Parsers, exposed for tests: a v2 cpu.max line ("max 100000", "50000
- * 100000") and a v1 quota/period pair (quota -1 = none). Return the CPU
- * count, or 0 when unlimited or unparsable. */
-double sl_cgroup_v2_cpus(const char *cpu_max);
-double sl_cgroup_v1_cpus(long long quota_us, long long period_us);
-/* "model name" (or equivalent) from /proc/cpuinfo, or "unknown". */
-void sl_cpu_model(char *buf, size_t len);
-
-/* A hash of what makes a job's per-sample cost: the canonical spec with
- * everything that does not change it (epochs, offload, batching, seed,
- * order) normalised, mixed with the data set fingerprint. The profile
- * cache key with the host. */
-uint64_t sl_spec_cost_hash(const sl_spec_t *spec, uint64_t fingerprint);
 
 #endif

@@ -8,7 +8,8 @@ typedef enum {
     SL_SKIP_EMPTY = 0,  /* -ENODATA: zero-byte file or member */
     SL_SKIP_NOT_JPEG,   /* -EILSEQ: bytes are not a JPEG (no SOI marker, unknown format) */
     SL_SKIP_TRUNCATED,  /* -ENOMSG: file ends before the image data does */
-    SL_SKIP_TOO_LARGE,  /* -EFBIG: width x height above max_pixels (decompression bomb), or file too big */
+    SL_SKIP_TOO_LARGE,  /* -EFBIG: width x height above max_pixels (decompression bomb), or
+                         * file too big */
     SL_SKIP_CORRUPT,    /* -EBADMSG: the decoder rejected the data */
     SL_SKIP_IO,         /* anything else: I/O errors, unreadable files, refused paths */
     SL_SKIP__COUNT

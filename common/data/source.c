@@ -154,6 +154,20 @@ int sl_src_open_beneath(const sl_source_t *src, const char *rel, int flags, unsi
     return beneath_proc(src, p, flags);
 }
 
+int sl_src_open_path(const sl_source_t *src, const char *kind, const char *path, int flags,
+                     char *err, size_t errlen)
+{
+    const char *shown = path[0] != '\0' ? path : ".";
+    int fd = sl_src_open_beneath(src, path, flags, 0);
+    if (fd == -EPERM) {
+        return sl_err(err, errlen, fd, "%s '%s' resolves outside the data root", kind, shown);
+    }
+    if (fd < 0) {
+        return sl_err(err, errlen, fd, "%s '%s': %s", kind, shown, strerror(-fd));
+    }
+    return fd;
+}
+
 /* ---- index storage --------------------------------------------------- */
 
 /* Makes room for n more bytes in the arena. */

@@ -179,12 +179,9 @@ static int index_line(sl_source_t *src, const char *list, unsigned long lineno, 
 int sl_src_index_filelist(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
-    int fd = sl_src_open_beneath(src, path, O_RDONLY, 0);
-    if (fd == -EPERM) {
-        return sl_err(err, errlen, fd, "filelist '%s' resolves outside the data root", shown);
-    }
+    int fd = sl_src_open_path(src, "filelist", path, O_RDONLY, err, errlen);
     if (fd < 0) {
-        return sl_err(err, errlen, fd, "filelist '%s': %s", shown, strerror(-fd));
+        return fd;
     }
     int rc;
     char *line = NULL;

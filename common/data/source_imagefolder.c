@@ -131,13 +131,9 @@ out:
 int sl_src_index_imagefolder(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
-    int dfd = sl_src_open_beneath(src, path, O_RDONLY | O_DIRECTORY, 0);
-    if (dfd == -EPERM) {
-        return sl_err(err, errlen, dfd, "imagefolder '%s' resolves outside the data root",
-                      shown);
-    }
+    int dfd = sl_src_open_path(src, "imagefolder", path, O_RDONLY | O_DIRECTORY, err, errlen);
     if (dfd < 0) {
-        return sl_err(err, errlen, dfd, "imagefolder '%s': %s", shown, strerror(-dfd));
+        return dfd;
     }
     sl_src_dirlist_t list;
     char rel[SL_SRC_PATH_MAX];

@@ -82,6 +82,12 @@ int sl_src_normalize(const char *rel, char *out, size_t outlen);
  * the resolved object lies outside the root, or another -errno. */
 int sl_src_open_beneath(const sl_source_t *src, const char *rel, int flags, unsigned how);
 
+/* An indexer's own path (already normalized): sl_src_open_beneath with the
+ * error an indexer reports, "KIND 'PATH' resolves outside the data root" or
+ * "KIND 'PATH': why" ("." for the root itself). Returns an fd or -errno. */
+int sl_src_open_path(const sl_source_t *src, const char *kind, const char *path, int flags,
+                     char *err, size_t errlen);
+
 /* Appends a string to the arena; *ret_off receives its offset.
  * Returns 0, -ENOMEM, -E2BIG (arena beyond addressable size). */
 int sl_src_arena_add(sl_source_t *src, const char *s, size_t len, uint64_t *ret_off);

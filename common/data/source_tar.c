@@ -407,128 +407,172 @@ static int read_meta(shard_t *sh, uint64_t data, uint64_t size, char **ret)
     return 0;
 }
 
-static int index_shard(shard_t *sh, char *err, size_t errlen)
+/* One header block as read, and where its member lies in the shard. */
+typedef struct member_s {
+    unsigned char h[TAR_BLOCK];
+    char type;      /* typeflag */
+    uint64_t off;   /* of the header */
+    uint64_t data;  /* of the payload */
+    uint64_t size;  /* of the payload (a pending pax size applied) */
+    uint64_t next;  /* of the next header */
+    bool past_end;  /* the payload runs past the end of the shard */
+} member_t;
+
+/* What one step of the walk tells index_shard: go on to m->next, or stop
+ * here (the rest of the shard is skipped with a warning); errors are < 0. */
+enum { WALK_NEXT = 0, WALK_STOP = 1 };
+
+/* Reads and checks the header at m->off and places its member. */
+static int read_header(shard_t *sh, const pending_t *pd, member_t *m, char *err, size_t errlen)
 {
     sl_source_t *src = sh->src;
-    unsigned char h[TAR_BLOCK];
+    uint64_t off = m->off;
+    ssize_t n = pread_full(sh->fd, m->h, sizeof(m->h), off);
+    if (n < 0) {
+        return sl_err(err, errlen, (int)n, "tar '%s': read: %s", sh->rel, strerror((int)-n));
+    }
+    if (n < TAR_BLOCK) {
+        sl_src_warn(src, "'%s': header cut short at offset %" PRIu64, sh->rel, off);
+        return WALK_STOP;
+    }
+    if (all_zero(m->h)) { /* end-of-archive marker */
+        return WALK_STOP;
+    }
+    if (!checksum_ok(m->h)) {
+        sl_src_warn(src, "'%s': bad header checksum at offset %" PRIu64
+                    ", rest of shard skipped", sh->rel, off);
+        return WALK_STOP;
+    }
+    uint64_t size;
+    if (!parse_size(m->h + 124, &size)) {
+        sl_src_warn(src, "'%s': bad size field at offset %" PRIu64
+                    ", rest of shard skipped", sh->rel, off);
+        return WALK_STOP;
+    }
+    m->type = (char)m->h[156];
+    bool is_meta = m->type == 'L' || m->type == 'x' || m->type == 'g' || m->type == 'K';
+    if (!is_meta && pd->has_size) { /* pax size beats the (octal-limited) field */
+        size = pd->size;
+    }
+    m->data = off + TAR_BLOCK;
+    if (size > UINT64_MAX - TAR_BLOCK - m->data) {
+        sl_src_warn(src, "'%s': member size out of range at offset %" PRIu64, sh->rel, off);
+        return WALK_STOP;
+    }
+    m->size = size;
+    m->next = m->data + ((size + TAR_BLOCK - 1) / TAR_BLOCK) * TAR_BLOCK;
+    m->past_end = m->data + size > sh->fsize;
+    return WALK_NEXT;
+}
+
+/* A GNU long name ('L') or pax header ('x'): recorded in pd for the member
+ * that follows. */
+static int take_meta(shard_t *sh, pending_t *pd, const member_t *m, char *err, size_t errlen)
+{
+    sl_source_t *src = sh->src;
+    bool too_big = m->type == 'L' ? m->size >= SL_SRC_PATH_MAX : m->size > TAR_PAX_MAX;
+    if (too_big) {
+        sl_src_warn(src, "'%s': oversized %s header at offset %" PRIu64, sh->rel,
+                    m->type == 'L' ? "long-name" : "pax", m->off);
+        pd->skip = true;
+        return WALK_NEXT;
+    }
+    char *meta = NULL;
+    int rc = read_meta(sh, m->data, m->size, &meta);
+    if (rc == -ENOMSG) {
+        sl_src_warn(src, "'%s': header data cut short at offset %" PRIu64, sh->rel, m->off);
+        return WALK_STOP;
+    }
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
+    }
+    bool ok = true;
+    if (m->type == 'L') {
+        /* GNU long name: the payload, up to its first NUL. */
+        snprintf(pd->path, sizeof(pd->path), "%s", meta);
+        pd->has_path = true;
+    } else {
+        ok = parse_pax(meta, (size_t)m->size, pd);
+    }
+    free(meta);
+    if (!ok) {
+        sl_src_warn(src, "'%s': malformed pax header at offset %" PRIu64
+                    ", rest of shard skipped", sh->rel, m->off);
+        return WALK_STOP;
+    }
+    return WALK_NEXT;
+}
+
+/* A regular file member under its (long or header) name; name is scratch of
+ * SL_SRC_PATH_MAX bytes. */
+static int take_regular(shard_t *sh, const pending_t *pd, const member_t *m, char *name,
+                        char *err, size_t errlen)
+{
+    sl_source_t *src = sh->src;
+    if (pd->skip) {
+        sl_src_warn(src, "'%s': member at offset %" PRIu64 " skipped (name too long)", sh->rel,
+                    m->off);
+    } else {
+        if (pd->has_path) {
+            snprintf(name, SL_SRC_PATH_MAX, "%s", pd->path);
+        } else {
+            char hn[257];
+            header_name(m->h, hn);
+            snprintf(name, SL_SRC_PATH_MAX, "%s", hn);
+        }
+        int rc = add_member(sh, name, m->data, m->size, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (m->past_end) {
+        sl_src_warn(src, "'%s': member at offset %" PRIu64 " runs past the end of the shard",
+                    sh->rel, m->off);
+        return WALK_STOP;
+    }
+    return WALK_NEXT;
+}
+
+/* Walks the shard header by header; damage stops the walk with a warning
+ * and keeps what was indexed before it. */
+static int index_shard(shard_t *sh, char *err, size_t errlen)
+{
     char *name = malloc(SL_SRC_PATH_MAX);
     pending_t *pd = calloc(1, sizeof(*pd));
+    member_t m;
     int rc = 0;
     if (name == NULL || pd == NULL) {
         rc = sl_err(err, errlen, -ENOMEM, "tar '%s': out of memory", sh->rel);
         goto out;
     }
     if (sh->fsize == 0) {
-        sl_src_warn(src, "'%s': empty shard", sh->rel);
+        sl_src_warn(sh->src, "'%s': empty shard", sh->rel);
         goto out;
     }
-    for (uint64_t off = 0; off < sh->fsize;) {
-        ssize_t n = pread_full(sh->fd, h, sizeof(h), off);
-        if (n < 0) {
-            rc = sl_err(err, errlen, (int)n, "tar '%s': read: %s", sh->rel, strerror((int)-n));
-            goto out;
-        }
-        if (n < TAR_BLOCK) {
-            sl_src_warn(src, "'%s': header cut short at offset %" PRIu64, sh->rel, off);
+    for (m.off = 0; m.off < sh->fsize; m.off = m.next) {
+        rc = read_header(sh, pd, &m, err, errlen);
+        if (rc != WALK_NEXT) {
             break;
         }
-        if (all_zero(h)) { /* end-of-archive marker */
-            break;
-        }
-        if (!checksum_ok(h)) {
-            sl_src_warn(src, "'%s': bad header checksum at offset %" PRIu64
-                        ", rest of shard skipped", sh->rel, off);
-            break;
-        }
-        uint64_t size;
-        if (!parse_size(h + 124, &size)) {
-            sl_src_warn(src, "'%s': bad size field at offset %" PRIu64
-                        ", rest of shard skipped", sh->rel, off);
-            break;
-        }
-        char type = (char)h[156];
-        bool regular = type == '0' || type == '\0' || type == '7';
-        bool is_meta = type == 'L' || type == 'x' || type == 'g' || type == 'K';
-        if (!is_meta && pd->has_size) { /* pax size beats the (octal-limited) field */
-            size = pd->size;
-        }
-        uint64_t data = off + TAR_BLOCK;
-        if (size > UINT64_MAX - TAR_BLOCK - data) {
-            sl_src_warn(src, "'%s': member size out of range at offset %" PRIu64, sh->rel, off);
-            break;
-        }
-        uint64_t next = data + ((size + TAR_BLOCK - 1) / TAR_BLOCK) * TAR_BLOCK;
-        bool past_end = data + size > sh->fsize;
-        if (type == 'L' || type == 'x') {
-            bool too_big = type == 'L' ? size >= SL_SRC_PATH_MAX : size > TAR_PAX_MAX;
-            if (too_big) {
-                sl_src_warn(src, "'%s': oversized %s header at offset %" PRIu64, sh->rel,
-                            type == 'L' ? "long-name" : "pax", off);
-                pd->skip = true;
-                off = next;
-                continue;
-            }
-            char *meta = NULL;
-            rc = read_meta(sh, data, size, &meta);
-            if (rc == -ENOMSG) {
-                rc = 0;
-                sl_src_warn(src, "'%s': header data cut short at offset %" PRIu64, sh->rel,
-                            off);
-                break;
-            }
-            if (rc < 0) {
-                rc = sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
-                goto out;
-            }
-            bool ok = true;
-            if (type == 'L') {
-                /* GNU long name: the payload, up to its first NUL. */
-                snprintf(pd->path, sizeof(pd->path), "%s", meta);
-                pd->has_path = true;
-            } else {
-                ok = parse_pax(meta, (size_t)size, pd);
-            }
-            free(meta);
-            if (!ok) {
-                sl_src_warn(src, "'%s': malformed pax header at offset %" PRIu64
-                            ", rest of shard skipped", sh->rel, off);
-                break;
-            }
-            off = next;
-            continue;
-        }
-        if (type == 'g' || type == 'K') {
+        if (m.type == 'L' || m.type == 'x') {
+            rc = take_meta(sh, pd, &m, err, errlen);
+        } else if (m.type == 'g' || m.type == 'K') {
             /* Global pax header; GNU long link target: nothing for us, and
              * they must not clear a long name pending for the next member. */
-            off = next;
-            continue;
+            rc = WALK_NEXT;
+        } else {
+            bool regular = m.type == '0' || m.type == '\0' || m.type == '7';
+            rc = regular ? take_regular(sh, pd, &m, name, err, errlen) : WALK_NEXT;
+            memset(pd, 0, sizeof(*pd)); /* extended headers apply to one member */
         }
-        if (regular) {
-            if (pd->skip) {
-                sl_src_warn(src, "'%s': member at offset %" PRIu64 " skipped (name too long)",
-                            sh->rel, off);
-            } else {
-                if (pd->has_path) {
-                    snprintf(name, SL_SRC_PATH_MAX, "%s", pd->path);
-                } else {
-                    char hn[257];
-                    header_name(h, hn);
-                    snprintf(name, SL_SRC_PATH_MAX, "%s", hn);
-                }
-                rc = add_member(sh, name, data, size, err, errlen);
-                if (rc < 0) {
-                    goto out;
-                }
-            }
-            if (past_end) {
-                sl_src_warn(src, "'%s': member at offset %" PRIu64
-                            " runs past the end of the shard", sh->rel, off);
-                break;
-            }
+        if (rc != WALK_NEXT) {
+            break;
         }
-        memset(pd, 0, sizeof(*pd)); /* extended headers apply to one member */
-        off = next;
     }
+    if (rc < 0) {
+        goto out;
+    }
+    rc = 0;
     assign_labels(sh);
 out:
     free(name);
@@ -651,12 +695,9 @@ out:
 int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
-    int fd = sl_src_open_beneath(src, path, O_RDONLY, 0);
-    if (fd == -EPERM) {
-        return sl_err(err, errlen, fd, "tar '%s' resolves outside the data root", shown);
-    }
+    int fd = sl_src_open_path(src, "tar", path, O_RDONLY, err, errlen);
     if (fd < 0) {
-        return sl_err(err, errlen, fd, "tar '%s': %s", shown, strerror(-fd));
+        return fd;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {

@@ -190,6 +190,74 @@ static int center_crop_padded(const sl_tensor_t *in, uint32_t ch, uint32_t cw, s
     return 0;
 }
 
+/* The decode units: decode_jpeg alone, or fused with the crop that follows
+ * it as one region-of-interest decode (DESIGN.md invariant 2: one unit for
+ * split points, the same bytes as the unfused stages). */
+static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                      sl_pipe_scratch_t *sc, char *err, size_t errlen)
+{
+    const sl_spec_t *s = &p->spec;
+    const sl_stage_spec_t *st = u->st;
+    int rc;
+    if (io->dtype != SL_DT_BYTES) {
+        return sl_err(err, errlen, -EINVAL, "decode_jpeg needs encoded bytes, got %s",
+                      sl_dtype_name(io->dtype));
+    }
+    if (u->kind == UNIT_DECODE) {
+        rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
+        if (rc == 0) {
+            sl_tensor_swap(io, &sc->a);
+        }
+        return rc;
+    }
+    sl_jpeg_info_t info;
+    rc = sl_jpeg_probe(io->data, io->nbytes, &info, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    if ((uint64_t)info.width * info.height > s->max_pixels) {
+        return sl_err(err, errlen, -EFBIG, "%ux%u pixels exceed max_pixels %llu",
+                      info.width, info.height, (unsigned long long)s->max_pixels);
+    }
+    if (u->kind == UNIT_DECODE_CENTER_CROP &&
+        (st->size_h > info.height || st->size_w > info.width)) {
+        /* Padding needed: decode whole and pad like the unfused path. */
+        rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
+        if (rc == 0) {
+            rc = center_crop_padded(&sc->a, st->size_h, st->size_w, io);
+        }
+        return rc;
+    }
+    uint32_t x, y, w, h, scale = 1;
+    if (u->kind == UNIT_DECODE_RRC) {
+        sl_rrc_params(info.height, info.width, st->scale, st->ratio, rng, &x, &y, &w, &h);
+        scale = pick_scale(w, h, st->size_w, st->size_h);
+    } else {
+        w = st->size_w;
+        h = st->size_h;
+        sl_center_crop_params(info.height, info.width, h, w, &x, &y);
+    }
+    uint32_t x0, y0;
+    rc = sl_jpeg_decode_region(io->data, io->nbytes, s->max_pixels, x, y, w, h, scale, &sc->a,
+                               &x0, &y0, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    double ds = (double)scale;
+    if (u->kind == UNIT_DECODE_CENTER_CROP) {
+        /* Scale 1: an exact integer crop out of the decoded rows. */
+        return sl_img_crop(&sc->a, x - x0, y - y0, w, h, io);
+    }
+    /* CLIP: the crop is the whole image to the filter, as torchvision's
+     * crop-then-resize has it (no pixels from outside the crop). */
+    rc = sl_img_resize_rect_ex(&sc->a, x / ds - x0, y / ds - y0, w / ds, h / ds,
+                               st->size_h, st->size_w, SL_RESIZE_CLIP, NULL, io);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "resize of the decoded region failed");
+    }
+    return 0;
+}
+
 static int run_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
                     sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen)
 {
@@ -202,65 +270,8 @@ static int run_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uin
     switch (u->kind) {
     case UNIT_DECODE:
     case UNIT_DECODE_RRC:
-    case UNIT_DECODE_CENTER_CROP: {
-        if (io->dtype != SL_DT_BYTES) {
-            return sl_err(err, errlen, -EINVAL, "decode_jpeg needs encoded bytes, got %s",
-                          sl_dtype_name(io->dtype));
-        }
-        if (u->kind == UNIT_DECODE) {
-            rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
-            if (rc == 0) {
-                sl_tensor_swap(io, &sc->a);
-            }
-            return rc;
-        }
-        sl_jpeg_info_t info;
-        rc = sl_jpeg_probe(io->data, io->nbytes, &info, err, errlen);
-        if (rc < 0) {
-            return rc;
-        }
-        if ((uint64_t)info.width * info.height > s->max_pixels) {
-            return sl_err(err, errlen, -EFBIG, "%ux%u pixels exceed max_pixels %llu",
-                          info.width, info.height, (unsigned long long)s->max_pixels);
-        }
-        if (u->kind == UNIT_DECODE_CENTER_CROP &&
-            (st->size_h > info.height || st->size_w > info.width)) {
-            /* Padding needed: decode whole and pad like the unfused path. */
-            rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
-            if (rc == 0) {
-                rc = center_crop_padded(&sc->a, st->size_h, st->size_w, io);
-            }
-            return rc;
-        }
-        uint32_t x, y, w, h, scale = 1;
-        if (u->kind == UNIT_DECODE_RRC) {
-            sl_rrc_params(info.height, info.width, st->scale, st->ratio, &rng, &x, &y, &w, &h);
-            scale = pick_scale(w, h, st->size_w, st->size_h);
-        } else {
-            w = st->size_w;
-            h = st->size_h;
-            sl_center_crop_params(info.height, info.width, h, w, &x, &y);
-        }
-        uint32_t x0, y0;
-        rc = sl_jpeg_decode_region(io->data, io->nbytes, s->max_pixels, x, y, w, h, scale, &sc->a,
-                                   &x0, &y0, err, errlen);
-        if (rc < 0) {
-            return rc;
-        }
-        double ds = (double)scale;
-        if (u->kind == UNIT_DECODE_CENTER_CROP) {
-            /* Scale 1: an exact integer crop out of the decoded rows. */
-            return sl_img_crop(&sc->a, x - x0, y - y0, w, h, io);
-        }
-        /* CLIP: the crop is the whole image to the filter, as torchvision's
-         * crop-then-resize has it (no pixels from outside the crop). */
-        rc = sl_img_resize_rect_ex(&sc->a, x / ds - x0, y / ds - y0, w / ds, h / ds,
-                                   st->size_h, st->size_w, SL_RESIZE_CLIP, NULL, io);
-        if (rc < 0) {
-            return sl_err(err, errlen, rc, "resize of the decoded region failed");
-        }
-        return 0;
-    }
+    case UNIT_DECODE_CENTER_CROP:
+        return run_decode(p, u, &rng, io, sc, err, errlen);
     case UNIT_RRC: {
         rc = need_pixels(io, "random_resized_crop", err, errlen);
         if (rc < 0) {

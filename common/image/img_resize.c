@@ -464,6 +464,98 @@ static int rs_add_mul(size_t *a, size_t b, size_t c)
     return 0;
 }
 
+/* Bytes of scratch a resample needs (see rs_scratch_carve for the layout);
+ * the intermediate image only when both passes run. */
+static int rs_scratch_bytes(const rs_axis_t *ax, const rs_axis_t *ay, size_t out_row, int both,
+                            size_t *ret_need)
+{
+    size_t need = 16; /* slack to align the base */
+    int rc = 0;
+#if RS_SSE2
+    rc = rs_add_mul(&need, ay->npair * 2 * sizeof(__m128i), ay->out);
+    rc = rc ? rc : rs_add_mul(&need, ax->npair * 2 * sizeof(__m128i), ax->out);
+#endif
+    rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), ay->out);
+    rc = rc ? rc : rs_add_mul(&need, ay->ksize * sizeof(int32_t), ay->out);
+    rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), ax->out);
+    rc = rc ? rc : rs_add_mul(&need, ax->ksize * sizeof(int32_t), ax->out);
+    rc = rc ? rc : rs_add_mul(&need, out_row, both ? ay->size : 0);
+    if (rc == 0) {
+        *ret_need = need;
+    }
+    return rc;
+}
+
+/* Scratch layout, 16-byte aligned pieces first: SIMD weights (vertical,
+ * horizontal), int32 bounds and weights (vertical, horizontal), then the
+ * intermediate image (at most every visible row), which is returned. */
+static uint8_t *rs_scratch_carve(uint8_t *mem, rs_axis_t *ax, rs_axis_t *ay)
+{
+    mem += (16 - (uintptr_t)mem % 16) % 16;
+#if RS_SSE2
+    ay->kv = (__m128i *)(void *)mem;
+    ax->kv = ay->kv + ay->npair * 2 * ay->out;
+    mem = (uint8_t *)(ax->kv + ax->npair * 2 * ax->out);
+#endif
+    ay->bounds = (int32_t *)(void *)mem;
+    ay->kk = ay->bounds + 2 * (size_t)ay->out;
+    ax->bounds = ay->kk + ay->ksize * ay->out;
+    ax->kk = ax->bounds + 2 * (size_t)ax->out;
+    return (uint8_t *)(ax->kk + ax->ksize * ax->out);
+}
+
+/* The passes over carved scratch: horizontal first over just the rows the
+ * vertical one needs, into tmp, then vertical; or whichever one is needed,
+ * or a copy of the visible rectangle. */
+static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int need_h,
+                        int need_v, uint8_t *tmp, sl_tensor_t *out)
+{
+    const uint32_t c = in->c;
+    const uint32_t out_h = ay->out;
+    const size_t in_stride = (size_t)in->w * c;
+    const size_t out_row = (size_t)ax->out * c;
+    const uint8_t *src = in->data + (size_t)ax->base * c;
+    if (need_v) {
+        rs_axis_coeffs(ay);
+#if RS_SSE2
+        rs_axis_pairs(ay);
+#endif
+    }
+    if (need_h) {
+        rs_axis_coeffs(ax);
+#if RS_SSE2
+        rs_axis_pairs(ax);
+#endif
+        /* Only rows some vertical window touches are resampled horizontally,
+         * as Pillow does (ybox_first .. ybox_last). Vertically identical:
+         * exactly the output rows. */
+        size_t first = ay->base, last = (size_t)ay->base + out_h;
+        if (need_v) {
+            first = (size_t)ay->bounds[0];
+            last = (size_t)ay->bounds[2 * (size_t)out_h - 2] +
+                   (size_t)ay->bounds[2 * (size_t)out_h - 1];
+        }
+        const uint8_t *rows = in->data + first * in_stride;
+        const size_t avail = in->nbytes - first * in_stride;
+        if (need_v) {
+            rs_hpass(rows, in_stride, last - first, tmp, ax, c, avail);
+            for (uint32_t yy = 0; yy < out_h; yy++) {
+                ay->bounds[2 * (size_t)yy] -= (int32_t)first;
+            }
+            rs_vpass(tmp, out_row, out_row, out->data, ay, ay->bounds);
+        } else {
+            rs_hpass(rows, in_stride, out_h, out->data, ax, c, avail);
+        }
+    } else if (need_v) {
+        rs_vpass(src, in_stride, out_row, out->data, ay, ay->bounds);
+    } else {
+        for (uint32_t yy = 0; yy < out_h; yy++) {
+            memcpy(out->data + (size_t)yy * out_row,
+                   src + ((size_t)ay->base + yy) * in_stride, out_row);
+        }
+    }
+}
+
 int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, double h,
                           uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
                           sl_tensor_t *out)
@@ -476,7 +568,6 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
         return -EINVAL;
     }
     const int clip = (flags & SL_RESIZE_CLIP) != 0;
-    const uint32_t c = in->c;
     rs_axis_t ax, ay;
     int rc = rs_axis_init(&ax, in->w, x, w, out_w, clip);
     if (rc == 0) {
@@ -487,26 +578,12 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
     }
     const int need_h = !rs_axis_identity(&ax);
     const int need_v = !rs_axis_identity(&ay);
-    const size_t in_stride = (size_t)in->w * c;
-    const size_t out_row = (size_t)out_w * c;
-
-    /* Scratch layout, 16-byte aligned pieces first: SIMD weights (vertical,
-     * horizontal), int32 bounds and weights (vertical, horizontal), then the
-     * intermediate image (at most every visible row). */
-    size_t need = 16; /* slack to align the base */
-#if RS_SSE2
-    rc = rs_add_mul(&need, ay.npair * 2 * sizeof(__m128i), out_h);
-    rc = rc ? rc : rs_add_mul(&need, ax.npair * 2 * sizeof(__m128i), out_w);
-#endif
-    rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), out_h);
-    rc = rc ? rc : rs_add_mul(&need, ay.ksize * sizeof(int32_t), out_h);
-    rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), out_w);
-    rc = rc ? rc : rs_add_mul(&need, ax.ksize * sizeof(int32_t), out_w);
-    rc = rc ? rc : rs_add_mul(&need, out_row, need_h && need_v ? ay.size : 0);
+    size_t need = 0;
+    rc = rs_scratch_bytes(&ax, &ay, (size_t)out_w * in->c, need_h && need_v, &need);
     if (rc < 0) {
         return rc;
     }
-    rc = sl_tensor_reshape(out, SL_DT_U8, SL_LAYOUT_HWC, out_h, out_w, c);
+    rc = sl_tensor_reshape(out, SL_DT_U8, SL_LAYOUT_HWC, out_h, out_w, in->c);
     if (rc < 0) {
         return rc;
     }
@@ -526,58 +603,8 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
         }
         mem = owned;
     }
-    mem += (16 - (uintptr_t)mem % 16) % 16;
-#if RS_SSE2
-    ay.kv = (__m128i *)(void *)mem;
-    ax.kv = ay.kv + ay.npair * 2 * out_h;
-    mem = (uint8_t *)(ax.kv + ax.npair * 2 * out_w);
-#endif
-    ay.bounds = (int32_t *)(void *)mem;
-    ay.kk = ay.bounds + 2 * (size_t)out_h;
-    ax.bounds = ay.kk + ay.ksize * out_h;
-    ax.kk = ax.bounds + 2 * (size_t)out_w;
-    uint8_t *tmp = (uint8_t *)(ax.kk + ax.ksize * out_w);
-
-    const uint8_t *src = in->data + (size_t)ax.base * c;
-    if (need_v) {
-        rs_axis_coeffs(&ay);
-#if RS_SSE2
-        rs_axis_pairs(&ay);
-#endif
-    }
-    if (need_h) {
-        rs_axis_coeffs(&ax);
-#if RS_SSE2
-        rs_axis_pairs(&ax);
-#endif
-        /* Only rows some vertical window touches are resampled horizontally,
-         * as Pillow does (ybox_first .. ybox_last). Vertically identical:
-         * exactly the output rows. */
-        size_t first = ay.base, last = (size_t)ay.base + out_h;
-        if (need_v) {
-            first = (size_t)ay.bounds[0];
-            last = (size_t)ay.bounds[2 * (size_t)out_h - 2] +
-                   (size_t)ay.bounds[2 * (size_t)out_h - 1];
-        }
-        const uint8_t *rows = in->data + first * in_stride;
-        const size_t avail = in->nbytes - first * in_stride;
-        if (need_v) {
-            rs_hpass(rows, in_stride, last - first, tmp, &ax, c, avail);
-            for (uint32_t yy = 0; yy < out_h; yy++) {
-                ay.bounds[2 * (size_t)yy] -= (int32_t)first;
-            }
-            rs_vpass(tmp, out_row, out_row, out->data, &ay, ay.bounds);
-        } else {
-            rs_hpass(rows, in_stride, out_h, out->data, &ax, c, avail);
-        }
-    } else if (need_v) {
-        rs_vpass(src, in_stride, out_row, out->data, &ay, ay.bounds);
-    } else {
-        for (uint32_t yy = 0; yy < out_h; yy++) {
-            memcpy(out->data + (size_t)yy * out_row,
-                   src + ((size_t)ay.base + yy) * in_stride, out_row);
-        }
-    }
+    uint8_t *tmp = rs_scratch_carve(mem, &ax, &ay);
+    rs_resample(in, &ax, &ay, need_h, need_v, tmp, out);
     free(owned);
     return 0;
 }

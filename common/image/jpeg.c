@@ -210,7 +210,146 @@ static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t n, bool inver
 
 static uint32_t div_up(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a + b - 1) / b); }
 
-/* The body of every call; returns 0 or a negative errno. The only setjmp. */
+/* The steps of dec_run after the header. They are called from dec_run and
+ * may longjmp back to it; noinline keeps each in a frame of its own, so no
+ * local of theirs lives in the frame that calls setjmp (what gcc's
+ * -Wclobbered warns about once they are inlined there). */
+#define DEC_STEP __attribute__((noinline))
+
+/* The scaled rectangle a decode returns, [x0, x1) x [y0, y1), and how
+ * libjpeg's rows become RGB. */
+typedef struct dec_rect_s {
+    uint32_t x0, x1, y0, y1;
+    bool cmyk; /* rows arrive as CMYK (YCCK converted by libjpeg) */
+} dec_rect_t;
+
+/* After the header: refuses a bomb, then sets the output parameters. */
+static DEC_STEP int dec_configure(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    /* Before jpeg_start_decompress: nothing image-sized is allocated yet. */
+    uint64_t pixels = (uint64_t)ci->image_width * ci->image_height;
+    if (pixels > rq->max_pixels) {
+        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EFBIG,
+                      "%ux%u is more than %llu pixels", (unsigned)ci->image_width,
+                      (unsigned)ci->image_height, (unsigned long long)rq->max_pixels);
+    }
+    r->cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    /* libjpeg-turbo expands gray to RGB itself (SIMD), but will not convert
+     * CMYK/YCCK to RGB: take CMYK (YCCK is converted to it) and do the rest. */
+    ci->out_color_space = r->cmyk ? JCS_CMYK : JCS_RGB;
+    ci->scale_num = 1;
+    ci->scale_denom = rq->scale;
+    /* A progressive file that ends before its last scans (legal) would be
+     * smoothed across block edges, from neighbours up to two blocks away:
+     * then a region differs from the same rectangle of the whole image
+     * (found by tests/fuzz/fuzz_jpeg), and the result depends on the
+     * libjpeg-turbo version (2.1 changed the filter). Without smoothing
+     * every block is decoded on its own. */
+    ci->do_block_smoothing = FALSE;
+    d->progress.progress_monitor = dec_progress;
+    ci->progress = &d->progress;
+    jpeg_calc_output_dimensions(ci);
+    return 0;
+}
+
+/* The scaled rectangle to return (the whole image but for DEC_REGION), and
+ * the output tensor sized for it. */
+static DEC_STEP int dec_place(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    uint32_t ow = ci->output_width, oh = ci->output_height;
+    r->x0 = 0;
+    r->x1 = ow;
+    r->y0 = 0;
+    r->y1 = oh;
+    if (rq->mode == DEC_REGION) {
+        if ((uint64_t)rq->x + rq->w > ci->image_width ||
+            (uint64_t)rq->y + rq->h > ci->image_height) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EINVAL,
+                          "region %u,%u %ux%u outside %ux%u image", rq->x, rq->y, rq->w,
+                          rq->h, (unsigned)ci->image_width, (unsigned)ci->image_height);
+        }
+        r->x0 = rq->x / rq->scale;
+        r->y0 = rq->y / rq->scale;
+        r->x1 = div_up(rq->x + rq->w, rq->scale);
+        r->y1 = div_up(rq->y + rq->h, rq->scale);
+        r->x1 = r->x1 > ow ? ow : r->x1;
+        r->y1 = r->y1 > oh ? oh : r->y1;
+    }
+    /* Output buffer first, so SL_TENSOR_MAX_BYTES is enforced before libjpeg
+     * allocates its own image-sized buffers. */
+    int rc = sl_tensor_reshape(rq->out, SL_DT_U8, SL_LAYOUT_HWC, r->y1 - r->y0, r->x1 - r->x0, 3);
+    if (rc < 0) {
+        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), rc == -EOVERFLOW ? -EFBIG : rc,
+                      "cannot hold %ux%u RGB output", r->x1 - r->x0, r->y1 - r->y0);
+    }
+    return 0;
+}
+
+/* After jpeg_start_decompress: reads the rows of r into rq->out, cropping
+ * columns in libjpeg where it can and converting CMYK. */
+static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_t *r)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    uint32_t ow = ci->output_width;
+    uint32_t sx0 = r->x0, sx1 = r->x1, sy0 = r->y0;
+    /* Columns libjpeg will hand us: [cx0, cx0 + cw). */
+    JDIMENSION cx0 = 0, cw = ci->output_width;
+    if (sx1 - sx0 < ow) {
+        cx0 = sx0 > SL_JPEG_CROP_MARGIN ? sx0 - SL_JPEG_CROP_MARGIN : 0;
+        JDIMENSION cx1 = sx1 + SL_JPEG_CROP_MARGIN < ow ? sx1 + SL_JPEG_CROP_MARGIN : ow;
+        cw = cx1 - cx0;
+        jpeg_crop_scanline(ci, &cx0, &cw); /* may move cx0 left to an iMCU edge */
+    }
+    if (sy0 > 0 && jpeg_skip_scanlines(ci, sy0) != sy0) {
+        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG, "cannot skip %u rows",
+                      sy0);
+    }
+
+    int ncomp = ci->output_components;
+    size_t out_stride = (size_t)(sx1 - sx0) * 3;
+    /* Straight into the tensor when libjpeg's rows are exactly ours. */
+    bool direct = !r->cmyk && cx0 == sx0 && cw == sx1 - sx0;
+    JSAMPARRAY scratch = NULL;
+    if (!direct) {
+        /* Pool memory: freed by jpeg_destroy_decompress, even after longjmp. */
+        scratch = (*ci->mem->alloc_sarray)((j_common_ptr)ci, JPOOL_IMAGE,
+                                           cw * (JDIMENSION)ncomp, SL_JPEG_ROWS_PER_CALL);
+    }
+    size_t skip_bytes = (size_t)(sx0 - cx0) * (size_t)ncomp;
+    bool inverted = ci->saw_Adobe_marker != 0;
+    uint8_t *dst = rq->out->data;
+    JSAMPROW rows[SL_JPEG_ROWS_PER_CALL];
+    uint32_t done = 0, want = r->y1 - sy0;
+
+    while (done < want) {
+        uint32_t n = want - done < SL_JPEG_ROWS_PER_CALL ? want - done : SL_JPEG_ROWS_PER_CALL;
+        for (uint32_t i = 0; i < n; i++) {
+            rows[i] = direct ? dst + (size_t)(done + i) * out_stride : scratch[i];
+        }
+        JDIMENSION got = jpeg_read_scanlines(ci, rows, n);
+        if (got == 0 || got > n) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
+                          "decoder stalled at row %u", sy0 + done);
+        }
+        if (!direct) {
+            for (uint32_t i = 0; i < got; i++) {
+                uint8_t *o = dst + (size_t)(done + i) * out_stride;
+                if (r->cmyk) {
+                    cmyk_to_rgb(scratch[i] + skip_bytes, o, sx1 - sx0, inverted);
+                } else {
+                    memcpy(o, scratch[i] + skip_bytes, out_stride);
+                }
+            }
+        }
+        done += got;
+    }
+    return 0;
+}
+
+/* The body of every call; returns 0 or a negative errno. The only setjmp:
+ * libjpeg's errors in the steps it calls longjmp back here. */
 static int dec_run(dec_t *d, dec_req_t *rq)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
@@ -229,113 +368,24 @@ static int dec_run(dec_t *d, dec_req_t *rq)
         dec_fill_info(ci, rq->info);
         return 0;
     }
-    /* Before jpeg_start_decompress: nothing image-sized is allocated yet. */
-    uint64_t pixels = (uint64_t)ci->image_width * ci->image_height;
-    if (pixels > rq->max_pixels) {
-        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EFBIG,
-                      "%ux%u is more than %llu pixels", (unsigned)ci->image_width,
-                      (unsigned)ci->image_height, (unsigned long long)rq->max_pixels);
+    dec_rect_t r;
+    int rc = dec_configure(d, rq, &r);
+    if (rc == 0) {
+        rc = dec_place(d, rq, &r);
     }
-    bool cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
-    /* libjpeg-turbo expands gray to RGB itself (SIMD), but will not convert
-     * CMYK/YCCK to RGB: take CMYK (YCCK is converted to it) and do the rest. */
-    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    ci->scale_num = 1;
-    ci->scale_denom = rq->scale;
-    /* A progressive file that ends before its last scans (legal) would be
-     * smoothed across block edges, from neighbours up to two blocks away:
-     * then a region differs from the same rectangle of the whole image
-     * (found by tests/fuzz/fuzz_jpeg), and the result depends on the
-     * libjpeg-turbo version (2.1 changed the filter). Without smoothing
-     * every block is decoded on its own. */
-    ci->do_block_smoothing = FALSE;
-    d->progress.progress_monitor = dec_progress;
-    ci->progress = &d->progress;
-    jpeg_calc_output_dimensions(ci);
-    uint32_t ow = ci->output_width, oh = ci->output_height;
-
-    /* Scaled rectangle to return, [sx0, sx1) x [sy0, sy1). */
-    uint32_t sx0 = 0, sx1 = ow, sy0 = 0, sy1 = oh;
-    if (rq->mode == DEC_REGION) {
-        if ((uint64_t)rq->x + rq->w > ci->image_width ||
-            (uint64_t)rq->y + rq->h > ci->image_height) {
-            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EINVAL,
-                          "region %u,%u %ux%u outside %ux%u image", rq->x, rq->y, rq->w,
-                          rq->h, (unsigned)ci->image_width, (unsigned)ci->image_height);
-        }
-        sx0 = rq->x / rq->scale;
-        sy0 = rq->y / rq->scale;
-        sx1 = div_up(rq->x + rq->w, rq->scale);
-        sy1 = div_up(rq->y + rq->h, rq->scale);
-        sx1 = sx1 > ow ? ow : sx1;
-        sy1 = sy1 > oh ? oh : sy1;
-    }
-    /* Output buffer first, so SL_TENSOR_MAX_BYTES is enforced before libjpeg
-     * allocates its own image-sized buffers. */
-    int rc = sl_tensor_reshape(rq->out, SL_DT_U8, SL_LAYOUT_HWC, sy1 - sy0, sx1 - sx0, 3);
     if (rc < 0) {
-        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), rc == -EOVERFLOW ? -EFBIG : rc,
-                      "cannot hold %ux%u RGB output", sx1 - sx0, sy1 - sy0);
+        return rc;
     }
-
     (void)jpeg_start_decompress(ci);
-
-    /* Columns libjpeg will hand us: [cx0, cx0 + cw). */
-    JDIMENSION cx0 = 0, cw = ci->output_width;
-    if (sx1 - sx0 < ow) {
-        cx0 = sx0 > SL_JPEG_CROP_MARGIN ? sx0 - SL_JPEG_CROP_MARGIN : 0;
-        JDIMENSION cx1 = sx1 + SL_JPEG_CROP_MARGIN < ow ? sx1 + SL_JPEG_CROP_MARGIN : ow;
-        cw = cx1 - cx0;
-        jpeg_crop_scanline(ci, &cx0, &cw); /* may move cx0 left to an iMCU edge */
-    }
-    if (sy0 > 0 && jpeg_skip_scanlines(ci, sy0) != sy0) {
-        return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG, "cannot skip %u rows",
-                      sy0);
-    }
-
-    int ncomp = ci->output_components;
-    size_t out_stride = (size_t)(sx1 - sx0) * 3;
-    /* Straight into the tensor when libjpeg's rows are exactly ours. */
-    bool direct = !cmyk && cx0 == sx0 && cw == sx1 - sx0;
-    JSAMPARRAY scratch = NULL;
-    if (!direct) {
-        /* Pool memory: freed by jpeg_destroy_decompress, even after longjmp. */
-        scratch = (*ci->mem->alloc_sarray)((j_common_ptr)ci, JPOOL_IMAGE,
-                                           cw * (JDIMENSION)ncomp, SL_JPEG_ROWS_PER_CALL);
-    }
-    size_t skip_bytes = (size_t)(sx0 - cx0) * (size_t)ncomp;
-    bool inverted = ci->saw_Adobe_marker != 0;
-    uint8_t *dst = rq->out->data;
-    JSAMPROW rows[SL_JPEG_ROWS_PER_CALL];
-    uint32_t done = 0, want = sy1 - sy0;
-
-    while (done < want) {
-        uint32_t n = want - done < SL_JPEG_ROWS_PER_CALL ? want - done : SL_JPEG_ROWS_PER_CALL;
-        for (uint32_t i = 0; i < n; i++) {
-            rows[i] = direct ? dst + (size_t)(done + i) * out_stride : scratch[i];
-        }
-        JDIMENSION got = jpeg_read_scanlines(ci, rows, n);
-        if (got == 0 || got > n) {
-            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
-                          "decoder stalled at row %u", sy0 + done);
-        }
-        if (!direct) {
-            for (uint32_t i = 0; i < got; i++) {
-                uint8_t *o = dst + (size_t)(done + i) * out_stride;
-                if (cmyk) {
-                    cmyk_to_rgb(scratch[i] + skip_bytes, o, sx1 - sx0, inverted);
-                } else {
-                    memcpy(o, scratch[i] + skip_bytes, out_stride);
-                }
-            }
-        }
-        done += got;
+    rc = dec_read_rows(d, rq, &r);
+    if (rc < 0) {
+        return rc;
     }
     /* No jpeg_finish_decompress: we have every pixel we want, and the rest of
      * the file (remaining rows of a region, the EOI marker) is not worth
      * reading. The caller's jpeg_destroy_decompress aborts cleanly. */
-    rq->x0 = sx0;
-    rq->y0 = sy0;
+    rq->x0 = r.x0;
+    rq->y0 = r.y0;
     return 0;
 }
 

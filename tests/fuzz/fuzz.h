@@ -13,11 +13,14 @@
 #ifndef SL_TESTS_FUZZ_H
 #define SL_TESTS_FUZZ_H
 
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #define FZ_CHECK(cond, ...)                                                              \
     do {                                                                                 \
@@ -67,6 +70,47 @@ static inline uint32_t fz_take(fz_reader_t *r, unsigned bytes)
         v |= b << (8 * i);
     }
     return v;
+}
+
+/* A file the code under test reads, in a directory of its own made on
+ * first use (read-only set-up: it lives for the whole process). */
+typedef struct fz_tmpfile_s {
+    char dir[64];
+    char path[96];
+} fz_tmpfile_t;
+
+/* Makes /tmp/sluice-fuzz-TAG-XXXXXX/NAME's directory once; cleanup (which
+ * calls fz_tmpfile_remove, atexit takes no argument) runs at exit. */
+static inline void fz_tmpfile_setup(fz_tmpfile_t *t, const char *tag, const char *name,
+                                    void (*cleanup)(void))
+{
+    if (t->dir[0] != '\0') {
+        return;
+    }
+    snprintf(t->dir, sizeof(t->dir), "/tmp/sluice-fuzz-%s-XXXXXX", tag);
+    FZ_CHECK(mkdtemp(t->dir) != NULL, "mkdtemp failed");
+    snprintf(t->path, sizeof(t->path), "%s/%s", t->dir, name);
+    atexit(cleanup);
+}
+
+static inline void fz_tmpfile_remove(const fz_tmpfile_t *t)
+{
+    unlink(t->path);
+    rmdir(t->dir);
+}
+
+/* Replaces the file's contents with the input. */
+static inline void fz_tmpfile_write(const fz_tmpfile_t *t, const uint8_t *data, size_t size)
+{
+    int fd = open(t->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    FZ_CHECK(fd >= 0, "cannot create %s", t->path);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = write(fd, data + off, size - off);
+        FZ_CHECK(n > 0, "write failed");
+        off += (size_t)n;
+    }
+    close(fd);
 }
 
 int fuzz_spec_one(const uint8_t *data, size_t size);

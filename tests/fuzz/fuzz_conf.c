@@ -20,38 +20,9 @@
 #include "tests/fuzz/fuzz.h"
 #include "worker/config.h"
 
-static char fz_conf_dir[64];
-static char fz_conf_path[96];
+static fz_tmpfile_t fz_conf_file;
 
-static void fz_conf_cleanup(void)
-{
-    unlink(fz_conf_path);
-    rmdir(fz_conf_dir);
-}
-
-static void fz_conf_setup(void)
-{
-    if (fz_conf_dir[0] != '\0') {
-        return;
-    }
-    snprintf(fz_conf_dir, sizeof(fz_conf_dir), "/tmp/sluice-fuzz-conf-XXXXXX");
-    FZ_CHECK(mkdtemp(fz_conf_dir) != NULL, "mkdtemp failed");
-    snprintf(fz_conf_path, sizeof(fz_conf_path), "%s/fuzz.conf", fz_conf_dir);
-    atexit(fz_conf_cleanup);
-}
-
-static void fz_conf_write(const uint8_t *data, size_t size)
-{
-    int fd = open(fz_conf_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    FZ_CHECK(fd >= 0, "cannot create %s", fz_conf_path);
-    size_t off = 0;
-    while (off < size) {
-        ssize_t n = write(fd, data + off, size - off);
-        FZ_CHECK(n > 0, "write failed");
-        off += (size_t)n;
-    }
-    close(fd);
-}
+static void fz_conf_cleanup(void) { fz_tmpfile_remove(&fz_conf_file); }
 
 static void fz_conf_code(int rc, const char *err, size_t errlen, const char *what)
 {
@@ -102,26 +73,26 @@ static void fz_conf_bounds(const sl_conf_table_t *t, const void *obj)
 
 int fuzz_conf_one(const uint8_t *data, size_t size)
 {
-    fz_conf_setup();
-    fz_conf_write(data, size);
+    fz_tmpfile_setup(&fz_conf_file, "conf", "fuzz.conf", fz_conf_cleanup);
+    fz_tmpfile_write(&fz_conf_file, data, size);
     char err[1024];
 
     disp_config_t *dc = calloc(1, sizeof(*dc));
     FZ_CHECK(dc != NULL, "out of memory");
     FZ_CHECK(sl_conf_defaults(&disp_conf_table, dc, err, sizeof(err)) == 0, "%s", err);
-    int rc = sl_conf_load_file(&disp_conf_table, dc, fz_conf_path, err, sizeof(err));
+    int rc = sl_conf_load_file(&disp_conf_table, dc, fz_conf_file.path, err, sizeof(err));
     fz_conf_code(rc, err, sizeof(err), "load");
     if (rc == 0) {
         fz_conf_bounds(&disp_conf_table, dc);
         (void)disp_config_check(dc, err, sizeof(err));
     } else {
-        FZ_CHECK(strncmp(err, fz_conf_path, strlen(fz_conf_path)) == 0,
+        FZ_CHECK(strncmp(err, fz_conf_file.path, strlen(fz_conf_file.path)) == 0,
                  "message does not name the file: %s", err);
     }
-    int rrc = sl_conf_reload(&disp_conf_table, dc, fz_conf_path, err, sizeof(err));
+    int rrc = sl_conf_reload(&disp_conf_table, dc, fz_conf_file.path, err, sizeof(err));
     FZ_CHECK(rrc == rc, "load returned %d, reload %d: %s", rc, rrc, err);
 
-    char *dargv[] = {"sluice-dispatcher", "--config", fz_conf_path, NULL};
+    char *dargv[] = {"sluice-dispatcher", "--config", fz_conf_file.path, NULL};
     char cpath[256];
     memset(dc, 0, sizeof(*dc));
     rc = sl_conf_parse_args(&disp_conf_table, dc, 3, dargv, cpath, sizeof(cpath), err,
@@ -134,8 +105,8 @@ int fuzz_conf_one(const uint8_t *data, size_t size)
 
     wk_config_t *wc = calloc(1, sizeof(*wc));
     FZ_CHECK(wc != NULL, "out of memory");
-    char *wargv[] = {"sluice-worker", "--config", fz_conf_path, "--dispatcher", "127.0.0.1:1",
-                     "--data-root", fz_conf_dir, NULL};
+    char *wargv[] = {"sluice-worker", "--config", fz_conf_file.path, "--dispatcher", "127.0.0.1:1",
+                     "--data-root", fz_conf_file.dir, NULL};
     rc = wk_config_parse(wc, 7, wargv, cpath, sizeof(cpath), err, sizeof(err));
     fz_conf_code(rc, err, sizeof(err), "worker args");
     if (rc == 0) {

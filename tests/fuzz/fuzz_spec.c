@@ -1,4 +1,4 @@
-/* fuzz_spec: the pipeline spec parser (common/spec/spec.c) on arbitrary bytes --
+/* fuzz_spec: the pipeline spec parser (common/spec/) on arbitrary bytes --
  * the text a client sends in SubmitJob -- and the canonical JSON round trip:
  *   - parse returns 0, -EINVAL, -E2BIG or -ENOMEM, with a printable message;
  *   - an accepted spec has a canonical JSON that parses again, to a spec

@@ -17,46 +17,17 @@
 #include "tests/fuzz/fuzz.h"
 
 /* One directory per process, removed at exit. */
-static char fz_tar_dir[64];
-static char fz_tar_path[96];
+static fz_tmpfile_t fz_tar_file;
 
-static void fz_tar_cleanup(void)
-{
-    unlink(fz_tar_path);
-    rmdir(fz_tar_dir);
-}
-
-static void fz_tar_setup(void)
-{
-    if (fz_tar_dir[0] != '\0') {
-        return;
-    }
-    snprintf(fz_tar_dir, sizeof(fz_tar_dir), "/tmp/sluice-fuzz-tar-XXXXXX");
-    FZ_CHECK(mkdtemp(fz_tar_dir) != NULL, "mkdtemp failed");
-    snprintf(fz_tar_path, sizeof(fz_tar_path), "%s/shard.tar", fz_tar_dir);
-    atexit(fz_tar_cleanup);
-}
-
-static void fz_tar_write(const uint8_t *data, size_t size)
-{
-    int fd = open(fz_tar_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    FZ_CHECK(fd >= 0, "cannot create %s", fz_tar_path);
-    size_t off = 0;
-    while (off < size) {
-        ssize_t n = write(fd, data + off, size - off);
-        FZ_CHECK(n > 0, "write failed");
-        off += (size_t)n;
-    }
-    close(fd);
-}
+static void fz_tar_cleanup(void) { fz_tmpfile_remove(&fz_tar_file); }
 
 int fuzz_tar_one(const uint8_t *data, size_t size)
 {
-    fz_tar_setup();
-    fz_tar_write(data, size);
+    fz_tmpfile_setup(&fz_tar_file, "tar", "shard.tar", fz_tar_cleanup);
+    fz_tmpfile_write(&fz_tar_file, data, size);
     sl_source_t *src = NULL;
     char err[512];
-    int rc = sl_source_open(fz_tar_dir, SL_SRC_TAR, "shard.tar", &src, err, sizeof(err));
+    int rc = sl_source_open(fz_tar_file.dir, SL_SRC_TAR, "shard.tar", &src, err, sizeof(err));
     FZ_CHECK(rc == 0 || rc == -E2BIG || rc == -ENOMEM, "open returned %d: %s", rc, err);
     if (rc != 0) {
         FZ_CHECK(fz_err_ok(err, sizeof(err)), "unprintable error message");

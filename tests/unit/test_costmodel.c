@@ -1,4 +1,4 @@
-/* test_costmodel: common/cost/costmodel.c -- the linear per-sample cost model
+/* test_costmodel: common/cost/ (costmodel, profiler, hostfacts) -- the linear per-sample cost model
  * (exact recovery on synthetic costs, error reported), the profiler on a
  * generated image folder of small and large JPEGs (large ones cost more,
  * a corrupt file is counted not profiled), the cgroup parsers, sample
@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "common/cost/costmodel.h"
+#include "common/cost/hostfacts.h"
+#include "common/cost/profiler.h"
 #include "common/engine/pipeline.h"
 #include "common/data/source.h"
 #include "common/spec/spec.h"

@@ -1,0 +1,84 @@
+/* spec_impl: what the spec parser's files share (spec.c, spec_ctx.c,
+ * spec_source.c, spec_stages.c, spec_offload.c, spec_json.c). Not a public
+ * API. A parse runs on one thread with one sl_spec_pctx_t on its stack: the
+ * raw text (to find lines), the caller's error buffer and the path of the
+ * value being checked. After an error the parse is abandoned, so the
+ * section parsers return without popping what they pushed. */
+#ifndef SL_SPEC_IMPL_H
+#define SL_SPEC_IMPL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/spec/spec.h"
+#include "common/spec/spec_lines.h"
+
+/* The deepest path the parser names is stages[i].mean[j]; room to spare. */
+#define SPEC_PATH_DEPTH 8
+/* Room for one message part (the list of valid ops is the longest). */
+#define SPEC_MSG_MAX 512
+#define SPEC_SHOWN_MAX 96
+
+typedef struct sl_spec_pctx_s {
+    const char *name;
+    const char *buf;
+    size_t len;
+    char *err;
+    size_t errlen;
+    sl_spec_pathc_t path[SPEC_PATH_DEPTH];
+    size_t depth; /* may exceed SPEC_PATH_DEPTH only through a bug; then cut */
+} sl_spec_pctx_t;
+
+/* Names as they appear in JSON, indexed by their enum. */
+#define SL_SPEC_NSOURCE_TYPES ((size_t)SL_SRC_FILELIST + 1)
+#define SL_SPEC_NOFFLOAD ((size_t)SL_OFFLOAD_FIXED + 1)
+#define SL_SPEC_NON_ERROR ((size_t)SL_ON_ERROR_FAIL + 1)
+#define SL_SPEC_NRANK_PADDING ((size_t)SL_RANK_PAD + 1)
+extern const char *const sl_spec_op_names[SL_OP__COUNT];
+extern const char *const sl_spec_source_type_names[SL_SPEC_NSOURCE_TYPES];
+extern const char *const sl_spec_offload_names[SL_SPEC_NOFFLOAD];
+extern const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR];
+extern const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING];
+
+/* ---- spec_ctx.c: the path of the value being checked, and messages */
+
+void sl_spec_push_key(sl_spec_pctx_t *c, const char *key, size_t keylen);
+void sl_spec_push(sl_spec_pctx_t *c, const char *key);
+void sl_spec_push_index(sl_spec_pctx_t *c, size_t index);
+void sl_spec_pop(sl_spec_pctx_t *c);
+/* "NAME:LINE: PATH: message" for the value at the current path; -EINVAL. */
+int sl_spec_perr(sl_spec_pctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for member key of the current object. */
+int sl_spec_ferr(sl_spec_pctx_t *c, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Shortest decimal that reads back as v; a whole number keeps its ".0". */
+void sl_spec_fmt_real(double v, char *out, size_t outlen);
+/* What a value is, for "got ..." in messages. Returns out. */
+const char *sl_spec_describe(const json_t *v, char *out, size_t outlen);
+/* "a, b, c" from a NULL-terminated list (or the first n of an array). */
+const char *sl_spec_join(const char *const *names, size_t n, char *out, size_t outlen);
+/* Every key of obj must be in allowed; what says whose keys they are. */
+int sl_spec_check_keys(sl_spec_pctx_t *c, json_t *obj, const char *const *allowed,
+                       const char *what);
+
+/* Typed getters: an absent key keeps *out (the default) unless required. */
+int sl_spec_get_int(sl_spec_pctx_t *c, json_t *obj, const char *key, bool required, int64_t min,
+                    int64_t max, int64_t *out);
+int sl_spec_get_u32(sl_spec_pctx_t *c, json_t *obj, const char *key, bool required, int64_t min,
+                    int64_t max, uint32_t *out);
+int sl_spec_get_bool(sl_spec_pctx_t *c, json_t *obj, const char *key, bool *out);
+/* One of names[0..n) as a string; the index goes to *out. */
+int sl_spec_get_enum(sl_spec_pctx_t *c, json_t *obj, const char *key, bool required,
+                     const char *const *names, size_t n, int *out);
+/* JSON integers are accepted where a real is expected ("p": 1). */
+bool sl_spec_as_number(const json_t *v, double *out);
+
+/* ---- the sections of a spec, each from the root object into spec */
+
+int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
+int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
+int sl_spec_parse_offload(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
+
+#endif

@@ -1,0 +1,91 @@
+/* spec_json: the canonical JSON of a parsed spec (sl_spec_to_json): every
+ * field, defaults filled in, keys sorted. Any thread; it only reads spec. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/spec/spec_impl.h"
+
+static json_t *stage_to_json(const sl_stage_spec_t *st)
+{
+    if ((int)st->op < 0 || st->op >= SL_OP__COUNT) {
+        return NULL;
+    }
+    const char *op = sl_spec_op_names[st->op];
+    switch (st->op) {
+    case SL_OP_RANDOM_RESIZED_CROP:
+        return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f]}", "op", op, "size",
+                         (json_int_t)st->size_h, (json_int_t)st->size_w, "scale", st->scale[0],
+                         st->scale[1], "ratio", st->ratio[0], st->ratio[1]);
+    case SL_OP_RESIZE:
+        if (st->resize_shorter) {
+            return json_pack("{s:s, s:I}", "op", op, "size", (json_int_t)st->size_h);
+        }
+        return json_pack("{s:s, s:[I,I]}", "op", op, "size", (json_int_t)st->size_h,
+                         (json_int_t)st->size_w);
+    case SL_OP_CENTER_CROP:
+        return json_pack("{s:s, s:[I,I]}", "op", op, "size", (json_int_t)st->size_h,
+                         (json_int_t)st->size_w);
+    case SL_OP_FLIP:
+        return json_pack("{s:s, s:f}", "op", op, "p", st->p);
+    case SL_OP_NORMALIZE:
+        return json_pack("{s:s, s:[f,f,f], s:[f,f,f]}", "op", op, "mean", (double)st->mean[0],
+                         (double)st->mean[1], (double)st->mean[2], "std", (double)st->std[0],
+                         (double)st->std[1], (double)st->std[2]);
+    default:
+        return json_pack("{s:s}", "op", op);
+    }
+}
+
+char *sl_spec_to_json(const sl_spec_t *spec)
+{
+    /* The seed travels as a JSON integer, which jansson holds as int64. */
+    if (spec->seed > (uint64_t)INT64_MAX || (size_t)spec->source_type >= SL_SPEC_NSOURCE_TYPES ||
+        spec->nstages > SL_SPEC_MAX_STAGES || (size_t)spec->on_error >= SL_SPEC_NON_ERROR ||
+        (size_t)spec->offload >= SL_SPEC_NOFFLOAD) {
+        return NULL;
+    }
+    json_t *stages = json_array();
+    if (stages == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < spec->nstages; i++) {
+        if (json_array_append_new(stages, stage_to_json(&spec->stages[i])) < 0) {
+            json_decref(stages);
+            return NULL;
+        }
+    }
+    json_t *offload;
+    if (spec->offload == SL_OFFLOAD_FIXED) {
+        offload = json_pack("{s:I, s:f}", "split", (json_int_t)spec->split, "local_share",
+                            spec->local_share);
+    } else {
+        offload = json_string(sl_spec_offload_names[spec->offload]);
+    }
+    /* "o" steals the references, also when json_pack fails. */
+    json_t *root = json_pack("{s:{s:s, s:s#, s:b, s:I}, s:o, s:I, s:I, s:b, s:b, s:o, s:s, s:I}",
+                             "source", "type", sl_spec_source_type_names[spec->source_type], "path",
+                             spec->source_path, (int)strnlen(spec->source_path, SL_SPEC_PATH_MAX),
+                             "shuffle", (int)spec->shuffle, "seed", (json_int_t)spec->seed,
+                             "stages", stages, "batch_size", (json_int_t)spec->batch_size, "epochs",
+                             (json_int_t)spec->epochs, "drop_last", (int)spec->drop_last,
+                             "deterministic", (int)spec->deterministic, "offload", offload,
+                             "on_error", sl_spec_on_error_names[spec->on_error], "max_pixels",
+                             (json_int_t)spec->max_pixels);
+    if (root == NULL) {
+        return NULL;
+    }
+    /* Single-consumer specs keep their canonical form (and spec hash). */
+    if (spec->world_size > 1 &&
+        (spec->rank >= spec->world_size || (size_t)spec->rank_padding >= SL_SPEC_NRANK_PADDING ||
+         json_object_set_new(root, "world_size", json_integer(spec->world_size)) < 0 ||
+         json_object_set_new(root, "rank", json_integer(spec->rank)) < 0 ||
+         json_object_set_new(root, "rank_padding",
+                             json_string(sl_spec_rank_padding_names[spec->rank_padding])) < 0)) {
+        json_decref(root);
+        return NULL;
+    }
+    char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    return out;
+}

@@ -1,0 +1,105 @@
+/* spec_source: the "source" section of a spec (type, path under the data
+ * root, shuffle, seed). Called on the parsing thread only. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/spec/spec_impl.h"
+
+static const char *const source_keys[] = {"type", "path", "shuffle", "seed", NULL};
+
+const char *const sl_spec_source_type_names[SL_SPEC_NSOURCE_TYPES] = {
+    [SL_SRC_IMAGEFOLDER] = "imagefolder",
+    [SL_SRC_TAR] = "tar",
+    [SL_SRC_FILELIST] = "filelist",
+};
+
+/* Paths are relative to each host's data root; one that escapes it is refused
+ * here so the user hears about it before any worker is involved. */
+static bool path_has_dotdot(const char *p)
+{
+    while (*p != '\0') {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            return true;
+        }
+        p += n;
+        while (*p == '/') {
+            p++;
+        }
+    }
+    return false;
+}
+
+int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    json_t *src = json_object_get(root, "source");
+    if (src == NULL) {
+        return sl_spec_ferr(c, "source",
+                            "missing (required): an object like "
+                            "{\"type\": \"imagefolder\", \"path\": \"train\"}");
+    }
+    sl_spec_push(c, "source");
+    if (!json_is_object(src)) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_perr(c,
+                            "must be an object like {\"type\": \"imagefolder\", \"path\": "
+                            "\"train\"}, "
+                            "got %s",
+                            sl_spec_describe(src, got, sizeof(got)));
+    }
+    int rc = sl_spec_check_keys(c, src, source_keys, "");
+    if (rc < 0) {
+        return rc;
+    }
+    int type = 0;
+    rc = sl_spec_get_enum(c, src, "type", true, sl_spec_source_type_names, SL_SPEC_NSOURCE_TYPES,
+                          &type);
+    if (rc < 0) {
+        return rc;
+    }
+    spec->source_type = (sl_source_type_e)type;
+
+    json_t *path = json_object_get(src, "path");
+    if (path == NULL) {
+        return sl_spec_ferr(c, "path", "missing (required): a path relative to the data root");
+    }
+    if (!json_is_string(path)) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "path", "must be a string (relative to the data root), got %s",
+                            sl_spec_describe(path, got, sizeof(got)));
+    }
+    const char *p = json_string_value(path);
+    size_t plen = json_string_length(path);
+    if (plen == 0) {
+        return sl_spec_ferr(c, "path", "must not be empty");
+    }
+    if (plen >= SL_SPEC_PATH_MAX) {
+        return sl_spec_ferr(c, "path", "is %zu bytes, the limit is %d", plen, SL_SPEC_PATH_MAX - 1);
+    }
+    if (strlen(p) != plen) { /* jansson refuses \u0000 already; keep it true here */
+        return sl_spec_ferr(c, "path", "must not contain NUL bytes");
+    }
+    if (p[0] == '/') {
+        return sl_spec_ferr(c, "path", "must be relative to the data root, not absolute");
+    }
+    if (path_has_dotdot(p)) {
+        return sl_spec_ferr(c, "path",
+                            "must not contain a \"..\" component (it would escape the data "
+                            "root)");
+    }
+    memcpy(spec->source_path, p, plen + 1);
+
+    rc = sl_spec_get_bool(c, src, "shuffle", &spec->shuffle);
+    if (rc < 0) {
+        return rc;
+    }
+    int64_t seed = (int64_t)spec->seed;
+    rc = sl_spec_get_int(c, src, "seed", false, 0, INT64_MAX, &seed);
+    if (rc < 0) {
+        return rc;
+    }
+    spec->seed = (uint64_t)seed;
+    sl_spec_pop(c);
+    return 0;
+}

@@ -1,0 +1,344 @@
+/* spec_stages: the "stages" array of a spec: each op's keys, sizes and
+ * numbers, and the order rules (decode_jpeg first, geometry before normalize
+ * and to_chw). Called on the parsing thread only. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/spec/spec_impl.h"
+
+#define SPEC_SIZE_MAX 16384
+
+const char *const sl_spec_op_names[SL_OP__COUNT] = {
+    [SL_OP_DECODE_JPEG] = "decode_jpeg",
+    [SL_OP_RANDOM_RESIZED_CROP] = "random_resized_crop",
+    [SL_OP_RESIZE] = "resize",
+    [SL_OP_CENTER_CROP] = "center_crop",
+    [SL_OP_FLIP] = "flip",
+    [SL_OP_NORMALIZE] = "normalize",
+    [SL_OP_TO_CHW] = "to_chw",
+};
+
+/* The keys each op accepts; anything else is a typo worth an error. */
+static const char *const op_keys[SL_OP__COUNT][5] = {
+    [SL_OP_DECODE_JPEG] = {"op", NULL},
+    [SL_OP_RANDOM_RESIZED_CROP] = {"op", "size", "scale", "ratio", NULL},
+    [SL_OP_RESIZE] = {"op", "size", NULL},
+    [SL_OP_CENTER_CROP] = {"op", "size", NULL},
+    [SL_OP_FLIP] = {"op", "p", NULL},
+    [SL_OP_NORMALIZE] = {"op", "mean", "std", NULL},
+    [SL_OP_TO_CHW] = {"op", NULL},
+};
+
+static const double default_scale[2] = {0.08, 1.0};
+static const double default_ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
+static const float default_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float default_std[3] = {0.229f, 0.224f, 0.225f};
+
+/* "size": N or [H, W], each 1..SPEC_SIZE_MAX. */
+static int get_size(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out, bool *ret_scalar)
+{
+    char got[SPEC_SHOWN_MAX + 8];
+    json_t *v = json_object_get(st, "size");
+    if (v == NULL) {
+        return sl_spec_ferr(c, "size", "missing (required): an integer in 1..%d or [H, W]",
+                            SPEC_SIZE_MAX);
+    }
+    sl_spec_push(c, "size");
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        if (n < 1 || n > SPEC_SIZE_MAX) {
+            return sl_spec_perr(c, "must be an integer in 1..%d, got %s", SPEC_SIZE_MAX,
+                                sl_spec_describe(v, got, sizeof(got)));
+        }
+        out->size_h = out->size_w = (uint32_t)n;
+        *ret_scalar = true;
+        sl_spec_pop(c);
+        return 0;
+    }
+    if (!json_is_array(v) || json_array_size(v) != 2) {
+        return sl_spec_perr(c, "must be an integer in 1..%d or [H, W], got %s", SPEC_SIZE_MAX,
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    uint32_t hw[2];
+    for (size_t i = 0; i < 2; i++) {
+        json_t *e = json_array_get(v, i);
+        sl_spec_push_index(c, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 1 ||
+            json_integer_value(e) > SPEC_SIZE_MAX) {
+            return sl_spec_perr(c, "must be an integer in 1..%d, got %s", SPEC_SIZE_MAX,
+                                sl_spec_describe(e, got, sizeof(got)));
+        }
+        hw[i] = (uint32_t)json_integer_value(e);
+        sl_spec_pop(c);
+    }
+    out->size_h = hw[0];
+    out->size_w = hw[1];
+    *ret_scalar = false;
+    sl_spec_pop(c);
+    return 0;
+}
+
+/* An array of exactly n numbers; absent keeps out as it is. */
+static int get_numbers(sl_spec_pctx_t *c, json_t *st, const char *key, size_t n, const char *shape,
+                       double *out)
+{
+    char got[SPEC_SHOWN_MAX + 8];
+    json_t *v = json_object_get(st, key);
+    if (v == NULL) {
+        return 0;
+    }
+    sl_spec_push(c, key);
+    if (!json_is_array(v) || json_array_size(v) != n) {
+        return sl_spec_perr(c, "must be %s, an array of %zu numbers, got %s", shape, n,
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(v, i);
+        if (!sl_spec_as_number(e, &out[i])) {
+            sl_spec_push_index(c, i);
+            return sl_spec_perr(c, "must be a number, got %s",
+                                sl_spec_describe(e, got, sizeof(got)));
+        }
+    }
+    sl_spec_pop(c);
+    return 0;
+}
+
+static int parse_rrc(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    bool scalar;
+    int rc = get_size(c, st, out, &scalar);
+    if (rc < 0) {
+        return rc;
+    }
+    memcpy(out->scale, default_scale, sizeof(out->scale));
+    memcpy(out->ratio, default_ratio, sizeof(out->ratio));
+    rc = get_numbers(c, st, "scale", 2, "[min, max]", out->scale);
+    if (rc < 0) {
+        return rc;
+    }
+    if (!(out->scale[0] > 0 && out->scale[0] <= out->scale[1] && out->scale[1] <= 1)) {
+        char a[32], b[32];
+        sl_spec_fmt_real(out->scale[0], a, sizeof(a));
+        sl_spec_fmt_real(out->scale[1], b, sizeof(b));
+        return sl_spec_ferr(c, "scale", "must be [min, max] with 0 < min <= max <= 1, got [%s, %s]",
+                            a, b);
+    }
+    rc = get_numbers(c, st, "ratio", 2, "[min, max]", out->ratio);
+    if (rc < 0) {
+        return rc;
+    }
+    if (!(out->ratio[0] > 0 && out->ratio[0] <= out->ratio[1])) {
+        char a[32], b[32];
+        sl_spec_fmt_real(out->ratio[0], a, sizeof(a));
+        sl_spec_fmt_real(out->ratio[1], b, sizeof(b));
+        return sl_spec_ferr(c, "ratio", "must be [min, max] with 0 < min <= max, got [%s, %s]", a,
+                            b);
+    }
+    return 0;
+}
+
+static int parse_flip(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    out->p = 0.5;
+    json_t *v = json_object_get(st, "p");
+    if (v == NULL) {
+        return 0;
+    }
+    if (!sl_spec_as_number(v, &out->p) || out->p < 0 || out->p > 1) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "p", "must be a probability in 0..1, got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    return 0;
+}
+
+/* mean and std are stored as float: refuse what a float cannot hold, and a
+ * std that would round to 0 (a division by zero later). */
+static int parse_normalize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    double mean[3], sd[3];
+    for (size_t i = 0; i < 3; i++) {
+        mean[i] = default_mean[i];
+        sd[i] = default_std[i];
+    }
+    int rc = get_numbers(c, st, "mean", 3, "[R, G, B]", mean);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = get_numbers(c, st, "std", 3, "[R, G, B]", sd);
+    if (rc < 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        char a[32];
+        if (fabs(mean[i]) > FLT_MAX) {
+            sl_spec_push(c, "mean");
+            sl_spec_push_index(c, i);
+            sl_spec_fmt_real(mean[i], a, sizeof(a));
+            return sl_spec_perr(c, "must fit a float, got %s", a);
+        }
+        if (!(sd[i] > 0) || sd[i] > FLT_MAX || (float)sd[i] == 0.0f) {
+            sl_spec_push(c, "std");
+            sl_spec_push_index(c, i);
+            sl_spec_fmt_real(sd[i], a, sizeof(a));
+            return sl_spec_perr(c, "must be a number > 0 (that fits a float), got %s", a);
+        }
+        out->mean[i] = (float)mean[i];
+        out->std[i] = (float)sd[i];
+    }
+    return 0;
+}
+
+/* Where the order-sensitive ops were seen so far; -1 if not yet. */
+typedef struct {
+    long normalize_at;
+    long to_chw_at;
+} order_t;
+
+/* decode_jpeg first and once; geometry ops on uint8 HWC, so before
+ * normalize (which makes floats) and to_chw; normalize/to_chw once each. */
+static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
+{
+    sl_spec_push(c, "op");
+    if (op == SL_OP_DECODE_JPEG && i != 0) {
+        return sl_spec_perr(c, "decode_jpeg must be the first stage, and appear only once");
+    }
+    if (op != SL_OP_DECODE_JPEG && i == 0) {
+        return sl_spec_perr(c, "the first stage must be decode_jpeg, got %s", sl_spec_op_names[op]);
+    }
+    if (op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_RESIZE || op == SL_OP_CENTER_CROP) {
+        if (ord->normalize_at >= 0) {
+            return sl_spec_perr(c,
+                                "%s must come before normalize (stages[%ld]): it works on uint8 "
+                                "HWC images",
+                                sl_spec_op_names[op], ord->normalize_at);
+        }
+        if (ord->to_chw_at >= 0) {
+            return sl_spec_perr(c,
+                                "%s must come before to_chw (stages[%ld]): it works on uint8 HWC "
+                                "images",
+                                sl_spec_op_names[op], ord->to_chw_at);
+        }
+    }
+    if (op == SL_OP_NORMALIZE) {
+        if (ord->normalize_at >= 0) {
+            return sl_spec_perr(c, "normalize appears twice (also stages[%ld])", ord->normalize_at);
+        }
+        ord->normalize_at = (long)i;
+    }
+    if (op == SL_OP_TO_CHW) {
+        if (ord->to_chw_at >= 0) {
+            return sl_spec_perr(c, "to_chw appears twice (also stages[%ld])", ord->to_chw_at);
+        }
+        ord->to_chw_at = (long)i;
+    }
+    sl_spec_pop(c);
+    return 0;
+}
+
+/* Fields an op does not use stay zero, so a parsed spec is canonical and
+ * parse(to_json(s)) compares equal field by field. */
+static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t *out, order_t *ord)
+{
+    char got[SPEC_SHOWN_MAX + 8];
+    char list[SPEC_MSG_MAX / 2];
+    sl_spec_push_index(c, i);
+    if (!json_is_object(st)) {
+        return sl_spec_perr(c, "must be an object like {\"op\": \"decode_jpeg\"}, got %s",
+                            sl_spec_describe(st, got, sizeof(got)));
+    }
+    sl_spec_join(sl_spec_op_names, SL_OP__COUNT, list, sizeof(list));
+    json_t *opv = json_object_get(st, "op");
+    if (opv == NULL) {
+        return sl_spec_ferr(c, "op", "missing (required): one of %s", list);
+    }
+    int op = -1;
+    if (json_is_string(opv)) {
+        for (int k = 0; k < SL_OP__COUNT; k++) {
+            if (strlen(sl_spec_op_names[k]) == json_string_length(opv) &&
+                strcmp(sl_spec_op_names[k], json_string_value(opv)) == 0) {
+                op = k;
+                break;
+            }
+        }
+    }
+    if (op < 0) {
+        return sl_spec_ferr(c, "op", "unknown op %s (valid: %s)",
+                            sl_spec_describe(opv, got, sizeof(got)), list);
+    }
+    int rc = sl_spec_check_keys(c, st, op_keys[op], sl_spec_op_names[op]);
+    if (rc < 0) {
+        return rc;
+    }
+    memset(out, 0, sizeof(*out));
+    out->op = (sl_op_e)op;
+    switch (out->op) {
+    case SL_OP_RANDOM_RESIZED_CROP:
+        rc = parse_rrc(c, st, out);
+        break;
+    case SL_OP_RESIZE:
+        rc = get_size(c, st, out, &out->resize_shorter);
+        break;
+    case SL_OP_CENTER_CROP: {
+        bool scalar;
+        rc = get_size(c, st, out, &scalar);
+        break;
+    }
+    case SL_OP_FLIP:
+        rc = parse_flip(c, st, out);
+        break;
+    case SL_OP_NORMALIZE:
+        rc = parse_normalize(c, st, out);
+        break;
+    default: /* decode_jpeg, to_chw: nothing to set */
+        break;
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    rc = check_order(c, i, out->op, ord);
+    if (rc < 0) {
+        return rc;
+    }
+    sl_spec_pop(c);
+    return 0;
+}
+
+int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    json_t *v = json_object_get(root, "stages");
+    if (v == NULL) {
+        return 0; /* no stages: raw bytes are delivered */
+    }
+    sl_spec_push(c, "stages");
+    if (!json_is_array(v)) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_perr(c, "must be an array of stage objects, got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    size_t n = json_array_size(v);
+    if (n > SL_SPEC_MAX_STAGES) {
+        return sl_spec_perr(c, "has %zu stages, the limit is %d", n, SL_SPEC_MAX_STAGES);
+    }
+    order_t ord = {.normalize_at = -1, .to_chw_at = -1};
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_stage(c, json_array_get(v, i), i, &spec->stages[i], &ord);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    spec->nstages = (uint32_t)n;
+    sl_spec_pop(c);
+    return 0;
+}
+
+const char *sl_op_name(sl_op_e op)
+{
+    if ((int)op < 0 || op >= SL_OP__COUNT) {
+        return "unknown";
+    }
+    return sl_spec_op_names[op];
+}
