@@ -134,35 +134,6 @@ gpr_timespec sl_rpc_deadline_or_poll(int ms)
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
-void sl_rpc_status_fill(sl_rpc_status_t *st, int code, grpc_slice details, const char *error_str)
-{
-    if (st == NULL) {
-        return;
-    }
-    st->code = code;
-    size_t n = GRPC_SLICE_LENGTH(details);
-    if (n >= sizeof(st->details)) {
-        n = sizeof(st->details) - 1;
-    }
-    memcpy(st->details, GRPC_SLICE_START_PTR(details), n);
-    st->details[n] = '\0';
-    if (n == 0 && error_str != NULL && code != SL_RPC_OK) {
-        snprintf(st->details, sizeof(st->details), "%s", error_str);
-    }
-}
-
-void sl_rpc_status_set(sl_rpc_status_t *st, int code, const char *fmt, ...)
-{
-    if (st == NULL) {
-        return;
-    }
-    st->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->details, sizeof(st->details), fmt, ap);
-    va_end(ap);
-}
-
 void sl_rpc_init(void)
 {
     grpc_init();
@@ -171,31 +142,4 @@ void sl_rpc_init(void)
 void sl_rpc_shutdown(void)
 {
     grpc_shutdown();
-}
-
-const char *sl_rpc_code_name(int code)
-{
-    static const char *const names[] = {
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    };
-    if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0])) {
-        return "UNKNOWN_CODE";
-    }
-    return names[code];
 }

@@ -781,6 +781,18 @@ void sl_rpc_reply_error(sl_rpc_reply_t *reply, int code, const char *fmt, ...)
     va_end(ap);
 }
 
+void sl_rpc_reply_finish(sl_rpc_reply_t *reply, int rc, const ProtobufCMessage *resp,
+                         const char *details)
+{
+    if (rc == 0) {
+        sl_rpc_reply_ok(reply, resp);
+        return;
+    }
+    int code = sl_rpc_status_from_errno(rc);
+    sl_rpc_reply_error(reply, code, "%s",
+                       details != NULL && details[0] != '\0' ? details : sl_rpc_code_name(code));
+}
+
 const char *sl_rpc_reply_peer(const sl_rpc_reply_t *reply)
 {
     return call_peer(reply->call);

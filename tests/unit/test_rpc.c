@@ -207,6 +207,10 @@ static void on_register(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *re
                            (unsigned long long)req->worker_id);
         return;
     }
+    if (strcmp(req->hostname, "errno") == 0) {
+        sl_rpc_reply_finish(reply, -ESTALE, NULL, req->worker_id == 0 ? NULL : "stale");
+        return;
+    }
     pthread_mutex_lock(&t->mu);
     snprintf(t->peer, sizeof(t->peer), "%s", sl_rpc_reply_peer(reply));
     pthread_mutex_unlock(&t->mu);
@@ -483,6 +487,14 @@ START_TEST(test_unary_roundtrip)
     r = call_register(fx.ch, SL_PROTOCOL_VERSION, "noreply", 9, 5000, 0, &st, NULL);
     ck_assert_int_eq(r, -ECOMM);
     ck_assert_int_eq(st.code, SL_RPC_INTERNAL);
+    /* sl_rpc_reply_finish: the errno's status; no details -> the code's name. */
+    r = call_register(fx.ch, SL_PROTOCOL_VERSION, "errno", 9, 5000, 0, &st, NULL);
+    ck_assert_int_eq(r, -ECOMM);
+    ck_assert_int_eq(st.code, SL_RPC_FAILED_PRECONDITION);
+    ck_assert_str_eq(st.details, "stale");
+    r = call_register(fx.ch, SL_PROTOCOL_VERSION, "errno", 0, 5000, 0, &st, NULL);
+    ck_assert_int_eq(r, -ECOMM);
+    ck_assert_str_eq(st.details, "FAILED_PRECONDITION");
 }
 END_TEST
 
@@ -1202,6 +1214,51 @@ START_TEST(test_tls)
 }
 END_TEST
 
+/* ------------------------------------------------------------ status */
+
+/* The one errno -> status table: what every handler's error becomes on the
+ * wire. Clients act on some of these codes (NOT_FOUND: a job is gone;
+ * INVALID_ARGUMENT: a usage error; UNAVAILABLE: retry), so a row that moves
+ * changes behaviour. */
+START_TEST(test_status_from_errno)
+{
+    static const struct {
+        int rc, code;
+    } rows[] = {
+        {0, SL_RPC_OK},
+        {-EINVAL, SL_RPC_INVALID_ARGUMENT},
+        {-E2BIG, SL_RPC_INVALID_ARGUMENT},
+        {-EFBIG, SL_RPC_INVALID_ARGUMENT},
+        {-EBADMSG, SL_RPC_INVALID_ARGUMENT},
+        {-ETIMEDOUT, SL_RPC_DEADLINE_EXCEEDED},
+        {-ENOENT, SL_RPC_NOT_FOUND},
+        {-EEXIST, SL_RPC_ALREADY_EXISTS},
+        {-EACCES, SL_RPC_PERMISSION_DENIED},
+        {-EPERM, SL_RPC_PERMISSION_DENIED},
+        {-ENOMEM, SL_RPC_RESOURCE_EXHAUSTED},
+        {-ENOBUFS, SL_RPC_RESOURCE_EXHAUSTED},
+        {-ENOSPC, SL_RPC_RESOURCE_EXHAUSTED},
+        {-ESTALE, SL_RPC_FAILED_PRECONDITION},
+        {-EPROTO, SL_RPC_FAILED_PRECONDITION},
+        {-ECANCELED, SL_RPC_CANCELLED},
+        {-ENOSYS, SL_RPC_UNIMPLEMENTED},
+        {-EIO, SL_RPC_UNAVAILABLE},
+        {-EAGAIN, SL_RPC_UNAVAILABLE},
+        {-ESHUTDOWN, SL_RPC_UNAVAILABLE},
+        {-EKEYREJECTED, SL_RPC_UNAUTHENTICATED},
+        {-EDOM, SL_RPC_INTERNAL},          /* not in the table */
+        {SL_RPC_NOT_FOUND, SL_RPC_INTERNAL}, /* a status passed as an errno: a bug */
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        ck_assert_msg(sl_rpc_status_from_errno(rows[i].rc) == rows[i].code, "errno %d: %s, want %s",
+                      rows[i].rc, sl_rpc_code_name(sl_rpc_status_from_errno(rows[i].rc)),
+                      sl_rpc_code_name(rows[i].code));
+    }
+    ck_assert_str_eq(sl_rpc_code_name(SL_RPC_UNAUTHENTICATED), "UNAUTHENTICATED");
+    ck_assert_str_eq(sl_rpc_code_name(17), "UNKNOWN_CODE");
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 /* LeakSanitizer hook: gRPC's c-ares resolver keeps 10 bytes after resolving
@@ -1255,6 +1312,9 @@ int main(void)
         fprintf(stderr, "test_rpc: openssl could not make test certificates: TLS untested\n");
     }
     suite_add_tcase(s, sec);
+    TCase *status = tcase_create("status");
+    tcase_add_test(status, test_status_from_errno);
+    suite_add_tcase(s, status);
     int rc = fx_run_suite(s, 1); /* pitfall 1 */
     sl_rpc_shutdown();
     remove_pki();
