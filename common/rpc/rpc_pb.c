@@ -1,24 +1,13 @@
-/* rpc_pb: protobuf-c <-> grpc_byte_buffer, the version check, and the small
- * helpers both ends of the rpc layer share. All functions are thread-safe. */
-#include "common/base/file.h"
+/* rpc_pb: protobuf-c <-> grpc_byte_buffer, the version check, deadlines and
+ * the library's init. All functions are thread-safe. */
 #include "common/rpc/rpc_impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
-#include <grpc/support/alloc.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/base/err.h"
-
-#define PEM_MAX_BYTES (1 << 20)
 
 grpc_byte_buffer *sl_rpc_pb_pack(const ProtobufCMessage *m)
 {
@@ -98,23 +87,6 @@ int sl_rpc_pb_check_version(const ProtobufCMessage *m, char *details, size_t len
         return sl_err(details, len, -EPROTO, "protocol version %u, this server speaks %u",
                       (unsigned)v, (unsigned)SL_PROTOCOL_VERSION);
     }
-    return 0;
-}
-
-int sl_rpc_read_pem(const char *path, char **ret, char *err, size_t errlen)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    int r = sl_file_read(path, PEM_MAX_BYTES, &buf, &n, err, errlen);
-    if (r < 0) {
-        return r;
-    }
-    if (n == 0) {
-        free(buf);
-        return sl_err(err, errlen, -EINVAL, "\"%s\" is not a PEM file of 1..%d bytes", path,
-                      PEM_MAX_BYTES);
-    }
-    *ret = buf;
     return 0;
 }
 
