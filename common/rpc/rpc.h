@@ -1,5 +1,9 @@
 /* rpc: a small layer over gRPC's C core API (not C++) carrying protobuf-c
- * messages. See ../shared/GRPC_CORE.md for the pitfalls it exists to contain.
+ * messages. It exists to contain the core API's pitfalls: a method nobody
+ * registered hangs its caller until the deadline, SO_REUSEPORT lets a second
+ * server share a taken port, the default 4 MiB message limit, one batch per
+ * op type in flight, buffers that must outlive their tags, forking after
+ * grpc_init hangs the child.
  *
  * Server: registered methods only; one generic request outstanding answers
  * unknown methods with UNIMPLEMENTED; SO_REUSEPORT off; max message size set;
@@ -203,7 +207,7 @@ void sl_rpc_cstream_cancel(sl_rpc_cstream_t *cs);
 void sl_rpc_cstream_free(sl_rpc_cstream_t *cs); /* cancels if still open; NULL ok */
 
 /* grpc_init()/grpc_shutdown() wrappers, reference counted by gRPC itself.
- * Call after any fork (GRPC_CORE.md pitfall 1). */
+ * Call after any fork: a child forked after grpc_init hangs in gRPC. */
 void sl_rpc_init(void);
 void sl_rpc_shutdown(void);
 const char *sl_rpc_code_name(int code);

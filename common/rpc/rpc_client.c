@@ -1,8 +1,8 @@
 /* rpc_client: channels, blocking unary calls and client-side bidi streams.
  *
- * Every call gets its own pluck completion queue (GRPC_CORE.md B.3), so calls
- * never share a CQ thread and a caller blocks only on its own call. Nothing
- * here starts threads. */
+ * Every call gets its own pluck completion queue (a unary call is one batch
+ * of six ops plucked by its tag), so calls never share a CQ thread and a
+ * caller blocks only on its own call. Nothing here starts threads. */
 #include "common/rpc/rpc_impl.h"
 
 #include <errno.h>
@@ -60,7 +60,7 @@ struct sl_rpc_cstream_s {
     int asked_initial_md;
     grpc_byte_buffer *recv_bb;
     grpc_metadata_array imd;
-    /* RECV_STATUS_ON_CLIENT, posted at open (B.5): */
+    /* RECV_STATUS_ON_CLIENT, posted at open (see sl_rpc_cstream_open): */
     int status_pending;
     grpc_metadata_array tmd;
     grpc_status_code status;
@@ -249,7 +249,8 @@ static int unary_bb(sl_rpc_channel_t *ch, const char *method, grpc_byte_buffer *
         goto out;
     }
     /* The call's deadline ends the batch; pluck waits for it unconditionally
-     * because every op above points into this stack frame (pitfall 6). */
+     * because every op above points into this stack frame, and gRPC writes
+     * through those pointers until the tag comes back. */
     grpc_event ev = grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     (void)ev; /* RECV_STATUS_ON_CLIENT always succeeds: the outcome is in status */
     sl_rpc_status_fill(st, (int)status, details, error_string);
@@ -426,7 +427,9 @@ int sl_rpc_cstream_open(sl_rpc_channel_t *ch, const char *method, const Protobuf
     }
     cs->send_pending = 1;
 
-    /* Posted up front so a failure anywhere is reported (B.5). */
+    /* Posted up front, so whatever ends the call -- before, between or
+     * after the messages -- is reported; it may complete before the last
+     * read, or before the first. */
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
     ops[0].data.recv_status_on_client.trailing_metadata = &cs->tmd;

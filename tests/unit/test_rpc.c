@@ -1,7 +1,7 @@
 /* Unit tests for common/rpc*: a real server on 127.0.0.1:0 with a test unary
  * handler (RegisterWorker, Heartbeat) and a test stream handler (Fetch),
  * driven through the client half of the layer. Runs with CK_NOFORK: forking
- * after grpc_init hangs (GRPC_CORE.md pitfall 1). */
+ * after grpc_init hangs (gRPC's threads do not survive a fork). */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -72,7 +72,7 @@ static const char *pki(const char *name, char *buf, size_t len)
 
 /* A CA, a server certificate for localhost and 127.0.0.1, a client
  * certificate from the same CA and one from another CA. Runs before
- * grpc_init: system() forks (pitfall 1). */
+ * grpc_init: system() forks. */
 static int make_pki(void)
 {
     snprintf(pki_dir, sizeof(pki_dir), "/tmp/sl_rpc_pki.XXXXXX");
@@ -1315,7 +1315,7 @@ int main(void)
     TCase *status = tcase_create("status");
     tcase_add_test(status, test_status_from_errno);
     suite_add_tcase(s, status);
-    int rc = fx_run_suite(s, 1); /* pitfall 1 */
+    int rc = fx_run_suite(s, 1); /* no fork: gRPC is initialised */
     sl_rpc_shutdown();
     remove_pki();
     return rc == EXIT_SUCCESS && have_pki ? EXIT_SUCCESS : EXIT_FAILURE;
