@@ -22,22 +22,6 @@
 
 static double lim(double v) { return isfinite(v) ? v : 0.0; } /* 0 = no limit on the wire */
 
-static Sluice__Plan *plan_pb(disp_arena_t *a, const disp_plan_t *p)
-{
-    Sluice__Plan *m = disp_arena_alloc(a, sizeof(*m));
-    if (m == NULL) {
-        return NULL;
-    }
-    sluice__plan__init(m);
-    m->split = p->split;
-    m->local_share = p->local_share;
-    m->mode = disp_arena_strdup(a, p->mode);
-    m->predicted_samples_per_sec = p->predicted;
-    m->binding = disp_arena_strdup(a, p->binding);
-    m->version = p->version;
-    return m->mode != NULL && m->binding != NULL ? m : NULL;
-}
-
 static Sluice__FastFlowExplain *ff_pb(disp_arena_t *a, const disp_ff_result_t *f)
 {
     Sluice__FastFlowExplain *m = disp_arena_alloc(a, sizeof(*m));
@@ -373,7 +357,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
                               int64_t now_ms, char *err, size_t errlen)
 {
     const disp_hprof_t *cached[DISP_PLAN_CONTEXT_MAX_CACHED];
-    int rc = SL_RPC_OK;
+    int rc = 0;
     pthread_mutex_lock(&d->mu);
     size_t nlive = 0;
     for (size_t i = 0; i < d->reg.n; i++) {
@@ -389,7 +373,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
     resp->workers = nlive > 0 ? disp_arena_alloc(a, nlive * sizeof(*resp->workers)) : NULL;
     resp->cached = ncached > 0 ? disp_arena_alloc(a, ncached * sizeof(*resp->cached)) : NULL;
     if ((nlive > 0 && resp->workers == NULL) || (ncached > 0 && resp->cached == NULL)) {
-        rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+        rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
         goto out;
     }
     for (size_t i = 0; i < d->reg.n && resp->n_workers < nlive; i++) {
@@ -399,7 +383,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         }
         Sluice__WorkerInfo *m = disp_arena_alloc(a, sizeof(*m));
         if (m == NULL) {
-            rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
             goto out;
         }
         sluice__worker_info__init(m);
@@ -408,7 +392,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         m->hostname = disp_arena_strdup(a, w->hostname);
         m->threads = w->threads;
         if (m->address == NULL || m->hostname == NULL) {
-            rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
             goto out;
         }
         resp->workers[resp->n_workers++] = m;
@@ -419,7 +403,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         Sluice__StageStat *u = disp_arena_alloc(a, (p->nunits + 1) * sizeof(*u));
         Sluice__StageStat **pu = disp_arena_alloc(a, (p->nunits + 1) * sizeof(*pu));
         if (m == NULL || u == NULL || pu == NULL) {
-            rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
             goto out;
         }
         sluice__host_profile__init(m);
@@ -432,7 +416,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
             u[k].samples = p->units[k].samples;
             pu[k] = &u[k];
             if (u[k].name == NULL) {
-                rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+                rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
                 goto out;
             }
         }
@@ -454,7 +438,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         }
         m->sample_overhead_sec = p->overhead_sec;
         if (m->host == NULL) {
-            rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
             goto out;
         }
         resp->cached[resp->n_cached++] = m;
@@ -469,71 +453,41 @@ int disp_svc_plan_job(disp_t *d, const Sluice__SubmitJobRequest *req,
                       char *err, size_t errlen)
 {
     if (req->planner == NULL) {
-        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+        return sl_err(err, errlen, -EINVAL,
                       "planner: PlanJob needs the client's PlannerInputs");
     }
     disp_plan_t plan;
     disp_pjob_t *pj = NULL;
     pthread_mutex_lock(&d->mu);
+    /* Never 1 here: forced, every policy plans. Errors: the spec's or the
+     * planner's -EINVAL (INVALID_ARGUMENT), -ENOMEM. */
     int rc = plan_request(d, req, 1, now_ms, &plan, &pj, err, errlen);
-    int code = SL_RPC_OK;
     if (rc == 0) {
         resp->version = SL_PROTOCOL_VERSION;
-        resp->plan = plan_pb(a, &plan);
+        resp->plan = disp_svc_plan_msg(a, &plan);
         resp->explain = explain_pb(a, pj, &plan);
         if (resp->plan == NULL || resp->explain == NULL) {
-            code = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
         }
-    } else {
-        code = rc == -ENOMEM ? SL_RPC_RESOURCE_EXHAUSTED : SL_RPC_INVALID_ARGUMENT;
     }
     pthread_mutex_unlock(&d->mu);
     disp_pjob_free(pj);
-    return code;
+    return rc;
 }
 
-static void finish(sl_rpc_reply_t *reply, int code, const ProtobufCMessage *resp,
-                   const char *err, const char *method)
-{
-    if (code == SL_RPC_OK) {
-        sl_rpc_reply_ok(reply, resp);
-        return;
-    }
-    SL_INFO("%s from %s: %s: %s", method, sl_rpc_reply_peer(reply), sl_rpc_code_name(code),
-            err);
-    sl_rpc_reply_error(reply, code, "%s", err[0] != '\0' ? err : sl_rpc_code_name(code));
-}
-
-static void h_get_plan_context(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *reply)
-{
-    Sluice__PlanContextResponse resp = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
-    disp_arena_t arena = {0};
-    char err[1024] = "";
-    int code = disp_svc_get_plan_context(ctx, (const Sluice__PlanContextRequest *)m, &resp,
-                                         &arena, disp_now_ms(), err, sizeof(err));
-    finish(reply, code, &resp.base, err, "GetPlanContext");
-    disp_arena_free(&arena);
-}
-
-static void h_plan_job(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *reply)
-{
-    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
-    disp_arena_t arena = {0};
-    char err[1024] = "";
-    int code = disp_svc_plan_job(ctx, (const Sluice__SubmitJobRequest *)m, &resp, &arena,
-                                 disp_now_ms(), err, sizeof(err));
-    finish(reply, code, &resp.base, err, "PlanJob");
-    disp_arena_free(&arena);
-}
+DISP_HANDLER(GetPlanContext, Sluice__PlanContextRequest, Sluice__PlanContextResponse,
+             SLUICE__PLAN_CONTEXT_RESPONSE__INIT, disp_svc_get_plan_context)
+DISP_HANDLER(PlanJob, Sluice__SubmitJobRequest, Sluice__SubmitJobResponse,
+             SLUICE__SUBMIT_JOB_RESPONSE__INIT, disp_svc_plan_job)
 
 int disp_planner_service_add(disp_t *d, sl_rpc_server_t *srv)
 {
     int rc = sl_rpc_server_add_unary(srv, "/sluice.Dispatcher/GetPlanContext",
-                                     &sluice__plan_context_request__descriptor,
-                                     h_get_plan_context, d);
+                                     &sluice__plan_context_request__descriptor, h_GetPlanContext,
+                                     d);
     if (rc != 0) {
         return rc;
     }
     return sl_rpc_server_add_unary(srv, "/sluice.Dispatcher/PlanJob",
-                                   &sluice__submit_job_request__descriptor, h_plan_job, d);
+                                   &sluice__submit_job_request__descriptor, h_PlanJob, d);
 }

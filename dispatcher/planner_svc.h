@@ -51,7 +51,8 @@ uint32_t disp_planner_node_ranks(const disp_jobs_t *js, const disp_job_t *job);
  * caller owns the reference. d->mu held. */
 json_t *disp_planner_status_json(const disp_job_t *job);
 
-/* Handlers as plain functions (unit tests); they take d->mu themselves. */
+/* Handlers as plain functions (unit tests); they take d->mu themselves and
+ * return 0 or a negative errno (service.h), with err set on failure. */
 int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
                               Sluice__PlanContextResponse *resp, disp_arena_t *a,
                               int64_t now_ms, char *err, size_t errlen);

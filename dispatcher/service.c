@@ -87,19 +87,19 @@ static int contains(const uint64_t *ids, size_t n, uint64_t id)
     return 0;
 }
 
-/* The open (not closed) job, or an error status naming why not. */
+/* The open (not closed) job, or -ENOENT with err naming why not. */
 static int find_open_job(disp_t *d, uint64_t id, disp_job_t **ret, char *err, size_t errlen)
 {
     disp_job_t *job = disp_jobs_find(&d->jobs, id);
     if (job == NULL) {
-        return sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " not found", id);
+        return sl_err(err, errlen, -ENOENT, "job %" PRIu64 " not found", id);
     }
     if (job->state == DISP_JOB_CLOSED) {
-        return sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " is closed: %s", id,
+        return sl_err(err, errlen, -ENOENT, "job %" PRIu64 " is closed: %s", id,
                       job->close_reason);
     }
     *ret = job;
-    return SL_RPC_OK;
+    return 0;
 }
 
 static Sluice__Plan *plan_msg(disp_arena_t *a, const disp_plan_t *p)
@@ -149,7 +149,7 @@ static Sluice__SplitAssignment *assign_msg(disp_arena_t *a, disp_job_t *job, uin
 
 static int oom(char *err, size_t errlen)
 {
-    return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "dispatcher out of memory");
+    return sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
 }
 
 /* ------------------------------------------------------------ RegisterWorker */
@@ -160,7 +160,7 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
 {
     const char *addr = req->address != NULL ? req->address : "";
     if (!disp_addr_ok(addr)) {
-        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+        return sl_err(err, errlen, -EINVAL,
                       "address: required, printable HOST:PORT under %d bytes", DISP_ADDR_MAX);
     }
     pthread_mutex_lock(&d->mu);
@@ -179,16 +179,15 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
     }
     pthread_mutex_unlock(&d->mu);
     if (rc == -ENOSPC) {
-        return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED,
-                      "too many workers (max_workers = %lld)", d->cfg.max_workers);
+        return sl_err(err, errlen, rc, "too many workers (max_workers = %lld)",
+                      d->cfg.max_workers);
     }
     if (rc != 0) {
-        return sl_err(err, errlen, rc == -EINVAL ? SL_RPC_INVALID_ARGUMENT : SL_RPC_INTERNAL,
-                      "register failed: %s", strerror(-rc));
+        return sl_err(err, errlen, rc, "register failed: %s", strerror(-rc));
     }
     resp->version = SL_PROTOCOL_VERSION;
     resp->heartbeat_ms = (uint32_t)d->cfg.heartbeat_ms;
-    return SL_RPC_OK;
+    return 0;
 }
 
 /* ------------------------------------------------------------ Heartbeat */
@@ -349,7 +348,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     if (req->n_known_jobs > DISP_MAX_IDS_PER_CALL || req->n_failed_jobs > DISP_MAX_IDS_PER_CALL ||
         req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL ||
         req->n_in_progress > DISP_MAX_IDS_PER_CALL || req->n_sent > DISP_MAX_IDS_PER_CALL) {
-        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+        return sl_err(err, errlen, -EINVAL,
                       "known_jobs/failed_jobs/splits_in_progress/in_progress/sent: more than %d "
                       "ids",
                       DISP_MAX_IDS_PER_CALL);
@@ -366,7 +365,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
         pthread_mutex_unlock(&d->mu);
         resp->known = 0; /* lost or never registered: register again */
         SL_INFO("heartbeat from unknown worker %" PRIu64 ": told to register", req->worker_id);
-        return SL_RPC_OK;
+        return 0;
     }
     resp->known = 1;
     w->last_heartbeat_ms = now_ms;
@@ -412,7 +411,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     if (rc != 0) {
         return oom(err, errlen);
     }
-    return SL_RPC_OK;
+    return 0;
 }
 
 /* ------------------------------------------------------------ SubmitJob */
@@ -437,7 +436,7 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     /* Checked even when not used, so a client's bug shows either way. */
     if (disp_costs_check(req->sample_costs, req->n_sample_costs, req->num_samples, err,
                          errlen) != 0) {
-        return SL_RPC_INVALID_ARGUMENT;
+        return -EINVAL;
     }
     if (d->cfg.cost_splits && req->n_sample_costs > 0) {
         sub.costs = req->sample_costs;
@@ -466,20 +465,11 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
                   job->client_id);
     }
     pthread_mutex_unlock(&d->mu);
-    switch (rc) {
-    case 0:
-        break;
-    case -EINVAL:
-    case -E2BIG:
-        return SL_RPC_INVALID_ARGUMENT; /* err: the parser's message, verbatim */
-    case -ENOSPC:
-        return SL_RPC_RESOURCE_EXHAUSTED;
-    case -ENOMEM:
+    if (rc == -ENOMEM) {
         return oom(err, errlen);
-    case -EIO:
-        return SL_RPC_UNAVAILABLE;
-    default:
-        return SL_RPC_INTERNAL;
+    }
+    if (rc != 0) {
+        return rc; /* err: the parser's or the limit's message, verbatim */
     }
     resp->version = SL_PROTOCOL_VERSION;
     resp->job_id = id;
@@ -488,7 +478,7 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     if (resp->plan == NULL) {
         return oom(err, errlen);
     }
-    return SL_RPC_OK;
+    return 0;
 }
 
 /* ------------------------------------------------------------ GetAssignment */
@@ -498,10 +488,9 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
                             int64_t now_ms, char *err, size_t errlen)
 {
     disp_job_t *job = NULL;
-    int rc = SL_RPC_OK;
     pthread_mutex_lock(&d->mu);
-    rc = find_open_job(d, req->job_id, &job, err, errlen);
-    if (rc != SL_RPC_OK) {
+    int rc = find_open_job(d, req->job_id, &job, err, errlen);
+    if (rc != 0) {
         goto out;
     }
     job->last_client_ms = now_ms;
@@ -594,7 +583,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
         req->n_retry_split_ids > DISP_MAX_IDS_PER_CALL ||
         req->n_received_split_ids > DISP_MAX_IDS_PER_CALL ||
         req->n_skipped > DISP_MAX_IDS_PER_CALL) {
-        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+        return sl_err(err, errlen, -EINVAL,
                       "split_ids/retry_split_ids/received_split_ids/skipped: more than %d "
                       "entries",
                       DISP_MAX_IDS_PER_CALL);
@@ -602,7 +591,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
     int rc = find_open_job(d, req->job_id, &job, err, errlen);
-    if (rc == SL_RPC_OK) {
+    if (rc == 0) {
         job->last_client_ms = now_ms;
         for (size_t i = 0; i < req->n_skipped; i++) {
             if (req->skipped[i] != NULL && req->skipped[i]->count > 0) {
@@ -612,7 +601,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
         /* Durable before applied and answered; the client retries the
          * whole call (acks are idempotent). */
         if (disp_jstate_acked(d, job, req->split_ids, req->n_split_ids) != 0) {
-            rc = sl_err(err, errlen, SL_RPC_UNAVAILABLE, "journal write failed");
+            rc = sl_err(err, errlen, -EIO, "journal write failed");
             goto out;
         }
         /* Acks first: a split both acked and retried is done. */
@@ -648,7 +637,7 @@ int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
     int rc = find_open_job(d, req->job_id, &job, err, errlen);
-    if (rc == SL_RPC_OK) {
+    if (rc == 0) {
         disp_rates_t *r = &job->rates;
         job->last_client_ms = now_ms;
         r->have = 1;
@@ -678,15 +667,15 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
                        Sluice__CloseJobResponse *resp, disp_arena_t *a, int64_t now_ms,
                        char *err, size_t errlen)
 {
-    int rc = SL_RPC_OK;
+    int rc = 0;
     pthread_mutex_lock(&d->mu);
     disp_job_t *job = disp_jobs_find(&d->jobs, req->job_id);
     if (job == NULL) {
-        rc = sl_err(err, errlen, SL_RPC_NOT_FOUND, "job %" PRIu64 " not found", req->job_id);
+        rc = sl_err(err, errlen, -ENOENT, "job %" PRIu64 " not found", req->job_id);
     } else {
         /* Closing a closed job is fine: a client may retry CloseJob. */
         if (disp_jstate_closed(d, job, "closed by client") != 0) {
-            rc = sl_err(err, errlen, SL_RPC_UNAVAILABLE, "journal write failed");
+            rc = sl_err(err, errlen, -EIO, "journal write failed");
         } else {
             disp_jobs_close(&d->jobs, job, "closed by client", now_ms);
             resp->version = SL_PROTOCOL_VERSION;
@@ -698,30 +687,15 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
 
 /* ------------------------------------------------------------ rpc glue */
 
-static void finish(sl_rpc_reply_t *reply, int code, const ProtobufCMessage *resp,
-                   const char *err, const char *method)
+void disp_svc_finish(sl_rpc_reply_t *reply, const char *method, int rc,
+                     const ProtobufCMessage *resp, const char *err)
 {
-    if (code == SL_RPC_OK) {
-        sl_rpc_reply_ok(reply, resp);
-        return;
+    if (rc != 0) {
+        SL_INFO("%s from %s: %s: %s", method, sl_rpc_reply_peer(reply),
+                sl_rpc_code_name(sl_rpc_status_from_errno(rc)), err);
     }
-    SL_INFO("%s from %s: %s: %s", method, sl_rpc_reply_peer(reply), sl_rpc_code_name(code),
-            err);
-    sl_rpc_reply_error(reply, code, "%s", err[0] != '\0' ? err : sl_rpc_code_name(code));
+    sl_rpc_reply_finish(reply, rc, resp, err);
 }
-
-/* One wrapper per RPC: typed request in, typed response out. */
-#define DISP_HANDLER(name, Req, Resp, INIT, fn)                                             \
-    static void h_##name(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *reply)      \
-    {                                                                                       \
-        Resp resp = INIT;                                                                   \
-        disp_arena_t arena = {0};                                                           \
-        char err[1024] = "";                                                                \
-        int code = fn((disp_t *)ctx, (const Req *)m, &resp, &arena, disp_now_ms(), err,     \
-                      sizeof(err));                                                         \
-        finish(reply, code, &resp.base, err, #name);                                        \
-        disp_arena_free(&arena);                                                            \
-    }
 
 DISP_HANDLER(RegisterWorker, Sluice__RegisterWorkerRequest, Sluice__RegisterWorkerResponse,
              SLUICE__REGISTER_WORKER_RESPONSE__INIT, disp_svc_register_worker)
@@ -766,5 +740,4 @@ int disp_service_add(disp_t *d, sl_rpc_server_t *srv)
     return disp_planner_service_add(d, srv); /* GetPlanContext, PlanJob */
 }
 
-/* For dispatcher/service_ranks.c. */
 Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p) { return plan_msg(a, p); }

@@ -4,11 +4,17 @@
  * its mutex), so unit tests call them without sockets; disp_service_add
  * wires them into an sl_rpc server. Response memory (repeated fields,
  * strings) comes from a per-call arena freed after the reply is packed, so
- * the mutex is not held while packing.
+ * the mutex is not held while packing. They run on the rpc layer's handler
+ * pool threads.
  *
- * Status codes: unknown or closed job -> NOT_FOUND; bad spec, num_samples 0,
- * oversized id lists -> INVALID_ARGUMENT; too many jobs/workers/splits ->
- * RESOURCE_EXHAUSTED; world_size > 1 -> UNIMPLEMENTED. */
+ * Errors are negative errno values; disp_svc_finish turns one into the
+ * status the client sees (sl_rpc_status_from_errno): unknown or closed job
+ * -ENOENT (NOT_FOUND); bad spec, num_samples 0, oversized id lists -EINVAL
+ * or -E2BIG (INVALID_ARGUMENT); too many jobs/workers -ENOSPC and no memory
+ * -ENOMEM (RESOURCE_EXHAUSTED); a multi-rank part that disagrees with the
+ * job's other ranks -ESTALE (FAILED_PRECONDITION); a journal write that
+ * failed -EIO (UNAVAILABLE: the client retries). world_size > 1 submits one
+ * part of a multi-rank job (service_ranks.h). */
 #ifndef DISP_SERVICE_H
 #define DISP_SERVICE_H
 
@@ -33,8 +39,8 @@ void *disp_arena_alloc(disp_arena_t *a, size_t size);
 char *disp_arena_strdup(disp_arena_t *a, const char *s);
 void disp_arena_free(disp_arena_t *a);
 
-/* Each returns an SL_RPC_* code; on error err holds the status details. The
- * response is filled only on SL_RPC_OK. */
+/* Each returns 0 or a negative errno; on error err holds the status
+ * details. The response is filled only on success. */
 int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req,
                              Sluice__RegisterWorkerResponse *resp, disp_arena_t *a,
                              int64_t now_ms, char *err, size_t errlen);
@@ -59,5 +65,29 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
 
 /* Registers every "/sluice.Dispatcher/<Name>" method on srv (before start). */
 int disp_service_add(disp_t *d, sl_rpc_server_t *srv);
+
+/* How every Dispatcher handler ends: logs a failed call of method (with
+ * the peer and err), then sends resp (rc 0) or rc's status with err as the
+ * details. Pool thread. */
+void disp_svc_finish(sl_rpc_reply_t *reply, const char *method, int rc,
+                     const ProtobufCMessage *resp, const char *err);
+
+/* The rpc layer's handler for one RPC: typed request in, typed response out
+ * of fn (one of the disp_svc_* above), arena freed after the reply is
+ * packed. */
+#define DISP_HANDLER(name, Req, Resp, INIT, fn)                                             \
+    static void h_##name(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *reply)      \
+    {                                                                                       \
+        Resp resp = INIT;                                                                   \
+        disp_arena_t arena = {0};                                                           \
+        char err[1024] = "";                                                                \
+        int rc = fn((disp_t *)ctx, (const Req *)m, &resp, &arena, disp_now_ms(), err,       \
+                    sizeof(err));                                                           \
+        disp_svc_finish(reply, #name, rc, &resp.base, err);                                 \
+        disp_arena_free(&arena);                                                            \
+    }
+
+/* A plan as a message in the arena; NULL on ENOMEM. */
+Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p);
 
 #endif

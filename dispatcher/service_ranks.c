@@ -1,3 +1,4 @@
+/* service_ranks: see service_ranks.h. */
 #include "dispatcher/service_ranks.h"
 
 #include <errno.h>
@@ -18,12 +19,12 @@ static int reattach_reply(disp_job_t *job, Sluice__SubmitJobResponse *resp, disp
 {
     disp_range_t *r = malloc(DISP_RANKS_ACKED_MAX * sizeof(*r));
     if (r == NULL) {
-        return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     int n = disp_ranks_acked(job, r, DISP_RANKS_ACKED_MAX);
-    int rc = SL_RPC_OK;
+    int rc = 0;
     if (n < 0) {
-        rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED,
+        rc = sl_err(err, errlen, -ENOBUFS,
                     "job %" PRIu64 ": more than %d acknowledged ranges to resume from", job->id,
                     DISP_RANKS_ACKED_MAX);
         goto out;
@@ -38,7 +39,7 @@ static int reattach_reply(disp_job_t *job, Sluice__SubmitJobResponse *resp, disp
     Sluice__SplitAssignment *m =
         n > 0 ? disp_arena_alloc(a, (size_t)n * sizeof(*m)) : NULL;
     if (resp->plan == NULL || (n > 0 && (resp->acked == NULL || m == NULL))) {
-        rc = sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+        rc = sl_err(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
     for (int i = 0; i < n; i++) {
@@ -60,18 +61,18 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
 {
     const char *name = req->job_name != NULL ? req->job_name : "";
     if (name[0] == '\0' || strlen(name) >= DISP_NAME_MAX) {
-        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+        return sl_err(err, errlen, -EINVAL,
                       "job_name: required with world_size > 1, at most %d bytes",
                       DISP_NAME_MAX - 1);
     }
     if (req->world_size > SL_SPEC_WORLD_MAX || req->rank >= req->world_size) {
-        return sl_err(err, errlen, SL_RPC_INVALID_ARGUMENT,
+        return sl_err(err, errlen, -EINVAL,
                       "rank %u of world_size %u: need rank < world_size <= %d", req->rank,
                       req->world_size, SL_SPEC_WORLD_MAX);
     }
     sl_spec_t *spec = malloc(sizeof(*spec));
     if (spec == NULL) {
-        return sl_err(err, errlen, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     const char *json = req->spec_json != NULL ? req->spec_json : "";
     int rc = sl_spec_parse(req->spec_name != NULL && req->spec_name[0] != '\0' ? req->spec_name
@@ -84,7 +85,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     }
     if (rc < 0) {
         free(spec);
-        return rc == -ENOMEM ? SL_RPC_RESOURCE_EXHAUSTED : SL_RPC_INVALID_ARGUMENT;
+        return rc; /* the parser's -EINVAL, -E2BIG or -ENOMEM */
     }
     pthread_mutex_lock(&d->mu);
     rc = disp_ranks_check(&d->jobs, name, spec, req->num_samples, req->source_fingerprint, err,
@@ -94,7 +95,9 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     free(spec);
     if (rc < 0) {
         pthread_mutex_unlock(&d->mu);
-        return rc == -ENOMEM ? SL_RPC_RESOURCE_EXHAUSTED : SL_RPC_FAILED_PRECONDITION;
+        /* A well-formed request the job's other ranks contradict: a failed
+         * precondition, not a bad argument. */
+        return rc == -ENOMEM ? rc : -ESTALE;
     }
     if (job != NULL) {
         size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);
@@ -114,7 +117,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     Sluice__SubmitJobRequest one = *req;
     one.world_size = 1;
     rc = disp_svc_submit_job(d, &one, resp, a, now_ms, err, errlen);
-    if (rc == SL_RPC_OK) {
+    if (rc == 0) {
         pthread_mutex_lock(&d->mu);
         job = disp_jobs_find(&d->jobs, resp->job_id);
         if (job != NULL) {
@@ -126,12 +129,11 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
             if (disp_jstate_rank(d, job) != 0) {
                 (void)disp_jstate_closed(d, job, "journal write failed");
                 disp_jobs_close(&d->jobs, job, "journal write failed", now_ms);
-                rc = sl_err(err, errlen, SL_RPC_UNAVAILABLE,
-                            "journal write failed: job not accepted");
+                rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
             }
         }
         pthread_mutex_unlock(&d->mu);
-        if (rc != SL_RPC_OK) {
+        if (rc != 0) {
             return rc;
         }
         SL_NOTICE("job %" PRIu64 " is rank %u of %u of \"%s\"", resp->job_id, req->rank,

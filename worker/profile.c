@@ -1,3 +1,5 @@
+/* profile: see profile.h. Handlers run on the rpc layer's threads (Profile
+ * on the unary pool, Probe on its stream's own thread). */
 #include "worker/profile.h"
 
 #include <errno.h>
@@ -7,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/err.h"
 #include "common/cost/hostfacts.h"
 #include "common/cost/profiler.h"
 #include "common/base/log.h"
+#include "common/cost/costmodel.h"
 #include "common/engine/pipeline.h"
 #include "common/data/source.h"
 #include "common/spec/spec.h"
@@ -59,7 +63,8 @@ void wk_profile_free(wk_profile_t *p)
 }
 
 /* The job's source, opened under our data root (the cached one when it is
- * the same data). mu held. */
+ * the same data). mu held. -ENOENT when it does not open here, -ESTALE when
+ * it is not the client's data. */
 static int open_source(wk_profile_t *p, const sl_spec_t *spec, uint64_t fingerprint,
                        char *err, size_t errlen)
 {
@@ -73,7 +78,7 @@ static int open_source(wk_profile_t *p, const sl_spec_t *spec, uint64_t fingerpr
     int rc = sl_source_open(p->data_root, spec->source_type, spec->source_path, &p->src, err,
                             errlen);
     if (rc != 0) {
-        return rc;
+        return -ENOENT; /* whatever kept it shut, the client hears the data is not here */
     }
     p->src_type = spec->source_type;
     snprintf(p->src_path, sizeof(p->src_path), "%s", spec->source_path);
@@ -87,6 +92,80 @@ static int open_source(wk_profile_t *p, const sl_spec_t *spec, uint64_t fingerpr
     return 0;
 }
 
+/* Parses the request's spec and builds its pipeline (*ret_spec: large, so
+ * off the pool thread's stack). Both are the caller's to free, also on
+ * failure. */
+static int profile_prepare(const Sluice__ProfileRequest *req, sl_spec_t **ret_spec,
+                           sl_pipeline_t **ret_pipe, char *err, size_t errlen)
+{
+    if (req->n_indices > SL_PROFILE_MAX_SAMPLES) {
+        return sl_err(err, errlen, -EINVAL, "indices: more than %d", SL_PROFILE_MAX_SAMPLES);
+    }
+    *ret_spec = malloc(sizeof(**ret_spec));
+    if (*ret_spec == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    const char *json = req->spec_json != NULL ? req->spec_json : "";
+    int rc = sl_spec_parse("<profile>", json, strlen(json), *ret_spec, err, errlen);
+    if (rc == 0) {
+        rc = sl_pipeline_new(*ret_spec, 0, ret_pipe, err, errlen);
+    }
+    return rc;
+}
+
+/* Runs pipe on the request's samples of this worker's copy of the data.
+ * Serialised by p->mu: two profiles must not compete for this host's CPUs. */
+static int profile_measure(wk_profile_t *p, const Sluice__ProfileRequest *req,
+                           const sl_spec_t *spec, const sl_pipeline_t *pipe, sl_profile_t *ret,
+                           char *err, size_t errlen)
+{
+    pthread_mutex_lock(&p->mu);
+    int rc = open_source(p, spec, req->source_fingerprint, err, errlen);
+    uint64_t total = rc == 0 ? sl_source_count(p->src) : 0;
+    for (size_t i = 0; rc == 0 && i < req->n_indices; i++) {
+        if (req->indices[i] >= total) {
+            rc = sl_err(err, errlen, -EINVAL, "index %" PRIu64 " beyond the source's %" PRIu64,
+                        req->indices[i], total);
+        }
+    }
+    if (rc == 0) {
+        int max_ms = req->max_ms > 0 && req->max_ms < WK_PROFILE_MAX_MS ? (int)req->max_ms
+                                                                         : WK_PROFILE_MAX_MS;
+        rc = sl_profile_run(pipe, p->src, req->indices, req->n_indices, max_ms, ret, err,
+                            errlen);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+/* The measured profile as a message: per-sample means. units and punits
+ * hold pr->nunits entries and back hp until it is packed. */
+static void profile_msg(const wk_profile_t *p, const sl_pipeline_t *pipe, const sl_profile_t *pr,
+                        Sluice__StageStat *units, Sluice__StageStat **punits,
+                        Sluice__HostProfile *hp)
+{
+    double ns = pr->samples > 0 ? (double)pr->samples : 1.0;
+    for (uint32_t u = 0; u < pr->nunits; u++) {
+        sluice__stage_stat__init(&units[u]);
+        units[u].name = (char *)sl_pipeline_unit_name(pipe, u);
+        units[u].cpu_sec_per_sample = pr->units[u].cpu_sec / ns;
+        units[u].out_bytes_per_sample = (double)pr->units[u].out_bytes / ns;
+        units[u].samples = pr->units[u].samples;
+        punits[u] = &units[u];
+    }
+    sluice__host_profile__init(hp);
+    hp->host = (char *)p->class_key;
+    hp->n_units = pr->nunits;
+    hp->units = punits;
+    hp->read_cpu_sec_per_sample = pr->read_cpu_sec / ns;
+    hp->encoded_bytes_per_sample = (double)pr->encoded_bytes / ns;
+    hp->samples = pr->samples;
+    hp->seconds = pr->seconds;
+    hp->cost_model_error = pr->model_error > 0 ? pr->model_error : 0;
+    hp->size_cost_error = pr->size_error > 0 ? pr->size_error : 0;
+}
+
+/* Profile: the identity always; with indices, the measured profile too. */
 static void h_profile(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *reply)
 {
     wk_profile_t *p = ctx;
@@ -97,98 +176,29 @@ static void h_profile(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *repl
     resp.threads = p->threads;
     resp.cpu_budget = p->cpu_budget;
     resp.cpu_model = p->cpu_model;
-    if (req->n_indices == 0) {
-        sl_rpc_reply_ok(reply, &resp.base);
-        return;
-    }
-    if (req->n_indices > SL_PROFILE_MAX_SAMPLES) {
-        sl_rpc_reply_error(reply, SL_RPC_INVALID_ARGUMENT, "indices: more than %d",
-                           SL_PROFILE_MAX_SAMPLES);
-        return;
-    }
     char err[1024] = "";
-    sl_spec_t *spec = malloc(sizeof(*spec)); /* large: keep it off the pool thread's stack */
+    sl_spec_t *spec = NULL;
     sl_pipeline_t *pipe = NULL;
-    Sluice__StageStat *units = NULL;
-    Sluice__StageStat **punits = NULL;
-    int locked = 0;
-    int code = SL_RPC_OK;
-    if (spec == NULL) {
-        code = SL_RPC_RESOURCE_EXHAUSTED;
-        snprintf(err, sizeof(err), "out of memory");
-        goto out;
-    }
-    const char *json = req->spec_json != NULL ? req->spec_json : "";
-    if (sl_spec_parse("<profile>", json, strlen(json), spec, err, sizeof(err)) != 0 ||
-        sl_pipeline_new(spec, 0, &pipe, err, sizeof(err)) != 0) {
-        code = SL_RPC_INVALID_ARGUMENT;
-        goto out;
-    }
-    pthread_mutex_lock(&p->mu);
-    locked = 1;
-    int rc = open_source(p, spec, req->source_fingerprint, err, sizeof(err));
-    if (rc != 0) {
-        code = rc == -ESTALE ? SL_RPC_FAILED_PRECONDITION : SL_RPC_NOT_FOUND;
-        goto out;
-    }
-    uint64_t total = sl_source_count(p->src);
-    for (size_t i = 0; i < req->n_indices; i++) {
-        if (req->indices[i] >= total) {
-            code = SL_RPC_INVALID_ARGUMENT;
-            snprintf(err, sizeof(err), "index %" PRIu64 " beyond the source's %" PRIu64,
-                     req->indices[i], total);
-            goto out;
+    sl_profile_t pr;
+    Sluice__StageStat units[SL_PIPE_MAX_UNITS];
+    Sluice__StageStat *punits[SL_PIPE_MAX_UNITS];
+    Sluice__HostProfile hp;
+    int rc = 0;
+    if (req->n_indices > 0) {
+        rc = profile_prepare(req, &spec, &pipe, err, sizeof(err));
+        if (rc == 0) {
+            rc = profile_measure(p, req, spec, pipe, &pr, err, sizeof(err));
+        }
+        if (rc == 0) {
+            profile_msg(p, pipe, &pr, units, punits, &hp);
+            resp.profile = &hp;
+            SL_INFO("profile: %" PRIu64 " samples (%" PRIu64 " failed) in %.2f s for %s",
+                    pr.samples, pr.failed, pr.seconds, sl_rpc_reply_peer(reply));
+        } else {
+            SL_INFO("profile for %s refused: %s", sl_rpc_reply_peer(reply), err);
         }
     }
-    int max_ms = req->max_ms > 0 && req->max_ms < WK_PROFILE_MAX_MS ? (int)req->max_ms
-                                                                     : WK_PROFILE_MAX_MS;
-    sl_profile_t pr;
-    rc = sl_profile_run(pipe, p->src, req->indices, req->n_indices, max_ms, &pr, err,
-                        sizeof(err));
-    if (rc != 0) {
-        code = SL_RPC_INTERNAL;
-        goto out;
-    }
-    units = calloc(pr.nunits > 0 ? pr.nunits : 1, sizeof(*units));
-    punits = calloc(pr.nunits > 0 ? pr.nunits : 1, sizeof(*punits));
-    if (units == NULL || punits == NULL) {
-        code = SL_RPC_RESOURCE_EXHAUSTED;
-        snprintf(err, sizeof(err), "out of memory");
-        goto out;
-    }
-    double ns = pr.samples > 0 ? (double)pr.samples : 1.0;
-    for (uint32_t u = 0; u < pr.nunits; u++) {
-        sluice__stage_stat__init(&units[u]);
-        units[u].name = (char *)sl_pipeline_unit_name(pipe, u);
-        units[u].cpu_sec_per_sample = pr.units[u].cpu_sec / ns;
-        units[u].out_bytes_per_sample = (double)pr.units[u].out_bytes / ns;
-        units[u].samples = pr.units[u].samples;
-        punits[u] = &units[u];
-    }
-    Sluice__HostProfile hp = SLUICE__HOST_PROFILE__INIT;
-    hp.host = p->class_key;
-    hp.n_units = pr.nunits;
-    hp.units = punits;
-    hp.read_cpu_sec_per_sample = pr.read_cpu_sec / ns;
-    hp.encoded_bytes_per_sample = (double)pr.encoded_bytes / ns;
-    hp.samples = pr.samples;
-    hp.seconds = pr.seconds;
-    hp.cost_model_error = pr.model_error > 0 ? pr.model_error : 0;
-    hp.size_cost_error = pr.size_error > 0 ? pr.size_error : 0;
-    resp.profile = &hp;
-    SL_INFO("profile: %" PRIu64 " samples (%" PRIu64 " failed) in %.2f s for %s",
-            pr.samples, pr.failed, pr.seconds, sl_rpc_reply_peer(reply));
-    sl_rpc_reply_ok(reply, &resp.base);
-out:
-    if (locked) {
-        pthread_mutex_unlock(&p->mu);
-    }
-    if (code != SL_RPC_OK) {
-        SL_INFO("profile for %s refused: %s", sl_rpc_reply_peer(reply), err);
-        sl_rpc_reply_error(reply, code, "%s", err);
-    }
-    free(units);
-    free(punits);
+    sl_rpc_reply_finish(reply, rc, &resp.base, err);
     sl_pipeline_free(pipe);
     free(spec);
 }
@@ -207,27 +217,26 @@ static int h_probe(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *m)
     uint8_t *buf = malloc(chunk);
     if (buf == NULL) {
         sl_rpc_stream_set_details(st, "out of memory");
-        return SL_RPC_RESOURCE_EXHAUSTED;
+        return sl_rpc_status_from_errno(-ENOMEM);
     }
     /* Not all zeros, so that no layer can shortcut it. */
     for (size_t i = 0; i < chunk; i++) {
         buf[i] = (uint8_t)(i * 131u + 7u);
     }
-    int code = SL_RPC_OK;
-    while (left > 0) {
+    int rc = 0;
+    while (left > 0 && rc == 0) {
         Sluice__ProbeChunk c = SLUICE__PROBE_CHUNK__INIT;
         c.data.data = buf;
         c.data.len = left < chunk ? (size_t)left : chunk;
-        int rc = sl_rpc_stream_send(st, &c.base, 10000);
-        if (rc != 0) {
-            code = SL_RPC_CANCELLED;
+        if (sl_rpc_stream_send(st, &c.base, 10000) != 0) {
+            /* Whatever the send says, the client stopped reading. */
+            rc = -ECANCELED;
             sl_rpc_stream_set_details(st, "probe: peer gone");
-            break;
         }
         left -= c.data.len;
     }
     free(buf);
-    return code;
+    return sl_rpc_status_from_errno(rc);
 }
 
 int wk_profile_register(wk_profile_t *p, sl_rpc_server_t *srv)

@@ -1,3 +1,6 @@
+/* stream: see stream.h. Every way a Fetch stream ends is a negative errno
+ * in wk_fetch_t.rc (0: a normal end); the status the client sees comes from
+ * it at the one return of wk_stream_fetch. */
 #include "worker/stream.h"
 
 #include <errno.h>
@@ -16,7 +19,7 @@
 
 typedef enum {
     WK_FS_RUN = 0,  /* serving */
-    WK_FS_DONE,     /* ends with `code` normally */
+    WK_FS_DONE,     /* ends with `rc` normally */
     WK_FS_BROKEN,   /* peer gone or bad message: drop the job's work */
 } wk_fs_state_e;
 
@@ -26,8 +29,8 @@ typedef struct wk_fetch_s {
     uint64_t credits;
     int half_closed;
     wk_fs_state_e state;
-    int code;
-    char why[256];
+    int rc; /* 0 or a negative errno: the stream's final status */
+    char why[512];
 } wk_fetch_t;
 
 static void add_credits(wk_fetch_t *f, uint32_t n)
@@ -54,7 +57,7 @@ static void drain_requests(wk_fetch_t *f, int wait_ms)
             return;
         } else {
             f->state = WK_FS_BROKEN;
-            f->code = rc == -EBADMSG ? SL_RPC_INVALID_ARGUMENT : SL_RPC_CANCELLED;
+            f->rc = rc; /* -EBADMSG or -ECANCELED */
             snprintf(f->why, sizeof(f->why), "%s",
                      rc == -EBADMSG ? "malformed FetchRequest" : "client went away");
         }
@@ -66,27 +69,27 @@ static void end_for_state(wk_fetch_t *f, wk_next_e s)
     f->state = WK_FS_DONE;
     switch (s) {
     case WK_NEXT_STOPPING:
-        f->code = SL_RPC_UNAVAILABLE;
+        f->rc = -ESHUTDOWN;
         snprintf(f->why, sizeof(f->why), "worker is shutting down");
         break;
     case WK_NEXT_LEFT:
         /* Everything of the job this worker took on went out before it
          * left: nothing for the client to retry. */
-        f->code = SL_RPC_OK;
+        f->rc = 0;
         snprintf(f->why, sizeof(f->why), "worker left after delivering its splits of job %" PRIu64,
                  wk_job_id(f->job));
         break;
     case WK_NEXT_FAILED: {
         char reason[1024];
         wk_job_reason(f->job, reason, sizeof(reason));
-        f->code = SL_RPC_FAILED_PRECONDITION;
+        f->rc = -ESTALE; /* the job the client asks for is no longer servable here */
         snprintf(f->why, sizeof(f->why), "job %" PRIu64 " failed on this worker: %.200s",
                  wk_job_id(f->job), reason);
         break;
     }
     case WK_NEXT_CLOSED:
     default:
-        f->code = SL_RPC_OK;
+        f->rc = 0;
         snprintf(f->why, sizeof(f->why), "job %" PRIu64 " closed", wk_job_id(f->job));
         break;
     }
@@ -122,7 +125,7 @@ static void send_msg(wk_fetch_t *f, wk_msg_t *m)
             continue;
         }
         f->state = WK_FS_BROKEN;
-        f->code = rc == -ECANCELED ? SL_RPC_CANCELLED : SL_RPC_INTERNAL;
+        f->rc = rc; /* -ECANCELED, or -ENOMEM packing */
         snprintf(f->why, sizeof(f->why), "send failed: %s", strerror(-rc));
         break;
     }
@@ -139,7 +142,7 @@ static void serve(wk_fetch_t *f)
         if (f->credits == 0) {
             if (f->half_closed) {
                 f->state = WK_FS_DONE;
-                f->code = SL_RPC_OK;
+                f->rc = 0;
                 snprintf(f->why, sizeof(f->why), "client half-closed with no credits left");
                 break;
             }
@@ -159,34 +162,47 @@ static void serve(wk_fetch_t *f)
             end_for_state(f, s);
         } else if (sl_rpc_stream_cancelled(f->st)) {
             f->state = WK_FS_BROKEN;
-            f->code = SL_RPC_CANCELLED;
+            f->rc = -ECANCELED;
             snprintf(f->why, sizeof(f->why), "client went away");
         }
     }
 }
 
+/* Attaches f to the job (waiting for it); a negative errno with f->why
+ * when the stream cannot serve it. */
+static int attach(wk_tasks_t *tasks, uint64_t job_id, wk_fetch_t *f)
+{
+    switch (wk_tasks_attach(tasks, job_id, WK_FETCH_WAIT_MS, &f->job, f->why, sizeof(f->why))) {
+    case WK_ATTACH_OK:
+        f->why[0] = '\0';
+        return 0;
+    case WK_ATTACH_NOT_FOUND:
+        return -ENOENT;
+    case WK_ATTACH_FAILED:
+        return -ESTALE; /* as when it fails while streaming (end_for_state) */
+    case WK_ATTACH_BUSY:
+        return -EEXIST; /* another stream serves the job */
+    case WK_ATTACH_SHUTTING_DOWN:
+    default:
+        return -ESHUTDOWN;
+    }
+}
+
 int wk_stream_fetch(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *first_req)
 {
-    wk_tasks_t *tasks = ctx;
     const Sluice__FetchRequest *req = (const Sluice__FetchRequest *)first_req;
     const char *peer = sl_rpc_stream_peer(st);
-    if (req->job_id == 0) {
-        sl_rpc_stream_set_details(st, "FetchRequest.job_id must be set");
-        return SL_RPC_INVALID_ARGUMENT;
-    }
     wk_fetch_t f = {.st = st, .state = WK_FS_RUN};
-    char why[512];
-    wk_attach_e a = wk_tasks_attach(tasks, req->job_id, WK_FETCH_WAIT_MS, &f.job, why,
-                                    sizeof(why));
-    if (a != WK_ATTACH_OK) {
-        int code = a == WK_ATTACH_NOT_FOUND     ? SL_RPC_NOT_FOUND
-                   : a == WK_ATTACH_FAILED      ? SL_RPC_FAILED_PRECONDITION
-                   : a == WK_ATTACH_BUSY        ? SL_RPC_ALREADY_EXISTS
-                                                : SL_RPC_UNAVAILABLE;
+    if (req->job_id == 0) {
+        f.rc = -EINVAL;
+        snprintf(f.why, sizeof(f.why), "FetchRequest.job_id must be set");
+        goto out;
+    }
+    f.rc = attach(ctx, req->job_id, &f);
+    if (f.rc != 0) {
         SL_INFO("Fetch from %s for job %" PRIu64 " refused: %s: %s", peer, req->job_id,
-                sl_rpc_code_name(code), why);
-        sl_rpc_stream_set_details(st, "%s", why);
-        return code;
+                sl_rpc_code_name(sl_rpc_status_from_errno(f.rc)), f.why);
+        goto out;
     }
     SL_INFO("job %" PRIu64 ": Fetch stream from %s opened with %u credits", req->job_id, peer,
             req->credits);
@@ -194,9 +210,10 @@ int wk_stream_fetch(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *firs
     serve(&f);
     wk_job_detach(f.job, f.state == WK_FS_BROKEN, f.why);
     SL_INFO("job %" PRIu64 ": Fetch stream from %s ended: %s (%s)", req->job_id, peer,
-            sl_rpc_code_name(f.code), f.why);
+            sl_rpc_code_name(sl_rpc_status_from_errno(f.rc)), f.why);
+out:
     if (f.why[0] != '\0') {
         sl_rpc_stream_set_details(st, "%s", f.why); /* an OK end says why too */
     }
-    return f.code;
+    return sl_rpc_status_from_errno(f.rc);
 }

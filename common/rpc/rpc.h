@@ -1,5 +1,9 @@
 /* rpc: a small layer over gRPC's C core API (not C++) carrying protobuf-c
- * messages. See ../shared/GRPC_CORE.md for the pitfalls it exists to contain.
+ * messages. It exists to contain the core API's pitfalls: a method nobody
+ * registered hangs its caller until the deadline, SO_REUSEPORT lets a second
+ * server share a taken port, the default 4 MiB message limit, one batch per
+ * op type in flight, buffers that must outlive their tags, forking after
+ * grpc_init hangs the child.
  *
  * Server: registered methods only; one generic request outstanding answers
  * unknown methods with UNIMPLEMENTED; SO_REUSEPORT off; max message size set;
@@ -86,12 +90,17 @@ typedef struct sl_rpc_server_opts_s {
     size_t max_queued_bytes;
 } sl_rpc_server_opts_t;
 
-/* Unary handler: runs on a pool thread. Must call exactly one of
- * sl_rpc_reply_ok / sl_rpc_reply_error before returning (if it calls neither,
- * the layer answers INTERNAL; a second call is ignored). req is freed by the
- * layer after return. When the pool's bounded queue is full new calls get
+/* Unary handler: runs on a pool thread. Must answer exactly once before
+ * returning, normally with sl_rpc_reply_finish (if it answers not at all,
+ * the layer answers INTERNAL; a second answer is ignored). req is freed by
+ * the layer after return. When the pool's bounded queue is full new calls get
  * RESOURCE_EXHAUSTED; a call whose client left while queued is not run. */
 typedef void (*sl_rpc_unary_fn)(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply);
+/* The one way a handler ends: rc 0 sends resp; a negative errno sends the
+ * status sl_rpc_status_from_errno(rc) with details (NULL or "": the code's
+ * name). resp may be NULL when rc < 0. */
+void sl_rpc_reply_finish(sl_rpc_reply_t *reply, int rc, const ProtobufCMessage *resp,
+                         const char *details);
 /* Packs resp immediately: the handler may free resp's storage right after. */
 void sl_rpc_reply_ok(sl_rpc_reply_t *reply, const ProtobufCMessage *resp);
 /* code must be a non-OK SL_RPC_* (anything else is sent as UNKNOWN). */
@@ -198,9 +207,17 @@ void sl_rpc_cstream_cancel(sl_rpc_cstream_t *cs);
 void sl_rpc_cstream_free(sl_rpc_cstream_t *cs); /* cancels if still open; NULL ok */
 
 /* grpc_init()/grpc_shutdown() wrappers, reference counted by gRPC itself.
- * Call after any fork (GRPC_CORE.md pitfall 1). */
+ * Call after any fork: a child forked after grpc_init hangs in gRPC. */
 void sl_rpc_init(void);
 void sl_rpc_shutdown(void);
 const char *sl_rpc_code_name(int code);
+
+/* The status a peer sees for a handler's result: 0 -> OK, a negative errno
+ * -> its code (-EINVAL, -E2BIG, -EBADMSG -> INVALID_ARGUMENT; -ENOENT ->
+ * NOT_FOUND; -ENOMEM, -ENOBUFS, -ENOSPC -> RESOURCE_EXHAUSTED; -EEXIST ->
+ * ALREADY_EXISTS; -ESTALE, -EPROTO -> FAILED_PRECONDITION; -EIO, -EAGAIN,
+ * -ESHUTDOWN -> UNAVAILABLE; ... rpc_status.c has the table), anything else
+ * -> INTERNAL. The only place an errno becomes an RPC status. */
+int sl_rpc_status_from_errno(int rc);
 
 #endif

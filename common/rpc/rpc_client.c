@@ -1,8 +1,8 @@
 /* rpc_client: channels, blocking unary calls and client-side bidi streams.
  *
- * Every call gets its own pluck completion queue (GRPC_CORE.md B.3), so calls
- * never share a CQ thread and a caller blocks only on its own call. Nothing
- * here starts threads. */
+ * Every call gets its own pluck completion queue (a unary call is one batch
+ * of six ops plucked by its tag), so calls never share a CQ thread and a
+ * caller blocks only on its own call. Nothing here starts threads. */
 #include "common/rpc/rpc_impl.h"
 
 #include <errno.h>
@@ -18,12 +18,12 @@
 
 #include "common/base/err.h"
 #include "common/rpc/rpc_client.h"
+#include "common/rpc/rpc_creds.h"
 #include "common/rpc/rpc_keepalive.h"
 
 /* Unary calls always carry a deadline; this one applies when the caller
  * passes timeout_ms <= 0. */
 #define UNARY_DEFAULT_TIMEOUT_MS 30000
-#define TOKEN_MAX 4096
 
 struct sl_rpc_channel_s {
     grpc_channel *ch;
@@ -60,7 +60,7 @@ struct sl_rpc_cstream_s {
     int asked_initial_md;
     grpc_byte_buffer *recv_bb;
     grpc_metadata_array imd;
-    /* RECV_STATUS_ON_CLIENT, posted at open (B.5): */
+    /* RECV_STATUS_ON_CLIENT, posted at open (see sl_rpc_cstream_open): */
     int status_pending;
     grpc_metadata_array tmd;
     grpc_status_code status;
@@ -70,30 +70,13 @@ struct sl_rpc_cstream_s {
 
 /* ------------------------------------------------------------ channel */
 
-sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
-                                     const sl_rpc_security_t *security, int own_connection,
-                                     char *err, size_t errlen)
+/* The arguments of every Sluice channel: message size limits both ways and
+ * keepalive, and with own_connection a private subchannel pool (channels
+ * with equal arguments otherwise share one TCP connection). args has room
+ * for CHANNEL_ARGS_MAX; returns how many were set. */
+#define CHANNEL_ARGS_MAX 7
+static size_t channel_args(size_t max_msg_bytes, int own_connection, grpc_arg *args)
 {
-    sl_rpc_channel_t *ch = NULL;
-    grpc_channel_credentials *creds = NULL;
-    char *ca = NULL, *cert = NULL, *key = NULL;
-    int inited = 0;
-
-    if (target == NULL || target[0] == '\0') {
-        sl_err(err, errlen, -EINVAL, "empty rpc target");
-        goto fail;
-    }
-    ch = calloc(1, sizeof(*ch));
-    if (ch == NULL) {
-        sl_err(err, errlen, -ENOMEM, "out of memory");
-        goto fail;
-    }
-    grpc_init(); /* the channel holds one library ref until sl_rpc_channel_free */
-    inited = 1;
-
-    if (max_msg_bytes == 0) {
-        max_msg_bytes = SL_RPC_DEFAULT_MAX_MSG;
-    }
     int max_msg = max_msg_bytes > INT_MAX ? INT_MAX : (int)max_msg_bytes;
     /* Keepalive (docs/limits.md): a peer that vanishes without a FIN (host
      * down, cable pulled) is noticed within time + timeout instead of only
@@ -103,7 +86,7 @@ sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
     const struct {
         const char *key;
         int value;
-    } ints[] = {
+    } ints[CHANNEL_ARGS_MAX] = {
         {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_msg},
         {GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_msg},
         {GRPC_ARG_KEEPALIVE_TIME_MS, SL_RPC_KEEPALIVE_TIME_MS},
@@ -112,97 +95,64 @@ sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
         {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
         {GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1}, /* last: only with own_connection */
     };
-    enum { N_ARGS = sizeof(ints) / sizeof(ints[0]) };
-    grpc_arg args[N_ARGS];
-    size_t nargs = own_connection ? N_ARGS : N_ARGS - 1;
-    for (size_t i = 0; i < nargs; i++) {
+    size_t n = own_connection ? CHANNEL_ARGS_MAX : CHANNEL_ARGS_MAX - 1;
+    for (size_t i = 0; i < n; i++) {
         args[i].type = GRPC_ARG_INTEGER;
         args[i].key = (char *)ints[i].key;
         args[i].value.integer = ints[i].value;
     }
-    grpc_channel_args cargs = {.num_args = nargs, .args = args};
+    return n;
+}
 
-    int tls = security != NULL &&
-              (security->tls_ca != NULL || security->tls_cert != NULL || security->tls_key != NULL);
-    if (tls) {
-        if ((security->tls_cert == NULL) != (security->tls_key == NULL)) {
-            sl_err(err, errlen, -EINVAL, "TLS client certificate and key must be given together");
-            goto fail;
-        }
-        if (security->tls_ca != NULL && sl_rpc_read_pem(security->tls_ca, &ca, err, errlen) < 0) {
-            goto fail;
-        }
-        grpc_ssl_pem_key_cert_pair pair = {NULL, NULL};
-        if (security->tls_cert != NULL) {
-            if (sl_rpc_read_pem(security->tls_cert, &cert, err, errlen) < 0 ||
-                sl_rpc_read_pem(security->tls_key, &key, err, errlen) < 0) {
-                goto fail;
-            }
-            pair.private_key = key;
-            pair.cert_chain = cert;
-        }
-        /* ca == NULL: gRPC's default roots. The strings are copied. */
-        creds = grpc_ssl_credentials_create(ca, cert != NULL ? &pair : NULL, NULL, NULL);
-    } else {
-        creds = grpc_insecure_credentials_create();
+sl_rpc_channel_t *sl_rpc_channel_new(const char *target, size_t max_msg_bytes,
+                                     const sl_rpc_security_t *security, int own_connection,
+                                     char *err, size_t errlen)
+{
+    grpc_channel_credentials *creds = NULL;
+    char *bearer = NULL;
+    if (target == NULL || target[0] == '\0') {
+        sl_err(err, errlen, -EINVAL, "empty rpc target");
+        return NULL;
     }
-    if (creds == NULL) {
-        sl_err(err, errlen, -EINVAL, "cannot create channel credentials for %s", target);
+    sl_rpc_channel_t *ch = calloc(1, sizeof(*ch));
+    if (ch == NULL) {
+        sl_err(err, errlen, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    grpc_init(); /* the channel holds one library ref until sl_rpc_channel_free */
+    if (sl_rpc_creds_channel(security, &creds, err, errlen) < 0 ||
+        sl_rpc_creds_bearer(security, &bearer, err, errlen) < 0) {
         goto fail;
     }
-
-    if (security != NULL && security->token != NULL) {
-        size_t n = strlen(security->token);
-        if (n == 0 || n > TOKEN_MAX) {
-            sl_err(err, errlen, -EINVAL, "token must be 1..%d bytes", TOKEN_MAX);
-            goto fail;
-        }
-        char *v = malloc(n + 8);
-        if (v == NULL) {
-            sl_err(err, errlen, -ENOMEM, "out of memory");
-            goto fail;
-        }
-        snprintf(v, n + 8, "Bearer %s", security->token);
-        grpc_slice value = grpc_slice_from_copied_string(v);
-        free(v);
-        if (!grpc_header_nonbin_value_is_legal(value)) {
-            grpc_slice_unref(value);
-            sl_err(err, errlen, -EINVAL, "token contains characters not allowed in a header");
-            goto fail;
-        }
+    if (bearer != NULL) {
         ch->auth_md.key = grpc_slice_from_static_string("authorization");
-        ch->auth_md.value = value;
+        ch->auth_md.value = grpc_slice_from_copied_string(bearer);
         ch->has_token = 1;
+        free(bearer);
     }
-
+    grpc_arg args[CHANNEL_ARGS_MAX];
+    grpc_channel_args cargs = {
+        .num_args = channel_args(max_msg_bytes == 0 ? SL_RPC_DEFAULT_MAX_MSG : max_msg_bytes,
+                                 own_connection, args),
+        .args = args,
+    };
     ch->ch = grpc_channel_create(target, creds, &cargs);
     if (ch->ch == NULL) {
         sl_err(err, errlen, -EINVAL, "cannot create a channel to %s", target);
         goto fail;
     }
     grpc_channel_credentials_release(creds); /* the channel keeps its own ref */
-    free(ca);
-    free(cert);
-    free(key);
     return ch;
 
 fail:
     if (creds != NULL) {
         grpc_channel_credentials_release(creds);
     }
-    free(ca);
-    free(cert);
-    if (key != NULL) {
-        explicit_bzero(key, strlen(key));
-        free(key);
-    }
-    if (ch != NULL && ch->has_token) {
+    if (ch->has_token) {
         grpc_slice_unref(ch->auth_md.value);
     }
     free(ch);
-    if (inited) {
-        grpc_shutdown();
-    }
+    grpc_shutdown();
     return NULL;
 }
 
@@ -299,7 +249,8 @@ static int unary_bb(sl_rpc_channel_t *ch, const char *method, grpc_byte_buffer *
         goto out;
     }
     /* The call's deadline ends the batch; pluck waits for it unconditionally
-     * because every op above points into this stack frame (pitfall 6). */
+     * because every op above points into this stack frame, and gRPC writes
+     * through those pointers until the tag comes back. */
     grpc_event ev = grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     (void)ev; /* RECV_STATUS_ON_CLIENT always succeeds: the outcome is in status */
     sl_rpc_status_fill(st, (int)status, details, error_string);
@@ -476,7 +427,9 @@ int sl_rpc_cstream_open(sl_rpc_channel_t *ch, const char *method, const Protobuf
     }
     cs->send_pending = 1;
 
-    /* Posted up front so a failure anywhere is reported (B.5). */
+    /* Posted up front, so whatever ends the call -- before, between or
+     * after the messages -- is reported; it may complete before the last
+     * read, or before the first. */
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
     ops[0].data.recv_status_on_client.trailing_metadata = &cs->tmd;

@@ -1,6 +1,7 @@
-/* rpc_impl: what rpc_server.c, rpc_client.c and rpc_pb.c share. Private to
- * the rpc module (and its unit test / probe tool): nothing outside common/rpc*
- * and tests should include it. */
+/* rpc_impl: what both halves of the rpc layer share (message packing, the
+ * version check, deadlines, statuses). Private to the rpc module (and its
+ * unit test / probe tool): nothing outside common/rpc and tests should
+ * include it. */
 #ifndef SL_RPC_IMPL_H
 #define SL_RPC_IMPL_H
 
@@ -12,8 +13,8 @@
 
 #include "common/rpc/rpc.h"
 
-/* Packs m into a new byte buffer made of one slice (GRPC_CORE.md B.2).
- * Returns NULL on allocation failure. The caller owns the buffer. */
+/* Packs m into a new byte buffer made of one slice (packed in place, no
+ * copy). Returns NULL when packing fails. The caller owns the buffer. */
 grpc_byte_buffer *sl_rpc_pb_pack(const ProtobufCMessage *m);
 
 /* A byte buffer holding a copy of n raw bytes (one slice); NULL on failure. */
@@ -31,10 +32,6 @@ int sl_rpc_pb_has_version(const ProtobufCMessageDescriptor *desc);
  * "protocol version X, this server speaks Y" in details. m's descriptor must
  * pass sl_rpc_pb_has_version. */
 int sl_rpc_pb_check_version(const ProtobufCMessage *m, char *details, size_t len);
-
-/* Reads a whole PEM file into a NUL-terminated malloc'd string (the caller
- * frees it). Refuses files over 1 MiB. */
-int sl_rpc_read_pem(const char *path, char **ret, char *err, size_t errlen);
 
 /* Absolute monotonic deadline ms from now; ms <= 0 means none (infinite). */
 gpr_timespec sl_rpc_deadline(int ms);

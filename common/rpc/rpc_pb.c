@@ -1,24 +1,13 @@
-/* rpc_pb: protobuf-c <-> grpc_byte_buffer, the version check, and the small
- * helpers both ends of the rpc layer share. All functions are thread-safe. */
-#include "common/base/file.h"
+/* rpc_pb: protobuf-c <-> grpc_byte_buffer, the version check, deadlines and
+ * the library's init. All functions are thread-safe. */
 #include "common/rpc/rpc_impl.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
-#include <grpc/support/alloc.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/base/err.h"
-
-#define PEM_MAX_BYTES (1 << 20)
 
 grpc_byte_buffer *sl_rpc_pb_pack(const ProtobufCMessage *m)
 {
@@ -101,23 +90,6 @@ int sl_rpc_pb_check_version(const ProtobufCMessage *m, char *details, size_t len
     return 0;
 }
 
-int sl_rpc_read_pem(const char *path, char **ret, char *err, size_t errlen)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    int r = sl_file_read(path, PEM_MAX_BYTES, &buf, &n, err, errlen);
-    if (r < 0) {
-        return r;
-    }
-    if (n == 0) {
-        free(buf);
-        return sl_err(err, errlen, -EINVAL, "\"%s\" is not a PEM file of 1..%d bytes", path,
-                      PEM_MAX_BYTES);
-    }
-    *ret = buf;
-    return 0;
-}
-
 gpr_timespec sl_rpc_deadline(int ms)
 {
     if (ms <= 0) {
@@ -134,35 +106,6 @@ gpr_timespec sl_rpc_deadline_or_poll(int ms)
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
-void sl_rpc_status_fill(sl_rpc_status_t *st, int code, grpc_slice details, const char *error_str)
-{
-    if (st == NULL) {
-        return;
-    }
-    st->code = code;
-    size_t n = GRPC_SLICE_LENGTH(details);
-    if (n >= sizeof(st->details)) {
-        n = sizeof(st->details) - 1;
-    }
-    memcpy(st->details, GRPC_SLICE_START_PTR(details), n);
-    st->details[n] = '\0';
-    if (n == 0 && error_str != NULL && code != SL_RPC_OK) {
-        snprintf(st->details, sizeof(st->details), "%s", error_str);
-    }
-}
-
-void sl_rpc_status_set(sl_rpc_status_t *st, int code, const char *fmt, ...)
-{
-    if (st == NULL) {
-        return;
-    }
-    st->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->details, sizeof(st->details), fmt, ap);
-    va_end(ap);
-}
-
 void sl_rpc_init(void)
 {
     grpc_init();
@@ -171,31 +114,4 @@ void sl_rpc_init(void)
 void sl_rpc_shutdown(void)
 {
     grpc_shutdown();
-}
-
-const char *sl_rpc_code_name(int code)
-{
-    static const char *const names[] = {
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    };
-    if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0])) {
-        return "UNKNOWN_CODE";
-    }
-    return names[code];
 }

@@ -50,8 +50,9 @@ static const ProtobufCMessageDescriptor *const FZ_RPC_REQ[FZ_RPC_OPS] = {
     &sluice__plan_context_request__descriptor,    &sluice__submit_job_request__descriptor,
 };
 
-static void fz_rpc_reply(int code, const ProtobufCMessage *resp, const char *err, size_t errlen)
+static void fz_rpc_reply(int rc, const ProtobufCMessage *resp, const char *err, size_t errlen)
 {
+    int code = sl_rpc_status_from_errno(rc);
     FZ_CHECK(code == SL_RPC_OK || code == SL_RPC_INVALID_ARGUMENT || code == SL_RPC_NOT_FOUND ||
                  code == SL_RPC_RESOURCE_EXHAUSTED || code == SL_RPC_UNIMPLEMENTED ||
                  code == SL_RPC_FAILED_PRECONDITION,

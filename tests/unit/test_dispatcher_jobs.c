@@ -1035,7 +1035,7 @@ static int svc_submit_costs(disp_t *d, const char *spec, uint64_t n, float *cost
     req.num_samples = n;
     req.sample_costs = costs;
     req.n_sample_costs = ncosts;
-    int code = disp_svc_submit_job(d, &req, &resp, &a, 1000, err, errlen);
+    int code = sl_rpc_status_from_errno(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, errlen));
     *ret_id = resp.job_id;
     disp_arena_free(&a);
     return code;
@@ -1160,7 +1160,8 @@ static int svc_submit(svc_env_t *s, const char *spec, uint64_t n, uint64_t *ret_
     req.spec_json = (char *)spec;
     req.num_samples = n;
     req.source_fingerprint = 99;
-    int code = disp_svc_submit_job(&s->d, &req, &resp, &a, s->now, err, errlen);
+    int code = sl_rpc_status_from_errno(disp_svc_submit_job(&s->d, &req, &resp, &a, s->now, err,
+                                                            errlen));
     if (code == SL_RPC_OK) {
         ck_assert_ptr_nonnull(resp.plan);
         *ret_id = resp.job_id;
@@ -1328,19 +1329,19 @@ START_TEST(test_svc_flow)
     /* A closed or unknown job: NOT_FOUND everywhere. */
     Sluice__GetAssignmentResponse g3 = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g3, &a, s.now, err, sizeof(err)),
-                     SL_RPC_NOT_FOUND);
+                     -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "closed"));
     areq.job_id = 777;
     ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_NOT_FOUND);
+                     -ENOENT);
     Sluice__ReportRatesRequest rreq = SLUICE__REPORT_RATES_REQUEST__INIT;
     Sluice__ReportRatesResponse rresp = SLUICE__REPORT_RATES_RESPONSE__INIT;
     rreq.job_id = 777;
     ck_assert_int_eq(disp_svc_report_rates(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_NOT_FOUND);
+                     -ENOENT);
     creq.job_id = 777;
     ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_NOT_FOUND);
+                     -ENOENT);
     disp_arena_free(&a);
 
     /* Unknown worker: known = false. */
@@ -1738,20 +1739,20 @@ START_TEST(test_svc_submit_errors)
     req.num_samples = 10;
     req.world_size = 2;
     ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_INVALID_ARGUMENT);
+                     -EINVAL);
     req.job_name = "j";
     ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_INVALID_ARGUMENT);
+                     -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "world_size"));
     req.rank = 2;
     ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_INVALID_ARGUMENT);
+                     -EINVAL);
     disp_arena_free(&a);
     /* Register without an address. */
     Sluice__RegisterWorkerRequest rreq = SLUICE__REGISTER_WORKER_REQUEST__INIT;
     Sluice__RegisterWorkerResponse rresp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
     ck_assert_int_eq(disp_svc_register_worker(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_INVALID_ARGUMENT);
+                     -EINVAL);
     disp_arena_free(&a);
     disp_destroy(&s.d);
 }

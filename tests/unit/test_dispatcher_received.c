@@ -248,7 +248,8 @@ static int svc_ack(disp_t *d, uint64_t job_id, uint64_t *acks, size_t nacks, uin
     req.n_split_ids = nacks;
     req.received_split_ids = recv;
     req.n_received_split_ids = nrecv;
-    int code = disp_svc_ack_splits(d, &req, &resp, &a, 50000, err, sizeof(err));
+    int code = sl_rpc_status_from_errno(disp_svc_ack_splits(d, &req, &resp, &a, 50000, err,
+                                                            sizeof(err)));
     disp_arena_free(&a);
     return code;
 }

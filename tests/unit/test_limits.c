@@ -39,7 +39,8 @@ static int submit(disp_t *d, const char *client, uint64_t *ret_id, char *err, si
     req.num_samples = 10;
     req.client_id = (char *)client;
     err[0] = '\0';
-    int code = disp_svc_submit_job(d, &req, &resp, &a, 1000, err, errlen);
+    /* The status the client would see. */
+    int code = sl_rpc_status_from_errno(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, errlen));
     if (code == SL_RPC_OK) {
         *ret_id = resp.job_id;
     }
@@ -115,7 +116,8 @@ START_TEST(test_ids_per_call)
     hreq.version = SL_PROTOCOL_VERSION;
     hreq.n_known_jobs = n;
     hreq.known_jobs = ids;
-    ck_assert_int_eq(disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err)),
+    ck_assert_int_eq(sl_rpc_status_from_errno(
+                         disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err))),
                      SL_RPC_INVALID_ARGUMENT);
     disp_arena_free(&a);
     hreq.n_known_jobs = n - 1; /* at the limit: fine (unknown worker: register again) */
@@ -131,13 +133,15 @@ START_TEST(test_ids_per_call)
     areq.job_id = id;
     areq.n_split_ids = n;
     areq.split_ids = ids;
-    ck_assert_int_eq(disp_svc_ack_splits(&d, &areq, &aresp, &a, 1000, err, sizeof(err)),
+    ck_assert_int_eq(sl_rpc_status_from_errno(
+                         disp_svc_ack_splits(&d, &areq, &aresp, &a, 1000, err, sizeof(err))),
                      SL_RPC_INVALID_ARGUMENT);
     disp_arena_free(&a);
     areq.n_split_ids = 0;
     areq.n_retry_split_ids = n;
     areq.retry_split_ids = ids;
-    ck_assert_int_eq(disp_svc_ack_splits(&d, &areq, &aresp, &a, 1000, err, sizeof(err)),
+    ck_assert_int_eq(sl_rpc_status_from_errno(
+                         disp_svc_ack_splits(&d, &areq, &aresp, &a, 1000, err, sizeof(err))),
                      SL_RPC_INVALID_ARGUMENT);
     disp_arena_free(&a);
     free(ids);

@@ -812,8 +812,7 @@ START_TEST(test_dispatcher_plan_job)
 
     /* A profile for another pipeline is refused: plain PlanJob error. */
     pin.client.n_units = 2;
-    ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)),
-                     SL_RPC_INVALID_ARGUMENT);
+    ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)), -EINVAL);
     disp_arena_free(&a);
     /* ... while SubmitJob falls back to the unplanned "all". */
     Sluice__SubmitJobResponse sresp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;

@@ -1,7 +1,7 @@
 /* Unit tests for common/rpc*: a real server on 127.0.0.1:0 with a test unary
  * handler (RegisterWorker, Heartbeat) and a test stream handler (Fetch),
  * driven through the client half of the layer. Runs with CK_NOFORK: forking
- * after grpc_init hangs (GRPC_CORE.md pitfall 1). */
+ * after grpc_init hangs (gRPC's threads do not survive a fork). */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -72,7 +72,7 @@ static const char *pki(const char *name, char *buf, size_t len)
 
 /* A CA, a server certificate for localhost and 127.0.0.1, a client
  * certificate from the same CA and one from another CA. Runs before
- * grpc_init: system() forks (pitfall 1). */
+ * grpc_init: system() forks. */
 static int make_pki(void)
 {
     snprintf(pki_dir, sizeof(pki_dir), "/tmp/sl_rpc_pki.XXXXXX");
@@ -205,6 +205,10 @@ static void on_register(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *re
     if (strcmp(req->hostname, "error") == 0) {
         sl_rpc_reply_error(reply, SL_RPC_NOT_FOUND, "no worker %llu",
                            (unsigned long long)req->worker_id);
+        return;
+    }
+    if (strcmp(req->hostname, "errno") == 0) {
+        sl_rpc_reply_finish(reply, -ESTALE, NULL, req->worker_id == 0 ? NULL : "stale");
         return;
     }
     pthread_mutex_lock(&t->mu);
@@ -483,6 +487,14 @@ START_TEST(test_unary_roundtrip)
     r = call_register(fx.ch, SL_PROTOCOL_VERSION, "noreply", 9, 5000, 0, &st, NULL);
     ck_assert_int_eq(r, -ECOMM);
     ck_assert_int_eq(st.code, SL_RPC_INTERNAL);
+    /* sl_rpc_reply_finish: the errno's status; no details -> the code's name. */
+    r = call_register(fx.ch, SL_PROTOCOL_VERSION, "errno", 9, 5000, 0, &st, NULL);
+    ck_assert_int_eq(r, -ECOMM);
+    ck_assert_int_eq(st.code, SL_RPC_FAILED_PRECONDITION);
+    ck_assert_str_eq(st.details, "stale");
+    r = call_register(fx.ch, SL_PROTOCOL_VERSION, "errno", 0, 5000, 0, &st, NULL);
+    ck_assert_int_eq(r, -ECOMM);
+    ck_assert_str_eq(st.details, "FAILED_PRECONDITION");
 }
 END_TEST
 
@@ -1202,6 +1214,51 @@ START_TEST(test_tls)
 }
 END_TEST
 
+/* ------------------------------------------------------------ status */
+
+/* The one errno -> status table: what every handler's error becomes on the
+ * wire. Clients act on some of these codes (NOT_FOUND: a job is gone;
+ * INVALID_ARGUMENT: a usage error; UNAVAILABLE: retry), so a row that moves
+ * changes behaviour. */
+START_TEST(test_status_from_errno)
+{
+    static const struct {
+        int rc, code;
+    } rows[] = {
+        {0, SL_RPC_OK},
+        {-EINVAL, SL_RPC_INVALID_ARGUMENT},
+        {-E2BIG, SL_RPC_INVALID_ARGUMENT},
+        {-EFBIG, SL_RPC_INVALID_ARGUMENT},
+        {-EBADMSG, SL_RPC_INVALID_ARGUMENT},
+        {-ETIMEDOUT, SL_RPC_DEADLINE_EXCEEDED},
+        {-ENOENT, SL_RPC_NOT_FOUND},
+        {-EEXIST, SL_RPC_ALREADY_EXISTS},
+        {-EACCES, SL_RPC_PERMISSION_DENIED},
+        {-EPERM, SL_RPC_PERMISSION_DENIED},
+        {-ENOMEM, SL_RPC_RESOURCE_EXHAUSTED},
+        {-ENOBUFS, SL_RPC_RESOURCE_EXHAUSTED},
+        {-ENOSPC, SL_RPC_RESOURCE_EXHAUSTED},
+        {-ESTALE, SL_RPC_FAILED_PRECONDITION},
+        {-EPROTO, SL_RPC_FAILED_PRECONDITION},
+        {-ECANCELED, SL_RPC_CANCELLED},
+        {-ENOSYS, SL_RPC_UNIMPLEMENTED},
+        {-EIO, SL_RPC_UNAVAILABLE},
+        {-EAGAIN, SL_RPC_UNAVAILABLE},
+        {-ESHUTDOWN, SL_RPC_UNAVAILABLE},
+        {-EKEYREJECTED, SL_RPC_UNAUTHENTICATED},
+        {-EDOM, SL_RPC_INTERNAL},          /* not in the table */
+        {SL_RPC_NOT_FOUND, SL_RPC_INTERNAL}, /* a status passed as an errno: a bug */
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        ck_assert_msg(sl_rpc_status_from_errno(rows[i].rc) == rows[i].code, "errno %d: %s, want %s",
+                      rows[i].rc, sl_rpc_code_name(sl_rpc_status_from_errno(rows[i].rc)),
+                      sl_rpc_code_name(rows[i].code));
+    }
+    ck_assert_str_eq(sl_rpc_code_name(SL_RPC_UNAUTHENTICATED), "UNAUTHENTICATED");
+    ck_assert_str_eq(sl_rpc_code_name(17), "UNKNOWN_CODE");
+}
+END_TEST
+
 /* ------------------------------------------------------------ main */
 
 /* LeakSanitizer hook: gRPC's c-ares resolver keeps 10 bytes after resolving
@@ -1255,7 +1312,10 @@ int main(void)
         fprintf(stderr, "test_rpc: openssl could not make test certificates: TLS untested\n");
     }
     suite_add_tcase(s, sec);
-    int rc = fx_run_suite(s, 1); /* pitfall 1 */
+    TCase *status = tcase_create("status");
+    tcase_add_test(status, test_status_from_errno);
+    suite_add_tcase(s, status);
+    int rc = fx_run_suite(s, 1); /* no fork: gRPC is initialised */
     sl_rpc_shutdown();
     remove_pki();
     return rc == EXIT_SUCCESS && have_pki ? EXIT_SUCCESS : EXIT_FAILURE;

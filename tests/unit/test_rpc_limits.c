@@ -1,9 +1,10 @@
-/* Unit tests for the memory bounds of common/rpc/rpc_server.c that a peer can
+/* Unit tests for the memory bounds of the rpc server (common/rpc) that a peer can
  * push against (docs/limits.md): max_recv_bytes (a larger request gets
  * RESOURCE_EXHAUSTED and the server stays up; replies may still be larger)
  * and max_queued_bytes (a request that would push the waiting unary
  * requests past the byte budget is refused; the queued ones still run).
- * Runs with CK_NOFORK: forking after grpc_init hangs (GRPC_CORE.md pitfall 1). */
+ * Runs with CK_NOFORK: forking after grpc_init hangs (gRPC's threads do not
+ * survive a fork). */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -272,7 +273,7 @@ int main(void)
     tcase_add_test(tc, test_recv_limit);
     tcase_add_test(tc, test_queue_byte_budget);
     suite_add_tcase(s, tc);
-    int rc = fx_run_suite(s, 1); /* pitfall 1 */
+    int rc = fx_run_suite(s, 1); /* no fork: gRPC is initialised */
     sl_rpc_shutdown();
     return rc;
 }
