@@ -64,7 +64,7 @@ static int put_msg(put_fn put, void *ctx, uint32_t type, const ProtobufCMessage 
 
 static int append_cb(void *ctx, uint32_t type, const void *payload, size_t len)
 {
-    return disp_journal_append((disp_journal_t *)ctx, type, payload, len);
+    return disp_journal_append((disp_journal_t *)ctx, type, payload, len, NULL);
 }
 
 /* A JournalPlanner message over a planner's state: the message points into
@@ -180,11 +180,11 @@ static void planner_to_msg(const disp_pjob_t *pj, pl_msg_t *b)
     b->jp.replans = pj->replans;
 }
 
-static int put_job(put_fn put, void *ctx, const disp_job_t *job)
+/* Puts message m of a job record type with the job's planner state (if it
+ * has a planner) hung on m's planner field *ret_planner for the put. */
+static int put_planned(put_fn put, void *ctx, uint32_t type, const ProtobufCMessage *m,
+                       const disp_job_t *job, Sluice__JournalPlanner **ret_planner)
 {
-    Sluice__JournalJob m = SLUICE__JOURNAL_JOB__INIT;
-    Sluice__Plan pm;
-    plan_to_msg(&job->plan, &pm);
     pl_msg_t *pb = NULL;
     if (job->planner != NULL) {
         pb = malloc(sizeof(*pb)); /* ~50 KiB: off the RPC thread's stack */
@@ -192,8 +192,19 @@ static int put_job(put_fn put, void *ctx, const disp_job_t *job)
             return -ENOMEM;
         }
         planner_to_msg(job->planner, pb);
-        m.planner = &pb->jp;
+        *ret_planner = &pb->jp;
     }
+    int rc = put_msg(put, ctx, type, m);
+    *ret_planner = NULL; /* points into pb */
+    free(pb);
+    return rc;
+}
+
+static int put_job(put_fn put, void *ctx, const disp_job_t *job)
+{
+    Sluice__JournalJob m = SLUICE__JOURNAL_JOB__INIT;
+    Sluice__Plan pm;
+    plan_to_msg(&job->plan, &pm);
     m.group = (char *)job->group;
     m.job_id = job->id;
     m.spec_json = job->spec_json;
@@ -207,9 +218,7 @@ static int put_job(put_fn put, void *ctx, const disp_job_t *job)
     m.sample_costs = job->costs;
     m.plan = &pm;
     m.plan_nunits = job->plan.nunits;
-    int rc = put_msg(put, ctx, DISP_JREC_JOB, &m.base);
-    free(pb);
-    return rc;
+    return put_planned(put, ctx, DISP_JREC_JOB, &m.base, job, &m.planner);
 }
 
 /* The job's whole ack state: done_below + the ACKED splits of live epochs. */
@@ -316,18 +325,7 @@ int disp_jstate_plan(disp_t *d, const disp_job_t *job)
     m.job_id = job->id;
     m.plan = &pm;
     m.plan_nunits = job->plan.nunits;
-    pl_msg_t *pb = NULL;
-    if (job->planner != NULL) {
-        pb = malloc(sizeof(*pb));
-        if (pb == NULL) {
-            return -ENOMEM;
-        }
-        planner_to_msg(job->planner, pb);
-        m.planner = &pb->jp;
-    }
-    int rc = put_msg(append_cb, d->journal, DISP_JREC_PLAN, &m.base);
-    free(pb);
-    return rc;
+    return put_planned(append_cb, d->journal, DISP_JREC_PLAN, &m.base, job, &m.planner);
 }
 
 int disp_jstate_rank(disp_t *d, const disp_job_t *job)
@@ -352,8 +350,19 @@ int disp_jstate_closed(disp_t *d, const disp_job_t *job, const char *reason)
     return put_msg(append_cb, d->journal, DISP_JREC_CLOSE, &m.base);
 }
 
-/* disp_jobs_expire's hook: a timed-out job is closed only once the close is
- * durable, or a restart would bring it back open. */
+uint64_t disp_jstate_seq(disp_t *d)
+{
+    return d->journal != NULL ? disp_journal_last(d->journal) : 0;
+}
+
+int disp_jstate_wait(disp_t *d, uint64_t seq)
+{
+    return d->journal != NULL && seq > 0 ? disp_journal_wait(d->journal, seq) : 0;
+}
+
+/* disp_jobs_expire's hook: a timed-out job is closed only once its close
+ * is in the log (disp_tick makes it durable after releasing the mutex; a
+ * crash before that brings the job back, to time out again). */
 static int expire_hook(void *ctx, const disp_job_t *job, const char *reason)
 {
     int rc = disp_jstate_closed(ctx, job, reason);
@@ -365,13 +374,27 @@ static int expire_hook(void *ctx, const disp_job_t *job, const char *reason)
     return rc;
 }
 
-void disp_jstate_maybe_compact(disp_t *d)
+void disp_jstate_maybe_compact(disp_t *d, int64_t now_ms)
 {
-    if (d->journal != NULL && disp_journal_log_bytes(d->journal) > DISP_JOURNAL_COMPACT_BYTES) {
-        uint64_t before = disp_journal_log_bytes(d->journal);
-        if (compact(d) == 0) {
-            SL_INFO("journal compacted (%" PRIu64 " bytes of log)", before);
+    if (d->journal == NULL) {
+        return;
+    }
+    uint64_t before = disp_journal_log_bytes(d->journal);
+    if (disp_journal_broken(d->journal)) {
+        /* A sync failed: what the log holds is in doubt, the state in
+         * memory is not. A snapshot of it makes every change durable. */
+        if (now_ms < d->journal_retry_ms) {
+            return;
         }
+        d->journal_retry_ms = now_ms + DISP_JOURNAL_RETRY_MS;
+        if (compact(d) == 0) {
+            SL_NOTICE("journal whole again: the state is in a new snapshot after a failed "
+                      "sync");
+        }
+        return;
+    }
+    if (before > DISP_JOURNAL_COMPACT_BYTES && compact(d) == 0) {
+        SL_INFO("journal compacted (%" PRIu64 " bytes of log)", before);
     }
 }
 
