@@ -312,6 +312,26 @@ fail:
 
 /* ------------------------------------------------------------ acks and returns */
 
+/* The client has every sample of ASSIGNED split id (acked or received)
+ * before its worker owner reported it sent, or from an earlier owner: for
+ * that worker it is done (its speed counts it) and, if revoke, nothing more
+ * is needed from there. Then the split leaves its owner's list. */
+static void client_has(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx,
+                       uint64_t id, int revoke, int64_t now_ms)
+{
+    disp_split_t *s = &ep->splits[idx];
+    disp_jw_t *jw = s->owner != 0 ? disp_job_jw(job, s->owner) : NULL;
+    for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
+        if (jw->ids[k] == id && jw->sent[k] != DISP_AN_DELIVERED) {
+            disp_jw_done(jw, ep->cost != NULL ? ep->cost[idx] : 0, now_ms);
+            if (revoke) {
+                disp_revoke_at_owner(job, s, id);
+            }
+        }
+    }
+    disp_detach(js, job, s, id);
+}
+
 size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
                      int64_t now_ms)
 {
@@ -330,16 +350,7 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
         case DISP_SPLIT_ACKED:
             continue;
         case DISP_SPLIT_ASSIGNED:
-            if (s->owner != 0) {
-                /* Acked before the worker reported it sent: it is done. */
-                disp_jw_t *jw = disp_job_jw(job, s->owner);
-                for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
-                    if (jw->ids[k] == ids[i] && jw->sent[k] != DISP_AN_DELIVERED) {
-                        disp_jw_done(jw, ep->cost != NULL ? ep->cost[idx] : 0, now_ms);
-                    }
-                }
-            }
-            disp_detach(js, job, s, ids[i]);
+            client_has(js, job, ep, idx, ids[i], 0, now_ms);
             break;
         case DISP_SPLIT_PENDING:
             /* Delivered by an owner we already gave up on; its queue entry
@@ -382,19 +393,7 @@ size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids,
         if (s->state != DISP_SPLIT_ASSIGNED) {
             continue;
         }
-        if (s->owner != 0) {
-            disp_jw_t *jw = disp_job_jw(job, s->owner);
-            for (uint32_t k = 0; jw != NULL && k < jw->n; k++) {
-                if (jw->ids[k] != ids[i] || jw->sent[k] == DISP_AN_DELIVERED) {
-                    continue;
-                }
-                /* The client has it all before the worker said so (or from
-                 * an earlier owner): nothing more is needed from there. */
-                disp_jw_done(jw, ep->cost != NULL ? ep->cost[idx] : 0, now_ms);
-                disp_revoke_at_owner(job, s, ids[i]);
-            }
-        }
-        disp_detach(js, job, s, ids[i]);
+        client_has(js, job, ep, idx, ids[i], 1, now_ms);
         s->state = DISP_SPLIT_RECEIVED;
         ep->nreceived++;
         s->owner = 0;
@@ -537,7 +536,7 @@ size_t disp_jobs_expire(disp_jobs_t *js, int64_t now_ms)
             snprintf(why, sizeof(why), "client silent for %" PRId64 " ms",
                      now_ms - job->last_client_ms);
             if (js->expire_hook != NULL && js->expire_hook(js->expire_hook_ctx, job, why) != 0) {
-                i++; /* not durable: stays open, retried on the next pass */
+                i++; /* not journaled: stays open, retried on the next pass */
                 continue;
             }
             disp_jobs_close(js, job, why, now_ms);

@@ -276,9 +276,9 @@ typedef struct disp_jobs_s {
     uint64_t cost_slots;  /* floats of sample costs held by open jobs */
     uint64_t splits_acked_total;
     uint64_t splits_reassigned_total;
-    /* Called before disp_jobs_expire closes a job (the journal makes the
-     * close durable first: dispatcher/journal_state.c). Non-zero keeps the
-     * job open until the next expiry pass. NULL = none. */
+    /* Called before disp_jobs_expire closes a job (the journal appends the
+     * close first: dispatcher/journal_state.c). Non-zero keeps the job
+     * open until the next expiry pass. NULL = none. */
     int (*expire_hook)(void *ctx, const disp_job_t *job, const char *reason);
     void *expire_hook_ctx;
 } disp_jobs_t;

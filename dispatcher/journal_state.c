@@ -307,7 +307,7 @@ int disp_jstate_acked(disp_t *d, disp_job_t *job, const uint64_t *ids, size_t n)
         }
     }
     int rc = 0;
-    if (m.n_split_ids > 0) { /* nothing new: nothing to make durable */
+    if (m.n_split_ids > 0) { /* nothing new: nothing to append (the reply still waits) */
         rc = put_msg(append_cb, d->journal, DISP_JREC_ACKS, &m.base);
     }
     free(m.split_ids);

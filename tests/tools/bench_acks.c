@@ -47,11 +47,18 @@ typedef struct thr_s {
     char err[600];
 } thr_t;
 
+/* One unary call; ret NULL: the answer is not wanted (freed here). */
 static int call(sl_rpc_channel_t *ch, const char *method, const ProtobufCMessage *req,
                 const ProtobufCMessageDescriptor *desc, ProtobufCMessage **ret, thr_t *t)
 {
     sl_rpc_status_t st;
-    if (sl_rpc_unary(ch, method, req, desc, CALL_MS, 1, ret, &st) == 0) {
+    ProtobufCMessage *m = NULL;
+    if (sl_rpc_unary(ch, method, req, desc, CALL_MS, 1, &m, &st) == 0) {
+        if (ret != NULL) {
+            *ret = m;
+        } else {
+            protobuf_c_message_free_unpacked(m, NULL);
+        }
         return 0;
     }
     snprintf(t->err, sizeof(t->err), "%s: %s: %s", method, sl_rpc_code_name(st.code),
@@ -86,11 +93,8 @@ static int ack_one(sl_rpc_channel_t *ch, thr_t *t, uint64_t job, uint64_t split)
     req.job_id = job;
     req.n_split_ids = 1;
     req.split_ids = &split;
-    ProtobufCMessage *m = NULL;
-    int rc = call(ch, "/sluice.Dispatcher/AckSplits", &req.base,
-                  &sluice__ack_splits_response__descriptor, &m, t);
-    protobuf_c_message_free_unpacked(m, NULL);
-    return rc;
+    return call(ch, "/sluice.Dispatcher/AckSplits", &req.base,
+                &sluice__ack_splits_response__descriptor, NULL, t);
 }
 
 /* Acks the client's own splits of one GetAssignment answer; *ret_n: how many. */
@@ -123,11 +127,8 @@ static int close_job(sl_rpc_channel_t *ch, thr_t *t, uint64_t job)
     Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job;
-    ProtobufCMessage *m = NULL;
-    int rc = call(ch, "/sluice.Dispatcher/CloseJob", &req.base,
-                  &sluice__close_job_response__descriptor, &m, t);
-    protobuf_c_message_free_unpacked(m, NULL);
-    return rc;
+    return call(ch, "/sluice.Dispatcher/CloseJob", &req.base,
+                &sluice__close_job_response__descriptor, NULL, t);
 }
 
 static void *run(void *arg)
