@@ -1,5 +1,6 @@
 /* journal_state: what of the dispatcher's state goes into the journal
- * (dispatcher/journal.h), and how replay rebuilds the job table from it.
+ * (dispatcher/journal.h), and how replay rebuilds the job table from it
+ * (the replay itself: journal_replay.c).
  *
  * Durable: every open job (canonical spec, sample count, fingerprint, split
  * size, plan, id, multi-rank group), its acknowledged splits, its plan
