@@ -5,17 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/base/clock.h"
 #include "common/base/log.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/planner_job.h"
 #include "dispatcher/planner_svc.h"
 
-int64_t disp_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t disp_now_ms(void) { return sl_mono_ms(); }
 
 uint64_t disp_id_seed(void)
 {
@@ -78,6 +74,7 @@ void disp_tick(disp_t *d, int64_t now_ms)
 {
     uint64_t lost[DISP_LOST_PER_TICK];
     pthread_mutex_lock(&d->mu);
+    uint64_t before = disp_jstate_seq(d);
     size_t nlost = disp_registry_expire(&d->reg, now_ms, d->cfg.worker_timeout_ms, lost,
                                         DISP_LOST_PER_TICK);
     for (size_t i = 0; i < nlost; i++) {
@@ -89,6 +86,24 @@ void disp_tick(disp_t *d, int64_t now_ms)
     (void)disp_jobs_expire(&d->jobs, now_ms);
     disp_jobs_assign_all(&d->jobs, now_ms);
     disp_planner_tick(d, now_ms); /* re-plans: workers changed, or rates drifted */
-    disp_jstate_maybe_compact(d);
+    disp_jstate_maybe_compact(d, now_ms);
+    uint64_t seq = disp_jstate_seq(d);
+    pthread_mutex_unlock(&d->mu);
+    /* Timeout closes and plans appended above: nobody waits for them, and
+     * a crash before the sync only repeats them, but they should not sit
+     * in the page cache until some RPC's sync. */
+    if (seq > before && disp_jstate_wait(d, seq) != 0) {
+        SL_WARN("journal: a sync failed; the next tick writes a snapshot of the state");
+    }
+}
+
+void disp_drop_job(disp_t *d, uint64_t job_id, const char *reason, int64_t now_ms)
+{
+    pthread_mutex_lock(&d->mu);
+    disp_job_t *job = disp_jobs_find(&d->jobs, job_id);
+    if (job != NULL) {
+        (void)disp_jstate_closed(d, job, reason);
+        disp_jobs_close(&d->jobs, job, reason, now_ms);
+    }
     pthread_mutex_unlock(&d->mu);
 }

@@ -1,8 +1,15 @@
 /* jobs: the job table and the truth about splits (docs/protocol.md).
  *
  * Pure bookkeeping over the caller's clock (now_ms, monotonic): no sockets,
- * no protobuf, no locking -- the caller holds the dispatcher mutex. Unit
- * tests drive it directly (tests/unit/test_dispatcher_jobs.c).
+ * no protobuf, no I/O, no locking -- every function here is called with the
+ * dispatcher mutex held (disp.h: RPC handler threads, the status thread,
+ * the main loop's tick). Unit tests drive it directly
+ * (tests/unit/test_dispatcher_jobs.c). The table owns its jobs, each job
+ * its epochs, split arrays, queues and per-worker records; workers are
+ * referred to by id (dispatcher/registry.h owns them). The code is in
+ * jobs.c (table, submit, acks, close), splits.c (split geometry, epochs,
+ * queues), assign.c (who gets a split) and worker_reports.c (what a
+ * worker's heartbeats and departure do): dispatcher/jobs_impl.h.
  *
  * Per job:
  *  - Epochs are created lazily: epoch e+1 once no split of epoch e is
@@ -55,6 +62,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/ring.h"
 #include "common/spec/spec.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/registry.h"
@@ -96,19 +104,14 @@ typedef struct disp_split_s {
     uint8_t stolen; /* moved once by stealing: never again */
 } disp_split_t;
 
-/* FIFO of split indices with push to the front for returned splits.
- * Entries whose split is no longer PENDING are skipped when popped (an ack
- * may arrive for a split waiting in the queue). */
-typedef struct disp_ring_s {
-    uint32_t *buf;
-    uint32_t cap, head, len;
-} disp_ring_t;
-
+/* The queues are FIFOs of split indices (uint32_t); returned splits go to
+ * the front. An entry whose split is no longer PENDING is skipped when it
+ * reaches the front (an ack may arrive for a split waiting in a queue). */
 typedef struct disp_epoch_s {
     uint64_t epoch;
     disp_split_t *splits; /* nsplits of the job */
-    disp_ring_t remote;   /* PENDING remote splits */
-    disp_ring_t local;    /* PENDING local-share splits */
+    sl_ring_t remote;     /* PENDING remote splits */
+    sl_ring_t local;      /* PENDING local-share splits */
     uint64_t *bounds;     /* cost cut: nsplits + 1 positions; NULL = by count */
     float *cost;          /* predicted cost per split (by count: its length) */
     uint64_t acked_positions; /* positions of its ACKED splits (progress) */
@@ -179,7 +182,7 @@ typedef struct disp_jw_s {
     int64_t busy_from_ms;
     /* When its oldest active split began, as far as we can tell: its last
      * delivery, or the start of a busy stretch. What a worker has left is
-     * its load less the progress on that split since (jobs.c jw_left). */
+     * its load less the progress on that split since (assign.c jw_left). */
     int64_t head_from_ms;
 } disp_jw_t;
 
@@ -273,9 +276,9 @@ typedef struct disp_jobs_s {
     uint64_t cost_slots;  /* floats of sample costs held by open jobs */
     uint64_t splits_acked_total;
     uint64_t splits_reassigned_total;
-    /* Called before disp_jobs_expire closes a job (the journal makes the
-     * close durable first: dispatcher/journal_state.c). Non-zero keeps the
-     * job open until the next expiry pass. NULL = none. */
+    /* Called before disp_jobs_expire closes a job (the journal appends the
+     * close first: dispatcher/journal_state.c). Non-zero keeps the job
+     * open until the next expiry pass. NULL = none. */
     int (*expire_hook)(void *ctx, const disp_job_t *job, const char *reason);
     void *expire_hook_ctx;
 } disp_jobs_t;
@@ -307,7 +310,7 @@ typedef struct disp_submit_s {
  * 500 ms made the uniform case's epoch 1.26x as long). */
 #define DISP_SPEED_MIN_BUSY_MS 50
 /* A steal must end the victim's work sooner by this share of the split's
- * time there (jobs.c steal_one): speeds are estimates. */
+ * time there (assign.c steal_one): speeds are estimates. */
 #define DISP_STEAL_MARGIN 0.5
 
 /* The split size for a job of `positions` per epoch with `workers` live

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,25 @@ struct disp_journal_s {
     char log_path[PATH_MAX];
     char snap_path[PATH_MAX];
     int log_fd;
-    uint64_t log_bytes;
+    uint64_t log_bytes; /* the caller's lock, like every append */
+
+    /* Group commit. Records are numbered 1, 2, ... as they are appended;
+     * `synced` is the last one a finished sync (or compaction) covered.
+     * One sync runs at a time, on the thread of a waiter, without any lock.
+     * [bad_lo, bad_hi]: records a failed sync covered (bad_hi = UINT64_MAX
+     * while the journal is broken: from the failure to the next compaction);
+     * an empty range has bad_lo > bad_hi. A later failure widens the range
+     * instead of replacing it, so a waiter that arrives late still learns
+     * that its record failed (and perhaps, wrongly, that one between the two
+     * failures did: the safe side). */
+    pthread_mutex_t mu; /* the fields below */
+    pthread_cond_t cv;  /* a sync finished */
+    uint64_t appended;
+    uint64_t synced;
+    int syncing;
+    uint64_t bad_lo, bad_hi;
+    disp_journal_sync_fn sync_fn;
+    void *sync_ctx;
 };
 
 /* CRC-32C (Castagnoli), bitwise: journal records are small and rare. */
@@ -90,6 +109,13 @@ static int write_record(int fd, uint32_t type, const void *payload, size_t len)
     return rc;
 }
 
+static int sync_fd(void *ctx, int fd, uint64_t upto)
+{
+    (void)ctx;
+    (void)upto;
+    return fdatasync(fd) == 0 ? 0 : -errno;
+}
+
 int disp_journal_open(const char *dir, disp_journal_t **ret, char *err, size_t errlen)
 {
     if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
@@ -119,6 +145,17 @@ int disp_journal_open(const char *dir, disp_journal_t **ret, char *err, size_t e
     if (fstat(j->log_fd, &st) == 0) {
         j->log_bytes = (uint64_t)st.st_size;
     }
+    int rc = pthread_mutex_init(&j->mu, NULL);
+    if (rc == 0 && (rc = pthread_cond_init(&j->cv, NULL)) != 0) {
+        pthread_mutex_destroy(&j->mu);
+    }
+    if (rc != 0) {
+        close(j->log_fd);
+        free(j);
+        return sl_err(err, errlen, -rc, "journal: %s", strerror(rc));
+    }
+    j->bad_lo = UINT64_MAX;
+    j->sync_fn = sync_fd;
     *ret = j;
     return 0;
 }
@@ -128,8 +165,16 @@ void disp_journal_close(disp_journal_t *j)
     if (j == NULL) {
         return;
     }
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
     close(j->log_fd);
     free(j);
+}
+
+void disp_journal_set_sync(disp_journal_t *j, disp_journal_sync_fn fn, void *ctx)
+{
+    j->sync_fn = fn != NULL ? fn : sync_fd;
+    j->sync_ctx = fn != NULL ? ctx : NULL;
 }
 
 /* A journal is compacted into a snapshot as it grows; this bound only keeps
@@ -236,16 +281,91 @@ int disp_journal_replay(disp_journal_t *j, disp_journal_fn fn, void *ctx, size_t
     return 0;
 }
 
-int disp_journal_append(disp_journal_t *j, uint32_t type, const void *payload, size_t len)
+/* A sync failed, or the log may hold a torn record: every record not yet
+ * known durable fails, and so does every later one until a compaction
+ * rewrites the state (j->mu held). */
+static void mark_broken(disp_journal_t *j)
+{
+    if (j->bad_lo > j->bad_hi) {
+        j->bad_lo = j->synced + 1;
+    }
+    j->bad_hi = UINT64_MAX;
+}
+
+int disp_journal_append(disp_journal_t *j, uint32_t type, const void *payload, size_t len,
+                        uint64_t *ret_seq)
 {
     int rc = write_record(j->log_fd, type, payload, len);
-    if (rc == 0 && fdatasync(j->log_fd) < 0) {
-        rc = -errno;
+    if (rc != 0) {
+        /* Cut what part of it went out, or records appended after it would
+         * sit behind a bad one (a corrupt middle: no restart). */
+        if (ftruncate(j->log_fd, (off_t)j->log_bytes) != 0) {
+            pthread_mutex_lock(&j->mu);
+            mark_broken(j);
+            pthread_mutex_unlock(&j->mu);
+        }
+        return rc;
     }
-    if (rc == 0) {
-        j->log_bytes += HDR + len;
+    j->log_bytes += HDR + len;
+    pthread_mutex_lock(&j->mu);
+    uint64_t seq = ++j->appended;
+    pthread_mutex_unlock(&j->mu);
+    if (ret_seq != NULL) {
+        *ret_seq = seq;
     }
+    return 0;
+}
+
+uint64_t disp_journal_last(disp_journal_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    uint64_t seq = j->appended;
+    pthread_mutex_unlock(&j->mu);
+    return seq;
+}
+
+int disp_journal_wait(disp_journal_t *j, uint64_t seq)
+{
+    int rc = 0;
+    pthread_mutex_lock(&j->mu);
+    seq = seq < j->appended ? seq : j->appended; /* no waiting for records never made */
+    for (;;) {
+        if (seq >= j->bad_lo && seq <= j->bad_hi) {
+            rc = -EIO;
+            break;
+        }
+        if (seq <= j->synced) {
+            break;
+        }
+        if (j->syncing) {
+            pthread_cond_wait(&j->cv, &j->mu);
+            continue;
+        }
+        /* Nobody is syncing: this thread does, for everything appended
+         * so far (every record <= upto has been written). */
+        uint64_t upto = j->appended;
+        j->syncing = 1;
+        pthread_mutex_unlock(&j->mu);
+        int src = j->sync_fn(j->sync_ctx, j->log_fd, upto);
+        pthread_mutex_lock(&j->mu);
+        j->syncing = 0;
+        if (src != 0) {
+            mark_broken(j);
+        } else if (upto > j->synced) {
+            j->synced = upto;
+        }
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
     return rc;
+}
+
+int disp_journal_broken(disp_journal_t *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int broken = j->bad_hi == UINT64_MAX;
+    pthread_mutex_unlock(&j->mu);
+    return broken;
 }
 
 static int emit_to_fd(void *emit_ctx, uint32_t type, const void *payload, size_t len)
@@ -285,6 +405,17 @@ int disp_journal_compact(disp_journal_t *j, disp_journal_writer_fn writer, void 
                       strerror(errno));
     }
     j->log_bytes = 0;
+    /* The snapshot holds the effect of every record appended so far (the
+     * caller's lock keeps appends out): all of them are durable now, and a
+     * broken journal is whole again. The snapshot takes a number of its
+     * own, so a reply that appended nothing and waits for the last number
+     * (a retried ack) is not taken for one of the records that failed. */
+    pthread_mutex_lock(&j->mu);
+    if (j->bad_hi == UINT64_MAX) {
+        j->bad_hi = j->appended;
+    }
+    j->synced = ++j->appended;
+    pthread_mutex_unlock(&j->mu);
     return 0;
 }
 

@@ -1,9 +1,9 @@
 /* registry: the workers the dispatcher knows. Pure bookkeeping with the
  * caller's clock (now_ms, monotonic) so that tests drive time; not
- * thread-safe: the caller holds the dispatcher mutex (dispatcher.h).
+ * thread-safe: the caller holds the dispatcher mutex (disp.h).
  *
  * A worker is LIVE from RegisterWorker until it has been silent for
- * worker_timeout_ms; then LOST (its splits are re-assigned by jobs.c) and
+ * worker_timeout_ms; then LOST (its splits are re-assigned: jobs.h) and
  * kept for DISP_LOST_LINGER_MS so /status can show it, then removed. A
  * draining worker (heartbeat leaving=true) stays LIVE with `leaving` set
  * (it gets no new splits) until a leaving heartbeat reports nothing in
@@ -48,8 +48,8 @@ typedef struct disp_worker_s {
     uint64_t buffered_bytes;
     uint64_t bytes_sent; /* the worker's own counter, as last reported */
     uint32_t in_progress;     /* splits_in_progress in the last heartbeat */
-    uint32_t outstanding;     /* ASSIGNED splits over all jobs (kept by jobs.c) */
-    uint32_t hb_seq;          /* heartbeats answered (jobs.c resend logic) */
+    uint32_t outstanding;     /* ASSIGNED splits over all jobs (kept by assign.c) */
+    uint32_t hb_seq;          /* heartbeats answered (worker_reports.c resend rule) */
     disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
     uint32_t nstages;
 } disp_worker_t;

@@ -464,7 +464,12 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
                   job->plan.mode, job->plan.split, job->plan.nunits, job->plan.local_share,
                   job->client_id);
     }
+    uint64_t seq = disp_jstate_seq(d);
     pthread_mutex_unlock(&d->mu);
+    if (rc == 0 && disp_jstate_wait(d, seq) != 0) {
+        disp_drop_job(d, id, "journal write failed", now_ms);
+        rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
+    }
     if (rc == -ENOMEM) {
         return oom(err, errlen);
     }
@@ -589,6 +594,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
                       DISP_MAX_IDS_PER_CALL);
     }
     disp_job_t *job = NULL;
+    uint64_t seq = 0;
     pthread_mutex_lock(&d->mu);
     int rc = find_open_job(d, req->job_id, &job, err, errlen);
     if (rc == 0) {
@@ -624,7 +630,11 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
         resp->finished = job->state == DISP_JOB_FINISHED;
     }
 out:
+    seq = disp_jstate_seq(d);
     pthread_mutex_unlock(&d->mu);
+    if (rc == 0 && disp_jstate_wait(d, seq) != 0) {
+        rc = sl_err(err, errlen, -EIO, "journal write failed");
+    }
     return rc;
 }
 
@@ -681,7 +691,11 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
             resp->version = SL_PROTOCOL_VERSION;
         }
     }
+    uint64_t seq = disp_jstate_seq(d);
     pthread_mutex_unlock(&d->mu);
+    if (rc == 0 && disp_jstate_wait(d, seq) != 0) {
+        rc = sl_err(err, errlen, -EIO, "journal write failed");
+    }
     return rc;
 }
 

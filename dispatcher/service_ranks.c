@@ -132,7 +132,12 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
                 rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
             }
         }
+        uint64_t seq = disp_jstate_seq(d);
         pthread_mutex_unlock(&d->mu);
+        if (rc == 0 && disp_jstate_wait(d, seq) != 0) {
+            disp_drop_job(d, resp->job_id, "journal write failed", now_ms);
+            rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
+        }
         if (rc != 0) {
             return rc;
         }

@@ -1,14 +1,15 @@
 /* test_dispatcher_balance: data-aware balancing in simulated time.
  *
  * The dispatcher's split cut, assignment by predicted finish and stealing
- * (dispatcher/jobs.c, the real code) hand splits to simulated workers of
- * unequal speed over a skewed data set (10 % of the samples cost 6-10x);
- * the workers heartbeat as worker/control.c does (every 500 ms, and 30 ms
- * after a split finished), the client acks a split 10 ms after its last
- * sample. Time is the fake clock's, so epoch times are deterministic: the
- * test asserts that cost-cut splits end the epoch sooner than count-cut
- * ones, which a timed test on this shared host could not. scripts/bench-skew
- * measures the same on a real emulated cluster (docs/benchmarks.md).
+ * (dispatcher/splits.c and assign.c, the real code) hand splits to
+ * simulated workers of unequal speed over a skewed data set (10 % of the
+ * samples cost 6-10x); the workers heartbeat as worker/control.c does
+ * (every 500 ms, and 30 ms after a split finished), the client acks a
+ * split 10 ms after its last sample. Time is the fake clock's, so epoch
+ * times are deterministic: the test asserts that cost-cut splits end the
+ * epoch sooner than count-cut ones, which a timed test on this shared host
+ * could not. scripts/bench-skew measures the same on a real emulated
+ * cluster (docs/benchmarks.md).
  * SIM_VERBOSE=1 prints each set's epoch times and the dispatcher's info
  * log (steals), SIM_TRACE=1 every split a worker finished or dropped. */
 #include <check.h>

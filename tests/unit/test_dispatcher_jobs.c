@@ -1,6 +1,7 @@
 /* test_dispatcher_jobs: the dispatcher's split logic without sockets --
- * dispatcher/jobs.c and registry.c driven with a fake clock, and the RPC
- * handlers of dispatcher/service.c called as plain functions. */
+ * the job table (dispatcher/jobs.h) and registry.c driven with a fake
+ * clock, and the RPC handlers of dispatcher/service.c called as plain
+ * functions. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>

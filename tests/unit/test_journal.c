@@ -1,10 +1,18 @@
+/* dispatcher/journal: records replay in order; a torn tail is cut, a
+ * corrupt middle refused; compaction; group commit: concurrent waiters
+ * share syncs, none is told "durable" before a sync that started after its
+ * record was written, and a failed sync fails every record it covered
+ * (and every later one until a compaction). */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dispatcher/journal.h"
@@ -62,9 +70,9 @@ static void append3(void)
     size_t t;
     disp_journal_t *j = reopen(&s, &t, 0);
     ck_assert_int_eq(s.n, 0);
-    ck_assert_int_eq(disp_journal_append(j, 1, "alpha", 5), 0);
-    ck_assert_int_eq(disp_journal_append(j, 2, "beta", 4), 0);
-    ck_assert_int_eq(disp_journal_append(j, 3, "", 0), 0);
+    ck_assert_int_eq(disp_journal_append(j, 1, "alpha", 5, NULL), 0);
+    ck_assert_int_eq(disp_journal_append(j, 2, "beta", 4, NULL), 0);
+    ck_assert_int_eq(disp_journal_append(j, 3, "", 0, NULL), 0);
     disp_journal_close(j);
 }
 
@@ -107,7 +115,7 @@ START_TEST(test_torn_tail_truncated)
     ck_assert_uint_eq(t, 6);
     ck_assert_int_eq(log_size(), full);
     /* Appending after the cut works and replays. */
-    ck_assert_int_eq(disp_journal_append(j, 4, "delta", 5), 0);
+    ck_assert_int_eq(disp_journal_append(j, 4, "delta", 5, NULL), 0);
     disp_journal_close(j);
     j = reopen(&s, &t, 0);
     ck_assert_int_eq(s.n, 4);
@@ -169,7 +177,7 @@ START_TEST(test_compaction)
     ck_assert_uint_gt(disp_journal_log_bytes(j), 0);
     ck_assert_int_eq(disp_journal_compact(j, writer, NULL, err, sizeof(err)), 0);
     ck_assert_uint_eq(disp_journal_log_bytes(j), 0);
-    ck_assert_int_eq(disp_journal_append(j, 5, "after", 5), 0);
+    ck_assert_int_eq(disp_journal_append(j, 5, "after", 5, NULL), 0);
     disp_journal_close(j);
     j = reopen(&s, &t, 0);
     ck_assert_int_eq(s.n, 3);
@@ -177,6 +185,165 @@ START_TEST(test_compaction)
     ck_assert_str_eq(s.payload[1], "snap2");
     ck_assert_str_eq(s.payload[2], "after");
     disp_journal_close(j);
+}
+END_TEST
+
+/* ------------------------------------------------------------ group commit */
+
+#define GC_THREADS 8
+#define GC_RECORDS 40 /* per thread */
+#define GC_PAYLOAD 8  /* every record HDR + 8 bytes: the log size says what was written */
+
+/* The fake sync: checks that every record it covers is in the file, takes
+ * a while (so that appends pile up behind it), and fails call fail_at. */
+typedef struct gc_s {
+    disp_journal_t *j;
+    pthread_mutex_t mu; /* the dispatcher's: appends are made under it */
+    atomic_uint_fast64_t ok_upto; /* highest upto of a sync that succeeded */
+    atomic_int nsyncs;
+    int fail_at;            /* 1-based sync call that fails; 0 = none */
+    uint64_t fail_lo, fail_hi; /* the records that failed sync covered */
+    uint64_t last_upto;     /* syncs run one at a time: no lock needed */
+    uint64_t seq[GC_THREADS][GC_RECORDS];
+    int rc[GC_THREADS][GC_RECORDS];
+} gc_t;
+
+static int gc_sync(void *ctx, int fd, uint64_t upto)
+{
+    gc_t *g = ctx;
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    ck_assert_int_ge(st.st_size, (off_t)(upto * (16 + GC_PAYLOAD)));
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    int n = atomic_fetch_add(&g->nsyncs, 1) + 1;
+    int rc = 0;
+    if (n == g->fail_at) {
+        g->fail_lo = g->last_upto + 1;
+        g->fail_hi = upto;
+        rc = -EIO;
+    } else if (upto > atomic_load(&g->ok_upto)) {
+        atomic_store(&g->ok_upto, upto);
+    }
+    g->last_upto = upto;
+    return rc;
+}
+
+static int gc_index;
+
+static void *gc_thread(void *arg)
+{
+    gc_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    int t = gc_index++;
+    pthread_mutex_unlock(&g->mu);
+    for (int i = 0; i < GC_RECORDS; i++) {
+        uint64_t seq = 0;
+        pthread_mutex_lock(&g->mu);
+        ck_assert_int_eq(disp_journal_append(g->j, 7, "12345678", GC_PAYLOAD, &seq), 0);
+        pthread_mutex_unlock(&g->mu);
+        g->seq[t][i] = seq;
+        g->rc[t][i] = disp_journal_wait(g->j, seq);
+        if (g->rc[t][i] == 0) {
+            /* Durable means a sync that covered seq finished. */
+            ck_assert_uint_ge(atomic_load(&g->ok_upto), seq);
+        }
+    }
+    return NULL;
+}
+
+static int count_records(void *ctx, uint32_t type, const uint8_t *p, size_t len)
+{
+    (void)type;
+    (void)p;
+    (void)len;
+    (*(int *)ctx)++;
+    return 0;
+}
+
+static void gc_run(gc_t *g, int fail_at)
+{
+    seen_t s;
+    size_t t;
+    memset(g, 0, sizeof(*g));
+    g->j = reopen(&s, &t, 0);
+    g->fail_at = fail_at;
+    ck_assert_int_eq(pthread_mutex_init(&g->mu, NULL), 0);
+    disp_journal_set_sync(g->j, gc_sync, g);
+    gc_index = 0;
+    pthread_t th[GC_THREADS];
+    for (int i = 0; i < GC_THREADS; i++) {
+        ck_assert_int_eq(pthread_create(&th[i], NULL, gc_thread, g), 0);
+    }
+    for (int i = 0; i < GC_THREADS; i++) {
+        pthread_join(th[i], NULL);
+    }
+    pthread_mutex_destroy(&g->mu);
+}
+
+START_TEST(test_group_commit)
+{
+    static gc_t g;
+    gc_run(&g, 0);
+    int n = GC_THREADS * GC_RECORDS;
+    for (int t = 0; t < GC_THREADS; t++) {
+        for (int i = 0; i < GC_RECORDS; i++) {
+            ck_assert_int_eq(g.rc[t][i], 0);
+        }
+    }
+    ck_assert_uint_eq(disp_journal_last(g.j), (uint64_t)n);
+    /* Waiters shared syncs: with eight threads behind a 1 ms sync, far
+     * fewer syncs than records (one each before group commit). */
+    int nsyncs = atomic_load(&g.nsyncs);
+    printf("group commit: %d syncs for %d records from %d threads\n", nsyncs, n, GC_THREADS);
+    ck_assert_msg(nsyncs < n, "%d syncs for %d records", nsyncs, n);
+    ck_assert_int_eq(disp_journal_broken(g.j), 0);
+    disp_journal_close(g.j);
+    int count = 0;
+    disp_journal_t *j = NULL;
+    char err[256];
+    size_t t;
+    ck_assert_int_eq(disp_journal_open(dir, &j, err, sizeof(err)), 0);
+    ck_assert_int_eq(disp_journal_replay(j, count_records, &count, &t, err, sizeof(err)), 0);
+    ck_assert_int_eq(count, n);
+    disp_journal_close(j);
+}
+END_TEST
+
+START_TEST(test_sync_failure_reported)
+{
+    static gc_t g;
+    gc_run(&g, 3);
+    ck_assert_uint_ge(g.fail_hi, g.fail_lo);
+    int failed = 0;
+    for (int t = 0; t < GC_THREADS; t++) {
+        for (int i = 0; i < GC_RECORDS; i++) {
+            uint64_t seq = g.seq[t][i];
+            if (seq < g.fail_lo) {
+                ck_assert_int_eq(g.rc[t][i], 0); /* durable before the failure */
+            } else {
+                /* Covered by the failed sync, or appended to a broken journal. */
+                ck_assert_msg(g.rc[t][i] == -EIO, "record %llu: %d", (unsigned long long)seq,
+                              g.rc[t][i]);
+                failed++;
+            }
+        }
+    }
+    ck_assert_int_ge(failed, (int)(g.fail_hi - g.fail_lo + 1));
+    ck_assert_int_eq(disp_journal_broken(g.j), 1);
+
+    /* A snapshot of the state makes the journal whole; the failed records
+     * stay failed for a late waiter, the snapshot's own number does not. */
+    char err[256];
+    disp_journal_set_sync(g.j, NULL, NULL); /* the log restarts empty: fdatasync again */
+    ck_assert_int_eq(disp_journal_compact(g.j, writer, NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(disp_journal_broken(g.j), 0);
+    ck_assert_int_eq(disp_journal_wait(g.j, g.fail_lo), -EIO);
+    ck_assert_int_eq(disp_journal_wait(g.j, disp_journal_last(g.j)), 0);
+    uint64_t seq = 0;
+    ck_assert_int_eq(disp_journal_append(g.j, 8, "12345678", GC_PAYLOAD, &seq), 0);
+    ck_assert_int_eq(disp_journal_wait(g.j, seq), 0);
+    disp_journal_close(g.j);
 }
 END_TEST
 
@@ -199,6 +366,8 @@ int main(void)
     tcase_add_test(tc, test_bad_last_record_is_torn);
     tcase_add_test(tc, test_corrupt_middle_refused);
     tcase_add_test(tc, test_compaction);
+    tcase_add_test(tc, test_group_commit);
+    tcase_add_test(tc, test_sync_failure_reported);
     tcase_add_test(tc, test_bad_directory);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);

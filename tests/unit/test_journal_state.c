@@ -4,7 +4,8 @@
  * the client closed them or timed out; auto jobs keep their planner (the
  * prediction and re-planning work after a restart); ranks keep their job
  * name and re-attach; a journal written before those fields existed still
- * loads; new ids never collide with replayed ones. */
+ * loads; new ids never collide with replayed ones; a failed sync fails the
+ * RPCs it covered and the next snapshot makes the journal whole. */
 #include <check.h>
 #include <errno.h>
 #include <jansson.h>
@@ -52,7 +53,8 @@ static void open_disp(disp_t *d, uint64_t seed)
     ck_assert_msg(disp_jstate_open(d, dir, 1000, err, sizeof(err)) == 0, "%s", err);
 }
 
-static uint64_t submit(disp_t *d)
+/* SubmitJob of SPEC3; returns the gRPC code, the job id in *ret_id. */
+static int submit_rc(disp_t *d, uint64_t *ret_id)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
@@ -62,13 +64,20 @@ static uint64_t submit(disp_t *d)
     req.spec_json = SPEC3;
     req.spec_name = "s.json";
     req.num_samples = 35; /* 4 splits per epoch */
-    ck_assert_int_eq(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, sizeof(err)),
-                     SL_RPC_OK);
+    int rc = disp_svc_submit_job(d, &req, &resp, &a, 1000, err, sizeof(err));
     disp_arena_free(&a);
-    return resp.job_id;
+    *ret_id = resp.job_id;
+    return rc;
 }
 
-static void ack(disp_t *d, uint64_t job, uint64_t *ids, size_t n)
+static uint64_t submit(disp_t *d)
+{
+    uint64_t id = 0;
+    ck_assert_int_eq(submit_rc(d, &id), SL_RPC_OK);
+    return id;
+}
+
+static int ack_rc(disp_t *d, uint64_t job, uint64_t *ids, size_t n)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
     Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
@@ -78,9 +87,14 @@ static void ack(disp_t *d, uint64_t job, uint64_t *ids, size_t n)
     req.job_id = job;
     req.split_ids = ids;
     req.n_split_ids = n;
-    ck_assert_int_eq(disp_svc_ack_splits(d, &req, &resp, &a, 1000, err, sizeof(err)),
-                     SL_RPC_OK);
+    int rc = disp_svc_ack_splits(d, &req, &resp, &a, 1000, err, sizeof(err));
     disp_arena_free(&a);
+    return rc;
+}
+
+static void ack(disp_t *d, uint64_t job, uint64_t *ids, size_t n)
+{
+    ck_assert_int_eq(ack_rc(d, job, ids, n), SL_RPC_OK);
 }
 
 static int state_of(disp_t *d, uint64_t job, uint64_t split)
@@ -201,6 +215,52 @@ START_TEST(test_expire_waits_for_journal)
     disp_destroy(&d);
     open_disp(&d, 100);
     ck_assert_ptr_null(disp_jobs_find(&d.jobs, id));
+    disp_destroy(&d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ group commit */
+
+static int fail_syncs(void *ctx, int fd, uint64_t upto)
+{
+    (void)fd;
+    (void)upto;
+    int *n = ctx;
+    return (*n)-- > 0 ? -EIO : 0;
+}
+
+/* A failed sync fails the RPCs it covered as a failed append did (ack:
+ * UNAVAILABLE; submit: the job is dropped), and every RPC after it, a
+ * retried ack that writes nothing new included, until the next tick's
+ * snapshot has made the state in memory durable. */
+START_TEST(test_sync_failure_fails_rpcs)
+{
+    disp_t d;
+    open_disp(&d, 100);
+    uint64_t id = submit(&d);
+    int fails = 1;
+    disp_journal_set_sync(d.journal, fail_syncs, &fails);
+    uint64_t ids[] = {0, 1};
+    ck_assert_int_eq(ack_rc(&d, id, ids, 2), SL_RPC_UNAVAILABLE);
+    ck_assert_int_eq(state_of(&d, id, 0), DISP_SPLIT_ACKED); /* applied, not answered */
+    ck_assert_int_eq(ack_rc(&d, id, ids, 2), SL_RPC_UNAVAILABLE);
+    uint64_t gone = 0;
+    ck_assert_int_eq(submit_rc(&d, &gone), SL_RPC_UNAVAILABLE);
+    ck_assert_uint_eq(d.jobs.nopen, 1); /* it was made, and dropped */
+    ck_assert_uint_eq(d.jobs.n, 2);
+
+    disp_tick(&d, 1100);
+    ck_assert_int_eq(disp_journal_broken(d.journal), 0);
+    ck_assert_int_eq(ack_rc(&d, id, ids, 2), SL_RPC_OK);
+    uint64_t more[] = {2};
+    ck_assert_int_eq(ack_rc(&d, id, more, 1), SL_RPC_OK);
+    disp_destroy(&d);
+
+    open_disp(&d, 100);
+    ck_assert_int_eq(state_of(&d, id, 1), DISP_SPLIT_ACKED);
+    ck_assert_int_eq(state_of(&d, id, 2), DISP_SPLIT_ACKED);
+    ck_assert_int_eq(state_of(&d, id, 3), DISP_SPLIT_PENDING);
+    ck_assert_uint_eq(d.jobs.n, 1); /* not the dropped one */
     disp_destroy(&d);
 }
 END_TEST
@@ -327,7 +387,7 @@ static void append_job(disp_journal_t *j, uint64_t id, const char *spec,
     size_t len = protobuf_c_message_get_packed_size(&m.base);
     ck_assert_uint_le(len, sizeof(buf));
     protobuf_c_message_pack(&m.base, buf);
-    ck_assert_int_eq(disp_journal_append(j, DISP_JREC_JOB, buf, len), 0);
+    ck_assert_int_eq(disp_journal_append(j, DISP_JREC_JOB, buf, len, NULL), 0);
 }
 
 START_TEST(test_old_journal_loads)
@@ -349,7 +409,7 @@ START_TEST(test_old_journal_loads)
     uint8_t buf[256];
     size_t len = protobuf_c_message_get_packed_size(&pm.base);
     protobuf_c_message_pack(&pm.base, buf);
-    ck_assert_int_eq(disp_journal_append(j, DISP_JREC_PLAN, buf, len), 0);
+    ck_assert_int_eq(disp_journal_append(j, DISP_JREC_PLAN, buf, len, NULL), 0);
 
     /* Broken planner state: a client profile that does not fit the
      * pipeline (1 unit of 3), and a planner input of the wrong size. */
@@ -466,6 +526,7 @@ int main(void)
     tcase_add_test(tc, test_finished_job_stays_finished);
     tcase_add_test(tc, test_expired_job_stays_closed);
     tcase_add_test(tc, test_expire_waits_for_journal);
+    tcase_add_test(tc, test_sync_failure_fails_rpcs);
     tcase_add_test(tc, test_planner_state_restored);
     tcase_add_test(tc, test_old_journal_loads);
     tcase_add_test(tc, test_rank_reattaches_after_restart);
