@@ -241,11 +241,11 @@ START_TEST(test_sync_failure_fails_rpcs)
     int fails = 1;
     disp_journal_set_sync(d.journal, fail_syncs, &fails);
     uint64_t ids[] = {0, 1};
-    ck_assert_int_eq(ack_rc(&d, id, ids, 2), SL_RPC_UNAVAILABLE);
+    ck_assert_int_eq(sl_rpc_status_from_errno(ack_rc(&d, id, ids, 2)), SL_RPC_UNAVAILABLE);
     ck_assert_int_eq(state_of(&d, id, 0), DISP_SPLIT_ACKED); /* applied, not answered */
-    ck_assert_int_eq(ack_rc(&d, id, ids, 2), SL_RPC_UNAVAILABLE);
+    ck_assert_int_eq(sl_rpc_status_from_errno(ack_rc(&d, id, ids, 2)), SL_RPC_UNAVAILABLE);
     uint64_t gone = 0;
-    ck_assert_int_eq(submit_rc(&d, &gone), SL_RPC_UNAVAILABLE);
+    ck_assert_int_eq(sl_rpc_status_from_errno(submit_rc(&d, &gone)), SL_RPC_UNAVAILABLE);
     ck_assert_uint_eq(d.jobs.nopen, 1); /* it was made, and dropped */
     ck_assert_uint_eq(d.jobs.n, 2);
 
