@@ -118,18 +118,11 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
     return c;
 }
 
-static double mono_sec(clockid_t clk)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Busy threads / threads since the last heartbeat, from process CPU time. */
 static double measure_load(wk_control_t *c)
 {
-    double cpu = mono_sec(CLOCK_PROCESS_CPUTIME_ID);
-    double wall = mono_sec(CLOCK_MONOTONIC);
+    double cpu = sl_process_cpu_sec();
+    double wall = sl_mono_sec();
     double load = 0;
     if (c->last_wall > 0 && wall > c->last_wall && c->threads > 0) {
         load = (cpu - c->last_cpu) / ((wall - c->last_wall) * c->threads);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,14 +49,6 @@ static void bench_usage(FILE *f)
             "\n"
             "prints delivered samples/s, stall %% (consumer waiting for data), client CPU %%,\n"
             "samples from local and remote processing, and the plan used\n");
-}
-
-static double cpu_sec(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
 static void sleep_until(double t)
@@ -177,7 +168,7 @@ static int consume(const bench_opts_t *o, sluice_job_t *job, sl_cli_watchdog_t *
                    const char *tag, bench_result_t *r)
 {
     int progress = !o->c.json && tag[0] == '\0' && isatty(STDERR_FILENO);
-    double t0 = sl_mono_sec(), cpu0 = cpu_sec(), last = t0, next_step = t0;
+    double t0 = sl_mono_sec(), cpu0 = sl_process_cpu_sec(), last = t0, next_step = t0;
     int status = SL_EXIT_OK;
     memset(r, 0, sizeof(*r));
     if (wd != NULL) {
@@ -223,7 +214,7 @@ static int consume(const bench_opts_t *o, sluice_job_t *job, sl_cli_watchdog_t *
         }
     }
     r->seconds = sl_mono_sec() - t0;
-    r->cpu = cpu_sec() - cpu0;
+    r->cpu = sl_process_cpu_sec() - cpu0;
     if (progress) {
         fprintf(stderr, "\n");
     }

@@ -30,6 +30,14 @@ static inline double sl_thread_cpu_sec(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* CPU time of the whole process (every thread, user + system). */
+static inline double sl_process_cpu_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Initialises cv so that sl_cond_wait_until can time out on it. Every
  * condition variable that is ever waited on with a timeout is made here.
  * Returns 0 or a negative errno. */

@@ -1,5 +1,5 @@
 /* conf: one table drives defaults, the config file, the flags and --help
- * (STYLE.md habit 7). Library code: nothing here logs; errors go to the
+ * (one row per option: nothing to keep in step). Library code: nothing here logs; errors go to the
  * caller's buffer and name "FILE:LINE: key: why" or "--flag: why". */
 #include "common/base/conf.h"
 

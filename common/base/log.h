@@ -1,6 +1,6 @@
 /* log: the one logging macro, for daemons and the CLI only.
  * common/ and client/ library code never logs: it returns an error code and
- * fills the caller's error buffer (STYLE.md habit 4). Output goes to stderr,
+ * fills the caller's error buffer, and the program decides what to print. Output goes to stderr,
  * which journald collects. The level is the daemon's top-level state. */
 #ifndef SL_LOG_H
 #define SL_LOG_H

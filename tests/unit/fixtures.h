@@ -70,7 +70,7 @@ int fx_rmtree(const char *path);
 int fx_make_imagefolder(const char *root, int n, uint32_t w, uint32_t h);
 
 /* Runs a Check suite (forking per test unless nofork: gRPC suites must
- * not fork after grpc_init, ../shared/GRPC_CORE.md pitfall 1) and frees
+ * not fork after grpc_init: gRPC's threads do not survive fork) and frees
  * it. Returns EXIT_SUCCESS when every test passed, else EXIT_FAILURE. */
 struct Suite;
 int fx_run_suite(struct Suite *s, int nofork);

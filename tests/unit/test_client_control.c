@@ -3,7 +3,7 @@
  * retry naming that worker (AckSplits.retry_worker_id) each time its Fetch
  * stream fails, and restart the stream only after a per-worker backoff
  * (200 ms doubling to 2 s), not every 100 ms poll. gRPC suites run without
- * fork (GRPC_CORE.md). */
+ * fork (gRPC's threads do not survive a fork after grpc_init). */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>

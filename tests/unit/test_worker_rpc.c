@@ -2,7 +2,8 @@
  * FAILED_PRECONDITION, one stream per job, close -> OK, client cancel ->
  * the job's work is dropped) and the control loop against a fake dispatcher
  * (register, known=false -> register again, jobs and splits from heartbeats,
- * failed_jobs reported). gRPC suites run without fork (GRPC_CORE.md). */
+ * failed_jobs reported). gRPC suites run without fork: gRPC's threads do not
+ * survive a fork after grpc_init. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
