@@ -563,7 +563,7 @@ static int advance(disp_job_t *job, int64_t now_ms)
             job->nep--;
             continue;
         }
-        if (job->nep < 2 && job->next_epoch < job->epochs &&
+        if (job->nep < 2 && job->next_epoch < disp_job_end_epoch(job) &&
             (job->nep == 0 || job->ep[job->nep - 1].npending == 0)) {
             if (epoch_create(job) != 0) {
                 SL_ERR("job %" PRIu64 ": out of memory creating epoch %" PRIu64
@@ -576,7 +576,8 @@ static int advance(disp_job_t *job, int64_t now_ms)
         }
         break;
     }
-    if (job->state == DISP_JOB_ACTIVE && job->nep == 0 && job->next_epoch >= job->epochs) {
+    if (job->state == DISP_JOB_ACTIVE && job->nep == 0 &&
+        job->next_epoch >= disp_job_end_epoch(job)) {
         job->state = DISP_JOB_FINISHED;
         job->finished_ms = now_ms;
         SL_NOTICE("job %" PRIu64 ": finished (%u epochs)", job->id, job->epochs);
@@ -978,6 +979,20 @@ static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avo
     return best;
 }
 
+/* Why remote splits go to the client (told to it in GetAssignment). */
+static void note_fallback(const disp_jobs_t *js, disp_job_t *job)
+{
+    if (js->reg->nlive == 0) {
+        snprintf(job->fallback, sizeof(job->fallback), "no live worker for %" PRId64 " ms",
+                 js->lim.worker_timeout_ms);
+    } else if (job->worker_failure[0] != '\0') {
+        snprintf(job->fallback, sizeof(job->fallback),
+                 "every live worker refused the job (%.200s)", job->worker_failure);
+    } else {
+        snprintf(job->fallback, sizeof(job->fallback), "every live worker is leaving");
+    }
+}
+
 static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int64_t now_ms)
 {
     uint32_t idx = 0;
@@ -1004,6 +1019,7 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
             if (job->nclient >= js->lim.max_client_splits) {
                 break;
             }
+            note_fallback(js, job);
             owner = 0;
         } else {
             break; /* workers exist but are full: wait for acks */
@@ -1171,6 +1187,12 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
                     "num_samples: must be > 0 (the client indexes its source first)");
         goto fail;
     }
+    if (req->first_epoch > DISP_MAX_EPOCHS - job->spec.epochs) {
+        rc = sl_err(err, errlen, -EINVAL,
+                    "first_epoch: %" PRIu64 " + %u epochs goes beyond epoch %llu",
+                    req->first_epoch, job->spec.epochs, DISP_MAX_EPOCHS);
+        goto fail;
+    }
     /* Multi-rank: the epoch is this rank's share (common/engine/ranks.h). */
     uint64_t positions = sl_spec_positions(&job->spec, req->num_samples);
     if (positions == 0) {
@@ -1259,6 +1281,8 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
     job->split_size = (uint32_t)ss;
     job->nsplits = (uint32_t)nsplits;
     job->epochs = job->spec.epochs;
+    job->first_epoch = req->first_epoch;
+    job->next_epoch = req->first_epoch;
     job->created_ms = now_ms;
     job->last_client_ms = now_ms;
     js->jobs[js->n++] = job;
@@ -1671,7 +1695,9 @@ void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
 
 /* ------------------------------------------------------------ journal restore */
 
-int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
+uint64_t disp_job_end_epoch(const disp_job_t *job) { return job->first_epoch + job->epochs; }
+
+int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t live_epoch,
                       const uint64_t *acked, size_t n, int64_t now_ms)
 {
     /* Forget whatever submit handed out: nothing is assigned after a
@@ -1686,13 +1712,16 @@ int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
         job->jw[i].n = 0;
         job->jw[i].nrevoked = 0;
     }
-    job->next_epoch = first_epoch < job->epochs ? first_epoch : job->epochs;
+    uint64_t end = disp_job_end_epoch(job);
+    job->next_epoch = live_epoch < job->first_epoch ? job->first_epoch
+                      : live_epoch < end           ? live_epoch
+                                                   : end;
     /* Both epochs that may have been live before the restart: the client
      * may still hold unsent acks of either, and an ack of an epoch not yet
      * created would be dropped (and its split never completed again, its
      * samples being duplicates by then). */
-    uint64_t last = first_epoch + 1;
-    while (job->next_epoch <= last && job->next_epoch < job->epochs && job->nep < 2) {
+    uint64_t last = job->next_epoch + 1;
+    while (job->next_epoch <= last && job->next_epoch < end && job->nep < 2) {
         if (epoch_create(job) != 0) {
             return -ENOMEM;
         }

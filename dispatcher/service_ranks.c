@@ -96,6 +96,16 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         pthread_mutex_unlock(&d->mu);
         return rc == -ENOMEM ? SL_RPC_RESOURCE_EXHAUSTED : SL_RPC_FAILED_PRECONDITION;
     }
+    if (job != NULL && job->first_epoch != req->first_epoch) {
+        /* Another epoch's part of this rank (an outer per-epoch loop whose
+         * previous job is still open): not the same work to resume. */
+        rc = sl_err(err, errlen, SL_RPC_FAILED_PRECONDITION,
+                    "first_epoch: rank %u of \"%s\" is open from epoch %" PRIu64
+                    ", not %" PRIu64 " (close it first, or use another job name)",
+                    req->rank, name, job->first_epoch, req->first_epoch);
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
     if (job != NULL) {
         size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);
         /* What the old process received but its loop never took. */
