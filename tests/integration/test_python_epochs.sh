@@ -18,16 +18,7 @@
 source "$(dirname "$0")/lib.sh"
 ok() { echo "ok: $*"; }
 
-PY=/usr/bin/python3
-export PYTHONPATH="$ROOT/client/python"
-export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
-[ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
-case "$BUILD" in
-*asan*)
-    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
-    export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
-    ;;
-esac
+python_env
 if ! $PY -c 'import torch' 2>/dev/null; then
     echo "SKIP: python3-torch is not installed (scripts/install-deps.sh)"
     echo PASS
