@@ -113,7 +113,7 @@ int sl_cli_run(int argc, char **argv)
     int status = SL_EXIT_OK;
     double last = t0;
     uint64_t delivered = 0;
-    int warned = 0;
+    int warned = o.c.dispatcher == NULL; /* only a dispatcher hands work back */
     for (;;) {
         if (o.max_rate > 0) {
             /* A consumer of max_rate samples/s: the next batch is taken no

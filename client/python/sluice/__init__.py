@@ -452,7 +452,9 @@ class Loader:
         self._lib = lib
         self._job = _Job(lib, handle.value)
         self._done = False
-        self._warned = False
+        # Only a dispatcher can hand remote work back; local jobs never warn.
+        self._warned = dispatcher is None
+        self._st = _Stats()
 
     # -- iteration
 
@@ -494,10 +496,12 @@ class Loader:
         return self._wrap(job, bptr)
 
     def _warn_fallback(self):
-        """Says once that the job's remote work runs here, and why."""
-        why = self.stats()["fallback"]
-        if why:
+        """Says once that the job's remote work runs here, and why. Per
+        batch until then: one library call into a kept struct, no dict."""
+        self._lib.sluice_get_stats(self._job.handle, ctypes.byref(self._st))
+        if self._st.fallback:
             self._warned = True
+            why = self._st.fallback.decode(errors="replace")
             warnings.warn("sluice: the job's remote work runs in this process: %s" % why,
                           SluiceWarning, stacklevel=3)
 
