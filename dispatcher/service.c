@@ -484,6 +484,7 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     }
     resp->version = SL_PROTOCOL_VERSION;
     resp->job_id = id;
+    resp->first_epoch = req->first_epoch; /* the job's, once accepted */
     resp->plan = plan_msg(a, &plan);
     resp->explain = explain;
     if (resp->plan == NULL) {

@@ -30,6 +30,7 @@ static int reattach_reply(disp_job_t *job, Sluice__SubmitJobResponse *resp, disp
     }
     resp->version = SL_PROTOCOL_VERSION;
     resp->job_id = job->id;
+    resp->first_epoch = job->first_epoch;
     resp->plan = disp_svc_plan_msg(a, &job->plan);
     resp->resumed = 1;
     resp->resume_epoch = disp_ranks_resume_epoch(job);

@@ -84,6 +84,14 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     }
     Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
     job->job_id = r->job_id;
+    if (r->first_epoch != job->first_epoch) {
+        /* It would hand out other epochs than ours: nothing would arrive. */
+        protobuf_c_message_free_unpacked(resp, NULL);
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s numbers the job's epochs from %" PRIu64 ", not from "
+                      "first_epoch %" PRIu64 " (a dispatcher older than first_epoch?)",
+                      job->dispatcher, r->first_epoch, job->first_epoch);
+    }
     if (r->plan != NULL) {
         job->split_units = r->plan->split;
         job->local_share = r->plan->local_share;

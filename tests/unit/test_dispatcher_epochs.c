@@ -85,6 +85,9 @@ static int submit(disp_t *d, const sub_t *s, int64_t now, uint64_t *ret_id, char
     req.rank = s->rank;
     req.job_name = s->world_size > 0 ? "ranked" : NULL;
     int code = disp_svc_submit_job(d, &req, &resp, &a, now, err, errlen);
+    if (code == SL_RPC_OK) { /* echoed: a client checks it (older dispatchers answer 0) */
+        ck_assert_uint_eq(resp.first_epoch, s->first_epoch);
+    }
     *ret_id = resp.job_id;
     disp_arena_free(&a);
     return code;
