@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -379,6 +380,20 @@ static disp_worker_t *pick_worker(disp_jobs_t *js, disp_job_t *job, uint64_t avo
     return best;
 }
 
+/* Why remote splits go to the client (told to it in GetAssignment). */
+static void note_fallback(const disp_jobs_t *js, disp_job_t *job)
+{
+    if (js->reg->nlive == 0) {
+        snprintf(job->fallback, sizeof(job->fallback), "no live worker for %" PRId64 " ms",
+                 js->lim.worker_timeout_ms);
+    } else if (job->worker_failure[0] != '\0') {
+        snprintf(job->fallback, sizeof(job->fallback),
+                 "every live worker refused the job (%.200s)", job->worker_failure);
+    } else {
+        snprintf(job->fallback, sizeof(job->fallback), "every live worker is leaving");
+    }
+}
+
 static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int64_t now_ms)
 {
     uint32_t idx = 0;
@@ -405,6 +420,7 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
             if (job->nclient >= js->lim.max_client_splits) {
                 break;
             }
+            note_fallback(js, job);
             owner = 0;
         } else {
             break; /* workers exist but are full: wait for acks */

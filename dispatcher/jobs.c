@@ -173,6 +173,11 @@ static int parse_job(disp_job_t *job, const disp_submit_t *req, const char *name
         return sl_err(err, errlen, -EINVAL,
                       "num_samples: must be > 0 (the client indexes its source first)");
     }
+    if (req->first_epoch > DISP_MAX_EPOCHS - job->spec.epochs) {
+        return sl_err(err, errlen, -EINVAL,
+                      "first_epoch: %" PRIu64 " + %u epochs goes beyond epoch %llu",
+                      req->first_epoch, job->spec.epochs, DISP_MAX_EPOCHS);
+    }
     /* Multi-rank: the epoch is this rank's share (common/engine/ranks.h). */
     job->positions = sl_spec_positions(&job->spec, req->num_samples);
     if (job->positions == 0) {
@@ -293,6 +298,8 @@ int disp_jobs_submit(disp_jobs_t *js, const disp_submit_t *req, int64_t now_ms,
     job->rank = job->spec.rank;
     job->client_threads = req->client_threads;
     job->epochs = job->spec.epochs;
+    job->first_epoch = req->first_epoch;
+    job->next_epoch = req->first_epoch;
     job->created_ms = now_ms;
     job->last_client_ms = now_ms;
     js->jobs[js->n++] = job;

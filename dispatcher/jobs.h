@@ -228,6 +228,9 @@ typedef struct disp_job_s {
     float *costs;         /* per sample index [num_samples]; NULL = cut by count */
     uint64_t stolen_total;
     uint32_t epochs;      /* total, from the spec */
+    /* Epochs are numbered first_epoch .. first_epoch + epochs - 1
+     * (SubmitJobRequest.first_epoch): split ids and epoch orders use these. */
+    uint64_t first_epoch;
     disp_epoch_t ep[2];   /* ep[0] is the oldest live epoch */
     uint32_t nep;
     uint64_t next_epoch;  /* number of the next epoch to create */
@@ -243,6 +246,7 @@ typedef struct disp_job_s {
     uint32_t nskips;
     disp_rates_t rates;
     char worker_failure[DISP_TEXT_MAX]; /* last refusal by a worker */
+    char fallback[DISP_TEXT_MAX];       /* why remote splits last went to the client */
     char close_reason[DISP_TEXT_MAX];
 
     int64_t created_ms;
@@ -294,7 +298,12 @@ typedef struct disp_submit_s {
     const disp_plan_t *plan; /* planner: use this plan, not the spec's (NULL = spec's) */
     const float *costs;      /* per sample index, ncosts == num_samples; NULL/0 = none */
     size_t ncosts;
+    uint64_t first_epoch;    /* the job's first epoch number (0 = from the start) */
 } disp_submit_t;
+
+/* Epoch numbers stay below this: first_epoch + epochs at most (split ids are
+ * epoch * nsplits + i, nsplits <= DISP_MAX_SPLITS_PER_EPOCH: below 2^52). */
+#define DISP_MAX_EPOCHS (1ull << 32)
 
 /* Bounds on sample costs: per job (a SubmitJob of 8 Mi samples is 32 MiB of
  * floats) and over open jobs; beyond the budget a job is cut by count. */
@@ -425,12 +434,15 @@ const char *disp_job_state_name(disp_job_state_e s);
  * and split point. Then hands out work. */
 void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
 
+/* One past the job's last epoch number. */
+uint64_t disp_job_end_epoch(const disp_job_t *job);
+
 /* journal replay (dispatcher/journal_state.c): rebuilds a just-submitted
- * job's epochs: every epoch below first_epoch is done, first_epoch and
- * first_epoch + 1 are live, the listed split ids (of those two; others are
+ * job's epochs: every epoch below live_epoch is done, live_epoch and
+ * live_epoch + 1 are live, the listed split ids (of those two; others are
  * ignored) are ACKED, and every other split is PENDING and unassigned.
  * Returns 0 or -ENOMEM. */
-int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
+int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t live_epoch,
                       const uint64_t *acked, size_t n, int64_t now_ms);
 
 #endif

@@ -142,6 +142,7 @@ static int on_job(replay_t *rp, const uint8_t *p, size_t len)
     r->id = m->job_id;
     r->rec = m;
     r->nsplits = (uint32_t)((m->num_samples + m->split_size - 1) / m->split_size);
+    r->done_below = m->first_epoch; /* acks name epochs from there on */
     if (m->plan != NULL) {
         plan_from_msg(m->plan, m->plan_nunits, &r->plan);
     }
@@ -353,6 +354,7 @@ static int restore_job(disp_t *d, rjob_t *r, int64_t now_ms)
         .plan = m->plan != NULL ? &r->plan : NULL,
         .costs = m->sample_costs, /* the same costs cut the same bounds */
         .ncosts = m->n_sample_costs,
+        .first_epoch = m->first_epoch,
     };
     uint64_t next_id = d->jobs.next_id;
     uint32_t split_size = d->jobs.lim.split_size;

@@ -190,6 +190,7 @@ static int put_job(put_fn put, void *ctx, const disp_job_t *job)
     Sluice__Plan pm;
     plan_to_msg(&job->plan, &pm);
     m.group = (char *)job->group;
+    m.first_epoch = job->first_epoch;
     m.job_id = job->id;
     m.spec_json = job->spec_json;
     m.spec_name = (char *)job->spec_name;

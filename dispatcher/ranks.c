@@ -101,7 +101,7 @@ size_t disp_ranks_reattach(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
 uint64_t disp_ranks_resume_epoch(const disp_job_t *job)
 {
     if (job->state != DISP_JOB_ACTIVE) {
-        return job->epochs;
+        return disp_job_end_epoch(job);
     }
     return job->nep > 0 ? job->ep[0].epoch : job->next_epoch;
 }

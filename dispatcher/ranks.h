@@ -41,7 +41,8 @@ void disp_ranks_tag(disp_job_t *job, const char *name);
  * (revoked there); the client's own splits stay its own. Returns how many
  * returned. */
 size_t disp_ranks_reattach(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
-/* The first epoch with unacknowledged splits (epochs once finished). */
+/* The first epoch with unacknowledged splits (one past the last once
+ * finished). */
 uint64_t disp_ranks_resume_epoch(const disp_job_t *job);
 /* The acknowledged position ranges of the live epochs, adjacent splits
  * merged, into out[max]. Returns how many, or -E2BIG when more than max. */

@@ -432,6 +432,7 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
         .fingerprint = req->source_fingerprint,
         .client_threads = req->client_threads,
         .client_id = req->client_id,
+        .first_epoch = req->first_epoch,
     };
     /* Checked even when not used, so a client's bug shows either way. */
     if (disp_costs_check(req->sample_costs, req->n_sample_costs, req->num_samples, err,
@@ -478,6 +479,7 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     }
     resp->version = SL_PROTOCOL_VERSION;
     resp->job_id = id;
+    resp->first_epoch = req->first_epoch; /* the job's, once accepted */
     resp->plan = plan_msg(a, &plan);
     resp->explain = explain;
     if (resp->plan == NULL) {
@@ -503,6 +505,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
     resp->version = SL_PROTOCOL_VERSION;
     resp->plan = plan_msg(a, &job->plan);
     resp->failure = disp_arena_strdup(a, "");
+    resp->fallback = disp_arena_strdup(a, job->fallback);
     resp->finished = job->state == DISP_JOB_FINISHED;
     /* Every ASSIGNED split is listed as soon as it is assigned, usually
      * before its worker hears of it at its next heartbeat: the client then
@@ -517,7 +520,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
     /* Endpoints only of LIVE workers: a departed one still owns the splits it
      * delivered before leaving (the client acknowledges them), but there is
      * nothing left to fetch from it. */
-    if (resp->plan == NULL || resp->failure == NULL) {
+    if (resp->plan == NULL || resp->failure == NULL || resp->fallback == NULL) {
         rc = oom(err, errlen);
         goto out;
     }

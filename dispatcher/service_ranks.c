@@ -31,6 +31,7 @@ static int reattach_reply(disp_job_t *job, Sluice__SubmitJobResponse *resp, disp
     }
     resp->version = SL_PROTOCOL_VERSION;
     resp->job_id = job->id;
+    resp->first_epoch = job->first_epoch;
     resp->plan = disp_svc_plan_msg(a, &job->plan);
     resp->resumed = 1;
     resp->resume_epoch = disp_ranks_resume_epoch(job);
@@ -98,6 +99,16 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         /* A well-formed request the job's other ranks contradict: a failed
          * precondition, not a bad argument. */
         return rc == -ENOMEM ? rc : -ESTALE;
+    }
+    if (job != NULL && job->first_epoch != req->first_epoch) {
+        /* Another epoch's part of this rank (an outer per-epoch loop whose
+         * previous job is still open): not the same work to resume. */
+        rc = sl_err(err, errlen, SL_RPC_FAILED_PRECONDITION,
+                    "first_epoch: rank %u of \"%s\" is open from epoch %" PRIu64
+                    ", not %" PRIu64 " (close it first, or use another job name)",
+                    req->rank, name, job->first_epoch, req->first_epoch);
+        pthread_mutex_unlock(&d->mu);
+        return rc;
     }
     if (job != NULL) {
         size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);

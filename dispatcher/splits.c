@@ -300,7 +300,7 @@ int disp_epoch_advance(disp_job_t *job, int64_t now_ms)
             job->nep--;
             continue;
         }
-        if (job->nep < 2 && job->next_epoch < job->epochs &&
+        if (job->nep < 2 && job->next_epoch < disp_job_end_epoch(job) &&
             (job->nep == 0 || job->ep[job->nep - 1].npending == 0)) {
             if (epoch_create(job) != 0) {
                 SL_ERR("job %" PRIu64 ": out of memory creating epoch %" PRIu64
@@ -313,7 +313,8 @@ int disp_epoch_advance(disp_job_t *job, int64_t now_ms)
         }
         break;
     }
-    if (job->state == DISP_JOB_ACTIVE && job->nep == 0 && job->next_epoch >= job->epochs) {
+    if (job->state == DISP_JOB_ACTIVE && job->nep == 0 &&
+        job->next_epoch >= disp_job_end_epoch(job)) {
         job->state = DISP_JOB_FINISHED;
         job->finished_ms = now_ms;
         SL_NOTICE("job %" PRIu64 ": finished (%u epochs)", job->id, job->epochs);
@@ -375,7 +376,9 @@ void disp_jobs_replan(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
 
 /* ------------------------------------------------------------ journal restore */
 
-int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
+uint64_t disp_job_end_epoch(const disp_job_t *job) { return job->first_epoch + job->epochs; }
+
+int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t live_epoch,
                       const uint64_t *acked, size_t n, int64_t now_ms)
 {
     /* Forget whatever submit handed out: nothing is assigned after a
@@ -390,13 +393,16 @@ int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t first_epoch,
         job->jw[i].n = 0;
         job->jw[i].nrevoked = 0;
     }
-    job->next_epoch = first_epoch < job->epochs ? first_epoch : job->epochs;
+    uint64_t end = disp_job_end_epoch(job);
+    job->next_epoch = live_epoch < job->first_epoch ? job->first_epoch
+                      : live_epoch < end           ? live_epoch
+                                                   : end;
     /* Both epochs that may have been live before the restart: the client
      * may still hold unsent acks of either, and an ack of an epoch not yet
      * created would be dropped (and its split never completed again, its
      * samples being duplicates by then). */
-    uint64_t last = first_epoch + 1;
-    while (job->next_epoch <= last && job->next_epoch < job->epochs && job->nep < 2) {
+    uint64_t last = job->next_epoch + 1;
+    while (job->next_epoch <= last && job->next_epoch < end && job->nep < 2) {
         if (epoch_create(job) != 0) {
             return -ENOMEM;
         }

@@ -29,7 +29,7 @@ int disp_status_job_done(const disp_job_t *job, uint64_t *ret)
     if (job->state == DISP_JOB_CLOSED) {
         return -ENOENT;
     }
-    uint64_t done = disp_status_job_epoch(job) * per_epoch;
+    uint64_t done = (disp_status_job_epoch(job) - job->first_epoch) * per_epoch;
     for (uint32_t k = 0; k < job->nep; k++) {
         done += job->ep[k].acked_positions; /* kept by jobs.c: cost-cut splits vary */
     }

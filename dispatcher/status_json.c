@@ -184,7 +184,7 @@ static json_t *progress_json(jb_t *b, const disp_job_t *job, const disp_status_j
         jset(b, prog, "fraction", jreal(total > 0 ? (double)done / (double)total : 0));
     }
     jset(b, prog, "samples_total", jint(total));
-    jset(b, prog, "epochs_done", jint(disp_status_job_epoch(job)));
+    jset(b, prog, "epochs_done", jint(disp_status_job_epoch(job) - job->first_epoch));
     jset(b, prog, "epochs", json_integer(job->epochs));
     if (rec != NULL) {
         jset(b, prog, "samples_per_sec", jreal(rec->rate));
@@ -284,6 +284,7 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     jset(b, o, "source_fingerprint", jint(job->fingerprint));
     rank_fields(b, o, job);
     jset(b, o, "epoch", jint(disp_status_job_epoch(job)));
+    jset(b, o, "first_epoch", jint(job->first_epoch));
     jset(b, o, "progress", progress_json(b, job, rec));
     jset(b, o, "splits", splits_json(b, job));
     json_t *planner = job->state != DISP_JOB_CLOSED ? disp_planner_status_json(job) : NULL;
@@ -301,6 +302,9 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     jset(b, o, "skipped_total", jint(disp_status_job_skipped(job)));
     if (job->worker_failure[0] != '\0') {
         jset(b, o, "worker_failure", text_or_placeholder(job->worker_failure));
+    }
+    if (job->fallback[0] != '\0') {
+        jset(b, o, "fallback", text_or_placeholder(job->fallback));
     }
     if (job->state == DISP_JOB_CLOSED) {
         jset(b, o, "close_reason", text_or_placeholder(job->close_reason));

@@ -8,7 +8,10 @@ training script sees it (README "Deploying on a cluster").
 
 The spec must end in float32 CHW tensors (normalize + to_chw), as a vision
 model wants them. Batches arrive as torch tensors sharing the library's
-memory (no copy); the loop is a plain PyTorch loop.
+memory (no copy); the loop is a plain PyTorch loop. Without --epochs one job
+runs the spec's epochs; with --epochs N the script loops over epochs itself,
+one job per epoch (set_epoch: each epoch reshuffles and draws new crops,
+exactly as epoch e of one N-epoch job would).
 """
 
 import argparse
@@ -62,7 +65,9 @@ def main():
     ap.add_argument("--spec", required=True, help="pipeline spec (JSON)")
     ap.add_argument("--data-root", default=".", help="directory the spec's paths are under")
     ap.add_argument("--steps", type=int, default=20, help="optimizer steps (default 20)")
-    ap.add_argument("--epochs", type=int, default=0, help="override the spec's epochs")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="an outer loop of N epochs, one job each (default: one job of the "
+                    "spec's epochs)")
     ap.add_argument("--classes", type=int, default=0,
                     help="output classes (default: counted from an imagefolder source)")
     ap.add_argument("--threads", type=int, default=0, help="local decode threads")
@@ -77,15 +82,34 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
+    # --epochs N: jobs of one epoch each, numbered by set_epoch below.
     ds = sluice.torch.IterableDataset(None if args.local else args.dispatcher, args.spec,
-                                      data_root=args.data_root, epochs=args.epochs,
+                                      data_root=args.data_root, epochs=1 if args.epochs else 0,
                                       threads=args.threads, offload=args.offload)
     # Sluice batches by itself: batch_size=None passes its batches through.
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
     t0 = time.monotonic()
-    samples = 0
-    step = 0
-    first_loss = last_loss = None
+    r = {"steps": 0, "samples": 0, "first_loss": None, "last_loss": None, "epochs": [],
+         "skipped": {}}
+    for epoch in range(max(1, args.epochs)):
+        if args.epochs:
+            ds.set_epoch(epoch)
+        more = train_epoch(model, opt, loss_fn, loader, args.steps, t0, r)
+        if r["steps"] > 0:
+            st = ds.stats()  # the job just run (its final numbers)
+            r["epochs"].append([st["first_epoch"], st["first_epoch"] + st["epochs"] - 1])
+            for reason, n in ds.skipped().items():
+                r["skipped"][reason] = r["skipped"].get(reason, 0) + n
+        if not more:
+            break
+    if r["steps"] == 0:
+        sys.exit("train-example: the job delivered no batch")
+    r.update(seconds=time.monotonic() - t0, classes=classes)
+    print(json.dumps(r))
+
+
+def train_epoch(model, opt, loss_fn, loader, max_steps, t0, r):
+    """One pass over the loader (one job). False once max_steps are done."""
     for images, labels in loader:
         if images.dtype != torch.float32 or images.dim() != 4 or images.shape[1] != 3:
             sys.exit("train-example: the spec must produce float32 CHW images "
@@ -95,20 +119,17 @@ def main():
         loss = loss_fn(model(images), labels)
         loss.backward()
         opt.step()
-        step += 1
-        samples += labels.shape[0]
-        last_loss = loss.item()
-        first_loss = last_loss if first_loss is None else first_loss
+        r["steps"] += 1
+        r["samples"] += labels.shape[0]
+        r["last_loss"] = loss.item()
+        if r["first_loss"] is None:
+            r["first_loss"] = r["last_loss"]
         print("step %3d  loss %.4f  batch %s  %.1f samples/s"
-              % (step, last_loss, tuple(images.shape), samples / (time.monotonic() - t0)),
-              flush=True)
-        if step >= args.steps:
-            break  # leaving the loop closes the job (the dispatcher is told)
-    if step == 0:
-        sys.exit("train-example: the job delivered no batch")
-    print(json.dumps({"steps": step, "samples": samples, "first_loss": first_loss,
-                      "last_loss": last_loss, "seconds": time.monotonic() - t0,
-                      "classes": classes}))
+              % (r["steps"], r["last_loss"], tuple(images.shape),
+                 r["samples"] / (time.monotonic() - t0)), flush=True)
+        if r["steps"] >= max_steps:
+            return False  # leaving the loop closes the job (the dispatcher is told)
+    return True
 
 
 if __name__ == "__main__":

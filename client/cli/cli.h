@@ -28,6 +28,10 @@ int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch);
 /* The --json object (stdout) and the human summary (stderr) of a run. */
 void sl_cli_print_json(const sluice_job_t *job, double seconds);
 void sl_cli_print_text(const sluice_job_t *job, double seconds);
+/* Once per job (*warned, 0 at first): when the dispatcher gives the job's
+ * remote work to this host (every worker refused it), says so and why on
+ * stderr. */
+void sl_cli_warn_fallback(const char *cmd, const sluice_job_t *job, int *warned);
 
 /* cli_ranks.c: --rank R --world-size W --job-name NAME (multi-rank jobs,
  * docs/protocol.md), shared by run and bench. cli_opts.c puts them in the

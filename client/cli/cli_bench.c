@@ -42,6 +42,7 @@ static void bench_usage(FILE *f)
             "  --consumer-rate R  the emulated training step takes batch_size/R seconds;\n"
             "                     0 = take batches as fast as they come\n"
             "  --seconds N        stop after N seconds (default: the whole job)\n"
+            SL_CLI_EPOCH_USAGE
             SL_CLI_RANK_USAGE
             "                     --world-size W without --rank runs all W ranks, one\n"
             "                     process each (their reports are prefixed \"rank R:\")\n"
@@ -284,11 +285,8 @@ int sl_cli_bench(int argc, char **argv)
         snprintf(tag, sizeof(tag), "rank %ld: ", o.c.ranks.rank);
     }
     /* The emulated consumer's rate is exactly what the planner should aim for. */
-    sluice_options_t so = {.dispatcher = o.c.dispatcher, .data_root = o.c.data_root,
-                           .threads = o.c.threads, .offload = o.c.offload, .epochs = o.c.epochs,
-                           .consumer_rate = o.c.consumer_rate};
-    sl_cli_ranks_apply(&o.c.ranks, &so);
-    sl_cli_conn_apply(&o.c.conn, &so);
+    sluice_options_t so;
+    sl_cli_job_options(&o.c, &so);
     sl_cli_watchdog_t *wd = NULL;
     if (start_watchdog(&o, tag, &wd) < 0) {
         return SL_EXIT_RUNTIME;
@@ -303,6 +301,8 @@ int sl_cli_bench(int argc, char **argv)
     }
     bench_result_t r;
     int status = consume(&o, job, wd, tag, &r);
+    int warned = 0;
+    sl_cli_warn_fallback("bench", job, &warned);
     if (wd != NULL) {
         /* Closing tells the dispatcher (bounded by RPC deadlines, which a
          * frozen dispatcher may each use up): the open allowance again. */

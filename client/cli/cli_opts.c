@@ -3,8 +3,11 @@
 #include "client/cli/cli_opts.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/spec/spec.h"
 
 /* Values of the shared flags; rank and connection flags keep theirs
  * (cli.h, cli_conn.h). All above any printable character a command's own
@@ -18,6 +21,8 @@ enum {
     OPT_OFFLOAD,
     OPT_CONSUMER_RATE,
     OPT_JSON,
+    OPT_FIRST_EPOCH,
+    OPT_SEED,
 };
 
 typedef struct {
@@ -31,6 +36,8 @@ static const shared_opt_t SHARED[] = {
     {{"data-root", required_argument, NULL, OPT_DATA_ROOT}, SL_CLI_F_DATA_ROOT},
     {{"threads", required_argument, NULL, OPT_THREADS}, SL_CLI_F_THREADS},
     {{"epochs", required_argument, NULL, OPT_EPOCHS}, SL_CLI_F_EPOCHS},
+    {{"first-epoch", required_argument, NULL, OPT_FIRST_EPOCH}, SL_CLI_F_EPOCHS},
+    {{"seed", required_argument, NULL, OPT_SEED}, SL_CLI_F_EPOCHS},
     {{"offload", required_argument, NULL, OPT_OFFLOAD}, SL_CLI_F_OFFLOAD},
     {{"consumer-rate", required_argument, NULL, OPT_CONSUMER_RATE}, SL_CLI_F_CONSUMER_RATE},
     {{"json", no_argument, NULL, OPT_JSON}, SL_CLI_F_JSON},
@@ -103,9 +110,32 @@ static int shared_opt(const char *cmd, int c, const char *arg, sl_cli_opts_t *o)
         }
         o->epochs = (unsigned)v;
         return 1;
-    case OPT_OFFLOAD:
+    case OPT_FIRST_EPOCH:
+        if (sl_cli_parse_long(cmd, "first-epoch", arg, 0, SL_CLI_MAX_FIRST_EPOCH, &v) < 0) {
+            return -EINVAL;
+        }
+        o->first_epoch = (uint64_t)v;
+        return 1;
+    case OPT_SEED:
+        if (sl_cli_parse_long(cmd, "seed", arg, 0, LONG_MAX, &v) < 0) {
+            return -EINVAL;
+        }
+        o->seed = v;
+        return 1;
+    case OPT_OFFLOAD: {
+        sl_offload_e mode;
+        uint32_t split;
+        double share;
+        if (sl_offload_parse(arg, &mode, &split, &share, NULL, 0) < 0) {
+            fprintf(stderr,
+                    "sluice %s: --offload: '%s' is not off, all, auto, fastflow or K:F "
+                    "(K stages run remotely, F the local share in 0..1)\n",
+                    cmd, arg);
+            return -EINVAL;
+        }
         o->offload = arg;
         return 1;
+    }
     case OPT_CONSUMER_RATE:
         return sl_cli_parse_double(cmd, "consumer-rate", arg, 0, 0, SL_CLI_MAX_RATE,
                                    "samples/s", &o->consumer_rate) < 0
@@ -144,6 +174,7 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
     memset(o, 0, sizeof(*o));
     o->data_root = ".";
     o->consumer_rate = -1;
+    o->seed = -1;
     sl_cli_ranks_init(&o->ranks);
     sl_cli_conn_init(&o->conn);
     optind = 1;
@@ -188,4 +219,16 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
         return sl_cli_ranks_check(cmd->name, &o->ranks);
     }
     return 0;
+}
+
+void sl_cli_job_options(const sl_cli_opts_t *o, sluice_options_t *so)
+{
+    *so = (sluice_options_t){.dispatcher = o->dispatcher, .data_root = o->data_root,
+                             .threads = o->threads, .offload = o->offload,
+                             .epochs = o->epochs, .first_epoch = o->first_epoch,
+                             .has_seed = o->seed >= 0, .seed = o->seed >= 0 ? (uint64_t)o->seed : 0,
+                             /* not given or 0: measured while running */
+                             .consumer_rate = o->consumer_rate > 0 ? o->consumer_rate : 0};
+    sl_cli_ranks_apply(&o->ranks, so);
+    sl_cli_conn_apply(&o->conn, so);
 }

@@ -1,7 +1,8 @@
 /* cli_opts: the one option table of the `sluice` subcommands.
  *
  * Flags several subcommands take (--dispatcher, --local, --data-root,
- * --threads, --epochs, --offload, --consumer-rate, --json, the rank flags of
+ * --threads, --epochs, --first-epoch, --seed, --offload, --consumer-rate,
+ * --json, the rank flags of
  * cli_ranks.c and the connection flags of cli_conn.c) are declared, parsed
  * and range-checked here, once, so `run`, `bench`, `plan` and `status` cannot
  * drift apart. A command names the shared flags it takes and handles only its
@@ -22,13 +23,19 @@ enum {
     SL_CLI_F_LOCAL = 1u << 1,         /* --local (then exactly one of it and --dispatcher) */
     SL_CLI_F_DATA_ROOT = 1u << 2,     /* --data-root DIR (default ".") */
     SL_CLI_F_THREADS = 1u << 3,       /* --threads 1..256 */
-    SL_CLI_F_EPOCHS = 1u << 4,        /* --epochs 1..1000000 */
+    SL_CLI_F_EPOCHS = 1u << 4,        /* --epochs 1..1000000, --first-epoch, --seed */
     SL_CLI_F_OFFLOAD = 1u << 5,       /* --offload MODE (the library or command checks it) */
     SL_CLI_F_CONSUMER_RATE = 1u << 6, /* --consumer-rate 0..1e9 samples/s */
     SL_CLI_F_JSON = 1u << 7,          /* --json */
     SL_CLI_F_RANKS = 1u << 8,         /* --rank --world-size --job-name */
     SL_CLI_F_CONN = 1u << 9,          /* --tls-* --token-file --dispatcher-timeout */
 };
+
+/* The --help lines of --first-epoch and --seed (SL_CLI_F_EPOCHS). */
+#define SL_CLI_EPOCH_USAGE                                                                     \
+    "  --first-epoch E      number the job's epochs from E: each is that epoch of one\n"      \
+    "                       longer job (same order, same random crops)\n"                     \
+    "  --seed S             replace the spec's source seed (0..2^63-1)\n"
 
 /* Every shared flag: what the commands that run a job (run, bench) take. */
 #define SL_CLI_F_JOB                                                                           \
@@ -39,6 +46,7 @@ enum {
 #define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
 #define SL_CLI_MAX_THREADS 256
 #define SL_CLI_MAX_EPOCHS 1000000
+#define SL_CLI_MAX_FIRST_EPOCH 4294967295L /* the library checks first + epochs too */
 #define SL_CLI_MAX_OWN_OPTIONS 16 /* a command's own flags, at most */
 
 typedef struct sl_cli_opts_s {
@@ -49,6 +57,8 @@ typedef struct sl_cli_opts_s {
     const char *offload;
     unsigned threads;         /* 0 = not given */
     unsigned epochs;          /* 0 = not given (the spec's) */
+    uint64_t first_epoch;     /* 0 = from the start */
+    long seed;                /* -1 = not given (the spec's) */
     double consumer_rate;     /* -1 = not given */
     int json;
     sl_cli_ranks_t ranks;
@@ -72,6 +82,9 @@ typedef struct sl_cli_cmd_s {
  * and exits 0. Returns 0, or -EINVAL after printing a message naming the
  * flag and the accepted values (the caller exits SL_EXIT_USAGE). */
 int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opts_t *o);
+
+/* The library's options of a job from the parsed flags (run, bench). */
+void sl_cli_job_options(const sl_cli_opts_t *o, sluice_options_t *so);
 
 /* Helpers for a command's own flags, with the same messages as the shared
  * ones: "sluice CMD: --FLAG: 'ARG' is not ...". 0 or -EINVAL (printed). */

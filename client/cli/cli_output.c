@@ -39,6 +39,31 @@ static json_t *units_json(const cl_job_info_t *info)
     return units;
 }
 
+/* Text from the file system or a peer: json_string refuses invalid UTF-8. */
+static json_t *text_json(const char *s)
+{
+    json_t *v = json_string(s);
+    return v != NULL ? v : json_string("(not utf-8)");
+}
+
+/* The most recent skipped samples, oldest first. */
+static json_t *recent_skips_json(const sluice_job_t *job)
+{
+    static sluice_skip_t k[SLUICE_RECENT_SKIPS]; /* 35 KB: off the stack; CLI thread only */
+    int n = sluice_recent_skips(job, k, SLUICE_RECENT_SKIPS);
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *j = json_object();
+        json_object_set_new(j, "epoch", json_integer((json_int_t)k[i].epoch));
+        json_object_set_new(j, "index", json_integer((json_int_t)k[i].index));
+        json_object_set_new(j, "reason", json_string(k[i].reason));
+        json_object_set_new(j, "path", text_json(k[i].path));
+        json_object_set_new(j, "detail", text_json(k[i].detail));
+        json_array_append_new(a, j);
+    }
+    return a;
+}
+
 void sl_cli_print_json(const sluice_job_t *job, double seconds)
 {
     sluice_stats_t st;
@@ -60,11 +85,16 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     }
     json_object_set_new(sk, "reasons", reasons);
     if (info.first_skip[0] != '\0') {
-        json_object_set_new(sk, "first", json_string(info.first_skip));
+        json_object_set_new(sk, "first", text_json(info.first_skip));
     }
+    json_object_set_new(sk, "recent", recent_skips_json(job));
     json_object_set_new(o, "skipped", sk);
+    if (info.failed_on[0] != '\0') {
+        json_object_set_new(o, "failed_on", text_json(info.failed_on));
+    }
     json_object_set_new(o, "duplicates_dropped", json_integer((json_int_t)st.duplicates_dropped));
     json_object_set_new(o, "epochs", json_integer(info.epochs));
+    json_object_set_new(o, "first_epoch", json_integer((json_int_t)st.first_epoch));
     json_object_set_new(o, "seconds", json_real(seconds));
     json_object_set_new(o, "samples_per_sec",
                         json_real(seconds > 0 ? (double)st.delivered / seconds : 0));
@@ -88,6 +118,9 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     json_object_set_new(o, "plan", plan);
     if (st.job_id != 0) {
         json_object_set_new(o, "job_id", json_integer((json_int_t)st.job_id));
+    }
+    if (st.fallback[0] != '\0') {
+        json_object_set_new(o, "fallback", text_json(st.fallback));
     }
     json_t *src = json_object();
     json_object_set_new(src, "local", json_integer((json_int_t)st.from_local));
@@ -117,7 +150,30 @@ void sl_cli_print_text(const sluice_job_t *job, double seconds)
     }
     cl_job_info_t info;
     cl_job_info(job, &info);
+    if (info.failed_on[0] != '\0') {
+        fprintf(stderr, "sluice: stopped at a bad sample (on_error \"fail\"): %s\n",
+                info.failed_on);
+    }
     if (info.first_skip[0] != '\0') {
         fprintf(stderr, "sluice: first skipped sample: %s\n", info.first_skip);
+    }
+    sluice_skip_t last;
+    if (st.skipped > 1 && sluice_recent_skips(job, &last, 1) == 1) {
+        fprintf(stderr, "sluice: last skipped sample: %s (--json lists the last %d)\n",
+                last.detail, SLUICE_RECENT_SKIPS);
+    }
+}
+
+void sl_cli_warn_fallback(const char *cmd, const sluice_job_t *job, int *warned)
+{
+    if (*warned) {
+        return;
+    }
+    sluice_stats_t st;
+    sluice_get_stats(job, &st);
+    if (st.fallback[0] != '\0') {
+        fprintf(stderr, "sluice %s: warning: the job's remote work runs on this host: %s\n",
+                cmd, st.fallback);
+        *warned = 1;
     }
 }

@@ -28,6 +28,7 @@ static void run_usage(FILE *f)
             "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"
             "  --data-root DIR      directory the spec's source path is relative to (default .)\n"
             "  --epochs N           override the spec's epochs\n"
+            SL_CLI_EPOCH_USAGE
             "  --threads N          local decode threads (default: online CPUs)\n"
             "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
             "  --digests FILE       write 'EPOCH INDEX LABEL SHA256' per delivered sample\n"
@@ -91,13 +92,8 @@ int sl_cli_run(int argc, char **argv)
     }
     double t0 = sl_mono_sec();
     char err[1024];
-    /* --consumer-rate 0 or absent: measured while running. */
-    sluice_options_t so = {.dispatcher = o.c.dispatcher, .data_root = o.c.data_root,
-                           .threads = o.c.threads, .offload = o.c.offload,
-                           .epochs = o.c.epochs,
-                           .consumer_rate = o.c.consumer_rate > 0 ? o.c.consumer_rate : 0};
-    sl_cli_ranks_apply(&o.c.ranks, &so);
-    sl_cli_conn_apply(&o.c.conn, &so);
+    sluice_options_t so;
+    sl_cli_job_options(&o.c, &so);
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {
@@ -117,6 +113,7 @@ int sl_cli_run(int argc, char **argv)
     int status = SL_EXIT_OK;
     double last = t0;
     uint64_t delivered = 0;
+    int warned = o.c.dispatcher == NULL; /* only a dispatcher hands work back */
     for (;;) {
         if (o.max_rate > 0) {
             /* A consumer of max_rate samples/s: the next batch is taken no
@@ -141,6 +138,7 @@ int sl_cli_run(int argc, char **argv)
             break;
         }
         delivered += b->n;
+        sl_cli_warn_fallback("run", job, &warned);
         /* Multi-rank: flushed per batch, so the file matches what the rank
          * delivered even when it is killed (and restarted: it resumes). */
         if (digests != NULL && (sl_cli_write_digests(digests, b) < 0 ||
@@ -164,6 +162,7 @@ int sl_cli_run(int argc, char **argv)
     if (progress) {
         fprintf(stderr, "\n");
     }
+    sl_cli_warn_fallback("run", job, &warned);
     if (digests != NULL && fclose(digests) != 0) {
         fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
         status = SL_EXIT_RUNTIME;

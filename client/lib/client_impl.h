@@ -123,6 +123,9 @@ struct sluice_job {
     uint32_t nunits;
     cl_line_t *line;          /* executor -> batcher; the consumer's (line.h) */
     uint64_t num_samples;
+    /* The job's epochs are [first_epoch, end_epoch): numbered as in one
+     * longer job (sluice_options_t.first_epoch), end = first + spec.epochs. */
+    uint64_t first_epoch, end_epoch;
     /* Positions per epoch: num_samples, or this rank's share of them
      * (common/engine/ranks.h); epoch orders and splits are over these. */
     uint64_t positions;
@@ -147,6 +150,7 @@ struct sluice_job {
     pthread_cond_t cv;       /* inbound message or state change */
     int closing;
     char failure[512];       /* non-empty: the job failed */
+    char fallback[256];      /* non-empty: why the dispatcher runs remote work here */
     cl_split_t *splits;      /* CL_MAX_SPLITS slots */
     cl_msg_t *in_head, *in_tail;
     cl_ids_t acks;           /* split ids to acknowledge */

@@ -14,6 +14,7 @@
 #include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
 #include "common/base/clock.h"
+#include "common/base/err.h"
 
 #define CL_POLL_MS 100
 
@@ -286,8 +287,8 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     }
     for (size_t i = 0; i < r->n_splits; i++) {
         const Sluice__SplitAssignment *a = r->splits[i];
-        if (a->epoch >= job->spec.epochs || a->begin > a->end || a->end > job->positions ||
-            a->stage_to > job->nunits) {
+        if (a->epoch < job->first_epoch || a->epoch >= job->end_epoch || a->begin > a->end ||
+            a->end > job->positions || a->stage_to > job->nunits) {
             continue; /* not a split of this job: ignore rather than trust */
         }
         cl_split_t *s = cl_split_add(job, a->split_id);
@@ -316,6 +317,10 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     }
     if (r->failure != NULL && r->failure[0] != '\0' && job->failure[0] == '\0') {
         snprintf(job->failure, sizeof(job->failure), "job failed: %s", r->failure);
+    }
+    if (r->fallback != NULL && r->fallback[0] != '\0') {
+        snprintf(job->fallback, sizeof(job->fallback), "%s", r->fallback);
+        sl_err_scrub(job->fallback); /* a peer's text: one printable line */
     }
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);

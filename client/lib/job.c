@@ -106,7 +106,7 @@ static int start_local(sluice_job_t *job, sl_sample_t *s, int *progress)
 static int feed_local_cursor(sluice_job_t *job, int *progress)
 {
     uint64_t *epoch = &job->local_epoch, *pos = &job->local_pos;
-    while (*epoch < job->spec.epochs && cl_line_room(job->line) > 0) {
+    while (*epoch < job->end_epoch && cl_line_room(job->line) > 0) {
         if (*pos >= job->positions) {
             (*epoch)++;
             *pos = 0;

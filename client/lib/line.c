@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/ring.h"
+#include "common/data/skip.h"
 #include "common/engine/executor.h"
 #include "common/engine/ranks.h"
 
@@ -27,10 +29,13 @@ struct cl_line_s {
     uint32_t nunits;
     sl_exec_t *exec;
     sl_batcher_t *batcher;
-    uint64_t declared;        /* epochs declared to the batcher */
+    uint64_t first_epoch, end_epoch; /* the job's epochs: [first, end) */
+    uint64_t declared;        /* epochs below it are declared to the batcher (or not the job's) */
     cl_order_t orders[CL_ORDER_CACHE];
     uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
     char first_skip[256];
+    char failed_on[256];      /* on_error "fail": the sample that stopped the job */
+    sl_ring_t skips;          /* sluice_skip_t, the most recent SLUICE_RECENT_SKIPS */
 };
 
 int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
@@ -47,6 +52,9 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->num_samples = a->num_samples;
     l->positions = a->positions;
     l->nunits = sl_pipeline_nunits(a->pipe);
+    l->first_epoch = a->first_epoch;
+    l->end_epoch = a->first_epoch + a->spec->epochs;
+    l->declared = a->first_epoch;
     /* Room for a whole batch beyond the threads' own window, so one batch
      * can be made while the training loop works on the previous one
      * (sluice_next_batch refills before returning). */
@@ -55,7 +63,8 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->exec = sl_exec_new(a->pipe, a->src, a->threads,
                           (a->threads + 1) * CL_WINDOW_PER_THREAD + batch_room);
     l->batcher = sl_batcher_new(a->spec->batch_size, a->spec->drop_last, a->spec->deterministic);
-    if (l->exec == NULL || l->batcher == NULL) {
+    if (l->exec == NULL || l->batcher == NULL ||
+        sl_ring_init(&l->skips, sizeof(sluice_skip_t), SLUICE_RECENT_SKIPS) < 0) {
         cl_line_free(l);
         return -ENOMEM;
     }
@@ -77,6 +86,7 @@ void cl_line_free(cl_line_t *l)
         free(l->orders[i].order);
     }
     free(l->order_scratch);
+    sl_ring_free(&l->skips);
     free(l);
 }
 
@@ -123,23 +133,23 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
     return victim->order;
 }
 
-/* Declares every epoch up to and including epoch, in order. */
+/* Declares every epoch of the job up to and including epoch, in order. */
 static int declare_through(cl_line_t *l, uint64_t epoch)
 {
-    while (l->declared <= epoch && l->declared < l->spec->epochs) {
+    while (l->declared <= epoch && l->declared < l->end_epoch) {
         int rc = sl_batcher_begin_epoch(l->batcher, l->declared, l->positions);
         if (rc < 0) {
             return rc;
         }
         l->declared++;
     }
-    return epoch < l->spec->epochs ? 0 : -ERANGE;
+    return epoch < l->end_epoch ? 0 : -ERANGE;
 }
 
 int cl_line_sample(cl_line_t *l, uint64_t epoch, uint64_t pos, uint64_t split_id,
                    sl_sample_t *ret)
 {
-    if (epoch >= l->spec->epochs || pos >= l->positions) {
+    if (epoch < l->first_epoch || epoch >= l->end_epoch || pos >= l->positions) {
         return -ERANGE;
     }
     int rc = declare_through(l, epoch);
@@ -158,6 +168,23 @@ int cl_line_run(cl_line_t *l, sl_sample_t *s, uint32_t from)
     return sl_exec_submit(l->exec, s, from, l->nunits);
 }
 
+/* A skipped sample the batcher counted: the first one's detail, and the
+ * most recent ones (the oldest goes when the ring is full). */
+static void note_skip(cl_line_t *l, const sl_sample_t *s, const char *detail)
+{
+    if (l->first_skip[0] == '\0') {
+        snprintf(l->first_skip, sizeof(l->first_skip), "%s", detail);
+    }
+    sluice_skip_t k = {.epoch = s->epoch, .index = s->index};
+    snprintf(k.reason, sizeof(k.reason), "%s", sl_skip_name((sl_skip_e)s->skip));
+    snprintf(k.path, sizeof(k.path), "%s", sl_source_name(l->src, s->index));
+    snprintf(k.detail, sizeof(k.detail), "%s", detail);
+    if (sl_ring_len(&l->skips) == l->skips.cap) {
+        (void)sl_ring_pop(&l->skips, NULL);
+    }
+    (void)sl_ring_push_back(&l->skips, &k); /* cannot fail: there is room now */
+}
+
 int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill,
                 void *arg, cl_line_took_t *ret)
 {
@@ -165,11 +192,12 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
     ret->skip = s->skip;
     ret->duplicate = 0;
     snprintf(ret->detail, sizeof(ret->detail), "%s", detail);
-    if (s->skip >= 0 && l->first_skip[0] == '\0') {
-        snprintf(l->first_skip, sizeof(l->first_skip), "%s", detail);
-    }
     int rc;
     if (s->skip >= 0 && l->spec->on_error == SL_ON_ERROR_FAIL) {
+        /* Not a skip: the job stops here (nothing is counted as skipped). */
+        if (l->failed_on[0] == '\0') {
+            snprintf(l->failed_on, sizeof(l->failed_on), "%s", detail);
+        }
         rc = -EIO;
     } else {
         rc = fill != NULL ? sl_batcher_add_fill(l->batcher, s, fill, arg)
@@ -180,6 +208,9 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
         return rc;
     }
     ret->duplicate = rc == 1;
+    if (s->skip >= 0 && !ret->duplicate) {
+        note_skip(l, s, detail);
+    }
     return 0;
 }
 
@@ -206,15 +237,18 @@ sl_batch_t *cl_line_pop(cl_line_t *l) { return sl_batcher_pop(l->batcher); }
 
 int cl_line_done(const cl_line_t *l)
 {
-    return l->declared == l->spec->epochs && sl_exec_inflight(l->exec) == 0 &&
+    return l->declared == l->end_epoch && sl_exec_inflight(l->exec) == 0 &&
            sl_batcher_done(l->batcher);
 }
 
-void cl_line_resume_at(cl_line_t *l, uint64_t epoch) { l->declared = epoch; }
+void cl_line_resume_at(cl_line_t *l, uint64_t epoch)
+{
+    l->declared = epoch > l->first_epoch ? epoch : l->first_epoch;
+}
 
 int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t end)
 {
-    if (epoch >= l->spec->epochs) {
+    if (epoch < l->first_epoch || epoch >= l->end_epoch) {
         return -EINVAL;
     }
     int rc = declare_through(l, epoch);
@@ -229,3 +263,15 @@ void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret)
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret) { sl_exec_unit_stats(l->exec, ret); }
 
 const char *cl_line_first_skip(const cl_line_t *l) { return l->first_skip; }
+
+size_t cl_line_recent_skips(const cl_line_t *l, sluice_skip_t *out, size_t max)
+{
+    size_t n = sl_ring_len(&l->skips) < max ? sl_ring_len(&l->skips) : max;
+    size_t from = sl_ring_len(&l->skips) - n; /* the newest n */
+    for (size_t i = 0; i < n; i++) {
+        out[i] = *(const sluice_skip_t *)sl_ring_at(&l->skips, from + i);
+    }
+    return n;
+}
+
+const char *cl_line_failed_on(const cl_line_t *l) { return l->failed_on; }

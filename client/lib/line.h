@@ -11,7 +11,8 @@
  * The consumer (client/lib/job.c) drives it with one call per step: describe
  * a position (cl_line_sample), run units on a sample (cl_line_run), batch a
  * finished one (cl_line_put) or the executor's next (cl_line_collect), take a
- * batch (cl_line_pop), ask whether the job is through (cl_line_done). What a
+ * batch (cl_line_pop), ask whether the job is through (cl_line_done). It
+ * remembers the most recent skipped samples (cl_line_recent_skips). What a
  * batched sample means for splits and acknowledgements stays with the job:
  * every batching call says what became of the sample (cl_line_took_t).
  *
@@ -28,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "client/lib/sluice.h"
 #include "common/data/source.h"
 #include "common/engine/batcher.h"
 #include "common/engine/pipeline.h"
@@ -45,6 +47,9 @@ typedef struct cl_line_args_s {
     uint64_t positions;   /* per epoch: num_samples, or this rank's share */
     unsigned threads;     /* executor threads */
     int track_drops;      /* remember drop_last-discarded split ids (cl_line_take_dropped) */
+    /* The epochs are numbered [first_epoch, first_epoch + spec->epochs), as
+     * in one longer job (sluice_options_t.first_epoch). */
+    uint64_t first_epoch;
 } cl_line_args_t;
 
 /* What became of a sample the line batched. */
@@ -66,9 +71,9 @@ unsigned cl_line_capacity(const cl_line_t *l);
 
 /* Describes position pos of epoch as a sample to run or batch (index and
  * label from the epoch's order; no bytes), declaring the epoch (and those
- * before it) to the batcher. Returns 0, 1 when the position was batched
- * already (batching it again only counts a duplicate), -ERANGE for a
- * position outside the job, -ENOMEM. */
+ * of the job before it) to the batcher. Returns 0, 1 when the position was
+ * batched already (batching it again only counts a duplicate), -ERANGE for
+ * an epoch or position outside the job, -ENOMEM. */
 int cl_line_sample(cl_line_t *l, uint64_t epoch, uint64_t pos, uint64_t split_id,
                    sl_sample_t *ret);
 /* Runs units [from, last) on s, which cl_line_sample described: from 0
@@ -98,7 +103,8 @@ int cl_line_done(const cl_line_t *l);
 
 /* A restarted rank (docs/protocol.md "Multi-rank jobs"): epochs before
  * epoch were delivered by an earlier process and are never declared (their
- * late copies count as duplicates). Before anything else is declared. */
+ * late copies count as duplicates). Before anything else is declared; an
+ * epoch before the job's first is ignored. */
 void cl_line_resume_at(cl_line_t *l, uint64_t epoch);
 /* ... and positions [begin, end) of epoch were delivered too
  * (sl_batcher_mark_done). Returns how many were newly marked, -EINVAL for a
@@ -110,5 +116,10 @@ void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret);
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret);
 /* The first skipped sample's reason, "" when none was skipped. */
 const char *cl_line_first_skip(const cl_line_t *l);
+/* The most recent skipped samples (first copies the batcher counted, at
+ * most SLUICE_RECENT_SKIPS), oldest first, into out[max]; returns how many. */
+size_t cl_line_recent_skips(const cl_line_t *l, sluice_skip_t *out, size_t max);
+/* Why an on_error "fail" job stopped (the bad sample), "" while it has not. */
+const char *cl_line_failed_on(const cl_line_t *l);
 
 #endif

@@ -12,6 +12,7 @@
 #include "client/lib/costs.h"
 #include "client/lib/profile.h"
 #include "common/base/err.h"
+#include "common/base/version.h"
 #include "common/engine/ranks.h"
 #include "common/base/clock.h"
 
@@ -37,6 +38,7 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     req.rank = job->spec.rank;
     req.job_name = job->spec.world_size > 1 ? job->job_name : NULL;
     req.planner = planner;
+    req.first_epoch = job->first_epoch;
     /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
      * dispatcher cuts multi-rank jobs by count), bounded in size. */
     float *costs = NULL;
@@ -82,6 +84,14 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     }
     Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
     job->job_id = r->job_id;
+    if (r->first_epoch != job->first_epoch) {
+        /* It would hand out other epochs than ours: nothing would arrive. */
+        protobuf_c_message_free_unpacked(resp, NULL);
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s numbers the job's epochs from %" PRIu64 ", not from "
+                      "first_epoch %" PRIu64 " (a dispatcher older than first_epoch?)",
+                      job->dispatcher, r->first_epoch, job->first_epoch);
+    }
     if (r->plan != NULL) {
         job->split_units = r->plan->split;
         job->local_share = r->plan->local_share;
@@ -174,18 +184,53 @@ static sluice_job_t *job_new(const sluice_options_t *opts)
     return job;
 }
 
-/* The spec, with the options that override it (epochs, ranks, offload). */
-static int load_spec(sluice_job_t *job, const char *spec_path, const sluice_options_t *opts,
+/* Where a job's spec comes from: a file, or JSON text (json != NULL). name:
+ * the file, or what stands for it in messages. */
+typedef struct spec_in_s {
+    const char *name;
+    const char *json;
+    size_t len;
+} spec_in_t;
+
+/* The options that renumber or reseed the job's epochs. */
+static int apply_epochs(sluice_job_t *job, const sluice_options_t *opts, char *err,
+                        size_t errlen)
+{
+    if (opts->has_seed) {
+        if (opts->seed > (uint64_t)INT64_MAX) {
+            return sl_err(err, errlen, -EINVAL, "seed: %" PRIu64 " is not in 0..%" PRId64,
+                          opts->seed, INT64_MAX);
+        }
+        job->spec.seed = opts->seed; /* sent to the dispatcher with the spec */
+    }
+    if (opts->first_epoch > SLUICE_MAX_EPOCHS - job->spec.epochs) {
+        return sl_err(err, errlen, -EINVAL,
+                      "first_epoch: %" PRIu64 " + %u epochs goes beyond epoch %llu",
+                      opts->first_epoch, job->spec.epochs, SLUICE_MAX_EPOCHS);
+    }
+    job->first_epoch = opts->first_epoch;
+    job->end_epoch = opts->first_epoch + job->spec.epochs;
+    job->local_epoch = job->first_epoch; /* local mode: where the cursor starts */
+    return 0;
+}
+
+/* The spec, with the options that override it (epochs, seed, ranks, offload). */
+static int load_spec(sluice_job_t *job, const spec_in_t *in, const sluice_options_t *opts,
                      char *err, size_t errlen)
 {
-    int rc = sl_spec_parse_file(spec_path, &job->spec, err, errlen);
+    int rc = in->json != NULL
+                 ? sl_spec_parse(in->name, in->json, in->len, &job->spec, err, errlen)
+                 : sl_spec_parse_file(in->name, &job->spec, err, errlen);
     if (rc < 0) {
-        return rc;
+        return rc == -E2BIG ? -EINVAL : rc; /* too long: a bad spec like any other */
     }
     if (opts->epochs > 0) {
         job->spec.epochs = opts->epochs;
     }
-    rc = cl_ranks_apply(job, opts, err, errlen);
+    rc = apply_epochs(job, opts, err, errlen);
+    if (rc == 0) {
+        rc = cl_ranks_apply(job, opts, err, errlen);
+    }
     if (rc < 0 || opts->offload == NULL) {
         return rc;
     }
@@ -225,7 +270,8 @@ static int open_engine(sluice_job_t *job, int remote, char *err, size_t errlen)
     job->nunits = sl_pipeline_nunits(job->pipe);
     cl_line_args_t la = {.spec = &job->spec, .pipe = job->pipe, .src = job->src,
                          .num_samples = job->num_samples, .positions = job->positions,
-                         .threads = job->opts.threads, .track_drops = job->ack_on_pop};
+                         .threads = job->opts.threads, .track_drops = job->ack_on_pop,
+                         .first_epoch = job->first_epoch};
     rc = cl_line_new(&la, &job->line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
     if (rc < 0 || job->splits == NULL) {
@@ -289,8 +335,8 @@ static int attach(sluice_job_t *job, const char *spec_path, const sluice_options
     return rc;
 }
 
-int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
-                char *err, size_t errlen)
+static int open_job(const spec_in_t *in, const sluice_options_t *opts, sluice_job_t **ret,
+                    char *err, size_t errlen)
 {
     sluice_options_t defaults = {0};
     if (opts == NULL) {
@@ -300,12 +346,12 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
     if (job == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    int rc = load_spec(job, spec_path, opts, err, errlen);
+    int rc = load_spec(job, in, opts, err, errlen);
     if (rc == 0) {
         rc = open_engine(job, opts->dispatcher != NULL, err, errlen);
     }
     if (rc == 0 && opts->dispatcher != NULL) {
-        rc = attach(job, spec_path, opts, err, errlen);
+        rc = attach(job, in->name, opts, err, errlen);
     }
     if (rc < 0) {
         sluice_close(job);
@@ -314,6 +360,26 @@ int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_
     *ret = job;
     return 0;
 }
+
+int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
+                char *err, size_t errlen)
+{
+    spec_in_t in = {.name = spec_path};
+    return open_job(&in, opts, ret, err, errlen);
+}
+
+int sluice_open_json(const char *json, size_t len, const char *name,
+                     const sluice_options_t *opts, sluice_job_t **ret, char *err,
+                     size_t errlen)
+{
+    if (json == NULL) {
+        return sl_err(err, errlen, -EINVAL, "spec: no JSON text given");
+    }
+    spec_in_t in = {.name = name != NULL ? name : "<spec>", .json = json, .len = len};
+    return open_job(&in, opts, ret, err, errlen);
+}
+
+const char *sluice_version(void) { return SL_VERSION; }
 
 void sluice_close(sluice_job_t *job)
 {

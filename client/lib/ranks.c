@@ -53,6 +53,12 @@ void cl_ranks_job_name(const sluice_job_t *job, char *buf, size_t len)
     free(json);
     snprintf(buf, len, "spec-%.16s-%016" PRIx64 "-w%u", hex, sl_source_fingerprint(job->src),
              job->spec.world_size);
+    if (job->first_epoch > 0) {
+        /* One job per epoch (an outer loop): a rank restarted in epoch e
+         * re-attaches to its part of epoch e, never of another. */
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, "-e%" PRIu64, job->first_epoch);
+    }
 }
 
 int cl_ranks_resume(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char *err,
@@ -61,16 +67,18 @@ int cl_ranks_resume(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char 
     if (!r->resumed) {
         return 0;
     }
-    if (r->resume_epoch > job->spec.epochs) {
-        return sl_err(err, errlen, -EPROTO, "dispatcher resumes at epoch %" PRIu64 " of %u",
-                      r->resume_epoch, job->spec.epochs);
+    if (r->resume_epoch < job->first_epoch || r->resume_epoch > job->end_epoch) {
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher resumes at epoch %" PRIu64 ", outside this job's epochs %" PRIu64
+                      "..%" PRIu64,
+                      r->resume_epoch, job->first_epoch, job->end_epoch - 1);
     }
     /* Epochs before the resume epoch were delivered by the earlier process:
      * never declared, so their late copies count as duplicates. */
     cl_line_resume_at(job->line, r->resume_epoch);
     for (size_t i = 0; i < r->n_acked; i++) {
         const Sluice__SplitAssignment *a = r->acked[i];
-        if (a->epoch < r->resume_epoch || a->epoch >= job->spec.epochs) {
+        if (a->epoch < r->resume_epoch || a->epoch >= job->end_epoch) {
             continue;
         }
         int64_t n = cl_line_mark_done(job->line, a->epoch, a->begin, a->end);

@@ -1,9 +1,10 @@
 /* sluice.h: the public C API of libsluice, the client shim on the GPU node.
  *
- * A job is opened from a pipeline spec file, either locally (every stage on
- * this host) or through a dispatcher (workers run the offloaded stages; this
- * library runs the rest and its own share). Batches come back in the order
- * the spec asks for, every sample of every epoch exactly once.
+ * A job is opened from a pipeline spec (a file, or its JSON text), either
+ * locally (every stage on this host) or through a dispatcher (workers run
+ * the offloaded stages; this library runs the rest and its own share).
+ * Batches come back in the order the spec asks for, every sample of every
+ * epoch exactly once.
  *
  * The library never logs and never exits: every call returns a code and
  * sluice_last_error() says why. One thread at a time may call a job's
@@ -50,7 +51,23 @@ typedef struct sluice_options {
     const char *tls_cert;
     const char *tls_key;
     const char *token_file;
+    /* Fields below were appended later; the order is the ABI (bindings
+     * mirror it), so new ones go at the end.
+     *
+     * Epoch numbering: the job delivers epochs first_epoch .. first_epoch +
+     * epochs - 1, each exactly as that epoch of one longer job (the same
+     * order and the same random crops: the RNG is keyed by seed, epoch and
+     * sample index). An outer per-epoch training loop opens a job of one
+     * epoch with first_epoch = its epoch (PyTorch's set_epoch). 0 = from the
+     * start; first_epoch + epochs must not exceed SLUICE_MAX_EPOCHS. */
+    uint64_t first_epoch;
+    /* Non-zero has_seed: seed replaces the spec's source.seed (0..INT64_MAX). */
+    int has_seed;
+    uint64_t seed;
 } sluice_options_t;
+
+/* Epoch numbers stay below this (first_epoch + epochs at most). */
+#define SLUICE_MAX_EPOCHS 4294967296ull
 
 enum { SLUICE_DT_BYTES = 0, SLUICE_DT_UINT8 = 1, SLUICE_DT_FLOAT32 = 2 };
 enum { SLUICE_LAYOUT_HWC = 0, SLUICE_LAYOUT_CHW = 1 };
@@ -91,12 +108,38 @@ typedef struct sluice_stats {
     /* What the per-sample costs sent for the split cut came from: "header
      * model", "file size", or "" (none sent: multi-rank or huge jobs). */
     char sample_costs[16];
+    /* Appended later (the order is the ABI). The job's epochs:
+     * first_epoch .. first_epoch + epochs - 1. */
+    uint64_t first_epoch;
+    uint32_t epochs;
+    /* Non-empty: the dispatcher gives this client remote work to run itself,
+     * and why ("every live worker refused the job (worker 2: ...)", "no live
+     * worker for 5000 ms"); the plan it reports is unchanged. */
+    char fallback[256];
 } sluice_stats_t;
+
+/* A skipped sample (a file that is not a JPEG, truncated, ...). */
+typedef struct sluice_skip {
+    uint64_t epoch;
+    uint64_t index;     /* the sample's index in the source */
+    char reason[16];    /* as sluice_skip_counts names it: "not_jpeg", "corrupt", ... */
+    char path[256];     /* under the data root; "shard.tar:KEY" for tar members */
+    char detail[256];   /* what the reader or decoder said */
+} sluice_skip_t;
+
+/* How many skipped samples a job remembers (the most recent ones). */
+#define SLUICE_RECENT_SKIPS 64
 
 /* Opens a job. Returns 0, -EINVAL for a bad spec or options (err names
  * file:line:field), other negative codes for runtime failures. */
 int sluice_open(const char *spec_path, const sluice_options_t *opts, sluice_job_t **ret,
                 char *err, size_t errlen);
+/* The same from the spec's JSON text (len bytes, need not end in NUL);
+ * name stands for the file in error messages ("name:line: field: why";
+ * NULL = "<spec>"). */
+int sluice_open_json(const char *json, size_t len, const char *name,
+                     const sluice_options_t *opts, sluice_job_t **ret, char *err,
+                     size_t errlen);
 /* Next batch: 0 and *ret set; 1 when every epoch has been delivered; a
  * negative code on failure (sluice_last_error). */
 int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret);
@@ -105,8 +148,13 @@ const char *sluice_last_error(const sluice_job_t *job);
 void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret);
 /* Skipped samples by reason: fills up to n (name, count) pairs, returns how many. */
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n);
+/* The most recent skipped samples, oldest first (at most
+ * SLUICE_RECENT_SKIPS are kept): fills up to n, returns how many. */
+int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n);
 /* Ends the job (tells the dispatcher) and frees everything. NULL ok. */
 void sluice_close(sluice_job_t *job);
+/* The library's version, e.g. "0.1.0" (the same as `sluice --version`). */
+const char *sluice_version(void);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,11 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->plan_version = pi.version;
     ret->profile_seconds = job->planner != NULL ? cl_planner_profile_seconds(job->planner) : 0;
     snprintf(ret->sample_costs, sizeof(ret->sample_costs), "%s", job->sample_costs);
+    ret->first_epoch = job->first_epoch;
+    ret->epochs = job->spec.epochs;
+    pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes it */
+    snprintf(ret->fallback, sizeof(ret->fallback), "%s", job->fallback);
+    pthread_mutex_unlock((pthread_mutex_t *)&job->mu);
 }
 
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
@@ -49,11 +54,17 @@ int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *co
     return k;
 }
 
+int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n)
+{
+    return n > 0 ? (int)cl_line_recent_skips(job->line, out, (size_t)n) : 0;
+}
+
 void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
 {
     memset(ret, 0, sizeof(*ret));
     ret->epochs = job->spec.epochs;
     snprintf(ret->first_skip, sizeof(ret->first_skip), "%s", cl_line_first_skip(job->line));
+    snprintf(ret->failed_on, sizeof(ret->failed_on), "%s", cl_line_failed_on(job->line));
     ret->nunits = job->nunits;
     for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
         ret->unit_names[u] = sl_pipeline_unit_name(job->pipe, u);

@@ -15,6 +15,7 @@
 typedef struct cl_job_info_s {
     uint32_t epochs;
     char first_skip[256];                        /* "" = nothing skipped */
+    char failed_on[256];                         /* on_error "fail": the bad sample, or "" */
     uint32_t nunits;
     const char *unit_names[SL_PIPE_MAX_UNITS];   /* the job's; valid until sluice_close */
     sl_unit_stat_t units[SL_PIPE_MAX_UNITS];     /* measured on this host so far */

@@ -63,3 +63,8 @@ void *sl_ring_front(const sl_ring_t *r)
 {
     return r->len > 0 ? r->buf + r->head * r->elem : NULL;
 }
+
+void *sl_ring_at(const sl_ring_t *r, size_t i)
+{
+    return i < r->len ? r->buf + ((r->head + i) % r->cap) * r->elem : NULL;
+}

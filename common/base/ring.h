@@ -25,6 +25,9 @@ int sl_ring_pop(sl_ring_t *r, void *ret);            /* 0 or -ENOENT; ret may be
 
 /* The front element in place (NULL when empty); valid until the next push/pop. */
 void *sl_ring_front(const sl_ring_t *r);
+/* Element i counted from the front, in place (NULL when i >= len); valid
+ * until the next push/pop. */
+void *sl_ring_at(const sl_ring_t *r, size_t i);
 
 static inline size_t sl_ring_len(const sl_ring_t *r)
 {

@@ -50,6 +50,23 @@ start_daemon() {
     fail "$name did not print its listening line"
 }
 
+# python_env: $PY (/usr/bin/python3: Debian's numpy and torch) importing the
+# source tree's binding over $BUILD's library.
+python_env() {
+    PY=/usr/bin/python3
+    export PYTHONPATH="$ROOT/client/python"
+    export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
+    [ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
+    case "$BUILD" in
+    *asan*)
+        # An ASan-built library needs the runtime loaded first; Python's own
+        # allocations are not ours to leak-check.
+        export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+        export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
+        ;;
+    esac
+}
+
 # make_images DIR CLASSES PER_CLASS: a small generated image set.
 make_images() {
     /usr/bin/python3 "$ROOT/scripts/make-dataset" --out "$1" --classes "$2" --per-class "$3" \

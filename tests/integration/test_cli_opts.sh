@@ -80,6 +80,18 @@ for cmd in RUN BENCH; do
     bad "${args[0]}" rank -1 "${args[@]:1}" --world-size 2
     bad "${args[0]}" world-size 0 "${args[@]:1}"
 done
+for v in bogus 3:2 x:0.5 1: ""; do # README's format, not the library's own message
+    bad run offload "$v" "${RUN[@]:1}"
+    bad bench offload "$v" "${BENCH[@]:1}"
+done
+for v in -1 x 4294967296 1.5; do
+    bad run first-epoch "$v" "${RUN[@]:1}"
+    bad bench first-epoch "$v" "${BENCH[@]:1}"
+done
+for v in -1 x 9223372036854775808; do
+    bad run seed "$v" "${RUN[@]:1}"
+    bad bench seed "$v" "${BENCH[@]:1}"
+done
 bad plan offload all "${PLAN[@]:1}"
 ok "bad values exit 2 naming the flag (run, bench, plan, status)"
 
@@ -94,7 +106,9 @@ ok "missing/contradicting arguments exit 2"
 
 # ---- good values still run
 "$S" run "$TMP/spec.json" --local --data-root "$TMP/data" --threads 1 --epochs 1 \
-    --consumer-rate 0 --max-rate 100000 --quiet --json >"$TMP/run.json" || fail "run exit $?"
+    --consumer-rate 0 --max-rate 100000 --first-epoch 3 --seed 5 --offload 0:0.5 --quiet \
+    --json >"$TMP/run.json" || fail "run exit $?"
+grep -q '"first_epoch": *3' "$TMP/run.json" || fail "run --first-epoch 3: $(cat "$TMP/run.json")"
 grep -q '"samples": *16' "$TMP/run.json" || fail "run did not deliver 16 samples: $(cat "$TMP/run.json")"
 "$S" bench "$TMP/spec.json" --local --data-root "$TMP/data" --threads 1 --epochs 1 \
     --consumer-rate 0 --seconds 60 --json >"$TMP/bench.json" || fail "bench exit $?"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # sluice run --local: digests independent of thread count, every broken input
-# a counted skip, on_error=fail stops, spec errors exit 2 naming file:line.
+# a counted skip (--json lists the skipped paths and reasons), on_error=fail
+# stops and says so without calling the bad sample a skip, spec errors exit 2
+# naming file:line.
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 8
@@ -49,6 +51,12 @@ assert j["skipped"]["total"] == 8, j
 assert r.get("empty") == 2 and r.get("truncated") == 2 and r.get("not_jpeg") == 2 \
     and r.get("too_large") == 2, r
 assert j["units"][0]["name"] == "decode_jpeg+random_resized_crop", j["units"]
+rec = j["skipped"]["recent"]
+assert len(rec) == 8, rec
+assert sorted((k["epoch"], k["path"]) for k in rec) == sorted(
+    (e, "train/class_000/zz_%s.jpg" % n) for e in (0, 1)
+    for n in ("empty", "truncated", "notjpeg", "bomb")), rec
+assert {k["reason"] for k in rec} == set(r), rec
 PY
 
 # Same spec, deterministic: identical files without sorting.
@@ -65,6 +73,22 @@ rc=$?
 set -e
 [ $rc -eq 1 ] || fail "on_error fail: exit $rc, want 1"
 grep -q 'zz_' "$TMP/fail.err" || fail "on_error fail: message does not name the file"
+# Its summary: the bad sample stopped the run; it was not skipped (it said
+# "0 skipped", then "first skipped sample: ...").
+set +e
+"$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --json >"$TMP/fail.json.out" \
+    2>"$TMP/fail2.err"
+set -e
+grep -q 'stopped at a bad sample (on_error "fail"): .*zz_' "$TMP/fail2.err" ||
+    fail "on_error fail summary: $(cat "$TMP/fail2.err")"
+! grep -q 'skipped sample' "$TMP/fail2.err" ||
+    fail "on_error fail: called a skip: $(cat "$TMP/fail2.err")"
+/usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert "zz_" in j["failed_on"] and j["skipped"]["total"] == 0, j
+assert "first" not in j["skipped"] and j["skipped"]["recent"] == [], j' "$TMP/fail.json.out" ||
+    fail "on_error fail --json: $(cat "$TMP/fail.json.out")"
 
 # Spec errors: exit 2 and name file:line:field.
 printf '{"source": {"type": "imagefolder", "path": "train"},\n "stages": [{"op": "decode_jpeg"},\n  {"op": "resize", "size": 0}]}\n' >"$TMP/bad.json"

@@ -3,25 +3,16 @@
 # locally and through a dispatcher gives the same sample bytes as
 # `sluice run --digests` (sha256 per sample), batches are zero-copy views
 # released when the last array goes, shapes/dtypes for CHW, HWC and
-# non-uniform batches, spec errors as SpecError, TLS + token +
+# non-uniform batches, spec errors as SpecError, a dict spec goes to the
+# library without a temporary file (errors name the field), sluice.version
+# is the library's, stats() answers after close, TLS + token +
 # dispatcher_timeout_ms against daemons that require them (and the errors
 # without them), sluice.torch yields tensors,
 # and scripts/train-example.py trains a few steps from a dispatcher job.
 source "$(dirname "$0")/lib.sh"
 ok() { echo "ok: $*"; }
 
-PY=/usr/bin/python3
-export PYTHONPATH="$ROOT/client/python"
-export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
-[ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
-case "$BUILD" in
-*asan*)
-    # An ASan-built library needs the runtime loaded first; Python's own
-    # allocations are not ours to leak-check.
-    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
-    export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
-    ;;
-esac
+python_env
 $PY -c 'import numpy' || fail "python3-numpy missing (scripts/install-deps.sh)"
 
 # ---- the ctypes structs match client/lib/sluice.h field for field (a field
@@ -30,6 +21,7 @@ cat >"$TMP/layout.c" <<'C'
 #include <stddef.h>
 #include <stdio.h>
 #include "client/lib/sluice.h"
+#include "common/base/version.h"
 #define F(T, f) printf("%s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
 int main(void)
 {
@@ -40,7 +32,8 @@ int main(void)
     F(sluice_options_t, world_size); F(sluice_options_t, job_name);
     F(sluice_options_t, dispatcher_timeout_ms); F(sluice_options_t, tls_ca);
     F(sluice_options_t, tls_cert); F(sluice_options_t, tls_key);
-    F(sluice_options_t, token_file);
+    F(sluice_options_t, token_file); F(sluice_options_t, first_epoch);
+    F(sluice_options_t, has_seed); F(sluice_options_t, seed);
     F(sluice_batch_t, epoch); F(sluice_batch_t, n); F(sluice_batch_t, uniform);
     F(sluice_batch_t, dtype); F(sluice_batch_t, layout); F(sluice_batch_t, h);
     F(sluice_batch_t, w); F(sluice_batch_t, c); F(sluice_batch_t, data);
@@ -51,21 +44,38 @@ int main(void)
     F(sluice_stats_t, from_remote); F(sluice_stats_t, seconds);
     F(sluice_stats_t, wait_seconds); F(sluice_stats_t, plan_split);
     F(sluice_stats_t, plan_local_share); F(sluice_stats_t, plan_mode); F(sluice_stats_t, job_id);
+    F(sluice_stats_t, plan_predicted); F(sluice_stats_t, plan_binding);
+    F(sluice_stats_t, plan_version); F(sluice_stats_t, profile_seconds);
+    F(sluice_stats_t, sample_costs); F(sluice_stats_t, first_epoch); F(sluice_stats_t, epochs);
+    F(sluice_stats_t, fallback);
+    F(sluice_skip_t, epoch); F(sluice_skip_t, index); F(sluice_skip_t, reason);
+    F(sluice_skip_t, path); F(sluice_skip_t, detail);
     printf("sizeof.sluice_options_t %zu 0\nsizeof.sluice_stats_t %zu 0\n",
            sizeof(sluice_options_t), sizeof(sluice_stats_t));
+    printf("exact.sluice_skip_t %zu 0\nrecent.skips %d 0\nversion.%s 0 0\n",
+           sizeof(sluice_skip_t), SLUICE_RECENT_SKIPS, SL_VERSION);
     return 0;
 }
 C
 cc -I"$ROOT" -o "$TMP/layout" "$TMP/layout.c" || fail "layout probe does not build"
 "$TMP/layout" >"$TMP/layout.txt"
 $PY - "$TMP/layout.txt" <<'PY' || fail "ctypes structs differ from client/lib/sluice.h"
-import sys
+import ctypes, sys
 import sluice
 types = {"sluice_options_t": sluice._Options, "sluice_batch_t": sluice._Batch,
-         "sluice_stats_t": sluice._Stats}
+         "sluice_stats_t": sluice._Stats, "sluice_skip_t": sluice._Skip}
 for line in open(sys.argv[1]):
     name, off, size = line.split()
-    t, f = name.split(".")
+    t, f = name.split(".", 1)
+    if t == "exact":  # arrays of it: no reserve, the size itself must match
+        assert ctypes.sizeof(types[f]) == int(off), (f, ctypes.sizeof(types[f]), off)
+        continue
+    if t == "recent":
+        assert sluice._RECENT_SKIPS == int(off), (sluice._RECENT_SKIPS, off)
+        continue
+    if t == "version":  # the library's, not a copy of the literal
+        assert sluice.version == f, (sluice.version, f)
+        continue
     if t == "sizeof":
         # The C struct may grow only into the binding's zeroed reserve.
         c = types[f]
@@ -74,7 +84,9 @@ for line in open(sys.argv[1]):
     d = getattr(types[t], f)
     assert (d.offset, d.size) == (int(off), int(size)), (name, d.offset, d.size, off, size)
 PY
-ok "ctypes structs match client/lib/sluice.h (offsets and sizes)"
+grep -rn '"[0-9]*\.[0-9]*\.[0-9]*"' "$ROOT/client/python/sluice" &&
+    fail "a version literal in the Python binding (sluice.version comes from the library)"
+ok "ctypes structs match client/lib/sluice.h (offsets and sizes); sluice.version == SL_VERSION"
 
 make_images "$TMP/data" 3 8
 write_train_spec "$TMP/spec.json" 2
@@ -171,11 +183,47 @@ with sluice.Loader(None, os.path.join(tmp, "raw.json"), data_root=data) as l:
     assert all(a.dtype == np.uint8 and a.ndim == 1 for a in b.images)
     assert len({a.size for a in b.images}) > 1, "expected images of different sizes"
 
-# A spec given as a dict; iteration ends with StopIteration.
+# A spec given as a dict; iteration ends with StopIteration. No temporary
+# file, whether the dict is good, refused by the library or not JSON at all.
+import glob, tempfile
+def spec_files():
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "sluice-spec-*")))
+before = spec_files()
 spec = json.load(open(os.path.join(tmp, "spec.json")))
 spec["epochs"] = 1
+spec["batch_size"] = np.int64(8)  # numpy scalars are numbers
 n = sum(len(y) for _, y in sluice.Loader(None, spec, data_root=data))
 assert n == 24, n
+for field, value, words in (("epochs", {1, 2}, ["epochs", "set"]),
+                            ("batch_size", float("nan"), ["batch_size", "finite"]),
+                            ("stages", [{"op": "decode_jpeg"}, {"op": "resize", "size": object()}],
+                             ["stages[1].size", "object"])):
+    bad = dict(spec, **{field: value})
+    try:
+        sluice.Loader(None, bad, data_root=data)
+        raise AssertionError("accepted %s=%r" % (field, value))
+    except sluice.SpecError as e:
+        assert all(w in str(e) for w in words), (words, str(e))
+        print("dict spec:", e)
+bad = dict(spec, stages=[{"op": "decode_jpeg"}, {"op": "resize", "size": -3}])
+try:
+    sluice.Loader(None, bad, data_root=data)
+    raise AssertionError("resize -3 accepted")
+except sluice.SpecError as e:  # the library's message: the field, no file
+    assert "stages[1].size" in str(e) and "<spec dict>" in str(e), e
+    assert "/tmp" not in str(e), e
+    print("dict spec:", e)
+assert spec_files() == before, spec_files() - before
+
+# Options that renumber or reseed: checked, naming the option.
+for kw, word in (({"first_epoch": -1}, "first_epoch"), ({"first_epoch": 2**32}, "first_epoch"),
+                 ({"first_epoch": 1.5}, "first_epoch"), ({"seed": -1}, "seed"),
+                 ({"seed": 2**63}, "seed"), ({"seed": "7"}, "seed")):
+    try:
+        sluice.Loader(None, spec, data_root=data, **kw)
+        raise AssertionError("accepted %r" % (kw,))
+    except sluice.SpecError as e:
+        assert word in str(e), (word, str(e))
 
 # Errors: a bad spec names the file; a bad data root; a closed loader.
 bad = os.path.join(tmp, "bad.json")
@@ -197,6 +245,9 @@ try:
     raise AssertionError("closed loader works")
 except sluice.SluiceError:
     pass
+# ... but its numbers stay readable: the final ones.
+assert l.stats()["delivered"] == 0 and l.stats()["epochs"] == 2, l.stats()
+assert l.skipped() == {} and l.skipped_samples() == []
 print("library:", sluice.library_path)
 PY
 ok "zero-copy views, batch released on last reference, HWC/non-uniform, dict spec, errors"

@@ -74,6 +74,10 @@ START_TEST(test_ring_fifo_front_and_bounds)
         }
         ck_assert_int_eq(sl_ring_push_back(&r, &next_in), -ENOSPC);
         ck_assert_int_eq(*(int *)sl_ring_front(&r), next_out);
+        for (int i = 0; i < 3; i++) { /* indexed from the front, across the wrap */
+            ck_assert_int_eq(*(int *)sl_ring_at(&r, (size_t)i), next_out + i);
+        }
+        ck_assert_ptr_null(sl_ring_at(&r, 3));
         ck_assert_int_eq(sl_ring_pop(&r, &v), 0);
         ck_assert_int_eq(v, next_out);
         next_out++;

@@ -1,7 +1,9 @@
 /* The client's line (client/lib/line.h) on its own: epochs declared in
  * order as their samples are described, deterministic batches in (epoch,
- * position) order, duplicates dropped, the on_error policy, and a restarted
- * rank's resume. A real imagefolder and pipeline, no job. */
+ * position) order, duplicates dropped, the on_error policy (a failing
+ * sample is not a skip), the most recent skips, a restarted rank's resume,
+ * and epochs numbered from a first epoch. A real imagefolder and pipeline,
+ * no job. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "client/lib/line.h"
 #include "common/base/log.h"
+#include "common/engine/ranks.h"
 #include "tests/unit/fixtures.h"
 
 #define NIMG 10
@@ -33,16 +36,17 @@ static void setup(void)
 
 static void teardown(void) { fx_rmtree(g_root); }
 
-/* A line over the imagefolder; extra: more spec fields ("" or ", ..."). */
-static void rig_open(rig_t *r, const char *extra)
+/* A line over the imagefolder of `epochs` epochs starting at first; extra:
+ * more spec fields ("" or ", ..."). */
+static void rig_open_at(rig_t *r, const char *extra, uint64_t first, unsigned epochs)
 {
     char path[600];
     snprintf(path, sizeof(path), "%s/spec.json", g_root);
     char spec[512];
     snprintf(spec, sizeof(spec),
              "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 7},"
-             " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": %d, \"epochs\": 2%s}",
-             BATCH, extra);
+             " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": %d, \"epochs\": %u%s}",
+             BATCH, epochs, extra);
     ck_assert_int_eq(fx_write_file(path, spec, strlen(spec)), 0);
     char err[512];
     memset(r, 0, sizeof(*r));
@@ -52,9 +56,11 @@ static void rig_open(rig_t *r, const char *extra)
                      0);
     ck_assert_int_eq(sl_pipeline_new(&r->spec, 0, &r->pipe, err, sizeof(err)), 0);
     cl_line_args_t a = {.spec = &r->spec, .pipe = r->pipe, .src = r->src, .num_samples = NIMG,
-                        .positions = NIMG, .threads = 2};
+                        .positions = NIMG, .threads = 2, .first_epoch = first};
     ck_assert_int_eq(cl_line_new(&a, &r->line), 0);
 }
+
+static void rig_open(rig_t *r, const char *extra) { rig_open_at(r, extra, 0, 2); }
 
 static void rig_close(rig_t *r)
 {
@@ -146,6 +152,98 @@ START_TEST(test_skips_and_on_error)
     ck_assert_int_eq(cl_line_put(r.line, &s, "unreadable", NULL, NULL, &t), -EIO);
     ck_assert_str_eq(t.detail, "unreadable");
     ck_assert_int_eq(cl_line_sample(r.line, 0, 5, 0, &s), 0); /* not batched */
+    /* It stopped the job; nothing was skipped (the run's summary said "0
+     * skipped" and then named a "first skipped sample"). */
+    ck_assert_str_eq(cl_line_first_skip(r.line), "");
+    ck_assert_str_eq(cl_line_failed_on(r.line), "unreadable");
+    sluice_skip_t k[2];
+    ck_assert_uint_eq(cl_line_recent_skips(r.line, k, 2), 0);
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(test_recent_skips_ring)
+{
+    rig_t r;
+    rig_open_at(&r, "", 0, 8);
+    sl_sample_t s;
+    cl_line_took_t t;
+    /* More skips than are kept, over several epochs; one repeated. */
+    for (int i = 0; i < SLUICE_RECENT_SKIPS + 6; i++) {
+        uint64_t epoch = (uint64_t)i / NIMG, pos = (uint64_t)i % NIMG;
+        ck_assert_int_eq(cl_line_sample(r.line, epoch, pos, 0, &s), 0);
+        s.skip = i % 2 ? SL_SKIP_TRUNCATED : SL_SKIP_NOT_JPEG;
+        char detail[32];
+        snprintf(detail, sizeof(detail), "skip %d", i);
+        ck_assert_int_eq(cl_line_put(r.line, &s, detail, NULL, NULL, &t), 0);
+        if (i == 3) { /* a duplicate of a skip is not another skip */
+            ck_assert_int_eq(cl_line_sample(r.line, epoch, pos, 0, &s), 1);
+            s.skip = SL_SKIP_CORRUPT;
+            ck_assert_int_eq(cl_line_put(r.line, &s, "again", NULL, NULL, &t), 0);
+            ck_assert_int_eq(t.duplicate, 1);
+        }
+    }
+    sluice_skip_t k[SLUICE_RECENT_SKIPS + 2];
+    size_t n = cl_line_recent_skips(r.line, k, SLUICE_RECENT_SKIPS + 2);
+    ck_assert_uint_eq(n, SLUICE_RECENT_SKIPS);
+    for (size_t j = 0; j < n; j++) { /* the newest SLUICE_RECENT_SKIPS, oldest first */
+        int i = (int)j + 6;
+        char detail[32];
+        snprintf(detail, sizeof(detail), "skip %d", i);
+        ck_assert_str_eq(k[j].detail, detail);
+        ck_assert_str_eq(k[j].reason, i % 2 ? "truncated" : "not_jpeg");
+        ck_assert_uint_eq(k[j].epoch, (uint64_t)i / NIMG);
+        /* The path of the sample at that position of the epoch's order. */
+        ck_assert_int_eq(cl_line_sample(r.line, k[j].epoch, (uint64_t)i % NIMG, 0, &s), 1);
+        ck_assert_uint_eq(k[j].index, s.index);
+        ck_assert_str_eq(k[j].path, sl_source_name(r.src, s.index));
+    }
+    ck_assert_str_eq(cl_line_first_skip(r.line), "skip 0");
+    ck_assert_uint_eq(cl_line_recent_skips(r.line, k, 1), 1);
+    ck_assert_str_eq(k[0].detail, "skip 69");
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(test_first_epoch)
+{
+    /* Epochs 3 and 4 (of the spec's 2, from 3): orders as in one job. */
+    rig_t r;
+    rig_open_at(&r, ", \"deterministic\": true", 3, 2);
+    sl_sample_t s;
+    ck_assert_int_eq(cl_line_sample(r.line, 2, 0, 0, &s), -ERANGE);
+    ck_assert_int_eq(cl_line_sample(r.line, 5, 0, 0, &s), -ERANGE);
+    uint64_t order[NIMG];
+    for (uint64_t e = 3; e <= 4; e++) {
+        sl_rank_order(&r.spec, e, NIMG, order, order);
+        for (uint64_t p = 0; p < NIMG; p++) {
+            ck_assert_int_eq(cl_line_sample(r.line, e, p, 0, &s), 0);
+            ck_assert_uint_eq(s.index, order[p]);
+            ck_assert_int_eq(cl_line_run(r.line, &s, 0), 0);
+        }
+        cl_line_took_t t;
+        while (cl_line_collect(r.line, 1000, &t) != -EAGAIN) {
+        }
+    }
+    uint64_t want = 3, got = 0;
+    sl_batch_t *b;
+    while ((b = cl_line_pop(r.line)) != NULL) {
+        ck_assert_uint_eq(b->epoch, want);
+        got += b->n;
+        if (got == NIMG * (want - 2)) {
+            want++;
+        }
+        sl_batch_free(b);
+    }
+    ck_assert_uint_eq(got, 2 * NIMG);
+    ck_assert(cl_line_done(r.line));
+    /* A resume before the first epoch starts at the first epoch. */
+    rig_close(&r);
+    rig_open_at(&r, "", 3, 2);
+    cl_line_resume_at(r.line, 1);
+    ck_assert_int_eq(cl_line_mark_done(r.line, 2, 0, 1), -EINVAL);
+    ck_assert_int_eq(cl_line_mark_done(r.line, 3, 0, NIMG), NIMG);
+    ck_assert_int_eq(cl_line_sample(r.line, 4, 0, 0, &s), 0);
     rig_close(&r);
 }
 END_TEST
@@ -188,6 +286,8 @@ int main(void)
     tcase_add_test(tc, test_deterministic_batches_in_order);
     tcase_add_test(tc, test_skips_and_on_error);
     tcase_add_test(tc, test_resume);
+    tcase_add_test(tc, test_recent_skips_ring);
+    tcase_add_test(tc, test_first_epoch);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

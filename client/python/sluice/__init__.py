@@ -8,6 +8,12 @@
 ``dispatcher=None`` runs every stage in this process (no daemons needed).
 For PyTorch see ``sluice.torch.IterableDataset``.
 
+Epochs: a Loader runs all of the spec's epochs (or ``epochs=``). A training
+loop that opens one job per epoch passes ``epochs=1, first_epoch=e``: epoch e
+then has the same order and the same random crops as epoch e of one long
+job (the RNG is keyed by seed, epoch and sample index). ``seed=`` replaces
+the spec's source seed.
+
 The binding is ctypes over libsluice.so (client/lib/sluice.h); nothing is
 compiled. Batches are not copied: each array is a view of the library's own
 batch memory, which is handed back to the library (sluice_release_batch)
@@ -22,16 +28,16 @@ package; build/lib of the source tree the package sits in; the path
 import ctypes
 import ctypes.util
 import errno
-import json
 import os
-import tempfile
 import threading
+import warnings
 
 import numpy as np
 
-__all__ = ["Loader", "Batch", "SluiceError", "SpecError", "library_path", "version"]
+from . import _spec
 
-version = "0.1.0"
+__all__ = ["Loader", "Batch", "SluiceError", "SpecError", "SluiceWarning", "library_path",
+           "version"]
 
 # ---------------------------------------------------------------- library
 
@@ -46,6 +52,11 @@ class SluiceError(RuntimeError):
 
 class SpecError(SluiceError, ValueError):
     """The spec or the options are invalid (the message names file:line:field)."""
+
+
+class SluiceWarning(UserWarning):
+    """Something the job does differently from what was asked (said once per
+    job): e.g. every worker refused it, so its remote stages run here."""
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -120,6 +131,10 @@ class _Options(ctypes.Structure):
         ("tls_cert", ctypes.c_char_p),
         ("tls_key", ctypes.c_char_p),
         ("token_file", ctypes.c_char_p),
+        # Appended later (sluice.h): epoch numbering and the seed override.
+        ("first_epoch", ctypes.c_uint64),
+        ("has_seed", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -165,9 +180,28 @@ class _Stats(ctypes.Structure):
         ("plan_version", ctypes.c_uint32),
         ("profile_seconds", ctypes.c_double),
         ("sample_costs", ctypes.c_char * 16),
+        # Appended later (sluice.h).
+        ("first_epoch", ctypes.c_uint64),
+        ("epochs", ctypes.c_uint32),
+        ("fallback", ctypes.c_char * 256),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
+
+
+class _Skip(ctypes.Structure):
+    # Written by the library into an array: the size must match sluice.h
+    # exactly (the layout check in tests/integration/test_python.sh).
+    _fields_ = [
+        ("epoch", ctypes.c_uint64),
+        ("index", ctypes.c_uint64),
+        ("reason", ctypes.c_char * 16),
+        ("path", ctypes.c_char * 256),
+        ("detail", ctypes.c_char * 256),
+    ]
+
+
+_RECENT_SKIPS = 64  # SLUICE_RECENT_SKIPS
 
 
 def _declare(lib):
@@ -175,6 +209,9 @@ def _declare(lib):
     lib.sluice_open.argtypes = [cp, ctypes.POINTER(_Options), ctypes.POINTER(vp), cp,
                                 ctypes.c_size_t]
     lib.sluice_open.restype = i
+    lib.sluice_open_json.argtypes = [cp, ctypes.c_size_t, cp, ctypes.POINTER(_Options),
+                                     ctypes.POINTER(vp), cp, ctypes.c_size_t]
+    lib.sluice_open_json.restype = i
     lib.sluice_next_batch.argtypes = [vp, ctypes.POINTER(ctypes.POINTER(_Batch))]
     lib.sluice_next_batch.restype = i
     lib.sluice_release_batch.argtypes = [vp, ctypes.POINTER(_Batch)]
@@ -185,6 +222,10 @@ def _declare(lib):
     lib.sluice_get_stats.restype = None
     lib.sluice_skip_counts.argtypes = [vp, ctypes.POINTER(cp), ctypes.POINTER(ctypes.c_uint64), i]
     lib.sluice_skip_counts.restype = i
+    lib.sluice_recent_skips.argtypes = [vp, ctypes.POINTER(_Skip), i]
+    lib.sluice_recent_skips.restype = i
+    lib.sluice_version.argtypes = []
+    lib.sluice_version.restype = cp
     lib.sluice_close.argtypes = [vp]
     lib.sluice_close.restype = None
 
@@ -298,16 +339,14 @@ class Batch:
         return "<sluice.Batch epoch=%d n=%d images=%s>" % (self.epoch, len(self), shape)
 
 
-def _spec_path(spec, keep):
-    """A spec may be a path or a dict (written to a temporary file)."""
-    if isinstance(spec, dict):
-        f = tempfile.NamedTemporaryFile("w", prefix="sluice-spec-", suffix=".json",
-                                        delete=False)
-        with f:
-            json.dump(spec, f)
-        keep.append(f.name)
-        return f.name
-    return os.fspath(spec)
+def _u64(name, value, hi):
+    """An integer option checked here, so a wrong type or range is a
+    SpecError naming it rather than a ctypes error or a wrapped int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SpecError("%s: %r is not an integer" % (name, value), -errno.EINVAL)
+    if not 0 <= int(value) <= hi:
+        raise SpecError("%s: %r is not in 0..%d" % (name, value, hi), -errno.EINVAL)
+    return int(value)
 
 
 class Loader:
@@ -320,6 +359,10 @@ class Loader:
     threads     local decode threads (0 = online CPUs)
     offload     None (the spec's), "off", "all", "auto", "fastflow" or "K:F"
     epochs      0 = the spec's
+    first_epoch number of the job's first epoch (default 0): epochs=1,
+                first_epoch=e delivers what epoch e of one longer job does
+                (same order, same random crops)
+    seed        replaces the spec's source seed (None = the spec's; 0..2**63-1)
     timeout_ms  RPC deadline (0 = the library's default, 10 s)
     rank, world_size
                 multi-GPU training: this process is ``rank`` of ``world_size``
@@ -339,13 +382,22 @@ class Loader:
                 certificate (mutual TLS)
     token_file  a file holding the cluster's bearer token
 
+    ``spec`` as a dict goes to the library as JSON text (no file); a value
+    JSON cannot hold is a SpecError naming the field.
+
     Iterate once; ``batches()`` yields full ``Batch`` objects (epoch,
-    indices) instead. Close it (or use ``with``) to end the job early."""
+    indices) instead. Close it (or use ``with``) to end the job early;
+    ``stats()``, ``skipped()`` and ``skipped_samples()`` still answer after
+    closing (the job's final numbers). If the job runs remote work on this
+    host instead (every worker refused it), a ``SluiceWarning`` says so once
+    and ``stats()["fallback"]`` says why."""
 
     def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
                  timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
                  dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
-                 token_file=None):
+                 token_file=None, first_epoch=0, seed=None):
+        self._job = None
+        self._final = None
         lib = _load()
         # Checked here as well as by the library, so a wrong type or range
         # is a SpecError naming the argument rather than a ctypes error or
@@ -359,8 +411,17 @@ class Loader:
         if not 0.0 <= rate <= 1e9:  # also refuses NaN
             raise SpecError("consumer_rate: %r is not 0..1e9 samples/s" % (consumer_rate,),
                             -errno.EINVAL)
-        self._tmp = []
-        path = _spec_path(spec, self._tmp)
+        first_epoch = _u64("first_epoch", first_epoch, 2**32 - 1)
+        if seed is not None:
+            seed = _u64("seed", seed, 2**63 - 1)
+        if isinstance(spec, dict):
+            try:
+                text = _spec.to_json(spec)
+            except ValueError as e:
+                raise SpecError("<spec dict>: %s" % e, -errno.EINVAL) from None
+            path = None
+        else:
+            text, path = None, os.fspath(spec)
         self._keep = [os.fsencode(s) if s is not None else None
                       for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
                                 tls_key, token_file)]
@@ -374,17 +435,26 @@ class Loader:
         opts.world_size = int(world_size)
         opts.consumer_rate = rate
         opts.dispatcher_timeout_ms = int(dispatcher_timeout_ms)
+        opts.first_epoch = first_epoch
+        opts.has_seed = int(seed is not None)
+        opts.seed = seed or 0
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
-        rc = lib.sluice_open(path.encode(), ctypes.byref(opts), ctypes.byref(handle), err,
-                             len(err))
+        if text is not None:
+            rc = lib.sluice_open_json(text, len(text), b"<spec dict>", ctypes.byref(opts),
+                                      ctypes.byref(handle), err, len(err))
+        else:
+            rc = lib.sluice_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(handle),
+                                 err, len(err))
         if rc < 0:
-            self._cleanup_tmp()
             msg = err.value.decode(errors="replace") or os.strerror(-rc)
             raise (SpecError if rc == -errno.EINVAL else SluiceError)(msg, rc)
         self._lib = lib
         self._job = _Job(lib, handle.value)
         self._done = False
+        # Only a dispatcher can hand remote work back; local jobs never warn.
+        self._warned = dispatcher is None
+        self._st = _Stats()
 
     # -- iteration
 
@@ -421,7 +491,19 @@ class Loader:
         if rc < 0:
             msg = self._lib.sluice_last_error(job.handle)
             raise SluiceError(msg.decode(errors="replace") if msg else os.strerror(-rc), rc)
+        if not self._warned:
+            self._warn_fallback()
         return self._wrap(job, bptr)
+
+    def _warn_fallback(self):
+        """Says once that the job's remote work runs here, and why. Per
+        batch until then: one library call into a kept struct, no dict."""
+        self._lib.sluice_get_stats(self._job.handle, ctypes.byref(self._st))
+        if self._st.fallback:
+            self._warned = True
+            why = self._st.fallback.decode(errors="replace")
+            warnings.warn("sluice: the job's remote work runs in this process: %s" % why,
+                          SluiceWarning, stacklevel=3)
 
     def _wrap(self, job, bptr):
         b = bptr.contents
@@ -457,46 +539,65 @@ class Loader:
 
     # -- information
 
-    def stats(self):
-        """Counters of the job so far (delivered, skipped, plan, ...)."""
+    def _handle(self):
+        """The open job's handle, or None after close (the final numbers
+        answer then)."""
         job = self._job
-        if job is None or job.handle is None:
+        if job is not None and job.handle is not None:
+            return job.handle
+        if self._final is None:
             raise SluiceError("the loader is closed", -errno.EBADF)
+        return None
+
+    def stats(self):
+        """Counters of the job so far (delivered, skipped, plan, first_epoch,
+        epochs; fallback: why remote work runs here, "" when it does not)."""
+        h = self._handle()
+        if h is None:
+            return dict(self._final[0])
         st = _Stats()
-        self._lib.sluice_get_stats(job.handle, ctypes.byref(st))
+        self._lib.sluice_get_stats(h, ctypes.byref(st))
         out = {name: getattr(st, name) for name, _ in _Stats._fields_ if name != "_reserved"}
-        out["plan_mode"] = st.plan_mode.decode(errors="replace")
-        out["plan_binding"] = st.plan_binding.decode(errors="replace")
-        out["sample_costs"] = st.sample_costs.decode(errors="replace")
+        for name in ("plan_mode", "plan_binding", "sample_costs", "fallback"):
+            out[name] = out[name].decode(errors="replace")
         return out
 
     def skipped(self):
         """Skipped samples by reason, e.g. {"corrupt": 2}."""
-        job = self._job
-        if job is None or job.handle is None:
-            raise SluiceError("the loader is closed", -errno.EBADF)
+        h = self._handle()
+        if h is None:
+            return dict(self._final[1])
         names = (ctypes.c_char_p * 32)()
         counts = (ctypes.c_uint64 * 32)()
-        n = self._lib.sluice_skip_counts(job.handle, names, counts, 32)
+        n = self._lib.sluice_skip_counts(h, names, counts, 32)
         return {names[i].decode(): counts[i] for i in range(max(0, n)) if counts[i]}
+
+    def skipped_samples(self):
+        """The most recent skipped samples (up to 64), oldest first: dicts with
+        epoch, index, reason, path (under the data root) and detail."""
+        h = self._handle()
+        if h is None:
+            return [dict(d) for d in self._final[2]]
+        arr = (_Skip * _RECENT_SKIPS)()
+        n = self._lib.sluice_recent_skips(h, arr, _RECENT_SKIPS)
+        return [{"epoch": k.epoch, "index": k.index,
+                 "reason": k.reason.decode(errors="replace"),
+                 "path": k.path.decode(errors="replace"),
+                 "detail": k.detail.decode(errors="replace")} for k in arr[:max(0, n)]]
 
     # -- closing
 
     def close(self):
         """Ends the job (tells the dispatcher). Arrays already handed out stay
-        valid; the job's memory goes when the last of them does."""
-        job, self._job = self._job, None
+        valid; the job's memory goes when the last of them does. stats(),
+        skipped() and skipped_samples() keep answering with the final
+        numbers."""
+        job = self._job
+        if job is not None and job.handle is not None:
+            self._final = (self.stats(), self.skipped(), self.skipped_samples())
+        self._job = None
         if job is not None:
             job.close()
-        self._cleanup_tmp()
-
-    def _cleanup_tmp(self):
-        for p in self._tmp:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-        self._tmp = []
 
     def __enter__(self):
         return self
@@ -518,4 +619,9 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(".torch", __name__)
+    # The library's own version (sluice_version()), loaded on first use.
+    if name == "version":
+        global version
+        version = _load().sluice_version().decode()
+        return version
     raise AttributeError("module 'sluice' has no attribute %r" % name)

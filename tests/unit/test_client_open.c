@@ -1,0 +1,250 @@
+/* test_client_open: the public C API's ways in and what a local job reports
+ * (client/lib/sluice.h), on a real imagefolder:
+ *  - sluice_open_json: a spec as text, errors naming the caller's name and
+ *    the field, never a file;
+ *  - first_epoch and the seed override: a job of one epoch started at epoch
+ *    e delivers exactly (indices, labels, bytes) epoch e of a longer job;
+ *    another epoch or seed does not; bad values refused naming the option;
+ *  - sluice_recent_skips: the most recent skipped samples with path and
+ *    reason, in the order they were skipped;
+ *  - sluice_version is SL_VERSION. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/lib/sha256.h"
+#include "client/lib/sluice.h"
+#include "common/base/log.h"
+#include "common/base/version.h"
+#include "tests/unit/fixtures.h"
+
+#define NIMG 12
+#define SPEC_FMT                                                                             \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 3},"            \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", \"size\": 8},"\
+    " {\"op\": \"flip\"}], \"batch_size\": 5, \"epochs\": %u}"
+
+static char g_root[FX_TMPDIR_LEN];
+
+static void setup(void)
+{
+    sl_log_set_level(LOG_CRIT);
+    ck_assert_int_eq(fx_mkdtemp(g_root), 0);
+    ck_assert_int_eq(fx_make_imagefolder(g_root, NIMG, 24, 16), 0);
+}
+
+static void teardown(void) { fx_rmtree(g_root); }
+
+/* One delivered sample: where it came from and a hash of its bytes. */
+typedef struct {
+    uint64_t epoch, index;
+    int32_t label;
+    char sha[65];
+} seen_t;
+
+static int seen_cmp(const void *a, const void *b)
+{
+    const seen_t *x = a, *y = b;
+    if (x->epoch != y->epoch) {
+        return x->epoch < y->epoch ? -1 : 1;
+    }
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Runs a local job of the spec text with these options; returns how many
+ * samples it delivered into out (sorted by epoch, index). */
+static size_t run(unsigned epochs, sluice_options_t o, seen_t *out, size_t max)
+{
+    char spec[512];
+    snprintf(spec, sizeof(spec), SPEC_FMT, epochs);
+    o.data_root = g_root;
+    o.threads = 2;
+    sluice_job_t *job = NULL;
+    char err[512] = "";
+    ck_assert_msg(sluice_open_json(spec, strlen(spec), "t", &o, &job, err, sizeof(err)) == 0,
+                  "%s", err);
+    size_t n = 0;
+    sluice_batch_t *b = NULL;
+    int rc;
+    while ((rc = sluice_next_batch(job, &b)) == 0) {
+        for (uint32_t i = 0; i < b->n && n < max; i++, n++) {
+            out[n].epoch = b->epoch;
+            out[n].index = b->indices[i];
+            out[n].label = b->labels[i];
+            sl_sha256_hex(b->data + b->offsets[i], b->sizes[i], out[n].sha);
+        }
+        sluice_release_batch(job, b);
+    }
+    ck_assert_int_eq(rc, 1);
+    sluice_stats_t st;
+    sluice_get_stats(job, &st);
+    ck_assert_uint_eq(st.first_epoch, o.first_epoch);
+    ck_assert_uint_eq(st.epochs, epochs);
+    ck_assert_str_eq(st.fallback, "");
+    sluice_close(job);
+    qsort(out, n, sizeof(*out), seen_cmp);
+    return n;
+}
+
+static int same(const seen_t *a, const seen_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (a[i].epoch != b[i].epoch || a[i].index != b[i].index || a[i].label != b[i].label ||
+            strcmp(a[i].sha, b[i].sha) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+START_TEST(test_first_epoch_is_that_epoch_of_a_longer_job)
+{
+    static seen_t all[3 * NIMG], one[NIMG], other[NIMG];
+    sluice_options_t o = {0};
+    ck_assert_uint_eq(run(3, o, all, 3 * NIMG), 3 * NIMG);
+    /* Epochs 1 and 2 of the three-epoch job, one job each. */
+    for (uint64_t e = 1; e <= 2; e++) {
+        o.first_epoch = e;
+        ck_assert_uint_eq(run(1, o, one, NIMG), NIMG);
+        ck_assert_uint_eq(one[0].epoch, e);
+        ck_assert_msg(same(one, all + e * NIMG, NIMG), "epoch %llu differs",
+                      (unsigned long long)e);
+    }
+    /* Another epoch is another draw (crops and flips keyed by the epoch). */
+    o.first_epoch = 0;
+    ck_assert_uint_eq(run(1, o, other, NIMG), NIMG);
+    int differ = 0;
+    for (size_t i = 0; i < NIMG; i++) {
+        differ += strcmp(other[i].sha, one[i].sha) != 0;
+    }
+    ck_assert_int_gt(differ, 0);
+    /* The seed override replaces the spec's (3): seed 3 is the spec's run. */
+    o.has_seed = 1;
+    o.seed = 3;
+    ck_assert_uint_eq(run(1, o, one, NIMG), NIMG);
+    ck_assert(same(one, all, NIMG));
+    o.seed = 4;
+    ck_assert_uint_eq(run(1, o, one, NIMG), NIMG);
+    ck_assert(!same(one, all, NIMG));
+}
+END_TEST
+
+/* sluice_open_json's answer for this spec text and these options. */
+static int open_fails(const char *spec, const sluice_options_t *o, char *err, size_t errlen)
+{
+    sluice_job_t *job = NULL;
+    int rc = sluice_open_json(spec, spec != NULL ? strlen(spec) : 0, "my spec", o, &job, err,
+                              errlen);
+    if (rc == 0) {
+        sluice_close(job);
+    }
+    return rc;
+}
+
+START_TEST(test_open_json_errors)
+{
+    char err[512];
+    sluice_options_t o = {.data_root = g_root};
+    char good[512];
+    snprintf(good, sizeof(good), SPEC_FMT, 1u);
+    ck_assert_int_eq(open_fails(good, &o, err, sizeof(err)), 0);
+    /* The field, under the caller's name for the text. */
+    const char *bad = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
+                      " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\","
+                      " \"size\": -3}]}";
+    ck_assert_int_eq(open_fails(bad, &o, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "my spec:1: stages[1].size") != NULL, "%s", err);
+    ck_assert_int_eq(open_fails("{\"source\": ", &o, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "my spec") != NULL, "%s", err);
+    ck_assert_int_eq(open_fails(NULL, &o, err, sizeof(err)), -EINVAL);
+    /* Not NUL-terminated: only len bytes are read. */
+    char padded[600];
+    snprintf(padded, sizeof(padded), "%sGARBAGE", good);
+    sluice_job_t *job = NULL;
+    ck_assert_int_eq(sluice_open_json(padded, strlen(good), NULL, &o, &job, err, sizeof(err)),
+                     0);
+    sluice_close(job);
+    /* Too long: a spec error like any other. */
+    size_t big = 2u << 20;
+    char *huge = malloc(big + 1);
+    ck_assert_ptr_nonnull(huge);
+    memset(huge, ' ', big);
+    huge[big] = '\0';
+    ck_assert_int_eq(open_fails(huge, &o, err, sizeof(err)), -EINVAL);
+    free(huge);
+
+    /* The options that renumber or reseed. */
+    o.first_epoch = SLUICE_MAX_EPOCHS; /* + 1 epoch is beyond */
+    ck_assert_int_eq(open_fails(good, &o, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "first_epoch") != NULL, "%s", err);
+    o.first_epoch = UINT64_MAX; /* must not wrap around */
+    ck_assert_int_eq(open_fails(good, &o, err, sizeof(err)), -EINVAL);
+    o.first_epoch = SLUICE_MAX_EPOCHS - 1;
+    ck_assert_msg(open_fails(good, &o, err, sizeof(err)) == 0, "%s", err);
+    o.first_epoch = 0;
+    o.has_seed = 1;
+    o.seed = (uint64_t)INT64_MAX + 1;
+    ck_assert_int_eq(open_fails(good, &o, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "seed") != NULL, "%s", err);
+    o.seed = (uint64_t)INT64_MAX;
+    ck_assert_msg(open_fails(good, &o, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(sluice_version(), SL_VERSION);
+}
+END_TEST
+
+START_TEST(test_recent_skips)
+{
+    /* NIMG good images and 70 that are not JPEGs: more than are kept. */
+    char path[600];
+    for (int i = 0; i < 70; i++) {
+        snprintf(path, sizeof(path), "%s/train/a/zz%02d.jpg", g_root, i);
+        ck_assert_int_eq(fx_write_file(path, "nope", 4), 0);
+    }
+    char spec[512];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u);
+    sluice_options_t o = {.data_root = g_root, .threads = 2};
+    sluice_job_t *job = NULL;
+    char err[512] = "";
+    ck_assert_msg(sluice_open_json(spec, strlen(spec), "t", &o, &job, err, sizeof(err)) == 0,
+                  "%s", err);
+    sluice_skip_t k[SLUICE_RECENT_SKIPS + 1];
+    ck_assert_int_eq(sluice_recent_skips(job, k, SLUICE_RECENT_SKIPS), 0);
+    sluice_batch_t *b = NULL;
+    while (sluice_next_batch(job, &b) == 0) {
+        sluice_release_batch(job, b);
+    }
+    sluice_stats_t st;
+    sluice_get_stats(job, &st);
+    ck_assert_uint_eq(st.skipped, 70);
+    int n = sluice_recent_skips(job, k, SLUICE_RECENT_SKIPS + 1);
+    ck_assert_int_eq(n, SLUICE_RECENT_SKIPS);
+    for (int i = 0; i < n; i++) {
+        ck_assert_str_eq(k[i].reason, "not_jpeg");
+        ck_assert_msg(strncmp(k[i].path, "train/a/zz", 10) == 0, "%s", k[i].path);
+        ck_assert_msg(strstr(k[i].detail, k[i].path) != NULL, "%s", k[i].detail);
+        ck_assert_uint_eq(k[i].epoch, 0);
+    }
+    /* A smaller array gets the newest ones: the tail of the same list. */
+    sluice_skip_t last[2];
+    ck_assert_int_eq(sluice_recent_skips(job, last, 2), 2);
+    ck_assert_str_eq(last[0].path, k[n - 2].path);
+    ck_assert_str_eq(last[1].path, k[n - 1].path);
+    ck_assert_int_eq(sluice_recent_skips(job, last, 0), 0);
+    sluice_close(job);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("client_open");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_first_epoch_is_that_epoch_of_a_longer_job);
+    tcase_add_test(tc, test_open_json_errors);
+    tcase_add_test(tc, test_recent_skips);
+    suite_add_tcase(s, tc);
+    return fx_run_suite(s, 0);
+}
