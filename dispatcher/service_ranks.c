@@ -103,7 +103,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     if (job != NULL && job->first_epoch != req->first_epoch) {
         /* Another epoch's part of this rank (an outer per-epoch loop whose
          * previous job is still open): not the same work to resume. */
-        rc = sl_err(err, errlen, SL_RPC_FAILED_PRECONDITION,
+        rc = sl_err(err, errlen, -ESTALE,
                     "first_epoch: rank %u of \"%s\" is open from epoch %" PRIu64
                     ", not %" PRIu64 " (close it first, or use another job name)",
                     req->rank, name, job->first_epoch, req->first_epoch);

@@ -222,10 +222,12 @@ START_TEST(test_first_epoch_bounds)
     uint64_t id = 0;
     /* Epoch numbers stay below 2^32 (split ids are epoch * nsplits + i). */
     sub_t s = {.epochs = 3, .offload = "off", .first_epoch = (1ull << 32) - 2};
-    ck_assert_int_eq(submit(&d, &s, 1000, &id, err, sizeof(err)), SL_RPC_INVALID_ARGUMENT);
+    ck_assert_int_eq(sl_rpc_status_from_errno(submit(&d, &s, 1000, &id, err, sizeof(err))),
+                     SL_RPC_INVALID_ARGUMENT);
     ck_assert_msg(strstr(err, "first_epoch") != NULL, "%s", err);
     s.first_epoch = UINT64_MAX; /* would wrap around */
-    ck_assert_int_eq(submit(&d, &s, 1000, &id, err, sizeof(err)), SL_RPC_INVALID_ARGUMENT);
+    ck_assert_int_eq(sl_rpc_status_from_errno(submit(&d, &s, 1000, &id, err, sizeof(err))),
+                     SL_RPC_INVALID_ARGUMENT);
     s.first_epoch = (1ull << 32) - 3;
     ck_assert_msg(submit(&d, &s, 1000, &id, err, sizeof(err)) == SL_RPC_OK, "%s", err);
     ck_assert_int_eq(state_of(&d, id, s.first_epoch * NSPLITS), DISP_SPLIT_ASSIGNED);
@@ -266,7 +268,8 @@ START_TEST(test_rank_not_reattached_across_epochs)
     uint64_t first = submit_ok(&d, &s);
     /* The same rank, the next epoch, while its part of epoch 0 is open. */
     s.first_epoch = 1;
-    ck_assert_int_eq(submit(&d, &s, 1000, &id, err, sizeof(err)), SL_RPC_FAILED_PRECONDITION);
+    ck_assert_int_eq(sl_rpc_status_from_errno(submit(&d, &s, 1000, &id, err, sizeof(err))),
+                     SL_RPC_FAILED_PRECONDITION);
     ck_assert_msg(strstr(err, "first_epoch") != NULL, "%s", err);
     /* The same epoch again: its restarted process re-attaches. */
     s.first_epoch = 0;
