@@ -66,3 +66,29 @@ write_train_spec() {
  "batch_size": 8, "epochs": ${2:-2}${3:-}}
 JSON
 }
+
+# run_rc ERRFILE CMD...: runs CMD with its stderr in ERRFILE and its exit status
+# in RC; a failing CMD does not end the test.
+run_rc() {
+    local errf=$1
+    shift
+    RC=0
+    "$@" 2>"$errf" || RC=$?
+}
+
+# use_python_binding: $PY (/usr/bin/python3) imports client/python's sluice
+# with this build's libsluice.so.
+use_python_binding() {
+    PY=/usr/bin/python3
+    export PYTHONPATH="$ROOT/client/python"
+    export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
+    [ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
+    case "$BUILD" in
+    *asan*)
+        # An ASan-built library needs the runtime loaded first; Python's own
+        # allocations are not ours to leak-check.
+        export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+        export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
+        ;;
+    esac
+}

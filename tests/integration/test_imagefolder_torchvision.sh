@@ -9,16 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 ok() { echo "ok: $*"; }
 
-PY=/usr/bin/python3
-export PYTHONPATH="$ROOT/client/python"
-export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
-[ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
-case "$BUILD" in
-*asan*)
-    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
-    export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
-    ;;
-esac
+use_python_binding
 $PY -c 'import torchvision, PIL' || fail "torchvision and PIL are needed under $PY"
 
 # The tree: real images of every kind, each JPEG its own size.

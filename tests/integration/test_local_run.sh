@@ -75,20 +75,14 @@ cmp -s <(sort "$TMP/o1") <(sort "$TMP/o2") ||
 
 # on_error fail: the first bad sample ends the run with status 1.
 write_train_spec "$TMP/fail.json" 1 ', "on_error": "fail"'
-set +e
-"$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet 2>"$TMP/fail.err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "on_error fail: exit $rc, want 1"
+run_rc "$TMP/fail.err" "$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet
+[ $RC -eq 1 ] || fail "on_error fail: exit $RC, want 1"
 grep -q 'zz_' "$TMP/fail.err" || fail "on_error fail: message does not name the file"
 
 # Spec errors: exit 2 and name file:line:field.
 printf '{"source": {"type": "imagefolder", "path": "train"},\n "stages": [{"op": "decode_jpeg"},\n  {"op": "resize", "size": 0}]}\n' >"$TMP/bad.json"
-set +e
-"$BIN/sluice" run "$TMP/bad.json" --local --data-root "$TMP/data" 2>"$TMP/bad.err"
-rc=$?
-set -e
-[ $rc -eq 2 ] || fail "bad spec: exit $rc, want 2"
+run_rc "$TMP/bad.err" "$BIN/sluice" run "$TMP/bad.json" --local --data-root "$TMP/data"
+[ $RC -eq 2 ] || fail "bad spec: exit $RC, want 2"
 grep -q 'bad.json:3' "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "bad spec: no file:line"; }
 grep -q 'stages\[1\].size' "$TMP/bad.err" || fail "bad spec: no field"
 
@@ -102,9 +96,6 @@ set -e
 
 # A path escaping the data root is refused.
 sed 's/"path": "train"/"path": "..\/etc"/' "$TMP/spec.json" >"$TMP/escape.json"
-set +e
-"$BIN/sluice" run "$TMP/escape.json" --local --data-root "$TMP/data" 2>"$TMP/esc.err"
-rc=$?
-set -e
-[ $rc -ne 0 ] || fail "escaping path accepted"
+run_rc "$TMP/esc.err" "$BIN/sluice" run "$TMP/escape.json" --local --data-root "$TMP/data"
+[ $RC -ne 0 ] || fail "escaping path accepted"
 echo "local run: ok"

@@ -49,11 +49,8 @@ ok "filelist: a listed link leading out is an outside_root skip"
 
 # on_error fail: the link ends the run with status 1, naming it and why.
 write_train_spec "$TMP/fail.json" 1 ', "on_error": "fail"'
-set +e
-"$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet 2>"$TMP/fail.err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "on_error fail: exit $rc, want 1"
+run_rc "$TMP/fail.err" "$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet
+[ $RC -eq 1 ] || fail "on_error fail: exit $RC, want 1"
 grep -q 'zz_link.jpg' "$TMP/fail.err" && grep -q 'outside the data root' "$TMP/fail.err" ||
     fail "on_error fail: $(cat "$TMP/fail.err")"
 ok "on_error fail: exit 1 naming the link"
