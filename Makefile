@@ -166,6 +166,7 @@ TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_source := data
+TEST_MODS_test_source_folder := data
 TEST_MODS_test_batcher := engine
 TEST_MODS_test_pipeline := engine
 TEST_MODS_test_ranks := engine

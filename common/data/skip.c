@@ -15,6 +15,8 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_TOO_LARGE;
     case EBADMSG:
         return SL_SKIP_CORRUPT;
+    case EPERM:
+        return SL_SKIP_OUTSIDE_ROOT;
     default:
         return SL_SKIP_IO;
     }
@@ -23,7 +25,7 @@ sl_skip_e sl_skip_from_errno(int rc)
 const char *sl_skip_name(sl_skip_e reason)
 {
     static const char *const NAMES[SL_SKIP__COUNT] = {
-        "empty", "not_jpeg", "truncated", "too_large", "corrupt", "io",
+        "empty", "not_jpeg", "truncated", "too_large", "corrupt", "io", "outside_root",
     };
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

@@ -1,6 +1,8 @@
 /* skip: why a sample was not delivered. Readers and decoders return negative
  * errno codes; this module is the one place that maps them to the reasons that
- * are counted in --json output, /status and /metrics. */
+ * are counted in --json output, /status and /metrics. Peers exchange reasons
+ * by name (Sample.skip_reason), so a new reason is added here and nowhere
+ * else; a peer that does not know a name counts it as "io". */
 #ifndef SL_SKIP_H
 #define SL_SKIP_H
 
@@ -11,7 +13,9 @@ typedef enum {
     SL_SKIP_TOO_LARGE,  /* -EFBIG: width x height above max_pixels (decompression bomb), or
                          * file too big */
     SL_SKIP_CORRUPT,    /* -EBADMSG: the decoder rejected the data */
-    SL_SKIP_IO,         /* anything else: I/O errors, unreadable files, refused paths */
+    SL_SKIP_IO,         /* anything else: I/O errors, unreadable or dangling files */
+    SL_SKIP_OUTSIDE_ROOT, /* -EPERM: the file resolves outside the data root (a symlink
+                           * leading out); last, so older peers' numbering still holds */
     SL_SKIP__COUNT
 } sl_skip_e;
 

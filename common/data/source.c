@@ -230,6 +230,27 @@ int sl_src_arena_add2(sl_source_t *src, const char *a, char sep, const char *b,
     return 0;
 }
 
+int sl_src_reserve(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t n = *cap > 0 ? *cap : 16;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / elem) {
+            return -ENOMEM;
+        }
+        n *= 2;
+    }
+    void *q = realloc(*p, n * elem);
+    if (q == NULL) {
+        return -ENOMEM;
+    }
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
 static int grow_array(void **p, size_t elem, uint64_t cap)
 {
     void *q = realloc(*p, (size_t)cap * elem);
@@ -332,7 +353,7 @@ static int dirent_cmp(const void *a, const void *b, void *ctx)
     return strcmp(buf + x->off, buf + y->off);
 }
 
-int sl_src_dirlist_read(int dirfd, sl_src_dirlist_t *ret_list)
+int sl_src_dirlist_read(int dirfd, unsigned flags, sl_src_dirlist_t *ret_list)
 {
     sl_src_dirlist_t l;
     memset(&l, 0, sizeof(l));
@@ -356,7 +377,9 @@ int sl_src_dirlist_read(int dirfd, sl_src_dirlist_t *ret_list)
             rc = errno != 0 ? -errno : 0;
             break;
         }
-        if (de->d_name[0] == '.') { /* ".", "..", and hidden entries */
+        const char *nm = de->d_name;
+        bool dots = nm[0] == '.' && (nm[1] == '\0' || (nm[1] == '.' && nm[2] == '\0'));
+        if (dots || (nm[0] == '.' && !(flags & SL_SRC_DIRLIST_HIDDEN))) {
             continue;
         }
         if (l.n >= SL_SOURCE_MAX_SAMPLES) {
@@ -364,28 +387,12 @@ int sl_src_dirlist_read(int dirfd, sl_src_dirlist_t *ret_list)
             break;
         }
         size_t len = strlen(de->d_name) + 1;
-        if (l.len + len > l.cap) {
-            size_t cap = l.cap ? l.cap * 2 : 4096;
-            while (cap < l.len + len) {
-                cap *= 2;
-            }
-            char *p = realloc(l.buf, cap);
-            if (p == NULL) {
-                rc = -ENOMEM;
-                break;
-            }
-            l.buf = p;
-            l.cap = cap;
+        rc = sl_src_reserve((void **)&l.buf, &l.cap, l.len + len, 1);
+        if (rc == 0) {
+            rc = sl_src_reserve((void **)&l.ents, &l.ncap, l.n + 1, sizeof(*l.ents));
         }
-        if (l.n == l.ncap) {
-            size_t cap = l.ncap ? l.ncap * 2 : 64;
-            sl_src_dirent_t *p = realloc(l.ents, cap * sizeof(*p));
-            if (p == NULL) {
-                rc = -ENOMEM;
-                break;
-            }
-            l.ents = p;
-            l.ncap = cap;
+        if (rc < 0) {
+            break;
         }
         memcpy(l.buf + l.len, de->d_name, len);
         l.ents[l.n].off = l.len;

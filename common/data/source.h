@@ -2,8 +2,11 @@
  * threads. Three kinds (DESIGN.md): imagefolder, tar shards (WebDataset
  * convention) and filelist. Every path is resolved under a data root and
  * anything that escapes it ("..", absolute paths, symlinks leading out) is
- * refused. Indexing is deterministic (sorted), so every host that opens the
- * same data gets the same index -> (file, label) mapping. */
+ * refused: the source path itself at open, a sample (a file of an
+ * imagefolder or a list that resolves outside) when it is read, so one such
+ * file is a counted skip rather than a failed job. Indexing is
+ * deterministic (sorted), so every host that opens the same data gets the
+ * same index -> (file, label) mapping. */
 #ifndef SL_SOURCE_H
 #define SL_SOURCE_H
 
@@ -20,9 +23,11 @@ typedef struct sl_source_s sl_source_t;
 #define SL_SOURCE_MAX_SAMPLES (50u * 1000u * 1000u)
 
 /* Opens and indexes a source.
- *  - imagefolder: path is a directory; its sub-directories, sorted by name
- *    (strcmp), are classes 0..N-1; files in each ending in .jpg/.jpeg/.JPEG/.JPG
- *    (sorted) are samples. Other files are ignored.
+ *  - imagefolder: path is a directory indexed like torchvision's ImageFolder
+ *    (source_imagefolder.c): its sub-directories, hidden ones too, sorted by
+ *    name (strcmp), are classes 0..N-1; each is walked recursively and every
+ *    file whose name ends in .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp
+ *    (any case) is a sample. Other files are ignored.
  *  - tar: path is a .tar file or a directory of *.tar shards (sorted). Members
  *    "KEY.jpg"/"KEY.jpeg" are samples in shard order; an optional "KEY.cls"
  *    holds the decimal label (absent: label -1). Members whose data runs past
@@ -32,8 +37,9 @@ typedef struct sl_source_s sl_source_t;
  *  - filelist: path is a text file of "RELPATH LABEL" lines (# comments and
  *    blank lines allowed); RELPATH is relative to the data root. A malformed
  *    line is an error naming file:line.
- * Returns 0, -ENOENT/-ENOTDIR/-EACCES (path), -EPERM (path escapes the root),
- * -EINVAL (malformed list), -E2BIG (too many samples). */
+ * Returns 0, -ENOENT/-ENOTDIR/-EACCES (path), -EPERM (path, a class or a
+ * directory in one, or a tar shard escapes the root), -EINVAL (malformed
+ * list), -E2BIG (too many samples). */
 int sl_source_open(const char *data_root, sl_source_type_e type, const char *path,
                    sl_source_t **ret_src, char *err, size_t errlen);
 void sl_source_free(sl_source_t *src);
@@ -56,8 +62,9 @@ const char *sl_source_open_warnings(const sl_source_t *src);
 /* Reads the encoded bytes of one sample into out (dtype SL_DT_BYTES, h = bytes,
  * w = c = 1). Thread-safe for concurrent calls with different out tensors.
  * Returns 0, -ERANGE (bad index), -ENODATA (zero bytes), -ENOMSG (truncated tar
- * member), -EFBIG (> SL_SOURCE_MAX_FILE_BYTES), -EPERM (a symlink now leads
- * out of the root), other -errno for I/O. */
+ * member), -EFBIG (> SL_SOURCE_MAX_FILE_BYTES), -EPERM (the file resolves
+ * outside the root: skip outside_root), -ENOENT (dangling), -EINVAL (not a
+ * regular file), other -errno for I/O. */
 int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                    size_t errlen);
 /* The same for at most the first max (> 0) bytes: enough for a JPEG's

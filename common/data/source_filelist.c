@@ -3,7 +3,10 @@
  *    integer 0..INT32_MAX; RELPATH is everything before it (trimmed), so
  *    paths may contain spaces.
  *  - RELPATH is relative to the data root (not to the list file); absolute
- *    paths, ".." components and symlinks leading out are -EPERM.
+ *    paths and ".." components are -EPERM (the list itself is wrong). A
+ *    RELPATH that resolves outside the root through a symlink is a sample
+ *    (size 0, a warning) whose reads are refused with -EPERM (skip
+ *    outside_root) on every host that reads it.
  *  - Blank lines and lines whose first non-blank character is '#' are
  *    skipped; CRLF line ends are accepted. A line longer than
  *    SL_SRC_LIST_LINE_MAX bytes is an error, so a list without newlines can
@@ -144,21 +147,22 @@ static int index_line(sl_source_t *src, const char *list, unsigned long lineno, 
     if (rc < 0) {
         return sl_err(err, errlen, rc, "%s:%lu: path too long", list, lineno);
     }
+    struct stat st = {.st_mode = S_IFREG, .st_size = 0};
     int fd = sl_src_open_beneath(src, norm, O_PATH, 0);
     if (fd == -EPERM) {
-        return sl_err(err, errlen, fd, "%s:%lu: '%s' resolves outside the data root", list,
-                      lineno, p);
-    }
-    if (fd < 0) {
+        /* A sample all the same: its reads are refused (skip outside_root). */
+        sl_src_warn(src, "%s:%lu: '%s' resolves outside the data root (skipped when read)",
+                    list, lineno, p);
+    } else if (fd < 0) {
         return sl_err(err, errlen, fd, "%s:%lu: '%s': %s", list, lineno, p, strerror(-fd));
-    }
-    struct stat st;
-    rc = fstat(fd, &st);
-    int saved = errno;
-    close(fd);
-    if (rc < 0) {
-        return sl_err(err, errlen, -saved, "%s:%lu: '%s': %s", list, lineno, p,
-                      strerror(saved));
+    } else {
+        rc = fstat(fd, &st);
+        int saved = errno;
+        close(fd);
+        if (rc < 0) {
+            return sl_err(err, errlen, -saved, "%s:%lu: '%s': %s", list, lineno, p,
+                          strerror(saved));
+        }
     }
     if (!S_ISREG(st.st_mode)) {
         return sl_err(err, errlen, -EINVAL, "%s:%lu: '%s' is not a regular file", list, lineno,

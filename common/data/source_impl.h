@@ -96,6 +96,10 @@ int sl_src_arena_add(sl_source_t *src, const char *s, size_t len, uint64_t *ret_
 int sl_src_arena_add2(sl_source_t *src, const char *a, char sep, const char *b,
                       uint64_t *ret_off);
 
+/* Makes room for need elements of elem bytes in the malloc'd array *p of
+ * *cap elements (capacity doubles from 16). Returns 0 or -ENOMEM. */
+int sl_src_reserve(void **p, size_t *cap, size_t need, size_t elem);
+
 /* Appends one sample whose name is already in the arena. Returns 0, -ENOMEM,
  * -E2BIG beyond SL_SOURCE_MAX_SAMPLES. */
 int sl_src_add_sample(sl_source_t *src, uint64_t name_off, uint64_t size, int32_t label);
@@ -106,7 +110,7 @@ int sl_src_add_shard(sl_source_t *src, uint64_t path_off, int fd, uint32_t *ret_
 /* Records one warning for sl_source_open_warnings (bounded). */
 void sl_src_warn(sl_source_t *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* A directory listing: names (hidden ones skipped) sorted by strcmp. */
+/* A directory listing: names sorted by strcmp, "." and ".." left out. */
 typedef struct sl_src_dirent_s {
     size_t off;         /* name offset in buf */
     unsigned char type; /* d_type (DT_UNKNOWN on some file systems) */
@@ -119,9 +123,13 @@ typedef struct sl_src_dirlist_s {
     size_t n, ncap;
 } sl_src_dirlist_t;
 
+/* sl_src_dirlist_read() flag: keep hidden (dot) names; without it they are
+ * left out. */
+#define SL_SRC_DIRLIST_HIDDEN 1u
+
 /* Lists dirfd (the fd stays the caller's). Returns 0, -E2BIG beyond
  * SL_SOURCE_MAX_SAMPLES entries, or -errno. */
-int sl_src_dirlist_read(int dirfd, sl_src_dirlist_t *ret_list);
+int sl_src_dirlist_read(int dirfd, unsigned flags, sl_src_dirlist_t *ret_list);
 void sl_src_dirlist_free(sl_src_dirlist_t *list);
 
 /* Indexers: fill src from the normalized path. err is filled on failure. */

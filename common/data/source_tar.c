@@ -649,7 +649,7 @@ static int index_shard_dir(sl_source_t *src, const char *path, const char *shown
     sl_src_dirlist_t list;
     char rel[SL_SRC_PATH_MAX];
     uint32_t kept = 0, keep_max = open_shard_budget();
-    int rc = sl_src_dirlist_read(dfd, &list);
+    int rc = sl_src_dirlist_read(dfd, 0, &list);
     if (rc < 0) {
         return sl_err(err, errlen, rc, "tar '%s': %s", shown, strerror(-rc));
     }

@@ -83,3 +83,13 @@ write_train_spec() {
  "batch_size": 8, "epochs": ${2:-2}${3:-}}
 JSON
 }
+
+# run_rc ERRFILE CMD...: runs CMD with its stderr in ERRFILE and its exit status
+# in RC; a failing CMD does not end the test.
+run_rc() {
+    local errf=$1
+    shift
+    RC=0
+    "$@" 2>"$errf" || RC=$?
+}
+

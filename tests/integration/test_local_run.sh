@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sluice run --local: digests independent of thread count, every broken input
-# a counted skip (--json lists the skipped paths and reasons), on_error=fail
-# stops and says so without calling the bad sample a skip, spec errors exit 2
-# naming file:line.
+# a counted skip (--json lists the skipped paths and reasons), shuffle false
+# delivers index order with deterministic true, on_error=fail stops and says
+# so without calling the bad sample a skip, spec errors exit 2 naming
+# file:line.
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 8
@@ -65,13 +66,25 @@ write_train_spec "$TMP/det.json" 1 ', "deterministic": true'
 "$BIN/sluice" run "$TMP/det.json" --local --data-root "$TMP/data" --quiet --threads 2 --digests "$TMP/e2"
 cmp "$TMP/e1" "$TMP/e2" || fail "deterministic runs differ in order"
 
+# shuffle false: the epoch order is the index order; batches come in index
+# order only with deterministic true (docs/sources.md), else in arrival order
+# with the same samples and bytes.
+sed 's/"shuffle": true/"shuffle": false/' "$TMP/spec.json" >"$TMP/noshuf.json"
+sed 's/"shuffle": true/"shuffle": false/' "$TMP/det.json" >"$TMP/ordered.json"
+"$BIN/sluice" run "$TMP/ordered.json" --local --data-root "$TMP/data" --quiet --threads 2 \
+    --digests "$TMP/o1" --epochs 2
+"$BIN/sluice" run "$TMP/noshuf.json" --local --data-root "$TMP/data" --quiet --threads 2 \
+    --digests "$TMP/o2"
+sort -k1,1n -k2,2n "$TMP/o1" | cmp -s - "$TMP/o1" ||
+    fail "shuffle false + deterministic: not in index order"
+[ "$(wc -l <"$TMP/o1")" -eq 48 ] || fail "shuffle false + deterministic: $(wc -l <"$TMP/o1") lines"
+cmp -s <(sort "$TMP/o1") <(sort "$TMP/o2") ||
+    fail "shuffle false: arrival order delivers other samples"
+
 # on_error fail: the first bad sample ends the run with status 1.
 write_train_spec "$TMP/fail.json" 1 ', "on_error": "fail"'
-set +e
-"$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet 2>"$TMP/fail.err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || fail "on_error fail: exit $rc, want 1"
+run_rc "$TMP/fail.err" "$BIN/sluice" run "$TMP/fail.json" --local --data-root "$TMP/data" --quiet
+[ $RC -eq 1 ] || fail "on_error fail: exit $RC, want 1"
 grep -q 'zz_' "$TMP/fail.err" || fail "on_error fail: message does not name the file"
 # Its summary: the bad sample stopped the run; it was not skipped (it said
 # "0 skipped", then "first skipped sample: ...").
@@ -92,11 +105,8 @@ assert "first" not in j["skipped"] and j["skipped"]["recent"] == [], j' "$TMP/fa
 
 # Spec errors: exit 2 and name file:line:field.
 printf '{"source": {"type": "imagefolder", "path": "train"},\n "stages": [{"op": "decode_jpeg"},\n  {"op": "resize", "size": 0}]}\n' >"$TMP/bad.json"
-set +e
-"$BIN/sluice" run "$TMP/bad.json" --local --data-root "$TMP/data" 2>"$TMP/bad.err"
-rc=$?
-set -e
-[ $rc -eq 2 ] || fail "bad spec: exit $rc, want 2"
+run_rc "$TMP/bad.err" "$BIN/sluice" run "$TMP/bad.json" --local --data-root "$TMP/data"
+[ $RC -eq 2 ] || fail "bad spec: exit $RC, want 2"
 grep -q 'bad.json:3' "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "bad spec: no file:line"; }
 grep -q 'stages\[1\].size' "$TMP/bad.err" || fail "bad spec: no field"
 
@@ -110,9 +120,6 @@ set -e
 
 # A path escaping the data root is refused.
 sed 's/"path": "train"/"path": "..\/etc"/' "$TMP/spec.json" >"$TMP/escape.json"
-set +e
-"$BIN/sluice" run "$TMP/escape.json" --local --data-root "$TMP/data" 2>"$TMP/esc.err"
-rc=$?
-set -e
-[ $rc -ne 0 ] || fail "escaping path accepted"
+run_rc "$TMP/esc.err" "$BIN/sluice" run "$TMP/escape.json" --local --data-root "$TMP/data"
+[ $RC -ne 0 ] || fail "escaping path accepted"
 echo "local run: ok"
