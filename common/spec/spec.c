@@ -51,7 +51,7 @@ static const char *const op_keys[SL_OP__COUNT][5] = {
 
 static const char *const top_keys[] = {
     "source", "stages", "batch_size", "epochs", "drop_last", "deterministic",
-    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", NULL,
+    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name", NULL,
 };
 /* Multi-rank jobs (common/engine/ranks.h): indexed by sl_rank_padding_e. */
 static const char *const rank_padding_names[] = {"drop", "pad"};
@@ -793,6 +793,33 @@ static int parse_ranks(pctx_t *c, json_t *root, sl_spec_t *spec)
     return rc;
 }
 
+/* "name": a spec built in code or written to a temporary file has no
+ * telling file name, so status pages show this one. Printable, one line. */
+static int parse_name(pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    json_t *v = json_object_get(root, "name");
+    if (v == NULL) {
+        return 0;
+    }
+    char got[SPEC_SHOWN_MAX + 8];
+    if (!json_is_string(v)) {
+        return ferr(c, "name", "must be a string, got %s", describe(v, got, sizeof(got)));
+    }
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (len == 0 || len >= SL_SPEC_NAME_MAX) {
+        return ferr(c, "name", "must be 1..%d bytes, got %zu", SL_SPEC_NAME_MAX - 1, len);
+    }
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+            return ferr(c, "name", "must not contain control characters, got %s",
+                        describe(v, got, sizeof(got)));
+        }
+    }
+    memcpy(spec->name, s, len + 1);
+    return 0;
+}
+
 static int parse_root(pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     if (!json_is_object(root)) {
@@ -801,6 +828,9 @@ static int parse_root(pctx_t *c, json_t *root, sl_spec_t *spec)
                     describe(root, got, sizeof(got)));
     }
     int rc = check_keys(c, root, top_keys, "");
+    if (rc == 0) {
+        rc = parse_name(c, root, spec);
+    }
     if (rc == 0) {
         rc = parse_source(c, root, spec);
     }
@@ -1076,6 +1106,12 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         (int)spec->deterministic, "offload", offload, "on_error", on_error_names[spec->on_error],
         "max_pixels", (json_int_t)spec->max_pixels);
     if (root == NULL) {
+        return NULL;
+    }
+    /* Unnamed specs keep their canonical form (and spec hash). */
+    size_t nlen = strnlen(spec->name, SL_SPEC_NAME_MAX);
+    if (nlen > 0 && json_object_set_new(root, "name", json_stringn(spec->name, nlen)) < 0) {
+        json_decref(root);
         return NULL;
     }
     /* Single-consumer specs keep their canonical form (and spec hash). */
