@@ -147,15 +147,18 @@ static int get_up(const dm_ctx_t *c, const void *row, double *ret)
     return 0;
 }
 
+/* A lost or departed worker's last heartbeat no longer describes it: 0. */
 static int get_load(const dm_ctx_t *c, const void *row, double *ret)
 {
-    *ret = ((const disp_worker_t *)row)->load;
+    const disp_worker_t *w = row;
+    *ret = w->state == DISP_WORKER_LIVE ? w->load : 0;
     return 0;
 }
 
 static int get_buffered(const dm_ctx_t *c, const void *row, double *ret)
 {
-    *ret = (double)((const disp_worker_t *)row)->buffered_bytes;
+    const disp_worker_t *w = row;
+    *ret = w->state == DISP_WORKER_LIVE ? (double)w->buffered_bytes : 0;
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* dispatcher/status: the history behind /status and /metrics, driven through
  * the service functions with a fake clock: counters that never go down when
  * jobs leave the table, delivered = acknowledged - skipped, rates from
- * heartbeat timestamps, the history ring, and well-formed exposition text
- * whatever a peer names its skip reasons. */
+ * heartbeat timestamps, the history ring, each job's bounded line (points
+ * per job and jobs with a line), elapsed time and ETA, job names, a lost
+ * worker's live values cleared, and well-formed exposition text whatever a
+ * peer names its skip reasons. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ static void env_init(env_t *e)
     memset(&cfg, 0, sizeof(cfg));
     ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
     cfg.split_size = 10;
+    cfg.max_jobs = 2 * DISP_STATUS_JOB_HISTORIES;
     cfg.max_jobs_per_client = 0;
     e->now = 100000;
     ck_assert_int_eq(disp_init(&e->d, &cfg, 100, e->now), 0);
@@ -45,21 +48,28 @@ static void env_free(env_t *e)
     disp_destroy(&e->d);
 }
 
-static uint64_t submit(env_t *e, uint64_t n)
+/* spec NULL: SPEC_OFF; name: what the client sends as spec_name. */
+static uint64_t submit_spec(env_t *e, uint64_t n, const char *spec, const char *name)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
     req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = SPEC_OFF;
-    req.spec_name = "off.json";
+    req.spec_json = (char *)(spec != NULL ? spec : SPEC_OFF);
+    req.spec_name = (char *)name;
     req.num_samples = n;
     req.source_fingerprint = 7;
-    ck_assert_int_eq(disp_svc_submit_job(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
-                     SL_RPC_OK);
+    ck_assert_msg(disp_svc_submit_job(&e->d, &req, &resp, &a, e->now, err, sizeof(err)) ==
+                      SL_RPC_OK,
+                  "%s", err);
     disp_arena_free(&a);
     return resp.job_id;
+}
+
+static uint64_t submit(env_t *e, uint64_t n)
+{
+    return submit_spec(e, n, NULL, "off.json");
 }
 
 /* The client's poll: the ids of the splits it holds. */
@@ -103,6 +113,19 @@ static void ack(env_t *e, uint64_t job, uint64_t *ids, size_t n, const char *rea
         req.skipped = skp;
     }
     ck_assert_int_eq(disp_svc_ack_splits(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+}
+
+static void close_job(env_t *e, uint64_t job)
+{
+    Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    Sluice__CloseJobResponse resp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job;
+    ck_assert_int_eq(disp_svc_close_job(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
                      SL_RPC_OK);
     disp_arena_free(&a);
 }
@@ -175,15 +198,7 @@ START_TEST(test_counters_survive_the_job)
     json_decref(doc);
 
     /* Closed, then dropped from the table: the totals stay. */
-    Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
-    Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    creq.version = SL_PROTOCOL_VERSION;
-    creq.job_id = job;
-    ck_assert_int_eq(disp_svc_close_job(&e.d, &creq, &cresp, &a, e.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
+    close_job(&e, job);
     e.now += DISP_CLOSED_LINGER_MS + 1000;
     disp_tick(&e.d, e.now);
     disp_status_sample(e.st, e.now);
@@ -230,6 +245,7 @@ static void heartbeat_units(env_t *e, uint64_t wid, uint64_t samples, const char
     req.version = SL_PROTOCOL_VERSION;
     req.worker_id = wid;
     req.load = 0.5;
+    req.buffered_bytes = 4096;
     req.n_stages = nunits;
     req.stages = stp;
     req.leaving = leaving;
@@ -507,6 +523,251 @@ START_TEST(test_one_series_per_label_set)
 }
 END_TEST
 
+/* ------------------------------------------------------------ job lines */
+
+/* The job object of id in doc (open or recently closed); NULL if absent. */
+static json_t *job_in(json_t *doc, uint64_t id)
+{
+    static const char *const lists[] = {"jobs", "closed_jobs"};
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *j;
+        json_array_foreach(json_object_get(doc, lists[l]), i, j)
+        {
+            if ((uint64_t)json_integer_value(json_object_get(j, "id")) == id) {
+                return j;
+            }
+        }
+    }
+    return NULL;
+}
+
+static double progress_num(json_t *j, const char *key)
+{
+    return json_number_value(json_object_get(json_object_get(j, "progress"), key));
+}
+
+/* One second of a client taking nsplits splits of 10 samples. */
+static void consume_second(env_t *e, uint64_t job, size_t nsplits)
+{
+    uint64_t ids[8];
+    ck_assert_uint_le(nsplits, 8);
+    ck_assert_uint_eq(client_splits(e, job, ids, nsplits), nsplits);
+    e->now += 1000;
+    ack(e, job, ids, nsplits, NULL, 0);
+    disp_status_sample(e->st, e->now);
+}
+
+/* Issue #14: a page opened mid-job draws the whole job from the dispatcher's
+ * line, which stays within DISP_STATUS_JOB_POINTS however long the job runs:
+ * points merge in pairs, so early seconds are still there, coarser. */
+START_TEST(test_job_line_covers_the_whole_job)
+{
+    env_t e;
+    env_init(&e);
+    uint64_t job = submit(&e, 40000);
+    disp_status_sample(e.st, e.now);
+    const int secs = 8 * DISP_STATUS_JOB_POINTS + 7;
+    for (int i = 0; i < secs; i++) {
+        consume_second(&e, job, 2); /* 20 samples/s */
+    }
+    json_t *doc = status(&e);
+    json_t *j = job_in(doc, job);
+    json_t *h = json_object_get(j, "history");
+    json_t *pts = json_object_get(h, "points");
+    /* Compacted at 240, 480, 960 and 1920 samples: 120 points of 16 s and
+     * the one still being built (7 samples). */
+    ck_assert_double_eq(json_real_value(json_object_get(h, "interval_sec")), 16);
+    ck_assert_uint_eq(json_array_size(pts), DISP_STATUS_JOB_POINTS / 2 + 1);
+    /* From the job's first seconds (t in seconds since the dispatcher and
+     * the job started) to the last sample. */
+    double t0 = json_real_value(json_array_get(json_array_get(pts, 0), 0));
+    double tn = json_real_value(json_array_get(json_array_get(pts, json_array_size(pts) - 1), 0));
+    ck_assert_double_eq_tol(t0, 16, 1e-9);
+    ck_assert_double_eq_tol(tn, secs, 1e-9);
+    size_t i;
+    json_t *pt;
+    double prev = 0;
+    json_array_foreach(pts, i, pt)
+    {
+        double t = json_real_value(json_array_get(pt, 0));
+        ck_assert_msg(t > prev, "point %zu at %g after %g", i, t, prev);
+        prev = t;
+        ck_assert_double_eq_tol(json_real_value(json_array_get(pt, 1)), 20, 1e-3);
+        ck_assert(json_is_null(json_array_get(pt, 2))); /* offload off: no prediction */
+    }
+    /* 40000 - 20 * 1927 = 1460 samples left at 20/s. */
+    ck_assert_double_eq_tol(progress_num(j, "eta_sec"), 73, 1e-6);
+    ck_assert_double_eq_tol(progress_num(j, "elapsed_sec"), secs, 1e-9);
+    json_decref(doc);
+    env_free(&e);
+}
+END_TEST
+
+/* At most DISP_STATUS_JOB_HISTORIES lines whatever the number of jobs; a
+ * closed job's line goes to an open job that had none. */
+START_TEST(test_job_lines_bounded)
+{
+    env_t e;
+    env_init(&e);
+    enum { N = DISP_STATUS_JOB_HISTORIES + 6 };
+    uint64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = submit(&e, 35);
+    }
+    for (int s = 0; s < 2; s++) {
+        e.now += 1000;
+        disp_status_sample(e.st, e.now);
+    }
+    json_t *doc = status(&e);
+    int lined = 0;
+    int closed_lined = 0;
+    for (int i = 0; i < N; i++) {
+        lined += !json_is_null(json_object_get(job_in(doc, ids[i]), "history"));
+    }
+    ck_assert_int_eq(lined, DISP_STATUS_JOB_HISTORIES);
+    json_decref(doc);
+
+    for (int i = 0; i < 3; i++) {
+        close_job(&e, ids[i]);
+    }
+    e.now += 1000;
+    disp_status_sample(e.st, e.now);
+    doc = status(&e);
+    lined = 0;
+    for (int i = 0; i < N; i++) {
+        json_t *j = job_in(doc, ids[i]);
+        int has = !json_is_null(json_object_get(j, "history"));
+        if (strcmp(json_string_value(json_object_get(j, "state")), "closed") == 0) {
+            closed_lined += has;
+        } else {
+            lined += has;
+        }
+    }
+    ck_assert_int_eq(closed_lined, 0);
+    ck_assert_int_eq(lined, DISP_STATUS_JOB_HISTORIES);
+    json_decref(doc);
+    env_free(&e);
+}
+END_TEST
+
+/* ETA from the last half minute of the line ("unknown" before 3 s of it
+ * and without progress), 0 once finished; elapsed stops at the finish. */
+START_TEST(test_eta_and_elapsed)
+{
+    env_t e;
+    env_init(&e);
+    uint64_t job = submit(&e, 100);
+    disp_status_sample(e.st, e.now);
+    for (int s = 1; s <= 3; s++) {
+        consume_second(&e, job, 1);
+    }
+    json_t *doc = status(&e);
+    ck_assert(json_is_null(json_object_get(json_object_get(job_in(doc, job), "progress"),
+                                           "eta_sec")));
+    json_decref(doc);
+    consume_second(&e, job, 1); /* 40 done, 10/s since the line's first point */
+    doc = status(&e);
+    ck_assert_double_eq_tol(progress_num(job_in(doc, job), "eta_sec"), 6, 1e-9);
+    ck_assert_double_eq_tol(progress_num(job_in(doc, job), "elapsed_sec"), 4, 1e-9);
+    json_decref(doc);
+    for (int s = 0; s < 31; s++) { /* stalled for a whole window */
+        e.now += 1000;
+        disp_status_sample(e.st, e.now);
+    }
+    doc = status(&e);
+    ck_assert(json_is_null(json_object_get(json_object_get(job_in(doc, job), "progress"),
+                                           "eta_sec")));
+    json_decref(doc);
+    for (int s = 0; s < 6; s++) {
+        consume_second(&e, job, 1);
+    }
+    e.now += 5000;
+    disp_status_sample(e.st, e.now);
+    doc = status(&e);
+    json_t *j = job_in(doc, job);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "state")), "finished");
+    ck_assert_double_eq_tol(progress_num(j, "eta_sec"), 0, 1e-9);
+    ck_assert_double_eq_tol(progress_num(j, "elapsed_sec"), 4 + 31 + 6, 1e-9);
+    json_decref(doc);
+    env_free(&e);
+}
+END_TEST
+
+/* Issue #14: pages name a job by its spec's "name", else by the file's
+ * basename; never by a path, never by the Python binding's temporary file. */
+START_TEST(test_job_names)
+{
+    env_t e;
+    env_init(&e);
+    static const char named[] =
+        "{\"name\": \"resnet50 train\", \"source\": {\"type\": \"imagefolder\", "
+        "\"path\": \"train\"}, \"stages\": [{\"op\": \"decode_jpeg\"}], \"offload\": \"off\"}";
+    struct {
+        const char *spec, *spec_name, *want; /* want NULL: "job ID" */
+    } cases[] = {
+        {named, "/tmp/sluice-spec-k2j4x.json", "resnet50 train"},
+        {named, "/home/u/specs/other.json", "resnet50 train"},
+        {NULL, "/home/u/specs/train.json", "train.json"},
+        {NULL, "train.json", "train.json"},
+        {NULL, "/tmp/sluice-spec-k2j4x.json", NULL},
+        {NULL, "", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t id = submit_spec(&e, 35, cases[i].spec, cases[i].spec_name);
+        json_t *doc = status(&e);
+        char want[64];
+        snprintf(want, sizeof(want), "job %llu", (unsigned long long)id);
+        const char *got = json_string_value(json_object_get(job_in(doc, id), "name"));
+        ck_assert_msg(got != NULL && strcmp(got, cases[i].want ? cases[i].want : want) == 0,
+                      "case %zu: name \"%s\"", i, got ? got : "(none)");
+        json_decref(doc);
+    }
+    env_free(&e);
+}
+END_TEST
+
+/* Issue #14: a lost worker's live values read 0 in /status and /metrics
+ * instead of staying at its last heartbeat's. */
+START_TEST(test_lost_worker_cleared)
+{
+    env_t e;
+    env_init(&e);
+    uint64_t wid = register_worker(&e, "10.0.0.7:7500");
+    heartbeat(&e, wid, 100);
+    disp_status_sample(e.st, e.now);
+    e.now += 500;
+    heartbeat(&e, wid, 300);
+    disp_status_sample(e.st, e.now);
+    json_t *doc = status(&e);
+    json_t *w = json_array_get(json_object_get(doc, "workers"), 0);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(w, "load")), 0.5, 1e-9);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "buffered_bytes")), 4096);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(w, "samples_per_sec")), 400, 1e-9);
+    json_decref(doc);
+
+    e.now += e.d.cfg.worker_timeout_ms + 1;
+    disp_tick(&e.d, e.now);
+    disp_status_sample(e.st, e.now);
+    doc = status(&e);
+    w = json_array_get(json_object_get(doc, "workers"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(w, "state")), "lost");
+    ck_assert_double_eq(json_real_value(json_object_get(w, "load")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "buffered_bytes")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "splits_in_progress")), 0);
+    ck_assert_double_eq(json_real_value(json_object_get(w, "samples_per_sec")), 0);
+    json_t *u = json_array_get(json_object_get(w, "stages"), 0);
+    ck_assert_double_eq(json_real_value(json_object_get(u, "samples_per_sec")), 0);
+    json_decref(doc);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_double_eq(metric(m, "sluice_worker_load"), 0);
+    ck_assert_double_eq(metric(m, "sluice_worker_buffered_bytes"), 0);
+    free(m);
+    env_free(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dispatcher_status");
@@ -516,6 +777,11 @@ int main(void)
     tcase_add_test(tc, test_history_ring);
     tcase_add_test(tc, test_hostile_skip_reasons);
     tcase_add_test(tc, test_one_series_per_label_set);
+    tcase_add_test(tc, test_job_line_covers_the_whole_job);
+    tcase_add_test(tc, test_job_lines_bounded);
+    tcase_add_test(tc, test_eta_and_elapsed);
+    tcase_add_test(tc, test_job_names);
+    tcase_add_test(tc, test_lost_worker_cleared);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
