@@ -148,9 +148,13 @@ static disp_status_jrec_t *st_job(disp_status_t *st, uint64_t id, int create)
     return r;
 }
 
-const disp_status_wrec_t *disp_status_wrec(disp_status_t *st, uint64_t id)
+const disp_status_wrec_t *disp_status_wrec(disp_status_t *st, const disp_worker_t *w)
 {
-    return st_worker(st, id, 0);
+    /* A worker that is not live does nothing now, whatever it last did: its
+     * rates read 0 from the moment it is lost, not from the next sample. */
+    static const disp_status_wrec_t idle;
+    const disp_status_wrec_t *r = st_worker(st, w->id, 0);
+    return r != NULL && w->state != DISP_WORKER_LIVE ? &idle : r;
 }
 
 const disp_status_jrec_t *disp_status_jrec(disp_status_t *st, uint64_t id)

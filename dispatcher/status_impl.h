@@ -106,8 +106,9 @@ struct disp_status_s {
 void disp_status_lock(disp_t *d, disp_status_t *st);
 void disp_status_unlock(disp_t *d, disp_status_t *st);
 
-/* The history's record of worker/job id; NULL when it has none yet. */
-const disp_status_wrec_t *disp_status_wrec(disp_status_t *st, uint64_t id);
+/* The history's record of worker w / job id; NULL when it has none yet.
+ * A worker that is not live gets a record of zero rates. */
+const disp_status_wrec_t *disp_status_wrec(disp_status_t *st, const disp_worker_t *w);
 const disp_status_jrec_t *disp_status_jrec(disp_status_t *st, uint64_t id);
 /* A unit's rate in rec (0 when unknown). */
 double disp_status_unit_rate(const disp_status_wrec_t *rec, const char *unit);

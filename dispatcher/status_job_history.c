@@ -8,6 +8,7 @@
 #include "dispatcher/status_impl.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,17 +25,23 @@
  * (until it passes the text itself): its name says nothing. */
 #define JH_TEMP_SPEC_PREFIX "sluice-spec-"
 
-/* The mean of the samples with a value: a merged point that had one keeps
- * it rather than becoming "none". */
+/* The mean of the samples with a value. A client's report can be any
+ * finite double: beyond FLT_MAX it is FLT_MAX (converting it would be
+ * undefined, and the page marks it as off the scale anyway). */
 static float mean_or_none(double sum, uint32_t n)
 {
-    return n > 0 ? (float)(sum / n) : -1.0f;
+    if (n == 0) {
+        return -1.0f;
+    }
+    double v = sum / n;
+    return v < FLT_MAX ? (float)v : FLT_MAX;
 }
 
+/* A merged point that had a value keeps it rather than becoming "none". */
 static float merge_value(float a, float b)
 {
     if (a >= 0 && b >= 0) {
-        return (a + b) / 2;
+        return a / 2 + b / 2; /* FLT_MAX twice stays finite */
     }
     return a >= 0 ? a : b;
 }

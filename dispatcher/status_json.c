@@ -108,7 +108,7 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
     jset(b, o, "registered_sec_ago", jreal((double)(now_ms - w->registered_ms) / 1000.0));
     jset(b, o, "threads", json_integer(w->threads));
     /* A lost or departed worker's last heartbeat no longer describes it:
-     * its live values read 0, not frozen (samples_per_sec: sample_worker). */
+     * its live values read 0, not frozen (its rates: disp_status_wrec). */
     int live = w->state == DISP_WORKER_LIVE;
     jset(b, o, "load", jreal(live ? w->load : 0));
     jset(b, o, "buffered_bytes", jint(live ? w->buffered_bytes : 0));
@@ -411,7 +411,7 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms)
     json_t *workers = json_array();
     for (size_t i = 0; i < d->reg.n; i++) {
         const disp_worker_t *w = d->reg.workers[i];
-        const disp_status_wrec_t *rec = st != NULL ? disp_status_wrec(st, w->id) : NULL;
+        const disp_status_wrec_t *rec = st != NULL ? disp_status_wrec(st, w) : NULL;
         jpush(b, workers, worker_json(b, w, now_ms, rec));
     }
     jset(b, root, "workers", workers);

@@ -165,7 +165,7 @@ static int get_buffered(const dm_ctx_t *c, const void *row, double *ret)
 static int get_worker_rate(const dm_ctx_t *c, const void *row, double *ret)
 {
     const disp_worker_t *w = row;
-    *ret = disp_status_worker_rate(disp_status_wrec(c->st, w->id));
+    *ret = disp_status_worker_rate(disp_status_wrec(c->st, w));
     return 0;
 }
 
