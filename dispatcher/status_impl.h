@@ -1,6 +1,7 @@
 /* status_impl: what the status files share and nobody else sees -- the
- * history's records (status_history.c keeps them; status_json.c and
- * status_metrics.c read them) and the per-job arithmetic both documents use.
+ * history's records (status_history.c keeps them, status_job_history.c each
+ * job's line; status_json.c and status_metrics.c read them) and the per-job
+ * arithmetic both documents use.
  *
  * Locking as in status.h: d->mu, then st->mu (disp_status_lock takes both).
  * Every function here wants d->mu held, and st->mu for the records. */
