@@ -16,8 +16,9 @@
  * (disp_status_sample) so that it does not depend on anyone polling.
  *
  * Files: status.c the endpoints and the summary, status_history.c the
- * history, status_json.c /status, status_metrics.c /metrics (a table of
- * families rendered by common/base/metrics.h), status_impl.h what they share.
+ * history, status_job_history.c each job's throughput line, status_json.c
+ * /status, status_metrics.c /metrics (a table of families rendered by
+ * common/base/metrics.h), status_impl.h what they share.
  *
  * Locking: builders and the sampler take d->mu, then the history's own
  * mutex; never the other way round. Callable from any thread. */
@@ -33,6 +34,10 @@
 
 #define DISP_STATUS_HISTORY 300    /* throughput points kept (one per sample) */
 #define DISP_STATUS_SAMPLE_MS 1000 /* how often main calls disp_status_sample */
+/* Per job: its whole run in at most this many points (coarser as it runs),
+ * for at most this many jobs at a time (status_job_history.c). */
+#define DISP_STATUS_JOB_POINTS 240
+#define DISP_STATUS_JOB_HISTORIES 64
 
 typedef struct disp_status_s disp_status_t;
 

@@ -148,9 +148,13 @@ static disp_status_jrec_t *st_job(disp_status_t *st, uint64_t id, int create)
     return r;
 }
 
-const disp_status_wrec_t *disp_status_wrec(disp_status_t *st, uint64_t id)
+const disp_status_wrec_t *disp_status_wrec(disp_status_t *st, const disp_worker_t *w)
 {
-    return st_worker(st, id, 0);
+    /* A worker that is not live does nothing now, whatever it last did: its
+     * rates read 0 from the moment it is lost, not from the next sample. */
+    static const disp_status_wrec_t idle;
+    const disp_status_wrec_t *r = st_worker(st, w->id, 0);
+    return r != NULL && w->state != DISP_WORKER_LIVE ? &idle : r;
 }
 
 const disp_status_jrec_t *disp_status_jrec(disp_status_t *st, uint64_t id)
@@ -258,6 +262,7 @@ static void sample_job(disp_status_t *st, disp_status_jrec_t *r, const disp_job_
                        int64_t now_ms, int fresh)
 {
     r->seen = 1;
+    r->closed = job->state == DISP_JOB_CLOSED;
     uint64_t done = 0;
     if (disp_status_job_done(job, &done) == 0) {
         uint64_t del = disp_status_job_delivered(job, done);
@@ -283,6 +288,12 @@ static void sample_job(disp_status_t *st, disp_status_jrec_t *r, const disp_job_
         }
         r->plan_version = job->plan.version;
     }
+    /* The line runs while the job does (lines are handed out below). */
+    if (r->hist != NULL && job->state == DISP_JOB_ACTIVE) {
+        double pred = job->plan.predicted > 0 ? job->plan.predicted : -1;
+        disp_status_jhist_add(r->hist, now_ms - st->d->start_ms, done,
+                              disp_status_job_measured(job, r, now_ms), pred);
+    }
     for (uint32_t i = 0; i < job->nskips; i++) {
         const disp_skip_t *s = &job->skips[i];
         uint32_t j = 0;
@@ -301,6 +312,34 @@ static void sample_job(disp_status_t *st, disp_status_jrec_t *r, const disp_job_
             st_add_skip(st, s->reason, s->count - r->skip_counts[j]);
             r->skip_counts[j] = s->count;
         }
+    }
+}
+
+/* Every open job without a line gets one while fewer than
+ * DISP_STATUS_JOB_HISTORIES exist, else a closed job's (its line is over);
+ * the rest go without. One pass: the cursor never revisits a closed job. */
+static void hand_out_lines(disp_status_t *st)
+{
+    size_t from = 0;
+    for (size_t i = 0; i < st->nj; i++) {
+        disp_status_jrec_t *r = &st->jobs[i];
+        if (r->closed || r->hist != NULL) {
+            continue;
+        }
+        if (st->njhist < DISP_STATUS_JOB_HISTORIES) {
+            r->hist = calloc(1, sizeof(*r->hist));
+            st->njhist += r->hist != NULL;
+            continue;
+        }
+        while (from < st->nj && !(st->jobs[from].closed && st->jobs[from].hist != NULL)) {
+            from++;
+        }
+        if (from == st->nj) {
+            return;
+        }
+        r->hist = st->jobs[from].hist;
+        st->jobs[from].hist = NULL;
+        memset(r->hist, 0, sizeof(*r->hist));
     }
 }
 
@@ -351,9 +390,13 @@ void disp_status_sample(disp_status_t *st, int64_t now_ms)
     for (size_t i = 0; i < st->nj; i++) {
         if (st->jobs[i].seen) {
             st->jobs[k++] = st->jobs[i];
+        } else if (st->jobs[i].hist != NULL) {
+            free(st->jobs[i].hist);
+            st->njhist--;
         }
     }
     st->nj = k;
+    hand_out_lines(st);
     /* The arrays are NULL until a first worker/job: qsort(NULL, 0) is UB. */
     if (st->nw > 1) {
         qsort(st->workers, st->nw, sizeof(st->workers[0]), by_id);
@@ -394,6 +437,9 @@ void disp_status_free(disp_status_t *st)
         return;
     }
     free(st->workers);
+    for (size_t i = 0; i < st->nj; i++) {
+        free(st->jobs[i].hist);
+    }
     free(st->jobs);
     pthread_mutex_destroy(&st->mu);
     free(st);

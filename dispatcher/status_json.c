@@ -107,10 +107,13 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
     jset(b, o, "last_heartbeat_ms_ago", json_integer(now_ms - w->last_heartbeat_ms));
     jset(b, o, "registered_sec_ago", jreal((double)(now_ms - w->registered_ms) / 1000.0));
     jset(b, o, "threads", json_integer(w->threads));
-    jset(b, o, "load", jreal(w->load));
-    jset(b, o, "buffered_bytes", jint(w->buffered_bytes));
+    /* A lost or departed worker's last heartbeat no longer describes it:
+     * its live values read 0, not frozen (its rates: disp_status_wrec). */
+    int live = w->state == DISP_WORKER_LIVE;
+    jset(b, o, "load", jreal(live ? w->load : 0));
+    jset(b, o, "buffered_bytes", jint(live ? w->buffered_bytes : 0));
     jset(b, o, "outstanding_splits", json_integer(w->outstanding));
-    jset(b, o, "splits_in_progress", json_integer(w->in_progress));
+    jset(b, o, "splits_in_progress", json_integer(live ? w->in_progress : 0));
     if (rec != NULL) {
         jset(b, o, "samples_per_sec", jreal(disp_status_worker_rate(rec)));
     }
@@ -169,7 +172,8 @@ static void rank_fields(jb_t *b, json_t *o, const disp_job_t *job)
 }
 
 /* rec: the job's history (NULL: no rate, and nothing done once closed). */
-static json_t *progress_json(jb_t *b, const disp_job_t *job, const disp_status_jrec_t *rec)
+static json_t *progress_json(jb_t *b, const disp_job_t *job, const disp_status_jrec_t *rec,
+                             int64_t now_ms)
 {
     json_t *prog = json_object();
     uint64_t total = job->positions * job->epochs;
@@ -189,7 +193,39 @@ static json_t *progress_json(jb_t *b, const disp_job_t *job, const disp_status_j
     if (rec != NULL) {
         jset(b, prog, "samples_per_sec", jreal(rec->rate));
     }
+    jset(b, prog, "elapsed_sec", jreal(disp_status_job_elapsed(job, now_ms)));
+    double eta = 0;
+    int have_eta = job->state == DISP_JOB_FINISHED ||
+                   (job->state == DISP_JOB_ACTIVE && rec != NULL &&
+                    disp_status_job_eta(rec->hist, total, &eta) == 0);
+    jset(b, prog, "eta_sec", have_eta ? jreal(eta) : json_null());
     return prog;
+}
+
+/* The job's line (status_job_history.c), oldest first: [seconds since the
+ * dispatcher started, measured samples/s, predicted samples/s], null where
+ * unknown; the last point is the one still being built. */
+static json_t *job_history_json(jb_t *b, const disp_status_jrec_t *rec)
+{
+    if (rec == NULL || rec->hist == NULL) {
+        return json_null();
+    }
+    const disp_status_jhist_t *h = rec->hist;
+    json_t *o = json_object();
+    jset(b, o, "interval_sec", jreal(h->stride * (DISP_STATUS_SAMPLE_MS / 1000.0)));
+    json_t *pts = json_array();
+    disp_status_jpoint_t pending;
+    int more = disp_status_jhist_pending(h, &pending);
+    for (uint32_t i = 0; i < h->n + (uint32_t)more; i++) {
+        const disp_status_jpoint_t *p = i < h->n ? &h->pts[i] : &pending;
+        json_t *pt = json_array();
+        jpush(b, pt, jreal((double)p->t_ms / 1000.0));
+        jpush(b, pt, p->measured >= 0 ? jreal(p->measured) : json_null());
+        jpush(b, pt, p->predicted >= 0 ? jreal(p->predicted) : json_null());
+        jpush(b, pts, pt);
+    }
+    jset(b, o, "points", pts);
+    return o;
 }
 
 static json_t *splits_json(jb_t *b, const disp_job_t *job)
@@ -275,6 +311,9 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     json_t *o = json_object();
     jset(b, o, "id", jint(job->id));
     jset(b, o, "state", json_string(disp_job_state_name(job->state)));
+    char name[DISP_NAME_MAX + 32];
+    disp_status_job_name(job, name, sizeof(name));
+    jset(b, o, "name", text_or_placeholder(name));
     jset(b, o, "spec_name", text_or_placeholder(job->spec_name));
     jset(b, o, "client_id", text_or_placeholder(job->client_id));
     jset(b, o, "age_sec", jreal((double)(now_ms - job->created_ms) / 1000.0));
@@ -285,7 +324,7 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     rank_fields(b, o, job);
     jset(b, o, "epoch", jint(disp_status_job_epoch(job)));
     jset(b, o, "first_epoch", jint(job->first_epoch));
-    jset(b, o, "progress", progress_json(b, job, rec));
+    jset(b, o, "progress", progress_json(b, job, rec, now_ms));
     jset(b, o, "splits", splits_json(b, job));
     json_t *planner = job->state != DISP_JOB_CLOSED ? disp_planner_status_json(job) : NULL;
     jset(b, o, "plan", plan_json(b, job, planner));
@@ -309,6 +348,7 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     if (job->state == DISP_JOB_CLOSED) {
         jset(b, o, "close_reason", text_or_placeholder(job->close_reason));
     }
+    jset(b, o, "history", job_history_json(b, rec)); /* last: the long part */
     return o;
 }
 
@@ -375,7 +415,7 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms)
     json_t *workers = json_array();
     for (size_t i = 0; i < d->reg.n; i++) {
         const disp_worker_t *w = d->reg.workers[i];
-        const disp_status_wrec_t *rec = st != NULL ? disp_status_wrec(st, w->id) : NULL;
+        const disp_status_wrec_t *rec = st != NULL ? disp_status_wrec(st, w) : NULL;
         jpush(b, workers, worker_json(b, w, now_ms, rec));
     }
     jset(b, root, "workers", workers);

@@ -147,22 +147,25 @@ static int get_up(const dm_ctx_t *c, const void *row, double *ret)
     return 0;
 }
 
+/* A lost or departed worker's last heartbeat no longer describes it: 0. */
 static int get_load(const dm_ctx_t *c, const void *row, double *ret)
 {
-    *ret = ((const disp_worker_t *)row)->load;
+    const disp_worker_t *w = row;
+    *ret = w->state == DISP_WORKER_LIVE ? w->load : 0;
     return 0;
 }
 
 static int get_buffered(const dm_ctx_t *c, const void *row, double *ret)
 {
-    *ret = (double)((const disp_worker_t *)row)->buffered_bytes;
+    const disp_worker_t *w = row;
+    *ret = w->state == DISP_WORKER_LIVE ? (double)w->buffered_bytes : 0;
     return 0;
 }
 
 static int get_worker_rate(const dm_ctx_t *c, const void *row, double *ret)
 {
     const disp_worker_t *w = row;
-    *ret = disp_status_worker_rate(disp_status_wrec(c->st, w->id));
+    *ret = disp_status_worker_rate(disp_status_wrec(c->st, w));
     return 0;
 }
 

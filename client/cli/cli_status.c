@@ -409,11 +409,19 @@ static void print_job(FILE *f, const json_t *j)
     const json_t *src = json_object_get(spec, "source");
     const json_t *plan = json_object_get(j, "plan");
     const json_t *splits = json_object_get(j, "splits");
+    /* "name": the spec's own (dispatchers before it: the spec file's path). */
+    const char *name = str(j, json_is_string(json_object_get(j, "name")) ? "name" : "spec_name");
     fprintf(f, "\njob %lld  %s  %s  epoch %.0f/%.0f  %.1f%% (%s of %s samples)\n", id(j, "id"),
-            str(j, "spec_name"), str(j, "state"),
+            name, str(j, "state"),
             num(prog, "epochs_done"), num(prog, "epochs"), 100.0 * num(prog, "fraction"),
             grouped(b, sizeof(b), num(prog, "samples_done")),
             grouped(c, sizeof(c), num(prog, "samples_total")));
+    if (!isnan(num(prog, "elapsed_sec"))) {
+        double eta = num(prog, "eta_sec");
+        fprintf(f, "  time     elapsed %s, ETA %s\n",
+                duration(a, sizeof(a), num(prog, "elapsed_sec")),
+                isnan(eta) ? "-" : duration(b, sizeof(b), eta));
+    }
     fprintf(f, "  source   %s:%s, batch %.0f, stages", str(src, "type"), str(src, "path"),
             num(spec, "batch_size"));
     size_t i;

@@ -157,6 +157,7 @@ uint64_t sl_spec_cost_hash(const sl_spec_t *spec, uint64_t fingerprint)
     s.shuffle = false;
     s.seed = 0;
     s.on_error = SL_ON_ERROR_SKIP;
+    s.name[0] = '\0'; /* a renamed spec costs the same */
     char *json = sl_spec_to_json(&s);
     /* FNV-1a 64 over the JSON, then the fingerprint's bytes. */
     uint64_t h = 0xcbf29ce484222325ULL;

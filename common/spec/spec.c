@@ -21,7 +21,7 @@
 
 static const char *const top_keys[] = {
     "source", "stages", "batch_size", "epochs", "drop_last", "deterministic",
-    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", NULL,
+    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name", NULL,
 };
 /* Multi-rank jobs (common/engine/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
@@ -47,6 +47,35 @@ static int parse_ranks(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     return rc;
 }
 
+/* "name": a spec built in code or written to a temporary file has no
+ * telling file name, so status pages show this one. Printable, one line. */
+static int parse_name(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    json_t *v = json_object_get(root, "name");
+    if (v == NULL) {
+        return 0;
+    }
+    char got[SPEC_SHOWN_MAX + 8];
+    if (!json_is_string(v)) {
+        return sl_spec_ferr(c, "name", "must be a string, got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (len == 0 || len >= SL_SPEC_NAME_MAX) {
+        return sl_spec_ferr(c, "name", "must be 1..%d bytes, got %zu", SL_SPEC_NAME_MAX - 1,
+                            len);
+    }
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+            return sl_spec_ferr(c, "name", "must not contain control characters, got %s",
+                                sl_spec_describe(v, got, sizeof(got)));
+        }
+    }
+    memcpy(spec->name, s, len + 1);
+    return 0;
+}
+
 static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     if (!json_is_object(root)) {
@@ -55,6 +84,9 @@ static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
                             sl_spec_describe(root, got, sizeof(got)));
     }
     int rc = sl_spec_check_keys(c, root, top_keys, "");
+    if (rc == 0) {
+        rc = parse_name(c, root, spec);
+    }
     if (rc == 0) {
         rc = sl_spec_parse_source(c, root, spec);
     }

@@ -13,6 +13,7 @@
 #define SL_SPEC_MAX_STAGES 32
 #define SL_SPEC_MAX_BYTES (1u << 20) /* a spec larger than 1 MiB is refused */
 #define SL_SPEC_PATH_MAX 1024
+#define SL_SPEC_NAME_MAX 64 /* "name": what status pages call the job */
 
 typedef enum {
     SL_OP_DECODE_JPEG = 0,
@@ -89,6 +90,7 @@ typedef struct sl_spec_s {
     uint32_t world_size;
     uint32_t rank;
     sl_rank_padding_e rank_padding;
+    char name[SL_SPEC_NAME_MAX]; /* "" when the spec has none */
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or

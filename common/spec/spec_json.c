@@ -75,6 +75,12 @@ char *sl_spec_to_json(const sl_spec_t *spec)
     if (root == NULL) {
         return NULL;
     }
+    /* Unnamed specs keep their canonical form (and spec hash). */
+    size_t nlen = strnlen(spec->name, SL_SPEC_NAME_MAX);
+    if (nlen > 0 && json_object_set_new(root, "name", json_stringn(spec->name, nlen)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
     /* Single-consumer specs keep their canonical form (and spec hash). */
     if (spec->world_size > 1 &&
         (spec->rank >= spec->world_size || (size_t)spec->rank_padding >= SL_SPEC_NRANK_PADDING ||

@@ -23,7 +23,8 @@ static void fz_spec_same(const sl_spec_t *a, const sl_spec_t *b, const char *jso
                  a->epochs == b->epochs && a->drop_last == b->drop_last &&
                  a->deterministic == b->deterministic && a->offload == b->offload &&
                  a->split == b->split && a->local_share == b->local_share &&
-                 a->on_error == b->on_error && a->max_pixels == b->max_pixels,
+                 a->on_error == b->on_error && a->max_pixels == b->max_pixels &&
+                 strcmp(a->name, b->name) == 0,
              "top-level field differs after round trip: %s", json);
     for (uint32_t i = 0; i < a->nstages; i++) {
         const sl_stage_spec_t *x = &a->stages[i], *y = &b->stages[i];

@@ -109,10 +109,15 @@ for w in s["workers"]:
     assert all("samples_per_sec" in u and "capacity_per_sec" in u for u in st), st
 j = s["jobs"][0]
 assert j["state"] == "active" and j["spec_name"].endswith("spec.json"), j
+# No "name" in the spec: the file's basename, not its /tmp/... path.
+assert j["name"] == "spec.json", j["name"]
 assert j["spec"]["source"] == {"type": "imagefolder", "path": "train", "shuffle": True}, j
 assert j["spec"]["stages"][0] == "decode_jpeg" and j["spec"]["batch_size"] == 8, j
 p = j["progress"]
 assert p["samples_total"] == 32 * 30 and p["epochs"] == 30, p
+assert p["elapsed_sec"] > 0 and "eta_sec" in p, p
+h = j["history"]
+assert h["interval_sec"] == 1 and len(h["points"]) >= 1 and len(h["points"][0]) == 3, h
 assert 0 < p["fraction"] <= 1 and p["samples_delivered"] <= p["samples_done"], p
 plan = j["plan"]
 for k in ("split", "units", "local_share", "mode", "version", "changes",
@@ -124,10 +129,11 @@ assert len(s["history"]) >= 1 and len(s["history"][0]) == 4, s["history"]
 t = s["totals"]
 assert t["workers_live"] == 2 and t["jobs_open"] == 1, t
 PY
-ok "/status while running: workers with unit rates, job progress, plan, history"
+ok "/status while running: workers with unit rates, job name, progress, elapsed, plan, history"
 
 "$BIN/sluice" status --dispatcher "$D_GRPC" >"$TMP/st.txt" || fail "sluice status exit $?"
-for want in "sluice-dispatcher" "$W1_GRPC" "$W2_GRPC" "epoch" "plan" "stall" "units:"; do
+for want in "sluice-dispatcher" "$W1_GRPC" "$W2_GRPC" "epoch" "plan" "stall" "units:" \
+    "elapsed"; do
     grep -qF -- "$want" "$TMP/st.txt" || fail "sluice status lacks '$want': $(cat "$TMP/st.txt")"
 done
 "$BIN/sluice" status --dispatcher "$D_GRPC" --json >"$TMP/st.json" || fail "status --json"
@@ -136,6 +142,9 @@ done
 "$BIN/sluice" status --http "$W1_HTTP" >"$TMP/wst.txt" || fail "sluice status --http worker"
 grep -q "sluice-worker" "$TMP/wst.txt" && grep -q "registered" "$TMP/wst.txt" ||
     fail "worker status: $(cat "$TMP/wst.txt")"
+# The job by its name (the spec file's basename), not the file's path.
+grep -qE '^job [0-9]+  spec\.json  active' "$TMP/st.txt" ||
+    fail "sluice status does not name the job spec.json: $(grep '^job' "$TMP/st.txt")"
 ok "sluice status: text, --json, --http on a worker"
 
 # ---- SIGTERM one worker mid-job: it drains, the job completes exactly once

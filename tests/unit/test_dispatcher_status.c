@@ -1,8 +1,9 @@
 /* dispatcher/status: the history behind /status and /metrics, driven through
  * the service functions with a fake clock: counters that never go down when
  * jobs leave the table, delivered = acknowledged - skipped, rates from
- * heartbeat timestamps, the history ring, and well-formed exposition text
- * whatever a peer names its skip reasons. */
+ * heartbeat timestamps, the history ring, a lost worker's live values
+ * cleared, and well-formed exposition text whatever a peer names its skip
+ * reasons. Each job's line, ETA and name: test_dispatcher_status_jobs.c. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -13,110 +14,7 @@
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 #include "tests/unit/fixtures.h"
-
-#define SPEC_OFF                                                                             \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
-    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8}],"     \
-    " \"batch_size\": 4, \"epochs\": 1, \"offload\": \"off\"}"
-
-typedef struct env_s {
-    disp_t d;
-    disp_status_t *st;
-    int64_t now;
-} env_t;
-
-static void env_init(env_t *e)
-{
-    disp_config_t cfg;
-    char err[256];
-    memset(&cfg, 0, sizeof(cfg));
-    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
-    cfg.split_size = 10;
-    cfg.max_jobs_per_client = 0;
-    e->now = 100000;
-    ck_assert_int_eq(disp_init(&e->d, &cfg, 100, e->now), 0);
-    e->st = disp_status_new(&e->d, e->now);
-    ck_assert_ptr_nonnull(e->st);
-}
-
-static void env_free(env_t *e)
-{
-    disp_status_free(e->st);
-    disp_destroy(&e->d);
-}
-
-static uint64_t submit(env_t *e, uint64_t n)
-{
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[512] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = SPEC_OFF;
-    req.spec_name = "off.json";
-    req.num_samples = n;
-    req.source_fingerprint = 7;
-    ck_assert_int_eq(disp_svc_submit_job(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-    return resp.job_id;
-}
-
-/* The client's poll: the ids of the splits it holds. */
-static size_t client_splits(env_t *e, uint64_t job, uint64_t *ids, size_t max)
-{
-    Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
-    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[512] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.job_id = job;
-    ck_assert_int_eq(disp_svc_get_assignment(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
-                     SL_RPC_OK);
-    size_t n = 0;
-    for (size_t i = 0; i < resp.n_splits && n < max; i++) {
-        if (resp.splits[i]->worker_id == 0) {
-            ids[n++] = resp.splits[i]->split_id;
-        }
-    }
-    disp_arena_free(&a);
-    return n;
-}
-
-static void ack(env_t *e, uint64_t job, uint64_t *ids, size_t n, const char *reason,
-                uint64_t skipped)
-{
-    Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
-    Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
-    Sluice__SkipCount sk = SLUICE__SKIP_COUNT__INIT;
-    Sluice__SkipCount *skp[1] = {&sk};
-    disp_arena_t a = {0};
-    char err[512] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.job_id = job;
-    req.n_split_ids = n;
-    req.split_ids = ids;
-    if (skipped > 0) {
-        sk.reason = (char *)reason;
-        sk.count = skipped;
-        req.n_skipped = 1;
-        req.skipped = skp;
-    }
-    ck_assert_int_eq(disp_svc_ack_splits(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-}
-
-static json_t *status(env_t *e)
-{
-    char *s = disp_status_render_json(e->st, e->now, NULL);
-    ck_assert_ptr_nonnull(s);
-    json_error_t jerr;
-    json_t *doc = json_loads(s, 0, &jerr);
-    ck_assert_msg(doc != NULL, "status is not JSON: %s", jerr.text);
-    free(s);
-    return doc;
-}
+#include "tests/unit/fixtures_status.h"
 
 static json_int_t total(json_t *doc, const char *key)
 {
@@ -138,18 +36,18 @@ static double metric(const char *m, const char *name)
 
 START_TEST(test_counters_survive_the_job)
 {
-    env_t e;
-    env_init(&e);
-    uint64_t job = submit(&e, 35); /* splits of 10, 10, 10 and 5 */
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t job = fx_st_submit(&e, 35); /* splits of 10, 10, 10 and 5 */
     disp_status_sample(e.st, e.now);
     uint64_t ids[8];
-    size_t n = client_splits(&e, job, ids, 8);
+    size_t n = fx_st_client_splits(&e, job, ids, 8);
     ck_assert_uint_eq(n, 4);
 
     e.now += 1000;
-    ack(&e, job, ids, 2, "corrupt", 2);
+    fx_st_ack(&e, job, ids, 2, "corrupt", 2);
     disp_status_sample(e.st, e.now);
-    json_t *doc = status(&e);
+    json_t *doc = fx_st_status(&e);
     json_t *j = json_array_get(json_object_get(doc, "jobs"), 0);
     json_t *p = json_object_get(j, "progress");
     ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_done")), 20);
@@ -163,9 +61,9 @@ START_TEST(test_counters_survive_the_job)
 
     /* The rest, including the short last split: the job finishes. */
     e.now += 1000;
-    ack(&e, job, ids + 2, 2, "corrupt", 1);
+    fx_st_ack(&e, job, ids + 2, 2, "corrupt", 1);
     disp_status_sample(e.st, e.now);
-    doc = status(&e);
+    doc = fx_st_status(&e);
     ck_assert_int_eq(total(doc, "samples_delivered_total"), 32);
     ck_assert_int_eq(total(doc, "samples_skipped_total"), 3);
     j = json_array_get(json_object_get(doc, "jobs"), 0);
@@ -175,19 +73,11 @@ START_TEST(test_counters_survive_the_job)
     json_decref(doc);
 
     /* Closed, then dropped from the table: the totals stay. */
-    Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
-    Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    creq.version = SL_PROTOCOL_VERSION;
-    creq.job_id = job;
-    ck_assert_int_eq(disp_svc_close_job(&e.d, &creq, &cresp, &a, e.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
+    fx_st_close_job(&e, job);
     e.now += DISP_CLOSED_LINGER_MS + 1000;
     disp_tick(&e.d, e.now);
     disp_status_sample(e.st, e.now);
-    doc = status(&e);
+    doc = fx_st_status(&e);
     ck_assert_uint_eq(json_array_size(json_object_get(doc, "jobs")), 0);
     ck_assert_uint_eq(json_array_size(json_object_get(doc, "closed_jobs")), 0);
     ck_assert_int_eq(total(doc, "samples_delivered_total"), 32);
@@ -199,12 +89,12 @@ START_TEST(test_counters_survive_the_job)
     ck_assert_ptr_nonnull(strstr(m, "sluice_samples_skipped_total{reason=\"corrupt\"} 3\n"));
     ck_assert_double_eq(metric(m, "sluice_jobs"), 0);
     free(m);
-    env_free(&e);
+    fx_st_free(&e);
 }
 END_TEST
 
 /* A heartbeat with one unit per name in units (NULL: the usual one). */
-static void heartbeat_units(env_t *e, uint64_t wid, uint64_t samples, const char *const *units,
+static void heartbeat_units(fx_st_t *e, uint64_t wid, uint64_t samples, const char *const *units,
                             size_t nunits, int leaving)
 {
     static const char *const one[] = {"decode_jpeg+center_crop"};
@@ -230,6 +120,7 @@ static void heartbeat_units(env_t *e, uint64_t wid, uint64_t samples, const char
     req.version = SL_PROTOCOL_VERSION;
     req.worker_id = wid;
     req.load = 0.5;
+    req.buffered_bytes = 4096;
     req.n_stages = nunits;
     req.stages = stp;
     req.leaving = leaving;
@@ -238,12 +129,12 @@ static void heartbeat_units(env_t *e, uint64_t wid, uint64_t samples, const char
     disp_arena_free(&a);
 }
 
-static void heartbeat(env_t *e, uint64_t wid, uint64_t samples)
+static void heartbeat(fx_st_t *e, uint64_t wid, uint64_t samples)
 {
     heartbeat_units(e, wid, samples, NULL, 0, 0);
 }
 
-static uint64_t register_worker(env_t *e, const char *address)
+static uint64_t register_worker(fx_st_t *e, const char *address)
 {
     Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
     Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
@@ -260,8 +151,8 @@ static uint64_t register_worker(env_t *e, const char *address)
 
 START_TEST(test_worker_rates_from_heartbeats)
 {
-    env_t e;
-    env_init(&e);
+    fx_st_t e;
+    fx_st_init(&e);
     uint64_t wid = register_worker(&e, "10.0.0.7:7500");
 
     heartbeat(&e, wid, 100);
@@ -271,7 +162,7 @@ START_TEST(test_worker_rates_from_heartbeats)
     e.now += 500;
     heartbeat(&e, wid, 300);
     disp_status_sample(e.st, e.now + 700);
-    json_t *doc = status(&e);
+    json_t *doc = fx_st_status(&e);
     json_t *w = json_array_get(json_object_get(doc, "workers"), 0);
     ck_assert_str_eq(json_string_value(json_object_get(w, "address")), "10.0.0.7:7500");
     ck_assert_double_eq_tol(json_real_value(json_object_get(w, "samples_per_sec")), 400, 1e-9);
@@ -285,7 +176,7 @@ START_TEST(test_worker_rates_from_heartbeats)
     e.now += 500;
     heartbeat(&e, wid, 300);
     disp_status_sample(e.st, e.now);
-    doc = status(&e);
+    doc = fx_st_status(&e);
     w = json_array_get(json_object_get(doc, "workers"), 0);
     ck_assert_double_eq_tol(json_real_value(json_object_get(w, "samples_per_sec")), 200, 1e-9);
     json_decref(doc);
@@ -295,19 +186,19 @@ START_TEST(test_worker_rates_from_heartbeats)
                   "unit=\"decode_jpeg+center_crop\"} 300\n"));
     ck_assert_ptr_nonnull(strstr(m, "sluice_worker_up{worker=\"10.0.0.7:7500\"} 1\n"));
     free(m);
-    env_free(&e);
+    fx_st_free(&e);
 }
 END_TEST
 
 START_TEST(test_history_ring)
 {
-    env_t e;
-    env_init(&e);
+    fx_st_t e;
+    fx_st_init(&e);
     for (int i = 0; i < DISP_STATUS_HISTORY + 5; i++) {
         e.now += 1000;
         disp_status_sample(e.st, e.now);
     }
-    json_t *doc = status(&e);
+    json_t *doc = fx_st_status(&e);
     json_t *h = json_object_get(doc, "history");
     ck_assert_uint_eq(json_array_size(h), DISP_STATUS_HISTORY);
     /* Oldest first: the first five points were overwritten. */
@@ -316,7 +207,7 @@ START_TEST(test_history_ring)
     ck_assert_double_eq_tol(t0, 6.0, 1e-9);
     ck_assert_double_eq_tol(t1, DISP_STATUS_HISTORY + 5.0, 1e-9);
     json_decref(doc);
-    env_free(&e);
+    fx_st_free(&e);
 }
 END_TEST
 
@@ -397,18 +288,18 @@ static size_t count_lines(const char *m, const char *prefix)
 
 START_TEST(test_hostile_skip_reasons)
 {
-    env_t e;
-    env_init(&e);
-    uint64_t job = submit(&e, 35);
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t job = fx_st_submit(&e, 35);
     uint64_t ids[8];
-    ck_assert_uint_eq(client_splits(&e, job, ids, 8), 4);
-    ack(&e, job, ids, 1, "quote\"back\\slash\nnewline", 1);
-    ack(&e, job, ids + 1, 1, "\xff\xfe not utf-8", 1);
+    ck_assert_uint_eq(fx_st_client_splits(&e, job, ids, 8), 4);
+    fx_st_ack(&e, job, ids, 1, "quote\"back\\slash\nnewline", 1);
+    fx_st_ack(&e, job, ids + 1, 1, "\xff\xfe not utf-8", 1);
     /* More distinct reasons than anything keeps. */
     for (int i = 0; i < 40; i++) {
         char r[32];
         snprintf(r, sizeof(r), "reason-%d", i);
-        ack(&e, job, ids + 2, 0, r, 1);
+        fx_st_ack(&e, job, ids + 2, 0, r, 1);
     }
     e.now += 1000;
     disp_status_sample(e.st, e.now);
@@ -424,7 +315,7 @@ START_TEST(test_hostile_skip_reasons)
     ck_assert_int_eq(total(doc, "samples_skipped_total"), 42);
     json_decref(doc);
     free(s);
-    env_free(&e);
+    fx_st_free(&e);
 }
 END_TEST
 
@@ -435,8 +326,8 @@ END_TEST
  * next to the overflow "other", must not either. */
 START_TEST(test_one_series_per_label_set)
 {
-    env_t e;
-    env_init(&e);
+    fx_st_t e;
+    fx_st_init(&e);
     static const char *const units[] = {"decode_jpeg", "decode_jpeg", "to_chw"};
     uint64_t old_a = register_worker(&e, "10.0.0.9:7500");
     heartbeat_units(&e, old_a, 50, units, 3, 0);
@@ -482,28 +373,70 @@ START_TEST(test_one_series_per_label_set)
     ck_assert_ptr_nonnull(m);
     check_unique_series(m);
     free(m);
-    json_t *doc = status(&e);
+    json_t *doc = fx_st_status(&e);
     ck_assert_int_eq(total(doc, "workers_lost"), 1);
     ck_assert_int_eq(total(doc, "workers_left"), 1);
     ck_assert_uint_eq(json_array_size(json_object_get(doc, "workers")), 4); /* /status lists all */
     json_decref(doc);
 
     /* Skip reasons: a client's own "other", then more reasons than are kept. */
-    uint64_t job = submit(&e, 35);
+    uint64_t job = fx_st_submit(&e, 35);
     uint64_t ids[8];
-    ck_assert_uint_eq(client_splits(&e, job, ids, 8), 4);
-    ack(&e, job, ids, 0, "other", 1);
+    ck_assert_uint_eq(fx_st_client_splits(&e, job, ids, 8), 4);
+    fx_st_ack(&e, job, ids, 0, "other", 1);
     for (int i = 0; i < 40; i++) {
         char r[32];
         snprintf(r, sizeof(r), "reason-%d", i);
-        ack(&e, job, ids, 0, r, 1);
+        fx_st_ack(&e, job, ids, 0, r, 1);
     }
     e.now += 1000;
     disp_status_sample(e.st, e.now);
     m = disp_status_render_metrics(e.st, e.now, NULL);
     check_unique_series(m);
     free(m);
-    env_free(&e);
+    fx_st_free(&e);
+}
+END_TEST
+
+/* Issue #14: a lost worker's live values read 0 in /status and /metrics
+ * instead of staying at its last heartbeat's. */
+START_TEST(test_lost_worker_cleared)
+{
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t wid = register_worker(&e, "10.0.0.7:7500");
+    heartbeat(&e, wid, 100);
+    disp_status_sample(e.st, e.now);
+    e.now += 500;
+    heartbeat(&e, wid, 300);
+    disp_status_sample(e.st, e.now);
+    json_t *doc = fx_st_status(&e);
+    json_t *w = json_array_get(json_object_get(doc, "workers"), 0);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(w, "load")), 0.5, 1e-9);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "buffered_bytes")), 4096);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(w, "samples_per_sec")), 400, 1e-9);
+    json_decref(doc);
+
+    /* Cleared at once: not only after the next sample. */
+    e.now += e.d.cfg.worker_timeout_ms + 1;
+    disp_tick(&e.d, e.now);
+    doc = fx_st_status(&e);
+    w = json_array_get(json_object_get(doc, "workers"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(w, "state")), "lost");
+    ck_assert_double_eq(json_real_value(json_object_get(w, "load")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "buffered_bytes")), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(w, "splits_in_progress")), 0);
+    ck_assert_double_eq(json_real_value(json_object_get(w, "samples_per_sec")), 0);
+    json_t *u = json_array_get(json_object_get(w, "stages"), 0);
+    ck_assert_double_eq(json_real_value(json_object_get(u, "samples_per_sec")), 0);
+    json_decref(doc);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_double_eq(metric(m, "sluice_worker_load"), 0);
+    ck_assert_double_eq(metric(m, "sluice_worker_buffered_bytes"), 0);
+    ck_assert_double_eq(metric(m, "sluice_worker_samples_per_second"), 0);
+    free(m);
+    fx_st_free(&e);
 }
 END_TEST
 
@@ -516,6 +449,7 @@ int main(void)
     tcase_add_test(tc, test_history_ring);
     tcase_add_test(tc, test_hostile_skip_reasons);
     tcase_add_test(tc, test_one_series_per_label_set);
+    tcase_add_test(tc, test_lost_worker_cleared);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

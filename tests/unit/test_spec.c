@@ -111,6 +111,7 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
     ck_assert_uint_eq(a->world_size, b->world_size);
     ck_assert_uint_eq(a->rank, b->rank);
     ck_assert_int_eq(a->rank_padding, b->rank_padding);
+    ck_assert_str_eq(a->name, b->name);
 }
 
 /* parse(to_json(s)) == s, and to_json is a fixed point after one trip. */
@@ -791,6 +792,37 @@ START_TEST(test_rank_keys)
 }
 END_TEST
 
+/* "name": what status pages call the job; kept through the canonical form
+ * (absent from it when the spec has none), bounded, one printable line. */
+START_TEST(test_name_key)
+{
+    char *text = edit("\"epochs\": 90,", "\"epochs\": 90, \"name\": \"resnet50 train\",");
+    sl_spec_t spec;
+    char err[ERRLEN] = "";
+    ck_assert_int_eq(sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err)), 0);
+    ck_assert_str_eq(spec.name, "resnet50 train");
+    assert_round_trip(&spec);
+    char *j = sl_spec_to_json(&spec);
+    ck_assert_ptr_nonnull(strstr(j, "\"name\":\"resnet50 train\""));
+    free(j);
+    free(text);
+    ck_assert_int_eq(sl_spec_parse("t.json", GOOD, strlen(GOOD), &spec, err, sizeof(err)), 0);
+    ck_assert_str_eq(spec.name, "");
+    j = sl_spec_to_json(&spec);
+    ck_assert_ptr_null(strstr(j, "\"name\""));
+    free(j);
+    expect_edit_err("\"epochs\": 90,", "\"epochs\": 90, \"name\": 3,",
+                    "t.json:11: name: must be a string, got 3");
+    expect_edit_err("\"epochs\": 90,", "\"epochs\": 90, \"name\": \"\",",
+                    "t.json:11: name: must be 1..63 bytes, got 0");
+    expect_edit_err("\"epochs\": 90,", "\"epochs\": 90, \"name\": \"a\\nb\",",
+                    "t.json:11: name: must not contain control characters");
+    char long_name[128];
+    snprintf(long_name, sizeof(long_name), "\"epochs\": 90, \"name\": \"%064d\",", 0);
+    expect_edit_err("\"epochs\": 90,", long_name, "t.json:11: name: must be 1..63 bytes, got 64");
+}
+END_TEST
+
 START_TEST(test_to_json_round_trip)
 {
     char err[ERRLEN] = "";
@@ -866,6 +898,7 @@ int main(void)
     tcase_add_test(tc, test_line_scanner);
     tcase_add_test(tc, test_offload_parse);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_name_key);
     tcase_add_test(tc, test_to_json_round_trip);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
