@@ -1,6 +1,7 @@
 /* planner_job: see planner_job.h. Runs under the dispatcher mutex; all
  * peer-supplied numbers are cleaned (finite, >= 0) and text is copied with
  * disp_text_copy before it is stored. */
+#include "dispatcher/json_doc.h"
 #include "dispatcher/planner_job.h"
 
 #include <errno.h>
@@ -540,24 +541,6 @@ void disp_pjob_replanned(disp_pjob_t *pj, int kind, const disp_plan_t *before,
 }
 
 /* ------------------------------------------------------------ JSON */
-
-typedef struct jb_s {
-    int failed;
-} jb_t;
-
-static void jset(jb_t *b, json_t *o, const char *key, json_t *v)
-{
-    if (o == NULL || v == NULL || json_object_set_new(o, key, v) != 0) {
-        b->failed = 1;
-    }
-}
-
-static void jpush(jb_t *b, json_t *a, json_t *v)
-{
-    if (a == NULL || v == NULL || json_array_append_new(a, v) != 0) {
-        b->failed = 1;
-    }
-}
 
 /* Infinity ("no limit") and NaN are not JSON: null. */
 static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }

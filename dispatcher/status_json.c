@@ -5,6 +5,7 @@
  * json_object_set_new steals its value even on failure, so the helpers
  * below only need to notice a NULL and remember: one failure drops the whole
  * document (the caller answers 500) rather than serving half of it. */
+#include "dispatcher/json_doc.h"
 #include "dispatcher/status_impl.h"
 
 #include <jansson.h>
@@ -14,24 +15,6 @@
 
 #include "common/rpc/rpc.h"
 #include "dispatcher/planner_svc.h"
-
-typedef struct jb_s {
-    int failed; /* any allocation failed: the whole document is dropped */
-} jb_t;
-
-static void jset(jb_t *b, json_t *o, const char *key, json_t *v)
-{
-    if (o == NULL || v == NULL || json_object_set_new(o, key, v) != 0) {
-        b->failed = 1;
-    }
-}
-
-static void jpush(jb_t *b, json_t *a, json_t *v)
-{
-    if (a == NULL || v == NULL || json_array_append_new(a, v) != 0) {
-        b->failed = 1;
-    }
-}
 
 /* Ids and counters are below 2^63 (ids are seeded below 2^53). */
 static json_t *jint(uint64_t v)
