@@ -16,7 +16,7 @@ SAN_FLAGS :=
 OPT ?= -O2 -g
 endif
 
-PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg
+PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -164,6 +164,7 @@ TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
+TEST_MODS_test_codec := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_source := data
 TEST_MODS_test_batcher := engine
