@@ -28,14 +28,16 @@ static size_t data_iov(const sl_pbw_reader_t *r, struct iovec *iov)
 static int inflate_one(cl_rx_t *rx, size_t i, struct iovec *iov, char *err, size_t errlen)
 {
     sl_wire_sample_t *s = &rx->wb.samples[i];
-    if (s->dtype == SL_DT_BYTES || s->raw_size == 0 || s->raw_size > CL_RX_MAX_RAW_BYTES ||
-        s->raw_size != sl_wire_shape_bytes(s) ||
-        rx->raw_total + s->raw_size > CL_RX_MAX_RAW_BYTES) {
-        snprintf(err, errlen,
-                 "malformed Batch message: compressed sample %llu declares %llu raw bytes "
-                 "(its shape or the message's limit of %llu says otherwise)",
-                 (unsigned long long)s->index, (unsigned long long)s->raw_size,
-                 (unsigned long long)CL_RX_MAX_RAW_BYTES);
+    const char *why = NULL;
+    if (s->dtype == SL_DT_BYTES || s->raw_size == 0 || s->raw_size != sl_wire_shape_bytes(s)) {
+        why = "which disagrees with its dtype and shape";
+    } else if (rx->raw_total + s->raw_size > CL_RX_MAX_RAW_BYTES) {
+        why = "past the limit of decompressed bytes per message";
+    }
+    if (why != NULL) {
+        snprintf(err, errlen, "malformed Batch message: compressed sample %llu declares %llu "
+                 "raw bytes, %s", (unsigned long long)s->index,
+                 (unsigned long long)s->raw_size, why);
         return -EBADMSG;
     }
     uint8_t *buf = malloc(s->raw_size);
