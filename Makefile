@@ -16,7 +16,7 @@ SAN_FLAGS :=
 OPT ?= -O2 -g
 endif
 
-PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg
+PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -164,6 +164,7 @@ TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
+TEST_MODS_test_codec := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_source := data
 TEST_MODS_test_source_folder := data
@@ -195,6 +196,7 @@ TEST_MODS_test_client_prefetch := client
 TEST_MODS_test_client_splits := client
 TEST_MODS_test_pb_wire := client
 TEST_MODS_test_rx := client
+TEST_MODS_test_compressed_samples := worker client
 TEST_MODS_test_sha256 := client
 TEST_MODS_test_fuzz_regressions := disp worker client
 test_libs = $(foreach m,$(sort fx $(foreach t,$(or $(TEST_MODS_$(1)),disp worker client),\

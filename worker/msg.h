@@ -20,11 +20,29 @@
 #include <stdint.h>
 
 #include "common/engine/batcher.h"
+#include "common/image/codec.h"
 #include "proto/sluice.pb-c.h"
 
 /* Bytes a message costs beyond its samples: job_id, split_id, split_done,
  * stage_to (at most 30). */
 #define WK_MSG_OVERHEAD 32
+
+/* How a sample's data travels (docs/protocol.md "Compressed samples"):
+ * codec SL_CODEC_NONE = the raw tensor; else s->t holds the compressed
+ * bytes (t.nbytes their length, the shape still the tensor's) and raw_size
+ * the tensor's size. */
+typedef struct wk_coding_s {
+    uint32_t codec;
+    uint64_t raw_size;
+} wk_coding_t;
+
+/* Compresses a delivered sample's tensor in place for the wire: zstd after
+ * a left-neighbour delta for uint8 pixels, zstd alone for float32; encoded
+ * bytes and skips are left raw, as is anything that does not shrink.
+ * corrupt != 0 (test-only fault injection, SLUICE_TEST_CORRUPT_COMPRESSED)
+ * damages the compressed bytes. *ret says what was done. 0 or -ENOMEM (the
+ * sample is then left raw). */
+int wk_sample_compress(sl_codec_t *z, int corrupt, sl_sample_t *s, wk_coding_t *ret);
 
 typedef struct wk_msg_s {
     Sluice__Batch batch;
@@ -58,8 +76,9 @@ typedef struct wk_packer_s {
 wk_msg_t *wk_msg_new(uint64_t job_id, uint64_t split_id, uint32_t cap);
 void wk_msg_free(wk_msg_t *m); /* NULL ok */
 
-/* Packed bytes a sample adds to a Batch (field tag + length + Sample), an upper bound. */
-size_t wk_sample_wire_bytes(const sl_sample_t *s, const char *detail);
+/* Packed bytes a sample adds to a Batch (field tag + length + Sample), an
+ * upper bound; cd NULL = raw. */
+size_t wk_sample_wire_bytes(const sl_sample_t *s, const char *detail, const wk_coding_t *cd);
 
 void wk_msglist_init(wk_msglist_t *l);
 void wk_msglist_push(wk_msglist_t *l, wk_msg_t *m);
@@ -68,11 +87,12 @@ void wk_msglist_clear(wk_msglist_t *l);   /* frees every message */
 
 void wk_packer_init(wk_packer_t *pk, uint64_t job_id, uint64_t split_id, uint32_t stage_to,
                     uint32_t batch_size, size_t max_bytes);
-/* Adds a finished sample (s->skip >= 0: skipped, detail says why). Takes
- * s->t's data (s->t is left empty). A message that cannot take the sample is
- * appended to out first. Returns 0 or -ENOMEM (the sample is then lost and
- * the caller must drop the split). */
-int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, wk_msglist_t *out);
+/* Adds a finished sample (s->skip >= 0: skipped, detail says why), coded as
+ * cd says (NULL = raw). Takes s->t's data (s->t is left empty). A message
+ * that cannot take the sample is appended to out first. Returns 0 or
+ * -ENOMEM (the sample is then lost and the caller must drop the split). */
+int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, const wk_coding_t *cd,
+                  wk_msglist_t *out);
 /* The split is complete: appends the last message with split_done = true
  * (empty if the split had no samples). Returns 0 or -ENOMEM. */
 int wk_packer_finish(wk_packer_t *pk, wk_msglist_t *out);

@@ -265,7 +265,8 @@ static void dropped_return_locked(wk_job_t *job, wk_split_t *sp)
 }
 
 /* Counters and the running size estimate for one finished sample. */
-static void account_locked(wk_job_t *job, const sl_sample_t *out, const char *detail)
+static void account_locked(wk_job_t *job, const sl_sample_t *out, const char *detail,
+                           const wk_coding_t *cd)
 {
     atomic_fetch_add(&job->tasks->n_samples, 1);
     if (out->skip >= 0) {
@@ -274,7 +275,7 @@ static void account_locked(wk_job_t *job, const sl_sample_t *out, const char *de
         SL_INFO("job %" PRIu64 ": skipped sample %" PRIu64 " (%s): %s", job->id, out->index,
                 sl_skip_name((sl_skip_e)out->skip), detail);
     } else {
-        size_t wire = wk_sample_wire_bytes(out, NULL);
+        size_t wire = wk_sample_wire_bytes(out, NULL, cd);
         job->est_bytes = job->est_bytes - job->est_bytes / 8 + wire / 8;
         if (wire > job->est_bytes) {
             job->est_bytes = wire; /* rise fast, fall slowly: stay under the bound */
@@ -285,11 +286,12 @@ static void account_locked(wk_job_t *job, const sl_sample_t *out, const char *de
 
 /* Packs the sample into its split's message; the split's last sample
  * finishes it. Takes out's tensor (job->mu held). */
-static void pack_locked(wk_job_t *job, wk_split_t *sp, sl_sample_t *out, const char *detail)
+static void pack_locked(wk_job_t *job, wk_split_t *sp, sl_sample_t *out, const char *detail,
+                        const wk_coding_t *cd)
 {
     size_t before = wk_packer_bytes(&sp->pk);
     size_t out_before = job->out.bytes;
-    int rc = wk_packer_add(&sp->pk, out, detail, &job->out);
+    int rc = wk_packer_add(&sp->pk, out, detail, cd, &job->out);
     sl_tensor_free(&out->t);
     /* Whatever the packer flushed moved from partial to the output queue. */
     job->partial_bytes = job->partial_bytes - before + wk_packer_bytes(&sp->pk);
@@ -315,8 +317,10 @@ static void pack_locked(wk_job_t *job, wk_split_t *sp, sl_sample_t *out, const c
     }
 }
 
-/* A finished sample came back (job->mu held). Takes out's tensor. */
-static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
+/* A finished sample came back (job->mu held), coded as cd says. Takes
+ * out's tensor. */
+static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail,
+                           const wk_coding_t *cd)
 {
     wk_split_t *sp = slot_take(job, out->label, out->epoch, out->position);
     out->label = sl_source_label(job->src, out->index);
@@ -334,8 +338,8 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail)
         dropped_return_locked(job, sp);
         return;
     }
-    account_locked(job, out, detail);
-    pack_locked(job, sp, out, detail);
+    account_locked(job, out, detail, cd);
+    pack_locked(job, sp, out, detail, cd);
 }
 
 /* ------------------------------------------------------------ submitting */
@@ -423,18 +427,25 @@ static void stats_copy_locked(wk_job_t *job, sl_exec_t *ex)
     memcpy(job->units, tmp, job->nunits * sizeof(tmp[0]));
 }
 
-/* Waits (no lock held) for the next finished sample and hands it in;
- * returns with job->mu held. */
+/* Waits (no lock held) for the next finished sample, compresses it when
+ * the spec says so (outside the lock: it is the costly part of packing) and
+ * hands it in; returns with job->mu held. */
 static void collect_one(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
 {
     char detail[256];
+    wk_coding_t cd = {SL_CODEC_NONE, 0};
     int got = sl_exec_next(ex, out, detail, sizeof(detail), -1) == 0;
     if (got) {
         global_release(job->tasks);
+        if (job->codec != NULL &&
+            wk_sample_compress(job->codec, job->corrupt_compressed, out, &cd) < 0) {
+            SL_WARN("job %" PRIu64 ": out of memory compressing sample %" PRIu64
+                    "; sending it raw", job->id, out->index);
+        }
     }
     pthread_mutex_lock(&job->mu);
     if (got) {
-        on_done_locked(job, out, detail);
+        on_done_locked(job, out, detail, &cd);
     }
 }
 
@@ -492,7 +503,14 @@ void *wk_runner_main(void *arg)
     ex = sl_exec_new(job->pipe, job->src, t->threads, t->inflight_cap);
     job->slots = calloc(t->inflight_cap, sizeof(*job->slots));
     job->nslots = t->inflight_cap;
-    if (ex == NULL || job->slots == NULL) {
+    if (job->spec.compress != SL_COMPRESS_OFF) {
+        job->codec = sl_codec_new();
+        /* Test-only fault injection (docs/protocol.md): damage every
+         * compressed payload, so tests see clients refuse it. */
+        const char *bad = getenv("SLUICE_TEST_CORRUPT_COMPRESSED");
+        job->corrupt_compressed = bad != NULL && strcmp(bad, "1") == 0;
+    }
+    if (ex == NULL || job->slots == NULL || (job->spec.compress && job->codec == NULL)) {
         wk_job_fail(job, "cannot start the job's executor (out of memory or threads)");
         goto out;
     }
@@ -517,6 +535,8 @@ void *wk_runner_main(void *arg)
 out:
     sl_tensor_free(&out.t);
     sl_exec_free(ex);
+    sl_codec_free(job->codec);
+    job->codec = NULL;
     wk_job_unref(job);
     pthread_mutex_lock(&t->mu);
     t->runners--;

@@ -97,6 +97,8 @@ struct wk_job_s {
     wk_order_t orders[WK_ORDER_SLOTS];
     wk_slot_t *slots;
     unsigned nslots;
+    struct sl_codec_s *codec;          /* runner's: spec "compress" on, else NULL */
+    int corrupt_compressed;            /* runner's: SLUICE_TEST_CORRUPT_COMPRESSED */
 
     wk_job_t *next_job; /* table link, under tasks->mu */
 };

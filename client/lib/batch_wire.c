@@ -7,6 +7,8 @@
 
 #include "common/image/tensor.h"
 
+static uint64_t shape_bytes(const sl_wire_sample_t *s, size_t esz);
+
 static int fail(char *err, size_t errlen, int rc, const char *what)
 {
     snprintf(err, errlen, "malformed Batch message: %s", what);
@@ -30,7 +32,8 @@ static int parse_sample(sl_pbw_reader_t *r, sl_wire_sample_t *s, char *err, size
             return fail(err, errlen, rc, "bad field key in a sample");
         }
         switch (f) {
-        case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9:
+        case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9: case 13:
+        case 14:
             rc = want_varint(r, wt, &v);
             break;
         case 10:
@@ -63,6 +66,8 @@ static int parse_sample(sl_pbw_reader_t *r, sl_wire_sample_t *s, char *err, size
         case 7: s->h = (uint32_t)v; break;
         case 8: s->w = (uint32_t)v; break;
         case 9: s->c = (uint32_t)v; break;
+        case 13: s->codec = (uint32_t)v; break;
+        case 14: s->raw_size = v; break;
         default: break;
         }
     }
@@ -156,6 +161,11 @@ size_t sl_wire_string(const sl_pbw_reader_t *r, char *buf, size_t len)
     }
     buf[n] = '\0';
     return full;
+}
+
+uint64_t sl_wire_shape_bytes(const sl_wire_sample_t *s)
+{
+    return shape_bytes(s, s->dtype == SL_DT_F32 ? 4 : 1);
 }
 
 /* h*w*c*esz without overflow; 0 when beyond SL_TENSOR_MAX_BYTES. */

@@ -23,6 +23,8 @@ typedef struct sl_wire_sample_s {
     uint64_t epoch, index, position;
     int32_t label;
     uint32_t dtype, layout, h, w, c;
+    uint32_t codec;              /* sl_codec_e; rx.c decompresses before the consumer sees it */
+    uint64_t raw_size;           /* with codec: the decompressed size */
     sl_pbw_reader_t data;        /* over the bytes of `data` (left = length) */
     sl_pbw_reader_t skip_reason; /* over the string's bytes; empty when absent */
     sl_pbw_reader_t skip_detail;
@@ -45,6 +47,10 @@ void sl_wire_batch_free(sl_wire_batch_t *b);
 /* Copies a string field into buf, NUL-terminated, truncated to len - 1
  * bytes; embedded NULs end it early. Returns its full length. */
 size_t sl_wire_string(const sl_pbw_reader_t *r, char *buf, size_t len);
+
+/* h*w*c times the dtype's element size, without overflow; 0 when beyond
+ * SL_TENSOR_MAX_BYTES. */
+uint64_t sl_wire_shape_bytes(const sl_wire_sample_t *s);
 
 /* Judges a non-skipped sample of a message whose units [0, stage_to) ran,
  * for a pipeline of nunits: a known dtype and layout, data of exactly

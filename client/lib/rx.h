@@ -2,7 +2,14 @@
  * alive, plus an index of its fields (client/lib/batch_wire.h) -- so that the
  * consumer (job.c) copies each sample's bytes once, from the slices straight
  * into its place in the batch being assembled. The fetcher builds it; a
- * malformed message fails here and the stream is treated as broken. */
+ * malformed message fails here and the stream is treated as broken.
+ *
+ * Compressed samples (docs/protocol.md) are decompressed here, on the
+ * fetcher's thread, into a buffer per sample that the sample's data reader
+ * then points at: a corrupt payload must break the stream before the
+ * consumer delivers anything of the message, and the batcher's fill step
+ * cannot fail. The cost is one copy of the raw bytes more than an
+ * uncompressed sample (buffer -> batch slot). */
 #ifndef CL_RX_H
 #define CL_RX_H
 
@@ -18,7 +25,15 @@ typedef struct cl_rx_s {
     uint8_t *flat;      /* or: the packed bytes of an unpacked Batch */
     sl_pbw_seg_t seg;   /* flat as one segment */
     sl_wire_batch_t wb; /* index into raw's / flat's bytes */
+    uint8_t **bufs;     /* per sample: its decompressed bytes, or NULL */
+    sl_pbw_seg_t *dsegs; /* per sample: bufs[i] as the segment its reader reads */
+    struct sl_codec_s *codec; /* only while decompressing */
+    uint64_t raw_total; /* decompressed bytes of the message so far */
 } cl_rx_t;
+
+/* Decompressed bytes one message may expand to: bounds what a peer can make
+ * the client allocate (credits bound the messages held). */
+#define CL_RX_MAX_RAW_BYTES ((uint64_t)1 << 30)
 
 /* Takes raw (freed on failure too) and indexes it. 0, or -EBADMSG /
  * -ENOMEM with err filled. */

@@ -21,10 +21,12 @@
 
 static const char *const top_keys[] = {
     "source", "stages", "batch_size", "epochs", "drop_last", "deterministic",
-    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name", NULL,
+    "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name",
+    "compress", NULL,
 };
 /* Multi-rank jobs (common/engine/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
+const char *const sl_spec_compress_names[SL_SPEC_NCOMPRESS] = {"off", "zstd"};
 
 const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR] = {
     [SL_ON_ERROR_SKIP] = "skip",
@@ -121,6 +123,12 @@ static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     }
     if (rc == 0) {
         rc = parse_ranks(c, root, spec);
+    }
+    if (rc == 0) {
+        int compress = (int)spec->compress;
+        rc = sl_spec_get_enum(c, root, "compress", false, sl_spec_compress_names,
+                              SL_SPEC_NCOMPRESS, &compress);
+        spec->compress = (sl_compress_e)compress;
     }
     return rc;
 }

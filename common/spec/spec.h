@@ -50,6 +50,13 @@ typedef enum {
     SL_RANK_PAD,      /* every rank gets ceil(n / world): the first positions repeat */
 } sl_rank_padding_e;
 
+/* Compression of the samples workers send (docs/protocol.md "Compressed
+ * samples"). */
+typedef enum {
+    SL_COMPRESS_OFF = 0, /* raw tensors on the wire (default) */
+    SL_COMPRESS_ZSTD,    /* always: zstd, after a left-neighbour delta for uint8 */
+} sl_compress_e;
+
 #define SL_SPEC_WORLD_MAX 4096
 
 /* One stage. Sizes are {height, width}; an int size N in JSON means:
@@ -91,6 +98,7 @@ typedef struct sl_spec_s {
     uint32_t rank;
     sl_rank_padding_e rank_padding;
     char name[SL_SPEC_NAME_MAX]; /* "" when the spec has none */
+    sl_compress_e compress;
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or

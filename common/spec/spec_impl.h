@@ -41,6 +41,8 @@ extern const char *const sl_spec_source_type_names[SL_SPEC_NSOURCE_TYPES];
 extern const char *const sl_spec_offload_names[SL_SPEC_NOFFLOAD];
 extern const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR];
 extern const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING];
+#define SL_SPEC_NCOMPRESS ((size_t)SL_COMPRESS_ZSTD + 1)
+extern const char *const sl_spec_compress_names[SL_SPEC_NCOMPRESS];
 
 /* ---- spec_ctx.c: the path of the value being checked, and messages */
 

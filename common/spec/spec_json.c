@@ -91,6 +91,14 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         json_decref(root);
         return NULL;
     }
+    /* Uncompressed specs keep their canonical form too. */
+    if (spec->compress != SL_COMPRESS_OFF &&
+        ((size_t)spec->compress >= SL_SPEC_NCOMPRESS ||
+         json_object_set_new(root, "compress",
+                             json_string(sl_spec_compress_names[spec->compress])) < 0)) {
+        json_decref(root);
+        return NULL;
+    }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
     return out;

@@ -61,7 +61,7 @@ START_TEST(test_packer_batch_size)
     wk_packer_init(&pk, 7, 9, 2, 4, 1 << 20);
     for (uint64_t p = 0; p < 10; p++) {
         sl_sample_t s = mk(p, 100);
-        ck_assert_int_eq(wk_packer_add(&pk, &s, NULL, &out), 0);
+        ck_assert_int_eq(wk_packer_add(&pk, &s, NULL, NULL, &out), 0);
         ck_assert_ptr_null(s.t.data); /* data moved into the message */
     }
     /* Lazy flush: two full messages out, the third partial until finish. */
@@ -104,7 +104,7 @@ START_TEST(test_packer_byte_bound)
     wk_packer_init(&pk, 7, 9, 2, 100, max);
     for (uint64_t p = 0; p < 20; p++) {
         sl_sample_t s = mk(p, 300);
-        ck_assert_int_eq(wk_packer_add(&pk, &s, NULL, &out), 0);
+        ck_assert_int_eq(wk_packer_add(&pk, &s, NULL, NULL, &out), 0);
     }
     ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
     ck_assert_uint_eq(check_list(&out, 100, max, 1), 20);
@@ -122,8 +122,8 @@ START_TEST(test_packer_too_large_becomes_skip)
     wk_packer_init(&pk, 7, 9, 2, 8, 1000);
     sl_sample_t a = mk(0, 10);
     sl_sample_t big = mk(1, 5000);
-    ck_assert_int_eq(wk_packer_add(&pk, &a, NULL, &out), 0);
-    ck_assert_int_eq(wk_packer_add(&pk, &big, NULL, &out), 0);
+    ck_assert_int_eq(wk_packer_add(&pk, &a, NULL, NULL, &out), 0);
+    ck_assert_int_eq(wk_packer_add(&pk, &big, NULL, NULL, &out), 0);
     ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
     ck_assert_uint_eq(pk.skipped_too_large, 1);
     ck_assert_uint_eq(check_list(&out, 8, 1000, 1), 2);
@@ -150,7 +150,7 @@ START_TEST(test_packer_skips_and_empty_split)
 
     wk_packer_init(&pk, 7, 9, 2, 8, 1 << 20);
     sl_sample_t s = mk_skip(4, SL_SKIP_CORRUPT);
-    ck_assert_int_eq(wk_packer_add(&pk, &s, "img_4.jpg: bad Huffman table", &out), 0);
+    ck_assert_int_eq(wk_packer_add(&pk, &s, "img_4.jpg: bad Huffman table", NULL, &out), 0);
     ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
     Sluice__Sample *ps = out.head->batch.samples[0];
     ck_assert_str_eq(ps->skip_reason, "corrupt");
@@ -162,7 +162,7 @@ START_TEST(test_packer_skips_and_empty_split)
     /* A dropped split's partial message is freed by reset (ASan checks). */
     wk_packer_init(&pk, 7, 9, 2, 8, 1 << 20);
     sl_sample_t t = mk(1, 64);
-    ck_assert_int_eq(wk_packer_add(&pk, &t, NULL, &out), 0);
+    ck_assert_int_eq(wk_packer_add(&pk, &t, NULL, NULL, &out), 0);
     wk_packer_reset(&pk);
     ck_assert_uint_eq(wk_packer_bytes(&pk), 0);
     ck_assert_uint_eq(out.count, 0);
