@@ -19,8 +19,9 @@ static const sl_conf_opt_t WK_OPTS[] = {
      "gRPC listen address HOST:PORT (port 0 picks a free one)", 0, 0},
     {"advertise", SL_CONF_STR, offsetof(wk_config_t, advertise), 0, 0, "",
      "address clients dial for Fetch (default: the bound listen address)", 0, 0},
-    {"http", SL_CONF_STR, offsetof(wk_config_t, http), 0, 0, "127.0.0.1:0",
-     "HTTP address for /status and /healthz (\"none\" = off)", 0, 0},
+    {"http", SL_CONF_STR, offsetof(wk_config_t, http), 0, 0, "127.0.0.1:7501",
+     "HTTP address for /status, /metrics and /healthz (\"none\" = off; port 0 picks a free "
+     "one)", 0, 0},
     {"data_root", SL_CONF_STR, offsetof(wk_config_t, data_root), 0, 0, "",
      "directory job sources are resolved under", 1, 0},
     {"threads", SL_CONF_INT, offsetof(wk_config_t, threads), 0, 256, "0",
