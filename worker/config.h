@@ -34,5 +34,8 @@ extern const sl_conf_table_t wk_conf_table;
  * ret_config_path receives the --config path ("" when none). */
 int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_path,
                     size_t pathlen, char *err, size_t errlen);
+/* manpage.c: argv exactly {prog, "--help-man"}: prints sluice-worker(1) and
+ * returns 1 (-EIO when stdout fails); else 0. */
+int wk_manpage(int argc, char **argv);
 
 #endif

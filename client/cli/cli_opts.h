@@ -36,6 +36,15 @@ enum {
      SL_CLI_F_EPOCHS | SL_CLI_F_OFFLOAD | SL_CLI_F_CONSUMER_RATE | SL_CLI_F_JSON |               \
      SL_CLI_F_RANKS | SL_CLI_F_CONN)
 
+/* --help lines of the flags every job command (run, bench) takes alike. */
+#define SL_CLI_JOB_USAGE                                                                       \
+    "  --local              run every stage on this host\n"                                     \
+    "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"         \
+    "  --data-root DIR      directory the spec's source path is relative to (default .)\n"     \
+    "  --epochs N           override the spec's epochs\n"                                       \
+    "  --threads N          local decode threads (default: online CPUs)\n"                      \
+    "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
+
 #define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
 #define SL_CLI_MAX_THREADS 256
 #define SL_CLI_MAX_EPOCHS 1000000

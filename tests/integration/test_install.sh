@@ -88,6 +88,42 @@ cmp -s "$ROOT/conf/worker.conf" "$E/sluice/worker.conf" || fail "worker.conf"
 "$P/bin/sluice" --version | grep -q "^sluice " || fail "installed sluice --version"
 ok "make install PREFIX=...: binaries, library (soname, sluice_* only), header, pc, units, confs"
 
+# ---- manual pages: installed, render without a warning, list every flag of
+# the tables the programs parse with (the daemons' from --help, i.e. their
+# config tables; sluice's from the option tables in client/cli/*.c)
+M="$P/share/man/man1"
+for p in sluice sluice-dispatcher sluice-worker; do
+    [ -f "$M/$p.1" ] || fail "$p.1 not installed in $M"
+done
+grep -q "$P/share/doc/sluice/README.md" "$M/sluice-worker.1" ||
+    fail "sluice-worker.1 does not name the installed README"
+if command -v groff >/dev/null; then
+    for p in sluice sluice-dispatcher sluice-worker; do
+        groff -man -Tutf8 -ww -z "$M/$p.1" >"$TMP/groff.txt" 2>&1 || fail "groff $p.1: exit $?"
+        [ ! -s "$TMP/groff.txt" ] || fail "$p.1 renders with warnings: $(head "$TMP/groff.txt")"
+        groff -man -Tascii -P-cbou -rLL=200n "$M/$p.1" >"$TMP/$p.txt" 2>/dev/null
+    done
+    for d in dispatcher worker; do
+        flags=$(sed -nE 's/^  (--[a-z0-9-]+).*/\1/p' "$TMP/$d.help")
+        [ "$(wc -w <<<"$flags")" -ge 10 ] || fail "sluice-$d --help: only $flags"
+        for f in $flags; do
+            grep -qE -- "(^|[^a-z-])$f( |$)" "$TMP/sluice-$d.txt" ||
+                fail "sluice-$d.1 does not list $f"
+        done
+    done
+    flags=$(sed -nE 's/.*\{"([a-z0-9-]+)", (no|required|optional)_argument.*/\1/p' \
+        "$ROOT"/client/cli/*.c | grep -vx help | sort -u)
+    [ "$(wc -w <<<"$flags")" -ge 20 ] || fail "found only these sluice flags: $flags"
+    for f in $flags; do
+        grep -qE -- "(^|[^a-z-])--$f( |$)" "$TMP/sluice.txt" || fail "sluice.1 does not list --$f"
+    done
+    for c in run plan bench status; do
+        grep -q "^   sluice $c$" "$TMP/sluice.txt" || fail "sluice.1 has no section for $c"
+    done
+    ok "man pages: installed, groff -ww clean, every flag of every option table listed"
+else
+    echo "SKIP: groff not installed (Debian package groff-base): man pages not rendered"
+fi
 
 # ---- the units: paths rewritten, systemd-analyze verify says nothing at all
 U="$P/lib/systemd/system"
