@@ -14,7 +14,7 @@
 
 #include "client/lib/sluice.h"
 
-/* Exit status contract (DESIGN.md "Interfaces"). */
+/* Exit status contract (docs/design.md "Interfaces"). */
 enum { SL_EXIT_OK = 0, SL_EXIT_RUNTIME = 1, SL_EXIT_USAGE = 2 };
 
 /* A subcommand, as cli.c's table lists it. */

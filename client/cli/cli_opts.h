@@ -6,7 +6,7 @@
  * and range-checked here, once, so `run`, `bench`, `plan` and `status` cannot
  * drift apart. A command names the shared flags it takes and handles only its
  * own. The --help texts stay with the commands: their wording is per command
- * and users rely on it (DESIGN.md "Interfaces"). */
+ * and users rely on it (docs/design.md "Interfaces"). */
 #ifndef SL_CLI_OPTS_H
 #define SL_CLI_OPTS_H
 
