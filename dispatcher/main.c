@@ -143,7 +143,7 @@ typedef struct dmain_s {
 static int parse_config(dmain_t *m, int argc, char **argv)
 {
     char err[1024];
-    int rc = disp_manpage(argc, argv);
+    int rc = sl_conf_man_main(&disp_conf_table, &disp_man_page, argc, argv);
     if (rc != 0) {
         return rc;
     }

@@ -1,8 +1,7 @@
-/* manpage: sluice-dispatcher(1), printed on --help-man. The options come
- * from the config table (config.c); only the prose around them is here. */
+/* manpage: the prose of sluice-dispatcher(1), printed on --help-man by
+ * sl_conf_man_main; the options come from the config table (config.c). */
 #include "dispatcher/config.h"
 
-#include <errno.h>
 #include <stdio.h>
 
 #include "common/base/conf_man.h"
@@ -24,7 +23,7 @@ static const sl_man_section_t SECTIONS[] = {
      "record in the middle stops the start with exit status 1."},
 };
 
-static const sl_man_page_t PAGE = {
+const sl_man_page_t disp_man_page = {
     .description =
         "sluice-dispatcher coordinates a Sluice cluster. Workers register with it and "
         "heartbeat; clients (the sluice command, libsluice, the Python binding) submit jobs "
@@ -36,23 +35,9 @@ static const sl_man_page_t PAGE = {
         "worker_timeout_ms are assigned again, so every sample reaches the training loop "
         "exactly once.\n"
         "\n"
-        "The first line on standard output names the bound addresses (port 0 picks a free "
-        "one):\n"
-        "\n"
-        "  listening grpc=HOST:PORT http=HOST:PORT\n"
-        "\n"
-        "The HTTP address serves /status (JSON), /metrics (Prometheus text), /healthz and / "
-        "(a dashboard). Logs go to standard error. Under systemd (Type=notify) the dispatcher "
-        "reports READY=1 once it listens and a STATUS= line with workers, jobs and rate.",
+        "Its status endpoint also serves a dashboard at /, and under systemd it keeps a "
+        "STATUS= line with its workers, jobs and rate.",
     .sections = SECTIONS,
     .nsections = sizeof(SECTIONS) / sizeof(SECTIONS[0]),
-    .see_also = "sluice(1), sluice-worker(1), /usr/local/share/doc/sluice/README.md",
+    .see_also = "sluice(1), sluice-worker(1)",
 };
-
-int disp_manpage(int argc, char **argv)
-{
-    if (!sl_man_requested(argc, argv)) {
-        return 0;
-    }
-    return sl_conf_print_man(&disp_conf_table, &PAGE, stdout) < 0 ? -EIO : 1;
-}

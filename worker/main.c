@@ -131,7 +131,7 @@ typedef struct wmain_s {
 static int parse_config(wmain_t *m, int argc, char **argv)
 {
     char err[1024];
-    int rc = wk_manpage(argc, argv);
+    int rc = sl_conf_man_main(&wk_conf_table, &wk_man_page, argc, argv);
     if (rc != 0) {
         return rc;
     }

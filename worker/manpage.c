@@ -1,8 +1,7 @@
-/* manpage: sluice-worker(1), printed on --help-man. The options come from
- * the config table (config.c); only the prose around them is here. */
+/* manpage: the prose of sluice-worker(1), printed on --help-man by
+ * sl_conf_man_main; the options come from the config table (config.c). */
 #include "worker/config.h"
 
-#include <errno.h>
 #include <stdio.h>
 
 #include "common/base/conf_man.h"
@@ -20,7 +19,7 @@ static const sl_man_section_t SECTIONS[] = {
      "one host (each with its own listen and http ports)."},
 };
 
-static const sl_man_page_t PAGE = {
+const sl_man_page_t wk_man_page = {
     .description =
         "sluice-worker runs the offloaded part of Sluice's input pipelines. It registers "
         "with the dispatcher and heartbeats with its load and progress; it reads the samples "
@@ -35,24 +34,9 @@ static const sl_man_page_t PAGE = {
         "retries every 100 ms, doubling to 1 s, each wait a random part of its step; it is "
         "registered again within about 2 s of a dispatcher that comes back.\n"
         "\n"
-        "The first line on standard output names the bound addresses (port 0 picks a free "
-        "one):\n"
-        "\n"
-        "  listening grpc=HOST:PORT http=HOST:PORT\n"
-        "\n"
-        "The HTTP address serves /status (JSON), /metrics (Prometheus text) and /healthz; "
-        "its fixed default port lets Prometheus scrape every worker at HOST:7501. Logs go "
-        "to standard error. Under systemd (Type=notify) the worker reports READY=1 once it "
-        "listens.",
+        "The status endpoint's fixed default port lets Prometheus scrape every worker at "
+        "HOST:7501.",
     .sections = SECTIONS,
     .nsections = sizeof(SECTIONS) / sizeof(SECTIONS[0]),
-    .see_also = "sluice(1), sluice-dispatcher(1), /usr/local/share/doc/sluice/README.md",
+    .see_also = "sluice(1), sluice-dispatcher(1)",
 };
-
-int wk_manpage(int argc, char **argv)
-{
-    if (!sl_man_requested(argc, argv)) {
-        return 0;
-    }
-    return sl_conf_print_man(&wk_conf_table, &PAGE, stdout) < 0 ? -EIO : 1;
-}

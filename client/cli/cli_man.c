@@ -30,8 +30,7 @@ static const char EXIT_STATUS[] =
     "job that failed, a bench run that got stuck); 2 usage or spec error (the message names "
     "the file, the line and the field).";
 
-static const char SEE_ALSO[] =
-    "sluice-dispatcher(1), sluice-worker(1), /usr/local/share/doc/sluice/README.md";
+static const char SEE_ALSO[] = "sluice-dispatcher(1), sluice-worker(1), " SL_MAN_README;
 
 /* The command's --help text, as it prints it. NULL on ENOMEM. */
 static char *usage_text(const sl_cli_cmd_t *cmd)

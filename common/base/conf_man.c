@@ -177,6 +177,16 @@ int sl_conf_print_man(const sl_conf_table_t *t, const sl_man_page_t *p, FILE *f)
                    "FILE:LINE: key: why. SIGHUP re-reads the file and applies the keys "
                    "marked \"Re-read on SIGHUP\"; a bad file is refused and the running "
                    "settings stay.");
+    sl_man_section(f, "OUTPUT",
+                   "The first line on standard output names the addresses bound (port 0 "
+                   "picks a free one):\n"
+                   "\n"
+                   "  listening grpc=HOST:PORT http=HOST:PORT\n"
+                   "\n"
+                   "(http=none when the status endpoint is off). The http address serves "
+                   "/status (JSON), /metrics (Prometheus text) and /healthz. Logs go to "
+                   "standard error. Under systemd (Type=notify) READY=1 is sent once the "
+                   "daemon listens.");
     sl_man_section(f, "EXIT STATUS",
                    "0 after SIGTERM or SIGINT (a clean shutdown), --help or --version; 1 on a "
                    "runtime failure (an address that cannot be bound, say); 2 on a usage or "
@@ -184,7 +194,18 @@ int sl_conf_print_man(const sl_conf_table_t *t, const sl_man_page_t *p, FILE *f)
     for (size_t i = 0; i < p->nsections; i++) {
         sl_man_section(f, p->sections[i].title, p->sections[i].text);
     }
-    sl_man_section(f, "SEE ALSO", p->see_also);
+    fputs(".SH SEE ALSO\n", f);
+    sl_man_text(f, p->see_also, strlen(p->see_also));
+    fputs(", ", f);
+    text_line(f, SL_MAN_README);
     fflush(f);
     return ferror(f) ? -EIO : 0;
+}
+
+int sl_conf_man_main(const sl_conf_table_t *t, const sl_man_page_t *p, int argc, char **argv)
+{
+    if (!sl_man_requested(argc, argv)) {
+        return 0;
+    }
+    return sl_conf_print_man(t, p, stdout) < 0 ? -EIO : 1;
 }

@@ -17,6 +17,8 @@
 
 /* The hidden flag; argv must be exactly {prog, SL_MAN_FLAG}. */
 #define SL_MAN_FLAG "--help-man"
+/* Every page's last reference; `make install` rewrites the prefix. */
+#define SL_MAN_README "/usr/local/share/doc/sluice/README.md"
 
 typedef struct sl_man_section_s {
     const char *title; /* "FILES"; upper case by convention */
@@ -28,11 +30,15 @@ typedef struct sl_man_page_s {
     const char *description; /* DESCRIPTION, before OPTIONS */
     const sl_man_section_t *sections; /* after EXIT STATUS */
     size_t nsections;
-    const char *see_also;    /* "sluice(1), sluice-worker(1)" */
+    const char *see_also;    /* "sluice(1), sluice-worker(1)"; the README follows */
 } sl_man_page_t;
 
 /* 1 when argv asks for the manual page (exactly SL_MAN_FLAG). */
 int sl_man_requested(int argc, char **argv);
+/* A daemon's hook, before it parses its flags: when argv asks for the page,
+ * prints it (sl_conf_print_man) and returns 1 (-EIO when stdout fails);
+ * else 0. */
+int sl_conf_man_main(const sl_conf_table_t *t, const sl_man_page_t *p, int argc, char **argv);
 
 /* .TH, NAME ("name \- summary") and the no-hyphenation setting. */
 void sl_man_head(FILE *f, const char *name, const char *version, const char *summary);
@@ -49,8 +55,9 @@ void sl_man_section(FILE *f, const char *title, const char *text);
 
 /* A daemon's whole page from its config table: SYNOPSIS, DESCRIPTION,
  * OPTIONS (--config, --help, --version, then every row: help, default,
- * bounds, required, SIGHUP), CONFIGURATION FILE, EXIT STATUS, the page's
- * sections, SEE ALSO. 0 or -EIO. */
+ * bounds, required, SIGHUP), CONFIGURATION FILE, OUTPUT (the listening
+ * line every daemon prints), EXIT STATUS, the page's sections, SEE ALSO.
+ * 0 or -EIO. */
 int sl_conf_print_man(const sl_conf_table_t *t, const sl_man_page_t *p, FILE *f);
 
 #endif
