@@ -183,6 +183,7 @@ TEST_MODS_test_rpc := rpc
 TEST_MODS_test_rpc_limits := rpc
 TEST_MODS_test_limits := disp
 TEST_MODS_test_conf := disp worker
+TEST_MODS_test_conf_man := base
 TEST_MODS_test_journal := disp
 TEST_MODS_test_journal_state := disp
 TEST_MODS_test_dispatcher_balance := disp
