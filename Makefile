@@ -69,10 +69,19 @@ TEST_HELPER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TEST_HELPER_SRC))
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
+# Manual pages: each program writes its own from the option tables it parses
+# with (common/base/conf_man.h), so they cannot drift from the flags.
+MAN_PAGES := $(patsubst $(BUILD)/bin/%,$(BUILD)/man/%.1,$(BINS))
+
 .SECONDARY:
 .PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean install \
         uninstall
-all: $(BINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS)
+all: $(BINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS) $(MAN_PAGES)
+
+$(BUILD)/man/%.1: $(BUILD)/bin/%
+	@mkdir -p $(dir $@)
+	@echo "  MAN     $@"
+	$(Q)$< --help-man >$@.tmp && mv $@.tmp $@ || { rm -f $@.tmp; exit 1; }
 
 # Generated protobuf code must exist before anything includes it.
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
@@ -176,6 +185,7 @@ TEST_MODS_test_rpc := rpc
 TEST_MODS_test_rpc_limits := rpc
 TEST_MODS_test_limits := disp
 TEST_MODS_test_conf := disp worker
+TEST_MODS_test_conf_man := base
 TEST_MODS_test_journal := disp
 TEST_MODS_test_journal_state := disp
 TEST_MODS_test_dispatcher_balance := disp
@@ -293,7 +303,8 @@ fuzz-clean:
 # ---- install / uninstall (README "Deploying on a cluster")
 # PREFIX and DESTDIR as usual. Config files go to SYSCONFDIR/sluice only when
 # absent (an admin's edits survive a reinstall) and are removed by uninstall
-# only when unchanged. Units get BINDIR, SYSCONFDIR and DOCDIR substituted.
+# only when unchanged. Units and manual pages get BINDIR, SYSCONFDIR and DOCDIR
+# substituted.
 VERSION := $(shell sed -n 's/^\#define SL_VERSION "\(.*\)"/\1/p' common/base/version.h)
 SO_MAJOR := 0
 PREFIX ?= /usr/local
@@ -304,6 +315,7 @@ DATADIR ?= $(PREFIX)/share
 DOCDIR ?= $(DATADIR)/doc/sluice
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+MANDIR ?= $(DATADIR)/man
 # Debian's python3 looks in /usr/lib/python3/dist-packages and, for /usr/local,
 # in /usr/local/lib/python3.X/dist-packages (evaluated only when installing).
 PYVER = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -315,11 +327,14 @@ EXAMPLES := $(wildcard conf/*.json)
 PY_SRC := $(wildcard client/python/sluice/*.py)
 INSTALL ?= install
 SO_FILE := libsluice.so.$(VERSION)
+# Units and manual pages name installed paths: the defaults become these.
+PATH_SED = -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/sluice/|$(SYSCONFDIR)/sluice/|g' \
+           -e 's|/usr/local/share/doc/sluice/|$(DOCDIR)/|g'
 
-install: $(BINS) $(CLIENT_SO) $(CLIENT_LIB)
+install: $(BINS) $(CLIENT_SO) $(CLIENT_LIB) $(MAN_PAGES)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
 	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/sluice $(DESTDIR)$(DATADIR)/sluice/examples \
-	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice
+	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice $(DESTDIR)$(MANDIR)/man1
 	$(INSTALL) -m 755 $(BINS) $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/$(SO_FILE)
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so.$(SO_MAJOR)
@@ -331,10 +346,12 @@ install: $(BINS) $(CLIENT_SO) $(CLIENT_LIB)
 	  -e 's|@PKGS@|$(PKGS)|g' client/lib/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
 	for u in $(UNITS); do \
-	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/sluice/|$(SYSCONFDIR)/sluice/|g' \
-	      -e 's|/usr/local/share/doc/sluice/|$(DOCDIR)/|g' $$u \
-	      >$(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
+	  sed $(PATH_SED) $$u >$(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
 	  chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	for m in $(MAN_PAGES); do \
+	  sed $(PATH_SED) $$m >$(DESTDIR)$(MANDIR)/man1/$$(basename $$m) && \
+	  chmod 644 $(DESTDIR)$(MANDIR)/man1/$$(basename $$m) || exit 1; \
 	done
 	for c in $(CONFS); do \
 	  t=$(DESTDIR)$(SYSCONFDIR)/sluice/$$(basename $$c); \
@@ -353,6 +370,7 @@ uninstall:
 	  $(DESTDIR)$(LIBDIR)/libsluice.so $(DESTDIR)$(LIBDIR)/libsluice.a \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc $(DESTDIR)$(INCLUDEDIR)/sluice.h
 	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
 	for c in $(CONFS); do \
 	  t=$(DESTDIR)$(SYSCONFDIR)/sluice/$$(basename $$c); \
 	  if cmp -s $$c $$t; then rm -f $$t; elif [ -e $$t ]; then echo "  keeping edited $$t"; fi; \

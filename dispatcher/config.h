@@ -8,6 +8,7 @@
 
 #include "common/base/version.h"
 #include "common/base/conf.h"
+#include "common/base/conf_man.h"
 
 
 typedef struct disp_config_s {
@@ -40,5 +41,7 @@ extern const sl_conf_table_t disp_conf_table;
 /* Checks what one key's bounds cannot: heartbeat_ms < worker_timeout_ms,
  * addresses of the form HOST:PORT. */
 int disp_config_check(const disp_config_t *c, char *err, size_t errlen);
+/* manpage.c: the prose of sluice-dispatcher(1) (common/base/conf_man.h). */
+extern const sl_man_page_t disp_man_page;
 
 #endif

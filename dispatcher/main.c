@@ -143,7 +143,11 @@ typedef struct dmain_s {
 static int parse_config(dmain_t *m, int argc, char **argv)
 {
     char err[1024];
-    int rc = sl_conf_parse_args(&disp_conf_table, &m->cfg, argc, argv, m->cfgpath,
+    int rc = sl_conf_man_main(&disp_conf_table, &disp_man_page, argc, argv);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = sl_conf_parse_args(&disp_conf_table, &m->cfg, argc, argv, m->cfgpath,
                                 sizeof(m->cfgpath), err, sizeof(err));
     if (rc == 1) {
         return 1;

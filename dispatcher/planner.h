@@ -1,5 +1,5 @@
 /* planner: where to cut a job's pipeline and how much the client keeps,
- * predicted from profiles (DESIGN.md "Planner", docs/planner.md).
+ * predicted from profiles (docs/design.md, docs/planner.md).
  *
  * Pure arithmetic: no I/O, no clock, no allocation, no logging, so every
  * decision can be unit-tested on hand-made profiles

@@ -53,8 +53,8 @@ PIDS+=($!)
 DISP=$(listen_addr "$WORK/d.out" $!)
 HTTP=$(sed -nE '1s/.*http=([^ ]+).*/\1/p' "$WORK/d.out")
 for i in 1 2; do
-    "$BIN/sluice-worker" --dispatcher "$DISP" --listen 127.0.0.1:0 --data-root "$DATA" \
-        --threads 1 >"$WORK/w$i.out" 2>"$WORK/w$i.err" &
+    "$BIN/sluice-worker" --dispatcher "$DISP" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+        --data-root "$DATA" --threads 1 >"$WORK/w$i.out" 2>"$WORK/w$i.err" &
     PIDS+=($!)
     listen_addr "$WORK/w$i.out" $! >/dev/null
 done

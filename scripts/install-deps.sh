@@ -15,7 +15,7 @@ PKGS=(
     python3 python3-numpy python3-torch python3-torchvision python3-pil
     python3-prometheus-client
     gnuplot-nox
-    chromium systemd
+    chromium systemd groff-base
 )
 
 missing=()

@@ -19,7 +19,9 @@ static const sl_conf_opt_t WK_OPTS[] = {
     SL_CONF_REQUIRED_STR_ROW(wk_config_t, dispatcher, "dispatcher address HOST:PORT"),
     WK_STR(listen, "127.0.0.1:7500", "gRPC listen address HOST:PORT (port 0 picks a free one)"),
     WK_STR(advertise, "", "address clients dial for Fetch (default: the bound listen address)"),
-    WK_STR(http, "127.0.0.1:0", "HTTP address for /status and /healthz (\"none\" = off)"),
+    WK_STR(http, "127.0.0.1:7501",
+           "HTTP address for /status, /metrics and /healthz (\"none\" = off; port 0 picks a "
+           "free one)"),
     SL_CONF_REQUIRED_STR_ROW(wk_config_t, data_root, "directory job sources are resolved under"),
     WK_INT(threads, 0, 256, "0", "pipeline threads (0 = online CPUs)"),
     WK_INT(buffer_bytes, 1 << 20, (double)(1LL << 40), "268435456",

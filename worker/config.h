@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "common/base/conf.h"
+#include "common/base/conf_man.h"
 
 typedef struct wk_config_s {
     char dispatcher[SL_CONF_STR_MAX]; /* HOST:PORT of the dispatcher (required) */
@@ -34,5 +35,7 @@ extern const sl_conf_table_t wk_conf_table;
  * ret_config_path receives the --config path ("" when none). */
 int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_path,
                     size_t pathlen, char *err, size_t errlen);
+/* manpage.c: the prose of sluice-worker(1) (common/base/conf_man.h). */
+extern const sl_man_page_t wk_man_page;
 
 #endif

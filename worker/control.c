@@ -6,16 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/base/rng.h"
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 
-#define WK_BACKOFF_MIN_MS 100
-#define WK_BACKOFF_MAX_MS 5000
 #define WK_CALL_TIMEOUT_MS 3000
 #define WK_FINAL_TIMEOUT_MS 2000 /* the last heartbeat must not hold up the exit */
 #define WK_DEFAULT_HEARTBEAT_MS 1000
@@ -48,6 +48,7 @@ struct wk_control_s {
 
     /* Control thread only. */
     double last_cpu, last_wall;
+    sl_rng_t jitter; /* retry jitter, seeded per process (wk_control_new) */
 };
 
 const char *wk_ctl_state_name(wk_ctl_state_e s)
@@ -72,6 +73,38 @@ int wk_backoff_next(int cur, int cap_ms)
     }
     int next = cur > cap_ms / 2 ? cap_ms : cur * 2;
     return next < cap_ms ? next : cap_ms;
+}
+
+int wk_backoff_jitter(int ms, uint64_t r)
+{
+    if (ms <= 1) {
+        return ms;
+    }
+    return ms - (int)(r % (uint64_t)(ms / 2 + 1));
+}
+
+/* A seed no other worker shares: workers started together by one script
+ * or one boot have the same clock and often the same pid. */
+static uint64_t jitter_seed(void)
+{
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 16);
+    }
+    return seed;
+}
+
+/* The next retry: advances *backoff toward cap_ms and returns the jittered
+ * delay to sleep. Control thread only. */
+static int retry_delay(wk_control_t *c, int *backoff, int cap_ms)
+{
+    if (cap_ms > WK_BACKOFF_MAX_MS) {
+        cap_ms = WK_BACKOFF_MAX_MS;
+    }
+    *backoff = wk_backoff_next(*backoff, cap_ms);
+    return wk_backoff_jitter(*backoff, sl_rng_u64(&c->jitter));
 }
 
 /* The tasks' news (wk_tasks_on_news): on a stream or the control thread,
@@ -101,6 +134,7 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
     c->hostname[sizeof(c->hostname) - 1] = '\0';
     c->threads = o->threads;
     c->tasks = tasks;
+    sl_rng_init(&c->jitter, jitter_seed(), 0, 0, 0);
     pthread_mutex_init(&c->mu, NULL);
     if (sl_cond_init_mono(&c->cv) != 0) {
         pthread_mutex_destroy(&c->mu);
@@ -461,8 +495,7 @@ static void *control_main(void *arg)
                 backoff = 0;
                 wait = 0; /* heartbeat at once: it brings the first jobs */
             } else {
-                backoff = wk_backoff_next(backoff, WK_BACKOFF_MAX_MS);
-                wait = backoff;
+                wait = retry_delay(c, &backoff, WK_BACKOFF_MAX_MS);
             }
             break;
         case WK_CTL_REGISTERED: {
@@ -479,8 +512,7 @@ static void *control_main(void *arg)
             } else {
                 /* Retry sooner than a full interval, so a dispatcher back from a
                  * restart hears from us (and answers known=false) quickly. */
-                backoff = wk_backoff_next(backoff, (int)hb);
-                wait = backoff;
+                wait = retry_delay(c, &backoff, (int)hb);
             }
             break;
         }

@@ -2,10 +2,13 @@
  *
  * State machine: UNREGISTERED -> (RegisterWorker ok) REGISTERED -> Heartbeat
  * every heartbeat_ms; a failed RegisterWorker retries with capped exponential
- * backoff (100 ms doubling to 5 s) while the gRPC server keeps serving; a
- * heartbeat answered known=false goes back to UNREGISTERED (re-registers at
- * once, offering the old worker id); a failed heartbeat retries with the same
- * backoff, capped at heartbeat_ms. Heartbeat replies are applied to tasks.
+ * backoff (100 ms doubling to WK_BACKOFF_MAX_MS) while the gRPC server keeps
+ * serving; a heartbeat answered known=false goes back to UNREGISTERED
+ * (re-registers at once, offering the old worker id); a failed heartbeat
+ * retries with the same backoff, capped at heartbeat_ms too. Every retry
+ * sleeps a random part of its step (wk_backoff_jitter) drawn from a per-process
+ * seed, so workers that lost the dispatcher together do not all call it in
+ * the same millisecond when it is back. Heartbeat replies are applied to tasks.
  * News from the tasks (wk_tasks_on_news: a split sent, a Fetch for a job
  * not known yet) brings the next heartbeat forward, to 100 ms after the
  * previous at the soonest.
@@ -69,7 +72,19 @@ void wk_control_free(wk_control_t *c); /* stops first; NULL ok */
 void wk_control_get_status(wk_control_t *c, wk_control_status_t *ret);
 const char *wk_ctl_state_name(wk_ctl_state_e s);
 
-/* Pure: the next retry delay after `cur` ms (100 ms doubling, capped at cap_ms). */
+/* Retry pacing. The cap bounds how long a worker stays away from a dispatcher
+ * that is back (README "Deploying on a cluster": within ~2 s): at most the
+ * cap here plus the channel's own reconnect step (common/rpc/rpc_client.c).
+ * A dispatcher that is down costs nothing per retry: the channel fails the
+ * call locally until its next connection attempt. */
+#define WK_BACKOFF_MIN_MS 100
+#define WK_BACKOFF_MAX_MS 1000
+
+/* Pure: the next retry step after `cur` ms (WK_BACKOFF_MIN_MS doubling,
+ * capped at cap_ms). */
 int wk_backoff_next(int cur, int cap_ms);
+/* Pure: the delay slept for a step of ms: uniform in [ms - ms/2, ms] by the
+ * random draw r, so never longer than the step. */
+int wk_backoff_jitter(int ms, uint64_t r);
 
 #endif

@@ -131,8 +131,12 @@ typedef struct wmain_s {
 static int parse_config(wmain_t *m, int argc, char **argv)
 {
     char err[1024];
-    int rc = wk_config_parse(&m->cfg, argc, argv, m->config_path, sizeof(m->config_path), err,
-                             sizeof(err));
+    int rc = sl_conf_man_main(&wk_conf_table, &wk_man_page, argc, argv);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = wk_config_parse(&m->cfg, argc, argv, m->config_path, sizeof(m->config_path), err,
+                         sizeof(err));
     if (rc == 1) {
         return 1;
     }

@@ -14,8 +14,16 @@
 
 #include "client/lib/sluice.h"
 
-/* Exit status contract (DESIGN.md "Interfaces"). */
+/* Exit status contract (docs/design.md "Interfaces"). */
 enum { SL_EXIT_OK = 0, SL_EXIT_RUNTIME = 1, SL_EXIT_USAGE = 2 };
+
+/* A subcommand, as cli.c's table lists it. */
+typedef struct sl_cli_command_s {
+    const char *name;
+    int (*main)(int argc, char **argv); /* argv[0] is the command's name */
+    const char *synopsis;               /* what follows "sluice "; may span lines */
+    const char *summary;                /* one line */
+} sl_cli_command_t;
 
 int sl_cli_run(int argc, char **argv);
 int sl_cli_bench(int argc, char **argv);

@@ -39,14 +39,15 @@ static void bench_usage(FILE *f)
             "                    [--seconds N] [--data-root DIR] [--threads N] [--epochs N]\n"
             "                    [--offload off|all|auto|fastflow|K:F] [--json]\n"
             "\n"
+            SL_CLI_JOB_USAGE
             "  --consumer-rate R  the emulated training step takes batch_size/R seconds;\n"
             "                     0 = take batches as fast as they come\n"
             "  --seconds N        stop after N seconds (default: the whole job)\n"
-            SL_CLI_EPOCH_USAGE
             SL_CLI_RANK_USAGE
             "                     --world-size W without --rank runs all W ranks, one\n"
             "                     process each (their reports are prefixed \"rank R:\")\n"
             SL_CLI_CONN_USAGE
+            "  --json               print the report as one JSON object on stdout\n"
             "\n"
             "prints delivered samples/s, stall %% (consumer waiting for data), client CPU %%,\n"
             "samples from local and remote processing, and the plan used\n");

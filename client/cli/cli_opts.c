@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "common/spec/spec.h"
+#include "client/cli/cli_man.h"
+#include "common/base/conf_man.h"
 
 /* Values of the shared flags; rank and connection flags keep theirs
  * (cli.h, cli_conn.h). All above any printable character a command's own
@@ -23,6 +25,7 @@ enum {
     OPT_JSON,
     OPT_FIRST_EPOCH,
     OPT_SEED,
+    OPT_HELP_MAN, /* hidden: this command's part of sluice(1), cli_man.c */
 };
 
 typedef struct {
@@ -153,7 +156,7 @@ static int shared_opt(const char *cmd, int c, const char *arg, sl_cli_opts_t *o)
 
 int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opts_t *o)
 {
-    struct option table[N_SHARED + SL_CLI_MAX_OWN_OPTIONS + 2];
+    struct option table[N_SHARED + SL_CLI_MAX_OWN_OPTIONS + 3];
     size_t n = 0;
     for (size_t i = 0; i < N_SHARED; i++) {
         if (cmd->shared & SHARED[i].flag) {
@@ -169,6 +172,7 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
         table[n++] = cmd->own[i];
     }
     table[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    table[n++] = (struct option){SL_MAN_FLAG + 2, no_argument, NULL, OPT_HELP_MAN};
     table[n] = (struct option){NULL, 0, NULL, 0};
 
     memset(o, 0, sizeof(*o));
@@ -190,6 +194,9 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
         if (c == 'h') {
             cmd->usage(stdout);
             exit(SL_EXIT_OK);
+        }
+        if (c == OPT_HELP_MAN) {
+            exit(sl_cli_man_command(cmd, table, stdout) == 0 ? SL_EXIT_OK : SL_EXIT_RUNTIME);
         }
         /* '?': getopt already named the unknown flag or the missing value. */
         if (c == '?' || cmd->own_opt == NULL) {

@@ -7,7 +7,7 @@
  * and range-checked here, once, so `run`, `bench`, `plan` and `status` cannot
  * drift apart. A command names the shared flags it takes and handles only its
  * own. The --help texts stay with the commands: their wording is per command
- * and users rely on it (DESIGN.md "Interfaces"). */
+ * and users rely on it (docs/design.md "Interfaces"). */
 #ifndef SL_CLI_OPTS_H
 #define SL_CLI_OPTS_H
 
@@ -42,6 +42,16 @@ enum {
     (SL_CLI_F_DISPATCHER | SL_CLI_F_LOCAL | SL_CLI_F_DATA_ROOT | SL_CLI_F_THREADS |             \
      SL_CLI_F_EPOCHS | SL_CLI_F_OFFLOAD | SL_CLI_F_CONSUMER_RATE | SL_CLI_F_JSON |               \
      SL_CLI_F_RANKS | SL_CLI_F_CONN)
+
+/* --help lines of the flags every job command (run, bench) takes alike. */
+#define SL_CLI_JOB_USAGE                                                                       \
+    "  --local              run every stage on this host\n"                                     \
+    "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"         \
+    "  --data-root DIR      directory the spec's source path is relative to (default .)\n"     \
+    "  --epochs N           override the spec's epochs\n"                                       \
+    SL_CLI_EPOCH_USAGE                                                                         \
+    "  --threads N          local decode threads (default: online CPUs)\n"                      \
+    "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
 
 #define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
 #define SL_CLI_MAX_THREADS 256

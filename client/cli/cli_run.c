@@ -24,13 +24,7 @@ static void run_usage(FILE *f)
     fprintf(f,
             "usage: sluice run SPEC (--local | --dispatcher HOST:PORT) [options]\n"
             "\n"
-            "  --local              run every stage on this host\n"
-            "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"
-            "  --data-root DIR      directory the spec's source path is relative to (default .)\n"
-            "  --epochs N           override the spec's epochs\n"
-            SL_CLI_EPOCH_USAGE
-            "  --threads N          local decode threads (default: online CPUs)\n"
-            "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
+            SL_CLI_JOB_USAGE
             "  --digests FILE       write 'EPOCH INDEX LABEL SHA256' per delivered sample\n"
             "  --max-rate IMG_PER_S take batches no faster than this many samples per second,\n"
             "                       like a training loop of that speed (default: no limit)\n"

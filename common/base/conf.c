@@ -371,7 +371,7 @@ out:
     return rc;
 }
 
-static const char *type_hint(const sl_conf_opt_t *o)
+const char *sl_conf_type_hint(const sl_conf_opt_t *o)
 {
     switch (o->type) {
     case SL_CONF_STR:
@@ -401,7 +401,7 @@ void sl_conf_print_help(const sl_conf_table_t *t, FILE *f)
         char flag[KEY_MAX];
         char left[KEY_MAX + 16];
         flag_name(o->name, flag, sizeof(flag));
-        snprintf(left, sizeof(left), "--%s %s", flag, type_hint(o));
+        snprintf(left, sizeof(left), "--%s %s", flag, sl_conf_type_hint(o));
         fprintf(f, "  %-30s %s", left, o->help != NULL ? o->help : "");
         char range[96] = "";
         if (o->type == SL_CONF_INT) {

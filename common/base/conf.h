@@ -79,6 +79,8 @@ int sl_conf_parse_args(const sl_conf_table_t *t, void *obj, int argc, char **arg
                        char *ret_config_path, size_t pathlen, char *err, size_t errlen);
 /* --help text from the table: every flag, its default and help line. */
 void sl_conf_print_help(const sl_conf_table_t *t, FILE *f);
+/* The value's placeholder in --help: TEXT, N, BOOL, X or LEVEL. */
+const char *sl_conf_type_hint(const sl_conf_opt_t *o);
 /* Re-reads the file and applies only reloadable keys (SIGHUP). */
 int sl_conf_reload(const sl_conf_table_t *t, void *obj, const char *path, char *err,
                    size_t errlen);

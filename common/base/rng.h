@@ -1,5 +1,5 @@
 /* rng: counter-based randomness, so any host produces the same bytes for the
- * same sample (DESIGN.md invariant 2). Nothing here carries state between
+ * same sample (docs/design.md invariant 2). Nothing here carries state between
  * samples: a stream is derived from (seed, epoch, index, stream id) alone.
  * Philox-style mixing is overkill here; SplitMix64 finalisers over a keyed
  * counter pass BigCrush and are a few cycles each. */

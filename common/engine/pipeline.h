@@ -3,7 +3,7 @@
  * A unit is what a split point may fall between. decode_jpeg directly
  * followed by random_resized_crop or center_crop becomes ONE unit that decodes
  * only the region it needs (DCT-scaled when the output size allows): a
- * sample's bytes then never depend on the plan (DESIGN.md invariant 2).
+ * sample's bytes then never depend on the plan (docs/design.md invariant 2).
  * Random stages draw from sl_rng keyed by (seed, epoch, index, spec stage
  * position), so a unit gives the same bytes on any host.
  *

@@ -24,6 +24,13 @@
 /* Unary calls always carry a deadline; this one applies when the caller
  * passes timeout_ms <= 0. */
 #define UNARY_DEFAULT_TIMEOUT_MS 30000
+/* gRPC waits 1 s after a failed connection attempt, then 1.6x longer each
+ * time up to 120 s: after a 26 s dispatcher outage workers re-registered
+ * 13-18 s after it was back, although they called every 500 ms (calls fail
+ * at once while the channel waits). Capped here, a peer that is back is
+ * reached within this (+-20 % gRPC jitter); an attempt at a closed port
+ * costs one RST. Every channel, so clients ride out a restart as fast. */
+#define RECONNECT_MAX_MS 1000
 
 struct sl_rpc_channel_s {
     grpc_channel *ch;
@@ -93,6 +100,7 @@ static size_t channel_args(size_t max_msg_bytes, int own_connection, grpc_arg *a
         {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, SL_RPC_KEEPALIVE_TIMEOUT_MS},
         {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
         {GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0},
+        {GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS},
         {GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1}, /* last: only with own_connection */
     };
     size_t n = own_connection ? CHANNEL_ARGS_MAX : CHANNEL_ARGS_MAX - 1;

@@ -23,7 +23,7 @@ dispatcher() { # dispatcher NAME
 dispatcher D
 for i in 1 2; do
     start_daemon W$i "$BIN/sluice-worker" --dispatcher "127.0.0.1:$port" \
-        --listen 127.0.0.1:0 --data-root "$TMP/data" --threads 1
+        --listen 127.0.0.1:0 --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 done
 
 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "127.0.0.1:$port" --data-root "$TMP/data" \

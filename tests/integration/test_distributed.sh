@@ -21,7 +21,7 @@ start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 2000
 for i in 1 2; do
     start_daemon W$i "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-        --data-root "$TMP/data" --threads 1
+        --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 done
 
 remote() { # remote NAME OFFLOAD [EPOCHS]
@@ -53,7 +53,7 @@ kill -0 "$client" 2>/dev/null || fail "the job ended before the worker could be 
 kill -9 "$W1_PID"
 # The same worker restarted (a new process: new port, new worker id).
 start_daemon W1B "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-    --data-root "$TMP/data" --threads 1
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 wait "$client" || fail "client failed after a worker was killed and restarted"
 sort "$TMP/kill" >"$TMP/kill.s"
 cmp -s "$TMP/kill.s" "$TMP/local.s" || {
@@ -73,7 +73,7 @@ client=$!
 PIDS+=("$client")
 sleep 0.3
 start_daemon W3 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-    --data-root "$TMP/data" --threads 1
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 served=0
 while kill -0 "$client" 2>/dev/null; do
     n=$(curl -sf "http://$W3_HTTP/status" | /usr/bin/python3 -c '

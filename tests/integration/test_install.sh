@@ -15,35 +15,51 @@ mk() {
         >>"$TMP/make.log" 2>&1
 }
 # ---- every config key (from --help, i.e. the table) is in the shipped conf
-# file, commented, with the table's default, and in the README reference
+# file exactly once, commented with the table's default -- or, for the keys
+# shipped on purpose (the journal, so a restarted unit keeps its jobs), an
+# active line with the shipped value -- and in the README reference
+state_dir=$(sed -n 's/^StateDirectory=//p' "$ROOT/systemd/sluice-dispatcher.service")
+[ -n "$state_dir" ] || fail "sluice-dispatcher.service has no StateDirectory="
 for d in dispatcher worker; do
     "$BIN/sluice-$d" --help >"$TMP/$d.help" || fail "sluice-$d --help"
-    /usr/bin/python3 - "$TMP/$d.help" "$ROOT/conf/$d.conf" "$ROOT/README.md" "$d" <<'PY' ||
+    /usr/bin/python3 - "$TMP/$d.help" "$ROOT/conf/$d.conf" "$ROOT/README.md" "$d" \
+        "/var/lib/$state_dir" <<'PY' ||
 import re, sys
-helptext, conf, readme, name = sys.argv[1:5]
+helptext, conf, readme, name, state_dir = sys.argv[1:6]
+# Keys the shipped file sets on purpose, and to what.
+shipped = {"dispatcher": {"journal": state_dir}}.get(name, {})
 conf_lines = open(conf).read().splitlines()
 doc = open(readme).read()
 ref = doc.split("## Configuration reference", 1)[-1].split("\n## ", 1)[0]
 assert ref != doc, "README has no 'Configuration reference' section"
-keys = 0
+keys = []
 for line in open(helptext):
     m = re.match(r"\s+--([a-z0-9-]+) (TEXT|N|LEVEL|X|BOOL)\s.*?"
                  r"(?:default '([^']*)')?\)?( \[SIGHUP\])?$", line.rstrip())
     if not m:
         continue
     key, default = m.group(1).replace("-", "_"), m.group(3) or ""
-    keys += 1
-    pat = re.compile(r"^#\s*%s\s*=\s*(.*)$" % re.escape(key))
-    found = [pat.match(l).group(1).strip() for l in conf_lines if pat.match(l)]
-    assert found, "%s: key %s is not in %s" % (name, key, conf)
-    assert found[0] == default, "%s: %s = %r in the conf, default %r" % (name, key, found[0],
-                                                                        default)
+    keys.append(key)
+    pat = re.compile(r"^(#?)\s*%s\s*=\s*(.*)$" % re.escape(key))
+    found = [pat.match(l).groups() for l in conf_lines if pat.match(l)]
+    assert len(found) == 1, "%s: key %s is in %s %d times" % (name, key, conf, len(found))
+    commented, value = found[0][0] == "#", found[0][1].strip()
+    if key in shipped:
+        assert not commented and value == shipped[key], \
+            "%s: %s should be set to %r, found %r" % (name, key, shipped[key], found[0])
+    else:
+        assert commented, "%s: %s is set in the shipped conf" % (name, key)
+        assert value == default, "%s: %s = %r in the conf, default %r" % (name, key, value,
+                                                                          default)
     assert "`%s`" % key in ref, "%s: key %s is not in the README reference" % (name, key)
-assert keys >= 8, "parsed only %d keys from --help" % keys
+assert len(keys) >= 8, "parsed only %d keys from --help" % len(keys)
+active = [l for l in conf_lines if l.strip() and not l.lstrip().startswith("#")]
+assert len(active) == len(shipped), "%s: active lines %r" % (name, active)
 PY
         fail "sluice-$d: conf file / README out of step with the config table"
 done
-ok "every config key is in conf/*.conf with its default and in the README reference"
+ok "every config key is in conf/*.conf once, with its default (journal: /var/lib/$state_dir)," \
+    "and in the README reference"
 
 P="$TMP/usr"
 E="$TMP/etc"
@@ -72,6 +88,43 @@ cmp -s "$ROOT/conf/worker.conf" "$E/sluice/worker.conf" || fail "worker.conf"
 "$P/bin/sluice" --version | grep -q "^sluice " || fail "installed sluice --version"
 ok "make install PREFIX=...: binaries, library (soname, sluice_* only), header, pc, units, confs"
 
+# ---- manual pages: installed, render without a warning, list every flag of
+# the tables the programs parse with (the daemons' from --help, i.e. their
+# config tables; sluice's from the option tables in client/cli/*.c)
+M="$P/share/man/man1"
+for p in sluice sluice-dispatcher sluice-worker; do
+    [ -f "$M/$p.1" ] || fail "$p.1 not installed in $M"
+done
+grep -q "$P/share/doc/sluice/README.md" "$M/sluice-worker.1" ||
+    fail "sluice-worker.1 does not name the installed README"
+if command -v groff >/dev/null; then
+    for p in sluice sluice-dispatcher sluice-worker; do
+        groff -man -Tutf8 -ww -z "$M/$p.1" >"$TMP/groff.txt" 2>&1 || fail "groff $p.1: exit $?"
+        [ ! -s "$TMP/groff.txt" ] || fail "$p.1 renders with warnings: $(head "$TMP/groff.txt")"
+        groff -man -Tascii -P-cbou -rLL=200n "$M/$p.1" >"$TMP/$p.txt" 2>/dev/null
+    done
+    for d in dispatcher worker; do
+        flags=$(sed -nE 's/^  (--[a-z0-9-]+).*/\1/p' "$TMP/$d.help")
+        [ "$(wc -w <<<"$flags")" -ge 10 ] || fail "sluice-$d --help: only $flags"
+        for f in $flags; do
+            grep -qE -- "(^|[^a-z-])$f( |$)" "$TMP/sluice-$d.txt" ||
+                fail "sluice-$d.1 does not list $f"
+        done
+    done
+    flags=$(sed -nE 's/.*\{"([a-z0-9-]+)", (no|required|optional)_argument.*/\1/p' \
+        "$ROOT"/client/cli/*.c | grep -vx help | sort -u)
+    [ "$(wc -w <<<"$flags")" -ge 20 ] || fail "found only these sluice flags: $flags"
+    for f in $flags; do
+        grep -qE -- "(^|[^a-z-])--$f( |$)" "$TMP/sluice.txt" || fail "sluice.1 does not list --$f"
+    done
+    for c in run plan bench status; do
+        grep -q "^   sluice $c$" "$TMP/sluice.txt" || fail "sluice.1 has no section for $c"
+    done
+    ok "man pages: installed, groff -ww clean, every flag of every option table listed"
+else
+    echo "SKIP: groff not installed (Debian package groff-base): man pages not rendered"
+fi
+
 # ---- the units: paths rewritten, systemd-analyze verify says nothing at all
 U="$P/lib/systemd/system"
 grep -q "^ExecStart=$P/bin/sluice-dispatcher --config $E/sluice/dispatcher.conf$" \
@@ -98,12 +151,28 @@ else
 fi
 
 # ---- the installed configs are accepted (the worker's needs its two required keys)
+# The shipped journal directory is the unit's state directory: here it is
+# overridden by a flag (the test must not write /var/lib).
 start_daemon D "$P/bin/sluice-dispatcher" --config "$E/sluice/dispatcher.conf" \
-    --listen 127.0.0.1:0 --http 127.0.0.1:0
+    --listen 127.0.0.1:0 --http 127.0.0.1:0 --journal "$TMP/journal"
 mkdir -p "$TMP/data"
 make_images "$TMP/data" 2 4
+# Without --http the worker's status endpoint is on the fixed default port
+# (Prometheus scrapes every worker at HOST:7501) -- when the port is free.
+whttp=()
+if ! /usr/bin/python3 -c 'import socket; socket.socket().bind(("127.0.0.1", 7501))' 2>/dev/null
+then
+    echo "SKIP: 127.0.0.1:7501 is in use here: the worker's default http port not tried"
+    whttp=(--http 127.0.0.1:0)
+fi
 start_daemon W "$P/bin/sluice-worker" --config "$E/sluice/worker.conf" --dispatcher "$D_GRPC" \
-    --data-root "$TMP/data" --listen 127.0.0.1:0 --http 127.0.0.1:0
+    --data-root "$TMP/data" --listen 127.0.0.1:0 "${whttp[@]}"
+if [ ${#whttp[@]} = 0 ]; then
+    [ "$W_HTTP" = 127.0.0.1:7501 ] || fail "worker http default: listening on '$W_HTTP'"
+    curl -sf http://127.0.0.1:7501/metrics | grep -q '^sluice_worker_registered ' ||
+        fail "no worker /metrics on 127.0.0.1:7501"
+    ok "the worker serves /metrics on 127.0.0.1:7501 by default"
+fi
 ok "the installed dispatcher.conf and worker.conf start the installed daemons"
 
 # ---- a C program against the installed library, through sluice.pc

@@ -56,7 +56,7 @@ start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 
     --split-size 4 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 5000
 for i in 1 2; do
     start_daemon W$i "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-        --data-root "$TMP/data" --threads 1
+        --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 done
 
 ranks() { # ranks PREFIX OFFLOAD [ARGS...]: all W ranks at once, in the background
@@ -102,7 +102,7 @@ check_ranks wkill "worker killed mid-epoch"
 # A rank killed with SIGKILL mid-epoch and started again: it resumes its
 # share; the two runs together deliver exactly its share.
 start_daemon W3 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-    --data-root "$TMP/data" --threads 1
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 ranks rkill all --max-rate 100
 victim=${RANK_PIDS[2]}
 for _ in $(seq 1 200); do

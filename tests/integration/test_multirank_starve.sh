@@ -24,7 +24,7 @@ start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 
     --split-size 32 --heartbeat-ms 100
 for i in 1 2; do
     start_daemon W$i "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-        --data-root "$TMP/data" --threads 1 --buffer-bytes 1048576
+        --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1 --buffer-bytes 1048576
 done
 
 rank() { # rank R ARGS...: one rank of job "starve"

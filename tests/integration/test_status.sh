@@ -241,7 +241,9 @@ case "$(code -H "X-Big: $big" "http://$D_HTTP/status")" in 4??) ;; *) fail "huge
 case "$(code "http://$D_HTTP/status?$big")" in 4??) ;; *) fail "huge URL" ;; esac
 "$BIN/sluice-dispatcher" --help | grep -q -- "--http.*127.0.0.1:7401" ||
     fail "--http default is not loopback"
-"$BIN/sluice-worker" --help | grep -q -- "--http.*127.0.0.1:0" || fail "worker --http default"
+# The worker's: loopback on a fixed port, for Prometheus.
+"$BIN/sluice-worker" --help | grep -q -- "--http.*default '127.0.0.1:7501'" ||
+    fail "worker --http default"
 ok "HTTP: /healthz, 404, 405 + Allow, HEAD, content types, oversized -> 4xx, loopback defaults"
 
 # ---- --help and --version on every binary

@@ -33,7 +33,7 @@ start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 
     --split-size 8 --heartbeat-ms 100 "${TLS[@]}" --token-file "$TMP/token" \
     --http-token-file "$TMP/http_token"
 start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
-    --data-root "$TMP/data" --threads 1 "${TLS[@]}" --token-file "$TMP/token"
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1 "${TLS[@]}" --token-file "$TMP/token"
 
 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
     --threads 1 --offload all --digests "$TMP/remote" --json "${TLS[@]}" \

@@ -319,12 +319,15 @@ START_TEST(test_dispatcher_table)
                      0);
     ck_assert_int_ne(disp_config_check(&c, err, sizeof(err)), 0);
 
-    /* The shipped example config parses and equals the defaults. */
+    /* The shipped example config parses and equals the defaults but for the
+     * journal, on in the unit's state directory (a restart keeps the jobs). */
     memset(&c, 0, sizeof(c));
     char *argv4[] = {"sluice-dispatcher", "--config", "conf/dispatcher.conf"};
     ck_assert_int_eq(sl_conf_parse_args(&disp_conf_table, &d, 3, argv4, NULL, 0, err,
                                         sizeof(err)),
                      0);
+    ck_assert_str_eq(d.journal, "/var/lib/sluice-dispatcher");
+    memset(d.journal, 0, sizeof(d.journal));
     ck_assert_int_eq(sl_conf_parse_args(&disp_conf_table, &c, 1, argv, NULL, 0, err,
                                         sizeof(err)),
                      0);

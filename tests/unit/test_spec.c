@@ -9,7 +9,7 @@
 #include "common/spec/spec_lines.h"
 #include "tests/unit/fixtures.h"
 
-/* The DESIGN.md example. Tests below edit one piece of it and check that the
+/* The docs/design.md example. Tests below edit one piece of it and check that the
  * error names the file, the line and the field: keep the line numbers. */
 static const char GOOD[] =
     "{\n"                                                                          /* 1 */

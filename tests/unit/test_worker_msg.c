@@ -1,10 +1,11 @@
 /* Worker pure logic: packing finished samples into Batch messages, the
- * output-buffer budget, the registration backoff. */
+ * output-buffer budget, the registration backoff and its jitter. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/rng.h"
 #include "common/data/skip.h"
 #include "worker/control.h"
 #include "worker/msg.h"
@@ -188,18 +189,57 @@ START_TEST(test_backoff)
     int b = 0;
     int seen[12];
     for (int i = 0; i < 12; i++) {
-        b = wk_backoff_next(b, 5000);
+        b = wk_backoff_next(b, WK_BACKOFF_MAX_MS);
         seen[i] = b;
     }
     ck_assert_int_eq(seen[0], 100);
     ck_assert_int_eq(seen[1], 200);
     ck_assert_int_eq(seen[2], 400);
-    ck_assert_int_eq(seen[5], 3200);
-    ck_assert_int_eq(seen[6], 5000);
-    ck_assert_int_eq(seen[11], 5000);
+    ck_assert_int_eq(seen[3], 800);
+    ck_assert_int_eq(seen[4], WK_BACKOFF_MAX_MS);
+    ck_assert_int_eq(seen[11], WK_BACKOFF_MAX_MS);
+    /* The promise to operators: a worker retries a dispatcher that is back
+     * within a second (plus the channel's own 1 s reconnect step), not the
+     * 5 s a 26 s outage used to cost on top. */
+    ck_assert_int_le(WK_BACKOFF_MAX_MS, 1000);
     /* A cap below the minimum wins. */
     ck_assert_int_eq(wk_backoff_next(0, 50), 50);
     ck_assert_int_eq(wk_backoff_next(800, 1000), 1000);
+    ck_assert_int_eq(wk_backoff_next(400, 500), 500);
+}
+END_TEST
+
+/* Jitter: within [ms/2, ms] (never past the cap), and 1000 workers that
+ * failed in the same millisecond spread over the whole range instead of
+ * calling the dispatcher together. */
+START_TEST(test_backoff_jitter)
+{
+    ck_assert_int_eq(wk_backoff_jitter(1000, 0), 1000);
+    ck_assert_int_eq(wk_backoff_jitter(1000, 500), 500);
+    ck_assert_int_eq(wk_backoff_jitter(1000, 501), 1000);
+    ck_assert_int_eq(wk_backoff_jitter(101, UINT64_MAX), 101 - (int)(UINT64_MAX % 51));
+    ck_assert_int_eq(wk_backoff_jitter(1, 12345), 1);
+    ck_assert_int_eq(wk_backoff_jitter(0, 12345), 0);
+
+    enum { WORKERS = 1000 };
+    int per_ms[WK_BACKOFF_MAX_MS + 1] = {0};
+    for (uint64_t w = 0; w < WORKERS; w++) {
+        sl_rng_t r;
+        sl_rng_init(&r, 0x5eed + w, 0, 0, 0); /* one seed per worker */
+        int d = wk_backoff_jitter(WK_BACKOFF_MAX_MS, sl_rng_u64(&r));
+        ck_assert_int_ge(d, WK_BACKOFF_MAX_MS - WK_BACKOFF_MAX_MS / 2);
+        ck_assert_int_le(d, WK_BACKOFF_MAX_MS);
+        per_ms[d]++;
+    }
+    int busiest = 0, used = 0;
+    for (int ms = 0; ms <= WK_BACKOFF_MAX_MS; ms++) {
+        busiest = per_ms[ms] > busiest ? per_ms[ms] : busiest;
+        used += per_ms[ms] > 0;
+    }
+    /* 1000 draws over 501 values: a fair spread uses most of them and piles
+     * at most a handful in one millisecond. */
+    ck_assert_int_le(busiest, 10);
+    ck_assert_int_ge(used, 300);
 }
 END_TEST
 
@@ -213,6 +253,7 @@ int main(void)
     tcase_add_test(tc, test_packer_skips_and_empty_split);
     tcase_add_test(tc, test_budget);
     tcase_add_test(tc, test_backoff);
+    tcase_add_test(tc, test_backoff_jitter);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
