@@ -81,7 +81,7 @@ struct sl_rpc_cstream_s {
  * keepalive, and with own_connection a private subchannel pool (channels
  * with equal arguments otherwise share one TCP connection). args has room
  * for CHANNEL_ARGS_MAX; returns how many were set. */
-#define CHANNEL_ARGS_MAX 7
+#define CHANNEL_ARGS_MAX 8
 static size_t channel_args(size_t max_msg_bytes, int own_connection, grpc_arg *args)
 {
     int max_msg = max_msg_bytes > INT_MAX ? INT_MAX : (int)max_msg_bytes;
