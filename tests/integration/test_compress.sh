@@ -29,7 +29,7 @@ done
 
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 2000
-start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+start_daemon W1 "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
     --data-root "$TMP/data" --threads 1
 
 sent() { curl -sf "http://$W1_HTTP/status" | /usr/bin/python3 -c \
@@ -56,7 +56,7 @@ for s in f32 u8; do
 done
 
 # A worker that corrupts every compressed payload, beside a healthy one.
-SLUICE_TEST_CORRUPT_COMPRESSED=1 start_daemon WBAD "$BIN/sluice-worker" \
+SLUICE_TEST_CORRUPT_COMPRESSED=1 start_daemon WBAD "$BIN/sluice-worker" --http 127.0.0.1:0 \
     --dispatcher "$D_GRPC" --listen 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 remote u8 u8.bad
 cmp -s "$TMP/u8.bad.s" "$TMP/u8.local.s" || {

@@ -58,7 +58,7 @@ ok "on_error fail: exit 1 naming the link"
 # Through a dispatcher: the worker reads (and refuses) the link.
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --heartbeat-ms 100
-start_daemon W "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+start_daemon W "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
     --data-root "$TMP/data" --threads 1
 run remote "$TMP/spec.json" --dispatcher "$D_GRPC" --offload all
 cmp -s "$TMP/remote.s" "$TMP/base.s" || fail "offload all: the other samples' digests changed"
