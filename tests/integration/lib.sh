@@ -50,6 +50,23 @@ start_daemon() {
     fail "$name did not print its listening line"
 }
 
+# use_python_binding: PY (Debian's python3, where numpy and torch live) with
+# client/python on its path and this build's libsluice.so, preloading the
+# sanitizer runtimes for an ASan build (Python's own allocations are not ours
+# to leak-check).
+use_python_binding() {
+    PY=/usr/bin/python3
+    export PYTHONPATH="$ROOT/client/python"
+    export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
+    [ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
+    case "$BUILD" in
+    *asan*)
+        export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+        export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
+        ;;
+    esac
+}
+
 # make_images DIR CLASSES PER_CLASS: a small generated image set.
 make_images() {
     /usr/bin/python3 "$ROOT/scripts/make-dataset" --out "$1" --classes "$2" --per-class "$3" \

@@ -10,18 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 ok() { echo "ok: $*"; }
 
-PY=/usr/bin/python3
-export PYTHONPATH="$ROOT/client/python"
-export SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so"
-[ -e "$SLUICE_LIB" ] || fail "$SLUICE_LIB not built"
-case "$BUILD" in
-*asan*)
-    # An ASan-built library needs the runtime loaded first; Python's own
-    # allocations are not ours to leak-check.
-    export LD_PRELOAD="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
-    export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
-    ;;
-esac
+use_python_binding
 $PY -c 'import numpy' || fail "python3-numpy missing (scripts/install-deps.sh)"
 
 # ---- the ctypes structs match client/lib/sluice.h field for field (a field
