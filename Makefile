@@ -174,6 +174,7 @@ TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
 TEST_MODS_test_codec := image
+TEST_MODS_test_imgops_normalize := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_source := data
 TEST_MODS_test_source_folder := data

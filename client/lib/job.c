@@ -404,6 +404,7 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
                             .c = b->n ? b->meta[0].c : 0, .data = b->data, .nbytes = b->nbytes,
                             .labels = labels, .indices = indices, .offsets = offsets,
                             .sizes = sizes, .priv = b};
+    out->norm_on_device = sl_spec_device_norm(&job->spec, out->norm_mean, out->norm_std);
     *ret = out;
     return 0;
 }

@@ -88,6 +88,14 @@ typedef struct sluice_batch {
     const size_t *offsets;    /* n byte offsets into data */
     const size_t *sizes;      /* n byte sizes */
     void *priv;
+    /* The normalization the consumer applies on its training device (the
+     * spec's normalize has "on": "device"). norm_on_device = 1: data is
+     * uint8, as Sluice made it (digests are of it), and the consumer computes
+     * (x / 255 - norm_mean[ch]) / norm_std[ch] per channel ch. 0: nothing to
+     * apply (the arrays are zero). */
+    int norm_on_device;
+    float norm_mean[3];
+    float norm_std[3];
 } sluice_batch_t;
 
 typedef struct sluice_stats {

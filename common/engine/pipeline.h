@@ -11,7 +11,20 @@
  * DCT-domain downscaling only; tests/unit/test_pipeline.c bounds the mean
  * absolute difference (documented there and in README). A pipeline is
  * immutable after sl_pipeline_new and safe to run from many threads, each with
- * its own sl_pipe_scratch_t. */
+ * its own sl_pipe_scratch_t.
+ *
+ * normalize directly followed by to_chw stay TWO units, and a run that
+ * covers both does them in one pass (sl_img_normalize_chw: bit-identical
+ * floats, so no plan changes a byte). Not one unit, because units are wire
+ * terms: a plan's split and a Batch's stage_to count them, and journals keep
+ * them, so a unit that swallowed to_chw would shift every existing spec's
+ * split points between versions (a newer client would skip the to_chw an
+ * older worker had not run). The pass's CPU time is charged to to_chw and
+ * normalize shows none; docs/planner.md says why that prices the split
+ * between them correctly enough.
+ *
+ * A normalize with "on": "device" is no unit at all: the pixels stay uint8
+ * and the consumer applies it (sl_spec_device_norm). */
 #ifndef SL_PIPELINE_H
 #define SL_PIPELINE_H
 

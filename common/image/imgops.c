@@ -109,11 +109,43 @@ int sl_img_flip_h(sl_tensor_t *t)
     return 0;
 }
 
-int sl_img_normalize(const sl_tensor_t *in, const float mean[3], const float std[3],
-                     sl_tensor_t *out)
+/* The checks both normalize entry points share. */
+static int norm_check(const sl_tensor_t *in, const float mean[3], const float std[3],
+                      const sl_tensor_t *out)
 {
     if (img_check(in) < 0 || out == NULL || mean == NULL || std == NULL ||
         (in->c != 1 && in->c != 3)) {
+        return -EINVAL;
+    }
+    for (uint32_t ch = 0; ch < in->c; ch++) {
+        /* torchvision's Normalize refuses a zero std; we also refuse values
+         * that would turn every pixel into NaN. */
+        if (!isfinite(mean[ch]) || !isfinite(std[ch]) || std[ch] == 0.0f) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* U8 has 256 values per channel, so ToTensor (x / 255 in float32) followed
+ * by Normalize ((x - mean) / std in float32) is a table: bit-identical to
+ * torchvision, one load per element and no division in the pixel loop
+ * (two IEEE divisions per element cost more than the scalar lookup, even
+ * vectorised: measured in docs/benchmarks.md). */
+static void norm_lut(const float mean[3], const float std[3], uint32_t c, float lut[3][256])
+{
+    for (uint32_t ch = 0; ch < c; ch++) {
+        for (int v = 0; v < 256; v++) {
+            float x = (float)v / 255.0f;
+            lut[ch][v] = (x - mean[ch]) / std[ch];
+        }
+    }
+}
+
+int sl_img_normalize(const sl_tensor_t *in, const float mean[3], const float std[3],
+                     sl_tensor_t *out)
+{
+    if (norm_check(in, mean, std, out) < 0) {
         return -EINVAL;
     }
     /* In place only where input and output have the same element size. */
@@ -121,13 +153,6 @@ int sl_img_normalize(const sl_tensor_t *in, const float mean[3], const float std
         return -EINVAL;
     }
     const uint32_t c = in->c;
-    for (uint32_t ch = 0; ch < c; ch++) {
-        /* torchvision's Normalize refuses a zero std; we also refuse values
-         * that would turn every pixel into NaN. */
-        if (!isfinite(mean[ch]) || !isfinite(std[ch]) || std[ch] == 0.0f) {
-            return -EINVAL;
-        }
-    }
     const sl_dtype_e in_dt = in->dtype;
     const sl_layout_e layout = in->layout;
     const uint8_t *in_data = in->data;
@@ -160,16 +185,8 @@ int sl_img_normalize(const sl_tensor_t *in, const float mean[3], const float std
         return 0;
     }
 
-    /* U8: 256 values per channel, so tabulate ToTensor (x / 255 in float32)
-     * followed by Normalize ((x - mean) / std in float32): bit-identical to
-     * torchvision and one load per pixel. */
     float lut[3][256];
-    for (uint32_t ch = 0; ch < c; ch++) {
-        for (int v = 0; v < 256; v++) {
-            float x = (float)v / 255.0f;
-            lut[ch][v] = (x - mean[ch]) / std[ch];
-        }
-    }
+    norm_lut(mean, std, c, lut);
     const uint8_t *restrict s = in_data;
     if (layout == SL_LAYOUT_CHW || c == 1) {
         for (uint32_t ch = 0; ch < c; ch++) {
@@ -184,6 +201,51 @@ int sl_img_normalize(const sl_tensor_t *in, const float mean[3], const float std
             o[3 * i + 1] = lut[1][s[3 * i + 1]];
             o[3 * i + 2] = lut[2][s[3 * i + 2]];
         }
+    }
+    return 0;
+}
+
+int sl_img_normalize_chw(const sl_tensor_t *in, const float mean[3], const float std[3],
+                         sl_tensor_t *out)
+{
+    if (norm_check(in, mean, std, out) < 0 || out == in) {
+        return -EINVAL;
+    }
+    if (in->layout == SL_LAYOUT_CHW || in->c == 1) {
+        /* Already planar (one channel: both layouts are the same bytes). */
+        int rc = sl_img_normalize(in, mean, std, out);
+        if (rc == 0) {
+            out->layout = SL_LAYOUT_CHW;
+        }
+        return rc;
+    }
+    const sl_dtype_e in_dt = in->dtype;
+    int rc = sl_tensor_reshape(out, SL_DT_F32, SL_LAYOUT_CHW, in->h, in->w, 3);
+    if (rc < 0) {
+        return rc;
+    }
+    const size_t plane = (size_t)in->h * in->w;
+    float *restrict d0 = (float *)(void *)out->data;
+    float *restrict d1 = d0 + plane;
+    float *restrict d2 = d1 + plane;
+    if (in_dt == SL_DT_F32) {
+        /* Only a peer's tensor gets here (normalize is the one op that makes
+         * floats); the formula of sl_img_normalize, written planar. */
+        const float *restrict s = (const float *)(const void *)in->data;
+        for (size_t i = 0; i < plane; i++) {
+            d0[i] = (s[3 * i + 0] - mean[0]) / std[0];
+            d1[i] = (s[3 * i + 1] - mean[1]) / std[1];
+            d2[i] = (s[3 * i + 2] - mean[2]) / std[2];
+        }
+        return 0;
+    }
+    float lut[3][256];
+    norm_lut(mean, std, 3, lut);
+    const uint8_t *restrict s = in->data;
+    for (size_t i = 0; i < plane; i++) {
+        d0[i] = lut[0][s[3 * i + 0]];
+        d1[i] = lut[1][s[3 * i + 1]];
+        d2[i] = lut[2][s[3 * i + 2]];
     }
     return 0;
 }

@@ -48,6 +48,13 @@ int sl_img_flip_h(sl_tensor_t *t);
 int sl_img_normalize(const sl_tensor_t *in, const float mean[3], const float std[3],
                      sl_tensor_t *out);
 
+/* sl_img_normalize then sl_img_to_chw in one pass: out is CHW F32 holding
+ * exactly the floats of the two calls (the same formula in the same order),
+ * without the HWC F32 image in between. Same inputs as sl_img_normalize;
+ * out must not be in. */
+int sl_img_normalize_chw(const sl_tensor_t *in, const float mean[3], const float std[3],
+                         sl_tensor_t *out);
+
 /* HWC -> CHW, any pixel dtype. A CHW input is copied unchanged. */
 int sl_img_to_chw(const sl_tensor_t *in, sl_tensor_t *out);
 

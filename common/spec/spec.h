@@ -72,6 +72,10 @@ typedef struct sl_stage_spec_s {
     double p;        /* flip probability, default 0.5, 0..1 */
     float mean[3];   /* normalize: per channel, on values scaled to 0..1 */
     float std[3];    /* normalize: > 0 */
+    /* normalize "on": "device": the pipeline leaves the pixels uint8 and the
+     * consumer applies the normalization on its training device (no unit,
+     * no CPU work here; sl_spec_device_norm). false: "cpu", float32 out. */
+    bool on_device;
 } sl_stage_spec_t;
 
 typedef struct sl_spec_s {
@@ -112,6 +116,9 @@ int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t 
 /* Default spec values (what parse fills for absent keys). */
 void sl_spec_init(sl_spec_t *spec);
 const char *sl_op_name(sl_op_e op);
+/* Does the spec end in uint8 with a normalize its consumer applies ("on":
+ * "device")? Then true, and its mean and std (either may be NULL). */
+bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);
 const char *sl_offload_name(sl_offload_e o);
 /* Parses the CLI's --offload form: off|all|auto|fastflow|K:F. */
 int sl_offload_parse(const char *s, sl_offload_e *ret_mode, uint32_t *ret_split,

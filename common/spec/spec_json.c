@@ -29,9 +29,12 @@ static json_t *stage_to_json(const sl_stage_spec_t *st)
     case SL_OP_FLIP:
         return json_pack("{s:s, s:f}", "op", op, "p", st->p);
     case SL_OP_NORMALIZE:
-        return json_pack("{s:s, s:[f,f,f], s:[f,f,f]}", "op", op, "mean", (double)st->mean[0],
-                         (double)st->mean[1], (double)st->mean[2], "std", (double)st->std[0],
-                         (double)st->std[1], (double)st->std[2]);
+        /* "on" only when "device": a CPU normalize keeps its canonical form
+         * (and every existing spec its hash). */
+        return json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s*}", "op", op, "mean",
+                         (double)st->mean[0], (double)st->mean[1], (double)st->mean[2], "std",
+                         (double)st->std[0], (double)st->std[1], (double)st->std[2],
+                         "on", st->on_device ? "device" : NULL);
     default:
         return json_pack("{s:s}", "op", op);
     }

@@ -1,6 +1,7 @@
 /* spec_stages: the "stages" array of a spec: each op's keys, sizes and
  * numbers, and the order rules (decode_jpeg first, geometry before normalize
- * and to_chw). Called on the parsing thread only. */
+ * and to_chw). Called on the parsing thread only (sl_op_name and
+ * sl_spec_device_norm: any thread). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -27,7 +28,7 @@ static const char *const op_keys[SL_OP__COUNT][5] = {
     [SL_OP_RESIZE] = {"op", "size", NULL},
     [SL_OP_CENTER_CROP] = {"op", "size", NULL},
     [SL_OP_FLIP] = {"op", "p", NULL},
-    [SL_OP_NORMALIZE] = {"op", "mean", "std", NULL},
+    [SL_OP_NORMALIZE] = {"op", "mean", "std", "on", NULL},
     [SL_OP_TO_CHW] = {"op", NULL},
 };
 
@@ -35,6 +36,8 @@ static const double default_scale[2] = {0.08, 1.0};
 static const double default_ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
 static const float default_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float default_std[3] = {0.229f, 0.224f, 0.225f};
+/* normalize "on": where the normalization runs, indexed by on_device. */
+static const char *const norm_on_names[2] = {"cpu", "device"};
 
 /* "size": N or [H, W], each 1..SPEC_SIZE_MAX. */
 static int get_size(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out, bool *ret_scalar)
@@ -172,6 +175,12 @@ static int parse_normalize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     if (rc < 0) {
         return rc;
     }
+    int on = 0;
+    rc = sl_spec_get_enum(c, st, "on", false, norm_on_names, 2, &on);
+    if (rc < 0) {
+        return rc;
+    }
+    out->on_device = on == 1;
     for (size_t i = 0; i < 3; i++) {
         char a[32];
         if (fabs(mean[i]) > FLT_MAX) {
@@ -341,4 +350,21 @@ const char *sl_op_name(sl_op_e op)
         return "unknown";
     }
     return sl_spec_op_names[op];
+}
+
+bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3])
+{
+    for (uint32_t i = 0; i < spec->nstages && i < SL_SPEC_MAX_STAGES; i++) {
+        const sl_stage_spec_t *st = &spec->stages[i];
+        if (st->op == SL_OP_NORMALIZE && st->on_device) {
+            if (ret_mean != NULL) {
+                memcpy(ret_mean, st->mean, sizeof(st->mean));
+            }
+            if (ret_std != NULL) {
+                memcpy(ret_std, st->std, sizeof(st->std));
+            }
+            return true;
+        }
+    }
+    return false;
 }

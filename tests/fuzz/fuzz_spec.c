@@ -29,7 +29,8 @@ static void fz_spec_same(const sl_spec_t *a, const sl_spec_t *b, const char *jso
     for (uint32_t i = 0; i < a->nstages; i++) {
         const sl_stage_spec_t *x = &a->stages[i], *y = &b->stages[i];
         int same = x->op == y->op && x->size_h == y->size_h && x->size_w == y->size_w &&
-                   x->resize_shorter == y->resize_shorter && x->p == y->p;
+                   x->resize_shorter == y->resize_shorter && x->p == y->p &&
+                   x->on_device == y->on_device;
         for (int k = 0; k < 2; k++) {
             same = same && x->scale[k] == y->scale[k] && x->ratio[k] == y->ratio[k];
         }

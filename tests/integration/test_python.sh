@@ -39,6 +39,8 @@ int main(void)
     F(sluice_batch_t, w); F(sluice_batch_t, c); F(sluice_batch_t, data);
     F(sluice_batch_t, nbytes); F(sluice_batch_t, labels); F(sluice_batch_t, indices);
     F(sluice_batch_t, offsets); F(sluice_batch_t, sizes); F(sluice_batch_t, priv);
+    F(sluice_batch_t, norm_on_device); F(sluice_batch_t, norm_mean);
+    F(sluice_batch_t, norm_std);
     F(sluice_stats_t, delivered); F(sluice_stats_t, skipped);
     F(sluice_stats_t, duplicates_dropped); F(sluice_stats_t, from_local);
     F(sluice_stats_t, from_remote); F(sluice_stats_t, seconds);

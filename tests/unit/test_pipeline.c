@@ -1,5 +1,6 @@
-/* Pipeline units: fusion boundaries, split mapping, determinism, and how far
- * the fused region-of-interest decode may differ from decode-then-crop.
+/* Pipeline units: fusion boundaries, split mapping, determinism, how far
+ * the fused region-of-interest decode may differ from decode-then-crop, the
+ * one-pass normalize + to_chw, and the device normalize (no unit).
  *
  * Documented tolerance (README "Fused decode"): on RandomResizedCrop(224) the
  * fused unit's output differs from the unfused path's by a mean absolute
@@ -160,6 +161,126 @@ START_TEST(test_deterministic_and_split_invariant)
 }
 END_TEST
 
+/* Runs units [from, to) of p on a copy of in, adding to stats. */
+static void run_range(const sl_pipeline_t *p, uint32_t from, uint32_t to, const sl_tensor_t *in,
+                      sl_tensor_t *out, sl_unit_stat_t *stats)
+{
+    sl_pipe_scratch_t sc;
+    sl_pipe_scratch_init(&sc);
+    ck_assert_int_eq(sl_tensor_reshape(out, in->dtype, in->layout, in->h, in->w, in->c), 0);
+    memcpy(out->data, in->data, in->nbytes);
+    char err[256] = "";
+    int rc = sl_pipeline_run(p, from, to, 1, 4, out, &sc, stats, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+    sl_pipe_scratch_free(&sc);
+}
+
+/* normalize + to_chw: one pass when one run covers both, two units for
+ * splits either way, and the same bytes wherever the split falls. */
+START_TEST(test_normalize_chw_one_pass)
+{
+    sl_spec_t spec;
+    parse(RRC_SPEC, &spec);
+    sl_pipeline_t *p = NULL, *plain = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, NULL, 0), 0);
+    ck_assert_int_eq(sl_pipeline_new(&spec, SL_PIPE_NO_FUSE, &plain, NULL, 0), 0);
+    ck_assert_uint_eq(sl_pipeline_nunits(p), 4);
+    ck_assert_str_eq(sl_pipeline_unit_name(p, 2), "normalize");
+    ck_assert_str_eq(sl_pipeline_unit_name(p, 3), "to_chw");
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 4), 3); /* the split between stays */
+    sl_tensor_t jpg, px, one, two, sep;
+    sl_tensor_init(&jpg);
+    sl_tensor_init(&px);
+    sl_tensor_init(&one);
+    sl_tensor_init(&two);
+    sl_tensor_init(&sep);
+    load_jpeg(&jpg, 640, 480, 8, 0);
+    run_one(p, 2, 4, &jpg, &px); /* uint8 HWC after the flip */
+    ck_assert_int_eq(px.dtype, SL_DT_U8);
+    sl_unit_stat_t st1[SL_PIPE_MAX_UNITS] = {{0}}, st2[SL_PIPE_MAX_UNITS] = {{0}};
+    sl_unit_stat_t st3[SL_PIPE_MAX_UNITS] = {{0}};
+    run_range(p, 2, 4, &px, &one, st1);
+    run_range(p, 2, 3, &px, &sep, st2); /* split between: worker normalizes, */
+    run_range(p, 3, 4, &sep, &two, st2); /* client transposes */
+    ck_assert_int_eq(one.dtype, SL_DT_F32);
+    ck_assert_int_eq(one.layout, SL_LAYOUT_CHW);
+    ck_assert_uint_eq(one.nbytes, two.nbytes);
+    ck_assert_mem_eq(one.data, two.data, two.nbytes);
+    run_range(plain, 3, 5, &px, &sep, st3); /* SL_PIPE_NO_FUSE: two passes */
+    ck_assert_mem_eq(one.data, sep.data, sep.nbytes);
+    /* The one pass is charged to to_chw; normalize keeps its bytes. */
+    ck_assert(st1[2].cpu_sec == 0.0);
+    ck_assert(st1[3].cpu_sec > 0.0);
+    ck_assert_uint_eq(st1[2].samples, 1);
+    ck_assert_uint_eq(st1[3].samples, 1);
+    ck_assert_uint_eq(st1[2].out_bytes, 224 * 224 * 3 * 4);
+    ck_assert_uint_eq(st1[3].out_bytes, 224 * 224 * 3 * 4);
+    ck_assert(st2[2].cpu_sec > 0.0 && st2[3].cpu_sec > 0.0);
+    ck_assert(st3[3].cpu_sec > 0.0 && st3[4].cpu_sec > 0.0);
+    /* Encoded bytes into the pass: an error, not a crash. */
+    char err[256] = "";
+    sl_pipe_scratch_t sc;
+    sl_pipe_scratch_init(&sc);
+    ck_assert_int_eq(sl_pipeline_run(p, 2, 4, 0, 0, &jpg, &sc, NULL, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "normalize needs pixels") != NULL, "%s", err);
+    sl_pipe_scratch_free(&sc);
+    sl_tensor_free(&jpg);
+    sl_tensor_free(&px);
+    sl_tensor_free(&one);
+    sl_tensor_free(&two);
+    sl_tensor_free(&sep);
+    sl_pipeline_free(p);
+    sl_pipeline_free(plain);
+}
+END_TEST
+
+/* normalize "on": "device" is no unit: the output stays uint8, the bytes of
+ * the same spec without the normalize. */
+START_TEST(test_device_normalize_is_no_unit)
+{
+    static const char *DEV =
+        "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\", \"seed\": 3},"
+        " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", "
+        "\"size\": 224}, {\"op\": \"flip\"}, {\"op\": \"normalize\", \"on\": \"device\"}, "
+        "{\"op\": \"to_chw\"}]}";
+    static const char *NONE =
+        "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\", \"seed\": 3},"
+        " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", "
+        "\"size\": 224}, {\"op\": \"flip\"}, {\"op\": \"to_chw\"}]}";
+    sl_spec_t dev, none;
+    parse(DEV, &dev);
+    parse(NONE, &none);
+    sl_pipeline_t *p = NULL, *q = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&dev, 0, &p, NULL, 0), 0);
+    ck_assert_int_eq(sl_pipeline_new(&none, 0, &q, NULL, 0), 0);
+    ck_assert_uint_eq(sl_pipeline_nunits(p), 3);
+    ck_assert_str_eq(sl_pipeline_unit_name(p, 1), "flip");
+    ck_assert_str_eq(sl_pipeline_unit_name(p, 2), "to_chw");
+    /* A spec split before or after the device normalize: before to_chw. */
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 3), 2);
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 4), 2);
+    ck_assert_uint_eq(sl_pipeline_unit_for_split(p, 5), 3);
+    sl_tensor_t jpg, a, b;
+    sl_tensor_init(&jpg);
+    sl_tensor_init(&a);
+    sl_tensor_init(&b);
+    load_jpeg(&jpg, 500, 375, 6, 0);
+    for (uint64_t idx = 0; idx < 4; idx++) {
+        run_one(p, 3, idx, &jpg, &a);
+        run_one(q, 3, idx, &jpg, &b);
+        ck_assert_int_eq(a.dtype, SL_DT_U8);
+        ck_assert_int_eq(a.layout, SL_LAYOUT_CHW);
+        ck_assert_uint_eq(a.nbytes, 224 * 224 * 3);
+        ck_assert_mem_eq(a.data, b.data, b.nbytes);
+    }
+    sl_tensor_free(&jpg);
+    sl_tensor_free(&a);
+    sl_tensor_free(&b);
+    sl_pipeline_free(p);
+    sl_pipeline_free(q);
+}
+END_TEST
+
 START_TEST(test_center_crop_pads_small_images)
 {
     const char *json =
@@ -206,6 +327,8 @@ int main(void)
     tcase_add_test(tc, test_fused_matches_unfused_within_tolerance);
     tcase_add_test(tc, test_deterministic_and_split_invariant);
     tcase_add_test(tc, test_center_crop_pads_small_images);
+    tcase_add_test(tc, test_normalize_chw_one_pass);
+    tcase_add_test(tc, test_device_normalize_is_no_unit);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

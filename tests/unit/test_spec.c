@@ -98,6 +98,7 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
             ck_assert(x->mean[k] == y->mean[k]);
             ck_assert(x->std[k] == y->std[k]);
         }
+        ck_assert_int_eq(x->on_device, y->on_device);
     }
     ck_assert_uint_eq(a->batch_size, b->batch_size);
     ck_assert_uint_eq(a->epochs, b->epochs);
@@ -823,6 +824,49 @@ START_TEST(test_name_key)
 }
 END_TEST
 
+/* normalize "on": "device": parsed, canonical only when set, refused when wrong. */
+START_TEST(test_normalize_on_device)
+{
+    char err[ERRLEN] = "";
+    sl_spec_t s;
+    float mean[3], sd[3];
+    ck_assert_int_eq(sl_spec_parse("t.json", GOOD, strlen(GOOD), &s, err, sizeof(err)), 0);
+    ck_assert(!s.stages[3].on_device);
+    ck_assert(!sl_spec_device_norm(&s, mean, sd));
+    char *j = sl_spec_to_json(&s);
+    ck_assert_msg(strstr(j, "\"on\"") == NULL, "a CPU normalize changed form: %s", j);
+    free(j);
+    const char *texts[] = {"\"std\": [0.229, 0.224, 0.225], \"on\": \"device\"",
+                           "\"std\": [0.229, 0.224, 0.225], \"on\": \"cpu\""};
+    for (int k = 0; k < 2; k++) {
+        char *text = edit("\"std\": [0.229, 0.224, 0.225]", texts[k]);
+        ck_assert_int_eq(sl_spec_parse("t.json", text, strlen(text), &s, err, sizeof(err)), 0);
+        free(text);
+        ck_assert_int_eq(s.stages[3].on_device, k == 0);
+        ck_assert_int_eq(sl_spec_device_norm(&s, mean, sd), k == 0);
+        assert_round_trip(&s);
+        j = sl_spec_to_json(&s);
+        ck_assert_int_eq(strstr(j, "\"on\":\"device\"") != NULL, k == 0);
+        free(j);
+    }
+    ck_assert(mean[0] == 0.485f && mean[2] == 0.406f && sd[1] == 0.224f);
+    ck_assert(sl_spec_device_norm(&s, NULL, NULL) == false);
+    expect_edit_err("\"std\": [0.229, 0.224, 0.225]",
+                    "\"std\": [0.229, 0.224, 0.225], \"on\": \"gpu\"",
+                    "t.json:7: stages[3].on: must be one of cpu, device, got \"gpu\"");
+    expect_edit_err("\"std\": [0.229, 0.224, 0.225]",
+                    "\"std\": [0.229, 0.224, 0.225], \"on\": true",
+                    "t.json:7: stages[3].on: must be one of cpu, device, got true");
+    expect_edit_err("\"p\": 0.5", "\"p\": 0.5, \"on\": \"device\"",
+                    "t.json:6: stages[2].on: unknown key for flip");
+    /* Geometry after a device normalize is refused like after any normalize. */
+    expect_edit_err("\"std\": [0.229, 0.224, 0.225]},\n    {\"op\": \"to_chw\"}",
+                    "\"std\": [0.229, 0.224, 0.225], \"on\": \"device\"},\n"
+                    "    {\"op\": \"resize\", \"size\": 8}",
+                    "t.json:8: stages[4].op: resize must come before normalize (stages[3])");
+}
+END_TEST
+
 START_TEST(test_to_json_round_trip)
 {
     char err[ERRLEN] = "";
@@ -899,6 +943,7 @@ int main(void)
     tcase_add_test(tc, test_offload_parse);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_name_key);
+    tcase_add_test(tc, test_normalize_on_device);
     tcase_add_test(tc, test_to_json_round_trip);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);

@@ -159,6 +159,10 @@ class _Batch(ctypes.Structure):
         ("offsets", ctypes.POINTER(ctypes.c_size_t)),
         ("sizes", ctypes.POINTER(ctypes.c_size_t)),
         ("priv", ctypes.c_void_p),
+        # The normalization the consumer applies ("on": "device").
+        ("norm_on_device", ctypes.c_int),
+        ("norm_mean", ctypes.c_float * 3),
+        ("norm_std", ctypes.c_float * 3),
     ]
 
 
@@ -320,16 +324,19 @@ class Batch:
     (CHW) when every sample has the same shape, else a list of n 1-D arrays
     (uint8 for encoded bytes, else the output dtype). ``labels`` (int32) and
     ``indices`` (uint64, the samples' positions in the source) are small
-    copies; ``epoch`` counts from 0."""
+    copies; ``epoch`` counts from 0. ``normalize`` is None, or for a spec whose
+    normalize has ``"on": "device"`` the ``(mean, std)`` tuples the consumer
+    applies to the uint8 images: ``(x / 255 - mean[c]) / std[c]``."""
 
-    __slots__ = ("epoch", "images", "labels", "indices", "layout")
+    __slots__ = ("epoch", "images", "labels", "indices", "layout", "normalize")
 
-    def __init__(self, epoch, images, labels, indices, layout):
+    def __init__(self, epoch, images, labels, indices, layout, normalize=None):
         self.epoch = epoch
         self.images = images
         self.labels = labels
         self.indices = indices
         self.layout = layout
+        self.normalize = normalize
 
     def __len__(self):
         return len(self.labels)
@@ -511,6 +518,7 @@ class Loader:
         labels = np.ctypeslib.as_array(b.labels, (n,)).copy() if n else np.empty(0, np.int32)
         indices = np.ctypeslib.as_array(b.indices, (n,)).copy() if n else np.empty(0, np.uint64)
         dtype = _DTYPES.get(b.dtype, np.dtype(np.uint8))
+        norm = (tuple(b.norm_mean), tuple(b.norm_std)) if b.norm_on_device else None
         with job.lock:
             job.live += 1
         if b.nbytes == 0 or not b.data:
@@ -518,7 +526,7 @@ class Loader:
             job.release(bptr)
             empty = np.empty((0,), dtype)
             images = empty.reshape((0, b.h, b.w, b.c)) if b.uniform else [empty] * n
-            return Batch(b.epoch, images, labels, indices, b.layout)
+            return Batch(b.epoch, images, labels, indices, b.layout, norm)
         raw = np.asarray(_Owner(job, bptr, b.data, b.nbytes))
         if b.uniform:
             if b.layout == _LAYOUT_CHW:
@@ -535,7 +543,7 @@ class Loader:
                 o, s = int(offs[k]), int(sizes[k])
                 piece = raw[o:o + s]
                 images.append(piece.view(dtype) if s % dtype.itemsize == 0 else piece)
-        return Batch(b.epoch, images, labels, indices, b.layout)
+        return Batch(b.epoch, images, labels, indices, b.layout, norm)
 
     # -- information
 
