@@ -1,4 +1,5 @@
 /* fixtures_status: see fixtures_status.h. */
+#include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_status.h"
 
 #include <check.h>
@@ -50,21 +51,8 @@ uint64_t fx_st_submit(fx_st_t *e, uint64_t n) { return fx_st_submit_spec(e, n, N
 
 size_t fx_st_client_splits(fx_st_t *e, uint64_t job, uint64_t *ids, size_t max)
 {
-    Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
-    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[512] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.job_id = job;
-    ck_assert_int_eq(disp_svc_get_assignment(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
-                     SL_RPC_OK);
     size_t n = 0;
-    for (size_t i = 0; i < resp.n_splits && n < max; i++) {
-        if (resp.splits[i]->worker_id == 0) {
-            ids[n++] = resp.splits[i]->split_id;
-        }
-    }
-    disp_arena_free(&a);
+    (void)fx_disp_client_splits(&e->d, job, e->now, ids, NULL, max, &n, NULL, 0);
     return n;
 }
 

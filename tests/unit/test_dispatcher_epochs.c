@@ -20,6 +20,7 @@
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 
 /* 35 samples in splits of 10: 4 splits per epoch, ids epoch * 4 + i. */
 #define SPEC_FMT                                                                             \
@@ -101,33 +102,6 @@ static uint64_t submit_ok(disp_t *d, const sub_t *s)
     return id;
 }
 
-/* GetAssignment: the splits the client is to run itself (at most max; epoch,
- * id) and the fallback reason. Returns whether the job is finished. */
-static int poll(disp_t *d, uint64_t job, int64_t now, uint64_t *ids, uint64_t *epochs,
-                size_t max, size_t *ret_n, char *fallback, size_t fblen)
-{
-    Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
-    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[512] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.job_id = job;
-    ck_assert_int_eq(disp_svc_get_assignment(d, &req, &resp, &a, now, err, sizeof(err)),
-                     SL_RPC_OK);
-    size_t n = 0;
-    for (size_t i = 0; i < resp.n_splits && n < max; i++) {
-        if (resp.splits[i]->worker_id == 0) {
-            ids[n] = resp.splits[i]->split_id;
-            epochs[n++] = resp.splits[i]->epoch;
-        }
-    }
-    *ret_n = n;
-    snprintf(fallback, fblen, "%s", resp.fallback != NULL ? resp.fallback : "(null)");
-    int finished = resp.finished;
-    disp_arena_free(&a);
-    return finished;
-}
-
 static void ack(disp_t *d, uint64_t job, const uint64_t *ids, size_t n)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
@@ -186,7 +160,7 @@ START_TEST(test_epochs_numbered_from_first_epoch)
     size_t n = 0;
     char fb[256];
     for (uint64_t e = 5; e <= 6; e++) {
-        ck_assert_int_eq(poll(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb)), 0);
+        ck_assert_int_eq(fx_disp_client_splits(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb)), 0);
         ck_assert_str_eq(fb, ""); /* the plan's own local share: no fallback */
         size_t mine = 0;
         for (size_t i = 0; i < n; i++) {
@@ -208,7 +182,7 @@ START_TEST(test_epochs_numbered_from_first_epoch)
             json_decref(root);
         }
     }
-    ck_assert_int_eq(poll(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb)), 1);
+    ck_assert_int_eq(fx_disp_client_splits(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb)), 1);
     ck_assert_uint_eq(n, 0);
     disp_destroy(&d);
 }
@@ -279,32 +253,17 @@ START_TEST(test_rank_not_reattached_across_epochs)
 }
 END_TEST
 
-static uint64_t register_worker(disp_t *d, const char *addr)
-{
-    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
-    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.address = (char *)addr;
-    req.threads = 2;
-    ck_assert_int_eq(disp_svc_register_worker(d, &req, &resp, &a, 1000, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-    return resp.worker_id;
-}
-
 START_TEST(test_fallback_reason)
 {
     disp_t d;
     open_disp(&d, 0);
-    uint64_t wid = register_worker(&d, "127.0.0.1:9");
+    uint64_t wid = fx_disp_register(&d, "127.0.0.1:9", 2, 0, 1000);
     sub_t s = {.epochs = 1, .offload = "all"};
     uint64_t id = submit_ok(&d, &s);
     uint64_t ids[16], epochs[16];
     size_t n = 0;
     char fb[256];
-    (void)poll(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb));
+    (void)fx_disp_client_splits(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb));
     ck_assert_uint_eq(n, 0); /* the worker's */
     ck_assert_str_eq(fb, "");
 
@@ -323,7 +282,7 @@ START_TEST(test_fallback_reason)
     ck_assert_int_eq(disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err)),
                      SL_RPC_OK);
     disp_arena_free(&a);
-    (void)poll(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb));
+    (void)fx_disp_client_splits(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb));
     ck_assert_uint_eq(n, NSPLITS);
     ck_assert_msg(strstr(fb, "every live worker refused the job") != NULL, "%s", fb);
     ck_assert_msg(strstr(fb, "No such file or directory") != NULL, "%s", fb);
@@ -337,7 +296,7 @@ START_TEST(test_fallback_reason)
     open_disp(&d, 0);
     id = submit_ok(&d, &s);
     int64_t later = 1000 + d.jobs.lim.worker_timeout_ms + 1;
-    (void)poll(&d, id, later, ids, epochs, 16, &n, fb, sizeof(fb));
+    (void)fx_disp_client_splits(&d, id, later, ids, epochs, 16, &n, fb, sizeof(fb));
     ck_assert_uint_eq(n, NSPLITS);
     ck_assert_msg(strstr(fb, "no live worker for") != NULL, "%s", fb);
     disp_destroy(&d);

@@ -14,6 +14,7 @@
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_status.h"
 
 static json_int_t total(json_t *doc, const char *key)
@@ -134,26 +135,11 @@ static void heartbeat(fx_st_t *e, uint64_t wid, uint64_t samples)
     heartbeat_units(e, wid, samples, NULL, 0, 0);
 }
 
-static uint64_t register_worker(fx_st_t *e, const char *address)
-{
-    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
-    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.address = (char *)address;
-    req.threads = 4;
-    ck_assert_int_eq(disp_svc_register_worker(&e->d, &req, &resp, &a, e->now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-    return resp.worker_id;
-}
-
 START_TEST(test_worker_rates_from_heartbeats)
 {
     fx_st_t e;
     fx_st_init(&e);
-    uint64_t wid = register_worker(&e, "10.0.0.7:7500");
+    uint64_t wid = fx_disp_register(&e.d, "10.0.0.7:7500", 4, 0, e.now);
 
     heartbeat(&e, wid, 100);
     disp_status_sample(e.st, e.now + 300);
@@ -329,15 +315,15 @@ START_TEST(test_one_series_per_label_set)
     fx_st_t e;
     fx_st_init(&e);
     static const char *const units[] = {"decode_jpeg", "decode_jpeg", "to_chw"};
-    uint64_t old_a = register_worker(&e, "10.0.0.9:7500");
+    uint64_t old_a = fx_disp_register(&e.d, "10.0.0.9:7500", 4, 0, e.now);
     heartbeat_units(&e, old_a, 50, units, 3, 0);
-    uint64_t old_b = register_worker(&e, "10.0.0.9:7501");
+    uint64_t old_b = fx_disp_register(&e.d, "10.0.0.9:7501", 4, 0, e.now);
     heartbeat_units(&e, old_b, 0, NULL, 0, 1); /* a drained worker's last heartbeat */
 
     /* A killed before its timeout: the new A and the old one are both live. */
     e.now += 1000;
-    uint64_t new_a = register_worker(&e, "10.0.0.9:7500");
-    uint64_t new_b = register_worker(&e, "10.0.0.9:7501");
+    uint64_t new_a = fx_disp_register(&e.d, "10.0.0.9:7500", 4, 0, e.now);
+    uint64_t new_b = fx_disp_register(&e.d, "10.0.0.9:7501", 4, 0, e.now);
     ck_assert_uint_ne(new_a, old_a);
     ck_assert_uint_ne(new_b, old_b);
     heartbeat_units(&e, new_a, 7, units, 3, 0);
@@ -404,7 +390,7 @@ START_TEST(test_lost_worker_cleared)
 {
     fx_st_t e;
     fx_st_init(&e);
-    uint64_t wid = register_worker(&e, "10.0.0.7:7500");
+    uint64_t wid = fx_disp_register(&e.d, "10.0.0.7:7500", 4, 0, e.now);
     heartbeat(&e, wid, 100);
     disp_status_sample(e.st, e.now);
     e.now += 500;

@@ -20,6 +20,7 @@
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_planner.h"
 
 #define SPEC3                                                                                \
@@ -267,23 +268,6 @@ END_TEST
 
 /* ------------------------------------------------------------ planner state */
 
-/* want: the id to ask back (a worker re-registering after a restart). */
-static uint64_t reg_worker(disp_t *d, const char *addr, uint64_t want, int64_t now)
-{
-    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
-    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.address = (char *)addr;
-    req.threads = 2;
-    req.worker_id = want;
-    ck_assert_int_eq(disp_svc_register_worker(d, &req, &resp, &a, now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-    return resp.worker_id;
-}
-
 static uint64_t submit_auto(disp_t *d, fx_pin_t *pin)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
@@ -316,11 +300,11 @@ START_TEST(test_planner_state_restored)
 {
     disp_t d;
     open_disp(&d, 100);
-    uint64_t w1 = reg_worker(&d, "127.0.0.1:9", 0, 1000);
+    uint64_t w1 = fx_disp_register(&d, "127.0.0.1:9", 2, 0, 1000);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     uint64_t id = submit_auto(&d, &pin);
-    uint64_t w2 = reg_worker(&d, "127.0.0.1:10", 0, 1100);
+    uint64_t w2 = fx_disp_register(&d, "127.0.0.1:10", 2, 0, 1100);
     disp_planner_tick(&d, 1200); /* a worker joined: plan v2 */
     disp_job_t *job = disp_jobs_find(&d.jobs, id);
     ck_assert_uint_eq(job->plan.version, 2);
@@ -349,8 +333,8 @@ START_TEST(test_planner_state_restored)
         ck_assert_double_eq_tol(job->planner->client_budget, 2.0, 1e-12);
         /* Re-planning works: the workers re-register with their ids and the
          * job re-plans against them, to the same plan it had. */
-        ck_assert_uint_eq(reg_worker(&d, "127.0.0.1:9", w1, 2000), w1);
-        ck_assert_uint_eq(reg_worker(&d, "127.0.0.1:10", w2, 2000), w2);
+        ck_assert_uint_eq(fx_disp_register(&d, "127.0.0.1:9", 2, w1, 2000), w1);
+        ck_assert_uint_eq(fx_disp_register(&d, "127.0.0.1:10", 2, w2, 2000), w2);
         disp_planner_tick(&d, 2100);
         ck_assert_uint_eq(job->plan.version, 3 + (uint32_t)round);
         ck_assert_uint_eq(job->plan.split, v2.split);

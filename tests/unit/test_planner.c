@@ -30,6 +30,7 @@
 #include "dispatcher/service.h"
 #include "tests/unit/fixtures_planner.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 
 static void base(disp_pl_input_t *in)
 {
@@ -599,21 +600,6 @@ static disp_t *pd_new(int64_t now)
     return d;
 }
 
-static uint64_t pd_register(disp_t *d, const char *addr, int64_t now)
-{
-    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
-    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
-    disp_arena_t a = {0};
-    char err[256] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.address = (char *)addr;
-    req.threads = 2;
-    ck_assert_int_eq(disp_svc_register_worker(d, &req, &resp, &a, now, err, sizeof(err)),
-                     SL_RPC_OK);
-    disp_arena_free(&a);
-    return resp.worker_id;
-}
-
 /* Local splits that were never handed out follow the share rule. */
 static void check_unplanned_follow(disp_job_t *job)
 {
@@ -631,7 +617,7 @@ START_TEST(test_dispatcher_replan)
 {
     int64_t now = 50000;
     disp_t *d = pd_new(now);
-    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
@@ -676,7 +662,7 @@ START_TEST(test_dispatcher_replan)
     uint64_t held = job->client_ids[0];
     pthread_mutex_unlock(&d->mu);
 
-    uint64_t w2 = pd_register(d, "127.0.0.1:10", now + 200);
+    uint64_t w2 = fx_disp_register(d, "127.0.0.1:10", 2, 0, now + 200);
     ck_assert_uint_ne(w1, w2);
     pthread_mutex_lock(&d->mu);
     disp_planner_tick(d, now + 300);
@@ -721,7 +707,7 @@ START_TEST(test_dispatcher_replan)
         acked += disp_jobs_ack(&d->jobs, job, ids, n, t); /* repeats count nothing */
         pthread_mutex_unlock(&d->mu);
         if (round == 8) {
-            (void)pd_register(d, "127.0.0.1:11", t);
+            (void)fx_disp_register(d, "127.0.0.1:11", 2, 0, t);
         }
         pthread_mutex_lock(&d->mu);
         disp_planner_tick(d, t);
@@ -775,7 +761,7 @@ START_TEST(test_dispatcher_plan_job)
 {
     int64_t now = 50000;
     disp_t *d = pd_new(now);
-    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
@@ -834,7 +820,7 @@ START_TEST(test_drift)
 {
     int64_t now = 50000;
     disp_t *d = pd_new(now);
-    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     sl_spec_t spec;
@@ -957,7 +943,7 @@ START_TEST(test_drift)
     NEAR(pj->input.sample_sec, 0.1e-3, 1e-15);
 
     /* A worker joining is due at once. */
-    (void)pd_register(d, "127.0.0.1:10", t);
+    (void)fx_disp_register(d, "127.0.0.1:10", 2, 0, t);
     ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, t, why, sizeof(why)), 1);
     disp_pjob_plan(pj, &d->reg, &plan, t, why);
     /* It is not in the client's classes: it counts at the largest class's speed. */
@@ -979,7 +965,7 @@ START_TEST(test_dispatcher_node_ranks)
 {
     int64_t now = 50000;
     disp_t *d = pd_new(now);
-    uint64_t w1 = pd_register(d, "127.0.0.1:9", now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     uint64_t ids[3];
