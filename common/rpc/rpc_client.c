@@ -93,7 +93,7 @@ static size_t channel_args(size_t max_msg_bytes, int own_connection, grpc_arg *a
     const struct {
         const char *key;
         int value;
-    } ints[CHANNEL_ARGS_MAX] = {
+    } ints[] = {
         {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_msg},
         {GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_msg},
         {GRPC_ARG_KEEPALIVE_TIME_MS, SL_RPC_KEEPALIVE_TIME_MS},
@@ -103,6 +103,8 @@ static size_t channel_args(size_t max_msg_bytes, int own_connection, grpc_arg *a
         {GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS},
         {GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1}, /* last: only with own_connection */
     };
+    _Static_assert(sizeof(ints) / sizeof(ints[0]) == CHANNEL_ARGS_MAX,
+                   "CHANNEL_ARGS_MAX is the number of rows above (callers size args by it)");
     size_t n = own_connection ? CHANNEL_ARGS_MAX : CHANNEL_ARGS_MAX - 1;
     for (size_t i = 0; i < n; i++) {
         args[i].type = GRPC_ARG_INTEGER;
