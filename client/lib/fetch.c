@@ -49,6 +49,7 @@ void *cl_fetch_main(void *arg)
     }
     cl_fetch_state_e end = CL_FETCH_ENDED;
     char why[512] = "";
+    sl_codec_t *codec = NULL; /* this stream's decompressor, made on first use */
     for (;;) {
         pthread_mutex_lock(&job->mu);
         int stop = f->stop || job->closing;
@@ -88,7 +89,7 @@ void *cl_fetch_main(void *arg)
         }
         cl_rx_t *rx = NULL;
         char perr[256];
-        rc = cl_rx_from_raw(raw, &rx, perr, sizeof(perr)); /* takes raw */
+        rc = cl_rx_from_raw(raw, &codec, &rx, perr, sizeof(perr)); /* takes raw */
         cl_msg_t *msg = rc == 0 ? calloc(1, sizeof(*msg)) : NULL;
         if (msg == NULL) {
             cl_rx_free(rx);
@@ -109,6 +110,7 @@ void *cl_fetch_main(void *arg)
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
     }
+    sl_codec_free(codec);
     sl_rpc_cstream_free(cs);
     sl_rpc_channel_free(ch);
     finish(f, end, why);

@@ -283,7 +283,7 @@ static int feed_remote(sluice_job_t *job, int *progress)
         }
         /* Only the consumer removes messages, so msg stays valid unlocked. */
         if (msg->rx == NULL) { /* an unpacked Batch (tests, fuzzing): index its bytes */
-            int rc = cl_rx_from_batch(msg->batch, &msg->rx, job->last_error,
+            int rc = cl_rx_from_batch(msg->batch, NULL, &msg->rx, job->last_error,
                                       sizeof(job->last_error));
             if (rc < 0) {
                 return rc;

@@ -25,7 +25,8 @@ static size_t data_iov(const sl_pbw_reader_t *r, struct iovec *iov)
 /* Decompresses sample i into a buffer of its own and points its data
  * reader there, so the consumer copies it into its place like any other.
  * The size is judged before the allocation. */
-static int inflate_one(cl_rx_t *rx, size_t i, struct iovec *iov, char *err, size_t errlen)
+static int inflate_one(cl_rx_t *rx, sl_codec_t *codec, size_t i, struct iovec *iov, char *err,
+                       size_t errlen)
 {
     sl_wire_sample_t *s = &rx->wb.samples[i];
     const char *why = NULL;
@@ -50,7 +51,7 @@ static int inflate_one(cl_rx_t *rx, size_t i, struct iovec *iov, char *err, size
     uint32_t row, step;
     sl_codec_delta_geometry(s->layout == SL_LAYOUT_CHW, s->w, s->c, &row, &step);
     size_t niov = data_iov(&s->data, iov);
-    int rc = sl_codec_decompress(rx->codec, (sl_codec_e)s->codec, iov, niov, buf,
+    int rc = sl_codec_decompress(codec, (sl_codec_e)s->codec, iov, niov, buf,
                                  s->raw_size, row, step, err, errlen);
     if (rc < 0) {
         return rc;
@@ -65,7 +66,8 @@ static int inflate_one(cl_rx_t *rx, size_t i, struct iovec *iov, char *err, size
  * parallel), and before the consumer delivers any sample of it, so a corrupt
  * payload breaks the stream (the split is retried elsewhere) instead of
  * putting other bytes in a batch. */
-static int inflate_all(cl_rx_t *rx, size_t nsegs, char *err, size_t errlen)
+static int inflate_all(cl_rx_t *rx, sl_codec_t **codec, size_t nsegs, char *err,
+                       size_t errlen)
 {
     size_t nz = 0;
     for (size_t i = 0; i < rx->wb.n_samples; i++) {
@@ -78,9 +80,15 @@ static int inflate_all(cl_rx_t *rx, size_t nsegs, char *err, size_t errlen)
     struct iovec *iov = malloc((nsegs ? nsegs : 1) * sizeof(*iov));
     rx->bufs = calloc(rx->wb.n_samples, sizeof(*rx->bufs));
     rx->dsegs = calloc(rx->wb.n_samples, sizeof(*rx->dsegs));
-    rx->codec = sl_codec_new();
+    sl_codec_t *own = NULL;
+    if (codec == NULL) {
+        codec = &own;
+    }
+    if (*codec == NULL) {
+        *codec = sl_codec_new();
+    }
     int rc = 0;
-    if (iov == NULL || rx->bufs == NULL || rx->dsegs == NULL || rx->codec == NULL) {
+    if (iov == NULL || rx->bufs == NULL || rx->dsegs == NULL || *codec == NULL) {
         snprintf(err, errlen, "out of memory decompressing a message");
         rc = -ENOMEM;
         goto out;
@@ -88,22 +96,21 @@ static int inflate_all(cl_rx_t *rx, size_t nsegs, char *err, size_t errlen)
     for (size_t i = 0; i < rx->wb.n_samples && rc == 0; i++) {
         const sl_wire_sample_t *s = &rx->wb.samples[i];
         if (s->codec != SL_CODEC_NONE && sl_pbw_left(&s->skip_reason) == 0) {
-            rc = inflate_one(rx, i, iov, err, errlen);
+            rc = inflate_one(rx, *codec, i, iov, err, errlen);
         }
     }
 out:
     free(iov);
-    sl_codec_free(rx->codec); /* per message: a context is cheap next to a batch */
-    rx->codec = NULL;
+    sl_codec_free(own);
     return rc;
 }
 
-static int index_segs(cl_rx_t *rx, const sl_pbw_seg_t *segs, size_t n, cl_rx_t **ret, char *err,
-                      size_t errlen)
+static int index_segs(cl_rx_t *rx, sl_codec_t **codec, const sl_pbw_seg_t *segs, size_t n,
+                      cl_rx_t **ret, char *err, size_t errlen)
 {
     int rc = sl_wire_batch_parse(segs, n, SL_WIRE_MAX_SAMPLES, &rx->wb, err, errlen);
     if (rc == 0) {
-        rc = inflate_all(rx, n, err, errlen);
+        rc = inflate_all(rx, codec, n, err, errlen);
     }
     if (rc < 0) {
         cl_rx_free(rx);
@@ -113,7 +120,8 @@ static int index_segs(cl_rx_t *rx, const sl_pbw_seg_t *segs, size_t n, cl_rx_t *
     return 0;
 }
 
-int cl_rx_from_raw(sl_rpc_raw_t *raw, cl_rx_t **ret, char *err, size_t errlen)
+int cl_rx_from_raw(sl_rpc_raw_t *raw, sl_codec_t **codec, cl_rx_t **ret, char *err,
+                   size_t errlen)
 {
     *ret = NULL;
     cl_rx_t *rx = calloc(1, sizeof(*rx));
@@ -125,10 +133,11 @@ int cl_rx_from_raw(sl_rpc_raw_t *raw, cl_rx_t **ret, char *err, size_t errlen)
     rx->raw = raw;
     size_t n;
     const sl_pbw_seg_t *segs = sl_rpc_raw_segs(raw, &n);
-    return index_segs(rx, segs, n, ret, err, errlen);
+    return index_segs(rx, codec, segs, n, ret, err, errlen);
 }
 
-int cl_rx_from_batch(const Sluice__Batch *b, cl_rx_t **ret, char *err, size_t errlen)
+int cl_rx_from_batch(const Sluice__Batch *b, sl_codec_t **codec, cl_rx_t **ret, char *err,
+                     size_t errlen)
 {
     *ret = NULL;
     cl_rx_t *rx = calloc(1, sizeof(*rx));
@@ -142,7 +151,7 @@ int cl_rx_from_batch(const Sluice__Batch *b, cl_rx_t **ret, char *err, size_t er
         return -ENOMEM;
     }
     rx->seg = (sl_pbw_seg_t){rx->flat, sluice__batch__pack(b, rx->flat)};
-    return index_segs(rx, &rx->seg, 1, ret, err, errlen);
+    return index_segs(rx, codec, &rx->seg, 1, ret, err, errlen);
 }
 
 void cl_rx_free(cl_rx_t *rx)
@@ -155,7 +164,6 @@ void cl_rx_free(cl_rx_t *rx)
     }
     free(rx->bufs);
     free(rx->dsegs);
-    sl_codec_free(rx->codec);
     sl_wire_batch_free(&rx->wb);
     sl_rpc_raw_free(rx->raw);
     free(rx->flat);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "client/lib/batch_wire.h"
+#include "common/image/codec.h"
 #include "common/rpc/rpc_client.h"
 #include "proto/sluice.pb-c.h"
 
@@ -27,7 +28,6 @@ typedef struct cl_rx_s {
     sl_wire_batch_t wb; /* index into raw's / flat's bytes */
     uint8_t **bufs;     /* per sample: its decompressed bytes, or NULL */
     sl_pbw_seg_t *dsegs; /* per sample: bufs[i] as the segment its reader reads */
-    struct sl_codec_s *codec; /* only while decompressing */
     uint64_t raw_total; /* decompressed bytes of the message so far */
 } cl_rx_t;
 
@@ -35,12 +35,17 @@ typedef struct cl_rx_s {
  * the client allocate (credits bound the messages held). */
 #define CL_RX_MAX_RAW_BYTES ((uint64_t)1 << 30)
 
-/* Takes raw (freed on failure too) and indexes it. 0, or -EBADMSG /
- * -ENOMEM with err filled. */
-int cl_rx_from_raw(sl_rpc_raw_t *raw, cl_rx_t **ret, char *err, size_t errlen);
+/* Takes raw (freed on failure too) and indexes it. codec: the caller's
+ * decompression context, made here on the first compressed message and kept
+ * by the caller for its later ones (one per Fetch stream: a zstd context is
+ * ~100 KB of allocation); NULL makes one for this message only. 0, or
+ * -EBADMSG / -ENOMEM with err filled. */
+int cl_rx_from_raw(sl_rpc_raw_t *raw, sl_codec_t **codec, cl_rx_t **ret, char *err,
+                   size_t errlen);
 /* The same from an unpacked message (tests and fuzz targets build those):
  * packs it once and indexes the bytes. */
-int cl_rx_from_batch(const Sluice__Batch *b, cl_rx_t **ret, char *err, size_t errlen);
+int cl_rx_from_batch(const Sluice__Batch *b, sl_codec_t **codec, cl_rx_t **ret,
+                     char *err, size_t errlen);
 void cl_rx_free(cl_rx_t *rx); /* NULL ok */
 
 #endif

@@ -101,7 +101,7 @@ START_TEST(test_round_trip)
     pack(&p);
     cl_rx_t *rx = NULL;
     char err[256];
-    ck_assert_int_eq(cl_rx_from_batch(&p.out.head->batch, &rx, err, sizeof(err)), 0);
+    ck_assert_int_eq(cl_rx_from_batch(&p.out.head->batch, NULL, &rx, err, sizeof(err)), 0);
     ck_assert_uint_eq(rx->wb.n_samples, 4);
     for (int i = 0; i < 3; i++) {
         sl_wire_sample_t *s = &rx->wb.samples[i];
@@ -142,7 +142,7 @@ static void expect_refused(int which, const char *needle)
     }
     cl_rx_t *rx = (cl_rx_t *)1;
     char err[256] = "";
-    ck_assert_int_eq(cl_rx_from_batch(&p.out.head->batch, &rx, err, sizeof(err)), -EBADMSG);
+    ck_assert_int_eq(cl_rx_from_batch(&p.out.head->batch, NULL, &rx, err, sizeof(err)), -EBADMSG);
     ck_assert_ptr_null(rx);
     ck_assert_msg(strstr(err, needle) != NULL, "case %d: %s", which, err);
     unpack_free(&p);
@@ -177,7 +177,7 @@ START_TEST(test_worker_fault_injection_and_raw_fallbacks)
     ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
     cl_rx_t *rx = NULL;
     char err[256];
-    ck_assert_int_eq(cl_rx_from_batch(&out.head->batch, &rx, err, sizeof(err)), -EBADMSG);
+    ck_assert_int_eq(cl_rx_from_batch(&out.head->batch, NULL, &rx, err, sizeof(err)), -EBADMSG);
     wk_msglist_clear(&out);
 
     /* Encoded bytes and incompressible pixels travel raw. */
@@ -236,7 +236,7 @@ START_TEST(test_new_fields_wire_types)
         sl_wire_batch_free(&wb);
         ck_assert_ptr_nonnull(b);
         cl_rx_t *rx = NULL;
-        ck_assert_int_eq(cl_rx_from_batch(b, &rx, err, sizeof(err)), -EBADMSG);
+        ck_assert_int_eq(cl_rx_from_batch(b, NULL, &rx, err, sizeof(err)), -EBADMSG);
         ck_assert_msg(strstr(err, cases[i].needle) != NULL, "%s", err);
         sluice__batch__free_unpacked(b, NULL);
     }

@@ -103,7 +103,7 @@ START_TEST(test_raw_stream_messages)
     ck_assert_uint_gt(total, (size_t)NBIG * BIG_H * BIG_W * 12);
     ck_assert_uint_gt(nsegs, 1); /* the case that matters: samples spanning slices */
     cl_rx_t *rx = NULL;
-    ck_assert_int_eq(cl_rx_from_raw(raw, &rx, err, sizeof(err)), 0);
+    ck_assert_int_eq(cl_rx_from_raw(raw, NULL, &rx, err, sizeof(err)), 0);
     ck_assert_uint_eq(rx->wb.job_id, 9);
     ck_assert_uint_eq(rx->wb.split_id, 42);
     ck_assert_uint_eq(rx->wb.stage_to, 5);
@@ -125,7 +125,7 @@ START_TEST(test_raw_stream_messages)
 
     /* Not a Batch: refused, with the reason. */
     ck_assert_int_eq(sl_rpc_cstream_recv_raw(cs, &raw, 10000, &st), 0);
-    ck_assert_int_eq(cl_rx_from_raw(raw, &rx, err, sizeof(err)), -EBADMSG);
+    ck_assert_int_eq(cl_rx_from_raw(raw, NULL, &rx, err, sizeof(err)), -EBADMSG);
     ck_assert_ptr_null(rx);
     ck_assert_ptr_nonnull(strstr(err, "malformed Batch"));
 
@@ -158,7 +158,7 @@ START_TEST(test_rx_from_unpacked_batch)
     b.split_done = 1;
     cl_rx_t *rx = NULL;
     char err[256];
-    ck_assert_int_eq(cl_rx_from_batch(&b, &rx, err, sizeof(err)), 0);
+    ck_assert_int_eq(cl_rx_from_batch(&b, NULL, &rx, err, sizeof(err)), 0);
     ck_assert_uint_eq(rx->wb.n_samples, 1);
     ck_assert_int_eq(rx->wb.split_done, 1);
     ck_assert_uint_eq(rx->wb.samples[0].position, 7);
