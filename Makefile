@@ -153,7 +153,7 @@ DEPS_engine := engine $(DEPS_data)
 DEPS_cost := cost $(DEPS_engine)
 DEPS_rpc := rpc proto base
 DEPS_http := http base
-DEPS_disp := disp $(DEPS_engine) $(DEPS_rpc) $(DEPS_http)
+DEPS_disp := disp $(DEPS_cost) $(DEPS_rpc) $(DEPS_http)
 DEPS_worker := worker $(DEPS_cost) $(DEPS_rpc) $(DEPS_http)
 DEPS_client := client $(DEPS_cost) $(DEPS_rpc)
 
