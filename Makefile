@@ -182,6 +182,7 @@ TEST_MODS_test_dispatcher_jobs := disp
 TEST_MODS_test_dispatcher_received := disp
 TEST_MODS_test_dispatcher_status := disp
 TEST_MODS_test_planner := disp client
+TEST_MODS_test_planner_machines := disp
 TEST_MODS_test_worker_msg := worker
 TEST_MODS_test_worker_rpc := worker
 TEST_MODS_test_worker_tasks := worker
