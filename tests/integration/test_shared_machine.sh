@@ -24,13 +24,7 @@ for w in W1 W2; do
     start_daemon "$w" "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
         --data-root "$TMP/data" --threads 2 --http none
 done
-for _ in $(seq 1 100); do
-    n=$(curl -sf "http://$D_HTTP/status" | py 'import json,sys
-print(sum(w["state"] == "live" for w in json.load(sys.stdin)["workers"]))')
-    [ "$n" = 2 ] && break
-    sleep 0.05
-done
-[ "$n" = 2 ] || fail "two live workers expected, got $n"
+wait_live_workers "$D_HTTP" 2
 
 "$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
     --threads 2 --json >"$TMP/plan.json" || fail "sluice plan --json failed"

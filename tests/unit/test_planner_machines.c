@@ -18,21 +18,14 @@
 #include "dispatcher/planner.h"
 #include "dispatcher/planner_machines.h"
 #include "dispatcher/registry.h"
+#include "tests/unit/fixtures_planner.h"
 
 #define NEAR(x, want, tol) ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, \
                                          (double)(x), (double)(want))
 
 static void base(disp_pl_input_t *in, uint32_t workers)
 {
-    memset(in, 0, sizeof(*in));
-    in->nunits = 2;
-    in->unit_sec[0] = 0.010;
-    in->unit_sec[1] = 0.002;
-    in->bytes[0] = 100e3;
-    in->bytes[1] = 150e3;
-    in->bytes[2] = 600e3;
-    in->recv_sec_per_byte = 1e-9;
-    in->client_cores = 2;
+    fx_pl_base(in, 2);
     disp_pl_class_t *c = &in->classes[in->nclasses++];
     c->workers = workers;
     c->cores = 2;
