@@ -162,7 +162,7 @@ DEPS_engine := engine $(DEPS_data)
 DEPS_cost := cost $(DEPS_engine)
 DEPS_rpc := rpc proto base
 DEPS_http := http base
-DEPS_disp := disp $(DEPS_engine) $(DEPS_rpc) $(DEPS_http)
+DEPS_disp := disp $(DEPS_cost) $(DEPS_rpc) $(DEPS_http)
 DEPS_worker := worker $(DEPS_cost) $(DEPS_rpc) $(DEPS_http)
 DEPS_client := client $(DEPS_cost) $(DEPS_rpc)
 
@@ -196,6 +196,7 @@ TEST_MODS_test_dispatcher_received := disp
 TEST_MODS_test_dispatcher_status := disp
 TEST_MODS_test_dispatcher_status_jobs := disp
 TEST_MODS_test_planner := disp client
+TEST_MODS_test_planner_machines := disp
 TEST_MODS_test_worker_msg := worker
 TEST_MODS_test_worker_rpc := worker
 TEST_MODS_test_worker_tasks := worker

@@ -64,6 +64,7 @@ typedef struct pl_msg_s {
     Sluice__JournalPlannerInput pi;
     Sluice__JournalPlannerClass pc[DISP_PL_MAX_CLASSES];
     Sluice__JournalPlannerClass *ppc[DISP_PL_MAX_CLASSES];
+    char cpu_set[512]; /* in.client_cpu_set */
 } pl_msg_t;
 
 static void hprof_to_msg(const disp_hprof_t *p, Sluice__HostProfile *m, Sluice__StageStat *st,
@@ -105,6 +106,12 @@ static void planner_to_msg(const disp_pjob_t *pj, pl_msg_t *b)
     b->in.recv_cpu_sec_per_byte = pj->recv_sec_per_byte;
     b->in.consumer_rate = pj->consumer_target;
     b->in.client_bandwidth = pj->client_bandwidth;
+    b->in.client_machine_id = (char *)pj->client_machine;
+    b->cpu_set[0] = '\0';
+    if (pj->client_has_cpus) {
+        sl_cpuset_format(&pj->client_cpus, b->cpu_set, sizeof(b->cpu_set));
+    }
+    b->in.client_cpu_set = b->cpu_set;
     uint32_t nc = pj->nclasses < DISP_PL_MAX_CLASSES ? pj->nclasses : DISP_PL_MAX_CLASSES;
     for (uint32_t c = 0; c < nc; c++) {
         const disp_pclass_t *pc = &pj->classes[c];

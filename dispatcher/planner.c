@@ -78,6 +78,23 @@ static int sanitize(const disp_pl_input_t *in, disp_pl_input_t *out)
         out->step_share[0] = 0.0;
         out->step_share[out->nsteps] = 1.0;
     }
+    if (in->nmachines > DISP_PL_MAX_MACHINES) {
+        return -EINVAL;
+    }
+    /* A machine lists no more workers of a class than are live. */
+    uint32_t left[DISP_PL_MAX_CLASSES];
+    for (uint32_t c = 0; c < DISP_PL_MAX_CLASSES; c++) {
+        left[c] = c < in->nclasses ? in->classes[c].workers : 0;
+    }
+    for (uint32_t m = 0; m < in->nmachines; m++) {
+        disp_pl_machine_t *x = &out->machines[m];
+        x->cores = clean(x->cores);
+        x->client = x->client != 0;
+        for (uint32_t c = 0; c < DISP_PL_MAX_CLASSES; c++) {
+            x->workers[c] = x->workers[c] < left[c] ? x->workers[c] : left[c];
+            left[c] -= x->workers[c];
+        }
+    }
     for (uint32_t c = 0; c < in->nclasses; c++) {
         disp_pl_class_t *k = &out->classes[c];
         k->cores = clean(k->cores);
@@ -131,22 +148,116 @@ static uint32_t total_workers(const disp_pl_input_t *in)
     return n;
 }
 
-/* Samples/s the workers' CPUs can produce at boundary k (F = 0). */
-static double remote_cpu(const disp_pl_input_t *in, uint32_t k)
+/* Samples/s the workers of machine m produce at boundary k with avail of
+ * its CPUs (cores 0 = not known: no cap beyond their own). The cheapest
+ * class gets the CPUs first, as stealing of unstarted splits would. */
+static double machine_rate(const disp_pl_input_t *in, const disp_pl_machine_t *m, uint32_t k,
+                           double avail)
 {
+    int done[DISP_PL_MAX_CLASSES] = {0};
+    double r = 0.0;
+    while (avail > 0.0) {
+        int best = -1;
+        double best_cost = 0.0;
+        for (uint32_t c = 0; c < in->nclasses; c++) {
+            const disp_pl_class_t *cl = &in->classes[c];
+            if (done[c] || m->workers[c] == 0 || cl->cores <= 0.0) {
+                continue;
+            }
+            double cost = class_before(in, cl, k);
+            if (best < 0 || cost < best_cost) {
+                best = (int)c;
+                best_cost = cost;
+            }
+        }
+        if (best < 0) {
+            break;
+        }
+        if (best_cost <= 0.0) {
+            return INFINITY;
+        }
+        done[best] = 1;
+        double cpu = fmin(avail, (double)m->workers[best] * in->classes[best].cores);
+        r += cpu / best_cost;
+        avail -= cpu;
+    }
+    return r;
+}
+
+/* Samples/s the workers' CPUs can produce at boundary k (F = 0) while the
+ * client uses client_cpu CPUs of the machine it shares with some of them. */
+static double remote_cpu_at(const disp_pl_input_t *in, uint32_t k, double client_cpu)
+{
+    uint32_t alone[DISP_PL_MAX_CLASSES];
+    for (uint32_t c = 0; c < in->nclasses; c++) {
+        alone[c] = in->classes[c].workers;
+    }
+    for (uint32_t m = 0; m < in->nmachines; m++) {
+        for (uint32_t c = 0; c < in->nclasses; c++) {
+            alone[c] -= in->machines[m].workers[c]; /* sanitize: never below 0 */
+        }
+    }
     double r = 0.0;
     for (uint32_t c = 0; c < in->nclasses; c++) {
         const disp_pl_class_t *cl = &in->classes[c];
-        if (cl->workers == 0 || cl->cores <= 0.0) {
+        if (alone[c] == 0 || cl->cores <= 0.0) {
             continue;
         }
         double cost = class_before(in, cl, k);
         if (cost <= 0.0) {
             return INFINITY;
         }
-        r += (double)cl->workers * cl->cores / cost;
+        r += (double)alone[c] * cl->cores / cost;
+    }
+    for (uint32_t m = 0; m < in->nmachines; m++) {
+        const disp_pl_machine_t *x = &in->machines[m];
+        double avail = x->cores > 0.0 ? x->cores : INFINITY;
+        r += machine_rate(in, x, k, x->client ? avail - client_cpu : avail);
     }
     return r;
+}
+
+static double remote_cpu(const disp_pl_input_t *in, uint32_t k)
+{
+    return remote_cpu_at(in, k, 0.0);
+}
+
+/* The client shares a machine with at least one worker. */
+static int client_shares(const disp_pl_input_t *in)
+{
+    for (uint32_t m = 0; m < in->nmachines; m++) {
+        for (uint32_t c = 0; in->machines[m].client && c < in->nclasses; c++) {
+            if (in->machines[m].workers[c] > 0) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The workers' limit at (k, f) when the client needs d CPU s per sample:
+ * the largest T with remote_cpu_at(T d) >= (1 - f) T. The left side falls
+ * as T grows and the right one rises, so bisection finds it. */
+static double worker_term(const disp_pl_input_t *in, uint32_t k, double f, double d)
+{
+    if (f >= 1.0) {
+        return INFINITY;
+    }
+    double r0 = remote_cpu(in, k);
+    if (!client_shares(in) || isinf(r0) || d <= 0.0) {
+        return r0 / (1.0 - f);
+    }
+    double lo = 0.0;
+    double hi = r0 / (1.0 - f);
+    for (int i = 0; i < 200 && hi - lo > hi * 1e-12; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (remote_cpu_at(in, k, mid * d) >= (1.0 - f) * mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
 }
 
 /* Samples/s the links can carry at boundary k (F = 0). An unmeasured link
@@ -189,7 +300,7 @@ static void terms_clean(const disp_pl_input_t *in, uint32_t k, double f, disp_pl
     double den = f * a + (1.0 - f) * b;
     t->consumer = in->consumer_rate > 0.0 ? in->consumer_rate : INFINITY;
     t->client = den > 0.0 ? in->client_cores / den : INFINITY;
-    t->worker = share_div(remote_cpu(in, k), f);
+    t->worker = worker_term(in, k, f, den);
     t->network = share_div(remote_net(in, k), f);
 }
 
@@ -253,8 +364,13 @@ double disp_planner_predict(const disp_pl_input_t *in, uint32_t k, double f,
  * consumer caps the rate, the largest F that still reaches it (with
  * DISP_PL_HEADROOM of client slack) is taken: it leaves the most remote
  * capacity to other jobs. */
+static double best_share_grid(const disp_pl_input_t *in, uint32_t k);
+
 static double best_share(const disp_pl_input_t *in, uint32_t k)
 {
+    if (client_shares(in)) {
+        return best_share_grid(in, k);
+    }
     double a = client_all(in);
     double b = client_after(in, k);
     double p = in->client_cores;
@@ -280,6 +396,28 @@ static double best_share(const disp_pl_input_t *in, uint32_t k)
     /* client(F) >= target  <=>  F <= (P / target - b) / (a - b). */
     double f = (p / target - b) / (a - b);
     return fmin(fmax(f, fstar), 1.0);
+}
+
+/* best_share when the client shares a machine with workers: the remote
+ * limit then falls as the client takes more, and no closed form holds, so
+ * F is searched on a grid of DISP_PL_GRID steps. The best prediction wins;
+ * among equals the largest share (the least remote work). */
+#define DISP_PL_GRID 64
+static double best_share_grid(const disp_pl_input_t *in, uint32_t k)
+{
+    double best_f = 1.0;
+    double best = -1.0;
+    for (int j = DISP_PL_GRID; j >= 0; j--) {
+        double f = (double)j / DISP_PL_GRID;
+        disp_pl_terms_t t;
+        terms_clean(in, k, f, &t);
+        double p = terms_min(&t, NULL);
+        if (p > best * (1.0 + 1e-9)) {
+            best = p;
+            best_f = f;
+        }
+    }
+    return best_f;
 }
 
 /* The runtime's version of best_share: only the shares whole splits make
@@ -331,6 +469,9 @@ void disp_planner_rank_share(disp_pl_input_t *in, uint32_t node_ranks, uint32_t 
         for (uint32_t c = 0; c < in->nclasses && c < DISP_PL_MAX_CLASSES; c++) {
             in->classes[c].cores /= (double)world;
             in->classes[c].bandwidth /= (double)world;
+        }
+        for (uint32_t m = 0; m < in->nmachines && m < DISP_PL_MAX_MACHINES; m++) {
+            in->machines[m].cores /= (double)world;
         }
     }
 }
@@ -455,10 +596,14 @@ static void workers_hint(const disp_pl_input_t *in0, disp_pl_result_t *r)
         in.classes[cls].cores = in.client_cores;
         r->hint_estimated = 1;
     }
+    /* The extra workers are on no listed machine: each on its own, never
+     * on a machine whose CPUs are already counted. */
+    r->hint_new_machines = in.nmachines > 0;
     double now = c->predicted;
     double limit = rate_with_extra(&in, cls, DISP_PL_MAX_EXTRA_WORKERS);
     if (!(limit > now * (1.0 + DISP_PL_TIE))) {
         r->hint_estimated = 0;
+        r->hint_new_machines = 0;
         return;
     }
     uint32_t lo = 1;

@@ -17,6 +17,15 @@
  * where cost_before_K includes reading the encoded bytes on the worker and
  * bandwidth is min(client ingress cap, sum of the workers' links).
  *
+ * Shared machines (docs/planner.md "Shared machines"): hosts listed in one
+ * machine share its cores. Its workers together produce at most what the
+ * machine's cores minus the client's CPU (when the client is on it, T d at
+ * throughput T, d the client's CPU per sample) allow, cheapest class first;
+ * the worker term is then the largest T with remote(T) >= (1 - F) T. So the
+ * client's work and the workers' compete for the one budget. Workers on no
+ * listed machine (and the extra ones of the workers-needed hint) each have
+ * a machine of their own, as before.
+ *
  * F as the runtime realizes it: whole splits of an epoch are local or
  * remote (disp_plan_split_is_local), so with n splits an epoch F takes only
  * n + 1 values, and the last split may be shorter. When the input lists
@@ -63,6 +72,15 @@ typedef struct disp_pl_class_s {
     double bandwidth;  /* bytes/s between one worker and the client; 0 = not measured */
 } disp_pl_class_t;
 
+/* Hosts that share CPUs: at most DISP_PL_MAX_MACHINES such groups. */
+#define DISP_PL_MAX_MACHINES 16
+
+typedef struct disp_pl_machine_s {
+    double cores;                           /* CPUs the machine has for all of them */
+    uint32_t workers[DISP_PL_MAX_CLASSES];  /* workers of each class on it */
+    int client;                             /* the client runs here too */
+} disp_pl_machine_t;
+
 typedef struct disp_pl_input_s {
     uint32_t nunits;                       /* 1..DISP_PL_MAX_UNITS */
     double unit_sec[DISP_PL_MAX_UNITS];    /* client CPU s per sample of each unit */
@@ -85,6 +103,9 @@ typedef struct disp_pl_input_s {
      * the runtime is handed F = j / nsteps (j = 0..nsteps; [0] = 0,
      * [nsteps] = 1, non-decreasing). */
     double step_share[DISP_PL_MAX_STEPS + 1];
+    /* Shared machines; 0 = every host is a machine of its own. */
+    disp_pl_machine_t machines[DISP_PL_MAX_MACHINES];
+    uint32_t nmachines;
 } disp_pl_input_t;
 
 /* What each resource allows at one (K, F), samples/s; INFINITY = no limit. */
@@ -111,6 +132,7 @@ typedef struct disp_pl_result_s {
     /* More workers of the measured speed that lift the binding resource
      * (until something else binds); 0 when workers would not help. */
     uint32_t workers_needed;
+    int hint_new_machines;  /* some hosts share a machine: the hint means machines of their own */
     int hint_estimated;     /* no worker measured: the hint assumes client-speed workers */
     double lifted_rate;     /* predicted samples/s with those workers */
     char reason[256];

@@ -3,6 +3,7 @@
  * disp_text_copy before it is stored. */
 #include "dispatcher/json_doc.h"
 #include "dispatcher/planner_job.h"
+#include "dispatcher/planner_machines.h"
 
 #include <errno.h>
 #include <math.h>
@@ -185,6 +186,8 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
     pj->recv_sec_per_byte = fin(in->recv_cpu_sec_per_byte);
     pj->consumer_target = fin(in->consumer_rate);
     pj->client_bandwidth = fin(in->client_bandwidth);
+    disp_text_copy(pj->client_machine, sizeof(pj->client_machine), in->client_machine_id);
+    pj->client_has_cpus = sl_cpuset_parse(in->client_cpu_set, &pj->client_cpus) == 0;
     for (size_t i = 0; i < in->n_classes && pj->nclasses < DISP_PL_MAX_CLASSES; i++) {
         const Sluice__WorkerClass *m = in->classes[i];
         if (m == NULL) {
@@ -316,6 +319,16 @@ static void fill_steps(const disp_pjob_t *pj, disp_pl_input_t *in)
     }
 }
 
+static void add_host(disp_pm_host_t *hosts, size_t *n, const disp_worker_t *w, int cls,
+                     double cores)
+{
+    if (hosts != NULL) {
+        /* Its own budget, when it sent one, caps what its class assumes. */
+        double own = w->cpu_budget > 0.0 ? fmin(cores, w->cpu_budget) : cores;
+        hosts[(*n)++] = (disp_pm_host_t){w->machine_id, w->has_cpus ? &w->cpus : NULL, own, cls};
+    }
+}
+
 static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                         disp_pl_input_t *in)
 {
@@ -347,6 +360,15 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
     in->sample_sec = recent && pj->have_sample_sec ? pj->measured_sample_sec
                                                    : pj->client.overhead_sec;
 
+    /* Who shares a machine with whom: the client first, then each live
+     * worker (no memory: every host is its own machine, as before). */
+    disp_pm_host_t *hosts = calloc(reg->n + 1, sizeof(*hosts));
+    size_t nhosts = 0;
+    if (hosts != NULL) {
+        hosts[nhosts++] = (disp_pm_host_t){pj->client_machine,
+                                           pj->client_has_cpus ? &pj->client_cpus : NULL,
+                                           pj->client_budget, -1};
+    }
     int largest = -1;
     for (uint32_t c = 0; c < pj->nclasses; c++) {
         const disp_pclass_t *pc = &pj->classes[c];
@@ -373,6 +395,7 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
         int c = class_of(pj, w->id);
         if (c >= 0) {
             in->classes[c].workers++;
+            add_host(hosts, &nhosts, w, c, in->classes[c].cores);
             continue;
         }
         /* Joined after profiling: the largest profiled class's speed (the
@@ -399,6 +422,11 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
             n->cores = cores;
         }
         in->classes[k].workers++;
+        add_host(hosts, &nhosts, w, (int)k, cores);
+    }
+    if (hosts != NULL) {
+        disp_pm_group(hosts, nhosts, in);
+        free(hosts);
     }
     fill_steps(pj, in);
     disp_planner_rank_share(in, pj->node_ranks, pj->world);
@@ -686,6 +714,8 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
         jpush(b, classes, x);
     }
     jset(b, o, "classes", classes);
+    /* Which hosts share a machine (planner_machines.h). */
+    jset(b, o, "shared_machines", disp_pm_json(in));
     return o;
 }
 
@@ -712,6 +742,7 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
     jset(&b, o, "reason", jstr(pj->result.reason));
     jset(&b, o, "local_samples_per_sec", jnum(pj->result.local_rate));
     jset(&b, o, "workers_needed", json_integer(pj->result.workers_needed));
+    jset(&b, o, "workers_needed_on_new_machines", json_boolean(pj->result.hint_new_machines));
     jset(&b, o, "hint_estimated", json_boolean(pj->result.hint_estimated));
     jset(&b, o, "lifted_samples_per_sec", pj->result.workers_needed > 0
                                               ? jnum(pj->result.lifted_rate)

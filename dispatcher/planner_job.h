@@ -109,6 +109,11 @@ typedef struct disp_pjob_s {
     double recv_sec_per_byte;
     double consumer_target; /* asked for (--consumer-rate); 0 = none */
     double client_bandwidth;
+    /* The client's machine (PlannerInputs; planner_machines.h): "" and
+     * client_has_cpus 0 = not sent (an older client). */
+    char client_machine[SL_MACHINE_ID_MAX];
+    sl_cpuset_t client_cpus;
+    int client_has_cpus;
     disp_pclass_t classes[DISP_PL_MAX_CLASSES];
     uint32_t nclasses;
     /* How the runtime cuts an epoch, so F is planned in whole splits:

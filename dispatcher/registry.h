@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cost/hostfacts.h"
+
 #define DISP_ADDR_MAX 256
 #define DISP_LOST_LINGER_MS 60000
 #define DISP_STAGE_STATS_MAX 32
@@ -52,6 +54,12 @@ typedef struct disp_worker_s {
     uint32_t hb_seq;          /* heartbeats answered (worker_reports.c resend rule) */
     disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
     uint32_t nstages;
+    /* Where it runs (RegisterWorkerRequest; set by service.c): machine ""
+     * = unknown, its own machine; has_cpus 0 = CPU set not reported. */
+    char machine_id[SL_MACHINE_ID_MAX];
+    sl_cpuset_t cpus;
+    int has_cpus;
+    double cpu_budget;
 } disp_worker_t;
 
 typedef struct disp_registry_s {

@@ -12,6 +12,7 @@
 #include "common/base/err.h"
 #include "common/base/log.h"
 #include "dispatcher/journal_state.h"
+#include "dispatcher/planner_machines.h"
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service_ranks.h"
 
@@ -170,6 +171,7 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
                                     now_ms, &w, &is_new);
     if (rc == 0) {
         resp->worker_id = w->id;
+        disp_worker_note_machine(w, req->machine_id, req->cpu_set, req->cpu_budget);
         if (is_new) {
             SL_NOTICE("worker %" PRIu64 " registered: address \"%s\", %u threads, host \"%s\"",
                       w->id, w->address, w->threads, w->hostname);

@@ -13,6 +13,7 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/base/rng.h"
+#include "common/cost/hostfacts.h"
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 
@@ -220,6 +221,18 @@ static int do_register(wk_control_t *c)
     req.address = c->advertise;
     req.threads = c->threads;
     req.hostname = c->hostname;
+    /* Which machine and CPUs we share with others (docs/planner.md "Shared
+     * machines"); read each time, as affinity and quotas can change. */
+    char machine[SL_MACHINE_ID_MAX] = "";
+    char cpus[512] = "";
+    sl_cpuset_t set;
+    sl_machine_id(machine, sizeof(machine));
+    if (sl_cpuset_self(&set) != 0 || sl_cpuset_format(&set, cpus, sizeof(cpus)) != 0) {
+        cpus[0] = '\0';
+    }
+    req.machine_id = machine;
+    req.cpu_set = cpus;
+    req.cpu_budget = sl_cpu_budget(NULL, 0);
     pthread_mutex_lock(&c->mu);
     req.worker_id = c->status.worker_id;
     pthread_mutex_unlock(&c->mu);

@@ -47,6 +47,8 @@ struct cl_planner_s {
     cl_hp_t client;
     cl_class_t classes[CL_PLAN_MAX_CLASSES];
     Sluice__WorkerClass *pclasses[CL_PLAN_MAX_CLASSES];
+    char machine_id[SL_MACHINE_ID_MAX]; /* in.client_machine_id points here */
+    char cpu_set[512];                  /* in.client_cpu_set points here */
     double profile_seconds;
 
     /* mu guards everything below (consumer, control and caller threads) */
@@ -602,6 +604,16 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         budget = (double)a->threads;
     }
     p->in.client_cpu_budget = budget;
+    /* Which machine and CPUs we are, so workers on this host are not
+     * counted as CPUs of their own (docs/planner.md "Shared machines"). */
+    sl_cpuset_t cpus;
+    sl_machine_id(p->machine_id, sizeof(p->machine_id));
+    if (sl_cpuset_self(&cpus) != 0 ||
+        sl_cpuset_format(&cpus, p->cpu_set, sizeof(p->cpu_set)) != 0) {
+        p->cpu_set[0] = '\0';
+    }
+    p->in.client_machine_id = p->machine_id;
+    p->in.client_cpu_set = p->cpu_set;
     profile_workers(p, a, ctx, &sm, timeout_ms); /* 4, 5 */
     probe_ingress(p, a, ctx, timeout_ms);        /* 6 */
     p->profile_seconds = sl_mono_sec() - t0;

@@ -164,3 +164,149 @@ void sl_cpu_model(char *buf, size_t len)
     }
     fclose(f);
 }
+
+/* ------------------------------------------------------------ machine identity */
+
+void sl_machine_id(char *buf, size_t len)
+{
+    static const char *const paths[] = {"/etc/machine-id", "/proc/sys/kernel/random/boot_id"};
+    char line[SL_MACHINE_ID_MAX];
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        if (read_line(paths[i], line, sizeof(line)) != 0 || line[0] == '\0') {
+            continue;
+        }
+        int printable = 1;
+        for (const char *p = line; *p != '\0'; p++) {
+            printable &= *p > ' ' && *p < 0x7f;
+        }
+        if (printable) {
+            snprintf(buf, len, "%s", line);
+            return;
+        }
+    }
+}
+
+int sl_cpuset_self(sl_cpuset_t *ret)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return -errno;
+    }
+    memset(ret, 0, sizeof(*ret));
+    for (int c = 0; c < CPU_SETSIZE && c < SL_CPUSET_MAX; c++) {
+        if (CPU_ISSET(c, &set)) {
+            ret->w[c / 64] |= 1ULL << (c % 64);
+        }
+    }
+    return 0;
+}
+
+/* A CPU number: decimal digits only, below SL_CPUSET_MAX. */
+static int cpu_num(const char **p, long *ret)
+{
+    if (**p < '0' || **p > '9') {
+        return -EINVAL;
+    }
+    long v = 0;
+    while (**p >= '0' && **p <= '9') {
+        v = v * 10 + (**p - '0');
+        if (v >= SL_CPUSET_MAX) {
+            return -EINVAL;
+        }
+        (*p)++;
+    }
+    *ret = v;
+    return 0;
+}
+
+int sl_cpuset_parse(const char *s, sl_cpuset_t *ret)
+{
+    if (s == NULL || *s == '\0') {
+        return -EINVAL;
+    }
+    sl_cpuset_t set;
+    memset(&set, 0, sizeof(set));
+    const char *p = s;
+    for (;;) {
+        long lo = 0;
+        long hi = 0;
+        if (cpu_num(&p, &lo) != 0) {
+            return -EINVAL;
+        }
+        hi = lo;
+        if (*p == '-') {
+            p++;
+            if (cpu_num(&p, &hi) != 0 || hi < lo) {
+                return -EINVAL;
+            }
+        }
+        for (long c = lo; c <= hi; c++) {
+            set.w[c / 64] |= 1ULL << (c % 64);
+        }
+        if (*p == '\0') {
+            break;
+        }
+        if (*p++ != ',') {
+            return -EINVAL;
+        }
+    }
+    *ret = set;
+    return 0;
+}
+
+static int is_set(const sl_cpuset_t *set, int c) { return (set->w[c / 64] >> (c % 64)) & 1; }
+
+int sl_cpuset_format(const sl_cpuset_t *set, char *buf, size_t len)
+{
+    if (len == 0) {
+        return -ENOSPC;
+    }
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < SL_CPUSET_MAX; c++) {
+        if (!is_set(set, c)) {
+            continue;
+        }
+        int end = c;
+        while (end + 1 < SL_CPUSET_MAX && is_set(set, end + 1)) {
+            end++;
+        }
+        int n = end > c ? snprintf(buf + off, len - off, "%s%d-%d", off ? "," : "", c, end)
+                        : snprintf(buf + off, len - off, "%s%d", off ? "," : "", c);
+        if (n < 0 || (size_t)n >= len - off) {
+            buf[0] = '\0';
+            return -ENOSPC;
+        }
+        off += (size_t)n;
+        c = end;
+    }
+    return 0;
+}
+
+uint32_t sl_cpuset_count(const sl_cpuset_t *set)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < SL_CPUSET_MAX / 64; i++) {
+        n += (uint32_t)__builtin_popcountll(set->w[i]);
+    }
+    return n;
+}
+
+int sl_cpuset_overlap(const sl_cpuset_t *a, const sl_cpuset_t *b)
+{
+    for (size_t i = 0; i < SL_CPUSET_MAX / 64; i++) {
+        if (a->w[i] & b->w[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void sl_cpuset_or(sl_cpuset_t *acc, const sl_cpuset_t *b)
+{
+    for (size_t i = 0; i < SL_CPUSET_MAX / 64; i++) {
+        acc->w[i] |= b->w[i];
+    }
+}

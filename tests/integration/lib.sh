@@ -50,6 +50,19 @@ start_daemon() {
     fail "$name did not print its listening line"
 }
 
+# wait_live_workers HTTP N: waits (5 s at most) until the dispatcher at HTTP
+# lists N live workers; fails the test otherwise.
+wait_live_workers() {
+    local n=""
+    for _ in $(seq 1 100); do
+        n=$(curl -sf "http://$1/status" | /usr/bin/python3 -c 'import json,sys
+print(sum(w["state"] == "live" for w in json.load(sys.stdin)["workers"]))' || true)
+        [ "$n" = "$2" ] && return 0
+        sleep 0.05
+    done
+    fail "$2 live workers expected, got ${n:-none}"
+}
+
 # python_env: $PY (/usr/bin/python3: Debian's numpy and torch) importing the
 # source tree's binding over $BUILD's library.
 python_env() {

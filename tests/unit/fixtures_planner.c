@@ -49,3 +49,16 @@ void fx_pin_init(fx_pin_t *p, uint64_t wid)
     p->in.n_classes = 1;
     p->in.classes = p->pcls;
 }
+
+void fx_pl_base(disp_pl_input_t *in, double cores)
+{
+    memset(in, 0, sizeof(*in));
+    in->nunits = 2;
+    in->unit_sec[0] = 0.010;
+    in->unit_sec[1] = 0.002;
+    in->bytes[0] = 100e3;
+    in->bytes[1] = 150e3;
+    in->bytes[2] = 600e3;
+    in->recv_sec_per_byte = 1e-9;
+    in->client_cores = cores;
+}

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "dispatcher/planner.h"
 #include "proto/sluice.pb-c.h"
 
 #define FX_PIN_SPEC                                                                         \
@@ -34,5 +35,11 @@ typedef struct fx_pin_s {
  * R = 200/s at K=1: F* = (2 - 200 b) / (2 + 200 (a - b)) ~ 0.497; with two
  * R = 400/s: F* ~ 0.329. */
 void fx_pin_init(fx_pin_t *p, uint64_t wid);
+
+/* The planner's hand-made profile (test_planner.c, test_planner_machines.c):
+ * two units, decode 10 ms and normalize 2 ms, no read cost; 100 KB encoded,
+ * 150 KB after decode, 600 KB after normalize; receiving costs 1 ns per
+ * byte; a client of `cores` CPUs; no worker class. */
+void fx_pl_base(disp_pl_input_t *in, double cores);
 
 #endif

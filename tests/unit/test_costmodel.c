@@ -191,6 +191,42 @@ START_TEST(test_pick)
 }
 END_TEST
 
+/* CPU sets in list format both ways, every broken form refused (ret
+ * untouched), and this process's own identity. */
+START_TEST(test_cpuset_and_machine)
+{
+    sl_cpuset_t a;
+    char buf[64];
+    ck_assert_int_eq(sl_cpuset_parse("0-3,8,10-11,1023", &a), 0);
+    ck_assert_uint_eq(sl_cpuset_count(&a), 8);
+    ck_assert_int_eq(sl_cpuset_format(&a, buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "0-3,8,10-11,1023");
+    ck_assert_int_eq(sl_cpuset_format(&a, buf, 5), -ENOSPC);
+    ck_assert_int_eq(sl_cpuset_parse("3,2,1,0", &a), 0);
+    ck_assert_int_eq(sl_cpuset_format(&a, buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "0-3");
+    sl_cpuset_t keep = a;
+    const char *bad[] = {NULL, "", " 1", "-1", "1-", "3-1", "1,,2", "1024", "0-1024", "x",
+                         "1 2", "0-1,", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(sl_cpuset_parse(bad[i], &a) == -EINVAL, "\"%s\" accepted", bad[i]);
+        ck_assert(memcmp(&a, &keep, sizeof(a)) == 0);
+    }
+    sl_cpuset_t b;
+    ck_assert_int_eq(sl_cpuset_parse("4-5", &b), 0);
+    ck_assert_int_eq(sl_cpuset_overlap(&a, &b), 0);
+    sl_cpuset_or(&b, &a);
+    ck_assert_int_eq(sl_cpuset_overlap(&a, &b), 1);
+    ck_assert_uint_eq(sl_cpuset_count(&b), 6);
+    sl_cpuset_t self;
+    ck_assert_int_eq(sl_cpuset_self(&self), 0);
+    ck_assert_uint_ge(sl_cpuset_count(&self), 1);
+    char id[SL_MACHINE_ID_MAX];
+    sl_machine_id(id, sizeof(id)); /* both files exist on every Linux this runs on */
+    ck_assert(id[0] != '\0');
+}
+END_TEST
+
 START_TEST(test_cgroup_parsers)
 {
     ck_assert(sl_cgroup_v2_cpus("max 100000") == 0.0);
@@ -243,6 +279,7 @@ int main(void)
     tcase_add_test(tc, test_profile_run);
     tcase_add_test(tc, test_pick);
     tcase_add_test(tc, test_cgroup_parsers);
+    tcase_add_test(tc, test_cpuset_and_machine);
     tcase_add_test(tc, test_cost_hash);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);

@@ -303,6 +303,8 @@ START_TEST(test_planner_state_restored)
     uint64_t w1 = fx_disp_register(&d, "127.0.0.1:9", 2, 0, 1000);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
+    pin.in.client_machine_id = "machine-a";
+    pin.in.client_cpu_set = "0-1,4";
     uint64_t id = submit_auto(&d, &pin);
     uint64_t w2 = fx_disp_register(&d, "127.0.0.1:10", 2, 0, 1100);
     disp_planner_tick(&d, 1200); /* a worker joined: plan v2 */
@@ -331,6 +333,10 @@ START_TEST(test_planner_state_restored)
         ck_assert_uint_eq(nworkers, 2);
         ck_assert_double_eq_tol(status_predicted(job), pred2, 1e-9 * pred2);
         ck_assert_double_eq_tol(job->planner->client_budget, 2.0, 1e-12);
+        /* The client's machine, so re-plans still count shared CPUs once. */
+        ck_assert_str_eq(job->planner->client_machine, "machine-a");
+        ck_assert_int_eq(job->planner->client_has_cpus, 1);
+        ck_assert_uint_eq(sl_cpuset_count(&job->planner->client_cpus), 3);
         /* Re-planning works: the workers re-register with their ids and the
          * job re-plans against them, to the same plan it had. */
         ck_assert_uint_eq(fx_disp_register(&d, "127.0.0.1:9", 2, w1, 2000), w1);

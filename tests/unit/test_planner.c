@@ -32,18 +32,7 @@
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 
-static void base(disp_pl_input_t *in)
-{
-    memset(in, 0, sizeof(*in));
-    in->nunits = 2;
-    in->unit_sec[0] = 0.010;
-    in->unit_sec[1] = 0.002;
-    in->bytes[0] = 100e3;
-    in->bytes[1] = 150e3;
-    in->bytes[2] = 600e3;
-    in->recv_sec_per_byte = 1e-9;
-    in->client_cores = 4;
-}
+static void base(disp_pl_input_t *in) { fx_pl_base(in, 4); }
 
 static void add_class(disp_pl_input_t *in, uint32_t workers, double cores, double speed,
                       double bandwidth)
