@@ -26,13 +26,7 @@ for i in 1 2; do
     start_daemon W$i "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
         --data-root "$TMP/data" --threads 1 --http none
 done
-for _ in $(seq 1 100); do
-    n=$(curl -sf "http://$D_HTTP/status" | py 'import json,sys
-print(sum(w["state"] == "live" for w in json.load(sys.stdin)["workers"]))')
-    [ "$n" = 2 ] && break
-    sleep 0.05
-done
-[ "$n" = 2 ] || fail "the workers did not register"
+wait_live_workers "$D_HTTP" 2
 
 # --max-rate keeps both ranks running for a few seconds.
 RANK_PIDS=()

@@ -22,12 +22,7 @@ start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 3000
 start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
     --data-root "$TMP/data" --threads 1 --http none
-for _ in $(seq 1 100); do
-    n=$(curl -sf "http://$D_HTTP/status" | py 'import json,sys
-print(sum(w["state"] == "live" for w in json.load(sys.stdin)["workers"]))')
-    [ "$n" = 1 ] && break
-    sleep 0.05
-done
+wait_live_workers "$D_HTTP" 1
 
 # sluice plan --explain: the table has K = 0..4 (4 units: decode+crop fused,
 # flip, normalize, to_chw) and the "off" row, a marked choice and FastFlow.
