@@ -70,9 +70,11 @@ ok "READY=1 and STATUS= from the dispatcher and both workers"
 
 # ---- a long-ish job through the dispatcher; look at it while it runs (held to
 # 100 samples/s like a training loop, so it is still running -- ~10 s -- while
-# /status is checked and a worker is drained)
+# /status is checked and a worker is drained). Offload all: on this one host
+# the planner (rightly) keeps an auto job local, and the workers must work.
 timeout 120 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
-    --quiet --epochs 30 --max-rate 100 --digests "$TMP/remote.txt" --json >"$TMP/run.json" 2>"$TMP/run.err" &
+    --quiet --epochs 30 --max-rate 100 --offload all --digests "$TMP/remote.txt" \
+    --json >"$TMP/run.json" 2>"$TMP/run.err" &
 client=$!
 PIDS+=("$client")
 seen=0
