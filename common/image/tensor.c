@@ -15,7 +15,10 @@ void sl_tensor_free(sl_tensor_t *t)
     memset(t, 0, sizeof(*t));
 }
 
-size_t sl_dtype_size(sl_dtype_e dtype) { return dtype == SL_DT_F32 ? 4 : 1; }
+size_t sl_dtype_size(sl_dtype_e dtype)
+{
+    return dtype == SL_DT_F32 || dtype == SL_DT_U32 ? 4 : 1;
+}
 
 const char *sl_dtype_name(sl_dtype_e dtype)
 {
@@ -26,6 +29,10 @@ const char *sl_dtype_name(sl_dtype_e dtype)
         return "uint8";
     case SL_DT_F32:
         return "float32";
+    case SL_DT_U32:
+        return "uint32";
+    case SL_DT_RECORD:
+        return "record";
     }
     return "?";
 }
