@@ -106,24 +106,11 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
 
 /* ------------------------------------------------------------ jobs */
 
-static const char *source_type_name(sl_source_type_e t)
-{
-    switch (t) {
-    case SL_SRC_IMAGEFOLDER:
-        return "imagefolder";
-    case SL_SRC_TAR:
-        return "tar";
-    case SL_SRC_FILELIST:
-        return "filelist";
-    }
-    return "?";
-}
-
 static json_t *spec_json(jb_t *b, const disp_job_t *job)
 {
     json_t *spec = json_object();
     json_t *src = json_object();
-    jset(b, src, "type", json_string(source_type_name(job->spec.source_type)));
+    jset(b, src, "type", json_string(sl_source_type_name(job->spec.source_type)));
     jset(b, src, "path", text_or_placeholder(job->spec.source_path));
     jset(b, src, "shuffle", json_boolean(job->spec.shuffle));
     jset(b, spec, "source", src);

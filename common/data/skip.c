@@ -17,6 +17,14 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_CORRUPT;
     case EPERM:
         return SL_SKIP_OUTSIDE_ROOT;
+    case EDOM:
+        return SL_SKIP_BAD_TEXT;
+    case ENOSTR:
+        return SL_SKIP_NO_TEXT;
+    case EPROTO:
+        return SL_SKIP_BAD_MANIFEST;
+    case ETOOMANYREFS:
+        return SL_SKIP_TOO_MANY_IMAGES;
     default:
         return SL_SKIP_IO;
     }
@@ -26,6 +34,7 @@ const char *sl_skip_name(sl_skip_e reason)
 {
     static const char *const NAMES[SL_SKIP__COUNT] = {
         "empty", "not_jpeg", "truncated", "too_large", "corrupt", "io", "outside_root",
+        "bad_text", "no_text", "bad_manifest", "too_many_images",
     };
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

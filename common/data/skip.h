@@ -16,6 +16,12 @@ typedef enum {
     SL_SKIP_IO,         /* anything else: I/O errors, unreadable or dangling files */
     SL_SKIP_OUTSIDE_ROOT, /* -EPERM: the file resolves outside the data root (a symlink
                            * leading out); last, so older peers' numbering still holds */
+    /* Multimodal records (webdataset, jsonl); appended for the same reason. */
+    SL_SKIP_BAD_TEXT,     /* -EDOM: the text is not valid UTF-8 */
+    SL_SKIP_NO_TEXT,      /* -ENOSTR: a sample without its text (or conversations) */
+    SL_SKIP_BAD_MANIFEST, /* -EPROTO: a manifest line that is not a JSON object of the
+                           * documented shape */
+    SL_SKIP_TOO_MANY_IMAGES, /* -ETOOMANYREFS: more images than SL_REC_MAX_IMAGES */
     SL_SKIP__COUNT
 } sl_skip_e;
 

@@ -523,6 +523,11 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
     case SL_SRC_FILELIST:
         rc = sl_src_index_filelist(src, norm, err, errlen);
         break;
+    case SL_SRC_WEBDATASET:
+    case SL_SRC_JSONL:
+        rc = sl_err(err, errlen, -ENOTSUP, "source: %s is not implemented yet",
+                    sl_source_type_name(type));
+        break;
     }
     if (rc < 0) {
         goto fail;

@@ -30,6 +30,8 @@ typedef enum {
     SL_SRC_IMAGEFOLDER = 0,
     SL_SRC_TAR,
     SL_SRC_FILELIST,
+    SL_SRC_WEBDATASET, /* multimodal records from tar shards (common/image/record.h) */
+    SL_SRC_JSONL,      /* multimodal records from a JSON-lines manifest */
 } sl_source_type_e;
 
 typedef enum {
@@ -120,6 +122,8 @@ const char *sl_op_name(sl_op_e op);
  * "device")? Then true, and its mean and std (either may be NULL). */
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);
 const char *sl_offload_name(sl_offload_e o);
+/* "imagefolder", "tar", ... as the spec spells it. */
+const char *sl_source_type_name(sl_source_type_e t);
 /* Parses the CLI's --offload form: off|all|auto|fastflow|K:F. */
 int sl_offload_parse(const char *s, sl_offload_e *ret_mode, uint32_t *ret_split,
                      double *ret_share, char *err, size_t errlen);

@@ -32,7 +32,7 @@ typedef struct sl_spec_pctx_s {
 } sl_spec_pctx_t;
 
 /* Names as they appear in JSON, indexed by their enum. */
-#define SL_SPEC_NSOURCE_TYPES ((size_t)SL_SRC_FILELIST + 1)
+#define SL_SPEC_NSOURCE_TYPES ((size_t)SL_SRC_JSONL + 1)
 #define SL_SPEC_NOFFLOAD ((size_t)SL_OFFLOAD_FIXED + 1)
 #define SL_SPEC_NON_ERROR ((size_t)SL_ON_ERROR_FAIL + 1)
 #define SL_SPEC_NRANK_PADDING ((size_t)SL_RANK_PAD + 1)

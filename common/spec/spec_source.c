@@ -12,7 +12,14 @@ const char *const sl_spec_source_type_names[SL_SPEC_NSOURCE_TYPES] = {
     [SL_SRC_IMAGEFOLDER] = "imagefolder",
     [SL_SRC_TAR] = "tar",
     [SL_SRC_FILELIST] = "filelist",
+    [SL_SRC_WEBDATASET] = "webdataset",
+    [SL_SRC_JSONL] = "jsonl",
 };
+
+const char *sl_source_type_name(sl_source_type_e t)
+{
+    return (size_t)t < SL_SPEC_NSOURCE_TYPES ? sl_spec_source_type_names[t] : "?";
+}
 
 /* Paths are relative to each host's data root; one that escapes it is refused
  * here so the user hears about it before any worker is involved. */
