@@ -1,4 +1,5 @@
 #include "common/engine/pipeline.h"
+#include "common/engine/pipeline_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,41 +13,18 @@
 #include "common/base/rng.h"
 #include "common/base/clock.h"
 
-typedef enum {
-    UNIT_DECODE = 0,
-    UNIT_DECODE_RRC,
-    UNIT_DECODE_CENTER_CROP,
-    UNIT_RRC,
-    UNIT_RESIZE,
-    UNIT_CENTER_CROP,
-    UNIT_FLIP,
-    UNIT_NORMALIZE,
-    UNIT_TO_CHW,
-} unit_kind_e;
-
-typedef struct {
-    unit_kind_e kind;
-    uint32_t first_stage; /* spec position of the first stage it covers */
-    uint32_t nstages;     /* spec stages covered (2 when fused) */
-    uint32_t rng_stream;  /* spec position of the stage that draws randomness */
-    const sl_stage_spec_t *st; /* the parameters (the crop's, for fused units) */
-    /* normalize directly followed by to_chw: when one run covers both, they
-     * run as one pass (sl_img_normalize_chw), charged to to_chw. */
-    int pass_with_next;
-    char name[64];
-} unit_t;
-
-struct sl_pipeline_s {
-    sl_spec_t spec; /* own copy: units point into it */
-    unit_t units[SL_PIPE_MAX_UNITS];
-    uint32_t nunits;
-};
-
 static unit_kind_e kind_of(sl_op_e op)
 {
     switch (op) {
     case SL_OP_DECODE_JPEG:
+    case SL_OP_DECODE_IMAGE:
         return UNIT_DECODE;
+    case SL_OP_IMAGE_TILES:
+        return UNIT_TILES;
+    case SL_OP_TOKENIZE:
+        return UNIT_TOKENIZE;
+    case SL_OP_TEMPLATE:
+        return UNIT_TEMPLATE;
     case SL_OP_RANDOM_RESIZED_CROP:
         return UNIT_RRC;
     case SL_OP_RESIZE:
@@ -95,7 +73,8 @@ int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, 
             u->nstages = 2;
             u->rng_stream = i + 1;
             u->st = next;
-            snprintf(u->name, sizeof(u->name), "decode_jpeg+%s", sl_op_name(next->op));
+            snprintf(u->name, sizeof(u->name), "%s+%s", sl_op_name(s->stages[i].op),
+                     sl_op_name(next->op));
             i++;
         }
     }
@@ -133,12 +112,16 @@ void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
 {
     sl_tensor_init(&s->a);
     sl_tensor_init(&s->b);
+    sl_tensor_init(&s->c);
+    s->tok = NULL;
 }
 
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s)
 {
     sl_tensor_free(&s->a);
     sl_tensor_free(&s->b);
+    sl_tensor_free(&s->c);
+    sl_pipe_tok_scratch_free(s);
 }
 
 static int need_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
@@ -204,7 +187,8 @@ static int center_crop_padded(const sl_tensor_t *in, uint32_t ch, uint32_t cw, s
  * it as one region-of-interest decode (DESIGN.md invariant 2: one unit for
  * split points, the same bytes as the unfused stages). */
 static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
-                      sl_pipe_scratch_t *sc, char *err, size_t errlen)
+                      sl_pipe_scratch_t *sc, uint32_t *ret_h, uint32_t *ret_w, char *err,
+                      size_t errlen)
 {
     const sl_spec_t *s = &p->spec;
     const sl_stage_spec_t *st = u->st;
@@ -217,6 +201,8 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
         rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
         if (rc == 0) {
             sl_tensor_swap(io, &sc->a);
+            *ret_h = io->h;
+            *ret_w = io->w;
         }
         return rc;
     }
@@ -225,6 +211,8 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
     if (rc < 0) {
         return rc;
     }
+    *ret_h = info.height;
+    *ret_w = info.width;
     if ((uint64_t)info.width * info.height > s->max_pixels) {
         return sl_err(err, errlen, -EFBIG, "%ux%u pixels exceed max_pixels %llu",
                       info.width, info.height, (unsigned long long)s->max_pixels);
@@ -284,20 +272,21 @@ static int run_normalize_chw(const unit_t *u, sl_tensor_t *io, sl_pipe_scratch_t
     return 0;
 }
 
-static int run_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
-                    sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
+                       uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc,
+                       uint32_t *ret_src_h, uint32_t *ret_src_w, char *err, size_t errlen)
 {
     const sl_spec_t *s = &p->spec;
     const sl_stage_spec_t *st = u->st;
     sl_rng_t rng;
-    sl_rng_init(&rng, s->seed, epoch, index, u->rng_stream);
+    sl_rng_init(&rng, s->seed, epoch, index, stream);
     int rc;
 
     switch (u->kind) {
     case UNIT_DECODE:
     case UNIT_DECODE_RRC:
     case UNIT_DECODE_CENTER_CROP:
-        return run_decode(p, u, &rng, io, sc, err, errlen);
+        return run_decode(p, u, &rng, io, sc, ret_src_h, ret_src_w, err, errlen);
     case UNIT_RRC: {
         rc = need_pixels(io, "random_resized_crop", err, errlen);
         if (rc < 0) {
@@ -370,7 +359,7 @@ int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t
     for (uint32_t u = from; u < to; u++) {
         double t0 = stats ? sl_thread_cpu_sec() : 0;
         int rc;
-        if (p->units[u].pass_with_next && u + 1 < to) {
+        if (p->units[u].pass_with_next && u + 1 < to && io->dtype != SL_DT_RECORD) {
             rc = run_normalize_chw(&p->units[u], io, scratch, err, errlen);
             if (rc < 0) {
                 return rc;
@@ -383,8 +372,15 @@ int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t
                 stats[u].samples++;
             }
             u++;
+        } else if (io->dtype == SL_DT_RECORD) {
+            rc = sl_pipe_record_unit(p, &p->units[u], epoch, index, io, scratch, err, errlen);
+            if (rc < 0) {
+                return rc;
+            }
         } else {
-            rc = run_unit(p, &p->units[u], epoch, index, io, scratch, err, errlen);
+            uint32_t sh, sw;
+            rc = sl_pipe_image_unit(p, &p->units[u], epoch, index, p->units[u].rng_stream, io,
+                                    scratch, &sh, &sw, err, errlen);
             if (rc < 0) {
                 return rc;
             }

@@ -23,6 +23,11 @@ typedef enum {
     SL_OP_FLIP,
     SL_OP_NORMALIZE,
     SL_OP_TO_CHW,
+    /* Appended (ops travel by name; the numbering is internal). */
+    SL_OP_DECODE_IMAGE, /* JPEG or PNG, by the bytes' magic */
+    SL_OP_IMAGE_TILES,  /* records: any-resolution tiling */
+    SL_OP_TOKENIZE,     /* records: text -> token ids (tiktoken BPE) */
+    SL_OP_TEMPLATE,     /* records: image placeholders + text ids -> input_ids */
     SL_OP__COUNT
 } sl_op_e;
 
@@ -33,6 +38,16 @@ typedef enum {
     SL_SRC_WEBDATASET, /* multimodal records from tar shards (common/image/record.h) */
     SL_SRC_JSONL,      /* multimodal records from a JSON-lines manifest */
 } sl_source_type_e;
+
+/* tokenize "encoding": picks the pre-tokenization pattern and the special
+ * tokens that go with the ranks file. */
+typedef enum {
+    SL_TOKENIZER_CL100K = 0,
+    SL_TOKENIZER_O200K,
+    SL_TOKENIZER_GPT2,
+} sl_tokenizer_enc_e;
+
+#define SL_SPEC_VOCAB_MAX 256 /* tokenize "vocab": a path under the data root */
 
 typedef enum {
     SL_OFFLOAD_AUTO = 0, /* planner decides (default) */
@@ -78,6 +93,20 @@ typedef struct sl_stage_spec_s {
      * consumer applies the normalization on its training device (no unit,
      * no CPU work here; sl_spec_device_norm). false: "cpu", float32 out. */
     bool on_device;
+    /* image_tiles: tile x tile crops, min..max tiles per image, plus a
+     * thumbnail of the whole image when more than one tile. */
+    uint32_t tile, min_tiles, max_tiles;
+    bool thumbnail;
+    /* tokenize: ranks file under the data root, its encoding, truncation
+     * (0: none), special-token text recognised (true) or plain (false). */
+    char vocab[SL_SPEC_VOCAB_MAX];
+    sl_tokenizer_enc_e encoding;
+    uint32_t max_tokens;
+    bool allow_special;
+    /* template: each image tile becomes tokens_per_tile image_token ids,
+     * images first, then the text's ids; bos/eos around it (-1: none). */
+    int64_t image_token, bos, eos;
+    uint32_t tokens_per_tile;
 } sl_stage_spec_t;
 
 typedef struct sl_spec_s {
@@ -122,6 +151,9 @@ const char *sl_op_name(sl_op_e op);
  * "device")? Then true, and its mean and std (either may be NULL). */
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);
 const char *sl_offload_name(sl_offload_e o);
+/* Does the source yield multimodal records (webdataset, jsonl)? */
+bool sl_spec_is_record(const sl_spec_t *spec);
+const char *sl_tokenizer_enc_name(sl_tokenizer_enc_e e);
 /* "imagefolder", "tar", ... as the spec spells it. */
 const char *sl_source_type_name(sl_source_type_e t);
 /* Parses the CLI's --offload form: off|all|auto|fastflow|K:F. */

@@ -74,6 +74,10 @@ int sl_spec_get_bool(sl_spec_pctx_t *c, json_t *obj, const char *key, bool *out)
 /* One of names[0..n) as a string; the index goes to *out. */
 int sl_spec_get_enum(sl_spec_pctx_t *c, json_t *obj, const char *key, bool required,
                      const char *const *names, size_t n, int *out);
+/* A path relative to the data root (required): not absolute, no "..",
+ * shorter than outlen. */
+int sl_spec_get_relpath(sl_spec_pctx_t *c, json_t *obj, const char *key, char *out,
+                        size_t outlen);
 /* JSON integers are accepted where a real is expected ("p": 1). */
 bool sl_spec_as_number(const json_t *v, double *out);
 
@@ -81,6 +85,11 @@ bool sl_spec_as_number(const json_t *v, double *out);
 
 int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
+/* The multimodal ops' keys (spec_stages_mm.c). */
+int sl_spec_parse_tiles(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+int sl_spec_parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+int sl_spec_parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+json_t *sl_spec_mm_stage_json(const sl_stage_spec_t *st);
 int sl_spec_parse_offload(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 
 #endif

@@ -36,7 +36,7 @@ static json_t *stage_to_json(const sl_stage_spec_t *st)
                          (double)st->std[0], (double)st->std[1], (double)st->std[2],
                          "on", st->on_device ? "device" : NULL);
     default:
-        return json_pack("{s:s}", "op", op);
+        return sl_spec_mm_stage_json(st);
     }
 }
 

@@ -38,6 +38,41 @@ static bool path_has_dotdot(const char *p)
     return false;
 }
 
+int sl_spec_get_relpath(sl_spec_pctx_t *c, json_t *obj, const char *key, char *out,
+                        size_t outlen)
+{
+    json_t *path = json_object_get(obj, key);
+    if (path == NULL) {
+        return sl_spec_ferr(c, key, "missing (required): a path relative to the data root");
+    }
+    if (!json_is_string(path)) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, key, "must be a string (relative to the data root), got %s",
+                            sl_spec_describe(path, got, sizeof(got)));
+    }
+    const char *p = json_string_value(path);
+    size_t plen = json_string_length(path);
+    if (plen == 0) {
+        return sl_spec_ferr(c, key, "must not be empty");
+    }
+    if (plen >= outlen) {
+        return sl_spec_ferr(c, key, "is %zu bytes, the limit is %zu", plen, outlen - 1);
+    }
+    if (strlen(p) != plen) { /* jansson refuses \u0000 already; keep it true here */
+        return sl_spec_ferr(c, key, "must not contain NUL bytes");
+    }
+    if (p[0] == '/') {
+        return sl_spec_ferr(c, key, "must be relative to the data root, not absolute");
+    }
+    if (path_has_dotdot(p)) {
+        return sl_spec_ferr(c, key,
+                            "must not contain a \"..\" component (it would escape the data "
+                            "root)");
+    }
+    memcpy(out, p, plen + 1);
+    return 0;
+}
+
 int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     json_t *src = json_object_get(root, "source");
@@ -67,35 +102,10 @@ int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     }
     spec->source_type = (sl_source_type_e)type;
 
-    json_t *path = json_object_get(src, "path");
-    if (path == NULL) {
-        return sl_spec_ferr(c, "path", "missing (required): a path relative to the data root");
+    rc = sl_spec_get_relpath(c, src, "path", spec->source_path, sizeof(spec->source_path));
+    if (rc < 0) {
+        return rc;
     }
-    if (!json_is_string(path)) {
-        char got[SPEC_SHOWN_MAX + 8];
-        return sl_spec_ferr(c, "path", "must be a string (relative to the data root), got %s",
-                            sl_spec_describe(path, got, sizeof(got)));
-    }
-    const char *p = json_string_value(path);
-    size_t plen = json_string_length(path);
-    if (plen == 0) {
-        return sl_spec_ferr(c, "path", "must not be empty");
-    }
-    if (plen >= SL_SPEC_PATH_MAX) {
-        return sl_spec_ferr(c, "path", "is %zu bytes, the limit is %d", plen, SL_SPEC_PATH_MAX - 1);
-    }
-    if (strlen(p) != plen) { /* jansson refuses \u0000 already; keep it true here */
-        return sl_spec_ferr(c, "path", "must not contain NUL bytes");
-    }
-    if (p[0] == '/') {
-        return sl_spec_ferr(c, "path", "must be relative to the data root, not absolute");
-    }
-    if (path_has_dotdot(p)) {
-        return sl_spec_ferr(c, "path",
-                            "must not contain a \"..\" component (it would escape the data "
-                            "root)");
-    }
-    memcpy(spec->source_path, p, plen + 1);
 
     rc = sl_spec_get_bool(c, src, "shuffle", &spec->shuffle);
     if (rc < 0) {

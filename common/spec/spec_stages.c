@@ -2,6 +2,7 @@
  * numbers, and the order rules (decode_jpeg first, geometry before normalize
  * and to_chw). Called on the parsing thread only (sl_op_name and
  * sl_spec_device_norm: any thread). */
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -19,10 +20,14 @@ const char *const sl_spec_op_names[SL_OP__COUNT] = {
     [SL_OP_FLIP] = "flip",
     [SL_OP_NORMALIZE] = "normalize",
     [SL_OP_TO_CHW] = "to_chw",
+    [SL_OP_DECODE_IMAGE] = "decode_image",
+    [SL_OP_IMAGE_TILES] = "image_tiles",
+    [SL_OP_TOKENIZE] = "tokenize",
+    [SL_OP_TEMPLATE] = "template",
 };
 
 /* The keys each op accepts; anything else is a typo worth an error. */
-static const char *const op_keys[SL_OP__COUNT][5] = {
+static const char *const op_keys[SL_OP__COUNT][6] = {
     [SL_OP_DECODE_JPEG] = {"op", NULL},
     [SL_OP_RANDOM_RESIZED_CROP] = {"op", "size", "scale", "ratio", NULL},
     [SL_OP_RESIZE] = {"op", "size", NULL},
@@ -30,6 +35,10 @@ static const char *const op_keys[SL_OP__COUNT][5] = {
     [SL_OP_FLIP] = {"op", "p", NULL},
     [SL_OP_NORMALIZE] = {"op", "mean", "std", "on", NULL},
     [SL_OP_TO_CHW] = {"op", NULL},
+    [SL_OP_DECODE_IMAGE] = {"op", NULL},
+    [SL_OP_IMAGE_TILES] = {"op", "tile", "min_tiles", "max_tiles", "thumbnail", NULL},
+    [SL_OP_TOKENIZE] = {"op", "vocab", "encoding", "max_tokens", "special", NULL},
+    [SL_OP_TEMPLATE] = {"op", "image_token", "tokens_per_tile", "bos", "eos", NULL},
 };
 
 static const double default_scale[2] = {0.08, 1.0};
@@ -203,46 +212,102 @@ static int parse_normalize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 
 /* Where the order-sensitive ops were seen so far; -1 if not yet. */
 typedef struct {
-    long normalize_at;
-    long to_chw_at;
+    bool record; /* the source yields records (webdataset, jsonl) */
+    long decode_at, normalize_at, to_chw_at, tiles_at, tokenize_at, template_at;
 } order_t;
 
-/* decode_jpeg first and once; geometry ops on uint8 HWC, so before
- * normalize (which makes floats) and to_chw; normalize/to_chw once each. */
+static bool is_decode(sl_op_e op) { return op == SL_OP_DECODE_JPEG || op == SL_OP_DECODE_IMAGE; }
+
+static bool is_geometry(sl_op_e op)
+{
+    return op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_RESIZE || op == SL_OP_CENTER_CROP;
+}
+
+static bool on_pixels(sl_op_e op)
+{
+    return is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_NORMALIZE || op == SL_OP_TO_CHW ||
+           op == SL_OP_IMAGE_TILES;
+}
+
+/* At most once each; remembers where. */
+static int once(sl_spec_pctx_t *c, long *at, size_t i, sl_op_e op)
+{
+    if (*at >= 0) {
+        return sl_spec_perr(c, "%s appears twice (also stages[%ld])", sl_spec_op_names[op], *at);
+    }
+    *at = (long)i;
+    return 0;
+}
+
+/* Image sources: a decode first and once. Records: the text ops and the
+ * image ops are independent chains, each in order (decode before anything
+ * on pixels; tokenize before template). Everywhere: geometry on uint8 HWC,
+ * so before normalize (floats), to_chw and image_tiles (tiles are final). */
 static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
 {
     sl_spec_push(c, "op");
-    if (op == SL_OP_DECODE_JPEG && i != 0) {
-        return sl_spec_perr(c, "decode_jpeg must be the first stage, and appear only once");
-    }
-    if (op != SL_OP_DECODE_JPEG && i == 0) {
-        return sl_spec_perr(c, "the first stage must be decode_jpeg, got %s", sl_spec_op_names[op]);
-    }
-    if (op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_RESIZE || op == SL_OP_CENTER_CROP) {
-        if (ord->normalize_at >= 0) {
-            return sl_spec_perr(c,
-                                "%s must come before normalize (stages[%ld]): it works on uint8 "
-                                "HWC images",
-                                sl_spec_op_names[op], ord->normalize_at);
+    bool text_op = op == SL_OP_IMAGE_TILES || op == SL_OP_TOKENIZE || op == SL_OP_TEMPLATE;
+    if (!ord->record) {
+        if (text_op) {
+            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)",
+                                sl_spec_op_names[op]);
         }
-        if (ord->to_chw_at >= 0) {
-            return sl_spec_perr(c,
-                                "%s must come before to_chw (stages[%ld]): it works on uint8 HWC "
-                                "images",
-                                sl_spec_op_names[op], ord->to_chw_at);
+        if (is_decode(op) && i != 0) {
+            return sl_spec_perr(c, "%s must be the first stage, and appear only once",
+                                sl_spec_op_names[op]);
+        }
+        if (!is_decode(op) && i == 0) {
+            return sl_spec_perr(c, "the first stage must be decode_jpeg or decode_image, got %s",
+                                sl_spec_op_names[op]);
         }
     }
-    if (op == SL_OP_NORMALIZE) {
-        if (ord->normalize_at >= 0) {
-            return sl_spec_perr(c, "normalize appears twice (also stages[%ld])", ord->normalize_at);
-        }
-        ord->normalize_at = (long)i;
+    if (is_decode(op) && once(c, &ord->decode_at, i, op) < 0) {
+        return -EINVAL;
     }
-    if (op == SL_OP_TO_CHW) {
-        if (ord->to_chw_at >= 0) {
-            return sl_spec_perr(c, "to_chw appears twice (also stages[%ld])", ord->to_chw_at);
+    if (on_pixels(op) && ord->decode_at < 0) {
+        return sl_spec_perr(c, "%s needs decoded images: put decode_image before it",
+                            sl_spec_op_names[op]);
+    }
+    if (is_geometry(op) || op == SL_OP_FLIP) {
+        const long after[3] = {ord->normalize_at, ord->to_chw_at, ord->tiles_at};
+        const char *names[3] = {"normalize", "to_chw", "image_tiles"};
+        for (int k = 0; k < 3; k++) {
+            if (after[k] >= 0 && (is_geometry(op) || k == 2)) {
+                return sl_spec_perr(c,
+                                    "%s must come before %s (stages[%ld]): it works on whole "
+                                    "uint8 HWC images",
+                                    sl_spec_op_names[op], names[k], after[k]);
+            }
         }
-        ord->to_chw_at = (long)i;
+    }
+    int rc = 0;
+    switch (op) {
+    case SL_OP_NORMALIZE:
+        rc = once(c, &ord->normalize_at, i, op);
+        break;
+    case SL_OP_TO_CHW:
+        rc = once(c, &ord->to_chw_at, i, op);
+        break;
+    case SL_OP_IMAGE_TILES:
+        if (ord->normalize_at >= 0 || ord->to_chw_at >= 0) {
+            return sl_spec_perr(c, "image_tiles must come before normalize and to_chw");
+        }
+        rc = once(c, &ord->tiles_at, i, op);
+        break;
+    case SL_OP_TOKENIZE:
+        rc = once(c, &ord->tokenize_at, i, op);
+        break;
+    case SL_OP_TEMPLATE:
+        if (ord->tokenize_at < 0) {
+            return sl_spec_perr(c, "template needs the text's token ids: put tokenize before it");
+        }
+        rc = once(c, &ord->template_at, i, op);
+        break;
+    default:
+        break;
+    }
+    if (rc < 0) {
+        return rc;
     }
     sl_spec_pop(c);
     return 0;
@@ -302,7 +367,16 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
     case SL_OP_NORMALIZE:
         rc = parse_normalize(c, st, out);
         break;
-    default: /* decode_jpeg, to_chw: nothing to set */
+    case SL_OP_IMAGE_TILES:
+        rc = sl_spec_parse_tiles(c, st, out);
+        break;
+    case SL_OP_TOKENIZE:
+        rc = sl_spec_parse_tokenize(c, st, out);
+        break;
+    case SL_OP_TEMPLATE:
+        rc = sl_spec_parse_template(c, st, out);
+        break;
+    default: /* decode_jpeg, decode_image, to_chw: nothing to set */
         break;
     }
     if (rc < 0) {
@@ -332,7 +406,13 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     if (n > SL_SPEC_MAX_STAGES) {
         return sl_spec_perr(c, "has %zu stages, the limit is %d", n, SL_SPEC_MAX_STAGES);
     }
-    order_t ord = {.normalize_at = -1, .to_chw_at = -1};
+    order_t ord = {.record = sl_spec_is_record(spec),
+                   .decode_at = -1,
+                   .normalize_at = -1,
+                   .to_chw_at = -1,
+                   .tiles_at = -1,
+                   .tokenize_at = -1,
+                   .template_at = -1};
     for (size_t i = 0; i < n; i++) {
         int rc = parse_stage(c, json_array_get(v, i), i, &spec->stages[i], &ord);
         if (rc < 0) {
@@ -342,6 +422,11 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     spec->nstages = (uint32_t)n;
     sl_spec_pop(c);
     return 0;
+}
+
+bool sl_spec_is_record(const sl_spec_t *spec)
+{
+    return spec->source_type == SL_SRC_WEBDATASET || spec->source_type == SL_SRC_JSONL;
 }
 
 const char *sl_op_name(sl_op_e op)

@@ -1,0 +1,77 @@
+/* pipe_text: the record units on text -- tokenize (common/text's BPE, its
+ * ranks loaded once per pipeline by sl_pipeline_load) and template (the
+ * sequence the model sees: image placeholders, then the text's ids). */
+#include <errno.h>
+#include <string.h>
+
+#include "common/base/err.h"
+#include "common/engine/pipeline_impl.h"
+
+/* Longest sequence template writes: 16 Mi ids (64 MiB). */
+#define TEMPLATE_MAX_IDS (1u << 24)
+
+void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc) { sc->tok = NULL; }
+
+int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
+                     sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+{
+    (void)p;
+    (void)u;
+    (void)in;
+    (void)out;
+    (void)sc;
+    return sl_err(err, errlen, -ENOTSUP, "TOKENIZE-PENDING");
+}
+
+static void put_id(uint8_t *dst, size_t i, uint32_t v)
+{
+    memcpy(dst + 4 * i, &v, 4); /* records are little-endian; so is every host we build for */
+}
+
+/* [bos] image_token x (tiles x tokens_per_tile) text-ids [eos]. An image
+ * that was not tiled counts as one tile. */
+int sl_pipe_template(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out, char *err,
+                     size_t errlen)
+{
+    const sl_stage_spec_t *st = u->st;
+    const sl_rfield_t *tok = sl_rec_find(in, SL_RF_TOKENS);
+    if (tok == NULL) {
+        return sl_err(err, errlen, -EINVAL, "template: the record has no token ids");
+    }
+    uint64_t tiles = 0;
+    for (uint32_t i = 0; i < in->n; i++) {
+        const sl_rfield_t *f = &in->f[i];
+        tiles += f->kind == SL_RF_TILES ? f->count
+                 : (f->kind == SL_RF_IMAGE || f->kind == SL_RF_IMAGE_ENC) ? 1
+                                                                            : 0;
+    }
+    uint64_t img_ids = tiles * st->tokens_per_tile;
+    uint64_t n = (st->bos >= 0) + img_ids + tok->h + (st->eos >= 0);
+    if (n > TEMPLATE_MAX_IDS) {
+        return sl_err(err, errlen, -EFBIG, "template: %llu ids, the limit is %u",
+                      (unsigned long long)n, TEMPLATE_MAX_IDS);
+    }
+    int rc = sl_pipe_copy_kinds(in, out, SL_RF_KEY, SL_RF_TOKENS);
+    sl_rfield_t f = {.kind = SL_RF_INPUT_IDS, .dtype = SL_DT_U32, .count = 1, .h = (uint32_t)n,
+                     .w = 1, .c = 1, .nbytes = (size_t)n * 4};
+    uint8_t *dst = NULL;
+    if (rc == 0) {
+        rc = sl_rec_add(out, &f, &dst);
+    }
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "template: cannot hold %llu ids", (unsigned long long)n);
+    }
+    size_t k = 0;
+    if (st->bos >= 0) {
+        put_id(dst, k++, (uint32_t)st->bos);
+    }
+    for (uint64_t i = 0; i < img_ids; i++) {
+        put_id(dst, k++, (uint32_t)st->image_token);
+    }
+    memcpy(dst + 4 * k, tok->data, tok->nbytes);
+    k += tok->h;
+    if (st->eos >= 0) {
+        put_id(dst, k++, (uint32_t)st->eos);
+    }
+    return sl_pipe_copy_kinds(in, out, SL_RF_IMAGE_ENC, SL_RF__MAX);
+}

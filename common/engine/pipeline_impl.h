@@ -1,0 +1,66 @@
+/* pipeline_impl: what pipeline.c (image units) shares with pipe_record.c
+ * (the same units over a record's fields, and the record-only units). Not a
+ * public API. */
+#ifndef SL_PIPELINE_IMPL_H
+#define SL_PIPELINE_IMPL_H
+
+#include "common/engine/pipeline.h"
+#include "common/image/record.h"
+
+typedef struct sl_tokenizer_s sl_tokenizer_t; /* common/text/tokenizer.h */
+
+typedef enum {
+    UNIT_DECODE = 0,
+    UNIT_DECODE_RRC,
+    UNIT_DECODE_CENTER_CROP,
+    UNIT_RRC,
+    UNIT_RESIZE,
+    UNIT_CENTER_CROP,
+    UNIT_FLIP,
+    UNIT_NORMALIZE,
+    UNIT_TO_CHW,
+    UNIT_TILES,    /* records only, from here on */
+    UNIT_TOKENIZE,
+    UNIT_TEMPLATE,
+} unit_kind_e;
+
+typedef struct {
+    unit_kind_e kind;
+    uint32_t first_stage; /* spec position of the first stage it covers */
+    uint32_t nstages;     /* spec stages covered (2 when fused) */
+    uint32_t rng_stream;  /* spec position of the stage that draws randomness */
+    const sl_stage_spec_t *st; /* the parameters (the crop's, for fused units) */
+    /* normalize directly followed by to_chw: when one run covers both, they
+     * run as one pass (sl_img_normalize_chw), charged to to_chw. */
+    int pass_with_next;
+    char name[64];
+} unit_t;
+
+struct sl_pipeline_s {
+    sl_spec_t spec; /* own copy: units point into it */
+    sl_tokenizer_t *tok; /* tokenize's ranks (sl_pipeline_load); NULL before */
+    unit_t units[SL_PIPE_MAX_UNITS];
+    uint32_t nunits;
+};
+
+/* Runs an image unit on one image tensor (encoded bytes for the decode
+ * units), drawing from stream; the output replaces io. For the decode
+ * units *ret_src_h / *ret_src_w get the decoded image's full size. */
+int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
+                       uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc,
+                       uint32_t *ret_src_h, uint32_t *ret_src_w, char *err, size_t errlen);
+/* One unit on a record (io holds an SL_DT_RECORD tensor). */
+int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
+                        sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen);
+
+/* Releases the tokenizer scratch of sc (pipe_text.c). */
+void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc);
+/* The text units on a parsed record, writing the new record into out. */
+int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
+                     sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen);
+int sl_pipe_template(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out, char *err,
+                     size_t errlen);
+/* Copies in's fields whose kind is in [lo, hi] to out. */
+int sl_pipe_copy_kinds(const sl_rec_t *in, sl_tensor_t *out, sl_rf_kind_e lo, sl_rf_kind_e hi);
+
+#endif

@@ -1,0 +1,108 @@
+/* spec_stages_mm: the keys of the multimodal ops (image_tiles, tokenize,
+ * template) and their canonical JSON. Order rules live with the others in
+ * spec_stages.c. Parsing thread only; sl_tokenizer_enc_name any thread. */
+#include <stdint.h>
+#include <string.h>
+
+#include "common/spec/spec_impl.h"
+
+#define TILE_MAX 4096
+#define TILES_MAX 64
+#define TOKENS_MAX (1u << 24)
+#define TOKENS_PER_TILE_MAX 65536
+
+static const char *const enc_names[] = {
+    [SL_TOKENIZER_CL100K] = "cl100k_base",
+    [SL_TOKENIZER_O200K] = "o200k_base",
+    [SL_TOKENIZER_GPT2] = "gpt2",
+};
+#define NENC (sizeof(enc_names) / sizeof(enc_names[0]))
+static const char *const special_names[2] = {"ordinary", "allow"};
+
+const char *sl_tokenizer_enc_name(sl_tokenizer_enc_e e)
+{
+    return (size_t)e < NENC ? enc_names[e] : "?";
+}
+
+/* Defaults are InternVL's: 448 px tiles, 1..12 of them, a thumbnail. */
+int sl_spec_parse_tiles(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    out->tile = 448;
+    out->min_tiles = 1;
+    out->max_tiles = 12;
+    out->thumbnail = true;
+    int rc = sl_spec_get_u32(c, st, "tile", false, 1, TILE_MAX, &out->tile);
+    if (rc == 0) {
+        rc = sl_spec_get_u32(c, st, "min_tiles", false, 1, TILES_MAX, &out->min_tiles);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_u32(c, st, "max_tiles", false, 1, TILES_MAX, &out->max_tiles);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_bool(c, st, "thumbnail", &out->thumbnail);
+    }
+    if (rc == 0 && out->min_tiles > out->max_tiles) {
+        rc = sl_spec_ferr(c, "min_tiles", "must be <= max_tiles (%u), got %u", out->max_tiles,
+                          out->min_tiles);
+    }
+    return rc;
+}
+
+int sl_spec_parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    int rc = sl_spec_get_relpath(c, st, "vocab", out->vocab, sizeof(out->vocab));
+    int enc = SL_TOKENIZER_CL100K, special = 0;
+    if (rc == 0) {
+        rc = sl_spec_get_enum(c, st, "encoding", false, enc_names, NENC, &enc);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_u32(c, st, "max_tokens", false, 0, TOKENS_MAX, &out->max_tokens);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_enum(c, st, "special", false, special_names, 2, &special);
+    }
+    out->encoding = (sl_tokenizer_enc_e)enc;
+    out->allow_special = special == 1;
+    return rc;
+}
+
+int sl_spec_parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    out->tokens_per_tile = 256;
+    out->bos = out->eos = -1;
+    int rc = sl_spec_get_int(c, st, "image_token", true, 0, UINT32_MAX, &out->image_token);
+    if (rc == 0) {
+        rc = sl_spec_get_u32(c, st, "tokens_per_tile", false, 1, TOKENS_PER_TILE_MAX,
+                             &out->tokens_per_tile);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_int(c, st, "bos", false, -1, UINT32_MAX, &out->bos);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_int(c, st, "eos", false, -1, UINT32_MAX, &out->eos);
+    }
+    return rc;
+}
+
+json_t *sl_spec_mm_stage_json(const sl_stage_spec_t *st)
+{
+    const char *op = sl_spec_op_names[st->op];
+    switch (st->op) {
+    case SL_OP_IMAGE_TILES:
+        return json_pack("{s:s, s:I, s:I, s:I, s:b}", "op", op, "tile", (json_int_t)st->tile,
+                         "min_tiles", (json_int_t)st->min_tiles, "max_tiles",
+                         (json_int_t)st->max_tiles, "thumbnail", (int)st->thumbnail);
+    case SL_OP_TOKENIZE:
+        return json_pack("{s:s, s:s, s:s, s:I, s:s}", "op", op, "vocab", st->vocab, "encoding",
+                         sl_tokenizer_enc_name(st->encoding), "max_tokens",
+                         (json_int_t)st->max_tokens, "special",
+                         special_names[st->allow_special ? 1 : 0]);
+    case SL_OP_TEMPLATE:
+        return json_pack("{s:s, s:I, s:I, s:I, s:I}", "op", op, "image_token",
+                         (json_int_t)st->image_token, "tokens_per_tile",
+                         (json_int_t)st->tokens_per_tile, "bos", (json_int_t)st->bos, "eos",
+                         (json_int_t)st->eos);
+    default:
+        return json_pack("{s:s}", "op", op);
+    }
+}
