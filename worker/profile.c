@@ -116,11 +116,14 @@ static int profile_prepare(const Sluice__ProfileRequest *req, sl_spec_t **ret_sp
 /* Runs pipe on the request's samples of this worker's copy of the data.
  * Serialised by p->mu: two profiles must not compete for this host's CPUs. */
 static int profile_measure(wk_profile_t *p, const Sluice__ProfileRequest *req,
-                           const sl_spec_t *spec, const sl_pipeline_t *pipe, sl_profile_t *ret,
+                           const sl_spec_t *spec, sl_pipeline_t *pipe, sl_profile_t *ret,
                            char *err, size_t errlen)
 {
     pthread_mutex_lock(&p->mu);
     int rc = open_source(p, spec, req->source_fingerprint, err, errlen);
+    if (rc == 0) {
+        rc = sl_pipeline_load(pipe, p->src, err, errlen);
+    }
     uint64_t total = rc == 0 ? sl_source_count(p->src) : 0;
     for (size_t i = 0; rc == 0 && i < req->n_indices; i++) {
         if (req->indices[i] >= total) {

@@ -151,6 +151,13 @@ static int runner_load(wk_job_t *job)
         sl_source_free(src);
         return -ESTALE;
     }
+    /* Before any sample runs: the pipeline is shared by the pool from then on. */
+    rc = sl_pipeline_load(job->pipe, src, err, sizeof(err));
+    if (rc < 0) {
+        wk_job_fail(job, "%s", err);
+        sl_source_free(src);
+        return rc;
+    }
     job->src = src;
     return 0;
 }
@@ -171,7 +178,7 @@ static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
 static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
 {
     if (job->spec.world_size <= 1) {
-        sl_epoch_order(job->spec.seed, epoch, job->spec.shuffle, job->num_samples, order);
+        sl_rank_order(&job->spec, epoch, job->num_samples, order, order);
         return 0;
     }
     uint64_t *scratch = malloc((job->num_samples > 0 ? job->num_samples : 1) * sizeof(*scratch));

@@ -31,7 +31,10 @@ int sl_cli_status(int argc, char **argv); /* cli_status.c */
 int sl_cli_plan(int argc, char **argv);   /* cli_plan.c */
 
 /* One "EPOCH INDEX LABEL SHA256" line per sample of the batch. */
-int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch);
+/* 'EPOCH INDEX LABEL SHA256' per sample; KEY instead of LABEL for records. */
+int sl_cli_write_digests(FILE *f, sluice_job_t *job, sluice_batch_t *batch);
+/* One JSON line per sample of a record batch (sluice run --dump). */
+int sl_cli_write_dump(FILE *f, sluice_job_t *job, sluice_batch_t *batch);
 
 /* The --json object (stdout) and the human summary (stderr) of a run. */
 void sl_cli_print_json(const sluice_job_t *job, double seconds);

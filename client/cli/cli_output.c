@@ -9,13 +9,37 @@
 #include "client/lib/sha256.h"
 #include "client/lib/stats.h"
 
-int sl_cli_write_digests(FILE *f, const sluice_batch_t *batch)
+/* A record's key as one digest-file word: bytes that would split the line
+ * or the word (whitespace, control characters) become '?'. */
+static void key_word(const char *key, char *out, size_t outlen)
 {
+    size_t i = 0;
+    for (; key[i] != '\0' && i + 1 < outlen; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        out[i] = ch <= ' ' || ch == 0x7f ? '?' : (char)ch;
+    }
+    out[i] = '\0';
+    if (i == 0 && outlen > 1) {
+        snprintf(out, outlen, "-");
+    }
+}
+
+int sl_cli_write_digests(FILE *f, sluice_job_t *job, sluice_batch_t *batch)
+{
+    const sluice_records_t *r = NULL;
+    if (batch->dtype == SLUICE_DT_RECORD && sluice_batch_records(job, batch, &r) < 0) {
+        return -1;
+    }
     for (uint32_t i = 0; i < batch->n; i++) {
-        char hex[65];
+        char hex[65], third[512];
         sl_sha256_hex(batch->data + batch->offsets[i], batch->sizes[i], hex);
-        if (fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRId32 " %s\n", batch->epoch,
-                    batch->indices[i], batch->labels[i], hex) < 0) {
+        if (r != NULL) {
+            key_word(r->keys[i], third, sizeof(third));
+        } else {
+            snprintf(third, sizeof(third), "%" PRId32, batch->labels[i]);
+        }
+        if (fprintf(f, "%" PRIu64 " %" PRIu64 " %s %s\n", batch->epoch, batch->indices[i],
+                    third, hex) < 0) {
             return -1;
         }
     }

@@ -201,7 +201,8 @@ static int open_spec(const plan_opts_t *o, plan_run_t *r)
     }
     if (sl_source_open(o->c.data_root, r->spec->source_type, r->spec->source_path, &r->src, err,
                        sizeof(err)) < 0 ||
-        sl_pipeline_new(r->spec, 0, &r->pipe, err, sizeof(err)) < 0) {
+        sl_pipeline_new(r->spec, 0, &r->pipe, err, sizeof(err)) < 0 ||
+        sl_pipeline_load(r->pipe, r->src, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice plan: %s\n", err);
         return SL_EXIT_RUNTIME;
     }

@@ -15,6 +15,7 @@
 typedef struct {
     sl_cli_opts_t c; /* the shared flags (cli_opts.c) */
     const char *digests;
+    const char *dump;
     int quiet;
     double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
 } run_opts_t;
@@ -26,6 +27,9 @@ static void run_usage(FILE *f)
             "\n"
             SL_CLI_JOB_USAGE
             "  --digests FILE       write 'EPOCH INDEX LABEL SHA256' per delivered sample\n"
+            "                       (KEY instead of LABEL for a multimodal spec)\n"
+            "  --dump FILE          multimodal specs: one JSON line per delivered sample\n"
+            "                       (epoch, index, key, label, tokens, images, tiles, seq_len)\n"
             "  --max-rate IMG_PER_S take batches no faster than this many samples per second,\n"
             "                       like a training loop of that speed (default: no limit)\n"
             "  --consumer-rate IMG_PER_S\n"
@@ -46,6 +50,9 @@ static int run_opt(void *ctx, int c, const char *arg)
     case 'g':
         o->digests = arg;
         return 0;
+    case 'D':
+        o->dump = arg;
+        return 0;
     case 'q':
         o->quiet = 1;
         return 0;
@@ -61,6 +68,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
 {
     static const struct option OWN[] = {
         {"digests", required_argument, NULL, 'g'},
+        {"dump", required_argument, NULL, 'D'},
         {"quiet", no_argument, NULL, 'q'},
         {"max-rate", required_argument, NULL, 'm'},
         {NULL, 0, NULL, 0},
@@ -76,6 +84,30 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
     };
     memset(o, 0, sizeof(*o));
     return sl_cli_opts_parse(&cmd, argc, argv, &o->c);
+}
+
+/* An output file of `run` (NULL path: none). */
+static int open_out(const char *what, const char *path, FILE **ret)
+{
+    *ret = NULL;
+    if (path == NULL) {
+        return 0;
+    }
+    *ret = fopen(path, "we");
+    if (*ret == NULL) {
+        fprintf(stderr, "sluice run: --%s: cannot write '%s': %s\n", what, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int close_out(const char *path, FILE *f)
+{
+    if (f != NULL && fclose(f) != 0) {
+        fprintf(stderr, "sluice run: writing '%s' failed: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int sl_cli_run(int argc, char **argv)
@@ -94,14 +126,11 @@ int sl_cli_run(int argc, char **argv)
         fprintf(stderr, "sluice run: %s\n", err);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
-    FILE *digests = NULL;
-    if (o.digests != NULL) {
-        digests = fopen(o.digests, "we");
-        if (digests == NULL) {
-            fprintf(stderr, "sluice run: cannot write '%s': %s\n", o.digests, strerror(errno));
-            sluice_close(job);
-            return SL_EXIT_RUNTIME;
-        }
+    FILE *digests = NULL, *dump = NULL;
+    if (open_out("digests", o.digests, &digests) < 0 || open_out("dump", o.dump, &dump) < 0) {
+        close_out(o.digests, digests);
+        sluice_close(job);
+        return SL_EXIT_RUNTIME;
     }
     int progress = !o.quiet && isatty(STDERR_FILENO);
     int status = SL_EXIT_OK;
@@ -135,9 +164,19 @@ int sl_cli_run(int argc, char **argv)
         sl_cli_warn_fallback("run", job, &warned);
         /* Multi-rank: flushed per batch, so the file matches what the rank
          * delivered even when it is killed (and restarted: it resumes). */
-        if (digests != NULL && (sl_cli_write_digests(digests, b) < 0 ||
+        if (digests != NULL && (sl_cli_write_digests(digests, job, b) < 0 ||
                                 (o.c.ranks.world_size > 1 && fflush(digests) != 0))) {
             fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
+            status = SL_EXIT_RUNTIME;
+            sluice_release_batch(job, b);
+            break;
+        }
+        if (dump != NULL && (sl_cli_write_dump(dump, job, b) < 0 ||
+                             (o.c.ranks.world_size > 1 && fflush(dump) != 0))) {
+            fprintf(stderr, "sluice run: --dump '%s': %s\n", o.dump,
+                    b->dtype != SLUICE_DT_RECORD ? "the spec's samples are not records "
+                                                   "(a webdataset or jsonl source)"
+                                                 : strerror(errno));
             status = SL_EXIT_RUNTIME;
             sluice_release_batch(job, b);
             break;
@@ -157,8 +196,7 @@ int sl_cli_run(int argc, char **argv)
         fprintf(stderr, "\n");
     }
     sl_cli_warn_fallback("run", job, &warned);
-    if (digests != NULL && fclose(digests) != 0) {
-        fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
+    if (close_out(o.digests, digests) < 0 || close_out(o.dump, dump) < 0) {
         status = SL_EXIT_RUNTIME;
     }
     double seconds = sl_mono_sec() - t0;

@@ -193,10 +193,12 @@ int sl_wire_sample_check(const sl_wire_sample_t *s, uint32_t stage_to, uint32_t 
         return -EBADMSG;
     }
     size_t esz = s->dtype == SL_DT_F32 ? 4 : 1;
-    /* Encoded bytes exactly when no unit ran. */
-    int bad = s->dtype > SL_DT_F32 || s->layout > SL_LAYOUT_CHW ||
+    /* Encoded bytes only when no unit ran; records at any stage (a record
+     * that has not been processed is a record of encoded fields). */
+    int bad = s->dtype > SL_DT_RECORD || s->dtype == SL_DT_U32 || s->layout > SL_LAYOUT_CHW ||
               (s->dtype != SL_DT_BYTES && shape_bytes(s, esz) != n) ||
-              ((s->dtype == SL_DT_BYTES) != (stage_to == 0));
+              (s->dtype == SL_DT_BYTES && stage_to != 0) ||
+              (s->dtype != SL_DT_BYTES && s->dtype != SL_DT_RECORD && stage_to == 0);
     if (bad) {
         snprintf(detail, len, "sample %llu from a worker has an inconsistent shape",
                  (unsigned long long)s->index);

@@ -11,6 +11,7 @@
 #include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
 #include "client/lib/rx.h"
+#include "common/image/record.h"
 #include "common/base/clock.h"
 
 static int set_error(sluice_job_t *job, int code, const char *fmt, const char *detail)
@@ -244,7 +245,7 @@ static int take_remote_sample(sluice_job_t *job, const sl_wire_batch_t *b,
                             .h = m->h, .w = m->w, .c = m->c, .nbytes = n};
     }
     job->from_remote++;
-    if (stage_to >= job->nunits) {
+    if (stage_to >= job->nunits && m->dtype != SL_DT_RECORD) {
         /* Finished: straight from the slices into its slot in the batch. */
         sl_pbw_reader_t data = m->data;
         return put(job, &s, "", fill_from_wire, &data);
@@ -256,6 +257,19 @@ static int take_remote_sample(sluice_job_t *job, const sl_wire_batch_t *b,
     }
     s.t.cap = n;
     fill_from_wire((void *)&m->data, s.t.data, n);
+    if (m->dtype == SL_DT_RECORD) {
+        /* A record is checked whole before anything reads its fields: a
+         * damaged one from a peer is a skip, not a batch that fails later. */
+        sl_rec_t rec;
+        if (sl_rec_parse(s.t.data, n, &rec, detail, sizeof(detail)) < 0) {
+            sl_tensor_free(&s.t);
+            s.skip = SL_SKIP_CORRUPT;
+            return put(job, &s, detail, NULL, NULL);
+        }
+        if (stage_to >= job->nunits) {
+            return put(job, &s, "", NULL, NULL);
+        }
+    }
     rc = cl_line_run(job->line, &s, stage_to);
     sl_tensor_free(&s.t);
     return rc < 0 ? set_error(job, rc, "%s", "cannot queue a received sample") : 0;
@@ -459,6 +473,7 @@ void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch)
         return;
     }
     sl_batch_free(batch->priv);
+    free(batch->priv_records);
     free(batch); /* and its arrays (sluice_next_batch) */
 }
 

@@ -264,6 +264,9 @@ static int open_engine(sluice_job_t *job, int remote, char *err, size_t errlen)
         job->ack_on_pop = remote;
     }
     rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
+    if (rc == 0) {
+        rc = sl_pipeline_load(job->pipe, job->src, err, errlen);
+    }
     if (rc < 0) {
         return rc;
     }

@@ -70,6 +70,9 @@ typedef struct sluice_options {
 #define SLUICE_MAX_EPOCHS 4294967296ull
 
 enum { SLUICE_DT_BYTES = 0, SLUICE_DT_UINT8 = 1, SLUICE_DT_FLOAT32 = 2 };
+/* Multimodal specs (webdataset, jsonl sources): every sample is a record
+ * (docs/records.md) and sluice_batch_records lays a batch out for a model. */
+enum { SLUICE_DT_UINT32 = 3, SLUICE_DT_RECORD = 4 };
 enum { SLUICE_LAYOUT_HWC = 0, SLUICE_LAYOUT_CHW = 1 };
 
 /* A batch: n samples' bytes back to back in data. When uniform, every sample
@@ -96,7 +99,50 @@ typedef struct sluice_batch {
     int norm_on_device;
     float norm_mean[3];
     float norm_std[3];
+    /* Appended later (the order is the ABI). Private: sluice_batch_records'
+     * layout, built on first call and freed with the batch. */
+    void *priv_records;
 } sluice_batch_t;
+
+/* A batch of records laid out for a model: ragged arrays with offsets (the
+ * cu_seqlens form varlen attention kernels take). Sample i's items of a
+ * kind are [X_offsets[i], X_offsets[i + 1]) of that kind's array. Built in
+ * one pass over the batch; decoded untiled images stay where they are in
+ * batch->data (image_data gives their offsets). Owned by the batch. */
+typedef struct sluice_records {
+    uint32_t n;
+    const char *const *keys;      /* n NUL-terminated sample keys */
+    const char *const *metas;     /* n JSON objects (the sample's metadata, "{}" if none) */
+    /* The text and its token ids (tokenize); tokens is NULL without tokenize. */
+    const char *text;             /* all texts back to back (UTF-8, no NULs added) */
+    const int64_t *text_offsets;  /* n + 1 byte offsets */
+    const int32_t *tokens;
+    const int64_t *token_offsets; /* n + 1 */
+    /* The sequence the model sees (template); NULL without template. */
+    const int32_t *input_ids;
+    const int64_t *cu_seqlens;    /* n + 1 */
+    /* n: input_ids' length, else the tokens', else 0: the sequence length on the GPU. */
+    const int64_t *seq_lens;
+    /* Every image of the batch in sample order. */
+    uint64_t nimages;
+    const int64_t *image_offsets;   /* n + 1 */
+    const uint32_t *image_hw;       /* nimages x 2: each image's decoded height, width
+                                     * (0, 0 while still encoded) */
+    /* Untiled images: byte offset of the pixels (or encoded bytes) in batch->data,
+     * their h, w, c and dtype/layout; SIZE_MAX offset where the image was tiled. */
+    const size_t *image_data;
+    const size_t *image_nbytes;
+    const uint32_t *image_shape;    /* nimages x 3: h, w, c */
+    const int *image_dtype;         /* nimages SLUICE_DT_* */
+    const int *image_layout;        /* nimages SLUICE_LAYOUT_* */
+    /* Tiles (image_tiles): [ntiles, c, tile, tile] CHW, tiles_dtype; NULL without. */
+    const void *tiles;
+    int tiles_dtype;
+    uint64_t ntiles;
+    uint32_t tile, tile_c;
+    const uint32_t *tiles_per_image; /* nimages */
+    const int64_t *tile_offsets;     /* n + 1: sample i's tiles */
+} sluice_records_t;
 
 typedef struct sluice_stats {
     uint64_t delivered;
@@ -159,6 +205,10 @@ int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *co
 /* The most recent skipped samples, oldest first (at most
  * SLUICE_RECENT_SKIPS are kept): fills up to n, returns how many. */
 int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n);
+/* The record layout of a batch of a multimodal spec (built once, valid
+ * until the batch is released). Returns 0, -EINVAL when the batch's samples
+ * are not records, -EBADMSG for a damaged record, -ENOMEM. */
+int sluice_batch_records(sluice_job_t *job, sluice_batch_t *batch, const sluice_records_t **ret);
 /* Ends the job (tells the dispatcher) and frees everything. NULL ok. */
 void sluice_close(sluice_job_t *job);
 /* The library's version, e.g. "0.1.0" (the same as `sluice --version`). */

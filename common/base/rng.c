@@ -53,3 +53,53 @@ void sl_epoch_order(uint64_t seed, uint64_t epoch, int shuffle, uint64_t n, uint
         order[j] = t;
     }
 }
+
+/* Fisher-Yates over order[0, n) from stream r. */
+static void shuffle_range(sl_rng_t *r, uint64_t *order, uint64_t n)
+{
+    for (uint64_t i = n > 0 ? n - 1 : 0; i > 0; i--) {
+        uint64_t j = sl_rng_below(r, i + 1);
+        uint64_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+void sl_epoch_order_blocks(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t block,
+                           uint64_t *order)
+{
+    if (block < 2 || n < 2) {
+        sl_epoch_order(seed, epoch, 1, n, order);
+        return;
+    }
+    uint64_t nb = n / block + (n % block != 0);
+    uint64_t last_len = n - (nb - 1) * block;
+    for (uint64_t b = 0; b < nb; b++) {
+        order[b] = b;
+    }
+    sl_rng_t r;
+    sl_rng_init(&r, seed, epoch, UINT64_MAX, 1);
+    shuffle_range(&r, order, nb);
+    /* Expand in place from the back: block position i starts at or after
+     * i (block >= 2), so the block numbers still to read are never
+     * overwritten. Only the last block may be short. */
+    uint64_t short_at = nb; /* position of the short block in the permutation */
+    for (uint64_t i = 0; i < nb; i++) {
+        if (order[i] == nb - 1) {
+            short_at = i;
+        }
+    }
+    for (uint64_t i = nb; i-- > 0;) {
+        uint64_t b = order[i];
+        uint64_t start = i * block - (i > short_at ? block - last_len : 0);
+        uint64_t len = b == nb - 1 ? last_len : block;
+        for (uint64_t k = len; k-- > 0;) {
+            order[start + k] = b * block + k;
+        }
+    }
+    uint64_t win = block * SL_SHUFFLE_WINDOW_BLOCKS;
+    sl_rng_init(&r, seed, epoch, UINT64_MAX, 2);
+    for (uint64_t s = 0; s < n; s += win) {
+        shuffle_range(&r, order + s, n - s < win ? n - s : win);
+    }
+}

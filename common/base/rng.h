@@ -26,4 +26,14 @@ uint64_t sl_rng_below(sl_rng_t *r, uint64_t n);
  * index at position i. Without shuffle the identity. */
 void sl_epoch_order(uint64_t seed, uint64_t epoch, int shuffle, uint64_t n, uint64_t *order);
 
+/* Block shuffle: the n indices cut into blocks of `block` consecutive ones,
+ * the blocks permuted, then the samples shuffled within each window of
+ * SL_SHUFFLE_WINDOW_BLOCKS consecutive blocks of that sequence. Any
+ * contiguous range of the order touches about as many runs of consecutive
+ * indices as it spans windows times the window's blocks, so reads stay
+ * sequential within a run. block < 2 is sl_epoch_order with shuffle. */
+#define SL_SHUFFLE_WINDOW_BLOCKS 8u
+void sl_epoch_order_blocks(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t block,
+                           uint64_t *order);
+
 #endif

@@ -435,8 +435,8 @@ static int emit(sl_batcher_t *b, epoch_t *e)
 static uint8_t *slot_for(sl_batcher_t *b, epoch_t *e, const sl_sample_t *s)
 {
     size_t n = s->t.nbytes;
-    if (n == 0 || s->t.dtype == SL_DT_BYTES) {
-        return NULL; /* encoded files differ in size: no fixed slots */
+    if (n == 0 || s->t.dtype == SL_DT_BYTES || s->t.dtype == SL_DT_RECORD) {
+        return NULL; /* encoded files and records differ in size: no fixed slots */
     }
     if (e->buf == NULL && e->acc.n == 0) {
         if (n > SIZE_MAX / b->batch_size) {

@@ -5,12 +5,24 @@
 #include <string.h>
 
 #include "common/base/err.h"
+#include "common/data/source.h"
 #include "common/engine/pipeline_impl.h"
 
 /* Longest sequence template writes: 16 Mi ids (64 MiB). */
 #define TEMPLATE_MAX_IDS (1u << 24)
 
 void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc) { sc->tok = NULL; }
+
+int sl_pipeline_load(sl_pipeline_t *p, const sl_source_t *src, char *err, size_t errlen)
+{
+    for (uint32_t u = 0; u < p->nunits; u++) {
+        if (p->units[u].kind == UNIT_TOKENIZE && p->tok == NULL) {
+            (void)src;
+            return sl_err(err, errlen, -ENOTSUP, "TOKENIZE-PENDING");
+        }
+    }
+    return 0;
+}
 
 int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
                      sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen)

@@ -58,6 +58,13 @@ enum {
 int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, char *err,
                     size_t errlen);
 void sl_pipeline_free(sl_pipeline_t *p);
+/* Loads what units read from the data root (tokenize's ranks file), through
+ * src's confinement. Call once, before the pipeline runs anywhere; a
+ * pipeline without such units needs no call. Returns 0 or the open/parse
+ * error (err names the file). Running a tokenize unit without it fails the
+ * sample with -EINVAL. */
+struct sl_source_s;
+int sl_pipeline_load(sl_pipeline_t *p, const struct sl_source_s *src, char *err, size_t errlen);
 
 uint32_t sl_pipeline_nunits(const sl_pipeline_t *p);
 /* "decode_jpeg+random_resized_crop", "flip", ... */

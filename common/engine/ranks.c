@@ -30,7 +30,11 @@ uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
 void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
                    uint64_t *out)
 {
-    sl_epoch_order(spec->seed, epoch, spec->shuffle, n, scratch);
+    if (spec->shuffle && spec->shuffle_block > 1) {
+        sl_epoch_order_blocks(spec->seed, epoch, n, spec->shuffle_block, scratch);
+    } else {
+        sl_epoch_order(spec->seed, epoch, spec->shuffle, n, scratch);
+    }
     if (spec->world_size <= 1) {
         if (out != scratch) {
             for (uint64_t i = 0; i < n; i++) {

@@ -113,6 +113,11 @@ typedef struct sl_spec_s {
     sl_source_type_e source_type;
     char source_path[SL_SPEC_PATH_MAX]; /* relative to the data root */
     bool shuffle;                       /* default true */
+    /* Shuffle by blocks of this many consecutive samples (then within a
+     * window of SL_SHUFFLE_WINDOW_BLOCKS blocks), so a split reads a few
+     * sequential runs of its shards. 0: every sample shuffled alone (the
+     * default, except webdataset: 64). common/engine/ranks.h. */
+    uint32_t shuffle_block;
     uint64_t seed;                      /* default 0 */
 
     sl_stage_spec_t stages[SL_SPEC_MAX_STAGES];

@@ -78,6 +78,13 @@ char *sl_spec_to_json(const sl_spec_t *spec)
     if (root == NULL) {
         return NULL;
     }
+    /* Specs without block shuffle keep their canonical form (and hash). */
+    if (spec->shuffle_block > 0 &&
+        json_object_set_new(json_object_get(root, "source"), "shuffle_block",
+                            json_integer(spec->shuffle_block)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
     /* Unnamed specs keep their canonical form (and spec hash). */
     size_t nlen = strnlen(spec->name, SL_SPEC_NAME_MAX);
     if (nlen > 0 && json_object_set_new(root, "name", json_stringn(spec->name, nlen)) < 0) {

@@ -6,7 +6,11 @@
 
 #include "common/spec/spec_impl.h"
 
-static const char *const source_keys[] = {"type", "path", "shuffle", "seed", NULL};
+static const char *const source_keys[] = {"type", "path", "shuffle", "seed", "shuffle_block",
+                                           NULL};
+
+#define WDS_SHUFFLE_BLOCK 64
+#define SHUFFLE_BLOCK_MAX (1u << 20)
 
 const char *const sl_spec_source_type_names[SL_SPEC_NSOURCE_TYPES] = {
     [SL_SRC_IMAGEFOLDER] = "imagefolder",
@@ -117,6 +121,13 @@ int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         return rc;
     }
     spec->seed = (uint64_t)seed;
+    /* Shards are read the way object stores serve them: in runs. */
+    spec->shuffle_block = spec->source_type == SL_SRC_WEBDATASET ? WDS_SHUFFLE_BLOCK : 0;
+    rc = sl_spec_get_u32(c, src, "shuffle_block", false, 0, SHUFFLE_BLOCK_MAX,
+                         &spec->shuffle_block);
+    if (rc < 0) {
+        return rc;
+    }
     sl_spec_pop(c);
     return 0;
 }

@@ -80,6 +80,53 @@ START_TEST(test_epoch_order_is_permutation)
 }
 END_TEST
 
+/* Block shuffle: a permutation for every n and block (short last block,
+ * n below one block, exact multiples), the same per (seed, epoch), and each
+ * window of the order made of at most SL_SHUFFLE_WINDOW_BLOCKS blocks, so
+ * a split reads a few sequential runs. */
+START_TEST(test_epoch_order_blocks)
+{
+    const uint64_t ns[] = {1, 2, 7, 63, 64, 65, 500, 1000, 4097};
+    const uint64_t blocks[] = {2, 3, 16, 64, 100};
+    uint64_t *o = malloc(5000 * sizeof(*o)), *o2 = malloc(5000 * sizeof(*o2));
+    char *seen = malloc(5000);
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+        for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+            uint64_t n = ns[a], blk = blocks[b];
+            memset(seen, 0, n);
+            sl_epoch_order_blocks(9, 3, n, blk, o);
+            for (uint64_t i = 0; i < n; i++) {
+                ck_assert_uint_lt(o[i], n);
+                ck_assert_int_eq(seen[o[i]], 0);
+                seen[o[i]] = 1;
+            }
+            sl_epoch_order_blocks(9, 3, n, blk, o2);
+            ck_assert_mem_eq(o, o2, n * sizeof(*o));
+            uint64_t win = blk * SL_SHUFFLE_WINDOW_BLOCKS;
+            for (uint64_t s = 0; s < n; s += win) {
+                uint64_t nblk = 0;
+                memset(seen, 0, n / blk + 1);
+                for (uint64_t i = s; i < n && i < s + win; i++) {
+                    nblk += seen[o[i] / blk] == 0;
+                    seen[o[i] / blk] = 1;
+                }
+                ck_assert_uint_le(nblk, SL_SHUFFLE_WINDOW_BLOCKS + 1); /* +1: the short block */
+            }
+        }
+    }
+    /* Epochs differ; block 1 is the plain shuffle. */
+    sl_epoch_order_blocks(9, 4, 1000, 16, o2);
+    sl_epoch_order_blocks(9, 3, 1000, 16, o);
+    ck_assert(memcmp(o, o2, 1000 * sizeof(*o)) != 0);
+    sl_epoch_order_blocks(9, 3, 1000, 1, o);
+    sl_epoch_order(9, 3, 1, 1000, o2);
+    ck_assert_mem_eq(o, o2, 1000 * sizeof(*o));
+    free(o);
+    free(o2);
+    free(seen);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rng");
@@ -88,6 +135,7 @@ int main(void)
     tcase_add_test(tc, test_keys_differ);
     tcase_add_test(tc, test_uniform_range_and_mean);
     tcase_add_test(tc, test_epoch_order_is_permutation);
+    tcase_add_test(tc, test_epoch_order_blocks);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -299,7 +299,7 @@ START_TEST(test_unknown_keys)
                     "t.json:11: epoch: unknown key (expected one of: source, stages,");
     expect_edit_err("\"shuffle\": true", "\"shufle\": true",
                     "t.json:2: source.shufle: unknown key (expected one of: type, path, shuffle, "
-                    "seed)");
+                    "seed, shuffle_block)");
     expect_edit_err("\"p\": 0.5", "\"p\": 0.5, \"size\": 3",
                     "t.json:6: stages[2].size: unknown key for flip (expected one of: op, p)");
     expect_edit_err("{\"op\": \"to_chw\"}", "{\"op\": \"to_chw\", \"\\u0001\": 1}",
@@ -314,7 +314,8 @@ START_TEST(test_unknown_op)
 {
     expect_edit_err("\"op\": \"flip\"", "\"op\": \"flipp\"",
                     "t.json:6: stages[2].op: unknown op \"flipp\" (valid: decode_jpeg, "
-                    "random_resized_crop, resize, center_crop, flip, normalize, to_chw)");
+                    "random_resized_crop, resize, center_crop, flip, normalize, to_chw, "
+                    "decode_image, image_tiles, tokenize, template)");
     expect_edit_err("\"op\": \"flip\"", "\"op\": 3", "t.json:6: stages[2].op: unknown op 3");
     expect_edit_err("{\"op\": \"flip\", \"p\": 0.5}", "{\"p\": 0.5}",
                     "t.json:6: stages[2].op: missing (required)");
@@ -332,7 +333,7 @@ START_TEST(test_missing_source)
                     "t.json:2: source.type: missing (required): one of imagefolder, tar, "
                     "filelist");
     expect_edit_err("\"type\": \"imagefolder\"", "\"type\": \"folder\"",
-                    "t.json:2: source.type: must be one of imagefolder, tar, filelist, got "
+                    "t.json:2: source.type: must be one of imagefolder, tar, filelist, webdataset, jsonl, got "
                     "\"folder\"");
     expect_edit_err("\"path\": \"train\", ", "", "t.json:2: source.path: missing (required)");
     expect_edit_err("\"path\": \"train\"", "\"path\": \"\"", "t.json:2: source.path: must not be "
@@ -433,7 +434,7 @@ START_TEST(test_order)
     expect_edit_err("{\"op\": \"to_chw\"}", "{\"op\": \"decode_jpeg\"}",
                     "t.json:8: stages[4].op: decode_jpeg must be the first stage");
     expect_edit_err("{\"op\": \"decode_jpeg\"},", "{\"op\": \"flip\"},",
-                    "t.json:4: stages[0].op: the first stage must be decode_jpeg, got flip");
+                    "t.json:4: stages[0].op: the first stage must be decode_jpeg or decode_image, got flip");
     expect_edit_err("{\"op\": \"to_chw\"}", "{\"op\": \"resize\", \"size\": 256}",
                     "t.json:8: stages[4].op: resize must come before normalize (stages[3])");
     expect_edit_err("{\"op\": \"normalize\", \"mean\": [0.485, 0.456, 0.406], "
@@ -751,8 +752,10 @@ END_TEST
 
 START_TEST(test_names)
 {
-    const char *ops[] = {"decode_jpeg", "random_resized_crop", "resize", "center_crop",
-                         "flip",        "normalize",           "to_chw"};
+    const char *ops[] = {"decode_jpeg", "random_resized_crop", "resize",   "center_crop",
+                         "flip",        "normalize",           "to_chw",   "decode_image",
+                         "image_tiles", "tokenize",            "template"};
+    ck_assert_int_eq(sizeof(ops) / sizeof(ops[0]), SL_OP__COUNT);
     for (int i = 0; i < SL_OP__COUNT; i++) {
         ck_assert_str_eq(sl_op_name((sl_op_e)i), ops[i]);
     }
