@@ -599,7 +599,8 @@ static json_t *profile_json(jb_t *b, const disp_hprof_t *p)
     jset(b, o, "encoded_bytes_per_sample", jnum(p->encoded_bytes));
     jset(b, o, "cost_model_error", p->model_error > 0.0 ? jnum(p->model_error) : json_null());
     jset(b, o, "size_cost_error", p->size_error > 0.0 ? jnum(p->size_error) : json_null());
-    /* seconds = c0 + c1 KB + c2 MPix + c3 MPix * progressive (costmodel.h) */
+    /* seconds = c0 + c1 KB + c2 MPix + c3 progressive MPix + c4 text KB + c5 images
+     * (costmodel.h) */
     json_t *coef = p->ncoef > 0 ? json_array() : json_null();
     for (uint32_t k = 0; k < p->ncoef; k++) {
         jpush(b, coef, jnum(p->coef[k]));

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cost/costmodel.h"
 #include "common/spec/spec.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/planner.h"
@@ -44,7 +45,7 @@
 #define DISP_REPLAN_DRIFT_MAX_MS (300 * 1000)
 
 /* Coefficients of the per-sample cost model (common/cost/costmodel.h). */
-#define DISP_PJ_COST_COEF 4
+#define DISP_PJ_COST_COEF SL_COST_NPARAM
 
 /* One host's profile (HostProfile on the wire). */
 typedef struct disp_hprof_s {

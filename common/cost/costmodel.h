@@ -12,10 +12,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A record (common/image/record.h) sums its images: kb and mpix over all
+ * of them, prog_mpix over the progressive ones; text_kb and images are its
+ * own (a JPEG sample: one image, no text). */
 typedef struct sl_cost_features_s {
     double kb;        /* encoded size, 1000 bytes */
     double mpix;      /* width * height / 1e6 from the header */
     int progressive;
+    double prog_mpix; /* mpix of progressive images */
+    double text_kb;   /* text bytes / 1000 (records) */
+    double images;    /* images in the sample */
 } sl_cost_features_t;
 
 /* The per-sample cost a client sends with SubmitJob (client/lib/costs.c) is
@@ -30,8 +36,9 @@ static inline double sl_cost_size_proxy(double bytes, double mean_bytes)
     return bytes + SL_COST_SIZE_OVERHEAD_SHARE * mean_bytes;
 }
 
-/* cost = c0 + c1 kb + c2 mpix + c3 mpix * progressive */
-#define SL_COST_NPARAM 4
+/* cost = c0 + c1 kb + c2 mpix + c3 prog_mpix + c4 text_kb + c5 images
+ * (an image sample has images = 1: the ridge keeps c5 and c0 apart). */
+#define SL_COST_NPARAM 6
 
 typedef struct sl_costmodel_s {
     double xtx[SL_COST_NPARAM][SL_COST_NPARAM];

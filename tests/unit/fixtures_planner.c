@@ -26,9 +26,9 @@ void fx_pin_init(fx_pin_t *p, uint64_t wid)
     p->client.units = p->pcu;
     p->client.encoded_bytes_per_sample = 100e3;
     p->client.samples = 100;
-    static const double coef[4] = FX_PIN_COEF;
+    static const double coef[SL_COST_NPARAM] = FX_PIN_COEF;
     memcpy(p->coef, coef, sizeof(p->coef));
-    p->client.n_cost_model_coef = 4;
+    p->client.n_cost_model_coef = SL_COST_NPARAM;
     p->client.cost_model_coef = p->coef;
     p->wprof = p->client;
     p->wprof.host = "cpu|2 threads|2.00 cpus";

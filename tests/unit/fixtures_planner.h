@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "common/cost/costmodel.h"
 #include "dispatcher/planner.h"
 #include "proto/sluice.pb-c.h"
 
@@ -17,14 +18,14 @@
 
 /* The client's PlannerInputs, with storage for everything they point to. */
 /* The client profile's cost model coefficients (HostProfile.cost_model_coef). */
-#define FX_PIN_COEF {1e-3, 2e-5, 8e-3, 4e-3}
+#define FX_PIN_COEF {1e-3, 2e-5, 8e-3, 4e-3, 0, 0}
 
 typedef struct fx_pin_s {
     Sluice__PlannerInputs in;
     Sluice__HostProfile client, wprof;
     Sluice__StageStat cu[3], wu[3];
     Sluice__StageStat *pcu[3], *pwu[3];
-    double coef[4]; /* the client's cost model: FX_PIN_COEF */
+    double coef[SL_COST_NPARAM]; /* the client's cost model: FX_PIN_COEF */
     Sluice__WorkerClass cls;
     Sluice__WorkerClass *pcls[1];
     uint64_t ids[1];

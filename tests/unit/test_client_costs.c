@@ -73,7 +73,7 @@ START_TEST(test_costs_from_header_model)
                   (unsigned long long)b1);
 
     /* 1 ms per sample plus 10 ms per megapixel. */
-    const double coef[SL_COST_NPARAM] = {0.001, 0.0, 0.010, 0.0};
+    const double coef[SL_COST_NPARAM] = {0.001, 0.0, 0.010, 0.0, 0.0, 0.0};
     sl_costmodel_t m;
     ck_assert_int_eq(sl_costmodel_set(&m, coef, SL_COST_NPARAM), 0);
     float c[4];
@@ -116,17 +116,18 @@ END_TEST
 START_TEST(test_costmodel_set_refuses)
 {
     sl_costmodel_t m;
-    const double ok[SL_COST_NPARAM] = {1, 2, 3, 4};
+    const double ok[SL_COST_NPARAM] = {1, 2, 3, 4, 5, 6};
     ck_assert_int_eq(sl_costmodel_set(&m, ok, 3), -EINVAL);
     ck_assert_int_eq(sl_costmodel_set(&m, NULL, SL_COST_NPARAM), -EINVAL);
-    const double nan[SL_COST_NPARAM] = {1, NAN, 3, 4};
+    const double nan[SL_COST_NPARAM] = {1, NAN, 3, 4, 0, 0};
     ck_assert_int_eq(sl_costmodel_set(&m, nan, SL_COST_NPARAM), -EINVAL);
-    const double inf[SL_COST_NPARAM] = {1, 2, INFINITY, 4};
+    const double inf[SL_COST_NPARAM] = {1, 2, INFINITY, 4, 0, 0};
     ck_assert_int_eq(sl_costmodel_set(&m, inf, SL_COST_NPARAM), -EINVAL);
     ck_assert_int_eq(sl_costmodel_set(&m, ok, SL_COST_NPARAM), 0);
     ck_assert(m.fitted);
-    sl_cost_features_t f = {.kb = 1, .mpix = 1, .progressive = 1};
-    ck_assert_float_eq_tol(sl_costmodel_predict(&m, &f), 1 + 2 + 3 + 4, 1e-9);
+    sl_cost_features_t f = {.kb = 1, .mpix = 1, .progressive = 1, .prog_mpix = 1, .text_kb = 1,
+                            .images = 1};
+    ck_assert_float_eq_tol(sl_costmodel_predict(&m, &f), 1 + 2 + 3 + 4 + 5 + 6, 1e-9);
 }
 END_TEST
 

@@ -726,9 +726,9 @@ START_TEST(test_dispatcher_replan)
         if (strcmp(cresp.cached[i]->host, "client test") == 0) {
             NEAR(cresp.cached[i]->sample_overhead_sec, fixed, 1e-15);
             /* The cost model too: a fixed-plan job's client sizes splits by it. */
-            const double coef[4] = FX_PIN_COEF;
-            ck_assert_uint_eq(cresp.cached[i]->n_cost_model_coef, 4);
-            for (int k = 0; k < 4; k++) {
+            const double coef[SL_COST_NPARAM] = FX_PIN_COEF;
+            ck_assert_uint_eq(cresp.cached[i]->n_cost_model_coef, SL_COST_NPARAM);
+            for (int k = 0; k < SL_COST_NPARAM; k++) {
                 NEAR(cresp.cached[i]->cost_model_coef[k], coef[k], 0.0);
             }
             seen = 1;
@@ -914,13 +914,14 @@ START_TEST(test_drift)
     disp_hprof_from_pb(&pin.client, &hp);
     ck_assert(hp.overhead_sec <= 1.0);
     pin.client.sample_overhead_sec = 0;
-    /* And its cost model: exactly 4 finite coefficients, else none. */
+    /* And its cost model: exactly SL_COST_NPARAM finite coefficients, else
+     * none (an older peer's 4 included). */
     disp_hprof_from_pb(&pin.client, &hp);
-    ck_assert_uint_eq(hp.ncoef, 4);
-    pin.client.n_cost_model_coef = 3;
+    ck_assert_uint_eq(hp.ncoef, SL_COST_NPARAM);
+    pin.client.n_cost_model_coef = 4;
     disp_hprof_from_pb(&pin.client, &hp);
     ck_assert_uint_eq(hp.ncoef, 0);
-    pin.client.n_cost_model_coef = 4;
+    pin.client.n_cost_model_coef = SL_COST_NPARAM;
     pin.coef[2] = NAN;
     disp_hprof_from_pb(&pin.client, &hp);
     ck_assert_uint_eq(hp.ncoef, 0);

@@ -28,6 +28,7 @@ package; build/lib of the source tree the package sits in; the path
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import threading
 import warnings
@@ -36,8 +37,8 @@ import numpy as np
 
 from . import _spec
 
-__all__ = ["Loader", "Batch", "SluiceError", "SpecError", "SluiceWarning", "library_path",
-           "version"]
+__all__ = ["Loader", "Batch", "RecordBatch", "SluiceError", "SpecError", "SluiceWarning",
+           "library_path", "version"]
 
 # ---------------------------------------------------------------- library
 
@@ -163,6 +164,39 @@ class _Batch(ctypes.Structure):
         ("norm_on_device", ctypes.c_int),
         ("norm_mean", ctypes.c_float * 3),
         ("norm_std", ctypes.c_float * 3),
+        ("priv_records", ctypes.c_void_p),
+    ]
+
+
+class _Records(ctypes.Structure):
+    # sluice_records_t, read only.
+    _P = ctypes.c_void_p
+    _fields_ = [
+        ("n", ctypes.c_uint32),
+        ("keys", ctypes.POINTER(ctypes.c_char_p)),
+        ("metas", ctypes.POINTER(ctypes.c_char_p)),
+        ("text", _P),
+        ("text_offsets", _P),
+        ("tokens", _P),
+        ("token_offsets", _P),
+        ("input_ids", _P),
+        ("cu_seqlens", _P),
+        ("seq_lens", _P),
+        ("nimages", ctypes.c_uint64),
+        ("image_offsets", _P),
+        ("image_hw", _P),
+        ("image_data", ctypes.POINTER(ctypes.c_size_t)),
+        ("image_nbytes", ctypes.POINTER(ctypes.c_size_t)),
+        ("image_shape", ctypes.POINTER(ctypes.c_uint32)),
+        ("image_dtype", ctypes.POINTER(ctypes.c_int)),
+        ("image_layout", ctypes.POINTER(ctypes.c_int)),
+        ("tiles", _P),
+        ("tiles_dtype", ctypes.c_int),
+        ("ntiles", ctypes.c_uint64),
+        ("tile", ctypes.c_uint32),
+        ("tile_c", ctypes.c_uint32),
+        ("tiles_per_image", _P),
+        ("tile_offsets", _P),
     ]
 
 
@@ -228,6 +262,9 @@ def _declare(lib):
     lib.sluice_skip_counts.restype = i
     lib.sluice_recent_skips.argtypes = [vp, ctypes.POINTER(_Skip), i]
     lib.sluice_recent_skips.restype = i
+    lib.sluice_batch_records.argtypes = [vp, ctypes.POINTER(_Batch),
+                                         ctypes.POINTER(ctypes.POINTER(_Records))]
+    lib.sluice_batch_records.restype = i
     lib.sluice_version.argtypes = []
     lib.sluice_version.restype = cp
     lib.sluice_close.argtypes = [vp]
@@ -237,6 +274,7 @@ def _declare(lib):
 # ---------------------------------------------------------------- jobs
 
 _DTYPES = {0: np.dtype(np.uint8), 1: np.dtype(np.uint8), 2: np.dtype(np.float32)}
+_DT_RECORD = 4
 _LAYOUT_HWC, _LAYOUT_CHW = 0, 1
 
 
@@ -344,6 +382,106 @@ class Batch:
     def __repr__(self):
         shape = self.images.shape if isinstance(self.images, np.ndarray) else "list"
         return "<sluice.Batch epoch=%d n=%d images=%s>" % (self.epoch, len(self), shape)
+
+
+class _View:
+    """Numpy's view of library memory that belongs to a batch (the record
+    layout): arrays over it keep the batch's _Owner, so the batch is released
+    only when the last of them goes."""
+
+    def __init__(self, owner, addr, shape, dtype):
+        self._owner = owner
+        self.__array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": np.dtype(dtype).str,
+            "data": (addr, True),
+            "version": 3,
+        }
+
+
+def _array(owner, addr, shape, dtype):
+    if not addr or 0 in shape:
+        return np.empty(shape, dtype)
+    return np.asarray(_View(owner, addr, shape, dtype))
+
+
+class RecordBatch:
+    """One batch of a multimodal spec (webdataset or jsonl source), laid out
+    for a model: ragged arrays with offsets, no copies (numpy views of the
+    library's memory, which stays alive while any of them does).
+
+    keys, metas (dicts), texts     one per sample
+    labels (int32), indices (uint64), epoch
+    tokens (int32) + token_offsets (int64, n + 1)     the text's token ids
+    input_ids (int32) + cu_seqlens (int64, n + 1)     the template's sequence
+    seq_lens (int64, n)            sequence length on the GPU
+    tiles                          [n_tiles, 3, tile, tile] (uint8, or float32)
+    tiles_per_image, image_offsets (n + 1), tile_offsets (n + 1), image_hw
+                                   [n_images, 2] decoded height and width
+    images                         untiled images: a list of arrays (None where tiled)
+    normalize                      None, or (mean, std) for "on": "device"
+    Arrays of what the spec does not make (no tokenize: tokens) are None."""
+
+    __slots__ = ("epoch", "keys", "metas", "texts", "labels", "indices", "tokens",
+                 "token_offsets", "input_ids", "cu_seqlens", "seq_lens", "tiles",
+                 "tiles_per_image", "image_offsets", "tile_offsets", "image_hw", "images",
+                 "normalize")
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __repr__(self):
+        tiles = None if self.tiles is None else self.tiles.shape
+        return "<sluice.RecordBatch epoch=%d n=%d images=%d tiles=%s>" % (
+            self.epoch, len(self), len(self.image_hw), tiles)
+
+
+def _record_batch(lib, job, bptr, owner, raw, labels, indices, norm):
+    b = bptr.contents
+    rp = ctypes.POINTER(_Records)()
+    rc = lib.sluice_batch_records(job.handle, bptr, ctypes.byref(rp))
+    if rc < 0:
+        msg = lib.sluice_last_error(job.handle)
+        raise SluiceError(msg.decode(errors="replace") if msg else os.strerror(-rc), rc)
+    r = rp.contents
+    n, ni = r.n, r.nimages
+    out = RecordBatch()
+    out.epoch, out.labels, out.indices, out.normalize = b.epoch, labels, indices, norm
+    out.keys = [r.keys[k].decode(errors="replace") for k in range(n)]
+    out.metas = [json.loads(r.metas[k].decode(errors="replace")) for k in range(n)]
+    toff = _array(owner, r.text_offsets, (n + 1,), np.int64)
+    text = ctypes.string_at(r.text, int(toff[-1])) if n and toff[-1] else b""
+    out.texts = [text[int(toff[k]):int(toff[k + 1])].decode(errors="replace")
+                 for k in range(n)]
+    out.token_offsets = _array(owner, r.token_offsets, (n + 1,), np.int64)
+    out.tokens = (_array(owner, r.tokens, (int(out.token_offsets[-1]),), np.int32)
+                  if r.tokens else None)
+    out.cu_seqlens = _array(owner, r.cu_seqlens, (n + 1,), np.int64)
+    out.input_ids = (_array(owner, r.input_ids, (int(out.cu_seqlens[-1]),), np.int32)
+                     if r.input_ids else None)
+    out.seq_lens = _array(owner, r.seq_lens, (n,), np.int64)
+    out.image_offsets = _array(owner, r.image_offsets, (n + 1,), np.int64)
+    out.tile_offsets = _array(owner, r.tile_offsets, (n + 1,), np.int64)
+    out.image_hw = _array(owner, r.image_hw, (ni, 2), np.uint32)
+    out.tiles_per_image = _array(owner, r.tiles_per_image, (ni,), np.uint32)
+    out.tiles = None
+    if r.tiles:
+        dt = _DTYPES.get(r.tiles_dtype, np.dtype(np.uint8))
+        out.tiles = _array(owner, r.tiles, (r.ntiles, r.tile_c, r.tile, r.tile), dt)
+    images = []
+    for k in range(ni):
+        off = r.image_data[k]
+        if off == ctypes.c_size_t(-1).value:
+            images.append(None)
+            continue
+        h, w, c = r.image_shape[3 * k], r.image_shape[3 * k + 1], r.image_shape[3 * k + 2]
+        dt = _DTYPES.get(r.image_dtype[k], np.dtype(np.uint8))
+        piece = raw[off:off + r.image_nbytes[k]].view(dt)
+        if r.image_dtype[k] != 0:  # pixels, not encoded bytes
+            piece = piece.reshape((c, h, w) if r.image_layout[k] == _LAYOUT_CHW else (h, w, c))
+        images.append(piece)
+    out.images = images
+    return out
 
 
 def _u64(name, value, hi):
@@ -472,6 +610,8 @@ class Loader:
         b = self.next_batch()
         if b is None:
             raise StopIteration
+        if isinstance(b, RecordBatch):
+            return b  # a multimodal batch is its own object, not (images, labels)
         return b.images, b.labels
 
     def batches(self):
@@ -527,7 +667,10 @@ class Loader:
             empty = np.empty((0,), dtype)
             images = empty.reshape((0, b.h, b.w, b.c)) if b.uniform else [empty] * n
             return Batch(b.epoch, images, labels, indices, b.layout, norm)
-        raw = np.asarray(_Owner(job, bptr, b.data, b.nbytes))
+        owner = _Owner(job, bptr, b.data, b.nbytes)
+        raw = np.asarray(owner)
+        if b.dtype == _DT_RECORD:
+            return _record_batch(self._lib, job, bptr, owner, raw, labels, indices, norm)
         if b.uniform:
             if b.layout == _LAYOUT_CHW:
                 shape = (n, b.c, b.h, b.w)

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, SluiceError
+from . import Loader, RecordBatch, SluiceError
 
 __all__ = ["IterableDataset"]
 
@@ -167,6 +167,31 @@ class IterableDataset(torch.utils.data.IterableDataset):
             out.append(self._norm.sample(x, b.normalize, b.layout) if b.normalize else x)
         return out
 
+    def _records(self, b, labels):
+        """A multimodal batch as a dict of tensors (views of the library's
+        memory on the CPU): the ragged arrays of sluice.RecordBatch, tiles
+        normalized on ``device`` when the spec says "on": "device"."""
+        out = {"labels": labels, "keys": b.keys, "metas": b.metas, "texts": b.texts}
+        for name in ("tokens", "token_offsets", "input_ids", "cu_seqlens", "seq_lens",
+                     "tiles_per_image", "image_offsets", "tile_offsets"):
+            a = getattr(b, name)
+            if a is None:
+                out[name] = None
+            else:
+                # uint32 counts widen to int64: torch has no general uint32.
+                a = a.astype(np.int64) if a.dtype == np.uint32 else a
+                out[name] = _move(torch.from_numpy(a), self.device)
+        out["image_hw"] = torch.from_numpy(b.image_hw.astype(np.int64))
+        tiles = None
+        if b.tiles is not None:
+            tiles = _move(torch.from_numpy(b.tiles), self.device)
+            if b.normalize and tiles.shape[0] > 0:
+                tiles = self._norm.batch(tiles, b.normalize, _LAYOUT_CHW)
+        out["tiles"] = tiles
+        out["images"] = [None if a is None else _move(torch.from_numpy(a), self.device)
+                         for a in b.images]
+        return out
+
     def set_epoch(self, epoch):
         """The next iteration's job starts at this epoch (0-based), as
         torch.utils.data.DistributedSampler.set_epoch."""
@@ -188,6 +213,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
         try:
             for b in loader.batches():
                 y = _move(torch.from_numpy(b.labels.astype(np.int64)), self.device)
+                if isinstance(b, RecordBatch):
+                    yield self._records(b, y)
+                    continue
                 yield _Item((self._images(b), y))
         finally:
             loader.close()
