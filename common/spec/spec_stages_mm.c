@@ -70,16 +70,16 @@ int sl_spec_parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
     out->tokens_per_tile = 256;
     out->bos = out->eos = -1;
-    int rc = sl_spec_get_int(c, st, "image_token", true, 0, UINT32_MAX, &out->image_token);
+    int rc = sl_spec_get_int(c, st, "image_token", true, 0, INT32_MAX, &out->image_token);
     if (rc == 0) {
         rc = sl_spec_get_u32(c, st, "tokens_per_tile", false, 1, TOKENS_PER_TILE_MAX,
                              &out->tokens_per_tile);
     }
     if (rc == 0) {
-        rc = sl_spec_get_int(c, st, "bos", false, -1, UINT32_MAX, &out->bos);
+        rc = sl_spec_get_int(c, st, "bos", false, -1, INT32_MAX, &out->bos);
     }
     if (rc == 0) {
-        rc = sl_spec_get_int(c, st, "eos", false, -1, UINT32_MAX, &out->eos);
+        rc = sl_spec_get_int(c, st, "eos", false, -1, INT32_MAX, &out->eos);
     }
     return rc;
 }
