@@ -72,4 +72,9 @@ int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, cha
 int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
                         char *err, size_t errlen);
 
+/* Opens another file under the data root (read-only, confined like the
+ * samples): an fd the caller closes, or -EPERM (escapes the root), -ENOENT,
+ * other -errno; err names the file. */
+int sl_source_open_file(const sl_source_t *src, const char *rel, char *err, size_t errlen);
+
 #endif
