@@ -400,6 +400,13 @@ int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, 
     if (rc < 0) {
         goto out;
     }
+    /* Bytes that are not UTF-8 would fail the JSON parse; they are a text
+     * problem (bad_text), not a manifest shape problem. */
+    size_t bad;
+    if (sl_utf8_check(line, (size_t)len, &bad) < 0) {
+        rc = sl_err(err, errlen, -EDOM, "%s: not UTF-8 (byte %zu of the line)", where, bad);
+        goto out;
+    }
     json_error_t je;
     obj = json_loadb(line, (size_t)len, 0, &je);
     if (obj == NULL) {

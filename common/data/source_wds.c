@@ -775,6 +775,11 @@ int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, ch
         if (rc < 0) {
             goto out;
         }
+        size_t bad;
+        if (sl_utf8_check(metabuf, meta->size, &bad) < 0) {
+            rc = sl_err(err, errlen, -EDOM, "%s: not UTF-8 (byte %zu)", mname, bad);
+            goto out;
+        }
         json_error_t je;
         obj = json_loadb(metabuf, meta->size, 0, &je);
         if (obj == NULL || !json_is_object(obj)) {

@@ -356,11 +356,12 @@ START_TEST(test_wds_skips)
     tb_text(&b, "nojson.json", "{not json");
     tb_text(&b, "noconv.json", "{\"a\": 1}");
     tb_text(&b, "badconv.json", "{\"conversations\": [{\"value\": 3}]}");
+    tb_file(&b, "badjson.json", "{\"conversations\": [{\"value\": \"\xed\xa0\x80\"}]}", 37);
     tb_text(&b, "ok.txt", "fine");
     tb_end(&b);
     tb_save(&b, "s.tar");
     sl_source_t *src = open_ok(SL_SRC_WEBDATASET, "s.tar");
-    ck_assert_uint_eq(sl_source_count(src), 11);
+    ck_assert_uint_eq(sl_source_count(src), 12);
     for (int i = 0; i < 4; i++) {
         read_fails(src, (uint64_t)i, -EDOM, ".txt");
     }
@@ -377,7 +378,8 @@ START_TEST(test_wds_skips)
     read_fails(src, 7, -EPROTO, "s.tar:nojson.json");
     read_fails(src, 8, -ENOSTR, "s.tar:noconv.json");
     read_fails(src, 9, -EPROTO, "value");
-    read_check(src, 10, &(want_t){.key = "ok", .label = -1, .text = "fine"});
+    read_fails(src, 10, -EDOM, "s.tar:badjson.json");
+    read_check(src, 11, &(want_t){.key = "ok", .label = -1, .text = "fine"});
     /* Exactly SL_REC_MAX_IMAGES is fine. */
     sl_source_free(src);
     tb_text(&b, "max.txt", "max");
@@ -464,11 +466,12 @@ START_TEST(test_jsonl)
         "[1, 2]\n"
         "{\"text\": \"bad\\u00e9\", \"image\": \"img/empty.jpg\"}\n"
         "{\"text\": \"x\", \"label\": \"one\"}\n"
+        "{\"text\": \"overlong \xc0\xaf\"}\n"
         "{\"text\": \"last, no newline\"}";
     t_text("m.jsonl", m);
     sl_source_t *src = open_ok(SL_SRC_JSONL, "m.jsonl");
     ck_assert(sl_source_is_record(src));
-    ck_assert_uint_eq(sl_source_count(src), 11);
+    ck_assert_uint_eq(sl_source_count(src), 12);
     ck_assert_str_eq(sl_source_name(src, 0), "m.jsonl:s1");
     ck_assert_str_eq(sl_source_name(src, 1), "m.jsonl:L4");
     ck_assert_str_eq(sl_source_name(src, 2), "m.jsonl:L5"); /* no parse, no id */
@@ -493,8 +496,9 @@ START_TEST(test_jsonl)
     read_fails(src, 7, -EPROTO, "not a JSON object");
     read_fails(src, 8, -ENODATA, "img/empty.jpg");
     read_fails(src, 9, -EPROTO, "label");
-    read_check(src, 10, &(want_t){.key = "L13", .label = -1, .text = "last, no newline"});
-    read_fails(src, 11, -ERANGE, NULL);
+    read_fails(src, 10, -EDOM, "m.jsonl:13");
+    read_check(src, 11, &(want_t){.key = "L14", .label = -1, .text = "last, no newline"});
+    read_fails(src, 12, -ERANGE, NULL);
     sl_src_features_t f;
     ck_assert_int_eq(sl_source_record_features(src, 0, &f), 0);
     ck_assert_uint_eq(f.nimages, 2);
