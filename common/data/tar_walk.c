@@ -256,7 +256,8 @@ typedef struct member_s {
 enum { WALK_NEXT = 0, WALK_STOP = 1 };
 
 /* Reads and checks the header at m->off and places its member. */
-static int read_header(const sl_tar_walk_t *sh, const pending_t *pd, member_t *m, char *err, size_t errlen)
+static int read_header(const sl_tar_walk_t *sh, const pending_t *pd, member_t *m, char *err,
+                       size_t errlen)
 {
     sl_source_t *src = sh->src;
     uint64_t off = m->off;
@@ -300,7 +301,8 @@ static int read_header(const sl_tar_walk_t *sh, const pending_t *pd, member_t *m
 
 /* A GNU long name ('L') or pax header ('x'): recorded in pd for the member
  * that follows. */
-static int take_meta(const sl_tar_walk_t *sh, pending_t *pd, const member_t *m, char *err, size_t errlen)
+static int take_meta(const sl_tar_walk_t *sh, pending_t *pd, const member_t *m, char *err,
+                     size_t errlen)
 {
     sl_source_t *src = sh->src;
     bool too_big = m->type == 'L' ? m->size >= SL_SRC_PATH_MAX : m->size > TAR_PAX_MAX;
