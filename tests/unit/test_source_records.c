@@ -5,6 +5,8 @@
  * deterministic fakes (sources do not decode). */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,6 +444,52 @@ START_TEST(test_wds_fingerprint)
 }
 END_TEST
 
+/* Many shards with a small fd budget (most opened per read), read from four
+ * threads at once: every record is whole and right. */
+enum { MT_SHARDS = 40, MT_THREADS = 4 };
+
+static void *mt_reader(void *arg)
+{
+    const sl_source_t *src = arg;
+    for (int round = 0; round < 3; round++) {
+        for (unsigned i = 0; i < MT_SHARDS; i++) {
+            char key[16];
+            snprintf(key, sizeof(key), "k%u", i);
+            read_check(src, i, &(want_t){.key = key, .label = -1, .text = key, .nimg = 1,
+                                         .seeds = {i}});
+        }
+    }
+    return NULL;
+}
+
+START_TEST(test_wds_budget_threads)
+{
+    struct rlimit old, rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    rl = old;
+    rl.rlim_cur = 64; /* at most 16 shard fds kept */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    t_mkdir("many");
+    for (unsigned i = 0; i < MT_SHARDS; i++) {
+        char rel[64], key[16];
+        snprintf(rel, sizeof(rel), "many/s%03u.tar", i);
+        snprintf(key, sizeof(key), "k%u", i);
+        small_shard(rel, key, i);
+    }
+    sl_source_t *src = open_ok(SL_SRC_WEBDATASET, "many/s{000..039}.tar");
+    ck_assert_uint_eq(sl_source_count(src), MT_SHARDS);
+    pthread_t th[MT_THREADS];
+    for (int i = 0; i < MT_THREADS; i++) {
+        ck_assert_int_eq(pthread_create(&th[i], NULL, mt_reader, src), 0);
+    }
+    for (int i = 0; i < MT_THREADS; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    }
+    sl_source_free(src);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+END_TEST
+
 /* ---- jsonl ------------------------------------------------------------- */
 
 START_TEST(test_jsonl)
@@ -575,6 +623,7 @@ int main(void)
     tcase_add_test(tc, test_wds_damage);
     tcase_add_test(tc, test_wds_skips);
     tcase_add_test(tc, test_wds_fingerprint);
+    tcase_add_test(tc, test_wds_budget_threads);
     tcase_add_test(tc, test_jsonl);
     tcase_add_test(tc, test_jsonl_limits);
     suite_add_tcase(s, tc);
