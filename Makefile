@@ -179,6 +179,7 @@ TEST_MODS_test_imgops_normalize := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_source := data
 TEST_MODS_test_source_folder := data
+TEST_MODS_test_source_records := data
 TEST_MODS_test_batcher := engine
 TEST_MODS_test_pipeline := engine
 TEST_MODS_test_pipeline_record := engine

@@ -1,6 +1,7 @@
 /* source: the part every source kind shares -- open dispatch, index storage,
  * confinement under the data root, reads and the fingerprint. The kind
- * specific indexers live in source_{imagefolder,tar,filelist}.c; the layout
+ * specific indexers live in source_{imagefolder,tar,filelist,wds,jsonl}.c
+ * (the last two also read their records); the layout
  * and the confinement method are described in source_impl.h. */
 #include "common/data/source.h"
 
@@ -278,9 +279,19 @@ int sl_src_add_sample(sl_source_t *src, uint64_t name_off, uint64_t size, int32_
             grow_array((void **)&src->label, sizeof(*src->label), cap) < 0) {
             return -ENOMEM;
         }
-        if (src->type == SL_SRC_TAR &&
+        bool offsets = src->type == SL_SRC_TAR || src->type == SL_SRC_JSONL;
+        if (offsets &&
             (grow_array((void **)&src->data_off, sizeof(*src->data_off), cap) < 0 ||
              grow_array((void **)&src->shard, sizeof(*src->shard), cap) < 0)) {
+            return -ENOMEM;
+        }
+        /* first[] has a sentinel entry past the last sample. */
+        if (src->type == SL_SRC_WEBDATASET &&
+            grow_array((void **)&src->first, sizeof(*src->first), cap + 1) < 0) {
+            return -ENOMEM;
+        }
+        if (src->type == SL_SRC_JSONL &&
+            grow_array((void **)&src->nimages, sizeof(*src->nimages), cap) < 0) {
             return -ENOMEM;
         }
         src->cap = cap;
@@ -288,9 +299,12 @@ int sl_src_add_sample(sl_source_t *src, uint64_t name_off, uint64_t size, int32_
     src->name_off[src->count] = name_off;
     src->size[src->count] = size;
     src->label[src->count] = label;
-    if (src->type == SL_SRC_TAR) {
+    if (src->type == SL_SRC_TAR || src->type == SL_SRC_JSONL) {
         src->data_off[src->count] = 0;
         src->shard[src->count] = 0;
+    }
+    if (src->type == SL_SRC_JSONL) {
+        src->nimages[src->count] = 0;
     }
     src->count++;
     return 0;
@@ -452,6 +466,13 @@ static uint64_t compute_fingerprint(const sl_source_t *src)
         h = fnv1a(h, name, strlen(name) + 1);
         h = fnv1a(h, num, sizeof(num));
     }
+    if (sl_source_is_record(src)) {
+        unsigned char fp[8];
+        for (int k = 0; k < 8; k++) {
+            fp[k] = (unsigned char)(src->rec_fp >> (8 * k));
+        }
+        h = fnv1a(h, fp, sizeof(fp));
+    }
     return h;
 }
 
@@ -476,6 +497,9 @@ void sl_source_free(sl_source_t *src)
     free(src->label);
     free(src->data_off);
     free(src->shard);
+    free(src->first);
+    free(src->members);
+    free(src->nimages);
     free(src);
 }
 
@@ -485,7 +509,8 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
     if (data_root == NULL || path == NULL || ret_src == NULL) {
         return sl_err(err, errlen, -EINVAL, "source: missing data root or path");
     }
-    if (type != SL_SRC_IMAGEFOLDER && type != SL_SRC_TAR && type != SL_SRC_FILELIST) {
+    if (type != SL_SRC_IMAGEFOLDER && type != SL_SRC_TAR && type != SL_SRC_FILELIST &&
+        type != SL_SRC_WEBDATASET && type != SL_SRC_JSONL) {
         return sl_err(err, errlen, -EINVAL, "source: unknown source type %d", (int)type);
     }
     char norm[SL_SRC_PATH_MAX];
@@ -524,9 +549,10 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
         rc = sl_src_index_filelist(src, norm, err, errlen);
         break;
     case SL_SRC_WEBDATASET:
+        rc = sl_src_index_wds(src, norm, err, errlen);
+        break;
     case SL_SRC_JSONL:
-        rc = sl_err(err, errlen, -ENOTSUP, "source: %s is not implemented yet",
-                    sl_source_type_name(type));
+        rc = sl_src_index_jsonl(src, norm, err, errlen);
         break;
     }
     if (rc < 0) {
@@ -580,6 +606,52 @@ const char *sl_source_name(const sl_source_t *src, uint64_t index)
     return src->arena + src->name_off[index];
 }
 
+bool sl_source_is_record(const sl_source_t *src)
+{
+    return src != NULL && (src->type == SL_SRC_WEBDATASET || src->type == SL_SRC_JSONL);
+}
+
+int sl_source_record_features(const sl_source_t *src, uint64_t index, sl_src_features_t *ret)
+{
+    if (!sl_source_is_record(src) || ret == NULL) {
+        return -EINVAL;
+    }
+    if (index >= src->count) {
+        return -ERANGE;
+    }
+    sl_src_features_t f = {0};
+    if (src->type == SL_SRC_JSONL) {
+        uint8_t n = src->nimages[index];
+        f.nimages = n == SL_SRC_LINE_BAD ? 0 : n;
+        f.text_bytes = src->size[index];
+        f.text_bytes_exact = false; /* the whole line: an upper bound */
+        f.image_bytes_known = false;
+    } else {
+        bool has_text = false;
+        uint64_t meta = 0;
+        for (uint32_t m = src->first[index]; m < src->first[index + 1]; m++) {
+            const sl_src_member_t *mb = &src->members[m];
+            if (mb->role == SL_SRC_ROLE_IMAGE) {
+                f.nimages++;
+                f.image_bytes += mb->size;
+            } else if (mb->role == SL_SRC_ROLE_TEXT) {
+                f.text_bytes = mb->size;
+                has_text = true;
+            } else if (mb->role == SL_SRC_ROLE_META) {
+                meta = mb->size;
+            }
+        }
+        /* Without .txt the text comes from the .json's conversations. */
+        f.text_bytes_exact = has_text;
+        if (!has_text) {
+            f.text_bytes = meta;
+        }
+        f.image_bytes_known = true;
+    }
+    *ret = f;
+    return 0;
+}
+
 uint64_t sl_source_fingerprint(const sl_source_t *src)
 {
     return src != NULL ? src->fingerprint : 0;
@@ -592,20 +664,15 @@ const char *sl_source_open_warnings(const sl_source_t *src)
 
 /* ---- reads ----------------------------------------------------------- */
 
-/* Reads exactly size bytes at off into out; fewer (EOF) is -ENOMSG. */
-static int read_exact(int fd, uint64_t off, uint64_t size, sl_tensor_t *out, const char *name,
-                      char *err, size_t errlen)
+int sl_src_pread_exact(int fd, uint64_t off, void *buf, size_t size, const char *name, char *err,
+                       size_t errlen)
 {
-    int rc = sl_tensor_reshape(out, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)size, 1, 1);
-    if (rc < 0) {
-        return sl_err(err, errlen, rc, "%s: cannot hold %" PRIu64 " bytes", name, size);
-    }
     uint64_t got = 0;
     while (got < size) {
         if (off > (uint64_t)INT64_MAX - got) {
             return sl_err(err, errlen, -EOVERFLOW, "%s: offset out of range", name);
         }
-        ssize_t n = pread(fd, out->data + got, (size_t)(size - got), (off_t)(off + got));
+        ssize_t n = pread(fd, (char *)buf + got, (size_t)(size - got), (off_t)(off + got));
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -614,12 +681,22 @@ static int read_exact(int fd, uint64_t off, uint64_t size, sl_tensor_t *out, con
         }
         if (n == 0) {
             return sl_err(err, errlen, -ENOMSG,
-                          "%s: truncated: got %" PRIu64 " of %" PRIu64 " bytes", name, got,
-                          size);
+                          "%s: truncated: got %" PRIu64 " of %zu bytes", name, got, size);
         }
         got += (uint64_t)n;
     }
     return 0;
+}
+
+/* Reads exactly size bytes at off into out; fewer (EOF) is -ENOMSG. */
+static int read_exact(int fd, uint64_t off, uint64_t size, sl_tensor_t *out, const char *name,
+                      char *err, size_t errlen)
+{
+    int rc = sl_tensor_reshape(out, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)size, 1, 1);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s: cannot hold %" PRIu64 " bytes", name, size);
+    }
+    return sl_src_pread_exact(fd, off, out->data, (size_t)size, name, err, errlen);
 }
 
 static int check_size(uint64_t size, const char *name, char *err, size_t errlen)
@@ -640,6 +717,23 @@ static int open_error(int rc, const char *name, char *err, size_t errlen)
         return sl_err(err, errlen, rc, "%s: resolves outside the data root", name);
     }
     return sl_err(err, errlen, rc, "%s: %s", name, strerror(-rc));
+}
+
+int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bool *ret_close,
+                    char *err, size_t errlen)
+{
+    const sl_src_shard_t *sh = &src->shards[shard];
+    *ret_close = false;
+    if (sh->fd >= 0) {
+        return sh->fd;
+    }
+    /* Shard beyond the open-fd budget: open (and re-verify) per read. */
+    int fd = sl_src_open_beneath(src, src->arena + sh->path_off, O_RDONLY, 0);
+    if (fd < 0) {
+        return open_error(fd, name, err, errlen);
+    }
+    *ret_close = true;
+    return fd;
 }
 
 /* Reads the first min(size, max) bytes of a member (max 0: all of it). */
@@ -723,6 +817,15 @@ static int read_sample(const sl_source_t *src, uint64_t index, uint64_t max, sl_
                       " samples)", index, src->count);
     }
     const char *name = src->arena + src->name_off[index];
+    if (sl_source_is_record(src)) {
+        if (max > 0) {
+            return sl_err(err, errlen, -ENOTSUP, "%s: a %s source reads whole records, not "
+                          "heads (use sl_source_record_features)", name,
+                          sl_source_type_name(src->type));
+        }
+        return src->type == SL_SRC_WEBDATASET ? sl_src_read_wds(src, index, out, err, errlen)
+                                              : sl_src_read_jsonl(src, index, out, err, errlen);
+    }
     if (src->type == SL_SRC_TAR) {
         return read_tar_member(src, index, max, out, name, err, errlen);
     }

@@ -1,6 +1,8 @@
 /* source: the samples of a data set, indexed once, read by index from many
- * threads. Three kinds (DESIGN.md): imagefolder, tar shards (WebDataset
- * convention) and filelist. Every path is resolved under a data root and
+ * threads. Five kinds (DESIGN.md, docs/sources.md): imagefolder, tar shards
+ * (WebDataset convention, one image per sample) and filelist give encoded
+ * images; webdataset and jsonl give multimodal records (text + 0..N images,
+ * common/image/record.h). Every path is resolved under a data root and
  * anything that escapes it ("..", absolute paths, symlinks leading out) is
  * refused: the source path itself at open, a sample (a file of an
  * imagefolder or a list that resolves outside) when it is read, so one such
@@ -10,6 +12,7 @@
 #ifndef SL_SOURCE_H
 #define SL_SOURCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/spec/spec.h"
@@ -21,6 +24,21 @@ typedef struct sl_source_s sl_source_t;
 #define SL_SOURCE_MAX_FILE_BYTES ((uint64_t)256 << 20)
 /* Most samples one source may index. */
 #define SL_SOURCE_MAX_SAMPLES (50u * 1000u * 1000u)
+/* Longest jsonl manifest line; a longer one is a bad_manifest sample. */
+#define SL_SOURCE_MAX_LINE_BYTES ((uint64_t)16 << 20)
+
+/* What the index knows of a record sample before reading it (the cost
+ * model's features): sl_source_record_features. */
+typedef struct sl_src_features_s {
+    uint32_t nimages;       /* images the sample names (webdataset: at most
+                             * SL_REC_MAX_IMAGES + 1, which means "too many") */
+    uint64_t image_bytes;   /* encoded image bytes (webdataset); 0 for jsonl */
+    bool image_bytes_known; /* false for jsonl: image files are not stat'ed at open */
+    uint64_t text_bytes;    /* webdataset: the .txt member's size (without one, the
+                             * .json's, an upper bound); jsonl: the manifest line's
+                             * length, an upper bound */
+    bool text_bytes_exact;  /* true when text_bytes is the text's size itself */
+} sl_src_features_t;
 
 /* Opens and indexes a source.
  *  - imagefolder: path is a directory indexed like torchvision's ImageFolder
@@ -37,9 +55,21 @@ typedef struct sl_source_s sl_source_t;
  *  - filelist: path is a text file of "RELPATH LABEL" lines (# comments and
  *    blank lines allowed); RELPATH is relative to the data root. A malformed
  *    line is an error naming file:line.
+ *  - webdataset: path is a .tar, a directory of *.tar shards (sorted) or a
+ *    brace pattern ("s/shard-{000000..000099}.tar", "{a,b}"; at most 100 000
+ *    shards, each must exist). Consecutive members sharing a key (basename up
+ *    to its first '.') form a sample: KEY.txt text, KEY.json metadata (its
+ *    "conversations" give the text when there is no .txt), KEY.cls label,
+ *    images KEY.jpg/.jpeg/.png and KEY.N.jpg/.N.png in N order. Other
+ *    extensions are ignored and counted in the warnings.
+ *  - jsonl: path is a manifest, one JSON object per line ("id", "text" or
+ *    "conversations", "images" or "image" relative to the data root,
+ *    "label"). Every non-blank line is a sample; a malformed one fails to
+ *    read (-EPROTO) instead of failing the open.
+ * docs/sources.md has the details of each.
  * Returns 0, -ENOENT/-ENOTDIR/-EACCES (path), -EPERM (path, a class or a
  * directory in one, or a tar shard escapes the root), -EINVAL (malformed
- * list), -E2BIG (too many samples). */
+ * list, bad brace pattern), -E2BIG (too many samples or shards). */
 int sl_source_open(const char *data_root, sl_source_type_e type, const char *path,
                    sl_source_t **ret_src, char *err, size_t errlen);
 void sl_source_free(sl_source_t *src);
@@ -60,15 +90,22 @@ uint64_t sl_source_fingerprint(const sl_source_t *src);
 const char *sl_source_open_warnings(const sl_source_t *src);
 
 /* Reads the encoded bytes of one sample into out (dtype SL_DT_BYTES, h = bytes,
- * w = c = 1). Thread-safe for concurrent calls with different out tensors.
- * Returns 0, -ERANGE (bad index), -ENODATA (zero bytes), -ENOMSG (truncated tar
- * member), -EFBIG (> SL_SOURCE_MAX_FILE_BYTES), -EPERM (the file resolves
- * outside the root: skip outside_root), -ENOENT (dangling), -EINVAL (not a
- * regular file), other -errno for I/O. */
+ * w = c = 1); for a record source (webdataset, jsonl) out becomes a finished
+ * record (dtype SL_DT_RECORD: KEY, LABEL if any, TEXT, META if any, one
+ * IMAGE_ENC per image; images are not decoded). Thread-safe for concurrent
+ * calls with different out tensors. Returns 0, -ERANGE (bad index), -ENODATA
+ * (zero bytes; an empty image member), -ENOMSG (truncated tar member), -EFBIG
+ * (> SL_SOURCE_MAX_FILE_BYTES), -EPERM (the file resolves outside the root:
+ * skip outside_root), -ENOENT (dangling), -EINVAL (not a regular file), other
+ * -errno for I/O; records also -EDOM (text not UTF-8), -ENOSTR (no text),
+ * -EPROTO (a manifest line or .json of the wrong shape), -ETOOMANYREFS (more
+ * than SL_REC_MAX_IMAGES images). err names the file, "shard.tar:member" or
+ * "manifest:line". */
 int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                    size_t errlen);
 /* The same for at most the first max (> 0) bytes: enough for a JPEG's
  * header without reading a large file (client/lib/costs.c). Same errors. */
+/* Record sources return -ENOTSUP: use sl_source_record_features. */
 int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
                         char *err, size_t errlen);
 
@@ -76,5 +113,11 @@ int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_t
  * samples): an fd the caller closes, or -EPERM (escapes the root), -ENOENT,
  * other -errno; err names the file. */
 int sl_source_open_file(const sl_source_t *src, const char *rel, char *err, size_t errlen);
+
+/* True for webdataset and jsonl sources (their reads give records). */
+bool sl_source_is_record(const sl_source_t *src);
+/* What the index knows of record sample index, without reading it.
+ * Returns 0, -EINVAL (not a record source), -ERANGE. */
+int sl_source_record_features(const sl_source_t *src, uint64_t index, sl_src_features_t *ret);
 
 #endif

@@ -1,5 +1,6 @@
-/* source_impl: what source.c shares with the three indexers
- * (source_imagefolder.c, source_tar.c, source_filelist.c). Not a public API.
+/* source_impl: what source.c shares with the indexers (source_imagefolder.c,
+ * source_tar.c, source_filelist.c, and the record sources source_wds.c and
+ * source_jsonl.c). Not a public API.
  *
  * Index layout (built once by sl_source_open, read-only afterwards, so any
  * number of threads may read it without locks): one string arena holding
@@ -7,6 +8,13 @@
  * sample: name offset, encoded size, label; tar sources add the member's data
  * offset and its shard number. About 20 bytes per sample plus the name
  * (32 for tar), so tens of millions of samples fit comfortably.
+ *
+ * Record sources: webdataset keeps, per sample, the index of its first
+ * member (4 bytes) and, per kept member, one 16-byte sl_src_member_t in a
+ * flat array: 24 bytes per sample + 16 per member + the name, so a typical
+ * LLaVA sample (txt, json, jpg) costs about 72 bytes plus "shard.tar:KEY".
+ * jsonl keeps the line's offset (data_off), its line number (shard) and the
+ * number of images it names (1 byte): 33 bytes per sample plus the name.
  *
  * Confinement (sl_src_open_beneath): every path is first checked lexically
  * (no absolute path, no ".." component), then opened relative to a directory
@@ -26,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/data/source.h"
 
 /* Longest relative path (and tar member name) we accept. */
@@ -36,6 +46,10 @@
 /* Room for the one-line warning summary. */
 #define SL_SRC_WARN_MAX 1024
 
+/* Most shards one webdataset source may name (a brace pattern expands to at
+ * most this many; a directory holds at most this many .tar files). */
+#define SL_SRC_MAX_SHARDS 100000u
+
 /* sl_src_open_beneath() flag: skip openat2 and use the /proc fallback
  * (lets the tests exercise the fallback on kernels that have openat2). */
 #define SL_SRC_BENEATH_NO_OPENAT2 1u
@@ -44,6 +58,33 @@ typedef struct sl_src_shard_s {
     uint64_t path_off; /* shard path relative to the root, in the name arena */
     int fd;            /* open read-only fd, or -1: open per read */
 } sl_src_shard_t;
+
+/* What a webdataset member is to its sample (.cls is read at indexing and
+ * kept as the label, not as a member). */
+typedef enum {
+    SL_SRC_ROLE_TEXT = 1,  /* KEY.txt */
+    SL_SRC_ROLE_META = 2,  /* KEY.json */
+    SL_SRC_ROLE_IMAGE = 3, /* KEY.jpg/.jpeg/.png, KEY.N.jpg/.N.jpeg/.N.png */
+} sl_src_role_e;
+
+/* Image extensions, for naming a member in messages. */
+typedef enum { SL_SRC_EXT_JPG = 0, SL_SRC_EXT_JPEG, SL_SRC_EXT_PNG } sl_src_ext_e;
+
+/* One member of a webdataset sample: 16 bytes. Tar payloads start on 512-byte
+ * blocks, so the block number fits 32 bits for shards up to 2 TiB (larger
+ * shards are refused at open). A size above UINT32_MAX is stored as
+ * UINT32_MAX: it is over SL_SOURCE_MAX_FILE_BYTES either way. */
+typedef struct sl_src_member_s {
+    uint32_t block; /* payload offset / 512 in its shard */
+    uint32_t size;
+    uint32_t shard; /* index into shards */
+    uint16_t num;   /* N of KEY.N.ext; UINT16_MAX: none (or past 65534) */
+    uint8_t role;   /* sl_src_role_e */
+    uint8_t ext;    /* sl_src_ext_e, images only */
+} sl_src_member_t;
+
+/* jsonl: nimages value of a line that did not parse at indexing. */
+#define SL_SRC_LINE_BAD UINT8_MAX
 
 struct sl_source_s {
     sl_source_type_e type;
@@ -58,8 +99,18 @@ struct sl_source_s {
     uint64_t *name_off;
     uint64_t *size;
     int32_t *label;
-    uint64_t *data_off; /* tar only: member data offset in its shard */
-    uint32_t *shard;    /* tar only: index into shards */
+    uint64_t *data_off; /* tar: member data offset in its shard; jsonl: line offset */
+    uint32_t *shard;    /* tar: index into shards; jsonl: 1-based line number */
+
+    /* Record sources (see the top of this file). */
+    uint32_t *first;            /* webdataset: count + 1 entries; sample i's members
+                                 * are members[first[i] .. first[i + 1]) */
+    sl_src_member_t *members;   /* webdataset */
+    size_t nmembers, members_cap;
+    uint8_t *nimages;           /* jsonl: images the line names (capped at
+                                 * SL_REC_MAX_IMAGES + 1), or SL_SRC_LINE_BAD */
+    uint64_t rec_fp;            /* what names/sizes do not show: member names and
+                                 * sizes, manifest lines; folded into fingerprint */
 
     sl_src_shard_t *shards;
     uint32_t nshards, shards_cap;
@@ -107,6 +158,17 @@ int sl_src_add_sample(sl_source_t *src, uint64_t name_off, uint64_t size, int32_
 /* Appends a shard (tar); the fd is owned by the source from then on. */
 int sl_src_add_shard(sl_source_t *src, uint64_t path_off, int fd, uint32_t *ret_idx);
 
+/* The fd of a shard for a read: its kept fd, or one opened (and re-verified
+ * beneath the root) now, which the caller closes when *ret_close is set.
+ * Returns an fd or -errno with err naming name. */
+int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bool *ret_close,
+                    char *err, size_t errlen);
+
+/* Reads exactly n bytes at off into buf; EOF first is -ENOMSG ("truncated"),
+ * errors name name. */
+int sl_src_pread_exact(int fd, uint64_t off, void *buf, size_t n, const char *name, char *err,
+                       size_t errlen);
+
 /* Records one warning for sl_source_open_warnings (bounded). */
 void sl_src_warn(sl_source_t *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -136,5 +198,22 @@ void sl_src_dirlist_free(sl_src_dirlist_t *list);
 int sl_src_index_imagefolder(sl_source_t *src, const char *path, char *err, size_t errlen);
 int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen);
 int sl_src_index_filelist(sl_source_t *src, const char *path, char *err, size_t errlen);
+int sl_src_index_wds(sl_source_t *src, const char *path, char *err, size_t errlen);
+int sl_src_index_jsonl(sl_source_t *src, const char *path, char *err, size_t errlen);
+
+/* Record helpers shared by source_wds.c and source_jsonl.c. */
+/* Text from "conversations": the turns' "value"s joined with '\n'. Returns 0
+ * with *ret (malloc'd, NUL-terminated), -ENOSTR (no "conversations", or no
+ * turn in it), -EPROTO (wrong shape: *why says what), -ENOMEM. */
+int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, const char **why);
+/* Checks text is UTF-8 (-EDOM naming name and the byte) and adds it as TEXT. */
+int sl_src_add_text(sl_tensor_t *out, const char *text, size_t n, const char *name, char *err,
+                    size_t errlen);
+
+/* Record readers: sample index (checked by the caller) into a record in out. */
+int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                    size_t errlen);
+int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                      size_t errlen);
 
 #endif
