@@ -277,6 +277,14 @@ int sl_png_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tensor
         return sl_err(err, errlen, -EFBIG, "%ux%u is more than %llu pixels", info.width,
                       info.height, (unsigned long long)max_pixels);
     }
+    /* libpng keeps two file rows (current and previous, for the filters): at
+     * 8 bytes a pixel, a wide strip within max_pixels could still cost more
+     * than the output. Bound them by SL_TENSOR_MAX_BYTES as well. */
+    uint64_t file_row = ((uint64_t)info.width * info.channels * info.bit_depth + 7) / 8;
+    if (2 * file_row > SL_TENSOR_MAX_BYTES) {
+        return sl_err(err, errlen, -EFBIG, "rows of %ux%u at %u bits are too wide",
+                      info.width, info.channels, info.bit_depth);
+    }
     rc = sl_tensor_reshape(out, SL_DT_U8, SL_LAYOUT_HWC, info.height, info.width, 3);
     if (rc < 0) {
         return sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc,

@@ -26,8 +26,9 @@
  * common/data/skip.h maps both formats to the same skip reasons:
  *   -ENODATA  zero bytes
  *   -EILSEQ   not a PNG (the 8-byte signature does not match)
- *   -EFBIG    width x height > max_pixels, or an RGB output above
- *             SL_TENSOR_MAX_BYTES (from IHDR, before libpng is even started)
+ *   -EFBIG    width x height > max_pixels, or an RGB output (or two of
+ *             libpng's file rows) above SL_TENSOR_MAX_BYTES: from IHDR,
+ *             before libpng is even started
  *   -ENOMSG   truncated: the bytes end before the image data does, or the
  *             IDAT chunks end before the last row ("Not enough image data")
  *   -EBADMSG  corrupt: bad IHDR (width 0, bad depth/colour type), a CRC error

@@ -468,6 +468,14 @@ START_TEST(test_bad_ihdr)
     /* Within max_pixels but beyond SL_TENSOR_MAX_BYTES. */
     set_ihdr_size(im.png, 50000, 50000);
     ck_assert_int_eq(decode_rc(im.png, im.len, UINT64_MAX, err, sizeof(err)), -EFBIG);
+    /* A strip whose 16-bit RGBA rows (libpng keeps two) outgrow the limit. */
+    im.png[24] = 16;
+    im.png[25] = 6;
+    set_ihdr_size(im.png, 200000000, 1);
+    ck_assert_int_eq(decode_rc(im.png, im.len, UINT64_MAX, err, sizeof(err)), -EFBIG);
+    ck_assert_ptr_nonnull(strstr(err, "too wide"));
+    im.png[24] = 8;
+    im.png[25] = 2;
     /* max_pixels is inclusive. */
     set_ihdr_size(im.png, 61, 47);
     ck_assert_int_eq(decode_rc(im.png, im.len, 61 * 47, err, sizeof(err)), 0);

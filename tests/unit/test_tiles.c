@@ -151,7 +151,8 @@ START_TEST(test_order_row_major)
         const uint8_t *t = tile_at(&out, k);
         for (uint32_t ch = 0; ch < 3; ch++) {
             for (uint32_t i = 0; i < tile * tile; i++) {
-                ck_assert_uint_eq(t[ch * tile * tile + i], (ch == 0 ? 10 : ch == 1 ? 100 : 200) + k);
+                uint32_t want = (ch == 0 ? 10 : ch == 1 ? 100 : 200) + k;
+                ck_assert_uint_eq(t[ch * tile * tile + i], want);
             }
         }
     }
