@@ -16,7 +16,8 @@ SAN_FLAGS :=
 OPT ?= -O2 -g
 endif
 
-PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd
+PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
+        libpng
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -177,6 +178,8 @@ TEST_MODS_test_codec := image
 TEST_MODS_test_record := image
 TEST_MODS_test_imgops_normalize := image
 TEST_MODS_test_jpeg := image
+TEST_MODS_test_png := image
+TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data
