@@ -44,7 +44,11 @@ int cl_sample_costs(const sl_source_t *src, const sl_costmodel_t *model, int bud
                     float *out, uint64_t n, cl_costs_from_e *ret_from)
 {
     *ret_from = CL_COSTS_SIZE;
-    if (model != NULL && model->fitted && budget_ms > 0) {
+    /* Records: their images' headers are not in the index, and reading every
+     * sample whole to find them costs what processing it does; their sizes
+     * (all members) stand in. The profile still fits and reports the record
+     * model (images' headers, text) from the samples it runs. */
+    if (model != NULL && model->fitted && budget_ms > 0 && !sl_source_is_record(src)) {
         sl_tensor_t t;
         sl_tensor_init(&t);
         int done = model_costs(src, model, budget_ms, out, n, &t);

@@ -11,6 +11,7 @@
 #include "common/base/err.h"
 #include "common/engine/pipeline_impl.h"
 #include "common/image/imgops.h"
+#include "common/image/tiles.h"
 
 int sl_pipe_copy_kinds(const sl_rec_t *in, sl_tensor_t *out, sl_rf_kind_e lo, sl_rf_kind_e hi)
 {
@@ -140,8 +141,10 @@ static int tiles_make(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *i
         }
         rc = load_field(f, &sc->c);
         uint32_t n = 0;
+        uint32_t cols, rows;
         if (rc == 0) {
-            rc = sl_err(err, errlen, -ENOTSUP, "TILES-PENDING"); /* MERGE: sl_tiles_make */
+            rc = sl_tiles_make(&sc->c, u->st->tile, u->st->min_tiles, u->st->max_tiles,
+                               u->st->thumbnail, &sc->a, &n, &cols, &rows, err, errlen);
         }
         if (rc < 0) {
             char why[256];

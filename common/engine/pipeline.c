@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/base/err.h"
+#include "common/image/image_decode.h"
 #include "common/image/imgops.h"
 #include "common/image/jpeg.h"
 #include "common/base/rng.h"
@@ -183,6 +184,33 @@ static int center_crop_padded(const sl_tensor_t *in, uint32_t ch, uint32_t cw, s
     return 0;
 }
 
+/* A decode unit on a format without region decode (PNG): the whole image,
+ * then the fused unit's crop on it, exactly as the unfused stages would. */
+static int run_decode_full(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
+                           sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_h,
+                           uint32_t *ret_w, char *err, size_t errlen)
+{
+    const sl_stage_spec_t *st = u->st;
+    int rc = sl_image_decode(io->data, io->nbytes, p->spec.max_pixels, &sc->a, NULL, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    *ret_h = sc->a.h;
+    *ret_w = sc->a.w;
+    if (u->kind == UNIT_DECODE) {
+        sl_tensor_swap(io, &sc->a);
+        return 0;
+    }
+    if (u->kind == UNIT_DECODE_CENTER_CROP) {
+        return center_crop_padded(&sc->a, st->size_h, st->size_w, io);
+    }
+    uint32_t x, y, w, h;
+    sl_rrc_params(sc->a.h, sc->a.w, st->scale, st->ratio, rng, &x, &y, &w, &h);
+    rc = sl_img_resize_rect_ex(&sc->a, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
+                               io);
+    return rc < 0 ? sl_err(err, errlen, rc, "resize of the decoded image failed") : 0;
+}
+
 /* The decode units: decode_jpeg alone, or fused with the crop that follows
  * it as one region-of-interest decode (DESIGN.md invariant 2: one unit for
  * split points, the same bytes as the unfused stages). */
@@ -196,6 +224,10 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
     if (io->dtype != SL_DT_BYTES) {
         return sl_err(err, errlen, -EINVAL, "decode_jpeg needs encoded bytes, got %s",
                       sl_dtype_name(io->dtype));
+    }
+    if (s->stages[u->first_stage].op == SL_OP_DECODE_IMAGE &&
+        sl_image_sniff(io->data, io->nbytes) == SL_IMAGE_PNG) {
+        return run_decode_full(p, u, rng, io, sc, ret_h, ret_w, err, errlen);
     }
     if (u->kind == UNIT_DECODE) {
         rc = sl_jpeg_decode(io->data, io->nbytes, s->max_pixels, &sc->a, err, errlen);
