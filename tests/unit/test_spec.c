@@ -113,6 +113,22 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
     ck_assert_uint_eq(a->rank, b->rank);
     ck_assert_int_eq(a->rank_padding, b->rank_padding);
     ck_assert_str_eq(a->name, b->name);
+    ck_assert_uint_eq(a->shuffle_block, b->shuffle_block);
+    for (uint32_t i = 0; i < a->nstages; i++) {
+        const sl_stage_spec_t *x = &a->stages[i], *y = &b->stages[i];
+        ck_assert_uint_eq(x->tile, y->tile);
+        ck_assert_uint_eq(x->min_tiles, y->min_tiles);
+        ck_assert_uint_eq(x->max_tiles, y->max_tiles);
+        ck_assert_int_eq(x->thumbnail, y->thumbnail);
+        ck_assert_str_eq(x->vocab, y->vocab);
+        ck_assert_int_eq(x->encoding, y->encoding);
+        ck_assert_uint_eq(x->max_tokens, y->max_tokens);
+        ck_assert_int_eq(x->allow_special, y->allow_special);
+        ck_assert_int_eq(x->image_token, y->image_token);
+        ck_assert_int_eq(x->bos, y->bos);
+        ck_assert_int_eq(x->eos, y->eos);
+        ck_assert_uint_eq(x->tokens_per_tile, y->tokens_per_tile);
+    }
 }
 
 /* parse(to_json(s)) == s, and to_json is a fixed point after one trip. */
@@ -870,6 +886,72 @@ START_TEST(test_normalize_on_device)
 }
 END_TEST
 
+static const char MM[] =
+    "{\"source\": {\"type\": \"webdataset\", \"path\": \"shards/s-{0..9}.tar\"},\n"
+    " \"stages\": [{\"op\": \"decode_image\"},\n"
+    "  {\"op\": \"image_tiles\", \"tile\": 336, \"max_tiles\": 9},\n"
+    "  {\"op\": \"tokenize\", \"vocab\": \"tok/o200k_base.tiktoken\", \"encoding\": "
+    "\"o200k_base\", \"max_tokens\": 4096, \"special\": \"allow\"},\n"
+    "  {\"op\": \"template\", \"image_token\": 200000, \"tokens_per_tile\": 144},\n"
+    "  {\"op\": \"normalize\", \"on\": \"device\"}]}";
+
+static void expect_mm_err(const char *from, const char *to, const char *want)
+{
+    char *text = malloc(strlen(MM) + strlen(to) + 1);
+    const char *at = strstr(MM, from);
+    ck_assert_msg(at != NULL, "'%s' not in MM", from);
+    size_t pre = (size_t)(at - MM);
+    memcpy(text, MM, pre);
+    strcpy(text + pre, to);
+    strcat(text, at + strlen(from));
+    expect_text_err(text, strlen(text), -EINVAL, want);
+    free(text);
+}
+
+/* The multimodal ops: defaults, every key, round trip, and the errors. */
+START_TEST(test_multimodal_ops)
+{
+    sl_spec_t s;
+    char err[ERRLEN] = "";
+    ck_assert_msg(sl_spec_parse("t.json", MM, strlen(MM), &s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert(sl_spec_is_record(&s));
+    ck_assert_uint_eq(s.shuffle_block, 64); /* webdataset's default */
+    ck_assert_uint_eq(s.stages[1].tile, 336);
+    ck_assert_uint_eq(s.stages[1].min_tiles, 1);
+    ck_assert(s.stages[1].thumbnail);
+    ck_assert_str_eq(s.stages[2].vocab, "tok/o200k_base.tiktoken");
+    ck_assert_int_eq(s.stages[2].encoding, SL_TOKENIZER_O200K);
+    ck_assert(s.stages[2].allow_special);
+    ck_assert_int_eq(s.stages[3].bos, -1);
+    ck_assert_uint_eq(s.stages[3].tokens_per_tile, 144);
+    assert_round_trip(&s);
+
+    expect_mm_err("\"max_tiles\": 9", "\"max_tiles\": 9, \"min_tiles\": 10",
+                  "t.json:3: stages[1].min_tiles: must be <= max_tiles (9), got 10");
+    expect_mm_err("\"tile\": 336", "\"tile\": 0", "stages[1].tile");
+    expect_mm_err("\"vocab\": \"tok/o200k_base.tiktoken\", ", "",
+                  "t.json:4: stages[2].vocab: missing (required)");
+    expect_mm_err("tok/o200k", "../o200k", "stages[2].vocab: must not contain a \"..\"");
+    expect_mm_err("\"encoding\": \"o200k_base\"", "\"encoding\": \"p50k\"",
+                  "stages[2].encoding: must be one of cl100k_base, o200k_base, gpt2");
+    expect_mm_err("\"special\": \"allow\"", "\"special\": \"all\"", "stages[2].special");
+    expect_mm_err("\"image_token\": 200000, ", "", "stages[3].image_token: missing");
+    expect_mm_err("\"image_token\": 200000", "\"image_token\": 4294967296",
+                  "stages[3].image_token");
+    /* Order: template without tokenize; geometry after image_tiles; a decode twice. */
+    expect_mm_err("{\"op\": \"tokenize\"", "{\"op\": \"flip\"}, {\"op\": \"x\"",
+                  "stages[2].op: flip must come before image_tiles");
+    expect_mm_err("\"source\": {\"type\": \"webdataset\"", "\"source\": {\"type\": \"tar\"",
+                  "stages[1].op: image_tiles needs a multimodal source (webdataset or jsonl)");
+    expect_mm_err("{\"op\": \"decode_image\"},", "{\"op\": \"flip\"},",
+                  "stages[0].op: flip needs decoded images: put decode_image before it");
+    expect_mm_err("{\"op\": \"normalize\", \"on\": \"device\"}",
+                  "{\"op\": \"decode_image\"}", "stages[4].op: decode_image appears twice");
+    expect_mm_err("\"path\": \"shards", "\"shuffle_block\": 2000000, \"path\": \"shards",
+                  "source.shuffle_block");
+}
+END_TEST
+
 START_TEST(test_to_json_round_trip)
 {
     char err[ERRLEN] = "";
@@ -948,6 +1030,7 @@ int main(void)
     tcase_add_test(tc, test_name_key);
     tcase_add_test(tc, test_normalize_on_device);
     tcase_add_test(tc, test_to_json_round_trip);
+    tcase_add_test(tc, test_multimodal_ops);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
