@@ -154,6 +154,9 @@ out:
 int sl_tokenizer_open(const char *path, const char *encoding, sl_tokenizer_t **ret, char *err,
                       size_t errlen)
 {
+    if (sl_encoding_find(encoding) == NULL) { /* before touching the file */
+        return sl_tokenizer_open_fd(-1, path, encoding, ret, err, errlen);
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
