@@ -1,7 +1,9 @@
 /* bpe_ranks: a tiktoken ranks file parsed into an immutable hash table from
  * token bytes to rank. Built once by sl_bpe_ranks_parse, then only read (any
  * number of threads). Single bytes and byte pairs -- the lookups the merge
- * does most -- also have direct tables, so they are never hashed. */
+ * does most -- also have direct tables, so they are never hashed. A slot
+ * holds a token of up to 8 bytes itself (one cache line per lookup, no
+ * memcmp); longer ones point into the bytes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,55 +21,62 @@ typedef struct entry_s {
     uint32_t line; /* in the file, for errors */
 } entry_t;
 
+typedef struct slot_s {
+    uint64_t key; /* len <= 8: the bytes, zero-padded; longer: offset into bytes */
+    uint32_t rank;
+    uint32_t len; /* 0: empty */
+} slot_t;
+
 struct sl_bpe_ranks_s {
     uint8_t *bytes; /* every token's bytes, back to back */
     entry_t *entries;
     uint32_t n;
-    uint64_t *slots; /* open addressing: (hash >> 32) << 32 | (entry + 1); 0 empty */
+    slot_t *slots; /* open addressing, linear probing, load <= 1/2 */
     uint32_t mask;
     uint32_t max_rank;
     uint32_t rank1[256];
     uint32_t *rank2; /* 65536 entries, a << 8 | b */
 };
 
-/* A multiply-xorshift hash over 8-byte words: tokens are short (most under
- * 8 bytes), so this is one or two multiplies per lookup. */
-static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
+static inline uint64_t pack8(const uint8_t *p, size_t n)
+{
+    uint64_t w = 0;
+    memcpy(&w, p, n < 8 ? n : 8);
+    return w;
+}
+
+static inline uint64_t mix(uint64_t h)
+{
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return h;
+}
+
+/* Tokens are short (most under 8 bytes): one multiply-xorshift round per 8
+ * bytes, the first word being the slot key of short tokens. */
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n, uint64_t first)
 {
     const uint64_t k = 0x9e3779b97f4a7c15ull;
-    uint64_t h = (uint64_t)n * k;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * k;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
+    uint64_t h = (first ^ ((uint64_t)n << 56)) * k;
+    for (size_t i = 8; i < n; i += 8) {
+        h = mix(h ^ pack8(p + i, n - i)) * k;
     }
-    if (n > 0) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        h = (h ^ w) * k;
-        h ^= h >> 29;
-    }
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-    return h;
+    return mix(h);
 }
 
 uint32_t sl_bpe_rank(const sl_bpe_ranks_t *r, const uint8_t *p, size_t n)
 {
-    uint64_t h = hash_bytes(p, n);
-    uint32_t tag = (uint32_t)(h >> 32);
+    uint64_t first = pack8(p, n);
+    uint64_t h = hash_bytes(p, n, first);
     for (uint32_t i = (uint32_t)h & r->mask;; i = (i + 1) & r->mask) {
-        uint64_t s = r->slots[i];
-        if (s == 0) {
+        const slot_t *s = &r->slots[i];
+        if (s->len == 0) {
             return SL_RANK_NONE;
         }
-        if ((uint32_t)(s >> 32) == tag) {
-            const entry_t *e = &r->entries[(uint32_t)s - 1];
-            if (e->len == n && memcmp(r->bytes + e->off, p, n) == 0) {
-                return e->rank;
+        if (s->len == n) {
+            if (n <= 8 ? s->key == first : memcmp(r->bytes + s->key, p, n) == 0) {
+                return s->rank;
             }
         }
     }
@@ -154,18 +163,26 @@ static int table_insert(sl_bpe_ranks_t *r, uint32_t idx, uint32_t *ret_dup)
 {
     const entry_t *e = &r->entries[idx];
     const uint8_t *p = r->bytes + e->off;
-    uint64_t h = hash_bytes(p, e->len);
-    uint32_t tag = (uint32_t)(h >> 32);
+    uint64_t first = pack8(p, e->len);
+    uint64_t h = hash_bytes(p, e->len, first);
     for (uint32_t i = (uint32_t)h & r->mask;; i = (i + 1) & r->mask) {
-        uint64_t s = r->slots[i];
-        if (s == 0) {
-            r->slots[i] = (uint64_t)tag << 32 | (idx + 1);
+        slot_t *s = &r->slots[i];
+        if (s->len == 0) {
+            s->key = e->len <= 8 ? first : e->off;
+            s->rank = e->rank;
+            s->len = e->len;
             return 0;
         }
-        const entry_t *o = &r->entries[(uint32_t)s - 1];
-        if ((uint32_t)(s >> 32) == tag && o->len == e->len &&
-            memcmp(r->bytes + o->off, p, e->len) == 0) {
-            *ret_dup = (uint32_t)s - 1;
+        if (s->len == e->len &&
+            (e->len <= 8 ? s->key == first : memcmp(r->bytes + s->key, p, e->len) == 0)) {
+            /* Which line had it: by rank (ranks are not yet known unique). */
+            for (uint32_t k = 0; k < idx; k++) {
+                const entry_t *o = &r->entries[k];
+                if (o->len == e->len && memcmp(r->bytes + o->off, p, e->len) == 0) {
+                    *ret_dup = k;
+                    break;
+                }
+            }
             return -EEXIST;
         }
     }
@@ -294,14 +311,14 @@ int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ran
         cap *= 2;
     }
     r->mask = cap - 1;
-    r->slots = calloc(cap, sizeof(uint64_t));
+    r->slots = calloc(cap, sizeof(slot_t));
     if (r->slots == NULL) {
         rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
         goto out;
     }
     /* Duplicates: a token by the table, a rank by sorting. */
     for (uint32_t k = 0; k < r->n; k++) {
-        uint32_t dup;
+        uint32_t dup = k;
         if (table_insert(r, k, &dup) < 0) {
             rc = sl_err(err, errlen, -EINVAL, "%s:%u: the token of line %u again", name,
                         r->entries[k].line, r->entries[dup].line);
@@ -345,6 +362,8 @@ int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ran
         uint8_t two[2] = {(uint8_t)(k >> 8), (uint8_t)k};
         r->rank2[k] = sl_bpe_rank(r, two, 2);
     }
+    free(r->entries); /* only loading and its errors need them */
+    r->entries = NULL;
     *ret = r;
     r = NULL;
 out:
