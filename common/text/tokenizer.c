@@ -193,6 +193,10 @@ sl_tok_scratch_t *sl_tok_scratch_new(const sl_tokenizer_t *t)
         return NULL;
     }
     pcre2_jit_stack_assign(s->mctx, NULL, s->jit);
+    /* \s*[\r\n] backtracks once per byte of a whitespace run: a run of
+     * SL_TOK_MAX_TEXT bytes must not hit PCRE2's default limit of 10^7
+     * (linear work per run, not a risk to bound). */
+    pcre2_set_match_limit(s->mctx, UINT32_MAX);
     return s;
 }
 
@@ -231,7 +235,7 @@ static int reserve(uint32_t **ids, size_t *cap, size_t n, size_t more)
  * as tiktoken's slice up to the next special token) into ids from *n. */
 static int encode_ordinary(const sl_tokenizer_t *t, sl_tok_scratch_t *s, const uint8_t *text,
                            size_t from, size_t end, size_t limit, uint32_t **ids, size_t *cap,
-                           size_t *n)
+                           size_t *n, int *ret_pcre)
 {
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
     size_t pos = from;
@@ -241,6 +245,7 @@ static int encode_ordinary(const sl_tokenizer_t *t, sl_tok_scratch_t *s, const u
             break; /* find_iter: nothing more to find; the rest is dropped */
         }
         if (m < 0) {
+            *ret_pcre = m;
             return m == PCRE2_ERROR_NOMEMORY || m == PCRE2_ERROR_JIT_STACKLIMIT ? -ENOMEM
                                                                                  : -EIO;
         }
@@ -292,10 +297,15 @@ int sl_tokenizer_encode(const sl_tokenizer_t *t, sl_tok_scratch_t *s, const char
             at = len;
             sp = NULL;
         }
-        int rc = encode_ordinary(t, s, p, pos, at, limit, ids, cap, &n);
+        int pcre_rc = 0, rc = encode_ordinary(t, s, p, pos, at, limit, ids, cap, &n, &pcre_rc);
+        if (rc < 0 && pcre_rc != 0) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(pcre_rc, msg, sizeof(msg));
+            return sl_err(err, errlen, rc, "pre-tokenizing after byte %zu: %s", pos,
+                          (const char *)msg);
+        }
         if (rc < 0) {
-            return sl_err(err, errlen, rc, "encoding failed at byte %zu: %s", pos,
-                          rc == -ENOMEM ? "out of memory" : "regex error");
+            return sl_err(err, errlen, rc, "out of memory");
         }
         if (sp == NULL || n >= limit) {
             break;
