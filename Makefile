@@ -17,7 +17,7 @@ OPT ?= -O2 -g
 endif
 
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
-        libpng
+        libpng libpcre2-8
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -138,7 +138,7 @@ $(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-MODS := base spec image data engine cost rpc http proto disp worker client fx
+MODS := base text spec image data engine cost rpc http proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
 $$(LIB_$(1)): $$(MOBJ_$(1))
@@ -146,7 +146,7 @@ $$(LIB_$(1)): $$(MOBJ_$(1))
 	@echo "  AR      $$@"
 	$$(Q)rm -f $$@ && ar rcs $$@ $$^
 endef
-$(foreach m,base spec image data engine cost rpc http,\
+$(foreach m,base text spec image data engine cost rpc http,\
   $(eval MOBJ_$(m) := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/$(m)/*.c))))
 MOBJ_proto := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
 MOBJ_disp := $(filter-out %/main.o,$(DISP_OBJ))
@@ -156,10 +156,11 @@ MOBJ_fx := $(TEST_HELPER_OBJ)
 $(foreach m,$(MODS),$(eval $(call mod_lib,$(m))))
 
 DEPS_base := base
+DEPS_text := text base
 DEPS_spec := spec base
 DEPS_image := image base
 DEPS_data := data spec image base
-DEPS_engine := engine $(DEPS_data)
+DEPS_engine := engine text $(DEPS_data)
 DEPS_cost := cost $(DEPS_engine)
 DEPS_rpc := rpc proto base
 DEPS_http := http base
@@ -176,6 +177,7 @@ TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
 TEST_MODS_test_codec := image
 TEST_MODS_test_record := image
+TEST_MODS_test_tokenizer := text
 TEST_MODS_test_imgops_normalize := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_png := image

@@ -8,7 +8,7 @@ PKGS=(
     build-essential pkg-config make
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     libevent-dev libjansson-dev
-    libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libpng-dev
+    libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libpng-dev libpcre2-dev
     check
     clang libclang-rt-14-dev
     iproute2 openssl procps psmisc curl
@@ -16,6 +16,7 @@ PKGS=(
     python3-prometheus-client
     gnuplot-nox
     chromium systemd groff-base
+    nodejs
 )
 
 missing=()
@@ -25,17 +26,36 @@ for p in "${PKGS[@]}"; do
     fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-    echo "install-deps: all ${#PKGS[@]} packages present"
-    exit 0
-fi
+# The tokenizer's oracle (tests/integration/test_tokenizer_oracle.sh,
+# scripts/bench-tokenizer, scripts/tokenizer-files): OpenAI's tiktoken compiled
+# to WASM, from npm, pinned, in a fixed prefix; installed only when that
+# version's package.json is not there yet.
+ORACLE_PREFIX=/usr/local/lib/sluice-oracle
+ORACLE_VERSION=1.0.22
+install_oracle() {
+    local pj="$ORACLE_PREFIX/node_modules/tiktoken/package.json"
+    if [ -e "$pj" ] && grep -q "\"version\": \"$ORACLE_VERSION\"" "$pj"; then
+        return 0
+    fi
+    echo "install-deps: installing tiktoken@$ORACLE_VERSION (npm) into $ORACLE_PREFIX"
+    $SUDO mkdir -p "$ORACLE_PREFIX"
+    $SUDO npm install --prefix "$ORACLE_PREFIX" --no-audit --no-fund --no-save \
+        "tiktoken@$ORACLE_VERSION"
+}
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
 
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#PKGS[@]} packages present"
+    install_oracle
+    exit 0
+fi
+
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_oracle
