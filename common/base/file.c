@@ -40,30 +40,22 @@ static int read_to_eof(int fd, size_t max, char **buf, size_t *cap, size_t *used
     }
 }
 
-int sl_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char *err,
-                 size_t errlen)
+int sl_file_read_fd(int fd, const char *name, size_t max, char **ret, size_t *ret_len,
+                    char *err, size_t errlen)
 {
     int rc = 0;
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return sl_err(err, errlen, -e, "%s: cannot open: %s", path, strerror(e));
-    }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = errno;
-        rc = sl_err(err, errlen, -e, "%s: cannot stat: %s", path, strerror(e));
-        goto out;
+        return sl_err(err, errlen, -e, "%s: cannot stat: %s", name, strerror(e));
     }
     if (S_ISDIR(st.st_mode)) {
-        rc = sl_err(err, errlen, -EISDIR, "%s: cannot read: %s", path, strerror(EISDIR));
-        goto out;
+        return sl_err(err, errlen, -EISDIR, "%s: cannot read: %s", name, strerror(EISDIR));
     }
     if (S_ISREG(st.st_mode) && (unsigned long long)st.st_size > (unsigned long long)max) {
-        rc = sl_err(err, errlen, -E2BIG, "%s: %lld bytes, the limit is %zu", path,
-                    (long long)st.st_size, max);
-        goto out;
+        return sl_err(err, errlen, -E2BIG, "%s: %lld bytes, the limit is %zu", name,
+                      (long long)st.st_size, max);
     }
     /* The size is a hint (pipes have none, files may grow): read to EOF, but
      * never hold more than the limit plus one byte. */
@@ -74,19 +66,18 @@ int sl_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char
     size_t used = 0;
     buf = malloc(cap + 1);
     if (buf == NULL) {
-        rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", path);
-        goto out;
+        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
     }
     rc = read_to_eof(fd, max, &buf, &cap, &used);
     if (rc == 0 && used > max) {
         rc = -E2BIG;
     }
     if (rc == -E2BIG) {
-        rc = sl_err(err, errlen, rc, "%s: over the limit of %zu bytes", path, max);
+        rc = sl_err(err, errlen, rc, "%s: over the limit of %zu bytes", name, max);
         goto out;
     }
     if (rc < 0) {
-        rc = sl_err(err, errlen, rc, "%s: cannot read: %s", path, strerror(-rc));
+        rc = sl_err(err, errlen, rc, "%s: cannot read: %s", name, strerror(-rc));
         goto out;
     }
     buf[used] = '\0';
@@ -95,6 +86,18 @@ int sl_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char
     buf = NULL;
 out:
     free(buf);
+    return rc;
+}
+
+int sl_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char *err,
+                 size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return sl_err(err, errlen, -e, "%s: cannot open: %s", path, strerror(e));
+    }
+    int rc = sl_file_read_fd(fd, path, max, ret, ret_len, err, errlen);
     close(fd);
     return rc;
 }

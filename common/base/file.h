@@ -16,4 +16,9 @@
 int sl_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char *err,
                  size_t errlen);
 
+/* The same from an fd the caller opened (and still owns; it is read from
+ * its current offset); name stands for the file in errors. */
+int sl_file_read_fd(int fd, const char *name, size_t max, char **ret, size_t *ret_len,
+                    char *err, size_t errlen);
+
 #endif

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The well-formed byte sequences of the Unicode standard (table 3-7): the
  * second byte's range depends on the first, which is what excludes
@@ -11,6 +12,18 @@ int sl_utf8_check(const char *s, size_t n, size_t *ret_bad_offset)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
+        /* ASCII runs, 8 bytes at a time (text is mostly ASCII). */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (w & 0x8080808080808080ull) {
+                break;
+            }
+            i += 8;
+        }
+        if (i >= n) {
+            break;
+        }
         unsigned char c = p[i];
         if (c < 0x80) {
             i++;

@@ -1,5 +1,6 @@
 #include "common/engine/pipeline.h"
 #include "common/engine/pipeline_impl.h"
+#include "common/text/tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -87,7 +88,13 @@ int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, 
     return 0;
 }
 
-void sl_pipeline_free(sl_pipeline_t *p) { free(p); }
+void sl_pipeline_free(sl_pipeline_t *p)
+{
+    if (p != NULL) {
+        sl_tokenizer_free(p->tok);
+    }
+    free(p);
+}
 
 uint32_t sl_pipeline_nunits(const sl_pipeline_t *p) { return p->nunits; }
 
@@ -115,6 +122,9 @@ void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
     sl_tensor_init(&s->b);
     sl_tensor_init(&s->c);
     s->tok = NULL;
+    s->tok_owner = NULL;
+    s->ids = NULL;
+    s->ids_cap = 0;
 }
 
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s)

@@ -47,8 +47,11 @@ typedef struct sl_unit_stat_s {
 /* Per-thread temporaries, so running allocates nothing in steady state. */
 typedef struct sl_pipe_scratch_s {
     sl_tensor_t a, b;
-    sl_tensor_t c;            /* records: the image being worked on */
+    sl_tensor_t c;                /* records: the image being worked on */
     struct sl_tok_scratch_s *tok; /* records: tokenize's, made on first use */
+    const void *tok_owner;        /* the tokenizer tok was made for */
+    uint32_t *ids;                /* tokenize's output ids */
+    size_t ids_cap;
 } sl_pipe_scratch_t;
 
 enum {

@@ -6,8 +6,7 @@
 
 #include "common/engine/pipeline.h"
 #include "common/image/record.h"
-
-typedef struct sl_tokenizer_s sl_tokenizer_t; /* common/text/tokenizer.h */
+#include "common/text/tokenizer.h"
 
 typedef enum {
     UNIT_DECODE = 0,

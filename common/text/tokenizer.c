@@ -8,10 +8,11 @@
 #include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/base/file.h"
+#include "common/base/utf8.h"
 #include "common/text/text_impl.h"
 
 #define JIT_STACK_MAX (1u << 20) /* backtracking in \s+(?!\S) over long runs */
@@ -30,70 +31,6 @@ struct sl_tok_scratch_s {
     sl_bpe_buf_t merge;
 };
 
-/* Reads fd to EOF, at most SL_TOK_MAX_RANKS_FILE bytes. (common/base/file.c
- * reads by path only; this module takes the caller's fd.) */
-static int read_fd(int fd, const char *name, char **ret, size_t *ret_len, char *err,
-                   size_t errlen)
-{
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        return sl_err(err, errlen, -e, "%s: cannot stat: %s", name, strerror(e));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        return sl_err(err, errlen, -EISDIR, "%s: is a directory", name);
-    }
-    if (S_ISREG(st.st_mode) && (unsigned long long)st.st_size > SL_TOK_MAX_RANKS_FILE) {
-        return sl_err(err, errlen, -E2BIG, "%s: %lld bytes, the limit is %zu", name,
-                      (long long)st.st_size, SL_TOK_MAX_RANKS_FILE);
-    }
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
-    size_t used = 0;
-    char *buf = malloc(cap + 1);
-    if (buf == NULL) {
-        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
-    }
-    for (;;) {
-        if (used == cap) {
-            if (cap > SL_TOK_MAX_RANKS_FILE) {
-                free(buf);
-                return sl_err(err, errlen, -E2BIG, "%s: over the limit of %zu bytes", name,
-                              SL_TOK_MAX_RANKS_FILE);
-            }
-            size_t ncap = cap * 2;
-            char *nb = realloc(buf, ncap + 1);
-            if (nb == NULL) {
-                free(buf);
-                return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t r = read(fd, buf + used, cap - used);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r < 0) {
-            int e = errno;
-            free(buf);
-            return sl_err(err, errlen, -e, "%s: cannot read: %s", name, strerror(e));
-        }
-        if (r == 0) {
-            break;
-        }
-        used += (size_t)r;
-    }
-    if (used > SL_TOK_MAX_RANKS_FILE) {
-        free(buf);
-        return sl_err(err, errlen, -E2BIG, "%s: over the limit of %zu bytes", name,
-                      SL_TOK_MAX_RANKS_FILE);
-    }
-    buf[used] = '\0';
-    *ret = buf;
-    *ret_len = used;
-    return 0;
-}
-
 int sl_tokenizer_open_fd(int fd, const char *name, const char *encoding, sl_tokenizer_t **ret,
                          char *err, size_t errlen)
 {
@@ -111,7 +48,7 @@ int sl_tokenizer_open_fd(int fd, const char *name, const char *encoding, sl_toke
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     t->enc = enc;
-    if ((rc = read_fd(fd, name, &buf, &len, err, errlen)) < 0 ||
+    if ((rc = sl_file_read_fd(fd, name, SL_TOK_MAX_RANKS_FILE, &buf, &len, err, errlen)) < 0 ||
         (rc = sl_bpe_ranks_parse(buf, len, name, &t->ranks, err, errlen)) < 0) {
         goto out;
     }
@@ -285,7 +222,7 @@ int sl_tokenizer_encode(const sl_tokenizer_t *t, sl_tok_scratch_t *s, const char
         return sl_err(err, errlen, -E2BIG, "text of %zu bytes: the limit is %zu", len,
                       SL_TOK_MAX_TEXT);
     }
-    if (sl_utf8_validate(p, len, &bad) < 0) {
+    if (sl_utf8_check(text, len, &bad) < 0) {
         return sl_err(err, errlen, -EILSEQ, "invalid UTF-8 at byte offset %zu", bad);
     }
     size_t pos = 0;

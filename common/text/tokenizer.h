@@ -8,7 +8,7 @@
  * special tokens. It is immutable after open: any number of threads may
  * encode with it at once, each with its own scratch.
  *
- * Text goes through: strict UTF-8 validation (utf8.c), optional splitting at
+ * Text goes through: strict UTF-8 validation (common/base/utf8.h), optional splitting at
  * special tokens, regex pre-tokenization into pieces (pretok.c), then per
  * piece either the piece's own rank (when it is a token) or tiktoken's
  * lowest-rank-leftmost-first pair merging (bpe_merge.c) over the ranks'
@@ -67,9 +67,5 @@ void sl_tok_scratch_free(sl_tok_scratch_t *s); /* NULL ok */
 int sl_tokenizer_encode(const sl_tokenizer_t *t, sl_tok_scratch_t *s, const char *text,
                         size_t len, sl_tok_special_e special, size_t max_tokens, uint32_t **ids,
                         size_t *cap, size_t *ret_n, char *err, size_t errlen);
-
-/* Strict UTF-8 check of p[0, n): 0, or -EILSEQ with *ret_bad the offset of
- * the first byte of the first invalid sequence. */
-int sl_utf8_validate(const uint8_t *p, size_t n, size_t *ret_bad);
 
 #endif
