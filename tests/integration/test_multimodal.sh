@@ -37,11 +37,11 @@ local_run() { # local_run SPEC NAME [ARGS...]
     local s=$1 name=$2
     shift 2
     "$BIN/sluice" run "$s" --local --data-root "$DATA" --quiet --threads 2 \
-        --digests "$TMP/$name.dig" --json "$@" >"$TMP/$name.json" || fail "$name: run failed"
+        --digests "$TMP/$name.dig" --json "$@" >"$TMP/$name.out" || fail "$name: run failed"
     sort "$TMP/$name.dig" >"$TMP/$name.s"
 }
 
-local_run "$TMP/wds.json" wds.local --dump "$TMP/wds.dump"
+local_run "$TMP/wds.json" wds --dump "$TMP/wds.dump"
 [ "$(wc -l <"$TMP/wds.s")" -eq $((2 * N)) ] || fail "webdataset: $(wc -l <"$TMP/wds.s") digests, want $((2 * N))"
 # Exactly once per epoch: every (epoch, index) once, keys as the shards name them.
 [ "$(cut -d' ' -f1,2 "$TMP/wds.s" | sort -u | wc -l)" -eq $((2 * N)) ] || fail "duplicates"
@@ -72,7 +72,7 @@ print("dump: %d samples, %d images, %d tiles, max seq_len %d" % (
 PY
 
 # The jsonl layout holds the same samples: the same tokens, images, tiles.
-local_run "$TMP/jsonl.json" jsonl.local --dump "$TMP/jsonl.dump"
+local_run "$TMP/jsonl.json" jsonl --dump "$TMP/jsonl.dump"
 [ "$(wc -l <"$TMP/jsonl.s")" -eq $((2 * N)) ] || fail "jsonl: wrong digest count"
 /usr/bin/python3 - "$TMP/wds.dump" "$TMP/jsonl.dump" <<'PY' || fail "jsonl and webdataset differ"
 import json, sys
@@ -97,7 +97,7 @@ remote() { # remote SPEC NAME OFFLOAD [ARGS...]
     local s=$1 name=$2 off=$3
     shift 3
     "$BIN/sluice" run "$s" --dispatcher "$D_GRPC" --data-root "$DATA" --quiet --threads 1 \
-        --offload "$off" --digests "$TMP/$name.dig" --json "$@" >"$TMP/$name.json" ||
+        --offload "$off" --digests "$TMP/$name.dig" --json "$@" >"$TMP/$name.out" ||
         fail "$name: run failed"
     sort "$TMP/$name.dig" >"$TMP/$name.s"
 }
@@ -105,7 +105,7 @@ for off in all 1:0.5 3:0.3; do
     remote "$TMP/wds.json" "wds.$off" "$off"
     cmp -s "$TMP/wds.$off.s" "$TMP/wds.s" || fail "webdataset --offload $off: digests differ"
 done
-grep -q '"remote":0}' "$TMP/wds.all.json" && fail "offload all: nothing came from workers"
+grep -q '"remote":0}' "$TMP/wds.all.out" && fail "offload all: nothing came from workers"
 remote "$TMP/jsonl.json" jsonl.all all
 cmp -s "$TMP/jsonl.all.s" "$TMP/jsonl.s" || fail "jsonl offloaded: digests differ"
 echo "local, offloaded (all, 1:0.5, 3:0.3) and jsonl: identical digests"

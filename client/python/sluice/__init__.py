@@ -394,7 +394,7 @@ class _View:
         self.__array_interface__ = {
             "shape": tuple(shape),
             "typestr": np.dtype(dtype).str,
-            "data": (addr, True),
+            "data": (addr, False),
             "version": 3,
         }
 
