@@ -25,6 +25,7 @@
 #include "common/data/skip.h"
 #include "common/engine/executor.h"
 #include "common/engine/ranks.h"
+#include "common/image/record.h"
 
 /* How often a busy runner copies its executor's unit stats for heartbeats. */
 #define WK_STATS_EVERY_MS 1000
@@ -444,6 +445,10 @@ static void collect_one(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
     int got = sl_exec_next(ex, out, detail, sizeof(detail), -1) == 0;
     if (got) {
         global_release(job->tasks);
+        if (job->corrupt_records && out->skip < 0 && out->t.dtype == SL_DT_RECORD &&
+            out->t.nbytes > SL_REC_HEADER) {
+            out->t.data[SL_REC_HEADER] = 0; /* the first field's kind: only a parse can tell */
+        }
         if (job->codec != NULL &&
             wk_sample_compress(job->codec, job->corrupt_compressed, out, &cd) < 0) {
             SL_WARN("job %" PRIu64 ": out of memory compressing sample %" PRIu64
@@ -517,6 +522,10 @@ void *wk_runner_main(void *arg)
         const char *bad = getenv("SLUICE_TEST_CORRUPT_COMPRESSED");
         job->corrupt_compressed = bad != NULL && strcmp(bad, "1") == 0;
     }
+    /* Test-only fault injection (docs/protocol.md): damage every finished
+     * record, so tests see clients refuse it. */
+    const char *badrec = getenv("SLUICE_TEST_CORRUPT_RECORDS");
+    job->corrupt_records = badrec != NULL && strcmp(badrec, "1") == 0;
     if (ex == NULL || job->slots == NULL || (job->spec.compress && job->codec == NULL)) {
         wk_job_fail(job, "cannot start the job's executor (out of memory or threads)");
         goto out;

@@ -99,6 +99,7 @@ struct wk_job_s {
     unsigned nslots;
     struct sl_codec_s *codec;          /* runner's: spec "compress" on, else NULL */
     int corrupt_compressed;            /* runner's: SLUICE_TEST_CORRUPT_COMPRESSED */
+    int corrupt_records;               /* runner's: SLUICE_TEST_CORRUPT_RECORDS */
 
     wk_job_t *next_job; /* table link, under tasks->mu */
 };

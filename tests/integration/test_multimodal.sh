@@ -110,6 +110,11 @@ remote "$TMP/jsonl.json" jsonl.all all
 cmp -s "$TMP/jsonl.all.s" "$TMP/jsonl.s" || fail "jsonl offloaded: digests differ"
 echo "local, offloaded (all, 1:0.5, 3:0.3) and jsonl: identical digests"
 
+remote "$TMP/wds.json" wds.auto auto
+cmp -s "$TMP/wds.auto.s" "$TMP/wds.s" || fail "webdataset --offload auto: digests differ"
+echo "auto: $(/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["plan"]
+print("split %d share %.2f" % (p["split"], p["local_share"]))' "$TMP/wds.auto.out"), identical digests"
+
 # Two ranks: disjoint shares whose union is the whole epoch (96 divides by 2).
 for r in 0 1; do
     "$BIN/sluice" run "$TMP/wds.json" --dispatcher "$D_GRPC" --data-root "$DATA" --quiet \
@@ -160,8 +165,61 @@ for name, want in (("bad_wds", {"bad_text", "no_text", "not_jpeg", "corrupt", "t
 PY
 kill -0 "$D_PID" && kill -0 "$W1_PID" || fail "a daemon died"
 
-# The PyTorch consumer of examples/ runs on this data (torch on the CPU).
+# A worker that damages every record it sends (test-only SLUICE_TEST_CORRUPT_RECORDS):
+# the client checks each received record whole and counts it a corrupt skip; nothing
+# crashes and every other sample arrives once.
+kill -9 "$W1_PID"
+SLUICE_TEST_CORRUPT_RECORDS=1 start_daemon WBAD "$BIN/sluice-worker" --http 127.0.0.1:0 \
+    --dispatcher "$D_GRPC" --listen 127.0.0.1:0 --data-root "$DATA" --threads 1
+"$BIN/sluice" run "$TMP/wds.json" --dispatcher "$D_GRPC" --data-root "$DATA" --quiet \
+    --threads 1 --offload 1:0.5 --epochs 1 --json >"$TMP/badrec.out" ||
+    fail "damaged records: the run failed"
+/usr/bin/python3 - "$TMP/badrec.out" <<'PY' || fail "damaged records: wrong counts"
+import json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+bad = j["skipped"]["reasons"].get("corrupt", 0)
+assert 0 < bad <= j["sources"]["remote"], j
+assert j["samples"] + bad == 96, (j["samples"], bad)
+assert any("record" in k["detail"] for k in j["skipped"]["recent"]), j["skipped"]["recent"][:2]
+print("damaged records: %d corrupt skips, %d delivered" % (bad, j["samples"]))
+PY
+kill -0 "$D_PID" && kill -0 "$WBAD_PID" || fail "a daemon died"
+
+# The Python binding's RecordBatch: ragged arrays consistent with each other and
+# with --dump, views of the library's memory.
 python_env
+"$PY" - "$TMP/wds.json" "$DATA" "$TMP/wds.dump" <<'PY' || fail "RecordBatch"
+import json, sys
+import numpy as np
+import sluice
+dump = {(d["epoch"], d["key"]): d for d in map(json.loads, open(sys.argv[3]))}
+seen = 0
+with sluice.Loader(None, sys.argv[1], data_root=sys.argv[2], epochs=1, threads=2) as ld:
+    for b in ld:
+        assert isinstance(b, sluice.RecordBatch), type(b)
+        n = len(b)
+        assert b.cu_seqlens.shape == (n + 1,) and b.cu_seqlens[-1] == len(b.input_ids)
+        assert (np.diff(b.cu_seqlens) == b.seq_lens).all()
+        assert b.token_offsets[-1] == len(b.tokens)
+        assert b.tiles.dtype == np.uint8 and b.tiles.shape[1:] == (3, 32, 32), b.tiles.shape
+        assert b.tiles.shape[0] == b.tile_offsets[-1] == b.tiles_per_image.sum()
+        assert b.normalize is not None and len(b.normalize[0]) == 3
+        assert b.tiles.base is not None  # a view, not a copy
+        for i in range(n):
+            d = dump[(b.epoch, b.keys[i])]
+            ids = b.input_ids[b.cu_seqlens[i]:b.cu_seqlens[i + 1]]
+            assert len(ids) == d["seq_len"] and ids[-1] == 100257
+            toks = b.tokens[b.token_offsets[i]:b.token_offsets[i + 1]]
+            assert toks.tolist() == d["tokens"], b.keys[i]
+            hw = b.image_hw[b.image_offsets[i]:b.image_offsets[i + 1]].tolist()
+            assert hw == d["images"], (hw, d["images"])
+            assert isinstance(b.metas[i], dict) and b.texts[i]
+        seen += n
+assert seen == 96, seen
+print("RecordBatch: %d samples, arrays consistent with --dump" % seen)
+PY
+
+# The PyTorch consumer of examples/ runs on this data (torch on the CPU).
 "$PY" "$ROOT/examples/multimodal/train.py" --spec "$TMP/wds.json" --data-root "$DATA" \
     --epochs 1 >"$TMP/train.out" || fail "examples/multimodal/train.py failed"
 grep -q '^trained on 96 samples' "$TMP/train.out" || {
