@@ -28,10 +28,15 @@ static int model_costs(const sl_source_t *src, const sl_costmodel_t *model, int 
         char err[256];
         sl_cost_features_t f;
         uint64_t size = sl_source_size(src, i);
-        if (sl_source_read_head(src, i, SL_COST_HEAD_BYTES, t, err, sizeof(err)) == 0) {
-            sl_cost_features_head(t->data, t->nbytes, size, &f);
+        int ok = sl_source_read_head(src, i, SL_COST_HEAD_BYTES, t, err, sizeof(err)) == 0;
+        sl_src_features_t rf;
+        if (sl_source_record_features(src, i, &rf) == 0) {
+            /* A record: its images' headers, the index's byte counts. */
+            sl_cost_features_heads(ok ? t->data : NULL, ok ? t->nbytes : 0, rf.image_bytes,
+                                   rf.text_bytes, &f);
         } else {
-            sl_cost_features_head(NULL, 0, size, &f); /* skipped later; any cost will do */
+            /* Unreadable: skipped later; any cost will do. */
+            sl_cost_features_head(ok ? t->data : NULL, ok ? t->nbytes : 0, size, &f);
         }
         /* Seconds are tiny floats; microseconds keep them well inside
          * float range and away from the dispatcher's "all zero". */
@@ -44,11 +49,10 @@ int cl_sample_costs(const sl_source_t *src, const sl_costmodel_t *model, int bud
                     float *out, uint64_t n, cl_costs_from_e *ret_from)
 {
     *ret_from = CL_COSTS_SIZE;
-    /* Records: their images' headers are not in the index, and reading every
-     * sample whole to find them costs what processing it does; their sizes
-     * (all members) stand in. The profile still fits and reports the record
-     * model (images' headers, text) from the samples it runs. */
-    if (model != NULL && model->fitted && budget_ms > 0 && !sl_source_is_record(src)) {
+    /* Records: webdataset's images' headers are read like a JPEG's; a jsonl
+     * manifest's images are files of their own, not opened here: sizes. */
+    int heads = !sl_source_is_record(src) || sl_source_type(src) == SL_SRC_WEBDATASET;
+    if (model != NULL && model->fitted && budget_ms > 0 && heads) {
         sl_tensor_t t;
         sl_tensor_init(&t);
         int done = model_costs(src, model, budget_ms, out, n, &t);

@@ -62,6 +62,22 @@ void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
     add_image(buf, len, file_bytes, ret);
 }
 
+void sl_cost_features_heads(const uint8_t *rec, size_t len, uint64_t image_bytes,
+                            uint64_t text_bytes, sl_cost_features_t *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    sl_rec_t r;
+    if (rec != NULL && sl_rec_parse(rec, len, &r, NULL, 0) == 0) {
+        for (uint32_t i = 0; i < r.n; i++) {
+            if (r.f[i].kind == SL_RF_IMAGE_ENC) {
+                add_image(r.f[i].data, r.f[i].nbytes, 0, ret);
+            }
+        }
+    }
+    ret->kb = (double)image_bytes / 1000.0; /* the whole images', not the heads' */
+    ret->text_kb = (double)text_bytes / 1000.0;
+}
+
 static void feature_vec(const sl_cost_features_t *f, double x[SL_COST_NPARAM])
 {
     x[0] = 1.0;

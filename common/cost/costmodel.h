@@ -55,6 +55,10 @@ void sl_cost_features(const uint8_t *buf, size_t len, sl_cost_features_t *ret);
  * is in the first few KB unless metadata comes first). */
 void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
                            sl_cost_features_t *ret);
+/* A record's features from a record of its images' heads (webdataset's
+ * sl_source_read_head) and the sizes the index knows. */
+void sl_cost_features_heads(const uint8_t *rec, size_t len, uint64_t image_bytes,
+                            uint64_t text_bytes, sl_cost_features_t *ret);
 /* How many bytes of a file sl_cost_features_head wants. */
 #define SL_COST_HEAD_BYTES 65536
 void sl_costmodel_init(sl_costmodel_t *m);

@@ -583,6 +583,8 @@ fail:
 
 uint64_t sl_source_count(const sl_source_t *src) { return src != NULL ? src->count : 0; }
 
+sl_source_type_e sl_source_type(const sl_source_t *src) { return src->type; }
+
 uint32_t sl_source_num_classes(const sl_source_t *src)
 {
     return src != NULL ? src->nclasses : 0;
@@ -818,6 +820,9 @@ static int read_sample(const sl_source_t *src, uint64_t index, uint64_t max, sl_
     }
     const char *name = src->arena + src->name_off[index];
     if (sl_source_is_record(src)) {
+        if (max > 0 && src->type == SL_SRC_WEBDATASET) {
+            return sl_src_read_wds_heads(src, index, max, out, err, errlen);
+        }
         if (max > 0) {
             return sl_err(err, errlen, -ENOTSUP, "%s: a %s source reads whole records, not "
                           "heads (use sl_source_record_features)", name,

@@ -75,6 +75,7 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
 void sl_source_free(sl_source_t *src);
 
 uint64_t sl_source_count(const sl_source_t *src);
+sl_source_type_e sl_source_type(const sl_source_t *src);
 /* Number of classes (imagefolder: directories; others: max label + 1). */
 uint32_t sl_source_num_classes(const sl_source_t *src);
 int32_t sl_source_label(const sl_source_t *src, uint64_t index);
@@ -105,7 +106,9 @@ int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, cha
                    size_t errlen);
 /* The same for at most the first max (> 0) bytes: enough for a JPEG's
  * header without reading a large file (client/lib/costs.c). Same errors. */
-/* Record sources return -ENOTSUP: use sl_source_record_features. */
+/* webdataset: a record holding the first max bytes of each image member
+ * (their headers, for the cost model), nothing else; jsonl: -ENOTSUP (use
+ * sl_source_record_features). */
 int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
                         char *err, size_t errlen);
 

@@ -211,6 +211,10 @@ int sl_src_add_text(sl_tensor_t *out, const char *text, size_t n, const char *na
                     size_t errlen);
 
 /* Record readers: sample index (checked by the caller) into a record in out. */
+/* A record of the first max bytes of each image member of sample index
+ * (the cost model's headers), nothing else. Same errors as a read. */
+int sl_src_read_wds_heads(const sl_source_t *src, uint64_t index, uint64_t max,
+                          sl_tensor_t *out, char *err, size_t errlen);
 int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                     size_t errlen);
 int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,

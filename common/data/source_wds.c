@@ -857,3 +857,36 @@ out:
     }
     return rc;
 }
+
+int sl_src_read_wds_heads(const sl_source_t *src, uint64_t index, uint64_t max,
+                          sl_tensor_t *out, char *err, size_t errlen)
+{
+    const char *sample = src->arena + src->name_off[index];
+    const sl_src_member_t *ms = src->members + src->first[index];
+    uint32_t nm = src->first[index + 1] - src->first[index];
+    bool close_fd;
+    int fd = sl_src_shard_fd(src, ms[0].shard, sample, &close_fd, err, errlen);
+    if (fd < 0) {
+        return fd;
+    }
+    int rc = sl_rec_begin(out);
+    uint32_t nimg = 0;
+    for (uint32_t i = 0; rc == 0 && i < nm; i++) {
+        const sl_src_member_t *m = &ms[i];
+        if (m->role != SL_SRC_ROLE_IMAGE || m->size == 0 || ++nimg > SL_REC_MAX_IMAGES) {
+            continue;
+        }
+        sl_src_member_t head = *m;
+        head.size = max < m->size ? (uint32_t)max : m->size;
+        char mname[SL_SRC_PATH_MAX + 32];
+        member_name(sample, m, mname, sizeof(mname));
+        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &head, mname, err, errlen);
+    }
+    if (rc == 0) {
+        sl_rec_finish(out);
+    }
+    if (close_fd) {
+        close(fd);
+    }
+    return rc;
+}

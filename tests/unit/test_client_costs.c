@@ -13,6 +13,7 @@
 #include "common/cost/costmodel.h"
 #include "common/data/source.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_tar.h"
 
 /* Two samples with about the same bytes and 16x apart in pixels: a noisy
  * 64x64 at high quality and a flat 256x256 at low quality; a third file
@@ -131,11 +132,56 @@ START_TEST(test_costmodel_set_refuses)
 }
 END_TEST
 
+/* A webdataset source: costs from the images' headers (summed over a
+ * sample's images) and the text's bytes, before anything is decoded. */
+START_TEST(test_costs_of_records)
+{
+    fxs_setup();
+    uint8_t *small = NULL, *big = NULL;
+    size_t ns = 0, nb = 0;
+    fx_jpeg_opts_t o = {.width = 64, .height = 64, .quality = 90, .seed = 1};
+    ck_assert_int_eq(fx_make_jpeg(&o, &small, &ns), 0);
+    o.width = o.height = 256;
+    ck_assert_int_eq(fx_make_jpeg(&o, &big, &nb), 0);
+    tbuf_t b = {0};
+    tb_file(&b, "a.txt", "one", 3); /* a: one small image */
+    tb_file(&b, "a.jpg", small, ns);
+    tb_file(&b, "b.txt", "two", 3); /* b: two big ones */
+    tb_file(&b, "b.0.jpg", big, nb);
+    tb_file(&b, "b.1.jpg", big, nb);
+    tb_file(&b, "c.txt", "0123456789", 10); /* c: text only */
+    tb_end(&b);
+    t_mkdir("s");
+    tb_save(&b, "s/0.tar");
+    sl_source_t *src = NULL;
+    char err[256];
+    ck_assert_int_eq(sl_source_open(g_root, SL_SRC_WEBDATASET, "s", &src, err, sizeof(err)), 0);
+    ck_assert_uint_eq(sl_source_count(src), 3);
+    /* 1 ms + 10 ms per megapixel + 2 ms per image + 1 ms per text KB. */
+    const double coef[SL_COST_NPARAM] = {0.001, 0.0, 0.010, 0.0, 0.001, 0.002};
+    sl_costmodel_t m;
+    ck_assert_int_eq(sl_costmodel_set(&m, coef, SL_COST_NPARAM), 0);
+    float c[3];
+    cl_costs_from_e from = CL_COSTS_SIZE;
+    ck_assert_int_eq(cl_sample_costs(src, &m, 10000, c, 3, &from), 0);
+    ck_assert_int_eq(from, CL_COSTS_MODEL);
+    ck_assert_float_eq_tol(c[0], 1e6 * (0.001 + 0.010 * 64 * 64 / 1e6 + 0.002 + 3e-6), 0.01);
+    ck_assert_float_eq_tol(c[1], 1e6 * (0.001 + 0.010 * 2 * 256 * 256 / 1e6 + 0.004 + 3e-6),
+                           0.01);
+    ck_assert_float_eq_tol(c[2], 1e6 * (0.001 + 10e-6), 0.01);
+    sl_source_free(src);
+    free(small);
+    free(big);
+    fxs_teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_costs");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_costs_from_header_model);
+    tcase_add_test(tc, test_costs_of_records);
     tcase_add_test(tc, test_costmodel_set_refuses);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
