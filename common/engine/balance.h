@@ -1,0 +1,48 @@
+/* balance: data-aware microbatches (DFLOP, SIGMOD 2026). In data-parallel
+ * training every step waits for its slowest rank, and with multimodal
+ * samples a rank's step cost is the sum of its samples' costs, which differ
+ * by an order of magnitude; equal counts per rank leave most GPUs idle.
+ *
+ * A sample's trainer cost is predicted from its shape before it is decoded:
+ *     cost = a * tokens + b * tokens^2 + c * tiles + d
+ * (tokens: its sequence length on the GPU; tiles: its image tiles). A step's
+ * samples are packed into W ranks, then each rank's into M microbatches, by
+ * greedy longest-processing-time first: samples by cost, largest first, each
+ * to the least-loaded bin (where its tokens fit the token budget). LPT rather
+ * than Karmarkar-Karp: it is within 4/3 of the optimum for any number of
+ * bins, takes a token budget as a simple filter, and is O(n log n + n W);
+ * KK's differencing is better for 2 bins but has no natural capacity limit.
+ * A bounded look-ahead of L steps first deals the window's samples to its
+ * steps largest first in snake order, so no step holds more huge samples
+ * than it has ranks while every step keeps its sample count.
+ *
+ * Pure and deterministic (ties broken by position): a function of the
+ * samples' order and predicted costs only, so every host computes the same
+ * schedule. Any thread. */
+#ifndef SL_BALANCE_H
+#define SL_BALANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sl_trainer_model_s {
+    double a, b, c, d; /* per token, per token squared, per tile, per sample */
+} sl_trainer_model_t;
+
+double sl_trainer_cost(const sl_trainer_model_t *m, double tokens, double tiles);
+
+/* Packs items [0, n) into nbins (> 0) bins: ret_bin[i] is item i's bin.
+ * Bins whose tokens would exceed token_budget (0: no budget) are passed
+ * over; an item no bin has room for goes to the least-loaded bin anyway (a
+ * sample cannot be split). ret_load (nbins entries) gets each bin's cost.
+ * Returns 0 or -ENOMEM. */
+int sl_balance_pack(const double *cost, const uint32_t *tokens, uint32_t n, uint32_t nbins,
+                    uint64_t token_budget, uint32_t *ret_bin, double *ret_load);
+
+/* The look-ahead: reorders items [0, nsteps * per_step) (their costs in
+ * cost) so that each step of per_step consecutive items gets a fair share
+ * of the large ones: ret_order[k] is the item at new position k. Returns 0
+ * or -ENOMEM. */
+int sl_balance_deal(const double *cost, uint32_t nsteps, uint32_t per_step, uint32_t *ret_order);
+
+#endif
