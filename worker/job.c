@@ -118,6 +118,8 @@ void wk_job_unref(wk_job_t *job)
     }
     free(job->slots);
     sl_source_free(job->src);
+    free(job->tcost);
+    free(job->ttok);
     sl_pipeline_free(job->pipe);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);

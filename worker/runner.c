@@ -23,6 +23,7 @@
 #include "common/base/log.h"
 #include "common/base/rng.h"
 #include "common/data/skip.h"
+#include "common/engine/balance.h"
 #include "common/engine/executor.h"
 #include "common/engine/ranks.h"
 #include "common/image/record.h"
@@ -152,6 +153,19 @@ static int runner_load(wk_job_t *job)
         sl_source_free(src);
         return -ESTALE;
     }
+    /* Balanced batching: the same predictions as the client's, for the same
+     * order (common/engine/balance.h). */
+    if (job->spec.batching.mode == SL_BATCHING_BALANCED) {
+        size_t nn = n > 0 ? n : 1;
+        job->tcost = malloc(nn * sizeof(*job->tcost));
+        job->ttok = malloc(nn * sizeof(*job->ttok));
+        if (job->tcost == NULL || job->ttok == NULL ||
+            sl_balance_sample_costs(&job->spec, src, job->tcost, job->ttok) < 0) {
+            wk_job_fail(job, "out of memory predicting sample costs");
+            sl_source_free(src);
+            return -ENOMEM;
+        }
+    }
     /* Before any sample runs: the pipeline is shared by the pool from then on. */
     rc = sl_pipeline_load(job->pipe, src, err, sizeof(err));
     if (rc < 0) {
@@ -179,16 +193,17 @@ static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
 static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
 {
     if (job->spec.world_size <= 1) {
-        sl_rank_order(&job->spec, epoch, job->num_samples, order, order);
-        return 0;
+        return sl_rank_order_balanced(&job->spec, epoch, job->num_samples, job->tcost,
+                                      job->ttok, order, order);
     }
     uint64_t *scratch = malloc((job->num_samples > 0 ? job->num_samples : 1) * sizeof(*scratch));
     if (scratch == NULL) {
         return -ENOMEM;
     }
-    sl_rank_order(&job->spec, epoch, job->num_samples, scratch, order);
+    int rc = sl_rank_order_balanced(&job->spec, epoch, job->num_samples, job->tcost, job->ttok,
+                                    scratch, order);
     free(scratch);
-    return 0;
+    return rc;
 }
 
 /* Computes epoch's order into the slot of the oldest cached epoch (no lock:

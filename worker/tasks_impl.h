@@ -65,6 +65,8 @@ struct wk_job_s {
     sl_pipeline_t *pipe;               /* immutable after add; NULL when FAILED at add */
     uint32_t nunits;
     sl_source_t *src; /* set by the runner before READY, then immutable */
+    float *tcost;     /* balanced batching: per-sample predictions, as src */
+    uint32_t *ttok;
 
     pthread_mutex_t mu; /* guards everything below */
     /* Broadcast on every change a waiter may need: state, assignments,

@@ -41,6 +41,13 @@ static json_t *sample_json(const sluice_batch_t *b, const sluice_records_t *r, u
     json_object_set_new(j, "images", images);
     json_object_set_new(j, "tiles", tiles);
     json_object_set_new(j, "seq_len", json_integer((json_int_t)r->seq_lens[i]));
+    if (b->step_samples > 0) {
+        uint64_t p = b->positions[i];
+        json_object_set_new(j, "rank", json_integer(b->rank));
+        json_object_set_new(j, "step", json_integer((json_int_t)(p / b->step_samples)));
+        json_object_set_new(j, "microbatch",
+                            json_integer((json_int_t)(p % b->step_samples / b->batch_size)));
+    }
     return j;
 }
 

@@ -128,6 +128,8 @@ struct sluice_job {
     uint64_t first_epoch, end_epoch;
     /* Positions per epoch: num_samples, or this rank's share of them
      * (common/engine/ranks.h); epoch orders and splits are over these. */
+    float *tcost;       /* balanced batching: per-sample predictions (open.c) */
+    uint32_t *ttok;
     uint64_t positions;
     char job_name[128];       /* multi-rank: the job the ranks share */
     /* Multi-rank remote jobs: a split is acknowledged once the training loop

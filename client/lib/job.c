@@ -392,14 +392,15 @@ static void top_up(sluice_job_t *job)
 static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
 {
     size_t n = b->n;
-    size_t per = sizeof(uint64_t) + 2 * sizeof(size_t) + sizeof(int32_t);
+    size_t per = 2 * sizeof(uint64_t) + 2 * sizeof(size_t) + sizeof(int32_t);
     sluice_batch_t *out = malloc(sizeof(*out) + n * per);
     if (out == NULL) {
         sl_batch_free(b);
         return set_error(job, -ENOMEM, "%s", "out of memory building a batch");
     }
     uint64_t *indices = (uint64_t *)(out + 1);
-    size_t *offsets = (size_t *)(indices + n);
+    uint64_t *positions = indices + n;
+    size_t *offsets = (size_t *)(positions + n);
     size_t *sizes = offsets + n;
     int32_t *labels = (int32_t *)(sizes + n);
     for (uint32_t i = 0; i < b->n; i++) {
@@ -408,6 +409,7 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
         }
         labels[i] = b->meta[i].label;
         indices[i] = b->meta[i].index;
+        positions[i] = b->meta[i].position;
         offsets[i] = b->meta[i].offset;
         sizes[i] = b->meta[i].nbytes;
     }
@@ -419,6 +421,12 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
                             .labels = labels, .indices = indices, .offsets = offsets,
                             .sizes = sizes, .priv = b};
     out->norm_on_device = sl_spec_device_norm(&job->spec, out->norm_mean, out->norm_std);
+    out->positions = positions;
+    out->rank = job->spec.rank;
+    out->batch_size = job->spec.batch_size;
+    out->step_samples = job->spec.batching.mode == SL_BATCHING_BALANCED
+                            ? job->spec.batching.microbatches * job->spec.batch_size
+                            : 0;
     *ret = out;
     return 0;
 }

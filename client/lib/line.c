@@ -33,6 +33,8 @@ struct cl_line_s {
     uint64_t declared;        /* epochs below it are declared to the batcher (or not the job's) */
     cl_order_t orders[CL_ORDER_CACHE];
     uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
+    const float *tcost;       /* balanced batching: per-sample predictions, or NULL */
+    const uint32_t *ttok;
     char first_skip[256];
     char failed_on[256];      /* on_error "fail": the sample that stopped the job */
     sl_ring_t skips;          /* sluice_skip_t, the most recent SLUICE_RECENT_SKIPS */
@@ -53,6 +55,8 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->positions = a->positions;
     l->nunits = sl_pipeline_nunits(a->pipe);
     l->first_epoch = a->first_epoch;
+    l->tcost = a->tcost;
+    l->ttok = a->ttok;
     l->end_epoch = a->first_epoch + a->spec->epochs;
     l->declared = a->first_epoch;
     /* Room for a whole batch beyond the threads' own window, so one batch
@@ -126,10 +130,14 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
             return NULL;
         }
     }
-    victim->epoch = epoch;
     /* Multi-rank: only this rank's positions (common/engine/ranks.h). */
-    sl_rank_order(l->spec, epoch, l->num_samples, ranked ? l->order_scratch : victim->order,
-                  victim->order);
+    if (sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok,
+                               ranked ? l->order_scratch : victim->order, victim->order) < 0) {
+        free(victim->order);
+        victim->order = NULL;
+        return NULL;
+    }
+    victim->epoch = epoch;
     return victim->order;
 }
 

@@ -50,6 +50,11 @@ typedef struct cl_line_args_s {
     /* The epochs are numbered [first_epoch, first_epoch + spec->epochs), as
      * in one longer job (sluice_options_t.first_epoch). */
     uint64_t first_epoch;
+    /* "batching": "balanced": every sample's predicted trainer cost and
+     * tokens (sl_balance_sample_costs; num_samples entries, outliving the
+     * line); NULL for count-based batches. */
+    const float *tcost;
+    const uint32_t *ttok;
 } cl_line_args_t;
 
 /* What became of a sample the line batched. */

@@ -12,6 +12,7 @@
 #include "client/lib/costs.h"
 #include "client/lib/profile.h"
 #include "common/base/err.h"
+#include "common/engine/balance.h"
 #include "common/base/version.h"
 #include "common/engine/ranks.h"
 #include "common/base/clock.h"
@@ -43,7 +44,8 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
      * dispatcher cuts multi-rank jobs by count), bounded in size. */
     float *costs = NULL;
     if (job->spec.world_size <= 1 && job->num_samples > 0 &&
-        job->num_samples <= CL_MAX_SAMPLE_COSTS) {
+        job->num_samples <= CL_MAX_SAMPLE_COSTS &&
+        job->spec.batching.mode == SL_BATCHING_COUNT) { /* balanced: its own order */
         costs = malloc(job->num_samples * sizeof(*costs));
         sl_costmodel_t model;
         int have_model = cl_planner_cost_model(job->planner, &model) == 0;
@@ -271,10 +273,20 @@ static int open_engine(sluice_job_t *job, int remote, char *err, size_t errlen)
         return rc;
     }
     job->nunits = sl_pipeline_nunits(job->pipe);
+    if (job->spec.batching.mode == SL_BATCHING_BALANCED) {
+        size_t n = job->num_samples > 0 ? job->num_samples : 1;
+        job->tcost = malloc(n * sizeof(*job->tcost));
+        job->ttok = malloc(n * sizeof(*job->ttok));
+        if (job->tcost == NULL || job->ttok == NULL ||
+            sl_balance_sample_costs(&job->spec, job->src, job->tcost, job->ttok) < 0) {
+            return sl_err(err, errlen, -ENOMEM, "out of memory predicting sample costs");
+        }
+    }
     cl_line_args_t la = {.spec = &job->spec, .pipe = job->pipe, .src = job->src,
                          .num_samples = job->num_samples, .positions = job->positions,
                          .threads = job->opts.threads, .track_drops = job->ack_on_pop,
-                         .first_epoch = job->first_epoch};
+                         .first_epoch = job->first_epoch, .tcost = job->tcost,
+                         .ttok = job->ttok};
     rc = cl_line_new(&la, &job->line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
     if (rc < 0 || job->splits == NULL) {
@@ -409,6 +421,8 @@ void sluice_close(sluice_job_t *job)
     cl_planner_free(job->planner); /* after the control thread, its other user */
     sl_pipeline_free(job->pipe);
     sl_source_free(job->src);
+    free(job->tcost);
+    free(job->ttok);
     free(job->splits);
     cl_ids_free(&job->acks);
     cl_ids_free(&job->recvd);

@@ -102,6 +102,14 @@ typedef struct sluice_batch {
     /* Appended later (the order is the ABI). Private: sluice_batch_records'
      * layout, built on first call and freed with the batch. */
     void *priv_records;
+    /* n positions of the samples in this rank's epoch order. With
+     * "batching": "balanced", position p is in step p / step_samples and
+     * microbatch (p % step_samples) / batch_size of this rank; step_samples
+     * is 0 for count-based batches. */
+    const uint64_t *positions;
+    uint32_t rank;
+    uint32_t step_samples;
+    uint32_t batch_size;
 } sluice_batch_t;
 
 /* A batch of records laid out for a model: ragged arrays with offsets (the

@@ -38,24 +38,33 @@ static item_t *sorted(const double *cost, uint32_t n)
     return it;
 }
 
-int sl_balance_pack(const double *cost, const uint32_t *tokens, uint32_t n, uint32_t nbins,
-                    uint64_t token_budget, uint32_t *ret_bin, double *ret_load)
+int sl_balance_pack_cap(const double *cost, const uint32_t *tokens, uint32_t n, uint32_t nbins,
+                        uint32_t cap, uint64_t token_budget, uint32_t *ret_bin,
+                        double *ret_load)
 {
-    uint64_t *btok = calloc(nbins > 0 ? nbins : 1, sizeof(*btok));
+    if (nbins == 0 || (cap > 0 && (uint64_t)nbins * cap < n)) {
+        return -EINVAL;
+    }
+    uint64_t *btok = calloc(nbins, sizeof(*btok));
+    uint32_t *cnt = calloc(nbins, sizeof(*cnt));
     item_t *it = sorted(cost, n);
-    if (btok == NULL || it == NULL || nbins == 0) {
+    if (btok == NULL || cnt == NULL || it == NULL) {
         free(btok);
+        free(cnt);
         free(it);
-        return nbins == 0 ? -EINVAL : -ENOMEM;
+        return -ENOMEM;
     }
     for (uint32_t b = 0; b < nbins; b++) {
         ret_load[b] = 0;
     }
     for (uint32_t k = 0; k < n; k++) {
         uint32_t i = it[k].idx;
-        uint32_t best = UINT32_MAX, least = 0;
+        uint32_t best = UINT32_MAX, least = UINT32_MAX;
         for (uint32_t b = 0; b < nbins; b++) {
-            if (ret_load[b] < ret_load[least]) {
+            if (cap > 0 && cnt[b] >= cap) {
+                continue;
+            }
+            if (least == UINT32_MAX || ret_load[b] < ret_load[least]) {
                 least = b;
             }
             int fits = token_budget == 0 || btok[b] + tokens[i] <= token_budget;
@@ -67,10 +76,18 @@ int sl_balance_pack(const double *cost, const uint32_t *tokens, uint32_t n, uint
         ret_bin[i] = b;
         ret_load[b] += cost[i];
         btok[b] += tokens[i];
+        cnt[b]++;
     }
     free(btok);
+    free(cnt);
     free(it);
     return 0;
+}
+
+int sl_balance_pack(const double *cost, const uint32_t *tokens, uint32_t n, uint32_t nbins,
+                    uint64_t token_budget, uint32_t *ret_bin, double *ret_load)
+{
+    return sl_balance_pack_cap(cost, tokens, n, nbins, 0, token_budget, ret_bin, ret_load);
 }
 
 int sl_balance_deal(const double *cost, uint32_t nsteps, uint32_t per_step, uint32_t *ret_order)

@@ -1,6 +1,7 @@
 #include "common/engine/ranks.h"
 
 #include "common/base/rng.h"
+#include "common/engine/balance.h"
 
 uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad)
 {
@@ -27,13 +28,20 @@ uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
     return sl_rank_count(n, spec->world_size, spec->rank_padding);
 }
 
-void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
-                   uint64_t *out)
+int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n,
+                           const float *cost, const uint32_t *tokens, uint64_t *scratch,
+                           uint64_t *out)
 {
     if (spec->shuffle && spec->shuffle_block > 1) {
         sl_epoch_order_blocks(spec->seed, epoch, n, spec->shuffle_block, scratch);
     } else {
         sl_epoch_order(spec->seed, epoch, spec->shuffle, n, scratch);
+    }
+    if (spec->batching.mode == SL_BATCHING_BALANCED && cost != NULL) {
+        int rc = sl_balance_order(spec, n, cost, tokens, scratch);
+        if (rc < 0) {
+            return rc;
+        }
     }
     if (spec->world_size <= 1) {
         if (out != scratch) {
@@ -41,11 +49,18 @@ void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *
                 out[i] = scratch[i];
             }
         }
-        return;
+        return 0;
     }
     /* Padding wraps to the head of scratch: out must not alias it. */
     uint64_t m = sl_spec_positions(spec, n);
     for (uint64_t q = 0; q < m; q++) {
         out[q] = scratch[sl_rank_global(n, spec->world_size, spec->rank, q)];
     }
+    return 0;
+}
+
+void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
+                   uint64_t *out)
+{
+    (void)sl_rank_order_balanced(spec, epoch, n, NULL, NULL, scratch, out); /* cannot fail */
 }

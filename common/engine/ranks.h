@@ -31,5 +31,13 @@ uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n);
  * only when world_size is 1. */
 void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
                    uint64_t *out);
+/* The same for a spec with "batching": "balanced": the global order is
+ * first rearranged by sl_balance_order from every sample's predicted cost
+ * and tokens (sl_balance_sample_costs; NULL: the count-based order). Every
+ * host that computes it from the same data gets the same order. Returns 0 or
+ * -ENOMEM. */
+int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n,
+                           const float *cost, const uint32_t *tokens, uint64_t *scratch,
+                           uint64_t *out);
 
 #endif

@@ -22,7 +22,7 @@
 static const char *const top_keys[] = {
     "source", "stages", "batch_size", "epochs", "drop_last", "deterministic",
     "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name",
-    "compress", NULL,
+    "compress", "batching", NULL,
 };
 /* Multi-rank jobs (common/engine/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
@@ -130,6 +130,9 @@ static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
                               SL_SPEC_NCOMPRESS, &compress);
         spec->compress = (sl_compress_e)compress;
     }
+    if (rc == 0) {
+        rc = sl_spec_parse_batching(c, root, spec);
+    }
     return rc;
 }
 
@@ -158,6 +161,7 @@ void sl_spec_init(sl_spec_t *spec)
     spec->epochs = 1;
     spec->drop_last = false;
     spec->deterministic = false;
+    spec->batching = (sl_batching_t){.microbatches = 1, .lookahead = 4, .a = 1.0, .d = 16.0};
     spec->offload = SL_OFFLOAD_AUTO;
     spec->split = 0;
     spec->local_share = 0.0;

@@ -76,6 +76,21 @@ typedef enum {
 
 #define SL_SPEC_WORLD_MAX 4096
 
+/* "batching": how samples are grouped into each rank's batches
+ * (common/engine/balance.h, docs/records.md "Balanced batching"). */
+typedef enum {
+    SL_BATCHING_COUNT = 0, /* equal counts per rank (DistributedSampler), the default */
+    SL_BATCHING_BALANCED,  /* equal predicted trainer cost per rank and step */
+} sl_batching_e;
+
+typedef struct sl_batching_s {
+    sl_batching_e mode;
+    uint32_t microbatches; /* per rank and step, each of batch_size samples; default 1 */
+    uint64_t token_budget; /* per microbatch, 0 = none */
+    uint32_t lookahead;    /* steps dealt together, default 4 */
+    double a, b, c, d;     /* cost = a tokens + b tokens^2 + c tiles + d */
+} sl_batching_t;
+
 /* One stage. Sizes are {height, width}; an int size N in JSON means:
  *  - resize: the shorter side becomes N, aspect kept (size_h = size_w = N,
  *    resize_shorter = true); [H, W] resizes to exactly H x W.
@@ -139,6 +154,7 @@ typedef struct sl_spec_s {
     sl_rank_padding_e rank_padding;
     char name[SL_SPEC_NAME_MAX]; /* "" when the spec has none */
     sl_compress_e compress;
+    sl_batching_t batching;
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or

@@ -109,6 +109,12 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         json_decref(root);
         return NULL;
     }
+    /* Count-based specs keep their canonical form too. */
+    if (spec->batching.mode != SL_BATCHING_COUNT &&
+        json_object_set_new(root, "batching", sl_spec_batching_json(spec)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
     return out;
