@@ -9,7 +9,8 @@
  * The epoch order is a seeded shuffle of the dump's epoch-0 samples; a
  * global step takes W x B of them. Count-based: rank r gets the step's
  * positions q W + r. Balanced: L steps' samples dealt to the steps, then
- * each step packed into W ranks and each rank into M microbatches. Costs:
+ * each step packed into W ranks of equal counts and each rank into M
+ * microbatches (sl_balance_order's algorithm). Costs:
  * predicted by the model; "true" costs are the predicted ones times a
  * log-normal factor exp(N(0, SIGMA)) -- a synthetic trainer whose steps take
  * a sample's true cost -- so the schedule is judged on costs it did not see.
@@ -205,7 +206,7 @@ int main(int argc, char **argv)
     if (load(dump, &tok, &tiles, &n) < 0) {
         return 1;
     }
-    uint32_t g = o.world * o.batch, steps = n / g, win = o.lookahead;
+    uint32_t g = o.world * o.batch * o.micro, steps = n / g, win = o.lookahead;
     if (steps < win) {
         fprintf(stderr, "balance_sim: %u samples make %u steps of %u; fewer than the "
                         "look-ahead %u\n", n, steps, g, win);
@@ -265,7 +266,8 @@ int main(int argc, char **argv)
                 sct[k] = wct[it];
                 stk[k] = tk[it];
             }
-            if (sl_balance_pack(sc, stk, g, o.world, 0, rank, load) < 0) {
+            /* As the runtime does: every rank the same count (M x B). */
+            if (sl_balance_pack_cap(sc, stk, g, o.world, g / o.world, 0, rank, load) < 0) {
                 return 1;
             }
             account(&o, sc, sct, rank, g, &bal, w0 + s);
@@ -280,7 +282,9 @@ int main(int argc, char **argv)
                 }
                 double ml[4096];
                 uint64_t mt[4096] = {0};
-                if (o.micro > 4096 || sl_balance_pack(rc, rt, m, o.micro, o.budget, mb, ml) < 0) {
+                if (o.micro > 4096 ||
+                    sl_balance_pack_cap(rc, rt, m, o.micro, (m + o.micro - 1) / o.micro, o.budget,
+                                        mb, ml) < 0) {
                     return 1;
                 }
                 for (uint32_t k = 0; k < m; k++) {
