@@ -16,6 +16,7 @@
 
 #include "client/lib/line.h"
 #include "client/lib/sluice.h"
+#include "client/lib/steps.h"
 #include "common/base/ring.h"
 #include "common/base/secret.h"
 #include "common/data/source.h"
@@ -128,6 +129,7 @@ struct sluice_job {
     uint64_t first_epoch, end_epoch;
     /* Positions per epoch: num_samples, or this rank's share of them
      * (common/engine/ranks.h); epoch orders and splits are over these. */
+    cl_steps_t steps;   /* the trainer's step times (sluice_report_step) */
     float *tcost;       /* balanced batching: per-sample predictions (open.c) */
     uint32_t *ttok;
     uint64_t positions;

@@ -421,6 +421,7 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
                             .labels = labels, .indices = indices, .offsets = offsets,
                             .sizes = sizes, .priv = b};
     out->norm_on_device = sl_spec_device_norm(&job->spec, out->norm_mean, out->norm_std);
+    cl_steps_add_batch(&job->steps, out);
     out->positions = positions;
     out->rank = job->spec.rank;
     out->batch_size = job->spec.batch_size;

@@ -178,6 +178,16 @@ typedef struct sluice_stats {
      * and why ("every live worker refused the job (worker 2: ...)", "no live
      * worker for 5000 ms"); the plan it reports is unchanged. */
     char fallback[256];
+    /* Appended later. The trainer model fitted from sluice_report_step:
+     * step seconds = coef[0] tokens + coef[1] tokens^2 + coef[2] tiles +
+     * coef[3] samples over the step's samples; trainer_fitted after 8
+     * reports; trainer_error = mean |predicted - reported| / mean reported
+     * over the reports made after the fit (each predicted before it was
+     * added), 0 before. Balanced batching's spec "model" takes these. */
+    uint64_t trainer_steps;
+    int trainer_fitted;
+    double trainer_coef[4];
+    double trainer_error;
 } sluice_stats_t;
 
 /* A skipped sample (a file that is not a JPEG, truncated, ...). */
@@ -213,6 +223,11 @@ int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *co
 /* The most recent skipped samples, oldest first (at most
  * SLUICE_RECENT_SKIPS are kept): fills up to n, returns how many. */
 int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n);
+/* The training loop reports how long its last step took (seconds): the
+ * samples of the batches taken since the previous report. Fits the trainer
+ * model balanced batching predicts with (sluice_stats_t.trainer_*).
+ * Returns 0, -EINVAL for a negative or non-finite time. */
+int sluice_report_step(sluice_job_t *job, double seconds);
 /* The record layout of a batch of a multimodal spec (built once, valid
  * until the batch is released). Returns 0, -EINVAL when the batch's samples
  * are not records, -EBADMSG for a damaged record, -ENOMEM. */

@@ -36,6 +36,10 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     snprintf(ret->sample_costs, sizeof(ret->sample_costs), "%s", job->sample_costs);
     ret->first_epoch = job->first_epoch;
     ret->epochs = job->spec.epochs;
+    ret->trainer_steps = job->steps.n;
+    ret->trainer_fitted = job->steps.fitted;
+    memcpy(ret->trainer_coef, job->steps.coef, sizeof(ret->trainer_coef));
+    ret->trainer_error = job->steps.sum_y > 0 ? job->steps.abs_err / job->steps.sum_y : 0;
     pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes it */
     snprintf(ret->fallback, sizeof(ret->fallback), "%s", job->fallback);
     pthread_mutex_unlock((pthread_mutex_t *)&job->mu);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/base/lsq.h"
 #include "common/image/jpeg.h"
 #include "common/image/record.h"
 
@@ -113,12 +114,7 @@ void sl_costmodel_add(sl_costmodel_t *m, const sl_cost_features_t *f, double sec
     }
     double x[SL_COST_NPARAM];
     feature_vec(f, x);
-    for (int i = 0; i < SL_COST_NPARAM; i++) {
-        for (int j = 0; j < SL_COST_NPARAM; j++) {
-            m->xtx[i][j] += x[i] * x[j];
-        }
-        m->xty[i] += x[i] * sec;
-    }
+    sl_lsq_add(&m->xtx[0][0], m->xty, SL_COST_NPARAM, x, sec);
     m->n++;
 }
 
@@ -127,49 +123,11 @@ int sl_costmodel_fit(sl_costmodel_t *m)
     if (m->n < 2) {
         return -EDOM;
     }
-    /* Gaussian elimination with partial pivoting on (XtX + ridge) c = Xty.
-     * The ridge, relative to each diagonal, only matters for a feature that
-     * never varied (all baseline JPEGs: the progressive column is 0). */
-    double a[SL_COST_NPARAM][SL_COST_NPARAM + 1];
-    for (int i = 0; i < SL_COST_NPARAM; i++) {
-        for (int j = 0; j < SL_COST_NPARAM; j++) {
-            a[i][j] = m->xtx[i][j];
-        }
-        a[i][i] += 1e-9 * (m->xtx[i][i] > 0.0 ? m->xtx[i][i] : 1.0);
-        a[i][SL_COST_NPARAM] = m->xty[i];
-    }
-    for (int c = 0; c < SL_COST_NPARAM; c++) {
-        int piv = c;
-        for (int r = c + 1; r < SL_COST_NPARAM; r++) {
-            if (fabs(a[r][c]) > fabs(a[piv][c])) {
-                piv = r;
-            }
-        }
-        if (fabs(a[piv][c]) < 1e-300) {
-            return -EDOM;
-        }
-        if (piv != c) {
-            for (int j = 0; j <= SL_COST_NPARAM; j++) {
-                double t = a[c][j];
-                a[c][j] = a[piv][j];
-                a[piv][j] = t;
-            }
-        }
-        for (int r = 0; r < SL_COST_NPARAM; r++) {
-            if (r == c) {
-                continue;
-            }
-            double k = a[r][c] / a[c][c];
-            for (int j = c; j <= SL_COST_NPARAM; j++) {
-                a[r][j] -= k * a[c][j];
-            }
-        }
-    }
-    for (int i = 0; i < SL_COST_NPARAM; i++) {
-        m->coef[i] = a[i][SL_COST_NPARAM] / a[i][i];
-        if (!isfinite(m->coef[i])) {
-            return -EDOM;
-        }
+    /* The ridge only matters for a feature that never varied (all baseline
+     * JPEGs: the progressive column is 0). */
+    int rc = sl_lsq_solve(&m->xtx[0][0], m->xty, SL_COST_NPARAM, m->coef);
+    if (rc < 0) {
+        return -EDOM;
     }
     m->fitted = 1;
     return 0;

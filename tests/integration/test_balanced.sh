@@ -75,6 +75,40 @@ echo "local: mean imbalance per step balanced $ib ($nb steps), count-based $ic (
 /usr/bin/python3 -c "import sys; b, c = float('$ib'), float('$ic'); sys.exit(0 if b < c and b < 1.10 else 1)" ||
     fail "balanced steps not more even ($ib vs $ic)"
 
+# Python: each RecordBatch says its step and microbatch (every batch one
+# microbatch of one step, in order); a loop reporting step times fits the
+# trainer model (here a synthetic trainer: seconds from the samples' shapes).
+python_env
+"$PY" - "$TMP/bal.json" "$DATA" <<'PY' || fail "Python: balanced batches / report_step"
+import sys
+import numpy as np
+import sluice
+with sluice.Loader(None, sys.argv[1], data_root=sys.argv[2], world_size=2, rank=0,
+                   epochs=1) as ld:
+    step_of, tokens, samples = [], 0.0, 0
+    for b in ld:
+        assert b.steps is not None and len(set(b.steps.tolist())) == 1, b.steps
+        assert len(set(b.microbatches.tolist())) == 1, b.microbatches
+        step_of.append((int(b.steps[0]), int(b.microbatches[0])))
+        tokens += float(np.diff(b.cu_seqlens).sum())
+        samples += len(b)
+        if b.microbatches[0] == 1:  # the step's last microbatch: the step is done
+            ld.report_step(2e-4 * tokens + 1e-3 * samples)
+            tokens, samples = 0.0, 0
+    assert step_of == sorted(step_of), step_of[:6]
+    st = ld.stats()
+    assert st["trainer_steps"] >= 8 and st["trainer_fitted"], st["trainer_steps"]
+    assert st["trainer_error"] < 0.01, st["trainer_error"]  # the model is exact here
+    assert abs(st["trainer_coef"][0] - 2e-4) < 1e-6, st["trainer_coef"]
+    print("python: %d microbatches in step order; trainer model fitted from %d steps "
+          "(error %.3f)" % (len(step_of), st["trainer_steps"], st["trainer_error"]))
+    try:
+        ld.report_step(-1.0)
+        raise SystemExit("a negative step time was accepted")
+    except sluice.SluiceError:
+        pass
+PY
+
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
 print(s.getsockname()[1])')
 dispatcher() { # dispatcher NAME

@@ -165,6 +165,10 @@ class _Batch(ctypes.Structure):
         ("norm_mean", ctypes.c_float * 3),
         ("norm_std", ctypes.c_float * 3),
         ("priv_records", ctypes.c_void_p),
+        ("positions", ctypes.POINTER(ctypes.c_uint64)),
+        ("rank", ctypes.c_uint32),
+        ("step_samples", ctypes.c_uint32),
+        ("batch_size", ctypes.c_uint32),
     ]
 
 
@@ -222,6 +226,10 @@ class _Stats(ctypes.Structure):
         ("first_epoch", ctypes.c_uint64),
         ("epochs", ctypes.c_uint32),
         ("fallback", ctypes.c_char * 256),
+        ("trainer_steps", ctypes.c_uint64),
+        ("trainer_fitted", ctypes.c_int),
+        ("trainer_coef", ctypes.c_double * 4),
+        ("trainer_error", ctypes.c_double),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
@@ -265,6 +273,8 @@ def _declare(lib):
     lib.sluice_batch_records.argtypes = [vp, ctypes.POINTER(_Batch),
                                          ctypes.POINTER(ctypes.POINTER(_Records))]
     lib.sluice_batch_records.restype = i
+    lib.sluice_report_step.argtypes = [vp, ctypes.c_double]
+    lib.sluice_report_step.restype = i
     lib.sluice_version.argtypes = []
     lib.sluice_version.restype = cp
     lib.sluice_close.argtypes = [vp]
@@ -420,9 +430,12 @@ class RecordBatch:
                                    [n_images, 2] decoded height and width
     images                         untiled images: a list of arrays (None where tiled)
     normalize                      None, or (mean, std) for "on": "device"
+    steps, microbatches            balanced batching: each sample's step and
+                                   microbatch in this rank's schedule (else None)
     Arrays of what the spec does not make (no tokenize: tokens) are None."""
 
-    __slots__ = ("epoch", "keys", "metas", "texts", "labels", "indices", "tokens",
+    __slots__ = ("epoch", "keys", "metas", "texts", "labels", "indices", "steps", "microbatches",
+                 "tokens",
                  "token_offsets", "input_ids", "cu_seqlens", "seq_lens", "tiles",
                  "tiles_per_image", "image_offsets", "tile_offsets", "image_hw", "images",
                  "normalize")
@@ -448,6 +461,11 @@ def _record_batch(lib, job, bptr, owner, raw, labels, indices, norm):
     out = RecordBatch()
     out.epoch, out.labels, out.indices, out.normalize = b.epoch, labels, indices, norm
     out.keys = [r.keys[k].decode(errors="replace") for k in range(n)]
+    out.steps = out.microbatches = None
+    if b.step_samples and n:
+        pos = np.ctypeslib.as_array(b.positions, (n,)).astype(np.int64)
+        out.steps = pos // b.step_samples
+        out.microbatches = pos % b.step_samples // b.batch_size
     out.metas = [json.loads(r.metas[k].decode(errors="replace")) for k in range(n)]
     toff = _array(owner, r.text_offsets, (n + 1,), np.int64)
     text = ctypes.string_at(r.text, int(toff[-1])) if n and toff[-1] else b""
@@ -688,6 +706,15 @@ class Loader:
                 images.append(piece.view(dtype) if s % dtype.itemsize == 0 else piece)
         return Batch(b.epoch, images, labels, indices, b.layout, norm)
 
+    def report_step(self, seconds):
+        """The training step that consumed the batches taken since the last
+        call took ``seconds``: fits the trainer model of balanced batching
+        (``stats()``: trainer_steps, trainer_fitted, trainer_coef [per token,
+        per token^2, per tile, per sample], trainer_error)."""
+        rc = self._lib.sluice_report_step(self._job.handle, float(seconds))
+        if rc < 0:
+            raise SluiceError("report_step: %r is not a step time in seconds" % (seconds,), rc)
+
     # -- information
 
     def _handle(self):
@@ -709,6 +736,7 @@ class Loader:
         st = _Stats()
         self._lib.sluice_get_stats(h, ctypes.byref(st))
         out = {name: getattr(st, name) for name, _ in _Stats._fields_ if name != "_reserved"}
+        out["trainer_coef"] = list(st.trainer_coef)
         for name in ("plan_mode", "plan_binding", "sample_costs", "fallback"):
             out[name] = out[name].decode(errors="replace")
         return out

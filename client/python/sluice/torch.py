@@ -171,7 +171,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         """A multimodal batch as a dict of tensors (views of the library's
         memory on the CPU): the ragged arrays of sluice.RecordBatch, tiles
         normalized on ``device`` when the spec says "on": "device"."""
-        out = {"labels": labels, "keys": b.keys, "metas": b.metas, "texts": b.texts}
+        out = {"labels": labels, "keys": b.keys, "metas": b.metas, "texts": b.texts,
+               "steps": b.steps, "microbatches": b.microbatches}
         for name in ("tokens", "token_offsets", "input_ids", "cu_seqlens", "seq_lens",
                      "tiles_per_image", "image_offsets", "tile_offsets"):
             a = getattr(b, name)
@@ -191,6 +192,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
         out["images"] = [None if a is None else _move(torch.from_numpy(a), self.device)
                          for a in b.images]
         return out
+
+    def report_step(self, seconds):
+        """The current job's training step took ``seconds`` (sluice.Loader.report_step)."""
+        if self._loader is None:
+            raise RuntimeError("report_step: no job is running")
+        self._loader.report_step(seconds)
 
     def set_epoch(self, epoch):
         """The next iteration's job starts at this epoch (0-based), as
