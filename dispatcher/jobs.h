@@ -199,6 +199,9 @@ typedef struct disp_rates_s {
     double cpu_fraction;
     double cpu_budget;
     double recv_cpu_sec_per_byte;
+    /* Balanced batching (0: count-based): the client's predicted load per
+     * step and the schedule's imbalance per step, mean and max. */
+    double step_load, step_imbalance, step_imbalance_max;
     disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
     uint32_t nstages;
 } disp_rates_t;

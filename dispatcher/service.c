@@ -662,6 +662,9 @@ int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
         r->cpu_fraction = finite_or_zero(req->cpu_fraction);
         r->cpu_budget = finite_or_zero(req->cpu_budget);
         r->recv_cpu_sec_per_byte = finite_or_zero(req->recv_cpu_sec_per_byte);
+        r->step_load = finite_or_zero(req->step_load);
+        r->step_imbalance = finite_or_zero(req->step_imbalance);
+        r->step_imbalance_max = finite_or_zero(req->step_imbalance_max);
         if (req->n_stages > 0) {
             copy_stages(r->stages, &r->nstages, req->stages, req->n_stages);
         }

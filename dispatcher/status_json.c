@@ -272,6 +272,13 @@ static void rates_fields(jb_t *b, json_t *o, const disp_job_t *job, int64_t now_
     jset(b, rates, "recv_cpu_sec_per_byte", jreal(r->recv_cpu_sec_per_byte));
     jset(b, rates, "stages", stages_json(b, r->stages, r->nstages, 0, NULL));
     jset(b, o, "rates", rates);
+    if (r->step_imbalance > 0) {
+        /* Balanced batching: the rank's predicted load per step, the
+         * schedule's imbalance per step (max / mean over ranks). */
+        jset(b, o, "balance",
+             json_pack("{s:o, s:o, s:o}", "step_load", jreal(r->step_load), "imbalance_mean",
+                       jreal(r->step_imbalance), "imbalance_max", jreal(r->step_imbalance_max)));
+    }
     jset(b, o, "stall_percent", jreal(100.0 * r->wait_fraction));
 }
 

@@ -107,6 +107,20 @@ static int get_stall(const dm_ctx_t *c, const void *row, double *ret)
     return job->rates.have ? 0 : -ENOENT;
 }
 
+static int get_step_load(const dm_ctx_t *c, const void *row, double *ret)
+{
+    const disp_job_t *job = row;
+    *ret = job->rates.step_load;
+    return job->rates.have && job->rates.step_imbalance > 0 ? 0 : -ENOENT;
+}
+
+static int get_step_imbalance(const dm_ctx_t *c, const void *row, double *ret)
+{
+    const disp_job_t *job = row;
+    *ret = job->rates.step_imbalance;
+    return job->rates.have && job->rates.step_imbalance > 0 ? 0 : -ENOENT;
+}
+
 static int get_predicted(const dm_ctx_t *c, const void *row, double *ret)
 {
     const disp_job_t *job = row;
@@ -222,6 +236,12 @@ static const dm_family_t DM_FAMILIES[] = {
         3, get_measured),
     JOB("sluice_job_stall_ratio", "Fraction of the training loop's time spent waiting for a batch.",
         4, get_stall),
+    JOB("sluice_job_step_load",
+        "Balanced batching: the rank's predicted trainer load per step (model units).", 3,
+        get_step_load),
+    JOB("sluice_job_step_imbalance_ratio",
+        "Balanced batching: predicted max / mean rank load per step, mean over the steps.", 4,
+        get_step_imbalance),
     JOB("sluice_job_predicted_samples_per_second",
         "Delivery rate the job's current plan predicts (planned jobs only).", 3, get_predicted),
     JOB("sluice_job_workers_needed",

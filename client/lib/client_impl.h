@@ -17,6 +17,7 @@
 #include "client/lib/line.h"
 #include "client/lib/sluice.h"
 #include "client/lib/steps.h"
+#include "common/engine/balance.h"
 #include "common/base/ring.h"
 #include "common/base/secret.h"
 #include "common/data/source.h"
@@ -131,6 +132,7 @@ struct sluice_job {
      * (common/engine/ranks.h); epoch orders and splits are over these. */
     cl_steps_t steps;   /* the trainer's step times (sluice_report_step) */
     float *tcost;       /* balanced batching: per-sample predictions (open.c) */
+    sl_balance_stats_t bstats; /* what the first epoch's schedule predicts (open.c) */
     uint32_t *ttok;
     uint64_t positions;
     char job_name[128];       /* multi-rank: the job the ranks share */

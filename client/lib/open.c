@@ -281,6 +281,12 @@ static int open_engine(sluice_job_t *job, int remote, char *err, size_t errlen)
             sl_balance_sample_costs(&job->spec, job->src, job->tcost, job->ttok) < 0) {
             return sl_err(err, errlen, -ENOMEM, "out of memory predicting sample costs");
         }
+        uint64_t *order = malloc(n * sizeof(*order));
+        if (order != NULL && sl_spec_epoch_order(&job->spec, job->first_epoch, job->num_samples,
+                                                 job->tcost, job->ttok, order) == 0) {
+            sl_balance_stats(&job->spec, job->num_samples, job->tcost, order, &job->bstats);
+        }
+        free(order); /* no stats without memory: the job runs the same */
     }
     cl_line_args_t la = {.spec = &job->spec, .pipe = job->pipe, .src = job->src,
                          .num_samples = job->num_samples, .positions = job->positions,

@@ -757,6 +757,9 @@ void cl_planner_tick(struct sluice_job *job)
     req.consumer_rate = consumer;
     req.delivered = delivered;
     req.overhead_cpu_sec_per_sample = overhead;
+    req.step_load = job->bstats.step_load;
+    req.step_imbalance = job->bstats.imbalance;
+    req.step_imbalance_max = job->bstats.imbalance_max;
     p->last_report = now;
     p->cpu_at_report = cpu;
     ProtobufCMessage *resp = NULL;

@@ -188,6 +188,10 @@ typedef struct sluice_stats {
     int trainer_fitted;
     double trainer_coef[4];
     double trainer_error;
+    /* Balanced batching: over the full steps of the job's first epoch, this
+     * rank's predicted load per step and the schedule's imbalance per step
+     * (max / mean over ranks), mean and max; 0 for count-based batches. */
+    double step_load, step_imbalance, step_imbalance_max;
 } sluice_stats_t;
 
 /* A skipped sample (a file that is not a JPEG, truncated, ...). */

@@ -40,6 +40,9 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->trainer_fitted = job->steps.fitted;
     memcpy(ret->trainer_coef, job->steps.coef, sizeof(ret->trainer_coef));
     ret->trainer_error = job->steps.sum_y > 0 ? job->steps.abs_err / job->steps.sum_y : 0;
+    ret->step_load = job->bstats.step_load;
+    ret->step_imbalance = job->bstats.imbalance;
+    ret->step_imbalance_max = job->bstats.imbalance_max;
     pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes it */
     snprintf(ret->fallback, sizeof(ret->fallback), "%s", job->fallback);
     pthread_mutex_unlock((pthread_mutex_t *)&job->mu);

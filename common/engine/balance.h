@@ -72,4 +72,14 @@ int sl_balance_sample_costs(const struct sl_spec_s *spec, const struct sl_source
 int sl_balance_order(const struct sl_spec_s *spec, uint64_t n, const float *cost,
                      const uint32_t *tokens, uint64_t *order);
 
+/* What a balanced order predicts, over its full steps: rank's mean load
+ * per step, and the imbalance per step (max / mean over ranks), mean and
+ * max. order is the global order (sl_balance_order's). */
+typedef struct sl_balance_stats_s {
+    double step_load, imbalance, imbalance_max;
+    uint64_t steps;
+} sl_balance_stats_t;
+void sl_balance_stats(const struct sl_spec_s *spec, uint64_t n, const float *cost,
+                      const uint64_t *order, sl_balance_stats_t *ret);
+
 #endif

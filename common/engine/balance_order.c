@@ -169,3 +169,37 @@ int sl_balance_order(const sl_spec_t *spec, uint64_t n, const float *cost,
     free(ri);
     return rc_;
 }
+
+void sl_balance_stats(const sl_spec_t *spec, uint64_t n, const float *cost, const uint64_t *order,
+                      sl_balance_stats_t *ret)
+{
+    uint32_t world = spec->world_size > 0 ? spec->world_size : 1;
+    uint64_t g = (uint64_t)world * spec->batching.microbatches * spec->batch_size;
+    memset(ret, 0, sizeof(*ret));
+    double *load = calloc(world, sizeof(*load));
+    if (load == NULL || g == 0) {
+        free(load);
+        return;
+    }
+    for (uint64_t s0 = 0; s0 + g <= n; s0 += g) {
+        memset(load, 0, world * sizeof(*load));
+        double sum = 0, max = 0;
+        for (uint64_t p = s0; p < s0 + g; p++) {
+            load[p % world] += cost[order[p]];
+            sum += cost[order[p]];
+        }
+        for (uint32_t r = 0; r < world; r++) {
+            max = load[r] > max ? load[r] : max;
+        }
+        double imb = sum > 0 ? max / (sum / world) : 1.0;
+        ret->imbalance += imb;
+        ret->imbalance_max = imb > ret->imbalance_max ? imb : ret->imbalance_max;
+        ret->step_load += load[spec->rank < world ? spec->rank : 0];
+        ret->steps++;
+    }
+    if (ret->steps > 0) {
+        ret->imbalance /= (double)ret->steps;
+        ret->step_load /= (double)ret->steps;
+    }
+    free(load);
+}

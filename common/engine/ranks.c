@@ -28,20 +28,27 @@ uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
     return sl_rank_count(n, spec->world_size, spec->rank_padding);
 }
 
+int sl_spec_epoch_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                        const uint32_t *tokens, uint64_t *out)
+{
+    if (spec->shuffle && spec->shuffle_block > 1) {
+        sl_epoch_order_blocks(spec->seed, epoch, n, spec->shuffle_block, out);
+    } else {
+        sl_epoch_order(spec->seed, epoch, spec->shuffle, n, out);
+    }
+    if (spec->batching.mode == SL_BATCHING_BALANCED && cost != NULL) {
+        return sl_balance_order(spec, n, cost, tokens, out);
+    }
+    return 0;
+}
+
 int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n,
                            const float *cost, const uint32_t *tokens, uint64_t *scratch,
                            uint64_t *out)
 {
-    if (spec->shuffle && spec->shuffle_block > 1) {
-        sl_epoch_order_blocks(spec->seed, epoch, n, spec->shuffle_block, scratch);
-    } else {
-        sl_epoch_order(spec->seed, epoch, spec->shuffle, n, scratch);
-    }
-    if (spec->batching.mode == SL_BATCHING_BALANCED && cost != NULL) {
-        int rc = sl_balance_order(spec, n, cost, tokens, scratch);
-        if (rc < 0) {
-            return rc;
-        }
+    int rc = sl_spec_epoch_order(spec, epoch, n, cost, tokens, scratch);
+    if (rc < 0) {
+        return rc;
     }
     if (spec->world_size <= 1) {
         if (out != scratch) {

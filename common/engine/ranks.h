@@ -36,6 +36,11 @@ void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *
  * and tokens (sl_balance_sample_costs; NULL: the count-based order). Every
  * host that computes it from the same data gets the same order. Returns 0 or
  * -ENOMEM. */
+/* The global order of an epoch (before ranks take their positions): the
+ * spec's shuffle, then balanced batching's rearrangement when cost is not
+ * NULL. Returns 0 or -ENOMEM. */
+int sl_spec_epoch_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                        const uint32_t *tokens, uint64_t *out);
 int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n,
                            const float *cost, const uint32_t *tokens, uint64_t *scratch,
                            uint64_t *out);

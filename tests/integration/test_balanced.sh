@@ -138,6 +138,22 @@ for _ in $(seq 1 400); do
     [ "$(lines "$TMP/r0")" -ge 60 ] && [ "$(lines "$TMP/r1.first")" -ge 60 ] && break
     sleep 0.05
 done
+# Visible: the dispatcher shows each rank's predicted load per step and the
+# schedule's imbalance (/status jobs[].balance, /metrics).
+for _ in $(seq 1 100); do
+    curl -sf "http://$D_HTTP/metrics" | grep -q '^sluice_job_step_imbalance_ratio' && break
+    sleep 0.1
+done
+curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+jobs = [j for j in json.load(sys.stdin)["jobs"] if j.get("balance")]
+assert len(jobs) == 2, len(jobs)
+for j in jobs:
+    b = j["balance"]
+    assert 1.0 <= b["imbalance_mean"] <= b["imbalance_max"] and b["step_load"] > 0, b
+print("status: balance %s" % [round(j["balance"]["imbalance_mean"], 4) for j in jobs])' ||
+    fail "/status lacks the ranks' balance"
+curl -sf "http://$D_HTTP/metrics" | grep -q '^sluice_job_step_load{' || fail "/metrics lacks step_load"
 kill -9 "$W2_PID"
 echo "worker 2 killed after $(lines "$TMP/r0") + $(lines "$TMP/r1.first") samples"
 for _ in $(seq 1 400); do

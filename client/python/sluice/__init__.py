@@ -230,6 +230,9 @@ class _Stats(ctypes.Structure):
         ("trainer_fitted", ctypes.c_int),
         ("trainer_coef", ctypes.c_double * 4),
         ("trainer_error", ctypes.c_double),
+        ("step_load", ctypes.c_double),
+        ("step_imbalance", ctypes.c_double),
+        ("step_imbalance_max", ctypes.c_double),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
