@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/data/skip.h"
+#include "common/data/source.h"
 
 wk_msg_t *wk_msg_new(uint64_t job_id, uint64_t split_id, uint32_t cap)
 {
@@ -197,12 +198,58 @@ static void make_too_large(wk_packer_t *pk, sl_sample_t *s, size_t wire, char *d
     pk->skipped_too_large++;
 }
 
+/* A processed sample too big for a message goes out as its source bytes in a
+ * message of its own with stage_to 0: the client runs every unit on it
+ * and gets the same bytes (docs/protocol.md "Samples too big to send"). 1
+ * when it went so, 0 when the source bytes do not fit either. */
+static int send_raw(wk_packer_t *pk, sl_sample_t *s, wk_msglist_t *out)
+{
+    sl_tensor_t raw;
+    sl_tensor_init(&raw);
+    char err[256];
+    if (pk->src == NULL || sl_source_read(pk->src, s->index, &raw, err, sizeof(err)) < 0) {
+        sl_tensor_free(&raw);
+        return 0;
+    }
+    sl_sample_t r = *s;
+    r.t = raw;
+    if (WK_MSG_OVERHEAD + wk_sample_wire_bytes(&r, NULL, NULL) > pk->max_bytes) {
+        sl_tensor_free(&raw);
+        return 0;
+    }
+    wk_msg_t *m = wk_msg_new(pk->job_id, pk->split_id, 1);
+    if (m == NULL) {
+        sl_tensor_free(&raw);
+        return 0;
+    }
+    if (pk->cur != NULL) { /* keeps the samples' order within the split */
+        wk_msglist_push(out, pk->cur);
+        pk->cur = NULL;
+    }
+    m->batch.stage_to = 0;
+    m->assignment = pk->assignment;
+    Sluice__Sample *ps = &m->samples[0];
+    sample_fill(ps, &r, NULL);
+    ps->data.data = raw.data;
+    ps->data.len = raw.nbytes;
+    m->ptrs[0] = ps;
+    m->batch.n_samples = 1;
+    m->bytes += wk_sample_wire_bytes(&r, NULL, NULL);
+    wk_msglist_push(out, m);
+    sl_tensor_free(&s->t);
+    pk->sent_raw++;
+    return 1;
+}
+
 int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, const wk_coding_t *cd,
                   wk_msglist_t *out)
 {
     char big[200];
     size_t wire = wk_sample_wire_bytes(s, detail, cd);
     if (s->skip < 0 && WK_MSG_OVERHEAD + wire > pk->max_bytes) {
+        if (pk->stage_to > 0 && send_raw(pk, s, out)) {
+            return 0;
+        }
         make_too_large(pk, s, wire, big, sizeof(big));
         detail = big;
         cd = NULL;

@@ -71,6 +71,11 @@ typedef struct wk_packer_s {
     size_t max_bytes;    /* max packed bytes of one message */
     wk_msg_t *cur;       /* message being filled, NULL before the first sample */
     uint64_t skipped_too_large;
+    /* Where a sample whose output does not fit a message is read again and
+     * sent unprocessed (stage_to 0) for the client to finish; NULL: such a
+     * sample is a too_large skip. */
+    const struct sl_source_s *src;
+    uint64_t sent_raw;
 } wk_packer_t;
 
 wk_msg_t *wk_msg_new(uint64_t job_id, uint64_t split_id, uint32_t cap);

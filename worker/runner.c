@@ -314,6 +314,7 @@ static void pack_locked(wk_job_t *job, wk_split_t *sp, sl_sample_t *out, const c
 {
     size_t before = wk_packer_bytes(&sp->pk);
     size_t out_before = job->out.bytes;
+    sp->pk.src = job->src; /* for a sample too big to send processed (msg.c) */
     int rc = wk_packer_add(&sp->pk, out, detail, cd, &job->out);
     sl_tensor_free(&out->t);
     /* Whatever the packer flushed moved from partial to the output queue. */

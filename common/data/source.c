@@ -438,7 +438,7 @@ void sl_src_dirlist_free(sl_src_dirlist_t *list)
 
 /* ---- open / free ----------------------------------------------------- */
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+uint64_t sl_src_fnv1a(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) {
@@ -463,15 +463,15 @@ static uint64_t compute_fingerprint(const sl_source_t *src)
         for (int k = 0; k < 4; k++) {
             num[8 + k] = (unsigned char)(label >> (8 * k));
         }
-        h = fnv1a(h, name, strlen(name) + 1);
-        h = fnv1a(h, num, sizeof(num));
+        h = sl_src_fnv1a(h, name, strlen(name) + 1);
+        h = sl_src_fnv1a(h, num, sizeof(num));
     }
     if (sl_source_is_record(src)) {
         unsigned char fp[8];
         for (int k = 0; k < 8; k++) {
             fp[k] = (unsigned char)(src->rec_fp >> (8 * k));
         }
-        h = fnv1a(h, fp, sizeof(fp));
+        h = sl_src_fnv1a(h, fp, sizeof(fp));
     }
     return h;
 }

@@ -169,6 +169,9 @@ int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bo
 int sl_src_pread_exact(int fd, uint64_t off, void *buf, size_t n, const char *name, char *err,
                        size_t errlen);
 
+/* FNV-1a over n bytes, continuing from h: the index fingerprints. */
+uint64_t sl_src_fnv1a(uint64_t h, const void *p, size_t n);
+
 /* Records one warning for sl_source_open_warnings (bounded). */
 void sl_src_warn(sl_source_t *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

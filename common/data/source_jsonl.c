@@ -109,16 +109,6 @@ typedef struct jidx_s {
     uint32_t lineno;
 } jidx_t;
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 static bool blank(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -172,8 +162,8 @@ static int end_line(jidx_t *j, char *err, size_t errlen)
     for (int k = 0; k < 8; k++) {
         n[k] = (unsigned char)(j->full_len >> (8 * k));
     }
-    src->rec_fp = fnv1a(src->rec_fp, n, sizeof(n));
-    src->rec_fp = fnv1a(src->rec_fp, j->line, j->len);
+    src->rec_fp = sl_src_fnv1a(src->rec_fp, n, sizeof(n));
+    src->rec_fp = sl_src_fnv1a(src->rec_fp, j->line, j->len);
     return 0;
 }
 

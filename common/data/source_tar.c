@@ -31,7 +31,6 @@
 #include "common/data/source_impl.h"
 #include "common/data/tar_walk.h"
 
-#define TAR_CLS_MAX 64 /* largest .cls member we read */
 
 typedef struct cls_ent_s {
     size_t key_off; /* in shard_t.keys */
@@ -166,19 +165,12 @@ static int add_member(void *ctx, char *name, uint64_t data, uint64_t size, char 
         src->shard[src->count - 1] = sh->idx;
         return 0;
     }
-    char buf[TAR_CLS_MAX];
-    int32_t label = -1;
-    bool ok = false;
-    if (size <= sizeof(buf) && data + size <= sh->fsize) {
-        ssize_t n = sl_tar_pread_full(sh->fd, buf, (size_t)size, data);
-        if (n < 0) {
-            return sl_err(err, errlen, (int)n, "tar '%s': read: %s", sh->rel,
-                          strerror((int)-n));
-        }
-        ok = (uint64_t)n == size && sl_tar_parse_cls(buf, (size_t)n, &label);
+    int32_t label;
+    rc = sl_tar_read_cls(sh->fd, sh->fsize, data, size, &label);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
     }
-    if (!ok) {
-        label = -1;
+    if (rc > 0) {
         sl_src_warn(src, "'%s:%s.cls': malformed label", sh->rel, name);
     }
     rc = add_cls(sh, name, label);

@@ -35,7 +35,6 @@
 #include "common/data/tar_walk.h"
 #include "common/image/record.h"
 
-#define WDS_CLS_MAX 64           /* largest .cls member we read */
 #define WDS_EXT_KEEP 24          /* image extension text kept for ordering ties */
 #define WDS_MAX_BRACES 32        /* brace groups along one expansion */
 #define WDS_MAX_SHARD_BYTES ((uint64_t)UINT32_MAX * 512) /* member block fits 32 bits */
@@ -278,16 +277,6 @@ typedef struct wds_s {
     uint64_t ignored;
 } wds_t;
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 static int img_cmp(const void *a, const void *b)
 {
     const pimg_t *x = a, *y = b;
@@ -386,19 +375,12 @@ static bool image_ext(const char *ext, uint64_t *ret_order, uint8_t *ret_code)
 static int read_cls(wds_t *w, const char *name, uint64_t data, uint64_t size, char *err,
                     size_t errlen)
 {
-    char buf[WDS_CLS_MAX];
-    int32_t label = -1;
-    bool ok = false;
-    if (size <= sizeof(buf) && data + size <= w->fsize) {
-        ssize_t n = sl_tar_pread_full(w->fd, buf, (size_t)size, data);
-        if (n < 0) {
-            return sl_err(err, errlen, (int)n, "webdataset '%s': read: %s", w->rel,
-                          strerror((int)-n));
-        }
-        ok = (uint64_t)n == size && sl_tar_parse_cls(buf, (size_t)n, &label);
+    int32_t label;
+    int rc = sl_tar_read_cls(w->fd, w->fsize, data, size, &label);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "webdataset '%s': read: %s", w->rel, strerror(-rc));
     }
-    if (!ok) {
-        label = -1;
+    if (rc > 0) {
         sl_src_warn(w->src, "'%s:%s': malformed label", w->rel, name);
     }
     w->label = label;
@@ -477,8 +459,8 @@ static int on_member(void *ctx, char *name, uint64_t data, uint64_t size, char *
         sz[k] = (unsigned char)(size >> (8 * k));
     }
     *dot = '.';
-    w->src->rec_fp = fnv1a(w->src->rec_fp, name, strlen(name) + 1);
-    w->src->rec_fp = fnv1a(w->src->rec_fp, sz, sizeof(sz));
+    w->src->rec_fp = sl_src_fnv1a(w->src->rec_fp, name, strlen(name) + 1);
+    w->src->rec_fp = sl_src_fnv1a(w->src->rec_fp, sz, sizeof(sz));
     *dot = '\0';
     return 0;
 }

@@ -423,3 +423,22 @@ uint32_t sl_tar_open_budget(void)
     }
     return max;
 }
+
+int sl_tar_read_cls(int fd, uint64_t fsize, uint64_t data, uint64_t size, int32_t *ret)
+{
+    char buf[SL_TAR_CLS_MAX];
+    *ret = -1;
+    if (size > sizeof(buf) || data + size > fsize) {
+        return 1;
+    }
+    ssize_t n = sl_tar_pread_full(fd, buf, (size_t)size, data);
+    if (n < 0) {
+        return (int)n;
+    }
+    int32_t label;
+    if ((uint64_t)n != size || !sl_tar_parse_cls(buf, (size_t)n, &label)) {
+        return 1;
+    }
+    *ret = label;
+    return 0;
+}

@@ -38,6 +38,13 @@ ssize_t sl_tar_pread_full(int fd, void *buf, size_t n, uint64_t off);
 
 /* A .cls payload: decimal 0..INT32_MAX with surrounding whitespace. */
 bool sl_tar_parse_cls(const char *buf, size_t n, int32_t *ret);
+#define SL_TAR_CLS_MAX 64 /* largest .cls member we read */
+
+/* Reads and parses the KEY.cls member at data (size bytes) of a shard of
+ * fsize bytes: 0 with *ret the label, 1 when it is malformed (too long,
+ * cut by the end of the shard, not a decimal int32; *ret = -1), or the
+ * -errno of a failed read. */
+int sl_tar_read_cls(int fd, uint64_t fsize, uint64_t data, uint64_t size, int32_t *ret);
 
 /* How many shard fds a source keeps open: SL_SRC_MAX_OPEN_SHARDS, at most a
  * quarter of RLIMIT_NOFILE. */

@@ -46,7 +46,7 @@ assert d["inputs"]["classes"][0]["workers"] == 1
 assert d["inputs"]["classes"][0]["bandwidth_bytes_per_sec"] > 0
 assert d["fastflow"]["candidates"][2]["applicable"] is False
 cp = d["inputs"]["client_profile"]
-assert len(cp["cost_model_coef"]) == 4, cp  # the fitted per-sample cost model
+assert len(cp["cost_model_coef"]) == 6, cp  # the fitted per-sample cost model (costmodel.h)
 assert cp["cost_model_error"] is None or cp["cost_model_error"] >= 0, cp
 assert cp["size_cost_error"] is None or cp["size_cost_error"] >= 0, cp
 c = d["candidates"][d["chosen"]]
