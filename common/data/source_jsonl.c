@@ -170,6 +170,9 @@ static int end_line(jidx_t *j, char *err, size_t errlen)
 static int append(jidx_t *j, const char *p, size_t n)
 {
     j->full_len += n;
+    if (n == 0) {
+        return 0; /* nothing to keep; j->line may still be NULL (no NULL + 0) */
+    }
     if (j->len >= SL_SOURCE_MAX_LINE_BYTES) {
         return 0; /* too long: counted, not kept; the sample is a bad line */
     }

@@ -119,6 +119,10 @@ int fuzz_jpeg_one(const uint8_t *data, size_t size);
 int fuzz_rpc_one(const uint8_t *data, size_t size);
 int fuzz_conf_one(const uint8_t *data, size_t size);
 int fuzz_remote_one(const uint8_t *data, size_t size);
+int fuzz_record_one(const uint8_t *data, size_t size);
+int fuzz_png_one(const uint8_t *data, size_t size);
+int fuzz_tokenizer_one(const uint8_t *data, size_t size);
+int fuzz_records_one(const uint8_t *data, size_t size);
 
 #ifdef SL_LIBFUZZER
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

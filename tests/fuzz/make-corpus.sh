@@ -9,11 +9,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck disable=SC2046
 cc -std=gnu11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -I. -I"$build/gen" \
-    $(pkg-config --cflags libprotobuf-c libjpeg) \
+    $(pkg-config --cflags libprotobuf-c libjpeg libpng zlib check) \
     tests/fuzz/make_corpus.c tests/unit/fixtures.c "$build/gen/proto/sluice.pb-c.c" \
-    -o "$tmp/make_corpus" $(pkg-config --libs libprotobuf-c libjpeg)
-rm -rf tests/fuzz/corpus
-"$tmp/make_corpus" tests/fuzz/corpus
+    -o "$tmp/make_corpus" $(pkg-config --libs libprotobuf-c libjpeg libpng zlib check)
+# Only the targets make_corpus writes are replaced: corpus/wire's seeds come
+# from elsewhere.
+"$tmp/make_corpus" "$tmp/corpus"
+for d in "$tmp"/corpus/*/; do
+    name=$(basename "$d")
+    rm -rf "tests/fuzz/corpus/$name"
+    cp -r "$d" "tests/fuzz/corpus/$name"
+done
 find tests/fuzz/corpus -type f | sort | while read -r f; do
     printf '  %-50s %6d bytes\n' "$f" "$(stat -c %s "$f")"
 done

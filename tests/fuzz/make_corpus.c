@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <png.h>
+#include <zlib.h>
+
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
@@ -251,6 +254,335 @@ static void make_tar_seeds(void)
     put("tar", "prefix_truncated.tar", b.p, b.n);
 
     free(b.p);
+    free(jp);
+}
+
+/* ------------------------------------------------------------ png */
+
+static void png_sink(png_structp png, png_bytep data, size_t n)
+{
+    buf_add(png_get_io_ptr(png), data, n);
+}
+
+static void png_flush(png_structp png) { (void)png; }
+
+/* A w x h PNG of colour type ct at depth, a deterministic pattern; a
+ * palette of 16 entries (with tRNS when trns). */
+static void png_make(buf_t *b, uint32_t w, uint32_t h, int depth, int ct, int interlace,
+                     int trns)
+{
+    int ch = ct == PNG_COLOR_TYPE_GRAY || ct == PNG_COLOR_TYPE_PALETTE ? 1
+             : ct == PNG_COLOR_TYPE_GRAY_ALPHA                          ? 2
+             : ct == PNG_COLOR_TYPE_RGB                                 ? 3
+                                                                        : 4;
+    size_t rowbytes = ((size_t)w * (size_t)ch * (size_t)depth + 7) / 8;
+    uint8_t *raw = calloc(h, rowbytes);
+    png_bytep *rows = calloc(h, sizeof(*rows));
+    if (raw == NULL || rows == NULL) {
+        die("out of memory");
+    }
+    for (uint32_t y = 0; y < h; y++) {
+        rows[y] = raw + y * rowbytes;
+        for (size_t i = 0; i < rowbytes; i++) {
+            uint8_t v = (uint8_t)(i * 37u + y * 91u + 13u);
+            rows[y][i] = ct == PNG_COLOR_TYPE_PALETTE && depth == 8 ? v % 16 : v;
+        }
+    }
+    if (ct == PNG_COLOR_TYPE_PALETTE && depth < 8) {
+        /* Every index of a 1/2/4-bit palette image fits a 16-entry palette
+         * only at depth <= 4: fine here. */
+    }
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    if (png == NULL || info == NULL || setjmp(png_jmpbuf(png))) {
+        die("libpng writer failed");
+    }
+    png_set_write_fn(png, b, png_sink, png_flush);
+    png_set_IHDR(png, info, w, h, depth, ct, interlace, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    png_color pal[16];
+    png_byte alpha[16];
+    for (int i = 0; i < 16; i++) {
+        pal[i].red = (png_byte)(i * 16);
+        pal[i].green = (png_byte)(255 - i * 16);
+        pal[i].blue = (png_byte)(i * 7);
+        alpha[i] = (png_byte)(i * 17);
+    }
+    if (ct == PNG_COLOR_TYPE_PALETTE) {
+        png_set_PLTE(png, info, pal, 16);
+    }
+    if (trns) {
+        png_color_16 tc = {0};
+        png_set_tRNS(png, info, alpha, ct == PNG_COLOR_TYPE_PALETTE ? 8 : 0, &tc);
+    }
+    png_write_info(png, info);
+    png_write_image(png, rows);
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    free(raw);
+}
+
+static void make_png_seeds(void)
+{
+    static const struct {
+        const char *name;
+        uint32_t w, h;
+        int depth, ct, interlace, trns;
+    } SEEDS[] = {
+        {"gray1_5x3.png", 5, 3, 1, PNG_COLOR_TYPE_GRAY, 0, 0},
+        {"gray16_4x4.png", 4, 4, 16, PNG_COLOR_TYPE_GRAY, 0, 1},
+        {"palette4_trns_9x7.png", 9, 7, 4, PNG_COLOR_TYPE_PALETTE, 0, 1},
+        {"palette8_adam7_6x6.png", 6, 6, 8, PNG_COLOR_TYPE_PALETTE, 1, 0},
+        {"rgb8_adam7_7x5.png", 7, 5, 8, PNG_COLOR_TYPE_RGB, 1, 0},
+        {"rgb16_3x2.png", 3, 2, 16, PNG_COLOR_TYPE_RGB, 0, 1},
+        {"gray_alpha8_4x3.png", 4, 3, 8, PNG_COLOR_TYPE_GRAY_ALPHA, 0, 0},
+        {"rgba16_adam7_5x9.png", 5, 9, 16, PNG_COLOR_TYPE_RGB_ALPHA, 1, 0},
+        {"rgb8_40x24.png", 40, 24, 8, PNG_COLOR_TYPE_RGB, 0, 0},
+    };
+    buf_t b = {0};
+    for (size_t i = 0; i < sizeof(SEEDS) / sizeof(SEEDS[0]); i++) {
+        b.n = 0;
+        png_make(&b, SEEDS[i].w, SEEDS[i].h, SEEDS[i].depth, SEEDS[i].ct, SEEDS[i].interlace,
+                 SEEDS[i].trns);
+        put("png", SEEDS[i].name, b.p, b.n);
+    }
+    /* Cut inside the image data. */
+    b.n = 0;
+    png_make(&b, 40, 24, 8, PNG_COLOR_TYPE_RGB, 0, 0);
+    put("png", "truncated_40x24.png", b.p, b.n / 2);
+    /* A bomb: 5000 x 5000 in the header, a few bytes of data. */
+    b.n = 0;
+    png_make(&b, 5000, 1, 8, PNG_COLOR_TYPE_GRAY, 0, 0);
+    uint8_t *ihdr = b.p + 8;
+    ihdr[8 + 4] = 0, ihdr[8 + 5] = 0, ihdr[8 + 6] = 0x13, ihdr[8 + 7] = 0x88; /* height */
+    uint32_t crc = (uint32_t)crc32(0, ihdr + 4, 17);
+    for (int k = 0; k < 4; k++) {
+        ihdr[21 + k] = (uint8_t)(crc >> (24 - 8 * k));
+    }
+    put("png", "bomb_5000x5000.png", b.p, b.n);
+    put_str("png", "not_png.bin", "\x89PNG\r\n\x1a\x0a short");
+    free(b.p);
+}
+
+/* ------------------------------------------------------------ records */
+
+static void le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/* A record field (docs/records.md): header, payload, zero padding. */
+static void rec_field(buf_t *b, uint32_t *nfields, unsigned kind, unsigned dtype,
+                      unsigned layout, uint32_t count, uint32_t h, uint32_t w, uint32_t c,
+                      uint32_t src_h, uint32_t src_w, const void *data, size_t n)
+{
+    uint8_t f[40] = {0};
+    f[0] = (uint8_t)kind;
+    f[1] = (uint8_t)dtype;
+    f[2] = (uint8_t)layout;
+    le32(f + 4, count);
+    le32(f + 8, h);
+    le32(f + 12, w);
+    le32(f + 16, c);
+    le32(f + 20, src_h);
+    le32(f + 24, src_w);
+    le32(f + 32, (uint32_t)n);
+    buf_add(b, f, sizeof(f));
+    buf_add(b, data, n);
+    buf_zero(b, (8 - n % 8) % 8);
+    (*nfields)++;
+}
+
+static void rec_bytes(buf_t *b, uint32_t *nf, unsigned kind, const void *data, size_t n)
+{
+    rec_field(b, nf, kind, 0, 0, 1, (uint32_t)n, 1, 1, 0, 0, data, n);
+}
+
+static void rec_begin(buf_t *b)
+{
+    b->n = 0;
+    buf_zero(b, 16);
+    memcpy(b->p, "SLR1", 4);
+}
+
+static void rec_end(buf_t *b, uint32_t nf, const char *name)
+{
+    le32(b->p + 4, nf);
+    le32(b->p + 8, (uint32_t)b->n);
+    le32(b->p + 12, 0);
+    put("record", name, b->p, b->n);
+}
+
+static void make_record_seeds(void)
+{
+    fx_jpeg_opts_t o = {.width = 20, .height = 12, .quality = 60};
+    size_t jlen = 0;
+    uint8_t *jp = jpeg(&o, &jlen);
+    buf_t pngb = {0};
+    png_make(&pngb, 9, 14, 8, PNG_COLOR_TYPE_PALETTE, 0, 1);
+    buf_t b = {0};
+    uint32_t nf = 0;
+    const char *text = "two pictures: \xe7\x8c\xab \xf0\x9f\x90\x88 cat";
+    uint8_t label[4] = {3, 0, 0, 0};
+
+    rec_begin(&b);
+    nf = 0;
+    rec_bytes(&b, &nf, 1, "k1", 2);
+    rec_field(&b, &nf, 2, 3, 0, 1, 1, 1, 1, 0, 0, label, 4);
+    rec_bytes(&b, &nf, 3, text, strlen(text));
+    rec_bytes(&b, &nf, 4, "{\"src\":\"coco\"}", 14);
+    rec_bytes(&b, &nf, 7, jp, jlen);
+    rec_bytes(&b, &nf, 7, pngb.p, pngb.n);
+    rec_end(&b, nf, "jpeg_png_text.rec");
+
+    /* What a peer sends after some units: tokens, pixels, tiles. */
+    rec_begin(&b);
+    nf = 0;
+    rec_bytes(&b, &nf, 1, "k2", 2);
+    rec_bytes(&b, &nf, 3, "hi", 2);
+    uint32_t ids[3] = {'h', 'i', 9};
+    rec_field(&b, &nf, 5, 3, 0, 1, 3, 1, 1, 0, 0, ids, sizeof(ids));
+    uint8_t pix[6 * 5 * 3];
+    for (size_t i = 0; i < sizeof(pix); i++) {
+        pix[i] = (uint8_t)(i * 29);
+    }
+    rec_field(&b, &nf, 8, 1, 0, 1, 6, 5, 3, 6, 5, pix, sizeof(pix));
+    uint8_t tiles[2 * 3 * 4 * 4];
+    memset(tiles, 77, sizeof(tiles));
+    rec_field(&b, &nf, 9, 1, 1, 2, 4, 4, 3, 30, 20, tiles, sizeof(tiles));
+    rec_end(&b, nf, "tokens_pixels_tiles.rec");
+
+    /* Pixels only (the units after decode), and a text-only record. */
+    rec_begin(&b);
+    nf = 0;
+    rec_bytes(&b, &nf, 1, "k3", 2);
+    rec_field(&b, &nf, 8, 1, 0, 1, 6, 5, 3, 6, 5, pix, sizeof(pix));
+    rec_field(&b, &nf, 8, 1, 0, 1, 5, 6, 3, 5, 6, pix, sizeof(pix));
+    rec_end(&b, nf, "two_images_hwc.rec");
+
+    rec_begin(&b);
+    nf = 0;
+    rec_bytes(&b, &nf, 1, "k4", 2);
+    rec_bytes(&b, &nf, 3, "<|endoftext|> only text", 23);
+    rec_end(&b, nf, "text_only.rec");
+
+    rec_begin(&b);
+    rec_end(&b, 0, "empty.rec");
+    free(b.p);
+    free(pngb.p);
+    free(jp);
+}
+
+/* ------------------------------------------------------------ tokenizer */
+
+static void tok_seed(const char *name, uint8_t flags, uint16_t max, const void *body, size_t n)
+{
+    buf_t b = {0};
+    uint8_t h[3] = {flags, (uint8_t)max, (uint8_t)(max >> 8)};
+    buf_add(&b, h, 3);
+    buf_add(&b, body, n);
+    put("tokenizer", name, b.p, b.n);
+    free(b.p);
+}
+
+static size_t b64enc(const uint8_t *p, size_t n, char *out)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = A[w >> 18 & 63];
+        out[o++] = A[w >> 12 & 63];
+        out[o++] = i + 1 < n ? A[w >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? A[w & 63] : '=';
+    }
+    return o;
+}
+
+static void make_tokenizer_seeds(void)
+{
+    static const char TEXT[] =
+        "Hello, world! It's 2024: the thing's 12345 items.\n\n"
+        "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e "
+        "\xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd caf\xc3\xa9  \t tabs\r\n"
+        "<|endoftext|> <|fim_prefix|>x<|endofprompt|> <|not special|>    \n";
+    tok_seed("cl100k_mixed.txt", 0, 0, TEXT, sizeof(TEXT) - 1);
+    tok_seed("o200k_max7.txt", 2, 7, TEXT, sizeof(TEXT) - 1);
+    tok_seed("gpt2_cjk.txt", 4, 0, TEXT + 51, 60);
+    tok_seed("r50k_spaces.txt", 6, 3, "   \n\n\t x  y   ", 15);
+    tok_seed("invalid_utf8.txt", 0, 0, "ok \xed\xa0\x80 \xc0\xaf", 8);
+    /* Ranks files: every byte, then merges; one with a bad line. */
+    buf_t f = {0};
+    char line[64];
+    for (int r = 0; r < 256; r++) {
+        uint8_t c = (uint8_t)r;
+        size_t o = b64enc(&c, 1, line);
+        o += (size_t)snprintf(line + o, sizeof(line) - o, " %d\n", r);
+        buf_add(&f, line, o);
+    }
+    static const char *const MERGES[] = {"th", "the", " t", "\xe4\xbd", "\xe4\xbd\xa0"};
+    for (int i = 0; i < 5; i++) {
+        size_t o = b64enc((const uint8_t *)MERGES[i], strlen(MERGES[i]), line);
+        o += (size_t)snprintf(line + o, sizeof(line) - o, " %d\n", 256 + i);
+        buf_add(&f, line, o);
+    }
+    tok_seed("ranks_ok.tiktoken", 1, 0, f.p, f.n);
+    buf_add(&f, "!!bad 999\n", 10);
+    tok_seed("ranks_bad_line.tiktoken", 3, 0, f.p, f.n);
+    f.n = 0;
+    buf_add(&f, "YQ== 0\nYQ== 1\n", 14);
+    tok_seed("ranks_dup.tiktoken", 1, 0, f.p, f.n);
+    free(f.p);
+}
+
+/* ------------------------------------------------------------ records (sources) */
+
+static void make_records_seeds(void)
+{
+    fx_jpeg_opts_t o = {.width = 8, .height = 8, .quality = 50};
+    size_t jlen = 0;
+    uint8_t *jp = jpeg(&o, &jlen);
+    buf_t pngb = {0};
+    png_make(&pngb, 4, 4, 8, PNG_COLOR_TYPE_RGB, 0, 0);
+
+    buf_t b = {0};
+    buf_zero(&b, 1); /* flags: webdataset */
+    tar_member(&b, "s1.txt", "caption \xe7\x8c\xab", 11);
+    tar_member(&b, "s1.json", "{\"src\": \"x\", \"n\": 1}", 20);
+    tar_member(&b, "s1.cls", "7\n", 2);
+    tar_member(&b, "s1.jpg", jp, jlen);
+    tar_member(&b, "s1.2.png", pngb.p, pngb.n);
+    tar_member(&b, "s1.1.jpg", jp, jlen);
+    tar_member(&b, "s1.foo", "ignored", 7);
+    tar_member(&b, "d/s2.txt", "just text", 9);
+    static const char CONV[] = "{\"conversations\": [{\"from\": \"human\", \"value\": "
+                               "\"<image>\\nWhat?\"}, {\"from\": \"gpt\", \"value\": \"A cat.\"}]}";
+    tar_member(&b, "s3.json", CONV, sizeof(CONV) - 1);
+    tar_member(&b, "s3.png", pngb.p, pngb.n);
+    tar_member(&b, "s4.jpg", jp, jlen);
+    tar_end(&b);
+    put("records", "wds_multi_image.tar", b.p, b.n);
+
+    b.n = 0;
+    static const char MANIFEST[] =
+        "\x01"
+        "{\"id\": \"s1\", \"text\": \"a caption\", \"images\": [\"img/a.jpg\", \"img/b.png\"], "
+        "\"label\": 3, \"src\": \"coco\"}\n"
+        "{\"conversations\": [{\"from\": \"human\", \"value\": \"<image>\\nWhat?\"}, "
+        "{\"from\": \"gpt\", \"value\": \"A cat.\"}], \"image\": \"img/in.jpg\"}\n"
+        "\n"
+        "{\"text\": \"\xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80\", \"images\": []}\n"
+        "not json\n"
+        "{\"id\": \"e\", \"text\": \"empty image\", \"image\": \"img/empty.jpg\"}\n"
+        "{\"text\": \"dir\", \"images\": [\"img/dir\", \"img/a.jpg\"], \"label\": 1}\n"
+        "{\"text\": \"t\", \"label\": -4}";
+    put("records", "jsonl_manifest.jsonl", MANIFEST, sizeof(MANIFEST) - 1);
+    free(b.p);
+    free(pngb.p);
     free(jp);
 }
 
@@ -680,5 +1012,9 @@ int main(int argc, char **argv)
     make_conf_seeds();
     make_rpc_seeds();
     make_remote_seeds();
+    make_png_seeds();
+    make_record_seeds();
+    make_tokenizer_seeds();
+    make_records_seeds();
     return 0;
 }

@@ -17,10 +17,14 @@
 
 #include "tests/fuzz/fuzz_conf.c"
 #include "tests/fuzz/fuzz_jpeg.c"
+#include "tests/fuzz/fuzz_png.c"
+#include "tests/fuzz/fuzz_record.c"
+#include "tests/fuzz/fuzz_records.c"
 #include "tests/fuzz/fuzz_remote.c"
 #include "tests/fuzz/fuzz_rpc.c"
 #include "tests/fuzz/fuzz_spec.c"
 #include "tests/fuzz/fuzz_tar.c"
+#include "tests/fuzz/fuzz_tokenizer.c"
 #include "tests/fuzz/fuzz_wire.c"
 #include "tests/unit/fixtures.h"
 
@@ -32,7 +36,8 @@ typedef struct fz_target_s {
 static const fz_target_t TARGETS[] = {
     {"spec", fuzz_spec_one}, {"tar", fuzz_tar_one},   {"jpeg", fuzz_jpeg_one},
     {"rpc", fuzz_rpc_one},   {"conf", fuzz_conf_one}, {"remote", fuzz_remote_one},
-    {"wire", fuzz_wire_one},
+    {"wire", fuzz_wire_one},  {"record", fuzz_record_one}, {"png", fuzz_png_one},
+    {"tokenizer", fuzz_tokenizer_one}, {"records", fuzz_records_one},
 };
 #define NTARGETS (sizeof(TARGETS) / sizeof(TARGETS[0]))
 
