@@ -272,13 +272,16 @@ demo: deps
 
 # bench: the local-engine comparison, then the cluster benchmarks (scripts/bench-cluster:
 # every scenario x policy on scripts/cluster-emu, ~15 min, needs root; rewrites the
-# "Cluster benchmarks (make bench)" section of docs/benchmarks.md and docs/img/*.png).
+# "Cluster benchmarks (make bench)" section of docs/benchmarks.md and docs/img/*.png),
+# then the multimodal pipeline local vs offloaded (scripts/bench-multimodal, ~10 min,
+# needs root; prints its tables, docs untouched).
 # bench-quick: scenario A, off and auto, ~25 s, docs untouched (tests/integration/
 # test_bench_quick.sh runs it in make check).
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) ./scripts/bench-local
 	$(Q)BUILD=$(BUILD) ./scripts/bench-cluster
+	$(Q)BUILD=$(BUILD) ./scripts/bench-multimodal
 
 bench-quick: all
 	$(Q)BUILD=$(BUILD) ./scripts/bench-cluster --quick
