@@ -205,9 +205,23 @@ int fuzz_records_one(const uint8_t *data, size_t size)
             FZ_CHECK(rc != -ETOOMANYREFS || feat.nimages > SL_REC_MAX_IMAGES,
                      "too many images, index said %u", feat.nimages);
         }
-        /* Heads are for image sources. */
-        FZ_CHECK(sl_source_read_head(src, i, 64, &t, err, sizeof(err)) == -ENOTSUP,
-                 "read_head on a record source");
+        /* Heads: webdataset gives a record of its images' first bytes only;
+         * jsonl has none. */
+        rc = sl_source_read_head(src, i, 64, &t, err, sizeof(err));
+        if (type == SL_SRC_JSONL) {
+            FZ_CHECK(rc == -ENOTSUP, "read_head on a jsonl source returned %d", rc);
+        } else if (rc == 0) {
+            sl_rec_t hr;
+            FZ_CHECK(sl_rec_parse(t.data, t.nbytes, &hr, NULL, 0) == 0, "head record parses");
+            for (uint32_t k = 0; k < hr.n; k++) {
+                FZ_CHECK(hr.f[k].kind == SL_RF_IMAGE_ENC && hr.f[k].nbytes <= 64,
+                         "head record: field %u is %d of %zu bytes", k, (int)hr.f[k].kind,
+                         hr.f[k].nbytes);
+            }
+        } else {
+            FZ_CHECK(fz_recs_read_ok(rc), "read_head %llu returned %d", (unsigned long long)i,
+                     rc);
+        }
     }
     rc = sl_source_read(src, n, &t, err, sizeof(err));
     FZ_CHECK(rc == -ERANGE, "read past the end returned %d", rc);
