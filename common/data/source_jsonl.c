@@ -365,6 +365,76 @@ static int meta_of(const json_t *obj, char **ret, size_t *ret_len)
     return rc;
 }
 
+/* The record of a parsed manifest line, in kind order: key, label, text,
+ * meta, images (read from their files beneath the root). */
+static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj,
+                             const char *where, sl_tensor_t *out, char *err, size_t errlen)
+{
+    jline_t l;
+    const char *why = "";
+    char *conv = NULL, *meta = NULL;
+    int rc = check_line(obj, &l, &why);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s: %s", where, why);
+    }
+    if (l.nimages > SL_REC_MAX_IMAGES) { /* the file changed since indexing */
+        return sl_err(err, errlen, -ETOOMANYREFS, "%s: more than %u images", where,
+                      SL_REC_MAX_IMAGES);
+    }
+    const char *text;
+    size_t ntext;
+    if (l.text != NULL) {
+        text = json_string_value(l.text);
+        ntext = json_string_length(l.text);
+    } else {
+        rc = sl_src_conversations_text(obj, &conv, &ntext, &why);
+        if (rc < 0) {
+            return sl_err(err, errlen, rc, "%s: %s", where, rc == -ENOMEM ? "out of memory" : why);
+        }
+        text = conv;
+    }
+    size_t nmeta;
+    rc = meta_of(obj, &meta, &nmeta);
+    if (rc < 0) {
+        free(conv);
+        return sl_err(err, errlen, rc, "%s: out of memory", where);
+    }
+    const char *key = l.id;
+    char lkey[32];
+    if (key == NULL) {
+        snprintf(lkey, sizeof(lkey), "L%" PRIu32, src->shard[index]);
+        key = lkey;
+    }
+    rc = sl_rec_begin(out);
+    if (rc == 0) {
+        rc = sl_rec_add_bytes(out, SL_RF_KEY, key, strlen(key));
+    }
+    if (rc == 0 && l.label >= 0) {
+        rc = sl_rec_add_label(out, l.label);
+    }
+    if (rc < 0) {
+        rc = sl_err(err, errlen, rc, "%s: record: %s", where, strerror(-rc));
+    } else {
+        rc = sl_src_add_text(out, text, ntext, where, err, errlen);
+    }
+    if (rc == 0 && nmeta > 0) {
+        rc = sl_rec_add_bytes(out, SL_RF_META, meta, nmeta);
+        if (rc < 0) {
+            rc = sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", where,
+                        strerror(-rc));
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < l.nimages; i++) {
+        rc = add_image(src, out, image_at(&l, i), where, err, errlen);
+    }
+    if (rc == 0) {
+        sl_rec_finish(out);
+    }
+    free(meta);
+    free(conv);
+    return rc;
+}
+
 int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                       size_t errlen)
 {
@@ -383,7 +453,6 @@ int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, 
     }
     char *line = malloc((size_t)len + 1);
     json_t *obj = NULL;
-    char *conv = NULL, *meta = NULL;
     int rc;
     if (line == NULL) {
         return sl_err(err, errlen, -ENOMEM, "%s: out of memory", where);
@@ -406,77 +475,8 @@ int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, 
         rc = sl_err(err, errlen, -EPROTO, "%s: column %d: %s", where, je.column, je.text);
         goto out;
     }
-    jline_t l;
-    const char *why = "";
-    rc = check_line(obj, &l, &why);
-    if (rc < 0) {
-        rc = sl_err(err, errlen, rc, "%s: %s", where, why);
-        goto out;
-    }
-    if (l.nimages > SL_REC_MAX_IMAGES) { /* the file changed since indexing */
-        rc = sl_err(err, errlen, -ETOOMANYREFS, "%s: more than %u images", where,
-                    SL_REC_MAX_IMAGES);
-        goto out;
-    }
-    const char *text;
-    size_t ntext;
-    if (l.text != NULL) {
-        text = json_string_value(l.text);
-        ntext = json_string_length(l.text);
-    } else {
-        rc = sl_src_conversations_text(obj, &conv, &ntext, &why);
-        if (rc < 0) {
-            rc = sl_err(err, errlen, rc, "%s: %s", where, rc == -ENOMEM ? "out of memory" : why);
-            goto out;
-        }
-        text = conv;
-    }
-    size_t nmeta;
-    rc = meta_of(obj, &meta, &nmeta);
-    if (rc < 0) {
-        rc = sl_err(err, errlen, rc, "%s: out of memory", where);
-        goto out;
-    }
-    const char *key = l.id;
-    char lkey[32];
-    if (key == NULL) {
-        snprintf(lkey, sizeof(lkey), "L%" PRIu32, src->shard[index]);
-        key = lkey;
-    }
-    rc = sl_rec_begin(out);
-    if (rc == 0) {
-        rc = sl_rec_add_bytes(out, SL_RF_KEY, key, strlen(key));
-    }
-    if (rc == 0 && l.label >= 0) {
-        rc = sl_rec_add_label(out, l.label);
-    }
-    if (rc < 0) {
-        rc = sl_err(err, errlen, rc, "%s: record: %s", where, strerror(-rc));
-        goto out;
-    }
-    rc = sl_src_add_text(out, text, ntext, where, err, errlen);
-    if (rc < 0) {
-        goto out;
-    }
-    if (nmeta > 0) {
-        rc = sl_rec_add_bytes(out, SL_RF_META, meta, nmeta);
-        if (rc < 0) {
-            rc = sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", where,
-                        strerror(-rc));
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < l.nimages; i++) {
-        rc = add_image(src, out, image_at(&l, i), where, err, errlen);
-        if (rc < 0) {
-            goto out;
-        }
-    }
-    sl_rec_finish(out);
-    rc = 0;
+    rc = build_line_record(src, index, obj, where, out, err, errlen);
 out:
-    free(meta);
-    free(conv);
     json_decref(obj);
     free(line);
     return rc;

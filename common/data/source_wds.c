@@ -687,26 +687,32 @@ static int add_member_field(sl_tensor_t *out, sl_rf_kind_e kind, int fd,
     return sl_src_pread_exact(fd, (uint64_t)m->block * 512, p, m->size, name, err, errlen);
 }
 
-int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                    size_t errlen)
+/* A sample's members checked against the limits and sorted by role. */
+typedef struct {
+    const char *sample; /* "shard.tar:KEY" */
+    const sl_src_member_t *ms, *text, *meta;
+    uint32_t nm;
+} wds_sample_t;
+
+static int check_members(const sl_source_t *src, uint64_t index, wds_sample_t *w, char *err,
+                         size_t errlen)
 {
-    const char *sample = src->arena + src->name_off[index];
     char mname[SL_SRC_PATH_MAX + 32];
-    const sl_src_member_t *ms = src->members + src->first[index];
-    uint32_t nm = src->first[index + 1] - src->first[index];
-    const sl_src_member_t *text = NULL, *meta = NULL;
+    *w = (wds_sample_t){.sample = src->arena + src->name_off[index],
+                        .ms = src->members + src->first[index],
+                        .nm = src->first[index + 1] - src->first[index]};
     uint32_t nimg = 0;
-    for (uint32_t i = 0; i < nm; i++) {
-        const sl_src_member_t *m = &ms[i];
-        member_name(sample, m, mname, sizeof(mname));
+    for (uint32_t i = 0; i < w->nm; i++) {
+        const sl_src_member_t *m = &w->ms[i];
+        member_name(w->sample, m, mname, sizeof(mname));
         if (m->size > SL_SOURCE_MAX_FILE_BYTES) {
             return sl_err(err, errlen, -EFBIG, "%s: %" PRIu32 " bytes is over the %" PRIu64
                           " byte limit", mname, m->size, SL_SOURCE_MAX_FILE_BYTES);
         }
         if (m->role == SL_SRC_ROLE_TEXT) {
-            text = m;
+            w->text = m;
         } else if (m->role == SL_SRC_ROLE_META) {
-            meta = m;
+            w->meta = m;
         } else {
             nimg++;
             if (m->size == 0) {
@@ -715,63 +721,108 @@ int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, ch
         }
     }
     if (nimg > SL_REC_MAX_IMAGES) {
-        return sl_err(err, errlen, -ETOOMANYREFS, "%s: more than %u images", sample,
+        return sl_err(err, errlen, -ETOOMANYREFS, "%s: more than %u images", w->sample,
                       SL_REC_MAX_IMAGES);
     }
-    if (text == NULL && meta == NULL) {
-        return sl_err(err, errlen, -ENOSTR, "%s: no .txt and no .json", sample);
+    if (w->text == NULL && w->meta == NULL) {
+        return sl_err(err, errlen, -ENOSTR, "%s: no .txt and no .json", w->sample);
     }
-    bool close_fd;
-    int fd = sl_src_shard_fd(src, ms[0].shard, sample, &close_fd, err, errlen);
-    if (fd < 0) {
-        return fd;
-    }
-    json_t *obj = NULL;
-    char *metabuf = NULL, *conv = NULL;
+    return 0;
+}
+
+/* A member cut off by the end of the shard fails before anything is
+ * allocated for it. */
+static int check_in_shard(int fd, const wds_sample_t *w, char *err, size_t errlen)
+{
     struct stat st;
-    int rc = fstat(fd, &st) < 0 ? -errno : 0;
-    if (rc < 0) {
-        rc = sl_err(err, errlen, rc, "%s: stat: %s", sample, strerror(-rc));
-        goto out;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        return sl_err(err, errlen, -e, "%s: stat: %s", w->sample, strerror(e));
     }
-    /* A member cut off by the end of the shard fails before anything is
-     * allocated for it. */
-    for (uint32_t i = 0; i < nm; i++) {
-        uint64_t end = (uint64_t)ms[i].block * 512 + ms[i].size;
+    for (uint32_t i = 0; i < w->nm; i++) {
+        uint64_t end = (uint64_t)w->ms[i].block * 512 + w->ms[i].size;
         if (end > (uint64_t)st.st_size) {
-            member_name(sample, &ms[i], mname, sizeof(mname));
-            rc = sl_err(err, errlen, -ENOMSG, "%s: truncated: %" PRIu32 " bytes declared, "
-                        "the shard ends first", mname, ms[i].size);
-            goto out;
+            char mname[SL_SRC_PATH_MAX + 32];
+            member_name(w->sample, &w->ms[i], mname, sizeof(mname));
+            return sl_err(err, errlen, -ENOMSG, "%s: truncated: %" PRIu32 " bytes declared, "
+                          "the shard ends first", mname, w->ms[i].size);
         }
     }
-    if (meta != NULL) {
-        member_name(sample, meta, mname, sizeof(mname));
-        metabuf = malloc((size_t)meta->size + 1);
-        if (metabuf == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", mname);
-            goto out;
-        }
-        rc = sl_src_pread_exact(fd, (uint64_t)meta->block * 512, metabuf, meta->size, mname,
+    return 0;
+}
+
+/* The .json member: UTF-8 text holding a JSON object (*ret_buf, *ret_obj
+ * the caller's to free, also on failure). */
+static int read_meta(int fd, const wds_sample_t *w, char **ret_buf, json_t **ret_obj, char *err,
+                     size_t errlen)
+{
+    char mname[SL_SRC_PATH_MAX + 32];
+    const sl_src_member_t *meta = w->meta;
+    member_name(w->sample, meta, mname, sizeof(mname));
+    *ret_buf = malloc((size_t)meta->size + 1);
+    if (*ret_buf == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", mname);
+    }
+    int rc = sl_src_pread_exact(fd, (uint64_t)meta->block * 512, *ret_buf, meta->size, mname,
                                 err, errlen);
-        if (rc < 0) {
-            goto out;
-        }
-        size_t bad;
-        if (sl_utf8_check(metabuf, meta->size, &bad) < 0) {
-            rc = sl_err(err, errlen, -EDOM, "%s: not UTF-8 (byte %zu)", mname, bad);
-            goto out;
-        }
-        json_error_t je;
-        obj = json_loadb(metabuf, meta->size, 0, &je);
-        if (obj == NULL || !json_is_object(obj)) {
-            rc = sl_err(err, errlen, -EPROTO, "%s: not a JSON object%s%s", mname,
-                        obj == NULL ? ": " : "", obj == NULL ? je.text : "");
-            goto out;
-        }
+    if (rc < 0) {
+        return rc;
     }
-    const char *key = sample + strlen(src->arena + src->shards[ms[0].shard].path_off) + 1;
-    rc = sl_rec_begin(out);
+    size_t bad;
+    if (sl_utf8_check(*ret_buf, meta->size, &bad) < 0) {
+        return sl_err(err, errlen, -EDOM, "%s: not UTF-8 (byte %zu)", mname, bad);
+    }
+    json_error_t je;
+    *ret_obj = json_loadb(*ret_buf, meta->size, 0, &je);
+    if (*ret_obj == NULL || !json_is_object(*ret_obj)) {
+        return sl_err(err, errlen, -EPROTO, "%s: not a JSON object%s%s", mname,
+                      *ret_obj == NULL ? ": " : "", *ret_obj == NULL ? je.text : "");
+    }
+    return 0;
+}
+
+/* The text field: the .txt member read in place and checked, or the .json's
+ * conversation turns. */
+static int add_text(int fd, const wds_sample_t *w, const json_t *obj, sl_tensor_t *out,
+                    char *err, size_t errlen)
+{
+    char mname[SL_SRC_PATH_MAX + 32];
+    if (w->text != NULL) {
+        member_name(w->sample, w->text, mname, sizeof(mname));
+        int rc = add_member_field(out, SL_RF_TEXT, fd, w->text, mname, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+        /* The payload just read is the last text->size bytes before padding. */
+        size_t pad = ((size_t)w->text->size + 7) / 8 * 8 - w->text->size;
+        const char *t = (const char *)out->data + out->nbytes - pad - w->text->size;
+        size_t bad;
+        if (sl_utf8_check(t, w->text->size, &bad) < 0) {
+            return sl_err(err, errlen, -EDOM, "%s: text is not UTF-8 (byte %zu)", mname, bad);
+        }
+        return 0;
+    }
+    const char *why = "";
+    char *conv = NULL;
+    size_t n = 0;
+    member_name(w->sample, w->meta, mname, sizeof(mname));
+    int rc = sl_src_conversations_text(obj, &conv, &n, &why);
+    if (rc < 0) {
+        rc = sl_err(err, errlen, rc, "%s: %s", mname, rc == -ENOMEM ? "out of memory" : why);
+    } else {
+        rc = sl_src_add_text(out, conv, n, mname, err, errlen);
+    }
+    free(conv);
+    return rc;
+}
+
+/* The record in kind order: key, label, text, meta, images. */
+static int build_record(const sl_source_t *src, uint64_t index, int fd, const wds_sample_t *w,
+                        const char *metabuf, const json_t *obj, sl_tensor_t *out, char *err,
+                        size_t errlen)
+{
+    const char *key = w->sample + strlen(src->arena + src->shards[w->ms[0].shard].path_off) + 1;
+    int rc = sl_rec_begin(out);
     if (rc == 0) {
         rc = sl_rec_add_bytes(out, SL_RF_KEY, key, strlen(key));
     }
@@ -779,60 +830,57 @@ int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, ch
         rc = sl_rec_add_label(out, src->label[index]);
     }
     if (rc < 0) {
-        rc = sl_err(err, errlen, rc, "%s: record: %s", sample, strerror(-rc));
-        goto out;
+        return sl_err(err, errlen, rc, "%s: record: %s", w->sample, strerror(-rc));
     }
-    if (text != NULL) {
-        member_name(sample, text, mname, sizeof(mname));
-        rc = add_member_field(out, SL_RF_TEXT, fd, text, mname, err, errlen);
+    rc = add_text(fd, w, obj, out, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    if (w->meta != NULL) {
+        rc = sl_rec_add_bytes(out, SL_RF_META, metabuf, w->meta->size);
         if (rc < 0) {
-            goto out;
-        }
-        /* The payload just read is the last text->size bytes before padding. */
-        size_t pad = ((size_t)text->size + 7) / 8 * 8 - text->size;
-        const char *t = (const char *)out->data + out->nbytes - pad - text->size;
-        size_t bad;
-        if (sl_utf8_check(t, text->size, &bad) < 0) {
-            rc = sl_err(err, errlen, -EDOM, "%s: text is not UTF-8 (byte %zu)", mname, bad);
-            goto out;
-        }
-    } else {
-        const char *why = "";
-        size_t n = 0;
-        member_name(sample, meta, mname, sizeof(mname));
-        rc = sl_src_conversations_text(obj, &conv, &n, &why);
-        if (rc < 0) {
-            rc = sl_err(err, errlen, rc, "%s: %s", mname, rc == -ENOMEM ? "out of memory" : why);
-            goto out;
-        }
-        rc = sl_src_add_text(out, conv, n, mname, err, errlen);
-        if (rc < 0) {
-            goto out;
+            return sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s",
+                          w->sample, strerror(-rc));
         }
     }
-    if (meta != NULL) {
-        rc = sl_rec_add_bytes(out, SL_RF_META, metabuf, meta->size);
-        if (rc < 0) {
-            rc = sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", sample,
-                        strerror(-rc));
-            goto out;
-        }
-    }
-    for (uint32_t i = 0; i < nm; i++) {
-        if (ms[i].role != SL_SRC_ROLE_IMAGE) {
+    for (uint32_t i = 0; i < w->nm; i++) {
+        if (w->ms[i].role != SL_SRC_ROLE_IMAGE) {
             continue;
         }
-        member_name(sample, &ms[i], mname, sizeof(mname));
-        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &ms[i], mname, err, errlen);
+        char mname[SL_SRC_PATH_MAX + 32];
+        member_name(w->sample, &w->ms[i], mname, sizeof(mname));
+        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &w->ms[i], mname, err, errlen);
         if (rc < 0) {
-            goto out;
+            return rc;
         }
     }
     sl_rec_finish(out);
-    rc = 0;
-out:
+    return 0;
+}
+
+int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                    size_t errlen)
+{
+    wds_sample_t w;
+    int rc = check_members(src, index, &w, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    bool close_fd;
+    int fd = sl_src_shard_fd(src, w.ms[0].shard, w.sample, &close_fd, err, errlen);
+    if (fd < 0) {
+        return fd;
+    }
+    json_t *obj = NULL;
+    char *metabuf = NULL;
+    rc = check_in_shard(fd, &w, err, errlen);
+    if (rc == 0 && w.meta != NULL) {
+        rc = read_meta(fd, &w, &metabuf, &obj, err, errlen);
+    }
+    if (rc == 0) {
+        rc = build_record(src, index, fd, &w, metabuf, obj, out, err, errlen);
+    }
     json_decref(obj);
-    free(conv);
     free(metabuf);
     if (close_fd) {
         close(fd);

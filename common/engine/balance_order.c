@@ -86,38 +86,77 @@ int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float
     return 0;
 }
 
-/* One step (g items of the window, in order[]) into ranks and microbatches,
- * written at its global positions. */
-static int place_step(const sl_spec_t *spec, uint64_t step, const uint64_t *items,
-                      const float *cost, const uint32_t *tokens, uint64_t *order, double *c,
-                      uint32_t *t, uint32_t *rank, uint32_t *mb, double *load, double *rc,
-                      uint32_t *rt, uint64_t *ri)
+/* Buffers of one window, allocated once per order. */
+typedef struct {
+    uint64_t *win, *step_items, *ri;
+    double *wc, *c, *rc, *load;
+    uint32_t *deal, *t, *rt, *rank, *mb;
+} bal_bufs_t;
+
+static void bufs_free(bal_bufs_t *b)
+{
+    free(b->win);
+    free(b->step_items);
+    free(b->ri);
+    free(b->wc);
+    free(b->c);
+    free(b->rc);
+    free(b->load);
+    free(b->deal);
+    free(b->t);
+    free(b->rt);
+    free(b->rank);
+    free(b->mb);
+}
+
+static int bufs_new(bal_bufs_t *b, uint64_t g, uint64_t L)
+{
+    *b = (bal_bufs_t){
+        .win = malloc(g * L * sizeof(uint64_t)), .step_items = malloc(g * sizeof(uint64_t)),
+        .ri = malloc(g * sizeof(uint64_t)),      .wc = malloc(g * L * sizeof(double)),
+        .c = malloc(g * sizeof(double)),         .rc = malloc(g * sizeof(double)),
+        .load = malloc(4096 * sizeof(double)),   .deal = malloc(g * L * sizeof(uint32_t)),
+        .t = malloc(g * sizeof(uint32_t)),       .rt = malloc(g * sizeof(uint32_t)),
+        .rank = malloc(g * sizeof(uint32_t)),    .mb = malloc(g * sizeof(uint32_t))};
+    if (!b->win || !b->step_items || !b->ri || !b->wc || !b->c || !b->rc || !b->load ||
+        !b->deal || !b->t || !b->rt || !b->rank || !b->mb) {
+        bufs_free(b);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* One step (its g items in b->step_items) into ranks and microbatches,
+ * written at the step's global positions. */
+static int place_step(const sl_spec_t *spec, uint64_t step, const float *cost,
+                      const uint32_t *tokens, uint64_t *order, bal_bufs_t *b)
 {
     uint32_t world = spec->world_size > 0 ? spec->world_size : 1;
     uint32_t micro = spec->batching.microbatches, bs = spec->batch_size;
     uint32_t per_rank = micro * bs, g = world * per_rank;
     for (uint32_t k = 0; k < g; k++) {
-        c[k] = cost[items[k]];
-        t[k] = tokens[items[k]];
+        b->c[k] = cost[b->step_items[k]];
+        b->t[k] = tokens[b->step_items[k]];
     }
-    int rc_ = sl_balance_pack_cap(c, t, g, world, per_rank, 0, rank, load);
-    for (uint32_t r = 0; rc_ == 0 && r < world; r++) {
+    int rc = sl_balance_pack_cap(b->c, b->t, g, world, per_rank, 0, b->rank, b->load);
+    for (uint32_t r = 0; rc == 0 && r < world; r++) {
         uint32_t m = 0;
         for (uint32_t k = 0; k < g; k++) {
-            if (rank[k] == r) {
-                rc[m] = c[k];
-                rt[m] = t[k];
-                ri[m++] = items[k];
+            if (b->rank[k] == r) {
+                b->rc[m] = b->c[k];
+                b->rt[m] = b->t[k];
+                b->ri[m++] = b->step_items[k];
             }
         }
-        rc_ = sl_balance_pack_cap(rc, rt, m, micro, bs, spec->batching.token_budget, mb, load);
+        rc = sl_balance_pack_cap(b->rc, b->rt, m, micro, bs, spec->batching.token_budget, b->mb,
+                                 b->load);
         uint32_t fill[4096] = {0};
-        for (uint32_t k = 0; rc_ == 0 && k < m; k++) {
-            uint64_t q = step * per_rank + (uint64_t)mb[k] * bs + fill[mb[k]]++;
-            order[q * world + r] = ri[k];
+        for (uint32_t k = 0; rc == 0 && k < m; k++) {
+            uint64_t q = step * per_rank + (uint64_t)b->mb[k] * bs + fill[b->mb[k]]++;
+            order[q * world + r] = b->ri[k];
         }
     }
-    return rc_;
+    return rc;
 }
 
 int sl_balance_order(const sl_spec_t *spec, uint64_t n, const float *cost,
@@ -129,45 +168,27 @@ int sl_balance_order(const sl_spec_t *spec, uint64_t n, const float *cost,
         return -EINVAL;
     }
     uint64_t steps = n / g, L = spec->batching.lookahead;
-    uint64_t *win = malloc(g * L * sizeof(*win));
-    double *wc = malloc(g * L * sizeof(*wc)), *c = malloc(g * sizeof(*c));
-    double *rc = malloc(g * sizeof(*rc)), *load = malloc(4096 * sizeof(*load));
-    uint32_t *deal = malloc(g * L * sizeof(*deal)), *t = malloc(g * 4), *rt = malloc(g * 4);
-    uint32_t *rank = malloc(g * 4), *mb = malloc(g * 4);
-    uint64_t *step_items = malloc(g * sizeof(*step_items)), *ri = malloc(g * sizeof(*ri));
-    int rc_ = 0;
-    if (!win || !wc || !c || !rc || !load || !deal || !t || !rt || !rank || !mb ||
-        !step_items || !ri) {
-        rc_ = -ENOMEM;
+    bal_bufs_t b;
+    int rc = bufs_new(&b, g, L);
+    if (rc < 0) {
+        return rc;
     }
-    for (uint64_t s0 = 0; rc_ == 0 && s0 < steps; s0 += L) {
+    for (uint64_t s0 = 0; rc == 0 && s0 < steps; s0 += L) {
         uint64_t ns = steps - s0 < L ? steps - s0 : L;
-        memcpy(win, order + s0 * g, ns * g * sizeof(*win));
+        memcpy(b.win, order + s0 * g, ns * g * sizeof(*b.win));
         for (uint64_t k = 0; k < ns * g; k++) {
-            wc[k] = cost[win[k]];
+            b.wc[k] = cost[b.win[k]];
         }
-        rc_ = sl_balance_deal(wc, (uint32_t)ns, (uint32_t)g, deal);
-        for (uint64_t s = 0; rc_ == 0 && s < ns; s++) {
+        rc = sl_balance_deal(b.wc, (uint32_t)ns, (uint32_t)g, b.deal);
+        for (uint64_t s = 0; rc == 0 && s < ns; s++) {
             for (uint64_t k = 0; k < g; k++) {
-                step_items[k] = win[deal[s * g + k]];
+                b.step_items[k] = b.win[b.deal[s * g + k]];
             }
-            rc_ = place_step(spec, s0 + s, step_items, cost, tokens, order, c, t, rank, mb,
-                             load, rc, rt, ri);
+            rc = place_step(spec, s0 + s, cost, tokens, order, &b);
         }
     }
-    free(win);
-    free(wc);
-    free(c);
-    free(rc);
-    free(load);
-    free(deal);
-    free(t);
-    free(rt);
-    free(rank);
-    free(mb);
-    free(step_items);
-    free(ri);
-    return rc_;
+    bufs_free(&b);
+    return rc;
 }
 
 void sl_balance_stats(const sl_spec_t *spec, uint64_t n, const float *cost, const uint64_t *order,

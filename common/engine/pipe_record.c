@@ -122,10 +122,9 @@ static int image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, u
     return rc;
 }
 
-static int tiles_make(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
-                      sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+static int tiles_make(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
+                      sl_pipe_scratch_t *sc, char *err, size_t errlen)
 {
-    (void)p;
     int rc = sl_pipe_copy_kinds(in, out, SL_RF_KEY, SL_RF_INPUT_IDS);
     uint32_t img = 0;
     for (uint32_t i = 0; rc == 0 && i < in->n; i++) {
@@ -178,7 +177,7 @@ int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch,
     }
     switch (u->kind) {
     case UNIT_TILES:
-        rc = tiles_make(p, u, &in, &sc->b, sc, err, errlen);
+        rc = tiles_make(u, &in, &sc->b, sc, err, errlen);
         break;
     case UNIT_TOKENIZE:
         rc = sl_pipe_tokenize(p, u, &in, &sc->b, sc, err, errlen);

@@ -67,7 +67,8 @@ int sl_spec_parse_batching(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     if (rc == 0 && m != NULL) {
         sl_spec_push(c, "model");
         if (!json_is_object(m)) {
-            return sl_spec_perr(c, "must be an object {\"a\": .., \"b\": .., \"c\": .., \"d\": ..}");
+            return sl_spec_perr(c, "must be an object {\"a\": .., \"b\": .., \"c\": .., "
+                                   "\"d\": ..}");
         }
         rc = sl_spec_check_keys(c, m, model_keys, "");
         if (rc == 0) {
@@ -89,6 +90,12 @@ int sl_spec_parse_batching(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     }
     if (rc < 0) {
         return rc;
+    }
+    if (mode == SL_BATCHING_BALANCED && !sl_spec_is_record(spec)) {
+        /* Every image sample costs the trainer the same: nothing to balance. */
+        return sl_spec_ferr(c, "mode",
+                            "\"balanced\" needs a multimodal source (webdataset or jsonl): "
+                            "image samples all cost the trainer the same");
     }
     b->mode = (sl_batching_e)mode;
     b->token_budget = (uint64_t)budget;

@@ -246,34 +246,19 @@ static int parse_line(const uint8_t *s, size_t n, uint8_t *tok, size_t *ret_tokl
     return 0;
 }
 
-int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ranks_t **ret,
-                       char *err, size_t errlen)
+/* Every non-blank line into r->entries and r->bytes (sized by the caller
+ * from len). */
+static int read_lines(sl_bpe_ranks_t *r, const uint8_t *p, size_t len, const char *name,
+                      char *err, size_t errlen)
 {
-    int rc = 0;
-    const uint8_t *p = (const uint8_t *)buf;
-    sl_bpe_ranks_t *r = calloc(1, sizeof(*r));
-    if (r == NULL) {
-        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
-    }
-    /* Upper bounds from the size: every line is at least "XX== 0" (6 bytes
-     * plus newline) and decodes to at most 3/4 of its length. */
-    size_t maxlines = len / 7 + 1, nlines = 0, nbytes = 0;
-    r->entries = malloc(maxlines * sizeof(entry_t));
-    r->bytes = malloc(len / 4 * 3 + 4);
-    r->rank2 = malloc(65536 * sizeof(uint32_t));
-    if (r->entries == NULL || r->bytes == NULL || r->rank2 == NULL) {
-        rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
-        goto out;
-    }
-    size_t line = 0;
+    size_t line = 0, nlines = 0, nbytes = 0;
     for (size_t i = 0; i < len;) {
         const uint8_t *nl = memchr(p + i, '\n', len - i);
         size_t end = nl != NULL ? (size_t)(nl - p) : len;
         line++;
         if (end - i > LINE_MAX_BYTES) {
-            rc = sl_err(err, errlen, -EINVAL, "%s:%zu: line longer than %d bytes", name, line,
-                        LINE_MAX_BYTES);
-            goto out;
+            return sl_err(err, errlen, -EINVAL, "%s:%zu: line longer than %d bytes", name, line,
+                          LINE_MAX_BYTES);
         }
         size_t blank = i;
         while (blank < end && (p[blank] == ' ' || p[blank] == '\t' || p[blank] == '\r')) {
@@ -285,8 +270,7 @@ int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ran
             uint32_t rank;
             const char *why = NULL;
             if (parse_line(p + i, end - i, tok, &tl, &rank, &why) < 0) {
-                rc = sl_err(err, errlen, -EINVAL, "%s:%zu: %s", name, line, why);
-                goto out;
+                return sl_err(err, errlen, -EINVAL, "%s:%zu: %s", name, line, why);
             }
             entry_t *e = &r->entries[nlines++];
             e->off = (uint32_t)nbytes;
@@ -302,10 +286,15 @@ int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ran
         i = end + 1;
     }
     if (nlines == 0) {
-        rc = sl_err(err, errlen, -EINVAL, "%s: no tokens (empty file)", name);
-        goto out;
+        return sl_err(err, errlen, -EINVAL, "%s: no tokens (empty file)", name);
     }
     r->n = (uint32_t)nlines;
+    return 0;
+}
+
+/* The hash table; a token twice is an error naming both lines. */
+static int build_table(sl_bpe_ranks_t *r, const char *name, char *err, size_t errlen)
+{
     uint32_t cap = 16;
     while (cap < 2 * r->n) {
         cap *= 2;
@@ -313,25 +302,28 @@ int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ran
     r->mask = cap - 1;
     r->slots = calloc(cap, sizeof(slot_t));
     if (r->slots == NULL) {
-        rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
-        goto out;
+        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
     }
-    /* Duplicates: a token by the table, a rank by sorting. */
     for (uint32_t k = 0; k < r->n; k++) {
         uint32_t dup = k;
         if (table_insert(r, k, &dup) < 0) {
-            rc = sl_err(err, errlen, -EINVAL, "%s:%u: the token of line %u again", name,
-                        r->entries[k].line, r->entries[dup].line);
-            goto out;
+            return sl_err(err, errlen, -EINVAL, "%s:%u: the token of line %u again", name,
+                          r->entries[k].line, r->entries[dup].line);
         }
     }
+    return 0;
+}
+
+/* A rank given twice (found by sorting) names both lines. */
+static int check_ranks(const sl_bpe_ranks_t *r, const char *name, char *err, size_t errlen)
+{
     entry_t *sorted = malloc(r->n * sizeof(entry_t));
     if (sorted == NULL) {
-        rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
-        goto out;
+        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
     }
     memcpy(sorted, r->entries, r->n * sizeof(entry_t));
     qsort(sorted, r->n, sizeof(entry_t), cmp_rank);
+    int rc = 0;
     for (uint32_t k = 1; k < r->n; k++) {
         if (sorted[k].rank == sorted[k - 1].rank) {
             entry_t *a = &sorted[k - 1], *b = &sorted[k];
@@ -346,27 +338,63 @@ int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ran
         }
     }
     free(sorted);
-    if (rc < 0) {
-        goto out;
-    }
+    return rc;
+}
+
+/* The one- and two-byte fast paths; every byte must have a token. */
+static int fill_short(sl_bpe_ranks_t *r, const char *name, char *err, size_t errlen)
+{
     for (int b = 0; b < 256; b++) {
         uint8_t c = (uint8_t)b;
         r->rank1[b] = sl_bpe_rank(r, &c, 1);
         if (r->rank1[b] == SL_RANK_NONE) {
-            rc = sl_err(err, errlen, -EINVAL,
-                        "%s: byte 0x%02x has no token (a byte-level BPE needs all 256)", name, b);
-            goto out;
+            return sl_err(err, errlen, -EINVAL,
+                          "%s: byte 0x%02x has no token (a byte-level BPE needs all 256)", name,
+                          b);
         }
     }
     for (uint32_t k = 0; k < 65536; k++) {
         uint8_t two[2] = {(uint8_t)(k >> 8), (uint8_t)k};
         r->rank2[k] = sl_bpe_rank(r, two, 2);
     }
+    return 0;
+}
+
+int sl_bpe_ranks_parse(const char *buf, size_t len, const char *name, sl_bpe_ranks_t **ret,
+                       char *err, size_t errlen)
+{
+    sl_bpe_ranks_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
+    }
+    /* Upper bounds from the size: every line is at least "XX== 0" (6 bytes
+     * plus newline) and decodes to at most 3/4 of its length. */
+    size_t maxlines = len / 7 + 1;
+    r->entries = malloc(maxlines * sizeof(entry_t));
+    r->bytes = malloc(len / 4 * 3 + 4);
+    r->rank2 = malloc(65536 * sizeof(uint32_t));
+    int rc = 0;
+    if (r->entries == NULL || r->bytes == NULL || r->rank2 == NULL) {
+        rc = sl_err(err, errlen, -ENOMEM, "%s: out of memory", name);
+    }
+    if (rc == 0) {
+        rc = read_lines(r, (const uint8_t *)buf, len, name, err, errlen);
+    }
+    if (rc == 0) {
+        rc = build_table(r, name, err, errlen);
+    }
+    if (rc == 0) {
+        rc = check_ranks(r, name, err, errlen);
+    }
+    if (rc == 0) {
+        rc = fill_short(r, name, err, errlen);
+    }
+    if (rc < 0) {
+        sl_bpe_ranks_free(r);
+        return rc;
+    }
     free(r->entries); /* only loading and its errors need them */
     r->entries = NULL;
     *ret = r;
-    r = NULL;
-out:
-    sl_bpe_ranks_free(r);
-    return rc;
+    return 0;
 }

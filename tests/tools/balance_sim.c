@@ -71,7 +71,10 @@ static int load(const char *path, uint32_t **ret_tok, double **ret_tiles, uint32
         double t = 0;
         size_t k;
         json_t *v;
-        json_array_foreach(json_object_get(j, "tiles"), k, v) { t += (double)json_integer_value(v); }
+        json_array_foreach(json_object_get(j, "tiles"), k, v)
+        {
+            t += (double)json_integer_value(v);
+        }
         tiles[n++] = t;
         json_decref(j);
     }

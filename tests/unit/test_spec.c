@@ -349,7 +349,8 @@ START_TEST(test_missing_source)
                     "t.json:2: source.type: missing (required): one of imagefolder, tar, "
                     "filelist");
     expect_edit_err("\"type\": \"imagefolder\"", "\"type\": \"folder\"",
-                    "t.json:2: source.type: must be one of imagefolder, tar, filelist, webdataset, jsonl, got "
+                    "t.json:2: source.type: must be one of imagefolder, tar, filelist, "
+                    "webdataset, jsonl, got "
                     "\"folder\"");
     expect_edit_err("\"path\": \"train\", ", "", "t.json:2: source.path: missing (required)");
     expect_edit_err("\"path\": \"train\"", "\"path\": \"\"", "t.json:2: source.path: must not be "
@@ -450,7 +451,8 @@ START_TEST(test_order)
     expect_edit_err("{\"op\": \"to_chw\"}", "{\"op\": \"decode_jpeg\"}",
                     "t.json:8: stages[4].op: decode_jpeg must be the first stage");
     expect_edit_err("{\"op\": \"decode_jpeg\"},", "{\"op\": \"flip\"},",
-                    "t.json:4: stages[0].op: the first stage must be decode_jpeg or decode_image, got flip");
+                    "t.json:4: stages[0].op: the first stage must be decode_jpeg or "
+                    "decode_image, got flip");
     expect_edit_err("{\"op\": \"to_chw\"}", "{\"op\": \"resize\", \"size\": 256}",
                     "t.json:8: stages[4].op: resize must come before normalize (stages[3])");
     expect_edit_err("{\"op\": \"normalize\", \"mean\": [0.485, 0.456, 0.406], "
@@ -949,6 +951,40 @@ START_TEST(test_multimodal_ops)
                   "{\"op\": \"decode_image\"}", "stages[4].op: decode_image appears twice");
     expect_mm_err("\"path\": \"shards", "\"shuffle_block\": 2000000, \"path\": \"shards",
                   "source.shuffle_block");
+    /* batching */
+    expect_mm_err("\"stages\"", "\"batching\": {\"mode\": \"even\"}, \"stages\"",
+                  "batching.mode: must be one of count, balanced");
+    expect_mm_err("\"stages\"", "\"batching\": {\"mode\": \"balanced\", \"model\": "
+                  "{\"a\": -1}}, \"stages\"", "batching.model.a: must be a number >= 0");
+    expect_mm_err("\"stages\"", "\"batching\": {\"mode\": \"balanced\", "
+                  "\"microbatches\": 0}, \"stages\"", "batching.microbatches");
+    expect_mm_err("\"stages\"", "\"batching\": {\"mode\": \"balanced\", \"x\": 1}, \"stages\"",
+                  "batching.x: unknown key");
+    {
+        const char *bal = "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\"}, "
+                          "\"batching\": {\"mode\": \"balanced\", \"microbatches\": 3, "
+                          "\"token_budget\": 9000, \"model\": {\"b\": 0.5}}}";
+        ck_assert_msg(sl_spec_parse("t.json", bal, strlen(bal), &s, err, sizeof(err)) == 0, "%s",
+                      err);
+        ck_assert_int_eq(s.batching.mode, SL_BATCHING_BALANCED);
+        ck_assert_uint_eq(s.batching.microbatches, 3);
+        ck_assert(s.batching.b == 0.5 && s.batching.a == 1.0); /* the rest default */
+        ck_assert(s.deterministic); /* implied */
+        char *j = sl_spec_to_json(&s);
+        sl_spec_t back;
+        ck_assert_int_eq(sl_spec_parse("<rpc>", j, strlen(j), &back, err, sizeof(err)), 0);
+        ck_assert_int_eq(back.batching.mode, s.batching.mode);
+        ck_assert_uint_eq(back.batching.microbatches, 3);
+        ck_assert_uint_eq(back.batching.token_budget, 9000);
+        ck_assert_uint_eq(back.batching.lookahead, s.batching.lookahead);
+        ck_assert(back.batching.a == s.batching.a && back.batching.b == 0.5 &&
+                  back.batching.c == s.batching.c && back.batching.d == s.batching.d);
+        free(j);
+        const char *img = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\"}, "
+                          "\"batching\": {\"mode\": \"balanced\"}}";
+        expect_text_err(img, strlen(img), -EINVAL, "batching.mode: \"balanced\" needs a "
+                                                   "multimodal source");
+    }
 }
 END_TEST
 
