@@ -76,7 +76,7 @@ MAN_PAGES := $(patsubst $(BUILD)/bin/%,$(BUILD)/man/%.1,$(BINS))
 
 .SECONDARY:
 .PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean install \
-        uninstall
+        uninstall test-systemd
 all: $(BINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS) $(MAN_PAGES)
 
 $(BUILD)/man/%.1: $(BUILD)/bin/%
@@ -392,6 +392,11 @@ uninstall:
 	done
 	rm -rf $(DESTDIR)$(DATADIR)/sluice $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice
 	-rmdir $(DESTDIR)$(SYSCONFDIR)/sluice 2>/dev/null
+
+# ---- the units booted (README "Deploying on a cluster"): root, debootstrap and
+# systemd-nspawn; not part of `make check`.
+test-systemd: all
+	./scripts/test-systemd
 
 clean:
 	rm -rf build build-asan
