@@ -76,7 +76,7 @@ MAN_PAGES := $(patsubst $(BUILD)/bin/%,$(BUILD)/man/%.1,$(BINS))
 
 .SECONDARY:
 .PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean install \
-        uninstall test-systemd
+        uninstall test-systemd deb test-systemd-deb
 all: $(BINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS) $(MAN_PAGES)
 
 $(BUILD)/man/%.1: $(BUILD)/bin/%
@@ -397,6 +397,14 @@ uninstall:
 # systemd-nspawn; not part of `make check`.
 test-systemd: all
 	./scripts/test-systemd
+
+# Debian packages from a staged make install (dpkg-deb; into $(BUILD)/deb);
+# `make test-systemd-deb` installs them with apt in the booted container.
+deb: all
+	BUILD=$(BUILD) ./scripts/make-debs --out $(BUILD)/deb
+
+test-systemd-deb: deb
+	BUILD=$(BUILD) ./scripts/test-systemd --debs $(BUILD)/deb
 
 clean:
 	rm -rf build build-asan
