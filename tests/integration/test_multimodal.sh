@@ -185,19 +185,22 @@ print("damaged records: %d corrupt skips, %d delivered" % (bad, j["samples"]))
 PY
 kill -0 "$D_PID" && kill -0 "$WBAD_PID" || fail "a daemon died"
 
-# A worker whose messages hold 64 KiB: many-image samples' tiles do not fit, so it
-# sends their source bytes for the client to finish -- nothing skipped, same bytes.
+# A worker whose messages hold 72 KiB: many-image samples' tiles do not fit, so it
+# sends their source bytes (smaller) for the client to finish -- nothing skipped,
+# same bytes.
 kill -9 "$WBAD_PID"
 start_daemon WSMALL "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" \
-    --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 --max-message-bytes 65536
+    --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 --max-message-bytes 73728
+wait_live_workers "$D_HTTP" 1
 remote "$TMP/wds.json" wds.small all
-cmp -s "$TMP/wds.small.s" "$TMP/wds.s" || fail "64 KiB messages: digests differ from --local"
+cmp -s "$TMP/wds.small.s" "$TMP/wds.s" || fail "72 KiB messages: digests differ from --local"
 /usr/bin/python3 -c 'import json, sys
 u = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["units"]
 assert u[0]["samples"] > 0, u  # this client decoded what the worker could not send
-print("64 KiB messages: %d samples finished here" % u[0]["samples"])' "$TMP/wds.small.out" ||
-    fail "64 KiB messages: no sample was finished here"
-echo "64 KiB messages: oversized samples sent unprocessed and finished here, identical digests"
+print("72 KiB messages: %d samples finished here" % u[0]["samples"])' "$TMP/wds.small.out" ||
+    fail "72 KiB messages: no sample was finished here"
+grep -q '"fallback"' "$TMP/wds.small.out" && fail "72 KiB messages: the job fell back to the client"
+echo "72 KiB messages: oversized samples sent unprocessed and finished here, identical digests"
 
 # The Python binding's RecordBatch: ragged arrays consistent with each other and
 # with --dump, views of the library's memory.
