@@ -21,7 +21,8 @@
  * it (sl_rrc_params, scale 0.08-1, ratio 3/4-4/3, RNG keyed by seed 42,
  * epoch 0, index i: the same crop on every pass), the DCT scale is the
  * smallest M/8 of SCALES ("1,2,4,8", "all" = 1..8) that leaves the crop at
- * least 224 px each way (--margin F: F x 224 px; else 8/8), then: sl_jpeg_probe, the region decode
+ * least 1.5 x 224 px each way (--margin F: F x 224 px; else 8/8), as the
+ * pipeline picks with SCALES "1,2,3,4,5,6", then: sl_jpeg_probe, the region decode
  * (sl_jpeg_decode_region_m8) and the antialiased resample to 224x224
  * (sl_img_resize_rect_ex, CLIP). images_per_sec counts those three only.
  * Separately timed, not in the rate: "entropy_ms", libjpeg at the same scale
@@ -34,12 +35,13 @@
  * integer crop) and reports, per M, the mean and the worst per-sample mean
  * absolute difference in levels of 255: "mad_mean", "mad_worst" (-1: unused).
  *
- *   decode_bench DIR --scan [--seconds N]
+ *   decode_bench DIR --scan [--margin F]
  *
  * Which DCT scales pay off: the same crops; for each, region decode +
- * resample at every M/8 that leaves >= 224 px (the best of 3 runs each, so
- * a noisy neighbour does not decide). Prints one JSON line per smallest
- * feasible M ("min_m"): how many crops, and the mean ms at each M >= min_m.
+ * resample at every M/8 that leaves >= 1.5 x 224 px (--margin; the best
+ * of 3 runs each, so a noisy neighbour does not decide). Prints one JSON
+ * line per smallest feasible M ("min_m"): how many crops, and the mean ms at
+ * each M >= min_m.
  * Exit status: 0 ok, 1 runtime failure (no decodable file, I/O), 2 usage. */
 #include <errno.h>
 #include <ftw.h>
@@ -190,7 +192,7 @@ static void bench_usage(FILE *to)
                 "  loop for at least N seconds (default 3); print one JSON line.\n"
                 "  --fused SCALES: time sluice's fused decode + random-resized-crop unit\n"
                 "  by stage instead, DCT scales M/8 from SCALES (\"1,2,4,8\", \"all\").\n"
-                "  --margin F: a scale must leave F x 224 px of the crop (default 1).\n"
+                "  --margin F: a scale must leave F x 224 px of the crop (default 1.5).\n"
                 "  --scan: cost of region decode + resample at every usable M/8.\n");
 }
 
@@ -215,9 +217,9 @@ static int bench_parse_scales(const char *arg, unsigned *ret_mask)
     return 0;
 }
 
-/* --margin: the scaled crop must keep margin x 224 px (pipeline.c's
- * pick_scale rule with its SCALE_MARGIN). */
-static double g_margin = 1.0;
+/* --margin: the scaled crop must keep margin x 224 px; the default is
+ * pipeline.c's pick_scale rule (SCALE_MARGIN_NUM / SCALE_MARGIN_DEN). */
+static double g_margin = 1.5;
 
 /* The smallest allowed M with floor(side * M / 8) >= margin * out on both sides. */
 static uint32_t bench_pick(unsigned mask, uint32_t w, uint32_t h)
