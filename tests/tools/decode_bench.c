@@ -30,7 +30,7 @@
  * decoding only, but for the last iMCU row), i.e. the part of the region
  * decode no scale or crop can remove; "idct_color_ms" = region - entropy.
  * Adds "probe_ms", "region_ms", "resample_ms" per image and "scale_use"
- * (images per M, index 0 = 1/8). The untimed first pass also runs the
+ * (files per M in one pass, index 0 = 1/8). The untimed first pass also runs the
  * unfused path on every crop (sl_jpeg_decode, then the same resample of the
  * integer crop) and reports, per M, the mean and the worst per-sample mean
  * absolute difference in levels of 255: "mad_mean", "mad_worst" (-1: unused).
@@ -439,7 +439,7 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
            acc.region * per, acc.entropy * per, (acc.region - acc.entropy) * per,
            acc.resample * per);
     for (int m = 0; m < 8; m++) {
-        printf("%s%llu", m ? ", " : "", (unsigned long long)acc.scale_use[m]);
+        printf("%s%llu", m ? ", " : "", (unsigned long long)warm.scale_use[m]);
     }
     for (int k = 0; k < 2; k++) {
         printf("], \"%s\": [", k == 0 ? "mad_mean" : "mad_worst");
