@@ -21,13 +21,13 @@
  * dec_emit_message().
  *
  * Region output convention: the output is trimmed to exactly the scaled
- * columns/rows that cover the region, i.e. *ret_x0 = floor(x / s),
- * *ret_y0 = floor(y / s), out->w = min(ceil((x + w) / s), ceil(W / s)) - x0,
- * same for rows. libjpeg's crop is widened by a small margin first and the
+ * columns/rows that cover the region at scale M/8, i.e. *ret_x0 =
+ * floor(x * M / 8), *ret_y0 = floor(y * M / 8), out->w = min(ceil((x + w) *
+ * M / 8), ceil(W * M / 8)) - x0, same for rows. libjpeg's crop is widened by a small margin first and the
  * margin is dropped, so that the image-edge handling of fancy upsampling at
  * the crop boundary never touches output pixels: at every scale the region
  * is bit-identical to the same rectangle of the whole image decoded at that
- * scale (at scale 1: of sl_jpeg_decode). */
+ * scale (at 8/8: of sl_jpeg_decode). */
 #include "common/image/jpeg.h"
 
 #include <errno.h>
