@@ -144,18 +144,35 @@ static int need_pixels(const sl_tensor_t *t, const char *what, char *err, size_t
     return 0;
 }
 
-/* Largest DCT scale denominator that still leaves at least out pixels of the
- * crop in each direction, so the resample only ever shrinks. */
+/* DCT scales M/8 the fused crop may decode at: bit M-1 of SCALES_ALLOWED.
+ * Chosen by measurement (decode_bench --scan, docs/benchmarks.md "Fused
+ * decode at M/8"): 3/8, 5/8 and 6/8 (plain-C IDCTs) beat the next
+ * power-of-two scale by 1-9% of decode + resample; 7/8 loses to 8/8 by
+ * ~10%, so a crop that needs 7/8 decodes at full size. */
+#define SCALES_ALLOWED 0xbfu
+
+/* A scale must leave the crop at least SCALE_MARGIN_NUM / SCALE_MARGIN_DEN
+ * times the output size. At 1x the fused sample strayed up to 4.6 levels
+ * (mean abs) from decode-then-crop on textured images: the DCT scaling cuts
+ * every frequency above its new Nyquist, the unfused antialiased resample
+ * lets part of them through (aliased), and with little downscaling left the
+ * difference shows. 1.5x kept the worst at 2.0 (docs/benchmarks.md). */
+#define SCALE_MARGIN_NUM 3u
+#define SCALE_MARGIN_DEN 2u
+
+/* The smallest allowed DCT scale M/8 (M in eighths) that still leaves at
+ * least 1.5x out pixels of the crop in each direction, so the resample
+ * always shrinks by that much; 8 (full size) when none does. */
 static uint32_t pick_scale(uint32_t crop_w, uint32_t crop_h, uint32_t out_w, uint32_t out_h)
 {
-    static const uint32_t DENOMS[] = {8, 4, 2};
-    for (size_t i = 0; i < sizeof(DENOMS) / sizeof(DENOMS[0]); i++) {
-        uint32_t s = DENOMS[i];
-        if (crop_w / s >= out_w && crop_h / s >= out_h) {
-            return s;
+    for (uint32_t m = 1; m < 8; m++) {
+        if ((SCALES_ALLOWED & (1u << (m - 1))) &&
+            (uint64_t)crop_w * m / 8 * SCALE_MARGIN_DEN >= (uint64_t)out_w * SCALE_MARGIN_NUM &&
+            (uint64_t)crop_h * m / 8 * SCALE_MARGIN_DEN >= (uint64_t)out_h * SCALE_MARGIN_NUM) {
+            return m;
         }
     }
-    return 1;
+    return 8;
 }
 
 /* Copies the overlap of a centred crop_h x crop_w window; outside the image
@@ -268,29 +285,29 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
         }
         return rc;
     }
-    uint32_t x, y, w, h, scale = 1;
+    uint32_t x, y, w, h, m = 8; /* DCT scale m/8 */
     if (u->kind == UNIT_DECODE_RRC) {
         sl_rrc_params(info.height, info.width, st->scale, st->ratio, rng, &x, &y, &w, &h);
-        scale = pick_scale(w, h, st->size_w, st->size_h);
+        m = pick_scale(w, h, st->size_w, st->size_h);
     } else {
         w = st->size_w;
         h = st->size_h;
         sl_center_crop_params(info.height, info.width, h, w, &x, &y);
     }
     uint32_t x0, y0;
-    rc = sl_jpeg_decode_region(io->data, io->nbytes, s->max_pixels, x, y, w, h, scale, &sc->a,
-                               &x0, &y0, err, errlen);
+    rc = sl_jpeg_decode_region_m8(io->data, io->nbytes, s->max_pixels, x, y, w, h, m, &sc->a,
+                                  &x0, &y0, err, errlen);
     if (rc < 0) {
         return rc;
     }
-    double ds = (double)scale;
+    double ds = (double)m / 8.0; /* exact: every product below is too */
     if (u->kind == UNIT_DECODE_CENTER_CROP) {
         /* Scale 1: an exact integer crop out of the decoded rows. */
         return sl_img_crop(&sc->a, x - x0, y - y0, w, h, io);
     }
     /* CLIP: the crop is the whole image to the filter, as torchvision's
      * crop-then-resize has it (no pixels from outside the crop). */
-    rc = sl_img_resize_rect_ex(&sc->a, x / ds - x0, y / ds - y0, w / ds, h / ds,
+    rc = sl_img_resize_rect_ex(&sc->a, x * ds - x0, y * ds - y0, w * ds, h * ds,
                                st->size_h, st->size_w, SL_RESIZE_CLIP, NULL, io);
     if (rc < 0) {
         return sl_err(err, errlen, rc, "resize of the decoded region failed");

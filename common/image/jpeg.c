@@ -21,13 +21,13 @@
  * dec_emit_message().
  *
  * Region output convention: the output is trimmed to exactly the scaled
- * columns/rows that cover the region, i.e. *ret_x0 = floor(x / s),
- * *ret_y0 = floor(y / s), out->w = min(ceil((x + w) / s), ceil(W / s)) - x0,
- * same for rows. libjpeg's crop is widened by a small margin first and the
+ * columns/rows that cover the region at scale M/8, i.e. *ret_x0 =
+ * floor(x * M / 8), *ret_y0 = floor(y * M / 8), out->w = min(ceil((x + w) *
+ * M / 8), ceil(W * M / 8)) - x0, same for rows. libjpeg's crop is widened by a small margin first and the
  * margin is dropped, so that the image-edge handling of fancy upsampling at
  * the crop boundary never touches output pixels: at every scale the region
  * is bit-identical to the same rectangle of the whole image decoded at that
- * scale (at scale 1: of sl_jpeg_decode). */
+ * scale (at 8/8: of sl_jpeg_decode). */
 #include "common/image/jpeg.h"
 
 #include <errno.h>
@@ -77,7 +77,8 @@ typedef struct dec_req_s {
     const uint8_t *buf;
     size_t len;
     uint64_t max_pixels;
-    uint32_t x, y, w, h, scale; /* DEC_REGION only; full decode uses scale 1 */
+    uint32_t x, y, w, h;        /* DEC_REGION only */
+    uint32_t scale_num;         /* DCT scale in eighths, 1..8; 8 = full size */
     sl_tensor_t *out;
     sl_jpeg_info_t *info;       /* DEC_PROBE only */
     uint32_t x0, y0;            /* DEC_REGION result */
@@ -208,8 +209,6 @@ static void cmyk_to_rgb(const uint8_t *src, uint8_t *dst, uint32_t n, bool inver
     }
 }
 
-static uint32_t div_up(uint32_t a, uint32_t b) { return (uint32_t)(((uint64_t)a + b - 1) / b); }
-
 /* The steps of dec_run after the header. They are called from dec_run and
  * may longjmp back to it; noinline keeps each in a frame of its own, so no
  * local of theirs lives in the frame that calls setjmp (what gcc's
@@ -238,8 +237,8 @@ static DEC_STEP int dec_configure(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
     /* libjpeg-turbo expands gray to RGB itself (SIMD), but will not convert
      * CMYK/YCCK to RGB: take CMYK (YCCK is converted to it) and do the rest. */
     ci->out_color_space = r->cmyk ? JCS_CMYK : JCS_RGB;
-    ci->scale_num = 1;
-    ci->scale_denom = rq->scale;
+    ci->scale_num = rq->scale_num;
+    ci->scale_denom = 8;
     /* A progressive file that ends before its last scans (legal) would be
      * smoothed across block edges, from neighbours up to two blocks away:
      * then a region differs from the same rectangle of the whole image
@@ -270,10 +269,12 @@ static DEC_STEP int dec_place(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
                           "region %u,%u %ux%u outside %ux%u image", rq->x, rq->y, rq->w,
                           rq->h, (unsigned)ci->image_width, (unsigned)ci->image_height);
         }
-        r->x0 = rq->x / rq->scale;
-        r->y0 = rq->y / rq->scale;
-        r->x1 = div_up(rq->x + rq->w, rq->scale);
-        r->y1 = div_up(rq->y + rq->h, rq->scale);
+        /* Scaled pixel j covers full-size [8j/M, 8(j+1)/M). */
+        uint64_t m = rq->scale_num;
+        r->x0 = (uint32_t)(rq->x * m / 8);
+        r->y0 = (uint32_t)(rq->y * m / 8);
+        r->x1 = (uint32_t)(((rq->x + (uint64_t)rq->w) * m + 7) / 8);
+        r->y1 = (uint32_t)(((rq->y + (uint64_t)rq->h) * m + 7) / 8);
         r->x1 = r->x1 > ow ? ow : r->x1;
         r->y1 = r->y1 > oh ? oh : r->y1;
     }
@@ -417,7 +418,8 @@ int sl_jpeg_probe(const uint8_t *buf, size_t len, sl_jpeg_info_t *ret_info, char
                   size_t errlen)
 {
     sl_jpeg_info_t info;
-    dec_req_t rq = {.mode = DEC_PROBE, .buf = buf, .len = len, .scale = 1, .info = &info};
+    dec_req_t rq = {.mode = DEC_PROBE, .buf = buf, .len = len, .scale_num = 8,
+                     .info = &info};
     int rc = dec_call(&rq, err, errlen);
     if (rc == 0) {
         *ret_info = info;
@@ -429,10 +431,33 @@ int sl_jpeg_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tenso
                    char *err, size_t errlen)
 {
     dec_req_t rq = {
-        .mode = DEC_FULL, .buf = buf, .len = len, .max_pixels = max_pixels, .scale = 1,
+        .mode = DEC_FULL, .buf = buf, .len = len, .max_pixels = max_pixels, .scale_num = 8,
         .out = out,
     };
     return dec_call(&rq, err, errlen);
+}
+
+int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                             uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                             sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
+                             size_t errlen)
+{
+    if (scale_num < 1 || scale_num > 8) {
+        return sl_err(err, errlen, -EINVAL, "scale %u/8 not one of 1/8 .. 8/8", scale_num);
+    }
+    if (w == 0 || h == 0) {
+        return sl_err(err, errlen, -EINVAL, "empty region %ux%u", w, h);
+    }
+    dec_req_t rq = {
+        .mode = DEC_REGION, .buf = buf, .len = len, .max_pixels = max_pixels,
+        .x = x, .y = y, .w = w, .h = h, .scale_num = scale_num, .out = out,
+    };
+    int rc = dec_call(&rq, err, errlen);
+    if (rc == 0) {
+        *ret_x0 = rq.x0;
+        *ret_y0 = rq.y0;
+    }
+    return rc;
 }
 
 int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
@@ -444,17 +469,6 @@ int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, u
         return sl_err(err, errlen, -EINVAL, "scale 1/%u not one of 1/1, 1/2, 1/4, 1/8",
                       scale_denom);
     }
-    if (w == 0 || h == 0) {
-        return sl_err(err, errlen, -EINVAL, "empty region %ux%u", w, h);
-    }
-    dec_req_t rq = {
-        .mode = DEC_REGION, .buf = buf, .len = len, .max_pixels = max_pixels,
-        .x = x, .y = y, .w = w, .h = h, .scale = scale_denom, .out = out,
-    };
-    int rc = dec_call(&rq, err, errlen);
-    if (rc == 0) {
-        *ret_x0 = rq.x0;
-        *ret_y0 = rq.y0;
-    }
-    return rc;
+    return sl_jpeg_decode_region_m8(buf, len, max_pixels, x, y, w, h, 8 / scale_denom, out,
+                                    ret_x0, ret_y0, err, errlen);
 }

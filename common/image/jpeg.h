@@ -1,5 +1,5 @@
 /* jpeg: JPEG header probing and decoding (libjpeg-turbo's libjpeg API), full
- * frame or a region of interest at a DCT scale of 1/1, 1/2, 1/4 or 1/8.
+ * frame or a region of interest at a DCT scale of M/8, M = 1..8.
  * Output is always 8-bit RGB, HWC: grayscale is expanded, CMYK and YCCK
  * (Adobe, inverted or not) are converted, progressive files are supported.
  * Thread-safe: no shared state; each call owns its decompressor.
@@ -64,5 +64,18 @@ int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, u
                           uint32_t y, uint32_t w, uint32_t h, uint32_t scale_denom,
                           sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
                           size_t errlen);
+
+/* The same at a DCT scale of scale_num/8, scale_num 1..8 (libjpeg scale_num =
+ * scale_num, scale_denom = 8): the scaled image is ceil(W*M/8) x ceil(H*M/8),
+ * out covers the region's columns [floor(x*M/8), ceil((x+w)*M/8)) (clamped to
+ * the scaled image) and the caller maps the region into out as
+ *   (x*M/8 - x0, y*M/8 - y0, w*M/8, h*M/8).
+ * M = 8, 4, 2, 1 are scale_denom 1, 2, 4, 8 above (bit-identical). Scales 3,
+ * 5, 6, 7 use libjpeg-turbo's plain-C IDCTs (no SIMD), see pick_scale in
+ * common/engine/pipeline.c for which are worth it. */
+int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                             uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                             sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
+                             size_t errlen);
 
 #endif

@@ -13,9 +13,39 @@
  * Prints one JSON line on stdout:
  *   {"decoded": N, "seconds": S, "images_per_sec": R, "files": F, "skipped": K,
  *    "megapixels_per_sec": M}
+ *
+ *   decode_bench DIR --fused SCALES [--seconds N]
+ *
+ * Times sluice's fused decode + random-resized-crop unit instead, stage by
+ * stage, on the same files: for file i a crop is drawn as the pipeline draws
+ * it (sl_rrc_params, scale 0.08-1, ratio 3/4-4/3, RNG keyed by seed 42,
+ * epoch 0, index i: the same crop on every pass), the DCT scale is the
+ * smallest M/8 of SCALES ("1,2,4,8", "all" = 1..8) that leaves the crop at
+ * least 1.5 x 224 px each way (--margin F: F x 224 px; else 8/8), as the
+ * pipeline picks with SCALES "1,2,3,4,5,6", then: sl_jpeg_probe, the region decode
+ * (sl_jpeg_decode_region_m8) and the antialiased resample to 224x224
+ * (sl_img_resize_rect_ex, CLIP). images_per_sec counts those three only.
+ * Separately timed, not in the rate: "entropy_ms", libjpeg at the same scale
+ * skipping every row down to the crop's last (jpeg_skip_scanlines: entropy
+ * decoding only, but for the last iMCU row), i.e. the part of the region
+ * decode no scale or crop can remove; "idct_color_ms" = region - entropy.
+ * Adds "probe_ms", "region_ms", "resample_ms" per image and "scale_use"
+ * (files per M in one pass, index 0 = 1/8). The untimed first pass also runs the
+ * unfused path on every crop (sl_jpeg_decode, then the same resample of the
+ * integer crop) and reports, per M, the mean and the worst per-sample mean
+ * absolute difference in levels of 255: "mad_mean", "mad_worst" (-1: unused).
+ *
+ *   decode_bench DIR --scan [--margin F]
+ *
+ * Which DCT scales pay off: the same crops; for each, region decode +
+ * resample at every M/8 that leaves >= 1.5 x 224 px (--margin; the best
+ * of 3 runs each, so a noisy neighbour does not decide). Prints one JSON
+ * line per smallest feasible M ("min_m"): how many crops, and the mean ms at
+ * each M >= min_m.
  * Exit status: 0 ok, 1 runtime failure (no decodable file, I/O), 2 usage. */
 #include <errno.h>
 #include <ftw.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +54,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <jpeglib.h>
 #include <turbojpeg.h>
+
+#include "common/base/rng.h"
+#include "common/image/imgops.h"
+#include "common/image/jpeg.h"
+#include "common/image/tensor.h"
+
+#define BENCH_OUT 224
 
 typedef struct bench_file_s {
     char *path;       /* owned */
@@ -149,15 +187,286 @@ static int bench_decode(tjhandle tj, bench_file_t *bf, unsigned char *out)
 
 static void bench_usage(FILE *to)
 {
-    fprintf(to, "usage: decode_bench DIR [--seconds N]\n"
+    fprintf(to, "usage: decode_bench DIR [--seconds N] [--fused SCALES [--margin F] | --scan]\n"
                 "  Decode every *.jpg under DIR with TurboJPEG to RGB on one thread, in a\n"
-                "  loop for at least N seconds (default 3); print one JSON line.\n");
+                "  loop for at least N seconds (default 3); print one JSON line.\n"
+                "  --fused SCALES: time sluice's fused decode + random-resized-crop unit\n"
+                "  by stage instead, DCT scales M/8 from SCALES (\"1,2,4,8\", \"all\").\n"
+                "  --margin F: a scale must leave F x 224 px of the crop (default 1.5).\n"
+                "  --scan: cost of region decode + resample at every usable M/8.\n");
+}
+
+/* Bit M-1 set: M/8 allowed. */
+static int bench_parse_scales(const char *arg, unsigned *ret_mask)
+{
+    unsigned mask = 0;
+    if (strcmp(arg, "all") == 0) {
+        *ret_mask = 0xffu;
+        return 0;
+    }
+    for (const char *p = arg; *p != '\0';) {
+        char *end;
+        long m = strtol(p, &end, 10);
+        if (end == p || m < 1 || m > 8 || (*end != ',' && *end != '\0')) {
+            return -EINVAL;
+        }
+        mask |= 1u << (m - 1);
+        p = *end == ',' ? end + 1 : end;
+    }
+    *ret_mask = mask | 0x80u; /* 8/8 always: the fallback */
+    return 0;
+}
+
+/* --margin: the scaled crop must keep margin x 224 px; the default is
+ * pipeline.c's pick_scale rule (SCALE_MARGIN_NUM / SCALE_MARGIN_DEN). */
+static double g_margin = 1.5;
+
+/* The smallest allowed M with floor(side * M / 8) >= margin * out on both sides. */
+static uint32_t bench_pick(unsigned mask, uint32_t w, uint32_t h)
+{
+    double need = g_margin * BENCH_OUT;
+    for (uint32_t m = 1; m < 8; m++) {
+        if ((mask & (1u << (m - 1))) && (double)((uint64_t)w * m / 8) >= need &&
+            (double)((uint64_t)h * m / 8) >= need) {
+            return m;
+        }
+    }
+    return 8;
+}
+
+/* Entropy decoding down to scaled row y1 (see the top comment). Files were
+ * validated by the untimed pass; libjpeg's default error handler exits. */
+static void bench_entropy(bench_file_t *bf, uint32_t m, uint32_t y1)
+{
+    struct jpeg_decompress_struct ci;
+    struct jpeg_error_mgr jerr;
+    ci.err = jpeg_std_error(&jerr);
+    jpeg_create_decompress(&ci);
+    jpeg_mem_src(&ci, bf->buf, (unsigned long)bf->len);
+    (void)jpeg_read_header(&ci, TRUE);
+    ci.scale_num = m;
+    ci.scale_denom = 8;
+    ci.out_color_space = JCS_RGB;
+    ci.do_block_smoothing = FALSE;
+    (void)jpeg_start_decompress(&ci);
+    if (y1 > 0) {
+        (void)jpeg_skip_scanlines(&ci, y1);
+    }
+    jpeg_destroy_decompress(&ci);
+}
+
+typedef struct bench_fused_s {
+    double probe, region, resample, entropy; /* seconds, summed */
+    uint64_t scale_use[8];
+    double mad_sum[8], mad_worst[8]; /* first pass only */
+    sl_tensor_t *full, *ref;         /* non-NULL: compare with the unfused path */
+} bench_fused_t;
+
+/* Mean absolute difference of two same-shape u8 tensors. */
+static double bench_mad(const sl_tensor_t *a, const sl_tensor_t *b)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < a->nbytes; i++) {
+        sum += (uint64_t)abs((int)a->data[i] - (int)b->data[i]);
+    }
+    return (double)sum / (double)a->nbytes;
+}
+
+static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tensor_t *reg,
+                           sl_tensor_t *res, bench_fused_t *acc)
+{
+    static const double SCALE[2] = {0.08, 1.0};
+    static const double RATIO[2] = {3.0 / 4.0, 4.0 / 3.0};
+    char err[256];
+    sl_jpeg_info_t info;
+    sl_rng_t rng;
+    uint32_t x, y, w, h, x0, y0;
+
+    double t0 = bench_now();
+    if (sl_jpeg_probe(bf->buf, bf->len, &info, err, sizeof(err)) != 0) {
+        fprintf(stderr, "decode_bench: \"%s\": %s\n", bf->path, err);
+        return -1;
+    }
+    sl_rng_init(&rng, 42, 0, idx, 0);
+    sl_rrc_params(info.height, info.width, SCALE, RATIO, &rng, &x, &y, &w, &h);
+    uint32_t m = bench_pick(mask, w, h);
+    double t1 = bench_now();
+    if (sl_jpeg_decode_region_m8(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
+                                 err, sizeof(err)) != 0) {
+        fprintf(stderr, "decode_bench: \"%s\": %s\n", bf->path, err);
+        return -1;
+    }
+    double t2 = bench_now();
+    double s = (double)m / 8.0;
+    if (sl_img_resize_rect_ex(reg, x * s - x0, y * s - y0, w * s, h * s, BENCH_OUT, BENCH_OUT,
+                              SL_RESIZE_CLIP, NULL, res) != 0) {
+        fprintf(stderr, "decode_bench: \"%s\": resample failed\n", bf->path);
+        return -1;
+    }
+    double t3 = bench_now();
+    bench_entropy(bf, m, y0 + reg->h);
+    double t4 = bench_now();
+    if (acc->full != NULL) {
+        if (sl_jpeg_decode(bf->buf, bf->len, UINT64_MAX, acc->full, err, sizeof(err)) != 0 ||
+            sl_img_resize_rect_ex(acc->full, x, y, w, h, BENCH_OUT, BENCH_OUT, SL_RESIZE_CLIP,
+                                  NULL, acc->ref) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": unfused path failed\n", bf->path);
+            return -1;
+        }
+        double d = bench_mad(res, acc->ref);
+        acc->mad_sum[m - 1] += d;
+        acc->mad_worst[m - 1] = d > acc->mad_worst[m - 1] ? d : acc->mad_worst[m - 1];
+    }
+    acc->probe += t1 - t0;
+    acc->region += t2 - t1;
+    acc->resample += t3 - t2;
+    acc->entropy += t4 - t3;
+    acc->scale_use[m - 1]++;
+    return 0;
+}
+
+/* Region decode + resample of one crop at m/8, best of 3, in seconds. */
+static double bench_scan_one(bench_file_t *bf, uint32_t m, uint32_t x, uint32_t y, uint32_t w,
+                             uint32_t h, sl_tensor_t *reg, sl_tensor_t *res)
+{
+    double best = 1e30, s = (double)m / 8.0;
+    for (int k = 0; k < 3; k++) {
+        uint32_t x0, y0;
+        double t0 = bench_now();
+        if (sl_jpeg_decode_region_m8(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
+                                     NULL, 0) != 0 ||
+            sl_img_resize_rect_ex(reg, x * s - x0, y * s - y0, w * s, h * s, BENCH_OUT,
+                                  BENCH_OUT, SL_RESIZE_CLIP, NULL, res) != 0) {
+            return -1.0;
+        }
+        double t = bench_now() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* The --scan mode; prints one JSON line per smallest feasible M. */
+static int bench_scan(size_t n)
+{
+    static const double SCALE[2] = {0.08, 1.0};
+    static const double RATIO[2] = {3.0 / 4.0, 4.0 / 3.0};
+    double cost[8][8];
+    uint64_t count[8];
+    sl_tensor_t reg, res;
+    int rc = -1;
+
+    memset(cost, 0, sizeof(cost));
+    memset(count, 0, sizeof(count));
+    sl_tensor_init(&reg);
+    sl_tensor_init(&res);
+    for (size_t i = 0; i < n; i++) {
+        bench_file_t *bf = &g_set.files[i];
+        sl_jpeg_info_t info;
+        sl_rng_t rng;
+        uint32_t x, y, w, h;
+        if (sl_jpeg_probe(bf->buf, bf->len, &info, NULL, 0) != 0) {
+            goto out;
+        }
+        sl_rng_init(&rng, 42, 0, i, 0);
+        sl_rrc_params(info.height, info.width, SCALE, RATIO, &rng, &x, &y, &w, &h);
+        uint32_t mmin = bench_pick(0xffu, w, h);
+        count[mmin - 1]++;
+        for (uint32_t m = mmin; m <= 8; m++) {
+            double t = bench_scan_one(bf, m, x, y, w, h, &reg, &res);
+            if (t < 0) {
+                fprintf(stderr, "decode_bench: \"%s\": decode failed\n", bf->path);
+                goto out;
+            }
+            cost[mmin - 1][m - 1] += t;
+        }
+    }
+    for (int a = 0; a < 8; a++) {
+        if (count[a] == 0) {
+            continue;
+        }
+        printf("{\"min_m\": %d, \"crops\": %llu, \"ms_at_m\": {", a + 1,
+               (unsigned long long)count[a]);
+        for (int m = a; m < 8; m++) {
+            printf("%s\"%d\": %.3f", m > a ? ", " : "", m + 1,
+                   cost[a][m] * 1e3 / (double)count[a]);
+        }
+        printf("}}\n");
+    }
+    fflush(stdout);
+    rc = 0;
+out:
+    sl_tensor_free(&reg);
+    sl_tensor_free(&res);
+    return rc;
+}
+
+/* The --fused mode over the validated files; prints the JSON line. */
+static int bench_fused(size_t n, unsigned mask, double seconds)
+{
+    sl_tensor_t reg, res, full, ref;
+    bench_fused_t acc, warm;
+    uint64_t done = 0;
+    int rc = -1;
+
+    sl_tensor_init(&reg);
+    sl_tensor_init(&res);
+    sl_tensor_init(&full);
+    sl_tensor_init(&ref);
+    memset(&acc, 0, sizeof(acc));
+    memset(&warm, 0, sizeof(warm));
+    warm.full = &full;
+    warm.ref = &ref;
+    /* Untimed first pass: the tolerance, and buffers reach their largest size. */
+    for (size_t i = 0; i < n; i++) {
+        if (bench_fused_one(&g_set.files[i], i, mask, &reg, &res, &warm) != 0) {
+            goto out;
+        }
+    }
+    double t0 = bench_now();
+    while (done < n || bench_now() - t0 < seconds) {
+        for (size_t i = 0; i < n; i++, done++) {
+            if (bench_fused_one(&g_set.files[i], i, mask, &reg, &res, &acc) != 0) {
+                goto out;
+            }
+        }
+    }
+    double unit = acc.probe + acc.region + acc.resample;
+    double per = 1e3 / (double)done;
+    printf("{\"decoded\": %llu, \"seconds\": %.3f, \"images_per_sec\": %.1f, "
+           "\"probe_ms\": %.3f, \"region_ms\": %.3f, \"entropy_ms\": %.3f, "
+           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, \"scale_use\": [",
+           (unsigned long long)done, unit, (double)done / unit, acc.probe * per,
+           acc.region * per, acc.entropy * per, (acc.region - acc.entropy) * per,
+           acc.resample * per);
+    for (int m = 0; m < 8; m++) {
+        printf("%s%llu", m ? ", " : "", (unsigned long long)warm.scale_use[m]);
+    }
+    for (int k = 0; k < 2; k++) {
+        printf("], \"%s\": [", k == 0 ? "mad_mean" : "mad_worst");
+        for (int m = 0; m < 8; m++) {
+            double v = warm.scale_use[m] == 0 ? -1.0
+                       : k == 0                ? warm.mad_sum[m] / (double)warm.scale_use[m]
+                                               : warm.mad_worst[m];
+            printf("%s%.3f", m ? ", " : "", v);
+        }
+    }
+    printf("]}\n");
+    fflush(stdout);
+    rc = 0;
+out:
+    sl_tensor_free(&ref);
+    sl_tensor_free(&full);
+    sl_tensor_free(&reg);
+    sl_tensor_free(&res);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     const char *dir = NULL;
     double seconds = 3.0;
+    unsigned fused_mask = 0;
+    bool scan = false;
     tjhandle tj = NULL;
     unsigned char *out = NULL;
     size_t max_pixels = 0, skipped = 0, usable = 0;
@@ -176,6 +485,20 @@ int main(int argc, char **argv)
                 fprintf(stderr, "decode_bench: bad --seconds \"%s\"\n", argv[i]);
                 return 2;
             }
+        } else if (strcmp(argv[i], "--fused") == 0 && i + 1 < argc) {
+            if (bench_parse_scales(argv[++i], &fused_mask) != 0) {
+                fprintf(stderr, "decode_bench: bad --fused \"%s\"\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--margin") == 0 && i + 1 < argc) {
+            char *end;
+            g_margin = strtod(argv[++i], &end);
+            if (*end != '\0' || !(g_margin >= 1.0) || g_margin > 8.0) {
+                fprintf(stderr, "decode_bench: bad --margin \"%s\"\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--scan") == 0) {
+            scan = true;
         } else if (argv[i][0] != '-' && dir == NULL) {
             dir = argv[i];
         } else {
@@ -252,6 +575,14 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    if (scan) {
+        rc = bench_scan(usable) == 0 ? 0 : 1;
+        goto out;
+    }
+    if (fused_mask != 0) {
+        rc = bench_fused(usable, fused_mask, seconds) == 0 ? 0 : 1;
+        goto out;
+    }
     t0 = bench_now();
     for (;;) {
         for (size_t i = 0; i < usable; i++) {

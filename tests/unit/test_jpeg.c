@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/image/jpeg.h"
+#include "common/image/imgops.h"
 #include "common/base/rng.h"
 #include "tests/unit/fixtures.h"
 
@@ -625,6 +626,155 @@ START_TEST(test_region_scaled)
 }
 END_TEST
 
+/* Every scale M/8: the region is the right rectangle of the scaled image
+ * (ceil(W*M/8) x ceil(H*M/8)) and equal to that part of the whole image
+ * decoded at M/8; M = 8/d is bit-identical to the 1/d entry point. */
+START_TEST(test_region_m8)
+{
+    sl_tensor_t whole, reg, old;
+    sl_tensor_init(&whole);
+    sl_tensor_init(&reg);
+    sl_tensor_init(&old);
+    for (size_t k = 0; k < NKINDS; k++) {
+        const kind_t *kd = &kinds[k];
+        size_t len;
+        uint8_t *buf = make(&kd->o, &len);
+        uint32_t W = kd->o.width, H = kd->o.height;
+        sl_rng_t r;
+        sl_rng_init(&r, 8, k, 0, 0);
+        for (uint32_t m = 1; m <= 8; m++) {
+            uint32_t x0, y0;
+            char err[256] = "";
+            int rc = sl_jpeg_decode_region_m8(buf, len, MAXPIX, 0, 0, W, H, m, &whole, &x0, &y0,
+                                              err, sizeof(err));
+            ck_assert_msg(rc == 0, "%s %u/8: %d %s", kd->name, m, rc, err);
+            uint32_t sw = (W * m + 7) / 8, sh = (H * m + 7) / 8;
+            ck_assert_uint_eq(whole.w, sw);
+            ck_assert_uint_eq(whole.h, sh);
+            for (int i = 0; i < 10; i++) {
+                uint32_t x, y, w, h;
+                pick_region(&r, W, H, &x, &y, &w, &h);
+                rc = sl_jpeg_decode_region_m8(buf, len, MAXPIX, x, y, w, h, m, &reg, &x0, &y0,
+                                              err, sizeof(err));
+                ck_assert_msg(rc == 0, "%s: %d %s", kd->name, rc, err);
+                uint32_t x1 = ((x + w) * m + 7) / 8, y1 = ((y + h) * m + 7) / 8;
+                ck_assert_uint_eq(x0, x * m / 8);
+                ck_assert_uint_eq(y0, y * m / 8);
+                ck_assert_uint_eq(reg.w, (x1 < sw ? x1 : sw) - x0);
+                ck_assert_uint_eq(reg.h, (y1 < sh ? y1 : sh) - y0);
+                for (uint32_t row = 0; row < reg.h; row++) {
+                    const uint8_t *a = reg.data + (size_t)row * reg.w * 3;
+                    const uint8_t *b = whole.data + ((size_t)(y0 + row) * sw + x0) * 3;
+                    if (memcmp(a, b, (size_t)reg.w * 3) != 0) {
+                        ck_abort_msg("%s %u/8: region %u,%u %ux%u row %u differs", kd->name, m,
+                                     x, y, w, h, row);
+                    }
+                }
+                if (m == 1 || m == 2 || m == 4 || m == 8) {
+                    uint32_t ox, oy;
+                    ck_assert_int_eq(sl_jpeg_decode_region(buf, len, MAXPIX, x, y, w, h, 8 / m,
+                                                           &old, &ox, &oy, NULL, 0),
+                                     0);
+                    ck_assert_uint_eq(ox, x0);
+                    ck_assert_uint_eq(oy, y0);
+                    ck_assert_uint_eq(old.nbytes, reg.nbytes);
+                    ck_assert_mem_eq(old.data, reg.data, reg.nbytes);
+                }
+            }
+        }
+        uint32_t x0 = 77, y0 = 77;
+        ck_assert_int_eq(sl_jpeg_decode_region_m8(buf, len, MAXPIX, 0, 0, 8, 8, 0, &reg, &x0,
+                                                  &y0, NULL, 0),
+                         -EINVAL);
+        ck_assert_int_eq(sl_jpeg_decode_region_m8(buf, len, MAXPIX, 0, 0, 8, 8, 9, &reg, &x0,
+                                                  &y0, NULL, 0),
+                         -EINVAL);
+        ck_assert_uint_eq(x0, 77);
+        free(buf);
+    }
+    sl_tensor_free(&old);
+    sl_tensor_free(&reg);
+    sl_tensor_free(&whole);
+}
+END_TEST
+
+/* The fused crop's tolerance per DCT scale: crop at M/8 and resample to
+ * out x out against full decode, integer crop and the same resample (the
+ * unfused path). Crops are the smallest for which M/8 still leaves 1.5 x out
+ * px (pick_scale's margin: the case it hands to M/8 with the least room) and
+ * random larger ones. Documented bound (README "Fused decode"): mean absolute difference
+ * < 3 levels of 255 per sample; the worst per scale is printed. */
+START_TEST(test_region_m8_tolerance)
+{
+    const uint32_t OUT = 40;
+    sl_tensor_t full, reg, a, b;
+    sl_tensor_init(&full);
+    sl_tensor_init(&reg);
+    sl_tensor_init(&a);
+    sl_tensor_init(&b);
+    double worst[8] = {0};
+    const fx_jpeg_opts_t imgs[] = {
+        {.width = 640, .height = 480, .quality = 90, .seed = 21},
+        {.width = 517, .height = 611, .quality = 85, .seed = 22, .progressive = true},
+        {.width = 600, .height = 450, .quality = 95, .color = FX_COLOR_GRAY, .seed = 23},
+    };
+    for (size_t k = 0; k < sizeof(imgs) / sizeof(imgs[0]); k++) {
+        size_t len;
+        uint8_t *buf = make(&imgs[k], &len);
+        ck_assert_int_eq(sl_jpeg_decode(buf, len, MAXPIX, &full, NULL, 0), 0);
+        uint32_t W = full.w, H = full.h;
+        sl_rng_t r;
+        sl_rng_init(&r, 9, k, 0, 0);
+        for (uint32_t m = 1; m <= 8; m++) {
+            /* smallest side with floor(side * m / 8) >= 1.5 * OUT */
+            uint32_t min_side = (OUT * 3 / 2 * 8 + m - 1) / m;
+            if (min_side > W || min_side > H) {
+                continue;
+            }
+            for (int i = 0; i < 12; i++) {
+                uint32_t w = min_side, h = min_side;
+                if (i >= 4) {
+                    w += (uint32_t)sl_rng_below(&r, W - min_side + 1);
+                    h += (uint32_t)sl_rng_below(&r, H - min_side + 1);
+                }
+                uint32_t x = (uint32_t)sl_rng_below(&r, W - w + 1);
+                uint32_t y = (uint32_t)sl_rng_below(&r, H - h + 1);
+                uint32_t x0, y0;
+                ck_assert_int_eq(sl_jpeg_decode_region_m8(buf, len, MAXPIX, x, y, w, h, m, &reg,
+                                                          &x0, &y0, NULL, 0),
+                                 0);
+                double s = m / 8.0;
+                ck_assert_int_eq(sl_img_resize_rect_ex(&reg, x * s - x0, y * s - y0, w * s,
+                                                       h * s, OUT, OUT, SL_RESIZE_CLIP, NULL,
+                                                       &a),
+                                 0);
+                ck_assert_int_eq(sl_img_resize_rect_ex(&full, x, y, w, h, OUT, OUT,
+                                                       SL_RESIZE_CLIP, NULL, &b),
+                                 0);
+                uint64_t sum = 0;
+                for (size_t j = 0; j < a.nbytes; j++) {
+                    sum += (uint64_t)abs((int)a.data[j] - (int)b.data[j]);
+                }
+                double mad = (double)sum / (double)a.nbytes;
+                worst[m - 1] = mad > worst[m - 1] ? mad : worst[m - 1];
+                ck_assert_msg(mad < 3.0, "image %zu %u/8 crop %u,%u %ux%u: mean abs diff %.3f",
+                              k, m, x, y, w, h, mad);
+            }
+        }
+        free(buf);
+    }
+    fprintf(stderr, "region M/8 vs unfused, worst mean abs diff per M = 1..8:");
+    for (int m = 0; m < 8; m++) {
+        fprintf(stderr, " %.3f", worst[m]);
+    }
+    fprintf(stderr, "\n");
+    sl_tensor_free(&b);
+    sl_tensor_free(&a);
+    sl_tensor_free(&reg);
+    sl_tensor_free(&full);
+}
+END_TEST
+
 START_TEST(test_region_deterministic_and_reuse)
 {
     sl_tensor_t a, b;
@@ -783,6 +933,8 @@ int main(void)
     tcase_add_test(tc, test_too_many_scans);
     tcase_add_test(tc, test_region_scale1_exact);
     tcase_add_test(tc, test_region_scaled);
+    tcase_add_test(tc, test_region_m8);
+    tcase_add_test(tc, test_region_m8_tolerance);
     tcase_add_test(tc, test_region_deterministic_and_reuse);
     tcase_add_test(tc, test_region_invalid);
     tcase_add_test(tc, test_threads);
