@@ -266,4 +266,20 @@ fi
 mk uninstall DESTDIR="$S" PREFIX=/usr || fail "make uninstall DESTDIR"
 [ -z "$(find "$S" -type f -o -type l)" ] || fail "after DESTDIR uninstall: $(find "$S" -type f)"
 ok "DESTDIR=... PREFIX=/usr: staged, no DESTDIR inside files, uninstall leaves nothing"
+
+# ---- pip install ./client/python (offline: setuptools from Debian, no deps fetched)
+pyv=$(sed -nE 's/^version = "([^"]+)".*/\1/p' "$ROOT/client/python/pyproject.toml")
+libv=$(sed -nE 's/^#define SL_VERSION "([^"]+)"/\1/p' "$ROOT/common/base/version.h")
+[ "$pyv" = "$libv" ] || fail "pyproject.toml version $pyv, library $libv"
+cp -r "$ROOT/client/python" "$TMP/pysrc" # pip builds in the source dir: keep the tree clean
+/usr/bin/python3 -m pip install --quiet --no-build-isolation --no-deps --no-index \
+    --target "$TMP/pip" "$TMP/pysrc" >"$TMP/pip.out" 2>&1 || { cat "$TMP/pip.out"; fail "pip install"; }
+[ -f "$TMP/pip/sluice/torch.py" ] || fail "pip: sluice/torch.py not installed"
+got=$(cd "$TMP" && PYTHONPATH="$TMP/pip" SLUICE_LIB="$ROOT/$BUILD/lib/libsluice.so" \
+    /usr/bin/python3 -c 'import sluice; print(sluice.__file__, sluice.version)')
+case "$got" in
+"$TMP/pip/sluice/__init__.py $libv") ;;
+*) fail "pip-installed package: $got" ;;
+esac
+ok "pip install ./client/python: the package imports and loads libsluice $libv"
 echo PASS
