@@ -38,6 +38,12 @@ install_oracle() {
         return 0
     fi
     echo "install-deps: installing tiktoken@$ORACLE_VERSION (npm) into $ORACLE_PREFIX"
+    # NodeSource's nodejs bundles npm; Debian's packages it apart (and the two
+    # conflict, so npm is not in PKGS): add Debian's only when there is none.
+    if ! command -v npm >/dev/null 2>&1; then
+        $SUDO apt-get update -q
+        $SUDO apt-get install -y -q --no-install-recommends npm
+    fi
     $SUDO mkdir -p "$ORACLE_PREFIX"
     $SUDO npm install --prefix "$ORACLE_PREFIX" --no-audit --no-fund --no-save \
         "tiktoken@$ORACLE_VERSION"
