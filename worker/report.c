@@ -290,6 +290,7 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
     ret->bytes_sent = atomic_load(&t->n_bytes_sent);
     ret->streams_broken = atomic_load(&t->n_broken);
     ret->early_fetches = atomic_load(&t->n_early_fetches);
+    ret->sent_unprocessed = atomic_load(&t->n_unprocessed);
 }
 
 /* One /status row (job->mu held). */

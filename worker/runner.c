@@ -315,7 +315,11 @@ static void pack_locked(wk_job_t *job, wk_split_t *sp, sl_sample_t *out, const c
     size_t before = wk_packer_bytes(&sp->pk);
     size_t out_before = job->out.bytes;
     sp->pk.src = job->src; /* for a sample too big to send processed (msg.c) */
+    uint64_t raw_before = sp->pk.sent_raw;
     int rc = wk_packer_add(&sp->pk, out, detail, cd, &job->out);
+    if (sp->pk.sent_raw != raw_before) {
+        atomic_fetch_add(&job->tasks->n_unprocessed, 1);
+    }
     sl_tensor_free(&out->t);
     /* Whatever the packer flushed moved from partial to the output queue. */
     job->partial_bytes = job->partial_bytes - before + wk_packer_bytes(&sp->pk);

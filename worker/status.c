@@ -110,6 +110,8 @@ static void worker_fields(json_t *root, const wk_status_ctx_t *ctx, const wk_vie
     json_object_set_new(root, "msgs_sent", json_integer((json_int_t)tot->msgs_sent));
     json_object_set_new(root, "bytes_sent", json_integer((json_int_t)tot->bytes_sent));
     json_object_set_new(root, "streams_broken", json_integer((json_int_t)tot->streams_broken));
+    json_object_set_new(root, "samples_sent_unprocessed",
+                        json_integer((json_int_t)tot->sent_unprocessed));
 }
 
 /* The document, one line feed after it; NULL on ENOMEM. */
@@ -170,7 +172,7 @@ static void on_status(void *arg, const char *query, sl_httpd_resp_t *resp)
 
 /* The worker-wide values, one column each; counters include closed jobs. */
 typedef struct wk_cols_s {
-    double registered, load, jobs, samples, skipped, splits, msgs, bytes, broken;
+    double registered, load, jobs, samples, skipped, splits, msgs, bytes, broken, unprocessed;
 } wk_cols_t;
 
 typedef struct wk_family_s {
@@ -198,6 +200,11 @@ static const wk_family_t WK_FAMILIES[] = {
      offsetof(wk_cols_t, bytes)},
     {{"sluice_worker_streams_broken_total", C, "Fetch streams that ended abnormally.", {NULL}, 0},
      offsetof(wk_cols_t, broken)},
+    {{"sluice_worker_samples_sent_unprocessed_total", C,
+      "Samples whose output did not fit a message, sent as their source bytes for the client "
+      "to finish.",
+      {NULL}, 0},
+     offsetof(wk_cols_t, unprocessed)},
 };
 static const sl_metric_t WK_BUFFERED = {
     "sluice_worker_buffered_bytes", G, "Finished batches waiting for the job's client.", {"job"},
@@ -217,6 +224,7 @@ static int metrics_text(const wk_view_t *v, char **ret_text, size_t *ret_len)
         .msgs = (double)v->tot.msgs_sent,
         .bytes = (double)v->tot.bytes_sent,
         .broken = (double)v->tot.streams_broken,
+        .unprocessed = (double)v->tot.sent_unprocessed,
     };
     sl_metrics_t *m = sl_metrics_new(WK_METRICS_MAX_BYTES);
     if (m == NULL) {

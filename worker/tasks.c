@@ -45,6 +45,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     atomic_init(&t->n_splits, 0);
     atomic_init(&t->n_msgs, 0);
     atomic_init(&t->n_bytes_sent, 0);
+    atomic_init(&t->n_unprocessed, 0);
     atomic_init(&t->n_broken, 0);
     atomic_init(&t->n_early_fetches, 0);
     return t;

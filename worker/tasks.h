@@ -155,6 +155,7 @@ typedef struct wk_totals_s {
     uint64_t bytes_sent; /* packed Batch bytes sent to clients */
     uint64_t streams_broken;
     uint64_t early_fetches; /* Fetch streams that arrived before their job */
+    uint64_t sent_unprocessed; /* too big to send processed: sent raw (msg.c) */
 } wk_totals_t;
 
 void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret);

@@ -147,6 +147,7 @@ struct wk_tasks_s {
     atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
     atomic_uint_fast64_t n_early_fetches; /* Fetch streams that came before their job */
     atomic_uint_fast64_t n_bytes_sent; /* packed Batch bytes handed to streams */
+    atomic_uint_fast64_t n_unprocessed; /* samples too big to send processed, sent raw */
 };
 
 /* ---- job.c */

@@ -200,6 +200,11 @@ assert u[0]["samples"] > 0, u  # this client decoded what the worker could not s
 print("72 KiB messages: %d samples finished here" % u[0]["samples"])' "$TMP/wds.small.out" ||
     fail "72 KiB messages: no sample was finished here"
 grep -q '"fallback"' "$TMP/wds.small.out" && fail "72 KiB messages: the job fell back to the client"
+raw=$(curl -sf "http://$WSMALL_HTTP/status" | /usr/bin/python3 -c \
+    'import json,sys; print(json.load(sys.stdin)["samples_sent_unprocessed"])')
+[ "$raw" -gt 0 ] || fail "72 KiB messages: the worker reports none sent unprocessed"
+curl -sf "http://$WSMALL_HTTP/metrics" | grep -q "^sluice_worker_samples_sent_unprocessed_total $raw" ||
+    fail "72 KiB messages: /metrics lacks the count"
 echo "72 KiB messages: oversized samples sent unprocessed and finished here, identical digests"
 
 # The Python binding's RecordBatch: ragged arrays consistent with each other and
