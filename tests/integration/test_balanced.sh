@@ -78,8 +78,10 @@ echo "local: mean imbalance per step balanced $ib ($nb steps), count-based $ic (
 # Python: each RecordBatch says its step and microbatch (every batch one
 # microbatch of one step, in order); a loop reporting step times fits the
 # trainer model (here a synthetic trainer: seconds from the samples' shapes).
+# In a subshell: python_env's LD_PRELOAD (ASan builds) must not reach curl below.
+(
 python_env
-"$PY" - "$TMP/bal.json" "$DATA" <<'PY' || fail "Python: balanced batches / report_step"
+"$PY" - "$TMP/bal.json" "$DATA" <<'PY'
 import sys
 import numpy as np
 import sluice
@@ -108,6 +110,7 @@ with sluice.Loader(None, sys.argv[1], data_root=sys.argv[2], world_size=2, rank=
     except sluice.SluiceError:
         pass
 PY
+) || fail "Python: balanced batches / report_step"
 
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
 print(s.getsockname()[1])')
