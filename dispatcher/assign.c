@@ -448,6 +448,16 @@ static int steal_one(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
             return 0; /* queued work first: stealing is for the tail */
         }
     }
+    /* A victim is a job worker with 2+ active splits: without one there is
+     * nothing to steal, so skip the walk over every registered worker
+     * (O(workers) per ack under the main lock, twice per AckSplits). */
+    int any_victim = 0;
+    for (size_t i = 0; i < job->njw && !any_victim; i++) {
+        any_victim = jw_active(&job->jw[i]) >= 2;
+    }
+    if (!any_victim) {
+        return 0;
+    }
     disp_worker_t *thief = NULL;
     double thief_t = 0;
     disp_jw_t *victim = NULL;
