@@ -143,8 +143,10 @@ for _ in $(seq 1 400); do
 done
 # Visible: the dispatcher shows each rank's predicted load per step and the
 # schedule's imbalance (/status jobs[].balance, /metrics).
+# (Whole documents into files: grep -q on a pipe would SIGPIPE curl under pipefail.)
 for _ in $(seq 1 100); do
-    curl -sf "http://$D_HTTP/metrics" | grep -q '^sluice_job_step_imbalance_ratio' && break
+    curl -sf "http://$D_HTTP/metrics" >"$TMP/metrics.txt" || true
+    [ "$(grep -c '^sluice_job_step_imbalance_ratio{' "$TMP/metrics.txt")" -ge 2 ] && break
     sleep 0.1
 done
 curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
@@ -156,7 +158,7 @@ for j in jobs:
     assert 1.0 <= b["imbalance_mean"] <= b["imbalance_max"] and b["step_load"] > 0, b
 print("status: balance %s" % [round(j["balance"]["imbalance_mean"], 4) for j in jobs])' ||
     fail "/status lacks the ranks' balance"
-curl -sf "http://$D_HTTP/metrics" | grep -q '^sluice_job_step_load{' || fail "/metrics lacks step_load"
+grep -q '^sluice_job_step_load{' "$TMP/metrics.txt" || fail "/metrics lacks step_load"
 kill -9 "$W2_PID"
 echo "worker 2 killed after $(lines "$TMP/r0") + $(lines "$TMP/r1.first") samples"
 for _ in $(seq 1 400); do

@@ -203,7 +203,8 @@ grep -q '"fallback"' "$TMP/wds.small.out" && fail "72 KiB messages: the job fell
 raw=$(curl -sf "http://$WSMALL_HTTP/status" | /usr/bin/python3 -c \
     'import json,sys; print(json.load(sys.stdin)["samples_sent_unprocessed"])')
 [ "$raw" -gt 0 ] || fail "72 KiB messages: the worker reports none sent unprocessed"
-curl -sf "http://$WSMALL_HTTP/metrics" | grep -q "^sluice_worker_samples_sent_unprocessed_total $raw" ||
+curl -sf "http://$WSMALL_HTTP/metrics" >"$TMP/wmetrics.txt" # whole: no SIGPIPE under pipefail
+grep -q "^sluice_worker_samples_sent_unprocessed_total $raw" "$TMP/wmetrics.txt" ||
     fail "72 KiB messages: /metrics lacks the count"
 echo "72 KiB messages: oversized samples sent unprocessed and finished here, identical digests"
 
