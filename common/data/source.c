@@ -748,14 +748,10 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, uint64_t max,
         return rc;
     }
     uint64_t want = max > 0 && max < size ? max : size;
-    const sl_src_shard_t *sh = &src->shards[src->shard[index]];
-    int fd = sh->fd;
+    bool close_fd;
+    int fd = sl_src_shard_fd(src, src->shard[index], name, &close_fd, err, errlen);
     if (fd < 0) {
-        /* Shard beyond the open-fd budget: open (and re-verify) per read. */
-        fd = sl_src_open_beneath(src, src->arena + sh->path_off, O_RDONLY, 0);
-        if (fd < 0) {
-            return open_error(fd, name, err, errlen);
-        }
+        return fd;
     }
     /* A member that runs past the end of the shard fails here, before the
      * buffer is sized: a 1 KiB shard must not make us reserve 256 MiB. */
@@ -770,19 +766,46 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, uint64_t max,
     } else {
         rc = read_exact(fd, src->data_off[index], want, out, name, err, errlen);
     }
-    if (sh->fd < 0) {
+    if (close_fd) {
         close(fd);
     }
     return rc;
 }
 
-/* Reads the first min(size, max) bytes of a file (max 0: all of it). */
-static int read_file(const sl_source_t *src, uint64_t max, sl_tensor_t *out, const char *name,
-                     char *err, size_t errlen)
+int sl_src_each_tar(int dfd, const char *path, const char *kind, sl_src_tar_fn fn, void *ctx,
+                    char *err, size_t errlen)
+{
+    const char *shown = path[0] != '\0' ? path : ".";
+    sl_src_dirlist_t list;
+    char rel[SL_SRC_PATH_MAX];
+    int rc = sl_src_dirlist_read(dfd, 0, &list);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s '%s': %s", kind, shown, strerror(-rc));
+    }
+    for (size_t i = 0; rc == 0 && i < list.n; i++) {
+        const char *name = list.buf + list.ents[i].off;
+        size_t len = strlen(name);
+        if (len <= 4 || strcmp(name + len - 4, ".tar") != 0) {
+            continue;
+        }
+        int n = snprintf(rel, sizeof(rel), "%s%s%s", path, path[0] != '\0' ? "/" : "", name);
+        if (n < 0 || (size_t)n >= sizeof(rel)) {
+            rc = sl_err(err, errlen, -ENAMETOOLONG, "%s '%s/%s': path too long", kind, shown,
+                        name);
+        } else {
+            rc = fn(ctx, rel, (size_t)n, err, errlen);
+        }
+    }
+    sl_src_dirlist_free(&list);
+    return rc;
+}
+
+int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *name,
+                        uint64_t *ret_size, char *err, size_t errlen)
 {
     /* Re-resolved on every read: a symlink swapped in since indexing is
      * checked again here. */
-    int fd = sl_src_open_beneath(src, name, O_RDONLY, 0);
+    int fd = sl_src_open_beneath(src, rel, O_RDONLY, 0);
     if (fd < 0) {
         return open_error(fd, name, err, errlen);
     }
@@ -790,20 +813,31 @@ static int read_file(const sl_source_t *src, uint64_t max, sl_tensor_t *out, con
     int rc;
     if (fstat(fd, &st) < 0) {
         rc = sl_err(err, errlen, -errno, "%s: stat: %s", name, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
+    } else if (!S_ISREG(st.st_mode)) {
         rc = sl_err(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
                     "%s: not a regular file", name);
-        goto out;
+    } else {
+        /* The size now, not the one indexed: the bytes we return are the file's. */
+        rc = check_size((uint64_t)st.st_size, name, err, errlen);
     }
-    /* The size now, not the one indexed: the bytes we return are the file's. */
-    rc = check_size((uint64_t)st.st_size, name, err, errlen);
-    if (rc == 0) {
-        uint64_t size = (uint64_t)st.st_size;
-        rc = read_exact(fd, 0, max > 0 && max < size ? max : size, out, name, err, errlen);
+    if (rc < 0) {
+        close(fd);
+        return rc;
     }
-out:
+    *ret_size = (uint64_t)st.st_size;
+    return fd;
+}
+
+/* Reads the first min(size, max) bytes of a file (max 0: all of it). */
+static int read_file(const sl_source_t *src, uint64_t max, sl_tensor_t *out, const char *name,
+                     char *err, size_t errlen)
+{
+    uint64_t size;
+    int fd = sl_src_open_regular(src, name, name, &size, err, errlen);
+    if (fd < 0) {
+        return fd;
+    }
+    int rc = read_exact(fd, 0, max > 0 && max < size ? max : size, out, name, err, errlen);
     close(fd);
     return rc;
 }

@@ -169,6 +169,20 @@ int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bo
 int sl_src_pread_exact(int fd, uint64_t off, void *buf, size_t n, const char *name, char *err,
                        size_t errlen);
 
+/* Calls fn for every "*.tar" entry of the directory dfd (path: its path
+ * under the root, "" for the root) with "path/name", in strcmp order; kind
+ * ("tar", "webdataset") names the source in errors. Stops at fn's first
+ * error and returns it. */
+typedef int (*sl_src_tar_fn)(void *ctx, const char *rel, size_t len, char *err, size_t errlen);
+int sl_src_each_tar(int dfd, const char *path, const char *kind, sl_src_tar_fn fn, void *ctx,
+                    char *err, size_t errlen);
+
+/* Opens rel beneath the root as a regular, non-empty file within
+ * SL_SOURCE_MAX_FILE_BYTES (its size now into *ret_size): an fd, or the
+ * read error a sample of that file is skipped with (err names it by name). */
+int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *name,
+                        uint64_t *ret_size, char *err, size_t errlen);
+
 /* FNV-1a over n bytes, continuing from h: the index fingerprints. */
 uint64_t sl_src_fnv1a(uint64_t h, const void *p, size_t n);
 

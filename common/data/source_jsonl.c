@@ -292,35 +292,12 @@ static int add_image(const sl_source_t *src, sl_tensor_t *out, const char *rel,
         return sl_err(err, errlen, -EPROTO, "%s: image path '%.64s' is %s", where, rel,
                       rc < 0 ? "too long" : "empty");
     }
-    int fd = sl_src_open_beneath(src, norm, O_RDONLY, 0);
-    if (fd == -EPERM) {
-        return sl_err(err, errlen, fd, "%s: image '%s' resolves outside the data root", where,
-                      norm);
-    }
-    if (fd < 0) {
-        return sl_err(err, errlen, fd, "%s: image '%s': %s", where, norm, strerror(-fd));
-    }
     char name[2 * SL_SRC_PATH_MAX + 64];
     snprintf(name, sizeof(name), "%s: image '%s'", where, norm);
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        rc = sl_err(err, errlen, -errno, "%s: stat: %s", name, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = sl_err(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
-                    "%s: not a regular file", name);
-        goto out;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (size == 0) {
-        rc = sl_err(err, errlen, -ENODATA, "%s: empty (0 bytes)", name);
-        goto out;
-    }
-    if (size > SL_SOURCE_MAX_FILE_BYTES) {
-        rc = sl_err(err, errlen, -EFBIG, "%s: %" PRIu64 " bytes is over the %" PRIu64
-                    " byte limit", name, size, SL_SOURCE_MAX_FILE_BYTES);
-        goto out;
+    uint64_t size;
+    int fd = sl_src_open_regular(src, norm, name, &size, err, errlen);
+    if (fd < 0) {
+        return fd;
     }
     sl_rfield_t f = {.kind = SL_RF_IMAGE_ENC, .dtype = SL_DT_BYTES, .count = 1,
                      .h = (uint32_t)size, .w = 1, .c = 1, .nbytes = (size_t)size};

@@ -232,59 +232,41 @@ static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
 }
 
 
-static bool is_tar_name(const char *name)
+typedef struct {
+    sl_source_t *src;
+    uint32_t kept, keep_max;
+} dir_ctx_t;
+
+/* One *.tar of a directory source: indexed unless it is a dangling symlink
+ * or not a regular file (a directory named "x.tar"). */
+static int index_dir_entry(void *arg, const char *rel, size_t len, char *err, size_t errlen)
 {
-    size_t n = strlen(name);
-    return n > 4 && strcmp(name + n - 4, ".tar") == 0;
+    dir_ctx_t *c = arg;
+    (void)len;
+    int fd = sl_src_open_beneath(c->src, rel, O_RDONLY, 0);
+    if (fd == -ENOENT || fd == -ELOOP) {
+        sl_src_warn(c->src, "'%s': dangling symlink skipped", rel);
+        return 0;
+    }
+    if (fd == -EPERM) {
+        return sl_err(err, errlen, fd, "tar '%s' resolves outside the data root", rel);
+    }
+    if (fd < 0) {
+        return sl_err(err, errlen, fd, "tar '%s': %s", rel, strerror(-fd));
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return 0;
+    }
+    return add_shard(c->src, rel, fd, &c->kept, c->keep_max, err, errlen);
 }
 
-static int index_shard_dir(sl_source_t *src, const char *path, const char *shown, int dfd,
-                           char *err, size_t errlen)
+static int index_shard_dir(sl_source_t *src, const char *path, int dfd, char *err,
+                           size_t errlen)
 {
-    sl_src_dirlist_t list;
-    char rel[SL_SRC_PATH_MAX];
-    uint32_t kept = 0, keep_max = sl_tar_open_budget();
-    int rc = sl_src_dirlist_read(dfd, 0, &list);
-    if (rc < 0) {
-        return sl_err(err, errlen, rc, "tar '%s': %s", shown, strerror(-rc));
-    }
-    for (size_t i = 0; i < list.n; i++) {
-        const char *name = list.buf + list.ents[i].off;
-        if (!is_tar_name(name)) {
-            continue;
-        }
-        int n = snprintf(rel, sizeof(rel), "%s%s%s", path, path[0] != '\0' ? "/" : "", name);
-        if (n < 0 || (size_t)n >= sizeof(rel)) {
-            rc = sl_err(err, errlen, -ENAMETOOLONG, "tar '%s/%s': path too long", shown, name);
-            goto out;
-        }
-        int fd = sl_src_open_beneath(src, rel, O_RDONLY, 0);
-        if (fd == -ENOENT || fd == -ELOOP) {
-            sl_src_warn(src, "'%s': dangling symlink skipped", rel);
-            continue;
-        }
-        if (fd == -EPERM) {
-            rc = sl_err(err, errlen, fd, "tar '%s' resolves outside the data root", rel);
-            goto out;
-        }
-        if (fd < 0) {
-            rc = sl_err(err, errlen, fd, "tar '%s': %s", rel, strerror(-fd));
-            goto out;
-        }
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) { /* e.g. a directory "x.tar" */
-            close(fd);
-            continue;
-        }
-        rc = add_shard(src, rel, fd, &kept, keep_max, err, errlen);
-        if (rc < 0) {
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    sl_src_dirlist_free(&list);
-    return rc;
+    dir_ctx_t c = {.src = src, .keep_max = sl_tar_open_budget()};
+    return sl_src_each_tar(dfd, path, "tar", index_dir_entry, &c, err, errlen);
 }
 
 int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen)
@@ -306,7 +288,7 @@ int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errle
     }
     int rc;
     if (S_ISDIR(st.st_mode)) {
-        rc = index_shard_dir(src, path, shown, fd, err, errlen);
+        rc = index_shard_dir(src, path, fd, err, errlen);
     } else {
         rc = sl_err(err, errlen, -EINVAL, "tar '%s': not a file or directory", shown);
     }

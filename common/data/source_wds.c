@@ -209,45 +209,27 @@ static int expand(const char *pat, const char *whole, int depth, strlist_t *out,
     return 0;
 }
 
-static bool is_tar_name(const char *name)
+typedef struct {
+    strlist_t *out;
+    const char *shown;
+} dir_ctx_t;
+
+static int add_dir_entry(void *arg, const char *rel, size_t len, char *err, size_t errlen)
 {
-    size_t n = strlen(name);
-    return n > 4 && strcmp(name + n - 4, ".tar") == 0;
+    dir_ctx_t *c = arg;
+    int rc = list_add(c->out, rel, len);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "webdataset '%s': %s", c->shown,
+                      rc == -E2BIG ? "more .tar shards than the limit" : strerror(-rc));
+    }
+    return 0;
 }
 
 /* The shard paths of a directory source, in strcmp order. */
-static int list_dir(sl_source_t *src, const char *path, int dfd, strlist_t *out, char *err,
-                    size_t errlen)
+static int list_dir(const char *path, int dfd, strlist_t *out, char *err, size_t errlen)
 {
-    const char *shown = path[0] != '\0' ? path : ".";
-    sl_src_dirlist_t dl;
-    char rel[SL_SRC_PATH_MAX];
-    int rc = sl_src_dirlist_read(dfd, 0, &dl);
-    if (rc < 0) {
-        return sl_err(err, errlen, rc, "webdataset '%s': %s", shown, strerror(-rc));
-    }
-    for (size_t i = 0; i < dl.n; i++) {
-        const char *name = dl.buf + dl.ents[i].off;
-        if (!is_tar_name(name)) {
-            continue;
-        }
-        int n = snprintf(rel, sizeof(rel), "%s%s%s", path, path[0] != '\0' ? "/" : "", name);
-        if (n < 0 || (size_t)n >= sizeof(rel)) {
-            rc = sl_err(err, errlen, -ENAMETOOLONG, "webdataset '%s/%s': path too long", shown,
-                        name);
-            goto out;
-        }
-        rc = list_add(out, rel, (size_t)n);
-        if (rc < 0) {
-            rc = sl_err(err, errlen, rc, "webdataset '%s': %s", shown,
-                        rc == -E2BIG ? "more .tar shards than the limit" : strerror(-rc));
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    sl_src_dirlist_free(&dl);
-    return rc;
+    dir_ctx_t c = {.out = out, .shown = path[0] != '\0' ? path : "."};
+    return sl_src_each_tar(dfd, path, "webdataset", add_dir_entry, &c, err, errlen);
 }
 
 /* ---- indexing one shard ---------------------------------------------- */
@@ -546,7 +528,7 @@ int sl_src_index_wds(sl_source_t *src, const char *path, char *err, size_t errle
         if (fstat(fd, &st) < 0) {
             rc = sl_err(err, errlen, -errno, "webdataset '%s': %s", shown, strerror(errno));
         } else if (S_ISDIR(st.st_mode)) {
-            rc = list_dir(src, path, fd, &shards, err, errlen);
+            rc = list_dir(path, fd, &shards, err, errlen);
         } else {
             rc = list_add(&shards, path, strlen(path));
             if (rc < 0) {
