@@ -1,7 +1,7 @@
-/* A small tar writer for the source suites: headers written here, checksums
- * and all (ustar, GNU long names, base-256 sizes, pax). The same writer as
- * test_source.c's, shared from here so new suites do not copy it again
- * (test_source.c may switch to it). Every helper asserts. */
+/* A small tar writer for the source suites (test_source.c,
+ * test_source_records.c, test_client_costs.c): headers written here,
+ * checksums and all (ustar, GNU long names, base-256 sizes, pax). Every
+ * helper asserts. */
 #ifndef TESTS_UNIT_FIXTURES_TAR_H
 #define TESTS_UNIT_FIXTURES_TAR_H
 
