@@ -13,6 +13,12 @@
 int sl_err(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Puts "PREFIX: " (formatted) before the message already in err, for a
+ * caller that adds where a callee failed ("image 2: not a JPEG"). Returns
+ * code. */
+int sl_err_prefix(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Replaces C0 control characters and DEL in s with '?' (what sl_err does). */
 void sl_err_scrub(char *s);
 

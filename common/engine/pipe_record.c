@@ -110,11 +110,8 @@ static int image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, u
          * (from 1) in the high half, so no two images draw alike. */
         uint64_t stream = (uint64_t)u->rng_stream | (uint64_t)(img + 1) << 32;
         rc = sl_pipe_image_unit(p, u, epoch, index, stream, &sc->c, sc, &sh, &sw, err, errlen);
-        if (rc < 0) {
-            /* The message names the image: a sample may hold several. */
-            char why[256];
-            snprintf(why, sizeof(why), "%s", err != NULL ? err : "");
-            return sl_err(err, errlen, rc, "image %u: %s", img, why);
+        if (rc < 0) { /* the message names the image: a sample may hold several */
+            return sl_err_prefix(err, errlen, rc, "image %u", img);
         }
         rc = add_tensor(out, SL_RF_IMAGE, &sc->c, 1, sc->c.h, sh, sw);
         img++;
@@ -146,9 +143,7 @@ static int tiles_make(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
                                u->st->thumbnail, &sc->a, &n, &cols, &rows, err, errlen);
         }
         if (rc < 0) {
-            char why[256];
-            snprintf(why, sizeof(why), "%s", err != NULL ? err : "");
-            return sl_err(err, errlen, rc, "image %u: %s", img, why);
+            return sl_err_prefix(err, errlen, rc, "image %u", img);
         }
         sl_rfield_t tf = {.kind = SL_RF_TILES, .dtype = SL_DT_U8, .layout = SL_LAYOUT_CHW,
                           .count = n, .h = u->st->tile, .w = u->st->tile, .c = 3,

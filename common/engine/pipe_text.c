@@ -72,9 +72,7 @@ int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in
                                      u->st->allow_special ? SL_TOK_ALLOW_SPECIAL : SL_TOK_ORDINARY,
                                      u->st->max_tokens, &sc->ids, &sc->ids_cap, &n, err, errlen);
         if (rc == -EILSEQ) {
-            char why[200];
-            snprintf(why, sizeof(why), "%s", err != NULL ? err : "");
-            return sl_err(err, errlen, -EDOM, "text: %s", why);
+            return sl_err_prefix(err, errlen, -EDOM, "text");
         }
         if (rc < 0) {
             return rc;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/base/addr.h"
+#include "common/base/err.h"
 #include "common/base/clock.h"
 #include "common/base/file.h"
 #include "common/base/ring.h"
@@ -207,6 +208,21 @@ START_TEST(test_timed_wait)
 }
 END_TEST
 
+/* sl_err_prefix: the callee's message keeps its text behind the prefix,
+ * within the buffer, control bytes scrubbed; NULL buffers are fine. */
+START_TEST(test_err_prefix)
+{
+    char err[32];
+    ck_assert_int_eq(sl_err(err, sizeof(err), -EILSEQ, "not a JPEG"), -EILSEQ);
+    ck_assert_int_eq(sl_err_prefix(err, sizeof(err), -EDOM, "image %u", 2), -EDOM);
+    ck_assert_str_eq(err, "image 2: not a JPEG");
+    ck_assert_int_eq(sl_err_prefix(err, sizeof(err), -1, "a very long prefix\n%s", "xxxxx"), -1);
+    ck_assert_uint_eq(strlen(err), sizeof(err) - 1); /* cut, not overrun */
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ck_assert_int_eq(sl_err_prefix(NULL, 0, -5, "x"), -5);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("base");
@@ -216,6 +232,7 @@ int main(void)
     tcase_add_test(tc, test_ring_fifo_front_and_bounds);
     tcase_add_test(tc, test_file_read_bounds);
     tcase_add_test(tc, test_timed_wait);
+    tcase_add_test(tc, test_err_prefix);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
