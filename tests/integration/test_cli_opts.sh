@@ -153,4 +153,15 @@ stuck_bench() {
 }
 stuck_bench STOP
 stuck_bench KILL
+
+# ---- --dump is for multimodal specs; a bad file is named
+run_rc "$TMP/dump.err" "$S" run "$TMP/spec.json" --local --data-root "$TMP/data" --quiet \
+    --dump "$TMP/x.dump"
+[ "$RC" -eq 1 ] && grep -q "not records" "$TMP/dump.err" ||
+    fail "--dump on an image spec: exit $RC: $(cat "$TMP/dump.err")"
+run_rc "$TMP/dump2.err" "$S" run "$TMP/spec.json" --local --data-root "$TMP/data" --quiet \
+    --dump "$TMP/no/such/dir/x.dump"
+[ "$RC" -eq 1 ] && grep -q "cannot write '$TMP/no/such/dir/x.dump'" "$TMP/dump2.err" ||
+    fail "--dump to an unwritable path: exit $RC: $(cat "$TMP/dump2.err")"
+ok "--dump: an image spec and an unwritable file are refused with the reason"
 echo PASS

@@ -941,6 +941,9 @@ START_TEST(test_multimodal_ops)
     expect_mm_err("\"image_token\": 200000", "\"image_token\": 4294967296",
                   "stages[3].image_token");
     /* Order: template without tokenize; geometry after image_tiles; a decode twice. */
+    expect_mm_err("  {\"op\": \"tokenize\", \"vocab\": \"tok/o200k_base.tiktoken\", \"encoding\": "
+                  "\"o200k_base\", \"max_tokens\": 4096, \"special\": \"allow\"},\n",
+                  "", "stages[2].op: template needs the text's token ids: put tokenize before it");
     expect_mm_err("{\"op\": \"tokenize\"", "{\"op\": \"flip\"}, {\"op\": \"x\"",
                   "stages[2].op: flip must come before image_tiles");
     expect_mm_err("\"source\": {\"type\": \"webdataset\"", "\"source\": {\"type\": \"tar\"",
