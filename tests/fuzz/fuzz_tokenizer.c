@@ -33,6 +33,7 @@
 #include "common/text/text_impl.h"
 #include "common/text/tokenizer.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/unit/fixtures.h"
 
 static const char *const FZ_TOK_ENCODINGS[4] = {"cl100k_base", "o200k_base", "gpt2",
                                                  "r50k_base"};
@@ -63,21 +64,6 @@ static void fz_tok_cleanup(void)
 
 static void fz_tok_file_cleanup(void) { fz_tmpfile_remove(&fz_tok_file); }
 
-static size_t fz_tok_b64(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = A[w >> 18 & 63];
-        out[o++] = A[w >> 12 & 63];
-        out[o++] = i + 1 < n ? A[w >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? A[w & 63] : '=';
-    }
-    return o;
-}
-
 /* The vocabulary file and one tokenizer per encoding, once per process. */
 static void fz_tok_setup(void)
 {
@@ -91,7 +77,7 @@ static void fz_tok_setup(void)
         uint8_t b = (uint8_t)r;
         const uint8_t *tok = r < 256 ? &b : (const uint8_t *)FZ_TOK_EXTRA[r - 256];
         size_t n = r < 256 ? 1 : strlen(FZ_TOK_EXTRA[r - 256]);
-        o += fz_tok_b64(tok, n, buf + o);
+        o += fx_base64(tok, n, buf + o);
         o += (size_t)snprintf(buf + o, sizeof(buf) - o, " %u\n", r);
     }
     fz_tmpfile_write(&fz_tok_vocab, (const uint8_t *)buf, o);

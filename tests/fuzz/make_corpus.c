@@ -488,21 +488,6 @@ static void tok_seed(const char *name, uint8_t flags, uint16_t max, const void *
     free(b.p);
 }
 
-static size_t b64enc(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = A[w >> 18 & 63];
-        out[o++] = A[w >> 12 & 63];
-        out[o++] = i + 1 < n ? A[w >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? A[w & 63] : '=';
-    }
-    return o;
-}
-
 static void make_tokenizer_seeds(void)
 {
     static const char TEXT[] =
@@ -520,13 +505,13 @@ static void make_tokenizer_seeds(void)
     char line[64];
     for (int r = 0; r < 256; r++) {
         uint8_t c = (uint8_t)r;
-        size_t o = b64enc(&c, 1, line);
+        size_t o = fx_base64(&c, 1, line);
         o += (size_t)snprintf(line + o, sizeof(line) - o, " %d\n", r);
         buf_add(&f, line, o);
     }
     static const char *const MERGES[] = {"th", "the", " t", "\xe4\xbd", "\xe4\xbd\xa0"};
     for (int i = 0; i < 5; i++) {
-        size_t o = b64enc((const uint8_t *)MERGES[i], strlen(MERGES[i]), line);
+        size_t o = fx_base64((const uint8_t *)MERGES[i], strlen(MERGES[i]), line);
         o += (size_t)snprintf(line + o, sizeof(line) - o, " %d\n", 256 + i);
         buf_add(&f, line, o);
     }

@@ -356,3 +356,19 @@ int fx_mkdtemp_class(char *path, const char *cls)
     snprintf(sub, sizeof(sub), "%s/train/%.200s", path, cls);
     return mkdir(sub, 0755) == 0 ? 0 : -1;
 }
+
+size_t fx_base64(const uint8_t *p, size_t n, char *out)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = A[w >> 18 & 63];
+        out[o++] = A[w >> 12 & 63];
+        out[o++] = i + 1 < n ? A[w >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? A[w & 63] : '=';
+    }
+    out[o] = '\0';
+    return o;
+}

@@ -73,6 +73,10 @@ int fx_make_imagefolder(const char *root, int n, uint32_t w, uint32_t h);
  * not fork after grpc_init: gRPC's threads do not survive fork) and frees
  * it. Returns EXIT_SUCCESS when every test passed, else EXIT_FAILURE. */
 struct Suite;
+/* Standard base64 (with padding) of p[0, n) into out, which holds at least
+ * 4 * ((n + 2) / 3) + 1 bytes; NUL-terminated. Returns the length. */
+size_t fx_base64(const uint8_t *p, size_t n, char *out);
+
 int fx_run_suite(struct Suite *s, int nofork);
 
 #endif

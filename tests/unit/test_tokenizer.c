@@ -19,21 +19,6 @@
 
 static char g_dir[FX_TMPDIR_LEN];
 
-static void b64(const uint8_t *p, size_t n, char *out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        out[o++] = A[w >> 18 & 63];
-        out[o++] = A[w >> 12 & 63];
-        out[o++] = i + 1 < n ? A[w >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? A[w & 63] : '=';
-    }
-    out[o] = '\0';
-}
-
 /* Writes DIR/name: byte b has rank b (lines 1..256, byte `skip` left out
  * when >= 0), then `extra` verbatim. Returns the path (static buffer). */
 static const char *ranks_file(const char *name, int skip, const char *extra)
@@ -48,7 +33,7 @@ static const char *ranks_file(const char *name, int skip, const char *extra)
         }
         uint8_t c = (uint8_t)b;
         char enc[8];
-        b64(&c, 1, enc);
+        fx_base64(&c, 1, enc);
         o += (size_t)sprintf(buf + o, "%s %d\n", enc, b);
     }
     memcpy(buf + o, extra, strlen(extra));
