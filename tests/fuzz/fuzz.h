@@ -13,6 +13,7 @@
 #ifndef SL_TESTS_FUZZ_H
 #define SL_TESTS_FUZZ_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,34 @@
  * it ends up in logs and in gRPC status details, so control bytes from the
  * input must have been escaped or replaced on the way in (sl_err does).
  * Bytes from 0x80 up pass: names may be UTF-8. */
+/* The codes the image decoders return (common/image/jpeg.h, png.h share them). */
+static inline int fz_image_code_ok(int rc)
+{
+    return rc == 0 || rc == -ENODATA || rc == -EILSEQ || rc == -EFBIG || rc == -ENOMSG ||
+           rc == -EBADMSG || rc == -ENOMEM;
+}
+
+/* FNV-1a of the input from h (FZ_FNV_BASIS, or a target's own start): the
+ * seed from which a target draws its geometry, so each input tries other
+ * crops, scales and splits. */
+#define FZ_FNV_BASIS 0xcbf29ce484222325ull
+static inline uint64_t fz_hash(uint64_t h, const uint8_t *data, size_t size)
+{
+    for (size_t i = 0; i < size; i++) {
+        h = (h ^ data[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Next pseudo-random number from that seed (splitmix64). */
+static inline uint64_t fz_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 static inline int fz_err_ok(const char *err, size_t errlen)
 {
     const char *end = memchr(err, '\0', errlen);

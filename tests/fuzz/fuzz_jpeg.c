@@ -22,30 +22,6 @@
 /* Small enough that a 2048x2048 bomb costs the fuzzer nothing. */
 #define FZ_JPEG_MAX_PIXELS (4u << 20)
 
-static int fz_jpeg_code_ok(int rc)
-{
-    return rc == 0 || rc == -ENODATA || rc == -EILSEQ || rc == -EFBIG || rc == -ENOMSG ||
-           rc == -EBADMSG || rc == -ENOMEM;
-}
-
-static uint64_t fz_jpeg_hash(const uint8_t *data, size_t size)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < size; i++) {
-        h = (h ^ data[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-/* Next pseudo-random number from the input's hash (splitmix64). */
-static uint64_t fz_jpeg_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint32_t fz_jpeg_div_up(uint32_t a, uint32_t b)
 {
     return (uint32_t)(((uint64_t)a + b - 1) / b);
@@ -57,12 +33,12 @@ static void fz_jpeg_region(const uint8_t *data, size_t size, const sl_jpeg_info_
     static const uint32_t SCALES[] = {1, 2, 4, 8};
     uint32_t iw = info != NULL ? info->width : 64;
     uint32_t ih = info != NULL ? info->height : 64;
-    uint64_t r = fz_jpeg_next(seed);
+    uint64_t r = fz_next(seed);
     uint32_t s = SCALES[r & 3];
     uint32_t x = (uint32_t)((r >> 8) % iw);
     uint32_t y = (uint32_t)((r >> 24) % ih);
     uint32_t w = 1 + (uint32_t)((r >> 40) % (iw - x));
-    uint32_t h = 1 + (uint32_t)(fz_jpeg_next(seed) % (ih - y));
+    uint32_t h = 1 + (uint32_t)(fz_next(seed) % (ih - y));
     int outside = (r & 0x1c) == 0; /* one in eight: a region past the edge */
     if (outside) {
         w = iw - x + 1;
@@ -73,7 +49,7 @@ static void fz_jpeg_region(const uint8_t *data, size_t size, const sl_jpeg_info_
     char err[512];
     int rc = sl_jpeg_decode_region(data, size, FZ_JPEG_MAX_PIXELS, x, y, w, h, s, &out, &x0,
                                    &y0, err, sizeof(err));
-    FZ_CHECK(fz_jpeg_code_ok(rc) || rc == -EINVAL, "region returned %d: %s", rc, err);
+    FZ_CHECK(fz_image_code_ok(rc) || rc == -EINVAL, "region returned %d: %s", rc, err);
     if (rc != 0) {
         FZ_CHECK(fz_err_ok(err, sizeof(err)), "unprintable error message");
         FZ_CHECK(!(info != NULL && outside && rc != -EINVAL && full != NULL),
@@ -105,7 +81,7 @@ out:
 static void fz_jpeg_pipeline(const uint8_t *data, size_t size, const char *crop,
                              unsigned flags, uint64_t *seed)
 {
-    uint64_t r = fz_jpeg_next(seed);
+    uint64_t r = fz_next(seed);
     uint32_t crop_size = 1 + (uint32_t)(r % 64);
     char json[512];
     snprintf(json, sizeof(json),
@@ -132,7 +108,7 @@ static void fz_jpeg_pipeline(const uint8_t *data, size_t size, const char *crop,
     uint32_t n = sl_pipeline_nunits(p);
     int rc = sl_pipeline_run(p, 0, n, r & 7, (r >> 3) & 0xffff, &io, &sc, stats, err,
                              sizeof(err));
-    FZ_CHECK(fz_jpeg_code_ok(rc) || rc == -EINVAL, "%s pipeline returned %d: %s",
+    FZ_CHECK(fz_image_code_ok(rc) || rc == -EINVAL, "%s pipeline returned %d: %s",
              sl_pipeline_unit_name(p, 0), rc, err);
     if (rc == 0) {
         FZ_CHECK(io.dtype == SL_DT_U8 && io.layout == SL_LAYOUT_HWC && io.h == crop_size &&
@@ -150,11 +126,11 @@ static void fz_jpeg_pipeline(const uint8_t *data, size_t size, const char *crop,
 
 int fuzz_jpeg_one(const uint8_t *data, size_t size)
 {
-    uint64_t seed = fz_jpeg_hash(data, size);
+    uint64_t seed = fz_hash(FZ_FNV_BASIS, data, size);
     char err[512];
     sl_jpeg_info_t info;
     int prc = sl_jpeg_probe(data, size, &info, err, sizeof(err));
-    FZ_CHECK(fz_jpeg_code_ok(prc), "probe returned %d: %s", prc, err);
+    FZ_CHECK(fz_image_code_ok(prc), "probe returned %d: %s", prc, err);
     if (prc == 0) {
         FZ_CHECK(info.width > 0 && info.height > 0 && info.components >= 1 &&
                      info.components <= 4 && info.subsamp_h >= 1 && info.subsamp_v >= 1,
@@ -166,7 +142,7 @@ int fuzz_jpeg_one(const uint8_t *data, size_t size)
     sl_tensor_t full;
     sl_tensor_init(&full);
     int rc = sl_jpeg_decode(data, size, FZ_JPEG_MAX_PIXELS, &full, err, sizeof(err));
-    FZ_CHECK(fz_jpeg_code_ok(rc), "decode returned %d: %s", rc, err);
+    FZ_CHECK(fz_image_code_ok(rc), "decode returned %d: %s", rc, err);
     if (rc == 0) {
         FZ_CHECK(prc == 0, "decode succeeded where probe failed");
         FZ_CHECK(full.w == info.width && full.h == info.height && full.c == 3 &&

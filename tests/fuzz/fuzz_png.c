@@ -30,34 +30,11 @@
 /* Small enough that a bomb costs the fuzzer nothing. */
 #define FZ_PNG_MAX_PIXELS (4u << 20)
 
-static int fz_png_code_ok(int rc)
-{
-    return rc == 0 || rc == -ENODATA || rc == -EILSEQ || rc == -EFBIG || rc == -ENOMSG ||
-           rc == -EBADMSG || rc == -ENOMEM;
-}
-
-static uint64_t fz_png_hash(const uint8_t *data, size_t size)
-{
-    uint64_t h = 0x84222325cbf29ce4ull;
-    for (size_t i = 0; i < size; i++) {
-        h = (h ^ data[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t fz_png_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Tiles of img with geometry from the seed; one in eight tries bad
  * parameters and expects -EINVAL. */
 static void fz_png_tiles(const sl_tensor_t *img, uint64_t *seed)
 {
-    uint64_t r = fz_png_next(seed);
+    uint64_t r = fz_next(seed);
     uint32_t tile = 1 + (uint32_t)(r % 48);
     uint32_t max_tiles = 1 + (uint32_t)((r >> 8) % 12);
     uint32_t min_tiles = 1 + (uint32_t)((r >> 16) % max_tiles);
@@ -113,7 +90,7 @@ out:
 
 int fuzz_png_one(const uint8_t *data, size_t size)
 {
-    uint64_t seed = fz_png_hash(data, size);
+    uint64_t seed = fz_hash(0x84222325cbf29ce4ull, data, size);
     char err[512];
     sl_png_info_t info;
     memset(&info, 0, sizeof(info));
@@ -147,7 +124,7 @@ int fuzz_png_one(const uint8_t *data, size_t size)
     sl_tensor_init(&a);
     sl_tensor_init(&b);
     int rc = sl_png_decode(data, size, FZ_PNG_MAX_PIXELS, &a, err, sizeof(err));
-    FZ_CHECK(fz_png_code_ok(rc), "decode returned %d: %s", rc, err);
+    FZ_CHECK(fz_image_code_ok(rc), "decode returned %d: %s", rc, err);
     if (rc == 0) {
         FZ_CHECK(prc == 0, "decode succeeded where probe failed");
         FZ_CHECK(a.w == info.width && a.h == info.height && a.c == 3 && a.dtype == SL_DT_U8 &&
@@ -177,7 +154,7 @@ int fuzz_png_one(const uint8_t *data, size_t size)
     uint32_t iw = 0, ih = 0;
     sl_image_format_e pfmt = SL_IMAGE_UNKNOWN;
     int irc = sl_image_probe(data, size, &iw, &ih, &pfmt, err, sizeof(err));
-    FZ_CHECK(fz_png_code_ok(irc), "image probe returned %d: %s", irc, err);
+    FZ_CHECK(fz_image_code_ok(irc), "image probe returned %d: %s", irc, err);
     if (irc != 0) {
         FZ_CHECK(fz_err_ok(err, sizeof(err)), "unprintable error message");
     }
@@ -192,7 +169,7 @@ int fuzz_png_one(const uint8_t *data, size_t size)
     sl_tensor_init(&d);
     sl_image_format_e dfmt = SL_IMAGE_UNKNOWN;
     int drc = sl_image_decode(data, size, FZ_PNG_MAX_PIXELS, &d, &dfmt, err, sizeof(err));
-    FZ_CHECK(fz_png_code_ok(drc), "image decode returned %d: %s", drc, err);
+    FZ_CHECK(fz_image_code_ok(drc), "image decode returned %d: %s", drc, err);
     FZ_CHECK(dfmt == fmt, "decode says format %d, sniff %d", dfmt, fmt);
     if (drc == 0) {
         FZ_CHECK(irc == 0 && d.w == iw && d.h == ih && d.c == 3 && d.dtype == SL_DT_U8 &&

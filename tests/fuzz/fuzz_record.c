@@ -113,15 +113,6 @@ static int fz_rec_code_ok(int rc)
            rc == -ENOMSG || rc == -EBADMSG || rc == -ENOMEM || rc == -EDOM;
 }
 
-static uint64_t fz_rec_hash(const uint8_t *data, size_t size)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < size; i++) {
-        h = (h ^ data[i]) * 0x100000001b3ull;
-    }
-    return h;
-}
-
 typedef struct fz_rec_ctx_s {
     const uint8_t *data;
     size_t size;
@@ -277,7 +268,7 @@ int fuzz_record_one(const uint8_t *data, size_t size)
 {
     fz_rec_setup();
     fz_rec_ctx_t x = {.data = data, .size = size};
-    uint64_t h = fz_rec_hash(data, size);
+    uint64_t h = fz_hash(FZ_FNV_BASIS, data, size);
     x.epoch = h & 7;
     x.index = (h >> 3) & 0xffff;
     char err[512];
