@@ -85,6 +85,7 @@ static void job_free(disp_jobs_t *js, disp_job_t *job)
     }
     job_release(js, job);
     disp_pjob_free(job->planner);
+    sl_spec_clear(&job->spec);
     free(job);
 }
 
@@ -177,6 +178,10 @@ static int parse_job(disp_job_t *job, const disp_submit_t *req, const char *name
         return sl_err(err, errlen, -EINVAL,
                       "first_epoch: %" PRIu64 " + %u epochs goes beyond epoch %llu",
                       req->first_epoch, job->spec.epochs, DISP_MAX_EPOCHS);
+    }
+    rc = sl_resume_check(&job->spec, req->num_samples, err, errlen);
+    if (rc < 0) {
+        return rc;
     }
     /* Multi-rank: the epoch is this rank's share (common/engine/ranks.h). */
     job->positions = sl_spec_positions(&job->spec, req->num_samples);
@@ -313,6 +318,7 @@ fail:
     free(job->spec_json);
     free(job->client_ids);
     free(job->costs);
+    sl_spec_clear(&job->spec);
     free(job);
     return rc;
 }

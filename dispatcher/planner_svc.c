@@ -220,6 +220,7 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
         policy = SL_OFFLOAD_AUTO;
     }
     if (policy != SL_OFFLOAD_AUTO && policy != SL_OFFLOAD_FASTFLOW) {
+        sl_spec_clear(spec);
         free(spec);
         return 1;
     }
@@ -236,6 +237,7 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
         pj->world = spec->world_size;
         pj->node_ranks = 1;
     }
+    sl_spec_clear(spec);
     free(spec);
     if (rc != 0) {
         return rc;

@@ -85,6 +85,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
                     spec->rank, spec->world_size, req->rank, req->world_size);
     }
     if (rc < 0) {
+        sl_spec_clear(spec);
         free(spec);
         return rc; /* the parser's -EINVAL, -E2BIG or -ENOMEM */
     }
@@ -93,6 +94,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
                           errlen);
     disp_job_t *job = rc == 0 ? disp_ranks_find(&d->jobs, name, req->world_size, req->rank)
                               : NULL;
+    sl_spec_clear(spec);
     free(spec);
     if (rc < 0) {
         pthread_mutex_unlock(&d->mu);

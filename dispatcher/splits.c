@@ -192,7 +192,7 @@ static int epoch_cut(disp_job_t *job, disp_epoch_t *ep)
         return 0;
     }
     uint64_t n = job->positions; /* == num_samples: costs are single-consumer only */
-    uint64_t *order = malloc(n * sizeof(*order));
+    uint64_t *order = malloc(sl_spec_order_len(&job->spec, job->num_samples) * sizeof(*order));
     float *pc = malloc(n * sizeof(*pc));
     ep->bounds = malloc(((size_t)job->nsplits + 1) * sizeof(*ep->bounds));
     if (order == NULL || pc == NULL || ep->bounds == NULL) {
@@ -200,9 +200,14 @@ static int epoch_cut(disp_job_t *job, disp_epoch_t *ep)
         free(pc);
         return -ENOMEM;
     }
-    sl_rank_order(&job->spec, ep->epoch, job->num_samples, order, order);
+    int rc = sl_rank_order(&job->spec, ep->epoch, job->num_samples, order, order);
+    if (rc < 0) {
+        free(order);
+        free(pc);
+        return rc;
+    }
     for (uint64_t p = 0; p < n; p++) {
-        pc[p] = job->costs[order[p]];
+        pc[p] = order[p] == SL_POS_HOLE ? 0.0f : job->costs[order[p]];
     }
     disp_cut_by_cost(pc, n, job->nsplits, ep->bounds);
     for (uint32_t i = 0; i < job->nsplits; i++) {

@@ -12,6 +12,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/engine/ranks.h"
 
 /* First guess of a finished sample's bytes, before any has finished. */
 #define WK_EST_INITIAL ((size_t)1 << 20)
@@ -46,6 +47,9 @@ static int job_compile(wk_job_t *job, const Sluice__JobSpec *js, char *err, size
         snprintf(err, errlen, "num_samples %" PRIu64 " is above the limit %u", job->num_samples,
                  SL_SOURCE_MAX_SAMPLES);
         rc = -E2BIG;
+    }
+    if (rc == 0) {
+        rc = sl_resume_check(&job->spec, job->num_samples, err, errlen);
     }
     if (rc == 0) {
         job->nunits = sl_pipeline_nunits(job->pipe);
@@ -121,6 +125,7 @@ void wk_job_unref(wk_job_t *job)
     free(job->tcost);
     free(job->ttok);
     sl_pipeline_free(job->pipe);
+    sl_spec_clear(&job->spec);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
     free(job);

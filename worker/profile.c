@@ -203,6 +203,7 @@ static void h_profile(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *repl
     }
     sl_rpc_reply_finish(reply, rc, &resp.base, err);
     sl_pipeline_free(pipe);
+    sl_spec_clear(spec);
     free(spec);
 }
 

@@ -222,8 +222,7 @@ static int order_compute(wk_job_t *job, uint64_t epoch)
     }
     wk_order_t *o = &job->orders[victim];
     if (o->order == NULL) {
-        size_t n = job->num_samples > 0 ? (size_t)job->num_samples : 1;
-        o->order = malloc(n * sizeof(uint64_t));
+        o->order = malloc(sl_spec_order_len(&job->spec, job->num_samples) * sizeof(uint64_t));
         if (o->order == NULL) {
             return -ENOMEM;
         }

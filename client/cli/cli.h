@@ -35,6 +35,13 @@ int sl_cli_plan(int argc, char **argv);   /* cli_plan.c */
 int sl_cli_write_digests(FILE *f, sluice_job_t *job, sluice_batch_t *batch);
 /* One JSON line per sample of a record batch (sluice run --dump). */
 int sl_cli_write_dump(FILE *f, sluice_job_t *job, sluice_batch_t *batch);
+/* cli_state.c: --resume FILE... read into buffers (freed with
+ * sl_cli_free_states); --save-state written atomically. Errors are printed.
+ * Return 0 or a negative errno / -1. */
+int sl_cli_read_states(const char *const *paths, unsigned n, char ***ret_bufs,
+                       size_t **ret_lens);
+void sl_cli_free_states(char **bufs, size_t *lens, unsigned n);
+int sl_cli_save_state(sluice_job_t *job, const char *path);
 
 /* The --json object (stdout) and the human summary (stderr) of a run. */
 void sl_cli_print_json(const sluice_job_t *job, double seconds);

@@ -12,12 +12,19 @@
 #include "client/lib/sluice.h"
 #include "common/base/clock.h"
 
+#define RUN_MAX_RESUME 4096 /* states of one run: its world size at most */
+
 typedef struct {
     sl_cli_opts_t c; /* the shared flags (cli_opts.c) */
     const char *digests;
     const char *dump;
     int quiet;
     double max_rate; /* samples per second the consumer takes at most; 0 = no limit */
+    const char *save_state;
+    long save_every;   /* batches between saves (1) */
+    long stop_after;   /* batches; 0 = run to the end */
+    const char *resume[RUN_MAX_RESUME];
+    unsigned nresume;
 } run_opts_t;
 
 static void run_usage(FILE *f)
@@ -32,6 +39,16 @@ static void run_usage(FILE *f)
             "                       (epoch, index, key, label, tokens, images, tiles, seq_len)\n"
             "  --max-rate IMG_PER_S take batches no faster than this many samples per second,\n"
             "                       like a training loop of that speed (default: no limit)\n"
+            "  --save-state FILE    after every batch (or --save-every N batches) and at the\n"
+            "                       end, write this rank's position there atomically: what\n"
+            "                       the batches so far consumed (resume with --resume)\n"
+            "  --save-every N       batches between two saves (default 1)\n"
+            "  --stop-after-batches N\n"
+            "                       stop after N batches (saving the state first), like a\n"
+            "                       preempted training job\n"
+            "  --resume FILE        continue where a saved run stopped: its remaining samples,\n"
+            "                       exactly once, with the same bytes; repeat for the state of\n"
+            "                       every rank of that run (this run's world size may differ)\n"
             "  --consumer-rate IMG_PER_S\n"
             "                       the training loop's rate the planner plans for (auto,\n"
             "                       fastflow); default: unlimited, then measured\n"
@@ -59,6 +76,20 @@ static int run_opt(void *ctx, int c, const char *arg)
     case 'm':
         return sl_cli_parse_double("run", "max-rate", arg, 0, 1, SL_CLI_MAX_RATE, "samples/s",
                                    &o->max_rate);
+    case 'S':
+        o->save_state = arg;
+        return 0;
+    case 'E':
+        return sl_cli_parse_long("run", "save-every", arg, 1, 1L << 40, &o->save_every);
+    case 'A':
+        return sl_cli_parse_long("run", "stop-after-batches", arg, 1, 1L << 40, &o->stop_after);
+    case 'R':
+        if (o->nresume == RUN_MAX_RESUME) {
+            fprintf(stderr, "sluice run: --resume: more than %d states\n", RUN_MAX_RESUME);
+            return -EINVAL;
+        }
+        o->resume[o->nresume++] = arg;
+        return 0;
     default:
         return -EINVAL;
     }
@@ -71,6 +102,10 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         {"dump", required_argument, NULL, 'D'},
         {"quiet", no_argument, NULL, 'q'},
         {"max-rate", required_argument, NULL, 'm'},
+        {"save-state", required_argument, NULL, 'S'},
+        {"save-every", required_argument, NULL, 'E'},
+        {"stop-after-batches", required_argument, NULL, 'A'},
+        {"resume", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
     const sl_cli_cmd_t cmd = {
@@ -83,6 +118,7 @@ static int parse_opts(int argc, char **argv, run_opts_t *o)
         .usage = run_usage,
     };
     memset(o, 0, sizeof(*o));
+    o->save_every = 1;
     return sl_cli_opts_parse(&cmd, argc, argv, &o->c);
 }
 
@@ -120,8 +156,17 @@ int sl_cli_run(int argc, char **argv)
     char err[1024];
     sluice_options_t so;
     sl_cli_job_options(&o.c, &so);
+    char **states = NULL;
+    size_t *state_lens = NULL;
+    if (o.nresume > 0 && sl_cli_read_states(o.resume, o.nresume, &states, &state_lens) < 0) {
+        return SL_EXIT_USAGE;
+    }
+    so.resume_states = (const char *const *)states;
+    so.resume_state_lens = state_lens;
+    so.n_resume_states = o.nresume;
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
+    sl_cli_free_states(states, state_lens, o.nresume);
     if (rc < 0) {
         fprintf(stderr, "sluice run: %s\n", err);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
@@ -135,7 +180,7 @@ int sl_cli_run(int argc, char **argv)
     int progress = !o.quiet && isatty(STDERR_FILENO);
     int status = SL_EXIT_OK;
     double last = t0;
-    uint64_t delivered = 0;
+    uint64_t delivered = 0, batches = 0;
     int warned = o.c.dispatcher == NULL; /* only a dispatcher hands work back */
     for (;;) {
         if (o.max_rate > 0) {
@@ -183,6 +228,16 @@ int sl_cli_run(int argc, char **argv)
         }
         uint64_t epoch = b->epoch;
         sluice_release_batch(job, b);
+        batches++;
+        int stop = o.stop_after > 0 && batches >= (uint64_t)o.stop_after;
+        if (o.save_state != NULL && (stop || batches % (uint64_t)o.save_every == 0) &&
+            sl_cli_save_state(job, o.save_state) < 0) {
+            status = SL_EXIT_RUNTIME;
+            break;
+        }
+        if (stop) {
+            break;
+        }
         double t = sl_mono_sec();
         if (progress && t - last >= 0.5) {
             last = t;
@@ -196,6 +251,10 @@ int sl_cli_run(int argc, char **argv)
         fprintf(stderr, "\n");
     }
     sl_cli_warn_fallback("run", job, &warned);
+    if (status == SL_EXIT_OK && rc == 1 && o.save_state != NULL &&
+        sl_cli_save_state(job, o.save_state) < 0) {
+        status = SL_EXIT_RUNTIME; /* the run's end: a state with nothing left */
+    }
     if (close_out(o.digests, digests) < 0 || close_out(o.dump, dump) < 0) {
         status = SL_EXIT_RUNTIME;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/ring.h"
+#include "client/lib/taken.h"
 #include "common/data/skip.h"
 #include "common/engine/executor.h"
 #include "common/engine/ranks.h"
@@ -38,6 +39,7 @@ struct cl_line_s {
     char first_skip[256];
     char failed_on[256];      /* on_error "fail": the sample that stopped the job */
     sl_ring_t skips;          /* sluice_skip_t, the most recent SLUICE_RECENT_SKIPS */
+    cl_taken_t taken;         /* what the training loop consumed (a saved state's) */
 };
 
 int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
@@ -59,6 +61,7 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->ttok = a->ttok;
     l->end_epoch = a->first_epoch + a->spec->epochs;
     l->declared = a->first_epoch;
+    cl_taken_init(&l->taken, a->first_epoch);
     /* Room for a whole batch beyond the threads' own window, so one batch
      * can be made while the training loop works on the previous one
      * (sluice_next_batch refills before returning). */
@@ -91,6 +94,7 @@ void cl_line_free(cl_line_t *l)
     }
     free(l->order_scratch);
     sl_ring_free(&l->skips);
+    cl_taken_clear(&l->taken);
     free(l);
 }
 
@@ -118,7 +122,7 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
     }
     size_t n = l->num_samples ? l->num_samples : 1;
     if (victim->order == NULL) {
-        victim->order = malloc(n * sizeof(uint64_t));
+        victim->order = malloc(sl_spec_order_len(l->spec, l->num_samples) * sizeof(uint64_t));
         if (victim->order == NULL) {
             return NULL;
         }
@@ -176,6 +180,19 @@ int cl_line_run(cl_line_t *l, sl_sample_t *s, uint32_t from)
     return sl_exec_submit(l->exec, s, from, l->nunits);
 }
 
+/* Epochs the batcher has finished and the loop has taken every batch of
+ * are consumed whole (with their drop_last remainder). */
+static void settle(cl_line_t *l)
+{
+    for (uint64_t e = l->taken.done_below; e < l->declared; e++) {
+        if (sl_batcher_epoch_done(l->batcher, e)) {
+            cl_taken_complete(&l->taken, e);
+        } else if (e > l->taken.done_below + 1) {
+            break; /* at most the two oldest are ever in part; samples come in epoch order */
+        }
+    }
+}
+
 /* A skipped sample the batcher counted: the first one's detail, and the
  * most recent ones (the oldest goes when the ring is full). */
 static void note_skip(cl_line_t *l, const sl_sample_t *s, const char *detail)
@@ -201,7 +218,7 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
     ret->duplicate = 0;
     snprintf(ret->detail, sizeof(ret->detail), "%s", detail);
     int rc;
-    if (s->skip >= 0 && l->spec->on_error == SL_ON_ERROR_FAIL) {
+    if (s->skip >= 0 && s->skip != SL_SKIP_RESUMED && l->spec->on_error == SL_ON_ERROR_FAIL) {
         /* Not a skip: the job stops here (nothing is counted as skipped). */
         if (l->failed_on[0] == '\0') {
             snprintf(l->failed_on, sizeof(l->failed_on), "%s", detail);
@@ -216,9 +233,13 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
         return rc;
     }
     ret->duplicate = rc == 1;
-    if (s->skip >= 0 && !ret->duplicate) {
+    if (s->skip >= 0 && s->skip != SL_SKIP_RESUMED && !ret->duplicate) {
         note_skip(l, s, detail);
     }
+    if (s->skip >= 0 && !ret->duplicate) {
+        (void)cl_taken_add(&l->taken, s->epoch, s->position, s->position + 1); /* overflow kept */
+    }
+    settle(l); /* this sample may have ended an epoch (drop_last's remainder) */
     return 0;
 }
 
@@ -241,7 +262,25 @@ size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max)
     return sl_batcher_take_dropped(l->batcher, out, max);
 }
 
-sl_batch_t *cl_line_pop(cl_line_t *l) { return sl_batcher_pop(l->batcher); }
+sl_batch_t *cl_line_pop(cl_line_t *l)
+{
+    sl_batch_t *b = sl_batcher_pop(l->batcher);
+    if (b == NULL) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < b->n;) {
+        uint32_t k = i + 1; /* a run of consecutive positions: one range */
+        while (k < b->n && b->meta[k].position == b->meta[k - 1].position + 1) {
+            k++;
+        }
+        (void)cl_taken_add(&l->taken, b->epoch, b->meta[i].position, b->meta[k - 1].position + 1);
+        i = k;
+    }
+    settle(l);
+    return b;
+}
+
+const cl_taken_t *cl_line_taken(const cl_line_t *l) { return &l->taken; }
 
 int cl_line_done(const cl_line_t *l)
 {
@@ -252,6 +291,9 @@ int cl_line_done(const cl_line_t *l)
 void cl_line_resume_at(cl_line_t *l, uint64_t epoch)
 {
     l->declared = epoch > l->first_epoch ? epoch : l->first_epoch;
+    while (l->taken.done_below < l->declared) {
+        cl_taken_complete(&l->taken, l->taken.done_below);
+    }
 }
 
 int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t end)
@@ -260,6 +302,9 @@ int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t
         return -EINVAL;
     }
     int rc = declare_through(l, epoch);
+    if (rc == 0) {
+        (void)cl_taken_add(&l->taken, epoch, begin, end); /* the earlier process's loop took them */
+    }
     return rc < 0 ? rc : sl_batcher_mark_done(l->batcher, epoch, begin, end);
 }
 

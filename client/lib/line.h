@@ -116,6 +116,10 @@ void cl_line_resume_at(cl_line_t *l, uint64_t epoch);
  * range outside the job, -ENOMEM. */
 int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t end);
 
+/* What the training loop has consumed so far (client/lib/taken.h). */
+struct cl_taken_s;
+const struct cl_taken_s *cl_line_taken(const cl_line_t *l);
+
 void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret);
 /* Per-unit cost so far (sl_pipeline_nunits entries). Any thread. */
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret);

@@ -11,6 +11,7 @@
 #include "client/lib/client_impl.h"
 #include "client/lib/costs.h"
 #include "client/lib/profile.h"
+#include "client/lib/state.h"
 #include "common/base/err.h"
 #include "common/engine/balance.h"
 #include "common/base/version.h"
@@ -246,14 +247,20 @@ static int load_spec(sluice_job_t *job, const spec_in_t *in, const sluice_option
 }
 
 /* The source, this rank's positions, the pipeline and the line. */
-static int open_engine(sluice_job_t *job, int remote, char *err, size_t errlen)
+static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
+                       size_t errlen)
 {
+    int remote = opts->dispatcher != NULL;
     int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
                             &job->src, err, errlen);
     if (rc < 0) {
         return rc;
     }
     job->num_samples = sl_source_count(job->src);
+    rc = cl_state_apply(job, opts, job->token, strlen(job->token), err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
     job->positions = sl_spec_positions(&job->spec, job->num_samples);
     if (job->spec.world_size > 1) {
         if (job->positions == 0) {
@@ -329,10 +336,6 @@ static int attach(sluice_job_t *job, const char *spec_path, const sluice_options
                   char *err, size_t errlen)
 {
     snprintf(job->dispatcher, sizeof(job->dispatcher), "%s", opts->dispatcher);
-    int rc = security_from(job, opts, err, errlen);
-    if (rc < 0) {
-        return rc;
-    }
     sl_rpc_init();
     job->disp = sl_rpc_channel_new(job->dispatcher, SL_RPC_DEFAULT_MAX_MSG, &job->sec, 0, err,
                                    errlen);
@@ -345,7 +348,7 @@ static int attach(sluice_job_t *job, const char *spec_path, const sluice_options
         sl_ring_init(&job->local_pending, sizeof(uint64_t), CL_MAX_SPLITS) < 0) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    rc = submit(job, spec_path, profile(job), err, errlen);
+    int rc = submit(job, spec_path, profile(job), err, errlen);
     if (rc < 0) {
         return rc;
     }
@@ -369,7 +372,10 @@ static int open_job(const spec_in_t *in, const sluice_options_t *opts, sluice_jo
     }
     int rc = load_spec(job, in, opts, err, errlen);
     if (rc == 0) {
-        rc = open_engine(job, opts->dispatcher != NULL, err, errlen);
+        rc = security_from(job, opts, err, errlen); /* the token signs saved states too */
+    }
+    if (rc == 0) {
+        rc = open_engine(job, opts, err, errlen);
     }
     if (rc == 0 && opts->dispatcher != NULL) {
         rc = attach(job, in->name, opts, err, errlen);
@@ -427,6 +433,7 @@ void sluice_close(sluice_job_t *job)
     cl_planner_free(job->planner); /* after the control thread, its other user */
     sl_pipeline_free(job->pipe);
     sl_source_free(job->src);
+    sl_spec_clear(&job->spec);
     free(job->tcost);
     free(job->ttok);
     free(job->splits);

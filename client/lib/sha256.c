@@ -124,3 +124,31 @@ void sl_sha256_hex(const void *data, size_t n, char out[65])
     }
     out[64] = '\0';
 }
+
+void sl_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, uint8_t out[32])
+{
+    uint8_t k[64] = {0}, pad[64], inner[32];
+    if (keylen > sizeof(k)) {
+        sl_sha256_t s;
+        sl_sha256_init(&s);
+        sl_sha256_update(&s, key, keylen);
+        sl_sha256_final(&s, k);
+    } else if (keylen > 0) {
+        memcpy(k, key, keylen);
+    }
+    sl_sha256_t s;
+    for (int i = 0; i < 64; i++) {
+        pad[i] = k[i] ^ 0x36;
+    }
+    sl_sha256_init(&s);
+    sl_sha256_update(&s, pad, sizeof(pad));
+    sl_sha256_update(&s, data, n);
+    sl_sha256_final(&s, inner);
+    for (int i = 0; i < 64; i++) {
+        pad[i] = k[i] ^ 0x5c;
+    }
+    sl_sha256_init(&s);
+    sl_sha256_update(&s, pad, sizeof(pad));
+    sl_sha256_update(&s, inner, sizeof(inner));
+    sl_sha256_final(&s, out);
+}

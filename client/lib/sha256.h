@@ -17,6 +17,8 @@ typedef struct sl_sha256_s {
 void sl_sha256_init(sl_sha256_t *s);
 void sl_sha256_update(sl_sha256_t *s, const void *data, size_t n);
 void sl_sha256_final(sl_sha256_t *s, uint8_t out[32]);
+/* RFC 2104 HMAC-SHA-256 (saved states are signed with the cluster token). */
+void sl_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, uint8_t out[32]);
 /* One-shot into 64 hex characters plus NUL. */
 void sl_sha256_hex(const void *data, size_t n, char out[65]);
 

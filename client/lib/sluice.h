@@ -64,6 +64,15 @@ typedef struct sluice_options {
     /* Non-zero has_seed: seed replaces the spec's source.seed (0..INT64_MAX). */
     int has_seed;
     uint64_t seed;
+    /* Resume (docs/protocol.md "Resume"): the states sluice_state_save
+     * wrote, one per rank of the run that saved them (any order; a
+     * single-rank run's one). The job delivers exactly what they did not
+     * consume, from their epoch on, with the same bytes per sample; rank and
+     * world_size may differ from the saving run's. The buffers need not
+     * outlive sluice_open. n_resume_states 0: start fresh. */
+    const char *const *resume_states;
+    const size_t *resume_state_lens;
+    unsigned n_resume_states;
 } sluice_options_t;
 
 /* Epoch numbers stay below this (first_epoch + epochs at most). */
@@ -237,6 +246,14 @@ int sluice_report_step(sluice_job_t *job, double seconds);
  * are not records, -EBADMSG for a damaged record, -ENOMEM. */
 int sluice_batch_records(sluice_job_t *job, sluice_batch_t *batch, const sluice_records_t **ret);
 /* Ends the job (tells the dispatcher) and frees everything. NULL ok. */
+/* This rank's position now -- what the batches sluice_next_batch handed out
+ * consumed -- as a small text value to keep with a model checkpoint (a few
+ * KB, whatever the epoch's size). Signed with the cluster token when the job
+ * has one (token_file), else checksummed. *ret is malloc'd and
+ * NUL-terminated (*ret_len bytes without the NUL); free it with
+ * sluice_state_free. Returns 0, or a negative errno (sluice_last_error). */
+int sluice_state_save(sluice_job_t *job, char **ret, size_t *ret_len);
+void sluice_state_free(char *state);
 void sluice_close(sluice_job_t *job);
 /* The library's version, e.g. "0.1.0" (the same as `sluice --version`). */
 const char *sluice_version(void);

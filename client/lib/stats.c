@@ -15,7 +15,7 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     cl_line_stats(job->line, &bs);
     ret->delivered = bs.delivered;
     for (int i = 0; i < SL_SKIP__COUNT; i++) {
-        ret->skipped += bs.skipped[i];
+        ret->skipped += i != SL_SKIP_RESUMED ? bs.skipped[i] : 0; /* holes, not errors */
     }
     ret->duplicates_dropped = bs.duplicates;
     ret->from_local = job->from_local;

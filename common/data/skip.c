@@ -25,6 +25,8 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_BAD_MANIFEST;
     case ETOOMANYREFS:
         return SL_SKIP_TOO_MANY_IMAGES;
+    case ECANCELED:
+        return SL_SKIP_RESUMED;
     default:
         return SL_SKIP_IO;
     }
@@ -34,7 +36,7 @@ const char *sl_skip_name(sl_skip_e reason)
 {
     static const char *const NAMES[SL_SKIP__COUNT] = {
         "empty", "not_jpeg", "truncated", "too_large", "corrupt", "io", "outside_root",
-        "bad_text", "no_text", "bad_manifest", "too_many_images",
+        "bad_text", "no_text", "bad_manifest", "too_many_images", "resumed",
     };
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

@@ -709,6 +709,21 @@ sl_batch_t *sl_batcher_pop(sl_batcher_t *b)
     return batch;
 }
 
+int sl_batcher_epoch_done(const sl_batcher_t *b, uint64_t epoch)
+{
+    for (const batch_node_t *n = b->ready_head; n != NULL; n = n->next) {
+        if (n->batch->epoch == epoch) {
+            return 0;
+        }
+    }
+    for (size_t i = b->nepochs; i-- > 0;) { /* the asked-for epochs are the recent ones */
+        if (b->epochs[i].epoch == epoch) {
+            return b->epochs[i].complete;
+        }
+    }
+    return 0;
+}
+
 int sl_batcher_done(const sl_batcher_t *b)
 {
     if (b->ready_head != NULL) {

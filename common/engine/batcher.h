@@ -118,6 +118,9 @@ size_t sl_batcher_take_dropped(sl_batcher_t *b, uint64_t *out, size_t max);
 int sl_batcher_seen(const sl_batcher_t *b, uint64_t epoch, uint64_t position);
 /* A ready batch (caller frees with sl_batch_free), or NULL. */
 sl_batch_t *sl_batcher_pop(sl_batcher_t *b);
+/* True once every position of epoch has been accepted and released and
+ * every batch of it popped (its drop_last remainder discarded). */
+int sl_batcher_epoch_done(const sl_batcher_t *b, uint64_t epoch);
 /* True once every position of every declared epoch has been accepted and
  * every batch popped. */
 int sl_batcher_done(const sl_batcher_t *b);

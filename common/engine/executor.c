@@ -2,6 +2,7 @@
 #include "common/engine/executor.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/engine/pool.h"
+#include "common/engine/ranks.h"
 
 typedef struct slot_s {
     sl_exec_t *ex;
@@ -45,7 +47,10 @@ static void run_slot(void *arg, unsigned tid)
     sl->rc = 0;
     sl->detail[0] = '\0';
     if (sl->from == 0 && sl->s.t.nbytes == 0 && sl->s.t.dtype == SL_DT_BYTES) {
-        if (ex->src == NULL) {
+        if (sl->s.index == SL_POS_HOLE) {
+            sl->rc = sl_err(sl->detail, sizeof(sl->detail), -ECANCELED,
+                            "position %" PRIu64 ": consumed before the resume", sl->s.position);
+        } else if (ex->src == NULL) {
             sl->rc = sl_err(sl->detail, sizeof(sl->detail), -EINVAL, "no source to read from");
         } else {
             sl->rc = sl_source_read(ex->src, sl->s.index, &sl->s.t, sl->detail,

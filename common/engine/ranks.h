@@ -19,17 +19,36 @@
 
 #include "common/spec/spec.h"
 
+/* In an order: a position without a sample. A resumed job (common/spec/
+ * resume.h) has the same positions every epoch, its largest share; an
+ * epoch with a smaller one has holes at its end, which producers skip as
+ * SL_SKIP_RESUMED. */
+#define SL_POS_HOLE UINT64_MAX
+
 /* Positions per epoch of each rank (0 when drop and n < world). world 0 is
  * taken as 1. */
 uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad);
 /* The global position of rank position q (q < sl_rank_count). */
 uint64_t sl_rank_global(uint64_t n, uint32_t world, uint32_t rank, uint64_t q);
-/* The spec's positions per epoch over a source of n samples. */
+/* The spec's positions per epoch over a source of n samples (a resumed
+ * job's: the largest of its epochs'). */
 uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n);
-/* The rank's epoch order: out[q] = sample index at rank position q, for
- * q < sl_spec_positions(spec, n). scratch holds n entries; it may be out
- * only when world_size is 1. */
-void sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
+/* Positions of epoch that hold a sample (the rest are holes). */
+uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch);
+/* Entries an order buffer needs: max(n, sl_spec_positions), at least 1. */
+uint64_t sl_spec_order_len(const sl_spec_t *spec, uint64_t n);
+/* Checks a resumed spec against a source of n samples: every run of its
+ * history within its generation's shares. 0 or -EINVAL (err says which). */
+int sl_resume_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen);
+/* The rank's order of a resumed epoch (one spec->resume holds) into out
+ * (sl_spec_positions entries, holes at the end). 0, -EINVAL, -ENOMEM. */
+int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                    const uint32_t *tokens, uint64_t *out);
+/* The rank's epoch order: out[q] = sample index at rank position q (or
+ * SL_POS_HOLE), for q < sl_spec_positions(spec, n). scratch holds n
+ * entries; out sl_spec_order_len; they may be one only when world_size is 1.
+ * Returns 0, or -ENOMEM / -EINVAL for a resumed epoch. */
+int sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
                    uint64_t *out);
 /* The same for a spec with "batching": "balanced": the global order is
  * first rearranged by sl_balance_order from every sample's predicted cost

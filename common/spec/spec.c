@@ -12,6 +12,7 @@
 
 #include "common/base/err.h"
 #include "common/base/file.h"
+#include "common/spec/resume.h"
 #include "common/spec/spec_impl.h"
 
 #define SPEC_BATCH_MAX 65536
@@ -22,7 +23,7 @@
 static const char *const top_keys[] = {
     "source", "stages", "batch_size", "epochs", "drop_last", "deterministic",
     "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name",
-    "compress", "batching", NULL,
+    "compress", "batching", "resume", NULL,
 };
 /* Multi-rank jobs (common/engine/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
@@ -32,6 +33,22 @@ const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR] = {
     [SL_ON_ERROR_SKIP] = "skip",
     [SL_ON_ERROR_FAIL] = "fail",
 };
+
+/* "resume": written by the client from saved states (docs/protocol.md
+ * "Resume"), checked against the source at job open (ranks.h). */
+static int parse_resume(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    json_t *v = json_object_get(root, "resume");
+    if (v == NULL) {
+        return 0;
+    }
+    char msg[SPEC_MSG_MAX];
+    int rc = sl_resume_from_json(v, SL_SPEC_WORLD_MAX, &spec->resume, msg, sizeof(msg));
+    if (rc < 0) {
+        return sl_err(c->err, c->errlen, rc, "%s: %s", c->name, msg);
+    }
+    return 0;
+}
 
 /* world_size / rank / rank_padding (docs/protocol.md "Multi-rank jobs"). */
 static int parse_ranks(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
@@ -133,6 +150,9 @@ static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     if (rc == 0) {
         rc = sl_spec_parse_batching(c, root, spec);
     }
+    if (rc == 0) {
+        rc = parse_resume(c, root, spec);
+    }
     return rc;
 }
 
@@ -211,10 +231,20 @@ int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_
     int rc = parse_root(&c, root, spec);
     if (rc == 0) {
         memcpy(ret_spec, spec, sizeof(*spec));
+    } else {
+        sl_spec_clear(spec);
     }
     free(spec);
     json_decref(root);
     return rc;
+}
+
+void sl_spec_clear(sl_spec_t *spec)
+{
+    if (spec != NULL) {
+        sl_resume_free(spec->resume);
+        spec->resume = NULL;
+    }
 }
 
 int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t errlen)

@@ -155,6 +155,10 @@ typedef struct sl_spec_s {
     char name[SL_SPEC_NAME_MAX]; /* "" when the spec has none */
     sl_compress_e compress;
     sl_batching_t batching;
+    /* A resumed job: the epochs its predecessors consumed part of
+     * (common/spec/resume.h), NULL for none. Owned by the spec that parsed
+     * it (sl_spec_clear); a struct copy borrows it. */
+    struct sl_resume_s *resume;
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or
@@ -162,6 +166,9 @@ typedef struct sl_spec_s {
  * invalid spec (err says where and why), -E2BIG above SL_SPEC_MAX_BYTES. */
 int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_spec,
                   char *err, size_t errlen);
+/* Frees what a parsed spec owns (its resume section); the spec is then as
+ * sl_spec_init left it only in that field. NULL ok. */
+void sl_spec_clear(sl_spec_t *spec);
 /* Reads and parses a file; I/O errors are reported with the path. */
 int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t errlen);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/spec/resume.h"
 #include "common/spec/spec_impl.h"
 
 static json_t *stage_to_json(const sl_stage_spec_t *st)
@@ -112,6 +113,12 @@ char *sl_spec_to_json(const sl_spec_t *spec)
     /* Count-based specs keep their canonical form too. */
     if (spec->batching.mode != SL_BATCHING_COUNT &&
         json_object_set_new(root, "batching", sl_spec_batching_json(spec)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
+    /* Fresh jobs keep their canonical form too. */
+    if (spec->resume != NULL &&
+        json_object_set_new(root, "resume", sl_resume_to_json(spec->resume)) < 0) {
         json_decref(root);
         return NULL;
     }

@@ -1,0 +1,177 @@
+/* resume_order: how a resumed job lays out the rest of an epoch its
+ * predecessors consumed part of (common/engine/ranks.h, docs/protocol.md
+ * "Resume").
+ *
+ * Generation 0's slots are the epoch order's first P0 * W0 positions, P0 =
+ * sl_rank_count(n, W0, padding) (padding wraps slots past n to the head).
+ * Every generation takes its world's shares of the list left by the one
+ * before -- rank r owns list entries r, r + W, ... -- and removes what its
+ * ranks consumed; the resumed job shares what is left the same way, so its
+ * ranks' counts differ by at most one. With the same world size as before
+ * and ranks stopped at one step, that is the uninterrupted order. Balanced
+ * batching re-packs the list whenever the world size changes (the schedule
+ * is a function of the list and the world). Positions of a rank past its
+ * share (its job has the same count every epoch: the largest) are holes. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/err.h"
+#include "common/engine/balance.h"
+#include "common/engine/ranks.h"
+#include "common/spec/resume.h"
+
+/* Rank's count of a list of len shared by world. */
+static uint64_t share(uint64_t len, uint32_t world, uint32_t rank)
+{
+    return len / world + (rank < len % world);
+}
+
+static uint64_t gen0_slots(const sl_spec_t *spec, const sl_resume_epoch_t *re, uint64_t n)
+{
+    uint32_t w0 = re->gens[0].world;
+    return sl_rank_count(n, w0, spec->rank_padding) * w0;
+}
+
+/* What is left of the epoch after re's generations; -EINVAL (err says
+ * which run) when a run lies outside its generation's shares. */
+static int64_t left_after(const sl_spec_t *spec, const sl_resume_epoch_t *re, uint64_t n,
+                          char *err, size_t errlen)
+{
+    uint64_t len = gen0_slots(spec, re, n);
+    for (uint32_t g = 0; g < re->ngens; g++) {
+        const sl_resume_gen_t *gen = &re->gens[g];
+        uint64_t used = 0;
+        for (uint32_t i = 0; i < gen->nruns; i++) {
+            const sl_resume_run_t *u = &gen->runs[i];
+            if (u->end > share(len, gen->world, u->rank)) {
+                return sl_err(err, errlen, -EINVAL,
+                              "resume: epoch %" PRIu64 ", generation %u: rank %u of %u "
+                              "consumed positions up to %" PRIu64 " of its %" PRIu64
+                              " (a state of another source or spec?)",
+                              re->epoch, g, u->rank, gen->world, u->end,
+                              share(len, gen->world, u->rank));
+            }
+            used += u->end - u->begin;
+        }
+        len -= used; /* runs are disjoint and within shares: used <= len */
+    }
+    return (int64_t)len;
+}
+
+int sl_resume_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen)
+{
+    const sl_resume_t *r = spec->resume;
+    for (uint32_t e = 0; r != NULL && e < r->nepochs; e++) {
+        int64_t left = left_after(spec, &r->ep[e], n, err, errlen);
+        if (left < 0) {
+            return (int)left;
+        }
+    }
+    return 0;
+}
+
+uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch)
+{
+    const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
+    if (re == NULL) {
+        return sl_rank_count(n, spec->world_size, spec->rank_padding);
+    }
+    int64_t left = left_after(spec, re, n, NULL, 0);
+    uint32_t w = spec->world_size > 0 ? spec->world_size : 1;
+    return left < 0 ? 0 : share((uint64_t)left, w, spec->rank);
+}
+
+uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
+{
+    uint64_t p = sl_rank_count(n, spec->world_size, spec->rank_padding);
+    const sl_resume_t *r = spec->resume;
+    for (uint32_t e = 0; r != NULL && e < r->nepochs; e++) {
+        uint64_t live = sl_spec_live_positions(spec, n, r->ep[e].epoch);
+        p = live > p ? live : p;
+    }
+    return p;
+}
+
+uint64_t sl_spec_order_len(const sl_spec_t *spec, uint64_t n)
+{
+    uint64_t p = sl_spec_positions(spec, n);
+    return (p > n ? p : n) > 0 ? (p > n ? p : n) : 1;
+}
+
+/* Balanced batching: re-packs list (len sample indices) for world. */
+static int repack(const sl_spec_t *spec, uint32_t world, const float *cost, const uint32_t *tokens,
+                  uint64_t *list, uint64_t len)
+{
+    if (spec->batching.mode != SL_BATCHING_BALANCED || cost == NULL) {
+        return 0;
+    }
+    sl_spec_t s = *spec;
+    s.world_size = world;
+    s.rank = 0;
+    return sl_balance_order(&s, len, cost, tokens, list);
+}
+
+int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                    const uint32_t *tokens, uint64_t *out)
+{
+    const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
+    if (re == NULL || n == 0) {
+        return -EINVAL;
+    }
+    int64_t left = left_after(spec, re, n, NULL, 0);
+    if (left < 0) {
+        return (int)left;
+    }
+    uint64_t len = gen0_slots(spec, re, n);
+    uint64_t *base = malloc(n * sizeof(*base));
+    uint64_t *list = malloc((len > 0 ? len : 1) * sizeof(*list));
+    uint8_t *gone = calloc(len > 0 ? len : 1, 1);
+    int rc = base && list && gone ? 0 : -ENOMEM;
+    if (rc == 0) {
+        /* Generation 0's order, balanced for its world as it was. */
+        sl_spec_t s0 = *spec;
+        s0.world_size = re->gens[0].world;
+        s0.rank = 0;
+        rc = sl_spec_epoch_order(&s0, epoch, n, cost, tokens, base);
+    }
+    for (uint64_t s = 0; rc == 0 && s < len; s++) {
+        list[s] = base[s % n];
+    }
+    uint32_t prev = re->gens[0].world;
+    for (uint32_t g = 0; rc == 0 && g < re->ngens; g++) {
+        const sl_resume_gen_t *gen = &re->gens[g];
+        if (gen->world != prev) {
+            rc = repack(spec, gen->world, cost, tokens, list, len);
+        }
+        prev = gen->world;
+        memset(gone, 0, len);
+        for (uint32_t i = 0; rc == 0 && i < gen->nruns; i++) {
+            for (uint64_t q = gen->runs[i].begin; q < gen->runs[i].end; q++) {
+                gone[q * gen->world + gen->runs[i].rank] = 1; /* < len: left_after checked */
+            }
+        }
+        uint64_t k = 0;
+        for (uint64_t j = 0; j < len; j++) {
+            if (!gone[j]) {
+                list[k++] = list[j];
+            }
+        }
+        len = k;
+    }
+    uint32_t w = spec->world_size > 0 ? spec->world_size : 1;
+    if (rc == 0 && w != prev) {
+        rc = repack(spec, w, cost, tokens, list, len);
+    }
+    if (rc == 0) {
+        uint64_t live = share(len, w, spec->rank), total = sl_spec_positions(spec, n);
+        for (uint64_t q = 0; q < total; q++) {
+            out[q] = q < live ? list[q * w + spec->rank] : SL_POS_HOLE;
+        }
+    }
+    free(base);
+    free(list);
+    free(gone);
+    return rc;
+}
