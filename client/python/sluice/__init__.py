@@ -136,6 +136,10 @@ class _Options(ctypes.Structure):
         ("first_epoch", ctypes.c_uint64),
         ("has_seed", ctypes.c_int),
         ("seed", ctypes.c_uint64),
+        # Resume from saved states (sluice.h).
+        ("resume_states", ctypes.POINTER(ctypes.c_char_p)),
+        ("resume_state_lens", ctypes.POINTER(ctypes.c_size_t)),
+        ("n_resume_states", ctypes.c_uint),
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -278,6 +282,11 @@ def _declare(lib):
     lib.sluice_batch_records.restype = i
     lib.sluice_report_step.argtypes = [vp, ctypes.c_double]
     lib.sluice_report_step.restype = i
+    lib.sluice_state_save.argtypes = [vp, ctypes.POINTER(ctypes.c_void_p),
+                                      ctypes.POINTER(ctypes.c_size_t)]
+    lib.sluice_state_save.restype = i
+    lib.sluice_state_free.argtypes = [ctypes.c_void_p]
+    lib.sluice_state_free.restype = None
     lib.sluice_version.argtypes = []
     lib.sluice_version.restype = cp
     lib.sluice_close.argtypes = [vp]
@@ -547,6 +556,11 @@ class Loader:
                 the system's); tls_cert + tls_key (together) present a client
                 certificate (mutual TLS)
     token_file  a file holding the cluster's bearer token
+    resume      continue a run that was stopped: the states it saved (one
+                per rank, bytes from ``state()``, or a ``state_dict()``), so
+                that this job delivers exactly what they did not consume,
+                with the same bytes per sample; rank and world_size may
+                differ from that run's (docs/protocol.md "Resume")
 
     ``spec`` as a dict goes to the library as JSON text (no file); a value
     JSON cannot hold is a SpecError naming the field.
@@ -561,9 +575,16 @@ class Loader:
     def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
                  timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
                  dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
-                 token_file=None, first_epoch=0, seed=None):
+                 token_file=None, first_epoch=0, seed=None, resume=None):
         self._job = None
         self._final = None
+        self._args = dict(dispatcher=dispatcher, spec=spec, data_root=data_root,
+                          threads=threads, offload=offload, epochs=epochs,
+                          timeout_ms=timeout_ms, rank=rank, world_size=world_size,
+                          job_name=job_name, consumer_rate=consumer_rate,
+                          dispatcher_timeout_ms=dispatcher_timeout_ms, tls_ca=tls_ca,
+                          tls_cert=tls_cert, tls_key=tls_key, token_file=token_file,
+                          first_epoch=first_epoch, seed=seed)
         lib = _load()
         # Checked here as well as by the library, so a wrong type or range
         # is a SpecError naming the argument rather than a ctypes error or
@@ -604,6 +625,12 @@ class Loader:
         opts.first_epoch = first_epoch
         opts.has_seed = int(seed is not None)
         opts.seed = seed or 0
+        states = _states_of(resume)
+        if states:
+            bufs = (ctypes.c_char_p * len(states))(*states)
+            lens = (ctypes.c_size_t * len(states))(*[len(s) for s in states])
+            opts.resume_states, opts.resume_state_lens = bufs, lens
+            opts.n_resume_states = len(states)
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         if text is not None:
@@ -718,6 +745,42 @@ class Loader:
         if rc < 0:
             raise SluiceError("report_step: %r is not a step time in seconds" % (seconds,), rc)
 
+    # -- resume
+
+    def state(self):
+        """This rank's position now -- what the batches handed out so far
+        consumed -- as bytes (a few KB) to keep with a model checkpoint;
+        signed with the cluster token when token_file is given. Resume with
+        ``Loader(..., resume=[every rank's state])``."""
+        job = self._job
+        if job is None or job.handle is None:
+            raise SluiceError("the loader is closed", -errno.EBADF)
+        out, n = ctypes.c_void_p(), ctypes.c_size_t()
+        rc = self._lib.sluice_state_save(job.handle, ctypes.byref(out), ctypes.byref(n))
+        if rc < 0:
+            msg = self._lib.sluice_last_error(job.handle)
+            raise SluiceError(msg.decode(errors="replace") if msg else os.strerror(-rc), rc)
+        try:
+            return ctypes.string_at(out.value, n.value)
+        finally:
+            self._lib.sluice_state_free(out)
+
+    def state_dict(self):
+        """``{"sluice_states": [this rank's state()]}`` (torch.save-able)."""
+        return {"sluice_states": [self.state()]}
+
+    def load_state_dict(self, state_dict):
+        """Restarts the job from saved states (a state_dict, a state, or a
+        list of every rank's states): closes the current job and opens one
+        with the same arguments that delivers what they did not consume."""
+        states = _states_of(state_dict)
+        if not states:
+            raise SpecError("load_state_dict: no sluice state in %r" % (type(state_dict),),
+                            -errno.EINVAL)
+        self.close()
+        self._final = None
+        self.__init__(resume=states, **self._args)
+
     # -- information
 
     def _handle(self):
@@ -793,6 +856,29 @@ class Loader:
             self.close()
         except Exception:
             pass
+
+
+def _states_of(resume):
+    """Saved states as a list of bytes: from None, one state (bytes/str), a
+    list of them, or a state_dict ({"sluice_states": [...]}, also nested
+    lists of those, as gathered from every rank)."""
+    if resume is None:
+        return []
+    if isinstance(resume, dict):
+        if "sluice_states" not in resume:
+            raise SpecError("resume: a state_dict without \"sluice_states\"", -errno.EINVAL)
+        return _states_of(resume["sluice_states"])
+    if isinstance(resume, str):
+        return [resume.encode()]
+    if isinstance(resume, (bytes, bytearray, memoryview)):
+        return [bytes(resume)]
+    if isinstance(resume, (list, tuple)):
+        out = []
+        for r in resume:
+            out.extend(_states_of(r))
+        return out
+    raise SpecError("resume: %r is not a saved state (bytes) or a list of them"
+                    % (type(resume),), -errno.EINVAL)
 
 
 def __getattr__(name):

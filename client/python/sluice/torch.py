@@ -29,6 +29,15 @@ Epochs, either way:
   ended (epochs 0, 1, 2, ... of this dataset object), so the loop reshuffles
   either way; set_epoch pins it (after a restart from a checkpoint, too).
 
+Checkpoints (torchdata's ``StatefulDataLoader`` protocol: ``state_dict()`` /
+``load_state_dict()``): save ``ds.state_dict()`` with the model at a step
+boundary, on every rank, and after a restart call ``ds.load_state_dict(sd)``
+before iterating: the next iteration delivers exactly the samples the saved
+run had not consumed, with the same bytes, then the later epochs. Under
+``torch.distributed`` every rank's state_dict holds the states of all ranks
+(gathered), so any one rank's checkpoint resumes the job on any number of
+ranks. A few KB per rank.
+
 ``stats()``, ``skipped()`` and ``skipped_samples()`` report the current or
 last job (in this process: not with DataLoader worker processes).
 
@@ -155,7 +164,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.loader_kwargs = loader_kwargs
         self._norm = _DeviceNormalize()
         self.epoch = 0  # the next job's first epoch
+        self._job_first = 0  # the running job's
         self._loader = None
+        self._resume = None  # states the next iteration resumes from
 
     def _images(self, b):
         if isinstance(b.images, np.ndarray):
@@ -212,9 +223,11 @@ class IterableDataset(torch.utils.data.IterableDataset):
             raise RuntimeError(
                 "sluice.torch.IterableDataset: use DataLoader(num_workers=0 or 1); "
                 "each worker process would run the whole job")
-        loader = Loader(self.dispatcher, self.spec, first_epoch=self.epoch,
+        resume, self._resume = self._resume, None
+        loader = Loader(self.dispatcher, self.spec, first_epoch=self.epoch, resume=resume,
                         **self.loader_kwargs)
         self._loader = loader
+        self._job_first = self.epoch  # a resumed job keeps the saved run's end
         st = loader.stats()
         self.epoch = st["first_epoch"] + st["epochs"]  # also after a break
         try:
@@ -226,6 +239,37 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 yield _Item((self._images(b), y))
         finally:
             loader.close()
+
+    def state_dict(self):
+        """The position of the current job (what the items yielded so far
+        consumed), to save with the model: ``{"epoch": the next job's first
+        epoch, "sluice_states": [one state per rank]}``. Under an initialized
+        torch.distributed group every rank must call it at the same step
+        (as a distributed checkpoint does): the states are gathered."""
+        epoch = self.epoch
+        if self._loader is None or self._loader._job is None:
+            mine = None  # between jobs: the next one starts fresh at self.epoch
+        else:
+            mine = self._loader.state()
+            epoch = self._job_first
+        states = [mine]
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            states = [None] * dist.get_world_size()
+            dist.all_gather_object(states, mine)
+        states = [s for s in states if s is not None]
+        if self._resume and not states:
+            states = list(self._resume)  # restored but not iterated yet
+        return {"epoch": epoch, "sluice_states": states}
+
+    def load_state_dict(self, state_dict):
+        """The next iteration resumes from state_dict (state_dict()'s)."""
+        if not isinstance(state_dict, dict) or "sluice_states" not in state_dict:
+            raise ValueError("load_state_dict: not a sluice.torch state_dict: %r"
+                             % (type(state_dict),))
+        self.epoch = int(state_dict.get("epoch", self.epoch))
+        states = list(state_dict["sluice_states"])
+        self._resume = states or None
 
     def __getstate__(self):
         # DataLoader worker processes started by spawn pickle the dataset:
