@@ -1,4 +1,5 @@
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,12 +42,42 @@ START_TEST(test_million_a_in_pieces)
 }
 END_TEST
 
+/* RFC 4231 test cases 1, 2 and 6 (a key longer than the block). */
+START_TEST(test_hmac_rfc4231)
+{
+    static const struct {
+        const char *key, *data, *mac;
+    } V[] = {
+        {"\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b",
+         "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+        {"Jefe", "what do ya want for nothing?",
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+        {NULL, "Test Using Larger Than Block-Size Key - Hash Key First",
+         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+    };
+    uint8_t big[131];
+    memset(big, 0xaa, sizeof(big));
+    for (size_t i = 0; i < 3; i++) {
+        uint8_t d[32];
+        char hex[65];
+        const void *key = V[i].key != NULL ? (const void *)V[i].key : big;
+        size_t keylen = V[i].key != NULL ? strlen(V[i].key) : sizeof(big);
+        sl_hmac_sha256(key, keylen, V[i].data, strlen(V[i].data), d);
+        for (int k = 0; k < 32; k++) {
+            snprintf(hex + 2 * k, 3, "%02x", d[k]);
+        }
+        ck_assert_str_eq(hex, V[i].mac);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sha256");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_known_vectors);
     tcase_add_test(tc, test_million_a_in_pieces);
+    tcase_add_test(tc, test_hmac_rfc4231);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
