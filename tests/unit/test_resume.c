@@ -91,11 +91,19 @@ typedef struct {
     sl_resume_t r;
 } hist_t;
 
+static int g_balanced; /* the chain test's current mode */
+
 static sl_spec_t spec_at(uint32_t world, uint32_t rank, sl_rank_padding_e pad, hist_t *h)
 {
     sl_spec_t s;
     sl_spec_init(&s);
     s.seed = 5;
+    if (g_balanced) {
+        s.batching.mode = SL_BATCHING_BALANCED;
+        s.batch_size = 3;
+        s.batching.microbatches = 2;
+        s.batching.lookahead = 2;
+    }
     s.world_size = world;
     s.rank = rank;
     s.rank_padding = pad;
@@ -114,8 +122,16 @@ static sl_spec_t spec_at(uint32_t world, uint32_t rank, sl_rank_padding_e pad, h
  * end, and every order is the same whichever host computes it. */
 START_TEST(test_chains_deliver_the_epoch_once)
 {
+    /* _i = 1: balanced batching, re-packed whenever the world size changes. */
+    g_balanced = _i;
+    float cost[260];
+    uint32_t tokens[260];
     sl_rng_t rng;
-    sl_rng_init(&rng, 99, 0, 0, 0);
+    sl_rng_init(&rng, 99 + (uint64_t)_i, 0, 0, 0);
+    for (int k = 0; k < 260; k++) {
+        tokens[k] = 1 + (uint32_t)sl_rng_below(&rng, 4000);
+        cost[k] = (float)tokens[k] + 16.0f;
+    }
     for (int trial = 0; trial < 300; trial++) {
         uint64_t n = 20 + sl_rng_below(&rng, 200);
         sl_rank_padding_e pad = sl_rng_below(&rng, 2) ? SL_RANK_PAD : SL_RANK_DROP;
@@ -137,7 +153,10 @@ START_TEST(test_chains_deliver_the_epoch_once)
                 sl_spec_t s = spec_at(world, r, pad, h);
                 char err[256];
                 ck_assert_int_eq(sl_resume_check(&s, n, err, sizeof(err)), 0);
-                ck_assert_int_eq(sl_rank_order(&s, 4, n, scratch, order), 0);
+                ck_assert_int_eq(sl_rank_order_balanced(&s, 4, n, g_balanced ? cost : NULL,
+                                                        g_balanced ? tokens : NULL, scratch,
+                                                        order),
+                                 0);
                 uint64_t total = sl_spec_positions(&s, n);
                 uint64_t live = sl_spec_live_positions(&s, n, 4);
                 lo = live < lo ? live : lo;
@@ -175,7 +194,10 @@ START_TEST(test_chains_deliver_the_epoch_once)
         }
         /* The epoch's multiset: generation 0's slots. */
         uint64_t *base = malloc(n * sizeof(*base));
-        sl_epoch_order(5, 4, 1, n, base);
+        sl_spec_t s0 = spec_at(w0, 0, pad, NULL); /* padding repeats the balanced head */
+        ck_assert_int_eq(sl_spec_epoch_order(&s0, 4, n, g_balanced ? cost : NULL,
+                                             g_balanced ? tokens : NULL, base),
+                         0);
         uint64_t slots = sl_rank_count(n, w0, pad) * w0;
         unsigned *want = calloc(n, sizeof(*want));
         for (uint64_t s = 0; s < slots; s++) {
@@ -283,7 +305,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_section_refused);
     tcase_add_test(tc, test_section_round_trip);
-    tcase_add_test(tc, test_chains_deliver_the_epoch_once);
+    tcase_add_loop_test(tc, test_chains_deliver_the_epoch_once, 0, 2);
     tcase_add_test(tc, test_same_world_continues_the_order);
     tcase_add_test(tc, test_run_beyond_share_refused);
     tcase_add_test(tc, test_taken_merges);
