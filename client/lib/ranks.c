@@ -10,7 +10,7 @@
 
 #include "client/lib/client_impl.h"
 #include "common/base/err.h"
-#include "client/lib/sha256.h"
+#include "common/base/sha256.h"
 
 int cl_ranks_apply(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {

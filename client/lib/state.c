@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "client/lib/client_impl.h"
-#include "client/lib/sha256.h"
+#include "common/base/sha256.h"
 #include "client/lib/taken.h"
 #include "common/base/err.h"
 #include "common/engine/ranks.h"

@@ -1,4 +1,4 @@
-#include "client/lib/sha256.h"
+#include "common/base/sha256.h"
 
 #include <string.h>
 
