@@ -63,6 +63,9 @@ ifneq ($(WORKER_SRC),)
 BINS += $(BUILD)/bin/sluice-worker
 endif
 
+PLUGINS := $(patsubst examples/plugins/%.c,$(BUILD)/plugins/%.so,$(wildcard examples/plugins/*.c)) \
+           $(patsubst tests/plugins/%.c,$(BUILD)/test-plugins/%.so,$(wildcard tests/plugins/*.c))
+
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_HELPER_SRC := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
@@ -77,7 +80,7 @@ MAN_PAGES := $(patsubst $(BUILD)/bin/%,$(BUILD)/man/%.1,$(BINS))
 .SECONDARY:
 .PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean install \
         uninstall test-systemd deb test-systemd-deb
-all: $(BINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS) $(MAN_PAGES)
+all: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS) $(MAN_PAGES)
 
 $(BUILD)/man/%.1: $(BUILD)/bin/%
 	@mkdir -p $(dir $@)
@@ -129,6 +132,22 @@ $(BUILD)/bin/sluice-dispatcher: $(DISP_OBJ) $(COMMON_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# Plugins run in a process of their own (common/plugin/plugin.h). The
+# example plugins and the tests' misbehaving one build into $(BUILD)/plugins.
+$(BUILD)/plugins/%.so: examples/plugins/%.c common/plugin/sluice_plugin.h
+	@mkdir -p $(dir $@)
+	@echo "  PLUGIN  $@"
+	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(shell pkg-config --libs jansson)
+$(BUILD)/test-plugins/%.so: tests/plugins/%.c common/plugin/sluice_plugin.h
+	@mkdir -p $(dir $@)
+	@echo "  PLUGIN  $@"
+	$(Q)$(CC) $(CFLAGS) -shared -o $@ $< $(shell pkg-config --libs jansson)
+
+$(BUILD)/bin/sluice-plugin-host: $(BUILD)/obj/plugin_host/main.o $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
+
 $(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -138,7 +157,7 @@ $(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-MODS := base text spec image data engine cost rpc http proto disp worker client fx
+MODS := base text spec image plugin data engine cost rpc http proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
 $$(LIB_$(1)): $$(MOBJ_$(1))
@@ -146,7 +165,7 @@ $$(LIB_$(1)): $$(MOBJ_$(1))
 	@echo "  AR      $$@"
 	$$(Q)rm -f $$@ && ar rcs $$@ $$^
 endef
-$(foreach m,base text spec image data engine cost rpc http,\
+$(foreach m,base text spec image plugin data engine cost rpc http,\
   $(eval MOBJ_$(m) := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/$(m)/*.c))))
 MOBJ_proto := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
 MOBJ_disp := $(filter-out %/main.o,$(DISP_OBJ))
@@ -159,8 +178,9 @@ DEPS_base := base
 DEPS_text := text base
 DEPS_spec := spec base
 DEPS_image := image base
+DEPS_plugin := plugin image base
 DEPS_data := data spec image base
-DEPS_engine := engine text $(DEPS_data)
+DEPS_engine := engine text plugin $(DEPS_data)
 DEPS_cost := cost $(DEPS_engine)
 DEPS_rpc := rpc proto base
 DEPS_http := http base
@@ -347,7 +367,7 @@ SO_FILE := libsluice.so.$(VERSION)
 PATH_SED = -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/etc/sluice/|$(SYSCONFDIR)/sluice/|g' \
            -e 's|/usr/local/share/doc/sluice/|$(DOCDIR)/|g'
 
-install: $(BINS) $(CLIENT_SO) $(CLIENT_LIB) $(MAN_PAGES)
+install: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(CLIENT_LIB) $(MAN_PAGES)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
 	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/sluice $(DESTDIR)$(DATADIR)/sluice/examples \
 	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice $(DESTDIR)$(MANDIR)/man1

@@ -258,7 +258,12 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
     if (!s->planned) {
         /* Fixed for good: every copy of the split, from any owner, runs the
          * same units, whatever later re-plans say. */
-        s->stage_to = (uint8_t)job->plan.split;
+        /* A worker without one of the job's plugins runs only the units
+         * before it; the client finishes the sample. */
+        s->stage_to = owner == 0 ? (uint8_t)job->plan.split
+                                 : (uint8_t)disp_plugin_reach(job->plugins,
+                                                              disp_registry_find(js->reg, owner),
+                                                              job->plan.split);
         s->planned = 1;
     }
     ep->npending--;

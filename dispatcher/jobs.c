@@ -85,6 +85,7 @@ static void job_free(disp_jobs_t *js, disp_job_t *job)
     }
     job_release(js, job);
     disp_pjob_free(job->planner);
+    free(job->plugins);
     sl_spec_clear(&job->spec);
     free(job);
 }
@@ -182,6 +183,9 @@ static int parse_job(disp_job_t *job, const disp_submit_t *req, const char *name
     rc = sl_resume_check(&job->spec, req->num_samples, err, errlen);
     if (rc < 0) {
         return rc;
+    }
+    if (disp_job_plugins_new(&job->spec, &job->plugins) < 0) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     /* Multi-rank: the epoch is this rank's share (common/engine/ranks.h). */
     job->positions = sl_spec_positions(&job->spec, req->num_samples);
@@ -318,6 +322,7 @@ fail:
     free(job->spec_json);
     free(job->client_ids);
     free(job->costs);
+    free(job->plugins);
     sl_spec_clear(&job->spec);
     free(job);
     return rc;

@@ -229,6 +229,7 @@ typedef struct disp_job_s {
     uint32_t split_size;
     uint32_t nsplits;     /* per epoch */
     float *costs;         /* per sample index [num_samples]; NULL = cut by count */
+    struct disp_job_plugins_s *plugins; /* its plugin units (plugins.h); NULL = none */
     uint64_t stolen_total;
     uint32_t epochs;      /* total, from the spec */
     /* Epochs are numbered first_epoch .. first_epoch + epochs - 1

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/cost/hostfacts.h"
+#include "dispatcher/plugins.h"
 
 #define DISP_ADDR_MAX 256
 #define DISP_LOST_LINGER_MS 60000
@@ -60,6 +61,9 @@ typedef struct disp_worker_s {
     sl_cpuset_t cpus;
     int has_cpus;
     double cpu_budget;
+    /* Its plugin_dir's stages (RegisterWorker; dispatcher/plugins.h). */
+    disp_plugin_t plugins[DISP_WORKER_PLUGINS_MAX];
+    uint32_t nplugins;
 } disp_worker_t;
 
 typedef struct disp_registry_s {

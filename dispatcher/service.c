@@ -172,6 +172,12 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
     if (rc == 0) {
         resp->worker_id = w->id;
         disp_worker_note_machine(w, req->machine_id, req->cpu_set, req->cpu_budget);
+        size_t bad = disp_worker_note_plugins(w, req->plugins, req->n_plugins);
+        if (bad > 0) {
+            SL_WARN("worker %" PRIu64 ": %zu of its %zu plugins ignored (malformed, or more than "
+                    "%d)",
+                    w->id, bad, req->n_plugins, DISP_WORKER_PLUGINS_MAX);
+        }
         if (is_new) {
             SL_NOTICE("worker %" PRIu64 " registered: address \"%s\", %u threads, host \"%s\"",
                       w->id, w->address, w->threads, w->hostname);

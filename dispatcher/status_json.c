@@ -84,6 +84,13 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
     jset(b, o, "id", jint(w->id));
     jset(b, o, "address", text_or_placeholder(w->address));
     jset(b, o, "hostname", text_or_placeholder(w->hostname));
+    json_t *pl = json_array();
+    for (uint32_t i = 0; pl != NULL && i < w->nplugins; i++) {
+        json_array_append_new(pl, json_pack("{s:s,s:s,s:s}", "name", w->plugins[i].name,
+                                            "version", w->plugins[i].version, "sha256",
+                                            w->plugins[i].sha256));
+    }
+    jset(b, o, "plugins", pl);
     jset(b, o, "state", json_string(disp_worker_state_name(w->state)));
     /* Draining after SIGTERM: takes no new splits, leaves when done. */
     jset(b, o, "leaving", json_boolean(w->leaving));

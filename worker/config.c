@@ -30,6 +30,11 @@ static const sl_conf_opt_t WK_OPTS[] = {
            "largest Batch message sent to a client"),
     WK_INT(drain_ms, 0, 600000, "5000",
            "on SIGTERM, longest wait (ms) for started splits to reach their clients"),
+    WK_STR(plugin_dir, "",
+           "directory of stage plugins (*.so) this worker may run; only its files are ever "
+           "loaded, each in a process of its own (\"\" = none)"),
+    WK_INT(plugin_timeout_ms, 100, 600000, "10000",
+           "longest a plugin may take on one sample before its process is killed"),
     SL_CONF_LOGLEVEL_ROW(wk_config_t, log_level, "notice",
                          "error|warning|notice|info|debug (reloaded on SIGHUP)"),
     SL_CONF_SECURITY_ROWS(wk_config_t,

@@ -18,6 +18,8 @@ typedef struct wk_config_s {
     long long buffer_bytes;           /* bound of one job's output buffer */
     long long max_message_bytes;      /* bound of one Batch message */
     long long drain_ms;               /* SIGTERM: longest wait for in-flight work */
+    char plugin_dir[SL_CONF_STR_MAX]; /* stage plugins; "" = none (common/plugin/plugin.h) */
+    long long plugin_timeout_ms;      /* per sample, then the plugin's process is killed */
     int log_level;                    /* syslog level; reloadable on SIGHUP */
     /* Transport security (README "Security"): PEM paths, "" = off. */
     char tls_cert[SL_CONF_STR_MAX];       /* server cert; also the client cert to the dispatcher */

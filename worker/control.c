@@ -1,4 +1,5 @@
 #include "worker/control.h"
+#include "common/plugin/plugin.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -32,6 +33,7 @@ struct wk_control_s {
     char advertise[256];
     char hostname[256];
     unsigned threads;
+    const struct sl_plugins_s *plugins; /* RegisterWorker tells them; not owned */
     wk_tasks_t *tasks;
     sl_rpc_channel_t *ch;
 
@@ -134,6 +136,7 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
     }
     c->hostname[sizeof(c->hostname) - 1] = '\0';
     c->threads = o->threads;
+    c->plugins = o->plugins;
     c->tasks = tasks;
     sl_rng_init(&c->jitter, jitter_seed(), 0, 0, 0);
     pthread_mutex_init(&c->mu, NULL);
@@ -233,6 +236,17 @@ static int do_register(wk_control_t *c)
     req.machine_id = machine;
     req.cpu_set = cpus;
     req.cpu_budget = sl_cpu_budget(NULL, 0);
+    Sluice__PluginInfo pis[SL_PLUGIN_MAX], *pip[SL_PLUGIN_MAX];
+    for (size_t i = 0; c->plugins != NULL && i < c->plugins->n; i++) {
+        const sl_plugin_info_t *pi = &c->plugins->v[i];
+        sluice__plugin_info__init(&pis[i]);
+        pis[i].name = (char *)pi->name;
+        pis[i].version = (char *)pi->version;
+        pis[i].sha256 = (char *)pi->sha256;
+        pip[i] = &pis[i];
+    }
+    req.n_plugins = c->plugins != NULL ? c->plugins->n : 0;
+    req.plugins = pip;
     pthread_mutex_lock(&c->mu);
     req.worker_id = c->status.worker_id;
     pthread_mutex_unlock(&c->mu);

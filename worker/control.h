@@ -43,6 +43,7 @@ typedef struct wk_control_opts_s {
     unsigned threads;
     size_t max_message_bytes; /* channel receive limit */
     const sl_rpc_security_t *security; /* NULL = plaintext, no token; read at new */
+    const struct sl_plugins_s *plugins; /* told to the dispatcher; NULL = none; outlives */
 } wk_control_opts_t;
 
 typedef struct wk_control_status_s {

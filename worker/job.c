@@ -51,6 +51,16 @@ static int job_compile(wk_job_t *job, const Sluice__JobSpec *js, char *err, size
     if (rc == 0) {
         rc = sl_resume_check(&job->spec, job->num_samples, err, errlen);
     }
+    if (rc == 0 && sl_spec_has_plugins(&job->spec)) {
+        /* A stage this worker lacks (or has another build of): the
+         * dispatcher knows (RegisterWorker) and gives it only the units
+         * before it; a split that reaches it anyway fails the job here. */
+        rc = sl_pipeline_bind_plugins(job->pipe, job->tasks->plugins, err, errlen);
+        if (rc == -ENOENT) {
+            SL_INFO("job %" PRIu64 ": runs only the units before %s", job->id, err);
+            rc = 0;
+        }
+    }
     if (rc == 0) {
         job->nunits = sl_pipeline_nunits(job->pipe);
     }

@@ -23,6 +23,7 @@
 #include "common/base/sdnotify.h"
 #include "common/base/secret.h"
 #include "proto/sluice.pb-c.h"
+#include "common/plugin/plugin.h"
 #include "worker/config.h"
 #include "worker/control.h"
 #include "worker/drain.h"
@@ -115,6 +116,7 @@ typedef struct wmain_s {
     char http_token[SL_SECRET_MAX];
     sl_rpc_security_t sec;        /* the channel to the dispatcher */
     sl_rpc_security_t server_sec; /* our own server */
+    sl_plugins_t *plugins; /* plugin_dir's stages; NULL = none */
     wk_tasks_t *tasks;
     sl_rpc_server_t *srv;
     wk_profile_t *prof; /* planner: Profile and Probe */
@@ -200,9 +202,36 @@ static int read_security(wmain_t *m)
     return 0;
 }
 
+/* The plugin_dir's stages, each file listed by a process of its own. */
+static int scan_plugins(wmain_t *m)
+{
+    if (m->cfg.plugin_dir[0] == '\0') {
+        return 0;
+    }
+    char err[1024];
+    if (sl_plugins_scan(m->cfg.plugin_dir, NULL, (int)m->cfg.plugin_timeout_ms, &m->plugins,
+                        err, sizeof(err)) < 0) {
+        SL_ERR("%s", err);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < m->plugins->n; i++) {
+        const sl_plugin_info_t *pi = &m->plugins->v[i];
+        SL_NOTICE("plugin %s %s (%s, sha256 %s)", pi->name, pi->version, pi->file, pi->sha256);
+    }
+    if (m->plugins->refused[0] != '\0') {
+        SL_WARN("plugin_dir %s: not used: %s", m->cfg.plugin_dir, m->plugins->refused);
+    }
+    return 0;
+}
+
 static int start_tasks(wmain_t *m)
 {
+    int rc = scan_plugins(m);
+    if (rc < 0) {
+        return rc;
+    }
     wk_tasks_opts_t to = {
+        .plugins = m->plugins,
         .data_root = m->cfg.data_root,
         .threads = m->threads,
         .buffer_bytes = (size_t)m->cfg.buffer_bytes,
@@ -264,6 +293,7 @@ static int open_control(wmain_t *m)
 {
     char err[1024];
     wk_control_opts_t co = {
+        .plugins = m->plugins,
         .dispatcher = m->cfg.dispatcher,
         .advertise = m->advertise,
         .threads = m->threads,
@@ -368,6 +398,7 @@ static void shut_down(wmain_t *m)
     wk_profile_free(m->prof);
     wk_control_free(m->ctl);
     wk_tasks_free(m->tasks);
+    sl_plugins_free(m->plugins); /* after every job that ran its stages */
     sl_rpc_shutdown();
 }
 

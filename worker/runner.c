@@ -365,6 +365,18 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail,
         dropped_return_locked(job, sp);
         return;
     }
+    if (out->skip == SL_SKIP_PLUGIN_FAILED) {
+        /* A plugin's process crashed or hung: not this sample's fault, and
+         * it would again here. The job fails on this worker only (its
+         * splits go to others, and on the client the job fails naming the
+         * plugin); the worker's other jobs never noticed. */
+        sl_tensor_free(&out->t);
+        if (wk_job_transition_locked(job, WK_JOB_FAILED) == 0) {
+            snprintf(job->reason, sizeof(job->reason), "%s", detail);
+            SL_ERR("job %" PRIu64 ": failed on this worker: %s", job->id, detail);
+        }
+        return;
+    }
     account_locked(job, out, detail, cd);
     pack_locked(job, sp, out, detail, cd);
 }

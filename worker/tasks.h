@@ -56,6 +56,7 @@ typedef struct wk_tasks_opts_s {
     unsigned threads;         /* pool threads per job executor, >= 1 */
     size_t buffer_bytes;      /* per job */
     size_t max_message_bytes; /* per Batch message */
+    const struct sl_plugins_s *plugins; /* the plugin_dir's stages, NULL = none; outlives */
 } wk_tasks_opts_t;
 
 wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o);

@@ -118,6 +118,7 @@ struct wk_tasks_s {
     unsigned inflight_cap; /* over all jobs */
     size_t buffer_bytes;
     size_t max_message_bytes;
+    const struct sl_plugins_s *plugins; /* NULL = no plugin_dir */
 
     pthread_mutex_t mu; /* the table, runners, stopping */
     pthread_cond_t cv;  /* a job was added, a runner ended, stopping */

@@ -18,6 +18,7 @@ enum {
     OPT_DISPATCHER = 0x1201,
     OPT_LOCAL,
     OPT_DATA_ROOT,
+    OPT_PLUGIN_DIR,
     OPT_THREADS,
     OPT_EPOCHS,
     OPT_OFFLOAD,
@@ -37,6 +38,7 @@ static const shared_opt_t SHARED[] = {
     {{"dispatcher", required_argument, NULL, OPT_DISPATCHER}, SL_CLI_F_DISPATCHER},
     {{"local", no_argument, NULL, OPT_LOCAL}, SL_CLI_F_LOCAL},
     {{"data-root", required_argument, NULL, OPT_DATA_ROOT}, SL_CLI_F_DATA_ROOT},
+    {{"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR}, SL_CLI_F_DATA_ROOT},
     {{"threads", required_argument, NULL, OPT_THREADS}, SL_CLI_F_THREADS},
     {{"epochs", required_argument, NULL, OPT_EPOCHS}, SL_CLI_F_EPOCHS},
     {{"first-epoch", required_argument, NULL, OPT_FIRST_EPOCH}, SL_CLI_F_EPOCHS},
@@ -97,6 +99,9 @@ static int shared_opt(const char *cmd, int c, const char *arg, sl_cli_opts_t *o)
         return 1;
     case OPT_LOCAL:
         o->local = 1;
+        return 1;
+    case OPT_PLUGIN_DIR:
+        o->plugin_dir = arg;
         return 1;
     case OPT_DATA_ROOT:
         o->data_root = arg;
@@ -235,7 +240,8 @@ void sl_cli_job_options(const sl_cli_opts_t *o, sluice_options_t *so)
                              .epochs = o->epochs, .first_epoch = o->first_epoch,
                              .has_seed = o->seed >= 0, .seed = o->seed >= 0 ? (uint64_t)o->seed : 0,
                              /* not given or 0: measured while running */
-                             .consumer_rate = o->consumer_rate > 0 ? o->consumer_rate : 0};
+                             .consumer_rate = o->consumer_rate > 0 ? o->consumer_rate : 0,
+                             .plugin_dir = o->plugin_dir};
     sl_cli_ranks_apply(&o->ranks, so);
     sl_cli_conn_apply(&o->conn, so);
 }

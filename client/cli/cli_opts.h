@@ -48,6 +48,8 @@ enum {
     "  --local              run every stage on this host\n"                                     \
     "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"         \
     "  --data-root DIR      directory the spec's source path is relative to (default .)\n"     \
+    "  --plugin-dir DIR     stage plugins for the spec's \"plugin\" stages (default:\n"        \
+    "                       $SLUICE_PLUGIN_DIR)\n"                                               \
     "  --epochs N           override the spec's epochs\n"                                       \
     SL_CLI_EPOCH_USAGE                                                                         \
     "  --threads N          local decode threads (default: online CPUs)\n"                      \
@@ -64,6 +66,7 @@ typedef struct sl_cli_opts_s {
     const char *dispatcher;
     int local;
     const char *data_root;
+    const char *plugin_dir; /* NULL: $SLUICE_PLUGIN_DIR */
     const char *offload;
     unsigned threads;         /* 0 = not given */
     unsigned epochs;          /* 0 = not given (the spec's) */

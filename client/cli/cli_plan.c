@@ -35,6 +35,8 @@ static void plan_usage(FILE *f)
             "\n"
             "  --dispatcher ADDR      the dispatcher\n"
             "  --data-root DIR        directory the spec's source path is relative to (default .)\n"
+            "  --plugin-dir DIR       stage plugins for the spec's \"plugin\" stages (default:\n"
+            "                         $SLUICE_PLUGIN_DIR)\n"
             "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto)\n"
             "  --threads N            this host's pipeline threads (default: online CPUs)\n"
             "  --consumer-rate IMG_PER_S  the training loop's rate (default: unlimited)\n"

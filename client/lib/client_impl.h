@@ -122,6 +122,7 @@ struct sluice_job {
     char token[SL_SECRET_MAX];
     sl_source_t *src;
     sl_pipeline_t *pipe;
+    struct sl_plugins_s *plugins; /* the plugin_dir's stages (a plugin spec only) */
     uint32_t nunits;
     cl_line_t *line;          /* executor -> batcher; the consumer's (line.h) */
     uint64_t num_samples;

@@ -42,6 +42,9 @@ static int took(sluice_job_t *job, int rc, const cl_line_took_t *t)
     if (rc == -EIO) {
         return set_error(job, rc, "%s (on_error is \"fail\")", t->detail);
     }
+    if (rc == -ECHILD) {
+        return set_error(job, -EIO, "%s", t->detail); /* a plugin crashed or hung */
+    }
     if (rc < 0) {
         return set_error(job, rc, "%s",
                          "batcher refused a sample (epoch or position out of range)");

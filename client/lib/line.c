@@ -218,7 +218,14 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
     ret->duplicate = 0;
     snprintf(ret->detail, sizeof(ret->detail), "%s", detail);
     int rc;
-    if (s->skip >= 0 && s->skip != SL_SKIP_RESUMED && l->spec->on_error == SL_ON_ERROR_FAIL) {
+    if (s->skip == SL_SKIP_PLUGIN_FAILED) {
+        /* A plugin's process crashed or hung: the job cannot go on. */
+        if (l->failed_on[0] == '\0') {
+            snprintf(l->failed_on, sizeof(l->failed_on), "%s", detail);
+        }
+        rc = -ECHILD;
+    } else if (s->skip >= 0 && s->skip != SL_SKIP_RESUMED &&
+               l->spec->on_error == SL_ON_ERROR_FAIL) {
         /* Not a skip: the job stops here (nothing is counted as skipped). */
         if (l->failed_on[0] == '\0') {
             snprintf(l->failed_on, sizeof(l->failed_on), "%s", detail);

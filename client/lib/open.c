@@ -12,6 +12,7 @@
 #include "client/lib/costs.h"
 #include "client/lib/profile.h"
 #include "client/lib/state.h"
+#include "common/plugin/plugin.h"
 #include "common/base/err.h"
 #include "common/engine/balance.h"
 #include "common/base/version.h"
@@ -246,6 +247,22 @@ static int load_spec(sluice_job_t *job, const spec_in_t *in, const sluice_option
     return rc;
 }
 
+/* The spec's plugin stages from this host's plugin_dir. */
+static int bind_plugins(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
+{
+    const char *dir = opts->plugin_dir != NULL ? opts->plugin_dir : getenv("SLUICE_PLUGIN_DIR");
+    if (dir != NULL && dir[0] != '\0') {
+        /* As the worker's plugin_timeout_ms (default 10 s). */
+        const char *t = getenv("SLUICE_PLUGIN_TIMEOUT_MS");
+        int rc = sl_plugins_scan(dir, NULL, t != NULL ? atoi(t) : 0, &job->plugins, err, errlen);
+        if (rc < 0) {
+            return rc == -ENOMEM ? rc : -EINVAL;
+        }
+    }
+    int rc = sl_pipeline_bind_plugins(job->pipe, job->plugins, err, errlen);
+    return rc == -ENOENT ? -EINVAL : rc; /* the spec asks for what is not here: a usage error */
+}
+
 /* The source, this rank's positions, the pipeline and the line. */
 static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
                        size_t errlen)
@@ -275,6 +292,9 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
     rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
     if (rc == 0) {
         rc = sl_pipeline_load(job->pipe, job->src, err, errlen);
+    }
+    if (rc == 0 && sl_spec_has_plugins(&job->spec)) {
+        rc = bind_plugins(job, opts, err, errlen);
     }
     if (rc < 0) {
         return rc;
@@ -432,6 +452,7 @@ void sluice_close(sluice_job_t *job)
     }
     cl_planner_free(job->planner); /* after the control thread, its other user */
     sl_pipeline_free(job->pipe);
+    sl_plugins_free(job->plugins); /* after the line: its threads ran the stages */
     sl_source_free(job->src);
     sl_spec_clear(&job->spec);
     free(job->tcost);

@@ -73,6 +73,11 @@ typedef struct sluice_options {
     const char *const *resume_states;
     const size_t *resume_state_lens;
     unsigned n_resume_states;
+    /* Stage plugins (docs/plugins.md): the directory whose *.so files this
+     * process may run for a spec's "plugin" stages (NULL = $SLUICE_PLUGIN_DIR,
+     * else none). The client runs any unit its plan leaves it, so it needs
+     * the spec's plugins as the workers do. */
+    const char *plugin_dir;
 } sluice_options_t;
 
 /* Epoch numbers stay below this (first_epoch + epochs at most). */

@@ -26,6 +26,10 @@ typedef enum {
      * SL_POS_HOLE): no sample, consumed before the resume. Not an error:
      * never counted as skipped nor failing an on_error "fail" job. */
     SL_SKIP_RESUMED,
+    /* -ECHILD: a plugin stage's host process crashed or hung
+     * (common/plugin/plugin.h). Not a skip either: a worker refuses the
+     * job (its splits go elsewhere), a client fails it naming the plugin. */
+    SL_SKIP_PLUGIN_FAILED,
     SL_SKIP__COUNT
 } sl_skip_e;
 

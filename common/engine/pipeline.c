@@ -37,6 +37,8 @@ static unit_kind_e kind_of(sl_op_e op)
         return UNIT_FLIP;
     case SL_OP_NORMALIZE:
         return UNIT_NORMALIZE;
+    case SL_OP_PLUGIN:
+        return UNIT_PLUGIN;
     case SL_OP_TO_CHW:
     case SL_OP__COUNT:
         break;
@@ -63,7 +65,9 @@ int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, 
         u->nstages = 1;
         u->rng_stream = i;
         u->st = &s->stages[i];
-        snprintf(u->name, sizeof(u->name), "%s", sl_op_name(s->stages[i].op));
+        snprintf(u->name, sizeof(u->name), "%s", s->stages[i].op == SL_OP_PLUGIN
+                                                     ? s->stages[i].plugin
+                                                     : sl_op_name(s->stages[i].op));
         int fusable = !(flags & SL_PIPE_NO_FUSE) && u->kind == UNIT_DECODE &&
                       i + 1 < s->nstages &&
                       (s->stages[i + 1].op == SL_OP_RANDOM_RESIZED_CROP ||
@@ -125,6 +129,7 @@ void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
     s->tok_owner = NULL;
     s->ids = NULL;
     s->ids_cap = 0;
+    memset(s->plugin, 0, sizeof(s->plugin));
 }
 
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s)
@@ -133,6 +138,7 @@ void sl_pipe_scratch_free(sl_pipe_scratch_t *s)
     sl_tensor_free(&s->b);
     sl_tensor_free(&s->c);
     sl_pipe_tok_scratch_free(s);
+    sl_pipe_plugin_scratch_free(s);
 }
 
 static int need_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
@@ -396,6 +402,8 @@ int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, 
         }
         rc = sl_img_to_chw(io, &sc->a);
         break;
+    case UNIT_PLUGIN:
+        return sl_pipe_plugin_unit(p, u, &rng, io, sc, err, errlen);
     default:
         return sl_err(err, errlen, -EINVAL, "unknown unit");
     }

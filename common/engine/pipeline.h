@@ -52,6 +52,8 @@ typedef struct sl_pipe_scratch_s {
     const void *tok_owner;        /* the tokenizer tok was made for */
     uint32_t *ids;                /* tokenize's output ids */
     size_t ids_cap;
+    /* plugin units: this thread's host process for each (made on first use) */
+    struct sl_plugin_conn_s *plugin[SL_PIPE_MAX_UNITS];
 } sl_pipe_scratch_t;
 
 enum {
@@ -78,6 +80,19 @@ uint32_t sl_pipeline_unit_for_split(const sl_pipeline_t *p, uint32_t spec_split)
 
 void sl_pipe_scratch_init(sl_pipe_scratch_t *s);
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s);
+
+/* Finds every plugin unit's stage in plugins (the host's own plugin_dir,
+ * NULL for none; it must outlive p) by name and SHA-256, and checks its
+ * parameters with the plugin. Returns 0; -ENOENT when this host lacks a
+ * stage or has another build of it (err names the first; the others are
+ * bound: a worker runs the units before it); -EINVAL when the plugin
+ * refuses the parameters. A pipeline without plugin units needs no call.
+ * An unbound plugin unit fails every sample with -ECHILD. */
+struct sl_plugins_s;
+int sl_pipeline_bind_plugins(sl_pipeline_t *p, const struct sl_plugins_s *plugins, char *err,
+                             size_t errlen);
+/* Does the spec use plugin stages? */
+int sl_spec_has_plugins(const sl_spec_t *spec);
 
 /* Runs units [from, to) on io in place. For from = 0 io holds the encoded
  * bytes (SL_DT_BYTES); afterwards it holds the output of unit to-1. stats, if

@@ -4,6 +4,7 @@
 #ifndef SL_PIPELINE_IMPL_H
 #define SL_PIPELINE_IMPL_H
 
+#include "common/base/rng.h"
 #include "common/engine/pipeline.h"
 #include "common/image/record.h"
 #include "common/text/tokenizer.h"
@@ -21,6 +22,7 @@ typedef enum {
     UNIT_TILES,    /* records only, from here on */
     UNIT_TOKENIZE,
     UNIT_TEMPLATE,
+    UNIT_PLUGIN, /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
 } unit_kind_e;
 
 typedef struct {
@@ -33,11 +35,13 @@ typedef struct {
      * run as one pass (sl_img_normalize_chw), charged to to_chw. */
     int pass_with_next;
     char name[64];
+    const struct sl_plugin_info_s *plugin; /* UNIT_PLUGIN: bound by sl_pipeline_bind_plugins */
 } unit_t;
 
 struct sl_pipeline_s {
     sl_spec_t spec; /* own copy: units point into it */
     sl_tokenizer_t *tok; /* tokenize's ranks (sl_pipeline_load); NULL before */
+    const struct sl_plugins_s *plugins; /* the host's plugin_dir (bind); not owned */
     unit_t units[SL_PIPE_MAX_UNITS];
     uint32_t nunits;
 };
@@ -51,6 +55,12 @@ int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, 
 /* One unit on a record (io holds an SL_DT_RECORD tensor). */
 int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
                         sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen);
+
+/* A plugin unit on one image (pipe_plugin.c). */
+int sl_pipe_plugin_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                        sl_pipe_scratch_t *sc, char *err, size_t errlen);
+/* Ends sc's plugin host processes. */
+void sl_pipe_plugin_scratch_free(sl_pipe_scratch_t *sc);
 
 /* Releases the tokenizer scratch of sc (pipe_text.c). */
 void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc);

@@ -28,6 +28,7 @@ typedef enum {
     SL_OP_IMAGE_TILES,  /* records: any-resolution tiling */
     SL_OP_TOKENIZE,     /* records: text -> token ids (tiktoken BPE) */
     SL_OP_TEMPLATE,     /* records: image placeholders + text ids -> input_ids */
+    SL_OP_PLUGIN,       /* a stage from a plugin_dir (common/plugin/sluice_plugin.h) */
     SL_OP__COUNT
 } sl_op_e;
 
@@ -48,6 +49,8 @@ typedef enum {
 } sl_tokenizer_enc_e;
 
 #define SL_SPEC_VOCAB_MAX 256 /* tokenize "vocab": a path under the data root */
+#define SL_SPEC_PLUGIN_NAME_MAX 64
+#define SL_SPEC_PLUGIN_PARAMS_MAX 1024 /* a plugin's "params", as canonical JSON text */
 
 typedef enum {
     SL_OFFLOAD_AUTO = 0, /* planner decides (default) */
@@ -122,6 +125,11 @@ typedef struct sl_stage_spec_s {
      * images first, then the text's ids; bos/eos around it (-1: none). */
     int64_t image_token, bos, eos;
     uint32_t tokens_per_tile;
+    /* plugin: the stage's name, the SHA-256 of the plugin file that must
+     * provide it, and its parameters (a JSON object's canonical text). */
+    char plugin[SL_SPEC_PLUGIN_NAME_MAX];
+    char plugin_sha256[65];
+    char plugin_params[SL_SPEC_PLUGIN_PARAMS_MAX];
 } sl_stage_spec_t;
 
 typedef struct sl_spec_s {

@@ -89,6 +89,9 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 int sl_spec_parse_tiles(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
 int sl_spec_parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
 int sl_spec_parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+/* spec_plugin.c: {"op": "plugin", "name", "sha256", "params"}. */
+int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+json_t *sl_spec_plugin_json(const sl_stage_spec_t *st);
 json_t *sl_spec_mm_stage_json(const sl_stage_spec_t *st);
 int sl_spec_parse_batching(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 json_t *sl_spec_batching_json(const sl_spec_t *spec);

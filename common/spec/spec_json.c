@@ -36,6 +36,8 @@ static json_t *stage_to_json(const sl_stage_spec_t *st)
                          (double)st->mean[0], (double)st->mean[1], (double)st->mean[2], "std",
                          (double)st->std[0], (double)st->std[1], (double)st->std[2],
                          "on", st->on_device ? "device" : NULL);
+    case SL_OP_PLUGIN:
+        return sl_spec_plugin_json(st);
     default:
         return sl_spec_mm_stage_json(st);
     }

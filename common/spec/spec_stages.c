@@ -24,6 +24,7 @@ const char *const sl_spec_op_names[SL_OP__COUNT] = {
     [SL_OP_IMAGE_TILES] = "image_tiles",
     [SL_OP_TOKENIZE] = "tokenize",
     [SL_OP_TEMPLATE] = "template",
+    [SL_OP_PLUGIN] = "plugin",
 };
 
 /* The keys each op accepts; anything else is a typo worth an error. */
@@ -39,6 +40,7 @@ static const char *const op_keys[SL_OP__COUNT][6] = {
     [SL_OP_IMAGE_TILES] = {"op", "tile", "min_tiles", "max_tiles", "thumbnail", NULL},
     [SL_OP_TOKENIZE] = {"op", "vocab", "encoding", "max_tokens", "special", NULL},
     [SL_OP_TEMPLATE] = {"op", "image_token", "tokens_per_tile", "bos", "eos", NULL},
+    [SL_OP_PLUGIN] = {"op", "name", "sha256", "params", NULL},
 };
 
 static const double default_scale[2] = {0.08, 1.0};
@@ -225,7 +227,7 @@ static bool is_geometry(sl_op_e op)
 
 static bool on_pixels(sl_op_e op)
 {
-    return is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_NORMALIZE || op == SL_OP_TO_CHW ||
+    return is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_PLUGIN || op == SL_OP_NORMALIZE || op == SL_OP_TO_CHW ||
            op == SL_OP_IMAGE_TILES;
 }
 
@@ -268,11 +270,11 @@ static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
         return sl_spec_perr(c, "%s needs decoded images: put decode_image before it",
                             sl_spec_op_names[op]);
     }
-    if (is_geometry(op) || op == SL_OP_FLIP) {
+    if (is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_PLUGIN) {
         const long after[3] = {ord->normalize_at, ord->to_chw_at, ord->tiles_at};
         const char *names[3] = {"normalize", "to_chw", "image_tiles"};
         for (int k = 0; k < 3; k++) {
-            if (after[k] >= 0 && (is_geometry(op) || k == 2)) {
+            if (after[k] >= 0 && (is_geometry(op) || op == SL_OP_PLUGIN || k == 2)) {
                 return sl_spec_perr(c,
                                     "%s must come before %s (stages[%ld]): it works on whole "
                                     "uint8 HWC images",
@@ -375,6 +377,9 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
         break;
     case SL_OP_TEMPLATE:
         rc = sl_spec_parse_template(c, st, out);
+        break;
+    case SL_OP_PLUGIN:
+        rc = sl_spec_parse_plugin(c, st, out);
         break;
     default: /* decode_jpeg, decode_image, to_chw: nothing to set */
         break;

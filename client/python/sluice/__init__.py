@@ -140,6 +140,7 @@ class _Options(ctypes.Structure):
         ("resume_states", ctypes.POINTER(ctypes.c_char_p)),
         ("resume_state_lens", ctypes.POINTER(ctypes.c_size_t)),
         ("n_resume_states", ctypes.c_uint),
+        ("plugin_dir", ctypes.c_char_p),
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -556,6 +557,8 @@ class Loader:
                 the system's); tls_cert + tls_key (together) present a client
                 certificate (mutual TLS)
     token_file  a file holding the cluster's bearer token
+    plugin_dir  directory of stage plugins for the spec's "plugin" stages (None =
+                $SLUICE_PLUGIN_DIR; docs/plugins.md)
     resume      continue a run that was stopped: the states it saved (one
                 per rank, bytes from ``state()``, or a ``state_dict()``), so
                 that this job delivers exactly what they did not consume,
@@ -575,7 +578,7 @@ class Loader:
     def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
                  timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
                  dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
-                 token_file=None, first_epoch=0, seed=None, resume=None):
+                 token_file=None, first_epoch=0, seed=None, resume=None, plugin_dir=None):
         self._job = None
         self._final = None
         self._args = dict(dispatcher=dispatcher, spec=spec, data_root=data_root,
@@ -584,7 +587,7 @@ class Loader:
                           job_name=job_name, consumer_rate=consumer_rate,
                           dispatcher_timeout_ms=dispatcher_timeout_ms, tls_ca=tls_ca,
                           tls_cert=tls_cert, tls_key=tls_key, token_file=token_file,
-                          first_epoch=first_epoch, seed=seed)
+                          first_epoch=first_epoch, seed=seed, plugin_dir=plugin_dir)
         lib = _load()
         # Checked here as well as by the library, so a wrong type or range
         # is a SpecError naming the argument rather than a ctypes error or
@@ -611,10 +614,10 @@ class Loader:
             text, path = None, os.fspath(spec)
         self._keep = [os.fsencode(s) if s is not None else None
                       for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
-                                tls_key, token_file)]
+                                tls_key, token_file, plugin_dir)]
         opts = _Options()
         (opts.dispatcher, opts.data_root, opts.offload, opts.job_name, opts.tls_ca,
-         opts.tls_cert, opts.tls_key, opts.token_file) = self._keep
+         opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir) = self._keep
         opts.threads = int(threads)
         opts.epochs = int(epochs)
         opts.timeout_ms = int(timeout_ms)

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Stage plugins (docs/plugins.md): the example plugins (cutout, rgb_to_ycbcr)
+# give the same bytes locally, offloaded, split between worker and client,
+# and on a worker that lacks them (it runs the units before them, the client
+# the rest; /status shows who has what); a spec naming another build, a
+# missing plugin_dir, refused params and broken plugin files get clear
+# errors; a plugin that crashes fails its job naming it while another job on
+# the same worker finishes with the right digests and the worker lives on.
+source "$(dirname "$0")/lib.sh"
+
+PLUG="$ROOT/$BUILD/plugins"
+export SLUICE_PLUGIN_HOST="$BIN/sluice-plugin-host" # the library inside python, too
+make_images "$TMP/data" 3 20 # 60 samples
+CUT=$(sha256sum "$PLUG/cutout.so" | cut -d' ' -f1)
+YCC=$(sha256sum "$PLUG/ycbcr.so" | cut -d' ' -f1)
+spec() { # spec FILE CUTOUT_SHA [extra stage JSON]
+    cat >"$1" <<JSON
+{"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 5},
+ "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 40},
+            {"op": "plugin", "name": "cutout", "sha256": "$2", "params": {"size": 12, "p": 0.8}},
+            {"op": "plugin", "name": "rgb_to_ycbcr", "sha256": "$YCC"}${3:-},
+            {"op": "flip", "p": 0.5}, {"op": "to_chw"}],
+ "batch_size": 6, "epochs": 2}
+JSON
+}
+spec "$TMP/plug.json" "$CUT"
+run() { # run NAME ARGS...: sorted digests in $TMP/NAME.s
+    local name=$1
+    shift
+    "$BIN/sluice" run "$TMP/plug.json" --data-root "$TMP/data" --quiet --digests "$TMP/$name" \
+        "$@"
+    sort "$TMP/$name" >"$TMP/$name.s"
+}
+
+run local --local --plugin-dir "$PLUG" --threads 2
+[ "$(wc -l <"$TMP/local.s")" -eq 120 ] || fail "local: expected 120 digests"
+SLUICE_PLUGIN_DIR="$PLUG" run local1 --local --threads 1
+cmp -s "$TMP/local.s" "$TMP/local1.s" || fail "1 and 2 threads differ"
+echo "local: 120 samples through cutout + rgb_to_ycbcr, the same with 1 and 2 threads"
+
+# ---- broken inputs
+run_rc "$TMP/e" "$BIN/sluice" run "$TMP/plug.json" --data-root "$TMP/data" --local --quiet
+[ "$RC" -eq 2 ] && grep -q "no plugin_dir is configured" "$TMP/e" || fail "no plugin_dir: $(cat "$TMP/e")"
+echo "refused: $(cat "$TMP/e")"
+spec "$TMP/other.json" "$YCC"
+run_rc "$TMP/e" "$BIN/sluice" run "$TMP/other.json" --data-root "$TMP/data" --local --quiet \
+    --plugin-dir "$PLUG"
+[ "$RC" -eq 2 ] && grep -q "has cutout 1.0 with sha256 ${CUT:0:16}... (another build)" "$TMP/e" \
+    || fail "another build: $(cat "$TMP/e")"
+echo "refused: $(cat "$TMP/e")"
+sed 's/"size": 12/"size": 0/' "$TMP/plug.json" >"$TMP/badparams.json"
+run_rc "$TMP/e" "$BIN/sluice" run "$TMP/badparams.json" --data-root "$TMP/data" --local \
+    --quiet --plugin-dir "$PLUG"
+[ "$RC" -eq 2 ] && grep -q "plugin cutout: params: need size 1..4096" "$TMP/e" \
+    || fail "bad params: $(cat "$TMP/e")"
+echo "refused: $(cat "$TMP/e")"
+sed 's/"sha256": "'"$CUT"'"/"sha256": "ABC"/' "$TMP/plug.json" >"$TMP/badsha.json"
+run_rc "$TMP/e" "$BIN/sluice" run "$TMP/badsha.json" --data-root "$TMP/data" --local --quiet \
+    --plugin-dir "$PLUG"
+[ "$RC" -eq 2 ] && grep -q "stages\[2\].sha256: must be the plugin file's SHA-256" "$TMP/e" \
+    || fail "bad sha256: $(cat "$TMP/e")"
+echo "refused: $(cat "$TMP/e")"
+
+# A worker's plugin_dir with broken files beside good ones: the good ones
+# serve, the broken ones are named in its log.
+mkdir -p "$TMP/wplug"
+cp "$PLUG/cutout.so" "$PLUG/ycbcr.so" "$ROOT/$BUILD/test-plugins/misbehave.so" "$TMP/wplug/"
+head -c 4096 /dev/urandom >"$TMP/wplug/garbage.so"
+cp "$BIN/sluice-plugin-host" "$TMP/wplug/noentry.so" # an ELF without the entry point
+
+start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --split-size 5 --worker-timeout-ms 1500 --heartbeat-ms 100
+start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1 --plugin-dir "$TMP/wplug"
+start_daemon W2 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
+wait_live_workers "$D_HTTP" 2
+grep -q "not used: garbage.so" "$TMP/W1.err" && grep -q "noentry.so" "$TMP/W1.err" \
+    || fail "broken plugin files not named: $(grep -i plugin "$TMP/W1.err")"
+echo "worker log: $(grep "not used" "$TMP/W1.err" | sed 's/.*notice: //; s/.*warning: //')"
+curl -sf "http://$D_HTTP/status" >"$TMP/status.json"
+/usr/bin/python3 - "$TMP/status.json" "$W1_GRPC" <<'EOF'
+import json, sys
+st = json.load(open(sys.argv[1]))
+have = {w["address"]: sorted(p["name"] for p in w["plugins"]) for w in st["workers"]}
+assert have[sys.argv[2]] == ["cutout", "misbehave", "rgb_to_ycbcr"], have
+assert sorted(map(len, have.values())) == [0, 3], have
+print("/status: plugins per worker:", sorted(have.values()))
+EOF
+
+# ---- offloaded: all on workers (one of which lacks the plugins), and split
+run all --dispatcher "$D_GRPC" --plugin-dir "$PLUG" --offload all
+cmp -s "$TMP/all.s" "$TMP/local.s" || fail "offload all: digests differ from --local"
+W2_SAMPLES=$(curl -sf "http://$W2_HTTP/metrics" | awk '/^sluice_worker_samples_total /{print $2}')
+[ "${W2_SAMPLES:-0}" -gt 0 ] || fail "the worker without plugins got no work"
+echo "offload all: = --local; the worker without plugins ran $W2_SAMPLES samples up to the plugin"
+run mixed --dispatcher "$D_GRPC" --plugin-dir "$PLUG" --offload 3:0.4
+cmp -s "$TMP/mixed.s" "$TMP/local.s" || fail "offload 3:0.4: digests differ from --local"
+echo "offload 3:0.4 (workers decode, crop, cutout; the client ycbcr on; 40 % local): = --local"
+
+# ---- a crashing plugin: its job fails naming it; another job on the same
+# worker finishes with the right digests; the worker lives on.
+"$BIN/sluice" run "$TMP/plug.json" --data-root "$TMP/data" --quiet --digests "$TMP/busy" \
+    --dispatcher "$D_GRPC" --plugin-dir "$PLUG" --offload all --max-rate 60 \
+    2>"$TMP/busy.err" &
+BUSY=$!
+PIDS+=("$BUSY")
+MIS=$(sha256sum "$TMP/wplug/misbehave.so" | cut -d' ' -f1)
+spec "$TMP/crash.json" "$CUT" ', {"op": "plugin", "name": "misbehave", "sha256": "'"$MIS"'", "params": {"mode": "segv", "from": 3}}'
+sleep 0.5
+run_rc "$TMP/crash.err" "$BIN/sluice" run "$TMP/crash.json" --data-root "$TMP/data" --quiet \
+    --dispatcher "$D_GRPC" --plugin-dir "$TMP/wplug" --offload all
+[ "$RC" -eq 1 ] && grep -q "plugin misbehave crashed (signal 11)" "$TMP/crash.err" \
+    || fail "crashing plugin: exit $RC: $(cat "$TMP/crash.err")"
+echo "crash: $(cat "$TMP/crash.err")"
+wait "$BUSY" || fail "the other job failed: $(cat "$TMP/busy.err")"
+sort "$TMP/busy" | cmp -s - "$TMP/local.s" || fail "the other job's digests differ"
+kill -0 "$W1_PID" || fail "the worker died with the plugin"
+grep -q "plugin misbehave crashed (signal 11)" "$TMP/W1.err" || fail "the worker did not log it"
+echo "the other job on that worker: 120 digests = --local; the worker is alive"
+# A plugin that hangs: killed after plugin_timeout_ms on the worker (the job
+# fails there, its splits come home), after SLUICE_PLUGIN_TIMEOUT_MS on the
+# client (10 s by default).
+sed 's/"mode": "segv"/"mode": "hang"/' "$TMP/crash.json" >"$TMP/hang.json"
+kill "$W1_PID"
+wait "$W1_PID" 2>/dev/null || true
+start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1 --plugin-dir "$TMP/wplug" \
+    --plugin-timeout-ms 300
+wait_live_workers "$D_HTTP" 2
+T0=$(date +%s)
+SLUICE_PLUGIN_TIMEOUT_MS=400 run_rc "$TMP/hang.err" "$BIN/sluice" run "$TMP/hang.json" --data-root "$TMP/data" --quiet \
+    --dispatcher "$D_GRPC" --plugin-dir "$TMP/wplug" --offload all --threads 1
+echo "hang run: $(( $(date +%s) - T0 )) s"
+[ "$RC" -eq 1 ] && grep -q "plugin misbehave: no answer within 400 ms (killed)" "$TMP/hang.err" \
+    || fail "hanging plugin: exit $RC: $(cat "$TMP/hang.err")"
+grep -q "plugin misbehave: no answer within 300 ms (killed)" "$TMP/W1.err" \
+    || fail "the worker did not kill the hanging plugin"
+kill -0 "$W1_PID" || fail "the worker died with the hanging plugin"
+echo "hang: killed after 300 ms on the worker, 400 ms on the client: $(cat "$TMP/hang.err")"
+
+# ---- Python: plugin_dir=
+python_env
+$PY - "$TMP/plug.json" "$TMP/data" "$PLUG" "$TMP/local.s" <<'EOF'
+import hashlib, sys
+import sluice
+spec, root, plug, want = sys.argv[1:]
+n = 0
+with sluice.Loader(None, spec, data_root=root, plugin_dir=plug, threads=1) as ld:
+    for b in ld.batches():
+        n += len(b.indices)
+assert n == 120, n
+try:
+    sluice.Loader(None, spec, data_root=root, plugin_dir=root)
+except sluice.SpecError as e:
+    assert "not in " in str(e), str(e)
+    print("python: 120 samples with plugin_dir=; without the plugin:", e)
+else:
+    raise AssertionError("a missing plugin was accepted")
+EOF

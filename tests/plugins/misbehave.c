@@ -1,0 +1,79 @@
+/* misbehave: a plugin that crashes or hangs on purpose, for the tests of
+ * plugin isolation (tests/integration/test_plugins.sh). params {"mode":
+ * "segv" | "hang" | "ok", "from": N}: misbehaves from its N-th call on. */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/plugin/sluice_plugin.h"
+
+typedef struct {
+    int mode; /* 0 ok, 1 segv, 2 hang */
+    long from;
+} mis_t;
+
+static long calls; /* per host process: one state, one thread -- a test plugin only */
+
+static int create(const char *params, size_t len, void **ret, char *err, size_t errlen)
+{
+    json_t *o = json_loadb(params, len, 0, NULL);
+    const char *mode = json_string_value(json_object_get(o, "mode"));
+    mis_t *m = calloc(1, sizeof(*m));
+    if (m == NULL || mode == NULL) {
+        snprintf(err, errlen, "params: need {\"mode\": \"segv\" | \"hang\" | \"ok\"}");
+        json_decref(o);
+        free(m);
+        return -EINVAL;
+    }
+    m->mode = strcmp(mode, "segv") == 0 ? 1 : strcmp(mode, "hang") == 0 ? 2 : 0;
+    m->from = (long)json_integer_value(json_object_get(o, "from"));
+    json_decref(o);
+    *ret = m;
+    return 0;
+}
+
+static void destroy(void *state) { free(state); }
+
+static int process(const void *state, const sluice_plugin_image_t *in,
+                   sluice_plugin_image_t *out, sluice_plugin_rng_t *rng, char *err,
+                   size_t errlen)
+{
+    (void)rng;
+    (void)err;
+    (void)errlen;
+    const mis_t *m = state;
+    if (calls++ >= m->from) {
+        if (m->mode == 1) {
+            raise(SIGSEGV);
+        }
+        if (m->mode == 2) {
+            for (;;) {
+                pause();
+            }
+        }
+    }
+    memcpy(out->data, in->data, (size_t)in->h * in->w * in->c);
+    return 0;
+}
+
+static const sluice_plugin_stage_t MIS = {
+    .abi = SLUICE_PLUGIN_ABI,
+    .name = "misbehave",
+    .version = "test",
+    .reads = "image",
+    .writes = "image",
+    .create = create,
+    .destroy = destroy,
+    .process = process,
+};
+
+const sluice_plugin_stage_t *const *sluice_plugin_stages(uint32_t *ret_n)
+{
+    static const sluice_plugin_stage_t *const stages[] = {&MIS};
+    *ret_n = 1;
+    return stages;
+}
