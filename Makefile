@@ -210,6 +210,7 @@ TEST_MODS_test_pipeline := engine
 TEST_MODS_test_pipeline_record := engine
 TEST_MODS_test_ranks := engine
 TEST_MODS_test_resume := client
+TEST_MODS_test_plugin := engine
 TEST_MODS_test_balance := engine
 TEST_MODS_test_costmodel := cost
 TEST_MODS_test_rpc := rpc

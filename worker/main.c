@@ -269,7 +269,7 @@ static int start_rpc(wmain_t *m)
         SL_ERR("gRPC server: cannot register %s: %s", WK_FETCH_METHOD, strerror(-rc));
         return rc;
     }
-    m->prof = wk_profile_new(m->cfg.data_root, m->threads);
+    m->prof = wk_profile_new(m->cfg.data_root, m->threads, m->plugins);
     rc = m->prof != NULL ? wk_profile_register(m->prof, m->srv) : -ENOMEM;
     if (rc < 0) {
         SL_ERR("gRPC server: cannot register the planner methods: %s", strerror(-rc));

@@ -12,6 +12,7 @@
 #include "common/base/err.h"
 #include "common/cost/hostfacts.h"
 #include "common/cost/profiler.h"
+#include "common/plugin/plugin.h"
 #include "common/base/log.h"
 #include "common/cost/costmodel.h"
 #include "common/engine/pipeline.h"
@@ -32,9 +33,11 @@ struct wk_profile_s {
     sl_source_t *src;
     sl_source_type_e src_type;
     char src_path[SL_SPEC_PATH_MAX];
+    const sl_plugins_t *plugins; /* the worker's plugin_dir; NULL = none */
 };
 
-wk_profile_t *wk_profile_new(const char *data_root, unsigned threads)
+wk_profile_t *wk_profile_new(const char *data_root, unsigned threads,
+                             const sl_plugins_t *plugins)
 {
     wk_profile_t *p = calloc(1, sizeof(*p));
     if (p == NULL) {
@@ -42,6 +45,7 @@ wk_profile_t *wk_profile_new(const char *data_root, unsigned threads)
     }
     snprintf(p->data_root, sizeof(p->data_root), "%s", data_root);
     p->threads = threads > 0 ? threads : 1;
+    p->plugins = plugins;
     sl_cpu_model(p->cpu_model, sizeof(p->cpu_model));
     p->cpu_budget = sl_cpu_budget(NULL, 0);
     /* Workers with the same key are one speed class: profiling one of them
@@ -123,6 +127,12 @@ static int profile_measure(wk_profile_t *p, const Sluice__ProfileRequest *req,
     int rc = open_source(p, spec, req->source_fingerprint, err, errlen);
     if (rc == 0) {
         rc = sl_pipeline_load(pipe, p->src, err, errlen);
+    }
+    if (rc == 0 && sl_spec_has_plugins(spec)) {
+        /* Units past a plugin this worker lacks are never given to it: an
+         * unbound one fails its samples and its profile says so. */
+        rc = sl_pipeline_bind_plugins(pipe, p->plugins, err, errlen);
+        rc = rc == -ENOENT ? 0 : rc;
     }
     uint64_t total = rc == 0 ? sl_source_count(p->src) : 0;
     for (size_t i = 0; rc == 0 && i < req->n_indices; i++) {

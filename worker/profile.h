@@ -25,7 +25,9 @@
 typedef struct wk_profile_s wk_profile_t;
 
 /* threads: the pool size a job gets here (reported with the identity). */
-wk_profile_t *wk_profile_new(const char *data_root, unsigned threads);
+struct sl_plugins_s;
+wk_profile_t *wk_profile_new(const char *data_root, unsigned threads,
+                             const struct sl_plugins_s *plugins);
 void wk_profile_free(wk_profile_t *p); /* after the rpc server is gone; NULL ok */
 
 /* Registers Profile and Probe on srv (before it starts). Returns 0 or the

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/cli/cli.h"
+#include "common/plugin/plugin.h"
 #include "client/cli/cli_opts.h"
 #include "client/lib/profile.h"
 #include "common/cost/profiler.h"
@@ -160,6 +161,7 @@ typedef struct {
     sl_spec_t *spec;
     sl_source_t *src;
     sl_pipeline_t *pipe;
+    sl_plugins_t *plugins; /* a spec with plugin stages: --plugin-dir's */
     sl_rpc_channel_t *ch;
     int rpc; /* sl_rpc_init called */
     cl_planner_t *pl;
@@ -177,6 +179,7 @@ static void plan_free(plan_run_t *r)
         sl_rpc_shutdown();
     }
     sl_pipeline_free(r->pipe);
+    sl_plugins_free(r->plugins);
     sl_source_free(r->src);
     free(r->spec);
 }
@@ -207,6 +210,15 @@ static int open_spec(const plan_opts_t *o, plan_run_t *r)
         sl_pipeline_load(r->pipe, r->src, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice plan: %s\n", err);
         return SL_EXIT_RUNTIME;
+    }
+    /* Plugin units are profiled like the others, in their host process. */
+    const char *dir = o->c.plugin_dir != NULL ? o->c.plugin_dir : getenv("SLUICE_PLUGIN_DIR");
+    if (sl_spec_has_plugins(r->spec) &&
+        ((dir != NULL && dir[0] != '\0' &&
+          sl_plugins_scan(dir, NULL, 0, &r->plugins, err, sizeof(err)) < 0) ||
+         sl_pipeline_bind_plugins(r->pipe, r->plugins, err, sizeof(err)) < 0)) {
+        fprintf(stderr, "sluice plan: %s\n", err);
+        return SL_EXIT_USAGE;
     }
     return SL_EXIT_OK;
 }

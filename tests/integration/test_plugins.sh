@@ -106,22 +106,22 @@ echo "offload 3:0.4 (workers decode, crop, cutout; the client ycbcr on; 40 % loc
 BUSY=$!
 PIDS+=("$BUSY")
 MIS=$(sha256sum "$TMP/wplug/misbehave.so" | cut -d' ' -f1)
-spec "$TMP/crash.json" "$CUT" ', {"op": "plugin", "name": "misbehave", "sha256": "'"$MIS"'", "params": {"mode": "segv", "from": 3}}'
+spec "$TMP/crash.json" "$CUT" ', {"op": "plugin", "name": "misbehave", "sha256": "'"$MIS"'", "params": {"mode": "crash", "from": 3}}'
 sleep 0.5
 run_rc "$TMP/crash.err" "$BIN/sluice" run "$TMP/crash.json" --data-root "$TMP/data" --quiet \
     --dispatcher "$D_GRPC" --plugin-dir "$TMP/wplug" --offload all
-[ "$RC" -eq 1 ] && grep -q "plugin misbehave crashed (signal 11)" "$TMP/crash.err" \
+[ "$RC" -eq 1 ] && grep -q "plugin misbehave crashed (signal 6)" "$TMP/crash.err" \
     || fail "crashing plugin: exit $RC: $(cat "$TMP/crash.err")"
 echo "crash: $(cat "$TMP/crash.err")"
 wait "$BUSY" || fail "the other job failed: $(cat "$TMP/busy.err")"
 sort "$TMP/busy" | cmp -s - "$TMP/local.s" || fail "the other job's digests differ"
 kill -0 "$W1_PID" || fail "the worker died with the plugin"
-grep -q "plugin misbehave crashed (signal 11)" "$TMP/W1.err" || fail "the worker did not log it"
+grep -q "plugin misbehave crashed (signal 6)" "$TMP/W1.err" || fail "the worker did not log it"
 echo "the other job on that worker: 120 digests = --local; the worker is alive"
 # A plugin that hangs: killed after plugin_timeout_ms on the worker (the job
 # fails there, its splits come home), after SLUICE_PLUGIN_TIMEOUT_MS on the
 # client (10 s by default).
-sed 's/"mode": "segv"/"mode": "hang"/' "$TMP/crash.json" >"$TMP/hang.json"
+sed 's/"mode": "crash"/"mode": "hang"/' "$TMP/crash.json" >"$TMP/hang.json"
 kill "$W1_PID"
 wait "$W1_PID" 2>/dev/null || true
 start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \

@@ -1,6 +1,6 @@
 /* misbehave: a plugin that crashes or hangs on purpose, for the tests of
  * plugin isolation (tests/integration/test_plugins.sh). params {"mode":
- * "segv" | "hang" | "ok", "from": N}: misbehaves from its N-th call on. */
+ * "crash" | "hang" | "ok", "from": N}: misbehaves from its N-th call on. */
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include "common/plugin/sluice_plugin.h"
 
 typedef struct {
-    int mode; /* 0 ok, 1 segv, 2 hang */
+    int mode; /* 0 ok, 1 crash, 2 hang */
     long from;
 } mis_t;
 
@@ -24,12 +24,12 @@ static int create(const char *params, size_t len, void **ret, char *err, size_t 
     const char *mode = json_string_value(json_object_get(o, "mode"));
     mis_t *m = calloc(1, sizeof(*m));
     if (m == NULL || mode == NULL) {
-        snprintf(err, errlen, "params: need {\"mode\": \"segv\" | \"hang\" | \"ok\"}");
+        snprintf(err, errlen, "params: need {\"mode\": \"crash\" | \"hang\" | \"ok\"}");
         json_decref(o);
         free(m);
         return -EINVAL;
     }
-    m->mode = strcmp(mode, "segv") == 0 ? 1 : strcmp(mode, "hang") == 0 ? 2 : 0;
+    m->mode = strcmp(mode, "crash") == 0 ? 1 : strcmp(mode, "hang") == 0 ? 2 : 0;
     m->from = (long)json_integer_value(json_object_get(o, "from"));
     json_decref(o);
     *ret = m;
@@ -48,7 +48,7 @@ static int process(const void *state, const sluice_plugin_image_t *in,
     const mis_t *m = state;
     if (calls++ >= m->from) {
         if (m->mode == 1) {
-            raise(SIGSEGV);
+            abort(); /* as a failed assert(); SIGSEGV would be ASan's to report in sanitized builds */
         }
         if (m->mode == 2) {
             for (;;) {

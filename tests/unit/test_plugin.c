@@ -1,0 +1,177 @@
+/* Stage plugins on Sluice's side (common/plugin/plugin.h): the registry of
+ * a directory, connections to host processes, a plugin that crashes or
+ * hangs, and the plugin unit in a pipeline. Uses the plugins the build
+ * makes ($(BUILD)/plugins, $(BUILD)/test-plugins) and its host program. */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/engine/pipeline.h"
+#include "common/plugin/plugin.h"
+#include "tests/unit/fixtures.h"
+
+static char g_build[PATH_MAX]; /* this binary's build directory */
+
+static void find_build(void)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0'; /* build/tests */
+    *strrchr(self, '/') = '\0'; /* build */
+    snprintf(g_build, sizeof(g_build), "%s", self);
+}
+
+static sl_plugins_t *scan(const char *sub, int timeout_ms)
+{
+    char dir[PATH_MAX + 32], host[PATH_MAX + 32], err[512];
+    snprintf(dir, sizeof(dir), "%s/%s", g_build, sub);
+    snprintf(host, sizeof(host), "%s/bin/sluice-plugin-host", g_build);
+    sl_plugins_t *p = NULL;
+    ck_assert_msg(sl_plugins_scan(dir, host, timeout_ms, &p, err, sizeof(err)) == 0, "%s", err);
+    return p;
+}
+
+static void image(sl_tensor_t *t, uint32_t h, uint32_t w)
+{
+    sl_tensor_init(t);
+    ck_assert_int_eq(sl_tensor_reshape(t, SL_DT_U8, SL_LAYOUT_HWC, h, w, 3), 0);
+    for (size_t i = 0; i < t->nbytes; i++) {
+        t->data[i] = (uint8_t)(i * 7);
+    }
+}
+
+START_TEST(test_registry_lists_the_examples)
+{
+    find_build();
+    sl_plugins_t *p = scan("plugins", 0);
+    ck_assert_ptr_nonnull(sl_plugins_find(p, "cutout", NULL));
+    const sl_plugin_info_t *y = sl_plugins_find(p, "rgb_to_ycbcr", NULL);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_str_eq(y->version, "1.0");
+    ck_assert_uint_eq(strlen(y->sha256), 64);
+    ck_assert_ptr_null(sl_plugins_find(p, "cutout", y->sha256)); /* another file's hash */
+    char why[512];
+    sl_plugins_why_missing(p, "cutout", why, sizeof(why));
+    ck_assert_msg(strstr(why, "(another build)") != NULL, "%s", why);
+    sl_plugins_why_missing(NULL, "cutout", why, sizeof(why));
+    ck_assert_str_eq(why, "no plugin_dir is configured here");
+    char err[256];
+    sl_plugins_t *q = NULL;
+    ck_assert_int_eq(sl_plugins_scan("/nonexistent-dir", "x", 0, &q, err, sizeof(err)), -ENOENT);
+    sl_plugins_free(p);
+}
+END_TEST
+
+START_TEST(test_process_is_deterministic)
+{
+    find_build();
+    sl_plugins_t *p = scan("plugins", 0);
+    const sl_plugin_info_t *cut = sl_plugins_find(p, "cutout", NULL);
+    sl_plugin_conn_t *a = NULL, *b = NULL;
+    char err[512];
+    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"size\": 5}", &a, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"size\": 5}", &b, err, sizeof(err)), 0);
+    sl_tensor_t in, o1, o2;
+    image(&in, 20, 30);
+    sl_tensor_init(&o1);
+    sl_tensor_init(&o2);
+    uint64_t key[4] = {1, 2, 3, 4};
+    ck_assert_int_eq(sl_plugin_conn_process(a, key, &in, &o1, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_plugin_conn_process(b, key, &in, &o2, err, sizeof(err)), 0);
+    ck_assert_uint_eq(o1.nbytes, in.nbytes);
+    ck_assert_int_eq(memcmp(o1.data, o2.data, o1.nbytes), 0); /* two processes, same bytes */
+    ck_assert_int_ne(memcmp(o1.data, in.data, in.nbytes), 0); /* a square was cut */
+    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"size\": -1}", &b, err, sizeof(err)),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, "need size 1..4096") != NULL, "%s", err);
+    sl_plugin_conn_close(a);
+    sl_tensor_free(&in);
+    sl_tensor_free(&o1);
+    sl_tensor_free(&o2);
+    sl_plugins_free(p);
+}
+END_TEST
+
+START_TEST(test_crash_and_hang_are_contained)
+{
+    find_build();
+    sl_plugins_t *p = scan("test-plugins", 300);
+    const sl_plugin_info_t *mis = sl_plugins_find(p, "misbehave", NULL);
+    ck_assert_ptr_nonnull(mis);
+    char err[512];
+    sl_tensor_t in, out;
+    image(&in, 4, 4);
+    sl_tensor_init(&out);
+    uint64_t key[4] = {9, 9, 9, 9};
+    sl_plugin_conn_t *c = NULL;
+    ck_assert_int_eq(
+        sl_plugin_conn_open(p, mis, "{\"mode\": \"crash\", \"from\": 1}", &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_plugin_conn_process(c, key, &in, &out, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_plugin_conn_process(c, key, &in, &out, err, sizeof(err)), -ECHILD);
+    ck_assert_msg(strstr(err, "plugin misbehave crashed (signal 6)") != NULL, "%s", err);
+    /* A fresh host for the next sample: its first call works again. */
+    ck_assert_int_eq(sl_plugin_conn_process(c, key, &in, &out, err, sizeof(err)), 0);
+    sl_plugin_conn_close(c);
+    ck_assert_int_eq(
+        sl_plugin_conn_open(p, mis, "{\"mode\": \"hang\", \"from\": 0}", &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_plugin_conn_process(c, key, &in, &out, err, sizeof(err)), -ECHILD);
+    ck_assert_msg(strstr(err, "no answer within 300 ms (killed)") != NULL, "%s", err);
+    sl_plugin_conn_close(c);
+    sl_tensor_free(&in);
+    sl_tensor_free(&out);
+    sl_plugins_free(p);
+}
+END_TEST
+
+START_TEST(test_pipeline_unit)
+{
+    find_build();
+    sl_plugins_t *p = scan("plugins", 0);
+    const sl_plugin_info_t *y = sl_plugins_find(p, "rgb_to_ycbcr", NULL);
+    char json[1024], err[512];
+    snprintf(json, sizeof(json),
+             "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\"}, \"stages\": "
+             "[{\"op\": \"decode_jpeg\"}, {\"op\": \"plugin\", \"name\": \"rgb_to_ycbcr\", "
+             "\"sha256\": \"%s\"}]}",
+             y->sha256);
+    sl_spec_t spec;
+    ck_assert_int_eq(sl_spec_parse("t", json, strlen(json), &spec, err, sizeof(err)), 0);
+    sl_pipeline_t *pl = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &pl, err, sizeof(err)), 0);
+    ck_assert_str_eq(sl_pipeline_unit_name(pl, 1), "rgb_to_ycbcr");
+    ck_assert_int_eq(sl_pipeline_bind_plugins(pl, NULL, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(sl_pipeline_bind_plugins(pl, p, err, sizeof(err)), 0);
+    sl_pipe_scratch_t sc;
+    sl_pipe_scratch_init(&sc);
+    sl_tensor_t t;
+    image(&t, 2, 2);
+    t.data[0] = 255, t.data[1] = 255, t.data[2] = 255; /* white: Y 255, Cb = Cr = 128 */
+    ck_assert_int_eq(sl_pipeline_run(pl, 1, 2, 0, 0, &t, &sc, NULL, err, sizeof(err)), 0);
+    ck_assert_uint_eq(t.data[0], 255);
+    ck_assert_uint_eq(t.data[1], 128);
+    ck_assert_uint_eq(t.data[2], 128);
+    sl_pipe_scratch_free(&sc);
+    sl_tensor_free(&t);
+    sl_pipeline_free(pl);
+    sl_plugins_free(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plugin");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_registry_lists_the_examples);
+    tcase_add_test(tc, test_process_is_deterministic);
+    tcase_add_test(tc, test_crash_and_hang_are_contained);
+    tcase_add_test(tc, test_pipeline_unit);
+    suite_add_tcase(s, tc);
+    return fx_run_suite(s, 0);
+}
