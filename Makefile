@@ -378,6 +378,11 @@ install: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(CLIEN
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so
 	$(INSTALL) -m 644 $(CLIENT_LIB) $(DESTDIR)$(LIBDIR)/libsluice.a
 	$(INSTALL) -m 644 client/lib/sluice.h $(DESTDIR)$(INCLUDEDIR)/sluice.h
+	$(INSTALL) -m 644 common/plugin/sluice_plugin.h $(DESTDIR)$(INCLUDEDIR)/sluice_plugin.h
+	$(INSTALL) -m 755 $(BUILD)/bin/sluice-plugin-host $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -d $(DESTDIR)$(DATADIR)/sluice/examples/plugins
+	$(INSTALL) -m 644 $(filter $(BUILD)/plugins/%,$(PLUGINS)) $(wildcard examples/plugins/*.c) \
+	  $(DESTDIR)$(DATADIR)/sluice/examples/plugins/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  -e 's|@PKGS@|$(PKGS)|g' client/lib/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
@@ -402,7 +407,8 @@ install: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(CLIEN
 	@echo "installed under $(DESTDIR)$(PREFIX) (units in $(DESTDIR)$(UNITDIR))"
 
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS)))
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BINS))) $(DESTDIR)$(BINDIR)/sluice-plugin-host \
+	  $(DESTDIR)$(INCLUDEDIR)/sluice_plugin.h
 	rm -f $(DESTDIR)$(LIBDIR)/$(SO_FILE) $(DESTDIR)$(LIBDIR)/libsluice.so.$(SO_MAJOR) \
 	  $(DESTDIR)$(LIBDIR)/libsluice.so $(DESTDIR)$(LIBDIR)/libsluice.a \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc $(DESTDIR)$(INCLUDEDIR)/sluice.h
