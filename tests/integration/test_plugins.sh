@@ -99,7 +99,11 @@ cmp -s "$TMP/mixed.s" "$TMP/local.s" || fail "offload 3:0.4: digests differ from
 echo "offload 3:0.4 (workers decode, crop, cutout; the client ycbcr on; 40 % local): = --local"
 
 # ---- a crashing plugin: its job fails naming it; another job on the same
-# worker finishes with the right digests; the worker lives on.
+# worker finishes with the right digests; the worker lives on. W2 (without
+# plugins) leaves first, so W1 is the one that meets the crash.
+kill "$W2_PID"
+wait "$W2_PID" 2>/dev/null || true
+wait_live_workers "$D_HTTP" 1
 "$BIN/sluice" run "$TMP/plug.json" --data-root "$TMP/data" --quiet --digests "$TMP/busy" \
     --dispatcher "$D_GRPC" --plugin-dir "$PLUG" --offload all --max-rate 60 \
     2>"$TMP/busy.err" &
@@ -127,7 +131,7 @@ wait "$W1_PID" 2>/dev/null || true
 start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
     --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1 --plugin-dir "$TMP/wplug" \
     --plugin-timeout-ms 300
-wait_live_workers "$D_HTTP" 2
+wait_live_workers "$D_HTTP" 1
 T0=$(date +%s)
 SLUICE_PLUGIN_TIMEOUT_MS=400 run_rc "$TMP/hang.err" "$BIN/sluice" run "$TMP/hang.json" --data-root "$TMP/data" --quiet \
     --dispatcher "$D_GRPC" --plugin-dir "$TMP/wplug" --offload all --threads 1
