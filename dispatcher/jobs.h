@@ -62,6 +62,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/jobcap.h"
 #include "common/base/ring.h"
 #include "common/spec/spec.h"
 #include "dispatcher/plan.h"
@@ -217,6 +218,13 @@ typedef struct disp_job_s {
     uint64_t num_samples;
     uint32_t client_threads;
     disp_plan_t plan;
+    /* Its capability (common/base/jobcap.h, docs/protocol.md "Job
+     * capabilities"): the hash of the job secret, set once at submission or
+     * restore. has_cap 0: a job restored from a journal older than
+     * capabilities, which any client may act on (as before). The secret
+     * itself is never held. */
+    uint8_t cap_hash[SL_JOBCAP_HASH];
+    int has_cap;
 
     /* Multi-rank jobs (dispatcher/ranks.h): this job is rank `rank` of
      * world_size of the job named group ("" and 1 for a single consumer).

@@ -89,5 +89,9 @@ void disp_svc_finish(sl_rpc_reply_t *reply, const char *method, int rc,
 
 /* A plan as a message in the arena; NULL on ENOMEM. */
 Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p);
+/* 0 when secret (NULL = none) is job's capability (or the job has none:
+ * restored from an older journal), else -EACCES with err saying so and
+ * nothing about the job. Called with d->mu held. */
+int disp_svc_check_cap(const disp_job_t *job, const char *secret, char *err, size_t errlen);
 
 #endif

@@ -6,7 +6,7 @@
  * declares for the CLI and not for applications (not exported from
  * libsluice.so): client/lib/stats.h (what the run summaries print beyond
  * sluice_stats_t), client/lib/profile.h (the planner's profiling, for `sluice
- * plan`) and client/lib/sha256.h (digests). Never client/lib/client_impl.h. */
+ * plan`) and common/base/sha256.h (digests). Never client/lib/client_impl.h. */
 #ifndef SL_CLI_H
 #define SL_CLI_H
 

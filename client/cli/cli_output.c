@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "client/cli/cli.h"
-#include "client/lib/sha256.h"
+#include "common/base/sha256.h"
 #include "client/lib/stats.h"
 
 /* A record's key as one digest-file word: bytes that would split the line

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/lib/sha256.h"
+#include "common/base/sha256.h"
 #include "client/lib/sluice.h"
 #include "common/base/log.h"
 #include "common/base/version.h"

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/lib/sha256.h"
+#include "common/base/sha256.h"
 #include "tests/unit/fixtures.h"
 
 START_TEST(test_known_vectors)
