@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base/jobcap.h"
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
@@ -288,6 +289,41 @@ START_TEST(test_splits_exactly_once)
     ck_assert_uint_eq(tot.samples_skipped, 2);
     ck_assert_uint_eq(tot.splits_done, 5);
     ck_assert_uint_ge(tot.msgs_sent, 5);
+    wk_tasks_free(t);
+}
+END_TEST
+
+/* Job capabilities: a Fetch without the secret whose hash the dispatcher
+ * sent is refused before it takes the job's one stream slot. */
+START_TEST(test_attach_needs_the_secret)
+{
+    wk_tasks_t *t = new_tasks(256u << 20);
+    Sluice__JobSpec js = SLUICE__JOB_SPEC__INIT;
+    uint8_t hash[SL_JOBCAP_HASH];
+    sl_jobcap_hash("owner-secret-0123456789", hash);
+    js.job_id = 6;
+    js.spec_json = (char *)SPEC_CROP;
+    js.source_fingerprint = g_fp;
+    js.num_samples = g_count;
+    js.secret_sha256.data = hash;
+    js.secret_sha256.len = sizeof(hash);
+    wk_tasks_add_job(t, &js);
+    ck_assert_int_eq(wait_loaded(t, 6), WK_JOB_READY);
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 6, NULL, 100, &job, why, sizeof(why)), WK_ATTACH_DENIED);
+    ck_assert_int_eq(wk_tasks_attach(t, 6, "wrong-secret-0123456789", 100, &job, why,
+                                     sizeof(why)),
+                     WK_ATTACH_DENIED);
+    /* The owner gets the slot at once: the refusals never held it. */
+    ck_assert_int_eq(wk_tasks_attach(t, 6, "owner-secret-0123456789", 100, &job, why,
+                                     sizeof(why)),
+                     WK_ATTACH_OK);
+    wk_job_t *job2 = NULL;
+    ck_assert_int_eq(wk_tasks_attach(t, 6, "wrong-secret-0123456789", 100, &job2, why,
+                                     sizeof(why)),
+                     WK_ATTACH_DENIED); /* not BUSY: says nothing about the stream */
+    wk_job_detach(job, 0, NULL);
     wk_tasks_free(t);
 }
 END_TEST
@@ -574,6 +610,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_splits_exactly_once);
     tcase_add_test(tc, test_failures_and_validation);
+    tcase_add_test(tc, test_attach_needs_the_secret);
     tcase_add_test(tc, test_broken_stream_drops_and_revoke);
     tcase_add_test(tc, test_two_jobs_revoke_and_leave);
     tcase_add_test(tc, test_stop_while_running);
