@@ -63,6 +63,7 @@
 #include <stdint.h>
 
 #include "common/base/jobcap.h"
+#include "common/base/tenants.h"
 #include "common/base/ring.h"
 #include "common/spec/spec.h"
 #include "dispatcher/plan.h"
@@ -225,6 +226,9 @@ typedef struct disp_job_s {
      * itself is never held. */
     uint8_t cap_hash[SL_JOBCAP_HASH];
     int has_cap;
+    /* The tenant that submitted it (docs/protocol.md "Tenants"; "" = the
+     * cluster token or none): only its calls may act on the job. */
+    char tenant[SL_TENANT_NAME_MAX];
 
     /* Multi-rank jobs (dispatcher/ranks.h): this job is rank `rank` of
      * world_size of the job named group ("" and 1 for a single consumer).

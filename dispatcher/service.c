@@ -16,6 +16,7 @@
 #include "dispatcher/planner_machines.h"
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service_ranks.h"
+#include "dispatcher/tenants.h"
 
 /* ------------------------------------------------------------ arena */
 
@@ -89,9 +90,14 @@ static int contains(const uint64_t *ids, size_t n, uint64_t id)
     return 0;
 }
 
-int disp_svc_check_cap(const disp_job_t *job, const char *secret, char *err, size_t errlen)
+int disp_svc_check_cap(const disp_job_t *job, const char *tenant, const char *secret, char *err,
+                       size_t errlen)
 {
-    if (!job->has_cap || sl_jobcap_check(job->cap_hash, secret)) {
+    /* Both checked (no early return), so a refusal takes as long whichever
+     * failed. */
+    int same_tenant = strcmp(job->tenant, tenant) == 0;
+    int cap_ok = !job->has_cap || sl_jobcap_check(job->cap_hash, secret);
+    if (same_tenant && cap_ok) {
         return 0;
     }
     return sl_err(err, errlen, -EACCES, "job %" PRIu64 ": wrong or missing job_secret", job->id);
@@ -101,14 +107,14 @@ int disp_svc_check_cap(const disp_job_t *job, const char *secret, char *err, siz
  * err naming why not, or -EACCES. The capability is checked before the
  * job's state: a refused caller learns nothing but that the id exists
  * (ids are sequential: that says nothing). */
-static int find_open_job(disp_t *d, uint64_t id, const char *secret, disp_job_t **ret, char *err,
-                         size_t errlen)
+static int find_open_job(disp_t *d, uint64_t id, const char *tenant, const char *secret,
+                         disp_job_t **ret, char *err, size_t errlen)
 {
     disp_job_t *job = disp_jobs_find(&d->jobs, id);
     if (job == NULL) {
         return sl_err(err, errlen, -ENOENT, "job %" PRIu64 " not found", id);
     }
-    int rc = disp_svc_check_cap(job, secret, err, errlen);
+    int rc = disp_svc_check_cap(job, tenant, secret, err, errlen);
     if (rc != 0) {
         return rc;
     }
@@ -177,6 +183,10 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
                              int64_t now_ms, char *err, size_t errlen)
 {
     const char *addr = req->address != NULL ? req->address : "";
+    if (a->tenant[0] != '\0') {
+        /* A team's token is for its jobs: a worker would see every job. */
+        return sl_err(err, errlen, -EACCES, "RegisterWorker needs the cluster token");
+    }
     if (!disp_addr_ok(addr)) {
         return sl_err(err, errlen, -EINVAL,
                       "address: required, printable HOST:PORT under %d bytes", DISP_ADDR_MAX);
@@ -374,6 +384,9 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                        Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms,
                        char *err, size_t errlen)
 {
+    if (a->tenant[0] != '\0') {
+        return sl_err(err, errlen, -EACCES, "Heartbeat needs the cluster token");
+    }
     if (req->n_known_jobs > DISP_MAX_IDS_PER_CALL || req->n_failed_jobs > DISP_MAX_IDS_PER_CALL ||
         req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL ||
         req->n_in_progress > DISP_MAX_IDS_PER_CALL || req->n_sent > DISP_MAX_IDS_PER_CALL) {
@@ -491,12 +504,16 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     /* auto/fastflow with the client's profiles: planned before the job
      * exists (dispatcher/planner_svc.c); otherwise plain disp_jobs_submit. */
     Sluice__PlanExplain *explain = NULL;
-    int rc = disp_planner_submit(d, req, &sub, now_ms, &job, &explain, a, err, errlen);
+    int rc = disp_tenants_admit_job(d, a->tenant, err, errlen);
+    if (rc == 0) {
+        rc = disp_planner_submit(d, req, &sub, now_ms, &job, &explain, a, err, errlen);
+    }
     disp_plan_t plan;
     uint64_t id = 0;
     if (rc == 0) {
         sl_jobcap_hash(secret, job->cap_hash);
         job->has_cap = 1;
+        snprintf(job->tenant, sizeof(job->tenant), "%s", a->tenant);
     }
     if (rc == 0 && disp_jstate_submitted(d, job) != 0) {
         /* Not durable, so not answered: the job must not exist either. */
@@ -544,7 +561,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
 {
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
-    int rc = find_open_job(d, req->job_id, req->job_secret, &job, err, errlen);
+    int rc = find_open_job(d, req->job_id, a->tenant, req->job_secret, &job, err, errlen);
     if (rc != 0) {
         goto out;
     }
@@ -647,7 +664,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
     disp_job_t *job = NULL;
     uint64_t seq = 0;
     pthread_mutex_lock(&d->mu);
-    int rc = find_open_job(d, req->job_id, req->job_secret, &job, err, errlen);
+    int rc = find_open_job(d, req->job_id, a->tenant, req->job_secret, &job, err, errlen);
     if (rc == 0) {
         job->last_client_ms = now_ms;
         for (size_t i = 0; i < req->n_skipped; i++) {
@@ -697,7 +714,7 @@ int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
 {
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
-    int rc = find_open_job(d, req->job_id, req->job_secret, &job, err, errlen);
+    int rc = find_open_job(d, req->job_id, a->tenant, req->job_secret, &job, err, errlen);
     if (rc == 0) {
         disp_rates_t *r = &job->rates;
         job->last_client_ms = now_ms;
@@ -736,7 +753,7 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
     disp_job_t *job = disp_jobs_find(&d->jobs, req->job_id);
     if (job == NULL) {
         rc = sl_err(err, errlen, -ENOENT, "job %" PRIu64 " not found", req->job_id);
-    } else if ((rc = disp_svc_check_cap(job, req->job_secret, err, errlen)) != 0) {
+    } else if ((rc = disp_svc_check_cap(job, a->tenant, req->job_secret, err, errlen)) != 0) {
         /* A stranger closes nothing. */
     } else {
         /* Closing a closed job is fine: a client may retry CloseJob. */

@@ -60,8 +60,8 @@ out:
  * capabilities"): every open part of the group must have been submitted
  * with this secret. Checked before anything about the group (its spec, its
  * progress) is compared or answered. Called with d->mu held. */
-static int group_cap_check(disp_t *d, const char *name, const char *secret, char *err,
-                           size_t errlen)
+static int group_cap_check(disp_t *d, const char *tenant, const char *name, const char *secret,
+                           char *err, size_t errlen)
 {
     for (size_t i = 0; i < d->jobs.n; i++) {
         const disp_job_t *job = d->jobs.jobs[i];
@@ -69,7 +69,7 @@ static int group_cap_check(disp_t *d, const char *name, const char *secret, char
             strcmp(job->group, name) != 0) {
             continue;
         }
-        if (disp_svc_check_cap(job, secret, err, errlen) != 0) {
+        if (disp_svc_check_cap(job, tenant, secret, err, errlen) != 0) {
             return sl_err(err, errlen, -EACCES,
                           "job \"%s\": wrong or missing job_secret to join it", name);
         }
@@ -118,7 +118,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         return rc; /* the parser's -EINVAL, -E2BIG or -ENOMEM */
     }
     pthread_mutex_lock(&d->mu);
-    rc = group_cap_check(d, name, req->job_secret, err, errlen);
+    rc = group_cap_check(d, a->tenant, name, req->job_secret, err, errlen);
     if (rc != 0) {
         pthread_mutex_unlock(&d->mu);
         free(spec);
