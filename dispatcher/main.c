@@ -256,7 +256,10 @@ static int start_rpc(dmain_t *m)
 static int start_http(dmain_t *m)
 {
     char err[1024];
-    sl_httpd_opts_t hopts = {.listen = m->cfg.http, .bearer_token = m->http_token};
+    sl_httpd_opts_t hopts = {.listen = m->cfg.http,
+                             .bearer_token = m->http_token,
+                             .token_ok = disp_tenants_http_ok, /* tenants see their jobs */
+                             .token_ctx = &m->d};
     if (m->http_token[0] == '\0' && !loopback(m->cfg.http)) {
         SL_WARN("http %s is not a loopback address and has no http_token_file: anyone who "
                 "can reach it reads job and worker state",

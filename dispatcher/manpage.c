@@ -13,7 +13,8 @@ static const sl_man_section_t SECTIONS[] = {
      "job; workers register again within about 2 s and clients ride out the gap "
      "(sluice run --dispatcher-timeout).\n"
      "\n"
-     "SIGHUP: re-read the --config file; only log_level changes."},
+     "SIGHUP: re-read the --config file (only log_level changes) and the tenants_file: "
+     "tokens added are admitted and tokens removed refused from the next RPC on."},
     {"FILES",
      "/etc/sluice/dispatcher.conf: the configuration the systemd unit reads. The shipped "
      "one sets journal = /var/lib/sluice-dispatcher, the unit's StateDirectory=.\n"

@@ -2,6 +2,7 @@
 #include "dispatcher/tenants.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,40 @@ out:
     free(ts);
     free(rt);
     return rc;
+}
+
+static int consttime_eq(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    size_t m = strnlen(a, SL_SECRET_MAX);
+    unsigned diff = (unsigned)(n != m);
+    for (size_t i = 0; i < n; i++) {
+        diff |= (unsigned)(b[i] ^ (i < m ? a[i] : 0));
+    }
+    return diff == 0;
+}
+
+int disp_tenants_by_token(disp_t *d, const char *token, char *name, size_t namelen)
+{
+    int found = 0;
+    if (token == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->tenants.n; i++) {
+        if (consttime_eq(token, d->tenants.t[i].token) && !found) {
+            snprintf(name, namelen, "%s", d->tenants.t[i].name);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return found;
+}
+
+int disp_tenants_http_ok(void *ctx, const char *token)
+{
+    char name[SL_TENANT_NAME_MAX];
+    return disp_tenants_by_token(ctx, token, name, sizeof(name));
 }
 
 size_t disp_tenants_open_jobs(const disp_t *d, const char *tenant)

@@ -22,6 +22,12 @@ int disp_tenants_apply(disp_t *d, sl_rpc_server_t *srv, size_t *ret_n, char *err
  * cfg.tenant_max_jobs; 0 = no cap). d->mu held. */
 int disp_tenants_admit_job(disp_t *d, const char *tenant, char *err, size_t errlen);
 
+/* 1 with the tenant's name in name when token is a tenant's, else 0.
+ * Every tenant is compared in constant time. Takes d->mu. */
+int disp_tenants_by_token(disp_t *d, const char *token, char *name, size_t namelen);
+/* sl_httpd_opts_t.token_ok for the status endpoint: ctx is the disp_t. */
+int disp_tenants_http_ok(void *ctx, const char *token);
+
 /* Open jobs of tenant. d->mu held. */
 size_t disp_tenants_open_jobs(const disp_t *d, const char *tenant);
 

@@ -150,6 +150,11 @@ typedef struct sl_rpc_tenant_s {
 } sl_rpc_tenant_t;
 int sl_rpc_server_set_tenants(sl_rpc_server_t *srv, const sl_rpc_tenant_t *t, size_t n,
                               char *err, size_t errlen);
+/* sl_rpc_server_set_tenants from a tenants file (common/base/tenants.h;
+ * path "" = none): what a daemon does at start and on SIGHUP. On failure
+ * the running set stays. *ret_n: tenants now admitted. */
+int sl_rpc_server_load_tenants(sl_rpc_server_t *srv, const char *path, size_t *ret_n, char *err,
+                               size_t errlen);
 /* The tenant the call was admitted as: "" for the server's own token (or
  * an open server). Valid while the handler runs. */
 const char *sl_rpc_reply_tenant(const sl_rpc_reply_t *reply);

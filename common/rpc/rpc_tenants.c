@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/base/err.h"
+#include "common/base/tenants.h"
 #include "common/rpc/rpc_creds.h"
 #include "common/rpc/rpc_server_impl.h"
 
@@ -68,6 +69,33 @@ int sl_rpc_server_set_tenants(sl_rpc_server_t *srv, const sl_rpc_tenant_t *t, si
     pthread_mutex_unlock(&srv->tenants_mu);
     tenants_free(old, nold);
     return 0;
+}
+
+int sl_rpc_server_load_tenants(sl_rpc_server_t *srv, const char *path, size_t *ret_n, char *err,
+                               size_t errlen)
+{
+    sl_tenants_t *ts = calloc(1, sizeof(*ts));
+    sl_rpc_tenant_t *rt = calloc(SL_TENANTS_MAX, sizeof(*rt));
+    int rc = ts != NULL && rt != NULL ? 0 : sl_err(err, errlen, -ENOMEM, "out of memory");
+    if (rc == 0 && path[0] != '\0') {
+        rc = sl_tenants_load(path, ts, err, errlen);
+    }
+    for (size_t i = 0; rc == 0 && i < ts->n; i++) {
+        rt[i].name = ts->t[i].name;
+        rt[i].token = ts->t[i].token;
+    }
+    if (rc == 0) {
+        rc = sl_rpc_server_set_tenants(srv, rt, ts->n, err, errlen);
+    }
+    if (rc == 0) {
+        *ret_n = ts->n;
+    }
+    if (ts != NULL) {
+        memset(ts, 0, sizeof(*ts)); /* tokens */
+    }
+    free(ts);
+    free(rt);
+    return rc;
 }
 
 int sl_rpc_srv_admit_tenant(sl_rpc_server_t *srv, srv_call_t *c)
