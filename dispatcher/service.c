@@ -339,6 +339,8 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
             js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
             js->source_fingerprint = job->fingerprint;
             js->num_samples = job->num_samples;
+            const sl_tenant_t *tn = sl_tenants_find(&d->tenants, job->tenant);
+            js->max_buffered_bytes = tn != NULL ? tn->max_buffered_bytes : 0;
             if (job->has_cap) {
                 /* The hash, never the secret: the worker can check a
                  * client's secret, not produce one. */

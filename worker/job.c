@@ -76,6 +76,10 @@ wk_job_t *wk_job_new(wk_tasks_t *t, const Sluice__JobSpec *js)
         memset(job->cap_hash, 0xff, SL_JOBCAP_HASH);
         job->has_cap = 1;
     }
+    job->buffer_bytes = t->buffer_bytes;
+    if (js->max_buffered_bytes > 0 && js->max_buffered_bytes < job->buffer_bytes) {
+        job->buffer_bytes = (size_t)js->max_buffered_bytes; /* the tenant's share */
+    }
     job->refs = 1;
     job->est_bytes = WK_EST_INITIAL;
     job->state = WK_JOB_LOADING; /* the initial state, not a move */

@@ -66,6 +66,9 @@ struct wk_job_s {
      * add; has_cap 0: the dispatcher sent none (a job from an old journal). */
     uint8_t cap_hash[SL_JOBCAP_HASH];
     int has_cap;
+    /* Bound of its buffer of finished batches: the worker's buffer_bytes,
+     * or its tenant's max_buffered_bytes when lower (JobSpec). Immutable. */
+    size_t buffer_bytes;
     sl_spec_t spec;                    /* immutable after add */
     sl_pipeline_t *pipe;               /* immutable after add; NULL when FAILED at add */
     uint32_t nunits;

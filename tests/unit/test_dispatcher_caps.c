@@ -21,6 +21,14 @@
     " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8}],"     \
     " \"batch_size\": 4, \"epochs\": 2, \"offload\": \"all\"%s}"
 
+/* The tenant the helpers below call as ("" = the cluster token). */
+static const char *g_tenant = "";
+
+static void as_tenant(disp_arena_t *a)
+{
+    snprintf(a->tenant, sizeof(a->tenant), "%s", g_tenant);
+}
+
 static void open_disp(disp_t *d, const char *jdir)
 {
     disp_config_t cfg;
@@ -50,6 +58,7 @@ static int submit(disp_t *d, const char *given, uint32_t world, uint32_t rank, c
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
+    as_tenant(&a);
     req.version = SL_PROTOCOL_VERSION;
     req.spec_json = spec;
     req.num_samples = 40;
@@ -74,6 +83,7 @@ static int assign(disp_t *d, uint64_t id, const char *secret)
     Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
+    as_tenant(&a);
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = id;
     req.job_secret = (char *)secret;
@@ -93,6 +103,7 @@ static int ack(disp_t *d, uint64_t id, const char *secret)
     Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
+    as_tenant(&a);
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = id;
     req.job_secret = (char *)secret;
@@ -109,6 +120,7 @@ static int rates(disp_t *d, uint64_t id, const char *secret)
     Sluice__ReportRatesResponse resp = SLUICE__REPORT_RATES_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
+    as_tenant(&a);
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = id;
     req.job_secret = (char *)secret;
@@ -124,6 +136,7 @@ static int close_job(disp_t *d, uint64_t id, const char *secret)
     Sluice__CloseJobResponse resp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
+    as_tenant(&a);
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = id;
     req.job_secret = (char *)secret;
@@ -179,6 +192,7 @@ START_TEST(test_workers_get_the_hash)
     Sluice__HeartbeatResponse resp = SLUICE__HEARTBEAT_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
+    as_tenant(&a);
     req.version = SL_PROTOCOL_VERSION;
     req.worker_id = wid;
     ck_assert_int_eq(disp_svc_heartbeat(&d, &req, &resp, &a, 1100, err, sizeof(err)), 0);
@@ -252,6 +266,63 @@ START_TEST(test_journal_keeps_the_hash)
 }
 END_TEST
 
+START_TEST(test_tenants_own_their_jobs)
+{
+    disp_t d;
+    open_disp(&d, NULL);
+    uint64_t wid = fx_disp_register(&d, "127.0.0.1:9", 2, 0, 1000);
+    char err[512];
+    ck_assert_int_eq(sl_tenants_parse("t", "team-a token-a-0123456789abcdef max_jobs=1 "
+                                           "max_buffered_mb=3\n"
+                                           "team-b token-b-0123456789abcdef\n",
+                                      &d.tenants, err, sizeof(err)),
+                     0);
+    uint64_t a1 = 0, x = 0;
+    char sa[SL_JOBCAP_MAX + 1], sx[SL_JOBCAP_MAX + 1];
+    g_tenant = "team-a";
+    ck_assert_int_eq(submit(&d, NULL, 1, 0, NULL, &a1, sa), SL_RPC_OK);
+    ck_assert_str_eq(disp_jobs_find(&d.jobs, a1)->tenant, "team-a");
+    /* At its cap (max_jobs=1): refused; team B is not. */
+    ck_assert_int_eq(submit(&d, NULL, 1, 0, NULL, &x, sx), SL_RPC_RESOURCE_EXHAUSTED);
+    g_tenant = "team-b";
+    ck_assert_int_eq(submit(&d, NULL, 1, 0, NULL, &x, sx), SL_RPC_OK);
+    /* Team B holding team A's secret still cannot act on A's job, nor the
+     * cluster token (a job belongs to its tenant). */
+    ck_assert_int_eq(assign(&d, a1, sa), SL_RPC_PERMISSION_DENIED);
+    ck_assert_int_eq(close_job(&d, a1, sa), SL_RPC_PERMISSION_DENIED);
+    g_tenant = "";
+    ck_assert_int_eq(assign(&d, a1, sa), SL_RPC_PERMISSION_DENIED);
+    g_tenant = "team-a";
+    ck_assert_int_eq(assign(&d, a1, sa), SL_RPC_OK);
+    /* A team's token is not a worker's. */
+    Sluice__HeartbeatRequest req = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse resp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    req.version = SL_PROTOCOL_VERSION;
+    req.worker_id = wid;
+    as_tenant(&a);
+    ck_assert_int_eq(sl_rpc_status_from_errno(
+                         disp_svc_heartbeat(&d, &req, &resp, &a, 1100, err, sizeof(err))),
+                     SL_RPC_PERMISSION_DENIED);
+    /* The worker learns team A's buffer bound with the job. */
+    memset(&a, 0, sizeof(a));
+    ck_assert_int_eq(disp_svc_heartbeat(&d, &req, &resp, &a, 1100, err, sizeof(err)), 0);
+    int seen = 0;
+    for (size_t i = 0; i < resp.n_jobs; i++) {
+        if (resp.jobs[i]->job_id == a1) {
+            ck_assert_uint_eq(resp.jobs[i]->max_buffered_bytes, 3u << 20);
+            seen = 1;
+        } else {
+            ck_assert_uint_eq(resp.jobs[i]->max_buffered_bytes, 0);
+        }
+    }
+    ck_assert(seen);
+    disp_arena_free(&a);
+    g_tenant = "";
+    disp_destroy(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dispatcher_caps");
@@ -260,6 +331,7 @@ int main(void)
     tcase_add_test(tc, test_workers_get_the_hash);
     tcase_add_test(tc, test_ranks_join_with_the_secret);
     tcase_add_test(tc, test_journal_keeps_the_hash);
+    tcase_add_test(tc, test_tenants_own_their_jobs);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
