@@ -99,6 +99,9 @@ s = json.load(open(sys.argv[1]))
 ids = [j["id"] for j in s.get("jobs", [])]
 assert int(sys.argv[2]) not in ids, ids
 EOF
+"$BIN/sluice" status --dispatcher "$D_GRPC" --token-file "$TMP/b" | grep -q \
+    "your tenant's jobs only; 1 open job(s) of other tenants not shown" \
+    || fail "sluice status as team B does not say what it leaves out"
 curl -sf "http://$D_HTTP/metrics" | grep -q "^sluice_tenant_jobs{tenant=\"team-a\"} 1" \
     || fail "/metrics: no sluice_tenant_jobs for team-a"
 curl -sf "http://$D_HTTP/metrics" | grep -q "^sluice_job_epoch{job=\"$JOB\",tenant=\"team-a\"}" \
