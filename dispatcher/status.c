@@ -45,7 +45,10 @@ static void route_status(void *ctx, const char *query, sl_httpd_resp_t *resp)
 
 static void route_metrics(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
-    resp->body = disp_status_render_metrics(ctx, disp_now_ms(), &resp->len);
+    /* The same reader sees the same jobs here as in /status. */
+    char tenant[SL_TENANT_NAME_MAX] = "";
+    disp_view_e view = http_view(ctx, resp, tenant, sizeof(tenant));
+    resp->body = disp_status_render_metrics_for(ctx, disp_now_ms(), view, tenant, &resp->len);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     if (resp->body == NULL) {
         resp->status = 500;

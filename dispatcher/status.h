@@ -69,6 +69,9 @@ typedef enum {
 char *disp_status_render_json_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
                                   const char *tenant, size_t *ret_len);
 char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len);
+/* The same for one viewer: per-job series only of the jobs it may see. */
+char *disp_status_render_metrics_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                     const char *tenant, size_t *ret_len);
 
 /* /status, /metrics, /healthz and / on h (before sl_httpd_start). */
 int disp_status_add_routes(disp_status_t *st, sl_httpd_t *h);

@@ -51,6 +51,10 @@ typedef struct dm_ctx_s {
     dm_totals_t tot;
     const disp_worker_t **reps; /* one worker per address, by address */
     size_t nreps;
+    /* Who reads (status.h disp_view_e): per-job series only of the jobs the
+     * reader may see in /status. */
+    disp_view_e view;
+    const char *tenant;
 } dm_ctx_t;
 
 typedef struct dm_unit_s {
@@ -406,7 +410,9 @@ static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t 
     case DM_JOB:
         for (size_t i = 0; i < c->d->jobs.n; i++) {
             const disp_job_t *job = c->d->jobs.jobs[i];
-            if (job->state != DISP_JOB_CLOSED) {
+            int shown = c->view == DISP_VIEW_ALL ||
+                        (c->view == DISP_VIEW_TENANT && strcmp(job->tenant, c->tenant) == 0);
+            if (job->state != DISP_JOB_CLOSED && shown) {
                 snprintf(buf, sizeof(buf), "%" PRIu64, job->id);
                 labels[1] = job->tenant;
                 sample_row(m, c, f, job, labels);
@@ -432,10 +438,11 @@ static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t 
 }
 
 /* st NULL: no history (rates, monotonic totals): its families are left out. */
-static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *ret_len)
+static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
+                           const char *tenant, size_t *ret_len)
 {
     char *text = NULL;
-    dm_ctx_t c = {.d = d, .st = st};
+    dm_ctx_t c = {.d = d, .st = st, .view = view, .tenant = tenant != NULL ? tenant : ""};
     sl_metrics_t *m = sl_metrics_new(DM_MAX_BYTES);
     if (m == NULL) {
         return NULL;
@@ -461,10 +468,16 @@ static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t 
 
 char *disp_status_metrics(disp_t *d, int64_t now_ms, size_t *ret_len)
 {
-    return build_metrics(d, NULL, now_ms, ret_len);
+    return build_metrics(d, NULL, now_ms, DISP_VIEW_ALL, NULL, ret_len);
 }
 
 char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len)
 {
-    return build_metrics(st->d, st, now_ms, ret_len);
+    return build_metrics(st->d, st, now_ms, DISP_VIEW_ALL, NULL, ret_len);
+}
+
+char *disp_status_render_metrics_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                     const char *tenant, size_t *ret_len)
+{
+    return build_metrics(st->d, st, now_ms, view, tenant, ret_len);
 }

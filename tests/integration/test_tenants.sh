@@ -5,8 +5,8 @@
 # - team B's token does not reach team A's job (GetAssignment, AckSplits,
 #   CloseJob, Fetch: PERMISSION_DENIED);
 # - /status over HTTP and `sluice status` show a team its own jobs and the
-#   others only counted; without a token, only counts; /metrics label jobs
-#   by tenant;
+#   others only counted; without a token, only counts; /metrics the same
+#   jobs' series, labelled by tenant;
 # - revoking team B (tenants file rewritten, SIGHUP to both daemons) ends
 #   its new RPCs (UNAUTHENTICATED) while team A's job runs on to the
 #   --local digests.
@@ -104,8 +104,16 @@ EOF
     || fail "sluice status as team B does not say what it leaves out"
 curl -sf "http://$D_HTTP/metrics" | grep -q "^sluice_tenant_jobs{tenant=\"team-a\"} 1" \
     || fail "/metrics: no sluice_tenant_jobs for team-a"
-curl -sf "http://$D_HTTP/metrics" | grep -q "^sluice_job_epoch{job=\"$JOB\",tenant=\"team-a\"}" \
-    || fail "/metrics: job series without the tenant label"
+curl -sf -H "Authorization: Bearer team-a-token-0123456789" "http://$D_HTTP/metrics" \
+    | grep -q "^sluice_job_epoch{job=\"$JOB\",tenant=\"team-a\"}" \
+    || fail "/metrics for team A: its job's series without the tenant label"
+for who in "" team-b-token-0123456789; do
+    h=()
+    [ -n "$who" ] && h=(-H "Authorization: Bearer $who")
+    if curl -sf "${h[@]}" "http://$D_HTTP/metrics" | grep -q "job=\"$JOB\""; then
+        fail "/metrics for ${who:-an anonymous reader} shows team A's job"
+    fi
+done
 echo "status: team A sees its job, team B and anonymous readers only counts; metrics by tenant"
 
 # Revoke team B: its next RPCs are UNAUTHENTICATED; team A's job runs on.
