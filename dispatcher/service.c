@@ -103,10 +103,10 @@ int disp_svc_check_cap(const disp_job_t *job, const char *tenant, const char *se
     return sl_err(err, errlen, -EACCES, "job %" PRIu64 ": wrong or missing job_secret", job->id);
 }
 
-/* The open (not closed) job whose capability secret is, or -ENOENT with
- * err naming why not, or -EACCES. The capability is checked before the
- * job's state: a refused caller learns nothing but that the id exists
- * (ids are sequential: that says nothing). */
+/* The open (not closed) job id, when tenant owns it and secret is its
+ * capability; else -EACCES, or -ENOENT with err naming why not. The
+ * capability is checked before the job's state: a refused caller learns
+ * nothing but that the id exists (ids are sequential: that says nothing). */
 static int find_open_job(disp_t *d, uint64_t id, const char *tenant, const char *secret,
                          disp_job_t **ret, char *err, size_t errlen)
 {
