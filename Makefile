@@ -242,6 +242,9 @@ TEST_MODS_test_pb_wire := client
 TEST_MODS_test_rx := client
 TEST_MODS_test_compressed_samples := worker client
 TEST_MODS_test_sha256 := base
+TEST_MODS_test_jobcap := base
+TEST_MODS_test_tenants := base
+TEST_MODS_test_dispatcher_caps := disp
 TEST_MODS_test_fuzz_regressions := disp worker client
 test_libs = $(foreach m,$(sort fx $(foreach t,$(or $(TEST_MODS_$(1)),disp worker client),\
               $(DEPS_$(t)))),$(LIB_$(m)))

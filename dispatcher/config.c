@@ -45,6 +45,11 @@ static const sl_conf_opt_t OPTS[] = {
                           "PEM CA: clients and workers must present a certificate it signed "
                           "(mutual TLS)",
                           "file holding the bearer token every RPC must carry (\"\" = none)"),
+    OPT_STR(tenants_file, "",
+            "file of tenants, one \"NAME TOKEN [max_jobs=N]\" per line: each team's "
+            "token, re-read on SIGHUP (needs token_file; \"\" = none)"),
+    OPT_INT(tenant_max_jobs, 0, 4096, "0",
+            "open jobs of one tenant unless its line says (0 = only max_jobs)"),
 };
 
 const sl_conf_table_t disp_conf_table = {
@@ -71,6 +76,12 @@ int disp_config_check(const disp_config_t *c, char *err, size_t errlen)
     }
     if (c->tls_ca[0] != '\0' && c->tls_cert[0] == '\0') {
         return sl_err(err, errlen, -EINVAL, "tls_ca needs tls_cert and tls_key");
+    }
+    if (c->tenants_file[0] != '\0' && c->token_file[0] == '\0') {
+        /* Workers and operators authenticate with the cluster token; with
+         * tenants and without it they could not (and nobody could act
+         * as the cluster). */
+        return sl_err(err, errlen, -EINVAL, "tenants_file needs token_file");
     }
     if (c->heartbeat_ms >= c->worker_timeout_ms) {
         return sl_err(err, errlen, -EINVAL,

@@ -34,6 +34,10 @@ typedef struct disp_config_s {
     char tls_ca[SL_CONF_STR_MAX];        /* set: clients need a certificate it signed */
     char token_file[SL_CONF_STR_MAX];    /* gRPC bearer token, read at start */
     char http_token_file[SL_CONF_STR_MAX]; /* status HTTP bearer token, read at start */
+    /* Tenants (docs/protocol.md "Tenants"): the file of named tokens, read
+     * at start and again on SIGHUP; "" = none. */
+    char tenants_file[SL_CONF_STR_MAX];
+    long long tenant_max_jobs; /* open jobs per tenant unless its line says; 0 = max_jobs */
 } disp_config_t;
 
 extern const sl_conf_table_t disp_conf_table;

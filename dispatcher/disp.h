@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "common/base/tenants.h"
 #include "dispatcher/config.h"
 #include "dispatcher/jobs.h"
 #include "dispatcher/registry.h"
@@ -34,6 +35,9 @@ typedef struct disp_s {
     struct disp_pcache_s *pcache; /* planner profile cache (planner_job.h); owned */
     struct disp_journal_s *journal; /* NULL = no --journal (journal_state.h); owned */
     int64_t journal_retry_ms;       /* broken journal: next snapshot attempt */
+    /* Tenants and their limits (dispatcher/tenants.h), replaced whole on
+     * SIGHUP under mu; the RPC server holds its own copy of the tokens. */
+    sl_tenants_t tenants;
 } disp_t;
 
 /* first_id seeds both worker and job ids (disp_id_seed() in the daemon, a

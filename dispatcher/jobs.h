@@ -62,6 +62,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/jobcap.h"
+#include "common/base/tenants.h"
 #include "common/base/ring.h"
 #include "common/spec/spec.h"
 #include "dispatcher/plan.h"
@@ -217,6 +219,16 @@ typedef struct disp_job_s {
     uint64_t num_samples;
     uint32_t client_threads;
     disp_plan_t plan;
+    /* Its capability (common/base/jobcap.h, docs/protocol.md "Job
+     * capabilities"): the hash of the job secret, set once at submission or
+     * restore. has_cap 0: a job restored from a journal older than
+     * capabilities, which any client may act on (as before). The secret
+     * itself is never held. */
+    uint8_t cap_hash[SL_JOBCAP_HASH];
+    int has_cap;
+    /* The tenant that submitted it (docs/protocol.md "Tenants"; "" = the
+     * cluster token or none): only its calls may act on the job. */
+    char tenant[SL_TENANT_NAME_MAX];
 
     /* Multi-rank jobs (dispatcher/ranks.h): this job is rank `rank` of
      * world_size of the job named group ("" and 1 for a single consumer).

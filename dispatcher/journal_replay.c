@@ -385,6 +385,17 @@ static int restore_job(disp_t *d, rjob_t *r, int64_t now_ms)
     rc = disp_jobs_restore(&d->jobs, job, r->done_below, ids, k, now_ms);
     free(ids);
     if (rc == 0) {
+        disp_text_copy(job->tenant, sizeof(job->tenant), m->tenant);
+        if (m->secret_sha256.len == SL_JOBCAP_HASH) {
+            memcpy(job->cap_hash, m->secret_sha256.data, SL_JOBCAP_HASH);
+            job->has_cap = 1;
+        } else if (m->secret_sha256.len != 0) {
+            /* A capability we cannot check must not turn into none. */
+            SL_ERR("journal: job %" PRIu64 ": secret_sha256 of %zu bytes (dropped)", r->id,
+                   m->secret_sha256.len);
+            disp_jobs_close(&d->jobs, job, "journal: bad capability", now_ms);
+            return 0;
+        }
         if (r->group[0] != '\0') {
             disp_ranks_tag(job, r->group);
         }

@@ -198,6 +198,12 @@ static int put_job(put_fn put, void *ctx, const disp_job_t *job)
     plan_to_msg(&job->plan, &pm);
     m.group = (char *)job->group;
     m.first_epoch = job->first_epoch;
+    m.tenant = (char *)job->tenant;
+    if (job->has_cap) {
+        /* The hash only: a journal on disk gives no one the job's secret. */
+        m.secret_sha256.data = (uint8_t *)job->cap_hash;
+        m.secret_sha256.len = SL_JOBCAP_HASH;
+    }
     m.job_id = job->id;
     m.spec_json = job->spec_json;
     m.spec_name = (char *)job->spec_name;

@@ -26,6 +26,7 @@
 #include "dispatcher/journal_state.h"
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
+#include "dispatcher/tenants.h"
 
 #define SHUTDOWN_GRACE_MS 2000
 /* What a peer can make the dispatcher hold (docs/limits.md). The largest
@@ -235,6 +236,15 @@ static int start_rpc(dmain_t *m)
         SL_ERR("grpc server: cannot register methods: %s", strerror(-rc));
         return rc;
     }
+    size_t ntenants = 0;
+    rc = disp_tenants_apply(&m->d, m->srv, &ntenants, err, sizeof(err));
+    if (rc != 0) {
+        SL_ERR("%s", err);
+        return rc;
+    }
+    if (ntenants > 0) {
+        SL_NOTICE("%zu tenant(s) from %s", ntenants, m->cfg.tenants_file);
+    }
     rc = sl_rpc_server_start(m->srv, m->grpc_addr, sizeof(m->grpc_addr), err, sizeof(err));
     if (rc != 0) {
         SL_ERR("grpc server on %s: %s", m->cfg.listen, err);
@@ -246,7 +256,10 @@ static int start_rpc(dmain_t *m)
 static int start_http(dmain_t *m)
 {
     char err[1024];
-    sl_httpd_opts_t hopts = {.listen = m->cfg.http, .bearer_token = m->http_token};
+    sl_httpd_opts_t hopts = {.listen = m->cfg.http,
+                             .bearer_token = m->http_token,
+                             .token_ok = disp_tenants_http_ok, /* tenants see their jobs */
+                             .token_ctx = &m->d};
     if (m->http_token[0] == '\0' && !loopback(m->cfg.http)) {
         SL_WARN("http %s is not a loopback address and has no http_token_file: anyone who "
                 "can reach it reads job and worker state",
@@ -295,6 +308,21 @@ static void every_second(dmain_t *m, int64_t now)
     }
 }
 
+/* SIGHUP: the tenants file again (tokens added or revoked take effect for
+ * the next call); a file that does not load keeps the running set. */
+static void reload_tenants(dmain_t *m)
+{
+    char err[1024];
+    size_t n = 0;
+    if (disp_tenants_apply(&m->d, m->srv, &n, err, sizeof(err)) != 0) {
+        SL_ERR("SIGHUP: tenants not reloaded, keeping the running set: %s", err);
+        return;
+    }
+    if (m->d.cfg.tenants_file[0] != '\0') {
+        SL_NOTICE("SIGHUP: %zu tenant(s) from %s", n, m->d.cfg.tenants_file);
+    }
+}
+
 /* Ticks, samples and signals until SIGTERM or SIGINT. */
 static void run_loop(dmain_t *m)
 {
@@ -310,6 +338,7 @@ static void run_loop(dmain_t *m)
         if (sig == SIGHUP) {
             notify("RELOADING=1");
             reload(m->cfgpath, &m->cfg);
+            reload_tenants(m);
             notify("READY=1");
         }
         int64_t now = disp_now_ms();

@@ -13,14 +13,19 @@ static const sl_man_section_t SECTIONS[] = {
      "job; workers register again within about 2 s and clients ride out the gap "
      "(sluice run --dispatcher-timeout).\n"
      "\n"
-     "SIGHUP: re-read the --config file; only log_level changes."},
+     "SIGHUP: re-read the --config file (only log_level changes) and the tenants_file: "
+     "tokens added are admitted and tokens removed refused from the next RPC on."},
     {"FILES",
      "/etc/sluice/dispatcher.conf: the configuration the systemd unit reads. The shipped "
      "one sets journal = /var/lib/sluice-dispatcher, the unit's StateDirectory=.\n"
      "\n"
      "In the journal directory: journal.log (records appended and fsync'd before each "
      "answer) and snapshot (the log compacted). A torn tail is truncated with a notice; a corrupt "
-     "record in the middle stops the start with exit status 1."},
+     "record in the middle stops the start with exit status 1.\n"
+     "\n"
+     "tenants_file (when set): one tenant per line, NAME TOKEN [max_jobs=N] "
+     "[max_buffered_mb=N]; blank lines and # comments are skipped. Keep it readable by the "
+     "daemon only, like token_file; give the workers the same file."},
 };
 
 const sl_man_page_t disp_man_page = {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "dispatcher/planner_machines.h"
 #include "dispatcher/planner_svc.h"
 #include "dispatcher/service_ranks.h"
+#include "dispatcher/tenants.h"
 
 /* ------------------------------------------------------------ arena */
 
@@ -88,12 +90,33 @@ static int contains(const uint64_t *ids, size_t n, uint64_t id)
     return 0;
 }
 
-/* The open (not closed) job, or -ENOENT with err naming why not. */
-static int find_open_job(disp_t *d, uint64_t id, disp_job_t **ret, char *err, size_t errlen)
+int disp_svc_check_cap(const disp_job_t *job, const char *tenant, const char *secret, char *err,
+                       size_t errlen)
+{
+    /* Both checked (no early return), so a refusal takes as long whichever
+     * failed. */
+    int same_tenant = strcmp(job->tenant, tenant) == 0;
+    int cap_ok = !job->has_cap || sl_jobcap_check(job->cap_hash, secret);
+    if (same_tenant && cap_ok) {
+        return 0;
+    }
+    return sl_err(err, errlen, -EACCES, "job %" PRIu64 ": wrong or missing job_secret", job->id);
+}
+
+/* The open (not closed) job id, when tenant owns it and secret is its
+ * capability; else -EACCES, or -ENOENT with err naming why not. The
+ * capability is checked before the job's state: a refused caller learns
+ * nothing but that the id exists (ids are sequential: that says nothing). */
+static int find_open_job(disp_t *d, uint64_t id, const char *tenant, const char *secret,
+                         disp_job_t **ret, char *err, size_t errlen)
 {
     disp_job_t *job = disp_jobs_find(&d->jobs, id);
     if (job == NULL) {
         return sl_err(err, errlen, -ENOENT, "job %" PRIu64 " not found", id);
+    }
+    int rc = disp_svc_check_cap(job, tenant, secret, err, errlen);
+    if (rc != 0) {
+        return rc;
     }
     if (job->state == DISP_JOB_CLOSED) {
         return sl_err(err, errlen, -ENOENT, "job %" PRIu64 " is closed: %s", id,
@@ -160,6 +183,10 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
                              int64_t now_ms, char *err, size_t errlen)
 {
     const char *addr = req->address != NULL ? req->address : "";
+    if (a->tenant[0] != '\0') {
+        /* A team's token is for its jobs: a worker would see every job. */
+        return sl_err(err, errlen, -EACCES, "RegisterWorker needs the cluster token");
+    }
     if (!disp_addr_ok(addr)) {
         return sl_err(err, errlen, -EINVAL,
                       "address: required, printable HOST:PORT under %d bytes", DISP_ADDR_MAX);
@@ -318,6 +345,18 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
             js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
             js->source_fingerprint = job->fingerprint;
             js->num_samples = job->num_samples;
+            const sl_tenant_t *tn = sl_tenants_find(&d->tenants, job->tenant);
+            js->max_buffered_bytes = tn != NULL ? tn->max_buffered_bytes : 0;
+            if (job->has_cap) {
+                /* The hash, never the secret: the worker can check a
+                 * client's secret, not produce one. */
+                js->secret_sha256.data = disp_arena_alloc(a, SL_JOBCAP_HASH);
+                if (js->secret_sha256.data == NULL) {
+                    return -ENOMEM;
+                }
+                memcpy(js->secret_sha256.data, job->cap_hash, SL_JOBCAP_HASH);
+                js->secret_sha256.len = SL_JOBCAP_HASH;
+            }
             if (js->spec_json == NULL) {
                 return -ENOMEM;
             }
@@ -353,6 +392,9 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                        Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms,
                        char *err, size_t errlen)
 {
+    if (a->tenant[0] != '\0') {
+        return sl_err(err, errlen, -EACCES, "Heartbeat needs the cluster token");
+    }
     if (req->n_known_jobs > DISP_MAX_IDS_PER_CALL || req->n_failed_jobs > DISP_MAX_IDS_PER_CALL ||
         req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL ||
         req->n_in_progress > DISP_MAX_IDS_PER_CALL || req->n_sent > DISP_MAX_IDS_PER_CALL) {
@@ -451,14 +493,36 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
         sub.costs = req->sample_costs;
         sub.ncosts = req->n_sample_costs;
     }
+    /* The job's capability: the client's (ranks share one) or a fresh one.
+     * Answered once in this reply; the job keeps only its hash. */
+    char secret[SL_JOBCAP_MAX + 1];
+    const char *given = req->job_secret != NULL ? req->job_secret : "";
+    if (given[0] != '\0') {
+        if (!sl_jobcap_valid(given)) {
+            return sl_err(err, errlen, -EINVAL,
+                          "job_secret: %d..%d printable non-space bytes", SL_JOBCAP_MIN,
+                          SL_JOBCAP_MAX);
+        }
+        snprintf(secret, sizeof(secret), "%s", given);
+    } else if (sl_jobcap_new(secret) != 0) {
+        return sl_err(err, errlen, -EAGAIN, "no random bytes for the job secret");
+    }
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
     /* auto/fastflow with the client's profiles: planned before the job
      * exists (dispatcher/planner_svc.c); otherwise plain disp_jobs_submit. */
     Sluice__PlanExplain *explain = NULL;
-    int rc = disp_planner_submit(d, req, &sub, now_ms, &job, &explain, a, err, errlen);
+    int rc = disp_tenants_admit_job(d, a->tenant, err, errlen);
+    if (rc == 0) {
+        rc = disp_planner_submit(d, req, &sub, now_ms, &job, &explain, a, err, errlen);
+    }
     disp_plan_t plan;
     uint64_t id = 0;
+    if (rc == 0) {
+        sl_jobcap_hash(secret, job->cap_hash);
+        job->has_cap = 1;
+        snprintf(job->tenant, sizeof(job->tenant), "%s", a->tenant);
+    }
     if (rc == 0 && disp_jstate_submitted(d, job) != 0) {
         /* Not durable, so not answered: the job must not exist either. */
         disp_jobs_close(&d->jobs, job, "journal write failed", now_ms);
@@ -490,7 +554,8 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
     resp->first_epoch = req->first_epoch; /* the job's, once accepted */
     resp->plan = plan_msg(a, &plan);
     resp->explain = explain;
-    if (resp->plan == NULL) {
+    resp->job_secret = disp_arena_strdup(a, secret);
+    if (resp->plan == NULL || resp->job_secret == NULL) {
         return oom(err, errlen);
     }
     return 0;
@@ -504,7 +569,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
 {
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
-    int rc = find_open_job(d, req->job_id, &job, err, errlen);
+    int rc = find_open_job(d, req->job_id, a->tenant, req->job_secret, &job, err, errlen);
     if (rc != 0) {
         goto out;
     }
@@ -607,7 +672,7 @@ int disp_svc_ack_splits(disp_t *d, const Sluice__AckSplitsRequest *req,
     disp_job_t *job = NULL;
     uint64_t seq = 0;
     pthread_mutex_lock(&d->mu);
-    int rc = find_open_job(d, req->job_id, &job, err, errlen);
+    int rc = find_open_job(d, req->job_id, a->tenant, req->job_secret, &job, err, errlen);
     if (rc == 0) {
         job->last_client_ms = now_ms;
         for (size_t i = 0; i < req->n_skipped; i++) {
@@ -657,7 +722,7 @@ int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
 {
     disp_job_t *job = NULL;
     pthread_mutex_lock(&d->mu);
-    int rc = find_open_job(d, req->job_id, &job, err, errlen);
+    int rc = find_open_job(d, req->job_id, a->tenant, req->job_secret, &job, err, errlen);
     if (rc == 0) {
         disp_rates_t *r = &job->rates;
         job->last_client_ms = now_ms;
@@ -696,6 +761,8 @@ int disp_svc_close_job(disp_t *d, const Sluice__CloseJobRequest *req,
     disp_job_t *job = disp_jobs_find(&d->jobs, req->job_id);
     if (job == NULL) {
         rc = sl_err(err, errlen, -ENOENT, "job %" PRIu64 " not found", req->job_id);
+    } else if ((rc = disp_svc_check_cap(job, a->tenant, req->job_secret, err, errlen)) != 0) {
+        /* A stranger closes nothing. */
     } else {
         /* Closing a closed job is fine: a client may retry CloseJob. */
         if (disp_jstate_closed(d, job, "closed by client") != 0) {

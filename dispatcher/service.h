@@ -29,9 +29,14 @@
  * bounds the time a peer can make us hold the mutex. */
 #define DISP_MAX_IDS_PER_CALL 65536
 
+/* One call's context: its response memory, and who made it. */
 typedef struct disp_arena_s {
     void **ptrs;
     size_t n, cap;
+    /* The caller's tenant (sl_rpc_reply_tenant; docs/protocol.md "Tenants"):
+     * "" = the cluster token (workers, operators) or a cluster without
+     * tokens. Set by DISP_HANDLER; tests zero it. */
+    char tenant[SL_RPC_TENANT_MAX];
 } disp_arena_t;
 
 /* Zeroed memory freed with the arena; NULL on ENOMEM. */
@@ -81,6 +86,7 @@ void disp_svc_finish(sl_rpc_reply_t *reply, const char *method, int rc,
         Resp resp = INIT;                                                                   \
         disp_arena_t arena = {0};                                                           \
         char err[1024] = "";                                                                \
+        snprintf(arena.tenant, sizeof(arena.tenant), "%s", sl_rpc_reply_tenant(reply));    \
         int rc = fn((disp_t *)ctx, (const Req *)m, &resp, &arena, disp_now_ms(), err,       \
                     sizeof(err));                                                           \
         disp_svc_finish(reply, #name, rc, &resp.base, err);                                 \
@@ -89,5 +95,11 @@ void disp_svc_finish(sl_rpc_reply_t *reply, const char *method, int rc,
 
 /* A plan as a message in the arena; NULL on ENOMEM. */
 Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p);
+/* 0 when the caller's tenant owns job and secret (NULL = none) is its
+ * capability (or the job has none: restored from an older journal), else
+ * -EACCES with err saying so and nothing about the job. Called with d->mu
+ * held. */
+int disp_svc_check_cap(const disp_job_t *job, const char *tenant, const char *secret, char *err,
+                       size_t errlen);
 
 #endif

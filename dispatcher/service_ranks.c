@@ -56,6 +56,27 @@ out:
     return rc;
 }
 
+/* Joining a job by name needs its capability (docs/protocol.md "Job
+ * capabilities"): every open part of the group must have been submitted
+ * with this secret. Checked before anything about the group (its spec, its
+ * progress) is compared or answered. Called with d->mu held. */
+static int group_cap_check(disp_t *d, const char *tenant, const char *name, const char *secret,
+                           char *err, size_t errlen)
+{
+    for (size_t i = 0; i < d->jobs.n; i++) {
+        const disp_job_t *job = d->jobs.jobs[i];
+        if (job->state == DISP_JOB_CLOSED || job->world_size <= 1 ||
+            strcmp(job->group, name) != 0) {
+            continue;
+        }
+        if (disp_svc_check_cap(job, tenant, secret, err, errlen) != 0) {
+            return sl_err(err, errlen, -EACCES,
+                          "job \"%s\": wrong or missing job_secret to join it", name);
+        }
+    }
+    return 0;
+}
+
 int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
                          Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
                          char *err, size_t errlen)
@@ -70,6 +91,14 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         return sl_err(err, errlen, -EINVAL,
                       "rank %u of world_size %u: need rank < world_size <= %d", req->rank,
                       req->world_size, SL_SPEC_WORLD_MAX);
+    }
+    if (!sl_jobcap_valid(req->job_secret)) {
+        /* The ranks find each other by name: without a secret they share,
+         * anyone who knows (or guesses) the name could join. */
+        return sl_err(err, errlen, -EACCES,
+                      "job_secret: required with world_size > 1 (%d..%d printable bytes, the "
+                      "same on every rank)",
+                      SL_JOBCAP_MIN, SL_JOBCAP_MAX);
     }
     sl_spec_t *spec = malloc(sizeof(*spec));
     if (spec == NULL) {
@@ -90,6 +119,12 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         return rc; /* the parser's -EINVAL, -E2BIG or -ENOMEM */
     }
     pthread_mutex_lock(&d->mu);
+    rc = group_cap_check(d, a->tenant, name, req->job_secret, err, errlen);
+    if (rc != 0) {
+        pthread_mutex_unlock(&d->mu);
+        free(spec);
+        return rc;
+    }
     rc = disp_ranks_check(&d->jobs, name, spec, req->num_samples, req->source_fingerprint, err,
                           errlen);
     disp_job_t *job = rc == 0 ? disp_ranks_find(&d->jobs, name, req->world_size, req->rank)
@@ -117,6 +152,11 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         /* What the old process received but its loop never took. */
         back += disp_jobs_requeue_received(&d->jobs, job, now_ms);
         rc = reattach_reply(job, resp, a, err, errlen);
+        if (rc == 0) {
+            /* The caller's own secret: checked equal to the part's above. */
+            resp->job_secret = disp_arena_strdup(a, req->job_secret);
+            rc = resp->job_secret == NULL ? sl_err(err, errlen, -ENOMEM, "out of memory") : 0;
+        }
         SL_NOTICE("job %" PRIu64 ": rank %u of \"%s\" re-attached (resumes at epoch %" PRIu64
                   ", %zu split(s) re-queued)",
                   job->id, job->rank, job->group, resp->resume_epoch, back);

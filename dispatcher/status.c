@@ -9,13 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatcher/status_impl.h"
+#include "dispatcher/tenants.h"
 #include "proto/sluice.pb-c.h"
 
 /* ------------------------------------------------------------ routes */
 
+/* What an HTTP caller sees (docs/protocol.md "Tenants"): everything on a
+ * cluster without tenants or with the http token; a tenant's token, its
+ * jobs in detail and the others counted; no token, only counts. */
+static disp_view_e http_view(disp_status_t *st, const sl_httpd_resp_t *resp, char *tenant,
+                             size_t len)
+{
+    disp_t *d = st->d;
+    pthread_mutex_lock(&d->mu);
+    size_t ntenants = d->tenants.n;
+    pthread_mutex_unlock(&d->mu);
+    if (ntenants == 0 || resp->own_token) {
+        return DISP_VIEW_ALL;
+    }
+    return disp_tenants_by_token(d, resp->bearer, tenant, len) ? DISP_VIEW_TENANT
+                                                                : DISP_VIEW_AGGREGATE;
+}
+
 static void route_status(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
-    resp->body = disp_status_render_json(ctx, disp_now_ms(), &resp->len);
+    char tenant[SL_TENANT_NAME_MAX] = "";
+    disp_view_e view = http_view(ctx, resp, tenant, sizeof(tenant));
+    resp->body = disp_status_render_json_for(ctx, disp_now_ms(), view, tenant, &resp->len);
     resp->content_type = "application/json";
     if (resp->body == NULL) {
         resp->status = 500;
@@ -24,7 +45,10 @@ static void route_status(void *ctx, const char *query, sl_httpd_resp_t *resp)
 
 static void route_metrics(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
-    resp->body = disp_status_render_metrics(ctx, disp_now_ms(), &resp->len);
+    /* The same reader sees the same jobs here as in /status. */
+    char tenant[SL_TENANT_NAME_MAX] = "";
+    disp_view_e view = http_view(ctx, resp, tenant, sizeof(tenant));
+    resp->body = disp_status_render_metrics_for(ctx, disp_now_ms(), view, tenant, &resp->len);
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
     if (resp->body == NULL) {
         resp->status = 500;
@@ -58,7 +82,11 @@ int disp_status_add_routes(disp_status_t *st, sl_httpd_t *h)
 static void rpc_get_status(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
 {
     (void)req;
-    char *json = disp_status_render_json(ctx, disp_now_ms(), NULL);
+    /* The cluster token (or an open cluster) sees everything; a tenant
+     * its own jobs, the others counted. */
+    const char *tenant = sl_rpc_reply_tenant(reply);
+    char *json = disp_status_render_json_for(
+        ctx, disp_now_ms(), tenant[0] == '\0' ? DISP_VIEW_ALL : DISP_VIEW_TENANT, tenant, NULL);
     if (json == NULL) {
         sl_rpc_reply_error(reply, SL_RPC_RESOURCE_EXHAUSTED, "out of memory");
         return;

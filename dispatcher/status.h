@@ -56,7 +56,22 @@ void disp_status_sample(disp_status_t *st, int64_t now_ms);
 char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len);
 char *disp_status_metrics(disp_t *d, int64_t now_ms, size_t *ret_len);
 char *disp_status_render_json(disp_status_t *st, int64_t now_ms, size_t *ret_len);
+/* Who reads /status (docs/protocol.md "Tenants"): everything (the cluster
+ * token, the http token, or a cluster without tenants), one tenant's jobs
+ * in detail and the others only counted, or only counts. */
+typedef enum {
+    DISP_VIEW_ALL = 0,
+    DISP_VIEW_TENANT,
+    DISP_VIEW_AGGREGATE,
+} disp_view_e;
+/* disp_status_render_json for one viewer: tenant names it for
+ * DISP_VIEW_TENANT (ignored otherwise). */
+char *disp_status_render_json_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                  const char *tenant, size_t *ret_len);
 char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len);
+/* The same for one viewer: per-job series only of the jobs it may see. */
+char *disp_status_render_metrics_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                     const char *tenant, size_t *ret_len);
 
 /* /status, /metrics, /healthz and / on h (before sl_httpd_start). */
 int disp_status_add_routes(disp_status_t *st, sl_httpd_t *h);

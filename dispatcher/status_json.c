@@ -300,6 +300,7 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     jset(b, o, "name", text_or_placeholder(name));
     jset(b, o, "spec_name", text_or_placeholder(job->spec_name));
     jset(b, o, "client_id", text_or_placeholder(job->client_id));
+    jset(b, o, "tenant", json_string(job->tenant)); /* "" = the cluster token's */
     jset(b, o, "age_sec", jreal((double)(now_ms - job->created_ms) / 1000.0));
     jset(b, o, "client_silent_ms", json_integer(now_ms - job->last_client_ms));
     jset(b, o, "spec", spec_json(b, job));
@@ -389,7 +390,15 @@ static json_t *history_json(jb_t *b, const disp_status_t *st)
     return hist;
 }
 
-static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms)
+/* Whether the viewer may see job in detail. */
+static int visible(const disp_job_t *job, disp_view_e view, const char *tenant)
+{
+    return view == DISP_VIEW_ALL ||
+           (view == DISP_VIEW_TENANT && strcmp(job->tenant, tenant) == 0);
+}
+
+static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
+                        const char *tenant)
 {
     json_t *root = json_object();
     jset(b, root, "component", json_string("dispatcher"));
@@ -407,13 +416,29 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms)
      * apart, so that counting "jobs" counts what the dispatcher works on. */
     json_t *jobs = json_array();
     json_t *closed = json_array();
+    uint64_t hidden_open = 0, hidden_closed = 0;
     for (size_t i = 0; i < d->jobs.n; i++) {
         const disp_job_t *job = d->jobs.jobs[i];
+        if (!visible(job, view, tenant)) {
+            /* Another team's job: counted, never described. */
+            hidden_open += job->state != DISP_JOB_CLOSED;
+            hidden_closed += job->state == DISP_JOB_CLOSED;
+            continue;
+        }
         const disp_status_jrec_t *rec = st != NULL ? disp_status_jrec(st, job->id) : NULL;
         jpush(b, job->state == DISP_JOB_CLOSED ? closed : jobs, job_json(b, job, now_ms, rec));
     }
     jset(b, root, "jobs", jobs);
     jset(b, root, "closed_jobs", closed);
+    static const char *const VIEWS[] = {"all", "tenant", "aggregate"};
+    json_t *viewer = json_object();
+    jset(b, viewer, "view", json_string(VIEWS[view]));
+    if (view == DISP_VIEW_TENANT) {
+        jset(b, viewer, "tenant", text_or_placeholder(tenant));
+    }
+    jset(b, viewer, "other_jobs_open", jint(hidden_open));
+    jset(b, viewer, "other_jobs_closed", jint(hidden_closed));
+    jset(b, root, "viewer", viewer);
     if (st != NULL) {
         jset(b, root, "history", history_json(b, st));
     }
@@ -421,11 +446,12 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms)
     return root;
 }
 
-static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *ret_len)
+static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
+                        const char *tenant, size_t *ret_len)
 {
     jb_t b = {0};
     disp_status_lock(d, st);
-    json_t *root = document(&b, d, st, now_ms);
+    json_t *root = document(&b, d, st, now_ms, view, tenant != NULL ? tenant : "");
     disp_status_unlock(d, st);
     char *s = NULL;
     if (!b.failed) {
@@ -440,10 +466,16 @@ static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *re
 
 char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len)
 {
-    return build_json(d, NULL, now_ms, ret_len);
+    return build_json(d, NULL, now_ms, DISP_VIEW_ALL, NULL, ret_len);
 }
 
 char *disp_status_render_json(disp_status_t *st, int64_t now_ms, size_t *ret_len)
 {
-    return build_json(st->d, st, now_ms, ret_len);
+    return build_json(st->d, st, now_ms, DISP_VIEW_ALL, NULL, ret_len);
+}
+
+char *disp_status_render_json_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                  const char *tenant, size_t *ret_len)
+{
+    return build_json(st->d, st, now_ms, view, tenant, ret_len);
 }

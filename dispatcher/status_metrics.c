@@ -25,6 +25,7 @@
 #include "common/base/metrics.h"
 #include "common/rpc/rpc.h"
 #include "dispatcher/planner_svc.h"
+#include "dispatcher/tenants.h"
 
 /* A bound on the text: ~800k series, far beyond a max_workers cluster's
  * usual size; past it /metrics answers 500 instead of a cut exposition. */
@@ -37,6 +38,7 @@ typedef enum {
     DM_JOB,    /* per open job */
     DM_WORKER, /* per worker address */
     DM_UNIT,   /* per worker address and pipeline unit */
+    DM_TENANT, /* per configured tenant */
 } dm_scope_e;
 
 typedef struct dm_totals_s {
@@ -49,6 +51,10 @@ typedef struct dm_ctx_s {
     dm_totals_t tot;
     const disp_worker_t **reps; /* one worker per address, by address */
     size_t nreps;
+    /* Who reads (status.h disp_view_e): per-job series only of the jobs the
+     * reader may see in /status. */
+    disp_view_e view;
+    const char *tenant;
 } dm_ctx_t;
 
 typedef struct dm_unit_s {
@@ -196,13 +202,21 @@ static int get_unit_bytes(const dm_ctx_t *c, const void *row, double *ret)
     return 0;
 }
 
+static int get_tenant_jobs(const dm_ctx_t *c, const void *row, double *ret)
+{
+    *ret = (double)disp_tenants_open_jobs(c->d, ((const sl_tenant_t *)row)->name);
+    return 0;
+}
+
 /* ------------------------------------------------------------ the table */
 
 #define G SL_METRIC_GAUGE
 #define C SL_METRIC_COUNTER
 #define ONE(name, type, help, prec, col, hist) \
     {{name, type, help, {NULL}, prec}, DM_ONE, hist, offsetof(dm_totals_t, col), NULL}
-#define JOB(name, help, prec, fn) {{name, G, help, {"job"}, prec}, DM_JOB, 0, 0, fn}
+/* Job series carry the job's tenant ("" for the cluster token's jobs), so
+ * a team's dashboards select on it. */
+#define JOB(name, help, prec, fn) {{name, G, help, {"job", "tenant"}, prec}, DM_JOB, 0, 0, fn}
 #define WORKER(name, help, prec, fn, hist) \
     {{name, G, help, {"worker"}, prec}, DM_WORKER, hist, 0, fn}
 #define UNIT(name, help, fn) {{name, C, help, {"worker", "unit"}, 0}, DM_UNIT, 0, 0, fn}
@@ -229,6 +243,8 @@ static const dm_family_t DM_FAMILIES[] = {
     {{"sluice_samples_skipped_total", C, "Samples skipped, by reason.", {"reason"}, 0}, DM_SKIP, 1,
      0, get_skip},
     ONE("sluice_plan_changes_total", C, "Re-plans of running jobs.", 0, plan_changes, 1),
+    {{"sluice_tenant_jobs", G, "Open jobs of each configured tenant.", {"tenant"}, 0}, DM_TENANT,
+     0, 0, get_tenant_jobs},
 
     JOB("sluice_job_progress_ratio", "Fraction of the job's samples done.", 6, get_progress),
     JOB("sluice_job_epoch", "Oldest epoch still being delivered.", 0, get_epoch),
@@ -394,10 +410,19 @@ static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t 
     case DM_JOB:
         for (size_t i = 0; i < c->d->jobs.n; i++) {
             const disp_job_t *job = c->d->jobs.jobs[i];
-            if (job->state != DISP_JOB_CLOSED) {
+            int shown = c->view == DISP_VIEW_ALL ||
+                        (c->view == DISP_VIEW_TENANT && strcmp(job->tenant, c->tenant) == 0);
+            if (job->state != DISP_JOB_CLOSED && shown) {
                 snprintf(buf, sizeof(buf), "%" PRIu64, job->id);
+                labels[1] = job->tenant;
                 sample_row(m, c, f, job, labels);
             }
+        }
+        break;
+    case DM_TENANT:
+        for (size_t i = 0; i < c->d->tenants.n; i++) {
+            labels[0] = c->d->tenants.t[i].name;
+            sample_row(m, c, f, &c->d->tenants.t[i], labels);
         }
         break;
     case DM_WORKER:
@@ -413,10 +438,11 @@ static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t 
 }
 
 /* st NULL: no history (rates, monotonic totals): its families are left out. */
-static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t *ret_len)
+static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
+                           const char *tenant, size_t *ret_len)
 {
     char *text = NULL;
-    dm_ctx_t c = {.d = d, .st = st};
+    dm_ctx_t c = {.d = d, .st = st, .view = view, .tenant = tenant != NULL ? tenant : ""};
     sl_metrics_t *m = sl_metrics_new(DM_MAX_BYTES);
     if (m == NULL) {
         return NULL;
@@ -442,10 +468,16 @@ static char *build_metrics(disp_t *d, disp_status_t *st, int64_t now_ms, size_t 
 
 char *disp_status_metrics(disp_t *d, int64_t now_ms, size_t *ret_len)
 {
-    return build_metrics(d, NULL, now_ms, ret_len);
+    return build_metrics(d, NULL, now_ms, DISP_VIEW_ALL, NULL, ret_len);
 }
 
 char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len)
 {
-    return build_metrics(st->d, st, now_ms, ret_len);
+    return build_metrics(st->d, st, now_ms, DISP_VIEW_ALL, NULL, ret_len);
+}
+
+char *disp_status_render_metrics_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                     const char *tenant, size_t *ret_len)
+{
+    return build_metrics(st->d, st, now_ms, view, tenant, ret_len);
 }

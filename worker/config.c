@@ -44,6 +44,9 @@ static const sl_conf_opt_t WK_OPTS[] = {
                           "clients must also present a certificate it signed",
                           "file holding the bearer token: sent to the dispatcher, required "
                           "from clients"),
+    WK_STR(tenants_file, "",
+           "file of tenants (\"NAME TOKEN ...\" per line, as the dispatcher's): their clients "
+           "Fetch with their own tokens; re-read on SIGHUP (needs token_file; \"\" = none)"),
 };
 
 const sl_conf_table_t wk_conf_table = {
@@ -93,6 +96,9 @@ int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_pa
     }
     if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
         return sl_err(err, errlen, -EINVAL, "tls_cert and tls_key go together");
+    }
+    if (cfg->tenants_file[0] != '\0' && cfg->token_file[0] == '\0') {
+        return sl_err(err, errlen, -EINVAL, "tenants_file needs token_file");
     }
     struct stat st;
     if (stat(cfg->data_root, &st) < 0) {

@@ -27,6 +27,9 @@ typedef struct wk_config_s {
     char tls_ca[SL_CONF_STR_MAX];         /* roots for the dispatcher; peers' certs must chain */
     char token_file[SL_CONF_STR_MAX];     /* the cluster's bearer token, read at start */
     char http_token_file[SL_CONF_STR_MAX];
+    /* Tenants (docs/protocol.md "Tenants"): their clients Fetch with their
+     * own tokens; the dispatcher's file, re-read on SIGHUP. "" = none. */
+    char tenants_file[SL_CONF_STR_MAX];
 } wk_config_t;
 
 extern const sl_conf_table_t wk_conf_table;

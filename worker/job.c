@@ -82,6 +82,18 @@ wk_job_t *wk_job_new(wk_tasks_t *t, const Sluice__JobSpec *js)
     job->id = js->job_id;
     job->fingerprint = js->source_fingerprint;
     job->num_samples = js->num_samples;
+    if (js->secret_sha256.len == SL_JOBCAP_HASH) {
+        memcpy(job->cap_hash, js->secret_sha256.data, SL_JOBCAP_HASH);
+        job->has_cap = 1;
+    } else if (js->secret_sha256.len != 0) {
+        /* A hash we cannot check must not leave the job open to anyone. */
+        memset(job->cap_hash, 0xff, SL_JOBCAP_HASH);
+        job->has_cap = 1;
+    }
+    job->buffer_bytes = t->buffer_bytes;
+    if (js->max_buffered_bytes > 0 && js->max_buffered_bytes < job->buffer_bytes) {
+        job->buffer_bytes = (size_t)js->max_buffered_bytes; /* the tenant's share */
+    }
     job->refs = 1;
     job->est_bytes = WK_EST_INITIAL;
     job->state = WK_JOB_LOADING; /* the initial state, not a move */

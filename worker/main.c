@@ -275,6 +275,12 @@ static int start_rpc(wmain_t *m)
         SL_ERR("gRPC server: cannot register the planner methods: %s", strerror(-rc));
         return rc;
     }
+    size_t ntenants = 0;
+    rc = sl_rpc_server_load_tenants(m->srv, m->cfg.tenants_file, &ntenants, err, sizeof(err));
+    if (rc < 0) {
+        SL_ERR("%s", err);
+        return rc;
+    }
     rc = sl_rpc_server_start(m->srv, m->grpc_addr, sizeof(m->grpc_addr), err, sizeof(err));
     if (rc < 0) {
         SL_ERR("gRPC server: %s", err);
@@ -362,6 +368,19 @@ static int start_registration(wmain_t *m)
 }
 
 /* Signals and systemd's STATUS= until SIGTERM or SIGINT, then the drain. */
+/* SIGHUP: the tenants file again, so a revoked team's clients can no longer
+ * open Fetch streams here; a file that does not load keeps the running set. */
+static void reload_tenants(wmain_t *m)
+{
+    char err[1024];
+    size_t n = 0;
+    if (sl_rpc_server_load_tenants(m->srv, m->cfg.tenants_file, &n, err, sizeof(err)) < 0) {
+        SL_ERR("SIGHUP: tenants not reloaded, keeping the running set: %s", err);
+    } else if (m->cfg.tenants_file[0] != '\0') {
+        SL_NOTICE("SIGHUP: %zu tenant(s) from %s", n, m->cfg.tenants_file);
+    }
+}
+
 static void run_loop(wmain_t *m)
 {
     wk_ctl_state_e shown = WK_CTL_STOPPED; /* no state shown yet */
@@ -372,6 +391,7 @@ static void run_loop(wmain_t *m)
         if (sig == SIGHUP) {
             notify("RELOADING=1");
             reload(m->config_path, &m->cfg);
+            reload_tenants(m);
             notify("READY=1");
         } else if (sig == SIGTERM || sig == SIGINT) {
             SL_NOTICE("%s: draining, then shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");

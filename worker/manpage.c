@@ -12,7 +12,8 @@ static const sl_man_section_t SECTIONS[] = {
      "has started reach their clients for at most drain_ms, tells the dispatcher it is "
      "leaving, and exits.\n"
      "\n"
-     "SIGHUP: re-read the --config file; only log_level changes."},
+     "SIGHUP: re-read the --config file (only log_level changes) and the tenants_file: "
+     "tokens added are admitted and tokens removed refused from the next RPC on."},
     {"FILES",
      "/etc/sluice/worker.conf: the configuration the systemd unit sluice-worker reads; "
      "/etc/sluice/worker-NAME.conf the one of sluice-worker@NAME, for several workers on "

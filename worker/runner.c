@@ -433,7 +433,7 @@ static int submit_locked(wk_job_t *job, sl_exec_t *ex, uint64_t *need_epoch)
         wk_split_t *sp = next_submittable(job);
         int wants = sp != NULL && wk_budget_allows(job->out.bytes, job->partial_bytes,
                                                    job->inflight, job->est_bytes,
-                                                   t->buffer_bytes);
+                                                   job->buffer_bytes);
         flag_set(&job->wants, &t->nwant, wants);
         if (!wants) {
             flag_set(&job->held, &t->nheld, 0);

@@ -170,9 +170,10 @@ static void serve(wk_fetch_t *f)
 
 /* Attaches f to the job (waiting for it); a negative errno with f->why
  * when the stream cannot serve it. */
-static int attach(wk_tasks_t *tasks, uint64_t job_id, wk_fetch_t *f)
+static int attach(wk_tasks_t *tasks, uint64_t job_id, const char *secret, wk_fetch_t *f)
 {
-    switch (wk_tasks_attach(tasks, job_id, WK_FETCH_WAIT_MS, &f->job, f->why, sizeof(f->why))) {
+    switch (wk_tasks_attach(tasks, job_id, secret, WK_FETCH_WAIT_MS, &f->job, f->why,
+                            sizeof(f->why))) {
     case WK_ATTACH_OK:
         f->why[0] = '\0';
         return 0;
@@ -182,6 +183,8 @@ static int attach(wk_tasks_t *tasks, uint64_t job_id, wk_fetch_t *f)
         return -ESTALE; /* as when it fails while streaming (end_for_state) */
     case WK_ATTACH_BUSY:
         return -EEXIST; /* another stream serves the job */
+    case WK_ATTACH_DENIED:
+        return -EACCES; /* PERMISSION_DENIED */
     case WK_ATTACH_SHUTTING_DOWN:
     default:
         return -ESHUTDOWN;
@@ -198,7 +201,7 @@ int wk_stream_fetch(void *ctx, sl_rpc_stream_t *st, const ProtobufCMessage *firs
         snprintf(f.why, sizeof(f.why), "FetchRequest.job_id must be set");
         goto out;
     }
-    f.rc = attach(ctx, req->job_id, &f);
+    f.rc = attach(ctx, req->job_id, req->job_secret, &f);
     if (f.rc != 0) {
         SL_INFO("Fetch from %s for job %" PRIu64 " refused: %s: %s", peer, req->job_id,
                 sl_rpc_code_name(sl_rpc_status_from_errno(f.rc)), f.why);

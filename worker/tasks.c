@@ -433,12 +433,17 @@ static wk_attach_e find_wait(wk_tasks_t *t, uint64_t job_id, double deadline,
     return a;
 }
 
-wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_t **ret_job,
-                            char *why, size_t whylen)
+wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, const char *secret, int wait_ms,
+                            wk_job_t **ret_job, char *why, size_t whylen)
 {
     double deadline = sl_mono_sec() + (wait_ms > 0 ? wait_ms : 0) / 1000.0;
     wk_job_t *job = NULL;
     wk_attach_e a = find_wait(t, job_id, deadline, &job, why, whylen);
+    /* cap_hash is immutable after add: no lock needed. */
+    if (a == WK_ATTACH_OK && job->has_cap && !sl_jobcap_check(job->cap_hash, secret)) {
+        snprintf(why, whylen, "job %" PRIu64 ": wrong or missing job_secret", job_id);
+        a = WK_ATTACH_DENIED;
+    }
     if (a == WK_ATTACH_OK) {
         a = wk_job_attach_stream(job, deadline, why, whylen);
     }

@@ -181,14 +181,17 @@ typedef enum {
     WK_ATTACH_FAILED,        /* the job failed here; why says so */
     WK_ATTACH_BUSY,          /* another stream serves the job */
     WK_ATTACH_SHUTTING_DOWN, /* the worker is stopping */
+    WK_ATTACH_DENIED,        /* wrong or missing job secret: the job is left as it was */
 } wk_attach_e;
 
 /* Finds the job, waiting up to wait_ms for it to appear (the heartbeat that
- * carries its spec may lag the client), and makes the caller its one Fetch
- * stream; a second stream waits up to wait_ms for the first to end. On OK
- * *ret_job holds a reference released by wk_job_detach. */
-wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, int wait_ms, wk_job_t **ret_job,
-                            char *why, size_t whylen);
+ * carries its spec may lag the client), checks secret (NULL = none) against
+ * the job's capability hash, and only then makes the caller its one Fetch
+ * stream (so a stranger never holds the slot the owner needs); a second
+ * stream waits up to wait_ms for the first to end. On OK *ret_job holds a
+ * reference released by wk_job_detach. */
+wk_attach_e wk_tasks_attach(wk_tasks_t *t, uint64_t job_id, const char *secret, int wait_ms,
+                            wk_job_t **ret_job, char *why, size_t whylen);
 
 typedef enum {
     WK_NEXT_MSG = 0,   /* *ret_msg holds a message (the caller owns it) */

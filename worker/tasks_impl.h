@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/jobcap.h"
 #include "common/base/ring.h"
 #include "common/engine/pipeline.h"
 #include "common/data/source.h"
@@ -61,6 +62,13 @@ struct wk_job_s {
     wk_tasks_t *tasks;
     uint64_t id;
     uint64_t fingerprint, num_samples; /* as the dispatcher sent them */
+    /* The job's capability hash (JobSpec.secret_sha256), immutable after
+     * add; has_cap 0: the dispatcher sent none (a job from an old journal). */
+    uint8_t cap_hash[SL_JOBCAP_HASH];
+    int has_cap;
+    /* Bound of its buffer of finished batches: the worker's buffer_bytes,
+     * or its tenant's max_buffered_bytes when lower (JobSpec). Immutable. */
+    size_t buffer_bytes;
     sl_spec_t spec;                    /* immutable after add */
     sl_pipeline_t *pipe;               /* immutable after add; NULL when FAILED at add */
     uint32_t nunits;

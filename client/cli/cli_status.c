@@ -491,6 +491,16 @@ static void print_dispatcher(FILE *f, const json_t *doc, const char *addr)
     if (json_array_size(json_object_get(doc, "jobs")) == 0) {
         fprintf(f, "\n(no open jobs)\n");
     }
+    /* A tenant's view (docs/protocol.md "Tenants"): other teams' jobs are
+     * only counted. */
+    const json_t *viewer = json_object_get(doc, "viewer");
+    const char *view = str(viewer, "view");
+    if (strcmp(view, "tenant") == 0 || strcmp(view, "aggregate") == 0) {
+        int mine = strcmp(view, "tenant") == 0;
+        fprintf(f, "\n%s; %.0f open job(s) of other tenants not shown\n",
+                mine ? "your tenant's jobs only" : "no token: no job details",
+                num(viewer, "other_jobs_open"));
+    }
     const json_t *closed = json_object_get(doc, "closed_jobs");
     if (json_array_size(closed) > 0) {
         fprintf(f, "\nrecently closed:");

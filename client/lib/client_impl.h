@@ -18,6 +18,7 @@
 #include "client/lib/sluice.h"
 #include "client/lib/steps.h"
 #include "common/engine/balance.h"
+#include "common/base/jobcap.h"
 #include "common/base/ring.h"
 #include "common/base/secret.h"
 #include "common/data/source.h"
@@ -137,6 +138,11 @@ struct sluice_job {
     uint32_t *ttok;
     uint64_t positions;
     char job_name[128];       /* multi-rank: the job the ranks share */
+    /* The job's capability (docs/protocol.md "Job capabilities"): what
+     * SubmitJob answered (multi-rank: what every rank derives alike,
+     * cl_ranks_job_secret), sent with every RPC about the job. Set before
+     * the control and fetch threads start, then immutable. */
+    char job_secret[SL_JOBCAP_MAX + 1];
     /* Multi-rank remote jobs: a split is acknowledged once the training loop
      * has taken every one of its samples (not when they reach the batcher),
      * so a restarted rank neither loses nor repeats acknowledged samples. */
@@ -190,6 +196,13 @@ int cl_ranks_apply(struct sluice_job *job, const sluice_options_t *opts, char *e
 /* The job name to submit: opts->job_name, or one derived from the spec
  * without its rank (equal for every rank of the same spec and source). */
 void cl_ranks_job_name(const struct sluice_job *job, char *buf, size_t len);
+/* The capability every rank of the job named job->job_name derives alike
+ * into job->job_secret: HMAC-SHA256 over the name under $SLUICE_JOB_SECRET
+ * (a secret the launcher gives all ranks: only they can join), else under
+ * the token (anyone holding it who knows the name can join), else under
+ * nothing (no token: the cluster authenticates no one). -EINVAL when
+ * SLUICE_JOB_SECRET is set but shorter than SL_JOBCAP_MIN. */
+int cl_ranks_job_secret(struct sluice_job *job, char *err, size_t errlen);
 /* A re-attached rank: declares epochs from the resume epoch on and marks
  * what the dispatcher says is acknowledged as delivered. */
 int cl_ranks_resume(struct sluice_job *job, const Sluice__SubmitJobResponse *r, char *err,

@@ -111,6 +111,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.job_secret = job->job_secret;
     req.rank = job->spec.rank;
     req.n_split_ids = n;
     req.split_ids = ids;
@@ -352,6 +353,7 @@ static void *control_main(void *arg)
         Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
         req.version = SL_PROTOCOL_VERSION;
         req.job_id = job->job_id;
+        req.job_secret = job->job_secret;
         req.rank = job->spec.rank;
         ProtobufCMessage *resp = NULL;
         sl_rpc_status_t st;
@@ -421,6 +423,7 @@ void cl_control_stop(sluice_job_t *job)
     Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.job_secret = job->job_secret;
     req.rank = job->spec.rank;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;

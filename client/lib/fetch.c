@@ -39,6 +39,7 @@ void *cl_fetch_main(void *arg)
     Sluice__FetchRequest req = SLUICE__FETCH_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.job_secret = job->job_secret; /* the worker checks it before serving */
     req.credits = CL_CREDITS;
     sl_rpc_cstream_t *cs = NULL;
     if (sl_rpc_cstream_open(ch, "/sluice.Worker/Fetch", &req.base, &sluice__batch__descriptor, 0,

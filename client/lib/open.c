@@ -23,6 +23,13 @@
 static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInputs *planner,
                   char *err, size_t errlen)
 {
+    if (job->spec.world_size > 1) {
+        /* After the token is read (security_from): it may be the key. */
+        int rc = cl_ranks_job_secret(job, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+    }
     char *json = sl_spec_to_json(&job->spec);
     if (json == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
@@ -40,6 +47,8 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     req.world_size = job->spec.world_size;
     req.rank = job->spec.rank;
     req.job_name = job->spec.world_size > 1 ? job->job_name : NULL;
+    /* Ranks share a derived capability; a single consumer gets a random one. */
+    req.job_secret = job->spec.world_size > 1 ? job->job_secret : NULL;
     req.planner = planner;
     req.first_epoch = job->first_epoch;
     /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
@@ -88,6 +97,15 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     }
     Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
     job->job_id = r->job_id;
+    if (!sl_jobcap_valid(r->job_secret)) {
+        /* Every later call about the job would be refused. */
+        protobuf_c_message_free_unpacked(resp, NULL);
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s answered SubmitJob without a job_secret (a dispatcher "
+                      "older than job capabilities?)",
+                      job->dispatcher);
+    }
+    snprintf(job->job_secret, sizeof(job->job_secret), "%s", r->job_secret);
     if (r->first_epoch != job->first_epoch) {
         /* It would hand out other epochs than ours: nothing would arrive. */
         protobuf_c_message_free_unpacked(resp, NULL);

@@ -746,6 +746,7 @@ void cl_planner_tick(struct sluice_job *job)
     Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
+    req.job_secret = job->job_secret;
     req.rank = job->spec.rank;
     req.delivered_per_sec = rate;
     req.wait_fraction = wait_fraction;

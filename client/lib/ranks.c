@@ -10,6 +10,7 @@
 
 #include "client/lib/client_impl.h"
 #include "common/base/err.h"
+#include "common/base/jobcap.h"
 #include "common/base/sha256.h"
 
 int cl_ranks_apply(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
@@ -28,6 +29,25 @@ int cl_ranks_apply(sluice_job_t *job, const sluice_options_t *opts, char *err, s
     }
     job->spec.world_size = opts->world_size;
     job->spec.rank = opts->rank;
+    return 0;
+}
+
+int cl_ranks_job_secret(sluice_job_t *job, char *err, size_t errlen)
+{
+    const char *key = getenv("SLUICE_JOB_SECRET");
+    if (key != NULL && key[0] != '\0') {
+        if (strlen(key) < SL_JOBCAP_MIN) {
+            return sl_err(err, errlen, -EINVAL,
+                          "SLUICE_JOB_SECRET: at least %d bytes (it is the multi-rank job's "
+                          "capability)",
+                          SL_JOBCAP_MIN);
+        }
+    } else {
+        key = job->token; /* "" without a token */
+    }
+    char hex[65];
+    sl_jobcap_derive(key, job->job_name, hex);
+    snprintf(job->job_secret, sizeof(job->job_secret), "%s", hex);
     return 0;
 }
 

@@ -34,7 +34,11 @@ typedef struct sluice_options {
      * world_size (0 = the spec's, default 1) and gets only its equal share
      * of every epoch. The ranks of one job submit the same spec and
      * job_name (NULL = derived from the spec); a restarted rank resumes its
-     * share. Works locally too (the share of a --local run). */
+     * share. Works locally too (the share of a --local run). Joining by name
+     * needs the job's capability, which every rank derives alike from the
+     * name and the environment variable SLUICE_JOB_SECRET (set it to the
+     * same random value, >= 16 bytes, for all ranks of one launch), else
+     * from the token (docs/protocol.md "Job capabilities"). */
     unsigned rank;
     unsigned world_size;
     const char *job_name;

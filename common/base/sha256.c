@@ -125,9 +125,11 @@ void sl_sha256_hex(const void *data, size_t n, char out[65])
     out[64] = '\0';
 }
 
-void sl_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, uint8_t out[32])
+void sl_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t msglen,
+                    uint8_t out[32])
 {
-    uint8_t k[64] = {0}, pad[64], inner[32];
+    /* RFC 2104: a key longer than the block is hashed first. */
+    uint8_t k[64] = {0};
     if (keylen > sizeof(k)) {
         sl_sha256_t s;
         sl_sha256_init(&s);
@@ -136,15 +138,17 @@ void sl_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, 
     } else if (keylen > 0) {
         memcpy(k, key, keylen);
     }
+    uint8_t pad[64];
+    uint8_t inner[32];
     sl_sha256_t s;
-    for (int i = 0; i < 64; i++) {
+    for (size_t i = 0; i < sizeof(pad); i++) {
         pad[i] = k[i] ^ 0x36;
     }
     sl_sha256_init(&s);
     sl_sha256_update(&s, pad, sizeof(pad));
-    sl_sha256_update(&s, data, n);
+    sl_sha256_update(&s, msg, msglen);
     sl_sha256_final(&s, inner);
-    for (int i = 0; i < 64; i++) {
+    for (size_t i = 0; i < sizeof(pad); i++) {
         pad[i] = k[i] ^ 0x5c;
     }
     sl_sha256_init(&s);

@@ -1,6 +1,7 @@
-/* sha256: FIPS 180-4 SHA-256, for the --digests output (one digest per
- * delivered sample). Small and dependency-free on purpose: pulling in
- * libcrypto for one hash is not worth a package. */
+/* sha256: FIPS 180-4 SHA-256 and HMAC-SHA256: the --digests output (one
+ * digest per delivered sample) and job capabilities (common/base/jobcap.h).
+ * Small and dependency-free on purpose: pulling in libcrypto for one hash is
+ * not worth a package. */
 #ifndef SL_SHA256_H
 #define SL_SHA256_H
 
@@ -17,9 +18,10 @@ typedef struct sl_sha256_s {
 void sl_sha256_init(sl_sha256_t *s);
 void sl_sha256_update(sl_sha256_t *s, const void *data, size_t n);
 void sl_sha256_final(sl_sha256_t *s, uint8_t out[32]);
-/* RFC 2104 HMAC-SHA-256 (saved states are signed with the cluster token). */
-void sl_hmac_sha256(const void *key, size_t keylen, const void *data, size_t n, uint8_t out[32]);
 /* One-shot into 64 hex characters plus NUL. */
 void sl_sha256_hex(const void *data, size_t n, char out[65]);
+/* HMAC-SHA256 (RFC 2104) of msg under key. */
+void sl_hmac_sha256(const void *key, size_t keylen, const void *msg, size_t msglen,
+                    uint8_t out[32]);
 
 #endif

@@ -85,20 +85,25 @@ static const char *reason_of(int code)
     }
 }
 
-/* Compares in time independent of where the strings differ, so response
- * timing does not reveal a token prefix. */
-static int token_ok(const sl_httpd_t *h, struct evhttp_request *req)
+/* The token after "Bearer " in the Authorization header, or NULL. */
+static const char *presented(struct evhttp_request *req)
 {
-    if (h->token[0] == '\0') {
-        return 1;
-    }
     const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
                                           "Authorization");
     static const char PREFIX[] = "Bearer ";
     if (auth == NULL || strncmp(auth, PREFIX, sizeof(PREFIX) - 1) != 0) {
+        return NULL;
+    }
+    return auth + sizeof(PREFIX) - 1;
+}
+
+/* Compares in time independent of where the strings differ, so response
+ * timing does not reveal a token prefix. */
+static int own_token(const sl_httpd_t *h, const char *auth)
+{
+    if (h->token[0] == '\0' || auth == NULL) {
         return 0;
     }
-    auth += sizeof(PREFIX) - 1;
     size_t n = strlen(h->token);
     size_t m = strnlen(auth, SL_HTTPD_TOKEN_MAX);
     unsigned diff = (unsigned)(n != m);
@@ -106,6 +111,16 @@ static int token_ok(const sl_httpd_t *h, struct evhttp_request *req)
         diff |= (unsigned)(h->token[i] ^ (i < m ? auth[i] : 0));
     }
     return diff == 0;
+}
+
+/* No token configured: anyone (the route may still show more to a token
+ * it knows); else the own token or one the daemon's hook accepts. */
+static int token_ok(const sl_httpd_t *h, const char *auth, int own)
+{
+    if (h->token[0] == '\0' || own) {
+        return 1;
+    }
+    return auth != NULL && h->opts.token_ok != NULL && h->opts.token_ok(h->opts.token_ctx, auth);
 }
 
 /* The one request callback: method check, exact path routing. */
@@ -118,7 +133,9 @@ static void on_request(struct evhttp_request *req, void *arg)
         send_text(req, 405, "Method Not Allowed", "method not allowed\n");
         return;
     }
-    if (!token_ok(h, req)) {
+    const char *auth = presented(req);
+    int own = own_token(h, auth);
+    if (!token_ok(h, auth, own)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                           "Bearer realm=\"sluice\"");
         send_text(req, 401, "Unauthorized", "unauthorized: missing or wrong bearer token\n");
@@ -141,7 +158,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         send_text(req, 404, "Not Found", "not found\n");
         return;
     }
-    sl_httpd_resp_t resp = {.status = 200, .content_type = NULL, .body = NULL, .len = 0};
+    sl_httpd_resp_t resp = {.status = 200, .content_type = NULL, .body = NULL, .len = 0,
+                            .bearer = auth, .own_token = own};
     r->fn(r->ctx, query != NULL ? query : "", &resp);
     struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
     evhttp_add_header(hdr, "Content-Type",

@@ -27,6 +27,12 @@ typedef struct sl_httpd_opts_s {
     /* Non-NULL and non-empty: every request needs "Authorization: Bearer
      * TOKEN" (else 401). Copied; at most SL_HTTPD_TOKEN_MAX - 1 bytes. */
     const char *bearer_token;
+    /* Optional: other tokens the daemon accepts (tenants, docs/protocol.md
+     * "Tenants"): called on the http thread with a presented token that is
+     * not bearer_token; non-zero admits the request, and the route sees the
+     * token in sl_httpd_resp_t.bearer to decide what to show. */
+    int (*token_ok)(void *ctx, const char *token);
+    void *token_ctx;
 } sl_httpd_opts_t;
 
 #define SL_HTTPD_TOKEN_MAX 512
@@ -39,6 +45,11 @@ typedef struct sl_httpd_resp_s {
     const char *content_type;
     char *body;
     size_t len;
+    /* Set by the server before the route runs: the bearer token the request
+     * presented (NULL = none; valid during the call), and whether it was the
+     * server's own bearer_token. */
+    const char *bearer;
+    int own_token;
 } sl_httpd_resp_t;
 
 /* Runs on the http thread. query is the raw query string ("" if none). */

@@ -134,6 +134,32 @@ void sl_rpc_stream_set_details(sl_rpc_stream_t *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *sl_rpc_stream_peer(const sl_rpc_stream_t *st);
 
+/* Tenants (docs/protocol.md "Tenants"): named tokens the server admits
+ * besides security->token. A call carrying one is admitted as that tenant
+ * (sl_rpc_reply_tenant); with tenants set, a call with no or another token
+ * is UNAUTHENTICATED even when the server has no token of its own.
+ * Replaces the whole set (n = 0: none); any thread, any time (SIGHUP):
+ * calls already admitted keep their tenant, the next ones see the new set
+ * (a revoked token is refused from then on). -EINVAL (nothing changed) for
+ * a bad name, a token that cannot travel in a header, or n too large. */
+#define SL_RPC_TENANT_MAX 64 /* bytes of a tenant name, NUL included */
+#define SL_RPC_TENANTS_MAX 64
+typedef struct sl_rpc_tenant_s {
+    const char *name;
+    const char *token;
+} sl_rpc_tenant_t;
+int sl_rpc_server_set_tenants(sl_rpc_server_t *srv, const sl_rpc_tenant_t *t, size_t n,
+                              char *err, size_t errlen);
+/* sl_rpc_server_set_tenants from a tenants file (common/base/tenants.h;
+ * path "" = none): what a daemon does at start and on SIGHUP. On failure
+ * the running set stays. *ret_n: tenants now admitted. */
+int sl_rpc_server_load_tenants(sl_rpc_server_t *srv, const char *path, size_t *ret_n, char *err,
+                               size_t errlen);
+/* The tenant the call was admitted as: "" for the server's own token (or
+ * an open server). Valid while the handler runs. */
+const char *sl_rpc_reply_tenant(const sl_rpc_reply_t *reply);
+const char *sl_rpc_stream_tenant(const sl_rpc_stream_t *st);
+
 /* method is the full path, "/sluice.Dispatcher/Heartbeat". req_desc unpacks
  * requests. All registration happens before sl_rpc_server_start. */
 sl_rpc_server_t *sl_rpc_server_new(const sl_rpc_server_opts_t *opts, char *err, size_t errlen);

@@ -196,7 +196,7 @@ int sl_rpc_srv_post_request(sl_rpc_server_t *srv, const method_t *m)
 static int admit_locked(sl_rpc_server_t *srv, srv_call_t *c, char *why, size_t whylen)
 {
     /* Before anything else, unknown methods included. */
-    if (!sl_rpc_creds_bearer_ok(srv->bearer, &c->md)) {
+    if (!sl_rpc_srv_admit_tenant(srv, c)) {
         snprintf(why, whylen, "missing or wrong authorization token");
         return SL_RPC_UNAUTHENTICATED;
     }

@@ -59,6 +59,12 @@ static int server_sync_init(sl_rpc_server_t *srv)
         pthread_mutex_destroy(&srv->mu);
         return -ENOMEM;
     }
+    if (pthread_mutex_init(&srv->tenants_mu, NULL) != 0) {
+        pthread_cond_destroy(&srv->cv_state);
+        pthread_cond_destroy(&srv->cv_pool);
+        pthread_mutex_destroy(&srv->mu);
+        return -ENOMEM;
+    }
     return 0;
 }
 
@@ -432,6 +438,8 @@ void sl_rpc_server_free(sl_rpc_server_t *srv)
         free(srv->methods[i].path);
     }
     free(srv->bearer);
+    sl_rpc_srv_tenants_free(srv);
+    pthread_mutex_destroy(&srv->tenants_mu);
     free(srv->listen);
     sl_ring_free(&srv->queue);
     free(srv->slots);

@@ -111,6 +111,7 @@ struct srv_call_s {
     int cancelled;             /* RECV_CLOSE_ON_SERVER's flag */
     int closed;                /* TAG_CLOSE returned */
     char *peer;                /* gpr_malloc'd, computed on first use */
+    char tenant[SL_RPC_TENANT_MAX]; /* set at admission: "" = the server's own token */
     size_t queued_bytes;       /* unary: payload bytes counted in srv->q_bytes */
 
     /* Streams: */
@@ -155,6 +156,12 @@ struct sl_rpc_server_s {
     grpc_server_credentials *creds; /* owned until start hands it to the port */
     char *listen;
     char *bearer; /* "Bearer TOKEN" every call must carry, or NULL */
+    /* Tenants (rpc_tenants.c): named bearers admitted besides `bearer`,
+     * replaced whole by sl_rpc_server_set_tenants. tenants_mu is a leaf
+     * lock (taken under a call's mutex at admission). */
+    pthread_mutex_t tenants_mu;
+    struct srv_tenant_s *tenants;
+    size_t ntenants;
     unsigned n_cq, n_pool, max_streams;
     size_t q_bytes_max; /* budget of the queued unary requests' payloads */
     method_t methods[SL_RPC_MAX_METHODS];
@@ -210,6 +217,14 @@ void sl_rpc_srv_finish_release(srv_call_t *c, int code, const char *details,
 
 /* The peer's address for logging; the owning handler thread only. */
 const char *sl_rpc_srv_peer(srv_call_t *c);
+
+/* ------------------------------------------------ rpc_tenants.c */
+
+/* Whether md authenticates the call, and as whom (c->tenant): the server's
+ * token -> "", a tenant's token -> its name; no token configured and no
+ * tenants -> "" (an open server). CQ thread, call mutex held. */
+int sl_rpc_srv_admit_tenant(sl_rpc_server_t *srv, srv_call_t *c);
+void sl_rpc_srv_tenants_free(sl_rpc_server_t *srv);
 
 /* Posts a request for method m (NULL = generic) unless the server is
  * stopping. Returns 0 or a negative errno. */

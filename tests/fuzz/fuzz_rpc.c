@@ -55,7 +55,7 @@ static void fz_rpc_reply(int rc, const ProtobufCMessage *resp, const char *err, 
     int code = sl_rpc_status_from_errno(rc);
     FZ_CHECK(code == SL_RPC_OK || code == SL_RPC_INVALID_ARGUMENT || code == SL_RPC_NOT_FOUND ||
                  code == SL_RPC_RESOURCE_EXHAUSTED || code == SL_RPC_UNIMPLEMENTED ||
-                 code == SL_RPC_FAILED_PRECONDITION,
+                 code == SL_RPC_FAILED_PRECONDITION || code == SL_RPC_PERMISSION_DENIED,
              "%s: status %d (%s)", resp->descriptor->name, code, err);
     if (code != SL_RPC_OK) {
         FZ_CHECK(fz_err_ok(err, errlen), "%s: unprintable status details",

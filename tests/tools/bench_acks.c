@@ -24,6 +24,9 @@
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 
+/* Every job this tool submits uses one capability (docs/protocol.md). */
+#define FX_JOB_SECRET "bench-job-secret-0123456789"
+
 #define MAX_THREADS 64
 #define CALL_MS 10000
 
@@ -71,6 +74,7 @@ static int submit(sl_rpc_channel_t *ch, thr_t *t, uint64_t *ret_job)
     char client_id[32];
     snprintf(client_id, sizeof(client_id), "bench-acks-%d", t->index);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.spec_json = SPEC;
     req.spec_name = "bench-acks";
@@ -89,6 +93,7 @@ static int submit(sl_rpc_channel_t *ch, thr_t *t, uint64_t *ret_job)
 static int ack_one(sl_rpc_channel_t *ch, thr_t *t, uint64_t job, uint64_t split)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job;
     req.n_split_ids = 1;
@@ -101,6 +106,7 @@ static int ack_one(sl_rpc_channel_t *ch, thr_t *t, uint64_t job, uint64_t split)
 static int ack_assigned(sl_rpc_channel_t *ch, thr_t *t, uint64_t job, size_t *ret_n)
 {
     Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job;
     ProtobufCMessage *m = NULL;
@@ -125,6 +131,7 @@ static int ack_assigned(sl_rpc_channel_t *ch, thr_t *t, uint64_t job, size_t *re
 static int close_job(sl_rpc_channel_t *ch, thr_t *t, uint64_t job)
 {
     Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job;
     return call(ch, "/sluice.Dispatcher/CloseJob", &req.base,

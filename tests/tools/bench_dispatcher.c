@@ -51,6 +51,9 @@
 #include "common/rpc/rpc.h"
 #include "proto/sluice.pb-c.h"
 
+/* Every job this tool submits uses one capability (docs/protocol.md). */
+#define FX_JOB_SECRET "bench-job-secret-0123456789"
+
 #define CALL_MS 10000
 #define MAX_THREADS 64
 #define MAX_CHANNELS 64
@@ -370,6 +373,7 @@ static int cl_submit(thr_t *t, cjob_t *j, int g)
     char client_id[48];
     snprintf(client_id, sizeof(client_id), "bench-dispatcher-%d", g);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.spec_json = SPEC;
     req.spec_name = "bench-dispatcher";
@@ -388,6 +392,7 @@ static int cl_submit(thr_t *t, cjob_t *j, int g)
 static void cl_plan(thr_t *t, cjob_t *j)
 {
     Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = j->id;
     ProtobufCMessage *m = NULL;
@@ -411,6 +416,7 @@ static void cl_ack(thr_t *t, cjob_t *j)
 {
     uint64_t split = j->q[j->iq++];
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = j->id;
     req.n_split_ids = 1;
@@ -476,6 +482,7 @@ static void *run_clients(void *arg)
     for (int i = 0; i < n; i++) {
         if (j[i].id != 0) {
             Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
+            req.job_secret = (char *)FX_JOB_SECRET;
             req.version = SL_PROTOCOL_VERSION;
             req.job_id = j[i].id;
             call(t, M_CLOSE, &req.base, &sluice__close_job_response__descriptor, NULL);

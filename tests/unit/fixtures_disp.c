@@ -27,6 +27,7 @@ int fx_disp_client_splits(disp_t *d, uint64_t job, int64_t now, uint64_t *ids, u
                           size_t max, size_t *ret_n, char *fallback, size_t fblen)
 {
     Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";

@@ -32,6 +32,7 @@ void fx_st_free(fx_st_t *e)
 uint64_t fx_st_submit_spec(fx_st_t *e, uint64_t n, const char *spec, const char *name)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
@@ -60,6 +61,7 @@ void fx_st_ack(fx_st_t *e, uint64_t job, uint64_t *ids, size_t n, const char *re
                uint64_t skipped)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     Sluice__SkipCount sk = SLUICE__SKIP_COUNT__INIT;
     Sluice__SkipCount *skp[1] = {&sk};
@@ -83,6 +85,7 @@ void fx_st_ack(fx_st_t *e, uint64_t job, uint64_t *ids, size_t n, const char *re
 void fx_st_close_job(fx_st_t *e, uint64_t job)
 {
     Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__CloseJobResponse resp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[256] = "";

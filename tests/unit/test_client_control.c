@@ -72,6 +72,7 @@ static void fake_submit(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *
     Sluice__Plan plan = SLUICE__PLAN__INIT;
     resp.version = SL_PROTOCOL_VERSION;
     resp.job_id = 42;
+    resp.job_secret = (char *)"fake-job-secret-0123456789";
     plan.split = 1;
     plan.mode = "all";
     resp.plan = &plan;

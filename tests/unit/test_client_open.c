@@ -15,7 +15,9 @@
 #include <string.h>
 
 #include "common/base/sha256.h"
+#include "client/lib/client_impl.h"
 #include "client/lib/sluice.h"
+#include "common/base/jobcap.h"
 #include "common/base/log.h"
 #include "common/base/version.h"
 #include "tests/unit/fixtures.h"
@@ -194,6 +196,31 @@ START_TEST(test_open_json_errors)
 }
 END_TEST
 
+/* The capability every rank of a multi-rank job derives alike: from
+ * SLUICE_JOB_SECRET when set (too short: an error), else from the token. */
+START_TEST(test_rank_job_secret)
+{
+    sluice_job_t *job = calloc(1, sizeof(*job));
+    ck_assert_ptr_nonnull(job);
+    char err[256], want[65];
+    snprintf(job->job_name, sizeof(job->job_name), "shared");
+    snprintf(job->token, sizeof(job->token), "team-token-0123456789");
+    unsetenv("SLUICE_JOB_SECRET");
+    ck_assert_int_eq(cl_ranks_job_secret(job, err, sizeof(err)), 0);
+    sl_jobcap_derive("team-token-0123456789", "shared", want);
+    ck_assert_str_eq(job->job_secret, want);
+    setenv("SLUICE_JOB_SECRET", "launch-secret-0123456789", 1);
+    ck_assert_int_eq(cl_ranks_job_secret(job, err, sizeof(err)), 0);
+    sl_jobcap_derive("launch-secret-0123456789", "shared", want);
+    ck_assert_str_eq(job->job_secret, want);
+    setenv("SLUICE_JOB_SECRET", "short", 1);
+    ck_assert_int_eq(cl_ranks_job_secret(job, err, sizeof(err)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "SLUICE_JOB_SECRET"));
+    unsetenv("SLUICE_JOB_SECRET");
+    free(job);
+}
+END_TEST
+
 START_TEST(test_recent_skips)
 {
     /* NIMG good images and 70 that are not JPEGs: more than are kept. */
@@ -245,6 +272,7 @@ int main(void)
     tcase_add_test(tc, test_first_epoch_is_that_epoch_of_a_longer_job);
     tcase_add_test(tc, test_open_json_errors);
     tcase_add_test(tc, test_recent_skips);
+    tcase_add_test(tc, test_rank_job_secret);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -74,6 +74,7 @@ static int submit(disp_t *d, const sub_t *s, int64_t now, uint64_t *ret_id, char
     char spec[1024];
     snprintf(spec, sizeof(spec), SPEC_FMT, s->epochs, s->offload, rank);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     req.version = SL_PROTOCOL_VERSION;
@@ -105,6 +106,7 @@ static uint64_t submit_ok(disp_t *d, const sub_t *s)
 static void ack(disp_t *d, uint64_t job, const uint64_t *ids, size_t n)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";

@@ -1029,6 +1029,7 @@ static int svc_submit_costs(disp_t *d, const char *spec, uint64_t n, float *cost
                             size_t ncosts, uint64_t *ret_id, char *err, size_t errlen)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     req.version = SL_PROTOCOL_VERSION;
@@ -1155,6 +1156,7 @@ static int svc_submit(svc_env_t *s, const char *spec, uint64_t n, uint64_t *ret_
                       size_t errlen)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     req.version = SL_PROTOCOL_VERSION;
@@ -1195,6 +1197,7 @@ START_TEST(test_svc_flow)
     /* The client sees the splits (and the worker) at once, before the
      * worker heard of them. */
     Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    greq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__GetAssignmentResponse gresp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     disp_arena_t a = {0};
     greq.job_id = jid;
@@ -1255,6 +1258,7 @@ START_TEST(test_svc_flow)
     /* Ack with a retry of the other one: the retried split is revoked at
      * the worker and (only worker) handed back to it. */
     Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    areq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     uint64_t ack[1] = {0};
     uint64_t retry[1] = {1};
@@ -1310,6 +1314,7 @@ START_TEST(test_svc_flow)
 
     /* CloseJob; the worker is told through closed_jobs. */
     Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    creq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     creq.job_id = jid;
     ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
@@ -1336,6 +1341,7 @@ START_TEST(test_svc_flow)
     ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &a, s.now, err, sizeof(err)),
                      -ENOENT);
     Sluice__ReportRatesRequest rreq = SLUICE__REPORT_RATES_REQUEST__INIT;
+    rreq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__ReportRatesResponse rresp = SLUICE__REPORT_RATES_RESPONSE__INIT;
     rreq.job_id = 777;
     ck_assert_int_eq(disp_svc_report_rates(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
@@ -1406,6 +1412,7 @@ START_TEST(test_svc_resend_lost_assignment)
     ck_assert_uint_eq(job->reassigned_total, 1);
     /* The client keeps seeing both splits throughout. */
     Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    greq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__GetAssignmentResponse g = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     greq.job_id = jid;
     ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g, &a, s.now, err, sizeof(err)),
@@ -1525,6 +1532,7 @@ START_TEST(test_svc_job_qualified_progress)
      * split of the job it holds, delivered ones too; a retry naming a
      * split that has moved on is ignored. */
     Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    areq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     uint64_t stale[1] = {0};
     areq.version = SL_PROTOCOL_VERSION;
@@ -1576,6 +1584,7 @@ START_TEST(test_svc_stale_sent)
     disp_arena_free(&ar);
     /* The client's stream broke: both return and go back to w (only worker). */
     Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    areq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     areq.version = SL_PROTOCOL_VERSION;
     areq.job_id = jid;
@@ -1658,6 +1667,7 @@ START_TEST(test_svc_leaving)
     ck_assert_int_eq(ww1->leaving, 1);
     /* Acks free room: the leaving worker gets none of it. */
     Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    areq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     uint64_t acks[1] = {2};
     areq.version = SL_PROTOCOL_VERSION;
@@ -1682,6 +1692,7 @@ START_TEST(test_svc_leaving)
     ck_assert_uint_eq(disp_job_split(job, 1, &ep, &b, &e)->state, DISP_SPLIT_PENDING);
     /* GetAssignment: split 0 still listed as w1's, but w1 is no endpoint. */
     Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    greq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__GetAssignmentResponse g = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     greq.job_id = jid;
     ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g, &ar, s.now, err, sizeof(err)),
@@ -1734,6 +1745,7 @@ START_TEST(test_svc_submit_errors)
     /* Multi-rank jobs (dispatcher/service_ranks.c) need a job name, and the
      * spec must carry the same rank and world size as the request. */
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     req.spec_json = spec_ok;

@@ -218,6 +218,7 @@ static int svc_rank(disp_t *d, uint32_t rank, uint64_t *ret_id, int *ret_resumed
     snprintf(extra, sizeof(extra), ", \"world_size\": 2, \"rank\": %u", rank);
     snprintf(spec, sizeof(spec), SPEC_FMT, "\"all\"", extra);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     req.version = SL_PROTOCOL_VERSION;
@@ -239,6 +240,7 @@ static int svc_ack(disp_t *d, uint64_t job_id, uint64_t *acks, size_t nacks, uin
                    size_t nrecv)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[256] = "";

@@ -171,6 +171,7 @@ END_TEST
 static void report_rate(fx_st_t *e, uint64_t job, double delivered_per_sec)
 {
     Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__ReportRatesResponse resp = SLUICE__REPORT_RATES_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[256] = "";

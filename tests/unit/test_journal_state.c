@@ -58,6 +58,7 @@ static void open_disp(disp_t *d, uint64_t seed)
 static int submit_rc(disp_t *d, uint64_t *ret_id)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
@@ -81,6 +82,7 @@ static uint64_t submit(disp_t *d)
 static int ack_rc(disp_t *d, uint64_t job, uint64_t *ids, size_t n)
 {
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse resp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";
@@ -133,6 +135,7 @@ START_TEST(test_restart_keeps_jobs)
     uint64_t id2 = submit(&d);
     ck_assert_uint_ne(id2, id);
     Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    creq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[256] = "";
@@ -271,6 +274,7 @@ END_TEST
 static uint64_t submit_auto(disp_t *d, fx_pin_t *pin)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
@@ -454,6 +458,7 @@ static uint64_t submit_rank(disp_t *d, const char *name, uint32_t rank, int *ret
     char spec[512];
     snprintf(spec, sizeof(spec), RSPEC, rank);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[512] = "";

@@ -32,6 +32,7 @@ static const char SPEC[] =
 static int submit(disp_t *d, const char *client, uint64_t *ret_id, char *err, size_t errlen)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     req.version = SL_PROTOCOL_VERSION;
@@ -68,6 +69,7 @@ START_TEST(test_jobs_per_client)
     ck_assert_int_eq(submit(&d, "host-b", &id, err, sizeof(err)), SL_RPC_OK);
     /* A closed job frees its slot. */
     Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    creq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     creq.version = SL_PROTOCOL_VERSION;
@@ -128,6 +130,7 @@ START_TEST(test_ids_per_call)
     uint64_t id = 0;
     ck_assert_int_eq(submit(&d, "c", &id, err, sizeof(err)), SL_RPC_OK);
     Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    areq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
     areq.version = SL_PROTOCOL_VERSION;
     areq.job_id = id;

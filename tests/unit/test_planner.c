@@ -610,6 +610,7 @@ START_TEST(test_dispatcher_replan)
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
@@ -709,6 +710,7 @@ START_TEST(test_dispatcher_replan)
     /* A report's per-sample overhead goes into the cached client profile,
      * and GetPlanContext hands it to the next job's client. */
     Sluice__ReportRatesRequest rr = SLUICE__REPORT_RATES_REQUEST__INIT;
+    rr.job_secret = (char *)FX_JOB_SECRET;
     rr.overhead_cpu_sec_per_sample = 1e-3;
     pthread_mutex_lock(&d->mu);
     disp_planner_on_rates(d, job, &rr, t);
@@ -754,6 +756,7 @@ START_TEST(test_dispatcher_plan_job)
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
@@ -825,6 +828,8 @@ START_TEST(test_drift)
     ck_assert(pred > 300);
 
     Sluice__ReportRatesRequest r = SLUICE__REPORT_RATES_REQUEST__INIT;
+
+    r.job_secret = (char *)FX_JOB_SECRET;
     r.delivered_per_sec = pred * 0.5;
     char why[160];
     /* Within the warm-up: nothing. */
@@ -964,6 +969,7 @@ START_TEST(test_dispatcher_node_ranks)
         snprintf(spec, sizeof(spec), "%.*s, \"world_size\": 3, \"rank\": %u}",
                  (int)strlen(FX_PIN_SPEC) - 1, FX_PIN_SPEC, rk);
         Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+        req.job_secret = (char *)FX_JOB_SECRET;
         Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
         disp_arena_t a = {0};
         char err[1024] = "";

@@ -45,6 +45,7 @@ typedef struct test_ctx_s {
     int gate_open; /* "gate" unary calls block until this is set */
     int gate_waiting;
     char peer[128];
+    char tenant[SL_RPC_TENANT_MAX]; /* the last register call's (sl_rpc_reply_tenant) */
 } test_ctx_t;
 
 typedef struct fixture_s {
@@ -213,6 +214,7 @@ static void on_register(void *ctx, const ProtobufCMessage *m, sl_rpc_reply_t *re
     }
     pthread_mutex_lock(&t->mu);
     snprintf(t->peer, sizeof(t->peer), "%s", sl_rpc_reply_peer(reply));
+    snprintf(t->tenant, sizeof(t->tenant), "%s", sl_rpc_reply_tenant(reply));
     pthread_mutex_unlock(&t->mu);
     Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
     resp.version = SL_PROTOCOL_VERSION;
@@ -1089,6 +1091,56 @@ static int secure_call(const char *addr, const sl_rpc_security_t *sec, sl_rpc_st
     return r;
 }
 
+/* Tenants: named tokens admitted besides the server's own, each call knowing
+ * which; the set replaced at run time (a revoked token refused at once). */
+START_TEST(test_tenant_tokens)
+{
+    test_ctx_t ctx;
+    ctx_init(&ctx);
+    char addr[64], err[256];
+    sl_rpc_security_t ssec = {.token = "cluster-token"};
+    sl_rpc_server_t *srv =
+        start_server("127.0.0.1:0", 0, 0, &ssec, &ctx, addr, sizeof(addr), NULL);
+    sl_rpc_tenant_t two[] = {{"vision", "vision-token"}, {"speech", "speech-token"}};
+    ck_assert_int_eq(sl_rpc_server_set_tenants(srv, two, 2, err, sizeof(err)), 0);
+    sl_rpc_status_t st;
+    sl_rpc_security_t cluster = {.token = "cluster-token"}, vision = {.token = "vision-token"},
+                      speech = {.token = "speech-token"}, other = {.token = "other-token"};
+    ck_assert_int_eq(secure_call(addr, &vision, &st), 0);
+    ck_assert_str_eq(ctx.tenant, "vision");
+    ck_assert_int_eq(secure_call(addr, &speech, &st), 0);
+    ck_assert_str_eq(ctx.tenant, "speech");
+    ck_assert_int_eq(secure_call(addr, &cluster, &st), 0);
+    ck_assert_str_eq(ctx.tenant, "");
+    ck_assert_int_eq(secure_call(addr, &other, &st), -ECOMM);
+    ck_assert_int_eq(st.code, SL_RPC_UNAUTHENTICATED);
+    ck_assert_int_eq(secure_call(addr, NULL, &st), -ECOMM);
+    ck_assert_int_eq(st.code, SL_RPC_UNAUTHENTICATED);
+    /* Revoke speech: refused from the next call on; vision still in. */
+    ck_assert_int_eq(sl_rpc_server_set_tenants(srv, two, 1, err, sizeof(err)), 0);
+    ck_assert_int_eq(secure_call(addr, &speech, &st), -ECOMM);
+    ck_assert_int_eq(st.code, SL_RPC_UNAUTHENTICATED);
+    ck_assert_int_eq(secure_call(addr, &vision, &st), 0);
+    /* A bad set changes nothing. */
+    sl_rpc_tenant_t bad[] = {{"", "x-token"}};
+    ck_assert_int_ne(sl_rpc_server_set_tenants(srv, bad, 1, err, sizeof(err)), 0);
+    ck_assert_int_eq(secure_call(addr, &vision, &st), 0);
+    sl_rpc_server_free(srv);
+    ctx_destroy(&ctx);
+
+    /* A server without a token of its own but with tenants admits only them. */
+    ctx_init(&ctx);
+    srv = start_server("127.0.0.1:0", 0, 0, NULL, &ctx, addr, sizeof(addr), NULL);
+    ck_assert_int_eq(secure_call(addr, NULL, &st), 0); /* open */
+    ck_assert_int_eq(sl_rpc_server_set_tenants(srv, two, 2, err, sizeof(err)), 0);
+    ck_assert_int_eq(secure_call(addr, NULL, &st), -ECOMM);
+    ck_assert_int_eq(st.code, SL_RPC_UNAUTHENTICATED);
+    ck_assert_int_eq(secure_call(addr, &vision, &st), 0);
+    sl_rpc_server_free(srv);
+    ctx_destroy(&ctx);
+}
+END_TEST
+
 START_TEST(test_token)
 {
     test_ctx_t ctx;
@@ -1306,6 +1358,7 @@ int main(void)
     TCase *sec = tcase_create("security");
     tcase_set_timeout(sec, 60);
     tcase_add_test(sec, test_token);
+    tcase_add_test(sec, test_tenant_tokens);
     if (have_pki) {
         tcase_add_test(sec, test_tls);
     } else {

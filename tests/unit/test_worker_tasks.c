@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/base/jobcap.h"
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/engine/pipeline.h"
@@ -225,10 +226,10 @@ START_TEST(test_splits_exactly_once)
 
     wk_job_t *job = NULL;
     char why[256];
-    ck_assert_int_eq(wk_tasks_attach(t, 5, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 5, NULL, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
     /* A second stream for the same job is refused while the first is attached. */
     wk_job_t *job2 = NULL;
-    ck_assert_int_eq(wk_tasks_attach(t, 5, 100, &job2, why, sizeof(why)), WK_ATTACH_BUSY);
+    ck_assert_int_eq(wk_tasks_attach(t, 5, NULL, 100, &job2, why, sizeof(why)), WK_ATTACH_BUSY);
 
     seen_t seen;
     memset(&seen, 0, sizeof(seen));
@@ -292,6 +293,41 @@ START_TEST(test_splits_exactly_once)
 }
 END_TEST
 
+/* Job capabilities: a Fetch without the secret whose hash the dispatcher
+ * sent is refused before it takes the job's one stream slot. */
+START_TEST(test_attach_needs_the_secret)
+{
+    wk_tasks_t *t = new_tasks(256u << 20);
+    Sluice__JobSpec js = SLUICE__JOB_SPEC__INIT;
+    uint8_t hash[SL_JOBCAP_HASH];
+    sl_jobcap_hash("owner-secret-0123456789", hash);
+    js.job_id = 6;
+    js.spec_json = (char *)SPEC_CROP;
+    js.source_fingerprint = g_fp;
+    js.num_samples = g_count;
+    js.secret_sha256.data = hash;
+    js.secret_sha256.len = sizeof(hash);
+    wk_tasks_add_job(t, &js);
+    ck_assert_int_eq(wait_loaded(t, 6), WK_JOB_READY);
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 6, NULL, 100, &job, why, sizeof(why)), WK_ATTACH_DENIED);
+    ck_assert_int_eq(wk_tasks_attach(t, 6, "wrong-secret-0123456789", 100, &job, why,
+                                     sizeof(why)),
+                     WK_ATTACH_DENIED);
+    /* The owner gets the slot at once: the refusals never held it. */
+    ck_assert_int_eq(wk_tasks_attach(t, 6, "owner-secret-0123456789", 100, &job, why,
+                                     sizeof(why)),
+                     WK_ATTACH_OK);
+    wk_job_t *job2 = NULL;
+    ck_assert_int_eq(wk_tasks_attach(t, 6, "wrong-secret-0123456789", 100, &job2, why,
+                                     sizeof(why)),
+                     WK_ATTACH_DENIED); /* not BUSY: says nothing about the stream */
+    wk_job_detach(job, 0, NULL);
+    wk_tasks_free(t);
+}
+END_TEST
+
 START_TEST(test_failures_and_validation)
 {
     wk_tasks_t *t = new_tasks(256u << 20);
@@ -323,9 +359,9 @@ START_TEST(test_failures_and_validation)
 
     char why[512];
     wk_job_t *job = NULL;
-    ck_assert_int_eq(wk_tasks_attach(t, 1, 100, &job, why, sizeof(why)), WK_ATTACH_FAILED);
+    ck_assert_int_eq(wk_tasks_attach(t, 1, NULL, 100, &job, why, sizeof(why)), WK_ATTACH_FAILED);
     ck_assert_ptr_nonnull(strstr(why, "fingerprint"));
-    ck_assert_int_eq(wk_tasks_attach(t, 77, 200, &job, why, sizeof(why)), WK_ATTACH_NOT_FOUND);
+    ck_assert_int_eq(wk_tasks_attach(t, 77, NULL, 200, &job, why, sizeof(why)), WK_ATTACH_NOT_FOUND);
 
     /* Closing a failed job removes it from the reports. */
     wk_tasks_close_job(t, 1);
@@ -363,7 +399,7 @@ START_TEST(test_broken_stream_drops_and_revoke)
 
     wk_job_t *job = NULL;
     char why[256];
-    ck_assert_int_eq(wk_tasks_attach(t, 8, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 8, NULL, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
     wk_msg_t *m = NULL;
     ck_assert_int_eq(wk_job_next_msg(job, 1000, &m), WK_NEXT_MSG);
     wk_msg_free(m);
@@ -379,7 +415,7 @@ START_TEST(test_broken_stream_drops_and_revoke)
 
     /* The same split re-assigned after the retry runs in full on a new stream. */
     assign(t, 8, 1, 0, 0, NIMG, 1);
-    ck_assert_int_eq(wk_tasks_attach(t, 8, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 8, NULL, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
     seen_t seen;
     memset(&seen, 0, sizeof(seen));
     const uint32_t stage_to[2] = {0, 1};
@@ -440,7 +476,7 @@ START_TEST(test_two_jobs_revoke_and_leave)
      * message is noted sent, then sent (never neither). */
     wk_job_t *j9 = NULL;
     char why[256];
-    ck_assert_int_eq(wk_tasks_attach(t, 9, 1000, &j9, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 9, NULL, 1000, &j9, why, sizeof(why)), WK_ATTACH_OK);
     seen_t seen;
     memset(&seen, 0, sizeof(seen));
     const uint32_t stage_to[3] = {0, 1, 1};
@@ -459,7 +495,7 @@ START_TEST(test_two_jobs_revoke_and_leave)
     ck_assert(has_ref(rep.splits, rep.n_splits, 8, 1));
     wk_tasks_report_free(&rep);
     wk_job_t *j8 = NULL;
-    ck_assert_int_eq(wk_tasks_attach(t, 8, 1000, &j8, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 8, NULL, 1000, &j8, why, sizeof(why)), WK_ATTACH_OK);
 
     /* Quiesce: nothing in progress any more; sent splits still reported. */
     wk_tasks_quiesce(t);
@@ -488,12 +524,12 @@ START_TEST(test_stop_while_running)
     ck_assert_int_eq(wait_loaded(t, 3), WK_JOB_READY);
     wk_job_t *job = NULL;
     char why[256];
-    ck_assert_int_eq(wk_tasks_attach(t, 3, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 3, NULL, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
     ck_assert_uint_gt(fx_job_info_wait(t, 3, started).samples_done, 0);
     wk_tasks_stop(t);
     wk_msg_t *m = NULL;
     ck_assert_int_eq(wk_job_next_msg(job, 10, &m), WK_NEXT_STOPPING);
-    ck_assert_int_eq(wk_tasks_attach(t, 3, 10, &job, why, sizeof(why)),
+    ck_assert_int_eq(wk_tasks_attach(t, 3, NULL, 10, &job, why, sizeof(why)),
                      WK_ATTACH_SHUTTING_DOWN);
     wk_job_detach(job, 0, NULL);
     wk_tasks_free(t);
@@ -546,7 +582,7 @@ START_TEST(test_jobs_share_slots)
     ck_assert_int_eq(wait_loaded(t, 21), WK_JOB_READY);
     wk_job_t *job = NULL;
     char why[256];
-    ck_assert_int_eq(wk_tasks_attach(t, 21, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+    ck_assert_int_eq(wk_tasks_attach(t, 21, NULL, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
     for (uint64_t k = 1; k <= 4; k++) {
         assign(t, 21, k, 0, 0, NIMG, 1);
     }
@@ -574,6 +610,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_splits_exactly_once);
     tcase_add_test(tc, test_failures_and_validation);
+    tcase_add_test(tc, test_attach_needs_the_secret);
     tcase_add_test(tc, test_broken_stream_drops_and_revoke);
     tcase_add_test(tc, test_two_jobs_revoke_and_leave);
     tcase_add_test(tc, test_stop_while_running);
