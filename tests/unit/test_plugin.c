@@ -87,8 +87,11 @@ START_TEST(test_process_is_deterministic)
     ck_assert_uint_eq(o1.nbytes, in.nbytes);
     ck_assert_int_eq(memcmp(o1.data, o2.data, o1.nbytes), 0); /* two processes, same bytes */
     ck_assert_int_ne(memcmp(o1.data, in.data, in.nbytes), 0); /* a square was cut */
+    sl_plugin_conn_close(b);
+    b = NULL;
     ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"size\": -1}", &b, err, sizeof(err)),
                      -EINVAL);
+    ck_assert_ptr_null(b);
     ck_assert_msg(strstr(err, "need size 1..4096") != NULL, "%s", err);
     sl_plugin_conn_close(a);
     sl_tensor_free(&in);
