@@ -40,6 +40,8 @@ static unit_kind_e kind_of(sl_op_e op)
     case SL_OP_TO_CHW:
     case SL_OP__COUNT:
         break;
+    default:
+        return sl_op_is_augment(op) ? UNIT_AUGMENT : UNIT_TO_CHW;
     }
     return UNIT_TO_CHW;
 }
@@ -396,6 +398,8 @@ int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, 
         }
         rc = sl_img_to_chw(io, &sc->a);
         break;
+    case UNIT_AUGMENT:
+        return sl_pipe_augment(u, &rng, io, sc, err, errlen);
     default:
         return sl_err(err, errlen, -EINVAL, "unknown unit");
     }

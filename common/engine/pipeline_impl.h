@@ -4,6 +4,7 @@
 #ifndef SL_PIPELINE_IMPL_H
 #define SL_PIPELINE_IMPL_H
 
+#include "common/base/rng.h"
 #include "common/engine/pipeline.h"
 #include "common/image/record.h"
 #include "common/text/tokenizer.h"
@@ -21,6 +22,7 @@ typedef enum {
     UNIT_TILES,    /* records only, from here on */
     UNIT_TOKENIZE,
     UNIT_TEMPLATE,
+    UNIT_AUGMENT,  /* any augmentation op (pipe_augment.c); images and records */
 } unit_kind_e;
 
 typedef struct {
@@ -51,6 +53,11 @@ int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, 
 /* One unit on a record (io holds an SL_DT_RECORD tensor). */
 int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
                         sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen);
+
+/* An augmentation unit on one uint8 HWC image, drawing from rng; the
+ * result replaces io (pipe_augment.c). */
+int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scratch_t *sc,
+                    char *err, size_t errlen);
 
 /* Releases the tokenizer scratch of sc (pipe_text.c). */
 void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc);

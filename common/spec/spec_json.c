@@ -37,7 +37,7 @@ static json_t *stage_to_json(const sl_stage_spec_t *st)
                          (double)st->std[0], (double)st->std[1], (double)st->std[2],
                          "on", st->on_device ? "device" : NULL);
     default:
-        return sl_spec_mm_stage_json(st);
+        return sl_op_is_augment(st->op) ? sl_spec_aug_stage_json(st) : sl_spec_mm_stage_json(st);
     }
 }
 
