@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #define KERNEL_MAX 255
@@ -127,13 +128,14 @@ int sl_aug_sharpness(sl_tensor_t *io, double factor, sl_tensor_t *scratch)
     const uint8_t *in = io->data;
     uint8_t *out = scratch->data;
     memcpy(out, in, io->nbytes);
+    const ptrdiff_t up = -(ptrdiff_t)stride, dn = (ptrdiff_t)stride, l = -(ptrdiff_t)c,
+                    r1 = (ptrdiff_t)c;
     for (uint32_t y = 1; y + 1 < h; y++) {
         for (size_t i = c; i < stride - c; i++) {
             const uint8_t *p = in + (size_t)y * stride + i;
-            float acc = k1 * (float)p[-stride - c] + k1 * (float)p[-stride] +
-                        k1 * (float)p[-stride + c] + k1 * (float)p[-c] + k5 * (float)p[0] +
-                        k1 * (float)p[c] + k1 * (float)p[stride - c] + k1 * (float)p[stride] +
-                        k1 * (float)p[stride + c];
+            float acc = k1 * (float)p[up + l] + k1 * (float)p[up] + k1 * (float)p[up + r1] +
+                        k1 * (float)p[l] + k5 * (float)p[0] + k1 * (float)p[r1] +
+                        k1 * (float)p[dn + l] + k1 * (float)p[dn] + k1 * (float)p[dn + r1];
             out[(size_t)y * stride + i] = round_u8(acc);
         }
     }
