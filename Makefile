@@ -175,6 +175,7 @@ TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
+TEST_MODS_test_augment := engine
 TEST_MODS_test_codec := image
 TEST_MODS_test_record := image
 TEST_MODS_test_tokenizer := text

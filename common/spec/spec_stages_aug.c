@@ -54,17 +54,15 @@ typedef struct {
     double lo, hi;
 } range_rule_t;
 
+/* Bounds print as %g: they are round constants of this file. */
 static int range_err(sl_spec_pctx_t *c, const range_rule_t *r, const json_t *v)
 {
-    char got[SPEC_SHOWN_MAX + 8], lo[32], hi[40] = "";
-    sl_spec_fmt_real(r->lo, lo, sizeof(lo));
+    char got[SPEC_SHOWN_MAX + 8], hi[40] = "";
     if (isfinite(r->hi)) {
-        char h[32];
-        sl_spec_fmt_real(r->hi, h, sizeof(h));
-        snprintf(hi, sizeof(hi), " <= %s", h);
+        snprintf(hi, sizeof(hi), " <= %g", r->hi);
     }
-    return sl_spec_ferr(c, r->key, "must be a number%s or [min, max] with %s %s min <= max%s, got %s",
-                        r->point ? "" : " >= 0", lo, r->lo_open ? "<" : "<=", hi,
+    return sl_spec_ferr(c, r->key, "must be a number%s or [min, max] with %g %s min <= max%s, got %s",
+                        r->point ? "" : " >= 0", r->lo, r->lo_open ? "<" : "<=", hi,
                         sl_spec_describe(v, got, sizeof(got)));
 }
 
