@@ -61,7 +61,8 @@ static int range_err(sl_spec_pctx_t *c, const range_rule_t *r, const json_t *v)
     if (isfinite(r->hi)) {
         snprintf(hi, sizeof(hi), " <= %g", r->hi);
     }
-    return sl_spec_ferr(c, r->key, "must be a number%s or [min, max] with %g %s min <= max%s, got %s",
+    return sl_spec_ferr(c, r->key,
+                        "must be a number%s or [min, max] with %g %s min <= max%s, got %s",
                         r->point ? "" : " >= 0", r->lo, r->lo_open ? "<" : "<=", hi,
                         sl_spec_describe(v, got, sizeof(got)));
 }

@@ -123,8 +123,8 @@ START_TEST(test_short_forms)
              " \"center\": [3, 4.5], \"fill\": 7},"
              " {\"op\": \"random_affine\", \"degrees\": 1, \"shear\": [1, 2, 3, 4],"
              " \"fill\": [1, 2, 3]},"
-             " {\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 4, \"num_magnitude_bins\": 5,"
-             " \"fill\": [128, 128, 128]}",
+             " {\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 4,"
+             " \"num_magnitude_bins\": 5, \"fill\": [128, 128, 128]}",
              &s);
     const sl_aug_spec_t *a = &s.stages[1].aug;
     ck_assert(fabs(a->brightness[0] - 0.6) < 1e-12 && fabs(a->brightness[1] - 1.4) < 1e-12);
