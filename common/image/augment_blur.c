@@ -74,35 +74,56 @@ int sl_aug_gaussian_blur(sl_tensor_t *io, uint32_t kx, uint32_t ky, double sx, d
     gauss_kernel(kx, sx, kxw);
     gauss_kernel(ky, sy, kyw);
     const uint32_t h = io->h, w = io->w, c = io->c;
-    /* Horizontal pass into float32 scratch; the vertical pass writes the
-     * rounded result back over io, whose bytes are no longer needed. */
+    const size_t rx = kx / 2, ry = ky / 2;
+    const size_t stride = (size_t)w * c;
+    /* scratch holds, in float32: the horizontal pass's image, one padded
+     * input row and one output row of accumulators. The vertical pass
+     * writes the rounded result back over io, whose bytes are no longer
+     * needed by then. Loops run over a whole row per kernel tap so they
+     * vectorise; each sum still adds its taps in kernel order. */
     int rc = sl_tensor_reshape(scratch, SL_DT_F32, SL_LAYOUT_HWC, h, w, c);
     if (rc < 0) {
         return rc;
     }
-    float *tmp = (float *)(void *)scratch->data;
-    const int64_t rx = kx / 2, ry = ky / 2;
+    const size_t padded = ((size_t)w + 2 * rx) * c;
+    rc = sl_tensor_reserve(scratch, scratch->nbytes + (padded + stride) * sizeof(float));
+    if (rc < 0) {
+        return rc;
+    }
+    float *restrict tmp = (float *)(void *)scratch->data;
+    float *restrict pad = tmp + (size_t)h * stride;
+    float *restrict acc = pad + padded;
     for (uint32_t y = 0; y < h; y++) {
-        const uint8_t *row = io->data + (size_t)y * w * c;
-        float *trow = tmp + (size_t)y * w * c;
-        for (uint32_t x = 0; x < w; x++) {
+        const uint8_t *row = io->data + (size_t)y * stride;
+        for (size_t j = 0; j < (size_t)w + 2 * rx; j++) {
+            const uint8_t *src = row + (size_t)reflect((int64_t)j - (int64_t)rx, w) * c;
             for (uint32_t ch = 0; ch < c; ch++) {
-                float acc = 0.0f;
-                for (int64_t k = -rx; k <= rx; k++) {
-                    acc += kxw[k + rx] * (float)row[(size_t)reflect(x + k, w) * c + ch];
-                }
-                trow[(size_t)x * c + ch] = acc;
+                pad[j * c + ch] = (float)src[ch];
+            }
+        }
+        float *trow = tmp + (size_t)y * stride;
+        memset(trow, 0, stride * sizeof(float));
+        for (size_t k = 0; k < kx; k++) {
+            const float kw = kxw[k];
+            const float *p = pad + k * c;
+            for (size_t i = 0; i < stride; i++) {
+                trow[i] += kw * p[i];
             }
         }
     }
     for (uint32_t y = 0; y < h; y++) {
-        uint8_t *orow = io->data + (size_t)y * w * c;
-        for (size_t i = 0; i < (size_t)w * c; i++) {
-            float acc = 0.0f;
-            for (int64_t k = -ry; k <= ry; k++) {
-                acc += kyw[k + ry] * tmp[(size_t)reflect(y + k, h) * w * c + i];
+        memset(acc, 0, stride * sizeof(float));
+        for (size_t k = 0; k < ky; k++) {
+            const float kw = kyw[k];
+            const uint32_t src = reflect((int64_t)y + (int64_t)k - (int64_t)ry, h);
+            const float *p = tmp + (size_t)src * stride;
+            for (size_t i = 0; i < stride; i++) {
+                acc[i] += kw * p[i];
             }
-            orow[i] = round_u8(acc);
+        }
+        uint8_t *orow = io->data + (size_t)y * stride;
+        for (size_t i = 0; i < stride; i++) {
+            orow[i] = round_u8(acc[i]);
         }
     }
     return 0;
