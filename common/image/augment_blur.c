@@ -4,6 +4,7 @@
  * same sums associated differently, a pixel off by one where a sum lands
  * within float rounding of .5). */
 #include "common/image/augment.h"
+#include "common/image/augment_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,24 +12,6 @@
 #include <string.h>
 
 #define KERNEL_MAX 255
-
-static int check_u8(const sl_tensor_t *t)
-{
-    if (t == NULL || t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 ||
-        t->w == 0 || (t->c != 1 && t->c != 3) || t->data == NULL ||
-        t->nbytes != (size_t)t->h * t->w * t->c) {
-        return -EINVAL;
-    }
-    return 0;
-}
-
-/* torch.round then .to(uint8): half to even, in range by construction
- * (weights sum to 1) but clamped against float drift. */
-static inline uint8_t round_u8(float v)
-{
-    v = rintf(v);
-    return (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
-}
 
 /* _get_gaussian_kernel1d in float32: linspace(-half, half, k), the pdf,
  * divided by its sum. */
@@ -66,7 +49,7 @@ static inline uint32_t reflect(int64_t i, uint32_t n)
 int sl_aug_gaussian_blur(sl_tensor_t *io, uint32_t kx, uint32_t ky, double sx, double sy,
                          sl_tensor_t *scratch)
 {
-    if (check_u8(io) < 0 || scratch == NULL || kx == 0 || ky == 0 || kx % 2 == 0 ||
+    if (sl_aug_check(io) < 0 || scratch == NULL || kx == 0 || ky == 0 || kx % 2 == 0 ||
         ky % 2 == 0 || kx > KERNEL_MAX || ky > KERNEL_MAX || !(sx > 0) || !(sy > 0)) {
         return -EINVAL;
     }
@@ -123,7 +106,7 @@ int sl_aug_gaussian_blur(sl_tensor_t *io, uint32_t kx, uint32_t ky, double sx, d
         }
         uint8_t *orow = io->data + (size_t)y * stride;
         for (size_t i = 0; i < stride; i++) {
-            orow[i] = round_u8(acc[i]);
+            orow[i] = sl_aug_round_u8(acc[i]);
         }
     }
     return 0;
@@ -131,7 +114,7 @@ int sl_aug_gaussian_blur(sl_tensor_t *io, uint32_t kx, uint32_t ky, double sx, d
 
 int sl_aug_sharpness(sl_tensor_t *io, double factor, sl_tensor_t *scratch)
 {
-    if (check_u8(io) < 0 || scratch == NULL || !(factor >= 0)) {
+    if (sl_aug_check(io) < 0 || scratch == NULL || !(factor >= 0)) {
         return -EINVAL;
     }
     const uint32_t h = io->h, w = io->w, c = io->c;
@@ -157,7 +140,7 @@ int sl_aug_sharpness(sl_tensor_t *io, double factor, sl_tensor_t *scratch)
             float acc = k1 * (float)p[up + l] + k1 * (float)p[up] + k1 * (float)p[up + r1] +
                         k1 * (float)p[l] + k5 * (float)p[0] + k1 * (float)p[r1] +
                         k1 * (float)p[dn + l] + k1 * (float)p[dn] + k1 * (float)p[dn + r1];
-            out[(size_t)y * stride + i] = round_u8(acc);
+            out[(size_t)y * stride + i] = sl_aug_round_u8(acc);
         }
     }
     /* _blend(img, blurred, factor); the border blends with itself. */

@@ -1,24 +1,13 @@
 /* augment_color: the per-pixel and histogram ops of augment.h. The float
  * expressions are functional_tensor.py's in float32, in its order
- * (x86-64 without -mfma: no contraction into fused multiply-adds), and
+ * (never contracted into fused multiply-adds: augment_impl.h), and
  * uint8 results are truncated where torch's .to(uint8) truncates. */
 #include "common/image/augment.h"
+#include "common/image/augment_impl.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-
-/* The ops work on uint8 HWC images of 1 or 3 channels (torchvision's
- * _assert_channels), whose bytes match their shape. */
-static int check_u8(const sl_tensor_t *t)
-{
-    if (t == NULL || t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 ||
-        t->w == 0 || (t->c != 1 && t->c != 3) || t->data == NULL ||
-        t->nbytes != (size_t)t->h * t->w * t->c) {
-        return -EINVAL;
-    }
-    return 0;
-}
 
 /* rgb_to_grayscale's luma: (0.2989 r + 0.587 g) + 0.114 b in float32. */
 static inline float luma(const uint8_t *px)
@@ -37,7 +26,7 @@ static inline uint8_t blend(float ratio, float rest, float a, float b)
 
 int sl_aug_brightness(sl_tensor_t *io, double factor)
 {
-    if (check_u8(io) < 0 || !(factor >= 0)) {
+    if (sl_aug_check(io) < 0 || !(factor >= 0)) {
         return -EINVAL;
     }
     const float r = (float)factor, rest = (float)(1.0 - factor);
@@ -54,7 +43,7 @@ int sl_aug_brightness(sl_tensor_t *io, double factor)
 
 int sl_aug_contrast(sl_tensor_t *io, double factor)
 {
-    if (check_u8(io) < 0 || !(factor >= 0)) {
+    if (sl_aug_check(io) < 0 || !(factor >= 0)) {
         return -EINVAL;
     }
     const size_t n = (size_t)io->h * io->w;
@@ -79,7 +68,7 @@ int sl_aug_contrast(sl_tensor_t *io, double factor)
 
 int sl_aug_saturation(sl_tensor_t *io, double factor)
 {
-    if (check_u8(io) < 0 || !(factor >= 0)) {
+    if (sl_aug_check(io) < 0 || !(factor >= 0)) {
         return -EINVAL;
     }
     if (io->c == 1) {
@@ -99,7 +88,7 @@ int sl_aug_saturation(sl_tensor_t *io, double factor)
 
 int sl_aug_grayscale(sl_tensor_t *io)
 {
-    if (check_u8(io) < 0) {
+    if (sl_aug_check(io) < 0) {
         return -EINVAL;
     }
     if (io->c == 1) {
@@ -155,7 +144,7 @@ static void hue_pixel(uint8_t *px, float shift)
 
 int sl_aug_hue(sl_tensor_t *io, double factor)
 {
-    if (check_u8(io) < 0 || !(factor >= -0.5 && factor <= 0.5)) {
+    if (sl_aug_check(io) < 0 || !(factor >= -0.5 && factor <= 0.5)) {
         return -EINVAL;
     }
     if (io->c == 1) {
@@ -170,7 +159,7 @@ int sl_aug_hue(sl_tensor_t *io, double factor)
 
 int sl_aug_solarize(sl_tensor_t *io, double threshold)
 {
-    if (check_u8(io) < 0 || !(threshold >= 0 && threshold <= 255)) {
+    if (sl_aug_check(io) < 0 || !(threshold >= 0 && threshold <= 255)) {
         return -EINVAL;
     }
     const float th = (float)threshold; /* torch compares in float32 */
@@ -183,7 +172,7 @@ int sl_aug_solarize(sl_tensor_t *io, double threshold)
 
 int sl_aug_posterize(sl_tensor_t *io, uint32_t bits)
 {
-    if (check_u8(io) < 0 || bits > 8) {
+    if (sl_aug_check(io) < 0 || bits > 8) {
         return -EINVAL;
     }
     const uint8_t mask = (uint8_t)(0xffu << (8 - bits));
@@ -195,7 +184,7 @@ int sl_aug_posterize(sl_tensor_t *io, uint32_t bits)
 
 int sl_aug_autocontrast(sl_tensor_t *io)
 {
-    if (check_u8(io) < 0) {
+    if (sl_aug_check(io) < 0) {
         return -EINVAL;
     }
     const uint32_t c = io->c;
@@ -229,7 +218,7 @@ int sl_aug_autocontrast(sl_tensor_t *io)
 
 int sl_aug_equalize(sl_tensor_t *io)
 {
-    if (check_u8(io) < 0) {
+    if (sl_aug_check(io) < 0) {
         return -EINVAL;
     }
     const uint32_t c = io->c;

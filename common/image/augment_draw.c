@@ -3,6 +3,7 @@
  * sl_rng_t stream in a fixed order, and ColorJitter's application. torch's
  * uniform_(a, b) is u * (b - a) + a, which is what these draw. */
 #include "common/image/augment.h"
+#include "common/image/augment_impl.h"
 
 #include <errno.h>
 #include <math.h>

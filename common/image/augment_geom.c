@@ -4,20 +4,11 @@
  * grid_sample(align_corners=False, zeros padding) in float32, a coverage
  * mask for the fill, torch.round. */
 #include "common/image/augment.h"
+#include "common/image/augment_impl.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-
-static int check_u8(const sl_tensor_t *t)
-{
-    if (t == NULL || t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 ||
-        t->w == 0 || (t->c != 1 && t->c != 3) || t->data == NULL ||
-        t->nbytes != (size_t)t->h * t->w * t->c) {
-        return -EINVAL;
-    }
-    return 0;
-}
 
 static double radians(double deg) { return deg * (M_PI / 180.0); }
 
@@ -62,16 +53,10 @@ static inline void grid_at(const grid_t *g, float x, float y, float *ret_ix, flo
     *ret_iy = ((gy + 1.0f) * g->fh - 1.0f) / 2.0f;
 }
 
-static inline uint8_t round_u8(float v)
-{
-    v = rintf(v);
-    return (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
-}
-
 int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, const double *fill,
                 sl_tensor_t *scratch)
 {
-    if (check_u8(io) < 0 || scratch == NULL || m == NULL ||
+    if (sl_aug_check(io) < 0 || scratch == NULL || m == NULL ||
         (interp != SL_AUG_NEAREST && interp != SL_AUG_BILINEAR)) {
         return -EINVAL;
     }
@@ -108,7 +93,7 @@ int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, cons
                 const bool inside = nx >= 0 && nx < (float)w && ny >= 0 && ny < (float)h;
                 for (uint32_t ch = 0; ch < c; ch++) {
                     o[ch] = inside ? in[((size_t)ny * w + (size_t)nx) * c + ch]
-                                   : fill != NULL ? round_u8(fillf[ch]) : 0;
+                                   : fill != NULL ? sl_aug_round_u8(fillf[ch]) : 0;
                 }
                 continue;
             }
@@ -134,7 +119,7 @@ int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, cons
                 if (fill != NULL) {
                     v = v * mask + (1.0f - mask) * fillf[ch];
                 }
-                o[ch] = round_u8(v);
+                o[ch] = sl_aug_round_u8(v);
             }
         }
     }
@@ -145,7 +130,7 @@ int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, cons
 int sl_aug_erase(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
                  const double *value, sl_rng_t *r)
 {
-    if (check_u8(io) < 0 || (uint64_t)x + w > io->w || (uint64_t)y + h > io->h ||
+    if (sl_aug_check(io) < 0 || (uint64_t)x + w > io->w || (uint64_t)y + h > io->h ||
         (value == NULL && r == NULL)) {
         return -EINVAL;
     }

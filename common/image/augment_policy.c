@@ -3,6 +3,7 @@
  * magnitude tables (float32, as torch.linspace makes them) and _apply_op's
  * mapping from a magnitude to each op's parameter. */
 #include "common/image/augment.h"
+#include "common/image/augment_impl.h"
 
 #include <errno.h>
 #include <math.h>
