@@ -1,6 +1,6 @@
 /* spec_stages: the "stages" array of a spec: each op's keys, sizes and
  * numbers, and the order rules (decode_jpeg first, geometry before normalize
- * and to_chw). Called on the parsing thread only (sl_op_name and
+ * and to_chw); the augmentation ops' keys are spec_stages_aug.c's. Called on the parsing thread only (sl_op_name and
  * sl_spec_device_norm: any thread). */
 #include <errno.h>
 #include <float.h>
@@ -253,8 +253,9 @@ static int once(sl_spec_pctx_t *c, long *at, size_t i, sl_op_e op)
 
 /* Image sources: a decode first and once. Records: the text ops and the
  * image ops are independent chains, each in order (decode before anything
- * on pixels; tokenize before template). Everywhere: geometry on uint8 HWC,
- * so before normalize (floats), to_chw and image_tiles (tiles are final). */
+ * on pixels; tokenize before template). Everywhere: geometry and the
+ * augmentations on uint8 HWC, so before normalize (floats), to_chw and
+ * image_tiles (tiles are final). */
 static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
 {
     sl_spec_push(c, "op");
