@@ -1,7 +1,8 @@
 /* spec_stages: the "stages" array of a spec: each op's keys, sizes and
  * numbers, and the order rules (decode_jpeg first, geometry before normalize
- * and to_chw); the augmentation ops' keys are spec_stages_aug.c's. Called on the parsing thread only (sl_op_name and
- * sl_spec_device_norm: any thread). */
+ * and to_chw); the augmentation ops' keys are spec_stages_aug.c's. Called
+ * on the parsing thread only (sl_op_name and sl_spec_device_norm: any
+ * thread). */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
