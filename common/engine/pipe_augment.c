@@ -19,8 +19,10 @@ static int aug_needs_pixels(const sl_tensor_t *t, const char *what, char *err, s
 {
     if (t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 || t->w == 0 ||
         (t->c != 1 && t->c != 3)) {
-        return sl_err(err, errlen, -EINVAL, "%s needs a uint8 HWC image of 1 or 3 channels, got "
-                      "%s %ux%ux%u", what, sl_dtype_name(t->dtype), t->h, t->w, t->c);
+        return sl_err(err, errlen, -EINVAL,
+                      "%s needs a uint8 HWC image of 1 or 3 channels, got "
+                      "%s %ux%ux%u",
+                      what, sl_dtype_name(t->dtype), t->h, t->w, t->c);
     }
     return 0;
 }
@@ -71,15 +73,15 @@ static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_
         double m[6];
         const double angle = sl_rng_uniform(rng) * (a->degrees[1] - a->degrees[0]) + a->degrees[0];
         /* F.rotate turns the other way from F.affine: -angle. */
-        sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, -angle, 0, 0, 1, 0,
-                             0, m);
+        sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, -angle, 0, 0, 1, 0, 0,
+                             m);
         return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
     }
     case SL_OP_RANDOM_AFFINE: {
         sl_aug_affine_t d;
         double m[6];
-        sl_aug_affine_draw(io->h, io->w, a->degrees, a->translate, a->affine_scale, a->shear,
-                           rng, &d);
+        sl_aug_affine_draw(io->h, io->w, a->degrees, a->translate, a->affine_scale, a->shear, rng,
+                           &d);
         sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, d.angle, d.tx, d.ty,
                              d.scale, d.shear_x, d.shear_y, m);
         return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);

@@ -67,8 +67,7 @@ int sl_aug_gaussian_blur(sl_tensor_t *io, uint32_t kx, uint32_t ky, double sx, d
  * mapping output to input coordinates relative to the image centre. center
  * (pixels) NULL for the image centre; angle and shears in degrees. */
 void sl_aug_affine_matrix(uint32_t h, uint32_t w, const double *center, double angle, double tx,
-                          double ty, double scale, double shear_x, double shear_y,
-                          double ret_m[6]);
+                          double ty, double scale, double shear_x, double shear_y, double ret_m[6]);
 /* Resamples io through m (grid_sample, align_corners=False). fill (one
  * value per channel) paints what comes from outside the image, blended by
  * the interpolated coverage as torchvision does; NULL: zeros, no mask

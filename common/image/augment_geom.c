@@ -13,8 +13,7 @@
 static double radians(double deg) { return deg * (M_PI / 180.0); }
 
 void sl_aug_affine_matrix(uint32_t h, uint32_t w, const double *center, double angle, double tx,
-                          double ty, double scale, double shear_x, double shear_y,
-                          double ret_m[6])
+                          double ty, double scale, double shear_x, double shear_y, double ret_m[6])
 {
     /* The tensor path measures the centre from the image's middle. */
     double cx = 0, cy = 0;
@@ -71,9 +70,14 @@ int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, cons
         return rc;
     }
     const float hw = (float)(0.5 * w), hh = (float)(0.5 * h);
-    const grid_t g = {.a0 = (float)m[0] / hw, .a1 = (float)m[1] / hw, .a2 = (float)m[2] / hw,
-                      .b0 = (float)m[3] / hh, .b1 = (float)m[4] / hh, .b2 = (float)m[5] / hh,
-                      .fw = (float)w, .fh = (float)h};
+    const grid_t g = {.a0 = (float)m[0] / hw,
+                      .a1 = (float)m[1] / hw,
+                      .a2 = (float)m[2] / hw,
+                      .b0 = (float)m[3] / hh,
+                      .b1 = (float)m[4] / hh,
+                      .b2 = (float)m[5] / hh,
+                      .fw = (float)w,
+                      .fh = (float)h};
     float fillf[3] = {0, 0, 0};
     for (uint32_t ch = 0; fill != NULL && ch < c; ch++) {
         fillf[ch] = (float)fill[ch];
@@ -92,8 +96,9 @@ int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, cons
                 const float nx = nearbyintf(ix), ny = nearbyintf(iy);
                 const bool inside = nx >= 0 && nx < (float)w && ny >= 0 && ny < (float)h;
                 for (uint32_t ch = 0; ch < c; ch++) {
-                    o[ch] = inside ? in[((size_t)ny * w + (size_t)nx) * c + ch]
-                                   : fill != NULL ? sl_aug_round_u8(fillf[ch]) : 0;
+                    o[ch] = inside         ? in[((size_t)ny * w + (size_t)nx) * c + ch]
+                            : fill != NULL ? sl_aug_round_u8(fillf[ch])
+                                           : 0;
                 }
                 continue;
             }

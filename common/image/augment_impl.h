@@ -21,9 +21,8 @@
  * _assert_channels) whose bytes match their shape: 0 or -EINVAL. */
 static inline int sl_aug_check(const sl_tensor_t *t)
 {
-    if (t == NULL || t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 ||
-        t->w == 0 || (t->c != 1 && t->c != 3) || t->data == NULL ||
-        t->nbytes != (size_t)t->h * t->w * t->c) {
+    if (t == NULL || t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 || t->w == 0 ||
+        (t->c != 1 && t->c != 3) || t->data == NULL || t->nbytes != (size_t)t->h * t->w * t->c) {
         return -EINVAL;
     }
     return 0;

@@ -358,7 +358,7 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
                             sl_spec_describe(opv, got, sizeof(got)), list);
     }
     const char *const *keys = sl_op_is_augment((sl_op_e)op) ? sl_spec_aug_keys((sl_op_e)op)
-                                                          : op_keys[op];
+                                                            : op_keys[op];
     int rc = sl_spec_check_keys(c, st, keys, sl_spec_op_names[op]);
     if (rc < 0) {
         return rc;

@@ -15,8 +15,8 @@
 #define NUM_OPS_MAX 16
 #define PIXEL_MAX 255.0
 
-static const char *const interp_names[2] = {[SL_INTERP_NEAREST] = "nearest",
-                                            [SL_INTERP_BILINEAR] = "bilinear"};
+static const char *const interp_names[2] =
+    {[SL_INTERP_NEAREST] = "nearest", [SL_INTERP_BILINEAR] = "bilinear"};
 
 /* Indexed by op - SL_OP_COLOR_JITTER; the keys each accepts. */
 #define NAUG ((size_t)SL_OP_RAND_AUGMENT - SL_OP_COLOR_JITTER + 1)
@@ -113,8 +113,8 @@ static int get_prob(sl_spec_pctx_t *c, json_t *st, double *out)
 
 /* A pixel value for every channel: a number, or [R, G, B]; each 0..255.
  * null (when may_null) clears *ret_set. */
-static int get_pixel(sl_spec_pctx_t *c, json_t *st, const char *key, bool may_null,
-                     bool *ret_set, double out[3])
+static int get_pixel(sl_spec_pctx_t *c, json_t *st, const char *key, bool may_null, bool *ret_set,
+                     double out[3])
 {
     json_t *v = json_object_get(st, key);
     if (v == NULL) {
@@ -211,11 +211,15 @@ static int parse_blur(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
         if (k[i] < 1 || k[i] > KERNEL_MAX || k[i] % 2 == 0) {
             char got[SPEC_SHOWN_MAX + 8];
             if (v == NULL) {
-                return sl_spec_ferr(c, "kernel_size", "missing (required): an odd integer in "
-                                    "1..%d or [kx, ky]", KERNEL_MAX);
+                return sl_spec_ferr(c, "kernel_size",
+                                    "missing (required): an odd integer in "
+                                    "1..%d or [kx, ky]",
+                                    KERNEL_MAX);
             }
-            return sl_spec_ferr(c, "kernel_size", "must be an odd integer in 1..%d or [kx, ky], "
-                                "got %s", KERNEL_MAX, sl_spec_describe(v, got, sizeof(got)));
+            return sl_spec_ferr(c, "kernel_size",
+                                "must be an odd integer in 1..%d or [kx, ky], "
+                                "got %s",
+                                KERNEL_MAX, sl_spec_describe(v, got, sizeof(got)));
         }
         a->kernel_size[i] = (uint32_t)k[i];
     }
@@ -245,8 +249,10 @@ static int parse_erasing(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
     if (rc == 0 && json_is_string(v)) {
         if (strcmp(json_string_value(v), "random") != 0) {
             char got[SPEC_SHOWN_MAX + 8];
-            return sl_spec_ferr(c, "value", "must be a pixel value in 0..255, [R, G, B] or "
-                                "\"random\", got %s", sl_spec_describe(v, got, sizeof(got)));
+            return sl_spec_ferr(c, "value",
+                                "must be a pixel value in 0..255, [R, G, B] or "
+                                "\"random\", got %s",
+                                sl_spec_describe(v, got, sizeof(got)));
         }
         a->value_random = true;
     } else if (rc == 0) {
@@ -260,7 +266,8 @@ static int get_degrees(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
 {
     const range_rule_t deg = {"degrees", 0, false, false, false, -360, 360};
     if (json_object_get(st, "degrees") == NULL) {
-        return sl_spec_ferr(c, "degrees", "missing (required): a number d for [-d, d] or "
+        return sl_spec_ferr(c, "degrees",
+                            "missing (required): a number d for [-d, d] or "
                             "[min, max]");
     }
     return get_range(c, st, &deg, a->degrees);
@@ -305,7 +312,8 @@ static int get_shear(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
     }
     if (!ok) {
         char got[SPEC_SHOWN_MAX + 8];
-        return sl_spec_ferr(c, "shear", "must be s >= 0, [min, max] or [xmin, xmax, ymin, ymax], "
+        return sl_spec_ferr(c, "shear",
+                            "must be s >= 0, [min, max] or [xmin, xmax, ymin, ymax], "
                             "in degrees within (-90, 90), got %s",
                             sl_spec_describe(v, got, sizeof(got)));
     }
@@ -327,8 +335,10 @@ static int parse_affine(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
             !sl_spec_as_number(json_array_get(v, 1), &t[1]) || !(t[0] >= 0 && t[0] <= 1) ||
             !(t[1] >= 0 && t[1] <= 1)) {
             char got[SPEC_SHOWN_MAX + 8];
-            return sl_spec_ferr(c, "translate", "must be [tx, ty], fractions of the width and "
-                                "height in 0..1, got %s", sl_spec_describe(v, got, sizeof(got)));
+            return sl_spec_ferr(c, "translate",
+                                "must be [tx, ty], fractions of the width and "
+                                "height in 0..1, got %s",
+                                sl_spec_describe(v, got, sizeof(got)));
         }
         memcpy(a->translate, t, sizeof(t));
     }
@@ -424,10 +434,7 @@ int sl_spec_parse_aug(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     }
 }
 
-static json_t *pixel_json(const double v[3])
-{
-    return json_pack("[f,f,f]", v[0], v[1], v[2]);
-}
+static json_t *pixel_json(const double v[3]) { return json_pack("[f,f,f]", v[0], v[1], v[2]); }
 
 static json_t *fill_json(const sl_aug_spec_t *a)
 {
@@ -461,15 +468,14 @@ json_t *sl_spec_aug_stage_json(const sl_stage_spec_t *st)
                          a->value_random ? json_string("random") : pixel_json(a->value));
     case SL_OP_RANDOM_ROTATION:
         return json_pack("{s:s, s:[f,f], s:s, s:o, s:o}", "op", op, "degrees", a->degrees[0],
-                         a->degrees[1], "interpolation", interp, "center", center_json(a),
-                         "fill", fill_json(a));
-    case SL_OP_RANDOM_AFFINE:
-        return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f,f,f], s:s, s:o, s:o}", "op",
-                         op, "degrees", a->degrees[0], a->degrees[1], "translate",
-                         a->translate[0], a->translate[1], "scale", a->affine_scale[0],
-                         a->affine_scale[1], "shear", a->shear[0], a->shear[1], a->shear[2],
-                         a->shear[3], "interpolation", interp, "center", center_json(a), "fill",
+                         a->degrees[1], "interpolation", interp, "center", center_json(a), "fill",
                          fill_json(a));
+    case SL_OP_RANDOM_AFFINE:
+        return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f,f,f], s:s, s:o, s:o}", "op", op,
+                         "degrees", a->degrees[0], a->degrees[1], "translate", a->translate[0],
+                         a->translate[1], "scale", a->affine_scale[0], a->affine_scale[1], "shear",
+                         a->shear[0], a->shear[1], a->shear[2], a->shear[3], "interpolation",
+                         interp, "center", center_json(a), "fill", fill_json(a));
     case SL_OP_SOLARIZE:
         return json_pack("{s:s, s:f, s:f}", "op", op, "threshold", a->threshold, "p", a->p);
     case SL_OP_POSTERIZE:

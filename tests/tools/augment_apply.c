@@ -79,8 +79,9 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
         if (argc != 5) {
             return -EINVAL;
         }
-        return op[0] == 'g' ? sl_aug_grayscale(io)
-                            : op[0] == 'a' ? sl_aug_autocontrast(io) : sl_aug_equalize(io);
+        return op[0] == 'g'   ? sl_aug_grayscale(io)
+               : op[0] == 'a' ? sl_aug_autocontrast(io)
+                              : sl_aug_equalize(io);
     }
     if (strcmp(op, "rotate") == 0) {
         if (argc != 8 || nums(6, argv, 5, 1, a) < 0 || nums(8, argv, 7, 1, a + 1) < 0) {

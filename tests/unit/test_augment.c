@@ -177,8 +177,7 @@ START_TEST(test_errors)
               "\"noise\"");
     parse_err("{\"op\": \"random_erasing\", \"value\": 256}",
               "stages[1].value: must be a pixel value in 0..255 or [R, G, B], got 256");
-    parse_err("{\"op\": \"random_rotation\"}",
-              "t.json:4: stages[1].degrees: missing (required)");
+    parse_err("{\"op\": \"random_rotation\"}", "t.json:4: stages[1].degrees: missing (required)");
     parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"interpolation\": \"bicubic\"}",
               "stages[1].interpolation: must be one of nearest, bilinear, got \"bicubic\"");
     parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"center\": [1]}",
@@ -221,8 +220,7 @@ START_TEST(test_first_stage)
                        " \"stages\": [{\"op\": \"equalize\"}]}";
     char err[ERRLEN] = "";
     sl_spec_t spec;
-    ck_assert_int_eq(sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err)), -EINVAL);
     ck_assert_msg(strstr(err, "the first stage must be decode_jpeg or decode_image") != NULL, "%s",
                   err);
 }
@@ -451,7 +449,7 @@ START_TEST(test_tiny_images)
             for (int op = 0; op < SL_AUG_OP__COUNT; op++) {
                 for (int sign = -1; sign <= 1; sign += 2) {
                     make_img(&t, dims[d][0], dims[d][1], c, (uint32_t)op);
-                    const double mag = op == SL_AUG_OP_POSTERIZE ? 3
+                    const double mag = op == SL_AUG_OP_POSTERIZE  ? 3
                                        : op == SL_AUG_OP_SOLARIZE ? 128
                                                                   : sign * 0.5;
                     const double fill[3] = {9, 9, 9};
@@ -615,15 +613,13 @@ START_TEST(test_policy_tables)
     ck_assert(sl_aug_magnitude(SL_AUG_RAND_AUGMENT, SL_AUG_OP_ROTATE, 30, 31, 10, 10, &sg) == 30.0);
     ck_assert(sl_aug_magnitude(SL_AUG_RAND_AUGMENT, SL_AUG_OP_POSTERIZE, 30, 31, 1, 1, &sg) == 4.0);
     ck_assert(!sg);
-    ck_assert(sl_aug_magnitude(SL_AUG_TRIVIAL_WIDE, SL_AUG_OP_POSTERIZE, 30, 31, 1, 1, &sg) ==
-              2.0);
+    ck_assert(sl_aug_magnitude(SL_AUG_TRIVIAL_WIDE, SL_AUG_OP_POSTERIZE, 30, 31, 1, 1, &sg) == 2.0);
     ck_assert(sl_aug_magnitude(SL_AUG_TRIVIAL_WIDE, SL_AUG_OP_POSTERIZE, 0, 31, 1, 1, &sg) == 8.0);
-    ck_assert(sl_aug_magnitude(SL_AUG_TRIVIAL_WIDE, SL_AUG_OP_SOLARIZE, 0, 31, 1, 1, &sg) ==
-              255.0);
+    ck_assert(sl_aug_magnitude(SL_AUG_TRIVIAL_WIDE, SL_AUG_OP_SOLARIZE, 0, 31, 1, 1, &sg) == 255.0);
     ck_assert(sl_aug_magnitude(SL_AUG_TRIVIAL_WIDE, SL_AUG_OP_SOLARIZE, 30, 31, 1, 1, &sg) == 0.0);
     /* RandAugment translates by up to 150/331 of the side (float32). */
-    ck_assert(sl_aug_magnitude(SL_AUG_RAND_AUGMENT, SL_AUG_OP_TRANSLATE_X, 30, 31, 100, 331,
-                               &sg) == (double)150.0f);
+    ck_assert(sl_aug_magnitude(SL_AUG_RAND_AUGMENT, SL_AUG_OP_TRANSLATE_X, 30, 31, 100, 331, &sg) ==
+              (double)150.0f);
     ck_assert(sl_aug_magnitude(SL_AUG_RAND_AUGMENT, SL_AUG_OP_EQUALIZE, 9, 31, 1, 1, &sg) == 0);
     /* rand_augment with no ops is the identity and draws nothing. */
     sl_tensor_t t, ref, s;
@@ -634,8 +630,7 @@ START_TEST(test_policy_tables)
     copy_tensor(&t, &ref);
     sl_rng_t r;
     sl_rng_init(&r, 1, 1, 1, 1);
-    ck_assert_int_eq(sl_aug_policy(&t, SL_AUG_RAND_AUGMENT, 0, 9, 31, SL_AUG_NEAREST, NULL, &r,
-                                   &s),
+    ck_assert_int_eq(sl_aug_policy(&t, SL_AUG_RAND_AUGMENT, 0, 9, 31, SL_AUG_NEAREST, NULL, &r, &s),
                      0);
     ck_assert_mem_eq(t.data, ref.data, t.nbytes);
     ck_assert_int_eq(sl_aug_policy(&t, SL_AUG_RAND_AUGMENT, 1, 31, 31, SL_AUG_NEAREST, NULL, &r,
