@@ -81,7 +81,10 @@ CASES = {
                                      for a, m, fill in ((17.5, "nearest", 0),
                                                         (-33.0, "bilinear", 0),
                                                         (90.0, "nearest", 128),
-                                                        (151.25, "bilinear", 200))]),
+                                                        (151.25, "bilinear", 200))] +
+                                    [(["rotate", 25.0, "bilinear", 0, 40, 70.5],
+                                      lambda t: F.rotate(t, 25.0, IM.BILINEAR, center=[40, 70.5],
+                                                         fill=[0.0] * 3))]),
     "random_affine": (0.05, 0.01, [(["affine", a, tx, ty, sc, shx, shy, m, fill],
                                     lambda t, a=a, tx=tx, ty=ty, sc=sc, shx=shx, shy=shy, m=m,
                                     fill=fill: F.affine(t, a, [tx, ty], sc, [shx, shy], MODES[m],

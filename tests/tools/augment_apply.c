@@ -10,13 +10,14 @@
  *   brightness|contrast|saturation|hue|sharpness F    grayscale
  *   solarize T   posterize BITS   autocontrast   equalize
  *   blur KX KY SIGMA_X SIGMA_Y
- *   rotate ANGLE nearest|bilinear FILL
+ *   rotate ANGLE nearest|bilinear FILL [CX CY]
  *   affine ANGLE TX TY SCALE SHEAR_X SHEAR_Y nearest|bilinear FILL
  *   erase X Y W H VALUE
  *   policy OPINDEX MAGNITUDE nearest|bilinear      (autoaugment's _apply_op, fill None)
  *   jitter ORDER B C S H       ORDER: 4 digits, 0 brightness .. 3 hue
  * Prints "W H C" on stdout. Exit status: 0 ok, 1 failure, 2 usage. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +85,14 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
                               : sl_aug_equalize(io);
     }
     if (strcmp(op, "rotate") == 0) {
-        if (argc != 8 || nums(6, argv, 5, 1, a) < 0 || nums(8, argv, 7, 1, a + 1) < 0) {
+        /* An optional centre: CX CY in pixels. */
+        const bool centred = argc == 10;
+        if ((argc != 8 && !centred) || nums(6, argv, 5, 1, a) < 0 ||
+            nums(8, argv, 7, 1, a + 1) < 0 || (centred && nums(10, argv, 8, 2, a + 2) < 0)) {
             return -EINVAL;
         }
         const double fill[3] = {a[1], a[1], a[1]};
-        sl_aug_affine_matrix(io->h, io->w, NULL, -a[0], 0, 0, 1, 0, 0, m);
+        sl_aug_affine_matrix(io->h, io->w, centred ? a + 2 : NULL, -a[0], 0, 0, 1, 0, 0, m);
         return sl_aug_warp(io, m, interp_arg(argv[6]), fill, scratch);
     }
     if (strcmp(op, "affine") == 0) {
