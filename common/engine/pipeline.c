@@ -213,7 +213,7 @@ static int center_crop_padded(const sl_tensor_t *in, uint32_t ch, uint32_t cw, s
     return 0;
 }
 
-/* A decode unit on a format without region decode (PNG): the whole image,
+/* A decode unit on a format without region decode (PNG, WebP): the whole image,
  * then the fused unit's crop on it, exactly as the unfused stages would. */
 static int run_decode_full(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
                            sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_h,
@@ -254,8 +254,9 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
         return sl_err(err, errlen, -EINVAL, "decode_jpeg needs encoded bytes, got %s",
                       sl_dtype_name(io->dtype));
     }
+    sl_image_format_e fmt = sl_image_sniff(io->data, io->nbytes);
     if (s->stages[u->first_stage].op == SL_OP_DECODE_IMAGE &&
-        sl_image_sniff(io->data, io->nbytes) == SL_IMAGE_PNG) {
+        (fmt == SL_IMAGE_PNG || fmt == SL_IMAGE_WEBP)) {
         return run_decode_full(p, u, rng, io, sc, ret_h, ret_w, err, errlen);
     }
     if (u->kind == UNIT_DECODE) {
