@@ -58,8 +58,7 @@ static int features(const uint8_t *buf, size_t len, WebPBitstreamFeatures *f, ch
         return status_err(st, err, errlen);
     }
     if (f->width <= 0 || f->height <= 0) {
-        return sl_err(err, errlen, -EBADMSG, "WebP header with a %dx%d image", f->width,
-                      f->height);
+        return sl_err(err, errlen, -EBADMSG, "WebP header with a %dx%d image", f->width, f->height);
     }
     return 0;
 }
@@ -77,8 +76,8 @@ int sl_webp_probe(const uint8_t *buf, size_t len, uint32_t *ret_w, uint32_t *ret
     return 0;
 }
 
-int sl_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tensor_t *out,
-                   char *err, size_t errlen)
+int sl_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tensor_t *out, char *err,
+                   size_t errlen)
 {
     WebPBitstreamFeatures f;
     int rc = features(buf, len, &f, err, errlen);
@@ -90,8 +89,8 @@ int sl_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tenso
     }
     const uint64_t px = (uint64_t)f.width * (uint64_t)f.height;
     if (px > max_pixels || px * 3 > SL_TENSOR_MAX_BYTES) {
-        return sl_err(err, errlen, -EFBIG, "%dx%d pixels exceed max_pixels %llu", f.width,
-                      f.height, (unsigned long long)max_pixels);
+        return sl_err(err, errlen, -EFBIG, "%dx%d pixels exceed max_pixels %llu", f.width, f.height,
+                      (unsigned long long)max_pixels);
     }
     rc = sl_tensor_reshape(out, SL_DT_U8, SL_LAYOUT_HWC, (uint32_t)f.height, (uint32_t)f.width, 3);
     if (rc < 0) {

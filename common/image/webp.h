@@ -40,7 +40,7 @@ int sl_webp_probe(const uint8_t *buf, size_t len, uint32_t *ret_w, uint32_t *ret
 
 /* Full decode to RGB u8 HWC in out (reshaped; its buffer reused when big
  * enough). On failure out's shape and contents are unspecified. */
-int sl_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tensor_t *out,
-                   char *err, size_t errlen);
+int sl_webp_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tensor_t *out, char *err,
+                   size_t errlen);
 
 #endif

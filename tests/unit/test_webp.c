@@ -89,8 +89,7 @@ START_TEST(test_lossy_and_alpha_as_libwebp)
         ck_assert_mem_eq(out.data, ref, out.nbytes);
         /* The front door sniffs and decodes the same. */
         sl_image_format_e fmt;
-        ck_assert_int_eq(sl_image_decode(e.data, e.len, 1u << 30, &via, &fmt, err, sizeof(err)),
-                         0);
+        ck_assert_int_eq(sl_image_decode(e.data, e.len, 1u << 30, &via, &fmt, err, sizeof(err)), 0);
         ck_assert_int_eq(fmt, SL_IMAGE_WEBP);
         ck_assert_mem_eq(via.data, ref, via.nbytes);
         uint32_t pw, ph;
@@ -118,11 +117,9 @@ START_TEST(test_errors)
     const size_t cuts[] = {3, 11, 20, e.len / 2, e.len - 1};
     for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
         int rc = sl_webp_decode(e.data, cuts[i], 1u << 30, &out, err, sizeof(err));
-        ck_assert_msg(rc == -ENOMSG || rc == -EBADMSG, "cut at %zu: rc %d (%s)", cuts[i], rc,
-                      err);
+        ck_assert_msg(rc == -ENOMSG || rc == -EBADMSG, "cut at %zu: rc %d (%s)", cuts[i], rc, err);
     }
-    ck_assert_int_eq(sl_webp_decode(e.data, e.len / 2, 1u << 30, &out, err, sizeof(err)),
-                     -ENOMSG);
+    ck_assert_int_eq(sl_webp_decode(e.data, e.len / 2, 1u << 30, &out, err, sizeof(err)), -ENOMSG);
     /* Not WebP, empty, corrupt. */
     ck_assert_int_eq(sl_webp_decode((const uint8_t *)"RIFX1234WEBPxxxx", 16, 1u << 30, &out, err,
                                     sizeof(err)),
