@@ -147,10 +147,24 @@ int sl_aug_erase(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h
         }
         v[ch] = (uint8_t)value[ch];
     }
+    /* Random bytes: eight from each draw, little-endian, in row order, so
+     * the stream's use depends on the area only. */
+    uint64_t bits = 0;
+    unsigned left = 0;
     for (uint32_t row = y; row < y + h; row++) {
         uint8_t *p = io->data + ((size_t)row * io->w + x) * c;
         for (size_t i = 0; i < (size_t)w * c; i++) {
-            p[i] = value != NULL ? v[i % c] : (uint8_t)(sl_rng_u64(r) >> 56);
+            if (value != NULL) {
+                p[i] = v[i % c];
+                continue;
+            }
+            if (left == 0) {
+                bits = sl_rng_u64(r);
+                left = 8;
+            }
+            p[i] = (uint8_t)bits;
+            bits >>= 8;
+            left--;
         }
     }
     return 0;
