@@ -18,21 +18,24 @@
 static const char *const interp_names[2] =
     {[SL_INTERP_NEAREST] = "nearest", [SL_INTERP_BILINEAR] = "bilinear"};
 
-/* Indexed by op - SL_OP_COLOR_JITTER; the keys each accepts. */
+/* The keys each op accepts, indexed by op - SL_OP_COLOR_JITTER. */
 #define NAUG ((size_t)SL_OP_RAND_AUGMENT - SL_OP_COLOR_JITTER + 1)
+#define AUG(op) [(op)-SL_OP_COLOR_JITTER]
 static const char *const aug_keys[NAUG][9] = {
-    {"op", "brightness", "contrast", "saturation", "hue", NULL},
-    {"op", "p", NULL},
-    {"op", "kernel_size", "sigma", NULL},
-    {"op", "p", "scale", "ratio", "value", NULL},
-    {"op", "degrees", "interpolation", "center", "fill", NULL},
-    {"op", "degrees", "translate", "scale", "shear", "interpolation", "center", "fill", NULL},
-    {"op", "threshold", "p", NULL},
-    {"op", "bits", "p", NULL},
-    {"op", "p", NULL},
-    {"op", "p", NULL},
-    {"op", "num_magnitude_bins", "interpolation", "fill", NULL},
-    {"op", "num_ops", "magnitude", "num_magnitude_bins", "interpolation", "fill", NULL},
+    AUG(SL_OP_COLOR_JITTER) = {"op", "brightness", "contrast", "saturation", "hue", NULL},
+    AUG(SL_OP_RANDOM_GRAYSCALE) = {"op", "p", NULL},
+    AUG(SL_OP_GAUSSIAN_BLUR) = {"op", "kernel_size", "sigma", NULL},
+    AUG(SL_OP_RANDOM_ERASING) = {"op", "p", "scale", "ratio", "value", NULL},
+    AUG(SL_OP_RANDOM_ROTATION) = {"op", "degrees", "interpolation", "center", "fill", NULL},
+    AUG(SL_OP_RANDOM_AFFINE) = {"op", "degrees", "translate", "scale", "shear", "interpolation",
+                                "center", "fill", NULL},
+    AUG(SL_OP_SOLARIZE) = {"op", "threshold", "p", NULL},
+    AUG(SL_OP_POSTERIZE) = {"op", "bits", "p", NULL},
+    AUG(SL_OP_AUTO_CONTRAST) = {"op", "p", NULL},
+    AUG(SL_OP_EQUALIZE) = {"op", "p", NULL},
+    AUG(SL_OP_TRIVIAL_AUGMENT_WIDE) = {"op", "num_magnitude_bins", "interpolation", "fill", NULL},
+    AUG(SL_OP_RAND_AUGMENT) = {"op", "num_ops", "magnitude", "num_magnitude_bins", "interpolation",
+                               "fill", NULL},
 };
 
 /* The augmentation ops are contiguous in sl_op_e; an op appended after
