@@ -17,7 +17,7 @@ OPT ?= -O2 -g
 endif
 
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
-        libpng libpcre2-8
+        libpng libpcre2-8 libwebp
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -195,12 +195,14 @@ TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
+TEST_MODS_test_augment := engine
 TEST_MODS_test_codec := image
 TEST_MODS_test_record := image
 TEST_MODS_test_tokenizer := text
 TEST_MODS_test_imgops_normalize := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_png := image
+TEST_MODS_test_webp := image
 TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
 TEST_MODS_test_source_folder := data

@@ -8,7 +8,7 @@ PKGS=(
     build-essential pkg-config make
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     libevent-dev libjansson-dev
-    libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libpng-dev libpcre2-dev
+    libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libpng-dev libpcre2-dev libwebp-dev
     check
     clang libclang-rt-14-dev
     iproute2 openssl procps psmisc curl

@@ -309,10 +309,15 @@ static int check_set(rank_state_t *rs, unsigned n, char *err, size_t errlen)
 static int add_rank_runs(const sl_spec_t *saved, uint64_t n, const rank_state_t *rs,
                          uint64_t epoch, sl_resume_gen_t *g, size_t *cap)
 {
-    sl_spec_t s = *saved;
-    s.world_size = rs->world;
-    s.rank = rs->rank;
-    uint64_t live = sl_spec_live_positions(&s, n, epoch);
+    sl_spec_t *s = malloc(sizeof(*s)); /* tens of KB: off the stack */
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    *s = *saved;
+    s->world_size = rs->world;
+    s->rank = rs->rank;
+    uint64_t live = sl_spec_live_positions(s, n, epoch);
+    free(s);
     const json_t *taken = json_object_get(rs->root, "taken");
     const json_t *runs = NULL;
     if (rs->done_below > epoch) {

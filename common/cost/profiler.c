@@ -146,19 +146,25 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
 
 uint64_t sl_spec_cost_hash(const sl_spec_t *spec, uint64_t fingerprint)
 {
-    sl_spec_t s = *spec;
-    s.epochs = 1;
-    s.offload = SL_OFFLOAD_AUTO;
-    s.split = 0;
-    s.local_share = 0.0;
-    s.batch_size = 1;
-    s.drop_last = false;
-    s.deterministic = false;
-    s.shuffle = false;
-    s.seed = 0;
-    s.on_error = SL_ON_ERROR_SKIP;
-    s.name[0] = '\0'; /* a renamed spec costs the same */
-    char *json = sl_spec_to_json(&s);
+    sl_spec_t *s = malloc(sizeof(*s)); /* tens of KB: off the caller's stack */
+    char *json = NULL;
+    if (s != NULL) {
+        *s = *spec;
+        s->epochs = 1;
+        s->offload = SL_OFFLOAD_AUTO;
+        s->split = 0;
+        s->local_share = 0.0;
+        s->batch_size = 1;
+        s->drop_last = false;
+        s->deterministic = false;
+        s->shuffle = false;
+        s->seed = 0;
+        s->on_error = SL_ON_ERROR_SKIP;
+        s->name[0] = '\0'; /* a renamed spec costs the same */
+        s->resume = NULL;   /* so does a resumed one */
+        json = sl_spec_to_json(s);
+        free(s);
+    }
     /* FNV-1a 64 over the JSON, then the fingerprint's bytes. */
     uint64_t h = 0xcbf29ce484222325ULL;
     if (json != NULL) {

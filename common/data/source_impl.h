@@ -64,11 +64,11 @@ typedef struct sl_src_shard_s {
 typedef enum {
     SL_SRC_ROLE_TEXT = 1,  /* KEY.txt */
     SL_SRC_ROLE_META = 2,  /* KEY.json */
-    SL_SRC_ROLE_IMAGE = 3, /* KEY.jpg/.jpeg/.png, KEY.N.jpg/.N.jpeg/.N.png */
+    SL_SRC_ROLE_IMAGE = 3, /* KEY.jpg/.jpeg/.png/.webp, KEY.N.jpg/... */
 } sl_src_role_e;
 
 /* Image extensions, for naming a member in messages. */
-typedef enum { SL_SRC_EXT_JPG = 0, SL_SRC_EXT_JPEG, SL_SRC_EXT_PNG } sl_src_ext_e;
+typedef enum { SL_SRC_EXT_JPG = 0, SL_SRC_EXT_JPEG, SL_SRC_EXT_PNG, SL_SRC_EXT_WEBP } sl_src_ext_e;
 
 /* One member of a webdataset sample: 16 bytes. Tar payloads start on 512-byte
  * blocks, so the block number fits 32 bits for shards up to 2 TiB (larger

@@ -7,8 +7,8 @@
  * Grouping (WebDataset's convention): key = member path up to the first '.'
  * of its basename; consecutive members with one key are one sample. Roles by
  * extension (any case): txt text, json metadata, cls label (read here, kept
- * as the label), jpg/jpeg/png and N.jpg/N.jpeg/N.png images (sorted by N,
- * unnumbered first, then by extension text). Other extensions are ignored
+ * as the label), jpg/jpeg/png/webp and N.jpg/N.jpeg/N.png/N.webp images
+ * (sorted by N, unnumbered first, then by extension text). Other extensions are ignored
  * and counted; a member without an extension is a warning. A group with
  * none of the roles is not a sample. A second txt or json for one key is
  * ignored with a warning; of several cls the last wins. At most
@@ -347,6 +347,8 @@ static bool image_ext(const char *ext, uint64_t *ret_order, uint8_t *ret_code)
         *ret_code = SL_SRC_EXT_JPEG;
     } else if (strcasecmp(e, "png") == 0) {
         *ret_code = SL_SRC_EXT_PNG;
+    } else if (strcasecmp(e, "webp") == 0) {
+        *ret_code = SL_SRC_EXT_WEBP;
     } else {
         return false;
     }
@@ -574,7 +576,7 @@ out:
 
 /* ---- reading ----------------------------------------------------------- */
 
-static const char *const k_img_ext[] = {"jpg", "jpeg", "png"};
+static const char *const k_img_ext[] = {"jpg", "jpeg", "png", "webp"};
 
 /* "shard.tar:KEY.ext" for messages. */
 static void member_name(const char *sample, const sl_src_member_t *m, char *out, size_t len)
@@ -589,7 +591,7 @@ static void member_name(const char *sample, const sl_src_member_t *m, char *out,
     default:
         break;
     }
-    const char *ext = m->ext < 3 ? k_img_ext[m->ext] : "?";
+    const char *ext = m->ext < sizeof(k_img_ext) / sizeof(k_img_ext[0]) ? k_img_ext[m->ext] : "?";
     if (m->num != UINT16_MAX) {
         snprintf(out, len, "%s.%u.%s", sample, (unsigned)m->num, ext);
     } else {

@@ -42,6 +42,8 @@ static unit_kind_e kind_of(sl_op_e op)
     case SL_OP_TO_CHW:
     case SL_OP__COUNT:
         break;
+    default:
+        return sl_op_is_augment(op) ? UNIT_AUGMENT : UNIT_TO_CHW;
     }
     return UNIT_TO_CHW;
 }
@@ -217,7 +219,7 @@ static int center_crop_padded(const sl_tensor_t *in, uint32_t ch, uint32_t cw, s
     return 0;
 }
 
-/* A decode unit on a format without region decode (PNG): the whole image,
+/* A decode unit on a format without region decode (PNG, WebP): the whole image,
  * then the fused unit's crop on it, exactly as the unfused stages would. */
 static int run_decode_full(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
                            sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_h,
@@ -258,8 +260,9 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
         return sl_err(err, errlen, -EINVAL, "decode_jpeg needs encoded bytes, got %s",
                       sl_dtype_name(io->dtype));
     }
+    sl_image_format_e fmt = sl_image_sniff(io->data, io->nbytes);
     if (s->stages[u->first_stage].op == SL_OP_DECODE_IMAGE &&
-        sl_image_sniff(io->data, io->nbytes) == SL_IMAGE_PNG) {
+        (fmt == SL_IMAGE_PNG || fmt == SL_IMAGE_WEBP)) {
         return run_decode_full(p, u, rng, io, sc, ret_h, ret_w, err, errlen);
     }
     if (u->kind == UNIT_DECODE) {
@@ -404,6 +407,8 @@ int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, 
         break;
     case UNIT_PLUGIN:
         return sl_pipe_plugin_unit(p, u, &rng, io, sc, err, errlen);
+    case UNIT_AUGMENT:
+        return sl_pipe_augment(u, &rng, io, sc, err, errlen);
     default:
         return sl_err(err, errlen, -EINVAL, "unknown unit");
     }

@@ -23,6 +23,7 @@ typedef enum {
     UNIT_TOKENIZE,
     UNIT_TEMPLATE,
     UNIT_PLUGIN, /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
+    UNIT_AUGMENT,  /* any augmentation op (pipe_augment.c); images and records */
 } unit_kind_e;
 
 typedef struct {
@@ -61,6 +62,10 @@ int sl_pipe_plugin_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, 
                         sl_pipe_scratch_t *sc, char *err, size_t errlen);
 /* Ends sc's plugin host processes. */
 void sl_pipe_plugin_scratch_free(sl_pipe_scratch_t *sc);
+/* An augmentation unit on one uint8 HWC image, drawing from rng; the
+ * result replaces io (pipe_augment.c). */
+int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scratch_t *sc,
+                    char *err, size_t errlen);
 
 /* Releases the tokenizer scratch of sc (pipe_text.c). */
 void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc);

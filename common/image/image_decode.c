@@ -6,6 +6,7 @@
 #include "common/base/err.h"
 #include "common/image/jpeg.h"
 #include "common/image/png.h"
+#include "common/image/webp.h"
 
 static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
@@ -18,6 +19,9 @@ sl_image_format_e sl_image_sniff(const uint8_t *buf, size_t len)
     if (n > 0 && memcmp(buf, png_magic, n) == 0) {
         return SL_IMAGE_PNG;
     }
+    if (len >= 4 && sl_webp_sniff(buf, len)) {
+        return SL_IMAGE_WEBP; /* "RIFF" at least: shorter is not worth a guess */
+    }
     return SL_IMAGE_UNKNOWN;
 }
 
@@ -28,6 +32,8 @@ const char *sl_image_format_name(sl_image_format_e fmt)
         return "jpeg";
     case SL_IMAGE_PNG:
         return "png";
+    case SL_IMAGE_WEBP:
+        return "webp";
     case SL_IMAGE_UNKNOWN:
         break;
     }
@@ -39,7 +45,7 @@ static int not_an_image(size_t len, char *err, size_t errlen)
     if (len == 0) {
         return sl_err(err, errlen, -ENODATA, "empty input");
     }
-    return sl_err(err, errlen, -EILSEQ, "not an image (neither JPEG nor PNG magic bytes)");
+    return sl_err(err, errlen, -EILSEQ, "not an image (no JPEG, PNG or WebP magic bytes)");
 }
 
 int sl_image_probe(const uint8_t *buf, size_t len, uint32_t *ret_w, uint32_t *ret_h,
@@ -62,6 +68,10 @@ int sl_image_probe(const uint8_t *buf, size_t len, uint32_t *ret_w, uint32_t *re
         }
         w = pi.width;
         h = pi.height;
+    } else if (fmt == SL_IMAGE_WEBP) {
+        if ((rc = sl_webp_probe(buf, len, &w, &h, err, errlen)) < 0) {
+            return rc;
+        }
     } else {
         return not_an_image(len, err, errlen);
     }
@@ -85,6 +95,8 @@ int sl_image_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tens
         return sl_jpeg_decode(buf, len, max_pixels, out, err, errlen);
     case SL_IMAGE_PNG:
         return sl_png_decode(buf, len, max_pixels, out, err, errlen);
+    case SL_IMAGE_WEBP:
+        return sl_webp_decode(buf, len, max_pixels, out, err, errlen);
     case SL_IMAGE_UNKNOWN:
         break;
     }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/spec/spec_aug.h"
+
 #define SL_SPEC_MAX_STAGES 32
 #define SL_SPEC_MAX_BYTES (1u << 20) /* a spec larger than 1 MiB is refused */
 #define SL_SPEC_PATH_MAX 1024
@@ -29,6 +31,19 @@ typedef enum {
     SL_OP_TOKENIZE,     /* records: text -> token ids (tiktoken BPE) */
     SL_OP_TEMPLATE,     /* records: image placeholders + text ids -> input_ids */
     SL_OP_PLUGIN,       /* a stage from a plugin_dir (common/plugin/sluice_plugin.h) */
+    /* Built-in augmentations (spec_stages_aug.c, common/image/augment.h). */
+    SL_OP_COLOR_JITTER,
+    SL_OP_RANDOM_GRAYSCALE,
+    SL_OP_GAUSSIAN_BLUR,
+    SL_OP_RANDOM_ERASING,
+    SL_OP_RANDOM_ROTATION,
+    SL_OP_RANDOM_AFFINE,
+    SL_OP_SOLARIZE,
+    SL_OP_POSTERIZE,
+    SL_OP_AUTO_CONTRAST,
+    SL_OP_EQUALIZE,
+    SL_OP_TRIVIAL_AUGMENT_WIDE,
+    SL_OP_RAND_AUGMENT,
     SL_OP__COUNT
 } sl_op_e;
 
@@ -130,6 +145,7 @@ typedef struct sl_stage_spec_s {
     char plugin[SL_SPEC_PLUGIN_NAME_MAX];
     char plugin_sha256[65];
     char plugin_params[SL_SPEC_PLUGIN_PARAMS_MAX];
+    sl_aug_spec_t aug; /* the augmentation ops' parameters (spec_aug.h) */
 } sl_stage_spec_t;
 
 typedef struct sl_spec_s {
@@ -183,6 +199,8 @@ int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t 
 /* Default spec values (what parse fills for absent keys). */
 void sl_spec_init(sl_spec_t *spec);
 const char *sl_op_name(sl_op_e op);
+/* Is op one of the built-in augmentations (spec_aug.h)? */
+bool sl_op_is_augment(sl_op_e op);
 /* Does the spec end in uint8 with a normalize its consumer applies ("on":
  * "device")? Then true, and its mean and std (either may be NULL). */
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);

@@ -93,6 +93,11 @@ int sl_spec_parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
 int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
 json_t *sl_spec_plugin_json(const sl_stage_spec_t *st);
 json_t *sl_spec_mm_stage_json(const sl_stage_spec_t *st);
+/* The augmentation ops (spec_stages_aug.c): which ops, their keys (NULL
+ * for other ops), their parameters into out->aug, their canonical JSON. */
+const char *const *sl_spec_aug_keys(sl_op_e op);
+int sl_spec_parse_aug(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+json_t *sl_spec_aug_stage_json(const sl_stage_spec_t *st);
 int sl_spec_parse_batching(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 json_t *sl_spec_batching_json(const sl_spec_t *spec);
 int sl_spec_parse_offload(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);

@@ -39,7 +39,7 @@ static json_t *stage_to_json(const sl_stage_spec_t *st)
     case SL_OP_PLUGIN:
         return sl_spec_plugin_json(st);
     default:
-        return sl_spec_mm_stage_json(st);
+        return sl_op_is_augment(st->op) ? sl_spec_aug_stage_json(st) : sl_spec_mm_stage_json(st);
     }
 }
 

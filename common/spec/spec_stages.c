@@ -1,7 +1,8 @@
 /* spec_stages: the "stages" array of a spec: each op's keys, sizes and
  * numbers, and the order rules (decode_jpeg first, geometry before normalize
- * and to_chw). Called on the parsing thread only (sl_op_name and
- * sl_spec_device_norm: any thread). */
+ * and to_chw); the augmentation ops' keys are spec_stages_aug.c's. Called
+ * on the parsing thread only (sl_op_name and sl_spec_device_norm: any
+ * thread). */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -25,6 +26,18 @@ const char *const sl_spec_op_names[SL_OP__COUNT] = {
     [SL_OP_TOKENIZE] = "tokenize",
     [SL_OP_TEMPLATE] = "template",
     [SL_OP_PLUGIN] = "plugin",
+    [SL_OP_COLOR_JITTER] = "color_jitter",
+    [SL_OP_RANDOM_GRAYSCALE] = "random_grayscale",
+    [SL_OP_GAUSSIAN_BLUR] = "gaussian_blur",
+    [SL_OP_RANDOM_ERASING] = "random_erasing",
+    [SL_OP_RANDOM_ROTATION] = "random_rotation",
+    [SL_OP_RANDOM_AFFINE] = "random_affine",
+    [SL_OP_SOLARIZE] = "solarize",
+    [SL_OP_POSTERIZE] = "posterize",
+    [SL_OP_AUTO_CONTRAST] = "auto_contrast",
+    [SL_OP_EQUALIZE] = "equalize",
+    [SL_OP_TRIVIAL_AUGMENT_WIDE] = "trivial_augment_wide",
+    [SL_OP_RAND_AUGMENT] = "rand_augment",
 };
 
 /* The keys each op accepts; anything else is a typo worth an error. */
@@ -227,8 +240,8 @@ static bool is_geometry(sl_op_e op)
 
 static bool on_pixels(sl_op_e op)
 {
-    return is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_PLUGIN || op == SL_OP_NORMALIZE || op == SL_OP_TO_CHW ||
-           op == SL_OP_IMAGE_TILES;
+    return is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_PLUGIN || op == SL_OP_NORMALIZE ||
+           op == SL_OP_TO_CHW || op == SL_OP_IMAGE_TILES || sl_op_is_augment(op);
 }
 
 /* At most once each; remembers where. */
@@ -243,8 +256,9 @@ static int once(sl_spec_pctx_t *c, long *at, size_t i, sl_op_e op)
 
 /* Image sources: a decode first and once. Records: the text ops and the
  * image ops are independent chains, each in order (decode before anything
- * on pixels; tokenize before template). Everywhere: geometry on uint8 HWC,
- * so before normalize (floats), to_chw and image_tiles (tiles are final). */
+ * on pixels; tokenize before template). Everywhere: geometry and the
+ * augmentations on uint8 HWC, so before normalize (floats), to_chw and
+ * image_tiles (tiles are final). */
 static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
 {
     sl_spec_push(c, "op");
@@ -270,11 +284,14 @@ static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
         return sl_spec_perr(c, "%s needs decoded images: put decode_image before it",
                             sl_spec_op_names[op]);
     }
-    if (is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_PLUGIN) {
+    /* Whole uint8 HWC images: geometry, augmentations, plugins (and flip
+     * before tiles). */
+    bool whole = is_geometry(op) || sl_op_is_augment(op) || op == SL_OP_PLUGIN;
+    if (whole || op == SL_OP_FLIP) {
         const long after[3] = {ord->normalize_at, ord->to_chw_at, ord->tiles_at};
         const char *names[3] = {"normalize", "to_chw", "image_tiles"};
         for (int k = 0; k < 3; k++) {
-            if (after[k] >= 0 && (is_geometry(op) || op == SL_OP_PLUGIN || k == 2)) {
+            if (after[k] >= 0 && (whole || k == 2)) {
                 return sl_spec_perr(c,
                                     "%s must come before %s (stages[%ld]): it works on whole "
                                     "uint8 HWC images",
@@ -320,7 +337,7 @@ static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
 static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t *out, order_t *ord)
 {
     char got[SPEC_SHOWN_MAX + 8];
-    char list[SPEC_MSG_MAX / 2];
+    char list[SPEC_MSG_MAX * 3 / 4]; /* every op's name */
     sl_spec_push_index(c, i);
     if (!json_is_object(st)) {
         return sl_spec_perr(c, "must be an object like {\"op\": \"decode_jpeg\"}, got %s",
@@ -345,7 +362,9 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
         return sl_spec_ferr(c, "op", "unknown op %s (valid: %s)",
                             sl_spec_describe(opv, got, sizeof(got)), list);
     }
-    int rc = sl_spec_check_keys(c, st, op_keys[op], sl_spec_op_names[op]);
+    const char *const *keys = sl_op_is_augment((sl_op_e)op) ? sl_spec_aug_keys((sl_op_e)op)
+                                                            : op_keys[op];
+    int rc = sl_spec_check_keys(c, st, keys, sl_spec_op_names[op]);
     if (rc < 0) {
         return rc;
     }
@@ -382,6 +401,7 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
         rc = sl_spec_parse_plugin(c, st, out);
         break;
     default: /* decode_jpeg, decode_image, to_chw: nothing to set */
+        rc = sl_op_is_augment(out->op) ? sl_spec_parse_aug(c, st, out) : 0;
         break;
     }
     if (rc < 0) {

@@ -590,6 +590,7 @@ static void make_spec_seeds(void)
     copy_file("spec", "conf/imagenet-train.json", "imagenet-train.json");
     copy_file("spec", "conf/eval-center-crop.json", "eval-center-crop.json");
     copy_file("spec", "conf/tar-shards.json", "tar-shards.json");
+    copy_file("spec", "conf/augment-train.json", "augment-train.json");
     put_str("spec", "fixed_offload.json",
             "{\"source\": {\"type\": \"filelist\", \"path\": \"list.txt\", \"shuffle\": false},\n"
             " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": [64, 48]},\n"

@@ -1,6 +1,6 @@
 /* png_decode: decodes one image file through sl_image_decode (the sniffing
- * front door: PNG or JPEG) and writes its RGB HWC bytes, for the PIL oracle
- * in tests/integration/test_png_pil.sh.
+ * front door: PNG, JPEG or WebP) and writes its RGB HWC bytes, for the PIL oracle
+ * in tests/integration/test_png_pil.sh and test_webp_pil.sh.
  *
  *   png_decode IN OUT      OUT gets width * height * 3 raw bytes
  *

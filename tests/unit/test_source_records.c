@@ -230,6 +230,26 @@ static void small_shard(const char *rel, const char *key, unsigned seed)
     tb_save(&b, rel);
 }
 
+/* WebP members are images like the others: numbered order, then by
+ * extension text; a member named .webp under another name is still ignored. */
+START_TEST(test_wds_webp)
+{
+    tbuf_t b = {0};
+    tb_text(&b, "w.txt", "webp");
+    tb_fake(&b, "w.1.webp", 21);
+    tb_fake(&b, "w.WEBP", 22);
+    tb_fake(&b, "w.0.png", 23);
+    tb_text(&b, "w.webpx", "ignored");
+    tb_end(&b);
+    tb_save(&b, "webp.tar");
+    sl_source_t *src = open_ok(SL_SRC_WEBDATASET, "webp.tar");
+    ck_assert_uint_eq(sl_source_count(src), 1);
+    read_check(src, 0, &(want_t){.key = "w", .label = -1, .text = "webp", .nimg = 3,
+                                 .seeds = {22, 23, 21}});
+    sl_source_free(src);
+}
+END_TEST
+
 START_TEST(test_wds_patterns)
 {
     t_mkdir("sh");
@@ -627,6 +647,7 @@ int main(void)
     tcase_add_test(tc, test_utf8);
     tcase_add_test(tc, test_wds_samples);
     tcase_add_test(tc, test_wds_patterns);
+    tcase_add_test(tc, test_wds_webp);
     tcase_add_test(tc, test_wds_damage);
     tcase_add_test(tc, test_wds_skips);
     tcase_add_test(tc, test_wds_fingerprint);

@@ -331,7 +331,10 @@ START_TEST(test_unknown_op)
     expect_edit_err("\"op\": \"flip\"", "\"op\": \"flipp\"",
                     "t.json:6: stages[2].op: unknown op \"flipp\" (valid: decode_jpeg, "
                     "random_resized_crop, resize, center_crop, flip, normalize, to_chw, "
-                    "decode_image, image_tiles, tokenize, template, plugin)");
+                    "decode_image, image_tiles, tokenize, template, plugin, color_jitter, "
+                    "random_grayscale, gaussian_blur, random_erasing, random_rotation, "
+                    "random_affine, solarize, posterize, auto_contrast, equalize, "
+                    "trivial_augment_wide, rand_augment)");
     expect_edit_err("\"op\": \"flip\"", "\"op\": 3", "t.json:6: stages[2].op: unknown op 3");
     expect_edit_err("{\"op\": \"flip\", \"p\": 0.5}", "{\"p\": 0.5}",
                     "t.json:6: stages[2].op: missing (required)");
@@ -772,7 +775,10 @@ START_TEST(test_names)
 {
     const char *ops[] = {"decode_jpeg", "random_resized_crop", "resize",   "center_crop",
                          "flip",        "normalize",           "to_chw",   "decode_image",
-                         "image_tiles", "tokenize",            "template", "plugin"};
+                         "image_tiles", "tokenize",            "template", "plugin",
+                         "color_jitter", "random_grayscale", "gaussian_blur", "random_erasing",
+                         "random_rotation", "random_affine", "solarize", "posterize",
+                         "auto_contrast", "equalize", "trivial_augment_wide", "rand_augment"};
     ck_assert_int_eq(sizeof(ops) / sizeof(ops[0]), SL_OP__COUNT);
     for (int i = 0; i < SL_OP__COUNT; i++) {
         ck_assert_str_eq(sl_op_name((sl_op_e)i), ops[i]);

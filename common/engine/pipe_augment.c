@@ -1,0 +1,114 @@
+/* pipe_augment: the augmentation stages as pipeline units. Each maps its
+ * stage's parameters (common/spec/spec_aug.h) onto common/image/augment.h
+ * and draws from the unit's stream only, so a sample's bytes depend on
+ * (seed, epoch, index, stage) and never on where the unit runs. Draws, in
+ * order: color_jitter a permutation then four factors; random_grayscale,
+ * solarize, posterize, auto_contrast, equalize one uniform against p;
+ * gaussian_blur the sigma; random_erasing one uniform against p, then
+ * RandomErasing.get_params' draws, then the bytes of a "random" value;
+ * random_rotation the angle; random_affine angle, translation, scale,
+ * shears; the policies per op an index, a bin and a sign. */
+#include "common/engine/pipeline_impl.h"
+
+#include <errno.h>
+
+#include "common/base/err.h"
+#include "common/image/augment.h"
+
+static int aug_needs_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
+{
+    if (t->dtype != SL_DT_U8 || t->layout != SL_LAYOUT_HWC || t->h == 0 || t->w == 0 ||
+        (t->c != 1 && t->c != 3)) {
+        return sl_err(err, errlen, -EINVAL,
+                      "%s needs a uint8 HWC image of 1 or 3 channels, got "
+                      "%s %ux%ux%u",
+                      what, sl_dtype_name(t->dtype), t->h, t->w, t->c);
+    }
+    return 0;
+}
+
+static sl_aug_interp_e interp_of(const sl_aug_spec_t *a)
+{
+    return a->interpolation == SL_INTERP_BILINEAR ? SL_AUG_BILINEAR : SL_AUG_NEAREST;
+}
+
+static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    switch (st->op) {
+    case SL_OP_COLOR_JITTER: {
+        const double ranges[4][2] = {{a->brightness[0], a->brightness[1]},
+                                     {a->contrast[0], a->contrast[1]},
+                                     {a->saturation[0], a->saturation[1]},
+                                     {a->hue[0], a->hue[1]}};
+        sl_aug_jitter_t j;
+        sl_aug_jitter_draw(ranges, rng, &j);
+        return sl_aug_jitter_apply(io, ranges, &j);
+    }
+    case SL_OP_RANDOM_GRAYSCALE:
+        return sl_rng_uniform(rng) < a->p ? sl_aug_grayscale(io) : 0;
+    case SL_OP_SOLARIZE:
+        return sl_rng_uniform(rng) < a->p ? sl_aug_solarize(io, a->threshold) : 0;
+    case SL_OP_POSTERIZE:
+        return sl_rng_uniform(rng) < a->p ? sl_aug_posterize(io, a->bits) : 0;
+    case SL_OP_AUTO_CONTRAST:
+        return sl_rng_uniform(rng) < a->p ? sl_aug_autocontrast(io) : 0;
+    case SL_OP_EQUALIZE:
+        return sl_rng_uniform(rng) < a->p ? sl_aug_equalize(io) : 0;
+    case SL_OP_GAUSSIAN_BLUR: {
+        const double sigma = sl_rng_uniform(rng) * (a->sigma[1] - a->sigma[0]) + a->sigma[0];
+        return sl_aug_gaussian_blur(io, a->kernel_size[0], a->kernel_size[1], sigma, sigma,
+                                    scratch);
+    }
+    case SL_OP_RANDOM_ERASING: {
+        if (!(sl_rng_uniform(rng) < a->p)) {
+            return 0;
+        }
+        bool ok;
+        uint32_t x, y, w, h;
+        sl_aug_erasing_draw(io->h, io->w, a->scale, a->ratio, rng, &ok, &x, &y, &w, &h);
+        return ok ? sl_aug_erase(io, x, y, w, h, a->value_random ? NULL : a->value, rng) : 0;
+    }
+    case SL_OP_RANDOM_ROTATION: {
+        double m[6];
+        const double angle = sl_rng_uniform(rng) * (a->degrees[1] - a->degrees[0]) + a->degrees[0];
+        /* F.rotate turns the other way from F.affine: -angle. */
+        sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, -angle, 0, 0, 1, 0, 0,
+                             m);
+        return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
+    }
+    case SL_OP_RANDOM_AFFINE: {
+        sl_aug_affine_t d;
+        double m[6];
+        sl_aug_affine_draw(io->h, io->w, a->degrees, a->translate, a->affine_scale, a->shear, rng,
+                           &d);
+        sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, d.angle, d.tx, d.ty,
+                             d.scale, d.shear_x, d.shear_y, m);
+        return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
+    }
+    case SL_OP_TRIVIAL_AUGMENT_WIDE:
+    case SL_OP_RAND_AUGMENT:
+        return sl_aug_policy(io,
+                             st->op == SL_OP_RAND_AUGMENT ? SL_AUG_RAND_AUGMENT
+                                                          : SL_AUG_TRIVIAL_WIDE,
+                             a->num_ops, a->magnitude, a->num_magnitude_bins, interp_of(a),
+                             a->has_fill ? a->fill : NULL, rng, scratch);
+    default:
+        return -EINVAL;
+    }
+}
+
+int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scratch_t *sc,
+                    char *err, size_t errlen)
+{
+    int rc = aug_needs_pixels(io, u->name, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = run_op(u->st, rng, io, &sc->a);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s failed on a %ux%ux%u image", u->name, io->h, io->w,
+                      io->c);
+    }
+    return 0;
+}

@@ -1,0 +1,498 @@
+/* spec_stages_aug: the keys of the built-in augmentation ops, with
+ * torchvision's names, forms and defaults, and their canonical JSON (every
+ * parameter, defaults filled in, ranges as [min, max]). Order rules live
+ * with the others in spec_stages.c. Parsing thread only; sl_op_is_augment
+ * and sl_spec_aug_stage_json any thread. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/spec/spec_impl.h"
+
+#define KERNEL_MAX 255 /* gaussian_blur: a larger kernel is a mistake, not a blur */
+#define BINS_MAX 256
+#define NUM_OPS_MAX 16
+#define PIXEL_MAX 255.0
+
+static const char *const interp_names[2] =
+    {[SL_INTERP_NEAREST] = "nearest", [SL_INTERP_BILINEAR] = "bilinear"};
+
+/* The keys each op accepts, indexed by op - SL_OP_COLOR_JITTER. */
+#define NAUG ((size_t)SL_OP_RAND_AUGMENT - SL_OP_COLOR_JITTER + 1)
+#define AUG(op) [(op)-SL_OP_COLOR_JITTER]
+static const char *const aug_keys[NAUG][9] = {
+    AUG(SL_OP_COLOR_JITTER) = {"op", "brightness", "contrast", "saturation", "hue", NULL},
+    AUG(SL_OP_RANDOM_GRAYSCALE) = {"op", "p", NULL},
+    AUG(SL_OP_GAUSSIAN_BLUR) = {"op", "kernel_size", "sigma", NULL},
+    AUG(SL_OP_RANDOM_ERASING) = {"op", "p", "scale", "ratio", "value", NULL},
+    AUG(SL_OP_RANDOM_ROTATION) = {"op", "degrees", "interpolation", "center", "fill", NULL},
+    AUG(SL_OP_RANDOM_AFFINE) = {"op", "degrees", "translate", "scale", "shear", "interpolation",
+                                "center", "fill", NULL},
+    AUG(SL_OP_SOLARIZE) = {"op", "threshold", "p", NULL},
+    AUG(SL_OP_POSTERIZE) = {"op", "bits", "p", NULL},
+    AUG(SL_OP_AUTO_CONTRAST) = {"op", "p", NULL},
+    AUG(SL_OP_EQUALIZE) = {"op", "p", NULL},
+    AUG(SL_OP_TRIVIAL_AUGMENT_WIDE) = {"op", "num_magnitude_bins", "interpolation", "fill", NULL},
+    AUG(SL_OP_RAND_AUGMENT) = {"op", "num_ops", "magnitude", "num_magnitude_bins", "interpolation",
+                               "fill", NULL},
+};
+
+/* The augmentation ops are contiguous in sl_op_e; an op appended after
+ * them is not one. */
+bool sl_op_is_augment(sl_op_e op) { return op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT; }
+
+const char *const *sl_spec_aug_keys(sl_op_e op)
+{
+    return sl_op_is_augment(op) ? aug_keys[op - SL_OP_COLOR_JITTER] : NULL;
+}
+
+/* How a range key reads: a number x is [center - x, center + x] (the low
+ * end raised to lo when clip_lo, as torchvision's ColorJitter does), or,
+ * with point, [x, x]; both ends within [lo, hi] (lo excluded if lo_open). */
+typedef struct {
+    const char *key;
+    double center;
+    bool point, clip_lo, lo_open;
+    double lo, hi;
+} range_rule_t;
+
+/* Bounds print as %g: they are round constants of this file. */
+static int range_err(sl_spec_pctx_t *c, const range_rule_t *r, const json_t *v)
+{
+    char got[SPEC_SHOWN_MAX + 8], hi[40] = "";
+    if (isfinite(r->hi)) {
+        snprintf(hi, sizeof(hi), " <= %g", r->hi);
+    }
+    return sl_spec_ferr(c, r->key,
+                        "must be a number%s or [min, max] with %g %s min <= max%s, got %s",
+                        r->point ? "" : " >= 0", r->lo, r->lo_open ? "<" : "<=", hi,
+                        sl_spec_describe(v, got, sizeof(got)));
+}
+
+/* Absent keeps out (the default). */
+static int get_range(sl_spec_pctx_t *c, json_t *st, const range_rule_t *r, double out[2])
+{
+    json_t *v = json_object_get(st, r->key);
+    if (v == NULL) {
+        return 0;
+    }
+    double a, b, x;
+    if (sl_spec_as_number(v, &x)) {
+        if (!r->point && !(x >= 0)) {
+            return range_err(c, r, v);
+        }
+        a = r->point ? x : r->center - x;
+        b = r->point ? x : r->center + x;
+        if (r->clip_lo && a < r->lo) {
+            a = r->lo;
+        }
+    } else if (json_is_array(v) && json_array_size(v) == 2 &&
+               sl_spec_as_number(json_array_get(v, 0), &a) &&
+               sl_spec_as_number(json_array_get(v, 1), &b)) {
+        /* checked below */
+    } else {
+        return range_err(c, r, v);
+    }
+    bool lo_ok = r->lo_open ? a > r->lo : a >= r->lo;
+    if (!(lo_ok && a <= b && b <= r->hi)) {
+        return range_err(c, r, v);
+    }
+    out[0] = a;
+    out[1] = b;
+    return 0;
+}
+
+static int get_prob(sl_spec_pctx_t *c, json_t *st, double *out)
+{
+    json_t *v = json_object_get(st, "p");
+    if (v != NULL && (!sl_spec_as_number(v, out) || !(*out >= 0 && *out <= 1))) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "p", "must be a probability in 0..1, got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    return 0;
+}
+
+/* A pixel value for every channel: a number, or [R, G, B]; each 0..255.
+ * null (when may_null) clears *ret_set. */
+static int get_pixel(sl_spec_pctx_t *c, json_t *st, const char *key, bool may_null, bool *ret_set,
+                     double out[3])
+{
+    json_t *v = json_object_get(st, key);
+    if (v == NULL) {
+        return 0;
+    }
+    if (may_null && json_is_null(v)) {
+        *ret_set = false;
+        return 0;
+    }
+    double x[3];
+    bool ok = sl_spec_as_number(v, &x[0]);
+    if (ok) {
+        x[1] = x[2] = x[0];
+    } else if (json_is_array(v) && json_array_size(v) == 3) {
+        ok = true;
+        for (size_t i = 0; i < 3; i++) {
+            ok = ok && sl_spec_as_number(json_array_get(v, i), &x[i]);
+        }
+    }
+    for (size_t i = 0; ok && i < 3; i++) {
+        ok = x[i] >= 0 && x[i] <= PIXEL_MAX;
+    }
+    if (!ok) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, key, "must be a pixel value in 0..255 or [R, G, B]%s, got %s",
+                            may_null ? " or null" : "", sl_spec_describe(v, got, sizeof(got)));
+    }
+    memcpy(out, x, sizeof(x));
+    if (ret_set != NULL) {
+        *ret_set = true;
+    }
+    return 0;
+}
+
+static int get_interp(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    int interp = (int)a->interpolation;
+    int rc = sl_spec_get_enum(c, st, "interpolation", false, interp_names, 2, &interp);
+    a->interpolation = (sl_interp_e)interp;
+    return rc;
+}
+
+/* center: [x, y] in pixels, or null (the image centre). */
+static int get_center(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    json_t *v = json_object_get(st, "center");
+    if (v == NULL || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_array(v) || json_array_size(v) != 2 ||
+        !sl_spec_as_number(json_array_get(v, 0), &a->center[0]) ||
+        !sl_spec_as_number(json_array_get(v, 1), &a->center[1]) || !isfinite(a->center[0]) ||
+        !isfinite(a->center[1])) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "center", "must be [x, y] in pixels or null, got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    a->has_center = true;
+    return 0;
+}
+
+static int parse_jitter(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    const range_rule_t rules[4] = {
+        {"brightness", 1, false, true, false, 0, INFINITY},
+        {"contrast", 1, false, true, false, 0, INFINITY},
+        {"saturation", 1, false, true, false, 0, INFINITY},
+        {"hue", 0, false, false, false, -0.5, 0.5},
+    };
+    double *out[4] = {a->brightness, a->contrast, a->saturation, a->hue};
+    for (int i = 0; i < 4; i++) {
+        out[i][0] = out[i][1] = rules[i].center;
+        int rc = get_range(c, st, &rules[i], out[i]);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* kernel_size (required): N or [kx, ky], odd, 1..KERNEL_MAX. */
+static int parse_blur(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    json_t *v = json_object_get(st, "kernel_size");
+    json_int_t k[2] = {0, 0};
+    if (json_is_integer(v)) {
+        k[0] = k[1] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2 &&
+               json_is_integer(json_array_get(v, 0)) && json_is_integer(json_array_get(v, 1))) {
+        k[0] = json_integer_value(json_array_get(v, 0));
+        k[1] = json_integer_value(json_array_get(v, 1));
+    }
+    for (int i = 0; i < 2; i++) {
+        if (k[i] < 1 || k[i] > KERNEL_MAX || k[i] % 2 == 0) {
+            char got[SPEC_SHOWN_MAX + 8];
+            if (v == NULL) {
+                return sl_spec_ferr(c, "kernel_size",
+                                    "missing (required): an odd integer in "
+                                    "1..%d or [kx, ky]",
+                                    KERNEL_MAX);
+            }
+            return sl_spec_ferr(c, "kernel_size",
+                                "must be an odd integer in 1..%d or [kx, ky], "
+                                "got %s",
+                                KERNEL_MAX, sl_spec_describe(v, got, sizeof(got)));
+        }
+        a->kernel_size[i] = (uint32_t)k[i];
+    }
+    const range_rule_t sigma = {"sigma", 0, true, false, true, 0, INFINITY};
+    a->sigma[0] = 0.1;
+    a->sigma[1] = 2.0;
+    return get_range(c, st, &sigma, a->sigma);
+}
+
+static int parse_erasing(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    const range_rule_t scale = {"scale", 0, true, false, false, 0, 1};
+    const range_rule_t ratio = {"ratio", 0, true, false, true, 0, INFINITY};
+    a->p = 0.5;
+    a->scale[0] = 0.02;
+    a->scale[1] = 0.33;
+    a->ratio[0] = 0.3;
+    a->ratio[1] = 3.3;
+    int rc = get_prob(c, st, &a->p);
+    if (rc == 0) {
+        rc = get_range(c, st, &scale, a->scale);
+    }
+    if (rc == 0) {
+        rc = get_range(c, st, &ratio, a->ratio);
+    }
+    json_t *v = json_object_get(st, "value");
+    if (rc == 0 && json_is_string(v)) {
+        if (strcmp(json_string_value(v), "random") != 0) {
+            char got[SPEC_SHOWN_MAX + 8];
+            return sl_spec_ferr(c, "value",
+                                "must be a pixel value in 0..255, [R, G, B] or "
+                                "\"random\", got %s",
+                                sl_spec_describe(v, got, sizeof(got)));
+        }
+        a->value_random = true;
+    } else if (rc == 0) {
+        rc = get_pixel(c, st, "value", false, NULL, a->value);
+    }
+    return rc;
+}
+
+/* degrees (required): d >= 0 for [-d, d], or [min, max]. */
+static int get_degrees(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    const range_rule_t deg = {"degrees", 0, false, false, false, -360, 360};
+    if (json_object_get(st, "degrees") == NULL) {
+        return sl_spec_ferr(c, "degrees",
+                            "missing (required): a number d for [-d, d] or "
+                            "[min, max]");
+    }
+    return get_range(c, st, &deg, a->degrees);
+}
+
+static int parse_rotation(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    a->has_fill = true;
+    int rc = get_degrees(c, st, a);
+    if (rc == 0) {
+        rc = get_interp(c, st, a);
+    }
+    if (rc == 0) {
+        rc = get_center(c, st, a);
+    }
+    if (rc == 0) {
+        rc = get_pixel(c, st, "fill", false, NULL, a->fill);
+    }
+    return rc;
+}
+
+/* shear: s >= 0 for x in [-s, s]; [x0, x1]; or [x0, x1, y0, y1]. */
+static int get_shear(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    json_t *v = json_object_get(st, "shear");
+    if (v == NULL) {
+        return 0;
+    }
+    double s[4] = {0, 0, 0, 0};
+    bool ok = false;
+    if (sl_spec_as_number(v, &s[1])) {
+        s[0] = -s[1];
+        ok = s[1] >= 0;
+    } else if (json_is_array(v) && (json_array_size(v) == 2 || json_array_size(v) == 4)) {
+        ok = true;
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            ok = ok && sl_spec_as_number(json_array_get(v, i), &s[i]);
+        }
+    }
+    for (int i = 0; ok && i < 4; i += 2) {
+        ok = s[i] <= s[i + 1] && s[i] > -90 && s[i + 1] < 90;
+    }
+    if (!ok) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "shear",
+                            "must be s >= 0, [min, max] or [xmin, xmax, ymin, ymax], "
+                            "in degrees within (-90, 90), got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    memcpy(a->shear, s, sizeof(s));
+    return 0;
+}
+
+static int parse_affine(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    const range_rule_t scale = {"scale", 0, true, false, true, 0, INFINITY};
+    a->has_fill = true;
+    a->affine_scale[0] = a->affine_scale[1] = 1;
+    int rc = get_degrees(c, st, a);
+    json_t *v = json_object_get(st, "translate");
+    if (rc == 0 && v != NULL) {
+        double t[2];
+        if (!json_is_array(v) || json_array_size(v) != 2 ||
+            !sl_spec_as_number(json_array_get(v, 0), &t[0]) ||
+            !sl_spec_as_number(json_array_get(v, 1), &t[1]) || !(t[0] >= 0 && t[0] <= 1) ||
+            !(t[1] >= 0 && t[1] <= 1)) {
+            char got[SPEC_SHOWN_MAX + 8];
+            return sl_spec_ferr(c, "translate",
+                                "must be [tx, ty], fractions of the width and "
+                                "height in 0..1, got %s",
+                                sl_spec_describe(v, got, sizeof(got)));
+        }
+        memcpy(a->translate, t, sizeof(t));
+    }
+    if (rc == 0) {
+        rc = get_range(c, st, &scale, a->affine_scale);
+    }
+    if (rc == 0) {
+        rc = get_shear(c, st, a);
+    }
+    if (rc == 0) {
+        rc = get_interp(c, st, a);
+    }
+    if (rc == 0) {
+        rc = get_center(c, st, a);
+    }
+    if (rc == 0) {
+        rc = get_pixel(c, st, "fill", false, NULL, a->fill);
+    }
+    return rc;
+}
+
+static int parse_policy(sl_spec_pctx_t *c, json_t *st, sl_op_e op, sl_aug_spec_t *a)
+{
+    a->num_magnitude_bins = 31;
+    a->num_ops = 2;
+    a->magnitude = 9;
+    /* At least 2 bins: the posterize table divides by bins - 1. */
+    int rc = sl_spec_get_u32(c, st, "num_magnitude_bins", false, 2, BINS_MAX,
+                             &a->num_magnitude_bins);
+    if (rc == 0 && op == SL_OP_RAND_AUGMENT) {
+        rc = sl_spec_get_u32(c, st, "num_ops", false, 0, NUM_OPS_MAX, &a->num_ops);
+        if (rc == 0) {
+            rc = sl_spec_get_u32(c, st, "magnitude", false, 0, a->num_magnitude_bins - 1,
+                                 &a->magnitude);
+        }
+    } else {
+        a->num_ops = 1;
+        a->magnitude = 0;
+    }
+    if (rc == 0) {
+        rc = get_interp(c, st, a);
+    }
+    if (rc == 0) {
+        rc = get_pixel(c, st, "fill", true, &a->has_fill, a->fill);
+    }
+    return rc;
+}
+
+int sl_spec_parse_aug(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    sl_aug_spec_t *a = &out->aug;
+    int rc = 0;
+    switch (out->op) {
+    case SL_OP_COLOR_JITTER:
+        return parse_jitter(c, st, a);
+    case SL_OP_RANDOM_GRAYSCALE:
+        a->p = 0.1;
+        return get_prob(c, st, &a->p);
+    case SL_OP_GAUSSIAN_BLUR:
+        return parse_blur(c, st, a);
+    case SL_OP_RANDOM_ERASING:
+        return parse_erasing(c, st, a);
+    case SL_OP_RANDOM_ROTATION:
+        return parse_rotation(c, st, a);
+    case SL_OP_RANDOM_AFFINE:
+        return parse_affine(c, st, a);
+    case SL_OP_SOLARIZE: {
+        json_t *v = json_object_get(st, "threshold");
+        if (v == NULL || !sl_spec_as_number(v, &a->threshold) ||
+            !(a->threshold >= 0 && a->threshold <= PIXEL_MAX)) {
+            char got[SPEC_SHOWN_MAX + 8];
+            return sl_spec_ferr(c, "threshold", "%s a pixel value in 0..255%s%s",
+                                v == NULL ? "missing (required):" : "must be",
+                                v == NULL ? "" : ", got ",
+                                v == NULL ? "" : sl_spec_describe(v, got, sizeof(got)));
+        }
+        a->p = 0.5;
+        return get_prob(c, st, &a->p);
+    }
+    case SL_OP_POSTERIZE:
+        rc = sl_spec_get_u32(c, st, "bits", true, 0, 8, &a->bits);
+        a->p = 0.5;
+        return rc < 0 ? rc : get_prob(c, st, &a->p);
+    case SL_OP_AUTO_CONTRAST:
+    case SL_OP_EQUALIZE:
+        a->p = 0.5;
+        return get_prob(c, st, &a->p);
+    case SL_OP_TRIVIAL_AUGMENT_WIDE:
+    case SL_OP_RAND_AUGMENT:
+        return parse_policy(c, st, out->op, a);
+    default:
+        return 0;
+    }
+}
+
+static json_t *pixel_json(const double v[3]) { return json_pack("[f,f,f]", v[0], v[1], v[2]); }
+
+static json_t *fill_json(const sl_aug_spec_t *a)
+{
+    return a->has_fill ? pixel_json(a->fill) : json_null();
+}
+
+static json_t *center_json(const sl_aug_spec_t *a)
+{
+    return a->has_center ? json_pack("[f,f]", a->center[0], a->center[1]) : json_null();
+}
+
+json_t *sl_spec_aug_stage_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    const char *op = sl_spec_op_names[st->op];
+    const char *interp = interp_names[a->interpolation == SL_INTERP_BILINEAR ? 1 : 0];
+    /* "o" steals the references, also when json_pack fails. */
+    switch (st->op) {
+    case SL_OP_COLOR_JITTER:
+        return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f]}", "op", op, "brightness",
+                         a->brightness[0], a->brightness[1], "contrast", a->contrast[0],
+                         a->contrast[1], "saturation", a->saturation[0], a->saturation[1], "hue",
+                         a->hue[0], a->hue[1]);
+    case SL_OP_GAUSSIAN_BLUR:
+        return json_pack("{s:s, s:[I,I], s:[f,f]}", "op", op, "kernel_size",
+                         (json_int_t)a->kernel_size[0], (json_int_t)a->kernel_size[1], "sigma",
+                         a->sigma[0], a->sigma[1]);
+    case SL_OP_RANDOM_ERASING:
+        return json_pack("{s:s, s:f, s:[f,f], s:[f,f], s:o}", "op", op, "p", a->p, "scale",
+                         a->scale[0], a->scale[1], "ratio", a->ratio[0], a->ratio[1], "value",
+                         a->value_random ? json_string("random") : pixel_json(a->value));
+    case SL_OP_RANDOM_ROTATION:
+        return json_pack("{s:s, s:[f,f], s:s, s:o, s:o}", "op", op, "degrees", a->degrees[0],
+                         a->degrees[1], "interpolation", interp, "center", center_json(a), "fill",
+                         fill_json(a));
+    case SL_OP_RANDOM_AFFINE:
+        return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f,f,f], s:s, s:o, s:o}", "op", op,
+                         "degrees", a->degrees[0], a->degrees[1], "translate", a->translate[0],
+                         a->translate[1], "scale", a->affine_scale[0], a->affine_scale[1], "shear",
+                         a->shear[0], a->shear[1], a->shear[2], a->shear[3], "interpolation",
+                         interp, "center", center_json(a), "fill", fill_json(a));
+    case SL_OP_SOLARIZE:
+        return json_pack("{s:s, s:f, s:f}", "op", op, "threshold", a->threshold, "p", a->p);
+    case SL_OP_POSTERIZE:
+        return json_pack("{s:s, s:I, s:f}", "op", op, "bits", (json_int_t)a->bits, "p", a->p);
+    case SL_OP_TRIVIAL_AUGMENT_WIDE:
+        return json_pack("{s:s, s:I, s:s, s:o}", "op", op, "num_magnitude_bins",
+                         (json_int_t)a->num_magnitude_bins, "interpolation", interp, "fill",
+                         fill_json(a));
+    case SL_OP_RAND_AUGMENT:
+        return json_pack("{s:s, s:I, s:I, s:I, s:s, s:o}", "op", op, "num_ops",
+                         (json_int_t)a->num_ops, "magnitude", (json_int_t)a->magnitude,
+                         "num_magnitude_bins", (json_int_t)a->num_magnitude_bins, "interpolation",
+                         interp, "fill", fill_json(a));
+    default: /* random_grayscale, auto_contrast, equalize */
+        return json_pack("{s:s, s:f}", "op", op, "p", a->p);
+    }
+}
