@@ -62,6 +62,10 @@ int sl_pipe_plugin_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, 
                       u->st->plugin);
     }
     uint32_t k = (uint32_t)(u - p->units);
+    if (sc->plugin_dead[k]) {
+        return sl_err(err, errlen, -ECHILD, "plugin %s failed twice in a row earlier",
+                      u->st->plugin);
+    }
     if (sc->plugin[k] == NULL) {
         int rc = sl_plugin_conn_open(p->plugins, u->plugin, u->st->plugin_params, &sc->plugin[k],
                                      err, errlen);
@@ -75,6 +79,12 @@ int sl_pipe_plugin_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, 
     }
     key[0] |= 1; /* xoshiro needs a state other than all zeros */
     int rc = sl_plugin_conn_process(sc->plugin[k], key, io, &sc->a, err, errlen);
+    if (rc == -ECHILD) {
+        /* Once more in a fresh host (the same key: the same bytes): a
+         * transient fault costs a process, not the job. */
+        rc = sl_plugin_conn_process(sc->plugin[k], key, io, &sc->a, err, errlen);
+        sc->plugin_dead[k] = rc == -ECHILD;
+    }
     if (rc < 0) {
         return rc;
     }

@@ -132,6 +132,7 @@ void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
     s->ids = NULL;
     s->ids_cap = 0;
     memset(s->plugin, 0, sizeof(s->plugin));
+    memset(s->plugin_dead, 0, sizeof(s->plugin_dead));
 }
 
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s)

@@ -54,6 +54,10 @@ typedef struct sl_pipe_scratch_s {
     size_t ids_cap;
     /* plugin units: this thread's host process for each (made on first use) */
     struct sl_plugin_conn_s *plugin[SL_PIPE_MAX_UNITS];
+    /* ... and whether that unit failed twice in a row here: the job is
+     * failing, so the samples still queued fail at once instead of each
+     * waiting out the plugin's timeout. */
+    uint8_t plugin_dead[SL_PIPE_MAX_UNITS];
 } sl_pipe_scratch_t;
 
 enum {

@@ -98,6 +98,35 @@ run mixed --dispatcher "$D_GRPC" --plugin-dir "$PLUG" --offload 3:0.4
 cmp -s "$TMP/mixed.s" "$TMP/local.s" || fail "offload 3:0.4: digests differ from --local"
 echo "offload 3:0.4 (workers decode, crop, cutout; the client ycbcr on; 40 % local): = --local"
 
+# ---- with built-in augmentations too, on 2 ranks: the union is --local's.
+spec "$TMP/aug.json" "$CUT" ', {"op": "color_jitter", "brightness": 0.4, "hue": 0.1}, {"op": "random_erasing", "p": 0.5}'
+"$BIN/sluice" run "$TMP/aug.json" --data-root "$TMP/data" --quiet --local --plugin-dir "$PLUG" \
+    --digests "$TMP/aug_local"
+for r in 0 1; do
+    "$BIN/sluice" run "$TMP/aug.json" --data-root "$TMP/data" --quiet --dispatcher "$D_GRPC" \
+        --plugin-dir "$PLUG" --offload all --rank $r --world-size 2 --digests "$TMP/aug_r$r" &
+    PIDS+=("$!")
+done
+wait "${PIDS[@]: -2}" || fail "a rank of the plugin + augmentation job failed"
+cat "$TMP"/aug_r0 "$TMP"/aug_r1 | sort | cmp -s - <(sort "$TMP/aug_local") \
+    || fail "2 ranks, offloaded: the union differs from --local"
+echo "plugins + color_jitter + random_erasing, 2 ranks offloaded: union = --local (120 digests)"
+
+# ---- a transient crash (the first host to reach its 3rd sample dies once):
+# retried in a fresh host, every sample once, the digests of a run without it.
+MIS=$(sha256sum "$TMP/wplug/misbehave.so" | cut -d' ' -f1)
+spec "$TMP/once.json" "$CUT" ', {"op": "plugin", "name": "misbehave", "sha256": "'"$MIS"'", "params": {"mode": "crash_once", "from": 2, "marker": "'"$TMP/crashed"'"}}'
+touch "$TMP/crashed" # the reference: no crash
+"$BIN/sluice" run "$TMP/once.json" --data-root "$TMP/data" --quiet --local \
+    --plugin-dir "$TMP/wplug" --digests "$TMP/once_ref"
+rm "$TMP/crashed"
+"$BIN/sluice" run "$TMP/once.json" --data-root "$TMP/data" --quiet --dispatcher "$D_GRPC" \
+    --plugin-dir "$TMP/wplug" --offload all --digests "$TMP/once" || fail "transient crash: job failed"
+[ -e "$TMP/crashed" ] || fail "the plugin did not crash"
+sort "$TMP/once" | cmp -s - <(sort "$TMP/once_ref") \
+    || fail "transient crash: samples lost or repeated ($(wc -l <"$TMP/once") digests)"
+echo "a transient plugin crash: retried in a fresh host, 120 digests = the run without it"
+
 # ---- a crashing plugin: its job fails naming it; another job on the same
 # worker finishes with the right digests; the worker lives on. W2 (without
 # plugins) leaves first, so W1 is the one that meets the crash.
@@ -109,8 +138,7 @@ wait_live_workers "$D_HTTP" 1
     2>"$TMP/busy.err" &
 BUSY=$!
 PIDS+=("$BUSY")
-MIS=$(sha256sum "$TMP/wplug/misbehave.so" | cut -d' ' -f1)
-spec "$TMP/crash.json" "$CUT" ', {"op": "plugin", "name": "misbehave", "sha256": "'"$MIS"'", "params": {"mode": "crash", "from": 3}}'
+spec "$TMP/crash.json" "$CUT" ', {"op": "plugin", "name": "misbehave", "sha256": "'"$MIS"'", "params": {"mode": "crash", "from": 0}}'
 sleep 0.5
 run_rc "$TMP/crash.err" "$BIN/sluice" run "$TMP/crash.json" --data-root "$TMP/data" --quiet \
     --dispatcher "$D_GRPC" --plugin-dir "$TMP/wplug" --offload all

@@ -1,7 +1,12 @@
 /* misbehave: a plugin that crashes or hangs on purpose, for the tests of
  * plugin isolation (tests/integration/test_plugins.sh). params {"mode":
- * "crash" | "hang" | "ok", "from": N}: misbehaves from its N-th call on. */
+ * "crash" | "hang" | "crash_once" | "ok", "from": N, "marker": PATH}:
+ * misbehaves from its N-th call on (per host process); "crash_once" crashes
+ * only the first host that gets there (it leaves PATH behind), like a
+ * transient fault. A test plugin: the marker file is state no real plugin
+ * may keep. */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,8 +17,9 @@
 #include "common/plugin/sluice_plugin.h"
 
 typedef struct {
-    int mode; /* 0 ok, 1 crash, 2 hang */
+    int mode; /* 0 ok, 1 crash, 2 hang, 3 crash once */
     long from;
+    char marker[512];
 } mis_t;
 
 static long calls; /* per host process: one state, one thread -- a test plugin only */
@@ -29,8 +35,13 @@ static int create(const char *params, size_t len, void **ret, char *err, size_t 
         free(m);
         return -EINVAL;
     }
-    m->mode = strcmp(mode, "crash") == 0 ? 1 : strcmp(mode, "hang") == 0 ? 2 : 0;
+    m->mode = strcmp(mode, "crash") == 0        ? 1
+              : strcmp(mode, "hang") == 0       ? 2
+              : strcmp(mode, "crash_once") == 0 ? 3
+                                                : 0;
     m->from = (long)json_integer_value(json_object_get(o, "from"));
+    const char *marker = json_string_value(json_object_get(o, "marker"));
+    snprintf(m->marker, sizeof(m->marker), "%s", marker != NULL ? marker : "");
     json_decref(o);
     *ret = m;
     return 0;
@@ -53,6 +64,13 @@ static int process(const void *state, const sluice_plugin_image_t *in,
         if (m->mode == 2) {
             for (;;) {
                 pause();
+            }
+        }
+        if (m->mode == 3 && m->marker[0] != '\0') {
+            int fd = open(m->marker, O_WRONLY | O_CREAT | O_EXCL, 0644);
+            if (fd >= 0) { /* the first to get here */
+                close(fd);
+                abort();
             }
         }
     }
