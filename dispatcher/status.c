@@ -35,8 +35,17 @@ static disp_view_e http_view(disp_status_t *st, const sl_httpd_resp_t *resp, cha
 static void route_status(void *ctx, const char *query, sl_httpd_resp_t *resp)
 {
     char tenant[SL_TENANT_NAME_MAX] = "";
+    disp_status_page_t page;
+    if (disp_status_page_parse(query, &page) < 0) {
+        resp->status = 400;
+        resp->body = strdup("bad query: workers=all|1..100000, workers_offset=0..100000000\n");
+        resp->len = resp->body != NULL ? strlen(resp->body) : 0;
+        resp->content_type = "text/plain; charset=utf-8";
+        return;
+    }
     disp_view_e view = http_view(ctx, resp, tenant, sizeof(tenant));
-    resp->body = disp_status_render_json_for(ctx, disp_now_ms(), view, tenant, &resp->len);
+    resp->body = disp_status_render_json_page(ctx, disp_now_ms(), view, tenant, &page,
+                                              &resp->len);
     resp->content_type = "application/json";
     if (resp->body == NULL) {
         resp->status = 500;

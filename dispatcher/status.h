@@ -68,6 +68,24 @@ typedef enum {
  * DISP_VIEW_TENANT (ignored otherwise). */
 char *disp_status_render_json_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
                                   const char *tenant, size_t *ret_len);
+
+/* Which rows of "workers" a /status shows (README "Status endpoint
+ * reference"): a page of at most limit workers from offset, in registration
+ * order, beside a summary of all of them; a cluster of thousands of workers
+ * is a summary, not a 5,000-row table. /status?workers=all (every row),
+ * ?workers=N (1..100000), ?workers_offset=K. */
+#define DISP_STATUS_WORKERS_PAGE 200 /* the default page */
+typedef struct disp_status_page_s {
+    size_t offset;
+    size_t limit; /* SIZE_MAX: all */
+} disp_status_page_t;
+/* Parses a query string ("workers=50&workers_offset=100"; NULL or "" = the
+ * default page). -EINVAL for a value out of range (unknown keys are
+ * ignored, as HTTP servers do). */
+int disp_status_page_parse(const char *query, disp_status_page_t *ret);
+char *disp_status_render_json_page(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                   const char *tenant, const disp_status_page_t *page,
+                                   size_t *ret_len);
 char *disp_status_render_metrics(disp_status_t *st, int64_t now_ms, size_t *ret_len);
 /* The same for one viewer: per-job series only of the jobs it may see. */
 char *disp_status_render_metrics_for(disp_status_t *st, int64_t now_ms, disp_view_e view,

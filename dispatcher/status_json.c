@@ -8,8 +8,10 @@
 #include "dispatcher/json_doc.h"
 #include "dispatcher/status_impl.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -397,8 +399,44 @@ static int visible(const disp_job_t *job, disp_view_e view, const char *tenant)
            (view == DISP_VIEW_TENANT && strcmp(job->tenant, tenant) == 0);
 }
 
+/* Every worker, summed: what an operator of thousands of them reads first. */
+static json_t *workers_summary(jb_t *b, const disp_t *d)
+{
+    uint64_t n[3] = {0}, leaving = 0, threads = 0, buffered = 0, outstanding = 0, nlive = 0;
+    double load_sum = 0, load_max = 0;
+    json_t *lost = json_array();
+    for (size_t i = 0; i < d->reg.n; i++) {
+        const disp_worker_t *w = d->reg.workers[i];
+        n[w->state <= DISP_WORKER_LEFT ? w->state : DISP_WORKER_LOST]++;
+        if (w->state == DISP_WORKER_LIVE) {
+            nlive++;
+            leaving += w->leaving != 0;
+            threads += w->threads;
+            buffered += w->buffered_bytes;
+            outstanding += w->outstanding;
+            load_sum += w->load;
+            load_max = w->load > load_max ? w->load : load_max;
+        } else if (w->state == DISP_WORKER_LOST && json_array_size(lost) < 20) {
+            jpush(b, lost, jint(w->id));
+        }
+    }
+    json_t *o = json_object();
+    jset(b, o, "total", jint(d->reg.n));
+    jset(b, o, "live", jint(n[DISP_WORKER_LIVE]));
+    jset(b, o, "lost", jint(n[DISP_WORKER_LOST]));
+    jset(b, o, "left", jint(n[DISP_WORKER_LEFT]));
+    jset(b, o, "leaving", jint(leaving));
+    jset(b, o, "threads", jint(threads));
+    jset(b, o, "load_mean", jreal(nlive > 0 ? load_sum / (double)nlive : 0));
+    jset(b, o, "load_max", jreal(load_max));
+    jset(b, o, "buffered_bytes", jint(buffered));
+    jset(b, o, "outstanding_splits", jint(outstanding));
+    jset(b, o, "lost_ids", lost); /* the first 20 */
+    return o;
+}
+
 static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
-                        const char *tenant)
+                        const char *tenant, const disp_status_page_t *page)
 {
     json_t *root = json_object();
     jset(b, root, "component", json_string("dispatcher"));
@@ -406,12 +444,23 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms, d
     jset(b, root, "protocol", json_integer(SL_PROTOCOL_VERSION));
     jset(b, root, "uptime_sec", jreal((double)(now_ms - d->start_ms) / 1000.0));
     json_t *workers = json_array();
-    for (size_t i = 0; i < d->reg.n; i++) {
+    size_t end = page->limit == SIZE_MAX || page->offset + page->limit > d->reg.n
+                     ? d->reg.n
+                     : page->offset + page->limit;
+    for (size_t i = page->offset; i < end; i++) {
         const disp_worker_t *w = d->reg.workers[i];
         const disp_status_wrec_t *rec = st != NULL ? disp_status_wrec(st, w) : NULL;
         jpush(b, workers, worker_json(b, w, now_ms, rec));
     }
     jset(b, root, "workers", workers);
+    json_t *pg = json_object();
+    size_t shown = end > page->offset ? end - page->offset : 0;
+    jset(b, pg, "offset", jint(page->offset));
+    jset(b, pg, "shown", jint(shown));
+    jset(b, pg, "total", jint(d->reg.n));
+    jset(b, pg, "next", end < d->reg.n ? jint(end) : json_null());
+    jset(b, root, "workers_page", pg);
+    jset(b, root, "workers_summary", workers_summary(b, d));
     /* Open jobs only under "jobs"; recently closed ones (kept for a minute)
      * apart, so that counting "jobs" counts what the dispatcher works on. */
     json_t *jobs = json_array();
@@ -447,11 +496,13 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms, d
 }
 
 static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
-                        const char *tenant, size_t *ret_len)
+                        const char *tenant, const disp_status_page_t *page, size_t *ret_len)
 {
+    static const disp_status_page_t first = {0, DISP_STATUS_WORKERS_PAGE};
     jb_t b = {0};
     disp_status_lock(d, st);
-    json_t *root = document(&b, d, st, now_ms, view, tenant != NULL ? tenant : "");
+    json_t *root = document(&b, d, st, now_ms, view, tenant != NULL ? tenant : "",
+                            page != NULL ? page : &first);
     disp_status_unlock(d, st);
     char *s = NULL;
     if (!b.failed) {
@@ -466,16 +517,61 @@ static char *build_json(disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_
 
 char *disp_status_json(disp_t *d, int64_t now_ms, size_t *ret_len)
 {
-    return build_json(d, NULL, now_ms, DISP_VIEW_ALL, NULL, ret_len);
+    return build_json(d, NULL, now_ms, DISP_VIEW_ALL, NULL, NULL, ret_len);
 }
 
 char *disp_status_render_json(disp_status_t *st, int64_t now_ms, size_t *ret_len)
 {
-    return build_json(st->d, st, now_ms, DISP_VIEW_ALL, NULL, ret_len);
+    return build_json(st->d, st, now_ms, DISP_VIEW_ALL, NULL, NULL, ret_len);
+}
+
+char *disp_status_render_json_page(disp_status_t *st, int64_t now_ms, disp_view_e view,
+                                   const char *tenant, const disp_status_page_t *page,
+                                   size_t *ret_len)
+{
+    return build_json(st->d, st, now_ms, view, tenant, page, ret_len);
+}
+
+int disp_status_page_parse(const char *query, disp_status_page_t *ret)
+{
+    *ret = (disp_status_page_t){0, DISP_STATUS_WORKERS_PAGE};
+    for (const char *p = query; p != NULL && *p != '\0';) {
+        const char *amp = strchr(p, '&');
+        size_t n = amp != NULL ? (size_t)(amp - p) : strlen(p);
+        char kv[64];
+        if (n < sizeof(kv)) {
+            memcpy(kv, p, n);
+            kv[n] = '\0';
+            char *eq = strchr(kv, '=');
+            const char *v = eq != NULL ? eq + 1 : "";
+            if (eq != NULL) {
+                *eq = '\0';
+            }
+            char *end = NULL;
+            unsigned long long x = strtoull(v, &end, 10);
+            int num = v[0] >= '0' && v[0] <= '9' && end != NULL && *end == '\0';
+            if (strcmp(kv, "workers") == 0) {
+                if (strcmp(v, "all") == 0) {
+                    ret->limit = SIZE_MAX;
+                } else if (num && x >= 1 && x <= 100000) {
+                    ret->limit = (size_t)x;
+                } else {
+                    return -EINVAL;
+                }
+            } else if (strcmp(kv, "workers_offset") == 0) {
+                if (!num || x > 100000000ull) {
+                    return -EINVAL;
+                }
+                ret->offset = (size_t)x;
+            }
+        }
+        p = amp != NULL ? amp + 1 : NULL;
+    }
+    return 0;
 }
 
 char *disp_status_render_json_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
                                   const char *tenant, size_t *ret_len)
 {
-    return build_json(st->d, st, now_ms, view, tenant, ret_len);
+    return build_json(st->d, st, now_ms, view, tenant, NULL, ret_len);
 }

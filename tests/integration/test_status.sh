@@ -230,6 +230,27 @@ code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@" || true; }
 [ "$(curl -s --max-time 5 "http://$D_HTTP/healthz")" = "ok" ] || fail "/healthz"
 [ "$(code "http://$D_HTTP/nope")" = 404 ] || fail "unknown path not 404"
 [ "$(code -X POST -d x "http://$D_HTTP/status")" = 405 ] || fail "POST not 405"
+# Pages of workers beside a summary of all (a cluster of thousands is read
+# from the summary); a bad page is 400 with the valid forms.
+for q in "workers=0" "workers=x" "workers=100001" "workers_offset=-1" "workers=all&workers_offset=q"; do
+    [ "$(code "http://$D_HTTP/status?$q")" = 400 ] || fail "/status?$q not 400"
+done
+curl -sf --max-time 5 "http://$D_HTTP/status?workers=1" >"$TMP/p1.json" || fail "/status?workers=1"
+curl -sf --max-time 5 "http://$D_HTTP/status?workers=1&workers_offset=1" >"$TMP/p2.json" \
+    || fail "/status?workers_offset=1"
+curl -sf --max-time 5 "http://$D_HTTP/status?workers=all" >"$TMP/pa.json" || fail "workers=all"
+/usr/bin/python3 - "$TMP/p1.json" "$TMP/p2.json" "$TMP/pa.json" <<'PY' || fail "/status pages"
+import json, sys
+p1, p2, pa = (json.load(open(f)) for f in sys.argv[1:])
+n = pa["workers_summary"]["total"]
+assert n >= 2 and len(pa["workers"]) == n and pa["workers_page"]["next"] is None, pa["workers_page"]
+assert len(p1["workers"]) == 1 and p1["workers_page"] == {"offset": 0, "shown": 1, "total": n, "next": 1}
+assert p2["workers"][0]["id"] == pa["workers"][1]["id"], "page 2 is not the second worker"
+s = pa["workers_summary"]
+assert s["live"] + s["lost"] + s["left"] == n, s
+assert s["threads"] == sum(w["threads"] for w in pa["workers"] if w["state"] == "live"), s
+PY
+ok "/status pages: ?workers=N&workers_offset=K, workers_page, workers_summary; bad pages 400"
 [ "$(code -X PUT -d x "http://$D_HTTP/")" = 405 ] || fail "PUT not 405"
 curl -s -D "$TMP/h" -o /dev/null -X OPTIONS --max-time 5 "http://$D_HTTP/status" || true
 grep -qi '^allow: GET, HEAD' "$TMP/h" || fail "405 without Allow: $(cat "$TMP/h")"
