@@ -483,6 +483,16 @@ static void print_dispatcher(FILE *f, const json_t *doc, const char *addr)
     if (json_array_size(workers) == 0) {
         fprintf(f, "  (no workers)\n");
     }
+    /* Thousands of workers come as a page and a summary of all of them. */
+    const json_t *page = json_object_get(doc, "workers_page");
+    const json_t *sum = json_object_get(doc, "workers_summary");
+    if (json_is_integer(json_object_get(page, "next"))) {
+        fprintf(f, "  ... %.0f workers shown of %.0f: %.0f threads live, load mean %.2f max %.2f, "
+                   "%.0f leaving, %.0f lost\n",
+                num(page, "shown"), num(page, "total"), num(sum, "threads"),
+                num(sum, "load_mean"), num(sum, "load_max"), num(sum, "leaving"),
+                num(sum, "lost"));
+    }
     const json_t *j;
     json_array_foreach(json_object_get(doc, "jobs"), i, j)
     {
