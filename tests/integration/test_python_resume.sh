@@ -113,3 +113,51 @@ grep -q "resumed at step 12" "$TMP/r2.log" || fail "remote: did not resume from 
 same_weights "$TMP/r.pt" || fail "remote: resumed weights differ from the uninterrupted run's"
 echo "train_resume.py on a cluster: killed at 15 with the cluster, resumed at 12 on a new one:" \
     "weights equal the uninterrupted run's"
+
+# ---- torch.distributed: each rank's state_dict() holds every rank's state
+# (gathered with gloo), so rank 1's checkpoint alone resumes the job on one
+# process: the two ranks' samples before plus the resumed ones = the epochs.
+# (a file, not stdin: torch.multiprocessing's spawn imports the script)
+cat >"$TMP/dist.py" <<'EOF2'
+import os, sys
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+import sluice.torch
+
+spec, root, tmp = sys.argv[1:]
+
+def rank_main(r, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=r, world_size=2)
+    ds = sluice.torch.IterableDataset(None, spec, data_root=root, threads=1, rank=r,
+                                      world_size=2)
+    seen = []
+    it = iter(ds)
+    for _ in range(3 + 2 * r):  # the ranks stop at different steps
+        images, labels = next(it)
+        seen.append(images.clone())
+    dist.barrier()
+    sd = ds.state_dict()  # collective: both ranks call it
+    assert len(sd["sluice_states"]) == 2, sd
+    torch.save({"sd": sd, "seen": seen}, os.path.join(tmp, "dist%d.pt" % r))
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    import socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    mp.spawn(rank_main, args=(port,), nprocs=2, join=True)
+    before = []
+    for r in (0, 1):
+        before += torch.load(os.path.join(tmp, "dist%d.pt" % r))["seen"]
+    ds = sluice.torch.IterableDataset(None, spec, data_root=root, threads=1)
+    ds.load_state_dict(torch.load(os.path.join(tmp, "dist1.pt"))["sd"])
+    after = [x.clone() for x, _ in ds]
+    full = [x.clone() for x, _ in sluice.torch.IterableDataset(None, spec, data_root=root,
+                                                               threads=1)]
+    key = lambda t: t.numpy().tobytes()
+    got = sorted(key(s) for b in before + after for s in b)
+    want = sorted(key(s) for b in full for s in b)
+    assert got == want, (len(got), len(want))
+    print("torch.distributed (gloo, 2 ranks stopped at 3 and 5 batches): rank 1's state_dict "
+          "alone resumed on 1 process: %d samples, each once" % len(got))
+EOF2
+$PY "$TMP/dist.py" "$TMP/det.json" "$TMP/data" "$TMP" || fail "torch.distributed resume"
