@@ -156,6 +156,129 @@ START_TEST(test_link_bound)
 }
 END_TEST
 
+/* Compression (planner.h). A heavy first unit (50 ms decode + crop, uint8
+ * out) and a light second (1 ms, float32 out) on a 1-core client: locally
+ * 1 / 0.051 = 19.6 samples/s. The codec measured on the client: ratio 2.5
+ * after unit 0 (compress 0.5 ms, decompress 0.3 ms), 1.6 after unit 1. */
+static void zbase(disp_pl_input_t *in, int with_codec)
+{
+    memset(in, 0, sizeof(*in));
+    in->nunits = 2;
+    in->unit_sec[0] = 0.050;
+    in->unit_sec[1] = 0.001;
+    in->bytes[0] = 100e3;
+    in->bytes[1] = 150e3;
+    in->bytes[2] = 600e3;
+    in->recv_sec_per_byte = 1e-9;
+    in->client_cores = 1;
+    if (with_codec) {
+        in->ratio[1] = 2.5;
+        in->compress_sec[1] = 0.0005;
+        in->decompress_sec[1] = 0.0003;
+        in->ratio[2] = 1.6;
+        in->compress_sec[2] = 0.002;
+        in->decompress_sec[2] = 0.001;
+    }
+}
+
+static const disp_pl_cand_t *find_cand(const disp_pl_result_t *r, uint32_t k, int compress)
+{
+    for (uint32_t i = 0; i < r->ncand; i++) {
+        if (!r->cand[i].off && r->cand[i].split == k && r->cand[i].compress == compress) {
+            return &r->cand[i];
+        }
+    }
+    return NULL;
+}
+
+/* Link-bound: 100 Mbit/s of client ingress, 100 fast workers. Uncompressed,
+ * K = 1 carries 1.25e7 / 150e3 = 83.3 samples/s at F = 0; with
+ * b(1) = 0.001 + 150e-6 = 0.00115 and a = 0.051, F* = (1 - 83.3 b) /
+ * (1 + 83.3 (a - b)) = 0.1755 and 101 samples/s. Compressed, the wire
+ * carries 60 KB: 208.3 samples/s at F = 0 (2.5x), b = 0.001 + 60e-6 +
+ * 0.0003 = 0.00136, F* = 0.0632, 222 samples/s, still network-bound. */
+START_TEST(test_compress_link_bound)
+{
+    disp_pl_input_t in;
+    zbase(&in, 1);
+    add_class(&in, 100, 8, 1.0, 1.25e9);
+    in.client_bandwidth = 1.25e7;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    const disp_pl_cand_t *c = chosen(&r);
+    ck_assert_int_eq(c->compress, 1);
+    ck_assert_uint_eq(c->split, 1);
+    ck_assert_int_eq(c->binding, DISP_BIND_NETWORK);
+    const disp_pl_cand_t *u = find_cand(&r, 1, 0);
+    ck_assert_ptr_nonnull(u);
+    /* The link's limit at F = 0, compressed over uncompressed: the ratio. */
+    NEAR(c->terms.network * (1.0 - c->share), 1.25e7 / 60e3, 1e-6);
+    NEAR(u->terms.network * (1.0 - u->share), 1.25e7 / 150e3, 1e-6);
+    double b = 0.001 + 60e-6 + 0.0003;
+    double rr = 1.25e7 / 60e3;
+    double fstar = (1.0 - rr * b) / (1.0 + rr * (0.051 - b));
+    NEAR(c->share, fstar, 1e-9);
+    NEAR(c->predicted, rr / (1.0 - fstar), 1e-6);
+    ck_assert(c->predicted > 2.0 * u->predicted);
+    /* Explained: a compressed row per compressible K, the reason says so. */
+    ck_assert_uint_eq(r.ncand, 3 + 1 + 2);
+    ck_assert_ptr_nonnull(find_cand(&r, 2, 1));
+    ck_assert_ptr_null(find_cand(&r, 0, 1));
+    ck_assert_ptr_nonnull(strstr(r.reason, "split 1 +zstd"));
+    /* disp_planner_predict with compress set prices the compressed plan. */
+    disp_pl_input_t z = in;
+    z.compress = 1;
+    NEAR(disp_planner_predict(&z, 1, c->share, NULL), c->predicted, 1e-6);
+}
+END_TEST
+
+/* Worker-CPU-bound with the same ratios: one 1-core worker half the
+ * client's speed on a fast link. Uncompressed K = 1 costs it 0.1 s; the
+ * codec adds 0.5 ms x 2 (its speed relative to the client): never better. */
+START_TEST(test_compress_worker_bound)
+{
+    disp_pl_input_t in;
+    zbase(&in, 1);
+    add_class(&in, 1, 1, 0.5, 1.25e9);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_int_eq(chosen(&r)->compress, 0);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_WORKER_CPU);
+    const disp_pl_cand_t *z = find_cand(&r, 1, 1);
+    ck_assert_ptr_nonnull(z);
+    /* Worker term at F = 0: 1 / (0.1 + 0.0005 * 2). */
+    disp_pl_input_t zin = in;
+    zin.compress = 1;
+    disp_pl_terms_t t;
+    disp_planner_terms(&zin, 1, 0.0, &t);
+    NEAR(t.worker, 1.0 / 0.101, 1e-9);
+    ck_assert(z->predicted <= chosen(&r)->predicted);
+}
+END_TEST
+
+/* An older client sends no ratios: the link-bound input plans as before,
+ * with no compressed candidate. */
+START_TEST(test_compress_absent)
+{
+    disp_pl_input_t in;
+    zbase(&in, 0);
+    add_class(&in, 100, 8, 1.0, 1.25e9);
+    in.client_bandwidth = 1.25e7;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_uint_eq(r.ncand, 3 + 1);
+    ck_assert_int_eq(chosen(&r)->compress, 0);
+    ck_assert_uint_eq(chosen(&r)->split, 1);
+    ck_assert_ptr_null(strstr(r.reason, "zstd"));
+    /* A ratio at or below DISP_PL_MIN_RATIO, or at boundary 0, counts as none. */
+    in.ratio[0] = 3.0;
+    in.ratio[1] = 1.04;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_uint_eq(r.ncand, 3 + 1);
+    ck_assert_int_eq(chosen(&r)->compress, 0);
+}
+END_TEST
+
 /* No stall: a consumer at 300/s is within 10 % of the client alone
  * (333.33): off, although offloading would predict more. */
 START_TEST(test_no_stall_off)
@@ -1049,6 +1172,9 @@ int main(void)
     tcase_add_test(tc, test_worker_bound_and_hint);
     tcase_add_test(tc, test_client_cpu_bound);
     tcase_add_test(tc, test_link_bound);
+    tcase_add_test(tc, test_compress_link_bound);
+    tcase_add_test(tc, test_compress_worker_bound);
+    tcase_add_test(tc, test_compress_absent);
     tcase_add_test(tc, test_no_stall_off);
     tcase_add_test(tc, test_consumer_bound_largest_share);
     tcase_add_test(tc, test_heterogeneous);
