@@ -931,6 +931,72 @@ END_TEST
 /* Drift: counted from 3 s after the plan, due after 10 s of > 15 %; a
  * re-plan that changes nothing doubles the window; the measured consumer
  * rate and client unit costs feed the next plan. */
+/* The planner's codec choice reaches the workers: a link-bound job (the
+ * client takes in 9.6 KB/s, 50 samples/s of the 192-byte crop) whose
+ * client measured ratio 2.5 after the crop is planned compressed, and the
+ * worker's first assignment of every split says compress (fixed with
+ * stage_to). The same job without codec numbers (an older client) is not. */
+static void heartbeat_compress(int with_codec)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    double ratio[4] = {1.0, 2.5, 2.5, 1.6};
+    double zsec[4] = {0.0, 1e-5, 1e-5, 4e-5};
+    pin.in.client_bandwidth = 9600;
+    if (with_codec) {
+        pin.in.n_codec_ratio = 4;
+        pin.in.codec_ratio = ratio;
+        pin.in.n_codec_compress_sec_per_sample = 4;
+        pin.in.codec_compress_sec_per_sample = zsec;
+        pin.in.n_codec_decompress_sec_per_sample = 4;
+        pin.in.codec_decompress_sec_per_sample = zsec;
+    }
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = FX_PIN_SPEC;
+    req.num_samples = 200;
+    req.source_fingerprint = 99;
+    req.planner = &pin.in;
+    ck_assert_int_eq(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_str_eq(resp.plan->mode, "auto");
+    ck_assert_int_eq(resp.plan->compress, with_codec);
+    ck_assert(resp.plan->split >= 1 && resp.plan->local_share < 1.0);
+    uint32_t split = resp.plan->split;
+    const Sluice__PlanExplain *e = resp.explain;
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->candidates[e->chosen]->compress, with_codec);
+    ck_assert_uint_eq(e->n_candidates, with_codec ? 5 + 3 : 5); /* K = 1..3 compressible */
+    disp_arena_free(&a);
+
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    hreq.version = SL_PROTOCOL_VERSION;
+    hreq.worker_id = w1;
+    ck_assert_int_eq(disp_svc_heartbeat(d, &hreq, &hresp, &a, now + 100, err, sizeof(err)), 0);
+    ck_assert_uint_gt(hresp.n_assign, 0);
+    for (size_t i = 0; i < hresp.n_assign; i++) {
+        ck_assert_uint_eq(hresp.assign[i]->stage_to, split);
+        ck_assert_int_eq(hresp.assign[i]->compress, with_codec);
+    }
+    disp_arena_free(&a);
+    disp_destroy(d);
+    free(d);
+}
+
+START_TEST(test_dispatcher_assign_compress)
+{
+    heartbeat_compress(1);
+    heartbeat_compress(0);
+}
+END_TEST
+
 START_TEST(test_drift)
 {
     int64_t now = 50000;
@@ -1194,6 +1260,7 @@ int main(void)
     tcase_set_timeout(td, 60);
     tcase_add_test(td, test_dispatcher_replan);
     tcase_add_test(td, test_dispatcher_plan_job);
+    tcase_add_test(td, test_dispatcher_assign_compress);
     tcase_add_test(td, test_drift);
     tcase_add_test(td, test_dispatcher_node_ranks);
     tcase_add_test(td, test_probe_aggregate_broken);
