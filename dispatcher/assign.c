@@ -264,6 +264,7 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
                                  : (uint8_t)disp_plugin_reach(job->plugins,
                                                               disp_registry_find(js->reg, owner),
                                                               job->plan.split);
+        s->compress = job->plan.compress != 0;
         s->planned = 1;
     }
     ep->npending--;

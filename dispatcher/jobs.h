@@ -102,6 +102,7 @@ typedef struct disp_split_s {
     /* planner: the split point this split was first handed out with; it
      * keeps it through re-plans and re-assignment (planned = 1 once set). */
     uint8_t stage_to;
+    uint8_t compress; /* ... and the wire codec (the plan's), fixed with it */
     uint8_t planned;
     uint8_t stolen; /* moved once by stealing: never again */
 } disp_split_t;

@@ -31,6 +31,7 @@ static void plan_from_msg(const Sluice__Plan *m, uint32_t nunits, disp_plan_t *p
     p->nunits = nunits;
     p->predicted = m->predicted_samples_per_sec;
     disp_text_copy(p->binding, sizeof(p->binding), m->binding);
+    p->compress = m->compress;
 }
 
 /* ------------------------------------------------------------ replay */
@@ -327,6 +328,12 @@ static void restore_planner(disp_t *d, disp_job_t *job, const Sluice__JournalPla
     disp_pl_input_t *in = malloc(sizeof(*in));
     if (in != NULL && m->input != NULL && input_from_msg(m->input, pj->nunits, in) == 0) {
         pj->input = *in;
+        /* The recorded input has no codec numbers; the client's inputs do. */
+        for (uint32_t k = 0; k <= pj->nunits; k++) {
+            pj->input.ratio[k] = pj->codec_ratio[k];
+            pj->input.compress_sec[k] = pj->codec_compress[k];
+            pj->input.decompress_sec[k] = pj->codec_decompress[k];
+        }
         if (disp_planner_plan(&pj->input, &pj->result) != 0 ||
             disp_planner_fastflow(&pj->input, &pj->ff) != 0) {
             disp_pjob_plan(pj, &d->reg, &scratch, now_ms, "restored");

@@ -26,6 +26,7 @@ static void plan_to_msg(const disp_plan_t *p, Sluice__Plan *m)
     m->version = p->version;
     m->predicted_samples_per_sec = p->predicted;
     m->binding = (char *)p->binding;
+    m->compress = p->compress != 0;
 }
 
 typedef int (*put_fn)(void *ctx, uint32_t type, const void *payload, size_t len);
@@ -112,6 +113,14 @@ static void planner_to_msg(const disp_pjob_t *pj, pl_msg_t *b)
         sl_cpuset_format(&pj->client_cpus, b->cpu_set, sizeof(b->cpu_set));
     }
     b->in.client_cpu_set = b->cpu_set;
+    /* The codec numbers as received (zeros when none: never compressed). */
+    size_t nb = (size_t)pj->nunits + 1;
+    b->in.n_codec_ratio = nb;
+    b->in.codec_ratio = (double *)pj->codec_ratio;
+    b->in.n_codec_compress_sec_per_sample = nb;
+    b->in.codec_compress_sec_per_sample = (double *)pj->codec_compress;
+    b->in.n_codec_decompress_sec_per_sample = nb;
+    b->in.codec_decompress_sec_per_sample = (double *)pj->codec_decompress;
     uint32_t nc = pj->nclasses < DISP_PL_MAX_CLASSES ? pj->nclasses : DISP_PL_MAX_CLASSES;
     for (uint32_t c = 0; c < nc; c++) {
         const disp_pclass_t *pc = &pj->classes[c];

@@ -21,6 +21,7 @@ typedef struct disp_plan_s {
     uint32_t nunits;    /* units of the compiled pipeline */
     double predicted;   /* samples/s the planner predicts; 0 = no prediction (fixed plans) */
     char binding[32];   /* the resource the prediction says binds; "" = none */
+    int compress;       /* the planner chose the wire codec at split (auto only) */
 } disp_plan_t;
 
 /* Compiles the spec's stages (common/engine/pipeline.h) to count units and maps a

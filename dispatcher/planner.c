@@ -55,6 +55,13 @@ static int sanitize(const disp_pl_input_t *in, disp_pl_input_t *out)
     for (uint32_t k = 0; k <= DISP_PL_MAX_UNITS; k++) {
         out->bytes[k] = k <= in->nunits ? clean(in->bytes[k]) : 0.0;
     }
+    for (uint32_t k = 0; k <= DISP_PL_MAX_UNITS; k++) {
+        int ok = k > 0 && k <= in->nunits; /* boundary 0 (encoded bytes): never */
+        out->ratio[k] = ok ? clean(in->ratio[k]) : 0.0;
+        out->compress_sec[k] = ok ? clean(in->compress_sec[k]) : 0.0;
+        out->decompress_sec[k] = ok ? clean(in->decompress_sec[k]) : 0.0;
+    }
+    out->compress = in->compress != 0;
     out->read_sec = clean(in->read_sec);
     out->recv_sec_per_byte = clean(in->recv_sec_per_byte);
     out->sample_sec = clean(in->sample_sec);
@@ -109,6 +116,32 @@ static int sanitize(const disp_pl_input_t *in, disp_pl_input_t *out)
 
 /* ------------------------------------------------------------ costs */
 
+/* Boundary k ships compressed under these inputs. */
+static int zipped(const disp_pl_input_t *in, uint32_t k)
+{
+    return in->compress && k > 0 && in->ratio[k] > DISP_PL_MIN_RATIO;
+}
+
+/* Bytes per sample on the wire at boundary k. */
+static double wire_bytes(const disp_pl_input_t *in, uint32_t k)
+{
+    return zipped(in, k) ? in->bytes[k] / in->ratio[k] : in->bytes[k];
+}
+
+/* How much slower class c is than the client on the units it runs at
+ * split k (their costs over the client's on units [0, k)): scales the
+ * compress CPU the client measured to that class. 1 when not profiled. */
+static double class_speed(const disp_pl_input_t *in, const disp_pl_class_t *c, uint32_t k)
+{
+    double mine = 0.0;
+    double client = 0.0;
+    for (uint32_t u = 0; c->profiled && u < k; u++) {
+        mine += c->unit_sec[u];
+        client += in->unit_sec[u];
+    }
+    return mine > 0.0 && client > 0.0 ? mine / client : 1.0;
+}
+
 static double client_all(const disp_pl_input_t *in)
 {
     double s = in->read_sec + in->sample_sec;
@@ -124,7 +157,8 @@ static double client_after(const disp_pl_input_t *in, uint32_t k)
     for (uint32_t u = k; u < in->nunits; u++) {
         s += in->unit_sec[u];
     }
-    return s + in->recv_sec_per_byte * in->bytes[k] + in->sample_sec;
+    double unzip = zipped(in, k) ? in->decompress_sec[k] : 0.0;
+    return s + in->recv_sec_per_byte * wire_bytes(in, k) + unzip + in->sample_sec;
 }
 
 /* Worker CPU s per sample for units [0, k) on class c (the client's costs
@@ -135,6 +169,9 @@ static double class_before(const disp_pl_input_t *in, const disp_pl_class_t *c, 
     double s = c->profiled ? c->read_sec : in->read_sec;
     for (uint32_t u = 0; u < k; u++) {
         s += unit[u];
+    }
+    if (zipped(in, k)) {
+        s += in->compress_sec[k] * class_speed(in, c, k);
     }
     return s;
 }
@@ -279,10 +316,11 @@ static double remote_net(const disp_pl_input_t *in, uint32_t k)
     if (in->client_bandwidth > 0.0 && in->client_bandwidth < bw) {
         bw = in->client_bandwidth;
     }
-    if (in->bytes[k] <= 0.0) {
+    double bytes = wire_bytes(in, k);
+    if (bytes <= 0.0) {
         return INFINITY;
     }
-    return bw / in->bytes[k];
+    return bw / bytes;
 }
 
 static double share_div(double r, double f)
@@ -510,37 +548,88 @@ static int cheaper(const disp_pl_input_t *in, const disp_pl_cand_t *x, const dis
     if (x->share != y->share) {
         return x->share > y->share;
     }
-    double bx = (1.0 - x->share) * in->bytes[x->split];
-    double by = (1.0 - y->share) * in->bytes[y->split];
+    double bx = (1.0 - x->share) * wire_bytes(in, x->split);
+    double by = (1.0 - y->share) * wire_bytes(in, y->split);
     if (bx != by) {
         return bx < by;
     }
     return x->split < y->split;
 }
 
-/* The plan without the workers-needed hint. */
-static void plan_core(const disp_pl_input_t *in, disp_pl_result_t *r)
+/* Candidate i beats the best so far: more than DISP_PL_TIE better, or
+ * within it and cheaper. */
+static int beats(const disp_pl_input_t *in, const disp_pl_cand_t *c, const disp_pl_cand_t *b)
 {
-    memset(r, 0, sizeof(*r));
+    return c->predicted > b->predicted * (1.0 + DISP_PL_TIE) ||
+           (c->predicted >= b->predicted * (1.0 - DISP_PL_TIE) && cheaper(in, c, b));
+}
+
+/* One candidate per K in [0, nunits] (each with its best F) under in,
+ * appended to r; only compressible K when compress is set. */
+static void add_splits(const disp_pl_input_t *in, disp_pl_result_t *r)
+{
     for (uint32_t k = 0; k <= in->nunits; k++) {
+        if (in->compress && !zipped(in, k)) {
+            continue;
+        }
         double runtime = 0.0;
         double f = in->nsteps > 0 ? best_step(in, k, &runtime) : best_share(in, k);
         disp_pl_cand_t *c = &r->cand[r->ncand++];
         fill_cand(in, k, f, 0, c);
+        c->compress = in->compress;
         if (in->nsteps > 0) {
             c->runtime_share = runtime;
         }
     }
+}
+
+/* The best compressed candidate (index >= first), if it remotes anything
+ * and beats the chosen uncompressed one by more than DISP_PL_TIE: the
+ * codec costs CPU on both ends, so a tie keeps the plan without it. */
+static uint32_t pick_compressed(const disp_pl_input_t *z, const disp_pl_result_t *r,
+                                uint32_t first, uint32_t chosen)
+{
+    if (first >= r->ncand) {
+        return chosen;
+    }
+    uint32_t best = first;
+    for (uint32_t i = first + 1; i < r->ncand; i++) {
+        if (beats(z, &r->cand[i], &r->cand[best])) {
+            best = i;
+        }
+    }
+    const disp_pl_cand_t *c = &r->cand[best];
+    if (c->share < 1.0 && c->predicted > r->cand[chosen].predicted * (1.0 + DISP_PL_TIE)) {
+        return best;
+    }
+    return chosen;
+}
+
+/* Compression was profiled at some boundary. */
+static int has_codec(const disp_pl_input_t *in)
+{
+    for (uint32_t k = 1; k <= in->nunits; k++) {
+        if (in->ratio[k] > DISP_PL_MIN_RATIO) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The plan without the workers-needed hint. */
+static void plan_core(const disp_pl_input_t *in0, disp_pl_result_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    disp_pl_input_t in = *in0;
+    in.compress = 0;
+    add_splits(&in, r);
     uint32_t off = r->ncand;
-    fill_cand(in, 0, 1.0, 1, &r->cand[r->ncand++]);
+    fill_cand(&in, 0, 1.0, 1, &r->cand[r->ncand++]);
     r->local_rate = r->cand[off].predicted;
 
     uint32_t best = 0;
     for (uint32_t i = 1; i < r->ncand; i++) {
-        const disp_pl_cand_t *c = &r->cand[i];
-        const disp_pl_cand_t *b = &r->cand[best];
-        if (c->predicted > b->predicted * (1.0 + DISP_PL_TIE) ||
-            (c->predicted >= b->predicted * (1.0 - DISP_PL_TIE) && cheaper(in, c, b))) {
+        if (beats(&in, &r->cand[i], &r->cand[best])) {
             best = i;
         }
     }
@@ -548,7 +637,14 @@ static void plan_core(const disp_pl_input_t *in, disp_pl_result_t *r)
     if (r->cand[best].share >= 1.0) {
         best = off;
     }
-    double g = in->consumer_rate;
+    if (has_codec(&in)) {
+        disp_pl_input_t z = in;
+        z.compress = 1;
+        uint32_t first = r->ncand;
+        add_splits(&z, r);
+        best = pick_compressed(&z, r, first, best);
+    }
+    double g = in.consumer_rate;
     if (g > 0.0 && r->local_rate >= (1.0 - DISP_PL_OFF_TOLERANCE) * g) {
         r->off_rule = best != off;
         best = off;
@@ -636,9 +732,10 @@ static void explain(const disp_pl_input_t *in, disp_pl_result_t *r)
                  r->local_rate);
     } else {
         snprintf(r->reason, sizeof(r->reason),
-                 "split %u, local share %.3f: %.0f samples/s predicted (client alone %.0f), "
+                 "split %u%s, local share %.3f: %.0f samples/s predicted (client alone %.0f), "
                  "bound by %s",
-                 c->split, c->share, c->predicted, r->local_rate, disp_bind_name(c->binding));
+                 c->split, c->compress ? " +zstd" : "", c->share, c->predicted, r->local_rate,
+                 disp_bind_name(c->binding));
     }
 }
 

@@ -26,6 +26,20 @@
  * listed machine (and the extra ones of the workers-needed hint) each have
  * a machine of their own, as before.
  *
+ * Compression (docs/planner.md "Compression"): a candidate may ship boundary
+ * K compressed with Sluice's codec (codec.h, as the worker picks it for the
+ * dtype). The client profiles, per boundary, ratio_K (raw / compressed bytes)
+ * and its CPU s per sample to compress and to decompress. Compressed:
+ *   bytes on the wire   bytes_K / ratio_K             (network term)
+ *   worker cost         cost_before_K(class) + compress_sec_K * speed(class)
+ *   b(K)                cost_after_K + recv * bytes_K / ratio_K
+ *                       + decompress_sec_K + c
+ * speed(class) = the class's unit costs over the client's on units [0, K)
+ * (1 when not profiled). Every K with ratio_K > DISP_PL_MIN_RATIO is also
+ * evaluated compressed (its own best F); a compressed candidate is chosen
+ * only when it beats the best uncompressed one by more than DISP_PL_TIE.
+ * No ratios (an older client): never compressed.
+ *
  * F as the runtime realizes it: whole splits of an epoch are local or
  * remote (disp_plan_split_is_local), so with n splits an epoch F takes only
  * n + 1 values, and the last split may be shorter. When the input lists
@@ -48,6 +62,8 @@
 /* Realizable shares listed at most this many splits an epoch; beyond it F
  * is treated as continuous (one split is < 1/64 of the epoch). */
 #define DISP_PL_MAX_STEPS 64
+/* A boundary is worth evaluating compressed only above this ratio. */
+#define DISP_PL_MIN_RATIO 1.05
 /* Bound on the workers-needed search. */
 #define DISP_PL_MAX_EXTRA_WORKERS 4096
 /* FastFlow's default cpu_bottleneck_threshold: offload only when the
@@ -106,6 +122,15 @@ typedef struct disp_pl_input_s {
     /* Shared machines; 0 = every host is a machine of its own. */
     disp_pl_machine_t machines[DISP_PL_MAX_MACHINES];
     uint32_t nmachines;
+    /* The codec at each boundary, measured on the client (0 = not measured:
+     * that boundary is never compressed; [0] is always uncompressed). */
+    double ratio[DISP_PL_MAX_UNITS + 1];          /* raw bytes / compressed bytes */
+    double compress_sec[DISP_PL_MAX_UNITS + 1];   /* client CPU s per sample */
+    double decompress_sec[DISP_PL_MAX_UNITS + 1]; /* client CPU s per sample */
+    /* 1: price every boundary with ratio > DISP_PL_MIN_RATIO compressed.
+     * The planner sets it on its working copy for the compressed
+     * candidates; a caller sets it to predict a compressed plan (drift). */
+    int compress;
 } disp_pl_input_t;
 
 /* What each resource allows at one (K, F), samples/s; INFINITY = no limit. */
@@ -121,10 +146,13 @@ typedef struct disp_pl_cand_s {
     disp_bind_e binding;
     disp_pl_terms_t terms;
     int off;             /* the "off" row: K = 0, F = 1 */
+    int compress;        /* boundary K shipped compressed (codec.h) */
 } disp_pl_cand_t;
 
 typedef struct disp_pl_result_s {
-    disp_pl_cand_t cand[DISP_PL_MAX_UNITS + 2]; /* one per K (its best F), then "off" */
+    /* One per K (its best F), then "off", then one per compressible K
+     * (ratio > DISP_PL_MIN_RATIO), compressed. */
+    disp_pl_cand_t cand[2 * DISP_PL_MAX_UNITS + 3];
     uint32_t ncand;
     uint32_t chosen;        /* index into cand */
     double local_rate;      /* the client alone (the "off" row) */

@@ -145,6 +145,23 @@ static int fits(const disp_pjob_t *pj, const disp_hprof_t *p)
     return 1;
 }
 
+/* The client's codec numbers, one per boundary 0..nunits. Anything else
+ * (an older client: none; a broken one: another count) leaves them 0, and
+ * the planner never compresses. The planner cleans the values. */
+static void codec_from_pb(disp_pjob_t *pj, const Sluice__PlannerInputs *in)
+{
+    size_t n = (size_t)pj->nunits + 1;
+    if (in->n_codec_ratio != n || in->n_codec_compress_sec_per_sample != n ||
+        in->n_codec_decompress_sec_per_sample != n) {
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        pj->codec_ratio[k] = fin(in->codec_ratio[k]);
+        pj->codec_compress[k] = fin(in->codec_compress_sec_per_sample[k]);
+        pj->codec_decompress[k] = fin(in->codec_decompress_sec_per_sample[k]);
+    }
+}
+
 int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_offload_e policy,
                   disp_pjob_t **ret, char *err, size_t errlen)
 {
@@ -188,6 +205,7 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
     pj->client_bandwidth = fin(in->client_bandwidth);
     disp_text_copy(pj->client_machine, sizeof(pj->client_machine), in->client_machine_id);
     pj->client_has_cpus = sl_cpuset_parse(in->client_cpu_set, &pj->client_cpus) == 0;
+    codec_from_pb(pj, in);
     for (size_t i = 0; i < in->n_classes && pj->nclasses < DISP_PL_MAX_CLASSES; i++) {
         const Sluice__WorkerClass *m = in->classes[i];
         if (m == NULL) {
@@ -347,6 +365,11 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
         in->bytes[u + 1] = pj->client.units[u].out_bytes_per_sample;
     }
     in->bytes[0] = pj->client.encoded_bytes;
+    for (uint32_t k = 0; k <= pj->nunits; k++) {
+        in->ratio[k] = pj->codec_ratio[k];
+        in->compress_sec[k] = pj->codec_compress[k];
+        in->decompress_sec[k] = pj->codec_decompress[k];
+    }
     in->read_sec = pj->client.read_sec;
     in->recv_sec_per_byte = pj->recv_sec_per_byte;
     in->client_cores = pj->client_budget;
@@ -451,6 +474,8 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         snprintf(plan->mode, sizeof(plan->mode), "fastflow");
         pj->plan_split = pj->ff.split;
         pj->plan_share = pj->ff.realized_share;
+        pj->plan_compress = 0; /* FastFlow's algorithm has no codec */
+        plan->compress = 0;
     } else {
         const disp_pl_cand_t *c = &pj->result.cand[pj->result.chosen];
         plan->split = c->split;
@@ -460,6 +485,8 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         snprintf(plan->mode, sizeof(plan->mode), "auto");
         pj->plan_split = c->split;
         pj->plan_share = c->share;
+        pj->plan_compress = c->compress;
+        plan->compress = c->compress;
     }
     live_set(reg, &pj->worker_sig, &pj->nlive);
     pj->planned_ms = now_ms;
@@ -483,7 +510,11 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
         const disp_pl_input_t *in = &pj->input;
         uint32_t k = pj->plan_split <= pj->nunits ? pj->plan_split : pj->nunits;
         double f = pj->plan_share;
-        double known = f * in->read_sec + (1.0 - f) * in->recv_sec_per_byte * in->bytes[k];
+        double recv = in->recv_sec_per_byte * in->bytes[k];
+        if (pj->plan_compress && k > 0 && in->ratio[k] > DISP_PL_MIN_RATIO) {
+            recv = in->recv_sec_per_byte * in->bytes[k] / in->ratio[k] + in->decompress_sec[k];
+        }
+        double known = f * in->read_sec + (1.0 - f) * recv;
         pj->measured_sample_sec = fmax(pj->measured_overhead - known, 0.0);
         pj->have_sample_sec = 1;
     }
@@ -557,7 +588,7 @@ int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t no
 void disp_pjob_replanned(disp_pjob_t *pj, int kind, const disp_plan_t *before,
                          const disp_plan_t *after)
 {
-    int same = before->split == after->split &&
+    int same = before->split == after->split && before->compress == after->compress &&
                fabs(before->local_share - after->local_share) < 0.02;
     if (kind == 2 && same) {
         pj->drift_window_ms = pj->drift_window_ms * 2 < DISP_REPLAN_DRIFT_MAX_MS
@@ -627,6 +658,7 @@ static json_t *cand_json(jb_t *b, const disp_pl_cand_t *c)
     jset(b, o, "client_limit", jnum(c->terms.client));
     jset(b, o, "worker_limit", jnum(c->terms.worker));
     jset(b, o, "network_limit", jnum(c->terms.network));
+    jset(b, o, "compress", json_boolean(c->compress));
     return o;
 }
 
@@ -688,6 +720,18 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
         jpush(b, bytes, jnum(in->bytes[k]));
     }
     jset(b, o, "bytes_per_sample_at_split", bytes);
+    /* The wire codec per boundary (0 = not measured: never compressed). */
+    json_t *ratio = json_array();
+    json_t *zms = json_array();
+    json_t *uzms = json_array();
+    for (uint32_t k = 0; k <= in->nunits; k++) {
+        jpush(b, ratio, jnum(in->ratio[k]));
+        jpush(b, zms, jnum(in->compress_sec[k] * 1e3));
+        jpush(b, uzms, jnum(in->decompress_sec[k] * 1e3));
+    }
+    jset(b, o, "codec_ratio_at_split", ratio);
+    jset(b, o, "codec_compress_ms_at_split", zms);
+    jset(b, o, "codec_decompress_ms_at_split", uzms);
     json_t *cms = json_array();
     for (uint32_t u = 0; u < in->nunits; u++) {
         jpush(b, cms, jnum(in->unit_sec[u] * 1e3));

@@ -117,6 +117,11 @@ typedef struct disp_pjob_s {
     int client_has_cpus;
     disp_pclass_t classes[DISP_PL_MAX_CLASSES];
     uint32_t nclasses;
+    /* The wire codec per boundary (PlannerInputs.codec_*); all 0 when the
+     * client sent none or a wrong number: never compressed. */
+    double codec_ratio[DISP_PL_MAX_UNITS + 1];
+    double codec_compress[DISP_PL_MAX_UNITS + 1];
+    double codec_decompress[DISP_PL_MAX_UNITS + 1];
     /* How the runtime cuts an epoch, so F is planned in whole splits:
      * nsplits (0 = unknown, or more than DISP_PL_MAX_STEPS: F continuous)
      * and each split's positions. Set by planner_svc.c from the config
@@ -155,6 +160,7 @@ typedef struct disp_pjob_s {
     int have_sample_sec;
     uint32_t plan_split;
     double plan_share;
+    int plan_compress;
     uint32_t measured_nunits;
     disp_stage_stat_t measured_units[DISP_PL_MAX_UNITS];
     int64_t drift_since_ms; /* 0: not drifting */

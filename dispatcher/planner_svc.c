@@ -79,6 +79,7 @@ static Sluice__PlanExplain *explain_pb(disp_arena_t *a, const disp_pjob_t *pj,
         c[i].worker_limit = lim(x->terms.worker);
         c[i].network_limit = lim(x->terms.network);
         c[i].off = x->off;
+        c[i].compress = x->compress != 0;
         pc[i] = &c[i];
     }
     m->n_candidates = r->ncand;
@@ -283,9 +284,10 @@ int disp_planner_submit(disp_t *d, const Sluice__SubmitJobRequest *req, disp_sub
         disp_jobs_replan(&d->jobs, *ret_job, now_ms);
     }
     *ret_explain = explain_pb(a, pj, &(*ret_job)->plan);
-    SL_NOTICE("job %" PRIu64 ": planned (%s): split %u/%u, local share %.3f, %.0f samples/s "
+    SL_NOTICE("job %" PRIu64 ": planned (%s): split %u/%u%s, local share %.3f, %.0f samples/s "
               "predicted, bound by %s; client alone %.0f%s",
-              (*ret_job)->id, plan.mode, plan.split, plan.nunits, plan.local_share,
+              (*ret_job)->id, plan.mode, plan.split, plan.nunits,
+              plan.compress ? " +zstd" : "", plan.local_share,
               plan.predicted, plan.binding, pj->result.local_rate,
               pj->result.workers_needed > 0 ? "; more workers would help" : "");
     return 0;
@@ -329,9 +331,10 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         disp_pjob_plan(pj, &d->reg, &np, now_ms, why);
         np.version = job->plan.version + 1;
         pj->replans++;
-        SL_NOTICE("job %" PRIu64 ": re-plan v%u (%s): split %u -> %u, local share %.3f -> "
+        SL_NOTICE("job %" PRIu64 ": re-plan v%u (%s): split %u -> %u%s, local share %.3f -> "
                   "%.3f, %.0f samples/s predicted, bound by %s",
-                  job->id, np.version, why, job->plan.split, np.split, job->plan.local_share,
+                  job->id, np.version, why, job->plan.split, np.split,
+                  np.compress ? " +zstd" : "", job->plan.local_share,
                   np.local_share, np.predicted, np.binding);
         disp_pjob_replanned(pj, kind, &job->plan, &np);
         job->plan = np;

@@ -139,6 +139,7 @@ static Sluice__Plan *plan_msg(disp_arena_t *a, const disp_plan_t *p)
     m->version = p->version;
     m->predicted_samples_per_sec = p->predicted;
     m->binding = disp_arena_strdup(a, p->binding);
+    m->compress = p->compress != 0;
     if (m->mode == NULL || m->binding == NULL) {
         return NULL;
     }
@@ -167,6 +168,7 @@ static Sluice__SplitAssignment *assign_msg(disp_arena_t *a, disp_job_t *job, uin
     m->end = end;
     /* The split point it was handed out with (re-plans change only new ones). */
     m->stage_to = s->planned ? s->stage_to : job->plan.split;
+    m->compress = s->planned ? s->compress : job->plan.compress != 0;
     m->worker_id = owner;
     return m;
 }

@@ -91,9 +91,8 @@ int wk_sample_compress(sl_codec_t *z, int corrupt, sl_sample_t *s, wk_coding_t *
     if (s->skip >= 0 || s->t.nbytes == 0 || s->t.dtype == SL_DT_BYTES) {
         return 0; /* nothing to send, or JPEG bytes: they do not shrink */
     }
-    sl_codec_e codec = s->t.dtype == SL_DT_U8 ? SL_CODEC_ZSTD_DELTA : SL_CODEC_ZSTD;
     uint32_t row, step;
-    sl_codec_delta_geometry(s->t.layout == SL_LAYOUT_CHW, s->t.w, s->t.c, &row, &step);
+    sl_codec_e codec = sl_codec_for_tensor(&s->t, &row, &step); /* what the profile measured */
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc = sl_codec_compress(z, codec, s->t.data, s->t.nbytes, row, step, &buf, &len);

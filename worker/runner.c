@@ -247,7 +247,8 @@ static int slot_put(wk_job_t *job, wk_split_t *sp, uint64_t epoch, uint64_t pos)
 {
     for (unsigned i = 0; i < job->nslots; i++) {
         if (job->slots[i].split == NULL) {
-            job->slots[i] = (wk_slot_t){.epoch = epoch, .position = pos, .split = sp};
+            job->slots[i] =
+                (wk_slot_t){.epoch = epoch, .position = pos, .split = sp, .compress = sp->compress};
             return (int)i;
         }
     }
@@ -466,9 +467,21 @@ static void stats_copy_locked(wk_job_t *job, sl_exec_t *ex)
     memcpy(job->units, tmp, job->nunits * sizeof(tmp[0]));
 }
 
+/* The finished sample's split is to be compressed: the spec says "zstd",
+ * or the planner chose it for the split (its assignment). Runner thread:
+ * the slots are its own. */
+static int wants_compress(const wk_job_t *job, const sl_sample_t *out)
+{
+    if (job->spec.compress != SL_COMPRESS_OFF) {
+        return 1;
+    }
+    return out->label >= 0 && (unsigned)out->label < job->nslots &&
+           job->slots[out->label].compress;
+}
+
 /* Waits (no lock held) for the next finished sample, compresses it when
- * the spec says so (outside the lock: it is the costly part of packing) and
- * hands it in; returns with job->mu held. */
+ * the spec or its split's assignment says so (outside the lock: it is the
+ * costly part of packing) and hands it in; returns with job->mu held. */
 static void collect_one(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
 {
     char detail[256];
@@ -480,7 +493,7 @@ static void collect_one(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
             out->t.nbytes > SL_REC_HEADER) {
             out->t.data[SL_REC_HEADER] = 0; /* the first field's kind: only a parse can tell */
         }
-        if (job->codec != NULL &&
+        if (job->codec != NULL && wants_compress(job, out) &&
             wk_sample_compress(job->codec, job->corrupt_compressed, out, &cd) < 0) {
             SL_WARN("job %" PRIu64 ": out of memory compressing sample %" PRIu64
                     "; sending it raw", job->id, out->index);
@@ -546,7 +559,9 @@ void *wk_runner_main(void *arg)
     ex = sl_exec_new(job->pipe, job->src, t->threads, t->inflight_cap);
     job->slots = calloc(t->inflight_cap, sizeof(*job->slots));
     job->nslots = t->inflight_cap;
-    if (job->spec.compress != SL_COMPRESS_OFF) {
+    {
+        /* Always: the planner may ask any split to be compressed (zstd's
+         * contexts are created on first use, so an idle codec is small). */
         job->codec = sl_codec_new();
         /* Test-only fault injection (docs/protocol.md): damage every
          * compressed payload, so tests see clients refuse it. */
@@ -557,7 +572,7 @@ void *wk_runner_main(void *arg)
      * record, so tests see clients refuse it. */
     const char *badrec = getenv("SLUICE_TEST_CORRUPT_RECORDS");
     job->corrupt_records = badrec != NULL && strcmp(badrec, "1") == 0;
-    if (ex == NULL || job->slots == NULL || (job->spec.compress && job->codec == NULL)) {
+    if (ex == NULL || job->slots == NULL || job->codec == NULL) {
         wk_job_fail(job, "cannot start the job's executor (out of memory or threads)");
         goto out;
     }

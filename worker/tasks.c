@@ -291,6 +291,7 @@ static int split_add_locked(wk_tasks_t *t, wk_job_t *job, const Sluice__SplitAss
     sp->end = a->end;
     sp->next = a->begin;
     sp->stage_to = a->stage_to;
+    sp->compress = a->compress;
     sp->assignment = a->assignment;
     sp->state = WK_SPLIT_QUEUED;
     wk_packer_init(&sp->pk, job->id, sp->id, sp->stage_to, job->spec.batch_size,

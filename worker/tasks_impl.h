@@ -38,6 +38,7 @@ typedef struct wk_split_s {
     uint64_t id, epoch, begin, end;
     uint64_t assignment; /* the dispatcher's hand-out id, echoed in reports */
     uint32_t stage_to;
+    int compress;        /* the assignment says compress (SplitAssignment.compress) */
     wk_split_state_e state;
     uint64_t next;      /* next position to submit */
     uint64_t finished;  /* samples back from the executor */
@@ -50,6 +51,7 @@ typedef struct wk_split_s {
 typedef struct wk_slot_s {
     uint64_t epoch, position;
     wk_split_t *split; /* NULL = free slot */
+    int compress;      /* its split's compress, read by the runner outside the lock */
 } wk_slot_t;
 
 typedef struct wk_order_s {
@@ -107,7 +109,7 @@ struct wk_job_s {
     wk_order_t orders[WK_ORDER_SLOTS];
     wk_slot_t *slots;
     unsigned nslots;
-    struct sl_codec_s *codec;          /* runner's: spec "compress" on, else NULL */
+    struct sl_codec_s *codec;          /* runner's: spec "compress" or a split's assignment */
     int corrupt_compressed;            /* runner's: SLUICE_TEST_CORRUPT_COMPRESSED */
     int corrupt_records;               /* runner's: SLUICE_TEST_CORRUPT_RECORDS */
 

@@ -125,10 +125,12 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
             snprintf(last, sizeof(last), "(everything local)");
         } else {
             snprintf(k, sizeof(k), "%u", c->split);
-            snprintf(last, sizeof(last), "%.34s",
+            /* "+zstd": the candidate ships this boundary compressed. */
+            snprintf(last, sizeof(last), "%.28s%s",
                      c->split == 0 ? "(encoded bytes)"
                      : c->split <= e->n_unit_names ? e->unit_names[c->split - 1]
-                                                   : "?");
+                                                   : "?",
+                     c->compress ? " +zstd" : "");
         }
         char a[32];
         char b[32];
@@ -299,8 +301,9 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const plan_run_t *
         print_table(e, o->c.spec, plan_rate);
         printf("profiled in %.2f s\n", cl_planner_profile_seconds(r->pl));
     } else {
-        printf("plan: %s, split %u, local share %.3f, %.1f samples/s predicted, bound by %s\n",
-               a->plan->mode, a->plan->split, a->plan->local_share,
+        printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
+               a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",
+               a->plan->local_share,
                a->plan->predicted_samples_per_sec, a->plan->binding);
     }
     return SL_EXIT_OK;

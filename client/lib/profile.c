@@ -49,6 +49,10 @@ struct cl_planner_s {
     Sluice__WorkerClass *pclasses[CL_PLAN_MAX_CLASSES];
     char machine_id[SL_MACHINE_ID_MAX]; /* in.client_machine_id points here */
     char cpu_set[512];                  /* in.client_cpu_set points here */
+    /* in.codec_* point here: the wire codec per boundary (profile_codec) */
+    double codec_ratio[SL_PIPE_MAX_UNITS + 1];
+    double codec_compress[SL_PIPE_MAX_UNITS + 1];
+    double codec_decompress[SL_PIPE_MAX_UNITS + 1];
     double profile_seconds;
 
     /* mu guards everything below (consumer, control and caller threads) */
@@ -478,6 +482,37 @@ typedef struct cl_sampling_s {
     int max_ms;
 } cl_sampling_t;
 
+/* Step 2b: the wire codec at every boundary, so the planner can weigh
+ * compression (docs/planner.md "Compression"). Its own small pass, also
+ * when the unit costs came from the cache (the cache has no codec numbers).
+ * A failure leaves the fields empty: the planner then never compresses. */
+static void profile_codec(cl_planner_t *p, const cl_plan_args_t *a, const cl_sampling_t *sm)
+{
+    sl_profile_t *pr = calloc(1, sizeof(*pr)); /* a few KB: off the stack */
+    char err[256];
+    if (pr == NULL) {
+        return;
+    }
+    pr->nunits = sl_pipeline_nunits(a->pipe);
+    if (sl_profile_codec(a->pipe, a->src, sm->idx, sm->n, pr, err, sizeof(err)) == 0 &&
+        pr->codec_samples > 0) {
+        size_t n = (size_t)pr->nunits + 1;
+        for (size_t k = 0; k < n; k++) {
+            double per = 1.0 / (double)pr->codec_samples;
+            p->codec_ratio[k] = sl_profile_codec_ratio(pr, (uint32_t)k);
+            p->codec_compress[k] = pr->codec_compress_sec[k] * per;
+            p->codec_decompress[k] = pr->codec_decompress_sec[k] * per;
+        }
+        p->in.codec_ratio = p->codec_ratio;
+        p->in.n_codec_ratio = n;
+        p->in.codec_compress_sec_per_sample = p->codec_compress;
+        p->in.n_codec_compress_sec_per_sample = n;
+        p->in.codec_decompress_sec_per_sample = p->codec_decompress;
+        p->in.n_codec_decompress_sec_per_sample = n;
+    }
+    free(pr);
+}
+
 /* Step 2: ourselves, or the profile the dispatcher has cached for this host. */
 static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
                           const Sluice__PlanContextResponse *ctx, const cl_sampling_t *sm,
@@ -598,6 +633,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     if (rc != 0) {
         goto out;
     }
+    profile_codec(p, a, &sm); /* 2b */
     /* 3. Our CPU budget: the pipeline cannot use more than its threads. */
     double budget = sl_cpu_budget(NULL, 0);
     if (a->threads > 0 && (double)a->threads < budget) {

@@ -9,6 +9,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/err.h"
+#include "common/image/codec.h"
 
 size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices)
 {
@@ -142,6 +143,106 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
     free(recs);
     *ret = pr;
     return 0;
+}
+
+/* One boundary of the codec pass: compresses t as a worker would and
+ * decompresses it again, adding bytes and thread CPU to pr at k. */
+static int codec_boundary(sl_codec_t *z, const sl_tensor_t *t, uint32_t k, sl_profile_t *pr,
+                          char *err, size_t errlen)
+{
+    uint32_t row, step;
+    sl_codec_e codec = k == 0 ? SL_CODEC_NONE : sl_codec_for_tensor(t, &row, &step);
+    pr->codec_raw[k] += t->nbytes;
+    if (codec == SL_CODEC_NONE || t->nbytes == 0) {
+        pr->codec_packed[k] += t->nbytes;
+        return 0;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    double c0 = sl_thread_cpu_sec();
+    int rc = sl_codec_compress(z, codec, t->data, t->nbytes, row, step, &buf, &len);
+    pr->codec_compress_sec[k] += sl_thread_cpu_sec() - c0;
+    if (rc == -ENOSPC) {
+        pr->codec_packed[k] += t->nbytes; /* the worker sends it raw */
+        return 0;
+    }
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "profile: compress at boundary %u failed", k);
+    }
+    uint8_t *dst = malloc(t->nbytes);
+    if (dst == NULL) {
+        free(buf);
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    struct iovec iov = {buf, len};
+    c0 = sl_thread_cpu_sec();
+    rc = sl_codec_decompress(z, codec, &iov, 1, dst, t->nbytes, row, step, err, errlen);
+    pr->codec_decompress_sec[k] += sl_thread_cpu_sec() - c0;
+    pr->codec_packed[k] += len;
+    free(dst);
+    free(buf);
+    return rc;
+}
+
+/* One sample through every unit, one at a time, measuring the codec at
+ * every boundary. 1 when the sample failed to read or run (skipped). */
+static int codec_sample(const sl_pipeline_t *p, const sl_source_t *src, uint64_t index,
+                        sl_codec_t *z, sl_tensor_t *t, sl_pipe_scratch_t *scratch,
+                        sl_profile_t *pr, char *err, size_t errlen)
+{
+    char detail[256];
+    if (sl_source_read(src, index, t, detail, sizeof(detail)) != 0) {
+        return 1;
+    }
+    /* Boundaries are summed into a copy first: a sample a unit refuses
+     * must not count at the boundaries it reached. */
+    sl_profile_t row = *pr;
+    for (uint32_t k = 0; k <= pr->nunits; k++) {
+        if (k > 0 && sl_pipeline_run(p, k - 1, k, 0, index, t, scratch, NULL, detail,
+                                     sizeof(detail)) != 0) {
+            return 1;
+        }
+        int rc = codec_boundary(z, t, k, &row, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    *pr = row;
+    pr->codec_samples++;
+    return 0;
+}
+
+int sl_profile_codec(const sl_pipeline_t *p, const sl_source_t *src, const uint64_t *indices,
+                     size_t n, sl_profile_t *pr, char *err, size_t errlen)
+{
+    if (p == NULL || src == NULL || pr == NULL || (n > 0 && indices == NULL) ||
+        pr->nunits != sl_pipeline_nunits(p)) {
+        return sl_err(err, errlen, -EINVAL, "profile: bad arguments");
+    }
+    sl_codec_t *z = sl_codec_new();
+    if (z == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    sl_pipe_scratch_t scratch;
+    sl_pipe_scratch_init(&scratch);
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    int rc = 0;
+    for (size_t i = 0; i < n && pr->codec_samples < SL_PROFILE_CODEC_SAMPLES && rc >= 0; i++) {
+        rc = codec_sample(p, src, indices[i], z, &t, &scratch, pr, err, errlen);
+    }
+    sl_tensor_free(&t);
+    sl_pipe_scratch_free(&scratch);
+    sl_codec_free(z);
+    return rc < 0 ? rc : 0;
+}
+
+double sl_profile_codec_ratio(const sl_profile_t *pr, uint32_t k)
+{
+    if (k > pr->nunits || pr->codec_packed[k] == 0 || pr->codec_raw[k] == 0) {
+        return 1.0;
+    }
+    return (double)pr->codec_raw[k] / (double)pr->codec_packed[k];
 }
 
 uint64_t sl_spec_cost_hash(const sl_spec_t *spec, uint64_t fingerprint)

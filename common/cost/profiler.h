@@ -31,6 +31,14 @@ typedef struct sl_profile_s {
     /* The same for the size proxy (SL_COST_SIZE_OVERHEAD_SHARE), scaled to
      * the measured total: only ratios matter to the split cut. -1 = none. */
     double size_error;
+    /* The wire codec at every boundary k = 0..nunits (k = output of unit
+     * k - 1), filled by sl_profile_codec: sums over codec_samples samples.
+     * Boundary 0 (encoded bytes) is never compressed: packed = raw. */
+    uint64_t codec_samples;
+    uint64_t codec_raw[SL_PIPE_MAX_UNITS + 1];    /* bytes before */
+    uint64_t codec_packed[SL_PIPE_MAX_UNITS + 1]; /* after (raw when it would not shrink) */
+    double codec_compress_sec[SL_PIPE_MAX_UNITS + 1];   /* thread CPU */
+    double codec_decompress_sec[SL_PIPE_MAX_UNITS + 1]; /* thread CPU */
 } sl_profile_t;
 
 /* n evenly spread indices of a source of `total` samples (fewer when the
@@ -43,6 +51,23 @@ size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices);
  * errors), -EINVAL for bad arguments, -ENOMEM. */
 int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_t *indices,
                    size_t n, int max_ms, sl_profile_t *ret, char *err, size_t errlen);
+
+/* Samples the codec pass runs at most. */
+#define SL_PROFILE_CODEC_SAMPLES 8
+
+/* The codec pass, after sl_profile_run on the same pr: runs the first
+ * SL_PROFILE_CODEC_SAMPLES of the indices that read and run, one unit at
+ * a time, and at every boundary compresses the tensor as a worker would
+ * (sl_codec_for_tensor) and decompresses it, summing bytes and thread CPU
+ * into pr's codec_* fields. Does not touch the unit costs. Returns 0
+ * (failed samples are skipped), -EINVAL, -ENOMEM, or -EBADMSG when the
+ * codec does not round-trip. */
+int sl_profile_codec(const sl_pipeline_t *p, const sl_source_t *src, const uint64_t *indices,
+                     size_t n, sl_profile_t *pr, char *err, size_t errlen);
+
+/* Raw over compressed bytes at boundary k of a profile: 1 when not
+ * measured or never compressed. */
+double sl_profile_codec_ratio(const sl_profile_t *pr, uint32_t k);
 
 /* A hash of what makes a job's per-sample cost: the canonical spec with
  * everything that does not change it (epochs, offload, batching, seed,

@@ -13,6 +13,15 @@ struct sl_codec_s {
     size_t scratch_cap;
 };
 
+sl_codec_e sl_codec_for_tensor(const sl_tensor_t *t, uint32_t *ret_row, uint32_t *ret_step)
+{
+    sl_codec_delta_geometry(t->layout == SL_LAYOUT_CHW, t->w, t->c, ret_row, ret_step);
+    if (t->dtype == SL_DT_BYTES) {
+        return SL_CODEC_NONE;
+    }
+    return t->dtype == SL_DT_U8 ? SL_CODEC_ZSTD_DELTA : SL_CODEC_ZSTD;
+}
+
 sl_codec_t *sl_codec_new(void) { return calloc(1, sizeof(sl_codec_t)); }
 
 void sl_codec_free(sl_codec_t *z)

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "common/image/tensor.h"
+
 /* Values of Sample.codec on the wire: never renumber. */
 typedef enum sl_codec_e {
     SL_CODEC_NONE = 0,       /* data is the raw tensor */
@@ -28,6 +30,11 @@ typedef enum sl_codec_e {
 #define SL_CODEC_LEVEL 1 /* zstd level: the fastest (the issue measures 1.6x / 2.5x) */
 
 typedef struct sl_codec_s sl_codec_t;
+
+/* The codec a worker uses for a tensor (and the profiler measures):
+ * nothing for encoded bytes (JPEG does not shrink), delta + zstd for uint8
+ * pixels, zstd for anything else; *ret_row / *ret_step for the delta. */
+sl_codec_e sl_codec_for_tensor(const sl_tensor_t *t, uint32_t *ret_row, uint32_t *ret_step);
 
 sl_codec_t *sl_codec_new(void);
 void sl_codec_free(sl_codec_t *z); /* NULL ok */

@@ -35,12 +35,19 @@ done
 grep -qE '^\*' "$TMP/explain.txt" || fail "plan --explain: no chosen row"
 grep -q '^choice: ' "$TMP/explain.txt" || fail "plan --explain: no choice line"
 grep -q '^fastflow: ' "$TMP/explain.txt" || fail "plan --explain: no fastflow line"
+# The codec measured by the client: compressible boundaries get a row of
+# their own, marked "+zstd" (docs/planner.md "Compression").
+grep -qE '^[ *] *[1-4]  .*\+zstd' "$TMP/explain.txt" || fail "plan --explain: no +zstd row"
 
 "$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
     --threads 1 --json >"$TMP/plan.json" || fail "sluice plan --json failed"
 py 'import json,sys
 d = json.load(open(sys.argv[1]))
-assert len(d["candidates"]) == 6, d["candidates"]
+plain = [c for c in d["candidates"] if not c["compress"]]
+assert len(plain) == 6, d["candidates"]
+assert all(c["split"] >= 1 for c in d["candidates"] if c["compress"]), d["candidates"]
+ratio = d["inputs"]["codec_ratio_at_split"]
+assert len(ratio) == 5 and ratio[0] == 1.0 and ratio[1] > 1.0, ratio  # JPEG bytes never; the uint8 crop shrinks
 assert d["inputs"]["client_profile"]["samples"] > 0
 assert d["inputs"]["classes"][0]["workers"] == 1
 assert d["inputs"]["classes"][0]["bandwidth_bytes_per_sec"] > 0

@@ -132,6 +132,22 @@ START_TEST(test_profile_run)
     ck_assert(pr.model.fitted);
     ck_assert(pr.model_error >= 0.0);
 
+    /* The codec pass: 8 samples; boundary 0 (JPEG bytes) is never
+     * compressed, the uint8 crop shrinks under delta + zstd, and the pass
+     * leaves the unit costs alone. */
+    double unit0 = pr.units[0].cpu_sec;
+    ck_assert_int_eq(sl_profile_codec(p, src, idx, n, &pr, err, sizeof(err)), 0);
+    ck_assert_uint_eq(pr.codec_samples, SL_PROFILE_CODEC_SAMPLES);
+    ck_assert(pr.units[0].cpu_sec == unit0);
+    ck_assert(sl_profile_codec_ratio(&pr, 0) == 1.0);
+    ck_assert(pr.codec_compress_sec[0] == 0.0);
+    ck_assert_uint_eq(pr.codec_raw[1], 8u * 32 * 32 * 3);
+    ck_assert_msg(sl_profile_codec_ratio(&pr, 1) > 1.0, "ratio %g",
+                  sl_profile_codec_ratio(&pr, 1));
+    ck_assert(pr.codec_compress_sec[1] > 0.0);
+    ck_assert_uint_eq(pr.codec_raw[3], 8u * 32 * 32 * 3 * 4);
+    ck_assert(sl_profile_codec_ratio(&pr, 4) == 1.0); /* beyond nunits */
+
     /* Full decodes: big images cost more, and the model says so from the
      * header alone (the fused crop above decodes big ones DCT-scaled). */
     const char *full = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"

@@ -309,12 +309,24 @@ START_TEST(test_planner_state_restored)
     fx_pin_init(&pin, w1);
     pin.in.client_machine_id = "machine-a";
     pin.in.client_cpu_set = "0-1,4";
+    /* A slow client link and the codec's numbers: the plan compresses
+     * (docs/planner.md "Compression"), and keeps doing so after restarts. */
+    double ratio[4] = {1.0, 2.5, 2.5, 1.6};
+    double zsec[4] = {0.0, 1e-5, 1e-5, 4e-5};
+    pin.in.client_bandwidth = 9600;
+    pin.in.n_codec_ratio = 4;
+    pin.in.codec_ratio = ratio;
+    pin.in.n_codec_compress_sec_per_sample = 4;
+    pin.in.codec_compress_sec_per_sample = zsec;
+    pin.in.n_codec_decompress_sec_per_sample = 4;
+    pin.in.codec_decompress_sec_per_sample = zsec;
     uint64_t id = submit_auto(&d, &pin);
     uint64_t w2 = fx_disp_register(&d, "127.0.0.1:10", 2, 0, 1100);
     disp_planner_tick(&d, 1200); /* a worker joined: plan v2 */
     disp_job_t *job = disp_jobs_find(&d.jobs, id);
     ck_assert_uint_eq(job->plan.version, 2);
     disp_plan_t v2 = job->plan;
+    ck_assert_int_eq(v2.compress, 1);
     double pred2 = status_predicted(job);
     ck_assert(pred2 > 0);
     disp_destroy(&d);
@@ -326,7 +338,10 @@ START_TEST(test_planner_state_restored)
         job = disp_jobs_find(&d.jobs, id);
         ck_assert_ptr_nonnull(job);
         ck_assert_uint_eq(job->plan.version, 2 + (uint32_t)round);
+        ck_assert_int_eq(job->plan.compress, 1);
         ck_assert_ptr_nonnull(job->planner); /* was lost before */
+        ck_assert_double_eq_tol(job->planner->codec_ratio[1], 2.5, 1e-12);
+        ck_assert_double_eq_tol(job->planner->input.ratio[1], 2.5, 1e-12);
         ck_assert_uint_eq(job->planner->replans, 1 + (uint32_t)round);
         /* The prediction of the plan the job has, from the input behind it
          * (two live workers), not from the empty registry of a restart. */
@@ -349,6 +364,7 @@ START_TEST(test_planner_state_restored)
         ck_assert_uint_eq(job->plan.version, 3 + (uint32_t)round);
         ck_assert_uint_eq(job->plan.split, v2.split);
         ck_assert_double_eq_tol(job->plan.local_share, v2.local_share, 1e-9);
+        ck_assert_int_eq(job->plan.compress, 1);
         disp_destroy(&d);
     }
 }

@@ -156,6 +156,129 @@ START_TEST(test_link_bound)
 }
 END_TEST
 
+/* Compression (planner.h). A heavy first unit (50 ms decode + crop, uint8
+ * out) and a light second (1 ms, float32 out) on a 1-core client: locally
+ * 1 / 0.051 = 19.6 samples/s. The codec measured on the client: ratio 2.5
+ * after unit 0 (compress 0.5 ms, decompress 0.3 ms), 1.6 after unit 1. */
+static void zbase(disp_pl_input_t *in, int with_codec)
+{
+    memset(in, 0, sizeof(*in));
+    in->nunits = 2;
+    in->unit_sec[0] = 0.050;
+    in->unit_sec[1] = 0.001;
+    in->bytes[0] = 100e3;
+    in->bytes[1] = 150e3;
+    in->bytes[2] = 600e3;
+    in->recv_sec_per_byte = 1e-9;
+    in->client_cores = 1;
+    if (with_codec) {
+        in->ratio[1] = 2.5;
+        in->compress_sec[1] = 0.0005;
+        in->decompress_sec[1] = 0.0003;
+        in->ratio[2] = 1.6;
+        in->compress_sec[2] = 0.002;
+        in->decompress_sec[2] = 0.001;
+    }
+}
+
+static const disp_pl_cand_t *find_cand(const disp_pl_result_t *r, uint32_t k, int compress)
+{
+    for (uint32_t i = 0; i < r->ncand; i++) {
+        if (!r->cand[i].off && r->cand[i].split == k && r->cand[i].compress == compress) {
+            return &r->cand[i];
+        }
+    }
+    return NULL;
+}
+
+/* Link-bound: 100 Mbit/s of client ingress, 100 fast workers. Uncompressed,
+ * K = 1 carries 1.25e7 / 150e3 = 83.3 samples/s at F = 0; with
+ * b(1) = 0.001 + 150e-6 = 0.00115 and a = 0.051, F* = (1 - 83.3 b) /
+ * (1 + 83.3 (a - b)) = 0.1755 and 101 samples/s. Compressed, the wire
+ * carries 60 KB: 208.3 samples/s at F = 0 (2.5x), b = 0.001 + 60e-6 +
+ * 0.0003 = 0.00136, F* = 0.0632, 222 samples/s, still network-bound. */
+START_TEST(test_compress_link_bound)
+{
+    disp_pl_input_t in;
+    zbase(&in, 1);
+    add_class(&in, 100, 8, 1.0, 1.25e9);
+    in.client_bandwidth = 1.25e7;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    const disp_pl_cand_t *c = chosen(&r);
+    ck_assert_int_eq(c->compress, 1);
+    ck_assert_uint_eq(c->split, 1);
+    ck_assert_int_eq(c->binding, DISP_BIND_NETWORK);
+    const disp_pl_cand_t *u = find_cand(&r, 1, 0);
+    ck_assert_ptr_nonnull(u);
+    /* The link's limit at F = 0, compressed over uncompressed: the ratio. */
+    NEAR(c->terms.network * (1.0 - c->share), 1.25e7 / 60e3, 1e-6);
+    NEAR(u->terms.network * (1.0 - u->share), 1.25e7 / 150e3, 1e-6);
+    double b = 0.001 + 60e-6 + 0.0003;
+    double rr = 1.25e7 / 60e3;
+    double fstar = (1.0 - rr * b) / (1.0 + rr * (0.051 - b));
+    NEAR(c->share, fstar, 1e-9);
+    NEAR(c->predicted, rr / (1.0 - fstar), 1e-6);
+    ck_assert(c->predicted > 2.0 * u->predicted);
+    /* Explained: a compressed row per compressible K, the reason says so. */
+    ck_assert_uint_eq(r.ncand, 3 + 1 + 2);
+    ck_assert_ptr_nonnull(find_cand(&r, 2, 1));
+    ck_assert_ptr_null(find_cand(&r, 0, 1));
+    ck_assert_ptr_nonnull(strstr(r.reason, "split 1 +zstd"));
+    /* disp_planner_predict with compress set prices the compressed plan. */
+    disp_pl_input_t z = in;
+    z.compress = 1;
+    NEAR(disp_planner_predict(&z, 1, c->share, NULL), c->predicted, 1e-6);
+}
+END_TEST
+
+/* Worker-CPU-bound with the same ratios: one 1-core worker half the
+ * client's speed on a fast link. Uncompressed K = 1 costs it 0.1 s; the
+ * codec adds 0.5 ms x 2 (its speed relative to the client): never better. */
+START_TEST(test_compress_worker_bound)
+{
+    disp_pl_input_t in;
+    zbase(&in, 1);
+    add_class(&in, 1, 1, 0.5, 1.25e9);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_int_eq(chosen(&r)->compress, 0);
+    ck_assert_int_eq(chosen(&r)->binding, DISP_BIND_WORKER_CPU);
+    const disp_pl_cand_t *z = find_cand(&r, 1, 1);
+    ck_assert_ptr_nonnull(z);
+    /* Worker term at F = 0: 1 / (0.1 + 0.0005 * 2). */
+    disp_pl_input_t zin = in;
+    zin.compress = 1;
+    disp_pl_terms_t t;
+    disp_planner_terms(&zin, 1, 0.0, &t);
+    NEAR(t.worker, 1.0 / 0.101, 1e-9);
+    ck_assert(z->predicted <= chosen(&r)->predicted);
+}
+END_TEST
+
+/* An older client sends no ratios: the link-bound input plans as before,
+ * with no compressed candidate. */
+START_TEST(test_compress_absent)
+{
+    disp_pl_input_t in;
+    zbase(&in, 0);
+    add_class(&in, 100, 8, 1.0, 1.25e9);
+    in.client_bandwidth = 1.25e7;
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_uint_eq(r.ncand, 3 + 1);
+    ck_assert_int_eq(chosen(&r)->compress, 0);
+    ck_assert_uint_eq(chosen(&r)->split, 1);
+    ck_assert_ptr_null(strstr(r.reason, "zstd"));
+    /* A ratio at or below DISP_PL_MIN_RATIO, or at boundary 0, counts as none. */
+    in.ratio[0] = 3.0;
+    in.ratio[1] = 1.04;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_uint_eq(r.ncand, 3 + 1);
+    ck_assert_int_eq(chosen(&r)->compress, 0);
+}
+END_TEST
+
 /* No stall: a consumer at 300/s is within 10 % of the client alone
  * (333.33): off, although offloading would predict more. */
 START_TEST(test_no_stall_off)
@@ -808,6 +931,72 @@ END_TEST
 /* Drift: counted from 3 s after the plan, due after 10 s of > 15 %; a
  * re-plan that changes nothing doubles the window; the measured consumer
  * rate and client unit costs feed the next plan. */
+/* The planner's codec choice reaches the workers: a link-bound job (the
+ * client takes in 9.6 KB/s, 50 samples/s of the 192-byte crop) whose
+ * client measured ratio 2.5 after the crop is planned compressed, and the
+ * worker's first assignment of every split says compress (fixed with
+ * stage_to). The same job without codec numbers (an older client) is not. */
+static void heartbeat_compress(int with_codec)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    double ratio[4] = {1.0, 2.5, 2.5, 1.6};
+    double zsec[4] = {0.0, 1e-5, 1e-5, 4e-5};
+    pin.in.client_bandwidth = 9600;
+    if (with_codec) {
+        pin.in.n_codec_ratio = 4;
+        pin.in.codec_ratio = ratio;
+        pin.in.n_codec_compress_sec_per_sample = 4;
+        pin.in.codec_compress_sec_per_sample = zsec;
+        pin.in.n_codec_decompress_sec_per_sample = 4;
+        pin.in.codec_decompress_sec_per_sample = zsec;
+    }
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = FX_PIN_SPEC;
+    req.num_samples = 200;
+    req.source_fingerprint = 99;
+    req.planner = &pin.in;
+    ck_assert_int_eq(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_str_eq(resp.plan->mode, "auto");
+    ck_assert_int_eq(resp.plan->compress, with_codec);
+    ck_assert(resp.plan->split >= 1 && resp.plan->local_share < 1.0);
+    uint32_t split = resp.plan->split;
+    const Sluice__PlanExplain *e = resp.explain;
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->candidates[e->chosen]->compress, with_codec);
+    ck_assert_uint_eq(e->n_candidates, with_codec ? 5 + 3 : 5); /* K = 1..3 compressible */
+    disp_arena_free(&a);
+
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    hreq.version = SL_PROTOCOL_VERSION;
+    hreq.worker_id = w1;
+    ck_assert_int_eq(disp_svc_heartbeat(d, &hreq, &hresp, &a, now + 100, err, sizeof(err)), 0);
+    ck_assert_uint_gt(hresp.n_assign, 0);
+    for (size_t i = 0; i < hresp.n_assign; i++) {
+        ck_assert_uint_eq(hresp.assign[i]->stage_to, split);
+        ck_assert_int_eq(hresp.assign[i]->compress, with_codec);
+    }
+    disp_arena_free(&a);
+    disp_destroy(d);
+    free(d);
+}
+
+START_TEST(test_dispatcher_assign_compress)
+{
+    heartbeat_compress(1);
+    heartbeat_compress(0);
+}
+END_TEST
+
 START_TEST(test_drift)
 {
     int64_t now = 50000;
@@ -1049,6 +1238,9 @@ int main(void)
     tcase_add_test(tc, test_worker_bound_and_hint);
     tcase_add_test(tc, test_client_cpu_bound);
     tcase_add_test(tc, test_link_bound);
+    tcase_add_test(tc, test_compress_link_bound);
+    tcase_add_test(tc, test_compress_worker_bound);
+    tcase_add_test(tc, test_compress_absent);
     tcase_add_test(tc, test_no_stall_off);
     tcase_add_test(tc, test_consumer_bound_largest_share);
     tcase_add_test(tc, test_heterogeneous);
@@ -1068,6 +1260,7 @@ int main(void)
     tcase_set_timeout(td, 60);
     tcase_add_test(td, test_dispatcher_replan);
     tcase_add_test(td, test_dispatcher_plan_job);
+    tcase_add_test(td, test_dispatcher_assign_compress);
     tcase_add_test(td, test_drift);
     tcase_add_test(td, test_dispatcher_node_ranks);
     tcase_add_test(td, test_probe_aggregate_broken);

@@ -18,6 +18,7 @@
 #include "common/engine/pipeline.h"
 #include "common/base/rng.h"
 #include "common/data/source.h"
+#include "common/image/codec.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_worker.h"
@@ -516,6 +517,97 @@ START_TEST(test_two_jobs_revoke_and_leave)
 }
 END_TEST
 
+/* The planner's codec choice (SplitAssignment.compress) on a job whose
+ * spec leaves compression off: the split assigned with compress comes
+ * compressed (delta + zstd for the uint8 decode) and decompresses to the
+ * bytes of a local run; the split assigned without it comes raw. */
+START_TEST(test_assignment_compress)
+{
+    wk_tasks_t *t = new_tasks(256u << 20);
+    add_job(t, 6, SPEC_BIG, g_fp, g_count);
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    a.job_id = 6;
+    a.split_id = 1;
+    a.begin = 0;
+    a.end = 6;
+    a.stage_to = 1;
+    a.worker_id = 1;
+    a.assignment = 6001;
+    a.compress = 1;
+    wk_tasks_assign(t, &a);
+    assign(t, 6, 2, 0, 6, 12, 1);
+    ck_assert_int_eq(wait_loaded(t, 6), WK_JOB_READY);
+    wk_job_t *job = NULL;
+    char why[256];
+    ck_assert_int_eq(wk_tasks_attach(t, 6, NULL, 1000, &job, why, sizeof(why)), WK_ATTACH_OK);
+
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", SPEC_BIG, strlen(SPEC_BIG), &spec, err, sizeof(err)), 0);
+    ck_assert_int_eq(spec.compress, SL_COMPRESS_OFF);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
+    sl_source_t *src = NULL;
+    ck_assert_int_eq(sl_source_open(g_root, SL_SRC_IMAGEFOLDER, "train", &src, err, sizeof(err)),
+                     0);
+    sl_pipe_scratch_t scratch;
+    sl_pipe_scratch_init(&scratch);
+    sl_codec_t *z = sl_codec_new();
+    ck_assert_ptr_nonnull(z);
+    int done = 0;
+    int samples[3] = {0, 0, 0};
+    int zipped[3] = {0, 0, 0};
+    while (done < 2) {
+        wk_msg_t *m = NULL;
+        ck_assert_int_eq(wk_job_next_msg(job, FX_WAIT_MS, &m), WK_NEXT_MSG);
+        uint64_t sid = m->batch.split_id;
+        ck_assert(sid == 1 || sid == 2);
+        for (size_t i = 0; i < m->batch.n_samples; i++) {
+            const Sluice__Sample *ps = m->batch.samples[i];
+            sl_tensor_t want;
+            sl_tensor_init(&want);
+            ck_assert_int_eq(sl_source_read(src, ps->index, &want, err, sizeof(err)), 0);
+            ck_assert_int_eq(sl_pipeline_run(p, 0, 1, ps->epoch, ps->index, &want, &scratch,
+                                             NULL, err, sizeof(err)),
+                             0);
+            samples[sid]++;
+            if (ps->codec == SL_CODEC_NONE) {
+                ck_assert(ps->data.len == want.nbytes &&
+                          memcmp(ps->data.data, want.data, want.nbytes) == 0);
+            } else {
+                ck_assert_uint_eq(ps->codec, SL_CODEC_ZSTD_DELTA);
+                ck_assert_uint_eq(ps->raw_size, want.nbytes);
+                uint8_t *raw = malloc(want.nbytes);
+                ck_assert_ptr_nonnull(raw);
+                uint32_t row, step;
+                sl_codec_delta_geometry(ps->layout == SL_LAYOUT_CHW, ps->w, ps->c, &row, &step);
+                struct iovec iov = {ps->data.data, ps->data.len};
+                ck_assert_int_eq(sl_codec_decompress(z, SL_CODEC_ZSTD_DELTA, &iov, 1, raw,
+                                                     want.nbytes, row, step, err, sizeof(err)),
+                                 0);
+                ck_assert(memcmp(raw, want.data, want.nbytes) == 0);
+                free(raw);
+                zipped[sid]++;
+            }
+            sl_tensor_free(&want);
+        }
+        done += m->batch.split_done ? 1 : 0;
+        wk_job_note_sent(job, m);
+        wk_msg_free(m);
+    }
+    ck_assert_int_eq(samples[1], 6);
+    ck_assert_int_eq(samples[2], 6);
+    ck_assert_int_eq(zipped[1], 6); /* smooth 300x300 decodes always shrink */
+    ck_assert_int_eq(zipped[2], 0);
+    sl_codec_free(z);
+    sl_pipe_scratch_free(&scratch);
+    sl_source_free(src);
+    sl_pipeline_free(p);
+    wk_job_detach(job, 0, NULL);
+    wk_tasks_free(t);
+}
+END_TEST
+
 START_TEST(test_stop_while_running)
 {
     wk_tasks_t *t = new_tasks(1u << 20);
@@ -614,6 +706,7 @@ int main(void)
     tcase_add_test(tc, test_broken_stream_drops_and_revoke);
     tcase_add_test(tc, test_two_jobs_revoke_and_leave);
     tcase_add_test(tc, test_stop_while_running);
+    tcase_add_test(tc, test_assignment_compress);
     tcase_add_test(tc, test_jobs_share_slots);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
