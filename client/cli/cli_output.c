@@ -127,6 +127,7 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     json_object_set_new(plan, "mode", json_string(st.plan_mode));
     json_object_set_new(plan, "split", json_integer(st.plan_split));
     json_object_set_new(plan, "local_share", json_real(st.plan_local_share));
+    json_object_set_new(plan, "compress", json_boolean(st.plan_compress));
     if (st.plan_version > 0 &&
         (strcmp(st.plan_mode, "auto") == 0 || strcmp(st.plan_mode, "fastflow") == 0)) {
         /* planner: its prediction, next to the measured rate (a fixed
@@ -171,9 +172,10 @@ void sl_cli_print_text(const sluice_job_t *job, double seconds)
     sluice_get_stats(job, &st);
     fprintf(stderr,
             "sluice: %" PRIu64 " samples in %.2f s (%.1f samples/s), %" PRIu64
-            " skipped, %" PRIu64 " local / %" PRIu64 " remote, plan %s split=%u share=%.2f\n",
+            " skipped, %" PRIu64 " local / %" PRIu64 " remote, plan %s split=%u share=%.2f%s\n",
             st.delivered, seconds, seconds > 0 ? (double)st.delivered / seconds : 0, st.skipped,
-            st.from_local, st.from_remote, st.plan_mode, st.plan_split, st.plan_local_share);
+            st.from_local, st.from_remote, st.plan_mode, st.plan_split, st.plan_local_share,
+            st.plan_compress ? " +zstd" : "");
     if (st.plan_predicted > 0) {
         fprintf(stderr, "sluice: plan v%u predicted %.1f samples/s (bound by %s)\n",
                 st.plan_version, st.plan_predicted, st.plan_binding);

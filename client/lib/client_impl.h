@@ -152,6 +152,7 @@ struct sluice_job {
     sl_rpc_channel_t *disp;
     uint64_t job_id;
     uint32_t split_units;  /* plan: units the workers run */
+    int plan_compress;     /* plan: the planner had the workers compress */
     double local_share;
     char plan_mode[64];
     char sample_costs[16]; /* what the sample costs came from (costs.h); "" = none sent */

@@ -285,6 +285,7 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     if (r->plan != NULL) {
         job->split_units = r->plan->split;
         job->local_share = r->plan->local_share;
+        job->plan_compress = r->plan->compress;
     }
     for (size_t i = 0; i < r->n_splits; i++) {
         const Sluice__SplitAssignment *a = r->splits[i];

@@ -117,6 +117,7 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     if (r->plan != NULL) {
         job->split_units = r->plan->split;
         job->local_share = r->plan->local_share;
+        job->plan_compress = r->plan->compress;
         snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
                  r->plan->mode ? r->plan->mode : "?");
         cl_planner_note_plan(job->planner, r->plan);

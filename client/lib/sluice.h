@@ -210,6 +210,10 @@ typedef struct sluice_stats {
      * rank's predicted load per step and the schedule's imbalance per step
      * (max / mean over ranks), mean and max; 0 for count-based batches. */
     double step_load, step_imbalance, step_imbalance_max;
+    /* Appended later. 1: workers compress the samples they send this job
+     * (the planner chose it because the link binds, or the spec says
+     * "compress": "zstd"); the client decompresses, the bytes are the same. */
+    int plan_compress;
 } sluice_stats_t;
 
 /* A skipped sample (a file that is not a JPEG, truncated, ...). */

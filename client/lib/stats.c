@@ -24,6 +24,8 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->wait_seconds = job->wait_sec;
     ret->plan_split = job->split_units;
     ret->plan_local_share = job->local_share;
+    ret->plan_compress = job->disp != NULL &&
+                         (job->plan_compress || job->spec.compress == SL_COMPRESS_ZSTD);
     snprintf(ret->plan_mode, sizeof(ret->plan_mode), "%s", job->plan_mode);
     ret->job_id = job->job_id;
     /* planner (client/lib/profile.h): the prediction of the current plan */

@@ -50,6 +50,8 @@ for s in f32 u8; do
     cmp -s "$TMP/$s.raw.s" "$TMP/$s.local.s" || fail "$s uncompressed: digests differ"
     cmp -s "$TMP/$s.z.s" "$TMP/$s.local.s" || fail "$s compressed: digests differ from --local"
     grep -q '"local":0,' "$TMP/$s.z.json" || fail "$s: offload all ran samples locally"
+    grep -q '"compress":true' "$TMP/$s.z.json" || fail "$s: --json plan does not say compress"
+    grep -q '"compress":false' "$TMP/$s.raw.json" || fail "$s: --json plan says compress"
     raw=$((b1 - b0)) z=$((b2 - b1))
     [ "$z" -lt "$raw" ] || fail "$s: compressed run sent $z bytes, uncompressed $raw"
     echo "$s: compressed digests identical to --local; bytes on the wire $raw -> $z"

@@ -238,6 +238,7 @@ class _Stats(ctypes.Structure):
         ("step_load", ctypes.c_double),
         ("step_imbalance", ctypes.c_double),
         ("step_imbalance_max", ctypes.c_double),
+        ("plan_compress", ctypes.c_int),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
