@@ -47,6 +47,14 @@ static int spec_identity(const sl_spec_t *spec, char hex[65])
     return 0;
 }
 
+/* The job's identity as a state names it: the spec's hash and the source's
+ * fingerprint. 0 or -ENOMEM. */
+static int identity(const sluice_job_t *job, char spec_hex[65], char fp[17])
+{
+    snprintf(fp, 17, "%016" PRIx64, sl_source_fingerprint(job->src));
+    return spec_identity(&job->spec, spec_hex);
+}
+
 static void mac_hex(const char *key, size_t keylen, const char *data, size_t n, char hex[65])
 {
     uint8_t d[32];
@@ -107,10 +115,9 @@ int cl_state_save(const sluice_job_t *job, const char *key, size_t keylen, char 
                       CL_TAKEN_MAX_EPOCHS, CL_TAKEN_MAX_RANGES);
     }
     char spec_hex[65], fp[17];
-    if (spec_identity(&job->spec, spec_hex) < 0) {
+    if (identity(job, spec_hex, fp) < 0) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    snprintf(fp, sizeof(fp), "%016" PRIx64, sl_source_fingerprint(job->src));
     json_t *resume = job->spec.resume != NULL ? sl_resume_to_json(job->spec.resume) : json_null();
     json_t *taken = taken_json(job, t);
     json_t *o = resume != NULL && taken != NULL
@@ -233,15 +240,11 @@ static int get_u64(const json_t *o, const char *k, uint64_t *out)
     return 0;
 }
 
-/* Checks that state i belongs to this job's spec and source. */
-static int check_one(const sluice_job_t *job, const json_t *o, unsigned i, rank_state_t *rs,
-                     char *err, size_t errlen)
+/* Checks that state i belongs to this job's spec (its identity spec_hex)
+ * and source (fingerprint fp). */
+static int check_one(const sluice_job_t *job, const char *spec_hex, const char *fp,
+                     const json_t *o, unsigned i, rank_state_t *rs, char *err, size_t errlen)
 {
-    char spec_hex[65], fp[17];
-    if (spec_identity(&job->spec, spec_hex) < 0) {
-        return sl_err(err, errlen, -ENOMEM, "out of memory");
-    }
-    snprintf(fp, sizeof(fp), "%016" PRIx64, sl_source_fingerprint(job->src));
     const char *spec = json_string_value(json_object_get(o, "spec"));
     const char *sfp = json_string_value(json_object_get(o, "fingerprint"));
     const char *pad = json_string_value(json_object_get(o, "padding"));
@@ -309,15 +312,7 @@ static int check_set(rank_state_t *rs, unsigned n, char *err, size_t errlen)
 static int add_rank_runs(const sl_spec_t *saved, uint64_t n, const rank_state_t *rs,
                          uint64_t epoch, sl_resume_gen_t *g, size_t *cap)
 {
-    sl_spec_t *s = malloc(sizeof(*s)); /* tens of KB: off the stack */
-    if (s == NULL) {
-        return -ENOMEM;
-    }
-    *s = *saved;
-    s->world_size = rs->world;
-    s->rank = rs->rank;
-    uint64_t live = sl_spec_live_positions(s, n, epoch);
-    free(s);
+    uint64_t live = sl_resume_live_positions(saved, n, epoch, rs->world, rs->rank);
     const json_t *taken = json_object_get(rs->root, "taken");
     const json_t *runs = NULL;
     if (rs->done_below > epoch) {
@@ -506,8 +501,10 @@ int cl_state_apply(sluice_job_t *job, const sluice_options_t *opts, const char *
                                             "than %d)",
                       ns, SL_SPEC_WORLD_MAX);
     }
+    char spec_hex[65], fp[17];
     rank_state_t *rs = calloc(ns, sizeof(*rs));
-    if (rs == NULL) {
+    if (rs == NULL || identity(job, spec_hex, fp) < 0) {
+        free(rs);
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     int rc = 0;
@@ -516,7 +513,7 @@ int cl_state_apply(sluice_job_t *job, const sluice_options_t *opts, const char *
                        &rs[i].root, err, errlen);
         json_t *root = rs[i].root;
         if (rc == 0) {
-            rc = check_one(job, root, i, &rs[i], err, errlen);
+            rc = check_one(job, spec_hex, fp, root, i, &rs[i], err, errlen);
             rs[i].root = root;
         }
     }

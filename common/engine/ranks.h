@@ -35,6 +35,10 @@ uint64_t sl_rank_global(uint64_t n, uint32_t world, uint32_t rank, uint64_t q);
 uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n);
 /* Positions of epoch that hold a sample (the rest are holes). */
 uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch);
+/* The same for rank of world under spec's padding and resume history (a
+ * saved state's rank, whatever this job's world size). */
+uint64_t sl_resume_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch,
+                                  uint32_t world, uint32_t rank);
 /* Entries an order buffer needs: max(n, sl_spec_positions), at least 1. */
 uint64_t sl_spec_order_len(const sl_spec_t *spec, uint64_t n);
 /* Checks a resumed spec against a source of n samples: every run of its

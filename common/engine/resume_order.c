@@ -72,15 +72,21 @@ int sl_resume_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen)
     return 0;
 }
 
-uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch)
+uint64_t sl_resume_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch,
+                                  uint32_t world, uint32_t rank)
 {
     const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
     if (re == NULL) {
-        return sl_rank_count(n, spec->world_size, spec->rank_padding);
+        return sl_rank_count(n, world, spec->rank_padding);
     }
     int64_t left = left_after(spec, re, n, NULL, 0);
-    uint32_t w = spec->world_size > 0 ? spec->world_size : 1;
-    return left < 0 ? 0 : share((uint64_t)left, w, spec->rank);
+    uint32_t w = world > 0 ? world : 1;
+    return left < 0 ? 0 : share((uint64_t)left, w, rank);
+}
+
+uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoch)
+{
+    return sl_resume_live_positions(spec, n, epoch, spec->world_size, spec->rank);
 }
 
 uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
