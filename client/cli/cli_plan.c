@@ -214,10 +214,8 @@ static int open_spec(const plan_opts_t *o, plan_run_t *r)
         return SL_EXIT_RUNTIME;
     }
     /* Plugin units are profiled like the others, in their host process. */
-    const char *dir = o->c.plugin_dir != NULL ? o->c.plugin_dir : getenv("SLUICE_PLUGIN_DIR");
     if (sl_spec_has_plugins(r->spec) &&
-        ((dir != NULL && dir[0] != '\0' &&
-          sl_plugins_scan(dir, NULL, 0, &r->plugins, err, sizeof(err)) < 0) ||
+        (sl_plugins_scan_client(o->c.plugin_dir, &r->plugins, err, sizeof(err)) < 0 ||
          sl_pipeline_bind_plugins(r->pipe, r->plugins, err, sizeof(err)) < 0)) {
         fprintf(stderr, "sluice plan: %s\n", err);
         return SL_EXIT_USAGE;

@@ -269,16 +269,11 @@ static int load_spec(sluice_job_t *job, const spec_in_t *in, const sluice_option
 /* The spec's plugin stages from this host's plugin_dir. */
 static int bind_plugins(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
-    const char *dir = opts->plugin_dir != NULL ? opts->plugin_dir : getenv("SLUICE_PLUGIN_DIR");
-    if (dir != NULL && dir[0] != '\0') {
-        /* As the worker's plugin_timeout_ms (default 10 s). */
-        const char *t = getenv("SLUICE_PLUGIN_TIMEOUT_MS");
-        int rc = sl_plugins_scan(dir, NULL, t != NULL ? atoi(t) : 0, &job->plugins, err, errlen);
-        if (rc < 0) {
-            return rc == -ENOMEM ? rc : -EINVAL;
-        }
+    int rc = sl_plugins_scan_client(opts->plugin_dir, &job->plugins, err, errlen);
+    if (rc < 0) {
+        return rc == -ENOMEM ? rc : -EINVAL;
     }
-    int rc = sl_pipeline_bind_plugins(job->pipe, job->plugins, err, errlen);
+    rc = sl_pipeline_bind_plugins(job->pipe, job->plugins, err, errlen);
     return rc == -ENOENT ? -EINVAL : rc; /* the spec asks for what is not here: a usage error */
 }
 

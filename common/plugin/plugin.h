@@ -48,6 +48,11 @@ typedef struct sl_plugins_s {
 int sl_plugins_scan(const char *dir, const char *host, int timeout_ms, sl_plugins_t **ret,
                     char *err, size_t errlen);
 void sl_plugins_free(sl_plugins_t *p); /* NULL ok */
+/* A client's registry (library, `sluice plan`): dir, else
+ * $SLUICE_PLUGIN_DIR, the timeout from $SLUICE_PLUGIN_TIMEOUT_MS (as the
+ * worker's plugin_timeout_ms). *ret is NULL when no directory is named.
+ * Returns as sl_plugins_scan. */
+int sl_plugins_scan_client(const char *dir, sl_plugins_t **ret, char *err, size_t errlen);
 /* The stage called name from the file with this SHA-256, or NULL. */
 const sl_plugin_info_t *sl_plugins_find(const sl_plugins_t *p, const char *name,
                                         const char *sha256);

@@ -191,6 +191,20 @@ int sl_plugins_scan(const char *dir, const char *host, int timeout_ms, sl_plugin
 
 void sl_plugins_free(sl_plugins_t *p) { free(p); }
 
+int sl_plugins_scan_client(const char *dir, sl_plugins_t **ret, char *err, size_t errlen)
+{
+    *ret = NULL;
+    if (dir == NULL) {
+        dir = getenv("SLUICE_PLUGIN_DIR");
+    }
+    if (dir == NULL || dir[0] == '\0') {
+        return 0;
+    }
+    const char *t = getenv("SLUICE_PLUGIN_TIMEOUT_MS");
+    long ms = t != NULL ? strtol(t, NULL, 10) : 0;
+    return sl_plugins_scan(dir, NULL, ms > 0 && ms <= 600000 ? (int)ms : 0, ret, err, errlen);
+}
+
 const sl_plugin_info_t *sl_plugins_find(const sl_plugins_t *p, const char *name,
                                         const char *sha256)
 {
