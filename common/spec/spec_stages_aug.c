@@ -276,13 +276,11 @@ static int get_degrees(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
     return get_range(c, st, &deg, a->degrees);
 }
 
-static int parse_rotation(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+/* What every geometric transform takes after its own keys. */
+static int get_warp(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
 {
     a->has_fill = true;
-    int rc = get_degrees(c, st, a);
-    if (rc == 0) {
-        rc = get_interp(c, st, a);
-    }
+    int rc = get_interp(c, st, a);
     if (rc == 0) {
         rc = get_center(c, st, a);
     }
@@ -290,6 +288,12 @@ static int parse_rotation(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
         rc = get_pixel(c, st, "fill", false, NULL, a->fill);
     }
     return rc;
+}
+
+static int parse_rotation(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
+{
+    int rc = get_degrees(c, st, a);
+    return rc == 0 ? get_warp(c, st, a) : rc;
 }
 
 /* shear: s >= 0 for x in [-s, s]; [x0, x1]; or [x0, x1, y0, y1]. */
@@ -327,7 +331,6 @@ static int get_shear(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
 static int parse_affine(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
 {
     const range_rule_t scale = {"scale", 0, true, false, true, 0, INFINITY};
-    a->has_fill = true;
     a->affine_scale[0] = a->affine_scale[1] = 1;
     int rc = get_degrees(c, st, a);
     json_t *v = json_object_get(st, "translate");
@@ -351,16 +354,7 @@ static int parse_affine(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
     if (rc == 0) {
         rc = get_shear(c, st, a);
     }
-    if (rc == 0) {
-        rc = get_interp(c, st, a);
-    }
-    if (rc == 0) {
-        rc = get_center(c, st, a);
-    }
-    if (rc == 0) {
-        rc = get_pixel(c, st, "fill", false, NULL, a->fill);
-    }
-    return rc;
+    return rc == 0 ? get_warp(c, st, a) : rc;
 }
 
 static int parse_policy(sl_spec_pctx_t *c, json_t *st, sl_op_e op, sl_aug_spec_t *a)
