@@ -1,6 +1,7 @@
 /* misbehave: a plugin that crashes or hangs on purpose, for the tests of
  * plugin isolation (tests/integration/test_plugins.sh). params {"mode":
- * "crash" | "hang" | "crash_once" | "ok", "from": N, "marker": PATH}:
+ * "crash" | "hang" | "crash_once" | "stdout" | "ok", "from": N, "marker": PATH}
+ * ("stdout" writes junk into the host's reply stream, as a chatty plugin might):
  * misbehaves from its N-th call on (per host process); "crash_once" crashes
  * only the first host that gets there (it leaves PATH behind), like a
  * transient fault. A test plugin: the marker file is state no real plugin
@@ -17,7 +18,7 @@
 #include "common/plugin/sluice_plugin.h"
 
 typedef struct {
-    int mode; /* 0 ok, 1 crash, 2 hang, 3 crash once */
+    int mode; /* 0 ok, 1 crash, 2 hang, 3 crash once, 4 junk on stdout */
     long from;
     char marker[512];
 } mis_t;
@@ -38,6 +39,7 @@ static int create(const char *params, size_t len, void **ret, char *err, size_t 
     m->mode = strcmp(mode, "crash") == 0        ? 1
               : strcmp(mode, "hang") == 0       ? 2
               : strcmp(mode, "crash_once") == 0 ? 3
+              : strcmp(mode, "stdout") == 0     ? 4
                                                 : 0;
     m->from = (long)json_integer_value(json_object_get(o, "from"));
     const char *marker = json_string_value(json_object_get(o, "marker"));
@@ -64,6 +66,12 @@ static int process(const void *state, const sluice_plugin_image_t *in,
         if (m->mode == 2) {
             for (;;) {
                 pause();
+            }
+        }
+        if (m->mode == 4) {
+            static const char junk[] = "debug: hello from the plugin\n";
+            if (write(1, junk, sizeof(junk) - 1) < 0) {
+                return -EIO;
             }
         }
         if (m->mode == 3 && m->marker[0] != '\0') {

@@ -126,6 +126,14 @@ START_TEST(test_crash_and_hang_are_contained)
     ck_assert_int_eq(sl_plugin_conn_process(c, key, &in, &out, err, sizeof(err)), -ECHILD);
     ck_assert_msg(strstr(err, "no answer within 300 ms (killed)") != NULL, "%s", err);
     sl_plugin_conn_close(c);
+    /* A plugin writing into the reply stream: a broken frame, the host is
+     * ended -- never a hang past the timeout, never bytes taken as pixels. */
+    ck_assert_int_eq(
+        sl_plugin_conn_open(p, mis, "{\"mode\": \"stdout\", \"from\": 0}", &c, err, sizeof(err)),
+        0);
+    int rc = sl_plugin_conn_process(c, key, &in, &out, err, sizeof(err));
+    ck_assert_msg(rc == -ECHILD || rc == -EBADMSG, "%d %s", rc, err);
+    sl_plugin_conn_close(c);
     sl_tensor_free(&in);
     sl_tensor_free(&out);
     sl_plugins_free(p);
