@@ -13,9 +13,7 @@
 
 /* The capability every test job is submitted with and every request about
  * it carries (docs/protocol.md "Job capabilities"). */
-#ifndef FX_JOB_SECRET
 #define FX_JOB_SECRET "fx-job-secret-0123456789"
-#endif
 
 /* How the JPEG file stores its colour. */
 typedef enum {

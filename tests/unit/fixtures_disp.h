@@ -7,13 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The capability every test job is submitted with and every request about
- * it carries (docs/protocol.md "Job capabilities"). */
-#ifndef FX_JOB_SECRET
-#define FX_JOB_SECRET "fx-job-secret-0123456789"
-#endif
-
 #include "dispatcher/disp.h"
+#include "tests/unit/fixtures.h" /* FX_JOB_SECRET */
 
 /* RegisterWorker from addr with this many threads; want: the id to ask back
  * (a worker re-registering after a restart), 0 for a new one. Returns the id. */

@@ -1,5 +1,8 @@
 #include "tests/unit/fixtures_planner.h"
 
+#include "common/rpc/rpc.h"
+#include "tests/unit/fixtures.h"
+
 #include <string.h>
 
 void fx_pin_init(fx_pin_t *p, uint64_t wid)
@@ -61,4 +64,15 @@ void fx_pl_base(disp_pl_input_t *in, double cores)
     in->bytes[2] = 600e3;
     in->recv_sec_per_byte = 1e-9;
     in->client_cores = cores;
+}
+
+void fx_pin_request(fx_pin_t *p, Sluice__SubmitJobRequest *req)
+{
+    sluice__submit_job_request__init(req);
+    req->version = SL_PROTOCOL_VERSION;
+    req->job_secret = (char *)FX_JOB_SECRET;
+    req->spec_json = FX_PIN_SPEC;
+    req->num_samples = 200; /* 20 splits per epoch at the fixtures' split size */
+    req->source_fingerprint = 99;
+    req->planner = p != NULL ? &p->in : NULL;
 }

@@ -36,6 +36,9 @@ typedef struct fx_pin_s {
  * R = 200/s at K=1: F* = (2 - 200 b) / (2 + 200 (a - b)) ~ 0.497; with two
  * R = 400/s: F* ~ 0.329. */
 void fx_pin_init(fx_pin_t *p, uint64_t wid);
+/* A SubmitJob (or PlanJob) request for FX_PIN_SPEC over 200 samples of
+ * source 99 with p's planner inputs (p NULL: none), the test secret. */
+void fx_pin_request(fx_pin_t *p, Sluice__SubmitJobRequest *req);
 
 /* The planner's hand-made profile (test_planner.c, test_planner_machines.c):
  * two units, decode 10 ms and normalize 2 ms, no read cost; 100 KB encoded,

@@ -273,16 +273,11 @@ END_TEST
 
 static uint64_t submit_auto(disp_t *d, fx_pin_t *pin)
 {
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(pin, &req);
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = FX_PIN_SPEC;
-    req.num_samples = 200;
-    req.source_fingerprint = 99;
-    req.planner = pin != NULL ? &pin->in : NULL;
     ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, sizeof(err)) == SL_RPC_OK,
                   "%s", err);
     disp_arena_free(&a);

@@ -732,16 +732,11 @@ START_TEST(test_dispatcher_replan)
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(&pin, &req);
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = FX_PIN_SPEC;
-    req.num_samples = 200; /* 20 splits per epoch */
-    req.source_fingerprint = 99;
-    req.planner = &pin.in;
     ck_assert_int_eq(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
     ck_assert_ptr_nonnull(resp.explain);
     ck_assert_uint_eq(resp.explain->n_candidates, 5); /* K = 0..3 and off */
@@ -878,15 +873,11 @@ START_TEST(test_dispatcher_plan_job)
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(&pin, &req);
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = FX_PIN_SPEC;
-    req.num_samples = 200;
-    req.planner = &pin.in;
     ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
     ck_assert_uint_eq(resp.job_id, 0);
     ck_assert_ptr_nonnull(resp.explain);
@@ -954,16 +945,11 @@ static void heartbeat_compress(int with_codec)
         pin.in.n_codec_decompress_sec_per_sample = 4;
         pin.in.codec_decompress_sec_per_sample = zsec;
     }
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(&pin, &req);
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = FX_PIN_SPEC;
-    req.num_samples = 200;
-    req.source_fingerprint = 99;
-    req.planner = &pin.in;
     ck_assert_int_eq(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
     ck_assert_str_eq(resp.plan->mode, "auto");
     ck_assert_int_eq(resp.plan->compress, with_codec);
