@@ -174,6 +174,40 @@ START_TEST(test_pipeline_unit)
 }
 END_TEST
 
+/* The "plugin" op's own keys, refused with the field named. */
+START_TEST(test_spec_refused)
+{
+    static char big[1400];
+    memset(big, 'x', sizeof(big) - 1);
+    const char *sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct {
+        const char *stage, *says;
+    } bad[] = {
+        {"{\"op\": \"plugin\", \"sha256\": \"%s\"}", "stages[1].name: must be"},
+        {"{\"op\": \"plugin\", \"name\": \"Bad-Name\", \"sha256\": \"%s\"}",
+         "stages[1].name: must be"},
+        {"{\"op\": \"plugin\", \"name\": \"ok\", \"sha256\": \"%.63s\"}", "stages[1].sha256"},
+        {"{\"op\": \"plugin\", \"name\": \"ok\", \"sha256\": \"%s\", \"params\": [1]}",
+         "stages[1].params: must be an object"},
+        {"{\"op\": \"plugin\", \"name\": \"ok\", \"sha256\": \"%s\", \"params\": {\"a\": \"%s\"}}",
+         "stages[1].params: more than 1023 bytes"},
+        {"{\"op\": \"plugin\", \"name\": \"ok\", \"sha256\": \"%s\", \"path\": \"/x.so\"}",
+         "stages[1]"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char stage[2048], json[4096], err[512] = "";
+        snprintf(stage, sizeof(stage), bad[i].stage, sha, big);
+        snprintf(json, sizeof(json),
+                 "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\"}, \"stages\": "
+                 "[{\"op\": \"decode_jpeg\"}, %s]}",
+                 stage);
+        sl_spec_t spec;
+        ck_assert_int_eq(sl_spec_parse("t", json, strlen(json), &spec, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, bad[i].says) != NULL, "%s: %s", stage, err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plugin");
@@ -183,6 +217,7 @@ int main(void)
     tcase_add_test(tc, test_process_is_deterministic);
     tcase_add_test(tc, test_crash_and_hang_are_contained);
     tcase_add_test(tc, test_pipeline_unit);
+    tcase_add_test(tc, test_spec_refused);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
