@@ -97,6 +97,16 @@ write_train_spec() {
 JSON
 }
 
+# http_grep PATTERN CURL_ARGS...: whether the body, fetched whole first, has a
+# line matching PATTERN. Not `curl | grep -q`: grep -q leaves at its first
+# match, curl then dies of SIGPIPE and pipefail fails the pipeline.
+http_grep() {
+    local pat=$1 body
+    shift
+    body=$(curl -sf "$@") || return 1
+    grep -q -- "$pat" <<<"$body"
+}
+
 # run_rc ERRFILE CMD...: runs CMD with its stderr in ERRFILE and its exit status
 # in RC; a failing CMD does not end the test.
 run_rc() {

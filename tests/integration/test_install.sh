@@ -169,7 +169,7 @@ start_daemon W "$P/bin/sluice-worker" --config "$E/sluice/worker.conf" --dispatc
     --data-root "$TMP/data" --listen 127.0.0.1:0 "${whttp[@]}"
 if [ ${#whttp[@]} = 0 ]; then
     [ "$W_HTTP" = 127.0.0.1:7501 ] || fail "worker http default: listening on '$W_HTTP'"
-    curl -sf http://127.0.0.1:7501/metrics | grep -q '^sluice_worker_registered ' ||
+    http_grep '^sluice_worker_registered ' http://127.0.0.1:7501/metrics ||
         fail "no worker /metrics on 127.0.0.1:7501"
     ok "the worker serves /metrics on 127.0.0.1:7501 by default"
 fi

@@ -115,7 +115,7 @@ export SLUICE_JOB_SECRET=team-launcher-secret-0123456789
 R0=$!
 PIDS+=("$R0")
 for _ in $(seq 1 100); do
-    curl -sf "http://$D_HTTP/status" | grep -q '"shared"' && break
+    http_grep '"shared"' "http://$D_HTTP/status" && break
     sleep 0.05
 done
 JOIN=(--job-name shared --spec "$TMP/rank1.json" --world-size 2 --rank 1 --samples 24)

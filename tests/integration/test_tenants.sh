@@ -102,15 +102,15 @@ EOF
 "$BIN/sluice" status --dispatcher "$D_GRPC" --token-file "$TMP/b" | grep -q \
     "your tenant's jobs only; 1 open job(s) of other tenants not shown" \
     || fail "sluice status as team B does not say what it leaves out"
-curl -sf "http://$D_HTTP/metrics" | grep -q "^sluice_tenant_jobs{tenant=\"team-a\"} 1" \
+http_grep "^sluice_tenant_jobs{tenant=\"team-a\"} 1" "http://$D_HTTP/metrics" \
     || fail "/metrics: no sluice_tenant_jobs for team-a"
-curl -sf -H "Authorization: Bearer team-a-token-0123456789" "http://$D_HTTP/metrics" \
-    | grep -q "^sluice_job_epoch{job=\"$JOB\",tenant=\"team-a\"}" \
+http_grep "^sluice_job_epoch{job=\"$JOB\",tenant=\"team-a\"}" \
+    -H "Authorization: Bearer team-a-token-0123456789" "http://$D_HTTP/metrics" \
     || fail "/metrics for team A: its job's series without the tenant label"
 for who in "" team-b-token-0123456789; do
     h=()
     [ -n "$who" ] && h=(-H "Authorization: Bearer $who")
-    if curl -sf "${h[@]}" "http://$D_HTTP/metrics" | grep -q "job=\"$JOB\""; then
+    if http_grep "job=\"$JOB\"" "${h[@]}" "http://$D_HTTP/metrics"; then
         fail "/metrics for ${who:-an anonymous reader} shows team A's job"
     fi
 done
