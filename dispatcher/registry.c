@@ -15,6 +15,17 @@ int disp_registry_init(disp_registry_t *r, size_t max_workers, uint64_t first_id
     if (r->workers == NULL) {
         return -ENOMEM;
     }
+    size_t slots = 16;
+    while (slots < 2 * max_workers) {
+        slots *= 2;
+    }
+    r->index = calloc(slots, sizeof(*r->index));
+    if (r->index == NULL) {
+        free(r->workers);
+        r->workers = NULL;
+        return -ENOMEM;
+    }
+    r->index_mask = slots - 1;
     r->cap = max_workers;
     r->next_id = first_id != 0 ? first_id : 1;
     r->no_live_since_ms = now_ms;
@@ -27,7 +38,48 @@ void disp_registry_destroy(disp_registry_t *r)
         free(r->workers[i]);
     }
     free(r->workers);
+    free(r->index);
     memset(r, 0, sizeof(*r));
+}
+
+/* Ids are handed out in sequence (or chosen by workers): mix them so
+ * neighbours do not fill one run of slots. */
+static size_t home_slot(const disp_registry_t *r, uint64_t id)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & r->index_mask;
+}
+
+static void index_put(disp_registry_t *r, disp_worker_t *w)
+{
+    size_t i = home_slot(r, w->id);
+    while (r->index[i] != NULL) {
+        i = (i + 1) & r->index_mask;
+    }
+    r->index[i] = w;
+}
+
+/* Backward-shift deletion: every entry after the hole that could live in
+ * it moves up, so a probe never stops early at a stale gap. */
+static void index_del(disp_registry_t *r, uint64_t id)
+{
+    size_t i = home_slot(r, id);
+    while (r->index[i] != NULL && r->index[i]->id != id) {
+        i = (i + 1) & r->index_mask;
+    }
+    if (r->index[i] == NULL) {
+        return;
+    }
+    r->index[i] = NULL;
+    for (size_t j = (i + 1) & r->index_mask; r->index[j] != NULL; j = (j + 1) & r->index_mask) {
+        size_t home = home_slot(r, r->index[j]->id);
+        /* j's entry may fill the hole at i when its home is not in (i, j]. */
+        int between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!between) {
+            r->index[i] = r->index[j];
+            r->index[j] = NULL;
+            i = j;
+        }
+    }
 }
 
 const char *disp_worker_state_name(disp_worker_state_e s)
@@ -71,9 +123,9 @@ int disp_addr_ok(const char *addr)
 
 disp_worker_t *disp_registry_find(disp_registry_t *r, uint64_t id)
 {
-    for (size_t i = 0; i < r->n; i++) {
-        if (r->workers[i]->id == id) {
-            return r->workers[i];
+    for (size_t i = home_slot(r, id); r->index[i] != NULL; i = (i + 1) & r->index_mask) {
+        if (r->index[i]->id == id) {
+            return r->index[i];
         }
     }
     return NULL;
@@ -87,6 +139,7 @@ disp_worker_t *disp_registry_live(disp_registry_t *r, uint64_t id)
 
 static void remove_at(disp_registry_t *r, size_t i)
 {
+    index_del(r, r->workers[i]->id);
     free(r->workers[i]);
     memmove(&r->workers[i], &r->workers[i + 1], (r->n - i - 1) * sizeof(*r->workers));
     r->n--;
@@ -159,6 +212,7 @@ int disp_registry_register(disp_registry_t *r, const char *address, const char *
     w->registered_ms = now_ms;
     w->last_heartbeat_ms = now_ms;
     r->workers[r->n++] = w;
+    index_put(r, w);
     r->nlive++;
     *ret = w;
     *ret_new = 1;

@@ -69,6 +69,10 @@ typedef struct disp_worker_s {
 typedef struct disp_registry_s {
     disp_worker_t **workers; /* owned; order of registration */
     size_t n, cap;           /* cap = max_workers (live + lingering lost) */
+    /* id -> worker (linear probing, at most half full): a Heartbeat's
+     * lookup must not walk thousands of workers under the main lock. */
+    disp_worker_t **index;
+    size_t index_mask;
     size_t nlive;
     uint64_t next_id;
     /* When the live count last dropped to 0 (or start-up): with no live

@@ -18,11 +18,14 @@
  * Clients: C threads (default min(M, 16)) own the M jobs round-robin. Each
  * job (its own client_id, offload "off": every split is the client's) is
  * submitted, then its splits are taken from GetAssignment (the plan fetch:
- * whenever its queue is empty, and at least once a second) and acknowledged
- * one AckSplits call per split, paced so that all C threads together ack R
- * splits per second (each thread R/C on a fixed schedule; a thread more than
- * a second behind drops the backlog and counts it as `ack_behind`). At the end
- * every job is closed (CloseJob).
+ * whenever its queue cannot cover the next ack, and at least once a second)
+ * and acknowledged as the client library does: every I ms (default 100, the
+ * client's control-thread period) one AckSplits per job carrying the R/M x I
+ * splits it consumed since; all jobs together ack R splits per second. More
+ * than a second behind, the backlog is dropped and counted as `ack_behind`.
+ * --ack-interval-ms 0 instead sends one AckSplits per split, all C threads
+ * together R calls per second (the old worst case, R times the calls). At
+ * the end every job is closed (CloseJob).
  *
  * Latency of every call goes into a per-thread, per-method histogram of
  * fixed size (2% wide buckets from 1 us to ~10 min): bounded memory, merged
@@ -32,7 +35,7 @@
  *   method=NAME calls=N errors=E per_sec=X p50_ms=A p99_ms=B max_ms=C
  *   summary workers=N jobs=M ack_rate=R seconds=S acks_per_sec=X
  *           heartbeats_per_sec=Y hb_late=L ack_behind=B errors=E
- *           p99_ms_max=P gen_cpu=G
+ *           p99_ms_max=P gen_cpu=G ack_interval_ms=I
  * hb_late: heartbeats sent more than half an interval after their slot.
  * gen_cpu: this process's CPU (cores) over the run.
  * The first few RPC errors go to stderr. Exit 0 (even with RPC errors, which
@@ -86,6 +89,7 @@ typedef struct hist_s {
 typedef struct cfg_s {
     int workers, jobs, wthreads, cthreads, nch;
     double ack_rate, seconds;
+    int ack_interval_ms; /* 0: one AckSplits per split */
     double start, deadline;
     sl_rpc_channel_t *ch[MAX_CHANNELS];
 } cfg_t;
@@ -110,6 +114,7 @@ typedef struct cjob_s {
     uint64_t q[C_QUEUE];
     size_t nq, iq;
     double next_plan;
+    double next_ack, credit; /* batched acks: when the next is due, splits owed */
 } cjob_t;
 
 typedef struct thr_s {
@@ -412,17 +417,122 @@ static void cl_plan(thr_t *t, cjob_t *j)
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
-static void cl_ack(thr_t *t, cjob_t *j)
+/* Acknowledges the next n queued splits of j in one AckSplits call. */
+static void cl_ack(thr_t *t, cjob_t *j, size_t n)
 {
-    uint64_t split = j->q[j->iq++];
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
     req.job_secret = (char *)FX_JOB_SECRET;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = j->id;
-    req.n_split_ids = 1;
-    req.split_ids = &split;
+    req.n_split_ids = n;
+    req.split_ids = &j->q[j->iq];
+    j->iq += n;
     if (call(t, M_ACK, &req.base, &sluice__ack_splits_response__descriptor, NULL) == 0) {
-        t->acks++;
+        t->acks += n;
+    }
+}
+
+static void cl_close(thr_t *t, const cjob_t *j)
+{
+    Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = j->id;
+    call(t, M_CLOSE, &req.base, &sluice__close_job_response__descriptor, NULL);
+}
+
+/* Plan fetches that are due: the queue ran dry, or a second passed. */
+static void cl_plans_due(thr_t *t, cjob_t *j, int n)
+{
+    double now = now_s();
+    for (int i = 0; i < n; i++) {
+        if (j[i].id != 0 && (j[i].iq >= j[i].nq || now >= j[i].next_plan)) {
+            cl_plan(t, &j[i]);
+        }
+    }
+}
+
+/* One split per call, the thread's share of R on a fixed schedule. */
+static void cl_loop_per_split(thr_t *t, cjob_t *j, int n)
+{
+    const cfg_t *c = t->c;
+    double gap = (double)c->cthreads / c->ack_rate;
+    double next_ack = now_s();
+    int k = 0;
+    while (now_s() < c->deadline) {
+        cl_plans_due(t, j, n);
+        double now = now_s();
+        if (now < next_ack) {
+            double until = next_ack < c->deadline ? next_ack : c->deadline;
+            sleep_until(until < now + 0.05 ? until : now + 0.05);
+            continue;
+        }
+        if (next_ack < now - 1.0) {
+            t->ack_behind += (uint64_t)((now - next_ack) / gap);
+            next_ack = now;
+        }
+        /* The next job (round-robin) with a split to ack. */
+        for (int tries = 0; tries < n; tries++, k = (k + 1) % n) {
+            if (j[k].id != 0 && j[k].iq < j[k].nq) {
+                cl_ack(t, &j[k], 1);
+                k = (k + 1) % n;
+                break;
+            }
+        }
+        next_ack += gap;
+    }
+}
+
+/* What the client library does (its control thread): every interval, one
+ * AckSplits per job carrying every split consumed since, each job consuming
+ * R/M splits per second. Phases spread evenly over the interval. */
+static void cl_loop_batched(thr_t *t, cjob_t *j, int n)
+{
+    const cfg_t *c = t->c;
+    double iv = c->ack_interval_ms / 1000.0;
+    double per_tick = c->ack_rate / c->jobs * iv;
+    double base = now_s();
+    for (int i = 0; i < n; i++) {
+        int g = t->index + i * c->cthreads;
+        j[i].next_ack = base + iv * (double)g / (double)c->jobs;
+    }
+    /* Same interval for all: visiting in index order is visiting in due order. */
+    for (int k = 0; now_s() < c->deadline; k = (k + 1) % n) {
+        cjob_t *x = &j[k];
+        while (now_s() < x->next_ack && now_s() < c->deadline) {
+            double until = x->next_ack < c->deadline ? x->next_ack : c->deadline;
+            sleep_until(until < now_s() + 0.05 ? until : now_s() + 0.05);
+        }
+        if (now_s() >= c->deadline) {
+            break;
+        }
+        x->next_ack += iv;
+        if (x->id == 0) {
+            continue;
+        }
+        x->credit += per_tick;
+        size_t want = (size_t)x->credit;
+        if (x->iq + want > x->nq) {
+            cl_plan(t, x);
+        } else if (now_s() >= x->next_plan) {
+            cl_plan(t, x);
+        }
+        size_t have = x->nq - x->iq;
+        size_t send = want < have ? want : have;
+        if (send > 0) {
+            cl_ack(t, x, send);
+        }
+        x->credit -= (double)send;
+        /* More than a second of acks owed: drop it, count it behind. */
+        double cap = c->ack_rate / c->jobs;
+        if (x->credit > cap) {
+            t->ack_behind += (uint64_t)(x->credit - cap);
+            x->credit = cap;
+        }
+        if (x->next_ack < now_s() - 1.0) {
+            t->ack_behind += (uint64_t)((now_s() - x->next_ack) / iv * per_tick);
+            x->next_ack = now_s();
+        }
     }
 }
 
@@ -448,44 +558,16 @@ static void *run_clients(void *arg)
             live++;
         }
     }
-    double gap = (double)c->cthreads / c->ack_rate; /* this thread's share of R */
-    double next_ack = now_s();
-    int k = 0;
-    while (live > 0 && now_s() < c->deadline) {
-        double now = now_s();
-        /* Plan fetches that are due (the queue ran dry, or a second passed). */
-        for (int i = 0; i < n; i++) {
-            if (j[i].id != 0 && (j[i].iq >= j[i].nq || now >= j[i].next_plan)) {
-                cl_plan(t, &j[i]);
-            }
+    if (live > 0) {
+        if (c->ack_interval_ms > 0) {
+            cl_loop_batched(t, j, n);
+        } else {
+            cl_loop_per_split(t, j, n);
         }
-        now = now_s();
-        if (now < next_ack) {
-            double until = next_ack < c->deadline ? next_ack : c->deadline;
-            sleep_until(until < now + 0.05 ? until : now + 0.05);
-            continue;
-        }
-        if (next_ack < now - 1.0) {
-            t->ack_behind += (uint64_t)((now - next_ack) / gap);
-            next_ack = now;
-        }
-        /* The next job (round-robin) with a split to ack. */
-        for (int tries = 0; tries < n; tries++, k = (k + 1) % n) {
-            if (j[k].id != 0 && j[k].iq < j[k].nq) {
-                cl_ack(t, &j[k]);
-                k = (k + 1) % n;
-                break;
-            }
-        }
-        next_ack += gap;
     }
     for (int i = 0; i < n; i++) {
         if (j[i].id != 0) {
-            Sluice__CloseJobRequest req = SLUICE__CLOSE_JOB_REQUEST__INIT;
-            req.job_secret = (char *)FX_JOB_SECRET;
-            req.version = SL_PROTOCOL_VERSION;
-            req.job_id = j[i].id;
-            call(t, M_CLOSE, &req.base, &sluice__close_job_response__descriptor, NULL);
+            cl_close(t, &j[i]);
         }
     }
     free(j);
@@ -497,7 +579,8 @@ static void *run_clients(void *arg)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_dispatcher TARGET --workers N --jobs M --ack-rate R --seconds S\n"
-                    "       [--worker-threads T] [--client-threads C] [--channels K]\n");
+                    "       [--worker-threads T] [--client-threads C] [--channels K]\n"
+                    "       [--ack-interval-ms I]\n");
     return 2;
 }
 
@@ -507,7 +590,7 @@ int main(int argc, char **argv)
         return usage();
     }
     cfg_t c = {.workers = 100, .jobs = 4, .ack_rate = 1000, .seconds = 10, .wthreads = 4,
-               .cthreads = 0, .nch = 4};
+               .cthreads = 0, .nch = 4, .ack_interval_ms = 100};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (i + 1 >= argc) {
@@ -528,6 +611,8 @@ int main(int argc, char **argv)
             c.cthreads = atoi(v);
         } else if (strcmp(a, "--channels") == 0) {
             c.nch = atoi(v);
+        } else if (strcmp(a, "--ack-interval-ms") == 0) {
+            c.ack_interval_ms = atoi(v);
         } else {
             return usage();
         }
@@ -537,6 +622,7 @@ int main(int argc, char **argv)
     }
     if (c.workers < 0 || c.jobs < 0 || !(c.seconds > 0) || c.wthreads < 1 || c.cthreads < 0 ||
         c.wthreads + c.cthreads > MAX_THREADS || c.nch < 1 || c.nch > MAX_CHANNELS ||
+        c.ack_interval_ms < 0 || c.ack_interval_ms > 60000 ||
         (c.jobs > 0 && !(c.ack_rate > 0))) {
         return usage();
     }
@@ -607,8 +693,9 @@ int main(int argc, char **argv)
     }
     printf("summary workers=%d jobs=%d ack_rate=%.0f seconds=%.2f acks_per_sec=%.1f"
            " heartbeats_per_sec=%.1f hb_late=%" PRIu64 " ack_behind=%" PRIu64
-           " errors=%" PRIu64 " p99_ms_max=%.3f gen_cpu=%.2f\n",
+           " errors=%" PRIu64 " p99_ms_max=%.3f gen_cpu=%.2f ack_interval_ms=%d\n",
            c.workers, c.jobs, c.ack_rate, took, (double)acks / c.seconds,
-           (double)hbs / c.seconds, hb_late, behind, errors, p99max, gen_cpu);
+           (double)hbs / c.seconds, hb_late, behind, errors, p99max, gen_cpu,
+           c.ack_interval_ms);
     return 0;
 }

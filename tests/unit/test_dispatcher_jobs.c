@@ -1804,6 +1804,75 @@ START_TEST(test_registry)
 }
 END_TEST
 
+/* The registry's id index against a linear scan of its workers, through
+ * random registrations (own ids, chosen ids colliding in the hash, retried
+ * ones), losses, lingering entries removed and full-registry evictions. */
+static disp_worker_t *scan(disp_registry_t *r, uint64_t id)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->workers[i]->id == id) {
+            return r->workers[i];
+        }
+    }
+    return NULL;
+}
+
+START_TEST(test_registry_index)
+{
+    disp_registry_t r;
+    ck_assert_int_eq(disp_registry_init(&r, 300, 1, 0), 0);
+    unsigned seed = 7;
+    int64_t now = 0;
+    uint64_t lost[512];
+    for (int step = 0; step < 20000; step++) {
+        now += rand_r(&seed) % 50;
+        int op = rand_r(&seed) % 100;
+        if (op < 60) {
+            /* Chosen ids: some sequential, some multiples of a power of two
+             * (the same low bits), some already present. */
+            uint64_t want = 0;
+            int kind = rand_r(&seed) % 4;
+            if (kind == 1) {
+                want = (uint64_t)(rand_r(&seed) % 64) << 20;
+            } else if (kind == 2) {
+                want = 1 + (uint64_t)(rand_r(&seed) % 2000);
+            } else if (kind == 3 && r.n > 0) {
+                want = r.workers[rand_r(&seed) % r.n]->id;
+            }
+            char addr[32];
+            snprintf(addr, sizeof(addr), "w%d:1", rand_r(&seed) % 500);
+            disp_worker_t *w = NULL;
+            int is_new = 0;
+            int rc = disp_registry_register(&r, addr, "h", 1, want, now, &w, &is_new);
+            ck_assert(rc == 0 || rc == -ENOSPC);
+            if (rc == 0) {
+                ck_assert_ptr_eq(disp_registry_find(&r, w->id), w);
+                w->last_heartbeat_ms = now;
+            }
+        } else if (op < 95 && r.n > 0) {
+            disp_worker_t *w = r.workers[rand_r(&seed) % r.n];
+            if (w->state == DISP_WORKER_LIVE) {
+                w->last_heartbeat_ms = now;
+            }
+        } else {
+            int64_t jump = rand_r(&seed) % 2 ? DISP_LOST_LINGER_MS : 2000;
+            now += jump;
+            disp_registry_expire(&r, now, 1000, lost, 512);
+        }
+        ck_assert_uint_le(r.n, r.cap);
+        /* Every worker is found, and ids not present are not. */
+        for (size_t i = 0; i < r.n; i++) {
+            ck_assert_ptr_eq(disp_registry_find(&r, r.workers[i]->id), r.workers[i]);
+        }
+        for (int k = 0; k < 8; k++) {
+            uint64_t id = (uint64_t)rand_r(&seed) % 4000;
+            ck_assert_ptr_eq(disp_registry_find(&r, id), scan(&r, id));
+        }
+    }
+    disp_registry_destroy(&r);
+}
+END_TEST
+
 int main(void)
 {
     sl_log_set_level(LOG_ERR);
@@ -1837,6 +1906,7 @@ int main(void)
     tcase_add_test(tc, test_svc_leaving);
     tcase_add_test(tc, test_svc_submit_errors);
     tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_registry_index);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
