@@ -632,6 +632,11 @@ sys.exit(0 if sys.argv[2] in w else "worker " + sys.argv[2] + " not among " + st
         "$TMP/status.json" "$(fact "$p" grpc)" || fail "$p is not registered at its advertised address"
 done
 echo "  $NW workers registered at their pod addresses"
+# docs/deploy.md's `kubectl exec sluice-dispatcher-0 -- sluice status --dispatcher
+# 127.0.0.1:7400 --token-file ...`: loopback inside the pod reaches the wildcard listen.
+"$BIN/sluice" status --dispatcher "$dispatcher_GRPC" --token-file "$(fact dispatcher token)" \
+    --json >"$TMP/status-cli.json" || fail "sluice status with the Secret's token failed"
+grep -q '"workers_live": *'"$NW" "$TMP/status-cli.json" || fail "sluice status: not $NW live workers"
 
 # The daemons run as the pod's uid.
 if [ ${#AS[@]} -gt 0 ]; then
