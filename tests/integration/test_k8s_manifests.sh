@@ -381,10 +381,14 @@ def addr(text, pod_ip):
     return f"{ip}:{portmap[int(p)]}"
 
 
+rootfs = os.environ.get("ROOTFS", "")
+
+
 def path(text, voldirs):
     for mp in sorted(voldirs, key=len, reverse=True):
         if text == mp or text.startswith(mp + "/"):
-            return voldirs[mp] + text[len(mp):]
+            # In the image's root file system the volumes are where the pod has them.
+            return text if rootfs else voldirs[mp] + text[len(mp):]
     raise SystemExit(f"k8s-check: path {text!r} is on no volume (the root file system is read-only)")
 
 
@@ -437,7 +441,10 @@ for podname, p, ip in plan:
             os.chmod(d, 0o2770)
     for sub in (pdir, os.path.join(pdir, "vol")):
         os.chmod(sub, 0o755)
-    argv = [os.path.join(binary_dir, p["binname"])]
+    argv = [p["c"]["command"][0] if rootfs else os.path.join(binary_dir, p["binname"])]
+    with open(os.path.join(pdir, "mounts"), "w") as f:
+        for mp, vm in p["mounts"].items():
+            f.write(f"{'ro' if vm.get('readOnly') else 'rw'} {voldirs[mp]} {mp}\n")
     for a in p["args"]:
         a = re.sub(r"\$\((\w+)\)", lambda m: ip if p["env"][m.group(1)][0] == "podIP"
                    else p["env"][m.group(1)][1], a)
@@ -580,7 +587,7 @@ chmod 0711 "$TMP"
 mkdir -p "$TMP/pods"
 chmod 0755 "$TMP/pods"
 openssl rand -hex 32 >"$TMP/pods/token"
-RUN_UID=$RUN_UID /usr/bin/python3 "$TMP/check.py" "$KDIR" "$ROOT" "$BIN" "$TMP/pods" ||
+ROOTFS="${ROOTFS:-}" RUN_UID=$RUN_UID /usr/bin/python3 "$TMP/check.py" "$KDIR" "$ROOT" "$BIN" "$TMP/pods" ||
     fail "preparing the pods failed"
 chmod -R a+rX "$TMP/pods/hostpath" 2>/dev/null || true
 read -r -a PODS <"$TMP/pods/pods"
@@ -588,6 +595,13 @@ read -r -a PODS <"$TMP/pods/pods"
 # As the pod runs it: the manifest's uid/gid and fsGroup, no capabilities, no
 # new privileges. Only as root (CI is); otherwise as the calling user, said so.
 AS=()
+if [ -n "${ROOTFS:-}" ]; then
+    [ "$(id -u)" = 0 ] || fail "ROOTFS needs root (mount namespaces, chroot)"
+    for b in sluice-dispatcher sluice-worker setpriv; do
+        [ -x "$ROOTFS/usr/bin/$b" ] || fail "ROOTFS $ROOTFS has no /usr/bin/$b"
+    done
+    echo "in the image's root file system $ROOTFS"
+fi
 if [ "$(id -u)" = 0 ]; then
     AS=(setpriv --reuid="$RUN_UID" --regid="$RUN_UID" --groups="$RUN_UID" --inh-caps=-all
         --bounding-set=-all --no-new-privs)
@@ -595,11 +609,35 @@ else
     echo "not root: the daemons run as $(id -un), not as uid $RUN_UID"
 fi
 fact() { sed -n "s/^$2=//p" "$TMP/pods/$1/facts"; }
+# With ROOTFS (the image's root file system, docs/deploy.md "Kubernetes"), each
+# pod runs in a mount namespace of its own, chrooted into it: the root read-only,
+# the volumes bound at their mountPaths (read-only where the manifest says),
+# /proc, /dev and /sys as a runtime gives them, the image's own binaries.
+IN_ROOTFS='set -e
+R=$1 M=$2
+shift 2
+mount --bind "$R" "$R"
+mount -o remount,bind,ro "$R"
+mount -t proc proc "$R/proc"
+mount --rbind /dev "$R/dev"
+mount --rbind /sys "$R/sys"
+while read -r mode src dst; do
+    mount --bind "$src" "$R$dst"
+    if [ "$mode" = ro ]; then mount -o remount,bind,ro "$R$dst"; fi
+done <"$M"
+exec chroot "$R" "$@"'
 start_pod() { # POD
-    local argv=()
+    local argv=() wrap=()
     mapfile -d '' argv <"$TMP/pods/$1/argv"
     echo "  $1: $(cat "$TMP/pods/$1/env")"
-    start_daemon "$1" "${AS[@]}" "${argv[@]}"
+    if [ -n "${ROOTFS:-}" ]; then
+        local mode src dst
+        while read -r mode src dst; do
+            mkdir -p "$ROOTFS$dst"
+        done <"$TMP/pods/$1/mounts"
+        wrap=(unshare -m --propagation private sh -c "$IN_ROOTFS" sh "$ROOTFS" "$TMP/pods/$1/mounts")
+    fi
+    start_daemon "$1" "${wrap[@]}" "${AS[@]}" "${argv[@]}"
     local g h
     g=$(eval echo "\$${1}_GRPC")
     h=$(eval echo "\$${1}_HTTP")
@@ -638,11 +676,17 @@ echo "  $NW workers registered at their pod addresses"
     --json >"$TMP/status-cli.json" || fail "sluice status with the Secret's token failed"
 grep -q '"workers_live": *'"$NW" "$TMP/status-cli.json" || fail "sluice status: not $NW live workers"
 
-# The daemons run as the pod's uid.
+# The daemons run as the pod's uid; in ROOTFS, chrooted into it, read-only.
 if [ ${#AS[@]} -gt 0 ]; then
     for p in "${PODS[@]}"; do
-        u=$(ps -o uid= -p "$(eval echo "\$${p}_PID")" | tr -d ' ')
+        pid=$(eval echo "\$${p}_PID")
+        u=$(ps -o uid= -p "$pid" | tr -d ' ')
         [ "$u" = "$RUN_UID" ] || fail "$p runs as uid $u"
+        if [ -n "${ROOTFS:-}" ]; then
+            [ "$(readlink "/proc/$pid/root")" = "$ROOTFS" ] || fail "$p is not in $ROOTFS"
+            awk '$5 == "/" { split($6, o, ","); if (o[1] != "ro") exit 1 }' "/proc/$pid/mountinfo" ||
+                fail "$p: its root file system is writable"
+        fi
     done
 fi
 
