@@ -19,6 +19,10 @@
 # claim's volume and a dispatcher restarted on it continues, and a worker's
 # SIGTERM drain ends within terminationGracePeriodSeconds. A self-test breaks
 # copies of the manifests and expects the checker to refuse each.
+# ROOTFS=DIR (root only; the built image's root file system, docs/deploy.md
+# "Kubernetes") runs the same pods inside it: the image's binaries with the
+# manifests' command lines unchanged, the root read-only, the volumes bound at
+# their mountPaths.
 source "$(dirname "$0")/lib.sh"
 
 KDIR="$ROOT/deploy/kubernetes"
@@ -70,7 +74,8 @@ for r in listed:
     if not os.path.exists(os.path.join(kdir, r)):
         err(f"kustomization.yaml: resource {r} does not exist")
 if "token-secret.yaml" in listed:
-    err("token-secret.yaml must stay out of the kustomization (a re-apply would replace the real token)")
+    err("token-secret.yaml must stay out of the kustomization "
+        "(a re-apply would replace the real token)")
 
 
 def of_kind(kind):
@@ -84,7 +89,8 @@ for f, o in objs:
         err(f"{f}: {key} defined twice")
     names[key] = o
     if o["metadata"].get("namespace") not in (None, ns):
-        err(f"{f}: {key} in namespace {o['metadata'].get('namespace')}, the kustomization's is {ns}")
+        err(f"{f}: {key} in namespace {o['metadata'].get('namespace')}, "
+            f"the kustomization's is {ns}")
 if [o["metadata"]["name"] for _, o in of_kind("Namespace")] != [ns]:
     err(f"one Namespace {ns} expected")
 
@@ -109,15 +115,18 @@ for kind in ("StatefulSet", "Deployment"):
     for f, o in of_kind(kind):
         workloads[o["metadata"]["name"]] = (kind, o)
 if set(workloads) != {"sluice-dispatcher", "sluice-worker"}:
-    err(f"workloads {sorted(workloads)}: a StatefulSet sluice-dispatcher and a Deployment sluice-worker expected")
+    err(f"workloads {sorted(workloads)}: a StatefulSet sluice-dispatcher and "
+        "a Deployment sluice-worker expected")
     print("\n".join("k8s-check: " + e for e in errors), file=sys.stderr)
     sys.exit(1)
-if workloads["sluice-dispatcher"][0] != "StatefulSet" or workloads["sluice-worker"][0] != "Deployment":
+if (workloads["sluice-dispatcher"][0], workloads["sluice-worker"][0]) != \
+        ("StatefulSet", "Deployment"):
     err("the dispatcher is a StatefulSet, the workers a Deployment")
 
 help_keys = {}
 for b in ("sluice-dispatcher", "sluice-worker"):
-    h = subprocess.run([os.path.join(binary_dir, b), "--help"], capture_output=True, text=True).stdout
+    h = subprocess.run([os.path.join(binary_dir, b), "--help"], capture_output=True,
+                       text=True).stdout
     help_keys[b] = {k.replace("-", "_") for k in re.findall(r"^  --([a-z0-9-]+)", h, re.M)}
 
 
@@ -151,8 +160,9 @@ for name, (kind, w) in workloads.items():
     if user and (str(psc.get("runAsUser")), str(psc.get("runAsGroup"))) != user.groups():
         err(f"{where}: runs as {psc.get('runAsUser')}:{psc.get('runAsGroup')}, the image's USER is "
             f"{user.group(1)}:{user.group(2)}")
-    if psc.get("fsGroup") != psc.get("runAsGroup") or str(psc.get("runAsUser")) != os.environ.get("RUN_UID"):
-        err(f"{where}: fsGroup = runAsGroup = runAsUser = the test's uid {os.environ.get('RUN_UID')} expected")
+    run_uid = os.environ.get("RUN_UID")
+    if psc.get("fsGroup") != psc.get("runAsGroup") or str(psc.get("runAsUser")) != run_uid:
+        err(f"{where}: fsGroup = runAsGroup = runAsUser = the test's uid {run_uid} expected")
     if psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
         err(f"{where}: seccompProfile RuntimeDefault expected")
     vols = {v["name"]: v for v in ps.get("volumes", [])}
@@ -165,9 +175,11 @@ for name, (kind, w) in workloads.items():
     if not images or img != f"{images[0]['name']}:{images[0].get('newTag')}":
         err(f"{cwhere}: image {img!r} is not the kustomization's {images}")
     csc = c.get("securityContext", {})
-    if csc.get("allowPrivilegeEscalation") is not False or csc.get("readOnlyRootFilesystem") is not True \
-            or csc.get("capabilities", {}).get("drop") != ["ALL"]:
-        err(f"{cwhere}: allowPrivilegeEscalation false, readOnlyRootFilesystem true, drop ALL expected")
+    if csc.get("allowPrivilegeEscalation") is not False or \
+            csc.get("readOnlyRootFilesystem") is not True or \
+            csc.get("capabilities", {}).get("drop") != ["ALL"]:
+        err(f"{cwhere}: allowPrivilegeEscalation false, readOnlyRootFilesystem true, "
+            "drop ALL expected")
     cports = {}
     for p in c.get("ports", []):
         if p.get("name") in cports:
@@ -207,9 +219,11 @@ for name, (kind, w) in workloads.items():
         if "secret" in v:
             sec = names.get(("Secret", v["secret"]["secretName"]))
             if sec is None:
-                err(f"{where}: Secret {v['secret']['secretName']} is not defined (token-secret.yaml)")
+                err(f"{where}: Secret {v['secret']['secretName']} is not defined "
+                    "(token-secret.yaml)")
             elif v["secret"].get("defaultMode") not in (0o440, 0o400):
-                err(f"{where}: the token's mode {v['secret'].get('defaultMode')} lets others read it")
+                err(f"{where}: the token's mode {v['secret'].get('defaultMode')} "
+                    "lets others read it")
     cmd = c.get("command", [])
     binname = "sluice-dispatcher" if name == "sluice-dispatcher" else "sluice-worker"
     # make-debs installs the daemons with PREFIX=/usr.
@@ -233,11 +247,11 @@ for name, (kind, w) in workloads.items():
         v = vols.get(vm["name"], {})
         if cfgpath.startswith(mp + "/") and "configMap" in v:
             rel = cfgpath[len(mp) + 1:]
-            items = v["configMap"].get("items") or [{"key": k, "path": k} for k in
-                                                    names[("ConfigMap", v["configMap"]["name"])]["data"]]
+            cmdata = names.get(("ConfigMap", v["configMap"]["name"]), {}).get("data", {})
+            items = v["configMap"].get("items") or [{"key": k, "path": k} for k in cmdata]
             for it in items:
                 if it["path"] == rel:
-                    cfgtext = names[("ConfigMap", v["configMap"]["name"])]["data"].get(it["key"])
+                    cfgtext = cmdata.get(it["key"])
     if cfgtext is None:
         err(f"{cwhere}: --config {cfgpath} is not a file of a mounted ConfigMap")
         continue
@@ -274,13 +288,16 @@ if disp and work:
     for sn, s in services.items():
         sel = s["spec"].get("selector", {})
         hits = [n for n, p in pods.items()
-                if all(p["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in sel.items())]
+                if all(p["spec"]["template"]["metadata"]["labels"].get(k) == v
+                       for k, v in sel.items())]
         if hits != ["sluice-dispatcher"]:
             err(f"Service {sn}: selects {hits}, the dispatcher alone expected")
         for sp in s["spec"]["ports"]:
-            if sp.get("targetPort") not in disp["cports"] or sp.get("name") != sp.get("targetPort") \
-                    or sp["port"] != disp["cports"].get(sp.get("targetPort")):
-                err(f"Service {sn}: port {sp} is not the dispatcher's named port of the same number")
+            tp = sp.get("targetPort")
+            if tp not in disp["cports"] or sp.get("name") != tp or \
+                    sp["port"] != disp["cports"].get(tp):
+                err(f"Service {sn}: port {sp} is not the dispatcher's named port "
+                    "of the same number")
     head = services.get(disp["spec"].get("serviceName"))
     if head is None or head["spec"].get("clusterIP") != "None":
         err(f"StatefulSet: serviceName {disp['spec'].get('serviceName')} is not a headless Service")
@@ -295,7 +312,8 @@ if disp and work:
         tf = p["conf"].get("token_file", "")
         if not tf or not under_mount(p, tf, "secret"):
             err(f"{p['binname']}: token_file {tf!r} is not in the mounted Secret")
-        elif os.path.basename(tf) not in names.get(("Secret", "sluice-token"), {}).get("stringData", {}):
+        elif os.path.basename(tf) not in \
+                names.get(("Secret", "sluice-token"), {}).get("stringData", {}):
             err(f"{p['binname']}: the Secret has no key {os.path.basename(tf)}")
     dr = work["conf"].get("data_root", "")
     if not dr or not under_mount(work, dr, "hostPath"):
@@ -336,7 +354,8 @@ if disp:
 if work:
     h, _, p = work["conf"].get("dispatcher", "").rpartition(":")
     if h not in dns or not p.isdigit() or dns[h].get(int(p)) != "grpc":
-        err(f"worker: dispatcher {work['conf'].get('dispatcher')!r} is not a dispatcher Service's grpc port")
+        err(f"worker: dispatcher {work['conf'].get('dispatcher')!r} is not "
+            "a dispatcher Service's grpc port")
 
 if errors:
     print("\n".join("k8s-check: " + e for e in errors), file=sys.stderr)
@@ -389,7 +408,8 @@ def path(text, voldirs):
         if text == mp or text.startswith(mp + "/"):
             # In the image's root file system the volumes are where the pod has them.
             return text if rootfs else voldirs[mp] + text[len(mp):]
-    raise SystemExit(f"k8s-check: path {text!r} is on no volume (the root file system is read-only)")
+    raise SystemExit(f"k8s-check: path {text!r} is on no volume "
+                     "(the root file system is read-only)")
 
 
 ADDR_KEYS = {"listen", "http", "dispatcher", "advertise"}
@@ -535,8 +555,8 @@ const fs = require("fs");
 const objs = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
 let bad = 0;
 for (const [file, o] of objs) {
-    const [group, version] = o.apiVersion.includes("/") ? o.apiVersion.split("/") : [null, o.apiVersion];
-    const mod = `${process.env.ORACLE}/node_modules/kubernetes-models/${group ? group + "/" : ""}${version}/${o.kind}`;
+    // "apps/v1" -> kubernetes-models/apps/v1/KIND, "v1" -> kubernetes-models/v1/KIND
+    const mod = `${process.env.ORACLE}/node_modules/kubernetes-models/${o.apiVersion}/${o.kind}`;
     try {
         const Cls = require(mod)[o.kind];
         new Cls(o).validate();
@@ -570,9 +590,9 @@ if command -v kubectl >/dev/null 2>&1 && kubectl kustomize --help >/dev/null 2>&
 import sys, yaml
 objs = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
 kinds = sorted((o["kind"], o["metadata"]["name"]) for o in objs)
-want = sorted([("Namespace", "sluice"), ("ConfigMap", "sluice-config"), ("Service", "sluice-dispatcher"),
-               ("Service", "sluice-dispatcher-headless"), ("StatefulSet", "sluice-dispatcher"),
-               ("Deployment", "sluice-worker")])
+want = sorted([("Namespace", "sluice"), ("ConfigMap", "sluice-config"),
+               ("Service", "sluice-dispatcher"), ("Service", "sluice-dispatcher-headless"),
+               ("StatefulSet", "sluice-dispatcher"), ("Deployment", "sluice-worker")])
 assert kinds == want, kinds
 assert all(o["metadata"].get("namespace") == "sluice" for o in objs if o["kind"] != "Namespace")
 print("kustomize renders", len(objs), "objects")
@@ -631,8 +651,8 @@ start_pod() { # POD
     mapfile -d '' argv <"$TMP/pods/$1/argv"
     echo "  $1: $(cat "$TMP/pods/$1/env")"
     if [ -n "${ROOTFS:-}" ]; then
-        local mode src dst
-        while read -r mode src dst; do
+        local dst
+        while read -r _ _ dst; do
             mkdir -p "$ROOTFS$dst"
         done <"$TMP/pods/$1/mounts"
         wrap=(unshare -m --propagation private sh -c "$IN_ROOTFS" sh "$ROOTFS" "$TMP/pods/$1/mounts")
