@@ -595,6 +595,10 @@ want = sorted([("Namespace", "sluice"), ("ConfigMap", "sluice-config"),
                ("StatefulSet", "sluice-dispatcher"), ("Deployment", "sluice-worker")])
 assert kinds == want, kinds
 assert all(o["metadata"].get("namespace") == "sluice" for o in objs if o["kind"] != "Namespace")
+# YAML 1.1 octal (0440) as kustomize's YAML 1.2 reads it: the same mode.
+modes = [v["secret"]["defaultMode"] for o in objs if o["kind"] in ("StatefulSet", "Deployment")
+         for v in o["spec"]["template"]["spec"]["volumes"] if "secret" in v]
+assert modes and all(m == 0o440 for m in modes), modes
 print("kustomize renders", len(objs), "objects")
 PY
 else
