@@ -650,10 +650,9 @@ while read -r mode src dst; do
     if [ "$mode" = ro ]; then mount -o remount,bind,ro "$R$dst"; fi
 done <"$M"
 exec chroot "$R" "$@"'
-start_pod() { # POD
+pod_cmd() { # POD: the container's command, as the pod runs it, into CMD
     local argv=() wrap=()
     mapfile -d '' argv <"$TMP/pods/$1/argv"
-    echo "  $1: $(cat "$TMP/pods/$1/env")"
     if [ -n "${ROOTFS:-}" ]; then
         local dst
         while read -r _ _ dst; do
@@ -661,7 +660,12 @@ start_pod() { # POD
         done <"$TMP/pods/$1/mounts"
         wrap=(unshare -m --propagation private sh -c "$IN_ROOTFS" sh "$ROOTFS" "$TMP/pods/$1/mounts")
     fi
-    start_daemon "$1" "${wrap[@]}" "${AS[@]}" "${argv[@]}"
+    CMD=("${wrap[@]}" "${AS[@]}" "${argv[@]}")
+}
+start_pod() { # POD
+    echo "  $1: $(cat "$TMP/pods/$1/env")"
+    pod_cmd "$1"
+    start_daemon "$1" "${CMD[@]}"
     local g h
     g=$(eval echo "\$${1}_GRPC")
     h=$(eval echo "\$${1}_HTTP")
@@ -676,6 +680,19 @@ probe_pod() { # POD
         echo "  $1 $name $url: 200"
     done <"$TMP/pods/$1/probes"
 }
+
+# token-secret.yaml applied unchanged: its placeholder is refused at start.
+TOKEN=$(fact dispatcher token)
+cp -p "$TOKEN" "$TMP/token.real"
+/usr/bin/python3 -c 'import sys, yaml
+sys.stdout.write(yaml.safe_load(open(sys.argv[1]))["stringData"]["token"])' \
+    "$KDIR/token-secret.yaml" >"$TOKEN"
+pod_cmd dispatcher
+run_rc "$TMP/placeholder.err" timeout 10 "${CMD[@]}"
+[ "$RC" != 0 ] && [ "$RC" != 124 ] && grep -q 'token file.*not one line' "$TMP/placeholder.err" ||
+    fail "the placeholder token was not refused (rc $RC): $(cat "$TMP/placeholder.err")"
+cp -p "$TMP/token.real" "$TOKEN"
+echo "  the Secret's placeholder is refused: $(grep -m 1 'token file' "$TMP/placeholder.err")"
 
 start_pod dispatcher
 probe_pod dispatcher
@@ -717,7 +734,6 @@ fi
 # A job through them with the Secret's token (the client as a training pod
 # would run it: the dispatcher Service's address, the same data set).
 DATA=$(fact worker0 data)
-TOKEN=$(fact dispatcher token)
 make_images "$DATA/train" 3 8
 chmod -R a+rX "$DATA"
 write_train_spec "$TMP/train.json" 1
