@@ -14,6 +14,7 @@ PKGS=(
     iproute2 openssl procps psmisc curl
     python3 python3-numpy python3-torch python3-torchvision python3-pil
     python3-prometheus-client
+    python3-yaml
     gnuplot-nox
     chromium systemd groff-base
     nodejs
@@ -49,6 +50,27 @@ install_oracle() {
         "tiktoken@$ORACLE_VERSION"
 }
 
+# The Kubernetes manifests' schema oracle (tests/integration/test_k8s_manifests.sh):
+# kubernetes-models validates objects against the Kubernetes OpenAPI schemas.
+# Pinned (4.5.1 runs on Debian 12's node 18; 5.x wants node 22), in a prefix of
+# its own so that neither npm install prunes the other oracle.
+K8S_ORACLE_PREFIX=/usr/local/lib/sluice-oracle-k8s
+K8S_ORACLE_VERSION=4.5.1
+install_k8s_oracle() {
+    local pj="$K8S_ORACLE_PREFIX/node_modules/kubernetes-models/package.json"
+    if [ -e "$pj" ] && grep -q "\"version\": \"$K8S_ORACLE_VERSION\"" "$pj"; then
+        return 0
+    fi
+    echo "install-deps: installing kubernetes-models@$K8S_ORACLE_VERSION (npm) into $K8S_ORACLE_PREFIX"
+    if ! command -v npm >/dev/null 2>&1; then
+        $SUDO apt-get update -q
+        $SUDO apt-get install -y -q --no-install-recommends npm
+    fi
+    $SUDO mkdir -p "$K8S_ORACLE_PREFIX"
+    $SUDO npm install --prefix "$K8S_ORACLE_PREFIX" --no-audit --no-fund --no-save \
+        "kubernetes-models@$K8S_ORACLE_VERSION"
+}
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
@@ -57,6 +79,7 @@ fi
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all ${#PKGS[@]} packages present"
     install_oracle
+    install_k8s_oracle
     exit 0
 fi
 
@@ -65,3 +88,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 install_oracle
+install_k8s_oracle
