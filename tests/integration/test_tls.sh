@@ -70,4 +70,10 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://$D_HTTP/status")
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer http-token" \
     "http://$D_HTTP/status")
 [ "$code" = 200 ] || fail "status with the http token: HTTP $code, expected 200"
-echo "status endpoint: 401 without the token, 200 with it"
+# /healthz answers without it (probes cannot send one), and tells nothing more.
+code=$(curl -s -o "$TMP/healthz" -w '%{http_code}' "http://$D_HTTP/healthz")
+[ "$code" = 200 ] || fail "healthz without the http token: HTTP $code, expected 200"
+[ "$(cat "$TMP/healthz")" = ok ] || fail "healthz body: $(cat "$TMP/healthz")"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://$D_HTTP/metrics")
+[ "$code" = 401 ] || fail "metrics without the http token: HTTP $code, expected 401"
+echo "status endpoint: 401 without the token, 200 with it; /healthz open"
