@@ -104,6 +104,9 @@ static void planner_to_msg(const disp_pjob_t *pj, pl_msg_t *b)
     hprof_to_msg(&pj->client, &b->prof[0], b->st[0], b->pst[0]);
     b->in.client = &b->prof[0];
     b->in.client_cpu_budget = pj->client_budget;
+    /* A measured budget in use stays in use after a restart. */
+    b->in.client_cpu_budget_source = (char *)pj->budget_source;
+    b->in.client_cpu_budget_measured = pj->budget_from_measured ? pj->client_budget : 0.0;
     b->in.recv_cpu_sec_per_byte = pj->recv_sec_per_byte;
     b->in.consumer_rate = pj->consumer_target;
     b->in.client_bandwidth = pj->client_bandwidth;

@@ -200,6 +200,10 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
                       n, want);
     }
     pj->client_budget = fin(in->client_cpu_budget);
+    disp_text_copy(pj->budget_source, sizeof(pj->budget_source), in->client_cpu_budget_source);
+    /* The profile pass's estimate is already the client's budget. */
+    pj->budget_measured = fmin(fin(in->client_cpu_budget_measured), DISP_PJ_MAX_BUDGET);
+    pj->budget_from_measured = pj->budget_measured > 0.0;
     pj->recv_sec_per_byte = fin(in->recv_cpu_sec_per_byte);
     pj->consumer_target = fin(in->consumer_rate);
     pj->client_bandwidth = fin(in->client_bandwidth);
@@ -457,9 +461,23 @@ static void build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64
 
 /* ------------------------------------------------------------ planning */
 
+/* The measured budget is far enough from the one in use to re-plan. */
+static int budget_differs(const disp_pjob_t *pj)
+{
+    return pj->budget_measured > 0.0 && pj->client_budget > 0.0 &&
+           fabs(pj->budget_measured - pj->client_budget) / pj->client_budget >
+               DISP_REPLAN_BUDGET_DIFF;
+}
+
 void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan,
                     int64_t now_ms, const char *why)
 {
+    /* Once measured (and once it mattered), the client's measured budget
+     * is the budget: every plan from then on takes the latest one. */
+    if (pj->budget_measured > 0.0 && (pj->budget_from_measured || budget_differs(pj))) {
+        pj->client_budget = pj->budget_measured;
+        pj->budget_from_measured = 1;
+    }
     build_input(pj, reg, now_ms, &pj->input);
     if (disp_planner_plan(&pj->input, &pj->result) != 0 ||
         disp_planner_fastflow(&pj->input, &pj->ff) != 0) {
@@ -518,8 +536,13 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
         pj->measured_sample_sec = fmax(pj->measured_overhead - known, 0.0);
         pj->have_sample_sec = 1;
     }
-    if (fin(req->cpu_budget) > 0.0) {
+    if (fin(req->cpu_budget) > 0.0 && !pj->budget_from_measured) {
         pj->client_budget = fin(req->cpu_budget);
+    }
+    /* A client that could not read its budget says what it measured. */
+    double mb = fmin(fin(req->measured_cpu_budget), DISP_PJ_MAX_BUDGET);
+    if (mb > 0.0) {
+        pj->budget_measured = mb;
     }
     if (fin(req->recv_cpu_sec_per_byte) > 0.0) {
         pj->recv_sec_per_byte = fin(req->recv_cpu_sec_per_byte);
@@ -562,6 +585,16 @@ int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t no
         snprintf(why, whylen, "workers changed (%u -> %u live)", pj->nlive, n);
         return 1;
     }
+    /* A measured budget re-plans at once: the first plan of a client that
+     * could not read its quota may keep far too much work local, and every
+     * second of it costs (no warm-up, no drift window). */
+    if (budget_differs(pj) && pj->have_rates &&
+        now_ms - pj->rates_ms <= DISP_REPLAN_RATES_MAX_AGE_MS &&
+        (pj->budget_replan_ms == 0 || now_ms - pj->budget_replan_ms >= DISP_REPLAN_BUDGET_MIN_MS)) {
+        snprintf(why, whylen, "cpu budget measured: %.2f -> %.2f CPUs", pj->client_budget,
+                 pj->budget_measured);
+        return 3;
+    }
     double pred = predicted_of(pj);
     int recent = pj->have_rates && now_ms - pj->rates_ms <= DISP_REPLAN_RATES_MAX_AGE_MS &&
                  pj->rates_ms - pj->planned_ms >= DISP_REPLAN_WARMUP_MS;
@@ -596,6 +629,9 @@ void disp_pjob_replanned(disp_pjob_t *pj, int kind, const disp_plan_t *before,
                                   : DISP_REPLAN_DRIFT_MAX_MS;
     } else {
         pj->drift_window_ms = DISP_REPLAN_DRIFT_MS;
+    }
+    if (kind == 3) {
+        pj->budget_replan_ms = pj->planned_ms;
     }
 }
 
@@ -699,6 +735,18 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
     json_t *o = json_object();
     jset(b, o, "spec_hash", json_integer((json_int_t)(pj->spec_hash & 0x1fffffffffffffULL)));
     jset(b, o, "client_cpu_budget", jnum(in->client_cores));
+    /* "cgroup", "affinity" or "unknown" (the client could not read one and
+     * measures), null for an older client; the latest measurement; and
+     * whether the plan took its budget from it ("measured") or from the
+     * client's reading ("client"). */
+    jset(b, o, "client_cpu_budget_source", pj->budget_source[0] != '\0'
+                                               ? jstr(pj->budget_source)
+                                               : json_null());
+    jset(b, o, "client_cpu_budget_measured", pj->budget_measured > 0.0
+                                                 ? jnum(pj->budget_measured)
+                                                 : json_null());
+    jset(b, o, "client_cpu_budget_from",
+         json_string(pj->budget_from_measured ? "measured" : "client"));
     jset(b, o, "recv_ns_per_byte", jnum(in->recv_sec_per_byte * 1e9));
     jset(b, o, "sample_overhead_ms", jnum(in->sample_sec * 1e3));
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());

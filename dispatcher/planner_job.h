@@ -43,6 +43,14 @@
 /* A drift re-plan that changes nothing (the model is off, not the plan)
  * doubles the drift window, up to this; any real change resets it. */
 #define DISP_REPLAN_DRIFT_MAX_MS (300 * 1000)
+/* A client that could not read its CPU budget measures it (ReportRates
+ * measured_cpu_budget): a measurement this far from the plan's budget
+ * re-plans at once -- no warm-up, no drift window -- at most once per
+ * DISP_REPLAN_BUDGET_MIN_MS (a new plan changes what the next window sees). */
+#define DISP_REPLAN_BUDGET_DIFF 0.25
+#define DISP_REPLAN_BUDGET_MIN_MS 2000
+/* More CPUs than any client has: a measurement beyond is not believed. */
+#define DISP_PJ_MAX_BUDGET 4096.0
 
 /* Coefficients of the per-sample cost model (common/cost/costmodel.h). */
 #define DISP_PJ_COST_COEF SL_COST_NPARAM
@@ -110,6 +118,16 @@ typedef struct disp_pjob_s {
     double recv_sec_per_byte;
     double consumer_target; /* asked for (--consumer-rate); 0 = none */
     double client_bandwidth;
+    /* Where client_budget came from (PlannerInputs.client_cpu_budget_source:
+     * "cgroup", "affinity", "unknown"; "" = an older client), the latest
+     * measured budget of a client that could not read one (the profile
+     * pass's, then ReportRates'; 0 = none), whether the plans use it (then
+     * ReportRates.cpu_budget no longer sets client_budget) and when it last
+     * re-planned a job. */
+    char budget_source[16];
+    double budget_measured;
+    int budget_from_measured;
+    int64_t budget_replan_ms;
     /* The client's machine (PlannerInputs; planner_machines.h): "" and
      * client_has_cpus 0 = not sent (an older client). */
     char client_machine[SL_MACHINE_ID_MAX];
@@ -194,13 +212,15 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
 /* The client's report. Values that are not finite count as 0. */
 void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int64_t now_ms);
 
-/* Whether a re-plan is due now: 1 = the worker set changed, 2 = the drift
- * persisted, 0 = not due; why gets the reason. Pure over pj, reg and now. */
+/* Whether a re-plan is due now: 1 = the worker set changed, 3 = the
+ * measured CPU budget of a client that could not read one differs from the
+ * plan's by more than DISP_REPLAN_BUDGET_DIFF, 2 = the drift persisted,
+ * 0 = not due; why gets the reason. Pure over pj, reg and now. */
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen);
 /* After a re-plan of that kind: a drift re-plan that changed neither the
  * split nor the share (by 0.02) doubles the drift window; anything else
- * resets it. */
+ * resets it. A budget re-plan (3) starts DISP_REPLAN_BUDGET_MIN_MS. */
 void disp_pjob_replanned(disp_pjob_t *pj, int kind, const disp_plan_t *before,
                          const disp_plan_t *after);
 

@@ -298,6 +298,17 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const plan_run_t *
     } else if (o->explain) {
         print_table(e, o->c.spec, plan_rate);
         printf("profiled in %.2f s\n", cl_planner_profile_seconds(r->pl));
+        /* Where the client's budget came from: "unknown" means no cgroup
+         * was readable and the number is measured, or assumed. */
+        const Sluice__PlannerInputs *in = cl_planner_inputs(r->pl);
+        const char *src = in->client_cpu_budget_source != NULL ? in->client_cpu_budget_source
+                                                               : "";
+        printf("client CPU budget: %.2f CPUs (source %s%s)\n", in->client_cpu_budget,
+               src[0] != '\0' ? src : "?",
+               strcmp(src, "unknown") != 0            ? ""
+               : in->client_cpu_budget_measured > 0.0 ? ": no cgroup readable, measured"
+                                                      : ": no cgroup readable, all CPUs assumed "
+                                                        "until the job measures it");
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client/lib/client_impl.h"
+#include "client/lib/profile_budget.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
@@ -54,6 +55,15 @@ struct cl_planner_s {
     double codec_compress[SL_PIPE_MAX_UNITS + 1];
     double codec_decompress[SL_PIPE_MAX_UNITS + 1];
     double profile_seconds;
+    /* The CPU budget (profile_budget.h): what hostfacts read, and, when it
+     * could not tell (src unknown), the estimate from the profile pass and
+     * then from every report window (the control thread's). */
+    sl_budget_src_e budget_src;
+    double lone_cpu;  /* the profile pass's thread CPU and wall seconds; 0 = not run */
+    double lone_wall;
+    cl_budget_est_t best;
+    cl_rundelay_t rundelay;
+    int have_rundelay;
 
     /* mu guards everything below (consumer, control and caller threads) */
     pthread_mutex_t mu;
@@ -525,7 +535,13 @@ static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
         hp_copy(&p->client, cached, 1);
     } else {
         sl_profile_t pr;
+        /* One thread flat out: its CPU over wall time is what a lone
+         * thread gets here (profile_budget.h). */
+        double w0 = sl_mono_sec();
+        double c0 = sl_thread_cpu_sec();
         int rc = sl_profile_run(a->pipe, a->src, sm->idx, sm->n, sm->max_ms, &pr, err, errlen);
+        p->lone_cpu = sl_thread_cpu_sec() - c0;
+        p->lone_wall = sl_mono_sec() - w0;
         if (rc == 0 && pr.samples == 0) {
             rc = sl_err(err, errlen, -EIO, "profile: none of %zu samples could be processed",
                         sm->n);
@@ -634,12 +650,26 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         goto out;
     }
     profile_codec(p, a, &sm); /* 2b */
-    /* 3. Our CPU budget: the pipeline cannot use more than its threads. */
-    double budget = sl_cpu_budget(NULL, 0);
+    /* 3. Our CPU budget: the pipeline cannot use more than its threads.
+     * When no cgroup tells it, what the profile pass got (if it showed a
+     * limit); the reports refine it while the job runs. */
+    sl_budget_t hb;
+    sl_cpu_budget_read(NULL, &hb);
+    double budget = hb.cpus;
     if (a->threads > 0 && (double)a->threads < budget) {
         budget = (double)a->threads;
     }
+    p->budget_src = hb.src;
+    cl_budget_est_init(&p->best, budget);
+    if (hb.src == SL_BUDGET_UNKNOWN) {
+        double est = cl_budget_est_lone(&p->best, p->lone_cpu, p->lone_wall);
+        if (est > 0.0) {
+            budget = est;
+            p->in.client_cpu_budget_measured = est;
+        }
+    }
     p->in.client_cpu_budget = budget;
+    p->in.client_cpu_budget_source = (char *)sl_budget_src_name(hb.src);
     /* Which machine and CPUs we are, so workers on this host are not
      * counted as CPUs of their own (docs/planner.md "Shared machines"). */
     sl_cpuset_t cpus;
@@ -726,6 +756,9 @@ void cl_planner_tick(struct sluice_job *job)
         p->units_cpu_at_report = units_cpu(job, us);
         p->last_report = now;
         p->cpu_at_report = sl_process_cpu_sec();
+        double ignored = 0.0;
+        p->have_rundelay = p->budget_src == SL_BUDGET_UNKNOWN &&
+                           cl_rundelay_sample(&p->rundelay, NULL, &ignored) >= 0;
         return;
     }
     double wall = now - p->last_report;
@@ -749,6 +782,14 @@ void cl_planner_tick(struct sluice_job *job)
     p->win_outside = 0.0;
     pthread_mutex_unlock(&p->mu);
     double budget = p->in.client_cpu_budget > 0 ? p->in.client_cpu_budget : 1.0;
+    /* No cgroup told the budget: measure what this window got. */
+    if (p->have_rundelay) {
+        double delay = -1.0;
+        if (cl_rundelay_sample(&p->rundelay, NULL, &delay) != 0) {
+            delay = -1.0; /* the threads' schedstat went away: nothing measured */
+        }
+        (void)cl_budget_est_window(&p->best, cpu - p->cpu_at_report, delay, wall);
+    }
 
     /* Per-unit costs the client measured while running: the executor's
      * sums (read without its lock: slightly stale is fine for a profile). */
@@ -797,6 +838,7 @@ void cl_planner_tick(struct sluice_job *job)
     req.step_load = job->bstats.step_load;
     req.step_imbalance = job->bstats.imbalance;
     req.step_imbalance_max = job->bstats.imbalance_max;
+    req.measured_cpu_budget = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : 0.0;
     p->last_report = now;
     p->cpu_at_report = cpu;
     ProtobufCMessage *resp = NULL;

@@ -6,7 +6,9 @@
  *     cached for this spec hash (those hosts are not profiled again);
  *  2. its own profile: every unit on ~200 evenly spread samples of the
  *     job's data, one thread, at most ~2 s (common/cost/profiler.h);
- *  3. its CPU budget (affinity, cgroup quota), capped by its threads;
+ *  3. its CPU budget (affinity, cgroup quota), capped by its threads; when
+ *     no cgroup of ours is readable, what the profile pass's lone thread
+ *     got, if that shows a limit (client/lib/profile_budget.h);
  *  4. each worker's identity (Worker.Profile without samples), grouping
  *     them into speed classes (CPU model, threads, budget); then one
  *     Worker.Profile of each class on the same sample indices;
@@ -22,7 +24,8 @@
  * While the job runs, the control thread reports the delivered rate, the
  * time next_batch waited, the consumer rate (samples per second of time
  * spent outside next_batch), CPU use and per-unit costs every
- * CL_REPORT_MS; the reply carries the current plan (re-plans).
+ * CL_REPORT_MS, and, when the budget is unknown, the CPUs it measured it
+ * gets (profile_budget.h); the reply carries the current plan (re-plans).
  *
  * Library code: never logs. Thread use: profile/inputs on the opening
  * thread; note_batch on the consumer's; tick on the control thread; get

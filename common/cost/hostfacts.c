@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 double sl_cgroup_v2_cpus(const char *cpu_max)
 {
@@ -45,27 +46,44 @@ static int read_line(const char *path, char *buf, size_t len)
     return rc;
 }
 
-static void take_min(double *cur, double v, char *why, size_t whylen, const char *what)
+/* One scan of the cgroup tree for sl_cpu_budget_read. */
+typedef struct cg_scan_s {
+    const char *root;   /* prefix of /proc and /sys paths; "" = the real ones */
+    sl_budget_t *b;
+    int quota_seen;     /* some quota file held a limit (taken or not) */
+} cg_scan_t;
+
+static void take_min(cg_scan_t *sc, double v, const char *what)
 {
-    if (v > 0.0 && v < *cur) {
-        *cur = v;
-        snprintf(why, whylen, "%s", what);
+    if (v <= 0.0) {
+        return;
+    }
+    sc->quota_seen = 1;
+    if (v < sc->b->cpus) {
+        sc->b->cpus = v;
+        sc->b->src = SL_BUDGET_CGROUP;
+        snprintf(sc->b->why, sizeof(sc->b->why), "%s", what);
     }
 }
 
 /* cgroup v2: cpu.max of our cgroup and of every ancestor (the smallest
- * quota anywhere above us applies). */
-static void cgroup_v2(const char *rel, double *cur, char *why, size_t whylen)
+ * quota anywhere above us applies). Returns 1 when our own cgroup's
+ * directory is there (its cgroup.controllers reads). */
+static int cgroup_v2(cg_scan_t *sc, const char *rel)
 {
     char path[1024];
     char dir[768];
+    char line[128];
     snprintf(dir, sizeof(dir), "%s", rel);
+    snprintf(path, sizeof(path), "%s/sys/fs/cgroup%s%scgroup.controllers", sc->root, dir,
+             dir[0] != '\0' && dir[strlen(dir) - 1] == '/' ? "" : "/");
+    /* Existence, not content: the root's list may be empty. */
+    int own = access(path, R_OK) == 0;
     for (int depth = 0; depth < 32; depth++) {
-        char line[128];
-        snprintf(path, sizeof(path), "/sys/fs/cgroup%s%scpu.max", dir,
+        snprintf(path, sizeof(path), "%s/sys/fs/cgroup%s%scpu.max", sc->root, dir,
                  dir[0] != '\0' && dir[strlen(dir) - 1] == '/' ? "" : "/");
         if (read_line(path, line, sizeof(line)) == 0) {
-            take_min(cur, sl_cgroup_v2_cpus(line), why, whylen, "cgroup v2 cpu.max");
+            take_min(sc, sl_cgroup_v2_cpus(line), "cgroup v2 cpu.max");
         }
         char *slash = strrchr(dir, '/');
         if (slash == NULL || (slash == dir && dir[1] == '\0')) {
@@ -73,9 +91,13 @@ static void cgroup_v2(const char *rel, double *cur, char *why, size_t whylen)
         }
         slash[slash == dir ? 1 : 0] = '\0';
     }
+    return own;
 }
 
-static void cgroup_v1(const char *base, double *cur, char *why, size_t whylen)
+/* cgroup v1: the cfs quota of the cgroup at base (a directory under the
+ * cpu controller's mount). Returns 1 when its quota file reads (a quota or
+ * -1, none). */
+static int cgroup_v1(cg_scan_t *sc, const char *base)
 {
     char path[1024];
     char line[64];
@@ -83,35 +105,55 @@ static void cgroup_v1(const char *base, double *cur, char *why, size_t whylen)
     long long period = 0;
     snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", base);
     if (read_line(path, line, sizeof(line)) != 0 || sscanf(line, "%lld", &quota) != 1) {
-        return;
+        return 0;
     }
     snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", base);
     if (read_line(path, line, sizeof(line)) != 0 || sscanf(line, "%lld", &period) != 1) {
-        return;
+        return 0;
     }
-    take_min(cur, sl_cgroup_v1_cpus(quota, period), why, whylen, "cgroup v1 cfs quota");
+    take_min(sc, sl_cgroup_v1_cpus(quota, period), "cgroup v1 cfs quota");
+    return 1;
 }
 
-double sl_cpu_budget(char *why, size_t whylen)
+const char *sl_budget_src_name(sl_budget_src_e src)
 {
-    char whybuf[64];
-    if (why == NULL || whylen == 0) {
-        why = whybuf;
-        whylen = sizeof(whybuf);
+    switch (src) {
+    case SL_BUDGET_AFFINITY:
+        return "affinity";
+    case SL_BUDGET_CGROUP:
+        return "cgroup";
+    case SL_BUDGET_UNKNOWN:
+    case SL_BUDGET__COUNT:
+        break;
     }
+    return "unknown";
+}
+
+void sl_cpu_budget_read(const char *root, sl_budget_t *ret)
+{
+    cg_scan_t sc = {.root = root != NULL ? root : "", .b = ret};
+    memset(ret, 0, sizeof(*ret));
     cpu_set_t set;
     CPU_ZERO(&set);
-    double cpus = 1.0;
+    ret->cpus = 1.0;
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
-        cpus = CPU_COUNT(&set);
-        snprintf(why, whylen, "affinity");
+        ret->cpus = CPU_COUNT(&set);
+        snprintf(ret->why, sizeof(ret->why), "affinity");
     } else {
-        snprintf(why, whylen, "default");
+        snprintf(ret->why, sizeof(ret->why), "default");
     }
     /* Our cgroups from /proc/self/cgroup: "0::/path" (v2) and
-     * "N:cpu,cpuacct:/path" (v1). Inside a container the namespace root is
-     * also tried, since the listed path may not exist in our mount view. */
-    FILE *f = fopen("/proc/self/cgroup", "re");
+     * "N:cpu,cpuacct:/path" (v1). The cpu controller lives in one of them:
+     * v1 when a v1 line names it, else v2. Whether *that* cgroup is
+     * visible decides "no quota" against "unknown". Inside a container the
+     * namespace root is also tried, since the listed path may not exist in
+     * our mount view; a quota found there counts. */
+    int v1_cpu = 0;  /* a v1 line names the cpu controller */
+    int v1_own = 0;  /* ... and its cgroup's quota file reads */
+    int v2_own = 0;  /* the v2 line's cgroup directory is there */
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/proc/self/cgroup", sc.root);
+    FILE *f = fopen(path, "re");
     if (f != NULL) {
         char line[1024];
         for (int nlines = 0; nlines < 64 && fgets(line, sizeof(line), f) != NULL; nlines++) {
@@ -125,20 +167,39 @@ double sl_cpu_budget(char *why, size_t whylen)
             const char *ctrl = c1 + 1;
             const char *rel = c2 + 1;
             if (ctrl[0] == '\0') {
-                cgroup_v2(rel, &cpus, why, whylen);
+                v2_own |= cgroup_v2(&sc, rel);
             } else if (strstr(ctrl, "cpu") != NULL && strstr(ctrl, "cpuset") == NULL) {
                 char base[1024];
-                snprintf(base, sizeof(base), "/sys/fs/cgroup/%s%s", ctrl,
+                snprintf(base, sizeof(base), "%s/sys/fs/cgroup/%s%s", sc.root, ctrl,
                          strcmp(rel, "/") == 0 ? "" : rel);
-                cgroup_v1(base, &cpus, why, whylen);
+                v1_cpu = 1;
+                v1_own |= cgroup_v1(&sc, base);
             }
         }
         fclose(f);
     }
-    cgroup_v2("/", &cpus, why, whylen);
-    cgroup_v1("/sys/fs/cgroup/cpu", &cpus, why, whylen);
-    cgroup_v1("/sys/fs/cgroup/cpu,cpuacct", &cpus, why, whylen);
-    return cpus < 0.01 ? 0.01 : cpus;
+    (void)cgroup_v2(&sc, "/");
+    snprintf(path, sizeof(path), "%s/sys/fs/cgroup/cpu", sc.root);
+    (void)cgroup_v1(&sc, path);
+    snprintf(path, sizeof(path), "%s/sys/fs/cgroup/cpu,cpuacct", sc.root);
+    (void)cgroup_v1(&sc, path);
+    if (ret->src != SL_BUDGET_CGROUP) {
+        int own = v1_cpu ? v1_own : v2_own;
+        ret->src = own || sc.quota_seen ? SL_BUDGET_AFFINITY : SL_BUDGET_UNKNOWN;
+    }
+    if (ret->cpus < 0.01) {
+        ret->cpus = 0.01;
+    }
+}
+
+double sl_cpu_budget(char *why, size_t whylen)
+{
+    sl_budget_t b;
+    sl_cpu_budget_read(NULL, &b);
+    if (why != NULL && whylen > 0) {
+        snprintf(why, whylen, "%s", b.why);
+    }
+    return b.cpus;
 }
 
 void sl_cpu_model(char *buf, size_t len)

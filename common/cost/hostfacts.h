@@ -18,9 +18,37 @@ typedef struct sl_cpuset_s {
     uint64_t w[SL_CPUSET_MAX / 64];
 } sl_cpuset_t;
 
+/* Where a CPU budget came from. Telling "unknown" from "no limit" matters:
+ * inside some containers no cgroup is visible, and a quota the process
+ * cannot see must not be taken for all of its CPUs (docs/planner.md). */
+typedef enum sl_budget_src_e {
+    SL_BUDGET_AFFINITY = 0, /* our cgroup was read and sets no quota: the affinity mask */
+    SL_BUDGET_CGROUP,       /* a cgroup v2 cpu.max or v1 cfs quota caps it */
+    SL_BUDGET_UNKNOWN,      /* no cgroup of ours readable: the affinity mask, a quota may hide */
+    SL_BUDGET__COUNT
+} sl_budget_src_e;
+
+typedef struct sl_budget_s {
+    double cpus;          /* never below 0.01 */
+    sl_budget_src_e src;
+    char why[64];         /* what limited it: "affinity", "cgroup v1 cfs quota", ... */
+} sl_budget_t;
+
 /* CPUs this process may use: the affinity mask, capped by a cgroup v2
- * cpu.max or v1 cfs quota found on the way (the smallest wins). why gets a
- * short description of what limited it. Never below 0.01. */
+ * cpu.max or v1 cfs quota found on the way (the smallest wins), and where
+ * that came from. root prefixes /proc/self/cgroup and /sys/fs/cgroup (NULL
+ * or "" = the real ones; tests point it at a fake tree); the affinity mask
+ * is always this process's. The source is SL_BUDGET_CGROUP when a quota
+ * was read; SL_BUDGET_AFFINITY when the cgroup holding our cpu controller
+ * (v1 "cpu" line of /proc/self/cgroup, else the v2 "0::" line) exists under
+ * the mount and its quota file reads as unlimited; SL_BUDGET_UNKNOWN when
+ * /proc/self/cgroup is unreadable, no cgroup is mounted, or our cgroup's
+ * directory is not there (another mount namespace, a container without a
+ * cgroup namespace) and the mount's root shows no quota either. */
+void sl_cpu_budget_read(const char *root, sl_budget_t *ret);
+/* "affinity", "cgroup", "unknown" (the names on the wire and in JSON). */
+const char *sl_budget_src_name(sl_budget_src_e src);
+/* sl_cpu_budget_read(NULL)'s CPUs; why gets its why. */
 double sl_cpu_budget(char *why, size_t whylen);
 /* Parsers, exposed for tests: a v2 cpu.max line ("max 100000", "50000
  * 100000") and a v1 quota/period pair (quota -1 = none). Return the CPU

@@ -1,7 +1,8 @@
 /* test_costmodel: common/cost/ (costmodel, profiler, hostfacts) -- the linear per-sample cost model
  * (exact recovery on synthetic costs, error reported), the profiler on a
  * generated image folder of small and large JPEGs (large ones cost more,
- * a corrupt file is counted not profiled), the cgroup parsers, sample
+ * a corrupt file is counted not profiled), the cgroup parsers and the
+ * budget's source ("unknown" told from "no limit" on fake trees), sample
  * picking and the spec cost hash. */
 #include <check.h>
 #include <errno.h>
@@ -268,6 +269,124 @@ START_TEST(test_cgroup_parsers)
 }
 END_TEST
 
+/* A file under root, its directories made on the way. */
+static void put(const char *root, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            (void)mkdir(path, 0755);
+            *p = '/';
+        }
+    }
+    ck_assert_int_eq(fx_write_file(path, text, strlen(text)), 0);
+}
+
+/* sl_cpu_budget_read against fake trees: "unknown" (no cgroup of ours
+ * readable: a quota may hide) is told from "affinity" (read, no quota). */
+static sl_budget_t budget_in(const char *const *files)
+{
+    char root[FX_TMPDIR_LEN];
+    ck_assert_int_eq(fx_mkdtemp(root), 0);
+    for (size_t i = 0; files[i] != NULL; i += 2) {
+        put(root, files[i], files[i + 1]);
+    }
+    sl_budget_t b;
+    sl_cpu_budget_read(root, &b);
+    fx_rmtree(root);
+    return b;
+}
+
+START_TEST(test_budget_source)
+{
+    sl_budget_t aff;
+    sl_cpu_budget_read("/nonexistent-root", &aff);
+    ck_assert_int_eq(aff.src, SL_BUDGET_UNKNOWN); /* nothing at all */
+    ck_assert(aff.cpus >= 1.0);
+    ck_assert_str_eq(sl_budget_src_name(SL_BUDGET_UNKNOWN), "unknown");
+    ck_assert_str_eq(sl_budget_src_name(SL_BUDGET_AFFINITY), "affinity");
+    ck_assert_str_eq(sl_budget_src_name(SL_BUDGET_CGROUP), "cgroup");
+    const double cpus = aff.cpus; /* the affinity mask's count */
+
+    /* v1: our cgroup with a quarter of a CPU. */
+    const char *v1q[] = {"proc/self/cgroup", "2:cpuacct:/\n1:cpu:/job\n0::/\n",
+                         "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n",
+                         "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n",
+                         "sys/fs/cgroup/cpu/job/cpu.cfs_quota_us", "25000\n",
+                         "sys/fs/cgroup/cpu/job/cpu.cfs_period_us", "100000\n", NULL};
+    sl_budget_t b = budget_in(v1q);
+    ck_assert_int_eq(b.src, SL_BUDGET_CGROUP);
+    ck_assert(fabs(b.cpus - 0.25) < 1e-12);
+    ck_assert_str_eq(b.why, "cgroup v1 cfs quota");
+    /* ... without a quota: read, no limit. */
+    const char *v1n[] = {"proc/self/cgroup", "1:cpu,cpuacct:/job\n",
+                         "sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us", "-1\n",
+                         "sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us", "100000\n", NULL};
+    b = budget_in(v1n);
+    ck_assert_int_eq(b.src, SL_BUDGET_AFFINITY);
+    ck_assert(b.cpus == cpus);
+    /* Our cgroup is not under the mount (another mount namespace, a
+     * container without a cgroup namespace) and its root has no quota:
+     * unknown, not "no limit". */
+    const char *v1h[] = {"proc/self/cgroup", "1:cpu:/job\n",
+                         "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n",
+                         "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n", NULL};
+    b = budget_in(v1h);
+    ck_assert_int_eq(b.src, SL_BUDGET_UNKNOWN);
+    ck_assert(b.cpus == cpus);
+    /* ... but a quota at the mount's root is the container's: known. */
+    const char *v1r[] = {"proc/self/cgroup", "1:cpu:/docker/abc\n",
+                         "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "50000\n",
+                         "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n", NULL};
+    b = budget_in(v1r);
+    ck_assert_int_eq(b.src, SL_BUDGET_CGROUP);
+    ck_assert(fabs(b.cpus - 0.5) < 1e-12);
+    /* An empty /sys/fs/cgroup (a tmpfs over it): unknown. */
+    const char *none[] = {"proc/self/cgroup", "1:cpu:/job\n0::/job\n",
+                          "sys/fs/cgroup/README", "nothing here\n", NULL};
+    b = budget_in(none);
+    ck_assert_int_eq(b.src, SL_BUDGET_UNKNOWN);
+    /* No /proc/self/cgroup: unknown. */
+    const char *noproc[] = {"sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n",
+                            "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n", NULL};
+    b = budget_in(noproc);
+    ck_assert_int_eq(b.src, SL_BUDGET_UNKNOWN);
+
+    /* v2: the quota of an ancestor applies; our directory is there. */
+    const char *v2q[] = {"proc/self/cgroup", "0::/a/b\n",
+                         "sys/fs/cgroup/cgroup.controllers", "cpu memory\n",
+                         "sys/fs/cgroup/a/cgroup.controllers", "cpu\n",
+                         "sys/fs/cgroup/a/cpu.max", "50000 100000\n",
+                         "sys/fs/cgroup/a/b/cgroup.controllers", "\n",
+                         "sys/fs/cgroup/a/b/cpu.max", "max 100000\n", NULL};
+    b = budget_in(v2q);
+    ck_assert_int_eq(b.src, SL_BUDGET_CGROUP);
+    ck_assert(fabs(b.cpus - 0.5) < 1e-12);
+    ck_assert_str_eq(b.why, "cgroup v2 cpu.max");
+    const char *v2n[] = {"proc/self/cgroup", "0::/a/b\n",
+                         "sys/fs/cgroup/cgroup.controllers", "cpu memory\n",
+                         "sys/fs/cgroup/a/b/cgroup.controllers", "\n", NULL};
+    b = budget_in(v2n);
+    ck_assert_int_eq(b.src, SL_BUDGET_AFFINITY);
+    /* v2, our directory missing: unknown. */
+    const char *v2h[] = {"proc/self/cgroup", "0::/a/b\n",
+                         "sys/fs/cgroup/cgroup.controllers", "cpu memory\n", NULL};
+    b = budget_in(v2h);
+    ck_assert_int_eq(b.src, SL_BUDGET_UNKNOWN);
+    /* Hybrid: the cpu controller is v1's; a visible v2 tree does not make
+     * a hidden v1 cgroup known. */
+    const char *hyb[] = {"proc/self/cgroup", "1:cpu:/job\n0::/\n",
+                         "sys/fs/cgroup/cgroup.controllers", "\n", NULL};
+    b = budget_in(hyb);
+    ck_assert_int_eq(b.src, SL_BUDGET_UNKNOWN);
+    /* The real one reads something sane. */
+    sl_cpu_budget_read(NULL, &b);
+    ck_assert(b.cpus >= 0.01 && b.src < SL_BUDGET__COUNT);
+}
+END_TEST
+
 START_TEST(test_cost_hash)
 {
     sl_spec_t a;
@@ -300,6 +419,7 @@ int main(void)
     tcase_add_test(tc, test_cgroup_parsers);
     tcase_add_test(tc, test_cpuset_and_machine);
     tcase_add_test(tc, test_cost_hash);
+    tcase_add_test(tc, test_budget_source);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

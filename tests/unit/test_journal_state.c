@@ -365,6 +365,44 @@ START_TEST(test_planner_state_restored)
 }
 END_TEST
 
+/* A client that could not read its CPU budget: the budget it measured,
+ * once a plan took it, is the job's budget after restarts too (the
+ * journaled PlannerInputs carry it as measured), and the client's nominal
+ * one in later reports does not replace it. */
+START_TEST(test_planner_budget_restored)
+{
+    disp_t d;
+    open_disp(&d, 100);
+    uint64_t w1 = fx_disp_register(&d, "127.0.0.1:9", 2, 0, 1000);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    pin.in.client_cpu_budget_source = "unknown";
+    uint64_t id = submit_auto(&d, &pin);
+    disp_job_t *job = disp_jobs_find(&d.jobs, id);
+    ck_assert_ptr_nonnull(job);
+    Sluice__ReportRatesRequest r = SLUICE__REPORT_RATES_REQUEST__INIT;
+    r.cpu_budget = 2;
+    r.measured_cpu_budget = 0.5;
+    disp_planner_on_rates(&d, job, &r, 1500);
+    disp_planner_tick(&d, 1600); /* the budget re-plan: v2 */
+    ck_assert_uint_eq(job->plan.version, 2);
+    ck_assert_double_eq_tol(job->planner->input.client_cores, 0.5, 1e-12);
+    disp_destroy(&d);
+    for (int round = 0; round < 2; round++) {
+        open_disp(&d, 100);
+        job = disp_jobs_find(&d.jobs, id);
+        ck_assert_ptr_nonnull(job);
+        ck_assert_ptr_nonnull(job->planner);
+        ck_assert_str_eq(job->planner->budget_source, "unknown");
+        ck_assert_int_eq(job->planner->budget_from_measured, 1);
+        ck_assert_double_eq_tol(job->planner->client_budget, 0.5, 1e-12);
+        disp_planner_on_rates(&d, job, &r, 2000);
+        ck_assert_double_eq_tol(job->planner->client_budget, 0.5, 1e-12);
+        disp_destroy(&d);
+    }
+}
+END_TEST
+
 /* A record in the layout written before the planner and group fields
  * existed (the old code path: those fields absent), and broken planner
  * state: the job loads either way, without what it cannot use. */
@@ -534,6 +572,7 @@ int main(void)
     tcase_add_test(tc, test_expire_waits_for_journal);
     tcase_add_test(tc, test_sync_failure_fails_rpcs);
     tcase_add_test(tc, test_planner_state_restored);
+    tcase_add_test(tc, test_planner_budget_restored);
     tcase_add_test(tc, test_old_journal_loads);
     tcase_add_test(tc, test_rank_reattaches_after_restart);
     suite_add_tcase(s, tc);

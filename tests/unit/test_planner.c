@@ -14,9 +14,12 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+
+#include <jansson.h>
 
 #include "client/lib/profile.h"
 #include "common/base/log.h"
@@ -1126,6 +1129,146 @@ START_TEST(test_drift)
 }
 END_TEST
 
+/* A client that could not read its CPU budget (source "unknown") reports
+ * what it measured (ReportRates.measured_cpu_budget): more than 25 % off
+ * the plan's budget re-plans at once -- no warm-up, no drift window --, the
+ * plans use it from then on (the client's ReportRates.cpu_budget no longer
+ * overwrites it), at most once per DISP_REPLAN_BUDGET_MIN_MS. A client
+ * with a readable cgroup sends 0: nothing changes. */
+static disp_pjob_t *budget_pjob(disp_t *d, fx_pin_t *pin, const char *source, double measured,
+                                disp_plan_t *plan, int64_t now)
+{
+    sl_spec_t *spec = malloc(sizeof(*spec));
+    char err[512];
+    ck_assert_ptr_nonnull(spec);
+    ck_assert_int_eq(
+        sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), spec, err, sizeof(err)), 0);
+    pin->in.client_cpu_budget_source = (char *)source;
+    pin->in.client_cpu_budget_measured = measured;
+    if (measured > 0) {
+        pin->in.client_cpu_budget = measured; /* as the client sends it */
+    }
+    disp_pjob_t *pj = NULL;
+    ck_assert_int_eq(disp_pjob_new(&pin->in, spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    ck_assert_int_eq(disp_plan_compute(spec, plan, err, sizeof(err)), 0);
+    disp_pjob_plan(pj, &d->reg, plan, now, "submit");
+    sl_spec_clear(spec);
+    free(spec);
+    return pj;
+}
+
+static const char *budget_json(const disp_pjob_t *pj, const char *key, char *buf, size_t len)
+{
+    json_t *j = disp_pjob_json(pj, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *v = json_object_get(json_object_get(j, "inputs"), key);
+    if (json_is_string(v)) {
+        snprintf(buf, len, "%s", json_string_value(v));
+    } else if (json_is_number(v)) {
+        snprintf(buf, len, "%.3f", json_number_value(v));
+    } else {
+        snprintf(buf, len, "%s", json_is_null(v) ? "null" : "?");
+    }
+    json_decref(j);
+    return buf;
+}
+
+START_TEST(test_budget_measured)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    disp_plan_t plan;
+    char why[160];
+    char buf[64];
+    disp_pjob_t *pj = budget_pjob(d, &pin, "unknown", 0, &plan, now);
+    NEAR(pj->input.client_cores, 2.0, 0.0);
+    double share2 = plan.local_share;
+    ck_assert(share2 > 0.2);
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_source", buf, sizeof(buf)), "unknown");
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_measured", buf, sizeof(buf)), "null");
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_from", buf, sizeof(buf)), "client");
+
+    Sluice__ReportRatesRequest r = SLUICE__REPORT_RATES_REQUEST__INIT;
+    r.job_secret = (char *)FX_JOB_SECRET;
+    r.delivered_per_sec = plan.predicted;
+    r.cpu_budget = 2;
+    /* Not measured, or within 25 %: nothing. */
+    disp_pjob_rates(pj, &r, now + 1000);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1000, why, sizeof(why)), 0);
+    r.measured_cpu_budget = 2.4;
+    disp_pjob_rates(pj, &r, now + 1000);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1000, why, sizeof(why)), 0);
+    /* A quarter of a CPU, 1.1 s into the job: due now. */
+    r.measured_cpu_budget = 0.25;
+    disp_pjob_rates(pj, &r, now + 1100);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1100, why, sizeof(why)), 3);
+    ck_assert_msg(strstr(why, "cpu budget measured: 2.00 -> 0.25") != NULL, "%s", why);
+    disp_plan_t before = plan;
+    disp_pjob_plan(pj, &d->reg, &plan, now + 1100, why);
+    disp_pjob_replanned(pj, 3, &before, &plan);
+    NEAR(pj->input.client_cores, 0.25, 1e-12);
+    ck_assert_msg(plan.local_share < share2, "share %.3f -> %.3f", share2, plan.local_share);
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_from", buf, sizeof(buf)), "measured");
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_measured", buf, sizeof(buf)), "0.250");
+    /* The client keeps sending its nominal 2: the measured one stays. */
+    r.measured_cpu_budget = 0.28;
+    disp_pjob_rates(pj, &r, now + 2100);
+    NEAR(pj->client_budget, 0.25, 1e-12);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 2100, why, sizeof(why)), 0);
+    /* Any later plan takes the latest measurement. */
+    disp_pjob_plan(pj, &d->reg, &plan, now + 2100, "drift");
+    NEAR(pj->input.client_cores, 0.28, 1e-12);
+    /* Twice as much, but within DISP_REPLAN_BUDGET_MIN_MS of the last
+     * budget re-plan: not yet; then due. */
+    r.measured_cpu_budget = 0.6;
+    disp_pjob_rates(pj, &r, now + 2500);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 2500, why, sizeof(why)), 0);
+    disp_pjob_rates(pj, &r, now + 1100 + DISP_REPLAN_BUDGET_MIN_MS);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1100 + DISP_REPLAN_BUDGET_MIN_MS,
+                                          why, sizeof(why)),
+                     3);
+    /* Nonsense is not believed. */
+    r.measured_cpu_budget = NAN;
+    disp_pjob_rates(pj, &r, now + 4000);
+    NEAR(pj->budget_measured, 0.6, 1e-12);
+    r.measured_cpu_budget = 1e300;
+    disp_pjob_rates(pj, &r, now + 4000);
+    ck_assert(pj->budget_measured <= DISP_PJ_MAX_BUDGET);
+    disp_pjob_free(pj);
+
+    /* The profile pass's estimate came with the inputs: already in use. */
+    pj = budget_pjob(d, &pin, "unknown", 0.3, &plan, now);
+    NEAR(pj->input.client_cores, 0.3, 1e-12);
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_from", buf, sizeof(buf)), "measured");
+    r.cpu_budget = 0.3;
+    r.measured_cpu_budget = 0.32;
+    disp_pjob_rates(pj, &r, now + 1000);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1000, why, sizeof(why)), 0);
+    disp_pjob_free(pj);
+
+    /* A readable cgroup: the client measures nothing (0), its budget
+     * reports set the budget as before, and no budget re-plan happens. */
+    pin.in.client_cpu_budget = 2;
+    pj = budget_pjob(d, &pin, "cgroup", 0, &plan, now);
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_source", buf, sizeof(buf)), "cgroup");
+    r.cpu_budget = 1.5;
+    r.measured_cpu_budget = 0;
+    disp_pjob_rates(pj, &r, now + 1000);
+    NEAR(pj->client_budget, 1.5, 0.0);
+    ck_assert_int_eq(disp_pjob_replan_due(pj, &d->reg, now + 1000, why, sizeof(why)), 0);
+    disp_pjob_free(pj);
+    /* An older client: no source at all. */
+    pj = budget_pjob(d, &pin, NULL, 0, &plan, now);
+    ck_assert_str_eq(budget_json(pj, "client_cpu_budget_source", buf, sizeof(buf)), "null");
+    disp_pjob_free(pj);
+    disp_destroy(d);
+    free(d);
+}
+END_TEST
+
 /* Per-node planning: ranks 0 and 1 of a three-rank job submitted from
  * host "gpu-a", rank 2 from "gpu-b". Once the tick has counted them, the
  * two on gpu-a are each planned with half its budget (pin: 2 cores), the
@@ -1248,6 +1391,7 @@ int main(void)
     tcase_add_test(td, test_dispatcher_plan_job);
     tcase_add_test(td, test_dispatcher_assign_compress);
     tcase_add_test(td, test_drift);
+    tcase_add_test(td, test_budget_measured);
     tcase_add_test(td, test_dispatcher_node_ranks);
     tcase_add_test(td, test_probe_aggregate_broken);
     suite_add_tcase(s, td);
