@@ -8,13 +8,16 @@
  * with the same rounding, the horizontal pass runs first over just the rows
  * the vertical pass needs and rounds to 8 bits, then the vertical pass.
  *
- * Only the loop structure differs. On x86-64 (SSE2 is part of the ABI, so
- * no dispatch is needed) both passes use pmaddwd, which multiplies 16-bit
- * values and adds adjacent pairs: two taps per instruction. A 22-bit weight
- * does not fit in 16 bits, so each is split as k = kh * 2^11 + kl and the
- * two partial sums are recombined as (sum_h << 11) + sum_l: the same
- * integer, hence the same result. Elsewhere, or with -DSL_RESIZE_SCALAR,
- * plain C loops do the same arithmetic.
+ * Only the loop structure differs. On x86-64 both passes use pmaddwd, which
+ * multiplies 16-bit values and adds adjacent pairs: two taps per
+ * instruction. A 22-bit weight does not fit in 16 bits, so each is split as
+ * k = kh * 2^11 + kl and the two partial sums are recombined as
+ * (sum_h << 11) + sum_l: the same integer, hence the same result. Every
+ * path is integer arithmetic in the same order of terms per output byte,
+ * so scalar, SSE2 and AVX2 give the same bytes (tests/unit/test_resize_paths.c
+ * compares them on random images). The path is chosen per call at run time:
+ * AVX2 where the CPU has it (__builtin_cpu_supports), else SSE2 (part of the
+ * x86-64 ABI); elsewhere, or with -DSL_RESIZE_SCALAR, plain C loops.
  *
  * Thread-safe: no static mutable state; scratch memory is the caller's or
  * malloc'd per call. */
@@ -25,9 +28,10 @@
 #include <string.h>
 
 #include "common/image/imgops.h"
+#include "common/image/img_resize_impl.h"
 
-#if defined(__SSE2__) && !defined(SL_RESIZE_SCALAR)
-#include <emmintrin.h>
+#if defined(__x86_64__) && defined(__SSE2__) && !defined(SL_RESIZE_SCALAR)
+#include <immintrin.h>
 #define RS_SSE2 1
 #else
 #define RS_SSE2 0
@@ -62,7 +66,11 @@ typedef struct rs_axis_s {
     int32_t *bounds; /* out pairs (first input pixel, absolute; count) */
     int32_t *kk;     /* out * ksize fixed-point weights */
 #if RS_SSE2
-    __m128i *kv; /* out * npair * 2: per tap pair, kh and kl pairs in 4 lanes */
+    /* (out + 1) * npair * 2: per output pixel and tap pair, kh and kl pairs
+     * in 4 lanes. The AVX2 horizontal pass takes output pixels two at a
+     * time, so there they are ordered by pixel pair: for pixels 2j, 2j+1
+     * and tap pair q, kh(2j) kh(2j+1) kl(2j) kl(2j+1) (rs_axis_pairs). */
+    __m128i *kv;
 #endif
 } rs_axis_t;
 
@@ -210,22 +218,33 @@ static inline void rs_hpixel3_scalar(const uint8_t *restrict s, uint8_t *restric
 /* Builds the pmaddwd weights of an axis from its int32 ones: for taps 2q and
  * 2q+1, lanes of (kh[2q], kh[2q+1]) and of (kl[2q], kl[2q+1]). A missing
  * odd tap gets weight 0. */
-static void rs_axis_pairs(rs_axis_t *a)
+static void rs_axis_pairs(rs_axis_t *a, int by_pixel_pair)
 {
     a->pmax = 1;
-    for (uint32_t o = 0; o < a->out; o++) {
-        size_t pairs = ((size_t)a->bounds[2 * (size_t)o + 1] + 1) / 2;
-        a->pmax = pairs > a->pmax ? pairs : a->pmax;
-        const int32_t *k = a->kk + (size_t)o * a->ksize;
-        __m128i *kv = a->kv + (size_t)o * a->npair * 2;
+    const uint32_t lo = (1u << RS_SPLIT_BITS) - 1;
+    for (uint32_t o = 0; o < a->out + (by_pixel_pair ? a->out % 2 : 0); o++) {
+        /* The pad pixel of an odd row (pixel pairs only) weighs nothing. */
+        const int pad = o == a->out;
+        if (!pad) {
+            size_t pairs = ((size_t)a->bounds[2 * (size_t)o + 1] + 1) / 2;
+            a->pmax = pairs > a->pmax ? pairs : a->pmax;
+        }
+        const int32_t *k = a->kk + (size_t)(pad ? 0 : o) * a->ksize;
         for (size_t q = 0; q < a->npair; q++) {
-            uint32_t k0 = (uint32_t)k[2 * q];
-            uint32_t k1 = 2 * q + 1 < a->ksize ? (uint32_t)k[2 * q + 1] : 0;
-            uint32_t lo = (1u << RS_SPLIT_BITS) - 1;
+            uint32_t k0 = pad ? 0 : (uint32_t)k[2 * q];
+            uint32_t k1 = !pad && 2 * q + 1 < a->ksize ? (uint32_t)k[2 * q + 1] : 0;
             uint32_t h = (k0 >> RS_SPLIT_BITS) | (k1 >> RS_SPLIT_BITS) << 16;
             uint32_t l = (k0 & lo) | (k1 & lo) << 16;
-            kv[2 * q] = _mm_set1_epi32((int32_t)h);
-            kv[2 * q + 1] = _mm_set1_epi32((int32_t)l);
+            size_t ih, il;
+            if (by_pixel_pair) {
+                ih = ((size_t)(o / 2) * a->npair + q) * 4 + o % 2;
+                il = ih + 2;
+            } else {
+                ih = ((size_t)o * a->npair + q) * 2;
+                il = ih + 1;
+            }
+            a->kv[ih] = _mm_set1_epi32((int32_t)h);
+            a->kv[il] = _mm_set1_epi32((int32_t)l);
         }
     }
 }
@@ -311,60 +330,225 @@ rs_hrow_sse2_c(const uint8_t *s, uint8_t *d, const rs_axis_t *ax, size_t avail, 
     }
 }
 
-/* Vertical pass, 16 output bytes per step: rows 2q and 2q+1 are interleaved
- * byte by byte so one pmaddwd covers both taps for four outputs. */
+/* Vertical pass, 16 output bytes of one row at offset i: rows 2q and 2q+1
+ * are interleaved byte by byte so one pmaddwd covers both taps for four
+ * outputs. */
+static inline __attribute__((always_inline)) void
+rs_vblock16(const uint8_t *restrict s, size_t src_stride, size_t n,
+            const __m128i *restrict kv, uint8_t *restrict d, size_t i)
+{
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i half = _mm_set1_epi32(RS_HALF);
+    __m128i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
+    __m128i l0 = half, l1 = half, l2 = half, l3 = half;
+    for (size_t t = 0; t < n; t += 2) {
+        const uint8_t *r = s + t * src_stride + i;
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)r);
+        /* An odd last tap pairs with zeros (its partner weight is 0). */
+        __m128i b = t + 1 < n ? _mm_loadu_si128((const __m128i *)(const void *)(r + src_stride))
+                              : zero;
+        __m128i lo = _mm_unpacklo_epi8(a, b);
+        __m128i hi = _mm_unpackhi_epi8(a, b);
+        __m128i w0 = _mm_unpacklo_epi8(lo, zero);
+        __m128i w1 = _mm_unpackhi_epi8(lo, zero);
+        __m128i w2 = _mm_unpacklo_epi8(hi, zero);
+        __m128i w3 = _mm_unpackhi_epi8(hi, zero);
+        const __m128i kh = kv[t], kl = kv[t + 1];
+        h0 = _mm_add_epi32(h0, _mm_madd_epi16(w0, kh));
+        h1 = _mm_add_epi32(h1, _mm_madd_epi16(w1, kh));
+        h2 = _mm_add_epi32(h2, _mm_madd_epi16(w2, kh));
+        h3 = _mm_add_epi32(h3, _mm_madd_epi16(w3, kh));
+        l0 = _mm_add_epi32(l0, _mm_madd_epi16(w0, kl));
+        l1 = _mm_add_epi32(l1, _mm_madd_epi16(w1, kl));
+        l2 = _mm_add_epi32(l2, _mm_madd_epi16(w2, kl));
+        l3 = _mm_add_epi32(l3, _mm_madd_epi16(w3, kl));
+    }
+    /* Results are 0..255 (plus rounding slack): packs then packus
+     * saturate exactly as clip8 does. */
+    __m128i v01 = _mm_packs_epi32(rs_combine(h0, l0), rs_combine(h1, l1));
+    __m128i v23 = _mm_packs_epi32(rs_combine(h2, l2), rs_combine(h3, l3));
+    _mm_storeu_si128((__m128i *)(void *)(d + i), _mm_packus_epi16(v01, v23));
+}
+
+/* The bytes of a row no SIMD block covers. */
+static inline void rs_vtail(const uint8_t *restrict s, size_t src_stride, size_t n,
+                            const int32_t *restrict k, uint8_t *restrict d, size_t i,
+                            size_t row_bytes)
+{
+    for (; i < row_bytes; i++) {
+        int32_t acc = RS_HALF;
+        for (size_t t = 0; t < n; t++) {
+            acc += s[t * src_stride + i] * k[t];
+        }
+        d[i] = rs_clip8(acc);
+    }
+}
+
 static void rs_vpass_sse2(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
                           uint8_t *restrict dst, const rs_axis_t *ay,
                           const int32_t *restrict bounds)
 {
-    const __m128i zero = _mm_setzero_si128();
-    const __m128i half = _mm_set1_epi32(RS_HALF);
     for (uint32_t yy = 0; yy < ay->out; yy++) {
         const uint8_t *restrict s = src + (size_t)bounds[2 * (size_t)yy] * src_stride;
         const size_t n = (size_t)bounds[2 * (size_t)yy + 1];
-        const int32_t *restrict k = ay->kk + (size_t)yy * ay->ksize;
         const __m128i *restrict kv = ay->kv + (size_t)yy * ay->npair * 2;
         uint8_t *restrict d = dst + (size_t)yy * row_bytes;
         size_t i = 0;
         for (; i + 16 <= row_bytes; i += 16) {
-            __m128i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
-            __m128i l0 = half, l1 = half, l2 = half, l3 = half;
+            rs_vblock16(s, src_stride, n, kv, d, i);
+        }
+        rs_vtail(s, src_stride, n, ay->kk + (size_t)yy * ay->ksize, d, i, row_bytes);
+    }
+}
+
+/* (sum_h << 11) + sum_l >> 22, 8 lanes. */
+static inline __attribute__((always_inline, target("avx2"))) __m256i rs_combine256(__m256i h,
+                                                                                   __m256i l)
+{
+    return _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, RS_SPLIT_BITS), l),
+                             RS_PRECISION_BITS);
+}
+
+/* rs_vpass_sse2 with 32 output bytes per step. Per 128-bit lane the steps
+ * are those of rs_vblock16 (unpack and pack work within lanes), so lane 0
+ * holds bytes i..i+15 and lane 1 bytes i+16..i+31, in order. */
+static __attribute__((target("avx2"))) void
+rs_vpass_avx2(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
+              uint8_t *restrict dst, const rs_axis_t *ay, const int32_t *restrict bounds)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i half = _mm256_set1_epi32(RS_HALF);
+    for (uint32_t yy = 0; yy < ay->out; yy++) {
+        const uint8_t *restrict s = src + (size_t)bounds[2 * (size_t)yy] * src_stride;
+        const size_t n = (size_t)bounds[2 * (size_t)yy + 1];
+        const __m128i *restrict kv = ay->kv + (size_t)yy * ay->npair * 2;
+        uint8_t *restrict d = dst + (size_t)yy * row_bytes;
+        size_t i = 0;
+        for (; i + 32 <= row_bytes; i += 32) {
+            __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
+            __m256i l0 = half, l1 = half, l2 = half, l3 = half;
             for (size_t t = 0; t < n; t += 2) {
                 const uint8_t *r = s + t * src_stride + i;
-                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)r);
-                /* An odd last tap pairs with zeros (its partner weight is 0). */
-                __m128i b = t + 1 < n
-                                ? _mm_loadu_si128((const __m128i *)(const void *)(r + src_stride))
-                                : zero;
-                __m128i lo = _mm_unpacklo_epi8(a, b);
-                __m128i hi = _mm_unpackhi_epi8(a, b);
-                __m128i w0 = _mm_unpacklo_epi8(lo, zero);
-                __m128i w1 = _mm_unpackhi_epi8(lo, zero);
-                __m128i w2 = _mm_unpacklo_epi8(hi, zero);
-                __m128i w3 = _mm_unpackhi_epi8(hi, zero);
-                const __m128i kh = kv[t], kl = kv[t + 1];
-                h0 = _mm_add_epi32(h0, _mm_madd_epi16(w0, kh));
-                h1 = _mm_add_epi32(h1, _mm_madd_epi16(w1, kh));
-                h2 = _mm_add_epi32(h2, _mm_madd_epi16(w2, kh));
-                h3 = _mm_add_epi32(h3, _mm_madd_epi16(w3, kh));
-                l0 = _mm_add_epi32(l0, _mm_madd_epi16(w0, kl));
-                l1 = _mm_add_epi32(l1, _mm_madd_epi16(w1, kl));
-                l2 = _mm_add_epi32(l2, _mm_madd_epi16(w2, kl));
-                l3 = _mm_add_epi32(l3, _mm_madd_epi16(w3, kl));
+                __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)r);
+                __m256i b =
+                    t + 1 < n ? _mm256_loadu_si256((const __m256i *)(const void *)(r + src_stride))
+                              : zero;
+                __m256i lo = _mm256_unpacklo_epi8(a, b);
+                __m256i hi = _mm256_unpackhi_epi8(a, b);
+                __m256i w0 = _mm256_unpacklo_epi8(lo, zero);
+                __m256i w1 = _mm256_unpackhi_epi8(lo, zero);
+                __m256i w2 = _mm256_unpacklo_epi8(hi, zero);
+                __m256i w3 = _mm256_unpackhi_epi8(hi, zero);
+                const __m256i kh = _mm256_broadcastsi128_si256(kv[t]);
+                const __m256i kl = _mm256_broadcastsi128_si256(kv[t + 1]);
+                h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(w0, kh));
+                h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(w1, kh));
+                h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(w2, kh));
+                h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(w3, kh));
+                l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(w0, kl));
+                l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(w1, kl));
+                l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(w2, kl));
+                l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(w3, kl));
             }
-            /* Results are 0..255 (plus rounding slack): packs then packus
-             * saturate exactly as clip8 does. */
-            __m128i v01 = _mm_packs_epi32(rs_combine(h0, l0), rs_combine(h1, l1));
-            __m128i v23 = _mm_packs_epi32(rs_combine(h2, l2), rs_combine(h3, l3));
-            _mm_storeu_si128((__m128i *)(void *)(d + i), _mm_packus_epi16(v01, v23));
+            __m256i v01 = _mm256_packs_epi32(rs_combine256(h0, l0), rs_combine256(h1, l1));
+            __m256i v23 = _mm256_packs_epi32(rs_combine256(h2, l2), rs_combine256(h3, l3));
+            _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm256_packus_epi16(v01, v23));
         }
-        for (; i < row_bytes; i++) {
-            int32_t acc = RS_HALF;
-            for (size_t t = 0; t < n; t++) {
-                acc += s[t * src_stride + i] * k[t];
+        for (; i + 16 <= row_bytes; i += 16) {
+            rs_vblock16(s, src_stride, n, kv, d, i);
+        }
+        rs_vtail(s, src_stride, n, ay->kk + (size_t)yy * ay->ksize, d, i, row_bytes);
+    }
+}
+
+/* pshufb masks turning the 16 bytes at a tap pair's first pixel into its
+ * two pixels' channels interleaved and widened to 16 bits:
+ * (c0 of pixel 0, c0 of pixel 1, c1 ..., c3), -1 giving 0. For 3 channels
+ * the 4th pair is zero (the SSE2 kernel reads it from the next pixel and
+ * discards it; here it never enters the sum). */
+static inline __attribute__((always_inline, target("avx2"))) __m256i rs_pair_mask(uint32_t C)
+{
+    if (C == 3) {
+        return _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1,
+                                3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    }
+    return _mm256_setr_epi8(0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1, 0, -1, 4, -1,
+                            1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1);
+}
+
+/* Horizontal row, two output pixels per step, one per 128-bit lane: per
+ * tap pair, a 16-byte load at each pixel's pair and one vpshufb give both
+ * pixels' (tap 2q, tap 2q+1) per channel, and one vpmaddwd per weight half
+ * the products summed, as rs_hrow_sse2 does per pixel. Every pair of
+ * pixels runs P tap pairs (weights past a window are 0). A pixel pair
+ * whose 16-byte reads would pass avail takes the scalar path. */
+static inline __attribute__((always_inline, target("avx2"))) void
+rs_hrow_avx2(const uint8_t *restrict s, uint8_t *restrict d, const rs_axis_t *ax, size_t avail,
+             const uint32_t C, const size_t P)
+{
+    const __m256i mask = rs_pair_mask(C);
+    const __m256i half = _mm256_set1_epi32(RS_HALF);
+    const size_t last_read = 2 * (P - 1) * C + 16;
+    const uint32_t out = ax->out;
+    for (uint32_t xx = 0; xx < out; xx += 2) {
+        const int two = xx + 1 < out;
+        const size_t s0 = (size_t)ax->bounds[2 * (size_t)xx];
+        const size_t s1 = two ? (size_t)ax->bounds[2 * (size_t)xx + 2] : s0;
+        if ((s0 > s1 ? s0 : s1) * C + last_read > avail) {
+            rs_hpixel_scalar(s, d, ax, C, xx);
+            if (two) {
+                rs_hpixel_scalar(s, d, ax, C, xx + 1);
             }
-            d[i] = rs_clip8(acc);
+            continue;
         }
+        const uint8_t *p0 = s + s0 * C, *p1 = s + s1 * C;
+        const __m256i *restrict kv =
+            (const __m256i *)(const void *)(ax->kv + (size_t)(xx / 2) * ax->npair * 4);
+        __m256i h = _mm256_setzero_si256(), l = half;
+        for (size_t q = 0; q < P; q++) {
+            __m256i w = _mm256_loadu2_m128i((const __m128i *)(const void *)(p1 + 2 * q * C),
+                                            (const __m128i *)(const void *)(p0 + 2 * q * C));
+            w = _mm256_shuffle_epi8(w, mask);
+            h = _mm256_add_epi32(h, _mm256_madd_epi16(w, _mm256_loadu_si256(&kv[2 * q])));
+            l = _mm256_add_epi32(l, _mm256_madd_epi16(w, _mm256_loadu_si256(&kv[2 * q + 1])));
+        }
+        __m256i v = rs_combine256(h, l);
+        v = _mm256_packs_epi32(v, v);
+        v = _mm256_packus_epi16(v, v);
+        uint32_t px0 = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(v));
+        uint32_t px1 = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
+        /* 4-byte stores with 3 channels: the next pixel's store overwrites
+         * the 4th byte; the row's last pixel stores 3. */
+        memcpy(d + (size_t)xx * C, &px0, C == 4 || xx + 1 < out ? 4 : C);
+        if (two) {
+            memcpy(d + (size_t)(xx + 1) * C, &px1, C == 4 || xx + 2 < out ? 4 : C);
+        }
+    }
+}
+
+static __attribute__((target("avx2"))) void rs_hrow_avx2_c(const uint8_t *s, uint8_t *d,
+                                                            const rs_axis_t *ax, size_t avail,
+                                                            const uint32_t C)
+{
+    switch (ax->pmax) {
+    case 1:
+        rs_hrow_avx2(s, d, ax, avail, C, 1);
+        break;
+    case 2:
+        rs_hrow_avx2(s, d, ax, avail, C, 2);
+        break;
+    case 3:
+        rs_hrow_avx2(s, d, ax, avail, C, 3);
+        break;
+    case 4:
+        rs_hrow_avx2(s, d, ax, avail, C, 4);
+        break;
+    case 5:
+        rs_hrow_avx2(s, d, ax, avail, C, 5);
+        break;
+    default:
+        rs_hrow_avx2(s, d, ax, avail, C, ax->pmax);
+        break;
     }
 }
 #endif
@@ -373,7 +557,7 @@ static void rs_vpass_sse2(const uint8_t *restrict src, size_t src_stride, size_t
  * into dst, rows x out_w x c packed. src_avail is how many bytes the input
  * buffer holds from src on (the SIMD kernel must not read past it). */
 static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t *dst,
-                     const rs_axis_t *ax, uint32_t c, size_t src_avail)
+                     const rs_axis_t *ax, uint32_t c, size_t src_avail, sl_resize_path_e path)
 {
     const size_t out_row = (size_t)ax->out * c;
 #if RS_SSE2
@@ -383,9 +567,11 @@ static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t
         const uint8_t *s = src + r * src_stride;
         uint8_t *d = dst + r * out_row;
 #if RS_SSE2
-        if (simd) {
+        if (simd && path != SL_RESIZE_PATH_SCALAR) {
             const size_t avail = src_avail - r * src_stride;
-            if (c == 3) {
+            if (path == SL_RESIZE_PATH_AVX2) {
+                rs_hrow_avx2_c(s, d, ax, avail, c);
+            } else if (c == 3) {
                 rs_hrow_sse2_c(s, d, ax, avail, 3);
             } else {
                 rs_hrow_sse2_c(s, d, ax, avail, 4);
@@ -394,6 +580,7 @@ static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t
         }
 #else
         (void)src_avail;
+        (void)path;
 #endif
         if (c == 3) {
             for (uint32_t xx = 0; xx < ax->out; xx++) {
@@ -413,13 +600,20 @@ static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t
  * to src. The scalar version walks 8 bytes at a time so the accumulators
  * stay in registers. */
 static void rs_vpass(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
-                     uint8_t *restrict dst, const rs_axis_t *ay, const int32_t *restrict bounds)
+                     uint8_t *restrict dst, const rs_axis_t *ay, const int32_t *restrict bounds,
+                     sl_resize_path_e path)
 {
 #if RS_SSE2
-    if (ay->ksize <= RS_SIMD_MAX_TAPS) {
+    if (ay->ksize <= RS_SIMD_MAX_TAPS && path == SL_RESIZE_PATH_AVX2) {
+        rs_vpass_avx2(src, src_stride, row_bytes, dst, ay, bounds);
+        return;
+    }
+    if (ay->ksize <= RS_SIMD_MAX_TAPS && path == SL_RESIZE_PATH_SSE2) {
         rs_vpass_sse2(src, src_stride, row_bytes, dst, ay, bounds);
         return;
     }
+#else
+    (void)path;
 #endif
     for (uint32_t yy = 0; yy < ay->out; yy++) {
         const uint8_t *restrict s = src + (size_t)bounds[2 * (size_t)yy] * src_stride;
@@ -472,8 +666,9 @@ static int rs_scratch_bytes(const rs_axis_t *ax, const rs_axis_t *ay, size_t out
     size_t need = 16; /* slack to align the base */
     int rc = 0;
 #if RS_SSE2
-    rc = rs_add_mul(&need, ay->npair * 2 * sizeof(__m128i), ay->out);
-    rc = rc ? rc : rs_add_mul(&need, ax->npair * 2 * sizeof(__m128i), ax->out);
+    /* out + 1: the AVX2 horizontal pass pads an odd row to pixel pairs. */
+    rc = rs_add_mul(&need, ay->npair * 2 * sizeof(__m128i), (size_t)ay->out + 1);
+    rc = rc ? rc : rs_add_mul(&need, ax->npair * 2 * sizeof(__m128i), (size_t)ax->out + 1);
 #endif
     rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), ay->out);
     rc = rc ? rc : rs_add_mul(&need, ay->ksize * sizeof(int32_t), ay->out);
@@ -494,8 +689,8 @@ static uint8_t *rs_scratch_carve(uint8_t *mem, rs_axis_t *ax, rs_axis_t *ay)
     mem += (16 - (uintptr_t)mem % 16) % 16;
 #if RS_SSE2
     ay->kv = (__m128i *)(void *)mem;
-    ax->kv = ay->kv + ay->npair * 2 * ay->out;
-    mem = (uint8_t *)(ax->kv + ax->npair * 2 * ax->out);
+    ax->kv = ay->kv + ay->npair * 2 * ((size_t)ay->out + 1);
+    mem = (uint8_t *)(ax->kv + ax->npair * 2 * ((size_t)ax->out + 1));
 #endif
     ay->bounds = (int32_t *)(void *)mem;
     ay->kk = ay->bounds + 2 * (size_t)ay->out;
@@ -508,7 +703,7 @@ static uint8_t *rs_scratch_carve(uint8_t *mem, rs_axis_t *ax, rs_axis_t *ay)
  * vertical one needs, into tmp, then vertical; or whichever one is needed,
  * or a copy of the visible rectangle. */
 static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int need_h,
-                        int need_v, uint8_t *tmp, sl_tensor_t *out)
+                        int need_v, uint8_t *tmp, sl_tensor_t *out, sl_resize_path_e path)
 {
     const uint32_t c = in->c;
     const uint32_t out_h = ay->out;
@@ -518,13 +713,17 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
     if (need_v) {
         rs_axis_coeffs(ay);
 #if RS_SSE2
-        rs_axis_pairs(ay);
+        if (path != SL_RESIZE_PATH_SCALAR) {
+            rs_axis_pairs(ay, 0);
+        }
 #endif
     }
     if (need_h) {
         rs_axis_coeffs(ax);
 #if RS_SSE2
-        rs_axis_pairs(ax);
+        if (path != SL_RESIZE_PATH_SCALAR) {
+            rs_axis_pairs(ax, path == SL_RESIZE_PATH_AVX2);
+        }
 #endif
         /* Only rows some vertical window touches are resampled horizontally,
          * as Pillow does (ybox_first .. ybox_last). Vertically identical:
@@ -538,16 +737,16 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
         const uint8_t *rows = in->data + first * in_stride;
         const size_t avail = in->nbytes - first * in_stride;
         if (need_v) {
-            rs_hpass(rows, in_stride, last - first, tmp, ax, c, avail);
+            rs_hpass(rows, in_stride, last - first, tmp, ax, c, avail, path);
             for (uint32_t yy = 0; yy < out_h; yy++) {
                 ay->bounds[2 * (size_t)yy] -= (int32_t)first;
             }
-            rs_vpass(tmp, out_row, out_row, out->data, ay, ay->bounds);
+            rs_vpass(tmp, out_row, out_row, out->data, ay, ay->bounds, path);
         } else {
-            rs_hpass(rows, in_stride, out_h, out->data, ax, c, avail);
+            rs_hpass(rows, in_stride, out_h, out->data, ax, c, avail, path);
         }
     } else if (need_v) {
-        rs_vpass(src, in_stride, out_row, out->data, ay, ay->bounds);
+        rs_vpass(src, in_stride, out_row, out->data, ay, ay->bounds, path);
     } else {
         for (uint32_t yy = 0; yy < out_h; yy++) {
             memcpy(out->data + (size_t)yy * out_row,
@@ -556,10 +755,51 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
     }
 }
 
+int sl_img_resize_path_ok(sl_resize_path_e path)
+{
+    switch (path) {
+    case SL_RESIZE_PATH_AUTO:
+    case SL_RESIZE_PATH_SCALAR:
+        return 1;
+    case SL_RESIZE_PATH_SSE2:
+        return RS_SSE2;
+    case SL_RESIZE_PATH_AVX2:
+#if RS_SSE2
+        return __builtin_cpu_supports("avx2") != 0;
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+/* The fastest path this build and CPU run. */
+static sl_resize_path_e rs_best_path(void)
+{
+    if (sl_img_resize_path_ok(SL_RESIZE_PATH_AVX2)) {
+        return SL_RESIZE_PATH_AVX2;
+    }
+    return RS_SSE2 ? SL_RESIZE_PATH_SSE2 : SL_RESIZE_PATH_SCALAR;
+}
+
 int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, double h,
                           uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
                           sl_tensor_t *out)
 {
+    return sl_img_resize_rect_path(in, x, y, w, h, out_h, out_w, flags, scratch, out,
+                                   SL_RESIZE_PATH_AUTO);
+}
+
+int sl_img_resize_rect_path(const sl_tensor_t *in, double x, double y, double w, double h,
+                            uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
+                            sl_tensor_t *out, sl_resize_path_e path)
+{
+    if (!sl_img_resize_path_ok(path)) {
+        return -ENOTSUP;
+    }
+    if (path == SL_RESIZE_PATH_AUTO) {
+        path = rs_best_path();
+    }
     if (in == NULL || out == NULL || in == out || scratch == in || scratch == out ||
         in->dtype != SL_DT_U8 || in->layout != SL_LAYOUT_HWC || in->c < 1 || in->c > 4 ||
         in->h == 0 || in->w == 0 || in->h > RS_MAX_EDGE || in->w > RS_MAX_EDGE ||
@@ -604,7 +844,7 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
         mem = owned;
     }
     uint8_t *tmp = rs_scratch_carve(mem, &ax, &ay);
-    rs_resample(in, &ax, &ay, need_h, need_v, tmp, out);
+    rs_resample(in, &ax, &ay, need_h, need_v, tmp, out, path);
     free(owned);
     return 0;
 }

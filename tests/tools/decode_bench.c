@@ -34,6 +34,10 @@
  * unfused path on every crop (sl_jpeg_decode, then the same resample of the
  * integer crop) and reports, per M, the mean and the worst per-sample mean
  * absolute difference in levels of 255: "mad_mean", "mad_worst" (-1: unused).
+ * Also outside the rate, per image: "resample_ms_by_path", the same resample
+ * again on each kernel this CPU runs (scalar, sse2, avx2; interleaved per
+ * file, and every path's bytes checked equal to the pipeline's), and
+ * "tail_ms", the flip + normalize/CHW pass the pipeline runs after the unit.
  *
  *   decode_bench DIR --scan [--margin F]
  *
@@ -58,6 +62,7 @@
 #include <turbojpeg.h>
 
 #include "common/base/rng.h"
+#include "common/image/img_resize_impl.h"
 #include "common/image/imgops.h"
 #include "common/image/jpeg.h"
 #include "common/image/tensor.h"
@@ -255,11 +260,20 @@ static void bench_entropy(bench_file_t *bf, uint32_t m, uint32_t y1)
     jpeg_destroy_decompress(&ci);
 }
 
+/* The resample's kernels, timed side by side on the same regions. */
+#define BENCH_PATHS 3
+static const sl_resize_path_e bench_path[BENCH_PATHS] = {
+    SL_RESIZE_PATH_SCALAR, SL_RESIZE_PATH_SSE2, SL_RESIZE_PATH_AVX2};
+static const char *const bench_path_name[BENCH_PATHS] = {"scalar", "sse2", "avx2"};
+
 typedef struct bench_fused_s {
     double probe, region, resample, entropy; /* seconds, summed */
+    double by_path[BENCH_PATHS];             /* the resample again on each path */
+    double tail;                             /* flip + normalize_chw */
     uint64_t scale_use[8];
     double mad_sum[8], mad_worst[8]; /* first pass only */
     sl_tensor_t *full, *ref;         /* non-NULL: compare with the unfused path */
+    sl_tensor_t *alt, *chw;          /* scratch: other paths' resample, the tail */
 } bench_fused_t;
 
 /* Mean absolute difference of two same-shape u8 tensors. */
@@ -306,6 +320,30 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
     double t3 = bench_now();
     bench_entropy(bf, m, y0 + reg->h);
     double t4 = bench_now();
+    /* Untimed by the rate: each kernel on the same region (starting at a
+     * different one per file, so none always runs with warmer caches), and
+     * the tail the pipeline runs after the unit. The paths must agree. */
+    for (int k = 0; k < BENCH_PATHS; k++) {
+        int pi = (int)((idx + (size_t)k) % BENCH_PATHS);
+        if (!sl_img_resize_path_ok(bench_path[pi])) {
+            continue;
+        }
+        double a = bench_now();
+        if (sl_img_resize_rect_path(reg, x * s - x0, y * s - y0, w * s, h * s, BENCH_OUT,
+                                    BENCH_OUT, SL_RESIZE_CLIP, NULL, acc->alt,
+                                    bench_path[pi]) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": resample (%s) failed\n", bf->path,
+                    bench_path_name[pi]);
+            return -1;
+        }
+        acc->by_path[pi] += bench_now() - a;
+        if (acc->alt->nbytes != res->nbytes ||
+            memcmp(acc->alt->data, res->data, res->nbytes) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": the %s resample differs\n", bf->path,
+                    bench_path_name[pi]);
+            return -1;
+        }
+    }
     if (acc->full != NULL) {
         if (sl_jpeg_decode(bf->buf, bf->len, UINT64_MAX, acc->full, err, sizeof(err)) != 0 ||
             sl_img_resize_rect_ex(acc->full, x, y, w, h, BENCH_OUT, BENCH_OUT, SL_RESIZE_CLIP,
@@ -317,6 +355,15 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
         acc->mad_sum[m - 1] += d;
         acc->mad_worst[m - 1] = d > acc->mad_worst[m - 1] ? d : acc->mad_worst[m - 1];
     }
+    /* Last: the flip changes res. */
+    static const float MEAN[3] = {0.485f, 0.456f, 0.406f};
+    static const float STD[3] = {0.229f, 0.224f, 0.225f};
+    double t5 = bench_now();
+    if (sl_img_flip_h(res) != 0 || sl_img_normalize_chw(res, MEAN, STD, acc->chw) != 0) {
+        fprintf(stderr, "decode_bench: \"%s\": tail failed\n", bf->path);
+        return -1;
+    }
+    acc->tail += bench_now() - t5;
     acc->probe += t1 - t0;
     acc->region += t2 - t1;
     acc->resample += t3 - t2;
@@ -403,7 +450,7 @@ out:
 /* The --fused mode over the validated files; prints the JSON line. */
 static int bench_fused(size_t n, unsigned mask, double seconds)
 {
-    sl_tensor_t reg, res, full, ref;
+    sl_tensor_t reg, res, full, ref, alt, chw;
     bench_fused_t acc, warm;
     uint64_t done = 0;
     int rc = -1;
@@ -412,8 +459,12 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     sl_tensor_init(&res);
     sl_tensor_init(&full);
     sl_tensor_init(&ref);
+    sl_tensor_init(&alt);
+    sl_tensor_init(&chw);
     memset(&acc, 0, sizeof(acc));
     memset(&warm, 0, sizeof(warm));
+    acc.alt = warm.alt = &alt;
+    acc.chw = warm.chw = &chw;
     warm.full = &full;
     warm.ref = &ref;
     /* Untimed first pass: the tolerance, and buffers reach their largest size. */
@@ -434,10 +485,19 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     double per = 1e3 / (double)done;
     printf("{\"decoded\": %llu, \"seconds\": %.3f, \"images_per_sec\": %.1f, "
            "\"probe_ms\": %.3f, \"region_ms\": %.3f, \"entropy_ms\": %.3f, "
-           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, \"scale_use\": [",
+           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, ",
            (unsigned long long)done, unit, (double)done / unit, acc.probe * per,
            acc.region * per, acc.entropy * per, (acc.region - acc.entropy) * per,
            acc.resample * per);
+    printf("\"tail_ms\": %.3f, \"resample_ms_by_path\": {", acc.tail * per);
+    for (int k = 0, first = 1; k < BENCH_PATHS; k++) {
+        if (sl_img_resize_path_ok(bench_path[k])) {
+            printf("%s\"%s\": %.3f", first ? "" : ", ", bench_path_name[k],
+                   acc.by_path[k] * per);
+            first = 0;
+        }
+    }
+    printf("}, \"scale_use\": [");
     for (int m = 0; m < 8; m++) {
         printf("%s%llu", m ? ", " : "", (unsigned long long)warm.scale_use[m]);
     }
@@ -454,6 +514,8 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     fflush(stdout);
     rc = 0;
 out:
+    sl_tensor_free(&chw);
+    sl_tensor_free(&alt);
     sl_tensor_free(&ref);
     sl_tensor_free(&full);
     sl_tensor_free(&reg);
