@@ -14,7 +14,7 @@
  * k = kh * 2^11 + kl and the two partial sums are recombined as
  * (sum_h << 11) + sum_l: the same integer, hence the same result. Every
  * path is integer arithmetic in the same order of terms per output byte,
- * so scalar, SSE2 and AVX2 give the same bytes (tests/unit/test_resize_paths.c
+ * so scalar, SSE2 and AVX2 give the same bytes (tests/unit/test_simd_paths.c
  * compares them on random images). The path is chosen per call at run time:
  * AVX2 where the CPU has it (__builtin_cpu_supports), else SSE2 (part of the
  * x86-64 ABI); elsewhere, or with -DSL_RESIZE_SCALAR, plain C loops.
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "common/image/imgops.h"
-#include "common/image/img_resize_impl.h"
+#include "common/image/simd.h"
 
 #if defined(__x86_64__) && defined(__SSE2__) && !defined(SL_RESIZE_SCALAR)
 #include <immintrin.h>
@@ -557,7 +557,7 @@ static __attribute__((target("avx2"))) void rs_hrow_avx2_c(const uint8_t *s, uin
  * into dst, rows x out_w x c packed. src_avail is how many bytes the input
  * buffer holds from src on (the SIMD kernel must not read past it). */
 static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t *dst,
-                     const rs_axis_t *ax, uint32_t c, size_t src_avail, sl_resize_path_e path)
+                     const rs_axis_t *ax, uint32_t c, size_t src_avail, sl_simd_e path)
 {
     const size_t out_row = (size_t)ax->out * c;
 #if RS_SSE2
@@ -567,9 +567,9 @@ static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t
         const uint8_t *s = src + r * src_stride;
         uint8_t *d = dst + r * out_row;
 #if RS_SSE2
-        if (simd && path != SL_RESIZE_PATH_SCALAR) {
+        if (simd && path != SL_SIMD_SCALAR) {
             const size_t avail = src_avail - r * src_stride;
-            if (path == SL_RESIZE_PATH_AVX2) {
+            if (path == SL_SIMD_AVX2) {
                 rs_hrow_avx2_c(s, d, ax, avail, c);
             } else if (c == 3) {
                 rs_hrow_sse2_c(s, d, ax, avail, 3);
@@ -601,14 +601,14 @@ static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t
  * stay in registers. */
 static void rs_vpass(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
                      uint8_t *restrict dst, const rs_axis_t *ay, const int32_t *restrict bounds,
-                     sl_resize_path_e path)
+                     sl_simd_e path)
 {
 #if RS_SSE2
-    if (ay->ksize <= RS_SIMD_MAX_TAPS && path == SL_RESIZE_PATH_AVX2) {
+    if (ay->ksize <= RS_SIMD_MAX_TAPS && path == SL_SIMD_AVX2) {
         rs_vpass_avx2(src, src_stride, row_bytes, dst, ay, bounds);
         return;
     }
-    if (ay->ksize <= RS_SIMD_MAX_TAPS && path == SL_RESIZE_PATH_SSE2) {
+    if (ay->ksize <= RS_SIMD_MAX_TAPS && path == SL_SIMD_SSE2) {
         rs_vpass_sse2(src, src_stride, row_bytes, dst, ay, bounds);
         return;
     }
@@ -703,7 +703,7 @@ static uint8_t *rs_scratch_carve(uint8_t *mem, rs_axis_t *ax, rs_axis_t *ay)
  * vertical one needs, into tmp, then vertical; or whichever one is needed,
  * or a copy of the visible rectangle. */
 static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int need_h,
-                        int need_v, uint8_t *tmp, sl_tensor_t *out, sl_resize_path_e path)
+                        int need_v, uint8_t *tmp, sl_tensor_t *out, sl_simd_e path)
 {
     const uint32_t c = in->c;
     const uint32_t out_h = ay->out;
@@ -713,7 +713,7 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
     if (need_v) {
         rs_axis_coeffs(ay);
 #if RS_SSE2
-        if (path != SL_RESIZE_PATH_SCALAR) {
+        if (path != SL_SIMD_SCALAR) {
             rs_axis_pairs(ay, 0);
         }
 #endif
@@ -721,8 +721,8 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
     if (need_h) {
         rs_axis_coeffs(ax);
 #if RS_SSE2
-        if (path != SL_RESIZE_PATH_SCALAR) {
-            rs_axis_pairs(ax, path == SL_RESIZE_PATH_AVX2);
+        if (path != SL_SIMD_SCALAR) {
+            rs_axis_pairs(ax, path == SL_SIMD_AVX2);
         }
 #endif
         /* Only rows some vertical window touches are resampled horizontally,
@@ -755,31 +755,13 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
     }
 }
 
-int sl_img_resize_path_ok(sl_resize_path_e path)
-{
-    switch (path) {
-    case SL_RESIZE_PATH_AUTO:
-    case SL_RESIZE_PATH_SCALAR:
-        return 1;
-    case SL_RESIZE_PATH_SSE2:
-        return RS_SSE2;
-    case SL_RESIZE_PATH_AVX2:
-#if RS_SSE2
-        return __builtin_cpu_supports("avx2") != 0;
-#else
-        return 0;
-#endif
-    }
-    return 0;
-}
-
 /* The fastest path this build and CPU run. */
-static sl_resize_path_e rs_best_path(void)
+static sl_simd_e rs_best_path(void)
 {
-    if (sl_img_resize_path_ok(SL_RESIZE_PATH_AVX2)) {
-        return SL_RESIZE_PATH_AVX2;
+    if (sl_simd_ok(SL_SIMD_AVX2)) {
+        return SL_SIMD_AVX2;
     }
-    return RS_SSE2 ? SL_RESIZE_PATH_SSE2 : SL_RESIZE_PATH_SCALAR;
+    return RS_SSE2 ? SL_SIMD_SSE2 : SL_SIMD_SCALAR;
 }
 
 int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, double h,
@@ -787,17 +769,17 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
                           sl_tensor_t *out)
 {
     return sl_img_resize_rect_path(in, x, y, w, h, out_h, out_w, flags, scratch, out,
-                                   SL_RESIZE_PATH_AUTO);
+                                   SL_SIMD_AUTO);
 }
 
 int sl_img_resize_rect_path(const sl_tensor_t *in, double x, double y, double w, double h,
                             uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
-                            sl_tensor_t *out, sl_resize_path_e path)
+                            sl_tensor_t *out, sl_simd_e path)
 {
-    if (!sl_img_resize_path_ok(path)) {
+    if (!sl_simd_ok(path)) {
         return -ENOTSUP;
     }
-    if (path == SL_RESIZE_PATH_AUTO) {
+    if (path == SL_SIMD_AUTO) {
         path = rs_best_path();
     }
     if (in == NULL || out == NULL || in == out || scratch == in || scratch == out ||

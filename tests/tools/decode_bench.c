@@ -37,7 +37,8 @@
  * Also outside the rate, per image: "resample_ms_by_path", the same resample
  * again on each kernel this CPU runs (scalar, sse2, avx2; interleaved per
  * file, and every path's bytes checked equal to the pipeline's), and
- * "tail_ms", the flip + normalize/CHW pass the pipeline runs after the unit.
+ * "tail_ms", the flip + normalize/CHW pass the pipeline runs after the unit,
+ * and "normalize_chw_ms_by_path", that pass on each kernel (bytes checked).
  *
  *   decode_bench DIR --scan [--margin F]
  *
@@ -62,7 +63,7 @@
 #include <turbojpeg.h>
 
 #include "common/base/rng.h"
-#include "common/image/img_resize_impl.h"
+#include "common/image/simd.h"
 #include "common/image/imgops.h"
 #include "common/image/jpeg.h"
 #include "common/image/tensor.h"
@@ -262,18 +263,19 @@ static void bench_entropy(bench_file_t *bf, uint32_t m, uint32_t y1)
 
 /* The resample's kernels, timed side by side on the same regions. */
 #define BENCH_PATHS 3
-static const sl_resize_path_e bench_path[BENCH_PATHS] = {
-    SL_RESIZE_PATH_SCALAR, SL_RESIZE_PATH_SSE2, SL_RESIZE_PATH_AVX2};
+static const sl_simd_e bench_path[BENCH_PATHS] = {
+    SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
 static const char *const bench_path_name[BENCH_PATHS] = {"scalar", "sse2", "avx2"};
 
 typedef struct bench_fused_s {
     double probe, region, resample, entropy; /* seconds, summed */
     double by_path[BENCH_PATHS];             /* the resample again on each path */
     double tail;                             /* flip + normalize_chw */
+    double norm_by_path[BENCH_PATHS];        /* normalize_chw again on each path */
     uint64_t scale_use[8];
     double mad_sum[8], mad_worst[8]; /* first pass only */
     sl_tensor_t *full, *ref;         /* non-NULL: compare with the unfused path */
-    sl_tensor_t *alt, *chw;          /* scratch: other paths' resample, the tail */
+    sl_tensor_t *alt, *chw, *chw2;   /* scratch: other paths' resample, the tail */
 } bench_fused_t;
 
 /* Mean absolute difference of two same-shape u8 tensors. */
@@ -325,7 +327,7 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
      * the tail the pipeline runs after the unit. The paths must agree. */
     for (int k = 0; k < BENCH_PATHS; k++) {
         int pi = (int)((idx + (size_t)k) % BENCH_PATHS);
-        if (!sl_img_resize_path_ok(bench_path[pi])) {
+        if (!sl_simd_ok(bench_path[pi])) {
             continue;
         }
         double a = bench_now();
@@ -364,6 +366,24 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
         return -1;
     }
     acc->tail += bench_now() - t5;
+    for (int k = 0; k < BENCH_PATHS; k++) {
+        int pi = (int)((idx + (size_t)k) % BENCH_PATHS);
+        if (!sl_simd_ok(bench_path[pi])) {
+            continue;
+        }
+        double a = bench_now();
+        if (sl_img_normalize_chw_path(res, MEAN, STD, acc->chw2, bench_path[pi]) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": normalize_chw (%s) failed\n", bf->path,
+                    bench_path_name[pi]);
+            return -1;
+        }
+        acc->norm_by_path[pi] += bench_now() - a;
+        if (memcmp(acc->chw2->data, acc->chw->data, acc->chw->nbytes) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": the %s normalize_chw differs\n", bf->path,
+                    bench_path_name[pi]);
+            return -1;
+        }
+    }
     acc->probe += t1 - t0;
     acc->region += t2 - t1;
     acc->resample += t3 - t2;
@@ -450,7 +470,7 @@ out:
 /* The --fused mode over the validated files; prints the JSON line. */
 static int bench_fused(size_t n, unsigned mask, double seconds)
 {
-    sl_tensor_t reg, res, full, ref, alt, chw;
+    sl_tensor_t reg, res, full, ref, alt, chw, chw2;
     bench_fused_t acc, warm;
     uint64_t done = 0;
     int rc = -1;
@@ -461,10 +481,12 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     sl_tensor_init(&ref);
     sl_tensor_init(&alt);
     sl_tensor_init(&chw);
+    sl_tensor_init(&chw2);
     memset(&acc, 0, sizeof(acc));
     memset(&warm, 0, sizeof(warm));
     acc.alt = warm.alt = &alt;
     acc.chw = warm.chw = &chw;
+    acc.chw2 = warm.chw2 = &chw2;
     warm.full = &full;
     warm.ref = &ref;
     /* Untimed first pass: the tolerance, and buffers reach their largest size. */
@@ -491,9 +513,17 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
            acc.resample * per);
     printf("\"tail_ms\": %.3f, \"resample_ms_by_path\": {", acc.tail * per);
     for (int k = 0, first = 1; k < BENCH_PATHS; k++) {
-        if (sl_img_resize_path_ok(bench_path[k])) {
+        if (sl_simd_ok(bench_path[k])) {
             printf("%s\"%s\": %.3f", first ? "" : ", ", bench_path_name[k],
                    acc.by_path[k] * per);
+            first = 0;
+        }
+    }
+    printf("}, \"normalize_chw_ms_by_path\": {");
+    for (int k = 0, first = 1; k < BENCH_PATHS; k++) {
+        if (sl_simd_ok(bench_path[k])) {
+            printf("%s\"%s\": %.3f", first ? "" : ", ", bench_path_name[k],
+                   acc.norm_by_path[k] * per);
             first = 0;
         }
     }
@@ -514,6 +544,7 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     fflush(stdout);
     rc = 0;
 out:
+    sl_tensor_free(&chw2);
     sl_tensor_free(&chw);
     sl_tensor_free(&alt);
     sl_tensor_free(&ref);

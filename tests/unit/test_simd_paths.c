@@ -1,8 +1,10 @@
-/* The resample's kernels (scalar, SSE2, AVX2: common/image/img_resize.c)
- * give the same bytes: each path this build and CPU run is compared with the
- * scalar one on random images and rectangles -- up- and downscales, odd
- * widths, 1 to 4 channels, Pillow's box and the clipped crop, rectangles
- * that touch the buffer's last byte (where the SIMD kernels fall back). A
+/* The image kernels by instruction set (common/image/simd.h) give the same
+ * bytes. The resample (scalar, SSE2, AVX2: common/image/img_resize.c): each
+ * path this build and CPU run is compared with the scalar one on random
+ * images and rectangles -- up- and downscales, odd widths, 1 to 4 channels,
+ * Pillow's box and the clipped crop, rectangles that touch the buffer's last
+ * byte (where the SIMD kernels fall back). The normalize + CHW tail
+ * (common/image/imgops.c): every path on random images of many sizes. A
  * sample's bytes must not depend on the host's CPU. */
 #include <check.h>
 #include <errno.h>
@@ -11,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/image/img_resize_impl.h"
+#include "common/image/simd.h"
 #include "common/image/imgops.h"
 #include "tests/unit/fixtures.h"
 
-static const sl_resize_path_e simd_paths[] = {SL_RESIZE_PATH_SSE2, SL_RESIZE_PATH_AVX2,
-                                              SL_RESIZE_PATH_AUTO};
+static const sl_simd_e simd_paths[] = {SL_SIMD_SSE2, SL_SIMD_AVX2,
+                                              SL_SIMD_AUTO};
 static const char *const simd_names[] = {"sse2", "avx2", "auto"};
 
 /* xorshift64*: a fixed sequence, so a failure reproduces. */
@@ -54,11 +56,11 @@ static int compare(const sl_tensor_t *in, double x, double y, double w, double h
     sl_tensor_init(&want);
     sl_tensor_init(&got);
     int rc = sl_img_resize_rect_path(in, x, y, w, h, oh, ow, flags, NULL, &want,
-                                     SL_RESIZE_PATH_SCALAR);
+                                     SL_SIMD_SCALAR);
     ck_assert_msg(rc == 0, "%s: scalar rc %d", what, rc);
     int n = 0;
     for (size_t p = 0; p < sizeof(simd_paths) / sizeof(simd_paths[0]); p++) {
-        if (!sl_img_resize_path_ok(simd_paths[p])) {
+        if (!sl_simd_ok(simd_paths[p])) {
             continue;
         }
         rc = sl_img_resize_rect_path(in, x, y, w, h, oh, ow, flags, scratch, &got,
@@ -162,24 +164,26 @@ END_TEST
 
 START_TEST(test_path_refused_when_absent)
 {
-    ck_assert_int_eq(sl_img_resize_path_ok(SL_RESIZE_PATH_SCALAR), 1);
-    ck_assert_int_eq(sl_img_resize_path_ok(SL_RESIZE_PATH_AUTO), 1);
+    ck_assert_int_eq(sl_simd_ok(SL_SIMD_SCALAR), 1);
+    ck_assert_int_eq(sl_simd_ok(SL_SIMD_AUTO), 1);
 #if defined(__x86_64__)
-    ck_assert_int_eq(sl_img_resize_path_ok(SL_RESIZE_PATH_SSE2), 1);
+    ck_assert_int_eq(sl_simd_ok(SL_SIMD_SSE2), 1);
 #endif
-    ck_assert_int_eq(sl_img_resize_path_ok((sl_resize_path_e)99), 0);
+    ck_assert_int_eq(sl_simd_ok((sl_simd_e)99), 0);
     sl_tensor_t in, out;
     sl_tensor_init(&in);
     sl_tensor_init(&out);
     uint64_t seed = 1;
     random_image(&in, 8, 8, 3, &seed);
     ck_assert_int_eq(
-        sl_img_resize_rect_path(&in, 0, 0, 8, 8, 4, 4, 0, NULL, &out, (sl_resize_path_e)99),
+        sl_img_resize_rect_path(&in, 0, 0, 8, 8, 4, 4, 0, NULL, &out, (sl_simd_e)99),
         -ENOTSUP);
-    if (!sl_img_resize_path_ok(SL_RESIZE_PATH_AVX2)) {
-        fprintf(stderr, "test_resize_paths: this CPU has no AVX2; that path not compared\n");
+    static const float m[3] = {0.5f, 0.5f, 0.5f};
+    ck_assert_int_eq(sl_img_normalize_chw_path(&in, m, m, &out, (sl_simd_e)99), -ENOTSUP);
+    if (!sl_simd_ok(SL_SIMD_AVX2)) {
+        fprintf(stderr, "test_simd_paths: this CPU has no AVX2; that path not compared\n");
         ck_assert_int_eq(sl_img_resize_rect_path(&in, 0, 0, 8, 8, 4, 4, 0, NULL, &out,
-                                                 SL_RESIZE_PATH_AVX2),
+                                                 SL_SIMD_AVX2),
                          -ENOTSUP);
     }
     sl_tensor_free(&in);
@@ -187,14 +191,60 @@ START_TEST(test_path_refused_when_absent)
 }
 END_TEST
 
+START_TEST(test_normalize_chw_paths_identical)
+{
+    static const float mean[3] = {0.485f, 0.456f, 0.406f};
+    static const float std3[3] = {0.229f, 0.224f, 0.225f};
+    static const float odd_mean[3] = {0.5f, -1.25f, 3.0f};
+    static const float odd_std[3] = {0.1f, 7.0f, -0.3f};
+    uint64_t seed = 7;
+    sl_tensor_t in, want, got;
+    sl_tensor_init(&in);
+    sl_tensor_init(&want);
+    sl_tensor_init(&got);
+    int compared = 0;
+    for (int it = 0; it < 300; it++) {
+        uint32_t c = below(&seed, 4) == 0 ? 1 : 3;
+        uint32_t h = 1 + below(&seed, it % 10 == 0 ? 300 : 40);
+        uint32_t w = 1 + below(&seed, it % 10 == 0 ? 300 : 40);
+        if (it == 0) {
+            h = w = 224;
+        }
+        random_image(&in, h, w, c, &seed);
+        const float *m = it % 2 ? mean : odd_mean;
+        const float *sd = it % 2 ? std3 : odd_std;
+        ck_assert_int_eq(sl_img_normalize_chw_path(&in, m, sd, &want, SL_SIMD_SCALAR), 0);
+        for (size_t p = 0; p < sizeof(simd_paths) / sizeof(simd_paths[0]); p++) {
+            if (!sl_simd_ok(simd_paths[p])) {
+                continue;
+            }
+            ck_assert_int_eq(sl_img_normalize_chw_path(&in, m, sd, &got, simd_paths[p]), 0);
+            ck_assert_int_eq(got.layout, SL_LAYOUT_CHW);
+            ck_assert_uint_eq(got.nbytes, want.nbytes);
+            ck_assert_msg(memcmp(got.data, want.data, want.nbytes) == 0,
+                          "normalize_chw %ux%ux%u: %s differs from scalar", h, w, c,
+                          simd_names[p]);
+            compared++;
+        }
+    }
+#if defined(__x86_64__)
+    ck_assert_int_ge(compared, 300 * 2);
+#endif
+    sl_tensor_free(&in);
+    sl_tensor_free(&want);
+    sl_tensor_free(&got);
+}
+END_TEST
+
 int main(void)
 {
-    Suite *s = suite_create("resize_paths");
+    Suite *s = suite_create("simd_paths");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_paths_identical_random);
     tcase_add_test(tc, test_paths_identical_pipeline_shapes);
     tcase_add_test(tc, test_path_refused_when_absent);
+    tcase_add_test(tc, test_normalize_chw_paths_identical);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
