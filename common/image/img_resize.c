@@ -13,11 +13,13 @@
  * instruction. A 22-bit weight does not fit in 16 bits, so each is split as
  * k = kh * 2^11 + kl and the two partial sums are recombined as
  * (sum_h << 11) + sum_l: the same integer, hence the same result. Every
- * path is integer arithmetic in the same order of terms per output byte,
- * so scalar, SSE2 and AVX2 give the same bytes (tests/unit/test_simd_paths.c
- * compares them on random images). The path is chosen per call at run time:
- * AVX2 where the CPU has it (__builtin_cpu_supports), else SSE2 (part of the
- * x86-64 ABI); elsewhere, or with -DSL_RESIZE_SCALAR, plain C loops.
+ * path is integer arithmetic that cannot overflow, so the order of terms
+ * does not matter and scalar, SSE2 and AVX2 give the same bytes
+ * (tests/unit/test_simd_paths.c compares them on random images). The path
+ * is chosen per call at run time: AVX2 where the CPU has it
+ * (__builtin_cpu_supports; the vertical pass 32 bytes a step, ~10% off the
+ * resample; the horizontal pass stays SSE2, see rs_hpass), else SSE2 (part
+ * of the x86-64 ABI); elsewhere, or with -DSL_RESIZE_SCALAR, plain C loops.
  *
  * Thread-safe: no static mutable state; scratch memory is the caller's or
  * malloc'd per call. */
@@ -66,11 +68,7 @@ typedef struct rs_axis_s {
     int32_t *bounds; /* out pairs (first input pixel, absolute; count) */
     int32_t *kk;     /* out * ksize fixed-point weights */
 #if RS_SSE2
-    /* (out + 1) * npair * 2: per output pixel and tap pair, kh and kl pairs
-     * in 4 lanes. The AVX2 horizontal pass takes output pixels two at a
-     * time, so there they are ordered by pixel pair: for pixels 2j, 2j+1
-     * and tap pair q, kh(2j) kh(2j+1) kl(2j) kl(2j+1) (rs_axis_pairs). */
-    __m128i *kv;
+    __m128i *kv; /* out * npair * 2: per tap pair, kh and kl pairs in 4 lanes */
 #endif
 } rs_axis_t;
 
@@ -218,33 +216,22 @@ static inline void rs_hpixel3_scalar(const uint8_t *restrict s, uint8_t *restric
 /* Builds the pmaddwd weights of an axis from its int32 ones: for taps 2q and
  * 2q+1, lanes of (kh[2q], kh[2q+1]) and of (kl[2q], kl[2q+1]). A missing
  * odd tap gets weight 0. */
-static void rs_axis_pairs(rs_axis_t *a, int by_pixel_pair)
+static void rs_axis_pairs(rs_axis_t *a)
 {
     a->pmax = 1;
-    const uint32_t lo = (1u << RS_SPLIT_BITS) - 1;
-    for (uint32_t o = 0; o < a->out + (by_pixel_pair ? a->out % 2 : 0); o++) {
-        /* The pad pixel of an odd row (pixel pairs only) weighs nothing. */
-        const int pad = o == a->out;
-        if (!pad) {
-            size_t pairs = ((size_t)a->bounds[2 * (size_t)o + 1] + 1) / 2;
-            a->pmax = pairs > a->pmax ? pairs : a->pmax;
-        }
-        const int32_t *k = a->kk + (size_t)(pad ? 0 : o) * a->ksize;
+    for (uint32_t o = 0; o < a->out; o++) {
+        size_t pairs = ((size_t)a->bounds[2 * (size_t)o + 1] + 1) / 2;
+        a->pmax = pairs > a->pmax ? pairs : a->pmax;
+        const int32_t *k = a->kk + (size_t)o * a->ksize;
+        __m128i *kv = a->kv + (size_t)o * a->npair * 2;
         for (size_t q = 0; q < a->npair; q++) {
-            uint32_t k0 = pad ? 0 : (uint32_t)k[2 * q];
-            uint32_t k1 = !pad && 2 * q + 1 < a->ksize ? (uint32_t)k[2 * q + 1] : 0;
+            uint32_t k0 = (uint32_t)k[2 * q];
+            uint32_t k1 = 2 * q + 1 < a->ksize ? (uint32_t)k[2 * q + 1] : 0;
+            uint32_t lo = (1u << RS_SPLIT_BITS) - 1;
             uint32_t h = (k0 >> RS_SPLIT_BITS) | (k1 >> RS_SPLIT_BITS) << 16;
             uint32_t l = (k0 & lo) | (k1 & lo) << 16;
-            size_t ih, il;
-            if (by_pixel_pair) {
-                ih = ((size_t)(o / 2) * a->npair + q) * 4 + o % 2;
-                il = ih + 2;
-            } else {
-                ih = ((size_t)o * a->npair + q) * 2;
-                il = ih + 1;
-            }
-            a->kv[ih] = _mm_set1_epi32((int32_t)h);
-            a->kv[il] = _mm_set1_epi32((int32_t)l);
+            kv[2 * q] = _mm_set1_epi32((int32_t)h);
+            kv[2 * q + 1] = _mm_set1_epi32((int32_t)l);
         }
     }
 }
@@ -461,96 +448,6 @@ rs_vpass_avx2(const uint8_t *restrict src, size_t src_stride, size_t row_bytes,
     }
 }
 
-/* pshufb masks turning the 16 bytes at a tap pair's first pixel into its
- * two pixels' channels interleaved and widened to 16 bits:
- * (c0 of pixel 0, c0 of pixel 1, c1 ..., c3), -1 giving 0. For 3 channels
- * the 4th pair is zero (the SSE2 kernel reads it from the next pixel and
- * discards it; here it never enters the sum). */
-static inline __attribute__((always_inline, target("avx2"))) __m256i rs_pair_mask(uint32_t C)
-{
-    if (C == 3) {
-        return _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1,
-                                3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-    }
-    return _mm256_setr_epi8(0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1, 0, -1, 4, -1,
-                            1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1);
-}
-
-/* Horizontal row, two output pixels per step, one per 128-bit lane: per
- * tap pair, a 16-byte load at each pixel's pair and one vpshufb give both
- * pixels' (tap 2q, tap 2q+1) per channel, and one vpmaddwd per weight half
- * the products summed, as rs_hrow_sse2 does per pixel. Every pair of
- * pixels runs P tap pairs (weights past a window are 0). A pixel pair
- * whose 16-byte reads would pass avail takes the scalar path. */
-static inline __attribute__((always_inline, target("avx2"))) void
-rs_hrow_avx2(const uint8_t *restrict s, uint8_t *restrict d, const rs_axis_t *ax, size_t avail,
-             const uint32_t C, const size_t P)
-{
-    const __m256i mask = rs_pair_mask(C);
-    const __m256i half = _mm256_set1_epi32(RS_HALF);
-    const size_t last_read = 2 * (P - 1) * C + 16;
-    const uint32_t out = ax->out;
-    for (uint32_t xx = 0; xx < out; xx += 2) {
-        const int two = xx + 1 < out;
-        const size_t s0 = (size_t)ax->bounds[2 * (size_t)xx];
-        const size_t s1 = two ? (size_t)ax->bounds[2 * (size_t)xx + 2] : s0;
-        if ((s0 > s1 ? s0 : s1) * C + last_read > avail) {
-            rs_hpixel_scalar(s, d, ax, C, xx);
-            if (two) {
-                rs_hpixel_scalar(s, d, ax, C, xx + 1);
-            }
-            continue;
-        }
-        const uint8_t *p0 = s + s0 * C, *p1 = s + s1 * C;
-        const __m256i *restrict kv =
-            (const __m256i *)(const void *)(ax->kv + (size_t)(xx / 2) * ax->npair * 4);
-        __m256i h = _mm256_setzero_si256(), l = half;
-        for (size_t q = 0; q < P; q++) {
-            __m256i w = _mm256_loadu2_m128i((const __m128i *)(const void *)(p1 + 2 * q * C),
-                                            (const __m128i *)(const void *)(p0 + 2 * q * C));
-            w = _mm256_shuffle_epi8(w, mask);
-            h = _mm256_add_epi32(h, _mm256_madd_epi16(w, _mm256_loadu_si256(&kv[2 * q])));
-            l = _mm256_add_epi32(l, _mm256_madd_epi16(w, _mm256_loadu_si256(&kv[2 * q + 1])));
-        }
-        __m256i v = rs_combine256(h, l);
-        v = _mm256_packs_epi32(v, v);
-        v = _mm256_packus_epi16(v, v);
-        uint32_t px0 = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(v));
-        uint32_t px1 = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
-        /* 4-byte stores with 3 channels: the next pixel's store overwrites
-         * the 4th byte; the row's last pixel stores 3. */
-        memcpy(d + (size_t)xx * C, &px0, C == 4 || xx + 1 < out ? 4 : C);
-        if (two) {
-            memcpy(d + (size_t)(xx + 1) * C, &px1, C == 4 || xx + 2 < out ? 4 : C);
-        }
-    }
-}
-
-static __attribute__((target("avx2"))) void rs_hrow_avx2_c(const uint8_t *s, uint8_t *d,
-                                                            const rs_axis_t *ax, size_t avail,
-                                                            const uint32_t C)
-{
-    switch (ax->pmax) {
-    case 1:
-        rs_hrow_avx2(s, d, ax, avail, C, 1);
-        break;
-    case 2:
-        rs_hrow_avx2(s, d, ax, avail, C, 2);
-        break;
-    case 3:
-        rs_hrow_avx2(s, d, ax, avail, C, 3);
-        break;
-    case 4:
-        rs_hrow_avx2(s, d, ax, avail, C, 4);
-        break;
-    case 5:
-        rs_hrow_avx2(s, d, ax, avail, C, 5);
-        break;
-    default:
-        rs_hrow_avx2(s, d, ax, avail, C, ax->pmax);
-        break;
-    }
-}
 #endif
 
 /* Horizontal pass over rows [0, rows) of src (row stride src_stride bytes)
@@ -569,9 +466,9 @@ static void rs_hpass(const uint8_t *src, size_t src_stride, size_t rows, uint8_t
 #if RS_SSE2
         if (simd && path != SL_SIMD_SCALAR) {
             const size_t avail = src_avail - r * src_stride;
-            if (path == SL_SIMD_AVX2) {
-                rs_hrow_avx2_c(s, d, ax, avail, c);
-            } else if (c == 3) {
+            /* Every path runs the SSE2 row: an AVX2 one (two pixels a
+             * step, or a vpshufb per tap pair) measured 10-20% slower. */
+            if (c == 3) {
                 rs_hrow_sse2_c(s, d, ax, avail, 3);
             } else {
                 rs_hrow_sse2_c(s, d, ax, avail, 4);
@@ -666,9 +563,8 @@ static int rs_scratch_bytes(const rs_axis_t *ax, const rs_axis_t *ay, size_t out
     size_t need = 16; /* slack to align the base */
     int rc = 0;
 #if RS_SSE2
-    /* out + 1: the AVX2 horizontal pass pads an odd row to pixel pairs. */
-    rc = rs_add_mul(&need, ay->npair * 2 * sizeof(__m128i), (size_t)ay->out + 1);
-    rc = rc ? rc : rs_add_mul(&need, ax->npair * 2 * sizeof(__m128i), (size_t)ax->out + 1);
+    rc = rs_add_mul(&need, ay->npair * 2 * sizeof(__m128i), ay->out);
+    rc = rc ? rc : rs_add_mul(&need, ax->npair * 2 * sizeof(__m128i), ax->out);
 #endif
     rc = rc ? rc : rs_add_mul(&need, 2 * sizeof(int32_t), ay->out);
     rc = rc ? rc : rs_add_mul(&need, ay->ksize * sizeof(int32_t), ay->out);
@@ -689,8 +585,8 @@ static uint8_t *rs_scratch_carve(uint8_t *mem, rs_axis_t *ax, rs_axis_t *ay)
     mem += (16 - (uintptr_t)mem % 16) % 16;
 #if RS_SSE2
     ay->kv = (__m128i *)(void *)mem;
-    ax->kv = ay->kv + ay->npair * 2 * ((size_t)ay->out + 1);
-    mem = (uint8_t *)(ax->kv + ax->npair * 2 * ((size_t)ax->out + 1));
+    ax->kv = ay->kv + ay->npair * 2 * ay->out;
+    mem = (uint8_t *)(ax->kv + ax->npair * 2 * ax->out);
 #endif
     ay->bounds = (int32_t *)(void *)mem;
     ay->kk = ay->bounds + 2 * (size_t)ay->out;
@@ -714,7 +610,7 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
         rs_axis_coeffs(ay);
 #if RS_SSE2
         if (path != SL_SIMD_SCALAR) {
-            rs_axis_pairs(ay, 0);
+            rs_axis_pairs(ay);
         }
 #endif
     }
@@ -722,7 +618,7 @@ static void rs_resample(const sl_tensor_t *in, rs_axis_t *ax, rs_axis_t *ay, int
         rs_axis_coeffs(ax);
 #if RS_SSE2
         if (path != SL_SIMD_SCALAR) {
-            rs_axis_pairs(ax, path == SL_SIMD_AVX2);
+            rs_axis_pairs(ax);
         }
 #endif
         /* Only rows some vertical window touches are resampled horizontally,
