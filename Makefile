@@ -200,6 +200,7 @@ TEST_MODS_test_codec := image
 TEST_MODS_test_record := image
 TEST_MODS_test_tokenizer := text
 TEST_MODS_test_imgops_normalize := image
+TEST_MODS_test_simd_paths := image
 TEST_MODS_test_jpeg := image
 TEST_MODS_test_png := image
 TEST_MODS_test_webp := image

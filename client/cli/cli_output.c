@@ -58,6 +58,19 @@ static json_t *units_json(const cl_job_info_t *info)
         json_object_set_new(j, "samples", json_integer((json_int_t)us->samples));
         json_object_set_new(j, "cpu_ms_per_sample", json_real(us->cpu_sec * 1e3 / ns));
         json_object_set_new(j, "out_bytes_per_sample", json_real((double)us->out_bytes / ns));
+        double sub = 0;
+        for (int k = 0; k < SL_SUB__COUNT; k++) {
+            sub += us->sub_sec[k];
+        }
+        if (sub > 0) {
+            /* Only units that time their parts (the fused decode + crop). */
+            json_object_set_new(
+                j, "substages",
+                json_pack("{s:f, s:f, s:f, s:f}", "setup_ms", us->sub_sec[SL_SUB_SETUP] * 1e3 / ns,
+                          "skip_ms", us->sub_sec[SL_SUB_SKIP] * 1e3 / ns, "rows_ms",
+                          us->sub_sec[SL_SUB_ROWS] * 1e3 / ns, "resample_ms",
+                          us->sub_sec[SL_SUB_RESAMPLE] * 1e3 / ns));
+        }
         json_array_append_new(units, j);
     }
     return units;

@@ -239,6 +239,9 @@ void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret)
             ret[u].cpu_sec += row[u].cpu_sec;
             ret[u].out_bytes += row[u].out_bytes;
             ret[u].samples += row[u].samples;
+            for (int k = 0; k < SL_SUB__COUNT; k++) {
+                ret[u].sub_sec[k] += row[u].sub_sec[k];
+            }
         }
     }
 }

@@ -133,6 +133,7 @@ void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
     s->ids_cap = 0;
     memset(s->plugin, 0, sizeof(s->plugin));
     memset(s->plugin_dead, 0, sizeof(s->plugin_dead));
+    s->sub_sec = NULL;
 }
 
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s)
@@ -275,6 +276,10 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
         }
         return rc;
     }
+    /* Sub-stage times (sc->sub_sec): a few thread-CPU clock reads per sample,
+     * ~1 us against the unit's milliseconds. */
+    double *sub = u->kind == UNIT_DECODE_RRC ? sc->sub_sec : NULL;
+    double t_start = sub != NULL ? sl_thread_cpu_sec() : 0;
     sl_jpeg_info_t info;
     rc = sl_jpeg_probe(io->data, io->nbytes, &info, err, errlen);
     if (rc < 0) {
@@ -305,11 +310,13 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
         sl_center_crop_params(info.height, info.width, h, w, &x, &y);
     }
     uint32_t x0, y0;
-    rc = sl_jpeg_decode_region_m8(io->data, io->nbytes, s->max_pixels, x, y, w, h, m, &sc->a,
-                                  &x0, &y0, err, errlen);
+    sl_jpeg_times_t jt;
+    rc = sl_jpeg_decode_region_timed(io->data, io->nbytes, s->max_pixels, x, y, w, h, m, &sc->a,
+                                     &x0, &y0, sub != NULL ? &jt : NULL, err, errlen);
     if (rc < 0) {
         return rc;
     }
+    double t_resample = sub != NULL ? sl_thread_cpu_sec() : 0;
     double ds = (double)m / 8.0; /* exact: every product below is too */
     if (u->kind == UNIT_DECODE_CENTER_CROP) {
         /* Scale 1: an exact integer crop out of the decoded rows. */
@@ -321,6 +328,13 @@ static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
                                st->size_h, st->size_w, SL_RESIZE_CLIP, NULL, io);
     if (rc < 0) {
         return sl_err(err, errlen, rc, "resize of the decoded region failed");
+    }
+    if (sub != NULL) {
+        double setup = t_resample - t_start - jt.skip_sec - jt.rows_sec;
+        sub[SL_SUB_SETUP] += setup > 0 ? setup : 0;
+        sub[SL_SUB_SKIP] += jt.skip_sec;
+        sub[SL_SUB_ROWS] += jt.rows_sec;
+        sub[SL_SUB_RESAMPLE] += sl_thread_cpu_sec() - t_resample;
     }
     return 0;
 }
@@ -431,6 +445,7 @@ int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t
     }
     for (uint32_t u = from; u < to; u++) {
         double t0 = stats ? sl_thread_cpu_sec() : 0;
+        scratch->sub_sec = stats != NULL ? stats[u].sub_sec : NULL;
         int rc;
         if (p->units[u].pass_with_next && u + 1 < to && io->dtype != SL_DT_RECORD) {
             rc = run_normalize_chw(&p->units[u], io, scratch, err, errlen);

@@ -37,11 +37,26 @@
 
 typedef struct sl_pipeline_s sl_pipeline_t;
 
+/* Where a fused decode + random_resized_crop unit's time goes (sub_sec):
+ * so a profile shows which stage to make cheaper. A sample through the
+ * region path adds to all four; one decoded whole (PNG, WebP) to none. */
+typedef enum {
+    SL_SUB_SETUP = 0, /* probe, crop draw, header, decompressor start and end
+                       * (a progressive file's entropy decoding of every scan) */
+    SL_SUB_SKIP,      /* entropy decoding only, of the rows above the crop */
+    SL_SUB_ROWS,      /* the crop's rows: entropy + IDCT + upsampling + colour */
+    SL_SUB_RESAMPLE,  /* the antialiased resample to the output size */
+    SL_SUB__COUNT
+} sl_unit_sub_e;
+
 /* Per-unit cost, accumulated by sl_pipeline_run when the caller asks. */
 typedef struct sl_unit_stat_s {
     double cpu_sec;     /* thread CPU time spent in the unit */
     uint64_t out_bytes; /* bytes of the unit's output tensors */
     uint64_t samples;
+    /* Parts of cpu_sec (thread CPU time too), fused decode + crop units
+     * only; their sum stays below cpu_sec by the few clock reads between. */
+    double sub_sec[SL_SUB__COUNT];
 } sl_unit_stat_t;
 
 /* Per-thread temporaries, so running allocates nothing in steady state. */
@@ -58,6 +73,9 @@ typedef struct sl_pipe_scratch_s {
      * failing, so the samples still queued fail at once instead of each
      * waiting out the plugin's timeout. */
     uint8_t plugin_dead[SL_PIPE_MAX_UNITS];
+    /* Set by sl_pipeline_run around each unit: where that unit adds its
+     * sub_sec, or NULL when the caller takes no stats (no clock reads). */
+    double *sub_sec;
 } sl_pipe_scratch_t;
 
 enum {

@@ -39,6 +39,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include "common/base/clock.h"
 #include "common/base/err.h"
 
 /* A legitimate progressive file has ~10 scans (mozjpeg: a few dozen). Each
@@ -82,6 +83,7 @@ typedef struct dec_req_s {
     sl_tensor_t *out;
     sl_jpeg_info_t *info;       /* DEC_PROBE only */
     uint32_t x0, y0;            /* DEC_REGION result */
+    sl_jpeg_times_t *times;     /* DEC_REGION, optional: filled by dec_read_rows */
 } dec_req_t;
 
 static void dec_fail(j_common_ptr c, int code)
@@ -303,10 +305,12 @@ static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_
         cw = cx1 - cx0;
         jpeg_crop_scanline(ci, &cx0, &cw); /* may move cx0 left to an iMCU edge */
     }
+    double t_skip = rq->times != NULL ? sl_thread_cpu_sec() : 0;
     if (sy0 > 0 && jpeg_skip_scanlines(ci, sy0) != sy0) {
         return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG, "cannot skip %u rows",
                       sy0);
     }
+    double t_rows = rq->times != NULL ? sl_thread_cpu_sec() : 0;
 
     int ncomp = ci->output_components;
     size_t out_stride = (size_t)(sx1 - sx0) * 3;
@@ -345,6 +349,10 @@ static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_
             }
         }
         done += got;
+    }
+    if (rq->times != NULL) {
+        rq->times->skip_sec = t_rows - t_skip;
+        rq->times->rows_sec = sl_thread_cpu_sec() - t_rows;
     }
     return 0;
 }
@@ -437,10 +445,10 @@ int sl_jpeg_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tenso
     return dec_call(&rq, err, errlen);
 }
 
-int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
-                             uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
-                             sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
-                             size_t errlen)
+int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                                uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                                sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
+                                sl_jpeg_times_t *ret_times, char *err, size_t errlen)
 {
     if (scale_num < 1 || scale_num > 8) {
         return sl_err(err, errlen, -EINVAL, "scale %u/8 not one of 1/8 .. 8/8", scale_num);
@@ -452,12 +460,26 @@ int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels
         .mode = DEC_REGION, .buf = buf, .len = len, .max_pixels = max_pixels,
         .x = x, .y = y, .w = w, .h = h, .scale_num = scale_num, .out = out,
     };
+    sl_jpeg_times_t times;
+    rq.times = ret_times != NULL ? &times : NULL;
     int rc = dec_call(&rq, err, errlen);
     if (rc == 0) {
         *ret_x0 = rq.x0;
         *ret_y0 = rq.y0;
+        if (ret_times != NULL) {
+            *ret_times = times;
+        }
     }
     return rc;
+}
+
+int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                             uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                             sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
+                             size_t errlen)
+{
+    return sl_jpeg_decode_region_timed(buf, len, max_pixels, x, y, w, h, scale_num, out, ret_x0,
+                                       ret_y0, NULL, err, errlen);
 }
 
 int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,

@@ -78,4 +78,21 @@ int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels
                              sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
                              size_t errlen);
 
+/* Where a region decode's thread CPU time went, in seconds: the two parts
+ * that scale with the region's position and size. The rest of the call
+ * (header, decompressor start -- for a progressive file the entropy
+ * decoding of every scan --, teardown) is its total minus these. */
+typedef struct sl_jpeg_times_s {
+    double skip_sec; /* jpeg_skip_scanlines over the rows above the region */
+    double rows_sec; /* the region's rows: entropy, IDCT, upsampling, colour */
+} sl_jpeg_times_t;
+
+/* sl_jpeg_decode_region_m8 that also fills *ret_times (three clock reads;
+ * NULL: none, as sl_jpeg_decode_region_m8). On failure *ret_times is
+ * untouched. */
+int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                                uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                                sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
+                                sl_jpeg_times_t *ret_times, char *err, size_t errlen);
+
 #endif

@@ -3,7 +3,7 @@
 # a counted skip (--json lists the skipped paths and reasons), shuffle false
 # delivers index order with deterministic true, on_error=fail stops and says
 # so without calling the bad sample a skip, spec errors exit 2 naming
-# file:line.
+# file:line; --json units time the fused unit's parts (substages).
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 8
@@ -52,6 +52,17 @@ assert j["skipped"]["total"] == 8, j
 assert r.get("empty") == 2 and r.get("truncated") == 2 and r.get("not_jpeg") == 2 \
     and r.get("too_large") == 2, r
 assert j["units"][0]["name"] == "decode_jpeg+random_resized_crop", j["units"]
+# The fused unit's parts: every one there and >= 0, together no more than
+# the unit (they are read inside it) and most of it (nothing big untimed).
+u0 = j["units"][0]
+sub = u0["substages"]
+assert sorted(sub) == ["resample_ms", "rows_ms", "setup_ms", "skip_ms"], u0
+assert all(v >= 0 for v in sub.values()), u0
+assert sub["rows_ms"] > 0 and sub["resample_ms"] > 0 and sub["setup_ms"] > 0, u0
+total, unit = sum(sub.values()), u0["cpu_ms_per_sample"]
+assert total <= unit * 1.001 + 1e-3, (total, u0)
+assert total >= unit * 0.5, (total, u0)
+assert all("substages" not in u for u in j["units"][1:]), j["units"]
 rec = j["skipped"]["recent"]
 assert len(rec) == 8, rec
 assert sorted((k["epoch"], k["path"]) for k in rec) == sorted(

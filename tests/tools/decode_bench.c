@@ -34,6 +34,13 @@
  * unfused path on every crop (sl_jpeg_decode, then the same resample of the
  * integer crop) and reports, per M, the mean and the worst per-sample mean
  * absolute difference in levels of 255: "mad_mean", "mad_worst" (-1: unused).
+ * Also outside the rate, per image: "resample_ms_by_path", the same resample
+ * again on each kernel this CPU runs (scalar, sse2, avx2; interleaved per
+ * file, best of 3 calls each, every path's bytes checked equal to the
+ * pipeline's), and
+ * "tail_ms", the flip + normalize/CHW pass the pipeline runs after the unit,
+ * and "normalize_chw_ms_by_path", that pass on each kernel (best of 3, bytes
+ * checked).
  *
  *   decode_bench DIR --scan [--margin F]
  *
@@ -58,6 +65,7 @@
 #include <turbojpeg.h>
 
 #include "common/base/rng.h"
+#include "common/image/simd.h"
 #include "common/image/imgops.h"
 #include "common/image/jpeg.h"
 #include "common/image/tensor.h"
@@ -255,11 +263,24 @@ static void bench_entropy(bench_file_t *bf, uint32_t m, uint32_t y1)
     jpeg_destroy_decompress(&ci);
 }
 
+/* The resample's and normalize_chw's kernels, timed side by side on the
+ * same regions, each the best of BENCH_BEST_OF calls (a shared machine's
+ * preemptions otherwise decide the comparison). */
+#define BENCH_BEST_OF 3
+#define BENCH_PATHS 3
+static const sl_simd_e bench_path[BENCH_PATHS] = {
+    SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
+static const char *const bench_path_name[BENCH_PATHS] = {"scalar", "sse2", "avx2"};
+
 typedef struct bench_fused_s {
     double probe, region, resample, entropy; /* seconds, summed */
+    double by_path[BENCH_PATHS];             /* the resample again on each path */
+    double tail;                             /* flip + normalize_chw */
+    double norm_by_path[BENCH_PATHS];        /* normalize_chw again on each path */
     uint64_t scale_use[8];
     double mad_sum[8], mad_worst[8]; /* first pass only */
     sl_tensor_t *full, *ref;         /* non-NULL: compare with the unfused path */
+    sl_tensor_t *alt, *chw, *chw2;   /* scratch: other paths' resample, the tail */
 } bench_fused_t;
 
 /* Mean absolute difference of two same-shape u8 tensors. */
@@ -306,6 +327,35 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
     double t3 = bench_now();
     bench_entropy(bf, m, y0 + reg->h);
     double t4 = bench_now();
+    /* Untimed by the rate: each kernel on the same region (starting at a
+     * different one per file, so none always runs with warmer caches), and
+     * the tail the pipeline runs after the unit. The paths must agree. */
+    for (int k = 0; k < BENCH_PATHS; k++) {
+        int pi = (int)((idx + (size_t)k) % BENCH_PATHS);
+        if (!sl_simd_ok(bench_path[pi])) {
+            continue;
+        }
+        double best = 1e30;
+        for (int rep = 0; rep < BENCH_BEST_OF; rep++) {
+            double a = bench_now();
+            if (sl_img_resize_rect_path(reg, x * s - x0, y * s - y0, w * s, h * s, BENCH_OUT,
+                                        BENCH_OUT, SL_RESIZE_CLIP, NULL, acc->alt,
+                                        bench_path[pi]) != 0) {
+                fprintf(stderr, "decode_bench: \"%s\": resample (%s) failed\n", bf->path,
+                        bench_path_name[pi]);
+                return -1;
+            }
+            double t = bench_now() - a;
+            best = t < best ? t : best;
+        }
+        acc->by_path[pi] += best;
+        if (acc->alt->nbytes != res->nbytes ||
+            memcmp(acc->alt->data, res->data, res->nbytes) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": the %s resample differs\n", bf->path,
+                    bench_path_name[pi]);
+            return -1;
+        }
+    }
     if (acc->full != NULL) {
         if (sl_jpeg_decode(bf->buf, bf->len, UINT64_MAX, acc->full, err, sizeof(err)) != 0 ||
             sl_img_resize_rect_ex(acc->full, x, y, w, h, BENCH_OUT, BENCH_OUT, SL_RESIZE_CLIP,
@@ -316,6 +366,38 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
         double d = bench_mad(res, acc->ref);
         acc->mad_sum[m - 1] += d;
         acc->mad_worst[m - 1] = d > acc->mad_worst[m - 1] ? d : acc->mad_worst[m - 1];
+    }
+    /* Last: the flip changes res. */
+    static const float MEAN[3] = {0.485f, 0.456f, 0.406f};
+    static const float STD[3] = {0.229f, 0.224f, 0.225f};
+    double t5 = bench_now();
+    if (sl_img_flip_h(res) != 0 || sl_img_normalize_chw(res, MEAN, STD, acc->chw) != 0) {
+        fprintf(stderr, "decode_bench: \"%s\": tail failed\n", bf->path);
+        return -1;
+    }
+    acc->tail += bench_now() - t5;
+    for (int k = 0; k < BENCH_PATHS; k++) {
+        int pi = (int)((idx + (size_t)k) % BENCH_PATHS);
+        if (!sl_simd_ok(bench_path[pi])) {
+            continue;
+        }
+        double best = 1e30;
+        for (int rep = 0; rep < BENCH_BEST_OF; rep++) {
+            double a = bench_now();
+            if (sl_img_normalize_chw_path(res, MEAN, STD, acc->chw2, bench_path[pi]) != 0) {
+                fprintf(stderr, "decode_bench: \"%s\": normalize_chw (%s) failed\n",
+                        bf->path, bench_path_name[pi]);
+                return -1;
+            }
+            double t = bench_now() - a;
+            best = t < best ? t : best;
+        }
+        acc->norm_by_path[pi] += best;
+        if (memcmp(acc->chw2->data, acc->chw->data, acc->chw->nbytes) != 0) {
+            fprintf(stderr, "decode_bench: \"%s\": the %s normalize_chw differs\n", bf->path,
+                    bench_path_name[pi]);
+            return -1;
+        }
     }
     acc->probe += t1 - t0;
     acc->region += t2 - t1;
@@ -403,7 +485,7 @@ out:
 /* The --fused mode over the validated files; prints the JSON line. */
 static int bench_fused(size_t n, unsigned mask, double seconds)
 {
-    sl_tensor_t reg, res, full, ref;
+    sl_tensor_t reg, res, full, ref, alt, chw, chw2;
     bench_fused_t acc, warm;
     uint64_t done = 0;
     int rc = -1;
@@ -412,8 +494,14 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     sl_tensor_init(&res);
     sl_tensor_init(&full);
     sl_tensor_init(&ref);
+    sl_tensor_init(&alt);
+    sl_tensor_init(&chw);
+    sl_tensor_init(&chw2);
     memset(&acc, 0, sizeof(acc));
     memset(&warm, 0, sizeof(warm));
+    acc.alt = warm.alt = &alt;
+    acc.chw = warm.chw = &chw;
+    acc.chw2 = warm.chw2 = &chw2;
     warm.full = &full;
     warm.ref = &ref;
     /* Untimed first pass: the tolerance, and buffers reach their largest size. */
@@ -434,10 +522,27 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     double per = 1e3 / (double)done;
     printf("{\"decoded\": %llu, \"seconds\": %.3f, \"images_per_sec\": %.1f, "
            "\"probe_ms\": %.3f, \"region_ms\": %.3f, \"entropy_ms\": %.3f, "
-           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, \"scale_use\": [",
+           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, ",
            (unsigned long long)done, unit, (double)done / unit, acc.probe * per,
            acc.region * per, acc.entropy * per, (acc.region - acc.entropy) * per,
            acc.resample * per);
+    printf("\"tail_ms\": %.3f, \"resample_ms_by_path\": {", acc.tail * per);
+    for (int k = 0, first = 1; k < BENCH_PATHS; k++) {
+        if (sl_simd_ok(bench_path[k])) {
+            printf("%s\"%s\": %.3f", first ? "" : ", ", bench_path_name[k],
+                   acc.by_path[k] * per);
+            first = 0;
+        }
+    }
+    printf("}, \"normalize_chw_ms_by_path\": {");
+    for (int k = 0, first = 1; k < BENCH_PATHS; k++) {
+        if (sl_simd_ok(bench_path[k])) {
+            printf("%s\"%s\": %.3f", first ? "" : ", ", bench_path_name[k],
+                   acc.norm_by_path[k] * per);
+            first = 0;
+        }
+    }
+    printf("}, \"scale_use\": [");
     for (int m = 0; m < 8; m++) {
         printf("%s%llu", m ? ", " : "", (unsigned long long)warm.scale_use[m]);
     }
@@ -454,6 +559,9 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     fflush(stdout);
     rc = 0;
 out:
+    sl_tensor_free(&chw2);
+    sl_tensor_free(&chw);
+    sl_tensor_free(&alt);
     sl_tensor_free(&ref);
     sl_tensor_free(&full);
     sl_tensor_free(&reg);
