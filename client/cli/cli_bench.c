@@ -244,6 +244,16 @@ static void print_json(const bench_opts_t *o, const sluice_stats_t *st, const be
     json_object_set_new(plan, "mode", json_string(st->plan_mode));
     json_object_set_new(plan, "split", json_integer(st->plan_split));
     json_object_set_new(plan, "local_share", json_real(st->plan_local_share));
+    json_object_set_new(plan, "compress", json_boolean(st->plan_compress));
+    if (st->plan_version > 0 &&
+        (strcmp(st->plan_mode, "auto") == 0 || strcmp(st->plan_mode, "fastflow") == 0)) {
+        /* The planner's prediction for the plan in force at the end (the last
+         * re-plan), next to the measured rate, as `sluice run --json` has it. */
+        json_object_set_new(plan, "version", json_integer(st->plan_version));
+        json_object_set_new(plan, "predicted_samples_per_sec", json_real(st->plan_predicted));
+        json_object_set_new(plan, "binding", json_string(st->plan_binding));
+        json_object_set_new(plan, "profile_seconds", json_real(st->profile_seconds));
+    }
     json_object_set_new(j, "plan", plan);
     if (o->c.ranks.world_size > 1) {
         json_object_set_new(j, "rank", json_integer(o->c.ranks.rank));
