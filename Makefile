@@ -300,7 +300,7 @@ demo: deps
 	$(Q)BUILD=$(BUILD) ./scripts/demo.sh
 
 # bench: the local-engine comparison, then the cluster benchmarks (scripts/bench-cluster:
-# every scenario x policy on scripts/cluster-emu, ~15 min, needs root; rewrites the
+# every scenario x policy on scripts/cluster-emu, ~20 min, needs root; rewrites the
 # "Cluster benchmarks (make bench)" section of docs/benchmarks.md and docs/img/*.png),
 # then the multimodal pipeline local vs offloaded (scripts/bench-multimodal, ~10 min,
 # needs root; prints its tables, docs untouched).
