@@ -28,6 +28,9 @@ fail() {
 start_daemon() {
     local name=$1
     shift
+    # A restarted NAME must not be read from its predecessor's files: the
+    # child truncates them only once it runs, after this loop's first grep.
+    rm -f "$TMP/$name.out" "$TMP/$name.err"
     "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
     local pid=$!
     PIDS+=("$pid")
