@@ -309,10 +309,11 @@ typedef struct cl_probe_s {
     uint64_t bytes;  /* after the first chunk */
 } cl_probe_t;
 
-/* Streams CL_PROBE_BYTES from pr->addr. Bandwidth counts the bytes after
- * the first chunk over the time from its arrival to the end (connection
- * set-up excluded); the receive cost is this process's CPU over that time
- * per byte. */
+/* Streams CL_PROBE_BYTES from pr->addr, or what arrives within
+ * CL_PROBE_MAX_SEC of the first chunk (then the stream is cancelled).
+ * Bandwidth counts the bytes after the first chunk over the time from its
+ * arrival to the end (connection set-up excluded); the receive cost is this
+ * process's CPU over that time per byte. */
 static void probe_run(cl_probe_t *pr)
 {
     char err[256];
@@ -325,7 +326,7 @@ static void probe_run(cl_probe_t *pr)
     Sluice__ProbeRequest req = SLUICE__PROBE_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.bytes = CL_PROBE_BYTES;
-    req.chunk_bytes = 1u << 20;
+    req.chunk_bytes = CL_PROBE_CHUNK;
     sl_rpc_cstream_t *cs = NULL;
     sl_rpc_status_t st;
     if (sl_rpc_cstream_open(ch, "/sluice.Worker/Probe", &req.base,
@@ -345,6 +346,10 @@ static void probe_run(cl_probe_t *pr)
                 cpu_first = sl_process_cpu_sec();
             } else {
                 pr->bytes += len;
+                if (sl_mono_sec() - pr->t_first >= CL_PROBE_MAX_SEC) {
+                    pr->rc = 0;
+                    break;
+                }
             }
         }
         pr->t_end = sl_mono_sec();
