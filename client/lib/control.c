@@ -349,6 +349,7 @@ static void *control_main(void *arg)
 {
     sluice_job_t *job = arg;
     int failures = 0;
+    int polled = 0; /* a GetAssignment succeeded */
     int wait_ms = CL_POLL_MS;
     int64_t last_ok = sl_mono_ms();
     for (;;) {
@@ -368,8 +369,10 @@ static void *control_main(void *arg)
         req.job_id = job->job_id;
         req.job_secret = job->job_secret;
         req.rank = job->spec.rank;
+        /* Not on the first call: the client has not seen its own splits
+         * yet, so it is not idle but waiting for its assignment. */
         pthread_mutex_lock(&job->mu);
-        req.idle = job->idle != 0;
+        req.idle = job->idle != 0 && polled;
         pthread_mutex_unlock(&job->mu);
         ProtobufCMessage *resp = NULL;
         sl_rpc_status_t st;
@@ -380,6 +383,7 @@ static void *control_main(void *arg)
         }
         if (rc == 0) {
             failures = 0;
+            polled = 1;
             wait_ms = CL_POLL_MS;
             last_ok = sl_mono_ms();
             Sluice__GetAssignmentResponse *r = (Sluice__GetAssignmentResponse *)resp;
