@@ -555,6 +555,38 @@ void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
     }
 }
 
+int disp_jobs_client_idle(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
+{
+    if (job->state != DISP_JOB_ACTIVE || job->spec.offload == SL_OFFLOAD_ALL) {
+        return 0;
+    }
+    /* Workers first: whatever one of them has room for is theirs. */
+    disp_jobs_assign(js, job, now_ms);
+    if (job->state != DISP_JOB_ACTIVE || job->nclient >= js->lim.max_client_splits) {
+        return 0;
+    }
+    for (uint32_t k = 0; k < job->nep; k++) {
+        disp_epoch_t *ep = &job->ep[k];
+        uint32_t idx = 0;
+        if (!disp_queue_front(ep, &ep->remote, &idx)) {
+            continue;
+        }
+        (void)sl_ring_pop(&ep->remote, NULL);
+        if (give(js, job, ep, idx, 0, now_ms) != 0) {
+            (void)sl_ring_push_front(&ep->remote, &idx);
+            return 0;
+        }
+        job->client_helped_total++;
+        SL_DEBUG("job %" PRIu64 ": idle client takes remote split %" PRIu64, job->id,
+                 disp_split_id(job, ep, idx));
+        /* It may have been the epoch's last PENDING split: the next epoch
+         * opens and workers get its splits. */
+        disp_jobs_assign(js, job, now_ms);
+        return 1;
+    }
+    return 0;
+}
+
 void disp_jobs_assign_all(disp_jobs_t *js, int64_t now_ms)
 {
     for (size_t i = 0; i < js->n; i++) {

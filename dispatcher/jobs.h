@@ -41,6 +41,9 @@
  *    to it if that finishes sooner; revoked at the old owner, each split at
  *    most once. The client keeps the first copy of every position, so a
  *    split that had started at the old owner is still delivered once.
+ *  - An idle client (disp_jobs_client_idle) takes one PENDING remote split
+ *    per GetAssignment that says so, after the workers had their pick;
+ *    never one anybody holds. Not for offload "all".
  *  - With no live worker for worker_timeout_ms, or when every live worker
  *    has refused the job, remote splits go to the client.
  *  - The client holds at most max_client_splits unacknowledged splits per
@@ -244,6 +247,7 @@ typedef struct disp_job_s {
     float *costs;         /* per sample index [num_samples]; NULL = cut by count */
     struct disp_job_plugins_s *plugins; /* its plugin units (plugins.h); NULL = none */
     uint64_t stolen_total;
+    uint64_t client_helped_total; /* remote splits an idle client took (client_idle) */
     uint32_t epochs;      /* total, from the spec */
     /* Epochs are numbered first_epoch .. first_epoch + epochs - 1
      * (SubmitJobRequest.first_epoch): split ids and epoch orders use these. */
@@ -374,6 +378,14 @@ disp_job_t *disp_jobs_find(disp_jobs_t *js, uint64_t id);
 /* Hands out pending splits of one job / of every active job. */
 void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
 void disp_jobs_assign_all(disp_jobs_t *js, int64_t now_ms);
+/* The client says it is idle (GetAssignmentRequest.idle): after the usual
+ * assignment, gives it the front PENDING remote split of the oldest live
+ * epoch that has one -- a split no worker was ever handed, or one returned
+ * to the queue, so nobody else holds it and exactly-once is the ordinary
+ * give's. One per call; nothing for offload "all" (every split remote, as
+ * the user asked), nor beyond max_client_splits. The split's split point is
+ * fixed as any client split's. Returns 1 if a split was given. */
+int disp_jobs_client_idle(disp_jobs_t *js, disp_job_t *job, int64_t now_ms);
 
 /* The client acknowledged these splits. Unknown, stale and repeated ids are
  * ignored (acks are idempotent). Returns how many were newly acknowledged.

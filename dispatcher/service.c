@@ -576,7 +576,11 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
         goto out;
     }
     job->last_client_ms = now_ms;
-    disp_jobs_assign(&d->jobs, job, now_ms);
+    if (req->idle) {
+        (void)disp_jobs_client_idle(&d->jobs, job, now_ms); /* assigns too */
+    } else {
+        disp_jobs_assign(&d->jobs, job, now_ms);
+    }
     resp->version = SL_PROTOCOL_VERSION;
     resp->plan = plan_msg(a, &job->plan);
     resp->failure = disp_arena_strdup(a, "");

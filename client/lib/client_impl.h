@@ -182,6 +182,13 @@ struct sluice_job {
     /* Local split ids with positions left to submit, oldest first
      * (CL_MAX_SPLITS; stale entries are dropped when they reach the front). */
     sl_ring_t local_pending;
+    /* The consumer found no local split left to start and the executor
+     * about to run dry (job.c note_idle): the next GetAssignment says so
+     * (docs/protocol.md "Idle clients"). ctl_kick wakes the control thread
+     * (ctl_cv) so it asks at once instead of at its next poll. Under mu. */
+    int idle;
+    int ctl_kick;
+    pthread_cond_t ctl_cv;
 
     /* consumer only */
     char last_error[512];

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
@@ -18,10 +17,22 @@
 
 #define CL_POLL_MS 100
 
-static void sleep_ms(long ms)
+/* Waits ms before the next round; while the dispatcher answers (may_wake),
+ * a consumer that became idle (job->ctl_kick) cuts the wait short, so its
+ * request for work goes out at once, not up to a poll later. */
+static void wait_next(sluice_job_t *job, int ms, int may_wake)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    int64_t until = sl_mono_ms() + ms;
+    pthread_mutex_lock(&job->mu);
+    for (;;) {
+        int64_t left = until - sl_mono_ms();
+        if (job->closing || left <= 0 || (may_wake && job->ctl_kick)) {
+            break;
+        }
+        (void)sl_cond_wait_ms(&job->ctl_cv, &job->mu, left);
+    }
+    job->ctl_kick = 0;
+    pthread_mutex_unlock(&job->mu);
 }
 
 int cl_backoff_next(int cur)
@@ -314,6 +325,7 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
                          "more than %d local splits waiting: raise split_size", CL_MAX_SPLITS);
                 break;
             }
+            job->idle = 0; /* work to start: do not ask again before the consumer looks */
         }
         s->owner = a->worker_id;
     }
@@ -337,6 +349,7 @@ static void *control_main(void *arg)
 {
     sluice_job_t *job = arg;
     int failures = 0;
+    int polled = 0; /* a GetAssignment succeeded */
     int wait_ms = CL_POLL_MS;
     int64_t last_ok = sl_mono_ms();
     for (;;) {
@@ -356,6 +369,11 @@ static void *control_main(void *arg)
         req.job_id = job->job_id;
         req.job_secret = job->job_secret;
         req.rank = job->spec.rank;
+        /* Not on the first call: the client has not seen its own splits
+         * yet, so it is not idle but waiting for its assignment. */
+        pthread_mutex_lock(&job->mu);
+        req.idle = job->idle != 0 && polled;
+        pthread_mutex_unlock(&job->mu);
         ProtobufCMessage *resp = NULL;
         sl_rpc_status_t st;
         if (rc == 0 || rc == -ECOMM) {
@@ -365,6 +383,7 @@ static void *control_main(void *arg)
         }
         if (rc == 0) {
             failures = 0;
+            polled = 1;
             wait_ms = CL_POLL_MS;
             last_ok = sl_mono_ms();
             Sluice__GetAssignmentResponse *r = (Sluice__GetAssignmentResponse *)resp;
@@ -391,7 +410,7 @@ static void *control_main(void *arg)
             }
         }
         cl_planner_tick(job); /* planner: ReportRates once a second */
-        sleep_ms(wait_ms);
+        wait_next(job, wait_ms, failures == 0);
     }
     return NULL;
 }

@@ -145,12 +145,32 @@ static cl_split_t *next_local_split(sluice_job_t *job)
     return NULL;
 }
 
+/* The executor counts as about to run dry with at most this many samples
+ * per thread in it: enough to cover one GetAssignment round trip, little
+ * enough that a busy client never asks (docs/protocol.md "Idle clients"). */
+#define CL_IDLE_INFLIGHT_PER_THREAD 2
+
+/* Whether the client is idle (job->mu held): no local split left to start
+ * (the caller found none) and the executor nearly empty. On becoming idle
+ * it wakes the control thread, which asks the dispatcher for one more split. */
+static void note_idle(sluice_job_t *job, int no_split)
+{
+    unsigned threads = job->opts.threads > 0 ? job->opts.threads : 1;
+    int idle = no_split && cl_line_inflight(job->line) <= threads * CL_IDLE_INFLIGHT_PER_THREAD;
+    if (idle && !job->idle) {
+        job->ctl_kick = 1;
+        pthread_cond_signal(&job->ctl_cv);
+    }
+    job->idle = idle;
+}
+
 /* Remote mode: positions of splits the dispatcher gave the client itself. */
 static int feed_local_splits(sluice_job_t *job, int *progress)
 {
     while (cl_line_room(job->line) > 0) {
         pthread_mutex_lock(&job->mu);
         cl_split_t *s = next_local_split(job);
+        note_idle(job, s == NULL);
         if (s == NULL) {
             pthread_mutex_unlock(&job->mu);
             return 0;

@@ -191,6 +191,11 @@ static sluice_job_t *job_new(const sluice_options_t *opts)
         free(job);
         return NULL;
     }
+    if (sl_cond_init_mono(&job->ctl_cv) != 0) {
+        pthread_cond_destroy(&job->cv);
+        free(job);
+        return NULL;
+    }
     pthread_mutex_init(&job->mu, NULL);
     job->t_start = sl_mono_sec();
     job->opts = *opts;
@@ -450,6 +455,7 @@ void sluice_close(sluice_job_t *job)
     pthread_mutex_lock(&job->mu);
     job->closing = 1;
     pthread_cond_broadcast(&job->cv);
+    pthread_cond_signal(&job->ctl_cv);
     pthread_mutex_unlock(&job->mu);
     if (job->control_started) {
         cl_control_stop(job); /* stops fetchers, tells the dispatcher */
@@ -477,5 +483,6 @@ void sluice_close(sluice_job_t *job)
     sl_ring_free(&job->local_pending);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
+    pthread_cond_destroy(&job->ctl_cv);
     free(job);
 }
