@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
+#include "common/base/log.h"
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
@@ -455,6 +457,7 @@ END_TEST
 
 int main(void)
 {
+    sl_log_set_level(LOG_ERR);
     Suite *s = suite_create("dispatcher_idle");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
