@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "dispatcher/journal_state.h"
+#include "dispatcher/link_cache.h"
 #include "dispatcher/planner_job.h"
 #include "dispatcher/planner_svc.h"
 
@@ -48,8 +50,11 @@ int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t no
     rc = disp_jobs_init(&d->jobs, &d->reg, &lim, first_id);
     if (rc == 0) {
         d->pcache = disp_pcache_new();
-        rc = d->pcache != NULL ? 0 : -ENOMEM;
+        d->lcache = calloc(1, sizeof(*d->lcache));
+        rc = d->pcache != NULL && d->lcache != NULL ? 0 : -ENOMEM;
         if (rc != 0) {
+            disp_pcache_free(d->pcache);
+            free(d->lcache);
             disp_jobs_destroy(&d->jobs);
         }
     }
@@ -66,6 +71,7 @@ void disp_destroy(disp_t *d)
     disp_jstate_close(d);
     disp_jobs_destroy(&d->jobs);
     disp_pcache_free(d->pcache);
+    free(d->lcache);
     disp_registry_destroy(&d->reg);
     pthread_mutex_destroy(&d->mu);
 }

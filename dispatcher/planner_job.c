@@ -207,6 +207,7 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
     pj->recv_sec_per_byte = fin(in->recv_cpu_sec_per_byte);
     pj->consumer_target = fin(in->consumer_rate);
     pj->client_bandwidth = fin(in->client_bandwidth);
+    pj->links_cached = in->links_cached != 0;
     disp_text_copy(pj->client_machine, sizeof(pj->client_machine), in->client_machine_id);
     pj->client_has_cpus = sl_cpuset_parse(in->client_cpu_set, &pj->client_cpus) == 0;
     codec_from_pb(pj, in);
@@ -752,6 +753,9 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());
     jset(b, o, "client_bandwidth", in->client_bandwidth > 0.0 ? jnum(in->client_bandwidth)
                                                               : json_null());
+    /* Whether the link figures came from the client's probes of an earlier
+     * job (the dispatcher's link cache) rather than this job's. */
+    jset(b, o, "links_cached", json_boolean(pj->links_cached));
     /* Before the rank share: what the client measured for its node. */
     jset(b, o, "node_cpu_budget", jnum(pj->client_budget));
     jset(b, o, "node_bandwidth", pj->client_bandwidth > 0.0 ? jnum(pj->client_bandwidth)

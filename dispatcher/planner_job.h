@@ -118,6 +118,7 @@ typedef struct disp_pjob_s {
     double recv_sec_per_byte;
     double consumer_target; /* asked for (--consumer-rate); 0 = none */
     double client_bandwidth;
+    int links_cached; /* the links came from the dispatcher's link cache (not journaled) */
     /* Where client_budget came from (PlannerInputs.client_cpu_budget_source:
      * "cgroup", "affinity", "unknown"; "" = an older client), the latest
      * measured budget of a client that could not read one (the profile

@@ -11,12 +11,14 @@
 #include "common/base/log.h"
 #include "common/engine/ranks.h"
 #include "dispatcher/journal_state.h"
+#include "dispatcher/link_cache.h"
 #include "dispatcher/plan.h"
 #include "dispatcher/planner.h"
 #include "dispatcher/planner_job.h"
 
 #define DISP_PLAN_CONTEXT_MAX_WORKERS 1024
 #define DISP_PLAN_CONTEXT_MAX_CACHED 64
+#define DISP_PLAN_CONTEXT_MAX_LINKS 64
 
 /* ------------------------------------------------------------ messages */
 
@@ -111,11 +113,31 @@ static Sluice__PlanExplain *explain_pb(disp_arena_t *a, const disp_pjob_t *pj,
     return m;
 }
 
+/* The client's probed links, for its next job (link_cache.h); not when
+ * they came from the cache themselves. */
+static void cache_links(disp_t *d, const Sluice__PlannerInputs *in, int64_t now_ms)
+{
+    const char *client = in->client_host;
+    if (in->links_cached || client == NULL || client[0] == '\0') {
+        return;
+    }
+    for (size_t i = 0; i < in->n_classes; i++) {
+        const Sluice__WorkerClass *c = in->classes[i];
+        if (c != NULL && c->key != NULL) {
+            disp_lcache_put(d->lcache, client, c->key, c->bandwidth_bytes_per_sec,
+                            in->recv_cpu_sec_per_byte, 1, now_ms);
+        }
+    }
+    disp_lcache_put(d->lcache, client, "", in->client_bandwidth, 0.0,
+                    in->client_ingress_streams, now_ms);
+}
+
 /* Stores the request's profiles in the cache: a re-submitted job skips
  * profiling them. Profiles that came from the cache are not re-stored (their
  * age would reset forever). */
 static void cache_inputs(disp_t *d, const Sluice__PlannerInputs *in, int64_t now_ms)
 {
+    cache_links(d, in, now_ms);
     disp_hprof_t p;
     if (in->client != NULL && !in->client->cached) {
         disp_hprof_from_pb(in->client, &p);
@@ -374,6 +396,9 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
     }
     size_t ncached = disp_pcache_list(d->pcache, req->spec_hash, now_ms, cached,
                                       DISP_PLAN_CONTEXT_MAX_CACHED);
+    const disp_link_t *links[DISP_PLAN_CONTEXT_MAX_LINKS];
+    size_t nlinks = disp_lcache_list(d->lcache, req->client_host, now_ms, links,
+                                     DISP_PLAN_CONTEXT_MAX_LINKS);
     resp->version = SL_PROTOCOL_VERSION;
     resp->workers = nlive > 0 ? disp_arena_alloc(a, nlive * sizeof(*resp->workers)) : NULL;
     resp->cached = ncached > 0 ? disp_arena_alloc(a, ncached * sizeof(*resp->cached)) : NULL;
@@ -447,6 +472,25 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
             goto out;
         }
         resp->cached[resp->n_cached++] = m;
+    }
+    resp->links = nlinks > 0 ? disp_arena_alloc(a, nlinks * sizeof(*resp->links)) : NULL;
+    for (size_t i = 0; i < nlinks && resp->links != NULL; i++) {
+        Sluice__LinkProbe *m = disp_arena_alloc(a, sizeof(*m));
+        if (m == NULL) {
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
+            goto out;
+        }
+        sluice__link_probe__init(m);
+        m->class_key = disp_arena_strdup(a, links[i]->class_key);
+        m->bandwidth_bytes_per_sec = links[i]->bandwidth;
+        m->recv_cpu_sec_per_byte = links[i]->recv_cpu_per_byte;
+        m->streams = links[i]->streams;
+        m->age_sec = (double)(now_ms - links[i]->stored_ms) / 1000.0;
+        if (m->class_key == NULL) {
+            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
+            goto out;
+        }
+        resp->links[resp->n_links++] = m;
     }
 out:
     pthread_mutex_unlock(&d->mu);

@@ -50,6 +50,7 @@ struct cl_planner_s {
     Sluice__WorkerClass *pclasses[CL_PLAN_MAX_CLASSES];
     char machine_id[SL_MACHINE_ID_MAX]; /* in.client_machine_id points here */
     char cpu_set[512];                  /* in.client_cpu_set points here */
+    char host_key[CL_KEY_MAX];          /* in.client_host points here */
     /* in.codec_* point here: the wire codec per boundary (profile_codec) */
     double codec_ratio[SL_PIPE_MAX_UNITS + 1];
     double codec_compress[SL_PIPE_MAX_UNITS + 1];
@@ -205,6 +206,21 @@ static const Sluice__HostProfile *find_cached(const Sluice__PlanContextResponse 
         const Sluice__HostProfile *m = ctx->cached[i];
         if (m != NULL && m->host != NULL && strcmp(m->host, host) == 0 && hp_fits(m, pipe)) {
             return m;
+        }
+    }
+    return NULL;
+}
+
+/* The link this client measured to class_key ("" = its ingress) on an
+ * earlier job, as the dispatcher remembers it (fresh ones only), or NULL. */
+static const Sluice__LinkProbe *find_link(const Sluice__PlanContextResponse *ctx,
+                                          const char *class_key)
+{
+    for (size_t i = 0; ctx != NULL && i < ctx->n_links; i++) {
+        const Sluice__LinkProbe *l = ctx->links[i];
+        if (l != NULL && l->class_key != NULL && strcmp(l->class_key, class_key) == 0 &&
+            isfinite(l->bandwidth_bytes_per_sec) && l->bandwidth_bytes_per_sec > 0.0) {
+            return l;
         }
     }
     return NULL;
@@ -427,6 +443,14 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
 
 /* ------------------------------------------------------------ profiling */
 
+/* This host's key in the profile cache. */
+static void client_key(char *key, size_t len)
+{
+    char host[200] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(key, len, "client %.100s", host);
+}
+
 /* Step 1: GetPlanContext for the job's spec hash (set in p->in). */
 static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret,
                          char *err, size_t errlen)
@@ -435,6 +459,9 @@ static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMess
     Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
     creq.version = SL_PROTOCOL_VERSION;
     creq.spec_hash = p->in.spec_hash;
+    client_key(p->host_key, sizeof(p->host_key));
+    creq.client_host = p->host_key;
+    p->in.client_host = p->host_key;
     sl_rpc_status_t st;
     /* Bounded apart from SubmitJob's own wait: an unreachable dispatcher
      * should not cost two full timeouts. */
@@ -450,14 +477,6 @@ static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMess
                       rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
     }
     return 0;
-}
-
-/* This host's key in the profile cache. */
-static void client_key(char *key, size_t len)
-{
-    char host[200] = "";
-    gethostname(host, sizeof(host) - 1);
-    snprintf(key, len, "client %.100s", host);
 }
 
 int cl_planner_cached_client(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
@@ -587,7 +606,15 @@ static void profile_workers(cl_planner_t *p, const cl_plan_args_t *a,
         }
         double bw = 0.0;
         double recv = 0.0;
-        if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
+        const Sluice__LinkProbe *link = find_link(ctx, k->key);
+        if (link != NULL) {
+            k->msg.bandwidth_bytes_per_sec = link->bandwidth_bytes_per_sec;
+            p->in.links_cached = 1;
+            if (isfinite(link->recv_cpu_sec_per_byte) && link->recv_cpu_sec_per_byte > 0.0) {
+                recv_sum += link->recv_cpu_sec_per_byte;
+                nrecv++;
+            }
+        } else if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
             k->msg.bandwidth_bytes_per_sec = bw;
             if (recv > 0.0) {
                 recv_sum += recv;
@@ -612,7 +639,15 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
         }
     }
     int agg_ms = timeout_ms < CL_PROBE_AGG_TIMEOUT_MS ? timeout_ms : CL_PROBE_AGG_TIMEOUT_MS;
-    double agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms);
+    const Sluice__LinkProbe *link = find_link(ctx, "");
+    double agg = 0.0;
+    if (link != NULL && link->streams == naddrs) {
+        agg = link->bandwidth_bytes_per_sec;
+        p->in.links_cached = 1;
+    } else {
+        agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms);
+    }
+    p->in.client_ingress_streams = (uint32_t)naddrs;
     /* The client took in at least what one stream alone reached: streams
      * at once can lose time to CPU-quota throttling (their set-up bursts),
      * which the planner's client term already charges, so the link bound

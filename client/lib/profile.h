@@ -50,9 +50,10 @@
 #define CL_PROBE_CHUNK (256u << 10)
 /* A probe stops this long after its first chunk even if CL_PROBE_BYTES are
  * not all in: 8 MiB take 0.7 s on a 100 Mbit/s link (1.4 s for the ingress
- * probe's streams sharing it), most of a short job's start; a quarter of a
- * second of steady streaming measures the rate as well. */
-#define CL_PROBE_MAX_SEC 0.25
+ * probe's streams sharing it), most of a short job's start. Stopped after
+ * 0.12 s or 0.25 s, the probes read within 2 % of the full 8 MiB on emulated
+ * 100 Mbit/s and 1 Gbit/s links (docs/benchmarks.md). */
+#define CL_PROBE_MAX_SEC 0.15
 /* The aggregate probe (client ingress): at most this many workers stream at
  * once, each stream bounded by this deadline. */
 #define CL_PROBE_CONCURRENT 8

@@ -24,6 +24,16 @@ start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0
     --data-root "$TMP/data" --threads 1 --http none
 wait_live_workers "$D_HTTP" 1
 
+# The first plan from this client probes its link; later ones reuse the
+# probe the dispatcher keeps for DISP_LINK_TTL_MS (docs/planner.md "Cache").
+"$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
+    --threads 1 --json >"$TMP/plan0.json" || fail "sluice plan --json (first) failed"
+py 'import json,sys
+i = json.load(open(sys.argv[1]))["inputs"]
+assert i["links_cached"] is False, i
+assert i["classes"][0]["bandwidth_bytes_per_sec"] > 0, i
+' "$TMP/plan0.json" || fail "the first plan did not probe its link"
+
 # sluice plan --explain: the table has K = 0..4 (4 units: decode+crop fused,
 # flip, normalize, to_chw) and the "off" row, a marked choice and FastFlow.
 "$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
@@ -51,6 +61,9 @@ assert len(ratio) == 5 and ratio[0] == 1.0 and ratio[1] > 1.0, ratio  # JPEG byt
 assert d["inputs"]["client_profile"]["samples"] > 0
 assert d["inputs"]["classes"][0]["workers"] == 1
 assert d["inputs"]["classes"][0]["bandwidth_bytes_per_sec"] > 0
+first = json.load(open(sys.argv[2]))["inputs"]["classes"][0]["bandwidth_bytes_per_sec"]
+assert d["inputs"]["links_cached"] is True, d["inputs"]  # the first plan probe, reused
+assert d["inputs"]["classes"][0]["bandwidth_bytes_per_sec"] == first, (d["inputs"], first)
 assert d["fastflow"]["candidates"][2]["applicable"] is False
 cp = d["inputs"]["client_profile"]
 assert len(cp["cost_model_coef"]) == 6, cp  # the fitted per-sample cost model (costmodel.h)
@@ -59,7 +72,7 @@ assert cp["size_cost_error"] is None or cp["size_cost_error"] >= 0, cp
 c = d["candidates"][d["chosen"]]
 print("plan --json: chose split %d, share %.3f, %.0f samples/s, bound by %s" %
       (c["split"], c["local_share"], c["predicted_samples_per_sec"], c["binding"]))
-' "$TMP/plan.json" || fail "plan --json: unexpected document"
+' "$TMP/plan.json" "$TMP/plan0.json" || fail "plan --json: unexpected document"
 # Usage errors exit 2.
 set +e
 "$BIN/sluice" plan "$TMP/spec.json" >/dev/null 2>&1

@@ -27,6 +27,7 @@
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"
+#include "dispatcher/link_cache.h"
 #include "dispatcher/planner.h"
 #include "dispatcher/planner_job.h"
 #include "dispatcher/planner_svc.h"
@@ -922,6 +923,136 @@ START_TEST(test_dispatcher_plan_job)
 }
 END_TEST
 
+/* The link cache (dispatcher/link_cache.h): one entry per (client, class),
+ * replaced in place, fresh for DISP_LINK_TTL_MS, the oldest evicted when
+ * full; nonsense (no client, a key too long, a bandwidth that is not a
+ * positive number) is not stored. */
+START_TEST(test_link_cache)
+{
+    disp_lcache_t *c = calloc(1, sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    const disp_link_t *got[DISP_LINK_MAX + 1];
+    disp_lcache_put(c, "client a", "k1", 1e8, 2e-9, 1, 1000);
+    disp_lcache_put(c, "client a", "", 5e7, 0.0, 2, 1000);
+    disp_lcache_put(c, "client b", "k1", 3e8, 0.0, 1, 1000);
+    disp_lcache_put(c, "client a", "k1", 2e8, NAN, 1, 2000); /* replaces; recv cleaned */
+    ck_assert_uint_eq(disp_lcache_list(c, "client a", 2000, got, 8), 2);
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(got[i]->class_key, "k1") == 0) {
+            NEAR(got[i]->bandwidth, 2e8, 0.0);
+            NEAR(got[i]->recv_cpu_per_byte, 0.0, 0.0);
+        } else {
+            ck_assert_str_eq(got[i]->class_key, "");
+            ck_assert_uint_eq(got[i]->streams, 2);
+        }
+    }
+    ck_assert_uint_eq(disp_lcache_list(c, "client c", 2000, got, 8), 0);
+    ck_assert_uint_eq(disp_lcache_list(c, "", 2000, got, 8), 0);
+    /* Expiry: the ingress (stored at 1000) goes, the replaced class entry
+     * (2000) is still fresh a millisecond before its own end. */
+    ck_assert_uint_eq(disp_lcache_list(c, "client a", 1000 + DISP_LINK_TTL_MS, got, 8), 1);
+    ck_assert_uint_eq(disp_lcache_list(c, "client a", 2000 + DISP_LINK_TTL_MS, got, 8), 0);
+    char long_key[DISP_LINK_KEY_MAX + 8];
+    memset(long_key, 'x', sizeof(long_key) - 1);
+    long_key[sizeof(long_key) - 1] = '\0';
+    disp_lcache_put(c, "client d", "k", 0.0, 0.0, 1, 3000);
+    disp_lcache_put(c, "client d", "k", -1.0, 0.0, 1, 3000);
+    disp_lcache_put(c, "client d", "k", INFINITY, 0.0, 1, 3000);
+    disp_lcache_put(c, "client d", long_key, 1e8, 0.0, 1, 3000);
+    disp_lcache_put(c, long_key, "k", 1e8, 0.0, 1, 3000);
+    disp_lcache_put(c, "", "k", 1e8, 0.0, 1, 3000);
+    ck_assert_uint_eq(disp_lcache_list(c, "client d", 3000, got, 8), 0);
+    /* Full: every new link evicts the oldest. */
+    for (int i = 0; i < DISP_LINK_MAX + 10; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "k%d", i);
+        disp_lcache_put(c, "client e", key, 1e8 + i, 0.0, 1, 10000 + i);
+    }
+    ck_assert_uint_eq(disp_lcache_list(c, "client e", 20000, got, DISP_LINK_MAX + 1),
+                      DISP_LINK_MAX);
+    ck_assert_uint_eq(disp_lcache_list(c, "client a", 20000, got, 8), 0);
+    for (size_t i = 0; i < DISP_LINK_MAX; i++) {
+        ck_assert(got[i]->bandwidth >= 1e8 + 10); /* k0..k9, the oldest, went */
+    }
+    free(c);
+}
+END_TEST
+
+/* A client's probed links come back to it (and only to it) from
+ * GetPlanContext after its job was planned; links it sent as cached are
+ * not stored again. */
+START_TEST(test_dispatcher_links_roundtrip)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    pin.in.client_host = "client test";
+    pin.cls.bandwidth_bytes_per_sec = 1.25e8;
+    pin.in.recv_cpu_sec_per_byte = 3e-10;
+    pin.in.client_bandwidth = 1.2e8;
+    pin.in.client_ingress_streams = 2;
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(&pin, &req);
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
+    disp_arena_free(&a);
+
+    Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
+    Sluice__PlanContextResponse cresp = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+    creq.spec_hash = 42;
+    creq.client_host = "client test";
+    ck_assert_int_eq(disp_svc_get_plan_context(d, &creq, &cresp, &a, now + 1500, err,
+                                               sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(cresp.n_links, 2);
+    for (size_t i = 0; i < cresp.n_links; i++) {
+        const Sluice__LinkProbe *l = cresp.links[i];
+        NEAR(l->age_sec, 1.5, 1e-9);
+        if (l->class_key[0] == '\0') {
+            NEAR(l->bandwidth_bytes_per_sec, 1.2e8, 0.0);
+            ck_assert_uint_eq(l->streams, 2);
+        } else {
+            ck_assert_str_eq(l->class_key, pin.cls.key);
+            NEAR(l->bandwidth_bytes_per_sec, 1.25e8, 0.0);
+            NEAR(l->recv_cpu_sec_per_byte, 3e-10, 0.0);
+        }
+    }
+    disp_arena_free(&a);
+    /* Another client, or an older one (no host): nothing. */
+    Sluice__PlanContextResponse other = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+    creq.client_host = "client elsewhere";
+    ck_assert_int_eq(disp_svc_get_plan_context(d, &creq, &other, &a, now, err, sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(other.n_links, 0);
+    disp_arena_free(&a);
+
+    /* Links the client took from the cache are not stored again: the
+     * entry keeps its bandwidth and its age. */
+    pin.in.links_cached = 1;
+    pin.cls.bandwidth_bytes_per_sec = 9e9;
+    ck_assert_int_eq(disp_svc_plan_job(d, &req, &resp, &a, now + 2000, err, sizeof(err)),
+                     SL_RPC_OK);
+    disp_arena_free(&a);
+    Sluice__PlanContextResponse again = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+    creq.client_host = "client test";
+    ck_assert_int_eq(disp_svc_get_plan_context(d, &creq, &again, &a, now + 3000, err,
+                                               sizeof(err)),
+                     SL_RPC_OK);
+    ck_assert_uint_eq(again.n_links, 2);
+    for (size_t i = 0; i < again.n_links; i++) {
+        NEAR(again.links[i]->age_sec, 3.0, 1e-9);
+        ck_assert(again.links[i]->bandwidth_bytes_per_sec < 2e8);
+    }
+    disp_arena_free(&a);
+    disp_destroy(d);
+    free(d);
+}
+END_TEST
+
 /* Drift: counted from 3 s after the plan, due after 10 s of > 15 %; a
  * re-plan that changes nothing doubles the window; the measured consumer
  * rate and client unit costs feed the next plan. */
@@ -1389,6 +1520,8 @@ int main(void)
     tcase_set_timeout(td, 60);
     tcase_add_test(td, test_dispatcher_replan);
     tcase_add_test(td, test_dispatcher_plan_job);
+    tcase_add_test(td, test_link_cache);
+    tcase_add_test(td, test_dispatcher_links_roundtrip);
     tcase_add_test(td, test_dispatcher_assign_compress);
     tcase_add_test(td, test_drift);
     tcase_add_test(td, test_budget_measured);
