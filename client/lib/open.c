@@ -355,7 +355,10 @@ static Sluice__PlannerInputs *profile(sluice_job_t *job)
     cl_plan_args_t pa = {.spec = &job->spec, .src = job->src, .pipe = job->pipe,
                          .disp = job->disp, .threads = job->opts.threads,
                          .consumer_rate = job->opts.consumer_rate, .security = &job->sec,
-                         .timeout_ms = job->timeout_ms};
+                         .timeout_ms = job->timeout_ms,
+                         .samples = cl_profile_samples_for(job->num_samples,
+                                                           job->end_epoch - job->first_epoch,
+                                                           job->spec.world_size)};
     char perr[512];
     if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
         if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {

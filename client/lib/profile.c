@@ -108,6 +108,17 @@ Sluice__PlannerInputs *cl_planner_inputs(cl_planner_t *p) { return &p->in; }
 
 double cl_planner_profile_seconds(const cl_planner_t *p) { return p->profile_seconds; }
 
+size_t cl_profile_samples_for(uint64_t count, uint64_t epochs, uint32_t world)
+{
+    uint64_t share = count / (world > 1 ? world : 1);
+    uint64_t job = epochs > 0 && share > UINT64_MAX / epochs ? UINT64_MAX : share * epochs;
+    uint64_t want = job / 20;
+    if (want < CL_PROFILE_MIN_SAMPLES) {
+        want = CL_PROFILE_MIN_SAMPLES;
+    }
+    return want < SL_PROFILE_DEFAULT_SAMPLES ? (size_t)want : SL_PROFILE_DEFAULT_SAMPLES;
+}
+
 /* ------------------------------------------------------------ profiles */
 
 static void hp_init(cl_hp_t *hp, const char *host)

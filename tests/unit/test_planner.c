@@ -923,6 +923,21 @@ START_TEST(test_dispatcher_plan_job)
 }
 END_TEST
 
+/* A short job profiles a twentieth of its samples (at least 32), a long
+ * one the default 200; the rank's share counts, and nothing overflows. */
+START_TEST(test_profile_samples_for)
+{
+    ck_assert_uint_eq(cl_profile_samples_for(400, 1, 1), CL_PROFILE_MIN_SAMPLES);
+    ck_assert_uint_eq(cl_profile_samples_for(400, 6, 1), 120);
+    ck_assert_uint_eq(cl_profile_samples_for(4800, 1, 2), 120);
+    ck_assert_uint_eq(cl_profile_samples_for(1281167, 90, 8), SL_PROFILE_DEFAULT_SAMPLES);
+    ck_assert_uint_eq(cl_profile_samples_for(400, 1, 4), CL_PROFILE_MIN_SAMPLES);
+    ck_assert_uint_eq(cl_profile_samples_for(0, 0, 0), CL_PROFILE_MIN_SAMPLES);
+    ck_assert_uint_eq(cl_profile_samples_for(UINT64_MAX, UINT64_MAX, 1),
+                      SL_PROFILE_DEFAULT_SAMPLES);
+}
+END_TEST
+
 /* The link cache (dispatcher/link_cache.h): one entry per (client, class),
  * replaced in place, fresh for DISP_LINK_TTL_MS, the oldest evicted when
  * full; nonsense (no client, a key too long, a bandwidth that is not a
@@ -1521,6 +1536,7 @@ int main(void)
     tcase_add_test(td, test_dispatcher_replan);
     tcase_add_test(td, test_dispatcher_plan_job);
     tcase_add_test(td, test_link_cache);
+    tcase_add_test(td, test_profile_samples_for);
     tcase_add_test(td, test_dispatcher_links_roundtrip);
     tcase_add_test(td, test_dispatcher_assign_compress);
     tcase_add_test(td, test_drift);
