@@ -23,11 +23,14 @@
  * Region output convention: the output is trimmed to exactly the scaled
  * columns/rows that cover the region at scale M/8, i.e. *ret_x0 =
  * floor(x * M / 8), *ret_y0 = floor(y * M / 8), out->w = min(ceil((x + w) *
- * M / 8), ceil(W * M / 8)) - x0, same for rows. libjpeg's crop is widened by a small margin first and the
- * margin is dropped, so that the image-edge handling of fancy upsampling at
- * the crop boundary never touches output pixels: at every scale the region
+ * M / 8), ceil(W * M / 8)) - x0, same for rows. libjpeg's crop is widened
+ * by a small margin first and the margin is dropped, so that the image-edge
+ * handling of fancy upsampling at the crop boundary never touches the
+ * region's pixels: at every scale the region
  * is bit-identical to the same rectangle of the whole image decoded at that
- * scale (at 8/8: of sl_jpeg_decode). */
+ * scale (at 8/8: of sl_jpeg_decode). The wide variant (the pipeline's)
+ * keeps the margin and libjpeg's iMCU rounding in an RGB output instead of
+ * dropping them, and *ret_x0 says where its columns start. */
 #include "common/image/jpeg.h"
 
 #include <errno.h>
@@ -84,6 +87,7 @@ typedef struct dec_req_s {
     sl_jpeg_info_t *info;       /* DEC_PROBE only */
     uint32_t x0, y0;            /* DEC_REGION result */
     sl_jpeg_times_t *times;     /* DEC_REGION, optional: filled by dec_read_rows */
+    bool wide;                  /* DEC_REGION: out may keep libjpeg's whole column crop */
 } dec_req_t;
 
 static void dec_fail(j_common_ptr c, int code)
@@ -291,8 +295,11 @@ static DEC_STEP int dec_place(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
 }
 
 /* After jpeg_start_decompress: reads the rows of r into rq->out, cropping
- * columns in libjpeg where it can and converting CMYK. */
-static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_t *r)
+ * columns in libjpeg where it can and converting CMYK. With rq->wide, an RGB
+ * region keeps every column libjpeg's crop returns (r->x0, r->x1 widened to
+ * them) and is decoded straight into rq->out: on photographs the copy out of
+ * a scratch buffer cost ~0.1 ms of a ~1 ms sample (docs/benchmarks.md). */
+static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     uint32_t ow = ci->output_width;
@@ -313,6 +320,16 @@ static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_
     double t_rows = rq->times != NULL ? sl_thread_cpu_sec() : 0;
 
     int ncomp = ci->output_components;
+    if (rq->wide && !r->cmyk && (cx0 != sx0 || cw != sx1 - sx0)) {
+        /* Only grows the tensor by the crop's margin and iMCU rounding. */
+        int rc = sl_tensor_reshape(rq->out, SL_DT_U8, SL_LAYOUT_HWC, r->y1 - r->y0, cw, 3);
+        if (rc < 0) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), rc == -EOVERFLOW ? -EFBIG : rc,
+                          "cannot hold %ux%u RGB output", (unsigned)cw, r->y1 - r->y0);
+        }
+        sx0 = r->x0 = cx0;
+        sx1 = r->x1 = cx0 + cw;
+    }
     size_t out_stride = (size_t)(sx1 - sx0) * 3;
     /* Straight into the tensor when libjpeg's rows are exactly ours. */
     bool direct = !r->cmyk && cx0 == sx0 && cw == sx1 - sx0;
@@ -445,10 +462,10 @@ int sl_jpeg_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tenso
     return dec_call(&rq, err, errlen);
 }
 
-int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
-                                uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
-                                sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
-                                sl_jpeg_times_t *ret_times, char *err, size_t errlen)
+static int dec_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                      uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num, bool wide,
+                      sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
+                      sl_jpeg_times_t *ret_times, char *err, size_t errlen)
 {
     if (scale_num < 1 || scale_num > 8) {
         return sl_err(err, errlen, -EINVAL, "scale %u/8 not one of 1/8 .. 8/8", scale_num);
@@ -458,7 +475,7 @@ int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pix
     }
     dec_req_t rq = {
         .mode = DEC_REGION, .buf = buf, .len = len, .max_pixels = max_pixels,
-        .x = x, .y = y, .w = w, .h = h, .scale_num = scale_num, .out = out,
+        .x = x, .y = y, .w = w, .h = h, .scale_num = scale_num, .out = out, .wide = wide,
     };
     sl_jpeg_times_t times;
     rq.times = ret_times != NULL ? &times : NULL;
@@ -473,13 +490,22 @@ int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pix
     return rc;
 }
 
+int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                                uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                                sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
+                                sl_jpeg_times_t *ret_times, char *err, size_t errlen)
+{
+    return dec_region(buf, len, max_pixels, x, y, w, h, scale_num, true, out, ret_x0, ret_y0,
+                      ret_times, err, errlen);
+}
+
 int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
                              uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
                              sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
                              size_t errlen)
 {
-    return sl_jpeg_decode_region_timed(buf, len, max_pixels, x, y, w, h, scale_num, out, ret_x0,
-                                       ret_y0, NULL, err, errlen);
+    return dec_region(buf, len, max_pixels, x, y, w, h, scale_num, false, out, ret_x0, ret_y0,
+                      NULL, err, errlen);
 }
 
 int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,

@@ -25,7 +25,8 @@
  * smallest M/8 of SCALES ("1,2,4,8", "all" = 1..8) that leaves the crop at
  * least 1.5 x 224 px each way (--margin F: F x 224 px; else 8/8), as the
  * pipeline picks with SCALES "1,2,3,4,5,6", then: sl_jpeg_probe, the region decode
- * (sl_jpeg_decode_region_m8) and the antialiased resample to 224x224
+ * (sl_jpeg_decode_region_timed, the pipeline's: RGB regions keep libjpeg's
+ * whole column crop) and the antialiased resample to 224x224
  * (sl_img_resize_rect_ex, CLIP). images_per_sec counts those three only.
  * Separately timed, not in the rate: "entropy_ms", libjpeg at the same scale
  * skipping every row down to the crop's last (jpeg_skip_scanlines: entropy
@@ -317,8 +318,8 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
     sl_rrc_params(info.height, info.width, SCALE, RATIO, &rng, &x, &y, &w, &h);
     uint32_t m = bench_pick(mask, w, h);
     double t1 = bench_now();
-    if (sl_jpeg_decode_region_m8(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
-                                 err, sizeof(err)) != 0) {
+    if (sl_jpeg_decode_region_timed(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
+                                    NULL, err, sizeof(err)) != 0) {
         fprintf(stderr, "decode_bench: \"%s\": %s\n", bf->path, err);
         return -1;
     }
@@ -420,8 +421,8 @@ static double bench_scan_one(bench_file_t *bf, uint32_t m, uint32_t x, uint32_t 
     for (int k = 0; k < 3; k++) {
         uint32_t x0, y0;
         double t0 = bench_now();
-        if (sl_jpeg_decode_region_m8(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
-                                     NULL, 0) != 0 ||
+        if (sl_jpeg_decode_region_timed(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0,
+                                        &y0, NULL, NULL, 0) != 0 ||
             sl_img_resize_rect_ex(reg, x * s - x0, y * s - y0, w * s, h * s, BENCH_OUT,
                                   BENCH_OUT, SL_RESIZE_CLIP, NULL, res) != 0) {
             return -1.0;

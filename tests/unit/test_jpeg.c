@@ -626,15 +626,48 @@ START_TEST(test_region_scaled)
 }
 END_TEST
 
+/* The pipeline's wide region (sl_jpeg_decode_region_timed) against the exact
+ * one (reg at x0, y0): the same rows, columns that contain the exact ones, and
+ * the same bytes in them. Counts in *widened the calls that returned more
+ * columns, so the caller can check the wide path ran at all. */
+static void check_wide(const uint8_t *buf, size_t len, uint32_t x, uint32_t y, uint32_t w,
+                       uint32_t h, uint32_t m, const sl_tensor_t *reg, uint32_t x0, uint32_t y0,
+                       sl_tensor_t *wide, unsigned *widened)
+{
+    uint32_t wx0, wy0;
+    sl_jpeg_times_t jt = {-1, -1};
+    char err[256] = "";
+    int rc = sl_jpeg_decode_region_timed(buf, len, MAXPIX, x, y, w, h, m, wide, &wx0, &wy0, &jt,
+                                         err, sizeof(err));
+    ck_assert_msg(rc == 0, "wide %u/8: %d %s", m, rc, err);
+    ck_assert(jt.skip_sec >= 0 && jt.rows_sec >= 0);
+    ck_assert_uint_eq(wy0, y0);
+    ck_assert_uint_eq(wide->h, reg->h);
+    ck_assert_uint_eq(wide->c, 3);
+    ck_assert_uint_le(wx0, x0);
+    ck_assert_uint_ge(wx0 + wide->w, x0 + reg->w);
+    *widened += wide->w > reg->w;
+    for (uint32_t row = 0; row < reg->h; row++) {
+        const uint8_t *a = reg->data + (size_t)row * reg->w * 3;
+        const uint8_t *b = wide->data + ((size_t)row * wide->w + (x0 - wx0)) * 3;
+        if (memcmp(a, b, (size_t)reg->w * 3) != 0) {
+            ck_abort_msg("wide %u/8: region %u,%u %ux%u row %u differs", m, x, y, w, h, row);
+        }
+    }
+}
+
 /* Every scale M/8: the region is the right rectangle of the scaled image
  * (ceil(W*M/8) x ceil(H*M/8)) and equal to that part of the whole image
- * decoded at M/8; M = 8/d is bit-identical to the 1/d entry point. */
+ * decoded at M/8; M = 8/d is bit-identical to the 1/d entry point; the wide
+ * variant holds the same bytes. */
 START_TEST(test_region_m8)
 {
-    sl_tensor_t whole, reg, old;
+    sl_tensor_t whole, reg, old, wide;
     sl_tensor_init(&whole);
     sl_tensor_init(&reg);
     sl_tensor_init(&old);
+    sl_tensor_init(&wide);
+    unsigned widened = 0;
     for (size_t k = 0; k < NKINDS; k++) {
         const kind_t *kd = &kinds[k];
         size_t len;
@@ -670,6 +703,7 @@ START_TEST(test_region_m8)
                                      x, y, w, h, row);
                     }
                 }
+                check_wide(buf, len, x, y, w, h, m, &reg, x0, y0, &wide, &widened);
                 if (m == 1 || m == 2 || m == 4 || m == 8) {
                     uint32_t ox, oy;
                     ck_assert_int_eq(sl_jpeg_decode_region(buf, len, MAXPIX, x, y, w, h, 8 / m,
@@ -692,6 +726,9 @@ START_TEST(test_region_m8)
         ck_assert_uint_eq(x0, 77);
         free(buf);
     }
+    /* Most random regions do not sit on iMCU edges: the wide path ran. */
+    ck_assert_uint_gt(widened, 100);
+    sl_tensor_free(&wide);
     sl_tensor_free(&old);
     sl_tensor_free(&reg);
     sl_tensor_free(&whole);
