@@ -12,9 +12,11 @@
  * gray-filled or garbled image as a success. Premature end of data is
  * -ENOMSG (truncated), any other corrupt-data warning -EBADMSG. We stop at
  * the first one instead of decoding the rest of a broken file. A region
- * decode stops reading after its last row, so in a sequential file damage
- * or truncation below the region goes unnoticed (progressive files are read
- * whole before the first row). Nor is anything after the last scanline
+ * decode stops reading after its last row, so damage or truncation below
+ * the region goes unnoticed: in a sequential file it is never read, in a
+ * progressive one (see dec_short_frame) each scan is decoded down to an iMCU
+ * row below the region and the rest skipped to the next marker, which
+ * truncation still fails (-ENOMSG). Nor is anything after the last scanline
  * read: a sequential file whose pixels are complete but whose tail is junk
  * (or has no EOI, when the entropy decoder did not need to look past the
  * data) decodes. A few metadata-only warnings are ignored; see
@@ -54,6 +56,10 @@
  * without a big pointer array. */
 #define SL_JPEG_ROWS_PER_CALL 16
 
+/* dec_short_frame copies the file; above this size it decodes the whole
+ * frame instead (libjpeg's pools refuse single allocations near 1 GB). */
+#define SL_JPEG_SHORT_FRAME_MAX_COPY ((size_t)64 << 20)
+
 /* Scaled pixels of extra crop on each side of a region (see top comment). */
 #define SL_JPEG_CROP_MARGIN 2
 
@@ -61,6 +67,7 @@ typedef struct jpeg_err_s {
     struct jpeg_error_mgr pub; /* first: libjpeg hands us &pub as cinfo->err */
     jmp_buf jmp;
     int code;
+    bool short_frame; /* dec_short_frame() cut the frame: see dec_emit_message */
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err_t;
 
@@ -123,6 +130,14 @@ static void dec_emit_message(j_common_ptr c, int level)
         /* Metadata or header oddities after which libjpeg carries on with
          * correct pixels: not worth losing a sample over. */
         return;
+    case JWRN_EXTRANEOUS_DATA:
+        /* Expected after every scan of a cut progressive frame: the rows
+         * below the cut are the bytes libjpeg skips to the next marker. */
+        if (((jpeg_err_t *)c->err)->short_frame) {
+            return;
+        }
+        dec_fail(c, -EBADMSG);
+        break;
     case JWRN_JPEG_EOF:
         dec_fail(c, -ENOMSG);
         break;
@@ -374,6 +389,79 @@ static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
     return 0;
 }
 
+/* Offset of the frame height in buf's SOF segment, 0 if not found before
+ * the first scan (the caller then decodes the frame as it is). */
+static size_t dec_sof_height_at(const uint8_t *buf, size_t len)
+{
+    size_t pos = 2;
+    while (pos + 9 <= len) {
+        if (buf[pos] != 0xFF) {
+            return 0;
+        }
+        uint8_t m = buf[pos + 1];
+        if (m == 0xFF) {
+            pos++; /* fill byte */
+            continue;
+        }
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            return pos + 5; /* FF Cn, length (2), precision (1), height (2) */
+        }
+        if (m == 0xDA || m == 0xD9) {
+            return 0;
+        }
+        pos += 2 + (((size_t)buf[pos + 2] << 8) | buf[pos + 3]);
+    }
+    return 0;
+}
+
+/* A progressive file is entropy-decoded whole inside jpeg_start_decompress,
+ * every scan, before the first row: on photographs that is most of its
+ * cost, and the rows below a region are wasted. libjpeg cannot stop a scan
+ * early, but it decodes a shorter frame if told one: this re-reads the
+ * header from a copy of the file whose SOF height ends one iMCU row below
+ * the region's last (so fancy upsampling still sees the real row below).
+ * Each scan then stops after that row and libjpeg skips the rest of its
+ * bytes to the next marker (a byte search, no Huffman decoding). The frame
+ * keeps whole iMCU rows, so every scan's blocks are a prefix of the
+ * original's and the region is the same bytes (test_jpeg test_region_m8).
+ * Only Huffman-coded progressive frames without restart intervals: with
+ * restarts the skipped bytes would hold RST markers, arithmetic coding has
+ * no such prefix property worth the risk. Call after dec_place (r and the
+ * output checked against the real frame); redoes dec_configure. */
+static DEC_STEP int dec_short_frame(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    if (rq->mode != DEC_REGION || !ci->progressive_mode || ci->arith_code ||
+        ci->restart_interval != 0 || rq->len > SL_JPEG_SHORT_FRAME_MAX_COPY) {
+        return 0;
+    }
+    /* Scaled rows per iMCU row, and the iMCU row after the region's last. */
+    uint64_t imcu = (uint64_t)ci->max_v_samp_factor * (uint64_t)ci->min_DCT_scaled_size;
+    uint64_t rows = ((r->y1 - 1) / imcu + 2) * (uint64_t)ci->max_v_samp_factor * DCTSIZE;
+    size_t at = dec_sof_height_at(rq->buf, rq->len);
+    if (rows >= ci->image_height || at == 0 ||
+        (((uint32_t)rq->buf[at] << 8) | rq->buf[at + 1]) != ci->image_height) {
+        return 0;
+    }
+    /* Pool memory: freed by jpeg_destroy_decompress, even after longjmp.
+     * PERMANENT: jpeg_abort_decompress below frees the IMAGE pool. */
+    JOCTET *copy = (*ci->mem->alloc_large)((j_common_ptr)ci, JPOOL_PERMANENT, rq->len);
+    memcpy(copy, rq->buf, rq->len);
+    copy[at] = (JOCTET)(rows >> 8);
+    copy[at + 1] = (JOCTET)(rows & 0xFF);
+    jpeg_abort_decompress(ci);
+    jpeg_mem_src(ci, copy, (unsigned long)rq->len);
+    (void)jpeg_read_header(ci, TRUE);
+    d->jerr.short_frame = true;
+    dec_rect_t again;
+    int rc = dec_configure(d, rq, &again);
+    if (rc == 0 && (ci->output_height < r->y1 || ci->output_width < r->x1)) {
+        rc = sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
+                    "frame cut to %u rows lost the region", (unsigned)rows);
+    }
+    return rc;
+}
+
 /* The body of every call; returns 0 or a negative errno. The only setjmp:
  * libjpeg's errors in the steps it calls longjmp back here. */
 static int dec_run(dec_t *d, dec_req_t *rq)
@@ -398,6 +486,9 @@ static int dec_run(dec_t *d, dec_req_t *rq)
     int rc = dec_configure(d, rq, &r);
     if (rc == 0) {
         rc = dec_place(d, rq, &r);
+    }
+    if (rc == 0) {
+        rc = dec_short_frame(d, rq, &r);
     }
     if (rc < 0) {
         return rc;

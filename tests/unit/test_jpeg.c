@@ -343,6 +343,43 @@ START_TEST(test_truncated)
 }
 END_TEST
 
+/* A progressive region is decoded from a frame cut an iMCU row below it
+ * (dec_short_frame): each scan's rows below are skipped to the next marker.
+ * A file cut anywhere in its scans must still fail as truncated, for a
+ * region at the top (the frame cut shortest) as for the whole image, and a
+ * cut that leaves every scan whole but the EOI must not pass as corrupt. */
+START_TEST(test_region_progressive_truncated)
+{
+    static const size_t which[] = {8, 9, 10};
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    for (size_t k = 0; k < sizeof(which) / sizeof(which[0]); k++) {
+        const kind_t *kd = &kinds[which[k]];
+        ck_assert(kd->o.progressive);
+        size_t len;
+        uint8_t *buf = make(&kd->o, &len);
+        size_t sos = find_marker(buf, len, 0xDA);
+        const size_t cuts[] = {sos + 30, len / 2, len * 3 / 4, len - 10, len - 3};
+        for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+            for (uint32_t m = 1; m <= 8; m++) {
+                uint32_t x0, y0;
+                char err[256] = "";
+                int rc = sl_jpeg_decode_region_timed(buf, cuts[c], MAXPIX, 3, 2, 9, 7, m, &t,
+                                                     &x0, &y0, NULL, err, sizeof(err));
+                ck_assert_msg(rc == -ENOMSG, "%s cut at %zu of %zu, %u/8: %d %s", kd->name,
+                              cuts[c], len, m, rc, err);
+            }
+        }
+        uint32_t x0, y0;
+        int rc = sl_jpeg_decode_region_timed(buf, len - 2, MAXPIX, 3, 2, 9, 7, 8, &t, &x0, &y0,
+                                             NULL, NULL, 0);
+        ck_assert_msg(rc == 0 || rc == -ENOMSG, "%s without EOI: %d", kd->name, rc);
+        free(buf);
+    }
+    sl_tensor_free(&t);
+}
+END_TEST
+
 START_TEST(test_flipped_scan_bytes)
 {
     static const size_t which[] = {0, 4, 5, 8, 11};
@@ -964,6 +1001,7 @@ int main(void)
     tcase_add_test(tc, test_cmyk_known_colours);
     tcase_add_test(tc, test_broken_inputs);
     tcase_add_test(tc, test_truncated);
+    tcase_add_test(tc, test_region_progressive_truncated);
     tcase_add_test(tc, test_flipped_scan_bytes);
     tcase_add_test(tc, test_flipped_header_bytes);
     tcase_add_test(tc, test_bomb);
