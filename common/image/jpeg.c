@@ -15,9 +15,10 @@
  * decode stops reading after its last row, so damage or truncation below
  * the region goes unnoticed: in a sequential file it is never read, in a
  * progressive one (see dec_short_frame) each scan is decoded down to an iMCU
- * row below the region and the rest skipped to the next marker, which
- * truncation still fails (-ENOMSG). Nor is anything after the last scanline
- * read: a sequential file whose pixels are complete but whose tail is junk
+ * row below the region and the rest skipped to the next marker; truncation
+ * still fails (-ENOMSG), and any failure of that cut decode is redone on the
+ * whole frame, so the code is the full decode's. Nor is anything after the
+ * last scanline read: a sequential file whose pixels are complete but whose tail is junk
  * (or has no EOI, when the entropy decoder did not need to look past the
  * data) decodes. A few metadata-only warnings are ignored; see
  * dec_emit_message().
@@ -68,6 +69,7 @@ typedef struct jpeg_err_s {
     jmp_buf jmp;
     int code;
     bool short_frame; /* dec_short_frame() cut the frame: see dec_emit_message */
+    int skipped_scan; /* short_frame: the last scan whose tail was skipped */
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err_t;
 
@@ -95,6 +97,8 @@ typedef struct dec_req_s {
     uint32_t x0, y0;            /* DEC_REGION result */
     sl_jpeg_times_t *times;     /* DEC_REGION, optional: filled by dec_read_rows */
     bool wide;                  /* DEC_REGION: out may keep libjpeg's whole column crop */
+    bool whole_frame;           /* DEC_REGION: never cut the frame (dec_short_frame) */
+    bool cut;                   /* set when dec_short_frame cut it */
 } dec_req_t;
 
 static void dec_fail(j_common_ptr c, int code)
@@ -130,14 +134,21 @@ static void dec_emit_message(j_common_ptr c, int level)
         /* Metadata or header oddities after which libjpeg carries on with
          * correct pixels: not worth losing a sample over. */
         return;
-    case JWRN_EXTRANEOUS_DATA:
-        /* Expected after every scan of a cut progressive frame: the rows
-         * below the cut are the bytes libjpeg skips to the next marker. */
-        if (((jpeg_err_t *)c->err)->short_frame) {
+    case JWRN_EXTRANEOUS_DATA: {
+        /* Expected once after every scan of a cut progressive frame: the
+         * rows below the cut are the bytes libjpeg skips to the next marker.
+         * A second time in one scan means that search stopped at a marker
+         * forged by damaged scan data: fail (dec_call then decodes the
+         * whole frame, which reports the damage as before). */
+        jpeg_err_t *e = (jpeg_err_t *)c->err;
+        int scan = ((j_decompress_ptr)c)->input_scan_number;
+        if (e->short_frame && e->skipped_scan != scan) {
+            e->skipped_scan = scan;
             return;
         }
         dec_fail(c, -EBADMSG);
         break;
+    }
     case JWRN_JPEG_EOF:
         dec_fail(c, -ENOMSG);
         break;
@@ -424,14 +435,18 @@ static size_t dec_sof_height_at(const uint8_t *buf, size_t len)
  * bytes to the next marker (a byte search, no Huffman decoding). The frame
  * keeps whole iMCU rows, so every scan's blocks are a prefix of the
  * original's and the region is the same bytes (test_jpeg test_region_m8).
+ * A cut decode that fails is redone on the whole frame (dec_call), so a
+ * damaged file reports what it always did; damage in the skipped bytes
+ * that forges a marker there is made such a failure (dec_emit_message,
+ * dec_check_cut_end).
  * Only Huffman-coded progressive frames without restart intervals: with
  * restarts the skipped bytes would hold RST markers, arithmetic coding has
  * no such prefix property worth the risk. Call after dec_place (r and the
  * output checked against the real frame); redoes dec_configure. */
-static DEC_STEP int dec_short_frame(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
+static DEC_STEP int dec_short_frame(dec_t *d, dec_req_t *rq, dec_rect_t *r)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
-    if (rq->mode != DEC_REGION || !ci->progressive_mode || ci->arith_code ||
+    if (rq->mode != DEC_REGION || rq->whole_frame || !ci->progressive_mode || ci->arith_code ||
         ci->restart_interval != 0 || rq->len > SL_JPEG_SHORT_FRAME_MAX_COPY) {
         return 0;
     }
@@ -453,6 +468,8 @@ static DEC_STEP int dec_short_frame(dec_t *d, const dec_req_t *rq, dec_rect_t *r
     jpeg_mem_src(ci, copy, (unsigned long)rq->len);
     (void)jpeg_read_header(ci, TRUE);
     d->jerr.short_frame = true;
+    d->jerr.skipped_scan = -1;
+    rq->cut = true;
     dec_rect_t again;
     int rc = dec_configure(d, rq, &again);
     if (rc == 0 && (ci->output_height < r->y1 || ci->output_width < r->x1)) {
@@ -460,6 +477,27 @@ static DEC_STEP int dec_short_frame(dec_t *d, const dec_req_t *rq, dec_rect_t *r
                     "frame cut to %u rows lost the region", (unsigned)rows);
     }
     return rc;
+}
+
+/* After jpeg_start_decompress of a cut frame, every scan has been read up
+ * to the EOI libjpeg found. Damaged scan data can forge an EOI in the bytes
+ * a cut scan skips: libjpeg would then stop early and return the region
+ * without the later scans. A real EOI has no scan after it, so an SOS
+ * marker (FF DA) anywhere in the rest of the file fails the cut decode
+ * (dec_call then decodes the whole frame). A file with junk or a second
+ * image after its EOI just takes that slower path. */
+static DEC_STEP int dec_check_cut_end(dec_t *d, const dec_req_t *rq)
+{
+    const struct jpeg_source_mgr *src = d->cinfo.src;
+    const uint8_t *rest = src->next_input_byte;
+    size_t n = src->bytes_in_buffer < rq->len ? src->bytes_in_buffer : rq->len;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (rest[i] == 0xFF && rest[i + 1] == 0xDA) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
+                          "scan after the end of image in a cut frame");
+        }
+    }
+    return 0;
 }
 
 /* The body of every call; returns 0 or a negative errno. The only setjmp:
@@ -494,6 +532,12 @@ static int dec_run(dec_t *d, dec_req_t *rq)
         return rc;
     }
     (void)jpeg_start_decompress(ci);
+    if (rq->cut) {
+        rc = dec_check_cut_end(d, rq);
+        if (rc < 0) {
+            return rc;
+        }
+    }
     rc = dec_read_rows(d, rq, &r);
     if (rc < 0) {
         return rc;
@@ -524,6 +568,15 @@ static int dec_call(dec_req_t *rq, char *err, size_t errlen)
     memset(&d, 0, sizeof(d));
     int rc = dec_run(&d, rq);
     jpeg_destroy_decompress(&d.cinfo);
+    if (rc < 0 && rq->cut) {
+        /* A cut frame failed: whatever the damage, report what the whole
+         * frame reports (or decode it, if the damage was all below). */
+        rq->cut = false;
+        rq->whole_frame = true;
+        memset(&d, 0, sizeof(d));
+        rc = dec_run(&d, rq);
+        jpeg_destroy_decompress(&d.cinfo);
+    }
     if (rc < 0) {
         return sl_err(err, errlen, rc, "%s", d.jerr.msg);
     }

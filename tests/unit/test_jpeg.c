@@ -380,6 +380,50 @@ START_TEST(test_region_progressive_truncated)
 }
 END_TEST
 
+/* Damage in the part of a scan a cut frame skips can forge a marker there:
+ * an EOI (libjpeg would stop before the later scans) or a parseable segment
+ * (a comment) followed by more scan bytes. The whole frame fails on both;
+ * so must the region, with the same code, however small the region. */
+START_TEST(test_region_progressive_forged_marker)
+{
+    static const uint8_t forged[][6] = {
+        {0xFF, 0xD9, 0, 0, 0, 0},          /* EOI */
+        {0xFF, 0xFE, 0x00, 0x04, 'h', 'i'}, /* a 2-byte comment */
+    };
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    size_t len;
+    uint8_t *orig = make(&kinds[8].o, &len);
+    ck_assert(kinds[8].o.progressive);
+    uint8_t *buf = malloc(len);
+    /* The first scan's data ends at the next marker; its last bytes are the
+     * bottom rows', far below a region at the top. */
+    size_t sos = find_marker(orig, len, 0xDA);
+    size_t end = sos + 2 + (((size_t)orig[sos + 2] << 8) | orig[sos + 3]);
+    while (end + 1 < len && !(orig[end] == 0xFF && orig[end + 1] != 0x00)) {
+        end++;
+    }
+    ck_assert_uint_gt(end, sos + 40);
+    for (size_t f = 0; f < sizeof(forged) / sizeof(forged[0]); f++) {
+        memcpy(buf, orig, len);
+        size_t n = forged[f][2] == 0 ? 2 : 6;
+        memcpy(buf + end - 12, forged[f], n);
+        char err[256] = "";
+        int full = sl_jpeg_decode(buf, len, MAXPIX, &t, err, sizeof(err));
+        ck_assert_msg(full == -EBADMSG, "forged %zu: whole frame %d %s", f, full, err);
+        for (uint32_t m = 1; m <= 8; m++) {
+            uint32_t x0, y0;
+            int rc = sl_jpeg_decode_region_timed(buf, len, MAXPIX, 2, 1, 8, 6, m, &t, &x0, &y0,
+                                                 NULL, err, sizeof(err));
+            ck_assert_msg(rc == full, "forged %zu, %u/8: region %d %s", f, m, rc, err);
+        }
+    }
+    free(buf);
+    free(orig);
+    sl_tensor_free(&t);
+}
+END_TEST
+
 START_TEST(test_flipped_scan_bytes)
 {
     static const size_t which[] = {0, 4, 5, 8, 11};
@@ -1002,6 +1046,7 @@ int main(void)
     tcase_add_test(tc, test_broken_inputs);
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_region_progressive_truncated);
+    tcase_add_test(tc, test_region_progressive_forged_marker);
     tcase_add_test(tc, test_flipped_scan_bytes);
     tcase_add_test(tc, test_flipped_header_bytes);
     tcase_add_test(tc, test_bomb);
