@@ -12,10 +12,13 @@
  * gray-filled or garbled image as a success. Premature end of data is
  * -ENOMSG (truncated), any other corrupt-data warning -EBADMSG. We stop at
  * the first one instead of decoding the rest of a broken file. A region
- * decode stops reading after its last row, so in a sequential file damage
- * or truncation below the region goes unnoticed (progressive files are read
- * whole before the first row). Nor is anything after the last scanline
- * read: a sequential file whose pixels are complete but whose tail is junk
+ * decode stops reading after its last row, so damage or truncation below
+ * the region goes unnoticed: in a sequential file it is never read, in a
+ * progressive one (see dec_short_frame) each scan is decoded down to an iMCU
+ * row below the region and the rest skipped to the next marker; truncation
+ * still fails (-ENOMSG), and any failure of that cut decode is redone on the
+ * whole frame, so the code is the full decode's. Nor is anything after the
+ * last scanline read: a sequential file whose pixels are complete but whose tail is junk
  * (or has no EOI, when the entropy decoder did not need to look past the
  * data) decodes. A few metadata-only warnings are ignored; see
  * dec_emit_message().
@@ -23,11 +26,14 @@
  * Region output convention: the output is trimmed to exactly the scaled
  * columns/rows that cover the region at scale M/8, i.e. *ret_x0 =
  * floor(x * M / 8), *ret_y0 = floor(y * M / 8), out->w = min(ceil((x + w) *
- * M / 8), ceil(W * M / 8)) - x0, same for rows. libjpeg's crop is widened by a small margin first and the
- * margin is dropped, so that the image-edge handling of fancy upsampling at
- * the crop boundary never touches output pixels: at every scale the region
+ * M / 8), ceil(W * M / 8)) - x0, same for rows. libjpeg's crop is widened
+ * by a small margin first and the margin is dropped, so that the image-edge
+ * handling of fancy upsampling at the crop boundary never touches the
+ * region's pixels: at every scale the region
  * is bit-identical to the same rectangle of the whole image decoded at that
- * scale (at 8/8: of sl_jpeg_decode). */
+ * scale (at 8/8: of sl_jpeg_decode). The wide variant (the pipeline's)
+ * keeps the margin and libjpeg's iMCU rounding in an RGB output instead of
+ * dropping them, and *ret_x0 says where its columns start. */
 #include "common/image/jpeg.h"
 
 #include <errno.h>
@@ -51,6 +57,10 @@
  * without a big pointer array. */
 #define SL_JPEG_ROWS_PER_CALL 16
 
+/* dec_short_frame copies the file; above this size it decodes the whole
+ * frame instead (libjpeg's pools refuse single allocations near 1 GB). */
+#define SL_JPEG_SHORT_FRAME_MAX_COPY ((size_t)64 << 20)
+
 /* Scaled pixels of extra crop on each side of a region (see top comment). */
 #define SL_JPEG_CROP_MARGIN 2
 
@@ -58,6 +68,8 @@ typedef struct jpeg_err_s {
     struct jpeg_error_mgr pub; /* first: libjpeg hands us &pub as cinfo->err */
     jmp_buf jmp;
     int code;
+    bool short_frame; /* dec_short_frame() cut the frame: see dec_emit_message */
+    int skipped_scan; /* short_frame: the last scan whose tail was skipped */
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err_t;
 
@@ -84,6 +96,9 @@ typedef struct dec_req_s {
     sl_jpeg_info_t *info;       /* DEC_PROBE only */
     uint32_t x0, y0;            /* DEC_REGION result */
     sl_jpeg_times_t *times;     /* DEC_REGION, optional: filled by dec_read_rows */
+    bool wide;                  /* DEC_REGION: out may keep libjpeg's whole column crop */
+    bool whole_frame;           /* DEC_REGION: never cut the frame (dec_short_frame) */
+    bool cut;                   /* set when dec_short_frame cut it */
 } dec_req_t;
 
 static void dec_fail(j_common_ptr c, int code)
@@ -119,6 +134,21 @@ static void dec_emit_message(j_common_ptr c, int level)
         /* Metadata or header oddities after which libjpeg carries on with
          * correct pixels: not worth losing a sample over. */
         return;
+    case JWRN_EXTRANEOUS_DATA: {
+        /* Expected once after every scan of a cut progressive frame: the
+         * rows below the cut are the bytes libjpeg skips to the next marker.
+         * A second time in one scan means that search stopped at a marker
+         * forged by damaged scan data: fail (dec_call then decodes the
+         * whole frame, which reports the damage as before). */
+        jpeg_err_t *e = (jpeg_err_t *)c->err;
+        int scan = ((j_decompress_ptr)c)->input_scan_number;
+        if (e->short_frame && e->skipped_scan != scan) {
+            e->skipped_scan = scan;
+            return;
+        }
+        dec_fail(c, -EBADMSG);
+        break;
+    }
     case JWRN_JPEG_EOF:
         dec_fail(c, -ENOMSG);
         break;
@@ -291,8 +321,11 @@ static DEC_STEP int dec_place(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
 }
 
 /* After jpeg_start_decompress: reads the rows of r into rq->out, cropping
- * columns in libjpeg where it can and converting CMYK. */
-static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_t *r)
+ * columns in libjpeg where it can and converting CMYK. With rq->wide, an RGB
+ * region keeps every column libjpeg's crop returns (r->x0, r->x1 widened to
+ * them) and is decoded straight into rq->out: on photographs the copy out of
+ * a scratch buffer cost ~0.1 ms of a ~1 ms sample (docs/benchmarks.md). */
+static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, dec_rect_t *r)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
     uint32_t ow = ci->output_width;
@@ -313,6 +346,16 @@ static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_
     double t_rows = rq->times != NULL ? sl_thread_cpu_sec() : 0;
 
     int ncomp = ci->output_components;
+    if (rq->wide && !r->cmyk && (cx0 != sx0 || cw != sx1 - sx0)) {
+        /* Only grows the tensor by the crop's margin and iMCU rounding. */
+        int rc = sl_tensor_reshape(rq->out, SL_DT_U8, SL_LAYOUT_HWC, r->y1 - r->y0, cw, 3);
+        if (rc < 0) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), rc == -EOVERFLOW ? -EFBIG : rc,
+                          "cannot hold %ux%u RGB output", (unsigned)cw, r->y1 - r->y0);
+        }
+        sx0 = r->x0 = cx0;
+        sx1 = r->x1 = cx0 + cw;
+    }
     size_t out_stride = (size_t)(sx1 - sx0) * 3;
     /* Straight into the tensor when libjpeg's rows are exactly ours. */
     bool direct = !r->cmyk && cx0 == sx0 && cw == sx1 - sx0;
@@ -357,6 +400,106 @@ static DEC_STEP int dec_read_rows(dec_t *d, const dec_req_t *rq, const dec_rect_
     return 0;
 }
 
+/* Offset of the frame height in buf's SOF segment, 0 if not found before
+ * the first scan (the caller then decodes the frame as it is). */
+static size_t dec_sof_height_at(const uint8_t *buf, size_t len)
+{
+    size_t pos = 2;
+    while (pos + 9 <= len) {
+        if (buf[pos] != 0xFF) {
+            return 0;
+        }
+        uint8_t m = buf[pos + 1];
+        if (m == 0xFF) {
+            pos++; /* fill byte */
+            continue;
+        }
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            return pos + 5; /* FF Cn, length (2), precision (1), height (2) */
+        }
+        if (m == 0xDA || m == 0xD9) {
+            return 0;
+        }
+        pos += 2 + (((size_t)buf[pos + 2] << 8) | buf[pos + 3]);
+    }
+    return 0;
+}
+
+/* A progressive file is entropy-decoded whole inside jpeg_start_decompress,
+ * every scan, before the first row: on photographs that is most of its
+ * cost, and the rows below a region are wasted. libjpeg cannot stop a scan
+ * early, but it decodes a shorter frame if told one: this re-reads the
+ * header from a copy of the file whose SOF height ends one iMCU row below
+ * the region's last (so fancy upsampling still sees the real row below).
+ * Each scan then stops after that row and libjpeg skips the rest of its
+ * bytes to the next marker (a byte search, no Huffman decoding). The frame
+ * keeps whole iMCU rows, so every scan's blocks are a prefix of the
+ * original's and the region is the same bytes (test_jpeg test_region_m8).
+ * A cut decode that fails is redone on the whole frame (dec_call), so a
+ * damaged file reports what it always did; damage in the skipped bytes
+ * that forges a marker there is made such a failure (dec_emit_message,
+ * dec_check_cut_end).
+ * Only Huffman-coded progressive frames without restart intervals: with
+ * restarts the skipped bytes would hold RST markers, arithmetic coding has
+ * no such prefix property worth the risk. Call after dec_place (r and the
+ * output checked against the real frame); redoes dec_configure. */
+static DEC_STEP int dec_short_frame(dec_t *d, dec_req_t *rq, dec_rect_t *r)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    if (rq->mode != DEC_REGION || rq->whole_frame || !ci->progressive_mode || ci->arith_code ||
+        ci->restart_interval != 0 || rq->len > SL_JPEG_SHORT_FRAME_MAX_COPY) {
+        return 0;
+    }
+    /* Scaled rows per iMCU row, and the iMCU row after the region's last. */
+    uint64_t imcu = (uint64_t)ci->max_v_samp_factor * (uint64_t)ci->min_DCT_scaled_size;
+    uint64_t rows = ((r->y1 - 1) / imcu + 2) * (uint64_t)ci->max_v_samp_factor * DCTSIZE;
+    size_t at = dec_sof_height_at(rq->buf, rq->len);
+    if (rows >= ci->image_height || at == 0 ||
+        (((uint32_t)rq->buf[at] << 8) | rq->buf[at + 1]) != ci->image_height) {
+        return 0;
+    }
+    /* Pool memory: freed by jpeg_destroy_decompress, even after longjmp.
+     * PERMANENT: jpeg_abort_decompress below frees the IMAGE pool. */
+    JOCTET *copy = (*ci->mem->alloc_large)((j_common_ptr)ci, JPOOL_PERMANENT, rq->len);
+    memcpy(copy, rq->buf, rq->len);
+    copy[at] = (JOCTET)(rows >> 8);
+    copy[at + 1] = (JOCTET)(rows & 0xFF);
+    jpeg_abort_decompress(ci);
+    jpeg_mem_src(ci, copy, (unsigned long)rq->len);
+    (void)jpeg_read_header(ci, TRUE);
+    d->jerr.short_frame = true;
+    d->jerr.skipped_scan = -1;
+    rq->cut = true;
+    dec_rect_t again;
+    int rc = dec_configure(d, rq, &again);
+    if (rc == 0 && (ci->output_height < r->y1 || ci->output_width < r->x1)) {
+        rc = sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
+                    "frame cut to %u rows lost the region", (unsigned)rows);
+    }
+    return rc;
+}
+
+/* After jpeg_start_decompress of a cut frame, every scan has been read up
+ * to the EOI libjpeg found. Damaged scan data can forge an EOI in the bytes
+ * a cut scan skips: libjpeg would then stop early and return the region
+ * without the later scans. A real EOI has no scan after it, so an SOS
+ * marker (FF DA) anywhere in the rest of the file fails the cut decode
+ * (dec_call then decodes the whole frame). A file with junk or a second
+ * image after its EOI just takes that slower path. */
+static DEC_STEP int dec_check_cut_end(dec_t *d, const dec_req_t *rq)
+{
+    const struct jpeg_source_mgr *src = d->cinfo.src;
+    const uint8_t *rest = src->next_input_byte;
+    size_t n = src->bytes_in_buffer < rq->len ? src->bytes_in_buffer : rq->len;
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (rest[i] == 0xFF && rest[i + 1] == 0xDA) {
+            return sl_err(d->jerr.msg, sizeof(d->jerr.msg), -EBADMSG,
+                          "scan after the end of image in a cut frame");
+        }
+    }
+    return 0;
+}
+
 /* The body of every call; returns 0 or a negative errno. The only setjmp:
  * libjpeg's errors in the steps it calls longjmp back here. */
 static int dec_run(dec_t *d, dec_req_t *rq)
@@ -382,10 +525,19 @@ static int dec_run(dec_t *d, dec_req_t *rq)
     if (rc == 0) {
         rc = dec_place(d, rq, &r);
     }
+    if (rc == 0) {
+        rc = dec_short_frame(d, rq, &r);
+    }
     if (rc < 0) {
         return rc;
     }
     (void)jpeg_start_decompress(ci);
+    if (rq->cut) {
+        rc = dec_check_cut_end(d, rq);
+        if (rc < 0) {
+            return rc;
+        }
+    }
     rc = dec_read_rows(d, rq, &r);
     if (rc < 0) {
         return rc;
@@ -416,6 +568,15 @@ static int dec_call(dec_req_t *rq, char *err, size_t errlen)
     memset(&d, 0, sizeof(d));
     int rc = dec_run(&d, rq);
     jpeg_destroy_decompress(&d.cinfo);
+    if (rc < 0 && rq->cut) {
+        /* A cut frame failed: whatever the damage, report what the whole
+         * frame reports (or decode it, if the damage was all below). */
+        rq->cut = false;
+        rq->whole_frame = true;
+        memset(&d, 0, sizeof(d));
+        rc = dec_run(&d, rq);
+        jpeg_destroy_decompress(&d.cinfo);
+    }
     if (rc < 0) {
         return sl_err(err, errlen, rc, "%s", d.jerr.msg);
     }
@@ -445,10 +606,10 @@ int sl_jpeg_decode(const uint8_t *buf, size_t len, uint64_t max_pixels, sl_tenso
     return dec_call(&rq, err, errlen);
 }
 
-int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
-                                uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
-                                sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
-                                sl_jpeg_times_t *ret_times, char *err, size_t errlen)
+static int dec_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                      uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num, bool wide,
+                      sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
+                      sl_jpeg_times_t *ret_times, char *err, size_t errlen)
 {
     if (scale_num < 1 || scale_num > 8) {
         return sl_err(err, errlen, -EINVAL, "scale %u/8 not one of 1/8 .. 8/8", scale_num);
@@ -458,7 +619,7 @@ int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pix
     }
     dec_req_t rq = {
         .mode = DEC_REGION, .buf = buf, .len = len, .max_pixels = max_pixels,
-        .x = x, .y = y, .w = w, .h = h, .scale_num = scale_num, .out = out,
+        .x = x, .y = y, .w = w, .h = h, .scale_num = scale_num, .out = out, .wide = wide,
     };
     sl_jpeg_times_t times;
     rq.times = ret_times != NULL ? &times : NULL;
@@ -473,13 +634,22 @@ int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pix
     return rc;
 }
 
+int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
+                                uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
+                                sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,
+                                sl_jpeg_times_t *ret_times, char *err, size_t errlen)
+{
+    return dec_region(buf, len, max_pixels, x, y, w, h, scale_num, true, out, ret_x0, ret_y0,
+                      ret_times, err, errlen);
+}
+
 int sl_jpeg_decode_region_m8(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
                              uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
                              sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0, char *err,
                              size_t errlen)
 {
-    return sl_jpeg_decode_region_timed(buf, len, max_pixels, x, y, w, h, scale_num, out, ret_x0,
-                                       ret_y0, NULL, err, errlen);
+    return dec_region(buf, len, max_pixels, x, y, w, h, scale_num, false, out, ret_x0, ret_y0,
+                      NULL, err, errlen);
 }
 
 int sl_jpeg_decode_region(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,

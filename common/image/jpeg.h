@@ -87,9 +87,16 @@ typedef struct sl_jpeg_times_s {
     double rows_sec; /* the region's rows: entropy, IDCT, upsampling, colour */
 } sl_jpeg_times_t;
 
-/* sl_jpeg_decode_region_m8 that also fills *ret_times (three clock reads;
- * NULL: none, as sl_jpeg_decode_region_m8). On failure *ret_times is
- * untouched. */
+/* sl_jpeg_decode_region_m8 for a caller that only reads the region (the
+ * fused crop's resample): out may be wider than the region's columns. It
+ * covers columns [*ret_x0, *ret_x0 + out->w) of the scaled image, a superset
+ * of [floor(x*M/8), ceil((x+w)*M/8)) (rows exactly as _m8), and the caller
+ * maps the region into out with the same formula. Inside the region the
+ * pixels are the same bytes as _m8's; the extra columns (up to an iMCU plus
+ * a few pixels each side) are libjpeg's and not defined by this API. That
+ * lets an RGB region be decoded straight into out instead of through a
+ * scratch copy. Also fills *ret_times (three clock reads; NULL: none). On
+ * failure *ret_times is untouched. */
 int sl_jpeg_decode_region_timed(const uint8_t *buf, size_t len, uint64_t max_pixels, uint32_t x,
                                 uint32_t y, uint32_t w, uint32_t h, uint32_t scale_num,
                                 sl_tensor_t *out, uint32_t *ret_x0, uint32_t *ret_y0,

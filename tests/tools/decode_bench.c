@@ -25,12 +25,19 @@
  * smallest M/8 of SCALES ("1,2,4,8", "all" = 1..8) that leaves the crop at
  * least 1.5 x 224 px each way (--margin F: F x 224 px; else 8/8), as the
  * pipeline picks with SCALES "1,2,3,4,5,6", then: sl_jpeg_probe, the region decode
- * (sl_jpeg_decode_region_m8) and the antialiased resample to 224x224
+ * (sl_jpeg_decode_region_timed, the pipeline's: RGB regions keep libjpeg's
+ * whole column crop) and the antialiased resample to 224x224
  * (sl_img_resize_rect_ex, CLIP). images_per_sec counts those three only.
  * Separately timed, not in the rate: "entropy_ms", libjpeg at the same scale
  * skipping every row down to the crop's last (jpeg_skip_scanlines: entropy
  * decoding only, but for the last iMCU row), i.e. the part of the region
- * decode no scale or crop can remove; "idct_color_ms" = region - entropy.
+ * decode no scale or crop can remove; "idct_color_ms" = region - entropy;
+ * "full_entropy_ms", the same for the whole image at 8/8 (a full decode's
+ * share that is not IDCT, upsampling and colour); "decoded_fraction", the
+ * mean share of the scaled image's pixels the region decode returned (the
+ * columns libjpeg's crop keeps, the region's rows): with the ceiling's
+ * full decode time, (full - full_entropy) x decoded_fraction is what the
+ * region's IDCT and colour would cost at TurboJPEG's rate per pixel.
  * Adds "probe_ms", "region_ms", "resample_ms" per image and "scale_use"
  * (files per M in one pass, index 0 = 1/8). The untimed first pass also runs the
  * unfused path on every crop (sl_jpeg_decode, then the same resample of the
@@ -262,6 +269,12 @@ static void bench_entropy(bench_file_t *bf, uint32_t m, uint32_t y1)
         ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK ? JCS_CMYK : JCS_RGB;
     ci.do_block_smoothing = FALSE;
     (void)jpeg_start_decompress(&ci);
+    /* libjpeg-turbo returns at once, decoding nothing, when asked to skip
+     * to the image's last row or past it: stop one row short, so a crop
+     * that reaches the bottom counts its entropy decoding too. */
+    if (y1 >= ci.output_height) {
+        y1 = ci.output_height - 1;
+    }
     if (y1 > 0) {
         (void)jpeg_skip_scanlines(&ci, y1);
     }
@@ -279,6 +292,8 @@ static const char *const bench_path_name[BENCH_PATHS] = {"scalar", "sse2", "avx2
 
 typedef struct bench_fused_s {
     double probe, region, resample, entropy; /* seconds, summed */
+    double full_entropy;                     /* the whole image's, at 8/8 */
+    double decoded;                          /* sum of region / scaled image pixels */
     double by_path[BENCH_PATHS];             /* the resample again on each path */
     double tail;                             /* flip + normalize_chw */
     double norm_by_path[BENCH_PATHS];        /* normalize_chw again on each path */
@@ -317,8 +332,8 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
     sl_rrc_params(info.height, info.width, SCALE, RATIO, &rng, &x, &y, &w, &h);
     uint32_t m = bench_pick(mask, w, h);
     double t1 = bench_now();
-    if (sl_jpeg_decode_region_m8(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
-                                 err, sizeof(err)) != 0) {
+    if (sl_jpeg_decode_region_timed(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
+                                    NULL, err, sizeof(err)) != 0) {
         fprintf(stderr, "decode_bench: \"%s\": %s\n", bf->path, err);
         return -1;
     }
@@ -332,6 +347,10 @@ static int bench_fused_one(bench_file_t *bf, size_t idx, unsigned mask, sl_tenso
     double t3 = bench_now();
     bench_entropy(bf, m, y0 + reg->h);
     double t4 = bench_now();
+    bench_entropy(bf, 8, UINT32_MAX);
+    acc->full_entropy += bench_now() - t4;
+    uint64_t sw = ((uint64_t)info.width * m + 7) / 8, sh = ((uint64_t)info.height * m + 7) / 8;
+    acc->decoded += (double)reg->w * reg->h / ((double)sw * (double)sh);
     /* Untimed by the rate: each kernel on the same region (starting at a
      * different one per file, so none always runs with warmer caches), and
      * the tail the pipeline runs after the unit. The paths must agree. */
@@ -420,8 +439,8 @@ static double bench_scan_one(bench_file_t *bf, uint32_t m, uint32_t x, uint32_t 
     for (int k = 0; k < 3; k++) {
         uint32_t x0, y0;
         double t0 = bench_now();
-        if (sl_jpeg_decode_region_m8(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0, &y0,
-                                     NULL, 0) != 0 ||
+        if (sl_jpeg_decode_region_timed(bf->buf, bf->len, UINT64_MAX, x, y, w, h, m, reg, &x0,
+                                        &y0, NULL, NULL, 0) != 0 ||
             sl_img_resize_rect_ex(reg, x * s - x0, y * s - y0, w * s, h * s, BENCH_OUT,
                                   BENCH_OUT, SL_RESIZE_CLIP, NULL, res) != 0) {
             return -1.0;
@@ -527,10 +546,11 @@ static int bench_fused(size_t n, unsigned mask, double seconds)
     double per = 1e3 / (double)done;
     printf("{\"decoded\": %llu, \"seconds\": %.3f, \"images_per_sec\": %.1f, "
            "\"probe_ms\": %.3f, \"region_ms\": %.3f, \"entropy_ms\": %.3f, "
-           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, ",
+           "\"idct_color_ms\": %.3f, \"resample_ms\": %.3f, \"full_entropy_ms\": %.3f, "
+           "\"decoded_fraction\": %.3f, ",
            (unsigned long long)done, unit, (double)done / unit, acc.probe * per,
            acc.region * per, acc.entropy * per, (acc.region - acc.entropy) * per,
-           acc.resample * per);
+           acc.resample * per, acc.full_entropy * per, acc.decoded / (double)done);
     printf("\"tail_ms\": %.3f, \"resample_ms_by_path\": {", acc.tail * per);
     for (int k = 0, first = 1; k < BENCH_PATHS; k++) {
         if (sl_simd_ok(bench_path[k])) {

@@ -343,6 +343,87 @@ START_TEST(test_truncated)
 }
 END_TEST
 
+/* A progressive region is decoded from a frame cut an iMCU row below it
+ * (dec_short_frame): each scan's rows below are skipped to the next marker.
+ * A file cut anywhere in its scans must still fail as truncated, for a
+ * region at the top (the frame cut shortest) as for the whole image, and a
+ * cut that leaves every scan whole but the EOI must not pass as corrupt. */
+START_TEST(test_region_progressive_truncated)
+{
+    static const size_t which[] = {8, 9, 10};
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    for (size_t k = 0; k < sizeof(which) / sizeof(which[0]); k++) {
+        const kind_t *kd = &kinds[which[k]];
+        ck_assert(kd->o.progressive);
+        size_t len;
+        uint8_t *buf = make(&kd->o, &len);
+        size_t sos = find_marker(buf, len, 0xDA);
+        const size_t cuts[] = {sos + 30, len / 2, len * 3 / 4, len - 10, len - 3};
+        for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+            for (uint32_t m = 1; m <= 8; m++) {
+                uint32_t x0, y0;
+                char err[256] = "";
+                int rc = sl_jpeg_decode_region_timed(buf, cuts[c], MAXPIX, 3, 2, 9, 7, m, &t,
+                                                     &x0, &y0, NULL, err, sizeof(err));
+                ck_assert_msg(rc == -ENOMSG, "%s cut at %zu of %zu, %u/8: %d %s", kd->name,
+                              cuts[c], len, m, rc, err);
+            }
+        }
+        uint32_t x0, y0;
+        int rc = sl_jpeg_decode_region_timed(buf, len - 2, MAXPIX, 3, 2, 9, 7, 8, &t, &x0, &y0,
+                                             NULL, NULL, 0);
+        ck_assert_msg(rc == 0 || rc == -ENOMSG, "%s without EOI: %d", kd->name, rc);
+        free(buf);
+    }
+    sl_tensor_free(&t);
+}
+END_TEST
+
+/* Damage in the part of a scan a cut frame skips can forge a marker there:
+ * an EOI (libjpeg would stop before the later scans) or a parseable segment
+ * (a comment) followed by more scan bytes. The whole frame fails on both;
+ * so must the region, with the same code, however small the region. */
+START_TEST(test_region_progressive_forged_marker)
+{
+    static const uint8_t forged[][6] = {
+        {0xFF, 0xD9, 0, 0, 0, 0},          /* EOI */
+        {0xFF, 0xFE, 0x00, 0x04, 'h', 'i'}, /* a 2-byte comment */
+    };
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    size_t len;
+    uint8_t *orig = make(&kinds[8].o, &len);
+    ck_assert(kinds[8].o.progressive);
+    uint8_t *buf = malloc(len);
+    /* The first scan's data ends at the next marker; its last bytes are the
+     * bottom rows', far below a region at the top. */
+    size_t sos = find_marker(orig, len, 0xDA);
+    size_t end = sos + 2 + (((size_t)orig[sos + 2] << 8) | orig[sos + 3]);
+    while (end + 1 < len && !(orig[end] == 0xFF && orig[end + 1] != 0x00)) {
+        end++;
+    }
+    ck_assert_uint_gt(end, sos + 40);
+    for (size_t f = 0; f < sizeof(forged) / sizeof(forged[0]); f++) {
+        memcpy(buf, orig, len);
+        size_t n = forged[f][2] == 0 ? 2 : 6;
+        memcpy(buf + end - 12, forged[f], n);
+        char err[256] = "";
+        int full = sl_jpeg_decode(buf, len, MAXPIX, &t, err, sizeof(err));
+        ck_assert_msg(full == -EBADMSG, "forged %zu: whole frame %d %s", f, full, err);
+        for (uint32_t m = 1; m <= 8; m++) {
+            uint32_t x0, y0;
+            int rc = sl_jpeg_decode_region_timed(buf, len, MAXPIX, 2, 1, 8, 6, m, &t, &x0, &y0,
+                                                 NULL, err, sizeof(err));
+            ck_assert_msg(rc == full, "forged %zu, %u/8: region %d %s", f, m, rc, err);
+        }
+    }
+    free(buf);
+    free(orig);
+    sl_tensor_free(&t);
+}
+END_TEST
+
 START_TEST(test_flipped_scan_bytes)
 {
     static const size_t which[] = {0, 4, 5, 8, 11};
@@ -626,15 +707,48 @@ START_TEST(test_region_scaled)
 }
 END_TEST
 
+/* The pipeline's wide region (sl_jpeg_decode_region_timed) against the exact
+ * one (reg at x0, y0): the same rows, columns that contain the exact ones, and
+ * the same bytes in them. Counts in *widened the calls that returned more
+ * columns, so the caller can check the wide path ran at all. */
+static void check_wide(const uint8_t *buf, size_t len, uint32_t x, uint32_t y, uint32_t w,
+                       uint32_t h, uint32_t m, const sl_tensor_t *reg, uint32_t x0, uint32_t y0,
+                       sl_tensor_t *wide, unsigned *widened)
+{
+    uint32_t wx0, wy0;
+    sl_jpeg_times_t jt = {-1, -1};
+    char err[256] = "";
+    int rc = sl_jpeg_decode_region_timed(buf, len, MAXPIX, x, y, w, h, m, wide, &wx0, &wy0, &jt,
+                                         err, sizeof(err));
+    ck_assert_msg(rc == 0, "wide %u/8: %d %s", m, rc, err);
+    ck_assert(jt.skip_sec >= 0 && jt.rows_sec >= 0);
+    ck_assert_uint_eq(wy0, y0);
+    ck_assert_uint_eq(wide->h, reg->h);
+    ck_assert_uint_eq(wide->c, 3);
+    ck_assert_uint_le(wx0, x0);
+    ck_assert_uint_ge(wx0 + wide->w, x0 + reg->w);
+    *widened += wide->w > reg->w;
+    for (uint32_t row = 0; row < reg->h; row++) {
+        const uint8_t *a = reg->data + (size_t)row * reg->w * 3;
+        const uint8_t *b = wide->data + ((size_t)row * wide->w + (x0 - wx0)) * 3;
+        if (memcmp(a, b, (size_t)reg->w * 3) != 0) {
+            ck_abort_msg("wide %u/8: region %u,%u %ux%u row %u differs", m, x, y, w, h, row);
+        }
+    }
+}
+
 /* Every scale M/8: the region is the right rectangle of the scaled image
  * (ceil(W*M/8) x ceil(H*M/8)) and equal to that part of the whole image
- * decoded at M/8; M = 8/d is bit-identical to the 1/d entry point. */
+ * decoded at M/8; M = 8/d is bit-identical to the 1/d entry point; the wide
+ * variant holds the same bytes. */
 START_TEST(test_region_m8)
 {
-    sl_tensor_t whole, reg, old;
+    sl_tensor_t whole, reg, old, wide;
     sl_tensor_init(&whole);
     sl_tensor_init(&reg);
     sl_tensor_init(&old);
+    sl_tensor_init(&wide);
+    unsigned widened = 0;
     for (size_t k = 0; k < NKINDS; k++) {
         const kind_t *kd = &kinds[k];
         size_t len;
@@ -670,6 +784,7 @@ START_TEST(test_region_m8)
                                      x, y, w, h, row);
                     }
                 }
+                check_wide(buf, len, x, y, w, h, m, &reg, x0, y0, &wide, &widened);
                 if (m == 1 || m == 2 || m == 4 || m == 8) {
                     uint32_t ox, oy;
                     ck_assert_int_eq(sl_jpeg_decode_region(buf, len, MAXPIX, x, y, w, h, 8 / m,
@@ -692,6 +807,9 @@ START_TEST(test_region_m8)
         ck_assert_uint_eq(x0, 77);
         free(buf);
     }
+    /* Most random regions do not sit on iMCU edges: the wide path ran. */
+    ck_assert_uint_gt(widened, 100);
+    sl_tensor_free(&wide);
     sl_tensor_free(&old);
     sl_tensor_free(&reg);
     sl_tensor_free(&whole);
@@ -927,6 +1045,8 @@ int main(void)
     tcase_add_test(tc, test_cmyk_known_colours);
     tcase_add_test(tc, test_broken_inputs);
     tcase_add_test(tc, test_truncated);
+    tcase_add_test(tc, test_region_progressive_truncated);
+    tcase_add_test(tc, test_region_progressive_forged_marker);
     tcase_add_test(tc, test_flipped_scan_bytes);
     tcase_add_test(tc, test_flipped_header_bytes);
     tcase_add_test(tc, test_bomb);
