@@ -557,7 +557,11 @@ void disp_jobs_assign(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
 
 int disp_jobs_client_idle(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
 {
-    if (job->state != DISP_JOB_ACTIVE || job->spec.offload == SL_OFFLOAD_ALL) {
+    /* A user's own "nothing local" (offload all, or a fixed K:0) stands;
+     * a plan the planner chose, or a fixed share above 0, lets it help. */
+    int nothing_local = job->spec.offload == SL_OFFLOAD_ALL ||
+                        (job->spec.offload == SL_OFFLOAD_FIXED && !(job->spec.local_share > 0.0));
+    if (job->state != DISP_JOB_ACTIVE || nothing_local) {
         return 0;
     }
     /* Workers first: whatever one of them has room for is theirs. */

@@ -216,6 +216,11 @@ START_TEST(test_idle_offload_all_and_caps)
     ck_assert_uint_gt(pending_of(all), 0);
     ck_assert_int_eq(disp_jobs_client_idle(&e.js, all, e.now), 0);
     ck_assert_uint_eq(all->nclient, 0);
+    /* So did a fixed K:0. */
+    disp_job_t *k0 = submit(&e, 200, 1, "{\"split\": 1, \"local_share\": 0}");
+    ck_assert_uint_gt(pending_of(k0), 0);
+    ck_assert_int_eq(disp_jobs_client_idle(&e.js, k0, e.now), 0);
+    ck_assert_uint_eq(k0->nclient, 0);
 
     /* K:F: the client helps, up to max_client_splits, across epochs: taking
      * the first epoch's last pending split opens the next epoch. */
