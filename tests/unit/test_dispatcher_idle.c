@@ -17,6 +17,7 @@
 #include "dispatcher/disp.h"
 #include "dispatcher/jobs.h"
 #include "dispatcher/registry.h"
+#include "tests/unit/fixtures_jobs.h"
 #include "dispatcher/service.h"
 #include "tests/unit/fixtures.h"
 
@@ -29,12 +30,6 @@
 
 #define FIXED_03 "{\"split\": 2, \"local_share\": 0.3}"
 
-typedef struct env_s {
-    disp_registry_t reg;
-    disp_jobs_t js;
-    int64_t now;
-} env_t;
-
 static const disp_limits_t LIM = {
     .split_size = 10,
     .max_splits_per_worker = 2,
@@ -44,39 +39,13 @@ static const disp_limits_t LIM = {
     .client_timeout_ms = 5000,
 };
 
-static void env_init(env_t *e, const disp_limits_t *lim)
-{
-    e->now = 100000;
-    ck_assert_int_eq(disp_registry_init(&e->reg, 16, 1, e->now), 0);
-    ck_assert_int_eq(disp_jobs_init(&e->js, &e->reg, lim != NULL ? lim : &LIM, 1000), 0);
-}
-
-static void env_free(env_t *e)
-{
-    disp_jobs_destroy(&e->js);
-    disp_registry_destroy(&e->reg);
-}
+typedef fx_jobs_t env_t;
 
 static disp_job_t *submit(env_t *e, uint64_t n, unsigned epochs, const char *offload)
 {
     char spec[1024];
     snprintf(spec, sizeof(spec), SPEC_FMT, epochs, offload);
-    disp_submit_t sub = {.spec_json = spec, .spec_len = strlen(spec), .spec_name = "t.json",
-                         .num_samples = n, .fingerprint = 7, .client_id = "c"};
-    disp_job_t *job = NULL;
-    char err[512] = "";
-    int rc = disp_jobs_submit(&e->js, &sub, e->now, &job, err, sizeof(err));
-    ck_assert_msg(rc == 0, "submit: %d %s", rc, err);
-    return job;
-}
-
-static uint64_t add_worker(env_t *e, const char *addr)
-{
-    disp_worker_t *w = NULL;
-    int is_new = 0;
-    ck_assert_int_eq(disp_registry_register(&e->reg, addr, "h", 4, 0, e->now, &w, &is_new), 0);
-    disp_jobs_assign_all(&e->js, e->now);
-    return w->id;
+    return fx_jobs_submit(e, spec, n);
 }
 
 static uint64_t pending_of(disp_job_t *job)
@@ -124,9 +93,9 @@ static void check_owners(disp_job_t *job)
 START_TEST(test_idle_takes_pending_remote)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 200, 1, FIXED_03); /* 20 splits, 6 local */
-    uint64_t w = add_worker(&e, "a:1");
+    uint64_t w = fx_jobs_add_worker(&e, "a:1");
     disp_jw_t *jw = disp_job_jw(job, w);
     ck_assert_ptr_nonnull(jw);
     ck_assert_uint_eq(jw->n, 2);
@@ -173,17 +142,17 @@ START_TEST(test_idle_takes_pending_remote)
     ck_assert_uint_eq(jw->n, 2);
     ck_assert(jw->ids[1] != id);
     check_owners(job);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_idle_never_takes_held)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 40, 1, "{\"split\": 2, \"local_share\": 0.25}"); /* 1 local */
-    uint64_t w1 = add_worker(&e, "a:1");
-    uint64_t w2 = add_worker(&e, "b:1");
+    uint64_t w1 = fx_jobs_add_worker(&e, "a:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "b:1");
     ck_assert_uint_eq(disp_job_jw(job, w1)->n + disp_job_jw(job, w2)->n, 3);
     ck_assert_uint_eq(pending_of(job), 0);
     ck_assert_uint_eq(job->nclient, 1);
@@ -194,7 +163,7 @@ START_TEST(test_idle_never_takes_held)
 
     /* A split returned to the queue (its worker was lost) goes to a worker
      * with room before the client: workers have their pick first. */
-    uint64_t w3 = add_worker(&e, "c:1");
+    uint64_t w3 = fx_jobs_add_worker(&e, "c:1");
     ck_assert_ptr_null(disp_job_jw(job, w3)); /* nothing was left for it */
     disp_jobs_worker_lost(&e.js, w1, e.now);
     ck_assert_int_eq(disp_jobs_client_idle(&e.js, job, e.now), 0);
@@ -202,17 +171,17 @@ START_TEST(test_idle_never_takes_held)
     ck_assert_uint_eq(disp_job_jw(job, w2)->n + disp_job_jw(job, w3)->n, 3);
     ck_assert_uint_eq(pending_of(job), 0);
     check_owners(job);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_idle_offload_all_and_caps)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     /* "all": the user asked for every split remote; the client keeps off. */
     disp_job_t *all = submit(&e, 200, 1, "\"all\"");
-    (void)add_worker(&e, "a:1");
+    (void)fx_jobs_add_worker(&e, "a:1");
     ck_assert_uint_gt(pending_of(all), 0);
     ck_assert_int_eq(disp_jobs_client_idle(&e.js, all, e.now), 0);
     ck_assert_uint_eq(all->nclient, 0);
@@ -236,7 +205,7 @@ START_TEST(test_idle_offload_all_and_caps)
     ck_assert_uint_eq(job->nep, 2);
     ck_assert_uint_eq((uint64_t)given, job->client_helped_total);
     ck_assert_int_gt(given, 7 - 2); /* more than the first epoch's pending remote ones */
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -251,7 +220,7 @@ static void random_run(unsigned seed, int steal)
     disp_limits_t lim = LIM;
     lim.max_client_splits = 4;
     lim.steal = steal;
-    env_init(&e, &lim);
+    fx_jobs_init(&e, &lim);
     srand(seed);
     const unsigned epochs = 4;
     disp_job_t *job = submit(&e, 237, epochs, FIXED_03);
@@ -260,7 +229,7 @@ static void random_run(unsigned seed, int steal)
     uint8_t *held = calloc(total, 1);
     ck_assert_ptr_nonnull(acked);
     ck_assert_ptr_nonnull(held);
-    uint64_t w[3] = {add_worker(&e, "a:1"), add_worker(&e, "b:1"), add_worker(&e, "c:1")};
+    uint64_t w[3] = {fx_jobs_add_worker(&e, "a:1"), fx_jobs_add_worker(&e, "b:1"), fx_jobs_add_worker(&e, "c:1")};
     uint64_t nacked = 0, helped = 0;
     for (int step = 0; step < 20000 && job->state == DISP_JOB_ACTIVE; step++) {
         e.now += 10;
@@ -275,7 +244,7 @@ static void random_run(unsigned seed, int steal)
             if (disp_registry_live(&e.reg, w[k]) == NULL) {
                 char addr[32];
                 snprintf(addr, sizeof(addr), "n%d:1", step);
-                w[k] = add_worker(&e, addr);
+                w[k] = fx_jobs_add_worker(&e, addr);
             }
         } else if (ev < 10 && job->njw > 0) {
             disp_jw_t *jw = &job->jw[rand() % job->njw];
@@ -388,7 +357,7 @@ static void random_run(unsigned seed, int steal)
     ck_assert_uint_eq(helped, job->client_helped_total);
     free(acked);
     free(held);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 
 START_TEST(test_idle_random_exactly_once)

@@ -22,6 +22,7 @@
 #include "dispatcher/service.h"
 #include "dispatcher/status.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_jobs.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -31,11 +32,7 @@
     " \"batch_size\": 4, \"epochs\": %u, \"offload\": %s}"
 
 /* A registry and job table with small limits and a fake clock. */
-typedef struct env_s {
-    disp_registry_t reg;
-    disp_jobs_t js;
-    int64_t now;
-} env_t;
+typedef fx_jobs_t env_t;
 
 static const disp_limits_t LIM = {
     .split_size = 10,
@@ -45,19 +42,6 @@ static const disp_limits_t LIM = {
     .worker_timeout_ms = 1000,
     .client_timeout_ms = 5000,
 };
-
-static void env_init(env_t *e, const disp_limits_t *lim)
-{
-    e->now = 100000;
-    ck_assert_int_eq(disp_registry_init(&e->reg, 16, 1, e->now), 0);
-    ck_assert_int_eq(disp_jobs_init(&e->js, &e->reg, lim != NULL ? lim : &LIM, 1000), 0);
-}
-
-static void env_free(env_t *e)
-{
-    disp_jobs_destroy(&e->js);
-    disp_registry_destroy(&e->reg);
-}
 
 static int try_submit(env_t *e, uint64_t n, unsigned epochs, const char *offload,
                       disp_job_t **ret, char *err, size_t errlen)
@@ -76,16 +60,6 @@ static disp_job_t *submit(env_t *e, uint64_t n, unsigned epochs, const char *off
     int rc = try_submit(e, n, epochs, offload, &job, err, sizeof(err));
     ck_assert_msg(rc == 0, "submit: %d %s", rc, err);
     return job;
-}
-
-static uint64_t add_worker(env_t *e, const char *addr)
-{
-    disp_worker_t *w = NULL;
-    int is_new = 0;
-    ck_assert_int_eq(disp_registry_register(&e->reg, addr, "h", 4, 0, e->now, &w, &is_new), 0);
-    ck_assert_int_eq(is_new, 1);
-    disp_jobs_assign_all(&e->js, e->now);
-    return w->id;
 }
 
 /* Keeps every live worker alive at e->now except skip. */
@@ -133,7 +107,7 @@ static uint64_t counts_pending(disp_job_t *job)
 START_TEST(test_split_creation)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 95, 3, "\"all\"");
     ck_assert_uint_eq(job->nsplits, 10);
     ck_assert_uint_eq(job->epochs, 3);
@@ -168,7 +142,7 @@ START_TEST(test_split_creation)
     ck_assert_double_eq(j3->plan.local_share, 1.0);
     /* off: every split is the client's at once, no worker needed. */
     ck_assert_uint_eq(j3->nclient, 1);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -187,8 +161,8 @@ START_TEST(test_local_share_rule)
     ck_assert_int_eq(n, 300);
 
     env_t e;
-    env_init(&e, NULL);
-    uint64_t w1 = add_worker(&e, "w1:1");
+    fx_jobs_init(&e, &LIM);
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
     /* Fixed plan: spec split 1 sits inside the fused decode+crop unit and
      * moves to its end (unit 1). */
     disp_job_t *job = submit(&e, 400, 1, "{\"split\": 1, \"local_share\": 0.25}");
@@ -211,17 +185,17 @@ START_TEST(test_local_share_rule)
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 1);
     ck_assert_uint_eq(job->nclient, 4);
     ck_assert_uint_eq(job->client_ids[3], 19);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_assignment_caps)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 100, 1, "\"all\"");
-    uint64_t w1 = add_worker(&e, "w1:1");
-    uint64_t w2 = add_worker(&e, "w2:1");
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "w2:1");
     /* w1 registered first and took 2 (its cap) before w2 existed. */
     ck_assert_uint_eq(jw_n(job, w1), 2);
     ck_assert_uint_eq(jw_n(job, w2), 2);
@@ -238,19 +212,19 @@ START_TEST(test_assignment_caps)
     ck_assert_uint_eq(jw2->ids[1], 4);
     ck_assert_uint_eq(counts_pending(job), 5);
     /* A third worker gets the least-loaded share first. */
-    uint64_t w3 = add_worker(&e, "w3:1");
+    uint64_t w3 = fx_jobs_add_worker(&e, "w3:1");
     ck_assert_uint_eq(jw_n(job, w3), 2);
     ck_assert_uint_eq(counts_pending(job), 3);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_least_outstanding_over_jobs)
 {
     env_t e;
-    env_init(&e, NULL);
-    uint64_t w1 = add_worker(&e, "w1:1");
-    uint64_t w2 = add_worker(&e, "w2:1");
+    fx_jobs_init(&e, &LIM);
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "w2:1");
     /* Job A has one split: it goes to w1 (tie on everything, lowest id). */
     disp_job_t *a = submit(&e, 5, 1, "\"all\"");
     ck_assert_uint_eq(jw_n(a, w1), 1);
@@ -258,17 +232,17 @@ START_TEST(test_least_outstanding_over_jobs)
     disp_job_t *b = submit(&e, 10, 1, "\"all\"");
     ck_assert_uint_eq(jw_n(b, w2), 1);
     ck_assert_uint_eq(jw_n(b, w1), 0);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_worker_loss_reassigns)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 100, 1, "\"all\"");
-    uint64_t w1 = add_worker(&e, "w1:1");
-    uint64_t w2 = add_worker(&e, "w2:1");
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "w2:1");
     ck_assert_uint_eq(disp_job_jw(job, w1)->ids[0], 0);
     ck_assert_uint_eq(disp_job_jw(job, w1)->ids[1], 1);
     /* Ack w2's work so it has room for what w1 drops. */
@@ -304,17 +278,17 @@ START_TEST(test_worker_loss_reassigns)
     ck_assert_int_eq(disp_registry_register(&e.reg, "w1:1", "h", 4, w1, e.now, &w, &is_new), 0);
     ck_assert_uint_ne(w->id, w1);
     ck_assert_int_eq(is_new, 1);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_retry)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 100, 1, "{\"split\": 4, \"local_share\": 0.5}");
-    uint64_t w1 = add_worker(&e, "w1:1");
-    uint64_t w2 = add_worker(&e, "w2:1");
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "w2:1");
     /* Odd splits are the client's (1, 3, 5, 7 within its cap); remote ones
      * are even: w1 has 0, 2; w2 has 4, 6; 8 waits. */
     ck_assert_uint_eq(job->nclient, 4);
@@ -349,17 +323,17 @@ START_TEST(test_retry)
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &a, 1, e.now), 1);
     ck_assert_uint_eq(disp_jobs_retry(&e.js, job, &a, 1, 0, e.now), 0);
     ck_assert_uint_eq(job->reassigned_total, 1);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_retry_prefers_other_worker)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 30, 1, "\"all\"");
-    uint64_t w1 = add_worker(&e, "w1:1");
-    uint64_t w2 = add_worker(&e, "w2:1");
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "w2:1");
     /* 3 splits: w1 has 0, 1; w2 has 2 and room for one more. */
     ck_assert_uint_eq(jw_n(job, w1), 2);
     ck_assert_uint_eq(jw_n(job, w2), 1);
@@ -369,15 +343,15 @@ START_TEST(test_retry_prefers_other_worker)
     ck_assert_uint_eq(split_of(job, 0)->owner, w2);
     ck_assert_uint_eq(jw_n(job, w1), 1);
     ck_assert_uint_eq(jw_n(job, w2), 2);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_acks_epochs_finish)
 {
     env_t e;
-    env_init(&e, NULL);
-    uint64_t w1 = add_worker(&e, "w1:1");
+    fx_jobs_init(&e, &LIM);
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
     disp_job_t *job = submit(&e, 30, 3, "\"all\"");
     ck_assert_uint_eq(job->nsplits, 3);
     /* w1 holds 0, 1; split 2 pending: epoch 1 does not exist yet. */
@@ -420,14 +394,14 @@ START_TEST(test_acks_epochs_finish)
     ck_assert_uint_eq(job->nep, 0);
     ck_assert_uint_eq(e.reg.workers[0]->outstanding, 0);
     ck_assert_uint_eq(e.js.splits_acked_total, 9);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_no_worker_fallback)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 100, 1, "\"all\"");
     /* Within worker_timeout of start-up, workers may still come. */
     e.now += 999;
@@ -440,7 +414,7 @@ START_TEST(test_no_worker_fallback)
     ck_assert_uint_eq(job->client_ids[0], 0);
     ck_assert_uint_eq(split_of(job, 0)->owner, 0);
     /* A worker that joins takes the rest; the client keeps what it has. */
-    uint64_t w1 = add_worker(&e, "w1:1");
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
     ck_assert_uint_eq(jw_n(job, w1), 2);
     uint64_t c[4] = {0, 1, 2, 3};
     disp_jobs_ack(&e.js, job, c, 4, e.now);
@@ -453,15 +427,15 @@ START_TEST(test_no_worker_fallback)
     ck_assert_uint_eq(job->nclient, 4);
     ck_assert_uint_eq(job->client_ids[0], 4); /* the lost splits first */
     ck_assert_uint_eq(job->client_ids[1], 5);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_all_workers_refuse)
 {
     env_t e;
-    env_init(&e, NULL);
-    uint64_t w1 = add_worker(&e, "w1:1");
+    fx_jobs_init(&e, &LIM);
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
     disp_job_t *job = submit(&e, 50, 1, "\"all\"");
     ck_assert_uint_eq(jw_n(job, w1), 2);
     ck_assert_int_eq(disp_jobs_worker_refused(&e.js, job, w1, "fingerprint 8 != 7", e.now), 0);
@@ -472,18 +446,18 @@ START_TEST(test_all_workers_refuse)
     ck_assert_uint_eq(job->client_ids[0], 0);
     ck_assert_ptr_nonnull(strstr(job->worker_failure, "fingerprint"));
     /* Another worker can still take the job. */
-    uint64_t w2 = add_worker(&e, "w2:1");
+    uint64_t w2 = fx_jobs_add_worker(&e, "w2:1");
     ck_assert_uint_eq(jw_n(job, w2), 1); /* splits 4 is all that is left */
     ck_assert_int_eq(job->state, DISP_JOB_ACTIVE);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_client_timeout_and_close)
 {
     env_t e;
-    env_init(&e, NULL);
-    uint64_t w1 = add_worker(&e, "w1:1");
+    fx_jobs_init(&e, &LIM);
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
     disp_job_t *job = submit(&e, 50, 1, "\"all\"");
     uint64_t id = job->id;
     ck_assert_uint_eq(e.reg.workers[0]->outstanding, 2);
@@ -507,14 +481,14 @@ START_TEST(test_client_timeout_and_close)
     beat_all(&e, 0);
     tick(&e);
     ck_assert_ptr_null(disp_jobs_find(&e.js, id));
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
 START_TEST(test_submit_errors)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = NULL;
     char err[512] = "";
     /* A bad spec: the parser's own message, naming the spec name. */
@@ -543,7 +517,7 @@ START_TEST(test_submit_errors)
     /* Closing one makes room. */
     disp_jobs_close(&e.js, e.js.jobs[0], "test", e.now);
     ck_assert_int_eq(try_submit(&e, 10, 1, "\"all\"", &job, err, sizeof(err)), 0);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -580,7 +554,7 @@ static void random_run(int balanced, unsigned seed)
     env_t e;
     disp_limits_t lim = LIM;
     lim.steal = balanced;
-    env_init(&e, &lim);
+    fx_jobs_init(&e, &lim);
     srand(seed);
     const unsigned epochs = 4;
     float *costs = balanced ? skewed_costs(237) : NULL;
@@ -594,7 +568,7 @@ static void random_run(int balanced, unsigned seed)
     uint64_t total = (uint64_t)job->nsplits * epochs;
     uint8_t *acked = calloc(total, 1);
     ck_assert_ptr_nonnull(acked);
-    uint64_t w[3] = {add_worker(&e, "a:1"), add_worker(&e, "b:1"), add_worker(&e, "c:1")};
+    uint64_t w[3] = {fx_jobs_add_worker(&e, "a:1"), fx_jobs_add_worker(&e, "b:1"), fx_jobs_add_worker(&e, "c:1")};
     uint64_t nacked = 0;
     for (int step = 0; step < 20000 && job->state == DISP_JOB_ACTIVE; step++) {
         e.now += 10;
@@ -611,7 +585,7 @@ static void random_run(int balanced, unsigned seed)
             if (disp_registry_live(&e.reg, w[k]) == NULL) {
                 char addr[32];
                 snprintf(addr, sizeof(addr), "n%d:1", step);
-                w[k] = add_worker(&e, addr);
+                w[k] = fx_jobs_add_worker(&e, addr);
             }
         } else if (ev < 12 && job->njw > 0) {
             /* Retry one of a worker's splits: an older client (no worker id),
@@ -719,7 +693,7 @@ static void random_run(int balanced, unsigned seed)
     }
     ck_assert_uint_eq(job->acked_total, total);
     free(acked);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 
 START_TEST(test_random_exactly_once)
@@ -755,10 +729,10 @@ START_TEST(test_split_size_auto_rule)
     env_t e;
     disp_limits_t lim = LIM;
     lim.split_size = 0;
-    env_init(&e, &lim);
-    add_worker(&e, "a:1");
-    add_worker(&e, "b:1");
-    add_worker(&e, "c:1");
+    fx_jobs_init(&e, &lim);
+    fx_jobs_add_worker(&e, "a:1");
+    fx_jobs_add_worker(&e, "b:1");
+    fx_jobs_add_worker(&e, "c:1");
     disp_job_t *job = submit(&e, 400, 1, "\"all\"");
     ck_assert_uint_eq(job->split_size, disp_split_size_auto(400, 3, LIM.max_splits_per_worker));
     ck_assert_uint_eq(job->split_size, 34); /* ceil(400 / (3 * 2 * 2)) */
@@ -767,9 +741,9 @@ START_TEST(test_split_size_auto_rule)
     ck_assert_ptr_nonnull(disp_job_split(job, 11, NULL, &b, &en));
     ck_assert_uint_eq(b, 374);
     ck_assert_uint_eq(en, 400);
-    add_worker(&e, "d:1");
+    fx_jobs_add_worker(&e, "d:1");
     ck_assert_uint_eq(job->split_size, 34);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -857,7 +831,7 @@ static void epoch_split_costs(disp_job_t *job, uint64_t epoch, const float *cost
 START_TEST(test_cost_cut_splits)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     const uint64_t n = 200; /* 20 splits of 10 by count */
     float *costs = skewed_costs(n);
     char err[512] = "";
@@ -888,7 +862,7 @@ START_TEST(test_cost_cut_splits)
             ck_assert(fabs(cost->ep[k].cost[i] - c_cost[i]) < 1e-3);
         }
         if (epoch == 0) {
-            uint64_t w = add_worker(&e, "a:1"); /* takes splits; ack them all */
+            uint64_t w = fx_jobs_add_worker(&e, "a:1"); /* takes splits; ack them all */
             (void)w;
             for (uint64_t id = 0; id < cost->nsplits; id++) {
                 ck_assert_uint_eq(disp_jobs_ack(&e.js, cost, &id, 1, e.now), 1);
@@ -923,7 +897,7 @@ START_TEST(test_cost_cut_splits)
     ck_assert_ptr_null(bad->costs);
     ck_assert_ptr_null(bad->ep[0].bounds);
     free(costs);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -932,10 +906,10 @@ END_TEST
 START_TEST(test_pick_by_speed)
 {
     env_t e;
-    env_init(&e, NULL);
+    fx_jobs_init(&e, &LIM);
     disp_job_t *job = submit(&e, 100, 1, "\"all\"");
-    uint64_t wa = add_worker(&e, "a:1");
-    uint64_t wb = add_worker(&e, "b:1");
+    uint64_t wa = fx_jobs_add_worker(&e, "a:1");
+    uint64_t wb = fx_jobs_add_worker(&e, "b:1");
     disp_jw_t *ja = disp_job_jw(job, wa);
     disp_jw_t *jb = disp_job_jw(job, wb);
     ck_assert_uint_eq(ja->n, 2);
@@ -962,7 +936,7 @@ START_TEST(test_pick_by_speed)
     ck_assert_uint_eq(ja->n, 2);
     ck_assert_uint_eq(ja->ids[1], 7);
     ck_assert_uint_eq(jw_n(job, wb), 1);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -975,10 +949,10 @@ START_TEST(test_steal_tail)
         env_t e;
         disp_limits_t lim = LIM;
         lim.steal = told < 2; /* round 2: stealing off */
-        env_init(&e, &lim);
+        fx_jobs_init(&e, &lim);
         disp_job_t *job = submit(&e, 40, 1, "\"all\""); /* 4 splits */
-        uint64_t wa = add_worker(&e, "a:1");
-        uint64_t wb = add_worker(&e, "b:1");
+        uint64_t wa = fx_jobs_add_worker(&e, "a:1");
+        uint64_t wb = fx_jobs_add_worker(&e, "b:1");
         ck_assert_uint_eq(jw_n(job, wa), 2); /* 0, 1 */
         ck_assert_uint_eq(jw_n(job, wb), 2); /* 2, 3 */
         if (told) {
@@ -992,7 +966,7 @@ START_TEST(test_steal_tail)
             ck_assert_uint_eq(ja->n, 2);
             ck_assert_uint_eq(jb->n, 0);
             ck_assert_uint_eq(job->stolen_total, 0);
-            env_free(&e);
+            fx_jobs_free(&e);
             continue;
         }
         ck_assert_uint_eq(job->stolen_total, 1);
@@ -1017,7 +991,7 @@ START_TEST(test_steal_tail)
         ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &zero, 1, e.now), 1);
         ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
         ck_assert_uint_eq(job->acked_total, 4);
-        env_free(&e);
+        fx_jobs_free(&e);
     }
 }
 END_TEST

@@ -19,17 +19,12 @@
 #include "dispatcher/service.h"
 #include "dispatcher/service_ranks.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_jobs.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
     " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8}],"     \
     " \"batch_size\": 4, \"epochs\": 1, \"offload\": %s%s}"
-
-typedef struct env_s {
-    disp_registry_t reg;
-    disp_jobs_t js;
-    int64_t now;
-} env_t;
 
 static const disp_limits_t LIM = {
     .split_size = 10,
@@ -40,39 +35,19 @@ static const disp_limits_t LIM = {
     .client_timeout_ms = 5000,
 };
 
+typedef fx_jobs_t env_t;
+
 static void env_init(env_t *e)
 {
     sl_log_set_level(LOG_CRIT);
-    e->now = 100000;
-    ck_assert_int_eq(disp_registry_init(&e->reg, 16, 1, e->now), 0);
-    ck_assert_int_eq(disp_jobs_init(&e->js, &e->reg, &LIM, 1000), 0);
-}
-
-static void env_free(env_t *e)
-{
-    disp_jobs_destroy(&e->js);
-    disp_registry_destroy(&e->reg);
+    fx_jobs_init(e, &LIM);
 }
 
 static disp_job_t *submit(env_t *e, uint64_t n, const char *offload)
 {
-    char spec[1024], err[256];
+    char spec[1024];
     snprintf(spec, sizeof(spec), SPEC_FMT, offload, "");
-    disp_submit_t req = {.spec_json = spec, .spec_len = strlen(spec), .num_samples = n,
-                         .fingerprint = 1, .client_id = "c"};
-    disp_job_t *job = NULL;
-    ck_assert_msg(disp_jobs_submit(&e->js, &req, e->now, &job, err, sizeof(err)) == 0, "%s",
-                  err);
-    return job;
-}
-
-static uint64_t add_worker(env_t *e, const char *addr)
-{
-    disp_worker_t *w = NULL;
-    int is_new = 0;
-    ck_assert_int_eq(disp_registry_register(&e->reg, addr, "h", 4, 0, e->now, &w, &is_new), 0);
-    disp_jobs_assign_all(&e->js, e->now);
-    return w->id;
+    return fx_jobs_submit(e, spec, n);
 }
 
 static int state_of(disp_job_t *job, uint64_t id)
@@ -97,7 +72,7 @@ START_TEST(test_received_frees_worker_slot)
 {
     env_t e;
     env_init(&e);
-    uint64_t w = add_worker(&e, "a:1");
+    uint64_t w = fx_jobs_add_worker(&e, "a:1");
     disp_job_t *job = submit(&e, 100, "\"all\""); /* 10 splits, 2 at the worker */
     disp_job_t *other = submit(&e, 200, "\"all\"");
     ck_assert(held_by(job, w, 0) && held_by(job, w, 1));
@@ -148,7 +123,7 @@ START_TEST(test_received_frees_worker_slot)
     }
     ck_assert_int_eq(job->state, DISP_JOB_FINISHED);
     ck_assert_uint_eq(job->acked_total, 10);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -165,7 +140,7 @@ START_TEST(test_received_frees_client_slot)
     ck_assert_int_eq(state_of(job, 2), DISP_SPLIT_ASSIGNED);
     ck_assert_int_eq(state_of(job, 3), DISP_SPLIT_ASSIGNED);
     ck_assert_int_eq(state_of(job, 0), DISP_SPLIT_RECEIVED);
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 
@@ -173,7 +148,7 @@ START_TEST(test_requeue_received)
 {
     env_t e;
     env_init(&e);
-    uint64_t w = add_worker(&e, "a:1");
+    uint64_t w = fx_jobs_add_worker(&e, "a:1");
     disp_job_t *job = submit(&e, 100, "\"all\"");
     uint64_t ids[] = {0, 1};
     ck_assert_uint_eq(disp_jobs_received(&e.js, job, ids, 2, e.now), 2);
@@ -192,7 +167,7 @@ START_TEST(test_requeue_received)
     uint64_t two = 2;
     ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &two, 1, e.now), 1);
     ck_assert(held_by(job, w, 1));
-    env_free(&e);
+    fx_jobs_free(&e);
 }
 END_TEST
 

@@ -1,0 +1,26 @@
+/* fixtures_jobs: a bare job table over a registry (dispatcher/jobs.h), no
+ * service layer, for the suites that drive assignment directly. Each
+ * helper asserts success itself. */
+#ifndef TESTS_UNIT_FIXTURES_JOBS_H
+#define TESTS_UNIT_FIXTURES_JOBS_H
+
+#include <stdint.h>
+
+#include "dispatcher/jobs.h"
+#include "dispatcher/registry.h"
+
+typedef struct fx_jobs_s {
+    disp_registry_t reg; /* room for 16 workers */
+    disp_jobs_t js;
+    int64_t now; /* starts at 100000 */
+} fx_jobs_t;
+
+void fx_jobs_init(fx_jobs_t *e, const disp_limits_t *lim);
+void fx_jobs_free(fx_jobs_t *e);
+/* Submits spec_json over n samples from client "c". */
+disp_job_t *fx_jobs_submit(fx_jobs_t *e, const char *spec_json, uint64_t n);
+/* Registers a 4-thread worker at addr and runs an assignment round;
+ * returns its id. */
+uint64_t fx_jobs_add_worker(fx_jobs_t *e, const char *addr);
+
+#endif
