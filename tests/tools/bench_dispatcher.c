@@ -512,9 +512,7 @@ static void cl_loop_batched(thr_t *t, cjob_t *j, int n)
         }
         x->credit += per_tick;
         size_t want = (size_t)x->credit;
-        if (x->iq + want > x->nq) {
-            cl_plan(t, x);
-        } else if (now_s() >= x->next_plan) {
+        if (x->iq + want > x->nq || now_s() >= x->next_plan) {
             cl_plan(t, x);
         }
         size_t have = x->nq - x->iq;

@@ -1,6 +1,7 @@
 #include "tests/unit/fixtures_jobs.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 void fx_jobs_init(fx_jobs_t *e, const disp_limits_t *lim)
@@ -36,4 +37,37 @@ uint64_t fx_jobs_add_worker(fx_jobs_t *e, const char *addr)
     ck_assert_int_eq(is_new, 1);
     disp_jobs_assign_all(&e->js, e->now);
     return w->id;
+}
+
+int fx_jobs_ack_random(fx_jobs_t *e, disp_job_t *job, uint8_t *acked, uint64_t total)
+{
+    uint64_t id = UINT64_MAX;
+    if (job->nclient > 0 && rand() % 2 == 0) {
+        id = job->client_ids[rand() % job->nclient];
+    } else if (job->njw > 0) {
+        disp_jw_t *jw = &job->jw[rand() % job->njw];
+        if (jw->n > 0) {
+            id = jw->ids[0];
+        }
+    }
+    if (id == UINT64_MAX) {
+        return 0;
+    }
+    ck_assert_uint_lt(id, total);
+    ck_assert_int_eq(acked[id], 0);
+    ck_assert_uint_eq(disp_jobs_ack(&e->js, job, &id, 1, e->now), 1);
+    acked[id] = 1;
+    /* Duplicate acks count nothing. */
+    ck_assert_uint_eq(disp_jobs_ack(&e->js, job, &id, 1, e->now), 0);
+    return 1;
+}
+
+void fx_jobs_beat_random(fx_jobs_t *e, const uint64_t *ids, int n, int64_t timeout_ms)
+{
+    for (int k = 0; k < n; k++) {
+        disp_worker_t *w = disp_registry_live(&e->reg, ids[k]);
+        if (w != NULL && w->last_heartbeat_ms > e->now - timeout_ms && rand() % 2 == 0) {
+            w->last_heartbeat_ms = e->now;
+        }
+    }
 }

@@ -23,4 +23,13 @@ disp_job_t *fx_jobs_submit(fx_jobs_t *e, const char *spec_json, uint64_t n);
  * returns its id. */
 uint64_t fx_jobs_add_worker(fx_jobs_t *e, const char *addr);
 
+/* One step of the randomized exactly-once suites: acknowledges one split
+ * some owner holds (the client's or a worker's, at random) and checks it
+ * was not acknowledged before and that a duplicate ack counts nothing.
+ * acked: one flag per split id below total. Returns 1 when it acked one. */
+int fx_jobs_ack_random(fx_jobs_t *e, disp_job_t *job, uint8_t *acked, uint64_t total);
+/* Each of the n workers still live and not yet timed out heartbeats now
+ * with probability 1/2 (the others drift towards their timeout). */
+void fx_jobs_beat_random(fx_jobs_t *e, const uint64_t *ids, int n, int64_t timeout_ms);
+
 #endif

@@ -305,31 +305,9 @@ static void random_run(unsigned seed, int steal)
                 ck_assert_uint_eq(fresh, job->nclient - before);
             }
         } else {
-            uint64_t id = UINT64_MAX;
-            if (job->nclient > 0 && rand() % 2 == 0) {
-                id = job->client_ids[rand() % job->nclient];
-            } else if (job->njw > 0) {
-                disp_jw_t *jw = &job->jw[rand() % job->njw];
-                if (jw->n > 0) {
-                    id = jw->ids[0];
-                }
-            }
-            if (id != UINT64_MAX) {
-                ck_assert_uint_lt(id, total);
-                ck_assert_int_eq(acked[id], 0);
-                ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 1);
-                acked[id] = 1;
-                nacked++;
-                ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 0);
-            }
+            nacked += (uint64_t)fx_jobs_ack_random(&e, job, acked, total);
         }
-        for (int k = 0; k < 3; k++) {
-            disp_worker_t *ww = disp_registry_live(&e.reg, w[k]);
-            if (ww != NULL && ww->last_heartbeat_ms > e.now - LIM.worker_timeout_ms &&
-                rand() % 2 == 0) {
-                ww->last_heartbeat_ms = e.now;
-            }
-        }
+        fx_jobs_beat_random(&e, w, 3, LIM.worker_timeout_ms);
         job->last_client_ms = e.now;
         uint64_t lost[16];
         size_t nl = disp_registry_expire(&e.reg, e.now, LIM.worker_timeout_ms, lost, 16);

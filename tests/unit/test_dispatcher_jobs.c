@@ -633,32 +633,9 @@ static void random_run(int balanced, unsigned seed)
             }
         } else {
             /* Ack something some owner holds (the client or a worker). */
-            uint64_t id = UINT64_MAX;
-            if (job->nclient > 0 && rand() % 2 == 0) {
-                id = job->client_ids[rand() % job->nclient];
-            } else if (job->njw > 0) {
-                disp_jw_t *jw = &job->jw[rand() % job->njw];
-                if (jw->n > 0) {
-                    id = jw->ids[0];
-                }
-            }
-            if (id != UINT64_MAX) {
-                ck_assert_uint_lt(id, total);
-                ck_assert_int_eq(acked[id], 0);
-                ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 1);
-                acked[id] = 1;
-                nacked++;
-                /* Duplicate acks count nothing. */
-                ck_assert_uint_eq(disp_jobs_ack(&e.js, job, &id, 1, e.now), 0);
-            }
+            nacked += (uint64_t)fx_jobs_ack_random(&e, job, acked, total);
         }
-        for (int k = 0; k < 3; k++) {
-            disp_worker_t *ww = disp_registry_live(&e.reg, w[k]);
-            if (ww != NULL && ww->last_heartbeat_ms > e.now - LIM.worker_timeout_ms &&
-                rand() % 2 == 0) {
-                ww->last_heartbeat_ms = e.now;
-            }
-        }
+        fx_jobs_beat_random(&e, w, 3, LIM.worker_timeout_ms);
         job->last_client_ms = e.now;
         tick(&e);
         /* Invariant: each worker's outstanding = sum over its job lists. */
