@@ -590,19 +590,10 @@ static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
     return 0;
 }
 
-/* Steps 4 and 5: the workers' identities and classes, one profile (or the
- * cached one) and one probe per class; the receive cost from the probes. */
-static void profile_workers(cl_planner_t *p, const cl_plan_args_t *a,
-                            const Sluice__PlanContextResponse *ctx, const cl_sampling_t *sm,
-                            int timeout_ms)
+/* Step 4's profiles: one per class, or the cached one. */
+static void profile_classes(cl_planner_t *p, const cl_plan_args_t *a,
+                            const Sluice__PlanContextResponse *ctx, const cl_sampling_t *sm)
 {
-    for (size_t i = 0; i < ctx->n_workers && i < CL_PLAN_MAX_WORKERS; i++) {
-        if (ctx->workers[i] != NULL && ctx->workers[i]->address != NULL) {
-            identify(p, ctx->workers[i], CL_IDENTITY_TIMEOUT_MS);
-        }
-    }
-    double recv_sum = 0.0;
-    int nrecv = 0;
     for (size_t c = 0; c < p->in.n_classes; c++) {
         cl_class_t *k = &p->classes[c];
         const Sluice__HostProfile *hit = find_cached(ctx, k->key, a->pipe);
@@ -615,6 +606,39 @@ static void profile_workers(cl_planner_t *p, const cl_plan_args_t *a,
         if (k->have_profile) {
             k->msg.profile = &k->hp.msg;
         }
+    }
+}
+
+/* The workers profile while the client does (cl_planner_profile): remote
+ * CPU, and this thread only waits on their replies. */
+typedef struct cl_classes_run_s {
+    cl_planner_t *p;
+    const cl_plan_args_t *a;
+    const Sluice__PlanContextResponse *ctx;
+    const cl_sampling_t *sm;
+} cl_classes_run_t;
+
+static void *classes_thread(void *arg)
+{
+    cl_classes_run_t *r = arg;
+    profile_classes(r->p, r->a, r->ctx, r->sm);
+    return NULL;
+}
+
+/* Steps 4 (identities) and 5: the workers' classes and one probe per
+ * class; the receive cost from the probes. */
+static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
+                          const Sluice__PlanContextResponse *ctx, int timeout_ms)
+{
+    for (size_t i = 0; i < ctx->n_workers && i < CL_PLAN_MAX_WORKERS; i++) {
+        if (ctx->workers[i] != NULL && ctx->workers[i]->address != NULL) {
+            identify(p, ctx->workers[i], CL_IDENTITY_TIMEOUT_MS);
+        }
+    }
+    double recv_sum = 0.0;
+    int nrecv = 0;
+    for (size_t c = 0; c < p->in.n_classes; c++) {
+        cl_class_t *k = &p->classes[c];
         double bw = 0.0;
         double recv = 0.0;
         const Sluice__LinkProbe *link = find_link(ctx, k->key);
@@ -696,11 +720,29 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         goto out;
     }
     sm.n = sl_profile_pick(sl_source_count(a->src), want, sm.idx);
+    /* 4 and 5 first, while nothing else runs here: the probes charge this
+     * process's CPU to the bytes they receive. */
+    probe_workers(p, a, ctx, timeout_ms);
+    probe_ingress(p, a, ctx, timeout_ms); /* 6 */
+    /* Then the workers' profiles and ours at once: theirs cost this
+     * process nothing but a waiting thread, so the profile pass's lone
+     * thread still sees what it gets (profile_budget.h). */
+    cl_classes_run_t cr = {.p = p, .a = a, .ctx = ctx, .sm = &sm};
+    pthread_t th;
+    int threaded = pthread_create(&th, NULL, classes_thread, &cr) == 0;
+    if (!threaded) {
+        profile_classes(p, a, ctx, &sm);
+    }
     rc = profile_client(p, a, ctx, &sm, err, errlen); /* 2 */
+    if (rc == 0) {
+        profile_codec(p, a, &sm); /* 2b */
+    }
+    if (threaded) {
+        pthread_join(th, NULL);
+    }
     if (rc != 0) {
         goto out;
     }
-    profile_codec(p, a, &sm); /* 2b */
     /* 3. Our CPU budget: the pipeline cannot use more than its threads.
      * When no cgroup tells it, what the profile pass got (if it showed a
      * limit); the reports refine it while the job runs. */
@@ -731,8 +773,6 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     }
     p->in.client_machine_id = p->machine_id;
     p->in.client_cpu_set = p->cpu_set;
-    profile_workers(p, a, ctx, &sm, timeout_ms); /* 4, 5 */
-    probe_ingress(p, a, ctx, timeout_ms);        /* 6 */
     p->profile_seconds = sl_mono_sec() - t0;
 out:
     free(sm.idx);

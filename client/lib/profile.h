@@ -17,6 +17,11 @@
  *  6. the client's own ingress: Worker.Probe from up to CL_PROBE_CONCURRENT
  *     workers at once (client_bandwidth; the links summed overstate it
  *     when the client's link is the narrow one).
+ * Order: 1, 3, the identities of 4, 5 and 6 (the probes charge this
+ * process's CPU to the bytes received, so nothing else runs here then),
+ * then 2 while the uncached classes' Worker.Profile calls run on another
+ * thread (their CPU is the workers'; a short job's cold start was the sum
+ * of both).
  * The client profiles the workers, not the dispatcher, because only the
  * client can measure its links to them and the dispatcher never blocks on
  * a worker.
