@@ -725,11 +725,16 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     probe_workers(p, a, ctx, timeout_ms);
     probe_ingress(p, a, ctx, timeout_ms); /* 6 */
     /* Then the workers' profiles and ours at once: theirs cost this
-     * process nothing but a waiting thread, so the profile pass's lone
-     * thread still sees what it gets (profile_budget.h). */
+     * process nothing but a waiting thread. Not when the CPU budget is
+     * unknown: the profile pass's lone thread then measures it
+     * (profile_budget.h), and workers on this machine profiling at the
+     * same time would take CPU from it. */
+    sl_budget_t hb;
+    sl_cpu_budget_read(NULL, &hb);
     cl_classes_run_t cr = {.p = p, .a = a, .ctx = ctx, .sm = &sm};
     pthread_t th;
-    int threaded = pthread_create(&th, NULL, classes_thread, &cr) == 0;
+    int threaded = hb.src != SL_BUDGET_UNKNOWN &&
+                   pthread_create(&th, NULL, classes_thread, &cr) == 0;
     if (!threaded) {
         profile_classes(p, a, ctx, &sm);
     }
@@ -746,8 +751,6 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     /* 3. Our CPU budget: the pipeline cannot use more than its threads.
      * When no cgroup tells it, what the profile pass got (if it showed a
      * limit); the reports refine it while the job runs. */
-    sl_budget_t hb;
-    sl_cpu_budget_read(NULL, &hb);
     double budget = hb.cpus;
     if (a->threads > 0 && (double)a->threads < budget) {
         budget = (double)a->threads;

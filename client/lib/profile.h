@@ -21,7 +21,8 @@
  * process's CPU to the bytes received, so nothing else runs here then),
  * then 2 while the uncached classes' Worker.Profile calls run on another
  * thread (their CPU is the workers'; a short job's cold start was the sum
- * of both).
+ * of both) -- after it when the budget is unknown (the lone thread then
+ * measures it, and workers on this machine would slow it).
  * The client profiles the workers, not the dispatcher, because only the
  * client can measure its links to them and the dispatcher never blocks on
  * a worker.
