@@ -19,6 +19,7 @@
 /* A client claiming more overhead per sample than this is not believed
  * (it could only starve its own job; the bound keeps the arithmetic sane). */
 #define DISP_PJ_MAX_OVERHEAD_SEC 1.0
+#define DISP_PJ_MAX_UNIT_SEC 60.0 /* a measured unit cost above this is nonsense */
 
 static double fin(double v) { return isfinite(v) && v > 0.0 ? v : 0.0; }
 
@@ -68,6 +69,25 @@ void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char 
         disp_pcache_entry_t *e = &c->e[i];
         if (e->used && e->spec_hash == spec_hash && strcmp(e->prof.host, host) == 0) {
             e->prof.overhead_sec = overhead_sec;
+        }
+    }
+}
+
+void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                            const disp_stage_stat_t *units, uint32_t n)
+{
+    for (size_t i = 0; c != NULL && i < DISP_PCACHE_MAX; i++) {
+        disp_pcache_entry_t *e = &c->e[i];
+        if (!e->used || e->spec_hash != spec_hash || strcmp(e->prof.host, host) != 0) {
+            continue;
+        }
+        for (uint32_t u = 0; u < n && u < e->prof.nunits && u < DISP_PL_MAX_UNITS; u++) {
+            const disp_stage_stat_t *m = &units[u];
+            double sec = fin(m->cpu_sec_per_sample);
+            if (m->samples >= DISP_PCACHE_MIN_UNIT_SAMPLES && sec > 0.0 &&
+                sec <= DISP_PJ_MAX_UNIT_SEC && strcmp(m->name, e->prof.units[u].name) == 0) {
+                e->prof.units[u].cpu_sec_per_sample = sec;
+            }
         }
     }
 }

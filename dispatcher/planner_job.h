@@ -202,6 +202,14 @@ int disp_pjob_set_splits(disp_pjob_t *pj, const uint64_t *len, uint32_t n);
  * starts from it. No entry: nothing happens. */
 void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
                                double overhead_sec);
+/* The per-unit CPU a job of the spec measured on that host while running
+ * (units by name, each with at least DISP_PCACHE_MIN_UNIT_SAMPLES): it
+ * replaces the cached profile's, so the next job plans with the costs the
+ * units had under a running job's load rather than on an idle host. No
+ * entry, or units that do not match by name: nothing happens. */
+#define DISP_PCACHE_MIN_UNIT_SAMPLES 100
+void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                            const disp_stage_stat_t *units, uint32_t n);
 
 /* Plans against the live workers of reg: fills plan (split, share, mode,
  * predicted, binding; the caller owns version) and remembers the inputs,

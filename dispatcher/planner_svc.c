@@ -325,6 +325,8 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
             disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
                                       pj->measured_sample_sec);
         }
+        disp_pcache_note_units(d->pcache, pj->spec_hash, pj->client.host, pj->measured_units,
+                               pj->measured_nunits);
     }
 }
 

@@ -862,6 +862,42 @@ START_TEST(test_dispatcher_replan)
     }
     ck_assert(seen);
     disp_arena_free(&a);
+
+    /* Unit costs the job measured under load replace the cached client
+     * profile's: only units matched by name with enough samples. */
+    Sluice__StageStat st[3];
+    Sluice__StageStat *pst[3] = {&st[0], &st[1], &st[2]};
+    const char *sn[3] = {"decode_jpeg+center_crop", "flip", "no such unit"};
+    const uint64_t ss[3] = {DISP_PCACHE_MIN_UNIT_SAMPLES, DISP_PCACHE_MIN_UNIT_SAMPLES - 1, 500};
+    for (int u = 0; u < 3; u++) {
+        sluice__stage_stat__init(&st[u]);
+        st[u].name = (char *)sn[u];
+        st[u].cpu_sec_per_sample = 13e-3;
+        st[u].samples = ss[u];
+    }
+    rr.n_stages = 3;
+    rr.stages = pst;
+    pthread_mutex_lock(&d->mu);
+    disp_planner_on_rates(d, job, &rr, t + 1);
+    pthread_mutex_unlock(&d->mu);
+    Sluice__PlanContextResponse cresp2 = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
+    ck_assert_int_eq(disp_svc_get_plan_context(d, &creq, &cresp2, &a, t + 1, err, sizeof(err)),
+                     SL_RPC_OK);
+    seen = 0;
+    for (size_t i = 0; i < cresp2.n_cached; i++) {
+        const Sluice__HostProfile *hp = cresp2.cached[i];
+        ck_assert_uint_eq(hp->n_units, 3);
+        if (strcmp(hp->host, "client test") == 0) {
+            NEAR(hp->units[0]->cpu_sec_per_sample, 13e-3, 1e-15); /* measured */
+            NEAR(hp->units[1]->cpu_sec_per_sample, 0.01e-3, 1e-15); /* too few samples */
+            NEAR(hp->units[2]->cpu_sec_per_sample, 0.05e-3, 1e-15); /* name did not match */
+            seen = 1;
+        } else {
+            NEAR(hp->units[0]->cpu_sec_per_sample, 10e-3, 1e-15); /* workers: untouched */
+        }
+    }
+    ck_assert(seen);
+    disp_arena_free(&a);
     ck_assert(job->plan.version >= 3);
     disp_destroy(d);
     free(d);
