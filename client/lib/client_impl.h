@@ -187,6 +187,11 @@ struct sluice_job {
      * (docs/protocol.md "Idle clients"). ctl_kick wakes the control thread
      * (ctl_cv) so it asks at once instead of at its next poll. Under mu. */
     int idle;
+    /* The last ReportRates window used at least CL_BUSY_FRACTION of the
+     * client's CPU budget (profile.c). A client whose executor runs dry
+     * then is not idle: its CPU goes to receiving, and a split it took
+     * would slow the remote samples down more than it adds. Under mu. */
+    int cpu_busy;
     int ctl_kick;
     pthread_cond_t ctl_cv;
 

@@ -151,12 +151,13 @@ static cl_split_t *next_local_split(sluice_job_t *job)
 #define CL_IDLE_INFLIGHT_PER_THREAD 2
 
 /* Whether the client is idle (job->mu held): no local split left to start
- * (the caller found none) and the executor nearly empty. On becoming idle
+ * (the caller found none), the executor nearly empty and CPU to spare. On becoming idle
  * it wakes the control thread, which asks the dispatcher for one more split. */
 static void note_idle(sluice_job_t *job, int no_split)
 {
     unsigned threads = job->opts.threads > 0 ? job->opts.threads : 1;
-    int idle = no_split && cl_line_inflight(job->line) <= threads * CL_IDLE_INFLIGHT_PER_THREAD;
+    int idle = no_split && !job->cpu_busy &&
+               cl_line_inflight(job->line) <= threads * CL_IDLE_INFLIGHT_PER_THREAD;
     if (idle && !job->idle) {
         job->ctl_kick = 1;
         pthread_cond_signal(&job->ctl_cv);

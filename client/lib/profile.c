@@ -933,6 +933,14 @@ void cl_planner_tick(struct sluice_job *job)
     req.step_imbalance = job->bstats.imbalance;
     req.step_imbalance_max = job->bstats.imbalance_max;
     req.measured_cpu_budget = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : 0.0;
+    /* Busy against the budget the client knows, else the one it measured;
+     * with neither, a used fraction means nothing and the client is never
+     * called busy. */
+    double known = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : p->in.client_cpu_budget;
+    int busy = cl_budget_busy(cpu - p->cpu_at_report, wall, known);
+    pthread_mutex_lock(&job->mu);
+    job->cpu_busy = busy;
+    pthread_mutex_unlock(&job->mu);
     p->last_report = now;
     p->cpu_at_report = cpu;
     ProtobufCMessage *resp = NULL;

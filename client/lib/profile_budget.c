@@ -122,3 +122,11 @@ int cl_rundelay_sample(cl_rundelay_t *rd, const char *task_dir, double *ret_sec)
     *ret_sec = first ? 0.0 : (double)delta * 1e-9;
     return first ? 1 : 0;
 }
+
+int cl_budget_busy(double cpu, double wall, double budget)
+{
+    if (!(budget > 0.0) || !(wall > 0.0) || !isfinite(cpu)) {
+        return 0;
+    }
+    return cpu / wall >= CL_BUSY_FRACTION * budget;
+}

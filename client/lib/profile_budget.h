@@ -67,6 +67,16 @@ double cl_budget_est_lone(cl_budget_est_t *e, double thread_cpu, double wall);
  * the estimate half way to what it got (the first one sets it). */
 int cl_budget_est_window(cl_budget_est_t *e, double cpu, double delay, double wall);
 
+/* A window in which the client used this much of its CPU budget leaves no
+ * room for work it was not planned to do (job.c note_idle): under a quota
+ * a saturated process measures 0.95-1.0, one waiting on remote samples
+ * well below. */
+#define CL_BUSY_FRACTION 0.9
+/* Whether a window of wall seconds in which the process used cpu seconds
+ * kept it busy against budget CPUs. No budget or no wall time: 0 (a used
+ * fraction of nothing known says nothing). */
+int cl_budget_busy(double cpu, double wall, double budget);
+
 /* Run-queue wait of this process's threads, summed: each thread's
  * run_delay since the previous sample (a thread first seen counts whole:
  * it started in the window). */

@@ -146,6 +146,20 @@ START_TEST(test_rundelay)
 }
 END_TEST
 
+/* Busy: the window used at least CL_BUSY_FRACTION of the budget. */
+START_TEST(test_busy)
+{
+    ck_assert(cl_budget_busy(0.24, 1.0, 0.25));                 /* a saturated quota */
+    ck_assert(cl_budget_busy(0.9 * 0.25 * 2.0, 2.0, 0.25));     /* exactly at the line */
+    ck_assert(!cl_budget_busy(0.8 * 0.25 * 2.0, 2.0, 0.25));    /* waiting part of the time */
+    ck_assert(!cl_budget_busy(0.95, 1.0, 2.0));                 /* one of two CPUs */
+    ck_assert(!cl_budget_busy(1.0, 1.0, 0.0));                  /* no budget known */
+    ck_assert(!cl_budget_busy(1.0, 0.0, 1.0));                  /* no time passed */
+    ck_assert(!cl_budget_busy(NAN, 1.0, 1.0));
+    ck_assert(!cl_budget_busy(1.0, 1.0, NAN));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_budget");
@@ -153,6 +167,7 @@ int main(void)
     tcase_add_test(tc, test_lone_thread);
     tcase_add_test(tc, test_windows);
     tcase_add_test(tc, test_rundelay);
+    tcase_add_test(tc, test_busy);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
