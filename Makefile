@@ -209,6 +209,7 @@ TEST_MODS_test_source := data
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data
 TEST_MODS_test_batcher := engine
+TEST_MODS_test_pool := engine
 TEST_MODS_test_pipeline := engine
 TEST_MODS_test_pipeline_record := engine
 TEST_MODS_test_ranks := engine

@@ -169,7 +169,12 @@ int sl_exec_submit(sl_exec_t *ex, sl_sample_t *in, uint32_t from, uint32_t to)
     sl_tensor_init(&in->t);
     sl->from = from;
     sl->to = to;
-    int rc = sl_pool_submit(ex->pool, run_slot, sl);
+    /* A sample that resumes mid-pipeline is the client finishing what a
+     * worker sent (a few cheap units); behind a queue of local samples
+     * started from their bytes it would wait for all of them, and the
+     * worker's stream with it. It goes first. */
+    int rc = from > 0 ? sl_pool_submit_urgent(ex->pool, run_slot, sl)
+                      : sl_pool_submit(ex->pool, run_slot, sl);
     if (rc < 0) {
         sl->next = ex->free_list;
         ex->free_list = sl;

@@ -2,7 +2,9 @@
  * results back to one owner thread -- the local engine of `sluice run
  * --local`, of workers, and of the client shim (its local share and the units
  * after the split point). At most max_inflight samples are in flight; the
- * owner submits while there is room and collects finished samples.
+ * owner submits while there is room and collects finished samples. A
+ * sample that starts mid-pipeline (from > 0: the client finishing what a
+ * worker sent) is run before queued samples that start from their bytes.
  * The whole job (epochs, order, batches, splits) is client/'s business. */
 #ifndef SL_EXECUTOR_H
 #define SL_EXECUTOR_H

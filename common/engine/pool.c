@@ -19,7 +19,8 @@ struct sl_pool_s {
     pthread_mutex_t mu;
     pthread_cond_t not_empty;
     pthread_cond_t not_full;
-    sl_ring_t queue; /* of task_t */
+    sl_ring_t queue;  /* of task_t */
+    sl_ring_t urgent; /* of task_t, taken before queue */
     int stopping;
     unsigned nthreads;
     pthread_t *threads;
@@ -32,15 +33,17 @@ static void *pool_main(void *p)
     sl_pool_t *pool = ta->pool;
     for (;;) {
         pthread_mutex_lock(&pool->mu);
-        while (sl_ring_len(&pool->queue) == 0 && !pool->stopping) {
+        while (sl_ring_len(&pool->queue) == 0 && sl_ring_len(&pool->urgent) == 0 &&
+               !pool->stopping) {
             pthread_cond_wait(&pool->not_empty, &pool->mu);
         }
         task_t t;
-        if (sl_ring_pop(&pool->queue, &t) < 0) {
+        if (sl_ring_pop(&pool->urgent, &t) < 0 && sl_ring_pop(&pool->queue, &t) < 0) {
             pthread_mutex_unlock(&pool->mu);
             return NULL;
         }
-        pthread_cond_signal(&pool->not_full);
+        /* Either queue may have a submitter waiting: wake them all. */
+        pthread_cond_broadcast(&pool->not_full);
         pthread_mutex_unlock(&pool->mu);
         t.fn(t.arg, ta->idx);
     }
@@ -56,10 +59,14 @@ sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap)
         return NULL;
     }
     int qrc = sl_ring_init(&p->queue, sizeof(task_t), queue_cap);
+    if (qrc >= 0) {
+        qrc = sl_ring_init(&p->urgent, sizeof(task_t), queue_cap);
+    }
     p->threads = calloc(nthreads, sizeof(*p->threads));
     p->args = calloc(nthreads, sizeof(*p->args));
     if (qrc < 0 || p->threads == NULL || p->args == NULL) {
         sl_ring_free(&p->queue);
+        sl_ring_free(&p->urgent);
         free(p->threads);
         free(p->args);
         free(p);
@@ -83,11 +90,11 @@ sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap)
     return p;
 }
 
-int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg)
+static int submit_to(sl_pool_t *p, sl_ring_t *q, sl_pool_fn fn, void *arg)
 {
     pthread_mutex_lock(&p->mu);
     task_t t = {fn, arg};
-    while (!p->stopping && sl_ring_push_back(&p->queue, &t) == -ENOSPC) {
+    while (!p->stopping && sl_ring_push_back(q, &t) == -ENOSPC) {
         pthread_cond_wait(&p->not_full, &p->mu);
     }
     if (p->stopping) {
@@ -97,6 +104,16 @@ int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg)
     pthread_cond_signal(&p->not_empty);
     pthread_mutex_unlock(&p->mu);
     return 0;
+}
+
+int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg)
+{
+    return submit_to(p, &p->queue, fn, arg);
+}
+
+int sl_pool_submit_urgent(sl_pool_t *p, sl_pool_fn fn, void *arg)
+{
+    return submit_to(p, &p->urgent, fn, arg);
 }
 
 void sl_pool_free(sl_pool_t *p)
@@ -116,6 +133,7 @@ void sl_pool_free(sl_pool_t *p)
     pthread_cond_destroy(&p->not_empty);
     pthread_cond_destroy(&p->not_full);
     sl_ring_free(&p->queue);
+    sl_ring_free(&p->urgent);
     free(p->threads);
     free(p->args);
     free(p);

@@ -1,7 +1,8 @@
-/* pool: a bounded thread pool. A fixed number of threads take tasks from a
- * bounded FIFO; submit blocks while the queue is full, which is how callers
- * get back-pressure. Tasks learn which pool thread runs them so callers can
- * keep per-thread scratch buffers without locks. */
+/* pool: a bounded thread pool. A fixed number of threads take tasks from
+ * two bounded FIFOs, the urgent one first; submit blocks while its queue is
+ * full, which is how callers get back-pressure. Tasks learn which pool
+ * thread runs them so callers can keep per-thread scratch buffers without
+ * locks. */
 #ifndef SL_POOL_H
 #define SL_POOL_H
 
@@ -17,6 +18,9 @@ typedef void (*sl_pool_fn)(void *arg, unsigned thread_idx);
 sl_pool_t *sl_pool_new(unsigned nthreads, size_t queue_cap);
 /* Blocks while the queue is full. Returns -ESHUTDOWN after sl_pool_free began. */
 int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg);
+/* The same into the urgent queue (queue_cap long too): its tasks start
+ * before any task of the other queue that has not started yet. */
+int sl_pool_submit_urgent(sl_pool_t *p, sl_pool_fn fn, void *arg);
 /* Runs every queued task, joins the threads, frees. NULL ok. */
 void sl_pool_free(sl_pool_t *p);
 
