@@ -62,32 +62,36 @@ void disp_pcache_put(disp_pcache_t *c, uint64_t spec_hash, const disp_hprof_t *p
     slot->prof = *p;
 }
 
-void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
-                               double overhead_sec)
+/* The cached profile of (spec, host); store keeps one per pair. */
+static disp_pcache_entry_t *pcache_find(disp_pcache_t *c, uint64_t spec_hash, const char *host)
 {
     for (size_t i = 0; c != NULL && i < DISP_PCACHE_MAX; i++) {
         disp_pcache_entry_t *e = &c->e[i];
         if (e->used && e->spec_hash == spec_hash && strcmp(e->prof.host, host) == 0) {
-            e->prof.overhead_sec = overhead_sec;
+            return e;
         }
+    }
+    return NULL;
+}
+
+void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                               double overhead_sec)
+{
+    disp_pcache_entry_t *e = pcache_find(c, spec_hash, host);
+    if (e != NULL) {
+        e->prof.overhead_sec = overhead_sec;
     }
 }
 
 void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *host,
                             const disp_stage_stat_t *units, uint32_t n)
 {
-    for (size_t i = 0; c != NULL && i < DISP_PCACHE_MAX; i++) {
-        disp_pcache_entry_t *e = &c->e[i];
-        if (!e->used || e->spec_hash != spec_hash || strcmp(e->prof.host, host) != 0) {
-            continue;
-        }
-        for (uint32_t u = 0; u < n && u < e->prof.nunits && u < DISP_PL_MAX_UNITS; u++) {
-            const disp_stage_stat_t *m = &units[u];
-            double sec = fin(m->cpu_sec_per_sample);
-            if (m->samples >= DISP_PCACHE_MIN_UNIT_SAMPLES && sec > 0.0 &&
-                sec <= DISP_PJ_MAX_UNIT_SEC && strcmp(m->name, e->prof.units[u].name) == 0) {
-                e->prof.units[u].cpu_sec_per_sample = sec;
-            }
+    disp_pcache_entry_t *e = pcache_find(c, spec_hash, host);
+    for (uint32_t u = 0; e != NULL && u < n && u < e->prof.nunits && u < DISP_PL_MAX_UNITS; u++) {
+        const disp_stage_stat_t *m = &units[u];
+        if (m->samples >= DISP_PCACHE_MIN_UNIT_SAMPLES && m->cpu_sec_per_sample > 0.0 &&
+            strcmp(m->name, e->prof.units[u].name) == 0) {
+            e->prof.units[u].cpu_sec_per_sample = m->cpu_sec_per_sample;
         }
     }
 }
@@ -580,7 +584,8 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
             if (strcmp(s->name, pj->unit_names[u]) == 0) {
                 disp_text_copy(pj->measured_units[u].name, sizeof(pj->measured_units[u].name),
                                s->name);
-                pj->measured_units[u].cpu_sec_per_sample = fin(s->cpu_sec_per_sample);
+                double sec = fin(s->cpu_sec_per_sample);
+                pj->measured_units[u].cpu_sec_per_sample = sec <= DISP_PJ_MAX_UNIT_SEC ? sec : 0.0;
                 pj->measured_units[u].out_bytes_per_sample = fin(s->out_bytes_per_sample);
                 pj->measured_units[u].samples = s->samples;
             }

@@ -865,17 +865,19 @@ START_TEST(test_dispatcher_replan)
 
     /* Unit costs the job measured under load replace the cached client
      * profile's: only units matched by name with enough samples. */
-    Sluice__StageStat st[3];
-    Sluice__StageStat *pst[3] = {&st[0], &st[1], &st[2]};
-    const char *sn[3] = {"decode_jpeg+center_crop", "flip", "no such unit"};
-    const uint64_t ss[3] = {DISP_PCACHE_MIN_UNIT_SAMPLES, DISP_PCACHE_MIN_UNIT_SAMPLES - 1, 500};
-    for (int u = 0; u < 3; u++) {
+    Sluice__StageStat st[4];
+    Sluice__StageStat *pst[4] = {&st[0], &st[1], &st[2], &st[3]};
+    const char *sn[4] = {"decode_jpeg+center_crop", "flip", "no such unit", "normalize"};
+    const uint64_t ss[4] = {DISP_PCACHE_MIN_UNIT_SAMPLES, DISP_PCACHE_MIN_UNIT_SAMPLES - 1, 500,
+                            500};
+    const double sc[4] = {13e-3, 13e-3, 13e-3, 1e3}; /* the last: no unit costs 1000 s */
+    for (int u = 0; u < 4; u++) {
         sluice__stage_stat__init(&st[u]);
         st[u].name = (char *)sn[u];
-        st[u].cpu_sec_per_sample = 13e-3;
+        st[u].cpu_sec_per_sample = sc[u];
         st[u].samples = ss[u];
     }
-    rr.n_stages = 3;
+    rr.n_stages = 4;
     rr.stages = pst;
     pthread_mutex_lock(&d->mu);
     disp_planner_on_rates(d, job, &rr, t + 1);
@@ -890,7 +892,7 @@ START_TEST(test_dispatcher_replan)
         if (strcmp(hp->host, "client test") == 0) {
             NEAR(hp->units[0]->cpu_sec_per_sample, 13e-3, 1e-15); /* measured */
             NEAR(hp->units[1]->cpu_sec_per_sample, 0.01e-3, 1e-15); /* too few samples */
-            NEAR(hp->units[2]->cpu_sec_per_sample, 0.05e-3, 1e-15); /* name did not match */
+            NEAR(hp->units[2]->cpu_sec_per_sample, 0.05e-3, 1e-15); /* absurd; unknown name */
             seen = 1;
         } else {
             NEAR(hp->units[0]->cpu_sec_per_sample, 10e-3, 1e-15); /* workers: untouched */
