@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client/lib/client_impl.h"
+#include "client/lib/overhead.h"
 #include "client/lib/profile_budget.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
@@ -82,6 +83,7 @@ struct cl_planner_s {
     double last_report;
     double cpu_at_report;
     double units_cpu_at_report; /* the executor's unit CPU, summed */
+    cl_overhead_t overhead;
 };
 
 cl_planner_t *cl_planner_new(void)
@@ -870,6 +872,7 @@ void cl_planner_tick(struct sluice_job *job)
                           ? (double)p->win_samples / p->win_outside
                           : 0.0;
     uint64_t delivered = p->delivered;
+    uint32_t version = p->version;
     p->measured = rate;
     p->win_samples = 0;
     p->win_wait = 0.0;
@@ -893,11 +896,8 @@ void cl_planner_tick(struct sluice_job *job)
      * models the read and per-byte receive costs and takes the rest as a
      * fixed cost per sample. */
     double ucpu = units_cpu(job, us);
-    uint64_t nwin = (uint64_t)(rate * wall + 0.5);
-    double overhead = nwin >= CL_OVERHEAD_MIN_SAMPLES
-                          ? fmax((cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report), 0.0) /
-                                (double)nwin
-                          : 0.0;
+    double overhead = cl_overhead_add(&p->overhead, version, rate * wall,
+                                      (cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report));
     p->units_cpu_at_report = ucpu;
     Sluice__StageStat st[SL_PIPE_MAX_UNITS];
     Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];

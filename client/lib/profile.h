@@ -65,8 +65,6 @@
 #define CL_PROBE_CONCURRENT 8
 #define CL_PROBE_AGG_TIMEOUT_MS 5000
 #define CL_REPORT_MS 1000
-/* The per-sample overhead is reported from windows of at least this many. */
-#define CL_OVERHEAD_MIN_SAMPLES 50
 #define CL_IDENTITY_TIMEOUT_MS 2000
 #define CL_CONTEXT_TIMEOUT_MS 3000
 #define CL_REPORT_TIMEOUT_MS 1000
