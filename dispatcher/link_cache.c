@@ -40,6 +40,21 @@ void disp_lcache_put(disp_lcache_t *c, const char *client, const char *class_key
     slot->stored_ms = now_ms;
 }
 
+void disp_lcache_note_recv(disp_lcache_t *c, const char *client, double recv_cpu_per_byte,
+                           int64_t now_ms)
+{
+    if (c == NULL || client == NULL || client[0] == '\0' || !isfinite(recv_cpu_per_byte) ||
+        recv_cpu_per_byte <= 0.0) {
+        return;
+    }
+    for (size_t i = 0; i < DISP_LINK_MAX; i++) {
+        disp_link_t *e = &c->e[i];
+        if (fresh(e, now_ms) && e->class_key[0] != '\0' && strcmp(e->client, client) == 0) {
+            e->recv_cpu_per_byte = recv_cpu_per_byte;
+        }
+    }
+}
+
 size_t disp_lcache_list(const disp_lcache_t *c, const char *client, int64_t now_ms,
                         const disp_link_t **ret, size_t max)
 {

@@ -36,6 +36,12 @@ typedef struct disp_lcache_s {
 void disp_lcache_put(disp_lcache_t *c, const char *client, const char *class_key,
                      double bandwidth, double recv_cpu_per_byte, uint32_t streams,
                      int64_t now_ms);
+/* A job of client measured its receive cost per byte (planner_job.h
+ * recv_fit): it replaces the probe's in the client's fresh class entries,
+ * whose age is kept (the bandwidth is still the probe's). Not finite or
+ * <= 0: nothing changes. */
+void disp_lcache_note_recv(disp_lcache_t *c, const char *client, double recv_cpu_per_byte,
+                           int64_t now_ms);
 /* Up to max fresh links of client; returns how many. */
 size_t disp_lcache_list(const disp_lcache_t *c, const char *client, int64_t now_ms,
                         const disp_link_t **ret, size_t max);

@@ -36,6 +36,11 @@
 #define DISP_PCACHE_TTL_MS (3600 * 1000)
 #define DISP_PJ_MAX_IDS 256          /* worker ids remembered per class */
 #define DISP_PJ_KEY_MAX 128
+/* The receive cost is fitted to a job's overhead only when at least this
+ * share of its samples was received, and never below this per byte (a
+ * copy's worth; loopback measured >= 0.3 ns). */
+#define DISP_PJ_FIT_REMOTE_MIN 0.5
+#define DISP_PJ_MIN_RECV_SEC_PER_BYTE 0.1e-9
 #define DISP_REPLAN_DRIFT 0.15
 #define DISP_REPLAN_DRIFT_MS 10000
 #define DISP_REPLAN_WARMUP_MS 3000   /* after a (re-)plan, before drift counts */
@@ -177,6 +182,10 @@ typedef struct disp_pjob_s {
     double measured_overhead;
     double measured_sample_sec; /* its fixed part; valid when have_sample_sec */
     int have_sample_sec;
+    /* The receive cost per byte fitted to the measured overhead when that
+     * was below what the model charged (the probe's figure too high); it
+     * replaces recv_sec_per_byte. 0 = not fitted. */
+    double recv_fit;
     uint32_t plan_split;
     double plan_share;
     int plan_compress;

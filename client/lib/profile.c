@@ -334,6 +334,7 @@ typedef struct cl_probe_s {
     int rc;          /* 0: the stream ended normally after more than one chunk */
     double t_first;  /* when the first chunk arrived (monotonic) */
     double t_end;
+    double cpu_first; /* process CPU when the first chunk arrived */
     double cpu;      /* process CPU from the first chunk to the end */
     uint64_t bytes;  /* after the first chunk */
 } cl_probe_t;
@@ -360,7 +361,6 @@ static void probe_run(cl_probe_t *pr)
     sl_rpc_status_t st;
     if (sl_rpc_cstream_open(ch, "/sluice.Worker/Probe", &req.base,
                             &sluice__probe_chunk__descriptor, pr->timeout_ms, &cs, &st) == 0) {
-        double cpu_first = 0.0;
         for (;;) {
             ProtobufCMessage *m = NULL;
             int r = sl_rpc_cstream_recv(cs, &m, pr->timeout_ms, &st);
@@ -372,7 +372,7 @@ static void probe_run(cl_probe_t *pr)
             protobuf_c_message_free_unpacked(m, NULL);
             if (pr->t_first == 0.0) {
                 pr->t_first = sl_mono_sec();
-                cpu_first = sl_process_cpu_sec();
+                pr->cpu_first = sl_process_cpu_sec();
             } else {
                 pr->bytes += len;
                 if (sl_mono_sec() - pr->t_first >= CL_PROBE_MAX_SEC) {
@@ -382,7 +382,7 @@ static void probe_run(cl_probe_t *pr)
             }
         }
         pr->t_end = sl_mono_sec();
-        pr->cpu = sl_process_cpu_sec() - cpu_first;
+        pr->cpu = sl_process_cpu_sec() - pr->cpu_first;
         sl_rpc_cstream_free(cs);
     }
     sl_rpc_channel_free(ch);
@@ -417,8 +417,9 @@ static void *probe_thread(void *arg)
  * link is the narrow one. Returns bytes/s, or 0 when fewer than two
  * streams succeeded (one stream is what the class probe measured). */
 double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
-                          int timeout_ms)
+                          int timeout_ms, double *ret_recv)
 {
+    *ret_recv = 0.0;
     cl_probe_t pr[CL_PROBE_CONCURRENT];
     pthread_t th[CL_PROBE_CONCURRENT];
     int started[CL_PROBE_CONCURRENT] = {0};
@@ -434,6 +435,8 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
     }
     double t0 = INFINITY;
     double t1 = 0.0;
+    double cpu0 = INFINITY; /* the process clock at the first first chunk ... */
+    double cpu1 = 0.0;      /* ... and at the last end */
     uint64_t bytes = 0;
     int ok = 0;
     for (size_t i = 0; i < n; i++) {
@@ -444,6 +447,8 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
         if (pr[i].rc == 0) {
             t0 = fmin(t0, pr[i].t_first);
             t1 = fmax(t1, pr[i].t_end);
+            cpu0 = fmin(cpu0, pr[i].cpu_first);
+            cpu1 = fmax(cpu1, pr[i].cpu_first + pr[i].cpu);
             bytes += pr[i].bytes;
             ok++;
         }
@@ -451,6 +456,7 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
     if (ok < 2 || !(t1 - t0 > 1e-6)) {
         return 0.0;
     }
+    *ret_recv = bytes > 0 && cpu1 > cpu0 ? (cpu1 - cpu0) / (double)bytes : 0.0;
     return (double)bytes / (t1 - t0);
 }
 
@@ -682,7 +688,15 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
         agg = link->bandwidth_bytes_per_sec;
         p->in.links_cached = 1;
     } else {
-        agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms);
+        double recv = 0.0;
+        agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms, &recv);
+        /* A probe only ever reads high: something else this process did
+         * in its fraction of a second (or quota it lacked) lands on its
+         * bytes. The streams at once are also what a job sees. */
+        if (recv > 0.0 && (p->in.recv_cpu_sec_per_byte <= 0.0 ||
+                           recv < p->in.recv_cpu_sec_per_byte)) {
+            p->in.recv_cpu_sec_per_byte = recv;
+        }
     }
     p->in.client_ingress_streams = (uint32_t)naddrs;
     /* The client took in at least what one stream alone reached: streams

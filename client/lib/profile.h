@@ -135,8 +135,9 @@ void cl_planner_tick(struct sluice_job *job);
 /* Step 6 alone: bytes/s of all bytes after each stream's first chunk over
  * the span from the earliest first chunk to the latest end, with the first
  * CL_PROBE_CONCURRENT of addrs streaming at once (one thread each, each
- * bounded by timeout_ms). 0 when fewer than two streams succeeded. */
+ * bounded by timeout_ms), and in *ret_recv this process's CPU over that
+ * span per byte. 0 (both) when fewer than two streams succeeded. */
 double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
-                          int timeout_ms);
+                          int timeout_ms, double *ret_recv);
 
 #endif

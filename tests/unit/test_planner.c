@@ -1001,6 +1001,21 @@ START_TEST(test_link_cache)
     }
     ck_assert_uint_eq(disp_lcache_list(c, "client c", 2000, got, 8), 0);
     ck_assert_uint_eq(disp_lcache_list(c, "", 2000, got, 8), 0);
+    /* A job's fitted receive cost replaces the class entries' (their age
+     * kept), not the ingress one's, not another client's; nonsense is
+     * ignored. */
+    disp_lcache_note_recv(c, "client a", 0.7e-9, 2500);
+    disp_lcache_note_recv(c, "client a", NAN, 2500);
+    disp_lcache_note_recv(c, "client a", -1.0, 2500);
+    disp_lcache_note_recv(c, "", 0.1e-9, 2500);
+    disp_lcache_note_recv(NULL, "client a", 0.1e-9, 2500);
+    ck_assert_uint_eq(disp_lcache_list(c, "client a", 2500, got, 8), 2);
+    for (int i = 0; i < 2; i++) {
+        NEAR(got[i]->recv_cpu_per_byte, got[i]->class_key[0] != '\0' ? 0.7e-9 : 0.0, 0.0);
+        ck_assert_int_eq(got[i]->stored_ms, got[i]->class_key[0] != '\0' ? 2000 : 1000);
+    }
+    ck_assert_uint_eq(disp_lcache_list(c, "client b", 2500, got, 8), 1);
+    NEAR(got[0]->recv_cpu_per_byte, 0.0, 0.0);
     /* Expiry: the ingress (stored at 1000) goes, the replaced class entry
      * (2000) is still fresh a millisecond before its own end. */
     ck_assert_uint_eq(disp_lcache_list(c, "client a", 1000 + DISP_LINK_TTL_MS, got, 8), 1);
@@ -1242,9 +1257,37 @@ START_TEST(test_drift)
     pj->plan_split = 0; /* as if K = 0, F = 0 was measured: 100 KB at 1 ns/B */
     pj->plan_share = 0.0;
     r.overhead_cpu_sec_per_sample = 0.5 * 100e3 * 1e-9;
+    r.recv_cpu_sec_per_byte = pj->input.recv_sec_per_byte; /* the client repeats its probe's */
     disp_pjob_rates(pj, &r, t);
     disp_pjob_plan(pj, &d->reg, &plan, t, why);
     NEAR(pj->input.sample_sec, 0.0, 0.0);
+    /* ... and the per-byte receive cost is fitted to it: the job received
+     * 100 KB a sample on 50 us, 0.5 ns/B, and the client's repeated probe
+     * figure does not undo that. */
+    NEAR(pj->recv_fit, 0.5e-9, 1e-18);
+    NEAR(pj->input.recv_sec_per_byte, 0.5e-9, 1e-18);
+    /* Once the plan charges the fitted cost, the same overhead fits it
+     * again: no drift downwards. */
+    pj->plan_split = 0;
+    pj->plan_share = 0.0;
+    disp_pjob_rates(pj, &r, t);
+    NEAR(pj->recv_fit, 0.5e-9, 1e-18);
+    /* Never below a copy's worth, even when the overhead is all but 0. */
+    r.overhead_cpu_sec_per_sample = 1e-9;
+    disp_pjob_rates(pj, &r, t);
+    NEAR(pj->recv_fit, DISP_PJ_MIN_RECV_SEC_PER_BYTE, 1e-18);
+    /* Not from a mostly local plan: 30 % received would magnify any error
+     * of the local part sevenfold into the per-byte cost. */
+    pj->recv_fit = 0.0;
+    pj->recv_sec_per_byte = 1e-9;
+    pj->input.recv_sec_per_byte = 1e-9;
+    pj->plan_share = 0.7;
+    r.overhead_cpu_sec_per_sample = 1e-12;
+    r.recv_cpu_sec_per_byte = 1e-9;
+    disp_pjob_rates(pj, &r, t);
+    NEAR(pj->recv_fit, 0.0, 0.0);
+    NEAR(pj->recv_sec_per_byte, 1e-9, 0.0);
+    pj->plan_share = 0.0;
     /* A peer's NaN or absurd value: ignored or bounded. */
     r.overhead_cpu_sec_per_sample = NAN;
     disp_pjob_rates(pj, &r, t);
@@ -1536,9 +1579,15 @@ END_TEST
 START_TEST(test_probe_aggregate_broken)
 {
     const char *addrs[3] = {"127.0.0.1:1", "127.0.0.1:1", "not an address"};
-    NEAR(cl_probe_aggregate(addrs, 0, NULL, 500), 0.0, 0.0);
-    NEAR(cl_probe_aggregate(addrs, 1, NULL, 500), 0.0, 0.0);
-    NEAR(cl_probe_aggregate(addrs, 3, NULL, 500), 0.0, 0.0);
+    double recv = -1.0;
+    NEAR(cl_probe_aggregate(addrs, 0, NULL, 500, &recv), 0.0, 0.0);
+    NEAR(recv, 0.0, 0.0);
+    recv = -1.0;
+    NEAR(cl_probe_aggregate(addrs, 1, NULL, 500, &recv), 0.0, 0.0);
+    NEAR(recv, 0.0, 0.0);
+    recv = -1.0;
+    NEAR(cl_probe_aggregate(addrs, 3, NULL, 500, &recv), 0.0, 0.0);
+    NEAR(recv, 0.0, 0.0);
 }
 END_TEST
 
