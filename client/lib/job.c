@@ -495,7 +495,10 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
     }
     double t1 = sl_mono_sec();
     job->wait_sec += t1 - t0;
-    cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0); /* rates */
+    sl_batcher_stats_t bs;
+    cl_line_stats(job->line, &bs);
+    cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0,
+                          bs.delivered); /* rates */
     return result;
 }
 

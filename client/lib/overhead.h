@@ -1,6 +1,8 @@
-/* overhead: the client's CPU per delivered sample outside the units it
- * runs (receiving, batching, reading, control), as ReportRates carries it
- * to the planner (docs/planner.md "Inputs": the sample overhead).
+/* overhead: the client's CPU per sample outside the units it runs
+ * (receiving, batching, reading, control), as ReportRates carries it to the
+ * planner (docs/planner.md "Inputs": the sample overhead). Samples are
+ * counted as the batcher takes them, so a batch held open by one late
+ * sample does not charge its CPU to the window that delivers it.
  *
  * Measured over a plan version's recent report windows, not one window:
  * samples reach the consumer in batches (a 1 s window at ~200 samples/s
@@ -25,10 +27,10 @@
 typedef struct cl_overhead_s {
     uint32_t version; /* the plan version the sums belong to */
     double cpu;       /* CPU seconds outside the units, aged */
-    double samples;   /* samples delivered, aged */
+    double samples;   /* samples taken, aged */
 } cl_overhead_t;
 
-/* Adds one report window (samples delivered, CPU seconds outside the units;
+/* Adds one report window (samples taken, CPU seconds outside the units;
  * a negative CPU counts as 0) measured under plan `version`. Returns the
  * overhead in CPU seconds per sample, or 0 while the window holds fewer than
  * CL_OVERHEAD_MIN_SAMPLES. */

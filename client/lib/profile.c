@@ -79,10 +79,12 @@ struct cl_planner_s {
     double win_wait;       /* inside next_batch */
     double win_outside;    /* outside next_batch: the training loop's own time */
     uint64_t delivered;
+    uint64_t accepted; /* by the batcher (cl_planner_note_batch) */
     /* the control thread's */
     double last_report;
     double cpu_at_report;
     double units_cpu_at_report; /* the executor's unit CPU, summed */
+    uint64_t accepted_at_report;
     cl_overhead_t overhead;
 };
 
@@ -828,7 +830,8 @@ void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
     pthread_mutex_unlock(&p->mu);
 }
 
-void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n)
+void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n,
+                           uint64_t accepted)
 {
     if (p == NULL) {
         return;
@@ -840,6 +843,7 @@ void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint
     p->win_wait += t_leave - t_enter;
     p->win_samples += n;
     p->delivered += n;
+    p->accepted = accepted;
     p->last_leave = t_leave;
     pthread_mutex_unlock(&p->mu);
 }
@@ -864,6 +868,9 @@ void cl_planner_tick(struct sluice_job *job)
     if (p->last_report == 0.0) {
         cl_line_unit_stats(job->line, us);
         p->units_cpu_at_report = units_cpu(job, us);
+        pthread_mutex_lock(&p->mu);
+        p->accepted_at_report = p->accepted;
+        pthread_mutex_unlock(&p->mu);
         p->last_report = now;
         p->cpu_at_report = sl_process_cpu_sec();
         double ignored = 0.0;
@@ -886,6 +893,7 @@ void cl_planner_tick(struct sluice_job *job)
                           ? (double)p->win_samples / p->win_outside
                           : 0.0;
     uint64_t delivered = p->delivered;
+    uint64_t accepted = p->accepted;
     uint32_t version = p->version;
     p->measured = rate;
     p->win_samples = 0;
@@ -910,9 +918,17 @@ void cl_planner_tick(struct sluice_job *job)
      * models the read and per-byte receive costs and takes the rest as a
      * fixed cost per sample. */
     double ucpu = units_cpu(job, us);
-    double overhead = cl_overhead_add(&p->overhead, version, rate * wall,
+    /* Per sample the batcher took, not per sample handed out: a batch held
+     * open by one late sample would otherwise charge the CPU of every
+     * sample already in it (and in those after it) to the samples of the
+     * window that finally delivers them. */
+    double overhead = cl_overhead_add(&p->overhead, version,
+                                      accepted >= p->accepted_at_report
+                                          ? (double)(accepted - p->accepted_at_report)
+                                          : 0.0,
                                       (cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report));
     p->units_cpu_at_report = ucpu;
+    p->accepted_at_report = accepted;
     Sluice__StageStat st[SL_PIPE_MAX_UNITS];
     Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
     size_t nst = 0;
