@@ -542,6 +542,13 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
     pj->have_rates = 1;
     pj->rates_ms = now_ms;
     pj->measured_rate = fin(req->delivered_per_sec);
+    /* Steady: the window delivered at least DISP_PCACHE_STEADY of the
+     * job's recent rate (the first one: anything). */
+    pj->steady = pj->measured_rate > 0.0 &&
+                 pj->measured_rate >= DISP_PCACHE_STEADY * pj->rate_avg;
+    pj->rate_avg = pj->rate_avg > 0.0 ? pj->rate_avg * (1.0 - DISP_PJ_RATE_AVG_WEIGHT) +
+                                            pj->measured_rate * DISP_PJ_RATE_AVG_WEIGHT
+                                      : pj->measured_rate;
     pj->measured_consumer = fin(req->consumer_rate);
     pj->measured_cpu_fraction = fin(req->cpu_fraction);
     pj->measured_wait_fraction = fin(req->wait_fraction);
@@ -615,6 +622,8 @@ static double predicted_of(const disp_pjob_t *pj)
     }
     return pj->result.cand[pj->result.chosen].predicted;
 }
+
+int disp_pjob_steady(const disp_pjob_t *pj) { return pj->have_rates && pj->steady; }
 
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen)

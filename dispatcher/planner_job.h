@@ -41,6 +41,14 @@
  * copy's worth; loopback measured >= 0.3 ns). */
 #define DISP_PJ_FIT_REMOTE_MIN 0.5
 #define DISP_PJ_MIN_RECV_SEC_PER_BYTE 0.1e-9
+/* A report window that delivered less than this share of the job's recent
+ * rate (its windows averaged, each new one weighing
+ * DISP_PJ_RATE_AVG_WEIGHT) does not update the cached overhead: in a stall
+ * the CPU went to samples not delivered yet, and the next job of the spec
+ * would plan with it. A job that is steadily slower than its prediction
+ * still updates it: there the overhead is the correction. */
+#define DISP_PCACHE_STEADY 0.5
+#define DISP_PJ_RATE_AVG_WEIGHT 0.3
 #define DISP_REPLAN_DRIFT 0.15
 #define DISP_REPLAN_DRIFT_MS 10000
 #define DISP_REPLAN_WARMUP_MS 3000   /* after a (re-)plan, before drift counts */
@@ -186,6 +194,8 @@ typedef struct disp_pjob_s {
      * was below what the model charged (the probe's figure too high); it
      * replaces recv_sec_per_byte. 0 = not fitted. */
     double recv_fit;
+    double rate_avg; /* delivered samples/s, windows averaged (DISP_PJ_RATE_AVG_WEIGHT) */
+    int steady;      /* the last window against rate_avg (disp_pjob_steady) */
     uint32_t plan_split;
     double plan_share;
     int plan_compress;
@@ -234,6 +244,9 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
  * measured CPU budget of a client that could not read one differs from the
  * plan's by more than DISP_REPLAN_BUDGET_DIFF, 2 = the drift persisted,
  * 0 = not due; why gets the reason. Pure over pj, reg and now. */
+/* The last report window delivered at least DISP_PCACHE_STEADY of the
+ * job's recent rate. */
+int disp_pjob_steady(const disp_pjob_t *pj);
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen);
 /* After a re-plan of that kind: a drift re-plan that changed neither the

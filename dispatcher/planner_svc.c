@@ -321,7 +321,7 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
     disp_pjob_t *pj = job->planner;
     if (pj != NULL) {
         disp_pjob_rates(pj, req, now_ms);
-        if (pj->have_sample_sec) {
+        if (pj->have_sample_sec && disp_pjob_steady(pj)) {
             disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
                                       pj->measured_sample_sec);
         }

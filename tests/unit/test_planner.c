@@ -834,11 +834,21 @@ START_TEST(test_dispatcher_replan)
     Sluice__ReportRatesRequest rr = SLUICE__REPORT_RATES_REQUEST__INIT;
     rr.job_secret = (char *)FX_JOB_SECRET;
     rr.overhead_cpu_sec_per_sample = 1e-3;
+    rr.delivered_per_sec = 0.3 * job->plan.predicted; /* slow, but steady */
     pthread_mutex_lock(&d->mu);
     disp_planner_on_rates(d, job, &rr, t);
     ck_assert(job->planner->have_sample_sec);
     double fixed = job->planner->measured_sample_sec;
     ck_assert(fixed > 0.5e-3 && fixed <= 1e-3);
+    /* A stalled window (a batch held open, nothing delivered) reports far
+     * more overhead per sample; the job re-plans with it, the cache keeps
+     * the steady figure for the next job. */
+    Sluice__ReportRatesRequest stall = rr;
+    stall.overhead_cpu_sec_per_sample = 5e-3;
+    stall.delivered_per_sec = 0.4 * rr.delivered_per_sec;
+    disp_planner_on_rates(d, job, &stall, t);
+    ck_assert(job->planner->measured_sample_sec > 4e-3);
+    ck_assert(!disp_pjob_steady(job->planner));
     pthread_mutex_unlock(&d->mu);
     Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
     Sluice__PlanContextResponse cresp = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
