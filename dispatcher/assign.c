@@ -268,6 +268,10 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         s->planned = 1;
     }
     ep->npending--;
+    /* Every split's way (given, delivered, acknowledged) at debug level:
+     * enough to find where an epoch waited. */
+    SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " given to %s %" PRIu64, job->id, id,
+             owner == 0 ? "the client" : "worker", owner);
     return 0;
 }
 

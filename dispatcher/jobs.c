@@ -379,6 +379,7 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
             ep->nreceived--; /* on nobody's list */
             break;
         }
+        SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " acknowledged", job->id, ids[i]);
         s->state = DISP_SPLIT_ACKED;
         s->owner = 0;
         ep->nacked++;

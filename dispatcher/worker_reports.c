@@ -117,6 +117,8 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                 } else if (has_ref(p->sent, p->n_sent, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_DELIVERED;
                     disp_jw_done(jw, disp_split_cost(job, id), now_ms);
+                    SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " sent by worker %" PRIu64,
+                             job->id, id, w->id);
                     returned = 1; /* room for the next split in this reply */
                 } else if (jw->sent[k] == DISP_AN_SEEN || p->leaving ||
                            w->hb_seq - jw->sent_seq[k] >= DISP_RESEND_AFTER_HB) {
