@@ -93,9 +93,12 @@ sort "$TMP/owner" >"$TMP/owner.s"
 cmp -s "$TMP/owner.s" "$TMP/local.s" || fail "owner's digests differ from --local"
 n=$(grep -c '^status=' "$TMP/fetches" || true)
 [ "$n" -ge 4 ] || fail "the intruder's Fetch loop ran only $n times"
+# Around the worker's restart a Fetch may find no server (14 UNAVAILABLE) or
+# one not serving yet, and run into its deadline (4 DEADLINE_EXCEEDED; seen
+# once in ~10 make check runs). Neither is served; anything else is a failure.
 if grep -v '^status=7 ' "$TMP/fetches" | grep -q '^status='; then
-    grep -v '^status=7 ' "$TMP/fetches" | grep -v '^status=14 ' && \
-        fail "an intruder Fetch was not denied (14 UNAVAILABLE only while the worker restarts)"
+    grep -v '^status=7 ' "$TMP/fetches" | grep -v '^status=\(14\|4\) ' && \
+        fail "an intruder Fetch was not denied (only 14 UNAVAILABLE or 4 DEADLINE_EXCEEDED while the worker restarts)"
 fi
 echo "owner: digests = --local with $n intruder Fetch attempts (all denied), worker restarted"
 
