@@ -46,19 +46,27 @@ static void record(void *arg, unsigned thread_idx)
     pthread_mutex_unlock(&t->log->mu);
 }
 
+/* A pool of one thread, returned once that thread is inside the gate (g,
+ * which must outlive it): everything submitted next queues. */
+static sl_pool_t *held_pool(log_t *l, task_t *g, size_t queue_cap)
+{
+    sl_pool_t *p = sl_pool_new(1, queue_cap);
+    ck_assert_ptr_nonnull(p);
+    *g = (task_t){l, 0};
+    ck_assert_int_eq(sl_pool_submit(p, gate, g), 0);
+    pthread_mutex_lock(&l->mu);
+    while (!l->started) {
+        pthread_cond_wait(&l->cv, &l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return p;
+}
+
 START_TEST(test_urgent_first)
 {
     log_t l = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    sl_pool_t *p = sl_pool_new(1, 8);
-    ck_assert_ptr_nonnull(p);
-    task_t g = {&l, 0};
-    ck_assert_int_eq(sl_pool_submit(p, gate, &g), 0);
-    /* The one thread is inside the gate: everything below queues. */
-    pthread_mutex_lock(&l.mu);
-    while (!l.started) {
-        pthread_cond_wait(&l.cv, &l.mu);
-    }
-    pthread_mutex_unlock(&l.mu);
+    task_t g;
+    sl_pool_t *p = held_pool(&l, &g, 8);
     task_t t[6] = {{&l, 1}, {&l, 2}, {&l, 3}, {&l, 4}, {&l, 5}, {&l, 6}};
     ck_assert_int_eq(sl_pool_submit(p, record, &t[0]), 0);
     ck_assert_int_eq(sl_pool_submit(p, record, &t[1]), 0);
@@ -104,15 +112,8 @@ static void *submit_main(void *arg)
 START_TEST(test_both_queues_bounded)
 {
     log_t l = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    sl_pool_t *p = sl_pool_new(1, 1);
-    ck_assert_ptr_nonnull(p);
-    task_t g = {&l, 0};
-    ck_assert_int_eq(sl_pool_submit(p, gate, &g), 0);
-    pthread_mutex_lock(&l.mu);
-    while (!l.started) {
-        pthread_cond_wait(&l.cv, &l.mu);
-    }
-    pthread_mutex_unlock(&l.mu);
+    task_t g;
+    sl_pool_t *p = held_pool(&l, &g, 1);
     task_t t[4] = {{&l, 1}, {&l, 2}, {&l, 3}, {&l, 4}};
     ck_assert_int_eq(sl_pool_submit(p, record, &t[0]), 0);        /* fills the queue */
     ck_assert_int_eq(sl_pool_submit_urgent(p, record, &t[1]), 0); /* fills urgent */
