@@ -456,6 +456,16 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
     return 0;
 }
 
+/* The batcher's count of samples taken, for the overhead per sample
+ * (profile.h): noted after every pump, so a call that waits long for its
+ * batch still shows the samples it took meanwhile. */
+static void note_accepted(sluice_job_t *job)
+{
+    sl_batcher_stats_t bs;
+    cl_line_stats(job->line, &bs);
+    cl_planner_note_accepted(job->planner, bs.delivered);
+}
+
 /* Has another thread failed the job? Then its reason becomes the error. */
 static int failed(sluice_job_t *job)
 {
@@ -488,6 +498,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             break;
         }
         int rc = cl_job_pump(job);
+        note_accepted(job);
         if (rc < 0) {
             result = rc;
             break;
@@ -495,10 +506,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
     }
     double t1 = sl_mono_sec();
     job->wait_sec += t1 - t0;
-    sl_batcher_stats_t bs;
-    cl_line_stats(job->line, &bs);
-    cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0,
-                          bs.delivered); /* rates */
+    cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0); /* rates */
     return result;
 }
 

@@ -79,7 +79,7 @@ struct cl_planner_s {
     double win_wait;       /* inside next_batch */
     double win_outside;    /* outside next_batch: the training loop's own time */
     uint64_t delivered;
-    uint64_t accepted; /* by the batcher (cl_planner_note_batch) */
+    uint64_t accepted; /* by the batcher (cl_planner_note_accepted) */
     /* the control thread's */
     double last_report;
     double cpu_at_report;
@@ -830,8 +830,7 @@ void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
     pthread_mutex_unlock(&p->mu);
 }
 
-void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n,
-                           uint64_t accepted)
+void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n)
 {
     if (p == NULL) {
         return;
@@ -843,8 +842,17 @@ void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint
     p->win_wait += t_leave - t_enter;
     p->win_samples += n;
     p->delivered += n;
-    p->accepted = accepted;
     p->last_leave = t_leave;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_note_accepted(cl_planner_t *p, uint64_t accepted)
+{
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->accepted = accepted;
     pthread_mutex_unlock(&p->mu);
 }
 

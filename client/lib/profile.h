@@ -126,11 +126,11 @@ typedef struct cl_plan_info_s {
 void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret);
 
 /* Consumer thread: one sluice_next_batch call from t_enter to t_leave
- * (monotonic seconds) that delivered n samples; accepted is how many
- * samples the batcher has taken so far (delivered or waiting in batches
- * still open). */
-void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n,
-                           uint64_t accepted);
+ * (monotonic seconds) that delivered n samples. */
+void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n);
+/* Consumer thread: the batcher has taken this many samples so far
+ * (delivered, or waiting in batches still open). */
+void cl_planner_note_accepted(cl_planner_t *p, uint64_t accepted);
 
 /* Control thread, every poll: sends ReportRates once per CL_REPORT_MS. */
 void cl_planner_tick(struct sluice_job *job);
