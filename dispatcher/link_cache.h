@@ -37,7 +37,7 @@ void disp_lcache_put(disp_lcache_t *c, const char *client, const char *class_key
                      double bandwidth, double recv_cpu_per_byte, uint32_t streams,
                      int64_t now_ms);
 /* A job of client measured its receive cost per byte (planner_job.h
- * recv_fit): it replaces the probe's in the client's fresh class entries,
+ * recv_fitted): it replaces the probe's in the client's fresh class entries,
  * whose age is kept (the bandwidth is still the probe's). Not finite or
  * <= 0: nothing changes. */
 void disp_lcache_note_recv(disp_lcache_t *c, const char *client, double recv_cpu_per_byte,

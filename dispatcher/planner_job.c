@@ -578,8 +578,8 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
          * above the model stays in the per-sample term. */
         if (pj->measured_overhead < known && f <= 1.0 - DISP_PJ_FIT_REMOTE_MIN && wire > 0.0) {
             double fit = (pj->measured_overhead - fixed) / ((1.0 - f) * wire);
-            pj->recv_fit = fmax(fit, DISP_PJ_MIN_RECV_SEC_PER_BYTE);
-            pj->recv_sec_per_byte = pj->recv_fit;
+            pj->recv_sec_per_byte = fmax(fit, DISP_PJ_MIN_RECV_SEC_PER_BYTE);
+            pj->recv_fitted = 1;
         }
     }
     if (fin(req->cpu_budget) > 0.0 && !pj->budget_from_measured) {
@@ -591,7 +591,7 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
         pj->budget_measured = mb;
     }
     /* The client repeats its probe's figure; a fitted one replaces it. */
-    if (fin(req->recv_cpu_sec_per_byte) > 0.0 && pj->recv_fit == 0.0) {
+    if (fin(req->recv_cpu_sec_per_byte) > 0.0 && !pj->recv_fitted) {
         pj->recv_sec_per_byte = fin(req->recv_cpu_sec_per_byte);
     }
     /* Unit rows by name, so a peer cannot shift them onto other units. */
@@ -623,7 +623,7 @@ static double predicted_of(const disp_pjob_t *pj)
     return pj->result.cand[pj->result.chosen].predicted;
 }
 
-int disp_pjob_steady(const disp_pjob_t *pj) { return pj->have_rates && pj->steady; }
+int disp_pjob_steady(const disp_pjob_t *pj) { return pj->steady; }
 
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen)

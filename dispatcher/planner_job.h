@@ -190,10 +190,10 @@ typedef struct disp_pjob_s {
     double measured_overhead;
     double measured_sample_sec; /* its fixed part; valid when have_sample_sec */
     int have_sample_sec;
-    /* The receive cost per byte fitted to the measured overhead when that
-     * was below what the model charged (the probe's figure too high); it
-     * replaces recv_sec_per_byte. 0 = not fitted. */
-    double recv_fit;
+    /* recv_sec_per_byte was fitted to the measured overhead, which was
+     * below what the model charged (the probe's figure too high); the
+     * client's repeated probe figure no longer replaces it. */
+    int recv_fitted;
     double rate_avg; /* delivered samples/s, windows averaged (DISP_PJ_RATE_AVG_WEIGHT) */
     int steady;      /* the last window against rate_avg (disp_pjob_steady) */
     uint32_t plan_split;

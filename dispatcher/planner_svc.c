@@ -327,8 +327,8 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
         }
         disp_pcache_note_units(d->pcache, pj->spec_hash, pj->client.host, pj->measured_units,
                                pj->measured_nunits);
-        if (pj->recv_fit > 0.0) {
-            disp_lcache_note_recv(d->lcache, pj->client.host, pj->recv_fit, now_ms);
+        if (pj->recv_fitted) {
+            disp_lcache_note_recv(d->lcache, pj->client.host, pj->recv_sec_per_byte, now_ms);
         }
     }
 }

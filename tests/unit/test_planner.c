@@ -849,6 +849,16 @@ START_TEST(test_dispatcher_replan)
     disp_planner_on_rates(d, job, &stall, t);
     ck_assert(job->planner->measured_sample_sec > 4e-3);
     ck_assert(!disp_pjob_steady(job->planner));
+    /* A peer's nonsense rate is no window at all: not steady, and the
+     * average it is judged against stays a number. */
+    stall.delivered_per_sec = NAN;
+    disp_planner_on_rates(d, job, &stall, t);
+    ck_assert(!disp_pjob_steady(job->planner));
+    ck_assert(isfinite(job->planner->rate_avg));
+    stall.delivered_per_sec = INFINITY;
+    disp_planner_on_rates(d, job, &stall, t);
+    ck_assert(!disp_pjob_steady(job->planner));
+    ck_assert(isfinite(job->planner->rate_avg));
     pthread_mutex_unlock(&d->mu);
     Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
     Sluice__PlanContextResponse cresp = SLUICE__PLAN_CONTEXT_RESPONSE__INIT;
@@ -1274,28 +1284,29 @@ START_TEST(test_drift)
     /* ... and the per-byte receive cost is fitted to it: the job received
      * 100 KB a sample on 50 us, 0.5 ns/B, and the client's repeated probe
      * figure does not undo that. */
-    NEAR(pj->recv_fit, 0.5e-9, 1e-18);
+    ck_assert(pj->recv_fitted);
+    NEAR(pj->recv_sec_per_byte, 0.5e-9, 1e-18);
     NEAR(pj->input.recv_sec_per_byte, 0.5e-9, 1e-18);
     /* Once the plan charges the fitted cost, the same overhead fits it
      * again: no drift downwards. */
     pj->plan_split = 0;
     pj->plan_share = 0.0;
     disp_pjob_rates(pj, &r, t);
-    NEAR(pj->recv_fit, 0.5e-9, 1e-18);
+    NEAR(pj->recv_sec_per_byte, 0.5e-9, 1e-18);
     /* Never below a copy's worth, even when the overhead is all but 0. */
     r.overhead_cpu_sec_per_sample = 1e-9;
     disp_pjob_rates(pj, &r, t);
-    NEAR(pj->recv_fit, DISP_PJ_MIN_RECV_SEC_PER_BYTE, 1e-18);
+    NEAR(pj->recv_sec_per_byte, DISP_PJ_MIN_RECV_SEC_PER_BYTE, 1e-18);
     /* Not from a mostly local plan: 30 % received would magnify any error
      * of the local part sevenfold into the per-byte cost. */
-    pj->recv_fit = 0.0;
+    pj->recv_fitted = 0;
     pj->recv_sec_per_byte = 1e-9;
     pj->input.recv_sec_per_byte = 1e-9;
     pj->plan_share = 0.7;
     r.overhead_cpu_sec_per_sample = 1e-12;
     r.recv_cpu_sec_per_byte = 1e-9;
     disp_pjob_rates(pj, &r, t);
-    NEAR(pj->recv_fit, 0.0, 0.0);
+    ck_assert(!pj->recv_fitted);
     NEAR(pj->recv_sec_per_byte, 1e-9, 0.0);
     pj->plan_share = 0.0;
     /* A peer's NaN or absurd value: ignored or bounded. */
