@@ -645,8 +645,11 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
             identify(p, ctx->workers[i], CL_IDENTITY_TIMEOUT_MS);
         }
     }
-    double recv_sum = 0.0;
-    int nrecv = 0;
+    /* A probe only ever reads high: something else this process did in
+     * its fraction of a second (or quota it lacked) lands on its bytes. So
+     * the receive cost is the lowest probe's (the ingress probe's too,
+     * probe_ingress). */
+    double recv_min = 0.0;
     for (size_t c = 0; c < p->in.n_classes; c++) {
         cl_class_t *k = &p->classes[c];
         double bw = 0.0;
@@ -655,21 +658,17 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
         if (link != NULL) {
             k->msg.bandwidth_bytes_per_sec = link->bandwidth_bytes_per_sec;
             p->in.links_cached = 1;
-            if (isfinite(link->recv_cpu_sec_per_byte) && link->recv_cpu_sec_per_byte > 0.0) {
-                recv_sum += link->recv_cpu_sec_per_byte;
-                nrecv++;
-            }
+            recv = isfinite(link->recv_cpu_sec_per_byte) ? link->recv_cpu_sec_per_byte : 0.0;
         } else if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
             k->msg.bandwidth_bytes_per_sec = bw;
-            if (recv > 0.0) {
-                recv_sum += recv;
-                nrecv++;
-            }
+        }
+        if (recv > 0.0 && (recv_min == 0.0 || recv < recv_min)) {
+            recv_min = recv;
         }
     }
     /* No probe: a loopback measurement of one gRPC stream of 150 KB
      * messages, ~0.5 CPU-s per GB received. */
-    p->in.recv_cpu_sec_per_byte = nrecv > 0 ? recv_sum / nrecv : 0.5e-9;
+    p->in.recv_cpu_sec_per_byte = recv_min > 0.0 ? recv_min : 0.5e-9;
 }
 
 /* Step 6: our own ingress, every worker's link at once (bounded). */
@@ -692,9 +691,8 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
     } else {
         double recv = 0.0;
         agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms, &recv);
-        /* A probe only ever reads high: something else this process did
-         * in its fraction of a second (or quota it lacked) lands on its
-         * bytes. The streams at once are also what a job sees. */
+        /* The lowest probe's (probe_workers); the streams at once are
+         * also what a job sees. */
         if (recv > 0.0 && (p->in.recv_cpu_sec_per_byte <= 0.0 ||
                            recv < p->in.recv_cpu_sec_per_byte)) {
             p->in.recv_cpu_sec_per_byte = recv;
