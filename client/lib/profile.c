@@ -666,9 +666,7 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
             recv_min = recv;
         }
     }
-    /* No probe: a loopback measurement of one gRPC stream of 150 KB
-     * messages, ~0.5 CPU-s per GB received. */
-    p->in.recv_cpu_sec_per_byte = recv_min > 0.0 ? recv_min : 0.5e-9;
+    p->in.recv_cpu_sec_per_byte = recv_min; /* 0: none yet (probe_ingress) */
 }
 
 /* Step 6: our own ingress, every worker's link at once (bounded). */
@@ -697,6 +695,11 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
                            recv < p->in.recv_cpu_sec_per_byte)) {
             p->in.recv_cpu_sec_per_byte = recv;
         }
+    }
+    /* No probe at all: a loopback measurement of one gRPC stream of 150 KB
+     * messages, ~0.5 CPU-s per GB received. */
+    if (p->in.recv_cpu_sec_per_byte <= 0.0) {
+        p->in.recv_cpu_sec_per_byte = 0.5e-9;
     }
     p->in.client_ingress_streams = (uint32_t)naddrs;
     /* The client took in at least what one stream alone reached: streams
