@@ -645,11 +645,7 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
             identify(p, ctx->workers[i], CL_IDENTITY_TIMEOUT_MS);
         }
     }
-    /* A probe only ever reads high: something else this process did in
-     * its fraction of a second (or quota it lacked) lands on its bytes. So
-     * the receive cost is the lowest probe's (the ingress probe's too,
-     * probe_ingress). */
-    double recv_min = 0.0;
+    double recv_min = 0.0; /* the lowest probe's (cl_recv_lowest; and probe_ingress's) */
     for (size_t c = 0; c < p->in.n_classes; c++) {
         cl_class_t *k = &p->classes[c];
         double bw = 0.0;
@@ -658,15 +654,21 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
         if (link != NULL) {
             k->msg.bandwidth_bytes_per_sec = link->bandwidth_bytes_per_sec;
             p->in.links_cached = 1;
-            recv = isfinite(link->recv_cpu_sec_per_byte) ? link->recv_cpu_sec_per_byte : 0.0;
+            recv = link->recv_cpu_sec_per_byte; /* checked by cl_recv_lowest */
         } else if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
             k->msg.bandwidth_bytes_per_sec = bw;
         }
-        if (recv > 0.0 && (recv_min == 0.0 || recv < recv_min)) {
-            recv_min = recv;
-        }
+        recv_min = cl_recv_lowest(recv_min, recv);
     }
     p->in.recv_cpu_sec_per_byte = recv_min; /* 0: none yet (probe_ingress) */
+}
+
+double cl_recv_lowest(double have, double probe)
+{
+    if (!isfinite(probe) || probe <= 0.0) {
+        return have;
+    }
+    return have > 0.0 && have <= probe ? have : probe;
 }
 
 /* Step 6: our own ingress, every worker's link at once (bounded). */
@@ -689,12 +691,8 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
     } else {
         double recv = 0.0;
         agg = cl_probe_aggregate(addrs, naddrs, a->security, agg_ms, &recv);
-        /* The lowest probe's (probe_workers); the streams at once are
-         * also what a job sees. */
-        if (recv > 0.0 && (p->in.recv_cpu_sec_per_byte <= 0.0 ||
-                           recv < p->in.recv_cpu_sec_per_byte)) {
-            p->in.recv_cpu_sec_per_byte = recv;
-        }
+        /* The streams at once are also what a job sees. */
+        p->in.recv_cpu_sec_per_byte = cl_recv_lowest(p->in.recv_cpu_sec_per_byte, recv);
     }
     /* No probe at all: a loopback measurement of one gRPC stream of 150 KB
      * messages, ~0.5 CPU-s per GB received. */

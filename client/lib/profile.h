@@ -142,5 +142,11 @@ void cl_planner_tick(struct sluice_job *job);
  * span per byte. 0 (both) when fewer than two streams succeeded. */
 double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
                           int timeout_ms, double *ret_recv);
+/* The receive cost per byte to plan with once another probe measured
+ * probe (0, negative or not finite: it measured nothing), have being the
+ * figure so far (0: none): the lower. A probe only ever reads high --
+ * whatever else this process did in its fraction of a second, or quota it
+ * lacked, lands on its bytes -- so the lowest probe is the best estimate. */
+double cl_recv_lowest(double have, double probe);
 
 #endif
