@@ -310,16 +310,14 @@ static void owe_credit(sluice_job_t *job, uint64_t worker_id)
     }
 }
 
-/* Whether sample i of b takes a place in the executor (take_remote_sample):
- * one with units left for the client, or a record (parsed first). A
- * finished, skipped or duplicate one goes straight to the batcher, so a
- * full executor -- local samples of the client's share -- must not hold
- * it back: its worker's stream waits on the credit the message frees. */
+/* Whether sample i of b may take a place in the executor
+ * (take_remote_sample): one with units left for the client. A finished or
+ * skipped one goes straight to the batcher, so a full executor -- local
+ * samples of the client's share -- must not hold it back: its worker's
+ * stream waits on the credit the message frees. */
 static int needs_executor(const sluice_job_t *job, const sl_wire_batch_t *b, size_t i)
 {
-    const sl_wire_sample_t *m = &b->samples[i];
-    return sl_pbw_left(&m->skip_reason) == 0 &&
-           (b->stage_to < job->nunits || m->dtype == SL_DT_RECORD);
+    return sl_pbw_left(&b->samples[i].skip_reason) == 0 && b->stage_to < job->nunits;
 }
 
 static int feed_remote(sluice_job_t *job, int *progress)
