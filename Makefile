@@ -240,6 +240,7 @@ TEST_MODS_test_client_budget := client
 TEST_MODS_test_client_overhead := client
 TEST_MODS_test_client_probe := client
 TEST_MODS_test_client_feed := client
+TEST_MODS_test_client_diagnose := client
 TEST_MODS_test_client_costs := client
 TEST_MODS_test_client_line := client
 TEST_MODS_test_client_open := client

@@ -16,6 +16,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
 #include "client/cli/cli_watchdog.h"
+#include "client/lib/diagnose.h"
 #include "client/lib/sluice.h"
 #include "common/spec/spec.h"
 #include "common/base/clock.h"
@@ -164,6 +165,12 @@ static int start_watchdog(const bench_opts_t *o, const char *tag, sl_cli_watchdo
     return 0;
 }
 
+/* sl_cli_watchdog_describe_fn over a job (client/lib/diagnose.h). */
+static int describe_job(void *arg, char *buf, size_t len)
+{
+    return cl_job_diagnose(arg, buf, len);
+}
+
 /* The emulated training loop: takes batches until the job ends or --seconds
  * pass. Returns an exit status. */
 static int consume(const bench_opts_t *o, sluice_job_t *job, sl_cli_watchdog_t *wd,
@@ -310,6 +317,9 @@ int sl_cli_bench(int argc, char **argv)
         sl_cli_watchdog_free(wd);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
+    if (wd != NULL) {
+        sl_cli_watchdog_describe(wd, describe_job, job);
+    }
     bench_result_t r;
     int status = consume(&o, job, wd, tag, &r);
     int warned = 0;
@@ -325,6 +335,9 @@ int sl_cli_bench(int argc, char **argv)
         print_json(&o, &st, &r);
     } else {
         print_text(tag, &st, &r);
+    }
+    if (wd != NULL) {
+        sl_cli_watchdog_describe(wd, NULL, NULL); /* the job goes away */
     }
     sluice_close(job);
     sl_cli_watchdog_free(wd);

@@ -19,7 +19,10 @@ struct sl_cli_watchdog_s {
     double deadline;     /* under mu */
     uint64_t samples;    /* under mu */
     int stop;            /* under mu */
+    sl_cli_watchdog_describe_fn describe; /* under mu */
+    void *describe_arg;
     char what[256];
+    char account[4096]; /* the watchdog thread's */
 };
 
 static void *watch(void *arg)
@@ -30,9 +33,14 @@ static void *watch(void *arg)
         double now = sl_mono_sec();
         if (now >= w->deadline) {
             /* The main thread is inside the library (maybe holding its
-             * locks): do not touch the job; say what we know and leave. */
+             * locks): only describe() looks at the job, with bounded waits;
+             * say what we know and leave. */
             fprintf(stderr, "\nsluice %s; %llu samples delivered; giving up\n", w->what,
                     (unsigned long long)w->samples);
+            if (w->describe != NULL) {
+                (void)w->describe(w->describe_arg, w->account, sizeof(w->account));
+                fprintf(stderr, "sluice: where the job stood: %s\n", w->account);
+            }
             fflush(NULL);
             _exit(SL_EXIT_RUNTIME);
         }
@@ -80,6 +88,14 @@ void sl_cli_watchdog_progress(sl_cli_watchdog_t *w, uint64_t samples)
 {
     pthread_mutex_lock(&w->mu);
     w->samples = samples;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void sl_cli_watchdog_describe(sl_cli_watchdog_t *w, sl_cli_watchdog_describe_fn fn, void *arg)
+{
+    pthread_mutex_lock(&w->mu);
+    w->describe = fn;
+    w->describe_arg = arg;
     pthread_mutex_unlock(&w->mu);
 }
 

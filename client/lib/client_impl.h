@@ -194,6 +194,12 @@ struct sluice_job {
     int cpu_busy;
     int ctl_kick;
     pthread_cond_t ctl_cv;
+    /* The consumer's note at the end of each pump, for a diagnosis from
+     * another thread (diagnose.h): how many, when (monotonic seconds), and
+     * the executor's places in use then. Under mu. */
+    uint64_t pumps;
+    double pump_at;
+    unsigned pump_inflight, pump_capacity;
 
     /* consumer only */
     char last_error[512];

@@ -378,10 +378,23 @@ static int pump_step(sluice_job_t *job, int *progress)
     return rc == 0 ? feed_local(job, progress) : rc;
 }
 
+/* The consumer's note for diagnose.h. */
+static void note_pump(sluice_job_t *job)
+{
+    unsigned inflight = cl_line_inflight(job->line), cap = cl_line_capacity(job->line);
+    pthread_mutex_lock(&job->mu);
+    job->pumps++;
+    job->pump_at = sl_mono_sec();
+    job->pump_inflight = inflight;
+    job->pump_capacity = cap;
+    pthread_mutex_unlock(&job->mu);
+}
+
 int cl_job_pump(sluice_job_t *job)
 {
     int progress = 0;
     int rc = pump_step(job, &progress);
+    note_pump(job);
     if (rc < 0) {
         return rc;
     }

@@ -4,7 +4,8 @@
 # of each shared flag and of each command's own flags exits 2 with a message
 # naming the flag, for run, bench, plan and status; good values still run.
 # `sluice bench --seconds S` ends a stuck run (no workers; dispatcher killed)
-# with exit 1 and a "stuck" message instead of waiting forever.
+# with exit 1, a "stuck" message and an account of where the job stood,
+# instead of waiting forever.
 # Run from the repository root; $BUILD (default build) holds the binaries.
 source "$(dirname "$0")/lib.sh"
 
@@ -148,6 +149,10 @@ stuck_bench() {
     wait "$b" && rc=0 || rc=$?
     [ $rc -eq 1 ] || fail "bench, dispatcher SIG$sig: exit $rc, not 1: $(cat "$TMP/$sig.err")"
     grep -q "stuck" "$TMP/$sig.err" || fail "SIG$sig: no 'stuck' message: $(cat "$TMP/$sig.err")"
+    # ... and says where the job stood (client/lib/diagnose.h): the consumer's
+    # pumps, the queues, the splits, the streams.
+    grep -Eq "where the job stood: consumer: [0-9]+ pumps.*received messages queued.*Fetch streams" \
+        "$TMP/$sig.err" || fail "SIG$sig: no account of the job: $(cat "$TMP/$sig.err")"
     kill -9 "$D_PID" 2>/dev/null || true
     ok "bench --seconds ends when the dispatcher gets SIG$sig: $(grep stuck "$TMP/$sig.err")"
 }
