@@ -320,45 +320,51 @@ static int needs_executor(const sluice_job_t *job, const sl_wire_batch_t *b, siz
     return sl_pbw_left(&b->samples[i].skip_reason) == 0 && b->stage_to < job->nunits;
 }
 
+/* The message at the head of the inbound queue into the batcher and the
+ * executor, as far as the executor has room. One message per pump, never
+ * "until the queue is empty": every message the consumer finishes returns a
+ * credit and the next one arrives while it works, so a consumer slower than
+ * the workers would never leave -- never collect the executor, start its
+ * own splits or hand out the batches it filled (the job then stalled with
+ * the client's local splits unacknowledged while every remote one was). */
 static int feed_remote(sluice_job_t *job, int *progress)
 {
-    for (;;) {
-        pthread_mutex_lock(&job->mu);
-        cl_msg_t *msg = job->in_head;
-        pthread_mutex_unlock(&job->mu);
-        if (msg == NULL) {
-            return 0;
-        }
-        /* Only the consumer removes messages, so msg stays valid unlocked. */
-        if (msg->rx == NULL) { /* an unpacked Batch (tests, fuzzing): index its bytes */
-            int rc = cl_rx_from_batch(msg->batch, NULL, &msg->rx, job->last_error,
-                                      sizeof(job->last_error));
-            if (rc < 0) {
-                return rc;
-            }
-        }
-        const sl_wire_batch_t *b = &msg->rx->wb;
-        while (msg->cursor < b->n_samples &&
-               (cl_line_room(job->line) > 0 || !needs_executor(job, b, msg->cursor))) {
-            int rc = take_remote_sample(job, b, &b->samples[msg->cursor], progress);
-            msg->cursor++;
-            if (rc < 0) {
-                return rc;
-            }
-        }
-        if (msg->cursor < b->n_samples) {
-            return 0; /* executor full: continue later */
-        }
-        pthread_mutex_lock(&job->mu);
-        job->in_head = msg->next;
-        if (job->in_head == NULL) {
-            job->in_tail = NULL;
-        }
-        owe_credit(job, msg->worker_id);
-        pthread_mutex_unlock(&job->mu);
-        cl_msg_free(msg);
-        *progress = 1;
+    pthread_mutex_lock(&job->mu);
+    cl_msg_t *msg = job->in_head;
+    pthread_mutex_unlock(&job->mu);
+    if (msg == NULL) {
+        return 0;
     }
+    /* Only the consumer removes messages, so msg stays valid unlocked. */
+    if (msg->rx == NULL) { /* an unpacked Batch (tests, fuzzing): index its bytes */
+        int rc = cl_rx_from_batch(msg->batch, NULL, &msg->rx, job->last_error,
+                                  sizeof(job->last_error));
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    const sl_wire_batch_t *b = &msg->rx->wb;
+    while (msg->cursor < b->n_samples &&
+           (cl_line_room(job->line) > 0 || !needs_executor(job, b, msg->cursor))) {
+        int rc = take_remote_sample(job, b, &b->samples[msg->cursor], progress);
+        msg->cursor++;
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    if (msg->cursor < b->n_samples) {
+        return 0; /* executor full: continue later */
+    }
+    pthread_mutex_lock(&job->mu);
+    job->in_head = msg->next;
+    if (job->in_head == NULL) {
+        job->in_tail = NULL;
+    }
+    owe_credit(job, msg->worker_id);
+    pthread_mutex_unlock(&job->mu);
+    cl_msg_free(msg);
+    *progress = 1;
+    return 0;
 }
 
 /* New local work into the executor up to its capacity. */
