@@ -22,10 +22,6 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->from_remote = job->from_remote;
     ret->seconds = sl_mono_sec() - job->t_start;
     ret->wait_seconds = job->wait_sec;
-    ret->plan_split = job->split_units;
-    ret->plan_local_share = job->local_share;
-    ret->plan_compress = job->disp != NULL &&
-                         (job->plan_compress || job->spec.compress == SL_COMPRESS_ZSTD);
     snprintf(ret->plan_mode, sizeof(ret->plan_mode), "%s", job->plan_mode);
     ret->job_id = job->job_id;
     /* planner (client/lib/profile.h): the prediction of the current plan */
@@ -45,8 +41,12 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->step_load = job->bstats.step_load;
     ret->step_imbalance = job->bstats.imbalance;
     ret->step_imbalance_max = job->bstats.imbalance_max;
-    pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes it */
+    pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes these */
     snprintf(ret->fallback, sizeof(ret->fallback), "%s", job->fallback);
+    ret->plan_split = job->split_units;
+    ret->plan_local_share = job->local_share;
+    ret->plan_compress = job->disp != NULL &&
+                         (job->plan_compress || job->spec.compress == SL_COMPRESS_ZSTD);
     pthread_mutex_unlock((pthread_mutex_t *)&job->mu);
 }
 
