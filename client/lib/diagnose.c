@@ -126,8 +126,9 @@ int cl_job_diagnose(sluice_job_t *job, char *buf, size_t len)
         return -ETIMEDOUT;
     }
     double now = sl_mono_sec();
-    put(buf, len, &off, "consumer: %" PRIu64 " pumps, the last %.1f s ago with %u of %u "
-                        "executor places in use;",
+    put(buf, len, &off,
+        "consumer: %" PRIu64 " pumps, the last %.1f s ago with %u of %u "
+        "executor places in use;",
         job->pumps, job->pump_at > 0 ? now - job->pump_at : 0.0, job->pump_inflight,
         job->pump_capacity);
     if (job->disp == NULL) {

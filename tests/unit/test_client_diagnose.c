@@ -45,7 +45,8 @@ static sluice_job_t *open_job(void)
     return job;
 }
 
-#define HAS(buf, what) ck_assert_msg(strstr((buf), (what)) != NULL, "no \"%s\" in: %s", (what), (buf))
+#define HAS(buf, what)                                                                             \
+    ck_assert_msg(strstr((buf), (what)) != NULL, "no \"%s\" in: %s", (what), (buf))
 
 START_TEST(test_local_job)
 {
@@ -71,20 +72,39 @@ static void make_remote(sluice_job_t *job)
     }
     pthread_mutex_lock(&job->mu);
     cl_split_t *s = cl_split_add(job, 37);
-    *s = (cl_split_t){.id = 37, .epoch = 2, .begin = 925, .end = 950, .owner = 0, .next = 940,
-                      .done = 12, .state = CL_SPLIT_OPEN};
+    *s = (cl_split_t){.id = 37,
+                      .epoch = 2,
+                      .begin = 925,
+                      .end = 950,
+                      .owner = 0,
+                      .next = 940,
+                      .done = 12,
+                      .state = CL_SPLIT_OPEN};
     ck_assert_int_eq(sl_ring_push_back(&job->local_pending, &s->id), 0);
     s = cl_split_add(job, 40);
-    *s = (cl_split_t){.id = 40, .epoch = 2, .begin = 1000, .end = 1025, .owner = 7,
-                      .done = 3, .state = CL_SPLIT_OPEN};
+    *s = (cl_split_t){.id = 40,
+                      .epoch = 2,
+                      .begin = 1000,
+                      .end = 1025,
+                      .owner = 7,
+                      .done = 3,
+                      .state = CL_SPLIT_OPEN};
     s = cl_split_add(job, 41);
-    *s = (cl_split_t){.id = 41, .epoch = 2, .begin = 1025, .end = 1050, .owner = 7,
-                      .done = 25, .state = CL_SPLIT_ACKED};
+    *s = (cl_split_t){.id = 41,
+                      .epoch = 2,
+                      .begin = 1025,
+                      .end = 1050,
+                      .owner = 7,
+                      .done = 25,
+                      .state = CL_SPLIT_ACKED};
     ck_assert_int_eq(cl_ids_push(&job->acks, 41), 0);
-    job->fetchers[0] = (cl_fetcher_t){.job = job, .worker_id = 7, .started = 1,
-                                      .state = CL_FETCH_RUNNING, .credits_owed = 2};
-    job->fetchers[1] = (cl_fetcher_t){.job = job, .worker_id = 8, .started = 1,
-                                      .state = CL_FETCH_BROKEN};
+    job->fetchers[0] = (cl_fetcher_t){.job = job,
+                                      .worker_id = 7,
+                                      .started = 1,
+                                      .state = CL_FETCH_RUNNING,
+                                      .credits_owed = 2};
+    job->fetchers[1] =
+        (cl_fetcher_t){.job = job, .worker_id = 8, .started = 1, .state = CL_FETCH_BROKEN};
     snprintf(job->fetchers[1].error, sizeof(job->fetchers[1].error), "connection refused");
     cl_msg_t *m = calloc(1, sizeof(*m));
     ck_assert_ptr_nonnull(m);

@@ -83,21 +83,35 @@ static cl_msg_t *finished_msg(uint32_t pos, size_t n)
     sluice__batch__pack(&b, buf);
     cl_msg_t *msg = calloc(1, sizeof(*msg));
     ck_assert_ptr_nonnull(msg);
-    msg->batch = (Sluice__Batch *)protobuf_c_message_unpack(&sluice__batch__descriptor, NULL,
-                                                            len, buf);
+    msg->batch = (Sluice__Batch *)protobuf_c_message_unpack(&sluice__batch__descriptor, NULL, len,
+                                                            buf);
     free(buf);
     ck_assert_ptr_nonnull(msg->batch);
     msg->worker_id = 5;
     return msg;
 }
 
-START_TEST(test_finished_sample_not_held_by_full_executor)
+/* A job of one executor thread made to look remote (close it with
+ * close_remote_job). */
+static sluice_job_t *open_remote_job(void)
 {
     sluice_options_t opts = {.data_root = g_root, .threads = 1};
     sluice_job_t *job = NULL;
     char err[512];
     ck_assert_msg(sluice_open(g_spec, &opts, &job, err, sizeof(err)) == 0, "%s", err);
     job->disp = (sl_rpc_channel_t *)(void *)&g_fake_channel;
+    return job;
+}
+
+static void close_remote_job(sluice_job_t *job)
+{
+    job->disp = NULL; /* sluice_close must not free the fake channel */
+    sluice_close(job); /* and frees what is still queued */
+}
+
+START_TEST(test_finished_sample_not_held_by_full_executor)
+{
+    sluice_job_t *job = open_remote_job();
 
     /* The client's own share fills every place in the executor. */
     unsigned cap = cl_line_capacity(job->line);
@@ -116,12 +130,13 @@ START_TEST(test_finished_sample_not_held_by_full_executor)
     pthread_mutex_lock(&job->mu);
     int taken = job->in_head == NULL;
     pthread_mutex_unlock(&job->mu);
-    ck_assert_msg(taken, "a finished message waited for room in a full executor (%u of %u "
-                         "in flight)", cl_line_inflight(job->line), cap);
+    ck_assert_msg(taken,
+                  "a finished message waited for room in a full executor (%u of %u "
+                  "in flight)",
+                  cl_line_inflight(job->line), cap);
     ck_assert_uint_eq(job->from_remote, 1);
 
-    job->disp = NULL; /* sluice_close must not free the fake channel */
-    sluice_close(job);
+    close_remote_job(job);
 }
 END_TEST
 
@@ -137,7 +152,7 @@ typedef struct {
     sluice_job_t *job;
     cl_msg_t **msgs;
     size_t next;
-    int stop;    /* under job->mu */
+    int stop; /* under job->mu */
 } feeder_t;
 
 static void *feeder_main(void *arg)
@@ -170,11 +185,7 @@ static void *feeder_main(void *arg)
 
 START_TEST(test_pump_returns_while_messages_keep_coming)
 {
-    sluice_options_t opts = {.data_root = g_root, .threads = 1};
-    sluice_job_t *job = NULL;
-    char err[512];
-    ck_assert_msg(sluice_open(g_spec, &opts, &job, err, sizeof(err)) == 0, "%s", err);
-    job->disp = (sl_rpc_channel_t *)(void *)&g_fake_channel;
+    sluice_job_t *job = open_remote_job();
     feeder_t f = {.job = job, .msgs = calloc(FEED_MSGS, sizeof(cl_msg_t *))};
     ck_assert_ptr_nonnull(f.msgs);
     for (size_t i = 0; i < FEED_MSGS; i++) {
@@ -211,8 +222,7 @@ START_TEST(test_pump_returns_while_messages_keep_coming)
         cl_msg_free(f.msgs[i]);
     }
     free(f.msgs);
-    job->disp = NULL; /* sluice_close frees what is still queued */
-    sluice_close(job);
+    close_remote_job(job);
 }
 END_TEST
 
