@@ -240,13 +240,13 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
 /* The client's report. Values that are not finite count as 0. */
 void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int64_t now_ms);
 
+/* The last report window delivered at least DISP_PCACHE_STEADY of the
+ * job's recent rate. */
+int disp_pjob_steady(const disp_pjob_t *pj);
 /* Whether a re-plan is due now: 1 = the worker set changed, 3 = the
  * measured CPU budget of a client that could not read one differs from the
  * plan's by more than DISP_REPLAN_BUDGET_DIFF, 2 = the drift persisted,
  * 0 = not due; why gets the reason. Pure over pj, reg and now. */
-/* The last report window delivered at least DISP_PCACHE_STEADY of the
- * job's recent rate. */
-int disp_pjob_steady(const disp_pjob_t *pj);
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen);
 /* After a re-plan of that kind: a drift re-plan that changed neither the
