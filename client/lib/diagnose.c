@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "client/lib/client_impl.h"
 #include "common/base/clock.h"
@@ -110,15 +109,7 @@ int cl_job_diagnose(sluice_job_t *job, char *buf, size_t len)
         return 0;
     }
     buf[0] = '\0';
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until); /* pthread_mutex_timedlock's clock */
-    until.tv_sec += CL_DIAGNOSE_LOCK_MS / 1000;
-    until.tv_nsec += (long)(CL_DIAGNOSE_LOCK_MS % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    if (pthread_mutex_timedlock(&job->mu, &until) != 0) {
+    if (sl_mutex_lock_until(&job->mu, sl_mono_sec() + CL_DIAGNOSE_LOCK_MS / 1000.0) != 0) {
         put(buf, len, &off,
             "the job's lock has been held for over %d ms: a thread of the library is "
             "stuck holding it",

@@ -17,7 +17,8 @@ int sl_cond_init_mono(pthread_cond_t *cv)
     return -r;
 }
 
-int sl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
+/* deadline (sl_mono_sec() units) as an absolute CLOCK_MONOTONIC time. */
+static struct timespec mono_abs(double deadline)
 {
     if (deadline < 0) {
         deadline = 0;
@@ -29,8 +30,21 @@ int sl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
         abs.tv_sec++;
         abs.tv_nsec -= 1000000000L;
     }
+    return abs;
+}
+
+int sl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
+{
+    struct timespec abs = mono_abs(deadline);
     int r = pthread_cond_timedwait(cv, mu, &abs);
     return r == ETIMEDOUT ? ETIMEDOUT : 0;
+}
+
+int sl_mutex_lock_until(pthread_mutex_t *mu, double deadline)
+{
+    struct timespec abs = mono_abs(deadline);
+    int r = pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &abs);
+    return r == 0 ? 0 : ETIMEDOUT;
 }
 
 int sl_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)

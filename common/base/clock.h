@@ -51,4 +51,9 @@ int sl_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 /* The same, relative: waits at most ms milliseconds. */
 int sl_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 
+/* Locks mu, waiting until the monotonic time reaches deadline at most (a
+ * thread that looks at state another thread may be stuck holding). Returns
+ * 0 with mu held, or ETIMEDOUT. */
+int sl_mutex_lock_until(pthread_mutex_t *mu, double deadline);
+
 #endif

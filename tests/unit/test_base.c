@@ -208,6 +208,46 @@ START_TEST(test_timed_wait)
 }
 END_TEST
 
+typedef struct {
+    pthread_mutex_t *mu;
+    int rc;
+    double waited;
+} locker_t;
+
+static void *lock_until_main(void *p)
+{
+    locker_t *l = p;
+    double t0 = sl_mono_sec();
+    l->rc = sl_mutex_lock_until(l->mu, t0 + 0.05);
+    l->waited = sl_mono_sec() - t0;
+    if (l->rc == 0) {
+        pthread_mutex_unlock(l->mu);
+    }
+    return NULL;
+}
+
+/* sl_mutex_lock_until: a free mutex is taken at once; one another thread
+ * holds is given up at the deadline (a past one: at once), and taken when
+ * released before it. */
+START_TEST(test_lock_until)
+{
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    ck_assert_int_eq(sl_mutex_lock_until(&mu, sl_mono_sec() - 5), 0);
+    locker_t l = {.mu = &mu};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, lock_until_main, &l), 0);
+    pthread_join(th, NULL); /* mu stays held by this thread all along */
+    ck_assert_int_eq(l.rc, ETIMEDOUT);
+    ck_assert(l.waited >= 0.049);
+    pthread_mutex_unlock(&mu);
+    ck_assert_int_eq(pthread_create(&th, NULL, lock_until_main, &l), 0);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(l.rc, 0);
+    ck_assert_int_eq(pthread_mutex_lock(&mu), 0); /* it let go */
+    ck_assert_int_eq(pthread_mutex_unlock(&mu), 0);
+}
+END_TEST
+
 /* sl_err_prefix: the callee's message keeps its text behind the prefix,
  * within the buffer, control bytes scrubbed; NULL buffers are fine. */
 START_TEST(test_err_prefix)
@@ -232,6 +272,7 @@ int main(void)
     tcase_add_test(tc, test_ring_fifo_front_and_bounds);
     tcase_add_test(tc, test_file_read_bounds);
     tcase_add_test(tc, test_timed_wait);
+    tcase_add_test(tc, test_lock_until);
     tcase_add_test(tc, test_err_prefix);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
