@@ -384,9 +384,14 @@ static int pump_step(sluice_job_t *job, int *progress)
     return rc == 0 ? feed_local(job, progress) : rc;
 }
 
-/* The consumer's note for diagnose.h. */
+/* After every pump: the batcher's count of samples taken, for the overhead
+ * per sample (profile.h; a call that waits long for its batch still shows
+ * the samples it took meanwhile), and the consumer's note for diagnose.h. */
 static void note_pump(sluice_job_t *job)
 {
+    sl_batcher_stats_t bs;
+    cl_line_stats(job->line, &bs);
+    cl_planner_note_accepted(job->planner, bs.delivered);
     unsigned inflight = cl_line_inflight(job->line), cap = cl_line_capacity(job->line);
     pthread_mutex_lock(&job->mu);
     job->pumps++;
@@ -486,16 +491,6 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
     return 0;
 }
 
-/* The batcher's count of samples taken, for the overhead per sample
- * (profile.h): noted after every pump, so a call that waits long for its
- * batch still shows the samples it took meanwhile. */
-static void note_accepted(sluice_job_t *job)
-{
-    sl_batcher_stats_t bs;
-    cl_line_stats(job->line, &bs);
-    cl_planner_note_accepted(job->planner, bs.delivered);
-}
-
 /* Has another thread failed the job? Then its reason becomes the error. */
 static int failed(sluice_job_t *job)
 {
@@ -528,7 +523,6 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             break;
         }
         int rc = cl_job_pump(job);
-        note_accepted(job);
         if (rc < 0) {
             result = rc;
             break;
