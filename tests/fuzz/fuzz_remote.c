@@ -4,9 +4,9 @@
  *
  * The harness opens a real job in local mode (a two-image imagefolder under
  * a temp data root; spec decode_jpeg + random_resized_crop, flip, normalize,
- * to_chw: 4 units), then makes it look remote the way the control thread
- * would: job->disp set (never dereferenced on this path: only tested for
- * NULL) and, when the input asks, the Batch's split entered as known. The
+ * to_chw: 4 units), made to look remote the way the control thread would
+ * (tests/unit/fixtures_client.h) and, when the input asks, with the Batch's
+ * split entered as known. The
  * input is
  *   [u8 flags] [packed Batch]
  * flags bit 0: the Batch's split is in the split table with its range (as
@@ -27,12 +27,12 @@
 #include "client/lib/sluice.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_client.h"
 
 #define FZ_REMOTE_MAX_PUMPS 2000
 
 static char fz_remote_root[FX_TMPDIR_LEN];
 static char fz_remote_spec[FX_TMPDIR_LEN + 32];
-static int fz_remote_fake_channel; /* job->disp points here; never dereferenced */
 
 static void fz_remote_cleanup(void)
 {
@@ -94,11 +94,9 @@ int fuzz_remote_one(const uint8_t *data, size_t size)
     if (batch == NULL) {
         return 0; /* the fetcher drops the stream: "bad message" */
     }
-    sluice_options_t opts = {.data_root = fz_remote_root, .threads = 1};
-    sluice_job_t *job = NULL;
     char err[512];
-    FZ_CHECK(sluice_open(fz_remote_spec, &opts, &job, err, sizeof(err)) == 0, "%s", err);
-    job->disp = (sl_rpc_channel_t *)(void *)&fz_remote_fake_channel;
+    sluice_job_t *job = fx_remote_job_open(fz_remote_spec, fz_remote_root, 1, err, sizeof(err));
+    FZ_CHECK(job != NULL, "%s", err);
     if (flags & 1) {
         cl_split_t *s = cl_split_add(job, batch->split_id);
         FZ_CHECK(s != NULL, "split table full");
@@ -132,8 +130,7 @@ int fuzz_remote_one(const uint8_t *data, size_t size)
         fz_remote_batches(job);
     }
     fz_remote_batches(job);
-    job->disp = NULL; /* sluice_close must not free the fake channel */
-    sluice_close(job);
+    fx_remote_job_close(job);
     return 0;
 }
 

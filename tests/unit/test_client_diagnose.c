@@ -1,6 +1,6 @@
 /* test_client_diagnose: client/lib/diagnose.c -- the account of where a
  * job stands that `sluice bench`'s watchdog prints before giving up. A job
- * opened in local mode is made to look remote as in test_client_feed.c, its
+ * opened in local mode is made to look remote (tests/unit/fixtures_client.h), its
  * split table, pending local splits, queue and fetchers set by hand; the
  * account must name each of them. A lock held by another thread is
  * reported within the bound instead of hanging the watchdog, and a short
@@ -18,25 +18,21 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_client.h"
 
 static char g_root[FX_TMPDIR_LEN];
 static char g_spec[FX_TMPDIR_LEN + 32];
-static int g_fake_channel; /* job->disp points here; never dereferenced */
 
 static void setup(void)
 {
     sl_log_set_level(LOG_CRIT);
     ck_assert_int_eq(fx_mkdtemp(g_root), 0);
-    ck_assert_int_eq(fx_make_imagefolder(g_root, 4, 32, 24), 0);
-    static const char spec[] = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
-                               " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 2}";
-    snprintf(g_spec, sizeof(g_spec), "%s/spec.json", g_root);
-    ck_assert_int_eq(fx_write_file(g_spec, spec, sizeof(spec) - 1), 0);
+    ck_assert_int_eq(fx_decode_job_files(g_root, 4, 32, 24, g_spec, sizeof(g_spec)), 0);
 }
 
 static void teardown(void) { fx_rmtree(g_root); }
 
-static sluice_job_t *open_job(void)
+static sluice_job_t *open_local(void)
 {
     sluice_options_t opts = {.data_root = g_root, .threads = 1};
     sluice_job_t *job = NULL;
@@ -50,7 +46,7 @@ static sluice_job_t *open_job(void)
 
 START_TEST(test_local_job)
 {
-    sluice_job_t *job = open_job();
+    sluice_job_t *job = open_local();
     char buf[4096];
     ck_assert_int_eq(cl_job_diagnose(job, buf, sizeof(buf)), 0);
     HAS(buf, "consumer: 0 pumps");
@@ -62,47 +58,32 @@ START_TEST(test_local_job)
 }
 END_TEST
 
-/* A remote job's state, set as the control and fetch threads would. */
-static void make_remote(sluice_job_t *job)
+/* Enters v in the split table (job->mu held). */
+static void set_split(sluice_job_t *job, cl_split_t v)
 {
-    job->disp = (sl_rpc_channel_t *)(void *)&g_fake_channel;
-    if (job->local_pending.cap == 0) { /* made by a remote open only */
-        sl_ring_free(&job->local_pending);
-        ck_assert_int_eq(sl_ring_init(&job->local_pending, sizeof(uint64_t), 16), 0);
-    }
+    cl_split_t *s = cl_split_add(job, v.id);
+    ck_assert_ptr_nonnull(s);
+    *s = v;
+}
+
+/* A remote job with state set as the control and fetch threads would. */
+static sluice_job_t *open_remote(void)
+{
+    char err[512];
+    sluice_job_t *job = fx_remote_job_open(g_spec, g_root, 1, err, sizeof(err));
+    ck_assert_msg(job != NULL, "%s", err);
     pthread_mutex_lock(&job->mu);
-    cl_split_t *s = cl_split_add(job, 37);
-    *s = (cl_split_t){.id = 37,
-                      .epoch = 2,
-                      .begin = 925,
-                      .end = 950,
-                      .owner = 0,
-                      .next = 940,
-                      .done = 12,
-                      .state = CL_SPLIT_OPEN};
-    ck_assert_int_eq(sl_ring_push_back(&job->local_pending, &s->id), 0);
-    s = cl_split_add(job, 40);
-    *s = (cl_split_t){.id = 40,
-                      .epoch = 2,
-                      .begin = 1000,
-                      .end = 1025,
-                      .owner = 7,
-                      .done = 3,
-                      .state = CL_SPLIT_OPEN};
-    s = cl_split_add(job, 41);
-    *s = (cl_split_t){.id = 41,
-                      .epoch = 2,
-                      .begin = 1025,
-                      .end = 1050,
-                      .owner = 7,
-                      .done = 25,
-                      .state = CL_SPLIT_ACKED};
+    set_split(job, (cl_split_t){.id = 37, .epoch = 2, .begin = 925, .end = 950, .owner = 0,
+                                .next = 940, .done = 12, .state = CL_SPLIT_OPEN});
+    uint64_t id = 37;
+    ck_assert_int_eq(sl_ring_push_back(&job->local_pending, &id), 0);
+    set_split(job, (cl_split_t){.id = 40, .epoch = 2, .begin = 1000, .end = 1025, .owner = 7,
+                                .done = 3, .state = CL_SPLIT_OPEN});
+    set_split(job, (cl_split_t){.id = 41, .epoch = 2, .begin = 1025, .end = 1050, .owner = 7,
+                                .done = 25, .state = CL_SPLIT_ACKED});
     ck_assert_int_eq(cl_ids_push(&job->acks, 41), 0);
-    job->fetchers[0] = (cl_fetcher_t){.job = job,
-                                      .worker_id = 7,
-                                      .started = 1,
-                                      .state = CL_FETCH_RUNNING,
-                                      .credits_owed = 2};
+    job->fetchers[0] = (cl_fetcher_t){
+        .job = job, .worker_id = 7, .started = 1, .state = CL_FETCH_RUNNING, .credits_owed = 2};
     job->fetchers[1] =
         (cl_fetcher_t){.job = job, .worker_id = 8, .started = 1, .state = CL_FETCH_BROKEN};
     snprintf(job->fetchers[1].error, sizeof(job->fetchers[1].error), "connection refused");
@@ -110,21 +91,12 @@ static void make_remote(sluice_job_t *job)
     ck_assert_ptr_nonnull(m);
     job->in_head = job->in_tail = m;
     pthread_mutex_unlock(&job->mu);
-}
-
-/* Undoes what sluice_close must not act on: the fake channel and fetcher
- * threads that were never started. */
-static void close_remote(sluice_job_t *job)
-{
-    job->disp = NULL;
-    memset(job->fetchers, 0, sizeof(job->fetchers));
-    sluice_close(job);
+    return job;
 }
 
 START_TEST(test_remote_job)
 {
-    sluice_job_t *job = open_job();
-    make_remote(job);
+    sluice_job_t *job = open_remote();
     char buf[4096];
     ck_assert_int_eq(cl_job_diagnose(job, buf, sizeof(buf)), 0);
     HAS(buf, "1 received messages queued");
@@ -138,7 +110,7 @@ START_TEST(test_remote_job)
     HAS(buf, "worker 8 broken (0 credits owed: connection refused)");
     /* The client's own splits come before the workers'. */
     ck_assert(strstr(buf, " 37: ") < strstr(buf, " 40: "));
-    close_remote(job);
+    fx_remote_job_close(job);
 }
 END_TEST
 
@@ -160,7 +132,7 @@ static void *diagnose_thread(void *arg)
 
 START_TEST(test_lock_held)
 {
-    sluice_job_t *job = open_job();
+    sluice_job_t *job = open_local();
     diag_run_t r = {.job = job};
     pthread_t th;
     pthread_mutex_lock(&job->mu); /* a thread stuck holding the job's lock */
@@ -177,15 +149,14 @@ END_TEST
 
 START_TEST(test_short_buffer)
 {
-    sluice_job_t *job = open_job();
-    make_remote(job);
+    sluice_job_t *job = open_remote();
     char buf[40];
     memset(buf, 'x', sizeof(buf));
     ck_assert_int_eq(cl_job_diagnose(job, buf, 24), 0);
     ck_assert_uint_eq(strlen(buf), 23);
     ck_assert_int_eq(buf[24], 'x'); /* nothing written past len */
     ck_assert_int_eq(cl_job_diagnose(job, buf, 0), 0);
-    close_remote(job);
+    fx_remote_job_close(job);
 }
 END_TEST
 

@@ -9,9 +9,8 @@
  *   batches. A pump that drained the queue until it was empty never
  *   returned while the workers were faster than the client.
  *
- * The job is opened in local mode and made to look remote as the fuzz
- * harness does (tests/fuzz/fuzz_remote.c): job->disp set, never
- * dereferenced on this path. Local samples of large images (a 9-megapixel
+ * The job is opened in local mode and made to look remote
+ * (tests/unit/fixtures_client.h). Local samples of large images (a 9-megapixel
  * decode each, tens of ms) fill the executor; one pump right after must take
  * the finished message. If a local sample happened to finish first the old
  * behaviour would pass too, but never the other way round: the test cannot
@@ -28,23 +27,19 @@
 #include "client/lib/sluice.h"
 #include "common/base/log.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_client.h"
 
 #define NIMG 4
 #define BIG 3000 /* px: a decode takes tens of ms */
 
 static char g_root[FX_TMPDIR_LEN];
 static char g_spec[FX_TMPDIR_LEN + 32];
-static int g_fake_channel; /* job->disp points here; never dereferenced */
 
 static void setup(void)
 {
     sl_log_set_level(LOG_CRIT);
     ck_assert_int_eq(fx_mkdtemp(g_root), 0);
-    ck_assert_int_eq(fx_make_imagefolder(g_root, NIMG, BIG, BIG), 0);
-    static const char spec[] = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
-                               " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 2}";
-    snprintf(g_spec, sizeof(g_spec), "%s/spec.json", g_root);
-    ck_assert_int_eq(fx_write_file(g_spec, spec, sizeof(spec) - 1), 0);
+    ck_assert_int_eq(fx_decode_job_files(g_root, NIMG, BIG, BIG, g_spec, sizeof(g_spec)), 0);
 }
 
 static void teardown(void) { fx_rmtree(g_root); }
@@ -91,27 +86,18 @@ static cl_msg_t *finished_msg(uint32_t pos, size_t n)
     return msg;
 }
 
-/* A job of one executor thread made to look remote (close it with
- * close_remote_job). */
-static sluice_job_t *open_remote_job(void)
+/* A job of one executor thread made to look remote. */
+static sluice_job_t *open_remote(void)
 {
-    sluice_options_t opts = {.data_root = g_root, .threads = 1};
-    sluice_job_t *job = NULL;
     char err[512];
-    ck_assert_msg(sluice_open(g_spec, &opts, &job, err, sizeof(err)) == 0, "%s", err);
-    job->disp = (sl_rpc_channel_t *)(void *)&g_fake_channel;
+    sluice_job_t *job = fx_remote_job_open(g_spec, g_root, 1, err, sizeof(err));
+    ck_assert_msg(job != NULL, "%s", err);
     return job;
-}
-
-static void close_remote_job(sluice_job_t *job)
-{
-    job->disp = NULL; /* sluice_close must not free the fake channel */
-    sluice_close(job); /* and frees what is still queued */
 }
 
 START_TEST(test_finished_sample_not_held_by_full_executor)
 {
-    sluice_job_t *job = open_remote_job();
+    sluice_job_t *job = open_remote();
 
     /* The client's own share fills every place in the executor. */
     unsigned cap = cl_line_capacity(job->line);
@@ -136,7 +122,7 @@ START_TEST(test_finished_sample_not_held_by_full_executor)
                   cl_line_inflight(job->line), cap);
     ck_assert_uint_eq(job->from_remote, 1);
 
-    close_remote_job(job);
+    fx_remote_job_close(job);
 }
 END_TEST
 
@@ -185,7 +171,7 @@ static void *feeder_main(void *arg)
 
 START_TEST(test_pump_returns_while_messages_keep_coming)
 {
-    sluice_job_t *job = open_remote_job();
+    sluice_job_t *job = open_remote();
     feeder_t f = {.job = job, .msgs = calloc(FEED_MSGS, sizeof(cl_msg_t *))};
     ck_assert_ptr_nonnull(f.msgs);
     for (size_t i = 0; i < FEED_MSGS; i++) {
@@ -222,7 +208,7 @@ START_TEST(test_pump_returns_while_messages_keep_coming)
         cl_msg_free(f.msgs[i]);
     }
     free(f.msgs);
-    close_remote_job(job);
+    fx_remote_job_close(job);
 }
 END_TEST
 
