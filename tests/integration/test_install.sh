@@ -17,21 +17,23 @@ mk() {
 # ---- every config key (from --help, i.e. the table) is in the shipped conf
 # file exactly once, commented with the table's default -- or, for the keys
 # shipped on purpose (the journal, so a restarted unit keeps its jobs), an
-# active line with the shipped value -- and in the README reference
+# active line with the shipped value -- and in the configuration reference
+# (docs/reference/config.md, which the README links to)
 state_dir=$(sed -n 's/^StateDirectory=//p' "$ROOT/systemd/sluice-dispatcher.service")
 [ -n "$state_dir" ] || fail "sluice-dispatcher.service has no StateDirectory="
 for d in dispatcher worker; do
     "$BIN/sluice-$d" --help >"$TMP/$d.help" || fail "sluice-$d --help"
-    /usr/bin/python3 - "$TMP/$d.help" "$ROOT/conf/$d.conf" "$ROOT/README.md" "$d" \
+    /usr/bin/python3 - "$TMP/$d.help" "$ROOT/conf/$d.conf" "$ROOT/docs/reference/config.md" "$d" \
         "/var/lib/$state_dir" <<'PY' ||
 import re, sys
-helptext, conf, readme, name, state_dir = sys.argv[1:6]
+helptext, conf, refdoc, name, state_dir = sys.argv[1:6]
 # Keys the shipped file sets on purpose, and to what.
 shipped = {"dispatcher": {"journal": state_dir}}.get(name, {})
 conf_lines = open(conf).read().splitlines()
-doc = open(readme).read()
-ref = doc.split("## Configuration reference", 1)[-1].split("\n## ", 1)[0]
-assert ref != doc, "README has no 'Configuration reference' section"
+doc = open(refdoc).read()
+# The reference's key tables: from its title to its first "## " section (Security).
+ref = doc.split("# Configuration reference\n", 1)[-1].split("\n## ", 1)[0]
+assert ref != doc, "%s has no '# Configuration reference' title" % refdoc
 keys = []
 for line in open(helptext):
     m = re.match(r"\s+--([a-z0-9-]+) (TEXT|N|LEVEL|X|BOOL)\s.*?"
@@ -51,15 +53,15 @@ for line in open(helptext):
         assert commented, "%s: %s is set in the shipped conf" % (name, key)
         assert value == default, "%s: %s = %r in the conf, default %r" % (name, key, value,
                                                                           default)
-    assert "`%s`" % key in ref, "%s: key %s is not in the README reference" % (name, key)
+    assert "`%s`" % key in ref, "%s: key %s is not in %s" % (name, key, refdoc)
 assert len(keys) >= 8, "parsed only %d keys from --help" % len(keys)
 active = [l for l in conf_lines if l.strip() and not l.lstrip().startswith("#")]
 assert len(active) == len(shipped), "%s: active lines %r" % (name, active)
 PY
-        fail "sluice-$d: conf file / README out of step with the config table"
+        fail "sluice-$d: conf file / docs/reference/config.md out of step with the config table"
 done
 ok "every config key is in conf/*.conf once, with its default (journal: /var/lib/$state_dir)," \
-    "and in the README reference"
+    "and in docs/reference/config.md"
 
 P="$TMP/usr"
 E="$TMP/etc"
