@@ -293,7 +293,9 @@ ifneq ($(SANITIZE),1)
 endif
 
 # The programs that are not module libraries, for lint: what each may include.
-# The CLI sees the library and, for `sluice plan/status/bench`, some of common/.
+# The CLI, as it is today: the library (client/lib) and, beside it, common/
+# directly (spec for its options, the profiler and pipeline for `sluice plan`,
+# rpc and the status page's http for `sluice status`).
 DEPS_cli := cli http $(DEPS_client)
 DEPS_plugin_host := plugin_host $(DEPS_plugin)
 LINT_DIRS_cli := client/cli

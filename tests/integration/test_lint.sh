@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make lint catches what it is for: on a copy of the tree (the sources, the
 # Makefile, scripts/), an include against the module table fails with
-# file:line, a program's arrow to another fails too, and lines changed in a
+# file:line, a program's arrow to another fails too, so does a folder the table
+# does not know, and lines changed in a
 # shape clang-format would not write fail the format check. The clean copy
 # passes. No daemons; a few seconds.
 . "$(dirname "$0")/lib.sh"
@@ -37,9 +38,16 @@ if lint "$TMP/prog.out"; then cat "$TMP/prog.out"; fail "dispatcher -> client pa
 grep -q '^dispatcher/main.c:[0-9]*: includes client/lib/sluice.h (module client), not in DEPS_disp$' \
     "$TMP/prog.out" || { cat "$TMP/prog.out"; fail "no dispatcher -> client violation"; }
 sed -i '$d' "$T/dispatcher/main.c"
-lint "$TMP/again.out" || { cat "$TMP/again.out"; fail "lint fails once the includes are undone"; }
 
-# 4. clang-format on changed lines: a commit with one badly formatted line fails,
+# 4. Production code is all in the table: a folder the Makefile does not know fails.
+mkdir "$T/common/zz" && echo 'int sl_zz(void);' >"$T/common/zz/zz.h"
+if lint "$TMP/zz.out"; then cat "$TMP/zz.out"; fail "a folder in no module passed"; fi
+grep -q "^common/zz/zz.h: in no module's directory" "$TMP/zz.out" ||
+    { cat "$TMP/zz.out"; fail "no unknown-folder violation"; }
+rm -r "$T/common/zz"
+lint "$TMP/again.out" || { cat "$TMP/again.out"; fail "lint fails once the tree is undone"; }
+
+# 5. clang-format on changed lines: a commit with one badly formatted line fails,
 # lines outside the change are not looked at, and a root commit is skipped.
 g() { git -C "$T" -c user.name=lint -c user.email=lint@localhost -c commit.gpgsign=false "$@"; }
 g init -q
