@@ -298,6 +298,7 @@ endif
 # rpc and the status page's http for `sluice status`).
 DEPS_cli := cli http $(DEPS_client)
 DEPS_plugin_host := plugin_host $(DEPS_plugin)
+LINT_PROGS := cli plugin_host
 LINT_DIRS_cli := client/cli
 LINT_DIRS_plugin_host := plugin_host
 # A module's directories: where its sources are (generated proto/ as it is
@@ -307,7 +308,8 @@ lint_dirs = $(or $(LINT_DIRS_$(1)),$(sort $(patsubst gen/%,%,$(patsubst $(BUILD)
 
 # One line per module: `mod M dirs D... deps X...` (scripts/lint reads it).
 print-deps:
-	@$(foreach m,$(MODS) cli plugin_host,echo 'mod $(m) dirs $(call lint_dirs,$(m)) deps $(DEPS_$(m))';)
+	@$(foreach m,$(MODS) $(LINT_PROGS),\
+	  echo 'mod $(m) dirs $(call lint_dirs,$(m)) deps $(DEPS_$(m))';)
 
 lint: deps
 	$(Q)BUILD=$(BUILD) ./scripts/lint
