@@ -1,6 +1,11 @@
 # Sluice: one non-recursive Makefile. Output goes under $(BUILD).
 #   make            build everything
 #   make check      unit + integration tests
+#   make lint       fast (< 30 s, CI runs it before check): every #include checked against
+#                   the module table below (MODS, DEPS_m; `make print-deps` prints it),
+#                   clang-format on the lines changed since LINT_BASE (default HEAD~1),
+#                   and a report (never a failure) of files over 800 lines and functions
+#                   over 100 (scripts/lint)
 #   make asan       the same suite under ASan+UBSan (build-asan/)
 #   make demo       dispatcher + workers on loopback, a job, its throughput
 #   V=1             show full commands
@@ -79,7 +84,7 @@ MAN_PAGES := $(patsubst $(BUILD)/bin/%,$(BUILD)/man/%.1,$(BINS))
 
 .SECONDARY:
 .PHONY: all check unit integration asan demo deps bench bench-quick fuzz soak clean install \
-        uninstall test-systemd deb test-systemd-deb
+        uninstall test-systemd deb test-systemd-deb lint print-deps
 all: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(TEST_BINS) $(TOOL_BINS) $(MAN_PAGES)
 
 $(BUILD)/man/%.1: $(BUILD)/bin/%
@@ -286,6 +291,28 @@ ifneq ($(SANITIZE),1)
 	@echo "== unit suites under AddressSanitizer + UndefinedBehaviorSanitizer"
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 unit
 endif
+
+# The programs that are not module libraries, for lint: what each may include.
+# The CLI, as it is today: the library (client/lib) and, beside it, common/
+# directly (spec for its options, the profiler and pipeline for `sluice plan`,
+# rpc and the status page's http for `sluice status`).
+DEPS_cli := cli http $(DEPS_client)
+DEPS_plugin_host := plugin_host $(DEPS_plugin)
+LINT_PROGS := cli plugin_host
+LINT_DIRS_cli := client/cli
+LINT_DIRS_plugin_host := plugin_host
+# A module's directories: where its sources are (generated proto/ as it is
+# included, without $(BUILD)/gen/), or common/<m> for a module of headers only.
+lint_dirs = $(or $(LINT_DIRS_$(1)),$(sort $(patsubst gen/%,%,$(patsubst $(BUILD)/obj/%/,%,\
+              $(dir $(MOBJ_$(1)))))),$(wildcard common/$(1)))
+
+# One line per module: `mod M dirs D... deps X...` (scripts/lint reads it).
+print-deps:
+	@$(foreach m,$(MODS) $(LINT_PROGS),\
+	  echo 'mod $(m) dirs $(call lint_dirs,$(m)) deps $(DEPS_$(m))';)
+
+lint: deps
+	$(Q)BUILD=$(BUILD) ./scripts/lint
 
 unit: all
 	$(Q)BUILD=$(BUILD) ./tests/run-unit.sh $(TEST_BINS)

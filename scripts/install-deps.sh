@@ -10,7 +10,7 @@ PKGS=(
     libevent-dev libjansson-dev
     libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev libpng-dev libpcre2-dev libwebp-dev
     check
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev clang-format universal-ctags
     iproute2 openssl procps psmisc curl
     python3 python3-numpy python3-torch python3-torchvision python3-pil
     python3-prometheus-client

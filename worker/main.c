@@ -224,6 +224,23 @@ static int scan_plugins(wmain_t *m)
     return 0;
 }
 
+/* An environment flag set to exactly "1". */
+static int env_is_1(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* Test-only fault injection (docs/protocol.md), read here once for the
+ * process: the runners consult wk_faults_t, never the environment. */
+static wk_faults_t read_test_faults(void)
+{
+    return (wk_faults_t){
+        .corrupt_compressed = env_is_1("SLUICE_TEST_CORRUPT_COMPRESSED"),
+        .corrupt_records = env_is_1("SLUICE_TEST_CORRUPT_RECORDS"),
+    };
+}
+
 static int start_tasks(wmain_t *m)
 {
     int rc = scan_plugins(m);
@@ -236,6 +253,7 @@ static int start_tasks(wmain_t *m)
         .threads = m->threads,
         .buffer_bytes = (size_t)m->cfg.buffer_bytes,
         .max_message_bytes = (size_t)m->cfg.max_message_bytes,
+        .faults = read_test_faults(),
     };
     m->tasks = wk_tasks_new(&to);
     if (m->tasks == NULL) {

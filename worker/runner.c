@@ -486,15 +486,17 @@ static void collect_one(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
 {
     char detail[256];
     wk_coding_t cd = {SL_CODEC_NONE, 0};
+    /* Test-only fault injection (wk_faults_t): damage what a client must refuse. */
+    const wk_faults_t *faults = &job->tasks->faults;
     int got = sl_exec_next(ex, out, detail, sizeof(detail), -1) == 0;
     if (got) {
         global_release(job->tasks);
-        if (job->corrupt_records && out->skip < 0 && out->t.dtype == SL_DT_RECORD &&
+        if (faults->corrupt_records && out->skip < 0 && out->t.dtype == SL_DT_RECORD &&
             out->t.nbytes > SL_REC_HEADER) {
             out->t.data[SL_REC_HEADER] = 0; /* the first field's kind: only a parse can tell */
         }
         if (job->codec != NULL && wants_compress(job, out) &&
-            wk_sample_compress(job->codec, job->corrupt_compressed, out, &cd) < 0) {
+            wk_sample_compress(job->codec, faults->corrupt_compressed, out, &cd) < 0) {
             SL_WARN("job %" PRIu64 ": out of memory compressing sample %" PRIu64
                     "; sending it raw", job->id, out->index);
         }
@@ -559,19 +561,9 @@ void *wk_runner_main(void *arg)
     ex = sl_exec_new(job->pipe, job->src, t->threads, t->inflight_cap);
     job->slots = calloc(t->inflight_cap, sizeof(*job->slots));
     job->nslots = t->inflight_cap;
-    {
-        /* Always: the planner may ask any split to be compressed (zstd's
-         * contexts are created on first use, so an idle codec is small). */
-        job->codec = sl_codec_new();
-        /* Test-only fault injection (docs/protocol.md): damage every
-         * compressed payload, so tests see clients refuse it. */
-        const char *bad = getenv("SLUICE_TEST_CORRUPT_COMPRESSED");
-        job->corrupt_compressed = bad != NULL && strcmp(bad, "1") == 0;
-    }
-    /* Test-only fault injection (docs/protocol.md): damage every finished
-     * record, so tests see clients refuse it. */
-    const char *badrec = getenv("SLUICE_TEST_CORRUPT_RECORDS");
-    job->corrupt_records = badrec != NULL && strcmp(badrec, "1") == 0;
+    /* Always: the planner may ask any split to be compressed (zstd's
+     * contexts are created on first use, so an idle codec is small). */
+    job->codec = sl_codec_new();
     if (ex == NULL || job->slots == NULL || job->codec == NULL) {
         wk_job_fail(job, "cannot start the job's executor (out of memory or threads)");
         goto out;

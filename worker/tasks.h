@@ -51,12 +51,22 @@ typedef enum {
     WK_JOB_CLOSED,      /* closed by the dispatcher or the worker is stopping */
 } wk_job_state_e;
 
+/* Test-only fault injection (docs/protocol.md): all zero in production.
+ * main reads them once from the environment (SLUICE_TEST_CORRUPT_COMPRESSED=1,
+ * SLUICE_TEST_CORRUPT_RECORDS=1) so that no job start looks at it; a unit
+ * test sets them here directly. */
+typedef struct wk_faults_s {
+    int corrupt_compressed; /* damage every compressed payload (wk_sample_compress) */
+    int corrupt_records;    /* damage the first field header of every finished record */
+} wk_faults_t;
+
 typedef struct wk_tasks_opts_s {
     const char *data_root;
     unsigned threads;         /* pool threads per job executor, >= 1 */
     size_t buffer_bytes;      /* per job */
     size_t max_message_bytes; /* per Batch message */
     const struct sl_plugins_s *plugins; /* the plugin_dir's stages, NULL = none; outlives */
+    wk_faults_t faults;                 /* test-only; zero in production */
 } wk_tasks_opts_t;
 
 wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o);

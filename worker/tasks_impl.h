@@ -109,9 +109,7 @@ struct wk_job_s {
     wk_order_t orders[WK_ORDER_SLOTS];
     wk_slot_t *slots;
     unsigned nslots;
-    struct sl_codec_s *codec;          /* runner's: spec "compress" or a split's assignment */
-    int corrupt_compressed;            /* runner's: SLUICE_TEST_CORRUPT_COMPRESSED */
-    int corrupt_records;               /* runner's: SLUICE_TEST_CORRUPT_RECORDS */
+    struct sl_codec_s *codec; /* runner's: spec "compress" or a split's assignment */
 
     wk_job_t *next_job; /* table link, under tasks->mu */
 };
@@ -129,6 +127,7 @@ struct wk_tasks_s {
     size_t buffer_bytes;
     size_t max_message_bytes;
     const struct sl_plugins_s *plugins; /* NULL = no plugin_dir */
+    wk_faults_t faults;                 /* test-only, set once by wk_tasks_new, read by runners */
 
     pthread_mutex_t mu; /* the table, runners, stopping */
     pthread_cond_t cv;  /* a job was added, a runner ended, stopping */
