@@ -440,6 +440,11 @@ install: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(CLIEN
 	done
 	$(INSTALL) -m 644 $(EXAMPLES) $(CONFS) $(DESTDIR)$(DATADIR)/sluice/examples/
 	$(INSTALL) -m 644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	# The README links into docs/: install them with the same layout so the links resolve.
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs/reference $(DESTDIR)$(DOCDIR)/docs/img
+	$(INSTALL) -m 644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	$(INSTALL) -m 644 $(wildcard docs/reference/*.md) $(DESTDIR)$(DOCDIR)/docs/reference/
+	$(INSTALL) -m 644 $(wildcard docs/img/*.png) $(DESTDIR)$(DOCDIR)/docs/img/
 	$(INSTALL) -m 644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/sluice/
 	printf '# Written by make install.\nLIBSLUICE = "%s"\n' '$(LIBDIR)/libsluice.so.$(SO_MAJOR)' \
 	  >$(DESTDIR)$(PYTHONDIR)/sluice/_installed.py

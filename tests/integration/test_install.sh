@@ -73,6 +73,7 @@ done
 for f in lib/libsluice.so.0.1.0 lib/libsluice.a include/sluice.h lib/pkgconfig/sluice.pc \
     lib/systemd/system/sluice-dispatcher.service lib/systemd/system/sluice-worker.service \
     lib/systemd/system/sluice-worker@.service share/doc/sluice/README.md \
+    share/doc/sluice/docs/architecture.md share/doc/sluice/docs/reference/config.md \
     share/sluice/examples/imagenet-train.json lib/python3.*/dist-packages/sluice/__init__.py \
     lib/python3.*/dist-packages/sluice/torch.py; do
     [ -n "$(compgen -G "$P/$f")" ] || fail "$f not installed"
