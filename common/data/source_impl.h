@@ -73,7 +73,17 @@ typedef enum {
 } sl_src_role_e;
 
 /* Image extensions, for naming a member in messages. */
-typedef enum { SL_SRC_EXT_JPG = 0, SL_SRC_EXT_JPEG, SL_SRC_EXT_PNG, SL_SRC_EXT_WEBP } sl_src_ext_e;
+typedef enum {
+    SL_SRC_EXT_JPG = 0,
+    SL_SRC_EXT_JPEG,
+    SL_SRC_EXT_PNG,
+    SL_SRC_EXT_WEBP,
+    SL_SRC_EXT__COUNT
+} sl_src_ext_e;
+
+/* Their text ("jpg", ...), by sl_src_ext_e (source_wds.c): what an image
+ * member's extension is matched against (any case) and named with. */
+extern const char *const sl_src_img_ext[SL_SRC_EXT__COUNT];
 
 /* One member of a webdataset sample: 16 bytes. Tar payloads start on 512-byte
  * blocks, so the block number fits 32 bits for shards up to 2 TiB (larger
@@ -114,11 +124,11 @@ typedef void (*sl_src_features_fn)(const sl_source_t *src, uint64_t index,
 /* One source kind: everything that differs between kinds. */
 typedef struct sl_src_kind_s {
     sl_source_type_e type;
-    unsigned keep;               /* SL_SRC_KEEP_* */
-    bool own_classes;            /* the indexer sets nclasses; otherwise it is
-                                  * the largest label + 1 */
-    bool record;                 /* reads give records (sl_source_is_record);
-                                  * its rec_fp is folded into the fingerprint */
+    unsigned keep;                 /* SL_SRC_KEEP_* */
+    bool own_classes;              /* the indexer sets nclasses; otherwise it is
+                                    * the largest label + 1 */
+    bool record;                   /* reads give records (sl_source_is_record);
+                                    * rec_fp is folded into the fingerprint */
     sl_src_index_fn index;
     sl_src_read_fn read;
     sl_src_read_head_fn read_head; /* NULL: heads are -ENOTSUP */

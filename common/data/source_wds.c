@@ -34,6 +34,13 @@
 
 /* ---- indexing one shard ---------------------------------------------- */
 
+const char *const sl_src_img_ext[SL_SRC_EXT__COUNT] = {
+    [SL_SRC_EXT_JPG] = "jpg",
+    [SL_SRC_EXT_JPEG] = "jpeg",
+    [SL_SRC_EXT_PNG] = "png",
+    [SL_SRC_EXT_WEBP] = "webp",
+};
+
 typedef struct pimg_s {
     uint64_t order; /* 0: unnumbered, else N + 1 */
     sl_src_member_t m;
@@ -141,19 +148,14 @@ static bool image_ext(const char *ext, uint64_t *ret_order, uint8_t *ret_code)
         e++;
         order = n + 1;
     }
-    if (strcasecmp(e, "jpg") == 0) {
-        *ret_code = SL_SRC_EXT_JPG;
-    } else if (strcasecmp(e, "jpeg") == 0) {
-        *ret_code = SL_SRC_EXT_JPEG;
-    } else if (strcasecmp(e, "png") == 0) {
-        *ret_code = SL_SRC_EXT_PNG;
-    } else if (strcasecmp(e, "webp") == 0) {
-        *ret_code = SL_SRC_EXT_WEBP;
-    } else {
-        return false;
+    for (unsigned c = 0; c < SL_SRC_EXT__COUNT; c++) {
+        if (strcasecmp(e, sl_src_img_ext[c]) == 0) {
+            *ret_code = (uint8_t)c;
+            *ret_order = order;
+            return true;
+        }
     }
-    *ret_order = order;
-    return true;
+    return false;
 }
 
 static int read_cls(wds_t *w, const char *name, uint64_t data, uint64_t size, char *err,

@@ -20,8 +20,6 @@
 #include "common/data/source_impl.h"
 #include "common/image/record.h"
 
-static const char *const k_img_ext[] = {"jpg", "jpeg", "png", "webp"};
-
 /* The extension a non-image member is named with, by role. */
 static const char *const k_role_ext[] = {
     [SL_SRC_ROLE_TEXT] = "txt",
@@ -36,7 +34,7 @@ static void member_name(const char *sample, const sl_src_member_t *m, char *out,
         snprintf(out, len, "%s.%s", sample, k_role_ext[m->role]);
         return;
     }
-    const char *ext = m->ext < sizeof(k_img_ext) / sizeof(k_img_ext[0]) ? k_img_ext[m->ext] : "?";
+    const char *ext = m->ext < SL_SRC_EXT__COUNT ? sl_src_img_ext[m->ext] : "?";
     if (m->num != UINT16_MAX) {
         snprintf(out, len, "%s.%u.%s", sample, (unsigned)m->num, ext);
     } else {
