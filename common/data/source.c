@@ -31,7 +31,8 @@ static const sl_src_kind_t *const k_kinds[] = {
     [SL_SRC_JSONL] = &sl_src_kind_jsonl,
 };
 
-const sl_src_kind_t *sl_src_kind(sl_source_type_e type)
+/* The row of type, or NULL for a type no row has. */
+static const sl_src_kind_t *kind_of(sl_source_type_e type)
 {
     if ((unsigned)type >= sizeof(k_kinds) / sizeof(k_kinds[0])) {
         return NULL;
@@ -102,7 +103,7 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
     if (data_root == NULL || path == NULL || ret_src == NULL) {
         return sl_err(err, errlen, -EINVAL, "source: missing data root or path");
     }
-    const sl_src_kind_t *kind = sl_src_kind(type);
+    const sl_src_kind_t *kind = kind_of(type);
     if (kind == NULL) {
         return sl_err(err, errlen, -EINVAL, "source: unknown source type %d", (int)type);
     }

@@ -142,9 +142,6 @@ extern const sl_src_kind_t sl_src_kind_filelist;
 extern const sl_src_kind_t sl_src_kind_webdataset;
 extern const sl_src_kind_t sl_src_kind_jsonl;
 
-/* The row of type, or NULL for a type no row has. */
-const sl_src_kind_t *sl_src_kind(sl_source_type_e type);
-
 struct sl_source_s {
     const sl_src_kind_t *kind; /* its row, static */
     char *root_real;  /* realpath of the data root (malloc'd) */
