@@ -1,5 +1,5 @@
 /* source: the samples of a data set, indexed once, read by index from many
- * threads. Five kinds (DESIGN.md, docs/sources.md): imagefolder, tar shards
+ * threads. Five kinds (docs/design.md, docs/sources.md): imagefolder, tar shards
  * (WebDataset convention, one image per sample) and filelist give encoded
  * images; webdataset and jsonl give multimodal records (text + 0..N images,
  * common/image/record.h). Every path is resolved under a data root and

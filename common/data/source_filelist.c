@@ -180,7 +180,7 @@ static int index_line(sl_source_t *src, const char *list, unsigned long lineno, 
     return 0;
 }
 
-int sl_src_index_filelist(sl_source_t *src, const char *path, char *err, size_t errlen)
+static int filelist_index(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
     int fd = sl_src_open_path(src, "filelist", path, O_RDONLY, err, errlen);
@@ -236,3 +236,10 @@ out:
     close(fd);
     return rc;
 }
+
+const sl_src_kind_t sl_src_kind_filelist = {
+    .type = SL_SRC_FILELIST,
+    .index = filelist_index,
+    .read = sl_src_read_file,
+    .read_head = sl_src_read_file_head,
+};

@@ -410,7 +410,7 @@ static int index_entry(walk_t *w, int dfd, const char *path, const char *name,
     return rc;
 }
 
-int sl_src_index_imagefolder(sl_source_t *src, const char *path, char *err, size_t errlen)
+static int imagefolder_index(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
     int dfd = sl_src_open_path(src, "imagefolder", path, O_RDONLY | O_DIRECTORY, err, errlen);
@@ -437,3 +437,12 @@ int sl_src_index_imagefolder(sl_source_t *src, const char *path, char *err, size
     close(dfd);
     return rc;
 }
+
+/* Classes are the directories, so the indexer sets nclasses itself. */
+const sl_src_kind_t sl_src_kind_imagefolder = {
+    .type = SL_SRC_IMAGEFOLDER,
+    .own_classes = true,
+    .index = imagefolder_index,
+    .read = sl_src_read_file,
+    .read_head = sl_src_read_file_head,
+};

@@ -1,6 +1,11 @@
-/* source_impl: what source.c shares with the indexers (source_imagefolder.c,
- * source_tar.c, source_filelist.c, and the record sources source_wds.c and
- * source_jsonl.c). Not a public API.
+/* source_impl: what the files of common/data share; not a public API.
+ *
+ * Kinds: one row (sl_src_kind_t) per sl_source_type_e, listed in source.c's
+ * table, defined with its functions in the kind's own file
+ * (source_imagefolder.c, source_tar.c, source_filelist.c, source_wds.c,
+ * source_jsonl.c). A row says how the kind indexes, which optional
+ * per-sample arrays it keeps, whether it yields records, and how it reads a
+ * sample (whole, and its head). Adding a kind is adding a row and its file.
  *
  * Index layout (built once by sl_source_open, read-only afterwards, so any
  * number of threads may read it without locks): one string arena holding
@@ -68,7 +73,17 @@ typedef enum {
 } sl_src_role_e;
 
 /* Image extensions, for naming a member in messages. */
-typedef enum { SL_SRC_EXT_JPG = 0, SL_SRC_EXT_JPEG, SL_SRC_EXT_PNG, SL_SRC_EXT_WEBP } sl_src_ext_e;
+typedef enum {
+    SL_SRC_EXT_JPG = 0,
+    SL_SRC_EXT_JPEG,
+    SL_SRC_EXT_PNG,
+    SL_SRC_EXT_WEBP,
+    SL_SRC_EXT__COUNT
+} sl_src_ext_e;
+
+/* Their text ("jpg", ...), by sl_src_ext_e (source_wds.c): what an image
+ * member's extension is matched against (any case) and named with. */
+extern const char *const sl_src_img_ext[SL_SRC_EXT__COUNT];
 
 /* One member of a webdataset sample: 16 bytes. Tar payloads start on 512-byte
  * blocks, so the block number fits 32 bits for shards up to 2 TiB (larger
@@ -86,8 +101,49 @@ typedef struct sl_src_member_s {
 /* jsonl: nimages value of a line that did not parse at indexing. */
 #define SL_SRC_LINE_BAD UINT8_MAX
 
-struct sl_source_s {
+/* Indexes the normalized path into src; err is filled on failure. */
+typedef int (*sl_src_index_fn)(sl_source_t *src, const char *path, char *err, size_t errlen);
+/* Reads sample index (checked by the caller) whole into out (source.h,
+ * sl_source_read). */
+typedef int (*sl_src_read_fn)(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
+                              char *err, size_t errlen);
+/* The same for at most the first max (> 0) bytes (sl_source_read_head). */
+typedef int (*sl_src_read_head_fn)(const sl_source_t *src, uint64_t index, uint64_t max,
+                                   sl_tensor_t *out, char *err, size_t errlen);
+/* What the index knows of record sample index (checked by the caller); *ret
+ * arrives zeroed. */
+typedef void (*sl_src_features_fn)(const sl_source_t *src, uint64_t index,
+                                   sl_src_features_t *ret);
+
+/* sl_src_kind_t.keep: the optional per-sample arrays sl_src_add_sample
+ * grows (and zeroes) for a kind. */
+#define SL_SRC_KEEP_OFFSETS 1u /* data_off and shard */
+#define SL_SRC_KEEP_FIRST 2u   /* first, with its sentinel entry */
+#define SL_SRC_KEEP_NIMAGES 4u /* nimages */
+
+/* One source kind: everything that differs between kinds. */
+typedef struct sl_src_kind_s {
     sl_source_type_e type;
+    unsigned keep;                 /* SL_SRC_KEEP_* */
+    bool own_classes;              /* the indexer sets nclasses; otherwise it is
+                                    * the largest label + 1 */
+    bool record;                   /* reads give records (sl_source_is_record);
+                                    * rec_fp is folded into the fingerprint */
+    sl_src_index_fn index;
+    sl_src_read_fn read;
+    sl_src_read_head_fn read_head; /* NULL: heads are -ENOTSUP */
+    sl_src_features_fn features;   /* record kinds only */
+} sl_src_kind_t;
+
+/* The rows, each in its kind's file. */
+extern const sl_src_kind_t sl_src_kind_imagefolder;
+extern const sl_src_kind_t sl_src_kind_tar;
+extern const sl_src_kind_t sl_src_kind_filelist;
+extern const sl_src_kind_t sl_src_kind_webdataset;
+extern const sl_src_kind_t sl_src_kind_jsonl;
+
+struct sl_source_s {
+    const sl_src_kind_t *kind; /* its row, static */
     char *root_real;  /* realpath of the data root (malloc'd) */
     size_t root_len;
     int root_fd;      /* O_PATH | O_DIRECTORY fd of root_real */
@@ -211,14 +267,8 @@ typedef struct sl_src_dirlist_s {
 int sl_src_dirlist_read(int dirfd, unsigned flags, sl_src_dirlist_t *ret_list);
 void sl_src_dirlist_free(sl_src_dirlist_t *list);
 
-/* Indexers: fill src from the normalized path. err is filled on failure. */
-int sl_src_index_imagefolder(sl_source_t *src, const char *path, char *err, size_t errlen);
-int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen);
-int sl_src_index_filelist(sl_source_t *src, const char *path, char *err, size_t errlen);
-int sl_src_index_wds(sl_source_t *src, const char *path, char *err, size_t errlen);
-int sl_src_index_jsonl(sl_source_t *src, const char *path, char *err, size_t errlen);
-
-/* Record helpers shared by source_wds.c and source_jsonl.c. */
+/* Record helpers shared by source_wds_read.c and source_jsonl.c
+ * (source_record.c). */
 /* Text from "conversations": the turns' "value"s joined with '\n'. Returns 0
  * with *ret (malloc'd, NUL-terminated), -ENOSTR (no "conversations", or no
  * turn in it), -EPROTO (wrong shape: *why says what), -ENOMEM. */
@@ -227,14 +277,50 @@ int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, co
 int sl_src_add_text(sl_tensor_t *out, const char *text, size_t n, const char *name, char *err,
                     size_t errlen);
 
-/* Record readers: sample index (checked by the caller) into a record in out. */
-/* A record of the first max bytes of each image member of sample index
- * (the cost model's headers), nothing else. Same errors as a read. */
-int sl_src_read_wds_heads(const sl_source_t *src, uint64_t index, uint64_t max,
-                          sl_tensor_t *out, char *err, size_t errlen);
-int sl_src_read_wds(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                    size_t errlen);
-int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+/* ---- source_read.c: the byte reads kinds' readers are built from ----- */
+
+/* Resizes out to size bytes (SL_DT_BYTES) and reads them at off; fewer (EOF)
+ * is -ENOMSG. */
+int sl_src_read_exact(int fd, uint64_t off, uint64_t size, sl_tensor_t *out, const char *name,
+                      char *err, size_t errlen);
+/* -ENODATA for 0 bytes, -EFBIG over SL_SOURCE_MAX_FILE_BYTES, else 0. */
+int sl_src_check_size(uint64_t size, const char *name, char *err, size_t errlen);
+/* The message of a failed open of name: "resolves outside the data root"
+ * for -EPERM, else strerror. Returns rc. */
+int sl_src_open_error(int rc, const char *name, char *err, size_t errlen);
+/* A sample that is one file under the root, named by its sample name
+ * (imagefolder, filelist): whole, or its first max bytes. */
+int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                     size_t errlen);
+int sl_src_read_file_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
+                          char *err, size_t errlen);
+
+/* ---- webdataset: shard listing (source_wds_shards.c), reader
+ * (source_wds_read.c) ------------------------------------------------- */
+
+/* Strings back to back (buf), the i-th at off[i]. */
+typedef struct sl_src_pathlist_s {
+    char *buf;
+    size_t len, cap;
+    size_t *off;
+    size_t n, ncap;
+} sl_src_pathlist_t;
+
+void sl_src_pathlist_free(sl_src_pathlist_t *l);
+
+/* The shard paths path names (a .tar, a directory of them or a brace
+ * pattern), in order, appended to *out (zeroed by the caller, freed by it
+ * also on failure). Returns 0 or -errno with err naming path. */
+int sl_src_wds_shards(sl_source_t *src, const char *path, sl_src_pathlist_t *out, char *err,
                       size_t errlen);
+
+/* The webdataset row's reader: a whole record; a record of the first max
+ * bytes of each image member (the cost model's headers), nothing else; the
+ * features from the members' roles and sizes. */
+int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                    size_t errlen);
+int sl_src_wds_read_heads(const sl_source_t *src, uint64_t index, uint64_t max,
+                          sl_tensor_t *out, char *err, size_t errlen);
+void sl_src_wds_features(const sl_source_t *src, uint64_t index, sl_src_features_t *ret);
 
 #endif

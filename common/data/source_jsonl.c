@@ -246,7 +246,7 @@ out:
     return rc;
 }
 
-int sl_src_index_jsonl(sl_source_t *src, const char *path, char *err, size_t errlen)
+static int jsonl_index(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
     int fd = sl_src_open_path(src, "jsonl manifest", path, O_RDONLY, err, errlen);
@@ -412,7 +412,7 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
     return rc;
 }
 
-int sl_src_read_jsonl(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+static int jsonl_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                       size_t errlen)
 {
     const sl_src_shard_t *man = &src->shards[0];
@@ -458,3 +458,25 @@ out:
     free(line);
     return rc;
 }
+
+/* What the index knows: the images the line names and its length (the
+ * text is within it); image sizes are unknown until read. */
+static void jsonl_features(const sl_source_t *src, uint64_t index, sl_src_features_t *f)
+{
+    uint8_t n = src->nimages[index];
+    f->nimages = n == SL_SRC_LINE_BAD ? 0 : n;
+    f->text_bytes = src->size[index];
+    f->text_bytes_exact = false; /* the whole line: an upper bound */
+    f->image_bytes_known = false;
+}
+
+/* No read_head: sl_source_read_head is -ENOTSUP here, the cost model uses
+ * the features instead. */
+const sl_src_kind_t sl_src_kind_jsonl = {
+    .type = SL_SRC_JSONL,
+    .keep = SL_SRC_KEEP_OFFSETS | SL_SRC_KEEP_NIMAGES,
+    .record = true,
+    .index = jsonl_index,
+    .read = jsonl_read,
+    .features = jsonl_features,
+};

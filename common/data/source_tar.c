@@ -31,7 +31,6 @@
 #include "common/data/source_impl.h"
 #include "common/data/tar_walk.h"
 
-
 typedef struct cls_ent_s {
     size_t key_off; /* in shard_t.keys */
     uint64_t seq;   /* order in the shard: the last .cls for a key wins */
@@ -269,7 +268,7 @@ static int index_shard_dir(sl_source_t *src, const char *path, int dfd, char *er
     return sl_src_each_tar(dfd, path, "tar", index_dir_entry, &c, err, errlen);
 }
 
-int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errlen)
+static int tar_index(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
     int fd = sl_src_open_path(src, "tar", path, O_RDONLY, err, errlen);
@@ -295,3 +294,59 @@ int sl_src_index_tar(sl_source_t *src, const char *path, char *err, size_t errle
     close(fd);
     return rc;
 }
+
+/* ---- reading ---------------------------------------------------------- */
+
+/* Reads the first min(size, max) bytes of a member (max 0: all of it). */
+static int read_tar_member(const sl_source_t *src, uint64_t index, uint64_t max,
+                           sl_tensor_t *out, const char *name, char *err, size_t errlen)
+{
+    uint64_t size = src->size[index];
+    int rc = sl_src_check_size(size, name, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    uint64_t want = max > 0 && max < size ? max : size;
+    bool close_fd;
+    int fd = sl_src_shard_fd(src, src->shard[index], name, &close_fd, err, errlen);
+    if (fd < 0) {
+        return fd;
+    }
+    /* A member that runs past the end of the shard fails here, before the
+     * buffer is sized: a 1 KiB shard must not make us reserve 256 MiB. */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < src->data_off[index] + size) {
+        rc = sl_err(err, errlen, -ENOMSG,
+                    "%s: truncated: %" PRIu64 " bytes declared, %" PRIu64 " in the shard", name,
+                    size,
+                    (uint64_t)st.st_size > src->data_off[index]
+                        ? (uint64_t)st.st_size - src->data_off[index]
+                        : 0);
+    } else {
+        rc = sl_src_read_exact(fd, src->data_off[index], want, out, name, err, errlen);
+    }
+    if (close_fd) {
+        close(fd);
+    }
+    return rc;
+}
+
+static int tar_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                    size_t errlen)
+{
+    return read_tar_member(src, index, 0, out, src->arena + src->name_off[index], err, errlen);
+}
+
+static int tar_read_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
+                         char *err, size_t errlen)
+{
+    return read_tar_member(src, index, max, out, src->arena + src->name_off[index], err, errlen);
+}
+
+const sl_src_kind_t sl_src_kind_tar = {
+    .type = SL_SRC_TAR,
+    .keep = SL_SRC_KEEP_OFFSETS,
+    .index = tar_index,
+    .read = tar_read,
+    .read_head = tar_read_head,
+};

@@ -1,4 +1,4 @@
-/* fuzz_records: the multimodal record sources (common/data/source_wds.c,
+/* fuzz_records: the multimodal record sources (common/data/source_wds*.c,
  * source_jsonl.c, over tar_walk.c) on arbitrary bytes. Input: byte 0 picks
  * the source (bit 0 clear: webdataset, the rest is ROOT/shard.tar; set:
  * jsonl, the rest is the manifest ROOT/m.jsonl). ROOT also holds image files

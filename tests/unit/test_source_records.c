@@ -1,4 +1,4 @@
-/* Tests for the record sources (common/data/source_wds.c, source_jsonl.c),
+/* Tests for the record sources (common/data/source_wds*.c, source_jsonl.c),
  * the shared tar walk they use, and sl_utf8_check: tar shards and manifests
  * are written here, in a fresh temp dir per test; every record read is
  * checked with sl_rec_parse and its fields' bytes. Images are small
