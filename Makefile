@@ -157,7 +157,8 @@ $(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-MODS := base text spec image plugin data engine cost rpc http proto disp worker client fx
+COMMON_MODS := base sample text spec image plugin data engine cost rpc http
+MODS := $(COMMON_MODS) proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
 $$(LIB_$(1)): $$(MOBJ_$(1))
@@ -165,7 +166,7 @@ $$(LIB_$(1)): $$(MOBJ_$(1))
 	@echo "  AR      $$@"
 	$$(Q)rm -f $$@ && ar rcs $$@ $$^
 endef
-$(foreach m,base text spec image plugin data engine cost rpc http,\
+$(foreach m,$(COMMON_MODS),\
   $(eval MOBJ_$(m) := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard common/$(m)/*.c))))
 MOBJ_proto := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_C))
 MOBJ_disp := $(filter-out %/main.o,$(DISP_OBJ))
@@ -175,11 +176,12 @@ MOBJ_fx := $(TEST_HELPER_OBJ)
 $(foreach m,$(MODS),$(eval $(call mod_lib,$(m))))
 
 DEPS_base := base
+DEPS_sample := sample base
 DEPS_text := text base
 DEPS_spec := spec base
-DEPS_image := image base
-DEPS_plugin := plugin image base
-DEPS_data := data spec image base
+DEPS_image := image $(DEPS_sample)
+DEPS_plugin := plugin $(DEPS_image)
+DEPS_data := data spec $(DEPS_image)
 DEPS_engine := engine text plugin $(DEPS_data)
 DEPS_cost := cost $(DEPS_engine)
 DEPS_rpc := rpc proto base
@@ -196,8 +198,8 @@ TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_imgops := image
 TEST_MODS_test_augment := engine
-TEST_MODS_test_codec := image
-TEST_MODS_test_record := image
+TEST_MODS_test_codec := sample
+TEST_MODS_test_record := sample
 TEST_MODS_test_tokenizer := text
 TEST_MODS_test_imgops_normalize := image
 TEST_MODS_test_simd_paths := image

@@ -26,7 +26,7 @@
 #include "common/engine/balance.h"
 #include "common/engine/executor.h"
 #include "common/engine/ranks.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 /* How often a busy runner copies its executor's unit stats for heartbeats. */
 #define WK_STATS_EVERY_MS 1000

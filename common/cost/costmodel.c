@@ -8,7 +8,7 @@
 
 #include "common/base/lsq.h"
 #include "common/image/jpeg.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 void sl_cost_features(const uint8_t *buf, size_t len, sl_cost_features_t *ret)
 {

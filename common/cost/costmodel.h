@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A record (common/image/record.h) sums its images: kb and mpix over all
+/* A record (common/sample/record.h) sums its images: kb and mpix over all
  * of them, prog_mpix over the progressive ones; text_kb and images are its
  * own (a JPEG sample: one image, no text). */
 typedef struct sl_cost_features_s {

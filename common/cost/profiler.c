@@ -9,7 +9,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/err.h"
-#include "common/image/codec.h"
+#include "common/sample/codec.h"
 
 size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices)
 {

@@ -33,7 +33,7 @@
 #include "common/base/utf8.h"
 #include "common/data/source_impl.h"
 #include "common/data/tar_walk.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 #define WDS_EXT_KEEP 24          /* image extension text kept for ordering ties */
 #define WDS_MAX_BRACES 32        /* brace groups along one expansion */

@@ -7,7 +7,7 @@
 #include "common/data/source.h"
 #include "common/engine/balance.h"
 #include "common/image/image_decode.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "common/image/tiles.h"
 #include "common/spec/spec.h"
 

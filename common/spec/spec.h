@@ -51,7 +51,7 @@ typedef enum {
     SL_SRC_IMAGEFOLDER = 0,
     SL_SRC_TAR,
     SL_SRC_FILELIST,
-    SL_SRC_WEBDATASET, /* multimodal records from tar shards (common/image/record.h) */
+    SL_SRC_WEBDATASET, /* multimodal records from tar shards (common/sample/record.h) */
     SL_SRC_JSONL,      /* multimodal records from a JSON-lines manifest */
 } sl_source_type_e;
 
