@@ -157,7 +157,7 @@ $(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-COMMON_MODS := base sample text spec image plugin data engine cost rpc http
+COMMON_MODS := base sample text spec order image plugin data engine cost rpc http
 MODS := $(COMMON_MODS) proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
@@ -179,10 +179,11 @@ DEPS_base := base
 DEPS_sample := sample base
 DEPS_text := text base
 DEPS_spec := spec base
+DEPS_order := order $(DEPS_spec)
 DEPS_image := image $(DEPS_sample)
 DEPS_plugin := plugin $(DEPS_image)
 DEPS_data := data spec $(DEPS_image)
-DEPS_engine := engine text plugin $(DEPS_data)
+DEPS_engine := engine order text plugin $(DEPS_data)
 DEPS_cost := cost $(DEPS_engine)
 DEPS_rpc := rpc proto base
 DEPS_http := http base
@@ -217,7 +218,7 @@ TEST_MODS_test_pipeline_record := engine
 TEST_MODS_test_ranks := engine
 TEST_MODS_test_resume := client
 TEST_MODS_test_plugin := engine
-TEST_MODS_test_balance := engine
+TEST_MODS_test_balance := order
 TEST_MODS_test_costmodel := cost
 TEST_MODS_test_rpc := rpc
 TEST_MODS_test_rpc_limits := rpc
