@@ -2,6 +2,7 @@
 #include "client/lib/costs.h"
 
 #include "common/base/clock.h"
+#include "common/profile/features.h"
 #include "common/sample/tensor.h"
 
 static void size_costs(const sl_source_t *src, float *out, uint64_t n)
