@@ -16,6 +16,21 @@ SAN_FLAGS :=
 OPT ?= -O2 -g
 endif
 
+# pkg-config packages each module links (a module not named: none). A
+# program links those of its modules' closure only (pkg_libs below); PKGS,
+# every one of them, gives the compile flags and libsluice's.
+PKGS_sample := libzstd
+PKGS_text := libpcre2-8
+PKGS_spec := jansson
+PKGS_image := libturbojpeg libjpeg libpng libwebp
+PKGS_plugin := jansson
+PKGS_data := jansson
+PKGS_rpc := grpc gpr libprotobuf-c
+PKGS_proto := libprotobuf-c
+PKGS_http := libevent libevent_pthreads
+PKGS_disp := jansson
+PKGS_worker := jansson
+PKGS_client := jansson
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
         libpng libpcre2-8 libwebp
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -127,11 +142,6 @@ $(BUILD)/bin/sluice: $(CLI_OBJ) $(CLIENT_LIB) $(COMMON_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/sluice-dispatcher: $(DISP_OBJ) $(COMMON_LIB)
-	@mkdir -p $(dir $@)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
 # Plugins run in a process of their own (common/plugin/plugin.h). The
 # example plugins and the tests' misbehaving one build into $(BUILD)/plugins.
 $(BUILD)/plugins/%.so: examples/plugins/%.c common/plugin/sluice_plugin.h
@@ -147,11 +157,6 @@ $(BUILD)/bin/sluice-plugin-host: $(BUILD)/obj/plugin_host/main.o $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -ldl
-
-$(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(COMMON_LIB)
-	@mkdir -p $(dir $@)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Unit tests link only the modules they test (and what those modules are
 # declared to need), so a module that starts calling into one it does not
@@ -195,6 +200,27 @@ DISP_PIPELINES := $(DEPS_engine)
 DEPS_disp := disp $(DEPS_cost) $(DEPS_order) $(DEPS_rpc) $(DEPS_http) $(DISP_PIPELINES)
 DEPS_worker := worker $(DEPS_profile) $(DEPS_rpc) $(DEPS_http)
 DEPS_client := client $(DEPS_profile) $(DEPS_rpc)
+
+# The daemons link their own objects, the module libraries of their closure
+# and only the pkg-config libraries those modules name (ldd shows which).
+mod_libs = $(foreach m,$(sort $(1)),$(LIB_$(m)))
+pkg_libs = $(shell pkg-config --libs $(sort $(foreach m,$(1),$(PKGS_$(m)))) 2>/dev/null) -lm
+DISP_LIBS := $(call mod_libs,$(filter-out disp,$(DEPS_disp)))
+DISP_LDLIBS := $(call pkg_libs,$(DEPS_disp))
+WORKER_LIBS := $(call mod_libs,$(filter-out worker,$(DEPS_worker)))
+WORKER_LDLIBS := $(call pkg_libs,$(DEPS_worker))
+
+$(BUILD)/bin/sluice-dispatcher: $(DISP_OBJ) $(DISP_LIBS)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(DISP_OBJ) -Wl,--start-group $(DISP_LIBS) -Wl,--end-group \
+	  $(DISP_LDLIBS)
+
+$(BUILD)/bin/sluice-worker: $(WORKER_OBJ) $(WORKER_LIBS)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(WORKER_OBJ) -Wl,--start-group $(WORKER_LIBS) -Wl,--end-group \
+	  $(WORKER_LDLIBS)
 
 # What each suite tests (default: everything, for a suite not listed yet).
 TEST_MODS_test_base := base
