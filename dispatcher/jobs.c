@@ -11,7 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "dispatcher/jobs_impl.h"
 #include "dispatcher/planner_job.h"
 
@@ -187,7 +187,7 @@ static int parse_job(disp_job_t *job, const disp_submit_t *req, const char *name
     if (disp_job_plugins_new(&job->spec, &job->plugins) < 0) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    /* Multi-rank: the epoch is this rank's share (common/engine/ranks.h). */
+    /* Multi-rank: the epoch is this rank's share (common/order/ranks.h). */
     job->positions = sl_spec_positions(&job->spec, req->num_samples);
     if (job->positions == 0) {
         return sl_err(err, errlen, -EINVAL,

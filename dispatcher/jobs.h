@@ -237,7 +237,7 @@ typedef struct disp_job_s {
     /* Multi-rank jobs (dispatcher/ranks.h): this job is rank `rank` of
      * world_size of the job named group ("" and 1 for a single consumer).
      * positions: per epoch, num_samples or the rank's share of them
-     * (common/engine/ranks.h); splits cut these. */
+     * (common/order/ranks.h); splits cut these. */
     char group[DISP_NAME_MAX];
     uint32_t rank, world_size;
     uint64_t positions;

@@ -9,7 +9,7 @@
 
 #include "common/base/err.h"
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "dispatcher/journal_state.h"
 #include "dispatcher/link_cache.h"
 #include "dispatcher/plan.h"

@@ -1,7 +1,7 @@
 /* ranks: multi-rank jobs at the dispatcher (docs/protocol.md "Multi-rank
  * jobs"). A job opened by world_size consumers is one dispatcher job per
  * rank, all tagged with the job's name: each rank's part has its own epochs,
- * splits (cut over the rank's share of every epoch, common/engine/ranks.h),
+ * splits (cut over the rank's share of every epoch, common/order/ranks.h),
  * acknowledgements and re-assignment, so exactly-once holds per rank by the
  * single-consumer rules. Ranks do not wait for each other: a late rank
  * starts its part when it submits.

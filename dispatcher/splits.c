@@ -12,7 +12,7 @@
 
 #include "common/base/err.h"
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "dispatcher/jobs_impl.h"
 
 /* ------------------------------------------------------------ ids and ranges */

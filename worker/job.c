@@ -12,7 +12,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 
 /* First guess of a finished sample's bytes, before any has finished. */
 #define WK_EST_INITIAL ((size_t)1 << 20)

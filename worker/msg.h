@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "common/engine/batcher.h"
-#include "common/image/codec.h"
+#include "common/sample/codec.h"
 #include "proto/sluice.pb-c.h"
 
 /* Bytes a message costs beyond its samples: job_id, split_id, split_done,

@@ -11,7 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/cost/hostfacts.h"
-#include "common/cost/profiler.h"
+#include "common/profile/profiler.h"
 #include "common/plugin/plugin.h"
 #include "common/base/log.h"
 #include "common/cost/costmodel.h"

@@ -23,10 +23,10 @@
 #include "common/base/log.h"
 #include "common/base/rng.h"
 #include "common/data/skip.h"
-#include "common/engine/balance.h"
+#include "common/engine/balance_costs.h"
 #include "common/engine/executor.h"
-#include "common/engine/ranks.h"
-#include "common/image/record.h"
+#include "common/order/ranks.h"
+#include "common/sample/record.h"
 
 /* How often a busy runner copies its executor's unit stats for heartbeats. */
 #define WK_STATS_EVERY_MS 1000
@@ -154,7 +154,7 @@ static int runner_load(wk_job_t *job)
         return -ESTALE;
     }
     /* Balanced batching: the same predictions as the client's, for the same
-     * order (common/engine/balance.h). */
+     * order (common/order/balance.h). */
     if (job->spec.batching.mode == SL_BATCHING_BALANCED) {
         size_t nn = n > 0 ? n : 1;
         job->tcost = malloc(nn * sizeof(*job->tcost));
@@ -189,7 +189,7 @@ static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
 }
 
 /* The job's epoch order into order (num_samples entries): a multi-rank
- * job's splits are over its rank's share of the epoch (common/engine/ranks.h). */
+ * job's splits are over its rank's share of the epoch (common/order/ranks.h). */
 static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
 {
     if (job->spec.world_size <= 1) {

@@ -12,7 +12,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 
 wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
 {

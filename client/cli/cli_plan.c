@@ -13,7 +13,7 @@
 #include "common/plugin/plugin.h"
 #include "client/cli/cli_opts.h"
 #include "client/lib/profile.h"
-#include "common/cost/profiler.h"
+#include "common/profile/profiler.h"
 #include "common/engine/pipeline.h"
 #include "common/rpc/rpc.h"
 #include "common/data/source.h"

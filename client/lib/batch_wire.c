@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 static uint64_t shape_bytes(const sl_wire_sample_t *s, size_t esz);
 

@@ -17,7 +17,7 @@
 #include "client/lib/line.h"
 #include "client/lib/sluice.h"
 #include "client/lib/steps.h"
-#include "common/engine/balance.h"
+#include "common/order/balance.h"
 #include "common/base/jobcap.h"
 #include "common/base/ring.h"
 #include "common/base/secret.h"
@@ -131,7 +131,7 @@ struct sluice_job {
      * longer job (sluice_options_t.first_epoch), end = first + spec.epochs. */
     uint64_t first_epoch, end_epoch;
     /* Positions per epoch: num_samples, or this rank's share of them
-     * (common/engine/ranks.h); epoch orders and splits are over these. */
+     * (common/order/ranks.h); epoch orders and splits are over these. */
     cl_steps_t steps;   /* the trainer's step times (sluice_report_step) */
     float *tcost;       /* balanced batching: per-sample predictions (open.c) */
     sl_balance_stats_t bstats; /* what the first epoch's schedule predicts (open.c) */

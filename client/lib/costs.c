@@ -2,7 +2,8 @@
 #include "client/lib/costs.h"
 
 #include "common/base/clock.h"
-#include "common/image/tensor.h"
+#include "common/profile/features.h"
+#include "common/sample/tensor.h"
 
 static void size_costs(const sl_source_t *src, float *out, uint64_t n)
 {

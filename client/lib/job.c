@@ -11,7 +11,7 @@
 #include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
 #include "client/lib/rx.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "common/base/clock.h"
 
 static int set_error(sluice_job_t *job, int code, const char *fmt, const char *detail)

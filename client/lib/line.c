@@ -10,7 +10,7 @@
 #include "client/lib/taken.h"
 #include "common/data/skip.h"
 #include "common/engine/executor.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 
 #define CL_ORDER_CACHE 3 /* epoch orders kept */
 /* The executor holds CL_WINDOW_PER_THREAD samples per thread plus one
@@ -134,7 +134,7 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
             return NULL;
         }
     }
-    /* Multi-rank: only this rank's positions (common/engine/ranks.h). */
+    /* Multi-rank: only this rank's positions (common/order/ranks.h). */
     if (sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok,
                                ranked ? l->order_scratch : victim->order, victim->order) < 0) {
         free(victim->order);

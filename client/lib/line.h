@@ -3,7 +3,7 @@
  * the stage chain's, common/engine/pipeline.h) -- with the epoch bookkeeping
  * inside: an epoch is declared to the batcher when its first sample is
  * described, in order, and each epoch's order (position -> sample index, this
- * rank's share: common/engine/ranks.h) is computed once and cached. It also
+ * rank's share: common/order/ranks.h) is computed once and cached. It also
  * sizes the executor (room for a batch beyond the threads' own window, so a
  * batch is made while the training loop works on the previous one) and
  * applies the spec's on_error policy to every sample it batches.

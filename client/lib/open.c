@@ -14,9 +14,10 @@
 #include "client/lib/state.h"
 #include "common/plugin/plugin.h"
 #include "common/base/err.h"
-#include "common/engine/balance.h"
+#include "common/engine/balance_costs.h"
+#include "common/order/balance.h"
 #include "common/base/version.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "common/base/clock.h"
 
 /* planner: the profiles for an auto/fastflow job, or NULL. */

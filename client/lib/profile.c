@@ -17,7 +17,7 @@
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
 #include "common/cost/hostfacts.h"
-#include "common/cost/profiler.h"
+#include "common/profile/profiler.h"
 
 #define CL_NAME_MAX 96
 #define CL_KEY_MAX 128

@@ -5,7 +5,7 @@
  *  1. GetPlanContext: the live workers, and profiles the dispatcher has
  *     cached for this spec hash (those hosts are not profiled again);
  *  2. its own profile: every unit on ~200 evenly spread samples of the
- *     job's data, one thread, at most ~2 s (common/cost/profiler.h);
+ *     job's data, one thread, at most ~2 s (common/profile/profiler.h);
  *  3. its CPU budget (affinity, cgroup quota), capped by its threads; when
  *     no cgroup of ours is readable, what the profile pass's lone thread
  *     got, if that shows a limit (client/lib/profile_budget.h);
@@ -43,7 +43,7 @@
 #include <stdint.h>
 
 #include "common/cost/costmodel.h"
-#include "common/cost/profiler.h"
+#include "common/profile/profiler.h"
 #include "common/engine/pipeline.h"
 #include "common/rpc/rpc.h"
 #include "common/data/source.h"

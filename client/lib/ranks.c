@@ -1,6 +1,6 @@
 /* Multi-rank jobs on the client (docs/protocol.md "Multi-rank jobs"): the
  * rank and world size go into the spec (so the worker and dispatcher cut
- * the same share, common/engine/ranks.h), the ranks of one job share a name, and
+ * the same share, common/order/ranks.h), the ranks of one job share a name, and
  * a restarted rank skips what the dispatcher says is acknowledged. */
 #include <errno.h>
 #include <inttypes.h>

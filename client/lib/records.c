@@ -1,4 +1,4 @@
-/* records: sluice_batch_records -- a batch of records (common/image/record.h)
+/* records: sluice_batch_records -- a batch of records (common/sample/record.h)
  * as ragged arrays a model takes. Two passes over the batch: the first
  * counts, one allocation holds every array, the second fills. Tokens and
  * tiles are copied once into their batch-wide arrays; untiled images are
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "client/lib/client_impl.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 typedef struct {
     size_t keys, metas, text, tokens, input_ids, images, tiles_bytes;

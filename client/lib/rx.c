@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/image/codec.h"
-#include "common/image/tensor.h"
+#include "common/sample/codec.h"
+#include "common/sample/tensor.h"
 
 /* The segments of one sample's data (a reader over the message's slices)
  * as iovecs for the decompressor; n <= the message's segment count. */

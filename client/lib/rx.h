@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "client/lib/batch_wire.h"
-#include "common/image/codec.h"
+#include "common/sample/codec.h"
 #include "common/rpc/rpc_client.h"
 #include "proto/sluice.pb-c.h"
 

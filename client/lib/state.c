@@ -13,7 +13,7 @@
 #include "common/base/sha256.h"
 #include "client/lib/taken.h"
 #include "common/base/err.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "common/spec/resume.h"
 
 #define MAGIC "SLUICE-STATE "

@@ -8,7 +8,7 @@
 
 #include "client/lib/client_impl.h"
 #include "common/base/lsq.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 void cl_steps_add_batch(cl_steps_t *s, const sluice_batch_t *b)
 {

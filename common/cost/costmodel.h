@@ -1,18 +1,19 @@
 /* costmodel: what a sample costs (DFLOP's lesson): pipeline CPU seconds
  * predicted from features read from the JPEG header without decoding --
- * file size, pixels, progressive -- by a linear model fitted online from
+ * file size, pixels, progressive (common/profile/features.h reads them;
+ * this model is the arithmetic only) -- by a linear model fitted online from
  * measured times (sufficient statistics, so adding a sample is O(1)); and
  * the cheaper size proxy the client sends when it opens no file.
  *
  * Pure and lock-free: any thread may call, each on its own model. The
- * profiler (common/cost/profiler.h) fits one per profiled host. */
+ * profiler (common/profile/profiler.h) fits one per profiled host. */
 #ifndef SL_COSTMODEL_H
 #define SL_COSTMODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* A record (common/image/record.h) sums its images: kb and mpix over all
+/* A record (common/sample/record.h) sums its images: kb and mpix over all
  * of them, prog_mpix over the progressive ones; text_kb and images are its
  * own (a JPEG sample: one image, no text). */
 typedef struct sl_cost_features_s {
@@ -48,19 +49,6 @@ typedef struct sl_costmodel_s {
     int fitted;
 } sl_costmodel_t;
 
-/* Features of an encoded sample; a file the header probe refuses gets its
- * size only (mpix 0). */
-void sl_cost_features(const uint8_t *buf, size_t len, sl_cost_features_t *ret);
-/* The same from the first len bytes of a file of file_bytes (its header
- * is in the first few KB unless metadata comes first). */
-void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
-                           sl_cost_features_t *ret);
-/* A record's features from a record of its images' heads (webdataset's
- * sl_source_read_head) and the sizes the index knows. */
-void sl_cost_features_heads(const uint8_t *rec, size_t len, uint64_t image_bytes,
-                            uint64_t text_bytes, sl_cost_features_t *ret);
-/* How many bytes of a file sl_cost_features_head wants. */
-#define SL_COST_HEAD_BYTES 65536
 void sl_costmodel_init(sl_costmodel_t *m);
 /* Adds one measured sample (seconds of pipeline CPU). */
 void sl_costmodel_add(sl_costmodel_t *m, const sl_cost_features_t *f, double sec);

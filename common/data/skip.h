@@ -22,7 +22,7 @@ typedef enum {
     SL_SKIP_BAD_MANIFEST, /* -EPROTO: a manifest line that is not a JSON object of the
                            * documented shape */
     SL_SKIP_TOO_MANY_IMAGES, /* -ETOOMANYREFS: more images than SL_REC_MAX_IMAGES */
-    /* -ECANCELED: a hole of a resumed job's epoch (common/engine/ranks.h
+    /* -ECANCELED: a hole of a resumed job's epoch (common/order/ranks.h
      * SL_POS_HOLE): no sample, consumed before the resume. Not an error:
      * never counted as skipped nor failing an on_error "fail" job. */
     SL_SKIP_RESUMED,

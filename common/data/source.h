@@ -2,7 +2,7 @@
  * threads. Five kinds (docs/design.md, docs/sources.md): imagefolder, tar shards
  * (WebDataset convention, one image per sample) and filelist give encoded
  * images; webdataset and jsonl give multimodal records (text + 0..N images,
- * common/image/record.h). Every path is resolved under a data root and
+ * common/sample/record.h). Every path is resolved under a data root and
  * anything that escapes it ("..", absolute paths, symlinks leading out) is
  * refused: the source path itself at open, a sample (a file of an
  * imagefolder or a list that resolves outside) when it is read, so one such
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "common/spec/spec.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 typedef struct sl_source_s sl_source_t;
 

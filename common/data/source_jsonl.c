@@ -22,7 +22,7 @@
 #include "common/base/err.h"
 #include "common/base/utf8.h"
 #include "common/data/source_impl.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 #define JSONL_CHUNK ((size_t)1 << 20)
 

@@ -26,7 +26,7 @@
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
 #include "common/data/tar_walk.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 #define WDS_EXT_KEEP 24 /* image extension text kept for ordering ties */
 #define WDS_MAX_SHARD_BYTES ((uint64_t)UINT32_MAX * 512) /* member block fits 32 bits */

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "common/data/skip.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 typedef struct sl_sample_s {
     uint64_t epoch;

@@ -11,7 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/engine/pool.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 
 typedef struct slot_s {
     sl_exec_t *ex;

@@ -1,4 +1,4 @@
-/* pipe_record: a unit over a record (common/image/record.h). The image units
+/* pipe_record: a unit over a record (common/sample/record.h). The image units
  * run on every image of the sample, each with its own random stream (the
  * stage's stream and the image's number), so a record's bytes, like an
  * image's, depend only on (seed, epoch, index) and never on where the unit

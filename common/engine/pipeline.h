@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "common/spec/spec.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 #define SL_PIPE_MAX_UNITS SL_SPEC_MAX_STAGES
 

@@ -6,7 +6,7 @@
 
 #include "common/base/rng.h"
 #include "common/engine/pipeline.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "common/text/tokenizer.h"
 
 typedef enum {

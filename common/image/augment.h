@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "common/base/rng.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 typedef enum {
     SL_AUG_NEAREST = 0,

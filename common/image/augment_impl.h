@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 /* Bytes must not depend on the host (docs/design.md invariant 2): a build
  * for a CPU with FMA would otherwise fuse a * b + c into one rounding here

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 typedef enum {
     SL_IMAGE_UNKNOWN = 0,

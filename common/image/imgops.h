@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "common/base/rng.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 /* Resamples the rectangle (x, y, w, h) of in -- in input pixel units,
  * fractional allowed, inside [0, in->w] x [0, in->h] -- to out_h x out_w.

@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 /* Bytes sl_png_probe needs: signature (8) + IHDR chunk (4 + 4 + 13 + 4). */
 #define SL_PNG_PROBE_BYTES 33

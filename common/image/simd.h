@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 typedef enum {
     SL_SIMD_AUTO = 0, /* the fastest this build and CPU run */

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 #define SL_TILES_MAX_TILE 4096u /* tile side, pixels */
 #define SL_TILES_MAX_COUNT 64u  /* max_tiles (the thumbnail comes on top) */

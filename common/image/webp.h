@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 /* Bytes the magic check needs: "RIFF", the size, "WEBP". */
 #define SL_WEBP_MAGIC_BYTES 12

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 #define SL_PLUGIN_MAX 64           /* stages in one plugin_dir */
 #define SL_PLUGIN_NAME_MAX 64

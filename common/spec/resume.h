@@ -1,7 +1,7 @@
 /* resume: what a resumed job carries about the epochs its predecessors
  * consumed part of (docs/protocol.md "Resume"). It travels as the spec's
  * "resume" section, so the client, the dispatcher and every worker lay the
- * rest of such an epoch out alike (common/engine/ranks.h).
+ * rest of such an epoch out alike (common/order/ranks.h).
  *
  * An epoch's history is a list of generations: generation 0 is the job that
  * started the epoch (its world size decides the epoch's slots), every later
@@ -11,7 +11,7 @@
  * a few runs per rank whatever the epoch's size.
  *
  * This module owns the data and its JSON form only; the layout arithmetic
- * is in common/engine/resume_order.c. */
+ * is in common/order/resume_order.c. */
 #ifndef SL_RESUME_H
 #define SL_RESUME_H
 

@@ -25,7 +25,7 @@ static const char *const top_keys[] = {
     "offload", "on_error", "max_pixels", "world_size", "rank", "rank_padding", "name",
     "compress", "batching", "resume", NULL,
 };
-/* Multi-rank jobs (common/engine/ranks.h): indexed by sl_rank_padding_e. */
+/* Multi-rank jobs (common/order/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
 const char *const sl_spec_compress_names[SL_SPEC_NCOMPRESS] = {"off", "zstd"};
 

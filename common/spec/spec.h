@@ -51,7 +51,7 @@ typedef enum {
     SL_SRC_IMAGEFOLDER = 0,
     SL_SRC_TAR,
     SL_SRC_FILELIST,
-    SL_SRC_WEBDATASET, /* multimodal records from tar shards (common/image/record.h) */
+    SL_SRC_WEBDATASET, /* multimodal records from tar shards (common/sample/record.h) */
     SL_SRC_JSONL,      /* multimodal records from a JSON-lines manifest */
 } sl_source_type_e;
 
@@ -95,7 +95,7 @@ typedef enum {
 #define SL_SPEC_WORLD_MAX 4096
 
 /* "batching": how samples are grouped into each rank's batches
- * (common/engine/balance.h, docs/records.md "Balanced batching"). */
+ * (common/order/balance.h, docs/records.md "Balanced batching"). */
 typedef enum {
     SL_BATCHING_COUNT = 0, /* equal counts per rank (DistributedSampler), the default */
     SL_BATCHING_BALANCED,  /* equal predicted trainer cost per rank and step */
@@ -155,7 +155,7 @@ typedef struct sl_spec_s {
     /* Shuffle by blocks of this many consecutive samples (then within a
      * window of SL_SHUFFLE_WINDOW_BLOCKS blocks), so a split reads a few
      * sequential runs of its shards. 0: every sample shuffled alone (the
-     * default, except webdataset: 64). common/engine/ranks.h. */
+     * default, except webdataset: 64). common/order/ranks.h. */
     uint32_t shuffle_block;
     uint64_t seed;                      /* default 0 */
 
@@ -171,7 +171,7 @@ typedef struct sl_spec_s {
     double local_share; /* SL_OFFLOAD_FIXED: fraction of samples done locally, 0..1 */
     sl_on_error_e on_error;
     uint64_t max_pixels; /* decompression-bomb limit, default 100 000 000 */
-    /* Multi-rank jobs (common/engine/ranks.h): this consumer's rank of world_size
+    /* Multi-rank jobs (common/order/ranks.h): this consumer's rank of world_size
      * (default 0 of 1) and how an epoch that does not divide is shared. */
     uint32_t world_size;
     uint32_t rank;

@@ -1,5 +1,5 @@
 /* spec_batching: the "batching" section: count-based (default) or balanced
- * batches (common/engine/balance.h) with their trainer cost model. Parsing
+ * batches (common/order/balance.h) with their trainer cost model. Parsing
  * thread only. */
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* fuzz_record: a record from a peer (common/image/record.c's sl_rec_parse)
+/* fuzz_record: a record from a peer (common/sample/record.c's sl_rec_parse)
  * through every record unit of two pipelines (common/engine/pipe_record.c,
  * pipe_text.c, the image units of pipeline.c, tiles.c, the decoders) -- what
  * a worker or the client runs on a record another host sent, from any split
@@ -31,7 +31,7 @@
 
 #include "common/data/source.h"
 #include "common/engine/pipeline.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "common/spec/spec.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/unit/fixtures.h"

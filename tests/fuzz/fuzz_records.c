@@ -29,7 +29,7 @@
 
 #include "common/base/utf8.h"
 #include "common/data/source.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,7 +1,7 @@
 /* balance_sim: per-step load imbalance of a data-parallel job over the
  * samples of a real `sluice run --dump` (their sequence lengths and image
  * tiles), count-based shares (DistributedSampler) against balanced bins
- * (common/engine/balance.h), for scripts/bench-balance.
+ * (common/order/balance.h), for scripts/bench-balance.
  *
  *   balance_sim DUMP --world W --batch B [--microbatches M] [--lookahead L]
  *               [--token-budget T] [--model a,b,c,d] [--noise SIGMA] [--seed S]
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "common/base/rng.h"
-#include "common/engine/balance.h"
+#include "common/order/balance.h"
 
 typedef struct {
     uint32_t world, batch, micro, lookahead;

@@ -77,7 +77,7 @@
 #include "common/image/simd.h"
 #include "common/image/imgops.h"
 #include "common/image/jpeg.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 #define BENCH_OUT 224
 

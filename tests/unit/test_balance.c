@@ -1,4 +1,4 @@
-/* common/engine/balance: the trainer cost model; LPT packing places every
+/* common/order/balance: the trainer cost model; LPT packing places every
  * item once, keeps token budgets where any bin has room, is deterministic,
  * and on heavy-tailed costs leaves far less imbalance than equal counts;
  * the look-ahead deal is a permutation giving every step its count. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/base/rng.h"
-#include "common/engine/balance.h"
+#include "common/order/balance.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 

@@ -11,6 +11,7 @@
 
 #include "client/lib/costs.h"
 #include "common/cost/costmodel.h"
+#include "common/profile/features.h"
 #include "common/data/source.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_tar.h"

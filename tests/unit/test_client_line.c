@@ -12,7 +12,7 @@
 
 #include "client/lib/line.h"
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "tests/unit/fixtures.h"
 
 #define NIMG 10

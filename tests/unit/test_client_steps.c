@@ -10,7 +10,7 @@
 
 #include "client/lib/steps.h"
 #include "common/base/rng.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "tests/unit/fixtures.h"
 
 /* A batch of n records with the given sequence lengths and tile counts. */

@@ -1,4 +1,4 @@
-/* common/image/codec: the delta filter and zstd wrapper round-trip any
+/* common/sample/codec: the delta filter and zstd wrapper round-trip any
  * bytes; every broken payload a peer could send -- corrupt, truncated,
  * extended, a frame of another size, an unknown codec -- is refused with an
  * error, never decoded to other bytes or read past its end. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/image/codec.h"
+#include "common/sample/codec.h"
 #include "tests/unit/fixtures.h"
 
 #define W 64

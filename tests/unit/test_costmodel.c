@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 
 #include "common/cost/costmodel.h"
+#include "common/profile/features.h"
 #include "common/cost/hostfacts.h"
-#include "common/cost/profiler.h"
+#include "common/profile/profiler.h"
 #include "common/engine/pipeline.h"
 #include "common/data/source.h"
 #include "common/spec/spec.h"

@@ -19,7 +19,7 @@
 #include <syslog.h>
 
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "common/base/rng.h"
 #include "dispatcher/jobs.h"
 #include "dispatcher/registry.h"

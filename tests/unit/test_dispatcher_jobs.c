@@ -11,7 +11,7 @@
 #include <syslog.h>
 
 #include "common/base/log.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"

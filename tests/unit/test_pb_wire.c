@@ -9,7 +9,7 @@
 
 #include "client/lib/batch_wire.h"
 #include "common/rpc/pb_wire.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/engine/pipeline.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 

@@ -1,4 +1,4 @@
-/* Share arithmetic of multi-rank jobs (common/engine/ranks.h) and the batcher's
+/* Share arithmetic of multi-rank jobs (common/order/ranks.h) and the batcher's
  * resume support (sl_batcher_mark_done, drop tracking). */
 #include <check.h>
 #include <errno.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/engine/batcher.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "common/base/rng.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"

@@ -1,4 +1,4 @@
-/* common/image/record: a record written field by field parses back to the
+/* common/sample/record: a record written field by field parses back to the
  * same fields and bytes; the writer refuses what the format forbids; and
  * every damaged record a peer could send -- bad magic, wrong sizes, fields
  * out of order, a shape that does not fit its bytes, non-zero padding,
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "tests/unit/fixtures.h"
 
 /* key, label, text, tokens, two images (encoded), one decoded image. */

@@ -1,5 +1,5 @@
 /* Resume (docs/protocol.md "Resume"): the spec's resume section, the layout
- * of a resumed epoch (common/engine/resume_order.c), the consumed ranges a
+ * of a resumed epoch (common/order/resume_order.c), the consumed ranges a
  * client keeps (client/lib/taken.c). */
 #include <check.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 
 #include "client/lib/taken.h"
 #include "common/base/rng.h"
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 #include "common/spec/resume.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"

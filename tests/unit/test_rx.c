@@ -11,7 +11,7 @@
 #include "client/lib/rx.h"
 #include "common/rpc/rpc.h"
 #include "common/rpc/rpc_client.h"
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/unit/fixtures.h"
 

@@ -14,7 +14,7 @@
 #include "common/base/utf8.h"
 #include "common/data/skip.h"
 #include "common/data/source.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 #include "tests/unit/fixtures_source.h"
 #include "tests/unit/fixtures_tar.h"
 

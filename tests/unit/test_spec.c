@@ -794,7 +794,7 @@ END_TEST
 
 /* ---- canonical JSON ------------------------------------------------------------------- */
 
-/* Multi-rank keys (common/engine/ranks.h): bounds, and errors naming line and field. */
+/* Multi-rank keys (common/order/ranks.h): bounds, and errors naming line and field. */
 START_TEST(test_rank_keys)
 {
     char *text = edit("\"epochs\": 90,", "\"epochs\": 90, \"world_size\": 8, \"rank\": 7, "

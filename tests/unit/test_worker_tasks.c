@@ -18,7 +18,7 @@
 #include "common/engine/pipeline.h"
 #include "common/base/rng.h"
 #include "common/data/source.h"
-#include "common/image/codec.h"
+#include "common/sample/codec.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_worker.h"

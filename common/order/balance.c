@@ -1,4 +1,4 @@
-#include "common/engine/balance.h"
+#include "common/order/balance.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* resume_order: how a resumed job lays out the rest of an epoch its
- * predecessors consumed part of (common/engine/ranks.h, docs/protocol.md
+ * predecessors consumed part of (common/order/ranks.h, docs/protocol.md
  * "Resume").
  *
  * Generation 0's slots are the epoch order's first P0 * W0 positions, P0 =
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "common/base/err.h"
-#include "common/engine/balance.h"
-#include "common/engine/ranks.h"
+#include "common/order/balance.h"
+#include "common/order/ranks.h"
 #include "common/spec/resume.h"
 
 /* Rank's count of a list of len shared by world. */

@@ -49,26 +49,14 @@ int sl_balance_pack_cap(const double *cost, const uint32_t *tokens, uint32_t n, 
  * or -ENOMEM. */
 int sl_balance_deal(const double *cost, uint32_t nsteps, uint32_t per_step, uint32_t *ret_order);
 
-/* Per-sample predictions for a balanced spec, from what every host indexes
- * alike (so every host computes the same schedule): the sequence length
- * (text bytes / 4 as tokens, capped by tokenize's max_tokens, plus the
- * template's image tokens and bos/eos) and the image tiles (each image's
- * header through sl_tiles_grid, or one per image without image_tiles).
- * ret_cost and ret_tokens hold n = sl_source_count entries. Reads every
- * sample's image headers once. Returns 0, -ENOMEM. A sample whose headers
- * cannot be read counts its images as one tile each. */
-struct sl_source_s;
-struct sl_spec_s;
-int sl_balance_sample_costs(const struct sl_spec_s *spec, const struct sl_source_s *src,
-                            float *ret_cost, uint32_t *ret_tokens);
-
 /* The balanced epoch order: base (the spec's shuffled order, n entries) is
  * rearranged in place, window by window (lookahead steps of world x
  * microbatches x batch_size positions), so that global position q * world +
- * r -- rank r's q-th sample (common/engine/ranks.h) -- holds what its bins
+ * r -- rank r's q-th sample (common/order/ranks.h) -- holds what its bins
  * got: each rank the same count per step, at equal predicted cost, split
  * into microbatches of batch_size. A last partial step keeps the base
  * order. Returns 0, -ENOMEM. */
+struct sl_spec_s;
 int sl_balance_order(const struct sl_spec_s *spec, uint64_t n, const float *cost,
                      const uint32_t *tokens, uint64_t *order);
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 /* Values of Sample.codec on the wire: never renumber. */
 typedef enum sl_codec_e {

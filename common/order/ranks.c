@@ -1,7 +1,7 @@
-#include "common/engine/ranks.h"
+#include "common/order/ranks.h"
 
 #include "common/base/rng.h"
-#include "common/engine/balance.h"
+#include "common/order/balance.h"
 #include "common/spec/resume.h"
 
 uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad)

@@ -12,7 +12,7 @@ typedef enum {
     SL_DT_U8 = 1,    /* 8-bit pixels */
     SL_DT_F32 = 2,   /* float32 pixels (after normalize) */
     SL_DT_U32 = 3,   /* token ids (a record's fields only) */
-    SL_DT_RECORD = 4, /* a multimodal record (common/image/record.h): shape {nbytes, 1, 1} */
+    SL_DT_RECORD = 4, /* a multimodal record (common/sample/record.h): shape {nbytes, 1, 1} */
 } sl_dtype_e;
 
 typedef enum {

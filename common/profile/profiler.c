@@ -1,6 +1,6 @@
 /* profiler: per-unit CPU time and bytes over a few samples, on the calling
- * thread (common/cost/profiler.h). */
-#include "common/cost/profiler.h"
+ * thread (common/profile/profiler.h). */
+#include "common/profile/profiler.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,7 +9,8 @@
 
 #include "common/base/clock.h"
 #include "common/base/err.h"
-#include "common/image/codec.h"
+#include "common/profile/features.h"
+#include "common/sample/codec.h"
 
 size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices)
 {

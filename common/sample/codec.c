@@ -1,4 +1,4 @@
-#include "common/image/codec.h"
+#include "common/sample/codec.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 #define SL_REC_MAGIC "SLR1"
 #define SL_REC_HEADER 16u

@@ -1,4 +1,4 @@
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "common/image/tensor.h"
+#include "common/sample/tensor.h"
 
 #include <errno.h>
 #include <stdlib.h>
