@@ -9,7 +9,7 @@
 #include "common/base/err.h"
 #include "common/base/utf8.h"
 #include "common/data/source_impl.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, const char **why)
 {

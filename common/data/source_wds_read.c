@@ -18,7 +18,7 @@
 #include "common/base/err.h"
 #include "common/base/utf8.h"
 #include "common/data/source_impl.h"
-#include "common/image/record.h"
+#include "common/sample/record.h"
 
 /* The extension a non-image member is named with, by role. */
 static const char *const k_role_ext[] = {
