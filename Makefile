@@ -50,7 +50,7 @@ CLIENT_SO := $(BUILD)/lib/libsluice.so
 CLI_SRC := $(wildcard client/cli/*.c)
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-DISP_SRC := $(wildcard dispatcher/*.c)
+DISP_SRC := $(wildcard dispatcher/*.c dispatcher/*/*.c)
 DISP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 WORKER_SRC := $(wildcard worker/*.c)
 WORKER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC))

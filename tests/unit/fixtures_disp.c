@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "common/rpc/rpc.h"
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 
 uint64_t fx_disp_register(disp_t *d, const char *addr, uint32_t threads, uint64_t want,
                           int64_t now)

@@ -1,5 +1,5 @@
 /* fixtures_disp: a worker and a client talking to an in-process dispatcher
- * through its service functions (dispatcher/service.h), as the real peers do
+ * through its service functions (dispatcher/service/service.h), as the real peers do
  * over RPC. Shared by the dispatcher suites; each asserts success itself. */
 #ifndef TESTS_UNIT_FIXTURES_DISP_H
 #define TESTS_UNIT_FIXTURES_DISP_H

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 
 void fx_st_init(fx_st_t *e)
 {

@@ -1,7 +1,7 @@
 /* test_dispatcher_balance: data-aware balancing in simulated time.
  *
  * The dispatcher's split cut, assignment by predicted finish and stealing
- * (dispatcher/splits.c and assign.c, the real code) hand splits to
+ * (dispatcher/core/splits.c and assign.c, the real code) hand splits to
  * simulated workers of unequal speed over a skewed data set (10 % of the
  * samples cost 6-10x); the workers heartbeat as worker/control.c does
  * (every 500 ms, and 30 ms after a split finished), the client acks a
@@ -21,8 +21,8 @@
 #include "common/base/log.h"
 #include "common/engine/ranks.h"
 #include "common/base/rng.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/registry.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/core/registry.h"
 #include "tests/unit/fixtures.h"
 
 #define SPEC_FMT                                                                             \

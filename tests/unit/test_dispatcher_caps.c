@@ -11,8 +11,8 @@
 #include "common/base/jobcap.h"
 #include "common/rpc/rpc.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/service.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 

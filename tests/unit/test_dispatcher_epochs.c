@@ -1,6 +1,6 @@
 /* test_dispatcher_epochs: how the dispatcher numbers a job's epochs and
  * tells its client where remote work goes, through the RPC handlers of
- * dispatcher/service.c called as plain functions (no sockets):
+ * dispatcher/service/service.c called as plain functions (no sockets):
  *  - SubmitJobRequest.first_epoch: the job's epochs are first .. first +
  *    epochs - 1 in assignments and split ids, the job finishes after the
  *    last of them, /status counts its own epochs; bounds refused;
@@ -16,9 +16,9 @@
 
 #include "common/base/log.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 

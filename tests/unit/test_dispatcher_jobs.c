@@ -1,6 +1,6 @@
 /* test_dispatcher_jobs: the dispatcher's split logic without sockets --
- * the job table (dispatcher/jobs.h) and registry.c driven with a fake
- * clock, and the RPC handlers of dispatcher/service.c called as plain
+ * the job table (dispatcher/core/jobs.h) and registry.c driven with a fake
+ * clock, and the RPC handlers of dispatcher/service/service.c called as plain
  * functions. */
 #include <check.h>
 #include <errno.h>
@@ -15,12 +15,12 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/plan.h"
-#include "dispatcher/registry.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/plan.h"
+#include "dispatcher/core/registry.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_jobs.h"
 
@@ -1693,7 +1693,7 @@ START_TEST(test_svc_submit_errors)
     }
     ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)),
                      SL_RPC_RESOURCE_EXHAUSTED);
-    /* Multi-rank jobs (dispatcher/service_ranks.c) need a job name, and the
+    /* Multi-rank jobs (dispatcher/service/service_ranks.c) need a job name, and the
      * spec must carry the same rank and world size as the request. */
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     req.job_secret = (char *)FX_JOB_SECRET;

@@ -1,4 +1,4 @@
-/* dispatcher/journal_state: the job table survives a restart through the
+/* dispatcher/journal/journal_state: the job table survives a restart through the
  * journal: same ids, acked splits, live epochs; duplicates of records the
  * snapshot already holds change nothing; closed jobs stay closed, whether
  * the client closed them or timed out; auto jobs keep their planner (the
@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "dispatcher/disp.h"
-#include "dispatcher/journal.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/planner_job.h"
-#include "dispatcher/planner_svc.h"
-#include "dispatcher/service.h"
+#include "dispatcher/journal/journal.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/planner_job.h"
+#include "dispatcher/service/planner_svc.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_planner.h"

@@ -20,7 +20,7 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
 
 /* ------------------------------------------------------------ jobs per client */

@@ -1,4 +1,4 @@
-/* test_planner: dispatcher/planner.c on synthetic profiles whose best plan
+/* test_planner: dispatcher/planner/planner.c on synthetic profiles whose best plan
  * is worked out by hand in the comments (client CPU-bound, link-bound, no
  * stall, worker-bound with the workers-needed hint, heterogeneous workers,
  * no workers) plus FastFlow's Algorithm 1.
@@ -26,12 +26,12 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/link_cache.h"
-#include "dispatcher/planner.h"
-#include "dispatcher/planner_job.h"
-#include "dispatcher/planner_svc.h"
-#include "dispatcher/service.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/planner/link_cache.h"
+#include "dispatcher/planner/planner.h"
+#include "dispatcher/planner/planner_job.h"
+#include "dispatcher/service/planner_svc.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures_planner.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
@@ -996,7 +996,7 @@ START_TEST(test_profile_samples_for)
 }
 END_TEST
 
-/* The link cache (dispatcher/link_cache.h): one entry per (client, class),
+/* The link cache (dispatcher/planner/link_cache.h): one entry per (client, class),
  * replaced in place, fresh for DISP_LINK_TTL_MS, the oldest evicted when
  * full; nonsense (no client, a key too long, a bandwidth that is not a
  * positive number) is not stored. */
