@@ -219,6 +219,11 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
 {
     disp_split_t *s = &ep->splits[idx];
     uint64_t id = disp_split_id(job, ep, idx);
+    if (!disp_split_move_allowed((disp_split_state_e)s->state, DISP_SPLIT_ASSIGNED)) {
+        /* Refused before any owner list changes: disp_split_move counts
+         * and logs it, and the split stays where it is. */
+        return disp_split_move(js, job, ep, idx, DISP_SPLIT_ASSIGNED);
+    }
     if (owner == 0) {
         if (job->nclient >= js->lim.max_client_splits) {
             return -ENOSPC;
@@ -253,7 +258,9 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
             w->outstanding++;
         }
     }
-    s->state = DISP_SPLIT_ASSIGNED;
+    if (disp_split_move(js, job, ep, idx, DISP_SPLIT_ASSIGNED) != 0) {
+        return -EINVAL; /* not reached: allowed above */
+    }
     s->owner = owner;
     if (!s->planned) {
         /* Fixed for good: every copy of the split, from any owner, runs the
@@ -267,7 +274,6 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         s->compress = job->plan.compress != 0;
         s->planned = 1;
     }
-    ep->npending--;
     /* Every split's way (given, delivered, acknowledged) at debug level:
      * enough to find where an epoch waited. */
     SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " given to %s %" PRIu64, job->id, id,
@@ -292,19 +298,22 @@ void disp_detach(disp_jobs_t *js, disp_job_t *job, disp_split_t *s, uint64_t id)
 }
 
 /* An ASSIGNED split returns to the front of its queue. */
-void disp_take_back(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx)
+int disp_take_back(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx)
 {
     disp_split_t *s = &ep->splits[idx];
+    int rc = disp_split_move(js, job, ep, idx, DISP_SPLIT_PENDING);
+    if (rc != 0) {
+        return rc; /* nothing changed: it stays on its owner's list */
+    }
     disp_detach(js, job, s, disp_split_id(job, ep, idx));
     if (s->owner != 0) {
         s->avoid = s->owner;
     }
     s->owner = 0;
-    s->state = DISP_SPLIT_PENDING;
-    ep->npending++;
     disp_queue_return(job, ep, idx);
     job->reassigned_total++;
     js->splits_reassigned_total++;
+    return 0;
 }
 
 /* Queues a revocation of split id at its worker owner (bounded: beyond
@@ -526,7 +535,10 @@ static int steal_one(disp_jobs_t *js, disp_job_t *job, int64_t now_ms)
     if (told) {
         disp_revoke_at_owner(job, &ep->splits[idx], id);
     }
-    disp_take_back(js, job, ep, idx); /* front of the queue, avoiding the victim */
+    /* Front of the queue, avoiding the victim. */
+    if (disp_take_back(js, job, ep, idx) != 0) {
+        return 0; /* refused (logged): the victim keeps it */
+    }
     ep->splits[idx].stolen = 1;
     job->stolen_total++;
     assign_epoch(js, job, ep, now_ms);
@@ -616,7 +628,10 @@ size_t disp_take_back_all(disp_jobs_t *js, disp_job_t *job, disp_jw_t *jw, int r
         if (revoke) {
             disp_revoke_at_owner(job, &ep->splits[idx], id);
         }
-        disp_take_back(js, job, ep, idx);
+        if (disp_take_back(js, job, ep, idx) != 0) {
+            jw->n--; /* refused (logged): drop it from the list all the same */
+            continue;
+        }
         n++;
     }
     return n;

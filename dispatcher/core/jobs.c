@@ -364,27 +364,21 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
             continue; /* an epoch already done, or not yet created */
         }
         disp_split_t *s = &ep->splits[idx];
-        switch ((disp_split_state_e)s->state) {
-        case DISP_SPLIT_ACKED:
+        /* A PENDING one was delivered by an owner we already gave up on:
+         * its queue entry is skipped when it reaches the front. A RECEIVED
+         * one is on nobody's list. */
+        if (s->state == DISP_SPLIT_ACKED) {
             continue;
-        case DISP_SPLIT_ASSIGNED:
+        }
+        disp_split_state_e from = (disp_split_state_e)s->state;
+        if (disp_split_move(js, job, ep, idx, DISP_SPLIT_ACKED) != 0) {
+            continue; /* refused (logged) */
+        }
+        if (from == DISP_SPLIT_ASSIGNED) {
             client_has(js, job, ep, idx, ids[i], 0, now_ms);
-            break;
-        case DISP_SPLIT_PENDING:
-            /* Delivered by an owner we already gave up on; its queue entry
-             * is skipped when it reaches the front. */
-            ep->npending--;
-            break;
-        case DISP_SPLIT_RECEIVED:
-            ep->nreceived--; /* on nobody's list */
-            break;
         }
         SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " acknowledged", job->id, ids[i]);
-        s->state = DISP_SPLIT_ACKED;
         s->owner = 0;
-        ep->nacked++;
-        ep->acked_positions += disp_split_len(job, ep, idx);
-        job->acked_total++;
         js->splits_acked_total++;
         done++;
     }
@@ -412,9 +406,10 @@ size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids,
         if (s->state != DISP_SPLIT_ASSIGNED) {
             continue;
         }
+        if (disp_split_move(js, job, ep, idx, DISP_SPLIT_RECEIVED) != 0) {
+            continue; /* refused (logged): it stays ASSIGNED */
+        }
         client_has(js, job, ep, idx, ids[i], 1, now_ms);
-        s->state = DISP_SPLIT_RECEIVED;
-        ep->nreceived++;
         s->owner = 0;
         done++;
     }
@@ -438,10 +433,10 @@ size_t disp_jobs_requeue_received(disp_jobs_t *js, disp_job_t *job, int64_t now_
             if (s->state != DISP_SPLIT_RECEIVED) {
                 continue;
             }
-            s->state = DISP_SPLIT_PENDING;
+            if (disp_split_move(js, job, ep, i, DISP_SPLIT_PENDING) != 0) {
+                continue; /* refused (logged) */
+            }
             s->owner = 0;
-            ep->npending++;
-            ep->nreceived--;
             disp_queue_return(job, ep, i);
             job->reassigned_total++;
             js->splits_reassigned_total++;
@@ -475,7 +470,9 @@ size_t disp_jobs_retry(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, si
             continue;
         }
         disp_revoke_at_owner(job, s, ids[i]);
-        disp_take_back(js, job, ep, idx);
+        if (disp_take_back(js, job, ep, idx) != 0) {
+            continue; /* refused (logged) */
+        }
         done++;
     }
     disp_jw_t *jw = worker_id != 0 ? disp_job_jw(job, worker_id) : NULL;

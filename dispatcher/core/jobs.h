@@ -90,6 +90,9 @@ typedef enum {
      * not done: ACKED on the ack, PENDING again if the rank restarts. */
     DISP_SPLIT_RECEIVED,
 } disp_split_state_e;
+/* A split's state changes only through disp_split_move (jobs_impl.h), whose
+ * allow table says which moves exist. */
+#define DISP_SPLIT_NSTATES 4
 
 typedef enum {
     DISP_JOB_ACTIVE = 0, /* epochs left to deliver */
@@ -298,6 +301,7 @@ typedef struct disp_jobs_s {
     uint64_t next_id;
     uint64_t next_aid; /* assignment ids: one per hand-out to a worker */
     uint64_t split_slots; /* reserved: 2 * nsplits per open job */
+    uint64_t split_moves_refused; /* disp_split_move refusals: a bug if ever non-zero */
     uint64_t cost_slots;  /* floats of sample costs held by open jobs */
     uint64_t splits_acked_total;
     uint64_t splits_reassigned_total;

@@ -23,6 +23,17 @@
 
 /* ------------------------------------------------------------ splits.c */
 
+/* Whether a split may move from state `from` to `to` (the allow table). */
+int disp_split_move_allowed(disp_split_state_e from, disp_split_state_e to);
+/* The one way a split's state changes: moves split idx of ep to `to` and
+ * keeps the epoch's per-state counts (npending, nacked, nreceived) and, on
+ * ACKED, the acknowledged positions and job->acked_total. A move the table
+ * refuses changes nothing, counts in js->split_moves_refused, is logged and
+ * returns -EINVAL: the caller must not go on as if it moved. */
+__attribute__((warn_unused_result)) int disp_split_move(disp_jobs_t *js, disp_job_t *job,
+                                                        disp_epoch_t *ep, uint32_t idx,
+                                                        disp_split_state_e to);
+
 uint64_t disp_split_id(const disp_job_t *job, const disp_epoch_t *ep, uint32_t idx);
 /* The live epoch holding split id (and its index there), or NULL. */
 disp_epoch_t *disp_epoch_of(disp_job_t *job, uint64_t id, uint32_t *ret_idx);
@@ -54,8 +65,10 @@ void disp_jw_clock(disp_jw_t *jw, int64_t now_ms);
 double disp_split_cost(disp_job_t *job, uint64_t id);
 /* Takes an ASSIGNED split off its owner's list. */
 void disp_detach(disp_jobs_t *js, disp_job_t *job, disp_split_t *s, uint64_t id);
-/* An ASSIGNED split returns to the front of its queue. */
-void disp_take_back(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx);
+/* An ASSIGNED split returns to the front of its queue. -EINVAL when its
+ * state may not move to PENDING (disp_split_move): then nothing changed. */
+__attribute__((warn_unused_result)) int disp_take_back(disp_jobs_t *js, disp_job_t *job,
+                                                       disp_epoch_t *ep, uint32_t idx);
 /* Every split of jw returns, last first so that they keep their order at
  * the front of the queue; revoked at the worker if revoke. Returns how many. */
 size_t disp_take_back_all(disp_jobs_t *js, disp_job_t *job, disp_jw_t *jw, int revoke);

@@ -15,6 +15,78 @@
 #include "common/engine/ranks.h"
 #include "dispatcher/core/jobs_impl.h"
 
+/* ------------------------------------------------------------ states */
+
+/* The moves a split's state may make (row: from, column: to). PENDING ->
+ * ACKED: an owner we gave up on delivered it (or journal replay); RECEIVED
+ * (multi-rank) ends ACKED on the client's ack, or PENDING again when its
+ * rank restarts. ACKED is final. */
+static const uint8_t split_moves[DISP_SPLIT_NSTATES][DISP_SPLIT_NSTATES] = {
+    /*                      PENDING ASSIGNED ACKED RECEIVED */
+    [DISP_SPLIT_PENDING] = {0, 1, 1, 0},
+    [DISP_SPLIT_ASSIGNED] = {1, 0, 1, 1},
+    [DISP_SPLIT_ACKED] = {0, 0, 0, 0},
+    [DISP_SPLIT_RECEIVED] = {1, 0, 1, 0},
+};
+
+static const char *const split_state_names[DISP_SPLIT_NSTATES] = {
+    [DISP_SPLIT_PENDING] = "PENDING",
+    [DISP_SPLIT_ASSIGNED] = "ASSIGNED",
+    [DISP_SPLIT_ACKED] = "ACKED",
+    [DISP_SPLIT_RECEIVED] = "RECEIVED",
+};
+
+int disp_split_move_allowed(disp_split_state_e from, disp_split_state_e to)
+{
+    return (unsigned)from < DISP_SPLIT_NSTATES && (unsigned)to < DISP_SPLIT_NSTATES &&
+           split_moves[from][to];
+}
+
+/* The epoch's count of splits in state st (ASSIGNED has none: it is what
+ * the others leave). */
+static uint32_t *state_count(disp_epoch_t *ep, disp_split_state_e st)
+{
+    switch (st) {
+    case DISP_SPLIT_PENDING:
+        return &ep->npending;
+    case DISP_SPLIT_ACKED:
+        return &ep->nacked;
+    case DISP_SPLIT_RECEIVED:
+        return &ep->nreceived;
+    default:
+        return NULL;
+    }
+}
+
+int disp_split_move(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx,
+                    disp_split_state_e to)
+{
+    disp_split_t *s = &ep->splits[idx];
+    disp_split_state_e from = (disp_split_state_e)s->state;
+    if (!disp_split_move_allowed(from, to)) {
+        js->split_moves_refused++;
+        SL_ERR("job %" PRIu64 ": split %" PRIu64 ": refused move %s -> %s", job->id,
+               disp_split_id(job, ep, idx),
+               (unsigned)from < DISP_SPLIT_NSTATES ? split_state_names[from] : "?",
+               (unsigned)to < DISP_SPLIT_NSTATES ? split_state_names[to] : "?");
+        return -EINVAL;
+    }
+    uint32_t *out = state_count(ep, from);
+    uint32_t *in = state_count(ep, to);
+    if (out != NULL) {
+        (*out)--;
+    }
+    if (in != NULL) {
+        (*in)++;
+    }
+    if (to == DISP_SPLIT_ACKED) {
+        ep->acked_positions += disp_split_len(job, ep, idx);
+        job->acked_total++;
+    }
+    s->state = (uint8_t)to;
+    return 0;
+}
+
 /* ------------------------------------------------------------ ids and ranges */
 
 uint64_t disp_split_id(const disp_job_t *job, const disp_epoch_t *ep, uint32_t idx)
@@ -279,7 +351,7 @@ static int epoch_create(disp_job_t *job)
     }
     for (uint32_t i = 0; i < job->nsplits; i++) {
         disp_split_t *s = &ep->splits[i];
-        s->state = DISP_SPLIT_PENDING;
+        s->state = DISP_SPLIT_PENDING; /* born so: not a move */
         s->local = (uint8_t)disp_plan_split_is_local(i, job->plan.local_share);
         /* Cannot fail: each ring was sized for exactly its splits. */
         (void)sl_ring_push_back(queue_of(ep, s), &i);
@@ -418,13 +490,10 @@ int disp_jobs_restore(disp_jobs_t *js, disp_job_t *job, uint64_t live_epoch,
         if (ep == NULL || ep->splits[idx].state != DISP_SPLIT_PENDING) {
             continue; /* an epoch not live, or a repeated id */
         }
-        ep->splits[idx].state = DISP_SPLIT_ACKED;
-        ep->npending--;
-        ep->nacked++;
-        ep->acked_positions += disp_split_len(job, ep, idx);
-        job->acked_total++;
+        if (disp_split_move(js, job, ep, idx, DISP_SPLIT_ACKED) != 0) {
+            continue; /* not reached: PENDING may always be acked */
+        }
     }
     (void)disp_epoch_advance(job, now_ms);
-    (void)js;
     return 0;
 }

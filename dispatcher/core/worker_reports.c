@@ -139,7 +139,11 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                 continue;
             }
             disp_revoke_at_owner(job, &ep->splits[idx], id);
-            disp_take_back(js, job, ep, idx); /* removes entry k: do not advance */
+            if (disp_take_back(js, job, ep, idx) != 0) {
+                k++; /* refused (logged): it stays at entry k */
+                continue;
+            }
+            /* Entry k is gone: do not advance. */
             nback++;
             returned = 1;
         }
@@ -189,7 +193,9 @@ size_t disp_jobs_worker_left(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms
                 ep->splits[idx].state != DISP_SPLIT_ASSIGNED) {
                 continue;
             }
-            disp_take_back(js, job, ep, idx);
+            if (disp_take_back(js, job, ep, idx) != 0) {
+                continue; /* refused (logged) */
+            }
             n++;
         }
         if (n > 0) {

@@ -53,3 +53,9 @@ int fx_disp_client_splits(disp_t *d, uint64_t job, int64_t now, uint64_t *ids, u
     disp_arena_free(&a);
     return finished;
 }
+
+void fx_disp_destroy(disp_t *d)
+{
+    ck_assert_uint_eq(d->jobs.split_moves_refused, 0);
+    disp_destroy(d);
+}

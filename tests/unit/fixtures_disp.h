@@ -22,4 +22,8 @@ uint64_t fx_disp_register(disp_t *d, const char *addr, uint32_t threads, uint64_
 int fx_disp_client_splits(disp_t *d, uint64_t job, int64_t now, uint64_t *ids, uint64_t *epochs,
                           size_t max, size_t *ret_n, char *fallback, size_t fblen);
 
+/* disp_destroy, after checking that no split made a move the allow table
+ * refuses (disp_split_move): the existing flows never try one. */
+void fx_disp_destroy(disp_t *d);
+
 #endif

@@ -26,7 +26,7 @@ void fx_st_init(fx_st_t *e)
 void fx_st_free(fx_st_t *e)
 {
     disp_status_free(e->st);
-    disp_destroy(&e->d);
+    fx_disp_destroy(&e->d);
 }
 
 uint64_t fx_st_submit_spec(fx_st_t *e, uint64_t n, const char *spec, const char *name)

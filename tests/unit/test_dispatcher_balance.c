@@ -247,6 +247,7 @@ static int64_t run_epoch(const float *truth, const float *predicted, int steal,
     ck_assert_int_eq(s->job->state, DISP_JOB_FINISHED);
     ck_assert_uint_eq(s->job->acked_total, s->job->nsplits);
     int64_t ms = s->now - t0;
+    ck_assert_uint_eq(s->js.split_moves_refused, 0); /* disp_split_move: never refused */
     disp_jobs_destroy(&s->js);
     disp_registry_destroy(&s->reg);
     free(s);

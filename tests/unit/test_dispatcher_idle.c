@@ -20,6 +20,7 @@
 #include "tests/unit/fixtures_jobs.h"
 #include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -403,7 +404,7 @@ START_TEST(test_svc_idle_field)
     ck_assert_uint_eq(nclient[0], 3);
     ck_assert_uint_eq(nclient[1], 4);
     ck_assert_uint_eq(nclient[2], 5);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 

@@ -20,6 +20,7 @@
 #include "dispatcher/service/service_ranks.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_jobs.h"
+#include "tests/unit/fixtures_disp.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -270,7 +271,7 @@ START_TEST(test_svc_received_and_rank_restart)
     ck_assert_int_eq(state_of(j0, 0), DISP_SPLIT_ACKED);
     int s1 = state_of(j0, 1);
     ck_assert(s1 == DISP_SPLIT_PENDING || s1 == DISP_SPLIT_ASSIGNED);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
