@@ -128,8 +128,8 @@ static void cache_links(disp_t *d, const Sluice__PlannerInputs *in, int64_t now_
                             in->recv_cpu_sec_per_byte, 1, now_ms);
         }
     }
-    disp_lcache_put(d->lcache, client, "", in->client_bandwidth, 0.0,
-                    in->client_ingress_streams, now_ms);
+    disp_lcache_put(d->lcache, client, "", in->client_bandwidth, 0.0, in->client_ingress_streams,
+                    now_ms);
 }
 
 /* Stores the request's profiles in the cache: a re-submitted job skips
@@ -228,7 +228,7 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
     }
     const char *json = req->spec_json != NULL ? req->spec_json : "";
     const char *name = req->spec_name != NULL && req->spec_name[0] != '\0' ? req->spec_name
-                                                                          : "<rpc>";
+                                                                           : "<rpc>";
     sl_spec_t *spec = malloc(sizeof(*spec)); /* large: keep it off the pool thread's stack */
     if (spec == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
@@ -308,9 +308,8 @@ int disp_planner_submit(disp_t *d, const Sluice__SubmitJobRequest *req, disp_sub
     *ret_explain = explain_pb(a, pj, &(*ret_job)->plan);
     SL_NOTICE("job %" PRIu64 ": planned (%s): split %u/%u%s, local share %.3f, %.0f samples/s "
               "predicted, bound by %s; client alone %.0f%s",
-              (*ret_job)->id, plan.mode, plan.split, plan.nunits,
-              plan.compress ? " +zstd" : "", plan.local_share,
-              plan.predicted, plan.binding, pj->result.local_rate,
+              (*ret_job)->id, plan.mode, plan.split, plan.nunits, plan.compress ? " +zstd" : "",
+              plan.local_share, plan.predicted, plan.binding, pj->result.local_rate,
               pj->result.workers_needed > 0 ? "; more workers would help" : "");
     return 0;
 }
@@ -360,9 +359,8 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         pj->replans++;
         SL_NOTICE("job %" PRIu64 ": re-plan v%u (%s): split %u -> %u%s, local share %.3f -> "
                   "%.3f, %.0f samples/s predicted, bound by %s",
-                  job->id, np.version, why, job->plan.split, np.split,
-                  np.compress ? " +zstd" : "", job->plan.local_share,
-                  np.local_share, np.predicted, np.binding);
+                  job->id, np.version, why, job->plan.split, np.split, np.compress ? " +zstd" : "",
+                  job->plan.local_share, np.local_share, np.predicted, np.binding);
         disp_pjob_replanned(pj, kind, &job->plan, &np);
         job->plan = np;
         /* Splits not yet handed out follow the new share and split point;
@@ -384,33 +382,22 @@ json_t *disp_planner_status_json(const disp_job_t *job)
 
 /* ------------------------------------------------------------ RPCs */
 
-int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
-                              Sluice__PlanContextResponse *resp, disp_arena_t *a,
-                              int64_t now_ms, char *err, size_t errlen)
+/* d->mu held: the live workers, at most DISP_PLAN_CONTEXT_MAX_WORKERS. */
+static size_t live_workers(const disp_t *d)
 {
-    const disp_hprof_t *cached[DISP_PLAN_CONTEXT_MAX_CACHED];
-    int rc = 0;
-    pthread_mutex_lock(&d->mu);
     size_t nlive = 0;
     for (size_t i = 0; i < d->reg.n; i++) {
         const disp_worker_t *w = d->reg.workers[i];
         nlive += w->state == DISP_WORKER_LIVE && !w->leaving;
     }
-    if (nlive > DISP_PLAN_CONTEXT_MAX_WORKERS) {
-        nlive = DISP_PLAN_CONTEXT_MAX_WORKERS;
-    }
-    size_t ncached = disp_pcache_list(d->pcache, req->spec_hash, now_ms, cached,
-                                      DISP_PLAN_CONTEXT_MAX_CACHED);
-    const disp_link_t *links[DISP_PLAN_CONTEXT_MAX_LINKS];
-    size_t nlinks = disp_lcache_list(d->lcache, req->client_host, now_ms, links,
-                                     DISP_PLAN_CONTEXT_MAX_LINKS);
-    resp->version = SL_PROTOCOL_VERSION;
-    resp->workers = nlive > 0 ? disp_arena_alloc(a, nlive * sizeof(*resp->workers)) : NULL;
-    resp->cached = ncached > 0 ? disp_arena_alloc(a, ncached * sizeof(*resp->cached)) : NULL;
-    if ((nlive > 0 && resp->workers == NULL) || (ncached > 0 && resp->cached == NULL)) {
-        rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-        goto out;
-    }
+    return nlive < DISP_PLAN_CONTEXT_MAX_WORKERS ? nlive : DISP_PLAN_CONTEXT_MAX_WORKERS;
+}
+
+/* d->mu held: the first nlive live workers into resp->workers (room for
+ * nlive). -ENOMEM when the arena is out of memory. */
+static int context_workers(const disp_t *d, size_t nlive, Sluice__PlanContextResponse *resp,
+                           disp_arena_t *a)
+{
     for (size_t i = 0; i < d->reg.n && resp->n_workers < nlive; i++) {
         const disp_worker_t *w = d->reg.workers[i];
         if (w->state != DISP_WORKER_LIVE || w->leaving) {
@@ -418,8 +405,7 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         }
         Sluice__WorkerInfo *m = disp_arena_alloc(a, sizeof(*m));
         if (m == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-            goto out;
+            return -ENOMEM;
         }
         sluice__worker_info__init(m);
         m->worker_id = w->id;
@@ -427,63 +413,65 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         m->hostname = disp_arena_strdup(a, w->hostname);
         m->threads = w->threads;
         if (m->address == NULL || m->hostname == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-            goto out;
+            return -ENOMEM;
         }
         resp->workers[resp->n_workers++] = m;
     }
-    for (size_t i = 0; i < ncached; i++) {
-        const disp_hprof_t *p = cached[i];
-        Sluice__HostProfile *m = disp_arena_alloc(a, sizeof(*m));
-        Sluice__StageStat *u = disp_arena_alloc(a, (p->nunits + 1) * sizeof(*u));
-        Sluice__StageStat **pu = disp_arena_alloc(a, (p->nunits + 1) * sizeof(*pu));
-        if (m == NULL || u == NULL || pu == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-            goto out;
-        }
-        sluice__host_profile__init(m);
-        m->host = disp_arena_strdup(a, p->host);
-        for (uint32_t k = 0; k < p->nunits; k++) {
-            sluice__stage_stat__init(&u[k]);
-            u[k].name = disp_arena_strdup(a, p->units[k].name);
-            u[k].cpu_sec_per_sample = p->units[k].cpu_sec_per_sample;
-            u[k].out_bytes_per_sample = p->units[k].out_bytes_per_sample;
-            u[k].samples = p->units[k].samples;
-            pu[k] = &u[k];
-            if (u[k].name == NULL) {
-                rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-                goto out;
-            }
-        }
-        m->n_units = p->nunits;
-        m->units = pu;
-        m->read_cpu_sec_per_sample = p->read_sec;
-        m->encoded_bytes_per_sample = p->encoded_bytes;
-        m->samples = p->samples;
-        m->seconds = p->seconds;
-        m->cached = 1;
-        m->cost_model_error = p->model_error;
-        m->size_cost_error = p->size_error;
-        m->n_cost_model_coef = p->ncoef;
-        m->cost_model_coef = p->ncoef > 0 ? disp_arena_alloc(a, sizeof(p->coef)) : NULL;
-        if (m->cost_model_coef != NULL) {
-            memcpy(m->cost_model_coef, p->coef, sizeof(p->coef));
-        } else {
-            m->n_cost_model_coef = 0;
-        }
-        m->sample_overhead_sec = p->overhead_sec;
-        if (m->host == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-            goto out;
-        }
-        resp->cached[resp->n_cached++] = m;
+    return 0;
+}
+
+/* A cached profile as a message in the arena; NULL on ENOMEM. */
+static Sluice__HostProfile *profile_msg(disp_arena_t *a, const disp_hprof_t *p)
+{
+    Sluice__HostProfile *m = disp_arena_alloc(a, sizeof(*m));
+    Sluice__StageStat *u = disp_arena_alloc(a, (p->nunits + 1) * sizeof(*u));
+    Sluice__StageStat **pu = disp_arena_alloc(a, (p->nunits + 1) * sizeof(*pu));
+    if (m == NULL || u == NULL || pu == NULL) {
+        return NULL;
     }
+    sluice__host_profile__init(m);
+    m->host = disp_arena_strdup(a, p->host);
+    for (uint32_t k = 0; k < p->nunits; k++) {
+        sluice__stage_stat__init(&u[k]);
+        u[k].name = disp_arena_strdup(a, p->units[k].name);
+        u[k].cpu_sec_per_sample = p->units[k].cpu_sec_per_sample;
+        u[k].out_bytes_per_sample = p->units[k].out_bytes_per_sample;
+        u[k].samples = p->units[k].samples;
+        pu[k] = &u[k];
+        if (u[k].name == NULL) {
+            return NULL;
+        }
+    }
+    m->n_units = p->nunits;
+    m->units = pu;
+    m->read_cpu_sec_per_sample = p->read_sec;
+    m->encoded_bytes_per_sample = p->encoded_bytes;
+    m->samples = p->samples;
+    m->seconds = p->seconds;
+    m->cached = 1;
+    m->cost_model_error = p->model_error;
+    m->size_cost_error = p->size_error;
+    m->n_cost_model_coef = p->ncoef;
+    m->cost_model_coef = p->ncoef > 0 ? disp_arena_alloc(a, sizeof(p->coef)) : NULL;
+    if (m->cost_model_coef != NULL) {
+        memcpy(m->cost_model_coef, p->coef, sizeof(p->coef));
+    } else {
+        m->n_cost_model_coef = 0;
+    }
+    m->sample_overhead_sec = p->overhead_sec;
+    return m->host != NULL ? m : NULL;
+}
+
+/* d->mu held: the client's cached link probes into resp->links (none when
+ * the arena cannot hold their list). -ENOMEM when it cannot hold one. */
+static int context_links(const disp_link_t *const *links, size_t nlinks, int64_t now_ms,
+                         Sluice__PlanContextResponse *resp, disp_arena_t *a)
+{
     resp->links = nlinks > 0 ? disp_arena_alloc(a, nlinks * sizeof(*resp->links)) : NULL;
     for (size_t i = 0; i < nlinks && resp->links != NULL; i++) {
         Sluice__LinkProbe *m = disp_arena_alloc(a, sizeof(*m));
         if (m == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-            goto out;
+            return -ENOMEM;
         }
         sluice__link_probe__init(m);
         m->class_key = disp_arena_strdup(a, links[i]->class_key);
@@ -492,23 +480,52 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         m->streams = links[i]->streams;
         m->age_sec = (double)(now_ms - links[i]->stored_ms) / 1000.0;
         if (m->class_key == NULL) {
-            rc = sl_err(err, errlen, -ENOMEM, "dispatcher out of memory");
-            goto out;
+            return -ENOMEM;
         }
         resp->links[resp->n_links++] = m;
     }
+    return 0;
+}
+
+int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
+                              Sluice__PlanContextResponse *resp, disp_arena_t *a, int64_t now_ms,
+                              char *err, size_t errlen)
+{
+    const disp_hprof_t *cached[DISP_PLAN_CONTEXT_MAX_CACHED];
+    const disp_link_t *links[DISP_PLAN_CONTEXT_MAX_LINKS];
+    int rc = -ENOMEM;
+    pthread_mutex_lock(&d->mu);
+    size_t nlive = live_workers(d);
+    size_t ncached = disp_pcache_list(d->pcache, req->spec_hash, now_ms, cached,
+                                      DISP_PLAN_CONTEXT_MAX_CACHED);
+    size_t nlinks = disp_lcache_list(d->lcache, req->client_host, now_ms, links,
+                                     DISP_PLAN_CONTEXT_MAX_LINKS);
+    resp->version = SL_PROTOCOL_VERSION;
+    resp->workers = nlive > 0 ? disp_arena_alloc(a, nlive * sizeof(*resp->workers)) : NULL;
+    resp->cached = ncached > 0 ? disp_arena_alloc(a, ncached * sizeof(*resp->cached)) : NULL;
+    if ((nlive > 0 && resp->workers == NULL) || (ncached > 0 && resp->cached == NULL) ||
+        context_workers(d, nlive, resp, a) != 0) {
+        goto out;
+    }
+    for (size_t i = 0; i < ncached; i++) {
+        Sluice__HostProfile *m = profile_msg(a, cached[i]);
+        if (m == NULL) {
+            goto out;
+        }
+        resp->cached[resp->n_cached++] = m;
+    }
+    rc = context_links(links, nlinks, now_ms, resp, a);
 out:
     pthread_mutex_unlock(&d->mu);
-    return rc;
+    return rc == 0 ? 0 : sl_err(err, errlen, rc, "dispatcher out of memory");
 }
 
 int disp_svc_plan_job(disp_t *d, const Sluice__SubmitJobRequest *req,
-                      Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
-                      char *err, size_t errlen)
+                      Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms, char *err,
+                      size_t errlen)
 {
     if (req->planner == NULL) {
-        return sl_err(err, errlen, -EINVAL,
-                      "planner: PlanJob needs the client's PlannerInputs");
+        return sl_err(err, errlen, -EINVAL, "planner: PlanJob needs the client's PlannerInputs");
     }
     disp_plan_t plan;
     disp_pjob_t *pj = NULL;

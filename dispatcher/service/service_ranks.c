@@ -37,8 +37,7 @@ static int reattach_reply(disp_job_t *job, Sluice__SubmitJobResponse *resp, disp
     resp->resume_epoch = disp_ranks_resume_epoch(job);
     resp->n_acked = (size_t)n;
     resp->acked = n > 0 ? disp_arena_alloc(a, (size_t)n * sizeof(*resp->acked)) : NULL;
-    Sluice__SplitAssignment *m =
-        n > 0 ? disp_arena_alloc(a, (size_t)n * sizeof(*m)) : NULL;
+    Sluice__SplitAssignment *m = n > 0 ? disp_arena_alloc(a, (size_t)n * sizeof(*m)) : NULL;
     if (resp->plan == NULL || (n > 0 && (resp->acked == NULL || m == NULL))) {
         rc = sl_err(err, errlen, -ENOMEM, "out of memory");
         goto out;
@@ -77,11 +76,11 @@ static int group_cap_check(disp_t *d, const char *tenant, const char *name, cons
     return 0;
 }
 
-int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
-                         Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
-                         char *err, size_t errlen)
+/* The request's own checks: a job name, a rank inside its world, a secret
+ * the ranks share. */
+static int rank_request_check(const Sluice__SubmitJobRequest *req, const char *name, char *err,
+                              size_t errlen)
 {
-    const char *name = req->job_name != NULL ? req->job_name : "";
     if (name[0] == '\0' || strlen(name) >= DISP_NAME_MAX) {
         return sl_err(err, errlen, -EINVAL,
                       "job_name: required with world_size > 1, at most %d bytes",
@@ -100,6 +99,14 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
                       "same on every rank)",
                       SL_JOBCAP_MIN, SL_JOBCAP_MAX);
     }
+    return 0;
+}
+
+/* The rank's spec, parsed (without d->mu) and agreeing with the request's
+ * rank and world size; the caller clears and frees *ret. */
+static int rank_spec_parse(const Sluice__SubmitJobRequest *req, sl_spec_t **ret, char *err,
+                           size_t errlen)
+{
     sl_spec_t *spec = malloc(sizeof(*spec));
     if (spec == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
@@ -118,21 +125,25 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
         free(spec);
         return rc; /* the parser's -EINVAL, -E2BIG or -ENOMEM */
     }
-    pthread_mutex_lock(&d->mu);
-    rc = group_cap_check(d, a->tenant, name, req->job_secret, err, errlen);
+    *ret = spec;
+    return 0;
+}
+
+/* d->mu held. May the rank join job `name` (its capability, then the
+ * group's agreement on spec and source), and is its part already open
+ * (*ret_job; NULL: a new part)? */
+static int rank_part_find(disp_t *d, const char *tenant, const Sluice__SubmitJobRequest *req,
+                          const char *name, const sl_spec_t *spec, disp_job_t **ret_job, char *err,
+                          size_t errlen)
+{
+    int rc = group_cap_check(d, tenant, name, req->job_secret, err, errlen);
     if (rc != 0) {
-        pthread_mutex_unlock(&d->mu);
-        free(spec);
         return rc;
     }
     rc = disp_ranks_check(&d->jobs, name, spec, req->num_samples, req->source_fingerprint, err,
                           errlen);
-    disp_job_t *job = rc == 0 ? disp_ranks_find(&d->jobs, name, req->world_size, req->rank)
-                              : NULL;
-    sl_spec_clear(spec);
-    free(spec);
+    disp_job_t *job = rc == 0 ? disp_ranks_find(&d->jobs, name, req->world_size, req->rank) : NULL;
     if (rc < 0) {
-        pthread_mutex_unlock(&d->mu);
         /* A well-formed request the job's other ranks contradict: a failed
          * precondition, not a bad argument. */
         return rc == -ENOMEM ? rc : -ESTALE;
@@ -140,62 +151,103 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     if (job != NULL && job->first_epoch != req->first_epoch) {
         /* Another epoch's part of this rank (an outer per-epoch loop whose
          * previous job is still open): not the same work to resume. */
-        rc = sl_err(err, errlen, -ESTALE,
-                    "first_epoch: rank %u of \"%s\" is open from epoch %" PRIu64
-                    ", not %" PRIu64 " (close it first, or use another job name)",
-                    req->rank, name, job->first_epoch, req->first_epoch);
-        pthread_mutex_unlock(&d->mu);
-        return rc;
+        return sl_err(err, errlen, -ESTALE,
+                      "first_epoch: rank %u of \"%s\" is open from epoch %" PRIu64 ", not %" PRIu64
+                      " (close it first, or use another job name)",
+                      req->rank, name, job->first_epoch, req->first_epoch);
     }
-    if (job != NULL) {
-        size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);
-        /* What the old process received but its loop never took. */
-        back += disp_jobs_requeue_received(&d->jobs, job, now_ms);
-        rc = reattach_reply(job, resp, a, err, errlen);
-        if (rc == 0) {
-            /* The caller's own secret: checked equal to the part's above. */
-            resp->job_secret = disp_arena_strdup(a, req->job_secret);
-            rc = resp->job_secret == NULL ? sl_err(err, errlen, -ENOMEM, "out of memory") : 0;
-        }
-        SL_NOTICE("job %" PRIu64 ": rank %u of \"%s\" re-attached (resumes at epoch %" PRIu64
-                  ", %zu split(s) re-queued)",
-                  job->id, job->rank, job->group, resp->resume_epoch, back);
-        pthread_mutex_unlock(&d->mu);
-        return rc;
+    *ret_job = job;
+    return 0;
+}
+
+/* d->mu held: the rank's open part re-attached -- what its old process held
+ * or received but never took goes back to the queue -- and the reply. */
+static int rank_reattach(disp_t *d, disp_job_t *job, const Sluice__SubmitJobRequest *req,
+                         Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                         char *err, size_t errlen)
+{
+    size_t back = disp_ranks_reattach(&d->jobs, job, now_ms);
+    /* What the old process received but its loop never took. */
+    back += disp_jobs_requeue_received(&d->jobs, job, now_ms);
+    int rc = reattach_reply(job, resp, a, err, errlen);
+    if (rc == 0) {
+        /* The caller's own secret: checked equal to the part's above. */
+        resp->job_secret = disp_arena_strdup(a, req->job_secret);
+        rc = resp->job_secret == NULL ? sl_err(err, errlen, -ENOMEM, "out of memory") : 0;
     }
-    pthread_mutex_unlock(&d->mu);
-    /* A new part: the single-consumer path on the rank's spec (which carries
-     * rank and world_size), then tagged. Two processes submitting the same
-     * rank at once could both create a part; ranks are unique processes. */
+    SL_NOTICE("job %" PRIu64 ": rank %u of \"%s\" re-attached (resumes at epoch %" PRIu64
+              ", %zu split(s) re-queued)",
+              job->id, job->rank, job->group, resp->resume_epoch, back);
+    return rc;
+}
+
+/* A new part: the single-consumer path on the rank's spec (which carries
+ * rank and world_size), then tagged and made durable before it is
+ * answered. Two processes submitting the same rank at once could both
+ * create a part; ranks are unique processes. Takes d->mu. */
+static int rank_new_part(disp_t *d, const Sluice__SubmitJobRequest *req, const char *name,
+                         Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                         char *err, size_t errlen)
+{
     Sluice__SubmitJobRequest one = *req;
     one.world_size = 1;
-    rc = disp_svc_submit_job(d, &one, resp, a, now_ms, err, errlen);
-    if (rc == 0) {
-        pthread_mutex_lock(&d->mu);
-        job = disp_jobs_find(&d->jobs, resp->job_id);
-        if (job != NULL) {
-            disp_ranks_tag(job, name);
-            /* Durable before answered, or a restarted dispatcher would not
-             * know the part when the rank re-attaches. Not durable: the
-             * part goes (a crash now leaves an untagged part that times
-             * out; the rank's retry makes a new one). */
-            if (disp_jstate_rank(d, job) != 0) {
-                (void)disp_jstate_closed(d, job, "journal write failed");
-                disp_jobs_close(&d->jobs, job, "journal write failed", now_ms);
-                rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
-            }
-        }
-        uint64_t seq = disp_jstate_seq(d);
-        pthread_mutex_unlock(&d->mu);
-        if (rc == 0 && disp_jstate_wait(d, seq) != 0) {
-            disp_drop_job(d, resp->job_id, "journal write failed", now_ms);
+    int rc = disp_svc_submit_job(d, &one, resp, a, now_ms, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&d->mu);
+    disp_job_t *job = disp_jobs_find(&d->jobs, resp->job_id);
+    if (job != NULL) {
+        disp_ranks_tag(job, name);
+        /* Durable before answered, or a restarted dispatcher would not
+         * know the part when the rank re-attaches. Not durable: the
+         * part goes (a crash now leaves an untagged part that times
+         * out; the rank's retry makes a new one). */
+        if (disp_jstate_rank(d, job) != 0) {
+            (void)disp_jstate_closed(d, job, "journal write failed");
+            disp_jobs_close(&d->jobs, job, "journal write failed", now_ms);
             rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
         }
-        if (rc != 0) {
-            return rc;
-        }
-        SL_NOTICE("job %" PRIu64 " is rank %u of %u of \"%s\"", resp->job_id, req->rank,
-                  req->world_size, name);
     }
-    return rc;
+    uint64_t seq = disp_jstate_seq(d);
+    pthread_mutex_unlock(&d->mu);
+    if (rc == 0 && disp_jstate_wait(d, seq) != 0) {
+        disp_drop_job(d, resp->job_id, "journal write failed", now_ms);
+        rc = sl_err(err, errlen, -EIO, "journal write failed: job not accepted");
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    SL_NOTICE("job %" PRIu64 " is rank %u of %u of \"%s\"", resp->job_id, req->rank,
+              req->world_size, name);
+    return 0;
+}
+
+int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
+                         Sluice__SubmitJobResponse *resp, disp_arena_t *a, int64_t now_ms,
+                         char *err, size_t errlen)
+{
+    const char *name = req->job_name != NULL ? req->job_name : "";
+    int rc = rank_request_check(req, name, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    sl_spec_t *spec = NULL;
+    rc = rank_spec_parse(req, &spec, err, errlen);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&d->mu);
+    disp_job_t *job = NULL;
+    rc = rank_part_find(d, a->tenant, req, name, spec, &job, err, errlen);
+    sl_spec_clear(spec);
+    free(spec);
+    if (rc == 0 && job != NULL) {
+        rc = rank_reattach(d, job, req, resp, a, now_ms, err, errlen);
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (rc != 0 || job != NULL) {
+        return rc;
+    }
+    return rank_new_part(d, req, name, resp, a, now_ms, err, errlen);
 }

@@ -122,17 +122,38 @@ static int progress_from(const Sluice__HeartbeatRequest *req, disp_progress_t *p
     return 0;
 }
 
-/* Fills the heartbeat reply for w; d->mu held. */
-static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatRequest *req,
-                           Sluice__HeartbeatResponse *resp, disp_arena_t *a)
+/* Jobs the worker holds that are gone (unknown or closed) into
+ * resp->closed_jobs: it drops their buffers and work. */
+static int reply_closed(disp_t *d, const Sluice__HeartbeatRequest *req,
+                        Sluice__HeartbeatResponse *resp, disp_arena_t *a)
 {
-    /* Jobs the worker holds that are gone: drop their buffers and work. */
     size_t nclosed = 0;
     for (size_t i = 0; i < req->n_known_jobs; i++) {
         disp_job_t *job = disp_jobs_find(&d->jobs, req->known_jobs[i]);
         nclosed += job == NULL || job->state == DISP_JOB_CLOSED;
     }
-    /* Count first, then fill: arrays are sized exactly. */
+    if (nclosed == 0) {
+        return 0;
+    }
+    resp->closed_jobs = disp_arena_alloc(a, nclosed * sizeof(*resp->closed_jobs));
+    if (resp->closed_jobs == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < req->n_known_jobs; i++) {
+        disp_job_t *job = disp_jobs_find(&d->jobs, req->known_jobs[i]);
+        if (job == NULL || job->state == DISP_JOB_CLOSED) {
+            resp->closed_jobs[resp->n_closed_jobs++] = req->known_jobs[i];
+        }
+    }
+    return 0;
+}
+
+/* The reply's arrays for new job specs, assignments and revocations, sized
+ * exactly (count first, then fill); *ret_revoked: the revocations' messages. */
+static int reply_arrays(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatRequest *req,
+                        Sluice__HeartbeatResponse *resp, disp_arena_t *a,
+                        Sluice__SplitAssignment **ret_revoked)
+{
     size_t nspecs = 0;
     size_t nassign = 0;
     size_t nrevoked = 0;
@@ -147,18 +168,6 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
         }
         nspecs += jw->n > 0 && !contains(req->known_jobs, req->n_known_jobs, job->id);
         nrevoked += jw->nrevoked;
-    }
-    if (nclosed > 0) {
-        resp->closed_jobs = disp_arena_alloc(a, nclosed * sizeof(*resp->closed_jobs));
-        if (resp->closed_jobs == NULL) {
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < req->n_known_jobs; i++) {
-            disp_job_t *job = disp_jobs_find(&d->jobs, req->known_jobs[i]);
-            if (job == NULL || job->state == DISP_JOB_CLOSED) {
-                resp->closed_jobs[resp->n_closed_jobs++] = req->known_jobs[i];
-            }
-        }
     }
     if (nspecs > 0) {
         resp->jobs = disp_arena_alloc(a, nspecs * sizeof(*resp->jobs));
@@ -175,61 +184,90 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
         (nrevoked > 0 && (resp->revoked == NULL || revoked == NULL))) {
         return -ENOMEM;
     }
+    *ret_revoked = revoked;
+    return 0;
+}
+
+/* A job the worker does not know yet, as a message in the arena: its spec,
+ * source, tenant's buffer limit and capability hash. NULL on ENOMEM. */
+static Sluice__JobSpec *job_spec_msg(disp_t *d, const disp_job_t *job, disp_arena_t *a)
+{
+    Sluice__JobSpec *js = disp_arena_alloc(a, sizeof(*js));
+    if (js == NULL) {
+        return NULL;
+    }
+    sluice__job_spec__init(js);
+    js->job_id = job->id;
+    js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
+    js->source_fingerprint = job->fingerprint;
+    js->num_samples = job->num_samples;
+    const sl_tenant_t *tn = sl_tenants_find(&d->tenants, job->tenant);
+    js->max_buffered_bytes = tn != NULL ? tn->max_buffered_bytes : 0;
+    if (job->has_cap) {
+        /* The hash, never the secret: the worker can check a
+         * client's secret, not produce one. */
+        js->secret_sha256.data = disp_arena_alloc(a, SL_JOBCAP_HASH);
+        if (js->secret_sha256.data == NULL) {
+            return NULL;
+        }
+        memcpy(js->secret_sha256.data, job->cap_hash, SL_JOBCAP_HASH);
+        js->secret_sha256.len = SL_JOBCAP_HASH;
+    }
+    return js->spec_json != NULL ? js : NULL;
+}
+
+/* One job's part of the reply to worker w: its spec when the worker does
+ * not know the job, the assignments still to send, the revocations. */
+static int reply_job(disp_t *d, disp_worker_t *w, disp_job_t *job, disp_jw_t *jw,
+                     const Sluice__HeartbeatRequest *req, Sluice__HeartbeatResponse *resp,
+                     disp_arena_t *a, Sluice__SplitAssignment *revoked)
+{
+    if (jw->n > 0 && !contains(req->known_jobs, req->n_known_jobs, job->id)) {
+        Sluice__JobSpec *js = job_spec_msg(d, job, a);
+        if (js == NULL) {
+            return -ENOMEM;
+        }
+        resp->jobs[resp->n_jobs++] = js;
+    }
+    for (uint32_t k = 0; k < jw->n; k++) {
+        if (!disp_an_to_send(jw->sent[k])) {
+            continue;
+        }
+        Sluice__SplitAssignment *m = disp_svc_assign_msg(a, job, jw->ids[k], w->id);
+        if (m == NULL) {
+            return -ENOMEM;
+        }
+        m->assignment = jw->aid[k];
+        resp->assign[resp->n_assign++] = m;
+    }
+    /* Job-qualified: split ids repeat across jobs (revoked_splits, which
+     * could not say which job, is no longer sent). */
+    for (uint32_t k = 0; k < jw->nrevoked; k++) {
+        Sluice__SplitAssignment *m = &revoked[resp->n_revoked];
+        sluice__split_assignment__init(m);
+        m->job_id = job->id;
+        m->split_id = jw->revoked[k];
+        m->worker_id = w->id;
+        resp->revoked[resp->n_revoked++] = m;
+    }
+    return 0;
+}
+
+/* Fills the heartbeat reply for w; d->mu held. */
+static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatRequest *req,
+                           Sluice__HeartbeatResponse *resp, disp_arena_t *a)
+{
+    Sluice__SplitAssignment *revoked = NULL;
+    if (reply_closed(d, req, resp, a) != 0 || reply_arrays(d, w, req, resp, a, &revoked) != 0) {
+        return -ENOMEM;
+    }
     /* Build everything before marking anything sent, so that running out of
      * memory half way leaves the state as it was. */
     for (size_t j = 0; j < d->jobs.n; j++) {
         disp_job_t *job = d->jobs.jobs[j];
         disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, w->id);
-        if (jw == NULL) {
-            continue;
-        }
-        if (jw->n > 0 && !contains(req->known_jobs, req->n_known_jobs, job->id)) {
-            Sluice__JobSpec *js = disp_arena_alloc(a, sizeof(*js));
-            if (js == NULL) {
-                return -ENOMEM;
-            }
-            sluice__job_spec__init(js);
-            js->job_id = job->id;
-            js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
-            js->source_fingerprint = job->fingerprint;
-            js->num_samples = job->num_samples;
-            const sl_tenant_t *tn = sl_tenants_find(&d->tenants, job->tenant);
-            js->max_buffered_bytes = tn != NULL ? tn->max_buffered_bytes : 0;
-            if (job->has_cap) {
-                /* The hash, never the secret: the worker can check a
-                 * client's secret, not produce one. */
-                js->secret_sha256.data = disp_arena_alloc(a, SL_JOBCAP_HASH);
-                if (js->secret_sha256.data == NULL) {
-                    return -ENOMEM;
-                }
-                memcpy(js->secret_sha256.data, job->cap_hash, SL_JOBCAP_HASH);
-                js->secret_sha256.len = SL_JOBCAP_HASH;
-            }
-            if (js->spec_json == NULL) {
-                return -ENOMEM;
-            }
-            resp->jobs[resp->n_jobs++] = js;
-        }
-        for (uint32_t k = 0; k < jw->n; k++) {
-            if (!disp_an_to_send(jw->sent[k])) {
-                continue;
-            }
-            Sluice__SplitAssignment *m = disp_svc_assign_msg(a, job, jw->ids[k], w->id);
-            if (m == NULL) {
-                return -ENOMEM;
-            }
-            m->assignment = jw->aid[k];
-            resp->assign[resp->n_assign++] = m;
-        }
-        /* Job-qualified: split ids repeat across jobs (revoked_splits, which
-         * could not say which job, is no longer sent). */
-        for (uint32_t k = 0; k < jw->nrevoked; k++) {
-            Sluice__SplitAssignment *m = &revoked[resp->n_revoked];
-            sluice__split_assignment__init(m);
-            m->job_id = job->id;
-            m->split_id = jw->revoked[k];
-            m->worker_id = w->id;
-            resp->revoked[resp->n_revoked++] = m;
+        if (jw != NULL && reply_job(d, w, job, jw, req, resp, a, revoked) != 0) {
+            return -ENOMEM;
         }
     }
     disp_jobs_worker_sent(&d->jobs, w);
