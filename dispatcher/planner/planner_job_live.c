@@ -126,8 +126,10 @@ static void add_host(disp_pm_host_t *hosts, size_t *n, const disp_worker_t *w, i
     }
 }
 
-void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
-                           disp_pl_input_t *in)
+/* The client's side of the planner's input: its unit costs (measured
+ * while running beats the short profile), bytes, codec, budget, consumer
+ * and overhead. Clears in first. */
+static void client_input(const disp_pjob_t *pj, int64_t now_ms, disp_pl_input_t *in)
 {
     memset(in, 0, sizeof(*in));
     in->nunits = pj->nunits;
@@ -161,16 +163,12 @@ void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, in
      * host (the cached client profile), else unknown (0). */
     in->sample_sec = recent && pj->have_sample_sec ? pj->measured_sample_sec
                                                    : pj->client.overhead_sec;
+}
 
-    /* Who shares a machine with whom: the client first, then each live
-     * worker (no memory: every host is its own machine, as before). */
-    disp_pm_host_t *hosts = calloc(reg->n + 1, sizeof(*hosts));
-    size_t nhosts = 0;
-    if (hosts != NULL) {
-        hosts[nhosts++] = (disp_pm_host_t){pj->client_machine,
-                                           pj->client_has_cpus ? &pj->client_cpus : NULL,
-                                           pj->client_budget, -1};
-    }
+/* One class per profiled worker class, with the workers' own measured unit
+ * costs; returns the largest profiled class (by workers), -1 when none. */
+static int profiled_classes(const disp_pjob_t *pj, const disp_registry_t *reg, disp_pl_input_t *in)
+{
     int largest = -1;
     for (uint32_t c = 0; c < pj->nclasses; c++) {
         const disp_pclass_t *pc = &pj->classes[c];
@@ -189,6 +187,16 @@ void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, in
             }
         }
     }
+    return largest;
+}
+
+/* Each live worker counted in its class, and its machine noted in hosts
+ * (when not NULL). A worker that joined after profiling runs at the
+ * largest profiled class's speed (the client's when none) with its own
+ * threads, in a class per thread count. */
+static void live_workers(const disp_pjob_t *pj, const disp_registry_t *reg, int largest,
+                         disp_pl_input_t *in, disp_pm_host_t *hosts, size_t *nhosts)
+{
     for (size_t i = 0; i < reg->n; i++) {
         const disp_worker_t *w = reg->workers[i];
         if (!usable(w)) {
@@ -197,7 +205,7 @@ void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, in
         int c = class_of(pj, w->id);
         if (c >= 0) {
             in->classes[c].workers++;
-            add_host(hosts, &nhosts, w, c, in->classes[c].cores);
+            add_host(hosts, nhosts, w, c, in->classes[c].cores);
             continue;
         }
         /* Joined after profiling: the largest profiled class's speed (the
@@ -224,8 +232,25 @@ void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, in
             n->cores = cores;
         }
         in->classes[k].workers++;
-        add_host(hosts, &nhosts, w, (int)k, cores);
+        add_host(hosts, nhosts, w, (int)k, cores);
     }
+}
+
+void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
+                           disp_pl_input_t *in)
+{
+    client_input(pj, now_ms, in);
+    /* Who shares a machine with whom: the client first, then each live
+     * worker (no memory: every host is its own machine, as before). */
+    disp_pm_host_t *hosts = calloc(reg->n + 1, sizeof(*hosts));
+    size_t nhosts = 0;
+    if (hosts != NULL) {
+        hosts[nhosts++] = (disp_pm_host_t){pj->client_machine,
+                                           pj->client_has_cpus ? &pj->client_cpus : NULL,
+                                           pj->client_budget, -1};
+    }
+    int largest = profiled_classes(pj, reg, in);
+    live_workers(pj, reg, largest, in, hosts, &nhosts);
     if (hosts != NULL) {
         disp_pm_group(hosts, nhosts, in);
         free(hosts);
