@@ -23,7 +23,9 @@
  *    when the client sent per-sample costs (cost_splits), [bounds[i],
  *    bounds[i+1]) cut at equal cumulative predicted cost of that epoch's
  *    order (every split non-empty). Only disp_job_split knows which.
- *  - A split is PENDING, ASSIGNED(owner) or ACKED; owner 0 is the client.
+ *  - A split is PENDING, ASSIGNED(owner) or ACKED (multi-rank: RECEIVED);
+ *    owner 0 is the client. Its state changes only through disp_split_move
+ *    (jobs_impl.h), whose allow table lists the moves.
  *    Local-share splits (plan.c rule) go to the client only. Remote splits go
  *    to the live worker predicted to finish them first: (its active splits'
  *    cost + this one) / its measured speed in cost per second (unknown
@@ -398,11 +400,11 @@ size_t disp_jobs_ack(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size
                      int64_t now_ms);
 /* Multi-rank acknowledgement on consumption: the client has every sample of
  * these splits but its training loop has not taken them all. ASSIGNED
- * (worker or client) and PENDING splits become RECEIVED: off their owner's
- * list, so the slot goes to new work (a split waiting in a partial batch
- * cannot hold up the samples that would complete it), revoked at a worker
- * that has not reported it sent. Unknown, stale, ACKED and RECEIVED ids are
- * ignored. Returns how many changed. */
+ * splits (worker or client) become RECEIVED: off their owner's list, so the
+ * slot goes to new work (a split waiting in a partial batch cannot hold up
+ * the samples that would complete it), revoked at a worker that has not
+ * reported it sent. Unknown, stale, PENDING (it holds no slot), ACKED and
+ * RECEIVED ids are ignored. Returns how many changed. */
 size_t disp_jobs_received(disp_jobs_t *js, disp_job_t *job, const uint64_t *ids, size_t n,
                           int64_t now_ms);
 /* A rank restarted (dispatcher/core/ranks.h): what the old process received but

@@ -1,8 +1,10 @@
 /* jobs_impl: what the pieces of the job table share and nobody else sees.
  *
  *   jobs.c            the table: submit, acks, retries, close, expiry
- *   splits.c          split geometry (ids, sizes, the cost cut), epochs and
- *                     their queues of PENDING splits, re-plan, restore
+ *   splits.c          a split's states (disp_split_move, the one way they
+ *                     change), split geometry (ids, sizes, the cost cut),
+ *                     epochs and their queues of PENDING splits, re-plan,
+ *                     restore
  *   assign.c          who gets a split: per-worker records and speeds,
  *                     give, take back, revoke, pick, steal
  *   worker_reports.c  what a worker's heartbeats, refusal, departure or

@@ -1,9 +1,11 @@
 /* splits: what a split is and where the PENDING ones wait (jobs_impl.h).
- * Split ids and position ranges (cut by count or by predicted cost), the
- * auto split size, each epoch's creation and its two queues of PENDING
- * splits (sl_ring_t of split indices, returned splits pushed to the front),
- * re-classification on a re-plan and the epochs rebuilt by journal replay.
- * Caller holds the dispatcher mutex. */
+ * Its states and the one function that moves them (disp_split_move: an
+ * allow table, the per-state counts kept with it). Split ids and position
+ * ranges (cut by count or by predicted cost), the auto split size, each
+ * epoch's creation and its two queues of PENDING splits (sl_ring_t of split
+ * indices, returned splits pushed to the front), re-classification on a
+ * re-plan and the epochs rebuilt by journal replay. Caller holds the
+ * dispatcher mutex. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
