@@ -55,7 +55,7 @@ typedef struct disp_worker_s {
     uint32_t hb_seq;          /* heartbeats answered (worker_reports.c resend rule) */
     disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
     uint32_t nstages;
-    /* Where it runs (RegisterWorkerRequest; set by service.c): machine ""
+    /* Where it runs (RegisterWorkerRequest; set by service_workers.c): machine ""
      * = unknown, its own machine; has_cpus 0 = CPU set not reported. */
     char machine_id[SL_MACHINE_ID_MAX];
     sl_cpuset_t cpus;

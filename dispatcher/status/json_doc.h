@@ -1,7 +1,7 @@
 /* json_doc: building a JSON document (jansson) where any failed allocation
  * drops the whole document rather than serving half of it: every set and
  * push records failure in one jb_t the builder checks at the end. Used by
- * /status (status_json.c) and the planner's explanation (planner_job.c). */
+ * /status (status_json.c) and the planner's explanation (planner_job_json.c). */
 #ifndef DISP_JSON_DOC_H
 #define DISP_JSON_DOC_H
 

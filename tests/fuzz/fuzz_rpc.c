@@ -1,4 +1,4 @@
-/* fuzz_rpc: the dispatcher's RPC handlers (dispatcher/service/service.c) fed
+/* fuzz_rpc: the dispatcher's RPC handlers (dispatcher/service/service.h) fed
  * arbitrary request bytes, on an in-memory dispatcher with the daemon's
  * default configuration (but split_size 8), called as the gRPC server calls
  * them: unpack as the method's request type, version check, handler, pack

@@ -1,6 +1,6 @@
 /* test_dispatcher_epochs: how the dispatcher numbers a job's epochs and
  * tells its client where remote work goes, through the RPC handlers of
- * dispatcher/service/service.c called as plain functions (no sockets):
+ * dispatcher/service/service.h called as plain functions (no sockets):
  *  - SubmitJobRequest.first_epoch: the job's epochs are first .. first +
  *    epochs - 1 in assignments and split ids, the job finishes after the
  *    last of them, /status counts its own epochs; bounds refused;

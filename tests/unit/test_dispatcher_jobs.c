@@ -1,6 +1,6 @@
 /* test_dispatcher_jobs: the dispatcher's split logic without sockets --
  * the job table (dispatcher/core/jobs.h) and registry.c driven with a fake
- * clock, and the RPC handlers of dispatcher/service/service.c called as plain
+ * clock, and the RPC handlers of dispatcher/service/service.h called as plain
  * functions. */
 #include <check.h>
 #include <errno.h>

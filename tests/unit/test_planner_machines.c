@@ -1,4 +1,4 @@
-/* test_planner_machines: hosts that share a machine (dispatcher/planner/planner.c
+/* test_planner_machines: hosts that share a machine (dispatcher/planner/planner.h
  * "Shared machines", dispatcher/planner/planner_machines.c) on hand-made profiles.
  *
  * The profile (as in test_planner.c): two units, decode 10 ms and
