@@ -70,7 +70,7 @@ CLIENT_SO := $(BUILD)/lib/libsluice.so
 CLI_SRC := $(wildcard client/cli/*.c)
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-DISP_SRC := $(wildcard dispatcher/*.c)
+DISP_SRC := $(wildcard dispatcher/*.c dispatcher/*/*.c)
 DISP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 WORKER_SRC := $(wildcard worker/*.c)
 WORKER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(WORKER_SRC))
@@ -267,6 +267,7 @@ TEST_MODS_test_dispatcher_balance := disp
 TEST_MODS_test_dispatcher_epochs := disp
 TEST_MODS_test_dispatcher_jobs := disp
 TEST_MODS_test_dispatcher_received := disp
+TEST_MODS_test_dispatcher_splits := disp
 TEST_MODS_test_dispatcher_status := disp
 TEST_MODS_test_dispatcher_status_jobs := disp
 TEST_MODS_test_planner := disp client

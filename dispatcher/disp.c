@@ -8,10 +8,10 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/link_cache.h"
-#include "dispatcher/planner_job.h"
-#include "dispatcher/planner_svc.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/link_cache.h"
+#include "dispatcher/planner/planner_job.h"
+#include "dispatcher/service/planner_svc.h"
 
 int64_t disp_now_ms(void) { return sl_mono_ms(); }
 

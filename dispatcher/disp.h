@@ -20,8 +20,8 @@
 
 #include "common/base/tenants.h"
 #include "dispatcher/config.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/registry.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/core/registry.h"
 
 #define DISP_TICK_MS 100
 #define DISP_LOST_PER_TICK 256 /* workers declared lost per tick (the rest next tick) */
@@ -36,7 +36,7 @@ typedef struct disp_s {
     struct disp_lcache_s *lcache; /* clients' link probes (link_cache.h); owned */
     struct disp_journal_s *journal; /* NULL = no --journal (journal_state.h); owned */
     int64_t journal_retry_ms;       /* broken journal: next snapshot attempt */
-    /* Tenants and their limits (dispatcher/tenants.h), replaced whole on
+    /* Tenants and their limits (dispatcher/core/tenants.h), replaced whole on
      * SIGHUP under mu; the RPC server holds its own copy of the tokens. */
     sl_tenants_t tenants;
 } disp_t;

@@ -22,11 +22,11 @@
 #include "common/spec/spec.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
-#include "dispatcher/tenants.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
+#include "dispatcher/core/tenants.h"
 
 #define SHUTDOWN_GRACE_MS 2000
 /* What a peer can make the dispatcher hold (docs/limits.md). The largest

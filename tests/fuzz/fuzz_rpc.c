@@ -1,4 +1,4 @@
-/* fuzz_rpc: the dispatcher's RPC handlers (dispatcher/service.c) fed
+/* fuzz_rpc: the dispatcher's RPC handlers (dispatcher/service/service.h) fed
  * arbitrary request bytes, on an in-memory dispatcher with the daemon's
  * default configuration (but split_size 8), called as the gRPC server calls
  * them: unpack as the method's request type, version check, handler, pack
@@ -30,9 +30,9 @@
 #include "common/rpc/rpc_impl.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/planner_svc.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
+#include "dispatcher/service/planner_svc.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
 #include "proto/sluice.pb-c.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "common/rpc/rpc.h"
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 
 uint64_t fx_disp_register(disp_t *d, const char *addr, uint32_t threads, uint64_t want,
                           int64_t now)
@@ -52,4 +52,10 @@ int fx_disp_client_splits(disp_t *d, uint64_t job, int64_t now, uint64_t *ids, u
     int finished = resp.finished;
     disp_arena_free(&a);
     return finished;
+}
+
+void fx_disp_destroy(disp_t *d)
+{
+    ck_assert_uint_eq(d->jobs.split_moves_refused, 0);
+    disp_destroy(d);
 }

@@ -1,5 +1,5 @@
 /* fixtures_disp: a worker and a client talking to an in-process dispatcher
- * through its service functions (dispatcher/service.h), as the real peers do
+ * through its service functions (dispatcher/service/service.h), as the real peers do
  * over RPC. Shared by the dispatcher suites; each asserts success itself. */
 #ifndef TESTS_UNIT_FIXTURES_DISP_H
 #define TESTS_UNIT_FIXTURES_DISP_H
@@ -21,5 +21,9 @@ uint64_t fx_disp_register(disp_t *d, const char *addr, uint32_t threads, uint64_
  * the job is finished. */
 int fx_disp_client_splits(disp_t *d, uint64_t job, int64_t now, uint64_t *ids, uint64_t *epochs,
                           size_t max, size_t *ret_n, char *fallback, size_t fblen);
+
+/* disp_destroy, after checking that no split made a move the allow table
+ * refuses (disp_split_move): the existing flows never try one. */
+void fx_disp_destroy(disp_t *d);
 
 #endif

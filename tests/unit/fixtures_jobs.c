@@ -13,6 +13,7 @@ void fx_jobs_init(fx_jobs_t *e, const disp_limits_t *lim)
 
 void fx_jobs_free(fx_jobs_t *e)
 {
+    ck_assert_uint_eq(e->js.split_moves_refused, 0); /* disp_split_move: never refused */
     disp_jobs_destroy(&e->js);
     disp_registry_destroy(&e->reg);
 }

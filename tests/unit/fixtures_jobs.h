@@ -1,4 +1,4 @@
-/* fixtures_jobs: a bare job table over a registry (dispatcher/jobs.h), no
+/* fixtures_jobs: a bare job table over a registry (dispatcher/core/jobs.h), no
  * service layer, for the suites that drive assignment directly. Each
  * helper asserts success itself. */
 #ifndef TESTS_UNIT_FIXTURES_JOBS_H
@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "dispatcher/jobs.h"
-#include "dispatcher/registry.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/core/registry.h"
 
 typedef struct fx_jobs_s {
     disp_registry_t reg; /* room for 16 workers */

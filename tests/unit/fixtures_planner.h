@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "common/cost/costmodel.h"
-#include "dispatcher/planner.h"
+#include "dispatcher/planner/planner.h"
 #include "proto/sluice.pb-c.h"
 
 #define FX_PIN_SPEC                                                                         \

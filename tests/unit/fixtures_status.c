@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 
 void fx_st_init(fx_st_t *e)
 {
@@ -26,7 +26,7 @@ void fx_st_init(fx_st_t *e)
 void fx_st_free(fx_st_t *e)
 {
     disp_status_free(e->st);
-    disp_destroy(&e->d);
+    fx_disp_destroy(&e->d);
 }
 
 uint64_t fx_st_submit_spec(fx_st_t *e, uint64_t n, const char *spec, const char *name)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "dispatcher/disp.h"
-#include "dispatcher/status.h"
+#include "dispatcher/status/status.h"
 
 /* A one-epoch job processed on the client (no plan, no prediction). */
 #define FX_ST_SPEC_OFF                                                                             \

@@ -1,7 +1,7 @@
 /* test_dispatcher_balance: data-aware balancing in simulated time.
  *
  * The dispatcher's split cut, assignment by predicted finish and stealing
- * (dispatcher/splits.c and assign.c, the real code) hand splits to
+ * (dispatcher/core/splits.c and assign.c, the real code) hand splits to
  * simulated workers of unequal speed over a skewed data set (10 % of the
  * samples cost 6-10x); the workers heartbeat as worker/control.c does
  * (every 500 ms, and 30 ms after a split finished), the client acks a
@@ -21,8 +21,8 @@
 #include "common/base/log.h"
 #include "common/order/ranks.h"
 #include "common/base/rng.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/registry.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/core/registry.h"
 #include "tests/unit/fixtures.h"
 
 #define SPEC_FMT                                                                             \
@@ -247,6 +247,7 @@ static int64_t run_epoch(const float *truth, const float *predicted, int steal,
     ck_assert_int_eq(s->job->state, DISP_JOB_FINISHED);
     ck_assert_uint_eq(s->job->acked_total, s->job->nsplits);
     int64_t ms = s->now - t0;
+    ck_assert_uint_eq(s->js.split_moves_refused, 0); /* disp_split_move: never refused */
     disp_jobs_destroy(&s->js);
     disp_registry_destroy(&s->reg);
     free(s);

@@ -11,8 +11,8 @@
 #include "common/base/jobcap.h"
 #include "common/rpc/rpc.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/service.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 
@@ -174,7 +174,7 @@ START_TEST(test_every_job_rpc_needs_the_secret)
     /* A closed job refuses a stranger the same way (its state is not told). */
     ck_assert_int_eq(assign(&d, id, "wrong-secret-0123456789"), SL_RPC_PERMISSION_DENIED);
     ck_assert_int_eq(assign(&d, id, secret), SL_RPC_NOT_FOUND);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -209,7 +209,7 @@ START_TEST(test_workers_get_the_hash)
     disp_arena_free(&a);
     /* A malformed client-chosen secret is refused. */
     ck_assert_int_eq(submit(&d, "short", 1, 0, NULL, &id, secret), SL_RPC_INVALID_ARGUMENT);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -238,7 +238,7 @@ START_TEST(test_ranks_join_with_the_secret)
     ck_assert_uint_eq(x, r0);
     ck_assert_str_eq(s0, team);
     ck_assert_int_eq(assign(&d, r1, team), SL_RPC_OK);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -251,7 +251,7 @@ START_TEST(test_journal_keeps_the_hash)
     uint64_t id = 0;
     char secret[SL_JOBCAP_MAX + 1];
     ck_assert_int_eq(submit(&d, NULL, 1, 0, NULL, &id, secret), SL_RPC_OK);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
     /* On disk: not the secret. */
     char cmd[FX_TMPDIR_LEN + SL_JOBCAP_MAX + 64];
     snprintf(cmd, sizeof(cmd), "cat '%s'/* | grep -q -a -F '%s'", dir, secret);
@@ -260,7 +260,7 @@ START_TEST(test_journal_keeps_the_hash)
     ck_assert_int_eq(assign(&d, id, "wrong-secret-0123456789"), SL_RPC_PERMISSION_DENIED);
     ck_assert_int_eq(ack(&d, id, NULL), SL_RPC_PERMISSION_DENIED);
     ck_assert_int_eq(assign(&d, id, secret), SL_RPC_OK);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -319,7 +319,7 @@ START_TEST(test_tenants_own_their_jobs)
     ck_assert(seen);
     disp_arena_free(&a);
     g_tenant = "";
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 

@@ -1,6 +1,6 @@
 /* test_dispatcher_epochs: how the dispatcher numbers a job's epochs and
  * tells its client where remote work goes, through the RPC handlers of
- * dispatcher/service.c called as plain functions (no sockets):
+ * dispatcher/service/service.h called as plain functions (no sockets):
  *  - SubmitJobRequest.first_epoch: the job's epochs are first .. first +
  *    epochs - 1 in assignments and split ids, the job finishes after the
  *    last of them, /status counts its own epochs; bounds refused;
@@ -16,9 +16,9 @@
 
 #include "common/base/log.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 
@@ -186,7 +186,7 @@ START_TEST(test_epochs_numbered_from_first_epoch)
     }
     ck_assert_int_eq(fx_disp_client_splits(&d, id, 1000, ids, epochs, 16, &n, fb, sizeof(fb)), 1);
     ck_assert_uint_eq(n, 0);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -207,7 +207,7 @@ START_TEST(test_first_epoch_bounds)
     s.first_epoch = (1ull << 32) - 3;
     ck_assert_msg(submit(&d, &s, 1000, &id, err, sizeof(err)) == SL_RPC_OK, "%s", err);
     ck_assert_int_eq(state_of(&d, id, s.first_epoch * NSPLITS), DISP_SPLIT_ASSIGNED);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -219,7 +219,7 @@ START_TEST(test_first_epoch_survives_restart)
     uint64_t id = submit_ok(&d, &s);
     uint64_t acked[] = {20, 21, 22, 23, 25}; /* epoch 5 done, split 1 of epoch 6 */
     ack(&d, id, acked, 5);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     open_disp(&d, 1);
     disp_job_t *job = disp_jobs_find(&d.jobs, id);
@@ -230,7 +230,7 @@ START_TEST(test_first_epoch_survives_restart)
     ck_assert_int_eq(state_of(&d, id, 24), DISP_SPLIT_PENDING);
     ck_assert_int_eq(state_of(&d, id, 28), DISP_SPLIT_PENDING); /* epoch 7 live */
     ck_assert_int_eq(state_of(&d, id, 32), -1);                 /* no epoch 8 */
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -251,7 +251,7 @@ START_TEST(test_rank_not_reattached_across_epochs)
     s.first_epoch = 0;
     ck_assert_msg(submit(&d, &s, 1000, &id, err, sizeof(err)) == SL_RPC_OK, "%s", err);
     ck_assert_uint_eq(id, first);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -292,7 +292,7 @@ START_TEST(test_fallback_reason)
     json_t *job = status_job(&d, &root);
     ck_assert_str_eq(json_string_value(json_object_get(job, "fallback")), fb);
     json_decref(root);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     /* No worker at all, for a whole worker timeout. */
     open_disp(&d, 0);
@@ -301,7 +301,7 @@ START_TEST(test_fallback_reason)
     (void)fx_disp_client_splits(&d, id, later, ids, epochs, 16, &n, fb, sizeof(fb));
     ck_assert_uint_eq(n, NSPLITS);
     ck_assert_msg(strstr(fb, "no live worker for") != NULL, "%s", fb);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 

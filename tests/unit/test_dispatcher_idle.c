@@ -1,5 +1,5 @@
 /* test_dispatcher_idle: an idle client asks for work (GetAssignmentRequest.idle,
- * dispatcher/jobs.h disp_jobs_client_idle). It gets a PENDING remote split
+ * dispatcher/core/jobs.h disp_jobs_client_idle). It gets a PENDING remote split
  * nobody holds, one per call, never one a worker holds, nothing for offload
  * "all"; and every split is still acknowledged exactly once when idle calls
  * interleave at random with worker deaths, retries, heartbeats and acks.
@@ -15,11 +15,12 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/registry.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/core/registry.h"
 #include "tests/unit/fixtures_jobs.h"
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -403,7 +404,7 @@ START_TEST(test_svc_idle_field)
     ck_assert_uint_eq(nclient[0], 3);
     ck_assert_uint_eq(nclient[1], 4);
     ck_assert_uint_eq(nclient[2], 5);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 

@@ -1,6 +1,6 @@
 /* test_dispatcher_jobs: the dispatcher's split logic without sockets --
- * the job table (dispatcher/jobs.h) and registry.c driven with a fake
- * clock, and the RPC handlers of dispatcher/service.c called as plain
+ * the job table (dispatcher/core/jobs.h) and registry.c driven with a fake
+ * clock, and the RPC handlers of dispatcher/service/service.h called as plain
  * functions. */
 #include <check.h>
 #include <errno.h>
@@ -15,14 +15,15 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/plan.h"
-#include "dispatcher/registry.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/plan.h"
+#include "dispatcher/core/registry.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_jobs.h"
+#include "tests/unit/fixtures_disp.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -1046,7 +1047,7 @@ START_TEST(test_svc_costs_journal)
             had[e] |= round == 0;
         }
         ck_assert_int_eq(compared, round == 1); /* epoch 0, live both times */
-        disp_destroy(&d);
+        fx_disp_destroy(&d);
     }
     /* cost_splits 0: the costs are checked, not used. */
     disp_t d;
@@ -1061,7 +1062,7 @@ START_TEST(test_svc_costs_journal)
     costs[7] = 1;
     ck_assert_int_eq(svc_submit_costs(&d, spec, n, costs, n, &id, err, sizeof(err)), SL_RPC_OK);
     ck_assert_ptr_null(disp_jobs_find(&d.jobs, id)->costs);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
     free(costs);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
@@ -1309,7 +1310,7 @@ START_TEST(test_svc_flow)
                      SL_RPC_OK);
     ck_assert_int_eq(h6.known, 0);
     disp_arena_free(&a);
-    disp_destroy(&s.d);
+    fx_disp_destroy(&s.d);
 }
 END_TEST
 
@@ -1370,7 +1371,7 @@ START_TEST(test_svc_resend_lost_assignment)
                      SL_RPC_OK);
     ck_assert_uint_eq(g.n_splits, 2);
     disp_arena_free(&a);
-    disp_destroy(&s.d);
+    fx_disp_destroy(&s.d);
 }
 END_TEST
 
@@ -1507,7 +1508,7 @@ START_TEST(test_svc_job_qualified_progress)
         ck_assert_uint_eq(r.revoked[i]->job_id, jb);
     }
     disp_arena_free(&ar);
-    disp_destroy(&s.d);
+    fx_disp_destroy(&s.d);
 }
 END_TEST
 
@@ -1580,7 +1581,7 @@ START_TEST(test_svc_stale_sent)
     jw = disp_job_jw(job, w);
     k0 = jw->ids[0] == 0 ? 0 : 1;
     ck_assert_uint_eq(jw->sent[k0], DISP_AN_DELIVERED);
-    disp_destroy(&s.d);
+    fx_disp_destroy(&s.d);
 }
 END_TEST
 
@@ -1666,7 +1667,7 @@ START_TEST(test_svc_leaving)
     disp_arena_free(&ar);
     ck_assert_uint_eq(disp_job_jw(job, w1)->n, 0);
     ck_assert_uint_eq(ww1->outstanding, 0);
-    disp_destroy(&s.d);
+    fx_disp_destroy(&s.d);
 }
 END_TEST
 
@@ -1693,7 +1694,7 @@ START_TEST(test_svc_submit_errors)
     }
     ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)),
                      SL_RPC_RESOURCE_EXHAUSTED);
-    /* Multi-rank jobs (dispatcher/service_ranks.c) need a job name, and the
+    /* Multi-rank jobs (dispatcher/service/service_ranks.c) need a job name, and the
      * spec must carry the same rank and world size as the request. */
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     req.job_secret = (char *)FX_JOB_SECRET;
@@ -1718,7 +1719,7 @@ START_TEST(test_svc_submit_errors)
     ck_assert_int_eq(disp_svc_register_worker(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
                      -EINVAL);
     disp_arena_free(&a);
-    disp_destroy(&s.d);
+    fx_disp_destroy(&s.d);
 }
 END_TEST
 

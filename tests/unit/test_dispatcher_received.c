@@ -1,5 +1,5 @@
 /* Multi-rank acknowledgement on consumption at the dispatcher
- * (dispatcher/jobs.h disp_jobs_received, docs/protocol.md): a split the
+ * (dispatcher/core/jobs.h disp_jobs_received, docs/protocol.md): a split the
  * client reports received leaves its owner's slot but is not done; the ack
  * makes it done; a rank that re-attaches gets its received splits back.
  * Broken reports (unknown ids, ids of an epoch not live, of another job,
@@ -14,12 +14,13 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/registry.h"
-#include "dispatcher/service.h"
-#include "dispatcher/service_ranks.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/core/registry.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/service/service_ranks.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_jobs.h"
+#include "tests/unit/fixtures_disp.h"
 
 #define SPEC_FMT                                                                             \
     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
@@ -270,7 +271,7 @@ START_TEST(test_svc_received_and_rank_restart)
     ck_assert_int_eq(state_of(j0, 0), DISP_SPLIT_ACKED);
     int s1 = state_of(j0, 1);
     ck_assert(s1 == DISP_SPLIT_PENDING || s1 == DISP_SPLIT_ASSIGNED);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "dispatcher/disp.h"
-#include "dispatcher/service.h"
-#include "dispatcher/status.h"
+#include "dispatcher/service/service.h"
+#include "dispatcher/status/status.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_status.h"

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dispatcher/journal.h"
+#include "dispatcher/journal/journal.h"
 #include "tests/unit/fixtures.h"
 
 typedef struct {

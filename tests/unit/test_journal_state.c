@@ -1,4 +1,4 @@
-/* dispatcher/journal_state: the job table survives a restart through the
+/* dispatcher/journal/journal_state: the job table survives a restart through the
  * journal: same ids, acked splits, live epochs; duplicates of records the
  * snapshot already holds change nothing; closed jobs stay closed, whether
  * the client closed them or timed out; auto jobs keep their planner (the
@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "dispatcher/disp.h"
-#include "dispatcher/journal.h"
-#include "dispatcher/journal_state.h"
-#include "dispatcher/planner_job.h"
-#include "dispatcher/planner_svc.h"
-#include "dispatcher/service.h"
+#include "dispatcher/journal/journal.h"
+#include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/planner_job.h"
+#include "dispatcher/service/planner_svc.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_planner.h"
@@ -113,7 +113,7 @@ START_TEST(test_restart_keeps_jobs)
     uint64_t id = submit(&d);
     uint64_t ids[] = {0, 1, 2, 3, 5};
     ack(&d, id, ids, 5); /* epoch 0 done, split 1 of epoch 1 acked */
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     /* Same seed on purpose: replayed ids must still not be handed out again. */
     for (int round = 0; round < 2; round++) {
@@ -128,7 +128,7 @@ START_TEST(test_restart_keeps_jobs)
         ck_assert_uint_gt(d.jobs.next_id, id);
         /* A repeated record (as after a crash mid-compaction) is a no-op. */
         ck_assert_int_eq(disp_jstate_submitted(&d, job), 0);
-        disp_destroy(&d);
+        fx_disp_destroy(&d);
     }
 
     open_disp(&d, 100);
@@ -144,12 +144,12 @@ START_TEST(test_restart_keeps_jobs)
     ck_assert_int_eq(disp_svc_close_job(&d, &creq, &cresp, &a, 1000, err, sizeof(err)),
                      SL_RPC_OK);
     disp_arena_free(&a);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     open_disp(&d, 100);
     ck_assert_ptr_null(disp_jobs_find(&d.jobs, id));
     ck_assert_ptr_nonnull(disp_jobs_find(&d.jobs, id2));
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -163,10 +163,10 @@ START_TEST(test_finished_job_stays_finished)
         ack(&d, id, ids, 4);
     }
     ck_assert_int_eq(disp_jobs_find(&d.jobs, id)->state, DISP_JOB_FINISHED);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
     open_disp(&d, 100);
     ck_assert_int_eq(disp_jobs_find(&d.jobs, id)->state, DISP_JOB_FINISHED);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -182,12 +182,12 @@ START_TEST(test_expired_job_stays_closed)
     disp_jobs_find(&d.jobs, keep)->last_client_ms = late; /* its client is alive */
     ck_assert_uint_eq(disp_jobs_expire(&d.jobs, late), 1);
     ck_assert_int_eq(disp_jobs_find(&d.jobs, id)->state, DISP_JOB_CLOSED);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     open_disp(&d, 100);
     ck_assert_ptr_null(disp_jobs_find(&d.jobs, id)); /* not back as open */
     ck_assert_ptr_nonnull(disp_jobs_find(&d.jobs, keep));
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -216,10 +216,10 @@ START_TEST(test_expire_waits_for_journal)
     d.jobs.expire_hook = hook;
     d.jobs.expire_hook_ctx = ctx;
     ck_assert_uint_eq(disp_jobs_expire(&d.jobs, late + 1), 1);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
     open_disp(&d, 100);
     ck_assert_ptr_null(disp_jobs_find(&d.jobs, id));
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -258,14 +258,14 @@ START_TEST(test_sync_failure_fails_rpcs)
     ck_assert_int_eq(ack_rc(&d, id, ids, 2), SL_RPC_OK);
     uint64_t more[] = {2};
     ck_assert_int_eq(ack_rc(&d, id, more, 1), SL_RPC_OK);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     open_disp(&d, 100);
     ck_assert_int_eq(state_of(&d, id, 1), DISP_SPLIT_ACKED);
     ck_assert_int_eq(state_of(&d, id, 2), DISP_SPLIT_ACKED);
     ck_assert_int_eq(state_of(&d, id, 3), DISP_SPLIT_PENDING);
     ck_assert_uint_eq(d.jobs.n, 1); /* not the dropped one */
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -324,7 +324,7 @@ START_TEST(test_planner_state_restored)
     ck_assert_int_eq(v2.compress, 1);
     double pred2 = status_predicted(job);
     ck_assert(pred2 > 0);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     /* Round 0 replays the log (JournalJob + JournalPlan), round 1 the
      * snapshot round 0 compacted into. */
@@ -360,7 +360,7 @@ START_TEST(test_planner_state_restored)
         ck_assert_uint_eq(job->plan.split, v2.split);
         ck_assert_double_eq_tol(job->plan.local_share, v2.local_share, 1e-9);
         ck_assert_int_eq(job->plan.compress, 1);
-        disp_destroy(&d);
+        fx_disp_destroy(&d);
     }
 }
 END_TEST
@@ -387,7 +387,7 @@ START_TEST(test_planner_budget_restored)
     disp_planner_tick(&d, 1600); /* the budget re-plan: v2 */
     ck_assert_uint_eq(job->plan.version, 2);
     ck_assert_double_eq_tol(job->planner->input.client_cores, 0.5, 1e-12);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
     for (int round = 0; round < 2; round++) {
         open_disp(&d, 100);
         job = disp_jobs_find(&d.jobs, id);
@@ -398,7 +398,7 @@ START_TEST(test_planner_budget_restored)
         ck_assert_double_eq_tol(job->planner->client_budget, 0.5, 1e-12);
         disp_planner_on_rates(&d, job, &r, 2000);
         ck_assert_double_eq_tol(job->planner->client_budget, 0.5, 1e-12);
-        disp_destroy(&d);
+        fx_disp_destroy(&d);
     }
 }
 END_TEST
@@ -490,7 +490,7 @@ START_TEST(test_old_journal_loads)
     ck_assert_ptr_nonnull(job->planner); /* the inputs were fine ... */
     ck_assert_uint_eq(job->planner->input.nunits, 3); /* ... the input was recomputed */
     ck_assert_uint_eq(job->plan.version, 1);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -538,7 +538,7 @@ START_TEST(test_rank_reattaches_after_restart)
     ck_assert_uint_ne(r0, r1);
     uint64_t ids[] = {0, 1}; /* rank 0's share: 20 positions, 2 splits: epoch 0 done */
     ack(&d, r0, ids, 2);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     for (int round = 0; round < 2; round++) { /* the log, then the snapshot */
         open_disp(&d, 100);
@@ -556,7 +556,7 @@ START_TEST(test_rank_reattaches_after_restart)
         ck_assert_uint_eq(submit_rank(&d, "train", 1, &resumed, &ep), r1);
         ck_assert_int_eq(resumed, 1);
         ck_assert_uint_eq(ep, 0);
-        disp_destroy(&d);
+        fx_disp_destroy(&d);
     }
 }
 END_TEST

@@ -20,8 +20,9 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/service.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_disp.h"
 
 /* ------------------------------------------------------------ jobs per client */
 
@@ -83,7 +84,7 @@ START_TEST(test_jobs_per_client)
     ck_assert_int_eq(submit(&d, "x\x1b[2J", &id, err, sizeof(err)), SL_RPC_OK);
     ck_assert_int_eq(submit(&d, "x\x1b[2J", &id, err, sizeof(err)), SL_RPC_RESOURCE_EXHAUSTED);
     ck_assert_ptr_null(strchr(err, '\x1b'));
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 
     /* 0: only max_jobs. */
     cfg.max_jobs_per_client = 0;
@@ -94,7 +95,7 @@ START_TEST(test_jobs_per_client)
     }
     ck_assert_int_eq(submit(&d, "host-b", &id, err, sizeof(err)), SL_RPC_RESOURCE_EXHAUSTED);
     ck_assert_msg(strstr(err, "max_jobs = 3") != NULL, "%s", err);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 
@@ -148,7 +149,7 @@ START_TEST(test_ids_per_call)
                      SL_RPC_INVALID_ARGUMENT);
     disp_arena_free(&a);
     free(ids);
-    disp_destroy(&d);
+    fx_disp_destroy(&d);
 }
 END_TEST
 

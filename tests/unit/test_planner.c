@@ -1,4 +1,4 @@
-/* test_planner: dispatcher/planner.c on synthetic profiles whose best plan
+/* test_planner: dispatcher/planner/planner.c on synthetic profiles whose best plan
  * is worked out by hand in the comments (client CPU-bound, link-bound, no
  * stall, worker-bound with the workers-needed hint, heterogeneous workers,
  * no workers) plus FastFlow's Algorithm 1.
@@ -26,12 +26,12 @@
 #include "common/rpc/rpc.h"
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
-#include "dispatcher/jobs.h"
-#include "dispatcher/link_cache.h"
-#include "dispatcher/planner.h"
-#include "dispatcher/planner_job.h"
-#include "dispatcher/planner_svc.h"
-#include "dispatcher/service.h"
+#include "dispatcher/core/jobs.h"
+#include "dispatcher/planner/link_cache.h"
+#include "dispatcher/planner/planner.h"
+#include "dispatcher/planner/planner_job.h"
+#include "dispatcher/service/planner_svc.h"
+#include "dispatcher/service/service.h"
 #include "tests/unit/fixtures_planner.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
@@ -921,7 +921,7 @@ START_TEST(test_dispatcher_replan)
     ck_assert(seen);
     disp_arena_free(&a);
     ck_assert(job->plan.version >= 3);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 END_TEST
@@ -976,7 +976,7 @@ START_TEST(test_dispatcher_plan_job)
     ck_assert_str_eq(sresp.plan->mode, "auto(all: no profile)");
     ck_assert_ptr_null(sresp.explain);
     disp_arena_free(&a);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 END_TEST
@@ -996,7 +996,7 @@ START_TEST(test_profile_samples_for)
 }
 END_TEST
 
-/* The link cache (dispatcher/link_cache.h): one entry per (client, class),
+/* The link cache (dispatcher/planner/link_cache.h): one entry per (client, class),
  * replaced in place, fresh for DISP_LINK_TTL_MS, the oldest evicted when
  * full; nonsense (no client, a key too long, a bandwidth that is not a
  * positive number) is not stored. */
@@ -1136,7 +1136,7 @@ START_TEST(test_dispatcher_links_roundtrip)
         ck_assert(again.links[i]->bandwidth_bytes_per_sec < 2e8);
     }
     disp_arena_free(&a);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 END_TEST
@@ -1194,7 +1194,7 @@ static void heartbeat_compress(int with_codec)
         ck_assert_int_eq(hresp.assign[i]->compress, with_codec);
     }
     disp_arena_free(&a);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 
@@ -1372,7 +1372,7 @@ START_TEST(test_drift)
     ck_assert_uint_eq(pj->input.classes[1].workers, 1);
     ck_assert(fabs(pj->input.classes[1].unit_sec[0] - 10e-3) < 1e-12);
     disp_pjob_free(pj);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 END_TEST
@@ -1512,7 +1512,7 @@ START_TEST(test_budget_measured)
     pj = budget_pjob(d, &pin, NULL, 0, &plan, now);
     ck_assert_str_eq(budget_json(pj, "client_cpu_budget_source", buf, sizeof(buf)), "null");
     disp_pjob_free(pj);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 END_TEST
@@ -1588,7 +1588,7 @@ START_TEST(test_dispatcher_node_ranks)
     NEAR(job[0]->planner->input.client_cores, 2.0, 1e-12);
     ck_assert_uint_eq(job[0]->plan.version, 3);
     pthread_mutex_unlock(&d->mu);
-    disp_destroy(d);
+    fx_disp_destroy(d);
     free(d);
 }
 END_TEST

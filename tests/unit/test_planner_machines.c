@@ -1,5 +1,5 @@
-/* test_planner_machines: hosts that share a machine (dispatcher/planner.c
- * "Shared machines", dispatcher/planner_machines.c) on hand-made profiles.
+/* test_planner_machines: hosts that share a machine (dispatcher/planner/planner.h
+ * "Shared machines", dispatcher/planner/planner_machines.c) on hand-made profiles.
  *
  * The profile (as in test_planner.c): two units, decode 10 ms and
  * normalize 2 ms; 100 KB encoded, 150 KB after decode, 600 KB after
@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "common/cost/hostfacts.h"
-#include "dispatcher/planner.h"
-#include "dispatcher/planner_machines.h"
-#include "dispatcher/registry.h"
+#include "dispatcher/planner/planner.h"
+#include "dispatcher/planner/planner_machines.h"
+#include "dispatcher/core/registry.h"
 #include "tests/unit/fixtures_planner.h"
 
 #define NEAR(x, want, tol) ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, \
