@@ -170,7 +170,7 @@ int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch,
     if (rc < 0) {
         return sl_err(err, errlen, rc, "out of memory");
     }
-    switch (u->kind) {
+    switch (u->kind) { /* the record-only units; the rest run on each image */
     case UNIT_TILES:
         rc = tiles_make(u, &in, &sc->b, sc, err, errlen);
         break;

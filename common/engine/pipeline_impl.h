@@ -6,11 +6,15 @@
 
 #include "common/base/rng.h"
 #include "common/engine/pipeline.h"
+#include "common/spec/spec_layout.h"
 #include "common/image/record.h"
 #include "common/text/tokenizer.h"
 
+/* What a unit runs. UNIT_NONE (0) is no kind: an op without a row in
+ * pipeline.c's table of unit makers fails sl_pipeline_new. */
 typedef enum {
-    UNIT_DECODE = 0,
+    UNIT_NONE = 0,
+    UNIT_DECODE,
     UNIT_DECODE_RRC,
     UNIT_DECODE_CENTER_CROP,
     UNIT_RRC,
@@ -24,8 +28,11 @@ typedef enum {
     UNIT_TEMPLATE,
     UNIT_PLUGIN, /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
     UNIT_AUGMENT,  /* any augmentation op (pipe_augment.c); images and records */
+    UNIT__COUNT
 } unit_kind_e;
 
+/* One unit: its place in the spec (the layout's, common/spec/spec_layout.h)
+ * and what the engine made of it. */
 typedef struct {
     unit_kind_e kind;
     uint32_t first_stage; /* spec position of the first stage it covers */
@@ -35,12 +42,13 @@ typedef struct {
     /* normalize directly followed by to_chw: when one run covers both, they
      * run as one pass (sl_img_normalize_chw), charged to to_chw. */
     int pass_with_next;
-    char name[64];
+    const char *name; /* the layout's */
     const struct sl_plugin_info_s *plugin; /* UNIT_PLUGIN: bound by sl_pipeline_bind_plugins */
 } unit_t;
 
 struct sl_pipeline_s {
     sl_spec_t spec; /* own copy: units point into it */
+    sl_layout_t layout; /* what the units were made from; names point into it */
     sl_tokenizer_t *tok; /* tokenize's ranks (sl_pipeline_load); NULL before */
     const struct sl_plugins_s *plugins; /* the host's plugin_dir (bind); not owned */
     unit_t units[SL_PIPE_MAX_UNITS];

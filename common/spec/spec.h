@@ -1,4 +1,4 @@
-/* spec: the pipeline spec (DESIGN.md "Pipeline spec") parsed and validated.
+/* spec: the pipeline spec (docs/design.md "Pipeline spec") parsed and validated.
  * The same parser runs in the CLI, the client library and the dispatcher, so
  * a spec error reads the same wherever it is found. Errors name the file (or
  * the name the caller gave the buffer), the line and the field path, e.g.
@@ -198,9 +198,26 @@ int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t 
 
 /* Default spec values (what parse fills for absent keys). */
 void sl_spec_init(sl_spec_t *spec);
+/* What an op is (its row in the op table, common/spec/spec_ops.c). */
+enum {
+    SL_OPF_DECODE = 1u << 0,      /* encoded bytes -> uint8 HWC pixels */
+    SL_OPF_GEOMETRY = 1u << 1,    /* random_resized_crop, resize, center_crop */
+    SL_OPF_AUGMENT = 1u << 2,     /* a built-in augmentation (spec_aug.h) */
+    SL_OPF_RANDOM = 1u << 3,      /* draws from the sample's random stream */
+    SL_OPF_RECORD = 1u << 4,      /* needs a multimodal source (records) */
+    SL_OPF_ON_PIXELS = 1u << 5,   /* needs decoded images before it */
+    SL_OPF_WHOLE = 1u << 6,       /* works on whole uint8 HWC images */
+    SL_OPF_FUSES_DECODE = 1u << 7, /* right after a decode, one unit with it */
+};
+/* "decode_jpeg", ...; "unknown" outside the enum. */
 const char *sl_op_name(sl_op_e op);
+/* SL_OPF_* of op; 0 outside the enum. */
+unsigned sl_op_flags(sl_op_e op);
 /* Is op one of the built-in augmentations (spec_aug.h)? */
 bool sl_op_is_augment(sl_op_e op);
+/* Does op draw from the sample's random stream (a deterministic op's
+ * output depends on its input alone)? */
+bool sl_op_draws_random(sl_op_e op);
 /* Does the spec end in uint8 with a normalize its consumer applies ("on":
  * "device")? Then true, and its mean and std (either may be NULL). */
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);

@@ -7,7 +7,7 @@
 
 #include "common/spec/spec_impl.h"
 
-int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+static int parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
     char got[SPEC_SHOWN_MAX + 8];
     json_t *name = json_object_get(st, "name");
@@ -52,9 +52,25 @@ int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     return 0;
 }
 
-json_t *sl_spec_plugin_json(const sl_stage_spec_t *st)
+static json_t *plugin_json(const sl_stage_spec_t *st)
 {
     json_t *params = json_loads(st->plugin_params, 0, NULL);
     return json_pack("{s:s, s:s, s:s, s:o}", "op", "plugin", "name", st->plugin, "sha256",
                      st->plugin_sha256, "params", params != NULL ? params : json_object());
 }
+
+/* A plugin's unit is named for its stage: profiles and plans show it. */
+static const char *plugin_unit_name(const sl_stage_spec_t *st) { return st->plugin; }
+
+/* A plugin stage works on whole uint8 HWC images and may draw randomness
+ * (the unit hands it a key from the sample's stream). */
+const sl_op_def_t sl_op_def_plugin = {.name = "plugin",
+                                      .keys = (const char *const[]){"op", "name", "sha256",
+                                                                    "params", NULL},
+                                      .parse = parse_plugin,
+                                      .to_json = plugin_json,
+                                      .flags = SL_OPF_ON_PIXELS | SL_OPF_WHOLE | SL_OPF_RANDOM,
+                                      .unit_name = plugin_unit_name,
+                                      .before = SL_ORD_BIT(SL_ORD_NORMALIZE) |
+                                                SL_ORD_BIT(SL_ORD_TO_CHW) |
+                                                SL_ORD_BIT(SL_ORD_TILES)};

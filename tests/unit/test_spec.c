@@ -1047,6 +1047,34 @@ START_TEST(test_to_json_round_trip)
 }
 END_TEST
 
+/* The op table: every op has a distinct name, a stage of only that op
+ * and the flags say which ops are augmentations, which draw randomness
+ * and which fuse into a decode. */
+START_TEST(test_op_table)
+{
+    for (int a = 0; a < SL_OP__COUNT; a++) {
+        ck_assert_str_ne(sl_op_name((sl_op_e)a), "unknown");
+        for (int b = a + 1; b < SL_OP__COUNT; b++) {
+            ck_assert_str_ne(sl_op_name((sl_op_e)a), sl_op_name((sl_op_e)b));
+        }
+    }
+    ck_assert_str_eq(sl_op_name(SL_OP__COUNT), "unknown");
+    ck_assert_uint_eq(sl_op_flags(SL_OP__COUNT), 0);
+    for (int op = 0; op < SL_OP__COUNT; op++) {
+        bool aug = op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT;
+        ck_assert(sl_op_is_augment((sl_op_e)op) == aug);
+        bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP ||
+                   op == SL_OP_PLUGIN;
+        ck_assert_msg(sl_op_draws_random((sl_op_e)op) == rnd, "%s", sl_op_name((sl_op_e)op));
+    }
+    ck_assert(sl_op_flags(SL_OP_DECODE_IMAGE) & SL_OPF_DECODE);
+    ck_assert(sl_op_flags(SL_OP_CENTER_CROP) & SL_OPF_FUSES_DECODE);
+    ck_assert(!(sl_op_flags(SL_OP_RESIZE) & SL_OPF_FUSES_DECODE));
+}
+END_TEST
+
+
+
 int main(void)
 {
     Suite *s = suite_create("spec");
@@ -1054,6 +1082,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_good_design_example);
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_op_table);
     tcase_add_test(tc, test_empty_stages_and_offload_strings);
     tcase_add_test(tc, test_conf_examples);
     tcase_add_test(tc, test_syntax_error);
