@@ -122,6 +122,7 @@ int disp_svc_submit_rank(disp_t *d, const Sluice__SubmitJobRequest *req,
     rc = group_cap_check(d, a->tenant, name, req->job_secret, err, errlen);
     if (rc != 0) {
         pthread_mutex_unlock(&d->mu);
+        sl_spec_clear(spec);
         free(spec);
         return rc;
     }

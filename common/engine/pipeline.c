@@ -79,9 +79,12 @@ int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, 
     if (p == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    p->spec = *spec;
-    int rc = sl_spec_layout(&p->spec, (flags & SL_PIPE_NO_FUSE) ? SL_LAYOUT_NO_FUSE : 0,
-                            &p->layout);
+    int rc = sl_spec_copy(&p->spec, spec);
+    if (rc < 0) {
+        free(p);
+        return sl_err(err, errlen, rc, "out of memory");
+    }
+    rc = sl_spec_layout(&p->spec, (flags & SL_PIPE_NO_FUSE) ? SL_LAYOUT_NO_FUSE : 0, &p->layout);
     if (rc < 0) {
         sl_err(err, errlen, rc, "the spec has no unit layout");
     }
@@ -101,6 +104,7 @@ void sl_pipeline_free(sl_pipeline_t *p)
 {
     if (p != NULL) {
         sl_tokenizer_free(p->tok);
+        sl_spec_clear(&p->spec);
     }
     free(p);
 }

@@ -47,7 +47,7 @@ typedef struct {
 } unit_t;
 
 struct sl_pipeline_s {
-    sl_spec_t spec; /* own copy: units point into it */
+    sl_spec_t spec; /* own deep copy (sl_spec_copy): units point into it */
     sl_layout_t layout; /* what the units were made from; names point into it */
     sl_tokenizer_t *tok; /* tokenize's ranks (sl_pipeline_load); NULL before */
     const struct sl_plugins_s *plugins; /* the host's plugin_dir (bind); not owned */

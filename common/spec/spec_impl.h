@@ -119,6 +119,11 @@ typedef struct sl_op_def_s {
      * op's name); whether this stage makes no unit at all (NULL: never). */
     const char *(*unit_name)(const sl_stage_spec_t *st);
     bool (*no_unit)(const sl_stage_spec_t *st);
+    /* The stage's owned strings (NULL: it has none): clear frees them and
+     * leaves NULL; copy duplicates them into dst, a byte copy of src (on
+     * -ENOMEM dst's are NULL). */
+    void (*clear)(sl_stage_spec_t *st);
+    int (*copy)(sl_stage_spec_t *dst, const sl_stage_spec_t *src);
 } sl_op_def_t;
 
 /* The row of op; NULL outside 0..SL_OP__COUNT-1. */

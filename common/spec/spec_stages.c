@@ -417,6 +417,9 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         ord.at[k] = -1;
     }
     for (size_t i = 0; i < n; i++) {
+        /* Counted before it is parsed: a failed parse's sl_spec_clear then
+         * frees what the stages parsed so far own. */
+        spec->nstages = (uint32_t)i + 1;
         int rc = parse_stage(c, json_array_get(v, i), i, &spec->stages[i], &ord);
         if (rc < 0) {
             return rc;

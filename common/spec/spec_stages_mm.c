@@ -1,8 +1,12 @@
 /* spec_stages_mm: the keys of the multimodal ops (image_tiles, tokenize,
  * template) and their canonical JSON. Order rules live with the others in
  * spec_stages.c. Parsing thread only; sl_tokenizer_enc_name any thread. */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/base/err.h"
 
 #include "common/spec/spec_impl.h"
 
@@ -50,7 +54,14 @@ static int parse_tiles(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 
 static int parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
-    int rc = sl_spec_get_relpath(c, st, "vocab", out->vocab, sizeof(out->vocab));
+    char vocab[SL_SPEC_VOCAB_MAX];
+    int rc = sl_spec_get_relpath(c, st, "vocab", vocab, sizeof(vocab));
+    if (rc == 0) {
+        out->vocab = strdup(vocab);
+        if (out->vocab == NULL) {
+            return sl_err(c->err, c->errlen, -ENOMEM, "%s: out of memory", c->name);
+        }
+    }
     int enc = SL_TOKENIZER_CL100K, special = 0;
     if (rc == 0) {
         rc = sl_spec_get_enum(c, st, "encoding", false, enc_names, NENC, &enc);
@@ -106,6 +117,18 @@ static json_t *template_json(const sl_stage_spec_t *st)
                      (json_int_t)st->eos);
 }
 
+static void tokenize_clear(sl_stage_spec_t *st)
+{
+    free(st->vocab);
+    st->vocab = NULL;
+}
+
+static int tokenize_copy(sl_stage_spec_t *dst, const sl_stage_spec_t *src)
+{
+    dst->vocab = src->vocab != NULL ? strdup(src->vocab) : NULL;
+    return dst->vocab != NULL || src->vocab == NULL ? 0 : -ENOMEM;
+}
+
 /* Tiles are final: normalize and to_chw run on them, geometry does not. */
 const sl_op_def_t sl_op_def_image_tiles =
     {.name = "image_tiles",
@@ -123,7 +146,9 @@ const sl_op_def_t sl_op_def_tokenize = {.name = "tokenize",
                                         .parse = parse_tokenize,
                                         .to_json = tokenize_json,
                                         .flags = SL_OPF_RECORD,
-                                        .slot = SL_ORD_TOKENIZE};
+                                        .slot = SL_ORD_TOKENIZE,
+                                        .clear = tokenize_clear,
+                                        .copy = tokenize_copy};
 const sl_op_def_t sl_op_def_template =
     {.name = "template",
      .keys = (const char *const[]){"op", "image_token", "tokens_per_tile", "bos", "eos", NULL},
