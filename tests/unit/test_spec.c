@@ -161,6 +161,7 @@ static void assert_round_trip(const sl_spec_t *s)
     char *j2 = sl_spec_to_json(&back);
     ck_assert_ptr_nonnull(j2);
     ck_assert_str_eq(j1, j2);
+    sl_spec_clear(&back);
     free(j1);
     free(j2);
 }
@@ -950,6 +951,7 @@ START_TEST(test_multimodal_ops)
     ck_assert_int_eq(s.stages[3].bos, -1);
     ck_assert_uint_eq(s.stages[3].tokens_per_tile, 144);
     assert_round_trip(&s);
+    sl_spec_clear(&s);
 
     expect_mm_err("\"max_tiles\": 9", "\"max_tiles\": 9, \"min_tiles\": 10",
                   "t.json:3: stages[1].min_tiles: must be <= max_tiles (9), got 10");
