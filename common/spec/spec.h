@@ -130,10 +130,10 @@ typedef struct sl_stage_spec_s {
             double scale[2]; /* random_resized_crop, default {0.08, 1.0}, 0 < a <= b <= 1 */
             double ratio[2]; /* random_resized_crop, default {3/4, 4/3}, 0 < a <= b */
         };
-        double p; /* flip probability, default 0.5, 0..1 */
-        struct {            /* normalize */
-            float mean[3];  /* per channel, on values scaled to 0..1 */
-            float std[3];   /* > 0 */
+        double p;          /* flip probability, default 0.5, 0..1 */
+        struct {           /* normalize */
+            float mean[3]; /* per channel, on values scaled to 0..1 */
+            float std[3];  /* > 0 */
             /* "on": "device": the pipeline leaves the pixels uint8 and the
              * consumer applies the normalization on its training device (no
              * unit, no CPU work here; sl_spec_device_norm). false: "cpu",
@@ -232,13 +232,13 @@ int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t 
 void sl_spec_init(sl_spec_t *spec);
 /* What an op is (its row in the op table, common/spec/spec_ops.c). */
 enum {
-    SL_OPF_DECODE = 1u << 0,      /* encoded bytes -> uint8 HWC pixels */
-    SL_OPF_GEOMETRY = 1u << 1,    /* random_resized_crop, resize, center_crop */
-    SL_OPF_AUGMENT = 1u << 2,     /* a built-in augmentation (spec_aug.h) */
-    SL_OPF_RANDOM = 1u << 3,      /* draws from the sample's random stream */
-    SL_OPF_RECORD = 1u << 4,      /* needs a multimodal source (records) */
-    SL_OPF_ON_PIXELS = 1u << 5,   /* needs decoded images before it */
-    SL_OPF_WHOLE = 1u << 6,       /* works on whole uint8 HWC images */
+    SL_OPF_DECODE = 1u << 0,       /* encoded bytes -> uint8 HWC pixels */
+    SL_OPF_GEOMETRY = 1u << 1,     /* random_resized_crop, resize, center_crop */
+    SL_OPF_AUGMENT = 1u << 2,      /* a built-in augmentation (spec_aug.h) */
+    SL_OPF_RANDOM = 1u << 3,       /* draws from the sample's random stream */
+    SL_OPF_RECORD = 1u << 4,       /* needs a multimodal source (records) */
+    SL_OPF_ON_PIXELS = 1u << 5,    /* needs decoded images before it */
+    SL_OPF_WHOLE = 1u << 6,        /* works on whole uint8 HWC images */
     SL_OPF_FUSES_DECODE = 1u << 7, /* right after a decode, one unit with it */
 };
 /* "decode_jpeg", ...; "unknown" outside the enum. */
