@@ -1,6 +1,7 @@
-/* spec_impl: what the spec parser's files share (spec.c, spec_ctx.c,
- * spec_source.c, spec_stages.c, spec_offload.c, spec_json.c). Not a public
- * API. A parse runs on one thread with one sl_spec_pctx_t on its stack: the
+/* spec_impl: what the spec module's files share (spec.c, spec_ctx.c,
+ * spec_source.c, spec_stages*.c, spec_plugin.c, spec_offload.c,
+ * spec_json.c, and the op table: spec_ops.c, used by spec_layout.c). Not a
+ * public API. A parse runs on one thread with one sl_spec_pctx_t on its stack: the
  * raw text (to find lines), the caller's error buffer and the path of the
  * value being checked. After an error the parse is abandoned, so the
  * section parsers return without popping what they pushed. */
