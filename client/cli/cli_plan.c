@@ -183,6 +183,7 @@ static void plan_free(plan_run_t *r)
     sl_pipeline_free(r->pipe);
     sl_plugins_free(r->plugins);
     sl_source_free(r->src);
+    sl_spec_clear(r->spec);
     free(r->spec);
 }
 

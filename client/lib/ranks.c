@@ -60,12 +60,12 @@ void cl_ranks_job_name(const sluice_job_t *job, char *buf, size_t len)
     /* Same spec (but the rank) and same source -> same name on every rank. */
     sl_spec_t *copy = malloc(sizeof(*copy));
     char *json = NULL;
-    if (copy != NULL) {
-        *copy = job->spec;
+    if (copy != NULL && sl_spec_copy(copy, &job->spec) == 0) {
         copy->rank = 0;
         json = sl_spec_to_json(copy);
-        free(copy);
+        sl_spec_clear(copy);
     }
+    free(copy);
     char hex[65] = "0000000000000000";
     if (json != NULL) {
         sl_sha256_hex(json, strlen(json), hex);

@@ -24,13 +24,14 @@
 static int spec_identity(const sl_spec_t *spec, char hex[65])
 {
     sl_spec_t *c = malloc(sizeof(*c));
-    if (c == NULL) {
+    if (c == NULL || sl_spec_copy(c, spec) < 0) {
+        free(c);
         return -ENOMEM;
     }
-    *c = *spec;
     c->world_size = 1;
     c->rank = 0;
     c->epochs = 1;
+    sl_resume_free(c->resume);
     c->resume = NULL;
     c->offload = SL_OFFLOAD_AUTO;
     c->split = 0;
@@ -38,6 +39,7 @@ static int spec_identity(const sl_spec_t *spec, char hex[65])
     c->compress = SL_COMPRESS_OFF;
     c->name[0] = '\0';
     char *json = sl_spec_to_json(c);
+    sl_spec_clear(c);
     free(c);
     if (json == NULL) {
         return -ENOMEM;
@@ -424,12 +426,15 @@ static int merge(sluice_job_t *job, rank_state_t *rs, unsigned ns, uint64_t from
             return sl_err(err, errlen, rc, "state 0: damaged: %s", msg);
         }
     }
-    sl_spec_t *saved = malloc(sizeof(*saved));
+    sl_spec_t *saved = calloc(1, sizeof(*saved)); /* zeroed: owns nothing until copied */
     sl_resume_t *r = calloc(1, sizeof(*r));
     int rc = saved != NULL && r != NULL ? 0 : -ENOMEM;
     if (rc == 0) {
-        *saved = job->spec;
-        saved->resume = hist;
+        rc = sl_spec_copy(saved, &job->spec);
+    }
+    if (rc == 0) {
+        sl_resume_free(saved->resume);
+        saved->resume = hist; /* borrowed: freed below */
         rc = sl_resume_check(saved, job->num_samples, err, errlen);
     }
     /* Epochs any rank took part of, or the history has. */
@@ -478,6 +483,10 @@ static int merge(sluice_job_t *job, rank_state_t *rs, unsigned ns, uint64_t from
     } else if (rc == -ENOMEM) {
         rc = sl_err(err, errlen, -ENOMEM, "out of memory merging states");
     }
+    if (saved != NULL) {
+        saved->resume = NULL;
+    }
+    sl_spec_clear(saved);
     free(saved);
     sl_resume_free(hist);
     if (rc == 0 && r->nepochs > 0) {
@@ -535,7 +544,7 @@ int cl_state_apply(sluice_job_t *job, const sluice_options_t *opts, const char *
         rc = merge(job, rs, ns, from, &r, err, errlen);
     }
     if (rc == 0) {
-        sl_spec_clear(&job->spec);
+        sl_resume_free(job->spec.resume); /* the rest of the spec stays */
         job->spec.resume = r;
         job->first_epoch = from;
         job->local_epoch = from;

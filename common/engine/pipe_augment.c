@@ -32,70 +32,137 @@ static sl_aug_interp_e interp_of(const sl_aug_spec_t *a)
     return a->interpolation == SL_INTERP_BILINEAR ? SL_AUG_BILINEAR : SL_AUG_NEAREST;
 }
 
-static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)
+/* One function per augmentation op, indexed by op below; each applies
+ * its op to io in place (scratch: room for the warps and the blur). */
+typedef int (*aug_run_fn)(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                          sl_tensor_t *scratch);
+
+static int run_jitter(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                      sl_tensor_t *scratch)
 {
     const sl_aug_spec_t *a = &st->aug;
-    switch (st->op) {
-    case SL_OP_COLOR_JITTER: {
-        const double ranges[4][2] = {{a->brightness[0], a->brightness[1]},
-                                     {a->contrast[0], a->contrast[1]},
-                                     {a->saturation[0], a->saturation[1]},
-                                     {a->hue[0], a->hue[1]}};
-        sl_aug_jitter_t j;
-        sl_aug_jitter_draw(ranges, rng, &j);
-        return sl_aug_jitter_apply(io, ranges, &j);
+    const double ranges[4][2] = {{a->brightness[0], a->brightness[1]},
+                                 {a->contrast[0], a->contrast[1]},
+                                 {a->saturation[0], a->saturation[1]},
+                                 {a->hue[0], a->hue[1]}};
+    sl_aug_jitter_t j;
+    sl_aug_jitter_draw(ranges, rng, &j);
+    return sl_aug_jitter_apply(io, ranges, &j);
+}
+
+static int run_grayscale(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                         sl_tensor_t *scratch)
+{
+    return sl_rng_uniform(rng) < st->aug.p ? sl_aug_grayscale(io) : 0;
+}
+
+static int run_solarize(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                        sl_tensor_t *scratch)
+{
+    return sl_rng_uniform(rng) < st->aug.p ? sl_aug_solarize(io, st->aug.threshold) : 0;
+}
+
+static int run_posterize(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                         sl_tensor_t *scratch)
+{
+    return sl_rng_uniform(rng) < st->aug.p ? sl_aug_posterize(io, st->aug.bits) : 0;
+}
+
+static int run_autocontrast(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                            sl_tensor_t *scratch)
+{
+    return sl_rng_uniform(rng) < st->aug.p ? sl_aug_autocontrast(io) : 0;
+}
+
+static int run_equalize(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                        sl_tensor_t *scratch)
+{
+    return sl_rng_uniform(rng) < st->aug.p ? sl_aug_equalize(io) : 0;
+}
+
+static int run_blur(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    const double sigma = sl_rng_uniform(rng) * (a->sigma[1] - a->sigma[0]) + a->sigma[0];
+    return sl_aug_gaussian_blur(io, a->kernel_size[0], a->kernel_size[1], sigma, sigma, scratch);
+}
+
+static int run_erasing(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                       sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    if (!(sl_rng_uniform(rng) < a->p)) {
+        return 0;
     }
-    case SL_OP_RANDOM_GRAYSCALE:
-        return sl_rng_uniform(rng) < a->p ? sl_aug_grayscale(io) : 0;
-    case SL_OP_SOLARIZE:
-        return sl_rng_uniform(rng) < a->p ? sl_aug_solarize(io, a->threshold) : 0;
-    case SL_OP_POSTERIZE:
-        return sl_rng_uniform(rng) < a->p ? sl_aug_posterize(io, a->bits) : 0;
-    case SL_OP_AUTO_CONTRAST:
-        return sl_rng_uniform(rng) < a->p ? sl_aug_autocontrast(io) : 0;
-    case SL_OP_EQUALIZE:
-        return sl_rng_uniform(rng) < a->p ? sl_aug_equalize(io) : 0;
-    case SL_OP_GAUSSIAN_BLUR: {
-        const double sigma = sl_rng_uniform(rng) * (a->sigma[1] - a->sigma[0]) + a->sigma[0];
-        return sl_aug_gaussian_blur(io, a->kernel_size[0], a->kernel_size[1], sigma, sigma,
-                                    scratch);
-    }
-    case SL_OP_RANDOM_ERASING: {
-        if (!(sl_rng_uniform(rng) < a->p)) {
-            return 0;
-        }
-        bool ok;
-        uint32_t x, y, w, h;
-        sl_aug_erasing_draw(io->h, io->w, a->scale, a->ratio, rng, &ok, &x, &y, &w, &h);
-        return ok ? sl_aug_erase(io, x, y, w, h, a->value_random ? NULL : a->value, rng) : 0;
-    }
-    case SL_OP_RANDOM_ROTATION: {
-        double m[6];
-        const double angle = sl_rng_uniform(rng) * (a->degrees[1] - a->degrees[0]) + a->degrees[0];
-        /* F.rotate turns the other way from F.affine: -angle. */
-        sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, -angle, 0, 0, 1, 0, 0,
-                             m);
-        return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
-    }
-    case SL_OP_RANDOM_AFFINE: {
-        sl_aug_affine_t d;
-        double m[6];
-        sl_aug_affine_draw(io->h, io->w, a->degrees, a->translate, a->affine_scale, a->shear, rng,
-                           &d);
-        sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, d.angle, d.tx, d.ty,
-                             d.scale, d.shear_x, d.shear_y, m);
-        return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
-    }
-    case SL_OP_TRIVIAL_AUGMENT_WIDE:
-    case SL_OP_RAND_AUGMENT:
-        return sl_aug_policy(io,
-                             st->op == SL_OP_RAND_AUGMENT ? SL_AUG_RAND_AUGMENT
-                                                          : SL_AUG_TRIVIAL_WIDE,
-                             a->num_ops, a->magnitude, a->num_magnitude_bins, interp_of(a),
-                             a->has_fill ? a->fill : NULL, rng, scratch);
-    default:
-        return -EINVAL;
-    }
+    bool ok;
+    uint32_t x, y, w, h;
+    sl_aug_erasing_draw(io->h, io->w, a->scale, a->ratio, rng, &ok, &x, &y, &w, &h);
+    return ok ? sl_aug_erase(io, x, y, w, h, a->value_random ? NULL : a->value, rng) : 0;
+}
+
+static int run_rotation(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                        sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    double m[6];
+    const double angle = sl_rng_uniform(rng) * (a->degrees[1] - a->degrees[0]) + a->degrees[0];
+    /* F.rotate turns the other way from F.affine: -angle. */
+    sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, -angle, 0, 0, 1, 0, 0, m);
+    return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
+}
+
+static int run_affine(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                      sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    sl_aug_affine_t d;
+    double m[6];
+    sl_aug_affine_draw(io->h, io->w, a->degrees, a->translate, a->affine_scale, a->shear, rng, &d);
+    sl_aug_affine_matrix(io->h, io->w, a->has_center ? a->center : NULL, d.angle, d.tx, d.ty,
+                         d.scale, d.shear_x, d.shear_y, m);
+    return sl_aug_warp(io, m, interp_of(a), a->fill, scratch);
+}
+
+static int run_policy(const sl_stage_spec_t *st, sl_aug_policy_e policy, sl_rng_t *rng,
+                      sl_tensor_t *io, sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return sl_aug_policy(io, policy, a->num_ops, a->magnitude, a->num_magnitude_bins, interp_of(a),
+                         a->has_fill ? a->fill : NULL, rng, scratch);
+}
+
+static int run_trivial(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                       sl_tensor_t *scratch)
+{
+    return run_policy(st, SL_AUG_TRIVIAL_WIDE, rng, io, scratch);
+}
+
+static int run_rand_augment(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                            sl_tensor_t *scratch)
+{
+    return run_policy(st, SL_AUG_RAND_AUGMENT, rng, io, scratch);
+}
+
+/* NULL: not an augmentation. */
+static const aug_run_fn aug_runs[SL_OP__COUNT] = {
+    [SL_OP_COLOR_JITTER] = run_jitter,
+    [SL_OP_RANDOM_GRAYSCALE] = run_grayscale,
+    [SL_OP_GAUSSIAN_BLUR] = run_blur,
+    [SL_OP_RANDOM_ERASING] = run_erasing,
+    [SL_OP_RANDOM_ROTATION] = run_rotation,
+    [SL_OP_RANDOM_AFFINE] = run_affine,
+    [SL_OP_SOLARIZE] = run_solarize,
+    [SL_OP_POSTERIZE] = run_posterize,
+    [SL_OP_AUTO_CONTRAST] = run_autocontrast,
+    [SL_OP_EQUALIZE] = run_equalize,
+    [SL_OP_TRIVIAL_AUGMENT_WIDE] = run_trivial,
+    [SL_OP_RAND_AUGMENT] = run_rand_augment,
+};
+
+static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)
+{
+    aug_run_fn run = (size_t)st->op < SL_OP__COUNT ? aug_runs[st->op] : NULL;
+    return run != NULL ? run(st, rng, io, scratch) : -EINVAL;
 }
 
 int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scratch_t *sc,

@@ -155,6 +155,29 @@ static int tiles_make(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
     return rc;
 }
 
+/* The record-only units, indexed by kind; NULL: an image unit, run on
+ * each image of the record (image_unit). */
+typedef int (*record_run_fn)(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
+                             sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen);
+
+static int run_tiles(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
+                     sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+{
+    return tiles_make(u, in, out, sc, err, errlen);
+}
+
+static int run_template(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
+                        sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+{
+    return sl_pipe_template(u, in, out, err, errlen);
+}
+
+static const record_run_fn record_runs[UNIT__COUNT] = {
+    [UNIT_TILES] = run_tiles,
+    [UNIT_TOKENIZE] = sl_pipe_tokenize,
+    [UNIT_TEMPLATE] = run_template,
+};
+
 int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
                         sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen)
 {
@@ -170,20 +193,9 @@ int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch,
     if (rc < 0) {
         return sl_err(err, errlen, rc, "out of memory");
     }
-    switch (u->kind) {
-    case UNIT_TILES:
-        rc = tiles_make(u, &in, &sc->b, sc, err, errlen);
-        break;
-    case UNIT_TOKENIZE:
-        rc = sl_pipe_tokenize(p, u, &in, &sc->b, sc, err, errlen);
-        break;
-    case UNIT_TEMPLATE:
-        rc = sl_pipe_template(u, &in, &sc->b, err, errlen);
-        break;
-    default:
-        rc = image_unit(p, u, epoch, index, &in, &sc->b, sc, err, errlen);
-        break;
-    }
+    record_run_fn run = (size_t)u->kind < UNIT__COUNT ? record_runs[u->kind] : NULL;
+    rc = run != NULL ? run(p, u, &in, &sc->b, sc, err, errlen)
+                     : image_unit(p, u, epoch, index, &in, &sc->b, sc, err, errlen);
     if (rc < 0) {
         return err != NULL && err[0] != '\0' ? rc : sl_err(err, errlen, rc, "%s failed", u->name);
     }

@@ -15,39 +15,63 @@
 #include "common/base/rng.h"
 #include "common/base/clock.h"
 
-static unit_kind_e kind_of(sl_op_e op)
+/* The engine's side of the op table (common/spec/spec_ops.c): the unit
+ * each op makes alone, and the one it makes fused into the decode before
+ * it (ops with SL_OPF_FUSES_DECODE). */
+typedef struct {
+    unit_kind_e kind;
+    unit_kind_e fused;
+} unit_maker_t;
+
+static const unit_maker_t unit_makers[SL_OP__COUNT] = {
+    [SL_OP_DECODE_JPEG] = {UNIT_DECODE, UNIT_NONE},
+    [SL_OP_DECODE_IMAGE] = {UNIT_DECODE, UNIT_NONE},
+    [SL_OP_RANDOM_RESIZED_CROP] = {UNIT_RRC, UNIT_DECODE_RRC},
+    [SL_OP_RESIZE] = {UNIT_RESIZE, UNIT_NONE},
+    [SL_OP_CENTER_CROP] = {UNIT_CENTER_CROP, UNIT_DECODE_CENTER_CROP},
+    [SL_OP_FLIP] = {UNIT_FLIP, UNIT_NONE},
+    [SL_OP_NORMALIZE] = {UNIT_NORMALIZE, UNIT_NONE},
+    [SL_OP_TO_CHW] = {UNIT_TO_CHW, UNIT_NONE},
+    [SL_OP_IMAGE_TILES] = {UNIT_TILES, UNIT_NONE},
+    [SL_OP_TOKENIZE] = {UNIT_TOKENIZE, UNIT_NONE},
+    [SL_OP_TEMPLATE] = {UNIT_TEMPLATE, UNIT_NONE},
+    [SL_OP_PLUGIN] = {UNIT_PLUGIN, UNIT_NONE},
+    [SL_OP_COLOR_JITTER] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RANDOM_GRAYSCALE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_GAUSSIAN_BLUR] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RANDOM_ERASING] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RANDOM_ROTATION] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RANDOM_AFFINE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_SOLARIZE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_POSTERIZE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_AUTO_CONTRAST] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_EQUALIZE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_TRIVIAL_AUGMENT_WIDE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RAND_AUGMENT] = {UNIT_AUGMENT, UNIT_NONE},
+};
+
+/* One unit of the layout, made: the kind its op (or, fused, the op of
+ * its second stage) makes. */
+static int make_unit(const sl_spec_t *s, const sl_layout_unit_t *lu, unit_t *u, char *err,
+                     size_t errlen)
 {
-    switch (op) {
-    case SL_OP_DECODE_JPEG:
-    case SL_OP_DECODE_IMAGE:
-        return UNIT_DECODE;
-    case SL_OP_IMAGE_TILES:
-        return UNIT_TILES;
-    case SL_OP_TOKENIZE:
-        return UNIT_TOKENIZE;
-    case SL_OP_TEMPLATE:
-        return UNIT_TEMPLATE;
-    case SL_OP_RANDOM_RESIZED_CROP:
-        return UNIT_RRC;
-    case SL_OP_RESIZE:
-        return UNIT_RESIZE;
-    case SL_OP_CENTER_CROP:
-        return UNIT_CENTER_CROP;
-    case SL_OP_FLIP:
-        return UNIT_FLIP;
-    case SL_OP_NORMALIZE:
-        return UNIT_NORMALIZE;
-    case SL_OP_PLUGIN:
-        return UNIT_PLUGIN;
-    case SL_OP_TO_CHW:
-    case SL_OP__COUNT:
-        break;
-    default:
-        return sl_op_is_augment(op) ? UNIT_AUGMENT : UNIT_TO_CHW;
+    const sl_stage_spec_t *st = &s->stages[lu->param_stage];
+    const unit_maker_t *m = &unit_makers[st->op];
+    u->kind = lu->nstages > 1 ? m->fused : m->kind;
+    if (u->kind == UNIT_NONE) {
+        return sl_err(err, errlen, -EINVAL, "%s: no unit runs it", lu->name);
     }
-    return UNIT_TO_CHW;
+    u->first_stage = lu->first_stage;
+    u->nstages = lu->nstages;
+    u->rng_stream = lu->rng_stream;
+    u->st = st;
+    u->pass_with_next = lu->pass_with_next;
+    u->name = lu->name;
+    return 0;
 }
 
+/* The units are the layout's (common/spec/spec_layout.h), made one by
+ * one: what a planner counts from the spec alone is what runs here. */
 int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, char *err,
                     size_t errlen)
 {
@@ -55,41 +79,23 @@ int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, 
     if (p == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    p->spec = *spec;
-    const sl_spec_t *s = &p->spec;
-    for (uint32_t i = 0; i < s->nstages; i++) {
-        if (s->stages[i].op == SL_OP_NORMALIZE && s->stages[i].on_device) {
-            continue; /* the consumer's to apply: no unit, nothing to split at */
-        }
-        unit_t *u = &p->units[p->nunits++];
-        u->kind = kind_of(s->stages[i].op);
-        u->first_stage = i;
-        u->nstages = 1;
-        u->rng_stream = i;
-        u->st = &s->stages[i];
-        snprintf(u->name, sizeof(u->name), "%s", s->stages[i].op == SL_OP_PLUGIN
-                                                     ? s->stages[i].plugin
-                                                     : sl_op_name(s->stages[i].op));
-        int fusable = !(flags & SL_PIPE_NO_FUSE) && u->kind == UNIT_DECODE &&
-                      i + 1 < s->nstages &&
-                      (s->stages[i + 1].op == SL_OP_RANDOM_RESIZED_CROP ||
-                       s->stages[i + 1].op == SL_OP_CENTER_CROP);
-        if (fusable) {
-            const sl_stage_spec_t *next = &s->stages[i + 1];
-            u->kind = next->op == SL_OP_RANDOM_RESIZED_CROP ? UNIT_DECODE_RRC
-                                                            : UNIT_DECODE_CENTER_CROP;
-            u->nstages = 2;
-            u->rng_stream = i + 1;
-            u->st = next;
-            snprintf(u->name, sizeof(u->name), "%s+%s", sl_op_name(s->stages[i].op),
-                     sl_op_name(next->op));
-            i++;
-        }
+    int rc = sl_spec_copy(&p->spec, spec);
+    if (rc < 0) {
+        free(p);
+        return sl_err(err, errlen, rc, "out of memory");
     }
-    for (uint32_t u = 0; u + 1 < p->nunits && !(flags & SL_PIPE_NO_FUSE); u++) {
-        p->units[u].pass_with_next =
-            p->units[u].kind == UNIT_NORMALIZE && p->units[u + 1].kind == UNIT_TO_CHW;
+    rc = sl_spec_layout(&p->spec, (flags & SL_PIPE_NO_FUSE) ? SL_LAYOUT_NO_FUSE : 0, &p->layout);
+    if (rc < 0) {
+        sl_err(err, errlen, rc, "the spec has no unit layout");
     }
+    for (uint32_t k = 0; rc == 0 && k < p->layout.nunits; k++) {
+        rc = make_unit(&p->spec, &p->layout.units[k], &p->units[k], err, errlen);
+    }
+    if (rc < 0) {
+        sl_pipeline_free(p);
+        return rc;
+    }
+    p->nunits = p->layout.nunits;
     *ret = p;
     return 0;
 }
@@ -98,6 +104,7 @@ void sl_pipeline_free(sl_pipeline_t *p)
 {
     if (p != NULL) {
         sl_tokenizer_free(p->tok);
+        sl_spec_clear(&p->spec);
     }
     free(p);
 }
@@ -111,15 +118,7 @@ const char *sl_pipeline_unit_name(const sl_pipeline_t *p, uint32_t unit)
 
 uint32_t sl_pipeline_unit_for_split(const sl_pipeline_t *p, uint32_t spec_split)
 {
-    for (uint32_t u = 0; u < p->nunits; u++) {
-        if (p->units[u].first_stage >= spec_split) {
-            return u;
-        }
-        if (p->units[u].first_stage + p->units[u].nstages > spec_split) {
-            return u + 1; /* inside a fused unit: move to its end */
-        }
-    }
-    return p->nunits;
+    return sl_layout_unit_for_split(&p->layout, spec_split);
 }
 
 void sl_pipe_scratch_init(sl_pipe_scratch_t *s)
@@ -249,7 +248,7 @@ static int run_decode_full(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rn
 }
 
 /* The decode units: decode_jpeg alone, or fused with the crop that follows
- * it as one region-of-interest decode (DESIGN.md invariant 2: one unit for
+ * it as one region-of-interest decode (docs/design.md invariant 2: one unit for
  * split points, the same bytes as the unfused stages). */
 static int run_decode(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
                       sl_pipe_scratch_t *sc, uint32_t *ret_h, uint32_t *ret_w, char *err,
@@ -355,81 +354,153 @@ static int run_normalize_chw(const unit_t *u, sl_tensor_t *io, sl_pipe_scratch_t
     return 0;
 }
 
+/* The image units, one function each, indexed by kind below. Those that
+ * write sc->a return 1 so sl_pipe_image_unit swaps it in; those that work
+ * in place (or swap themselves) return 0. */
+typedef int (*image_run_fn)(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
+                            sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
+                            uint32_t *ret_src_w, char *err, size_t errlen);
+
+/* After an image op that wrote sc->a: 1 (swap it in), or its failure
+ * with the unit and the tensor it got. */
+static int produced(const unit_t *u, const sl_tensor_t *io, int rc, char *err, size_t errlen)
+{
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "%s failed on a %ux%ux%u %s tensor", u->name, io->h, io->w,
+                      io->c, sl_dtype_name(io->dtype));
+    }
+    return 1;
+}
+
+static int run_decode_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
+                           sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
+                           uint32_t *ret_src_w, char *err, size_t errlen)
+{
+    return run_decode(p, u, rng, io, sc, ret_src_h, ret_src_w, err, errlen);
+}
+
+static int run_rrc(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                   sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                   size_t errlen)
+{
+    const sl_stage_spec_t *st = u->st;
+    int rc = need_pixels(io, "random_resized_crop", err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    uint32_t x, y, w, h;
+    sl_rrc_params(io->h, io->w, st->scale, st->ratio, rng, &x, &y, &w, &h);
+    rc = sl_img_resize_rect_ex(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
+                               &sc->a);
+    return produced(u, io, rc, err, errlen);
+}
+
+static int run_resize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                      sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                      size_t errlen)
+{
+    const sl_stage_spec_t *st = u->st;
+    int rc = need_pixels(io, "resize", err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    uint32_t oh = st->size_h, ow = st->size_w;
+    if (st->resize_shorter) {
+        sl_resize_shorter_dims(io->h, io->w, st->size_h, &oh, &ow);
+    }
+    rc = sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a);
+    return produced(u, io, rc, err, errlen);
+}
+
+static int run_center_crop(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
+                           sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
+                           uint32_t *ret_src_w, char *err, size_t errlen)
+{
+    int rc = need_pixels(io, "center_crop", err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = center_crop_padded(io, u->st->size_h, u->st->size_w, &sc->a);
+    return produced(u, io, rc, err, errlen);
+}
+
+static int run_flip(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                    sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                    size_t errlen)
+{
+    if (io->dtype == SL_DT_BYTES) {
+        return sl_err(err, errlen, -EINVAL, "flip needs pixels, got encoded bytes");
+    }
+    if (sl_rng_uniform(rng) < u->st->p) {
+        return sl_img_flip_h(io);
+    }
+    return 0;
+}
+
+static int run_normalize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
+                         sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
+                         uint32_t *ret_src_w, char *err, size_t errlen)
+{
+    if (io->dtype == SL_DT_BYTES) {
+        return sl_err(err, errlen, -EINVAL, "normalize needs pixels, got encoded bytes");
+    }
+    int rc = sl_img_normalize(io, u->st->mean, u->st->std, &sc->a);
+    return produced(u, io, rc, err, errlen);
+}
+
+static int run_to_chw(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                      sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                      size_t errlen)
+{
+    if (io->dtype == SL_DT_BYTES) {
+        return sl_err(err, errlen, -EINVAL, "to_chw needs pixels, got encoded bytes");
+    }
+    int rc = sl_img_to_chw(io, &sc->a);
+    return produced(u, io, rc, err, errlen);
+}
+
+static int run_plugin(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                      sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                      size_t errlen)
+{
+    return sl_pipe_plugin_unit(p, u, rng, io, sc, err, errlen);
+}
+
+static int run_augment(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                       sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w,
+                       char *err, size_t errlen)
+{
+    return sl_pipe_augment(u, rng, io, sc, err, errlen);
+}
+
+/* NULL: not an image unit (the record-only ones, pipe_record.c). */
+static const image_run_fn image_runs[UNIT__COUNT] = {
+    [UNIT_DECODE] = run_decode_unit,
+    [UNIT_DECODE_RRC] = run_decode_unit,
+    [UNIT_DECODE_CENTER_CROP] = run_decode_unit,
+    [UNIT_RRC] = run_rrc,
+    [UNIT_RESIZE] = run_resize,
+    [UNIT_CENTER_CROP] = run_center_crop,
+    [UNIT_FLIP] = run_flip,
+    [UNIT_NORMALIZE] = run_normalize,
+    [UNIT_TO_CHW] = run_to_chw,
+    [UNIT_PLUGIN] = run_plugin,
+    [UNIT_AUGMENT] = run_augment,
+};
+
 int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
                        uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc,
                        uint32_t *ret_src_h, uint32_t *ret_src_w, char *err, size_t errlen)
 {
-    const sl_spec_t *s = &p->spec;
-    const sl_stage_spec_t *st = u->st;
-    sl_rng_t rng;
-    sl_rng_init(&rng, s->seed, epoch, index, stream);
-    int rc;
-
-    switch (u->kind) {
-    case UNIT_DECODE:
-    case UNIT_DECODE_RRC:
-    case UNIT_DECODE_CENTER_CROP:
-        return run_decode(p, u, &rng, io, sc, ret_src_h, ret_src_w, err, errlen);
-    case UNIT_RRC: {
-        rc = need_pixels(io, "random_resized_crop", err, errlen);
-        if (rc < 0) {
-            return rc;
-        }
-        uint32_t x, y, w, h;
-        sl_rrc_params(io->h, io->w, st->scale, st->ratio, &rng, &x, &y, &w, &h);
-        rc = sl_img_resize_rect_ex(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
-                                   &sc->a);
-        break;
-    }
-    case UNIT_RESIZE: {
-        rc = need_pixels(io, "resize", err, errlen);
-        if (rc < 0) {
-            return rc;
-        }
-        uint32_t oh = st->size_h, ow = st->size_w;
-        if (st->resize_shorter) {
-            sl_resize_shorter_dims(io->h, io->w, st->size_h, &oh, &ow);
-        }
-        rc = sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a);
-        break;
-    }
-    case UNIT_CENTER_CROP:
-        rc = need_pixels(io, "center_crop", err, errlen);
-        if (rc < 0) {
-            return rc;
-        }
-        rc = center_crop_padded(io, st->size_h, st->size_w, &sc->a);
-        break;
-    case UNIT_FLIP:
-        if (io->dtype == SL_DT_BYTES) {
-            return sl_err(err, errlen, -EINVAL, "flip needs pixels, got encoded bytes");
-        }
-        if (sl_rng_uniform(&rng) < st->p) {
-            return sl_img_flip_h(io);
-        }
-        return 0;
-    case UNIT_NORMALIZE:
-        if (io->dtype == SL_DT_BYTES) {
-            return sl_err(err, errlen, -EINVAL, "normalize needs pixels, got encoded bytes");
-        }
-        rc = sl_img_normalize(io, st->mean, st->std, &sc->a);
-        break;
-    case UNIT_TO_CHW:
-        if (io->dtype == SL_DT_BYTES) {
-            return sl_err(err, errlen, -EINVAL, "to_chw needs pixels, got encoded bytes");
-        }
-        rc = sl_img_to_chw(io, &sc->a);
-        break;
-    case UNIT_PLUGIN:
-        return sl_pipe_plugin_unit(p, u, &rng, io, sc, err, errlen);
-    case UNIT_AUGMENT:
-        return sl_pipe_augment(u, &rng, io, sc, err, errlen);
-    default:
+    image_run_fn run = (size_t)u->kind < UNIT__COUNT ? image_runs[u->kind] : NULL;
+    if (run == NULL) {
         return sl_err(err, errlen, -EINVAL, "unknown unit");
     }
-    if (rc < 0) {
-        return sl_err(err, errlen, rc, "%s failed on a %ux%ux%u %s tensor", u->name, io->h, io->w,
-                      io->c, sl_dtype_name(io->dtype));
+    sl_rng_t rng;
+    sl_rng_init(&rng, p->spec.seed, epoch, index, stream);
+    int rc = run(p, u, &rng, io, sc, ret_src_h, ret_src_w, err, errlen);
+    if (rc <= 0) {
+        return rc;
     }
     sl_tensor_swap(io, &sc->a);
     return 0;

@@ -7,10 +7,14 @@
 #include "common/base/rng.h"
 #include "common/engine/pipeline.h"
 #include "common/sample/record.h"
+#include "common/spec/spec_layout.h"
 #include "common/text/tokenizer.h"
 
+/* What a unit runs. UNIT_NONE (0) is no kind: an op without a row in
+ * pipeline.c's table of unit makers fails sl_pipeline_new. */
 typedef enum {
-    UNIT_DECODE = 0,
+    UNIT_NONE = 0,
+    UNIT_DECODE,
     UNIT_DECODE_RRC,
     UNIT_DECODE_CENTER_CROP,
     UNIT_RRC,
@@ -19,29 +23,33 @@ typedef enum {
     UNIT_FLIP,
     UNIT_NORMALIZE,
     UNIT_TO_CHW,
-    UNIT_TILES,    /* records only, from here on */
+    UNIT_TILES, /* records only, from here on */
     UNIT_TOKENIZE,
     UNIT_TEMPLATE,
-    UNIT_PLUGIN, /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
-    UNIT_AUGMENT,  /* any augmentation op (pipe_augment.c); images and records */
+    UNIT_PLUGIN,  /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
+    UNIT_AUGMENT, /* any augmentation op (pipe_augment.c); images and records */
+    UNIT__COUNT
 } unit_kind_e;
 
+/* One unit: its place in the spec (the layout's, common/spec/spec_layout.h)
+ * and what the engine made of it. */
 typedef struct {
     unit_kind_e kind;
-    uint32_t first_stage; /* spec position of the first stage it covers */
-    uint32_t nstages;     /* spec stages covered (2 when fused) */
-    uint32_t rng_stream;  /* spec position of the stage that draws randomness */
+    uint32_t first_stage;      /* spec position of the first stage it covers */
+    uint32_t nstages;          /* spec stages covered (2 when fused) */
+    uint32_t rng_stream;       /* spec position of the stage that draws randomness */
     const sl_stage_spec_t *st; /* the parameters (the crop's, for fused units) */
     /* normalize directly followed by to_chw: when one run covers both, they
      * run as one pass (sl_img_normalize_chw), charged to to_chw. */
     int pass_with_next;
-    char name[64];
+    const char *name;                      /* the layout's */
     const struct sl_plugin_info_s *plugin; /* UNIT_PLUGIN: bound by sl_pipeline_bind_plugins */
 } unit_t;
 
 struct sl_pipeline_s {
-    sl_spec_t spec; /* own copy: units point into it */
-    sl_tokenizer_t *tok; /* tokenize's ranks (sl_pipeline_load); NULL before */
+    sl_spec_t spec;                     /* own deep copy (sl_spec_copy): units point into it */
+    sl_layout_t layout;                 /* what the units were made from; names point into it */
+    sl_tokenizer_t *tok;                /* tokenize's ranks (sl_pipeline_load); NULL before */
     const struct sl_plugins_s *plugins; /* the host's plugin_dir (bind); not owned */
     unit_t units[SL_PIPE_MAX_UNITS];
     uint32_t nunits;
@@ -51,8 +59,8 @@ struct sl_pipeline_s {
  * units), drawing from stream; the output replaces io. For the decode
  * units *ret_src_h / *ret_src_w get the decoded image's full size. */
 int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
-                       uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc,
-                       uint32_t *ret_src_h, uint32_t *ret_src_w, char *err, size_t errlen);
+                       uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
+                       uint32_t *ret_src_w, char *err, size_t errlen);
 /* One unit on a record (io holds an SL_DT_RECORD tensor). */
 int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
                         sl_tensor_t *io, sl_pipe_scratch_t *sc, char *err, size_t errlen);
@@ -70,8 +78,8 @@ int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scr
 /* Releases the tokenizer scratch of sc (pipe_text.c). */
 void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc);
 /* The text units on a parsed record, writing the new record into out. */
-int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
-                     sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen);
+int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
+                     sl_pipe_scratch_t *sc, char *err, size_t errlen);
 int sl_pipe_template(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out, char *err,
                      size_t errlen);
 /* Copies in's fields whose kind is in [lo, hi] to out. */

@@ -113,14 +113,15 @@ static int repack(const sl_spec_t *spec, uint32_t world, const float *cost, cons
     if (spec->batching.mode != SL_BATCHING_BALANCED || cost == NULL) {
         return 0;
     }
-    sl_spec_t *s = malloc(sizeof(*s)); /* tens of KB: off the caller's stack */
-    if (s == NULL) {
+    sl_spec_t *s = malloc(sizeof(*s)); /* KBs: off the caller's stack */
+    if (s == NULL || sl_spec_copy(s, spec) < 0) {
+        free(s);
         return -ENOMEM;
     }
-    *s = *spec;
     s->world_size = world;
     s->rank = 0;
     int rc = sl_balance_order(s, len, cost, tokens, list);
+    sl_spec_clear(s);
     free(s);
     return rc;
 }
@@ -142,16 +143,18 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
     uint8_t *gone = calloc(len > 0 ? len : 1, 1);
     int rc = base && list && gone ? 0 : -ENOMEM;
     sl_spec_t *s0 = rc == 0 ? malloc(sizeof(*s0)) : NULL;
-    if (rc == 0 && s0 == NULL) {
+    if (rc == 0 && (s0 == NULL || sl_spec_copy(s0, spec) < 0)) {
+        free(s0);
+        s0 = NULL;
         rc = -ENOMEM;
     }
     if (rc == 0) {
         /* Generation 0's order, balanced for its world as it was. */
-        *s0 = *spec;
         s0->world_size = re->gens[0].world;
         s0->rank = 0;
         rc = sl_spec_epoch_order(s0, epoch, n, cost, tokens, base);
     }
+    sl_spec_clear(s0);
     free(s0);
     for (uint64_t s = 0; rc == 0 && s < len; s++) {
         list[s] = base[s % n];

@@ -11,6 +11,7 @@
 #include "common/base/err.h"
 #include "common/profile/features.h"
 #include "common/sample/codec.h"
+#include "common/spec/resume.h"
 
 size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices)
 {
@@ -248,10 +249,9 @@ double sl_profile_codec_ratio(const sl_profile_t *pr, uint32_t k)
 
 uint64_t sl_spec_cost_hash(const sl_spec_t *spec, uint64_t fingerprint)
 {
-    sl_spec_t *s = malloc(sizeof(*s)); /* tens of KB: off the caller's stack */
+    sl_spec_t *s = malloc(sizeof(*s)); /* KBs: off the caller's stack */
     char *json = NULL;
-    if (s != NULL) {
-        *s = *spec;
+    if (s != NULL && sl_spec_copy(s, spec) == 0) {
         s->epochs = 1;
         s->offload = SL_OFFLOAD_AUTO;
         s->split = 0;
@@ -263,10 +263,12 @@ uint64_t sl_spec_cost_hash(const sl_spec_t *spec, uint64_t fingerprint)
         s->seed = 0;
         s->on_error = SL_ON_ERROR_SKIP;
         s->name[0] = '\0'; /* a renamed spec costs the same */
-        s->resume = NULL;   /* so does a resumed one */
+        sl_resume_free(s->resume); /* so does a resumed one */
+        s->resume = NULL;
         json = sl_spec_to_json(s);
-        free(s);
+        sl_spec_clear(s);
     }
+    free(s);
     /* FNV-1a 64 over the JSON, then the fingerprint's bytes. */
     uint64_t h = 0xcbf29ce484222325ULL;
     if (json != NULL) {

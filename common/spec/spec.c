@@ -229,7 +229,7 @@ int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_
     sl_spec_pctx_t c =
         {.name = name, .buf = buf, .len = len, .err = err, .errlen = errlen, .depth = 0};
     int rc = parse_root(&c, root, spec);
-    if (rc == 0) {
+    if (rc == 0) { /* a move: ret_spec takes over what spec owns */
         memcpy(ret_spec, spec, sizeof(*spec));
     } else {
         sl_spec_clear(spec);
@@ -241,10 +241,43 @@ int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_
 
 void sl_spec_clear(sl_spec_t *spec)
 {
-    if (spec != NULL) {
-        sl_resume_free(spec->resume);
-        spec->resume = NULL;
+    if (spec == NULL) {
+        return;
     }
+    for (uint32_t i = 0; i < spec->nstages && i < SL_SPEC_MAX_STAGES; i++) {
+        const sl_op_def_t *d = sl_spec_op_def(spec->stages[i].op);
+        if (d != NULL && d->clear != NULL) {
+            d->clear(&spec->stages[i]);
+        }
+    }
+    sl_resume_free(spec->resume);
+    spec->resume = NULL;
+}
+
+int sl_spec_copy(sl_spec_t *dst, const sl_spec_t *src)
+{
+    memcpy(dst, src, sizeof(*dst));
+    dst->resume = NULL;
+    int rc = 0;
+    uint32_t n = src->nstages < SL_SPEC_MAX_STAGES ? src->nstages : SL_SPEC_MAX_STAGES;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        const sl_op_def_t *d = sl_spec_op_def(src->stages[i].op);
+        if (d != NULL && d->copy != NULL) {
+            rc = d->copy(&dst->stages[i], &src->stages[i]);
+        }
+        if (rc < 0) {
+            dst->nstages = i + 1; /* the later stages still borrow src's: not dst's to free */
+        }
+    }
+    if (rc == 0 && src->resume != NULL) {
+        dst->resume = sl_resume_dup(src->resume);
+        rc = dst->resume != NULL ? 0 : -ENOMEM;
+    }
+    if (rc < 0) {
+        sl_spec_clear(dst);
+        sl_spec_init(dst);
+    }
+    return rc;
 }
 
 int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t errlen)

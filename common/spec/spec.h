@@ -1,4 +1,4 @@
-/* spec: the pipeline spec (DESIGN.md "Pipeline spec") parsed and validated.
+/* spec: the pipeline spec (docs/design.md "Pipeline spec") parsed and validated.
  * The same parser runs in the CLI, the client library and the dispatcher, so
  * a spec error reads the same wherever it is found. Errors name the file (or
  * the name the caller gave the buffer), the line and the field path, e.g.
@@ -109,43 +109,68 @@ typedef struct sl_batching_s {
     double a, b, c, d;     /* cost = a tokens + b tokens^2 + c tiles + d */
 } sl_batching_t;
 
-/* One stage. Sizes are {height, width}; an int size N in JSON means:
+/* One stage: its op and a union of the op's parameters (the size of the
+ * largest member, the augmentations'). The members are anonymous, so a
+ * field reads by its name (st->size_h, st->vocab, st->aug.p); only the
+ * fields of the stage's own op hold anything. Parse zeroes a stage before
+ * filling it, so parsed stages compare as bytes except for the owned
+ * strings (vocab, plugin_params): heap copies owned by the spec, freed by
+ * sl_spec_clear, duplicated by sl_spec_copy.
+ *
+ * Sizes are {height, width}; an int size N in JSON means:
  *  - resize: the shorter side becomes N, aspect kept (size_h = size_w = N,
  *    resize_shorter = true); [H, W] resizes to exactly H x W.
  *  - center_crop / random_resized_crop: N means N x N. */
 typedef struct sl_stage_spec_s {
     sl_op_e op;
-    uint32_t size_h, size_w;
-    bool resize_shorter;
-    double scale[2]; /* random_resized_crop, default {0.08, 1.0}, 0 < a <= b <= 1 */
-    double ratio[2]; /* random_resized_crop, default {3/4, 4/3}, 0 < a <= b */
-    double p;        /* flip probability, default 0.5, 0..1 */
-    float mean[3];   /* normalize: per channel, on values scaled to 0..1 */
-    float std[3];    /* normalize: > 0 */
-    /* normalize "on": "device": the pipeline leaves the pixels uint8 and the
-     * consumer applies the normalization on its training device (no unit,
-     * no CPU work here; sl_spec_device_norm). false: "cpu", float32 out. */
-    bool on_device;
-    /* image_tiles: tile x tile crops, min..max tiles per image, plus a
-     * thumbnail of the whole image when more than one tile. */
-    uint32_t tile, min_tiles, max_tiles;
-    bool thumbnail;
-    /* tokenize: ranks file under the data root, its encoding, truncation
-     * (0: none), special-token text recognised (true) or plain (false). */
-    char vocab[SL_SPEC_VOCAB_MAX];
-    sl_tokenizer_enc_e encoding;
-    uint32_t max_tokens;
-    bool allow_special;
-    /* template: each image tile becomes tokens_per_tile image_token ids,
-     * images first, then the text's ids; bos/eos around it (-1: none). */
-    int64_t image_token, bos, eos;
-    uint32_t tokens_per_tile;
-    /* plugin: the stage's name, the SHA-256 of the plugin file that must
-     * provide it, and its parameters (a JSON object's canonical text). */
-    char plugin[SL_SPEC_PLUGIN_NAME_MAX];
-    char plugin_sha256[65];
-    char plugin_params[SL_SPEC_PLUGIN_PARAMS_MAX];
-    sl_aug_spec_t aug; /* the augmentation ops' parameters (spec_aug.h) */
+    union {
+        struct { /* random_resized_crop, resize, center_crop */
+            uint32_t size_h, size_w;
+            bool resize_shorter;
+            double scale[2]; /* random_resized_crop, default {0.08, 1.0}, 0 < a <= b <= 1 */
+            double ratio[2]; /* random_resized_crop, default {3/4, 4/3}, 0 < a <= b */
+        };
+        double p;          /* flip probability, default 0.5, 0..1 */
+        struct {           /* normalize */
+            float mean[3]; /* per channel, on values scaled to 0..1 */
+            float std[3];  /* > 0 */
+            /* "on": "device": the pipeline leaves the pixels uint8 and the
+             * consumer applies the normalization on its training device (no
+             * unit, no CPU work here; sl_spec_device_norm). false: "cpu",
+             * float32 out. */
+            bool on_device;
+        };
+        /* image_tiles: tile x tile crops, min..max tiles per image, plus a
+         * thumbnail of the whole image when more than one tile. */
+        struct {
+            uint32_t tile, min_tiles, max_tiles;
+            bool thumbnail;
+        };
+        /* tokenize: ranks file under the data root (owned, shorter than
+         * SL_SPEC_VOCAB_MAX), its encoding, truncation (0: none),
+         * special-token text recognised (true) or plain (false). */
+        struct {
+            char *vocab;
+            sl_tokenizer_enc_e encoding;
+            uint32_t max_tokens;
+            bool allow_special;
+        };
+        /* template: each image tile becomes tokens_per_tile image_token ids,
+         * images first, then the text's ids; bos/eos around it (-1: none). */
+        struct {
+            int64_t image_token, bos, eos;
+            uint32_t tokens_per_tile;
+        };
+        /* plugin: the stage's name, the SHA-256 of the plugin file that
+         * must provide it, and its parameters (a JSON object's canonical
+         * text, owned, shorter than SL_SPEC_PLUGIN_PARAMS_MAX). */
+        struct {
+            char plugin[SL_SPEC_PLUGIN_NAME_MAX];
+            char plugin_sha256[65];
+            char *plugin_params;
+        };
+        sl_aug_spec_t aug; /* the augmentation ops' parameters (spec_aug.h) */
+    };
 } sl_stage_spec_t;
 
 typedef struct sl_spec_s {
@@ -181,7 +206,7 @@ typedef struct sl_spec_s {
     sl_batching_t batching;
     /* A resumed job: the epochs its predecessors consumed part of
      * (common/spec/resume.h), NULL for none. Owned by the spec that parsed
-     * it (sl_spec_clear); a struct copy borrows it. */
+     * (or sl_spec_copy'd) it (sl_spec_clear); a struct copy borrows it. */
     struct sl_resume_s *resume;
 } sl_spec_t;
 
@@ -190,17 +215,41 @@ typedef struct sl_spec_s {
  * invalid spec (err says where and why), -E2BIG above SL_SPEC_MAX_BYTES. */
 int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_spec,
                   char *err, size_t errlen);
-/* Frees what a parsed spec owns (its resume section); the spec is then as
- * sl_spec_init left it only in that field. NULL ok. */
+/* Frees what a parsed (or copied) spec owns: its resume section and its
+ * stages' strings (vocab, plugin_params), leaving those pointers NULL;
+ * the other fields stay. NULL ok. */
 void sl_spec_clear(sl_spec_t *spec);
+/* A deep copy of src into dst (whose old contents are overwritten, not
+ * freed): dst then owns its own resume section and stage strings, to be
+ * released with sl_spec_clear. A plain struct copy only borrows them (and
+ * must never be cleared). Returns 0, or -ENOMEM with dst as sl_spec_init
+ * leaves it. */
+int sl_spec_copy(sl_spec_t *dst, const sl_spec_t *src);
 /* Reads and parses a file; I/O errors are reported with the path. */
 int sl_spec_parse_file(const char *path, sl_spec_t *ret_spec, char *err, size_t errlen);
 
 /* Default spec values (what parse fills for absent keys). */
 void sl_spec_init(sl_spec_t *spec);
+/* What an op is (its row in the op table, common/spec/spec_ops.c). */
+enum {
+    SL_OPF_DECODE = 1u << 0,       /* encoded bytes -> uint8 HWC pixels */
+    SL_OPF_GEOMETRY = 1u << 1,     /* random_resized_crop, resize, center_crop */
+    SL_OPF_AUGMENT = 1u << 2,      /* a built-in augmentation (spec_aug.h) */
+    SL_OPF_RANDOM = 1u << 3,       /* draws from the sample's random stream */
+    SL_OPF_RECORD = 1u << 4,       /* needs a multimodal source (records) */
+    SL_OPF_ON_PIXELS = 1u << 5,    /* needs decoded images before it */
+    SL_OPF_WHOLE = 1u << 6,        /* works on whole uint8 HWC images */
+    SL_OPF_FUSES_DECODE = 1u << 7, /* right after a decode, one unit with it */
+};
+/* "decode_jpeg", ...; "unknown" outside the enum. */
 const char *sl_op_name(sl_op_e op);
+/* SL_OPF_* of op; 0 outside the enum. */
+unsigned sl_op_flags(sl_op_e op);
 /* Is op one of the built-in augmentations (spec_aug.h)? */
 bool sl_op_is_augment(sl_op_e op);
+/* Does op draw from the sample's random stream (a deterministic op's
+ * output depends on its input alone)? */
+bool sl_op_draws_random(sl_op_e op);
 /* Does the spec end in uint8 with a normalize its consumer applies ("on":
  * "device")? Then true, and its mean and std (either may be NULL). */
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);

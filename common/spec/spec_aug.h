@@ -16,39 +16,54 @@ typedef enum {
     SL_INTERP_BILINEAR,
 } sl_interp_e;
 
+/* p, then a union by op family: an op reads and parse fills only its own
+ * family's fields (the members are anonymous, so each reads by its name). */
 typedef struct sl_aug_spec_s {
     double p; /* the probability of the random_* / solarize ... ops */
-    /* color_jitter: factor ranges [min, max] (a number x in JSON means
-     * [max(0, 1 - x), 1 + x]; for hue [-x, x]). A range of the single
-     * identity value (1, or 0 for hue) is off: no pass over the pixels. */
-    double brightness[2], contrast[2], saturation[2], hue[2];
-    /* gaussian_blur: [kx, ky] odd; sigma drawn uniformly from [min, max]. */
-    uint32_t kernel_size[2];
-    double sigma[2];
-    /* random_erasing: area fraction and aspect ratio ranges; the fill is
-     * value[c] in pixel units (0..255) or, value_random, uniform bytes. */
-    double scale[2], ratio[2];
-    bool value_random;
-    double value[3];
-    /* random_rotation, random_affine: angle range in degrees; affine adds
-     * translate (fractions of W, H), scale range (affine_scale, [1, 1] =
-     * none) and shear ranges [x0, x1, y0, y1] in degrees. */
-    double degrees[2];
-    double translate[2];
-    double affine_scale[2];
-    double shear[4];
-    sl_interp_e interpolation;
-    bool has_center; /* center: pixel coordinates; absent = the image centre */
-    double center[2];
-    /* Pixels from outside the image: fill[c] (0..255). Policies default to
-     * none (has_fill false): torchvision's fill=None (zero padding,
-     * interpolated without a mask). */
-    bool has_fill;
-    double fill[3];
-    double threshold; /* solarize: pixels >= threshold are inverted */
-    uint32_t bits;    /* posterize: bits kept, 0..8 */
-    /* trivial_augment_wide (num_magnitude_bins) and rand_augment. */
-    uint32_t num_ops, magnitude, num_magnitude_bins;
+    union {
+        /* color_jitter: factor ranges [min, max] (a number x in JSON means
+         * [max(0, 1 - x), 1 + x]; for hue [-x, x]). A range of the single
+         * identity value (1, or 0 for hue) is off: no pass over the pixels. */
+        struct {
+            double brightness[2], contrast[2], saturation[2], hue[2];
+        };
+        /* gaussian_blur: [kx, ky] odd; sigma drawn uniformly from [min, max]. */
+        struct {
+            uint32_t kernel_size[2];
+            double sigma[2];
+        };
+        /* random_erasing: area fraction and aspect ratio ranges; the fill is
+         * value[c] in pixel units (0..255) or, value_random, uniform bytes. */
+        struct {
+            double scale[2], ratio[2];
+            bool value_random;
+            double value[3];
+        };
+        /* random_rotation, random_affine and the policies. */
+        struct {
+            /* rotation, affine: angle range in degrees; affine adds
+             * translate (fractions of W, H), scale range (affine_scale,
+             * [1, 1] = none) and shear ranges [x0, x1, y0, y1] in degrees. */
+            double degrees[2];
+            double translate[2];
+            double affine_scale[2];
+            double shear[4];
+            sl_interp_e interpolation;
+            bool has_center; /* center: pixel coordinates; absent = the image centre */
+            double center[2];
+            /* Pixels from outside the image: fill[c] (0..255). Policies
+             * default to none (has_fill false): torchvision's fill=None (zero
+             * padding, interpolated without a mask). */
+            bool has_fill;
+            double fill[3];
+            /* trivial_augment_wide (num_magnitude_bins) and rand_augment. */
+            uint32_t num_ops, magnitude, num_magnitude_bins;
+        };
+        struct {
+            double threshold; /* solarize: pixels >= threshold are inverted */
+            uint32_t bits;    /* posterize: bits kept, 0..8 */
+        };
+    };
 } sl_aug_spec_t;
 
 #endif

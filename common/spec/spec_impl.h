@@ -1,6 +1,7 @@
-/* spec_impl: what the spec parser's files share (spec.c, spec_ctx.c,
- * spec_source.c, spec_stages.c, spec_offload.c, spec_json.c). Not a public
- * API. A parse runs on one thread with one sl_spec_pctx_t on its stack: the
+/* spec_impl: what the spec module's files share (spec.c, spec_ctx.c,
+ * spec_source.c, spec_stages*.c, spec_plugin.c, spec_offload.c,
+ * spec_json.c, and the op table: spec_ops.c, used by spec_layout.c). Not a
+ * public API. A parse runs on one thread with one sl_spec_pctx_t on its stack: the
  * raw text (to find lines), the caller's error buffer and the path of the
  * value being checked. After an error the parse is abandoned, so the
  * section parsers return without popping what they pushed. */
@@ -36,7 +37,6 @@ typedef struct sl_spec_pctx_s {
 #define SL_SPEC_NOFFLOAD ((size_t)SL_OFFLOAD_FIXED + 1)
 #define SL_SPEC_NON_ERROR ((size_t)SL_ON_ERROR_FAIL + 1)
 #define SL_SPEC_NRANK_PADDING ((size_t)SL_RANK_PAD + 1)
-extern const char *const sl_spec_op_names[SL_OP__COUNT];
 extern const char *const sl_spec_source_type_names[SL_SPEC_NSOURCE_TYPES];
 extern const char *const sl_spec_offload_names[SL_SPEC_NOFFLOAD];
 extern const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR];
@@ -81,23 +81,71 @@ int sl_spec_get_relpath(sl_spec_pctx_t *c, json_t *obj, const char *key, char *o
 /* JSON integers are accepted where a real is expected ("p": 1). */
 bool sl_spec_as_number(const json_t *v, double *out);
 
+/* ---- the op table (spec_ops.c): one row per op, defined beside its
+ * functions (spec_stages.c, spec_stages_mm.c, spec_stages_aug.c,
+ * spec_plugin.c). Adding a stage = an sl_op_e value, its row and its
+ * functions, and the row's line in spec_ops.c's index. */
+
+/* Where the order rules remember an op was seen (at most once each). */
+typedef enum {
+    SL_ORD_NONE = 0,
+    SL_ORD_DECODE,
+    SL_ORD_NORMALIZE,
+    SL_ORD_TO_CHW,
+    SL_ORD_TILES,
+    SL_ORD_TOKENIZE,
+    SL_ORD_TEMPLATE,
+    SL_ORD__COUNT
+} sl_ord_slot_e;
+#define SL_ORD_BIT(slot) (1u << (slot))
+
+typedef struct sl_op_def_s {
+    const char *name;         /* as the spec spells it */
+    const char *const *keys;  /* the keys it accepts, "op" first, NULL-terminated */
+    /* Fills out's parameters from the stage object st (NULL: none); out is
+     * zeroed with its op set. */
+    int (*parse)(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
+    /* The stage's canonical JSON (NULL: {"op": name}); NULL on ENOMEM. */
+    json_t *(*to_json)(const sl_stage_spec_t *st);
+    unsigned flags;           /* SL_OPF_* (spec.h) */
+    /* Order rules (spec_stages.c): the slot it takes once; the slots that
+     * must not be seen before it (with before_msg, or the generic "works on
+     * whole uint8 HWC images" message); the slot that must be (needs_msg). */
+    sl_ord_slot_e slot;
+    unsigned before;
+    const char *before_msg;
+    sl_ord_slot_e needs;
+    const char *needs_msg;
+    /* The unit layout (spec_layout.c): the stage's unit name (NULL: the
+     * op's name); whether this stage makes no unit at all (NULL: never). */
+    const char *(*unit_name)(const sl_stage_spec_t *st);
+    bool (*no_unit)(const sl_stage_spec_t *st);
+    /* The stage's owned strings (NULL: it has none): clear frees them and
+     * leaves NULL; copy duplicates them into dst, a byte copy of src (on
+     * -ENOMEM dst's are NULL). */
+    void (*clear)(sl_stage_spec_t *st);
+    int (*copy)(sl_stage_spec_t *dst, const sl_stage_spec_t *src);
+} sl_op_def_t;
+
+/* The row of op; NULL outside 0..SL_OP__COUNT-1. */
+const sl_op_def_t *sl_spec_op_def(sl_op_e op);
+/* The op named name[0..len), or -1. */
+int sl_spec_op_find(const char *name, size_t len);
+
+extern const sl_op_def_t sl_op_def_decode_jpeg, sl_op_def_decode_image,
+    sl_op_def_random_resized_crop, sl_op_def_resize, sl_op_def_center_crop, sl_op_def_flip,
+    sl_op_def_normalize, sl_op_def_to_chw;
+extern const sl_op_def_t sl_op_def_image_tiles, sl_op_def_tokenize, sl_op_def_template;
+extern const sl_op_def_t sl_op_def_plugin;
+extern const sl_op_def_t sl_op_def_color_jitter, sl_op_def_random_grayscale,
+    sl_op_def_gaussian_blur, sl_op_def_random_erasing, sl_op_def_random_rotation,
+    sl_op_def_random_affine, sl_op_def_solarize, sl_op_def_posterize, sl_op_def_auto_contrast,
+    sl_op_def_equalize, sl_op_def_trivial_augment_wide, sl_op_def_rand_augment;
+
 /* ---- the sections of a spec, each from the root object into spec */
 
 int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
-/* The multimodal ops' keys (spec_stages_mm.c). */
-int sl_spec_parse_tiles(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
-int sl_spec_parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
-int sl_spec_parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
-/* spec_plugin.c: {"op": "plugin", "name", "sha256", "params"}. */
-int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
-json_t *sl_spec_plugin_json(const sl_stage_spec_t *st);
-json_t *sl_spec_mm_stage_json(const sl_stage_spec_t *st);
-/* The augmentation ops (spec_stages_aug.c): which ops, their keys (NULL
- * for other ops), their parameters into out->aug, their canonical JSON. */
-const char *const *sl_spec_aug_keys(sl_op_e op);
-int sl_spec_parse_aug(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
-json_t *sl_spec_aug_stage_json(const sl_stage_spec_t *st);
 int sl_spec_parse_batching(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 json_t *sl_spec_batching_json(const sl_spec_t *spec);
 int sl_spec_parse_offload(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);

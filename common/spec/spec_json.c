@@ -9,38 +9,11 @@
 
 static json_t *stage_to_json(const sl_stage_spec_t *st)
 {
-    if ((int)st->op < 0 || st->op >= SL_OP__COUNT) {
+    const sl_op_def_t *d = sl_spec_op_def(st->op);
+    if (d == NULL) {
         return NULL;
     }
-    const char *op = sl_spec_op_names[st->op];
-    switch (st->op) {
-    case SL_OP_RANDOM_RESIZED_CROP:
-        return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f]}", "op", op, "size",
-                         (json_int_t)st->size_h, (json_int_t)st->size_w, "scale", st->scale[0],
-                         st->scale[1], "ratio", st->ratio[0], st->ratio[1]);
-    case SL_OP_RESIZE:
-        if (st->resize_shorter) {
-            return json_pack("{s:s, s:I}", "op", op, "size", (json_int_t)st->size_h);
-        }
-        return json_pack("{s:s, s:[I,I]}", "op", op, "size", (json_int_t)st->size_h,
-                         (json_int_t)st->size_w);
-    case SL_OP_CENTER_CROP:
-        return json_pack("{s:s, s:[I,I]}", "op", op, "size", (json_int_t)st->size_h,
-                         (json_int_t)st->size_w);
-    case SL_OP_FLIP:
-        return json_pack("{s:s, s:f}", "op", op, "p", st->p);
-    case SL_OP_NORMALIZE:
-        /* "on" only when "device": a CPU normalize keeps its canonical form
-         * (and every existing spec its hash). */
-        return json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s*}", "op", op, "mean",
-                         (double)st->mean[0], (double)st->mean[1], (double)st->mean[2], "std",
-                         (double)st->std[0], (double)st->std[1], (double)st->std[2],
-                         "on", st->on_device ? "device" : NULL);
-    case SL_OP_PLUGIN:
-        return sl_spec_plugin_json(st);
-    default:
-        return sl_op_is_augment(st->op) ? sl_spec_aug_stage_json(st) : sl_spec_mm_stage_json(st);
-    }
+    return d->to_json != NULL ? d->to_json(st) : json_pack("{s:s}", "op", d->name);
 }
 
 char *sl_spec_to_json(const sl_spec_t *spec)

@@ -2,12 +2,15 @@
  * stage and the SHA-256 of the file that must provide it; the file itself
  * is found in each host's own plugin_dir (common/plugin/plugin.h). Parsing
  * thread only. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/err.h"
+
 #include "common/spec/spec_impl.h"
 
-int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+static int parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
     char got[SPEC_SHOWN_MAX + 8];
     json_t *name = json_object_get(st, "name");
@@ -47,14 +50,47 @@ int sl_spec_parse_plugin(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
         return sl_spec_ferr(c, "params", "more than %d bytes of JSON",
                             SL_SPEC_PLUGIN_PARAMS_MAX - 1);
     }
-    memcpy(out->plugin_params, p, strlen(p) + 1);
+    out->plugin_params = strdup(p);
     free(txt);
+    if (out->plugin_params == NULL) {
+        return sl_err(c->err, c->errlen, -ENOMEM, "%s: out of memory", c->name);
+    }
     return 0;
 }
 
-json_t *sl_spec_plugin_json(const sl_stage_spec_t *st)
+static json_t *plugin_json(const sl_stage_spec_t *st)
 {
-    json_t *params = json_loads(st->plugin_params, 0, NULL);
+    json_t *params = st->plugin_params != NULL ? json_loads(st->plugin_params, 0, NULL) : NULL;
     return json_pack("{s:s, s:s, s:s, s:o}", "op", "plugin", "name", st->plugin, "sha256",
                      st->plugin_sha256, "params", params != NULL ? params : json_object());
 }
+
+static void plugin_clear(sl_stage_spec_t *st)
+{
+    free(st->plugin_params);
+    st->plugin_params = NULL;
+}
+
+static int plugin_copy(sl_stage_spec_t *dst, const sl_stage_spec_t *src)
+{
+    dst->plugin_params = src->plugin_params != NULL ? strdup(src->plugin_params) : NULL;
+    return dst->plugin_params != NULL || src->plugin_params == NULL ? 0 : -ENOMEM;
+}
+
+/* A plugin's unit is named for its stage: profiles and plans show it. */
+static const char *plugin_unit_name(const sl_stage_spec_t *st) { return st->plugin; }
+
+/* A plugin stage works on whole uint8 HWC images and may draw randomness
+ * (the unit hands it a key from the sample's stream). */
+const sl_op_def_t sl_op_def_plugin = {.name = "plugin",
+                                      .keys = (const char *const[]){"op", "name", "sha256",
+                                                                    "params", NULL},
+                                      .parse = parse_plugin,
+                                      .to_json = plugin_json,
+                                      .flags = SL_OPF_ON_PIXELS | SL_OPF_WHOLE | SL_OPF_RANDOM,
+                                      .unit_name = plugin_unit_name,
+                                      .clear = plugin_clear,
+                                      .copy = plugin_copy,
+                                      .before = SL_ORD_BIT(SL_ORD_NORMALIZE) |
+                                                SL_ORD_BIT(SL_ORD_TO_CHW) |
+                                                SL_ORD_BIT(SL_ORD_TILES)};

@@ -1,8 +1,8 @@
-/* spec_stages: the "stages" array of a spec: each op's keys, sizes and
- * numbers, and the order rules (decode_jpeg first, geometry before normalize
- * and to_chw); the augmentation ops' keys are spec_stages_aug.c's. Called
- * on the parsing thread only (sl_op_name and sl_spec_device_norm: any
- * thread). */
+/* spec_stages: the "stages" array of a spec: each stage through its op's
+ * row (spec_impl.h), the image ops' rows (decode, geometry, flip,
+ * normalize, to_chw) and the order rules the rows declare (decode_jpeg
+ * first, geometry before normalize and to_chw). Called on the parsing
+ * thread only (sl_spec_device_norm: any thread). */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -12,49 +12,6 @@
 #include "common/spec/spec_impl.h"
 
 #define SPEC_SIZE_MAX 16384
-
-const char *const sl_spec_op_names[SL_OP__COUNT] = {
-    [SL_OP_DECODE_JPEG] = "decode_jpeg",
-    [SL_OP_RANDOM_RESIZED_CROP] = "random_resized_crop",
-    [SL_OP_RESIZE] = "resize",
-    [SL_OP_CENTER_CROP] = "center_crop",
-    [SL_OP_FLIP] = "flip",
-    [SL_OP_NORMALIZE] = "normalize",
-    [SL_OP_TO_CHW] = "to_chw",
-    [SL_OP_DECODE_IMAGE] = "decode_image",
-    [SL_OP_IMAGE_TILES] = "image_tiles",
-    [SL_OP_TOKENIZE] = "tokenize",
-    [SL_OP_TEMPLATE] = "template",
-    [SL_OP_PLUGIN] = "plugin",
-    [SL_OP_COLOR_JITTER] = "color_jitter",
-    [SL_OP_RANDOM_GRAYSCALE] = "random_grayscale",
-    [SL_OP_GAUSSIAN_BLUR] = "gaussian_blur",
-    [SL_OP_RANDOM_ERASING] = "random_erasing",
-    [SL_OP_RANDOM_ROTATION] = "random_rotation",
-    [SL_OP_RANDOM_AFFINE] = "random_affine",
-    [SL_OP_SOLARIZE] = "solarize",
-    [SL_OP_POSTERIZE] = "posterize",
-    [SL_OP_AUTO_CONTRAST] = "auto_contrast",
-    [SL_OP_EQUALIZE] = "equalize",
-    [SL_OP_TRIVIAL_AUGMENT_WIDE] = "trivial_augment_wide",
-    [SL_OP_RAND_AUGMENT] = "rand_augment",
-};
-
-/* The keys each op accepts; anything else is a typo worth an error. */
-static const char *const op_keys[SL_OP__COUNT][6] = {
-    [SL_OP_DECODE_JPEG] = {"op", NULL},
-    [SL_OP_RANDOM_RESIZED_CROP] = {"op", "size", "scale", "ratio", NULL},
-    [SL_OP_RESIZE] = {"op", "size", NULL},
-    [SL_OP_CENTER_CROP] = {"op", "size", NULL},
-    [SL_OP_FLIP] = {"op", "p", NULL},
-    [SL_OP_NORMALIZE] = {"op", "mean", "std", "on", NULL},
-    [SL_OP_TO_CHW] = {"op", NULL},
-    [SL_OP_DECODE_IMAGE] = {"op", NULL},
-    [SL_OP_IMAGE_TILES] = {"op", "tile", "min_tiles", "max_tiles", "thumbnail", NULL},
-    [SL_OP_TOKENIZE] = {"op", "vocab", "encoding", "max_tokens", "special", NULL},
-    [SL_OP_TEMPLATE] = {"op", "image_token", "tokens_per_tile", "bos", "eos", NULL},
-    [SL_OP_PLUGIN] = {"op", "name", "sha256", "params", NULL},
-};
 
 static const double default_scale[2] = {0.08, 1.0};
 static const double default_ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
@@ -225,108 +182,170 @@ static int parse_normalize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     return 0;
 }
 
+static int parse_resize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return get_size(c, st, out, &out->resize_shorter);
+}
+
+static int parse_center_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    bool scalar;
+    return get_size(c, st, out, &scalar);
+}
+
+static json_t *rrc_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f]}", "op", "random_resized_crop", "size",
+                     (json_int_t)st->size_h, (json_int_t)st->size_w, "scale", st->scale[0],
+                     st->scale[1], "ratio", st->ratio[0], st->ratio[1]);
+}
+
+static json_t *resize_json(const sl_stage_spec_t *st)
+{
+    if (st->resize_shorter) {
+        return json_pack("{s:s, s:I}", "op", "resize", "size", (json_int_t)st->size_h);
+    }
+    return json_pack("{s:s, s:[I,I]}", "op", "resize", "size", (json_int_t)st->size_h,
+                     (json_int_t)st->size_w);
+}
+
+static json_t *center_crop_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:[I,I]}", "op", "center_crop", "size", (json_int_t)st->size_h,
+                     (json_int_t)st->size_w);
+}
+
+static json_t *flip_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:f}", "op", "flip", "p", st->p);
+}
+
+/* "on" only when "device": a CPU normalize keeps its canonical form (and
+ * every existing spec its hash). */
+static json_t *normalize_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s*}", "op", "normalize", "mean",
+                     (double)st->mean[0], (double)st->mean[1], (double)st->mean[2], "std",
+                     (double)st->std[0], (double)st->std[1], (double)st->std[2], "on",
+                     st->on_device ? "device" : NULL);
+}
+
+/* Geometry and the augmentations work on whole uint8 HWC images: before
+ * normalize (floats), to_chw and image_tiles (tiles are final). */
+#define BEFORE_WHOLE                                                                               \
+    (SL_ORD_BIT(SL_ORD_NORMALIZE) | SL_ORD_BIT(SL_ORD_TO_CHW) | SL_ORD_BIT(SL_ORD_TILES))
+#define GEOMETRY_FLAGS (SL_OPF_GEOMETRY | SL_OPF_ON_PIXELS | SL_OPF_WHOLE)
+
+static const char *const no_keys[] = {"op", NULL};
+static const char *const size_keys[] = {"op", "size", NULL};
+
+const sl_op_def_t sl_op_def_decode_jpeg = {.name = "decode_jpeg",
+                                           .keys = no_keys,
+                                           .flags = SL_OPF_DECODE,
+                                           .slot = SL_ORD_DECODE};
+const sl_op_def_t sl_op_def_decode_image = {.name = "decode_image",
+                                            .keys = no_keys,
+                                            .flags = SL_OPF_DECODE,
+                                            .slot = SL_ORD_DECODE};
+const sl_op_def_t sl_op_def_random_resized_crop =
+    {.name = "random_resized_crop",
+     .keys = (const char *const[]){"op", "size", "scale", "ratio", NULL},
+     .parse = parse_rrc,
+     .to_json = rrc_json,
+     .flags = GEOMETRY_FLAGS | SL_OPF_RANDOM | SL_OPF_FUSES_DECODE,
+     .before = BEFORE_WHOLE};
+const sl_op_def_t sl_op_def_resize = {.name = "resize",
+                                      .keys = size_keys,
+                                      .parse = parse_resize,
+                                      .to_json = resize_json,
+                                      .flags = GEOMETRY_FLAGS,
+                                      .before = BEFORE_WHOLE};
+const sl_op_def_t sl_op_def_center_crop = {.name = "center_crop",
+                                           .keys = size_keys,
+                                           .parse = parse_center_crop,
+                                           .to_json = center_crop_json,
+                                           .flags = GEOMETRY_FLAGS | SL_OPF_FUSES_DECODE,
+                                           .before = BEFORE_WHOLE};
+/* flip works on tiles' source images, not on tiles. */
+const sl_op_def_t sl_op_def_flip = {.name = "flip",
+                                    .keys = (const char *const[]){"op", "p", NULL},
+                                    .parse = parse_flip,
+                                    .to_json = flip_json,
+                                    .flags = SL_OPF_ON_PIXELS | SL_OPF_RANDOM,
+                                    .before = SL_ORD_BIT(SL_ORD_TILES)};
+/* "on": "device": the consumer's to apply, so no unit and nothing to
+ * split at. */
+static bool normalize_on_device(const sl_stage_spec_t *st) { return st->on_device; }
+
+const sl_op_def_t sl_op_def_normalize = {.name = "normalize",
+                                         .keys = (const char *const[]){"op", "mean", "std", "on",
+                                                                       NULL},
+                                         .parse = parse_normalize,
+                                         .to_json = normalize_json,
+                                         .flags = SL_OPF_ON_PIXELS,
+                                         .slot = SL_ORD_NORMALIZE,
+                                         .no_unit = normalize_on_device};
+const sl_op_def_t sl_op_def_to_chw = {.name = "to_chw",
+                                      .keys = no_keys,
+                                      .flags = SL_OPF_ON_PIXELS,
+                                      .slot = SL_ORD_TO_CHW};
+
 /* Where the order-sensitive ops were seen so far; -1 if not yet. */
 typedef struct {
     bool record; /* the source yields records (webdataset, jsonl) */
-    long decode_at, normalize_at, to_chw_at, tiles_at, tokenize_at, template_at;
+    long at[SL_ORD__COUNT];
 } order_t;
 
-static bool is_decode(sl_op_e op) { return op == SL_OP_DECODE_JPEG || op == SL_OP_DECODE_IMAGE; }
-
-static bool is_geometry(sl_op_e op)
-{
-    return op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_RESIZE || op == SL_OP_CENTER_CROP;
-}
-
-static bool on_pixels(sl_op_e op)
-{
-    return is_geometry(op) || op == SL_OP_FLIP || op == SL_OP_PLUGIN || op == SL_OP_NORMALIZE ||
-           op == SL_OP_TO_CHW || op == SL_OP_IMAGE_TILES || sl_op_is_augment(op);
-}
-
-/* At most once each; remembers where. */
-static int once(sl_spec_pctx_t *c, long *at, size_t i, sl_op_e op)
-{
-    if (*at >= 0) {
-        return sl_spec_perr(c, "%s appears twice (also stages[%ld])", sl_spec_op_names[op], *at);
-    }
-    *at = (long)i;
-    return 0;
-}
+static const char *const slot_names[SL_ORD__COUNT] = {
+    [SL_ORD_DECODE] = "decode_image", [SL_ORD_NORMALIZE] = "normalize",
+    [SL_ORD_TO_CHW] = "to_chw",       [SL_ORD_TILES] = "image_tiles",
+    [SL_ORD_TOKENIZE] = "tokenize",   [SL_ORD_TEMPLATE] = "template",
+};
 
 /* Image sources: a decode first and once. Records: the text ops and the
  * image ops are independent chains, each in order (decode before anything
- * on pixels; tokenize before template). Everywhere: geometry and the
- * augmentations on uint8 HWC, so before normalize (floats), to_chw and
- * image_tiles (tiles are final). */
+ * on pixels; tokenize before template). Everywhere: what each op's row
+ * says must come before or after it, and the slotted ops once each. */
 static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
 {
+    const sl_op_def_t *d = sl_spec_op_def(op);
+    bool decode = (d->flags & SL_OPF_DECODE) != 0;
     sl_spec_push(c, "op");
-    bool text_op = op == SL_OP_IMAGE_TILES || op == SL_OP_TOKENIZE || op == SL_OP_TEMPLATE;
     if (!ord->record) {
-        if (text_op) {
-            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)",
-                                sl_spec_op_names[op]);
+        if (d->flags & SL_OPF_RECORD) {
+            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)", d->name);
         }
-        if (is_decode(op) && i != 0) {
-            return sl_spec_perr(c, "%s must be the first stage, and appear only once",
-                                sl_spec_op_names[op]);
+        if (decode && i != 0) {
+            return sl_spec_perr(c, "%s must be the first stage, and appear only once", d->name);
         }
-        if (!is_decode(op) && i == 0) {
+        if (!decode && i == 0) {
             return sl_spec_perr(c, "the first stage must be decode_jpeg or decode_image, got %s",
-                                sl_spec_op_names[op]);
+                                d->name);
         }
     }
-    if (is_decode(op) && once(c, &ord->decode_at, i, op) < 0) {
-        return -EINVAL;
+    if ((d->flags & SL_OPF_ON_PIXELS) && ord->at[SL_ORD_DECODE] < 0 && !decode) {
+        return sl_spec_perr(c, "%s needs decoded images: put decode_image before it", d->name);
     }
-    if (on_pixels(op) && ord->decode_at < 0) {
-        return sl_spec_perr(c, "%s needs decoded images: put decode_image before it",
-                            sl_spec_op_names[op]);
-    }
-    /* Whole uint8 HWC images: geometry, augmentations, plugins (and flip
-     * before tiles). */
-    bool whole = is_geometry(op) || sl_op_is_augment(op) || op == SL_OP_PLUGIN;
-    if (whole || op == SL_OP_FLIP) {
-        const long after[3] = {ord->normalize_at, ord->to_chw_at, ord->tiles_at};
-        const char *names[3] = {"normalize", "to_chw", "image_tiles"};
-        for (int k = 0; k < 3; k++) {
-            if (after[k] >= 0 && (whole || k == 2)) {
-                return sl_spec_perr(c,
-                                    "%s must come before %s (stages[%ld]): it works on whole "
-                                    "uint8 HWC images",
-                                    sl_spec_op_names[op], names[k], after[k]);
+    for (int k = 0; k < SL_ORD__COUNT; k++) {
+        if ((d->before & SL_ORD_BIT(k)) && ord->at[k] >= 0) {
+            if (d->before_msg != NULL) {
+                return sl_spec_perr(c, "%s", d->before_msg);
             }
+            return sl_spec_perr(c,
+                                "%s must come before %s (stages[%ld]): it works on whole "
+                                "uint8 HWC images",
+                                d->name, slot_names[k], ord->at[k]);
         }
     }
-    int rc = 0;
-    switch (op) {
-    case SL_OP_NORMALIZE:
-        rc = once(c, &ord->normalize_at, i, op);
-        break;
-    case SL_OP_TO_CHW:
-        rc = once(c, &ord->to_chw_at, i, op);
-        break;
-    case SL_OP_IMAGE_TILES:
-        if (ord->normalize_at >= 0 || ord->to_chw_at >= 0) {
-            return sl_spec_perr(c, "image_tiles must come before normalize and to_chw");
-        }
-        rc = once(c, &ord->tiles_at, i, op);
-        break;
-    case SL_OP_TOKENIZE:
-        rc = once(c, &ord->tokenize_at, i, op);
-        break;
-    case SL_OP_TEMPLATE:
-        if (ord->tokenize_at < 0) {
-            return sl_spec_perr(c, "template needs the text's token ids: put tokenize before it");
-        }
-        rc = once(c, &ord->template_at, i, op);
-        break;
-    default:
-        break;
+    if (d->needs != SL_ORD_NONE && ord->at[d->needs] < 0) {
+        return sl_spec_perr(c, "%s", d->needs_msg);
     }
-    if (rc < 0) {
-        return rc;
+    if (d->slot != SL_ORD_NONE) {
+        if (ord->at[d->slot] >= 0) {
+            return sl_spec_perr(c, "%s appears twice (also stages[%ld])", d->name,
+                                ord->at[d->slot]);
+        }
+        ord->at[d->slot] = (long)i;
     }
     sl_spec_pop(c);
     return 0;
@@ -343,67 +362,29 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
         return sl_spec_perr(c, "must be an object like {\"op\": \"decode_jpeg\"}, got %s",
                             sl_spec_describe(st, got, sizeof(got)));
     }
-    sl_spec_join(sl_spec_op_names, SL_OP__COUNT, list, sizeof(list));
+    const char *names[SL_OP__COUNT];
+    for (int k = 0; k < SL_OP__COUNT; k++) {
+        names[k] = sl_op_name((sl_op_e)k);
+    }
+    sl_spec_join(names, SL_OP__COUNT, list, sizeof(list));
     json_t *opv = json_object_get(st, "op");
     if (opv == NULL) {
         return sl_spec_ferr(c, "op", "missing (required): one of %s", list);
     }
-    int op = -1;
-    if (json_is_string(opv)) {
-        for (int k = 0; k < SL_OP__COUNT; k++) {
-            if (strlen(sl_spec_op_names[k]) == json_string_length(opv) &&
-                strcmp(sl_spec_op_names[k], json_string_value(opv)) == 0) {
-                op = k;
-                break;
-            }
-        }
-    }
+    int op = json_is_string(opv) ? sl_spec_op_find(json_string_value(opv), json_string_length(opv))
+                                 : -1;
     if (op < 0) {
         return sl_spec_ferr(c, "op", "unknown op %s (valid: %s)",
                             sl_spec_describe(opv, got, sizeof(got)), list);
     }
-    const char *const *keys = sl_op_is_augment((sl_op_e)op) ? sl_spec_aug_keys((sl_op_e)op)
-                                                            : op_keys[op];
-    int rc = sl_spec_check_keys(c, st, keys, sl_spec_op_names[op]);
+    const sl_op_def_t *d = sl_spec_op_def((sl_op_e)op);
+    int rc = sl_spec_check_keys(c, st, d->keys, d->name);
     if (rc < 0) {
         return rc;
     }
     memset(out, 0, sizeof(*out));
     out->op = (sl_op_e)op;
-    switch (out->op) {
-    case SL_OP_RANDOM_RESIZED_CROP:
-        rc = parse_rrc(c, st, out);
-        break;
-    case SL_OP_RESIZE:
-        rc = get_size(c, st, out, &out->resize_shorter);
-        break;
-    case SL_OP_CENTER_CROP: {
-        bool scalar;
-        rc = get_size(c, st, out, &scalar);
-        break;
-    }
-    case SL_OP_FLIP:
-        rc = parse_flip(c, st, out);
-        break;
-    case SL_OP_NORMALIZE:
-        rc = parse_normalize(c, st, out);
-        break;
-    case SL_OP_IMAGE_TILES:
-        rc = sl_spec_parse_tiles(c, st, out);
-        break;
-    case SL_OP_TOKENIZE:
-        rc = sl_spec_parse_tokenize(c, st, out);
-        break;
-    case SL_OP_TEMPLATE:
-        rc = sl_spec_parse_template(c, st, out);
-        break;
-    case SL_OP_PLUGIN:
-        rc = sl_spec_parse_plugin(c, st, out);
-        break;
-    default: /* decode_jpeg, decode_image, to_chw: nothing to set */
-        rc = sl_op_is_augment(out->op) ? sl_spec_parse_aug(c, st, out) : 0;
-        break;
-    }
+    rc = d->parse != NULL ? d->parse(c, st, out) : 0;
     if (rc < 0) {
         return rc;
     }
@@ -431,14 +412,14 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     if (n > SL_SPEC_MAX_STAGES) {
         return sl_spec_perr(c, "has %zu stages, the limit is %d", n, SL_SPEC_MAX_STAGES);
     }
-    order_t ord = {.record = sl_spec_is_record(spec),
-                   .decode_at = -1,
-                   .normalize_at = -1,
-                   .to_chw_at = -1,
-                   .tiles_at = -1,
-                   .tokenize_at = -1,
-                   .template_at = -1};
+    order_t ord = {.record = sl_spec_is_record(spec)};
+    for (int k = 0; k < SL_ORD__COUNT; k++) {
+        ord.at[k] = -1;
+    }
     for (size_t i = 0; i < n; i++) {
+        /* Counted before it is parsed: a failed parse's sl_spec_clear then
+         * frees what the stages parsed so far own. */
+        spec->nstages = (uint32_t)i + 1;
         int rc = parse_stage(c, json_array_get(v, i), i, &spec->stages[i], &ord);
         if (rc < 0) {
             return rc;
@@ -452,14 +433,6 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 bool sl_spec_is_record(const sl_spec_t *spec)
 {
     return spec->source_type == SL_SRC_WEBDATASET || spec->source_type == SL_SRC_JSONL;
-}
-
-const char *sl_op_name(sl_op_e op)
-{
-    if ((int)op < 0 || op >= SL_OP__COUNT) {
-        return "unknown";
-    }
-    return sl_spec_op_names[op];
 }
 
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3])

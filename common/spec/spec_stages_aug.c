@@ -1,8 +1,8 @@
 /* spec_stages_aug: the keys of the built-in augmentation ops, with
  * torchvision's names, forms and defaults, and their canonical JSON (every
  * parameter, defaults filled in, ranges as [min, max]). Order rules live
- * with the others in spec_stages.c. Parsing thread only; sl_op_is_augment
- * and sl_spec_aug_stage_json any thread. */
+ * with the others in spec_stages.c. One op-table row per op (spec_impl.h).
+ * Parsing thread only; the JSON functions any thread. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,35 +17,6 @@
 
 static const char *const interp_names[2] =
     {[SL_INTERP_NEAREST] = "nearest", [SL_INTERP_BILINEAR] = "bilinear"};
-
-/* The keys each op accepts, indexed by op - SL_OP_COLOR_JITTER. */
-#define NAUG ((size_t)SL_OP_RAND_AUGMENT - SL_OP_COLOR_JITTER + 1)
-#define AUG(op) [(op)-SL_OP_COLOR_JITTER]
-static const char *const aug_keys[NAUG][9] = {
-    AUG(SL_OP_COLOR_JITTER) = {"op", "brightness", "contrast", "saturation", "hue", NULL},
-    AUG(SL_OP_RANDOM_GRAYSCALE) = {"op", "p", NULL},
-    AUG(SL_OP_GAUSSIAN_BLUR) = {"op", "kernel_size", "sigma", NULL},
-    AUG(SL_OP_RANDOM_ERASING) = {"op", "p", "scale", "ratio", "value", NULL},
-    AUG(SL_OP_RANDOM_ROTATION) = {"op", "degrees", "interpolation", "center", "fill", NULL},
-    AUG(SL_OP_RANDOM_AFFINE) = {"op", "degrees", "translate", "scale", "shear", "interpolation",
-                                "center", "fill", NULL},
-    AUG(SL_OP_SOLARIZE) = {"op", "threshold", "p", NULL},
-    AUG(SL_OP_POSTERIZE) = {"op", "bits", "p", NULL},
-    AUG(SL_OP_AUTO_CONTRAST) = {"op", "p", NULL},
-    AUG(SL_OP_EQUALIZE) = {"op", "p", NULL},
-    AUG(SL_OP_TRIVIAL_AUGMENT_WIDE) = {"op", "num_magnitude_bins", "interpolation", "fill", NULL},
-    AUG(SL_OP_RAND_AUGMENT) = {"op", "num_ops", "magnitude", "num_magnitude_bins", "interpolation",
-                               "fill", NULL},
-};
-
-/* The augmentation ops are contiguous in sl_op_e; an op appended after
- * them is not one. */
-bool sl_op_is_augment(sl_op_e op) { return op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT; }
-
-const char *const *sl_spec_aug_keys(sl_op_e op)
-{
-    return sl_op_is_augment(op) ? aug_keys[op - SL_OP_COLOR_JITTER] : NULL;
-}
 
 /* How a range key reads: a number x is [center - x, center + x] (the low
  * end raised to lo when clip_lo, as torchvision's ColorJitter does), or,
@@ -384,51 +355,75 @@ static int parse_policy(sl_spec_pctx_t *c, json_t *st, sl_op_e op, sl_aug_spec_t
     return rc;
 }
 
-int sl_spec_parse_aug(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+/* The rows' parse functions: each op's parameters into out->aug. */
+static int parse_color_jitter(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_jitter(c, st, &out->aug);
+}
+
+static int parse_gaussian_blur(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_blur(c, st, &out->aug);
+}
+
+static int parse_random_erasing(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_erasing(c, st, &out->aug);
+}
+
+static int parse_random_rotation(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_rotation(c, st, &out->aug);
+}
+
+static int parse_random_affine(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_affine(c, st, &out->aug);
+}
+
+static int parse_grayscale(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    out->aug.p = 0.1;
+    return get_prob(c, st, &out->aug.p);
+}
+
+/* auto_contrast, equalize: a probability only. */
+static int parse_p_half(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    out->aug.p = 0.5;
+    return get_prob(c, st, &out->aug.p);
+}
+
+static int parse_solarize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
     sl_aug_spec_t *a = &out->aug;
-    int rc = 0;
-    switch (out->op) {
-    case SL_OP_COLOR_JITTER:
-        return parse_jitter(c, st, a);
-    case SL_OP_RANDOM_GRAYSCALE:
-        a->p = 0.1;
-        return get_prob(c, st, &a->p);
-    case SL_OP_GAUSSIAN_BLUR:
-        return parse_blur(c, st, a);
-    case SL_OP_RANDOM_ERASING:
-        return parse_erasing(c, st, a);
-    case SL_OP_RANDOM_ROTATION:
-        return parse_rotation(c, st, a);
-    case SL_OP_RANDOM_AFFINE:
-        return parse_affine(c, st, a);
-    case SL_OP_SOLARIZE: {
-        json_t *v = json_object_get(st, "threshold");
-        if (v == NULL || !sl_spec_as_number(v, &a->threshold) ||
-            !(a->threshold >= 0 && a->threshold <= PIXEL_MAX)) {
-            char got[SPEC_SHOWN_MAX + 8];
-            return sl_spec_ferr(c, "threshold", "%s a pixel value in 0..255%s%s",
-                                v == NULL ? "missing (required):" : "must be",
-                                v == NULL ? "" : ", got ",
-                                v == NULL ? "" : sl_spec_describe(v, got, sizeof(got)));
-        }
-        a->p = 0.5;
-        return get_prob(c, st, &a->p);
+    json_t *v = json_object_get(st, "threshold");
+    if (v == NULL || !sl_spec_as_number(v, &a->threshold) ||
+        !(a->threshold >= 0 && a->threshold <= PIXEL_MAX)) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "threshold", "%s a pixel value in 0..255%s%s",
+                            v == NULL ? "missing (required):" : "must be",
+                            v == NULL ? "" : ", got ",
+                            v == NULL ? "" : sl_spec_describe(v, got, sizeof(got)));
     }
-    case SL_OP_POSTERIZE:
-        rc = sl_spec_get_u32(c, st, "bits", true, 0, 8, &a->bits);
-        a->p = 0.5;
-        return rc < 0 ? rc : get_prob(c, st, &a->p);
-    case SL_OP_AUTO_CONTRAST:
-    case SL_OP_EQUALIZE:
-        a->p = 0.5;
-        return get_prob(c, st, &a->p);
-    case SL_OP_TRIVIAL_AUGMENT_WIDE:
-    case SL_OP_RAND_AUGMENT:
-        return parse_policy(c, st, out->op, a);
-    default:
-        return 0;
-    }
+    return parse_p_half(c, st, out);
+}
+
+static int parse_posterize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    int rc = sl_spec_get_u32(c, st, "bits", true, 0, 8, &out->aug.bits);
+    out->aug.p = 0.5;
+    return rc < 0 ? rc : get_prob(c, st, &out->aug.p);
+}
+
+static int parse_trivial(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_policy(c, st, SL_OP_TRIVIAL_AUGMENT_WIDE, &out->aug);
+}
+
+static int parse_rand_augment(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    return parse_policy(c, st, SL_OP_RAND_AUGMENT, &out->aug);
 }
 
 static json_t *pixel_json(const double v[3]) { return json_pack("[f,f,f]", v[0], v[1], v[2]); }
@@ -443,50 +438,126 @@ static json_t *center_json(const sl_aug_spec_t *a)
     return a->has_center ? json_pack("[f,f]", a->center[0], a->center[1]) : json_null();
 }
 
-json_t *sl_spec_aug_stage_json(const sl_stage_spec_t *st)
+static const char *interp_of(const sl_aug_spec_t *a)
+{
+    return interp_names[a->interpolation == SL_INTERP_BILINEAR ? 1 : 0];
+}
+
+/* The rows' canonical JSON. "o" steals the references, also when
+ * json_pack fails. */
+static json_t *jitter_json(const sl_stage_spec_t *st)
 {
     const sl_aug_spec_t *a = &st->aug;
-    const char *op = sl_spec_op_names[st->op];
-    const char *interp = interp_names[a->interpolation == SL_INTERP_BILINEAR ? 1 : 0];
-    /* "o" steals the references, also when json_pack fails. */
-    switch (st->op) {
-    case SL_OP_COLOR_JITTER:
-        return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f]}", "op", op, "brightness",
-                         a->brightness[0], a->brightness[1], "contrast", a->contrast[0],
-                         a->contrast[1], "saturation", a->saturation[0], a->saturation[1], "hue",
-                         a->hue[0], a->hue[1]);
-    case SL_OP_GAUSSIAN_BLUR:
-        return json_pack("{s:s, s:[I,I], s:[f,f]}", "op", op, "kernel_size",
-                         (json_int_t)a->kernel_size[0], (json_int_t)a->kernel_size[1], "sigma",
-                         a->sigma[0], a->sigma[1]);
-    case SL_OP_RANDOM_ERASING:
-        return json_pack("{s:s, s:f, s:[f,f], s:[f,f], s:o}", "op", op, "p", a->p, "scale",
-                         a->scale[0], a->scale[1], "ratio", a->ratio[0], a->ratio[1], "value",
-                         a->value_random ? json_string("random") : pixel_json(a->value));
-    case SL_OP_RANDOM_ROTATION:
-        return json_pack("{s:s, s:[f,f], s:s, s:o, s:o}", "op", op, "degrees", a->degrees[0],
-                         a->degrees[1], "interpolation", interp, "center", center_json(a), "fill",
-                         fill_json(a));
-    case SL_OP_RANDOM_AFFINE:
-        return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f,f,f], s:s, s:o, s:o}", "op", op,
-                         "degrees", a->degrees[0], a->degrees[1], "translate", a->translate[0],
-                         a->translate[1], "scale", a->affine_scale[0], a->affine_scale[1], "shear",
-                         a->shear[0], a->shear[1], a->shear[2], a->shear[3], "interpolation",
-                         interp, "center", center_json(a), "fill", fill_json(a));
-    case SL_OP_SOLARIZE:
-        return json_pack("{s:s, s:f, s:f}", "op", op, "threshold", a->threshold, "p", a->p);
-    case SL_OP_POSTERIZE:
-        return json_pack("{s:s, s:I, s:f}", "op", op, "bits", (json_int_t)a->bits, "p", a->p);
-    case SL_OP_TRIVIAL_AUGMENT_WIDE:
-        return json_pack("{s:s, s:I, s:s, s:o}", "op", op, "num_magnitude_bins",
-                         (json_int_t)a->num_magnitude_bins, "interpolation", interp, "fill",
-                         fill_json(a));
-    case SL_OP_RAND_AUGMENT:
-        return json_pack("{s:s, s:I, s:I, s:I, s:s, s:o}", "op", op, "num_ops",
-                         (json_int_t)a->num_ops, "magnitude", (json_int_t)a->magnitude,
-                         "num_magnitude_bins", (json_int_t)a->num_magnitude_bins, "interpolation",
-                         interp, "fill", fill_json(a));
-    default: /* random_grayscale, auto_contrast, equalize */
-        return json_pack("{s:s, s:f}", "op", op, "p", a->p);
-    }
+    return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f]}", "op", "color_jitter",
+                     "brightness", a->brightness[0], a->brightness[1], "contrast", a->contrast[0],
+                     a->contrast[1], "saturation", a->saturation[0], a->saturation[1], "hue",
+                     a->hue[0], a->hue[1]);
 }
+
+static json_t *blur_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:[I,I], s:[f,f]}", "op", "gaussian_blur", "kernel_size",
+                     (json_int_t)a->kernel_size[0], (json_int_t)a->kernel_size[1], "sigma",
+                     a->sigma[0], a->sigma[1]);
+}
+
+static json_t *erasing_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:f, s:[f,f], s:[f,f], s:o}", "op", "random_erasing", "p", a->p,
+                     "scale", a->scale[0], a->scale[1], "ratio", a->ratio[0], a->ratio[1], "value",
+                     a->value_random ? json_string("random") : pixel_json(a->value));
+}
+
+static json_t *rotation_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:[f,f], s:s, s:o, s:o}", "op", "random_rotation", "degrees",
+                     a->degrees[0], a->degrees[1], "interpolation", interp_of(a), "center",
+                     center_json(a), "fill", fill_json(a));
+}
+
+static json_t *affine_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:[f,f], s:[f,f], s:[f,f], s:[f,f,f,f], s:s, s:o, s:o}", "op",
+                     "random_affine", "degrees", a->degrees[0], a->degrees[1], "translate",
+                     a->translate[0], a->translate[1], "scale", a->affine_scale[0],
+                     a->affine_scale[1], "shear", a->shear[0], a->shear[1], a->shear[2],
+                     a->shear[3], "interpolation", interp_of(a), "center", center_json(a), "fill",
+                     fill_json(a));
+}
+
+static json_t *solarize_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:f, s:f}", "op", "solarize", "threshold", st->aug.threshold, "p",
+                     st->aug.p);
+}
+
+static json_t *posterize_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:I, s:f}", "op", "posterize", "bits", (json_int_t)st->aug.bits, "p",
+                     st->aug.p);
+}
+
+static json_t *trivial_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:I, s:s, s:o}", "op", "trivial_augment_wide", "num_magnitude_bins",
+                     (json_int_t)a->num_magnitude_bins, "interpolation", interp_of(a), "fill",
+                     fill_json(a));
+}
+
+static json_t *rand_augment_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:I, s:I, s:I, s:s, s:o}", "op", "rand_augment", "num_ops",
+                     (json_int_t)a->num_ops, "magnitude", (json_int_t)a->magnitude,
+                     "num_magnitude_bins", (json_int_t)a->num_magnitude_bins, "interpolation",
+                     interp_of(a), "fill", fill_json(a));
+}
+
+/* random_grayscale, auto_contrast, equalize. */
+static json_t *p_json(const sl_stage_spec_t *st)
+{
+    return json_pack("{s:s, s:f}", "op", sl_op_name(st->op), "p", st->aug.p);
+}
+
+/* Every augmentation: on whole uint8 HWC images, drawing from the
+ * sample's stream, before normalize, to_chw and image_tiles. */
+#define AUG_ROW(nm, parse_fn, json_fn, ...)                                                        \
+    {                                                                                              \
+        .name = (nm), .keys = (const char *const[]){"op", __VA_ARGS__, NULL}, .parse = (parse_fn), \
+        .to_json = (json_fn),                                                                      \
+        .flags = SL_OPF_AUGMENT | SL_OPF_RANDOM | SL_OPF_ON_PIXELS | SL_OPF_WHOLE,                 \
+        .before = SL_ORD_BIT(SL_ORD_NORMALIZE) | SL_ORD_BIT(SL_ORD_TO_CHW) |                       \
+                  SL_ORD_BIT(SL_ORD_TILES),                                                        \
+    }
+
+const sl_op_def_t sl_op_def_color_jitter = AUG_ROW("color_jitter", parse_color_jitter, jitter_json,
+                                                   "brightness", "contrast", "saturation", "hue");
+const sl_op_def_t sl_op_def_random_grayscale = AUG_ROW("random_grayscale", parse_grayscale, p_json,
+                                                       "p");
+const sl_op_def_t sl_op_def_gaussian_blur = AUG_ROW("gaussian_blur", parse_gaussian_blur, blur_json,
+                                                    "kernel_size", "sigma");
+const sl_op_def_t sl_op_def_random_erasing = AUG_ROW("random_erasing", parse_random_erasing,
+                                                     erasing_json, "p", "scale", "ratio", "value");
+const sl_op_def_t sl_op_def_random_rotation = AUG_ROW("random_rotation", parse_random_rotation,
+                                                      rotation_json, "degrees", "interpolation",
+                                                      "center", "fill");
+const sl_op_def_t sl_op_def_random_affine = AUG_ROW("random_affine", parse_random_affine,
+                                                    affine_json, "degrees", "translate", "scale",
+                                                    "shear", "interpolation", "center", "fill");
+const sl_op_def_t sl_op_def_solarize = AUG_ROW("solarize", parse_solarize, solarize_json,
+                                               "threshold", "p");
+const sl_op_def_t sl_op_def_posterize = AUG_ROW("posterize", parse_posterize, posterize_json,
+                                                "bits", "p");
+const sl_op_def_t sl_op_def_auto_contrast = AUG_ROW("auto_contrast", parse_p_half, p_json, "p");
+const sl_op_def_t sl_op_def_equalize = AUG_ROW("equalize", parse_p_half, p_json, "p");
+const sl_op_def_t sl_op_def_trivial_augment_wide = AUG_ROW("trivial_augment_wide", parse_trivial,
+                                                           trivial_json, "num_magnitude_bins",
+                                                           "interpolation", "fill");
+const sl_op_def_t sl_op_def_rand_augment = AUG_ROW("rand_augment", parse_rand_augment,
+                                                   rand_augment_json, "num_ops", "magnitude",
+                                                   "num_magnitude_bins", "interpolation", "fill");

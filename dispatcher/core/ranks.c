@@ -24,12 +24,13 @@ disp_job_t *disp_ranks_find(disp_jobs_t *js, const char *name, uint32_t world, u
 static char *rankless_json(const sl_spec_t *spec)
 {
     sl_spec_t *copy = malloc(sizeof(*copy));
-    if (copy == NULL) {
+    if (copy == NULL || sl_spec_copy(copy, spec) < 0) {
+        free(copy);
         return NULL;
     }
-    *copy = *spec;
     copy->rank = 0;
     char *json = sl_spec_to_json(copy);
+    sl_spec_clear(copy);
     free(copy);
     return json;
 }

@@ -102,6 +102,7 @@ static void fz_rec_setup(void)
         FZ_CHECK(sl_pipeline_new(&spec, i == 1 ? SL_PIPE_NO_FUSE : 0, &fz_rec_pipe[i], err,
                                  sizeof(err)) == 0,
                  "%s", err);
+        sl_spec_clear(&spec); /* the pipeline holds its own copy */
         FZ_CHECK(sl_pipeline_load(fz_rec_pipe[i], src, err, sizeof(err)) == 0, "%s", err);
     }
     sl_source_free(src);

@@ -27,15 +27,28 @@ static void fz_spec_same(const sl_spec_t *a, const sl_spec_t *b, const char *jso
                  strcmp(a->name, b->name) == 0,
              "top-level field differs after round trip: %s", json);
     for (uint32_t i = 0; i < a->nstages; i++) {
+        /* Only the fields of the stage's own op (the parameters are a
+         * union), the owned strings by value. */
         const sl_stage_spec_t *x = &a->stages[i], *y = &b->stages[i];
-        int same = x->op == y->op && x->size_h == y->size_h && x->size_w == y->size_w &&
-                   x->resize_shorter == y->resize_shorter && x->p == y->p &&
-                   x->on_device == y->on_device;
-        for (int k = 0; k < 2; k++) {
-            same = same && x->scale[k] == y->scale[k] && x->ratio[k] == y->ratio[k];
-        }
-        for (int k = 0; k < 3; k++) {
-            same = same && x->mean[k] == y->mean[k] && x->std[k] == y->std[k];
+        int same = x->op == y->op;
+        unsigned flags = sl_op_flags(x->op);
+        if (same && (flags & SL_OPF_GEOMETRY)) {
+            same = x->size_h == y->size_h && x->size_w == y->size_w &&
+                   x->resize_shorter == y->resize_shorter;
+            for (int k = 0; k < 2; k++) {
+                same = same && x->scale[k] == y->scale[k] && x->ratio[k] == y->ratio[k];
+            }
+        } else if (same && x->op == SL_OP_FLIP) {
+            same = x->p == y->p;
+        } else if (same && x->op == SL_OP_NORMALIZE) {
+            same = x->on_device == y->on_device;
+            for (int k = 0; k < 3; k++) {
+                same = same && x->mean[k] == y->mean[k] && x->std[k] == y->std[k];
+            }
+        } else if (same && x->op == SL_OP_TOKENIZE) {
+            same = strcmp(x->vocab, y->vocab) == 0;
+        } else if (same && x->op == SL_OP_PLUGIN) {
+            same = strcmp(x->plugin_params, y->plugin_params) == 0;
         }
         FZ_CHECK(same, "stages[%u] differs after round trip: %s", i, json);
     }
@@ -43,8 +56,8 @@ static void fz_spec_same(const sl_spec_t *a, const sl_spec_t *b, const char *jso
 
 int fuzz_spec_one(const uint8_t *data, size_t size)
 {
-    sl_spec_t *a = malloc(sizeof(*a));
-    sl_spec_t *b = malloc(sizeof(*b));
+    sl_spec_t *a = calloc(1, sizeof(*a)); /* zeroed: clearing owns nothing */
+    sl_spec_t *b = calloc(1, sizeof(*b));
     char err[512];
     char *j1 = NULL;
     char *j2 = NULL;
@@ -69,6 +82,8 @@ int fuzz_spec_one(const uint8_t *data, size_t size)
 out:
     free(j1);
     free(j2);
+    sl_spec_clear(a);
+    sl_spec_clear(b);
     free(a);
     free(b);
     return 0;

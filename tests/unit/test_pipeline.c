@@ -15,6 +15,7 @@
 
 #include "common/engine/pipeline.h"
 #include "common/spec/spec.h"
+#include "common/spec/spec_layout.h"
 #include "tests/unit/fixtures.h"
 
 static void parse(const char *json, sl_spec_t *spec)
@@ -48,6 +49,106 @@ START_TEST(test_units_and_split_mapping)
     ck_assert_int_eq(sl_pipeline_new(&spec, SL_PIPE_NO_FUSE, &p, NULL, 0), 0);
     ck_assert_uint_eq(sl_pipeline_nunits(p), 5);
     sl_pipeline_free(p);
+}
+END_TEST
+
+/* The unit layout computed from the spec alone (common/spec/spec_layout.h)
+ * is exactly what sl_pipeline_new builds: counts, names and the split
+ * mapping, with and without fusion, for every op and the fusion cases. */
+#define IMG_SRC "\"source\": {\"type\": \"imagefolder\", \"path\": \"x\"}"
+#define REC_SRC "\"source\": {\"type\": \"webdataset\", \"path\": \"x\"}"
+#define SHA "\"sha256\": \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\""
+static const char *const LAYOUT_SPECS[] = {
+    "{" IMG_SRC "}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_jpeg\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_image\"}, {\"op\": \"to_chw\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\","
+    " \"size\": 224}, {\"op\": \"flip\"}, {\"op\": \"normalize\"}, {\"op\": \"to_chw\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_image\"}, {\"op\": \"center_crop\", \"size\":"
+    " [32, 48]}, {\"op\": \"resize\", \"size\": 16}, {\"op\": \"random_resized_crop\", \"size\":"
+    " 8}, {\"op\": \"center_crop\", \"size\": 4}, {\"op\": \"normalize\", \"on\": \"device\"},"
+    " {\"op\": \"to_chw\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": [8, 9]},"
+    " {\"op\": \"center_crop\", \"size\": 8}, {\"op\": \"to_chw\"}, {\"op\": \"normalize\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"on\":"
+    " \"device\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"color_jitter\","
+    " \"brightness\": 0.4}, {\"op\": \"random_grayscale\"}, {\"op\": \"gaussian_blur\","
+    " \"kernel_size\": 3}, {\"op\": \"random_erasing\"}, {\"op\": \"random_rotation\","
+    " \"degrees\": 10}, {\"op\": \"random_affine\", \"degrees\": 5}, {\"op\": \"solarize\","
+    " \"threshold\": 128}, {\"op\": \"posterize\", \"bits\": 4}, {\"op\": \"auto_contrast\"},"
+    " {\"op\": \"equalize\"}, {\"op\": \"trivial_augment_wide\"}, {\"op\": \"rand_augment\"},"
+    " {\"op\": \"normalize\"}, {\"op\": \"to_chw\"}]}",
+    "{" IMG_SRC ", \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"plugin\", \"name\":"
+    " \"sharpen\", " SHA "}, {\"op\": \"center_crop\", \"size\": 8}]}",
+    "{" REC_SRC ", \"stages\": [{\"op\": \"tokenize\", \"vocab\": \"v.tiktoken\"},"
+    " {\"op\": \"decode_image\"}, {\"op\": \"random_resized_crop\", \"size\": 64},"
+    " {\"op\": \"image_tiles\", \"tile\": 32}, {\"op\": \"normalize\"}, {\"op\": \"to_chw\"},"
+    " {\"op\": \"template\", \"image_token\": 5}]}",
+    "{" REC_SRC ", \"stages\": [{\"op\": \"decode_image\"}, {\"op\": \"center_crop\", \"size\":"
+    " 8}, {\"op\": \"normalize\", \"on\": \"device\"}]}",
+    "{" REC_SRC ", \"stages\": [{\"op\": \"decode_image\"}]}",
+};
+
+static void check_layout(const sl_spec_t *spec, unsigned pipe_flags, unsigned layout_flags,
+                         const char *json)
+{
+    sl_pipeline_t *p = NULL;
+    char err[256];
+    ck_assert_msg(sl_pipeline_new(spec, pipe_flags, &p, err, sizeof(err)) == 0, "%s: %s", json,
+                  err);
+    sl_layout_t l;
+    ck_assert_int_eq(sl_spec_layout(spec, layout_flags, &l), 0);
+    ck_assert_msg(l.nunits == sl_pipeline_nunits(p), "%s: %u units, the pipeline %u", json,
+                  l.nunits, sl_pipeline_nunits(p));
+    for (uint32_t u = 0; u <= l.nunits; u++) {
+        ck_assert_str_eq(sl_layout_unit_name(&l, u), sl_pipeline_unit_name(p, u));
+    }
+    for (uint32_t k = 0; k <= spec->nstages + 1; k++) {
+        ck_assert_msg(sl_layout_unit_for_split(&l, k) == sl_pipeline_unit_for_split(p, k),
+                      "%s: split %u", json, k);
+    }
+    sl_pipeline_free(p);
+}
+
+START_TEST(test_layout_matches_pipeline)
+{
+    sl_spec_t *spec = malloc(sizeof(*spec));
+    ck_assert_ptr_nonnull(spec);
+    for (size_t i = 0; i < sizeof(LAYOUT_SPECS) / sizeof(LAYOUT_SPECS[0]); i++) {
+        parse(LAYOUT_SPECS[i], spec);
+        check_layout(spec, 0, 0, LAYOUT_SPECS[i]);
+        check_layout(spec, SL_PIPE_NO_FUSE, SL_LAYOUT_NO_FUSE, LAYOUT_SPECS[i]);
+        sl_spec_clear(spec);
+    }
+    /* What the layout says, checked by hand once: fusion, the device
+     * normalize's missing unit, a plugin unit's name, the split mapping. */
+    sl_layout_t l;
+    parse(LAYOUT_SPECS[4], spec);
+    ck_assert_int_eq(sl_spec_layout(spec, 0, &l), 0);
+    ck_assert_uint_eq(l.nunits, 5);
+    ck_assert_str_eq(l.units[0].name, "decode_image+center_crop");
+    ck_assert_str_eq(l.units[3].name, "center_crop");
+    ck_assert_str_eq(l.units[4].name, "to_chw");
+    ck_assert_uint_eq(l.units[0].param_stage, 1);
+    ck_assert_uint_eq(sl_layout_unit_for_split(&l, 1), 1);
+    ck_assert_uint_eq(sl_layout_unit_for_split(&l, 6), 4);
+    ck_assert_uint_eq(sl_layout_unit_for_split(&l, 7), 5);
+    sl_spec_clear(spec);
+    parse(LAYOUT_SPECS[8], spec);
+    ck_assert_int_eq(sl_spec_layout(spec, 0, &l), 0);
+    ck_assert_uint_eq(l.nunits, 3);
+    ck_assert_str_eq(l.units[1].name, "sharpen");
+    sl_spec_clear(spec);
+    parse(LAYOUT_SPECS[3], spec);
+    ck_assert_int_eq(sl_spec_layout(spec, 0, &l), 0);
+    ck_assert(l.units[2].pass_with_next && !l.units[3].pass_with_next);
+    ck_assert_int_eq(sl_spec_layout(spec, SL_LAYOUT_NO_FUSE, &l), 0);
+    ck_assert(!l.units[3].pass_with_next);
+    spec->nstages = SL_SPEC_MAX_STAGES + 1; /* no parse yields it */
+    ck_assert_int_eq(sl_spec_layout(spec, 0, &l), -EINVAL);
+    sl_spec_clear(spec);
+    free(spec);
 }
 END_TEST
 
@@ -324,6 +425,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_units_and_split_mapping);
+    tcase_add_test(tc, test_layout_matches_pipeline);
     tcase_add_test(tc, test_fused_matches_unfused_within_tolerance);
     tcase_add_test(tc, test_deterministic_and_split_invariant);
     tcase_add_test(tc, test_center_crop_pads_small_images);

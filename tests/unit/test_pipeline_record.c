@@ -31,6 +31,7 @@ static sl_pipeline_t *compile(const char *json)
     ck_assert_msg(rc == 0, "%s", err);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
+    sl_spec_clear(&spec); /* the pipeline holds its own copy */
     return p;
 }
 

@@ -155,6 +155,7 @@ START_TEST(test_pipeline_unit)
     ck_assert_int_eq(sl_spec_parse("t", json, strlen(json), &spec, err, sizeof(err)), 0);
     sl_pipeline_t *pl = NULL;
     ck_assert_int_eq(sl_pipeline_new(&spec, 0, &pl, err, sizeof(err)), 0);
+    sl_spec_clear(&spec); /* the pipeline holds its own copy */
     ck_assert_str_eq(sl_pipeline_unit_name(pl, 1), "rgb_to_ycbcr");
     ck_assert_int_eq(sl_pipeline_bind_plugins(pl, NULL, err, sizeof(err)), -ENOENT);
     ck_assert_int_eq(sl_pipeline_bind_plugins(pl, p, err, sizeof(err)), 0);

@@ -75,6 +75,52 @@ static void expect_text_err(const char *text, size_t len, int want_rc, const cha
     ck_assert_msg(strstr(err, want) != NULL, "error \"%s\"\n  lacks \"%s\"", err, want);
 }
 
+/* Every field of the stage's op, exactly (the parameters are a union:
+ * the other ops' fields alias these; the owned strings by value). */
+static void assert_stage_eq(const sl_stage_spec_t *x, const sl_stage_spec_t *y)
+{
+    ck_assert_int_eq(x->op, y->op);
+    unsigned flags = sl_op_flags(x->op);
+    if (flags & SL_OPF_GEOMETRY) {
+        ck_assert_uint_eq(x->size_h, y->size_h);
+        ck_assert_uint_eq(x->size_w, y->size_w);
+        ck_assert_int_eq(x->resize_shorter, y->resize_shorter);
+        for (int k = 0; k < 2; k++) {
+            ck_assert(x->scale[k] == y->scale[k]);
+            ck_assert(x->ratio[k] == y->ratio[k]);
+        }
+    } else if (x->op == SL_OP_FLIP) {
+        ck_assert(x->p == y->p);
+    } else if (x->op == SL_OP_NORMALIZE) {
+        for (int k = 0; k < 3; k++) {
+            ck_assert(x->mean[k] == y->mean[k]);
+            ck_assert(x->std[k] == y->std[k]);
+        }
+        ck_assert_int_eq(x->on_device, y->on_device);
+    } else if (x->op == SL_OP_IMAGE_TILES) {
+        ck_assert_uint_eq(x->tile, y->tile);
+        ck_assert_uint_eq(x->min_tiles, y->min_tiles);
+        ck_assert_uint_eq(x->max_tiles, y->max_tiles);
+        ck_assert_int_eq(x->thumbnail, y->thumbnail);
+    } else if (x->op == SL_OP_TOKENIZE) {
+        ck_assert_str_eq(x->vocab, y->vocab);
+        ck_assert_int_eq(x->encoding, y->encoding);
+        ck_assert_uint_eq(x->max_tokens, y->max_tokens);
+        ck_assert_int_eq(x->allow_special, y->allow_special);
+    } else if (x->op == SL_OP_TEMPLATE) {
+        ck_assert_int_eq(x->image_token, y->image_token);
+        ck_assert_int_eq(x->bos, y->bos);
+        ck_assert_int_eq(x->eos, y->eos);
+        ck_assert_uint_eq(x->tokens_per_tile, y->tokens_per_tile);
+    } else if (x->op == SL_OP_PLUGIN) {
+        ck_assert_str_eq(x->plugin, y->plugin);
+        ck_assert_str_eq(x->plugin_sha256, y->plugin_sha256);
+        ck_assert_str_eq(x->plugin_params, y->plugin_params);
+    } else if (flags & SL_OPF_AUGMENT) {
+        ck_assert(memcmp(&x->aug, &y->aug, sizeof(x->aug)) == 0);
+    }
+}
+
 /* Every field, exactly (floats too: the round trip must be lossless). */
 static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
 {
@@ -84,21 +130,7 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
     ck_assert_uint_eq(a->seed, b->seed);
     ck_assert_uint_eq(a->nstages, b->nstages);
     for (uint32_t i = 0; i < a->nstages; i++) {
-        const sl_stage_spec_t *x = &a->stages[i], *y = &b->stages[i];
-        ck_assert_int_eq(x->op, y->op);
-        ck_assert_uint_eq(x->size_h, y->size_h);
-        ck_assert_uint_eq(x->size_w, y->size_w);
-        ck_assert_int_eq(x->resize_shorter, y->resize_shorter);
-        for (int k = 0; k < 2; k++) {
-            ck_assert(x->scale[k] == y->scale[k]);
-            ck_assert(x->ratio[k] == y->ratio[k]);
-        }
-        ck_assert(x->p == y->p);
-        for (int k = 0; k < 3; k++) {
-            ck_assert(x->mean[k] == y->mean[k]);
-            ck_assert(x->std[k] == y->std[k]);
-        }
-        ck_assert_int_eq(x->on_device, y->on_device);
+        assert_stage_eq(&a->stages[i], &b->stages[i]);
     }
     ck_assert_uint_eq(a->batch_size, b->batch_size);
     ck_assert_uint_eq(a->epochs, b->epochs);
@@ -114,21 +146,6 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
     ck_assert_int_eq(a->rank_padding, b->rank_padding);
     ck_assert_str_eq(a->name, b->name);
     ck_assert_uint_eq(a->shuffle_block, b->shuffle_block);
-    for (uint32_t i = 0; i < a->nstages; i++) {
-        const sl_stage_spec_t *x = &a->stages[i], *y = &b->stages[i];
-        ck_assert_uint_eq(x->tile, y->tile);
-        ck_assert_uint_eq(x->min_tiles, y->min_tiles);
-        ck_assert_uint_eq(x->max_tiles, y->max_tiles);
-        ck_assert_int_eq(x->thumbnail, y->thumbnail);
-        ck_assert_str_eq(x->vocab, y->vocab);
-        ck_assert_int_eq(x->encoding, y->encoding);
-        ck_assert_uint_eq(x->max_tokens, y->max_tokens);
-        ck_assert_int_eq(x->allow_special, y->allow_special);
-        ck_assert_int_eq(x->image_token, y->image_token);
-        ck_assert_int_eq(x->bos, y->bos);
-        ck_assert_int_eq(x->eos, y->eos);
-        ck_assert_uint_eq(x->tokens_per_tile, y->tokens_per_tile);
-    }
 }
 
 /* parse(to_json(s)) == s, and to_json is a fixed point after one trip. */
@@ -144,6 +161,7 @@ static void assert_round_trip(const sl_spec_t *s)
     char *j2 = sl_spec_to_json(&back);
     ck_assert_ptr_nonnull(j2);
     ck_assert_str_eq(j1, j2);
+    sl_spec_clear(&back);
     free(j1);
     free(j2);
 }
@@ -933,6 +951,7 @@ START_TEST(test_multimodal_ops)
     ck_assert_int_eq(s.stages[3].bos, -1);
     ck_assert_uint_eq(s.stages[3].tokens_per_tile, 144);
     assert_round_trip(&s);
+    sl_spec_clear(&s);
 
     expect_mm_err("\"max_tiles\": 9", "\"max_tiles\": 9, \"min_tiles\": 10",
                   "t.json:3: stages[1].min_tiles: must be <= max_tiles (9), got 10");
@@ -1047,6 +1066,76 @@ START_TEST(test_to_json_round_trip)
 }
 END_TEST
 
+/* The op table: every op has a distinct name, a stage of only that op
+ * and the flags say which ops are augmentations, which draw randomness
+ * and which fuse into a decode. */
+START_TEST(test_op_table)
+{
+    for (int a = 0; a < SL_OP__COUNT; a++) {
+        ck_assert_str_ne(sl_op_name((sl_op_e)a), "unknown");
+        for (int b = a + 1; b < SL_OP__COUNT; b++) {
+            ck_assert_str_ne(sl_op_name((sl_op_e)a), sl_op_name((sl_op_e)b));
+        }
+    }
+    ck_assert_str_eq(sl_op_name(SL_OP__COUNT), "unknown");
+    ck_assert_uint_eq(sl_op_flags(SL_OP__COUNT), 0);
+    for (int op = 0; op < SL_OP__COUNT; op++) {
+        bool aug = op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT;
+        ck_assert(sl_op_is_augment((sl_op_e)op) == aug);
+        bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP ||
+                   op == SL_OP_PLUGIN;
+        ck_assert_msg(sl_op_draws_random((sl_op_e)op) == rnd, "%s", sl_op_name((sl_op_e)op));
+    }
+    ck_assert(sl_op_flags(SL_OP_DECODE_IMAGE) & SL_OPF_DECODE);
+    ck_assert(sl_op_flags(SL_OP_CENTER_CROP) & SL_OPF_FUSES_DECODE);
+    ck_assert(!(sl_op_flags(SL_OP_RESIZE) & SL_OPF_FUSES_DECODE));
+}
+END_TEST
+
+
+
+/* sl_spec_copy: a deep copy (the stage strings and the resume section
+ * its own), equal to the source field by field and in canonical JSON, and
+ * still whole after the source is cleared (ASan checks the ownership). */
+START_TEST(test_spec_copy)
+{
+    static const char *text =
+        "{\"source\": {\"type\": \"webdataset\", \"path\": \"x\"}, \"stages\": ["
+        "{\"op\": \"tokenize\", \"vocab\": \"v/cl100k.tiktoken\"}, {\"op\": \"decode_image\"},"
+        " {\"op\": \"plugin\", \"name\": \"sharpen\", \"sha256\": "
+        "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\","
+        " \"params\": {\"amount\": 2}}, {\"op\": \"center_crop\", \"size\": 8}],"
+        " \"resume\": {\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 1, \"runs\":"
+        " [[0, 0, 5]]}]}]}}";
+    sl_spec_t *a = malloc(sizeof(*a));
+    sl_spec_t *b = malloc(sizeof(*b));
+    ck_assert(a != NULL && b != NULL);
+    char err[ERRLEN] = "";
+    ck_assert_msg(sl_spec_parse("t.json", text, strlen(text), a, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_int_eq(sl_spec_copy(b, a), 0);
+    ck_assert_ptr_ne(b->stages[0].vocab, a->stages[0].vocab);
+    ck_assert_ptr_ne(b->stages[2].plugin_params, a->stages[2].plugin_params);
+    ck_assert_ptr_nonnull(b->resume);
+    ck_assert_ptr_ne(b->resume, a->resume);
+    char *ja = sl_spec_to_json(a);
+    sl_spec_clear(a);
+    ck_assert_ptr_null(a->stages[0].vocab);
+    ck_assert_ptr_null(a->resume);
+    free(a);
+    char *jb = sl_spec_to_json(b);
+    ck_assert_ptr_nonnull(ja);
+    ck_assert_ptr_nonnull(jb);
+    ck_assert_str_eq(ja, jb);
+    ck_assert_str_eq(b->stages[0].vocab, "v/cl100k.tiktoken");
+    ck_assert_str_eq(b->stages[2].plugin_params, "{\"amount\":2}");
+    sl_spec_clear(b);
+    free(b);
+    free(ja);
+    free(jb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("spec");
@@ -1054,6 +1143,8 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_good_design_example);
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_op_table);
+    tcase_add_test(tc, test_spec_copy);
     tcase_add_test(tc, test_empty_stages_and_offload_strings);
     tcase_add_test(tc, test_conf_examples);
     tcase_add_test(tc, test_syntax_error);
