@@ -160,8 +160,8 @@ static int tiles_make(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
 typedef int (*record_run_fn)(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
                              sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen);
 
-static int run_tiles(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in,
-                     sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err, size_t errlen)
+static int run_tiles(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
+                     sl_pipe_scratch_t *sc, char *err, size_t errlen)
 {
     return tiles_make(u, in, out, sc, err, errlen);
 }

@@ -357,9 +357,9 @@ static int run_normalize_chw(const unit_t *u, sl_tensor_t *io, sl_pipe_scratch_t
 /* The image units, one function each, indexed by kind below. Those that
  * write sc->a return 1 so sl_pipe_image_unit swaps it in; those that work
  * in place (or swap themselves) return 0. */
-typedef int (*image_run_fn)(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
-                            sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
-                            uint32_t *ret_src_w, char *err, size_t errlen);
+typedef int (*image_run_fn)(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                            sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w,
+                            char *err, size_t errlen);
 
 /* After an image op that wrote sc->a: 1 (swap it in), or its failure
  * with the unit and the tensor it got. */
@@ -372,9 +372,9 @@ static int produced(const unit_t *u, const sl_tensor_t *io, int rc, char *err, s
     return 1;
 }
 
-static int run_decode_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
-                           sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
-                           uint32_t *ret_src_w, char *err, size_t errlen)
+static int run_decode_unit(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                           sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w,
+                           char *err, size_t errlen)
 {
     return run_decode(p, u, rng, io, sc, ret_src_h, ret_src_w, err, errlen);
 }
@@ -412,9 +412,9 @@ static int run_resize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
     return produced(u, io, rc, err, errlen);
 }
 
-static int run_center_crop(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
-                           sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
-                           uint32_t *ret_src_w, char *err, size_t errlen)
+static int run_center_crop(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                           sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w,
+                           char *err, size_t errlen)
 {
     int rc = need_pixels(io, "center_crop", err, errlen);
     if (rc < 0) {
@@ -437,9 +437,9 @@ static int run_flip(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_t
     return 0;
 }
 
-static int run_normalize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng,
-                         sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
-                         uint32_t *ret_src_w, char *err, size_t errlen)
+static int run_normalize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                         sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                         size_t errlen)
 {
     if (io->dtype == SL_DT_BYTES) {
         return sl_err(err, errlen, -EINVAL, "normalize needs pixels, got encoded bytes");
@@ -467,8 +467,8 @@ static int run_plugin(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
 }
 
 static int run_augment(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
-                       sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w,
-                       char *err, size_t errlen)
+                       sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                       size_t errlen)
 {
     return sl_pipe_augment(u, rng, io, sc, err, errlen);
 }
@@ -489,8 +489,8 @@ static const image_run_fn image_runs[UNIT__COUNT] = {
 };
 
 int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
-                       uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc,
-                       uint32_t *ret_src_h, uint32_t *ret_src_w, char *err, size_t errlen)
+                       uint64_t stream, sl_tensor_t *io, sl_pipe_scratch_t *sc, uint32_t *ret_src_h,
+                       uint32_t *ret_src_w, char *err, size_t errlen)
 {
     image_run_fn run = (size_t)u->kind < UNIT__COUNT ? image_runs[u->kind] : NULL;
     if (run == NULL) {

@@ -100,14 +100,14 @@ typedef enum {
 #define SL_ORD_BIT(slot) (1u << (slot))
 
 typedef struct sl_op_def_s {
-    const char *name;         /* as the spec spells it */
-    const char *const *keys;  /* the keys it accepts, "op" first, NULL-terminated */
+    const char *name;        /* as the spec spells it */
+    const char *const *keys; /* the keys it accepts, "op" first, NULL-terminated */
     /* Fills out's parameters from the stage object st (NULL: none); out is
      * zeroed with its op set. */
     int (*parse)(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out);
     /* The stage's canonical JSON (NULL: {"op": name}); NULL on ENOMEM. */
     json_t *(*to_json)(const sl_stage_spec_t *st);
-    unsigned flags;           /* SL_OPF_* (spec.h) */
+    unsigned flags; /* SL_OPF_* (spec.h) */
     /* Order rules (spec_stages.c): the slot it takes once; the slots that
      * must not be seen before it (with before_msg, or the generic "works on
      * whole uint8 HWC images" message); the slot that must be (needs_msg). */

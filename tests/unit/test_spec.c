@@ -1082,8 +1082,7 @@ START_TEST(test_op_table)
     for (int op = 0; op < SL_OP__COUNT; op++) {
         bool aug = op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT;
         ck_assert(sl_op_is_augment((sl_op_e)op) == aug);
-        bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP ||
-                   op == SL_OP_PLUGIN;
+        bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP || op == SL_OP_PLUGIN;
         ck_assert_msg(sl_op_draws_random((sl_op_e)op) == rnd, "%s", sl_op_name((sl_op_e)op));
     }
     ck_assert(sl_op_flags(SL_OP_DECODE_IMAGE) & SL_OPF_DECODE);
@@ -1091,8 +1090,6 @@ START_TEST(test_op_table)
     ck_assert(!(sl_op_flags(SL_OP_RESIZE) & SL_OPF_FUSES_DECODE));
 }
 END_TEST
-
-
 
 /* sl_spec_copy: a deep copy (the stage strings and the resume section
  * its own), equal to the source field by field and in canonical JSON, and
@@ -1111,8 +1108,7 @@ START_TEST(test_spec_copy)
     sl_spec_t *b = malloc(sizeof(*b));
     ck_assert(a != NULL && b != NULL);
     char err[ERRLEN] = "";
-    ck_assert_msg(sl_spec_parse("t.json", text, strlen(text), a, err, sizeof(err)) == 0, "%s",
-                  err);
+    ck_assert_msg(sl_spec_parse("t.json", text, strlen(text), a, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(sl_spec_copy(b, a), 0);
     ck_assert_ptr_ne(b->stages[0].vocab, a->stages[0].vocab);
     ck_assert_ptr_ne(b->stages[2].plugin_params, a->stages[2].plugin_params);
