@@ -19,6 +19,86 @@
 #include "common/engine/ranks.h"
 #include "common/base/clock.h"
 
+/* Per-sample costs for cost-cut splits: single-consumer jobs only (the
+ * dispatcher cuts multi-rank jobs by count), bounded in size. Sets req's
+ * costs and returns the array to free after the call, or NULL (then sent
+ * without: the job is cut by count). */
+static float *sample_costs(sluice_job_t *job, Sluice__SubmitJobRequest *req)
+{
+    if (job->spec.world_size > 1 || job->num_samples == 0 ||
+        job->num_samples > CL_MAX_SAMPLE_COSTS ||
+        job->spec.batching.mode != SL_BATCHING_COUNT) { /* balanced: its own order */
+        return NULL;
+    }
+    float *costs = malloc(job->num_samples * sizeof(*costs));
+    sl_costmodel_t model;
+    int have_model = cl_planner_cost_model(job->planner, &model) == 0;
+    cl_costs_from_e from = CL_COSTS_SIZE;
+    if (costs != NULL &&
+        cl_sample_costs(job->src, have_model ? &model : NULL, CL_COST_HEAD_BUDGET_MS, costs,
+                        job->num_samples, &from) == 0) {
+        req->n_sample_costs = job->num_samples;
+        req->sample_costs = costs;
+        snprintf(job->sample_costs, sizeof(job->sample_costs), "%s", cl_costs_from_name(from));
+    } /* out of memory: sent without */
+    return costs;
+}
+
+/* SubmitJob failed with rc (st: the status): the error to return. */
+static int submit_failed(const sluice_job_t *job, int rc, const sl_rpc_status_t *st, char *err,
+                         size_t errlen)
+{
+    if (rc == -ECOMM && st->code == SL_RPC_INVALID_ARGUMENT) {
+        return sl_err(err, errlen, -EINVAL, "%s", st->details);
+    }
+    /* A TLS/plaintext mismatch never connects: it looks like a dead
+     * peer, so say which setting to check. */
+    int noconn = rc == -ECOMM &&
+                 (st->code == SL_RPC_UNAVAILABLE || st->code == SL_RPC_DEADLINE_EXCEEDED);
+    const char *hint = !noconn ? ""
+                       : job->sec.tls_ca != NULL || job->sec.tls_cert != NULL
+                           ? "; no connection: is the dispatcher up, and does it serve TLS "
+                             "with a certificate --tls-ca trusts?"
+                           : "; no connection: is the dispatcher up, and is it plaintext "
+                             "(a TLS dispatcher needs --tls-ca)?";
+    return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)%s",
+                  job->dispatcher, rc == -ECOMM ? st->details : "bad reply",
+                  rc == -ECOMM ? sl_rpc_code_name(st->code) : "", hint);
+}
+
+/* What SubmitJob answered into the job: its id, capability and plan, and
+ * for a restarted rank what was acknowledged. Checks what would make every
+ * later call fail or nothing arrive. */
+static int take_reply(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char *err,
+                      size_t errlen)
+{
+    job->job_id = r->job_id;
+    if (!sl_jobcap_valid(r->job_secret)) {
+        /* Every later call about the job would be refused. */
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s answered SubmitJob without a job_secret (a dispatcher "
+                      "older than job capabilities?)",
+                      job->dispatcher);
+    }
+    snprintf(job->job_secret, sizeof(job->job_secret), "%s", r->job_secret);
+    if (r->first_epoch != job->first_epoch) {
+        /* It would hand out other epochs than ours: nothing would arrive. */
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s numbers the job's epochs from %" PRIu64 ", not from "
+                      "first_epoch %" PRIu64 " (a dispatcher older than first_epoch?)",
+                      job->dispatcher, r->first_epoch, job->first_epoch);
+    }
+    if (r->plan != NULL) {
+        job->split_units = r->plan->split;
+        job->local_share = r->plan->local_share;
+        job->plan_compress = r->plan->compress;
+        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
+                 r->plan->mode ? r->plan->mode : "?");
+        cl_planner_note_plan(job->planner, r->plan);
+    }
+    return cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
+}
+
 /* planner: the profiles for an auto/fastflow job, or NULL. */
 static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInputs *planner,
                   char *err, size_t errlen)
@@ -51,25 +131,7 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     req.job_secret = job->spec.world_size > 1 ? job->job_secret : NULL;
     req.planner = planner;
     req.first_epoch = job->first_epoch;
-    /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
-     * dispatcher cuts multi-rank jobs by count), bounded in size. */
-    float *costs = NULL;
-    if (job->spec.world_size <= 1 && job->num_samples > 0 &&
-        job->num_samples <= CL_MAX_SAMPLE_COSTS &&
-        job->spec.batching.mode == SL_BATCHING_COUNT) { /* balanced: its own order */
-        costs = malloc(job->num_samples * sizeof(*costs));
-        sl_costmodel_t model;
-        int have_model = cl_planner_cost_model(job->planner, &model) == 0;
-        cl_costs_from_e from = CL_COSTS_SIZE;
-        if (costs != NULL &&
-            cl_sample_costs(job->src, have_model ? &model : NULL, CL_COST_HEAD_BUDGET_MS, costs,
-                            job->num_samples, &from) == 0) {
-            req.n_sample_costs = job->num_samples;
-            req.sample_costs = costs;
-            snprintf(job->sample_costs, sizeof(job->sample_costs), "%s",
-                     cl_costs_from_name(from));
-        } /* out of memory: sent without, the job is cut by count */
-    }
+    float *costs = sample_costs(job, &req);
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/SubmitJob", &req.base,
@@ -78,51 +140,9 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     free(json);
     free(costs);
     if (rc < 0) {
-        if (rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT) {
-            return sl_err(err, errlen, -EINVAL, "%s", st.details);
-        }
-        /* A TLS/plaintext mismatch never connects: it looks like a dead
-         * peer, so say which setting to check. */
-        int noconn = rc == -ECOMM &&
-                     (st.code == SL_RPC_UNAVAILABLE || st.code == SL_RPC_DEADLINE_EXCEEDED);
-        const char *hint = !noconn ? ""
-                           : job->sec.tls_ca != NULL || job->sec.tls_cert != NULL
-                               ? "; no connection: is the dispatcher up, and does it serve TLS "
-                                 "with a certificate --tls-ca trusts?"
-                               : "; no connection: is the dispatcher up, and is it plaintext "
-                                 "(a TLS dispatcher needs --tls-ca)?";
-        return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)%s",
-                      job->dispatcher, rc == -ECOMM ? st.details : "bad reply",
-                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "", hint);
+        return submit_failed(job, rc, &st, err, errlen);
     }
-    Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
-    job->job_id = r->job_id;
-    if (!sl_jobcap_valid(r->job_secret)) {
-        /* Every later call about the job would be refused. */
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return sl_err(err, errlen, -EPROTO,
-                      "dispatcher %s answered SubmitJob without a job_secret (a dispatcher "
-                      "older than job capabilities?)",
-                      job->dispatcher);
-    }
-    snprintf(job->job_secret, sizeof(job->job_secret), "%s", r->job_secret);
-    if (r->first_epoch != job->first_epoch) {
-        /* It would hand out other epochs than ours: nothing would arrive. */
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return sl_err(err, errlen, -EPROTO,
-                      "dispatcher %s numbers the job's epochs from %" PRIu64 ", not from "
-                      "first_epoch %" PRIu64 " (a dispatcher older than first_epoch?)",
-                      job->dispatcher, r->first_epoch, job->first_epoch);
-    }
-    if (r->plan != NULL) {
-        job->split_units = r->plan->split;
-        job->local_share = r->plan->local_share;
-        job->plan_compress = r->plan->compress;
-        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
-                 r->plan->mode ? r->plan->mode : "?");
-        cl_planner_note_plan(job->planner, r->plan);
-    }
-    rc = cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
+    rc = take_reply(job, (const Sluice__SubmitJobResponse *)resp, err, errlen);
     protobuf_c_message_free_unpacked(resp, NULL);
     if (rc < 0) {
         return rc;
