@@ -228,6 +228,10 @@ int cl_ranks_resume(struct sluice_job *job, const Sluice__SubmitJobResponse *r, 
                     size_t errlen);
 /* job.c: one step of the consumer's work; waits briefly when idle. */
 int cl_job_pump(struct sluice_job *job);
+/* account.c: the line's account function (cl_line_account_fn; arg: the
+ * job): what a sample the line batched, dropped or popped means for its
+ * split and the skip counts. */
+void cl_job_account(void *arg, cl_line_ev_e ev, const cl_line_took_t *t);
 /* control.c */
 int cl_control_start(struct sluice_job *job);
 void cl_control_stop(struct sluice_job *job);

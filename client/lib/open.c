@@ -358,7 +358,7 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
                          .num_samples = job->num_samples, .positions = job->positions,
                          .threads = job->opts.threads, .track_drops = job->ack_on_pop,
                          .first_epoch = job->first_epoch, .tcost = job->tcost,
-                         .ttok = job->ttok};
+                         .ttok = job->ttok, .account = cl_job_account, .account_arg = job};
     rc = cl_line_new(&la, &job->line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
     if (rc < 0 || job->splits == NULL) {

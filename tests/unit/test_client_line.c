@@ -90,7 +90,7 @@ START_TEST(test_deterministic_batches_in_order)
         }
         cl_line_took_t t;
         int rc;
-        while ((rc = cl_line_collect(r.line, 100, &t)) != -EAGAIN) {
+        while ((rc = cl_line_collect_one(r.line, 100, &t)) != -EAGAIN) {
             ck_assert_int_eq(rc, 0);
             ck_assert_int_eq(t.skip, -1);
             ck_assert_int_eq(t.duplicate, 0);
@@ -222,7 +222,7 @@ START_TEST(test_first_epoch)
             ck_assert_int_eq(cl_line_run(r.line, &s, 0), 0);
         }
         cl_line_took_t t;
-        while (cl_line_collect(r.line, 1000, &t) != -EAGAIN) {
+        while (cl_line_collect_one(r.line, 1000, &t) != -EAGAIN) {
         }
     }
     uint64_t want = 3, got = 0;
@@ -266,7 +266,7 @@ START_TEST(test_resume)
         ck_assert_int_eq(cl_line_run(r.line, &s, 0), 0);
     }
     cl_line_took_t t;
-    while (cl_line_collect(r.line, 1000, &t) != -EAGAIN) {
+    while (cl_line_collect_one(r.line, 1000, &t) != -EAGAIN) {
     }
     sl_batch_t *b = cl_line_pop(r.line); /* the marked positions are delivered nowhere */
     ck_assert_ptr_nonnull(b);
