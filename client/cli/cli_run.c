@@ -207,8 +207,8 @@ static int write_batch(run_t *r, sluice_batch_t *b)
     /* Multi-rank: flushed per batch, so the file matches what the rank
      * delivered even when it is killed (and restarted: it resumes). */
     int flush = r->o.c.ranks.world_size > 1;
-    if (r->digests != NULL && (sl_cli_write_digests(r->digests, r->job, b) < 0 ||
-                               (flush && fflush(r->digests) != 0))) {
+    if (r->digests != NULL &&
+        (sl_cli_write_digests(r->digests, r->job, b) < 0 || (flush && fflush(r->digests) != 0))) {
         fprintf(stderr, "sluice run: writing '%s' failed: %s\n", r->o.digests, strerror(errno));
         return -1;
     }

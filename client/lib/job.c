@@ -16,7 +16,7 @@
 
 static int set_error(sluice_job_t *job, int code, const char *fmt, const char *detail)
 {
-    snprintf(job->last_error, sizeof(job->last_error), fmt, detail);
+    snprintf(job->consumer.last_error, sizeof(job->consumer.last_error), fmt, detail);
     return code;
 }
 
@@ -24,7 +24,8 @@ static int set_error(sluice_job_t *job, int code, const char *fmt, const char *d
  * to timeout_ms. */
 static int collect(sluice_job_t *job, int timeout_ms, int *progress)
 {
-    int n = cl_line_collect(job->line, timeout_ms, job->last_error, sizeof(job->last_error));
+    int n = cl_line_collect(job->consumer.line, timeout_ms, job->consumer.last_error,
+                            sizeof(job->consumer.last_error));
     if (n != 0) {
         *progress = 1;
     }
@@ -34,7 +35,7 @@ static int collect(sluice_job_t *job, int timeout_ms, int *progress)
 /* Local mode: the client walks every epoch's positions itself. */
 static int feed_local_cursor(sluice_job_t *job, int *progress)
 {
-    uint64_t *epoch = &job->local_epoch, *pos = &job->local_pos;
+    uint64_t *epoch = &job->consumer.local_epoch, *pos = &job->consumer.local_pos;
     while (*epoch < job->end_epoch) {
         if (*pos >= job->positions) {
             (*epoch)++;
@@ -42,14 +43,15 @@ static int feed_local_cursor(sluice_job_t *job, int *progress)
             continue;
         }
         cl_line_in_t in = {.epoch = *epoch, .pos = *pos};
-        int rc = cl_line_feed(job->line, &in, job->last_error, sizeof(job->last_error));
+        int rc = cl_line_feed(job->consumer.line, &in, job->consumer.last_error,
+                              sizeof(job->consumer.last_error));
         if (rc == -EAGAIN) {
             return 0; /* the executor is full */
         }
         if (rc < 0) {
             return rc;
         }
-        job->from_local++;
+        job->consumer.from_local++;
         *progress = 1;
         (*pos)++;
     }
@@ -84,8 +86,8 @@ static void note_idle(sluice_job_t *job, int no_split, unsigned inflight)
     unsigned threads = job->opts.threads > 0 ? job->opts.threads : 1;
     int idle = no_split && !job->cpu_busy && inflight <= threads * CL_IDLE_INFLIGHT_PER_THREAD;
     if (idle && !job->idle) {
-        job->ctl_kick = 1;
-        pthread_cond_signal(&job->ctl_cv);
+        job->control.kick = 1;
+        pthread_cond_signal(&job->control.cv);
     }
     job->idle = idle;
 }
@@ -94,7 +96,7 @@ static void note_idle(sluice_job_t *job, int no_split, unsigned inflight)
 static int feed_local_splits(sluice_job_t *job, int *progress)
 {
     cl_line_gauge_t g;
-    for (cl_line_gauge(job->line, &g); g.room > 0; cl_line_gauge(job->line, &g)) {
+    for (cl_line_gauge(job->consumer.line, &g); g.room > 0; cl_line_gauge(job->consumer.line, &g)) {
         pthread_mutex_lock(&job->mu);
         cl_split_t *s = next_local_split(job);
         note_idle(job, s == NULL, g.inflight);
@@ -104,7 +106,8 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
         }
         cl_line_in_t in = {.epoch = s->epoch, .pos = s->next++, .split_id = s->id, .once = 1};
         pthread_mutex_unlock(&job->mu);
-        int rc = cl_line_feed(job->line, &in, job->last_error, sizeof(job->last_error));
+        int rc = cl_line_feed(job->consumer.line, &in, job->consumer.last_error,
+                              sizeof(job->consumer.last_error));
         if (rc == -ERANGE) {
             return set_error(job, -EPROTO, "%s", "dispatcher assigned a split outside the job");
         }
@@ -112,7 +115,7 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
             return rc;
         }
         if (rc == 1) { /* else a worker delivered it before the split became ours */
-            job->from_local++;
+            job->consumer.from_local++;
             *progress = 1;
         }
     }
@@ -122,7 +125,7 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
 static void owe_credit(sluice_job_t *job, uint64_t worker_id)
 {
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        cl_fetcher_t *f = &job->fetchers[i];
+        cl_fetcher_t *f = &job->fetch.fetchers[i];
         if (f->started && f->worker_id == worker_id && f->state == CL_FETCH_RUNNING) {
             f->credits_owed++;
             return;
@@ -140,15 +143,15 @@ static void owe_credit(sluice_job_t *job, uint64_t worker_id)
 static int feed_remote(sluice_job_t *job, int *progress)
 {
     pthread_mutex_lock(&job->mu);
-    cl_msg_t *msg = job->in_head;
+    cl_msg_t *msg = job->fetch.in_head;
     pthread_mutex_unlock(&job->mu);
     if (msg == NULL) {
         return 0;
     }
     /* Only the consumer removes messages, so msg stays valid unlocked. */
     if (msg->rx == NULL) { /* an unpacked Batch (tests, fuzzing): index its bytes */
-        int rc = cl_rx_from_batch(msg->batch, NULL, &msg->rx, job->last_error,
-                                  sizeof(job->last_error));
+        int rc = cl_rx_from_batch(msg->batch, NULL, &msg->rx, job->consumer.last_error,
+                                  sizeof(job->consumer.last_error));
         if (rc < 0) {
             return rc;
         }
@@ -156,9 +159,13 @@ static int feed_remote(sluice_job_t *job, int *progress)
     const sl_wire_batch_t *b = &msg->rx->wb;
     while (msg->cursor < b->n_samples) {
         const sl_wire_sample_t *m = &b->samples[msg->cursor];
-        cl_line_in_t in = {.epoch = m->epoch, .pos = m->position, .split_id = b->split_id,
-                           .wire = m, .stage_to = b->stage_to};
-        int rc = cl_line_feed(job->line, &in, job->last_error, sizeof(job->last_error));
+        cl_line_in_t in = {.epoch = m->epoch,
+                           .pos = m->position,
+                           .split_id = b->split_id,
+                           .wire = m,
+                           .stage_to = b->stage_to};
+        int rc = cl_line_feed(job->consumer.line, &in, job->consumer.last_error,
+                              sizeof(job->consumer.last_error));
         if (rc == -EAGAIN) {
             break; /* it needs the executor, which is full */
         }
@@ -167,15 +174,15 @@ static int feed_remote(sluice_job_t *job, int *progress)
         if (rc < 0) {
             return rc;
         }
-        job->from_remote += (uint64_t)rc;
+        job->consumer.from_remote += (uint64_t)rc;
     }
     if (msg->cursor < b->n_samples) {
         return 0; /* executor full: continue later */
     }
     pthread_mutex_lock(&job->mu);
-    job->in_head = msg->next;
-    if (job->in_head == NULL) {
-        job->in_tail = NULL;
+    job->fetch.in_head = msg->next;
+    if (job->fetch.in_head == NULL) {
+        job->fetch.in_tail = NULL;
     }
     owe_credit(job, msg->worker_id);
     pthread_mutex_unlock(&job->mu);
@@ -220,7 +227,7 @@ int cl_job_pump(sluice_job_t *job)
     int progress = 0;
     int rc = pump_step(job, &progress);
     cl_line_gauge_t g;
-    cl_line_gauge(job->line, &g);
+    cl_line_gauge(job->consumer.line, &g);
     note_pump(job, &g);
     if (rc < 0) {
         return rc;
@@ -230,7 +237,7 @@ int cl_job_pump(sluice_job_t *job)
             return collect(job, 10, &progress);
         }
         pthread_mutex_lock(&job->mu);
-        if (job->in_head == NULL && !job->closing) {
+        if (job->fetch.in_head == NULL && !job->closing) {
             (void)sl_cond_wait_ms(&job->cv, &job->mu, 10);
         }
         pthread_mutex_unlock(&job->mu);
@@ -255,7 +262,7 @@ static void top_up(sluice_job_t *job)
     if (feed_local(job, &progress) < 0) {
         pthread_mutex_lock(&job->mu);
         if (job->failure[0] == '\0') {
-            snprintf(job->failure, sizeof(job->failure), "%s", job->last_error);
+            snprintf(job->failure, sizeof(job->failure), "%s", job->consumer.last_error);
         }
         pthread_mutex_unlock(&job->mu);
     }
@@ -293,7 +300,7 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
                             .labels = labels, .indices = indices, .offsets = offsets,
                             .sizes = sizes, .priv = b};
     out->norm_on_device = sl_spec_device_norm(&job->spec, out->norm_mean, out->norm_std);
-    cl_steps_add_batch(&job->steps, out);
+    cl_steps_add_batch(&job->consumer.steps, out);
     out->positions = positions;
     out->rank = job->spec.rank;
     out->batch_size = job->spec.batch_size;
@@ -310,7 +317,7 @@ static int failed(sluice_job_t *job)
     pthread_mutex_lock(&job->mu);
     int f = job->failure[0] != '\0';
     if (f) {
-        snprintf(job->last_error, sizeof(job->last_error), "%s", job->failure);
+        snprintf(job->consumer.last_error, sizeof(job->consumer.last_error), "%s", job->failure);
     }
     pthread_mutex_unlock(&job->mu);
     return f;
@@ -321,7 +328,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
     double t0 = sl_mono_sec();
     int result;
     for (;;) {
-        sl_batch_t *b = cl_line_pop(job->line);
+        sl_batch_t *b = cl_line_pop(job->consumer.line);
         if (b != NULL) {
             top_up(job);
             result = hand_out(job, b, ret);
@@ -332,7 +339,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
             break;
         }
         cl_line_gauge_t g;
-        cl_line_gauge(job->line, &g);
+        cl_line_gauge(job->consumer.line, &g);
         if (g.done) {
             result = 1;
             break;
@@ -344,7 +351,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
         }
     }
     double t1 = sl_mono_sec();
-    job->wait_sec += t1 - t0;
+    job->consumer.wait_sec += t1 - t0;
     cl_planner_note_batch(job->planner, t0, t1, result == 0 ? (*ret)->n : 0); /* rates */
     return result;
 }
@@ -360,4 +367,4 @@ void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch)
     free(batch); /* and its arrays (sluice_next_batch) */
 }
 
-const char *sluice_last_error(const sluice_job_t *job) { return job->last_error; }
+const char *sluice_last_error(const sluice_job_t *job) { return job->consumer.last_error; }

@@ -394,8 +394,8 @@ static int batched(cl_line_t *l, int rc, const cl_line_took_t *t, char *err, siz
 }
 
 /* cl_line_put, then told to the account. */
-static int put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill,
-               void *arg, char *err, size_t errlen)
+static int put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill, void *arg,
+               char *err, size_t errlen)
 {
     cl_line_took_t t;
     int rc = cl_line_put(l, s, detail, fill, arg, &t);
@@ -448,16 +448,24 @@ static void peer_skip(const sl_wire_sample_t *m, sl_sample_t *s, char *detail, s
 /* The received payload of m (judged fine) into the line: finished, straight
  * from the slices into its slot in the batch; else the executor runs the
  * remaining units on a copy. Returns 1, or a negative code. */
-static int take_payload(cl_line_t *l, const sl_wire_sample_t *m, uint32_t stage_to,
-                        sl_sample_t *s, char *err, size_t errlen)
+static int take_payload(cl_line_t *l, const sl_wire_sample_t *m, uint32_t stage_to, sl_sample_t *s,
+                        char *err, size_t errlen)
 {
     size_t n = sl_pbw_left(&m->data);
     if (m->dtype == SL_DT_BYTES) {
-        s->t = (sl_tensor_t){.dtype = SL_DT_BYTES, .layout = SL_LAYOUT_HWC, .h = (uint32_t)n,
-                             .w = 1, .c = 1, .nbytes = n};
+        s->t = (sl_tensor_t){.dtype = SL_DT_BYTES,
+                             .layout = SL_LAYOUT_HWC,
+                             .h = (uint32_t)n,
+                             .w = 1,
+                             .c = 1,
+                             .nbytes = n};
     } else {
-        s->t = (sl_tensor_t){.dtype = (sl_dtype_e)m->dtype, .layout = (sl_layout_e)m->layout,
-                             .h = m->h, .w = m->w, .c = m->c, .nbytes = n};
+        s->t = (sl_tensor_t){.dtype = (sl_dtype_e)m->dtype,
+                             .layout = (sl_layout_e)m->layout,
+                             .h = m->h,
+                             .w = m->w,
+                             .c = m->c,
+                             .nbytes = n};
     }
     if (stage_to >= l->nunits && m->dtype != SL_DT_RECORD) {
         sl_pbw_reader_t data = m->data;

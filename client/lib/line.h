@@ -48,9 +48,9 @@ typedef struct cl_line_s cl_line_t;
 /* What became of a sample the line batched. */
 typedef struct cl_line_took_s {
     uint64_t split_id;
-    int skip;          /* -1 delivered, else its sl_skip_e */
-    int duplicate;     /* dropped: its (epoch, position) was batched before */
-    char detail[256];  /* why it was skipped ("" when delivered) */
+    int skip;         /* -1 delivered, else its sl_skip_e */
+    int duplicate;    /* dropped: its (epoch, position) was batched before */
+    char detail[256]; /* why it was skipped ("" when delivered) */
 } cl_line_took_t;
 
 /* What the line tells the job's account (cl_line_args_t.account). */

@@ -92,8 +92,7 @@ static int take_reply(sluice_job_t *job, const Sluice__SubmitJobResponse *r, cha
         job->split_units = r->plan->split;
         job->local_share = r->plan->local_share;
         job->plan_compress = r->plan->compress;
-        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
-                 r->plan->mode ? r->plan->mode : "?");
+        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s", r->plan->mode ? r->plan->mode : "?");
         cl_planner_note_plan(job->planner, r->plan);
     }
     return cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
@@ -211,13 +210,13 @@ static sluice_job_t *job_new(const sluice_options_t *opts)
         free(job);
         return NULL;
     }
-    if (sl_cond_init_mono(&job->ctl_cv) != 0) {
+    if (sl_cond_init_mono(&job->control.cv) != 0) {
         pthread_cond_destroy(&job->cv);
         free(job);
         return NULL;
     }
     pthread_mutex_init(&job->mu, NULL);
-    job->t_start = sl_mono_sec();
+    job->consumer.t_start = sl_mono_sec();
     job->opts = *opts;
     snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");
     job->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
@@ -258,7 +257,7 @@ static int apply_epochs(sluice_job_t *job, const sluice_options_t *opts, char *e
     }
     job->first_epoch = opts->first_epoch;
     job->end_epoch = opts->first_epoch + job->spec.epochs;
-    job->local_epoch = job->first_epoch; /* local mode: where the cursor starts */
+    job->consumer.local_epoch = job->first_epoch; /* local mode: where the cursor starts */
     return 0;
 }
 
@@ -354,12 +353,19 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         }
         free(order); /* no stats without memory: the job runs the same */
     }
-    cl_line_args_t la = {.spec = &job->spec, .pipe = job->pipe, .src = job->src,
-                         .num_samples = job->num_samples, .positions = job->positions,
-                         .threads = job->opts.threads, .track_drops = job->ack_on_pop,
-                         .first_epoch = job->first_epoch, .tcost = job->tcost,
-                         .ttok = job->ttok, .account = cl_job_account, .account_arg = job};
-    rc = cl_line_new(&la, &job->line);
+    cl_line_args_t la = {.spec = &job->spec,
+                         .pipe = job->pipe,
+                         .src = job->src,
+                         .num_samples = job->num_samples,
+                         .positions = job->positions,
+                         .threads = job->opts.threads,
+                         .track_drops = job->ack_on_pop,
+                         .first_epoch = job->first_epoch,
+                         .tcost = job->tcost,
+                         .ttok = job->ttok,
+                         .account = cl_job_account,
+                         .account_arg = job};
+    rc = cl_line_new(&la, &job->consumer.line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
     if (rc < 0 || job->splits == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory setting up the job");
@@ -478,15 +484,15 @@ void sluice_close(sluice_job_t *job)
     pthread_mutex_lock(&job->mu);
     job->closing = 1;
     pthread_cond_broadcast(&job->cv);
-    pthread_cond_signal(&job->ctl_cv);
+    pthread_cond_signal(&job->control.cv);
     pthread_mutex_unlock(&job->mu);
-    if (job->control_started) {
+    if (job->control.started) {
         cl_control_stop(job); /* stops fetchers, tells the dispatcher */
     }
-    cl_line_free(job->line);
-    while (job->in_head != NULL) {
-        cl_msg_t *m = job->in_head;
-        job->in_head = m->next;
+    cl_line_free(job->consumer.line);
+    while (job->fetch.in_head != NULL) {
+        cl_msg_t *m = job->fetch.in_head;
+        job->fetch.in_head = m->next;
         cl_msg_free(m);
     }
     if (job->disp != NULL) {
@@ -506,6 +512,6 @@ void sluice_close(sluice_job_t *job)
     sl_ring_free(&job->local_pending);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
-    pthread_cond_destroy(&job->ctl_cv);
+    pthread_cond_destroy(&job->control.cv);
     free(job);
 }

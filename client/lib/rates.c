@@ -75,7 +75,7 @@ static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
 static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
 {
     sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
-    cl_line_unit_stats(job->line, us);
+    cl_line_unit_stats(job->consumer.line, us);
     p->units_cpu_at_report = units_cpu(job, us);
     pthread_mutex_lock(&p->mu);
     p->accepted_at_report = p->accepted;
@@ -227,7 +227,7 @@ void cl_planner_tick(struct sluice_job *job)
     /* Per-unit costs the client measured while running: the executor's
      * sums (read without its lock: slightly stale is fine for a profile). */
     sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
-    cl_line_unit_stats(job->line, us);
+    cl_line_unit_stats(job->consumer.line, us);
     double overhead = window_overhead(job, p, us, &w, cpu);
     Sluice__StageStat st[SL_PIPE_MAX_UNITS];
     Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
