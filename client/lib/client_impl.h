@@ -1,7 +1,7 @@
 /* client_impl: the job object shared by the client's three parts.
  *   job.c     the consumer side (the caller's thread): feeds the line
  *             (client/lib/line.h: executor -> batcher) from received messages
- *             and local splits, counts what it batches towards splits.
+ *             and local splits, collects, pops batches.
  *   control.c the control thread: assignments, acknowledgements, fetchers.
  *   fetch.c   one thread per worker: the Fetch stream with credits.
  * splits.c holds the split table and the one function that moves a split
