@@ -272,11 +272,6 @@ int cl_line_collect_one(cl_line_t *l, int timeout_ms, cl_line_took_t *ret)
     return cl_line_put(l, &s, detail, NULL, NULL, ret);
 }
 
-size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max)
-{
-    return sl_batcher_take_dropped(l->batcher, out, max);
-}
-
 sl_batch_t *cl_line_pop(cl_line_t *l)
 {
     sl_batch_t *b = sl_batcher_pop(l->batcher);
@@ -362,8 +357,8 @@ const char *cl_line_failed_on(const cl_line_t *l) { return l->failed_on; }
 /* ------------------------------------------------------------ feeding */
 
 /* A sample the batcher took (rc: cl_line_put's answer) told to the
- * account, with the split ids drop_last discarded meanwhile; errors into
- * err. */
+ * account, with the split ids drop_last discarded meanwhile (tracking
+ * drops); errors into err. */
 static int batched(cl_line_t *l, int rc, const cl_line_took_t *t, char *err, size_t errlen)
 {
     if (rc == -EIO) {
@@ -384,7 +379,7 @@ static int batched(cl_line_t *l, int rc, const cl_line_took_t *t, char *err, siz
     l->account(l->account_arg, CL_LINE_EV_BATCHED, t);
     uint64_t ids[64];
     size_t n;
-    while (l->track_drops && (n = cl_line_take_dropped(l, ids, 64)) > 0) {
+    while (l->track_drops && (n = sl_batcher_take_dropped(l->batcher, ids, 64)) > 0) {
         for (size_t i = 0; i < n; i++) {
             cl_line_took_t d = {.split_id = ids[i], .skip = -1};
             l->account(l->account_arg, CL_LINE_EV_DROPPED, &d);

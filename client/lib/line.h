@@ -73,7 +73,7 @@ typedef struct cl_line_args_s {
     uint64_t num_samples; /* in the source */
     uint64_t positions;   /* per epoch: num_samples, or this rank's share */
     unsigned threads;     /* executor threads */
-    int track_drops;      /* remember drop_last-discarded split ids (cl_line_take_dropped) */
+    int track_drops;      /* tell the account of drop_last discards (CL_LINE_EV_DROPPED) */
     /* The epochs are numbered [first_epoch, first_epoch + spec->epochs), as
      * in one longer job (sluice_options_t.first_epoch). */
     uint64_t first_epoch;
@@ -163,9 +163,6 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
  * Returns as cl_line_put, or -EAGAIN when none finished in time or none is
  * in flight. */
 int cl_line_collect_one(cl_line_t *l, int timeout_ms, cl_line_took_t *ret);
-/* Tracking drops: moves up to max split ids of drop_last-discarded samples
- * into out; returns how many. */
-size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max);
 
 /* Every epoch declared and batched, nothing in flight, every batch popped. */
 int cl_line_done(const cl_line_t *l);
