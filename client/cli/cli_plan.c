@@ -10,15 +10,8 @@
 #include <unistd.h>
 
 #include "client/cli/cli.h"
-#include "common/plugin/plugin.h"
 #include "client/cli/cli_opts.h"
-#include "client/lib/profile.h"
-#include "common/profile/profiler.h"
-#include "common/engine/pipeline.h"
-#include "common/rpc/rpc.h"
-#include "common/data/source.h"
-#include "common/spec/spec.h"
-#include "proto/sluice.pb-c.h"
+#include "client/lib/plan_job.h"
 
 typedef struct {
     sl_cli_opts_t c; /* the shared flags (cli_opts.c) */
@@ -48,7 +41,7 @@ static void plan_usage(FILE *f)
             SL_CLI_CONN_USAGE
             "\n"
             "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n",
-            SL_PROFILE_DEFAULT_SAMPLES);
+            (int)cl_plan_job_default_samples());
 }
 
 static int plan_opt(void *ctx, int c, const char *arg)
@@ -56,7 +49,8 @@ static int plan_opt(void *ctx, int c, const char *arg)
     plan_opts_t *o = ctx;
     switch (c) {
     case 's':
-        return sl_cli_parse_long("plan", "samples", arg, 1, SL_PROFILE_MAX_SAMPLES, &o->samples);
+        return sl_cli_parse_long("plan", "samples", arg, 1, (long)cl_plan_job_max_samples(),
+                                 &o->samples);
     case 'x':
         o->explain = 1;
         return 0;
@@ -158,137 +152,17 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
     }
 }
 
-/* Everything sl_cli_plan opens, released by plan_free. */
-typedef struct {
-    sl_spec_t *spec;
-    sl_source_t *src;
-    sl_pipeline_t *pipe;
-    sl_plugins_t *plugins; /* a spec with plugin stages: --plugin-dir's */
-    sl_rpc_channel_t *ch;
-    int rpc; /* sl_rpc_init called */
-    cl_planner_t *pl;
-    ProtobufCMessage *resp;
-} plan_run_t;
-
-static void plan_free(plan_run_t *r)
+/* The library's error as this command's, and its exit status. */
+static int failed(int rc, const char *err)
 {
-    if (r->resp != NULL) {
-        protobuf_c_message_free_unpacked(r->resp, NULL);
-    }
-    cl_planner_free(r->pl);
-    sl_rpc_channel_free(r->ch);
-    if (r->rpc) {
-        sl_rpc_shutdown();
-    }
-    sl_pipeline_free(r->pipe);
-    sl_plugins_free(r->plugins);
-    sl_source_free(r->src);
-    sl_spec_clear(r->spec);
-    free(r->spec);
-}
-
-/* The spec (as an auto or fastflow job), its source and pipeline. Returns an
- * exit status. */
-static int open_spec(const plan_opts_t *o, plan_run_t *r)
-{
-    char err[1024];
-    r->spec = calloc(1, sizeof(*r->spec));
-    if (r->spec == NULL) {
-        fprintf(stderr, "sluice plan: out of memory\n");
-        return SL_EXIT_RUNTIME;
-    }
-    if (sl_spec_parse_file(o->c.spec, r->spec, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: %s\n", err);
-        return SL_EXIT_USAGE;
-    }
-    if (o->c.offload != NULL) {
-        r->spec->offload =
-            strcmp(o->c.offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW : SL_OFFLOAD_AUTO;
-    } else if (r->spec->offload != SL_OFFLOAD_FASTFLOW) {
-        r->spec->offload = SL_OFFLOAD_AUTO;
-    }
-    if (sl_source_open(o->c.data_root, r->spec->source_type, r->spec->source_path, &r->src, err,
-                       sizeof(err)) < 0 ||
-        sl_pipeline_new(r->spec, 0, &r->pipe, err, sizeof(err)) < 0 ||
-        sl_pipeline_load(r->pipe, r->src, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: %s\n", err);
-        return SL_EXIT_RUNTIME;
-    }
-    /* Plugin units are profiled like the others, in their host process. */
-    if (sl_spec_has_plugins(r->spec) &&
-        (sl_plugins_scan_client(o->c.plugin_dir, &r->plugins, err, sizeof(err)) < 0 ||
-         sl_pipeline_bind_plugins(r->pipe, r->plugins, err, sizeof(err)) < 0)) {
-        fprintf(stderr, "sluice plan: %s\n", err);
-        return SL_EXIT_USAGE;
-    }
-    return SL_EXIT_OK;
-}
-
-/* The dispatcher channel and the planner's profiles. Returns an exit status. */
-static int profile(plan_opts_t *o, unsigned threads, double plan_rate, plan_run_t *r)
-{
-    char err[1024];
-    if (sl_cli_conn_security("plan", &o->c.conn) < 0) {
-        return SL_EXIT_USAGE;
-    }
-    sl_rpc_init();
-    r->rpc = 1;
-    r->ch = sl_rpc_channel_new(o->c.dispatcher, SL_RPC_DEFAULT_MAX_MSG, &o->c.conn.sec, 0, err,
-                               sizeof(err));
-    r->pl = cl_planner_new();
-    if (r->ch == NULL || r->pl == NULL) {
-        fprintf(stderr, "sluice plan: %s\n", r->ch == NULL ? err : "out of memory");
-        return r->ch == NULL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
-    }
-    cl_plan_args_t pa = {.spec = r->spec, .src = r->src, .pipe = r->pipe, .disp = r->ch,
-                         .threads = threads, .consumer_rate = plan_rate, .timeout_ms = 10000,
-                         .samples = (size_t)o->samples, .security = &o->c.conn.sec};
-    if (cl_planner_profile(r->pl, &pa, err, sizeof(err)) < 0) {
-        fprintf(stderr, "sluice plan: dispatcher %s: %s\n", o->c.dispatcher, err);
-        return SL_EXIT_RUNTIME;
-    }
-    return SL_EXIT_OK;
-}
-
-/* PlanJob: the dispatcher plans the job without creating it. Returns an
- * exit status; r->resp holds the answer. */
-static int ask(const plan_opts_t *o, unsigned threads, plan_run_t *r)
-{
-    char *json = sl_spec_to_json(r->spec);
-    if (json == NULL) {
-        fprintf(stderr, "sluice plan: out of memory\n");
-        return SL_EXIT_RUNTIME;
-    }
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
-    req.version = SL_PROTOCOL_VERSION;
-    req.spec_json = json;
-    req.spec_name = (char *)o->c.spec;
-    req.num_samples = sl_source_count(r->src);
-    req.source_fingerprint = sl_source_fingerprint(r->src);
-    req.client_threads = threads;
-    req.client_id = host;
-    req.world_size = 1;
-    req.planner = cl_planner_inputs(r->pl);
-    sl_rpc_status_t st;
-    int rc = sl_rpc_unary(r->ch, "/sluice.Dispatcher/PlanJob", &req.base,
-                          &sluice__submit_job_response__descriptor, 30000, 1, &r->resp, &st);
-    free(json);
-    if (rc < 0) {
-        fprintf(stderr, "sluice plan: dispatcher %s: PlanJob failed: %s (%s)\n", o->c.dispatcher,
-                rc == -ECOMM ? st.details : "bad reply",
-                rc == -ECOMM ? sl_rpc_code_name(st.code) : "");
-        return rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT ? SL_EXIT_USAGE
-                                                                   : SL_EXIT_RUNTIME;
-    }
-    return SL_EXIT_OK;
+    fprintf(stderr, "sluice plan: %s\n", err);
+    return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
 }
 
 /* The answer as --json, --explain or one line. Returns an exit status. */
-static int print_plan(const plan_opts_t *o, double plan_rate, const plan_run_t *r)
+static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_t *pj)
 {
-    const Sluice__SubmitJobResponse *a = (const Sluice__SubmitJobResponse *)r->resp;
+    const Sluice__SubmitJobResponse *a = cl_plan_job_answer(pj);
     const Sluice__PlanExplain *e = a->explain;
     if (a->plan == NULL || e == NULL || e->chosen >= e->n_candidates) {
         fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
@@ -298,10 +172,10 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const plan_run_t *
         printf("%s\n", e->json != NULL ? e->json : "{}");
     } else if (o->explain) {
         print_table(e, o->c.spec, plan_rate);
-        printf("profiled in %.2f s\n", cl_planner_profile_seconds(r->pl));
+        printf("profiled in %.2f s\n", cl_plan_job_profile_seconds(pj));
         /* Where the client's budget came from: "unknown" means no cgroup
          * was readable and the number is measured, or assumed. */
-        const Sluice__PlannerInputs *in = cl_planner_inputs(r->pl);
+        const Sluice__PlannerInputs *in = cl_plan_job_inputs(pj);
         const char *src = in->client_cpu_budget_source != NULL ? in->client_cpu_budget_source
                                                                : "";
         printf("client CPU budget: %.2f CPUs (source %s%s)\n", in->client_cpu_budget,
@@ -332,17 +206,25 @@ int sl_cli_plan(int argc, char **argv)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
     }
-    plan_run_t r = {0};
-    int status = open_spec(&o, &r);
-    if (status == SL_EXIT_OK) {
-        status = profile(&o, threads, plan_rate, &r);
+    cl_plan_job_args_t pa = {.spec_path = o.c.spec,
+                             .data_root = o.c.data_root,
+                             .plugin_dir = o.c.plugin_dir,
+                             .offload = o.c.offload};
+    cl_plan_job_t *pj = NULL;
+    char err[2048];
+    int rc = cl_plan_job_open(&pa, &pj, err, sizeof(err));
+    if (rc < 0) {
+        return failed(rc, err);
     }
-    if (status == SL_EXIT_OK) {
-        status = ask(&o, threads, &r);
+    int status = SL_EXIT_OK;
+    if (sl_cli_conn_security("plan", &o.c.conn) < 0) {
+        status = SL_EXIT_USAGE;
+    } else if ((rc = cl_plan_job_ask(pj, o.c.dispatcher, &o.c.conn.sec, threads, plan_rate,
+                                     (size_t)o.samples, err, sizeof(err))) < 0) {
+        status = failed(rc, err);
+    } else {
+        status = print_plan(&o, plan_rate, pj);
     }
-    if (status == SL_EXIT_OK) {
-        status = print_plan(&o, plan_rate, &r);
-    }
-    plan_free(&r);
+    cl_plan_job_free(pj);
     return status;
 }

@@ -146,125 +146,190 @@ static int close_out(const char *path, FILE *f)
     return 0;
 }
 
-int sl_cli_run(int argc, char **argv)
-{
+/* One run: its options, the open job and its output files, and the
+ * counts the loop keeps. */
+typedef struct {
     run_opts_t o;
-    if (parse_opts(argc, argv, &o) < 0) {
-        return SL_EXIT_USAGE;
-    }
-    double t0 = sl_mono_sec();
+    sluice_job_t *job;
+    FILE *digests, *dump;
+    double t0, last; /* start; the last progress line */
+    int progress;    /* a progress line on stderr */
+    int warned;      /* the fallback warning was printed (sl_cli_warn_fallback) */
+    int status;      /* SL_EXIT_* */
+    uint64_t delivered, batches;
+} run_t;
+
+/* Opens the job, with the states to resume from. Returns SL_EXIT_OK, or the
+ * exit status after printing why not. */
+static int open_job(run_t *r)
+{
     char err[1024];
     sluice_options_t so;
-    sl_cli_job_options(&o.c, &so);
+    sl_cli_job_options(&r->o.c, &so);
     char **states = NULL;
     size_t *state_lens = NULL;
-    if (o.nresume > 0 && sl_cli_read_states(o.resume, o.nresume, &states, &state_lens) < 0) {
+    if (r->o.nresume > 0 &&
+        sl_cli_read_states(r->o.resume, r->o.nresume, &states, &state_lens) < 0) {
         return SL_EXIT_USAGE;
     }
     so.resume_states = (const char *const *)states;
     so.resume_state_lens = state_lens;
-    so.n_resume_states = o.nresume;
-    sluice_job_t *job = NULL;
-    int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
-    sl_cli_free_states(states, state_lens, o.nresume);
+    so.n_resume_states = r->o.nresume;
+    int rc = sluice_open(r->o.c.spec, &so, &r->job, err, sizeof(err));
+    sl_cli_free_states(states, state_lens, r->o.nresume);
     if (rc < 0) {
         fprintf(stderr, "sluice run: %s\n", err);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
-    FILE *digests = NULL, *dump = NULL;
-    if (open_out("digests", o.digests, &digests) < 0 || open_out("dump", o.dump, &dump) < 0) {
-        close_out(o.digests, digests);
-        sluice_close(job);
-        return SL_EXIT_RUNTIME;
+    return SL_EXIT_OK;
+}
+
+/* A consumer of max_rate samples/s: the next batch is taken no sooner than
+ * delivered / max_rate after the start. Meanwhile nothing is read, so
+ * back-pressure reaches the workers. */
+static void pace(const run_t *r)
+{
+    if (r->o.max_rate <= 0) {
+        return;
     }
-    int progress = !o.quiet && isatty(STDERR_FILENO);
-    int status = SL_EXIT_OK;
-    double last = t0;
-    uint64_t delivered = 0, batches = 0;
-    int warned = o.c.dispatcher == NULL; /* only a dispatcher hands work back */
-    for (;;) {
-        if (o.max_rate > 0) {
-            /* A consumer of max_rate samples/s: the next batch is taken no
-             * sooner than delivered / max_rate after the start. Meanwhile
-             * nothing is read, so back-pressure reaches the workers. */
-            double wait = t0 + (double)delivered / o.max_rate - sl_mono_sec();
-            if (wait > 0) {
-                struct timespec ts = {.tv_sec = (time_t)wait,
-                                      .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
-                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-                }
-            }
+    double wait = r->t0 + (double)r->delivered / r->o.max_rate - sl_mono_sec();
+    if (wait > 0) {
+        struct timespec ts = {.tv_sec = (time_t)wait,
+                              .tv_nsec = (long)((wait - (double)(time_t)wait) * 1e9)};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
         }
+    }
+}
+
+/* b's lines into --digests and --dump. Returns 0, or -1 after printing why. */
+static int write_batch(run_t *r, sluice_batch_t *b)
+{
+    /* Multi-rank: flushed per batch, so the file matches what the rank
+     * delivered even when it is killed (and restarted: it resumes). */
+    int flush = r->o.c.ranks.world_size > 1;
+    if (r->digests != NULL &&
+        (sl_cli_write_digests(r->digests, r->job, b) < 0 || (flush && fflush(r->digests) != 0))) {
+        fprintf(stderr, "sluice run: writing '%s' failed: %s\n", r->o.digests, strerror(errno));
+        return -1;
+    }
+    if (r->dump != NULL &&
+        (sl_cli_write_dump(r->dump, r->job, b) < 0 || (flush && fflush(r->dump) != 0))) {
+        fprintf(stderr, "sluice run: --dump '%s': %s\n", r->o.dump,
+                b->dtype != SLUICE_DT_RECORD ? "the spec's samples are not records "
+                                               "(a webdataset or jsonl source)"
+                                             : strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* After a batch of epoch was taken: the state saved when due, and the
+ * progress line. Returns 0 to go on, 1 to stop (--stop-after-batches), -1
+ * when saving failed. */
+static int after_batch(run_t *r, uint64_t epoch)
+{
+    r->batches++;
+    int stop = r->o.stop_after > 0 && r->batches >= (uint64_t)r->o.stop_after;
+    if (r->o.save_state != NULL && (stop || r->batches % (uint64_t)r->o.save_every == 0) &&
+        sl_cli_save_state(r->job, r->o.save_state) < 0) {
+        return -1;
+    }
+    if (stop) {
+        return 1;
+    }
+    double t = sl_mono_sec();
+    if (r->progress && t - r->last >= 0.5) {
+        r->last = t;
+        fprintf(stderr, "\repoch %llu  %llu samples  %.1f samples/s  ",
+                (unsigned long long)epoch + 1, (unsigned long long)r->delivered,
+                (double)r->delivered / (t - r->t0));
+        fflush(stderr);
+    }
+    return 0;
+}
+
+/* Takes batches until the job ends (returns 1), fails (its error printed,
+ * r->status set) or the run stops early. Returns sluice_next_batch's last
+ * answer. */
+static int loop(run_t *r)
+{
+    for (;;) {
+        pace(r);
         sluice_batch_t *b = NULL;
-        rc = sluice_next_batch(job, &b);
+        int rc = sluice_next_batch(r->job, &b);
         if (rc == 1) {
-            break;
+            return rc;
         }
         if (rc < 0) {
-            fprintf(stderr, "%ssluice run: %s\n", progress ? "\n" : "", sluice_last_error(job));
-            status = SL_EXIT_RUNTIME;
-            break;
+            fprintf(stderr, "%ssluice run: %s\n", r->progress ? "\n" : "",
+                    sluice_last_error(r->job));
+            r->status = SL_EXIT_RUNTIME;
+            return rc;
         }
-        delivered += b->n;
-        sl_cli_warn_fallback("run", job, &warned);
-        /* Multi-rank: flushed per batch, so the file matches what the rank
-         * delivered even when it is killed (and restarted: it resumes). */
-        if (digests != NULL && (sl_cli_write_digests(digests, job, b) < 0 ||
-                                (o.c.ranks.world_size > 1 && fflush(digests) != 0))) {
-            fprintf(stderr, "sluice run: writing '%s' failed: %s\n", o.digests, strerror(errno));
-            status = SL_EXIT_RUNTIME;
-            sluice_release_batch(job, b);
-            break;
-        }
-        if (dump != NULL && (sl_cli_write_dump(dump, job, b) < 0 ||
-                             (o.c.ranks.world_size > 1 && fflush(dump) != 0))) {
-            fprintf(stderr, "sluice run: --dump '%s': %s\n", o.dump,
-                    b->dtype != SLUICE_DT_RECORD ? "the spec's samples are not records "
-                                                   "(a webdataset or jsonl source)"
-                                                 : strerror(errno));
-            status = SL_EXIT_RUNTIME;
-            sluice_release_batch(job, b);
-            break;
+        r->delivered += b->n;
+        sl_cli_warn_fallback("run", r->job, &r->warned);
+        if (write_batch(r, b) < 0) {
+            r->status = SL_EXIT_RUNTIME;
+            sluice_release_batch(r->job, b);
+            return rc;
         }
         uint64_t epoch = b->epoch;
-        sluice_release_batch(job, b);
-        batches++;
-        int stop = o.stop_after > 0 && batches >= (uint64_t)o.stop_after;
-        if (o.save_state != NULL && (stop || batches % (uint64_t)o.save_every == 0) &&
-            sl_cli_save_state(job, o.save_state) < 0) {
-            status = SL_EXIT_RUNTIME;
-            break;
+        sluice_release_batch(r->job, b);
+        int next = after_batch(r, epoch);
+        if (next < 0) {
+            r->status = SL_EXIT_RUNTIME;
         }
-        if (stop) {
-            break;
-        }
-        double t = sl_mono_sec();
-        if (progress && t - last >= 0.5) {
-            last = t;
-            fprintf(stderr, "\repoch %llu  %llu samples  %.1f samples/s  ",
-                    (unsigned long long)epoch + 1, (unsigned long long)delivered,
-                    (double)delivered / (t - t0));
-            fflush(stderr);
+        if (next != 0) {
+            return rc;
         }
     }
-    if (progress) {
+}
+
+/* The run's end: the last state (rc 1: the job ended), the files closed,
+ * the summary printed. */
+static void finish(run_t *r, int rc)
+{
+    if (r->progress) {
         fprintf(stderr, "\n");
     }
-    sl_cli_warn_fallback("run", job, &warned);
-    if (status == SL_EXIT_OK && rc == 1 && o.save_state != NULL &&
-        sl_cli_save_state(job, o.save_state) < 0) {
-        status = SL_EXIT_RUNTIME; /* the run's end: a state with nothing left */
+    sl_cli_warn_fallback("run", r->job, &r->warned);
+    if (r->status == SL_EXIT_OK && rc == 1 && r->o.save_state != NULL &&
+        sl_cli_save_state(r->job, r->o.save_state) < 0) {
+        r->status = SL_EXIT_RUNTIME; /* the run's end: a state with nothing left */
     }
-    if (close_out(o.digests, digests) < 0 || close_out(o.dump, dump) < 0) {
-        status = SL_EXIT_RUNTIME;
+    if (close_out(r->o.digests, r->digests) < 0 || close_out(r->o.dump, r->dump) < 0) {
+        r->status = SL_EXIT_RUNTIME;
     }
-    double seconds = sl_mono_sec() - t0;
-    if (o.c.json) {
-        sl_cli_print_json(job, seconds);
+    double seconds = sl_mono_sec() - r->t0;
+    if (r->o.c.json) {
+        sl_cli_print_json(r->job, seconds);
     }
-    if (!o.quiet) {
-        sl_cli_print_text(job, seconds);
+    if (!r->o.quiet) {
+        sl_cli_print_text(r->job, seconds);
     }
-    sluice_close(job);
-    return status;
+}
+
+int sl_cli_run(int argc, char **argv)
+{
+    run_t r = {.status = SL_EXIT_OK};
+    if (parse_opts(argc, argv, &r.o) < 0) {
+        return SL_EXIT_USAGE;
+    }
+    r.t0 = sl_mono_sec();
+    r.last = r.t0;
+    int status = open_job(&r);
+    if (status != SL_EXIT_OK) {
+        return status;
+    }
+    if (open_out("digests", r.o.digests, &r.digests) < 0 ||
+        open_out("dump", r.o.dump, &r.dump) < 0) {
+        close_out(r.o.digests, r.digests);
+        sluice_close(r.job);
+        return SL_EXIT_RUNTIME;
+    }
+    r.progress = !r.o.quiet && isatty(STDERR_FILENO);
+    r.warned = r.o.c.dispatcher == NULL; /* only a dispatcher hands work back */
+    finish(&r, loop(&r));
+    sluice_close(r.job);
+    return r.status;
 }

@@ -19,10 +19,8 @@
 
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
+#include "client/lib/status_rpc.h"
 #include "common/base/addr.h"
-#include "common/http/httpd.h"
-#include "common/rpc/rpc.h"
-#include "proto/sluice.pb-c.h"
 
 #define STATUS_MAX_BYTES (64u << 20) /* a status document larger than this is refused */
 #define DEFAULT_TIMEOUT_MS 5000
@@ -124,28 +122,8 @@ static int parse_opts(int argc, char **argv, status_opts_t *o)
 
 static int fetch_grpc(const status_opts_t *o, char **ret, char *err, size_t errlen)
 {
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(o->dispatcher, STATUS_MAX_BYTES, &o->conn.sec, 0,
-                                              err, errlen);
-    if (ch == NULL) {
-        return -EINVAL;
-    }
-    Sluice__GetStatusRequest req = SLUICE__GET_STATUS_REQUEST__INIT;
-    req.version = SL_PROTOCOL_VERSION;
-    ProtobufCMessage *m = NULL;
-    sl_rpc_status_t st;
-    int rc = sl_rpc_unary(ch, "/sluice.Dispatcher/GetStatus", &req.base,
-                          &sluice__get_status_response__descriptor, o->timeout_ms, 0, &m, &st);
-    if (rc < 0) {
-        snprintf(err, errlen, "%s: %s: %s", o->dispatcher, sl_rpc_code_name(st.code),
-                 st.details);
-    } else {
-        const Sluice__GetStatusResponse *r = (const Sluice__GetStatusResponse *)m;
-        *ret = strdup(r->status_json != NULL ? r->status_json : "");
-        rc = *ret != NULL ? 0 : -ENOMEM;
-        protobuf_c_message_free_unpacked(m, NULL);
-    }
-    sl_rpc_channel_free(ch);
-    return rc;
+    return cl_status_fetch(o->dispatcher, &o->conn.sec, STATUS_MAX_BYTES, o->timeout_ms, ret, err,
+                           errlen);
 }
 
 /* A TCP connection to o->http, both directions bounded by o->timeout_ms.

@@ -1,13 +1,15 @@
 /* client_impl: the job object shared by the client's three parts.
  *   job.c     the consumer side (the caller's thread): feeds the line
  *             (client/lib/line.h: executor -> batcher) from received messages
- *             and local splits, counts what it batches towards splits.
+ *             and local splits, collects, pops batches.
  *   control.c the control thread: assignments, acknowledgements, fetchers.
  *   fetch.c   one thread per worker: the Fetch stream with credits.
  * splits.c holds the split table and the one function that moves a split
- * between states. Locking: job->mu guards the split table, the inbound
- * queue, the ack queues and fetcher bookkeeping; the line belongs to the
- * consumer. */
+ * between states; account.c what each sample the line batched, dropped or
+ * popped means for its split. struct sluice_job is cut by owner: what the
+ * opening thread sets before the others start (then read-only), each
+ * thread's own part (consumer, control, fetch), and what they share under
+ * job->mu (the split table, the ack queues, the job's failure). */
 #ifndef SL_CLIENT_IMPL_H
 #define SL_CLIENT_IMPL_H
 
@@ -109,7 +111,46 @@ typedef struct cl_backoff_s {
     double not_before;  /* monotonic seconds */
 } cl_backoff_t;
 
+/* The consumer's: the training loop's thread (sluice_next_batch and the
+ * other calls the loop makes: stats, save, report_step). No lock. */
+typedef struct cl_job_consumer_s {
+    cl_line_t *line;  /* executor -> batcher (line.h); cl_line_unit_stats from any thread */
+    cl_steps_t steps; /* the trainer's step times (sluice_report_step) */
+    char last_error[512];
+    double t_start, wait_sec;
+    uint64_t from_local, from_remote;
+    uint64_t local_epoch, local_pos; /* local mode: the next position to run */
+} cl_job_consumer_t;
+
+/* The control thread's (control.c). */
+typedef struct cl_job_control_s {
+    pthread_t thread; /* started and joined by the opening/closing thread */
+    int started;
+    /* Control thread only, no lock: backoff per worker, and workers whose
+     * stream broke and whose splits the dispatcher has not yet been asked
+     * to retry. */
+    cl_backoff_t backoff[CL_MAX_FETCHERS];
+    uint64_t retry_workers[CL_MAX_FETCHERS];
+    size_t nretry_workers;
+    /* Under job->mu: the consumer sets kick and signals cv (job.c
+     * note_idle) so the control thread asks at once instead of at its next
+     * poll. */
+    int kick;
+    pthread_cond_t cv;
+} cl_job_control_t;
+
+/* The fetch threads' (fetch.c), under job->mu: the control thread starts,
+ * stops and joins fetchers; each fetch thread appends what it receives to
+ * the inbound queue, which only the consumer takes from (its head stays
+ * valid unlocked); the consumer owes the credits. */
+typedef struct cl_job_fetch_s {
+    cl_fetcher_t fetchers[CL_MAX_FETCHERS];
+    cl_msg_t *in_head, *in_tail;
+} cl_job_fetch_t;
+
 struct sluice_job {
+    /* ---- Set while opening (sluice_open, the caller's thread) before any
+     * other thread starts; read-only after, by every thread, no lock. */
     sl_spec_t spec;
     sluice_options_t opts;
     char data_root[1024];
@@ -125,87 +166,75 @@ struct sluice_job {
     sl_pipeline_t *pipe;
     struct sl_plugins_s *plugins; /* the plugin_dir's stages (a plugin spec only) */
     uint32_t nunits;
-    cl_line_t *line;          /* executor -> batcher; the consumer's (line.h) */
     uint64_t num_samples;
     /* The job's epochs are [first_epoch, end_epoch): numbered as in one
      * longer job (sluice_options_t.first_epoch), end = first + spec.epochs. */
     uint64_t first_epoch, end_epoch;
     /* Positions per epoch: num_samples, or this rank's share of them
      * (common/order/ranks.h); epoch orders and splits are over these. */
-    cl_steps_t steps;   /* the trainer's step times (sluice_report_step) */
-    float *tcost;       /* balanced batching: per-sample predictions (open.c) */
-    sl_balance_stats_t bstats; /* what the first epoch's schedule predicts (open.c) */
-    uint32_t *ttok;
     uint64_t positions;
+    float *tcost; /* balanced batching: per-sample predictions (open.c) */
+    uint32_t *ttok;
+    sl_balance_stats_t bstats; /* what the first epoch's schedule predicts (open.c) */
     char job_name[128];       /* multi-rank: the job the ranks share */
     /* The job's capability (docs/protocol.md "Job capabilities"): what
      * SubmitJob answered (multi-rank: what every rank derives alike,
-     * cl_ranks_job_secret), sent with every RPC about the job. Set before
-     * the control and fetch threads start, then immutable. */
+     * cl_ranks_job_secret), sent with every RPC about the job. */
     char job_secret[SL_JOBCAP_MAX + 1];
     /* Multi-rank remote jobs: a split is acknowledged once the training loop
      * has taken every one of its samples (not when they reach the batcher),
      * so a restarted rank neither loses nor repeats acknowledged samples. */
     int ack_on_pop;
-
     /* remote only */
     sl_rpc_channel_t *disp;
     uint64_t job_id;
-    uint32_t split_units;  /* plan: units the workers run */
-    int plan_compress;     /* plan: the planner had the workers compress */
-    double local_share;
     char plan_mode[64];
     char sample_costs[16]; /* what the sample costs came from (costs.h); "" = none sent */
     struct cl_planner_s *planner; /* client/lib/profile.h: profiles, rate reports; owned */
-    pthread_t control;
-    int control_started;
 
+    /* ---- Each thread's own. */
+    cl_job_consumer_t consumer;
+    cl_job_control_t control;
+    cl_job_fetch_t fetch;
+
+    /* ---- Shared by the consumer, the control and the fetch threads:
+     * guarded by mu. */
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* inbound message or state change */
     int closing;
     char failure[512];       /* non-empty: the job failed */
     char fallback[256];      /* non-empty: why the dispatcher runs remote work here */
+    /* The plan: SubmitJob's, then each GetAssignment's (control thread);
+     * read unlocked by the consumer's stats (a torn read is one stale
+     * figure). */
+    uint32_t split_units; /* units the workers run */
+    int plan_compress;    /* the planner had the workers compress */
+    double local_share;
     cl_split_t *splits;      /* CL_MAX_SPLITS slots */
-    cl_msg_t *in_head, *in_tail;
     cl_ids_t acks;           /* split ids to acknowledge */
     cl_ids_t recvd;          /* multi-rank: split ids to report received */
-    cl_fetcher_t fetchers[CL_MAX_FETCHERS];
     /* Skips accepted by the batcher, and how many of them the dispatcher has
      * been told about in AckSplits (its /status and /metrics count them). */
     uint64_t skips_counted[SL_SKIP__COUNT];
     uint64_t skips_reported[SL_SKIP__COUNT];
-    /* Control thread only: backoff per worker, and workers whose stream broke
-     * and whose splits the dispatcher has not yet been asked to retry. */
-    cl_backoff_t backoff[CL_MAX_FETCHERS];
-    uint64_t retry_workers[CL_MAX_FETCHERS];
-    size_t nretry_workers;
     /* Local split ids with positions left to submit, oldest first
      * (CL_MAX_SPLITS; stale entries are dropped when they reach the front). */
     sl_ring_t local_pending;
     /* The consumer found no local split left to start and the executor
      * about to run dry (job.c note_idle): the next GetAssignment says so
-     * (docs/protocol.md "Idle clients"). ctl_kick wakes the control thread
-     * (ctl_cv) so it asks at once instead of at its next poll. Under mu. */
+     * (docs/protocol.md "Idle clients"). */
     int idle;
     /* The last ReportRates window used at least CL_BUSY_FRACTION of the
-     * client's CPU budget (profile.c). A client whose executor runs dry
+     * client's CPU budget (rates.c). A client whose executor runs dry
      * then is not idle: its CPU goes to receiving, and a split it took
-     * would slow the remote samples down more than it adds. Under mu. */
+     * would slow the remote samples down more than it adds. */
     int cpu_busy;
-    int ctl_kick;
-    pthread_cond_t ctl_cv;
     /* The consumer's note at the end of each pump, for a diagnosis from
      * another thread (diagnose.h): how many, when (monotonic seconds), and
-     * the executor's places in use then. Under mu. */
+     * the executor's places in use then. */
     uint64_t pumps;
     double pump_at;
     unsigned pump_inflight, pump_capacity;
-
-    /* consumer only */
-    char last_error[512];
-    double t_start, wait_sec;
-    uint64_t from_local, from_remote;
-    uint64_t local_epoch, local_pos; /* local mode: the next position to run */
 };
 
 /* ranks.c: multi-rank jobs (docs/protocol.md "Multi-rank jobs"). */
@@ -228,6 +257,10 @@ int cl_ranks_resume(struct sluice_job *job, const Sluice__SubmitJobResponse *r, 
                     size_t errlen);
 /* job.c: one step of the consumer's work; waits briefly when idle. */
 int cl_job_pump(struct sluice_job *job);
+/* account.c: the line's account function (cl_line_account_fn; arg: the
+ * job): what a sample the line batched, dropped or popped means for its
+ * split and the skip counts. */
+void cl_job_account(void *arg, cl_line_ev_e ev, const cl_line_took_t *t);
 /* control.c */
 int cl_control_start(struct sluice_job *job);
 void cl_control_stop(struct sluice_job *job);

@@ -18,7 +18,7 @@
 #define CL_POLL_MS 100
 
 /* Waits ms before the next round; while the dispatcher answers (may_wake),
- * a consumer that became idle (job->ctl_kick) cuts the wait short, so its
+ * a consumer that became idle (job->control.kick) cuts the wait short, so its
  * request for work goes out at once, not up to a poll later. */
 static void wait_next(sluice_job_t *job, int ms, int may_wake)
 {
@@ -26,12 +26,12 @@ static void wait_next(sluice_job_t *job, int ms, int may_wake)
     pthread_mutex_lock(&job->mu);
     for (;;) {
         int64_t left = until - sl_mono_ms();
-        if (job->closing || left <= 0 || (may_wake && job->ctl_kick)) {
+        if (job->closing || left <= 0 || (may_wake && job->control.kick)) {
             break;
         }
-        (void)sl_cond_wait_ms(&job->ctl_cv, &job->mu, left);
+        (void)sl_cond_wait_ms(&job->control.cv, &job->mu, left);
     }
-    job->ctl_kick = 0;
+    job->control.kick = 0;
     pthread_mutex_unlock(&job->mu);
 }
 
@@ -48,9 +48,9 @@ int cl_backoff_next(int cur)
 static cl_backoff_t *backoff_of(sluice_job_t *job, uint64_t worker_id)
 {
     cl_backoff_t *free_slot = NULL;
-    cl_backoff_t *oldest = &job->backoff[0];
+    cl_backoff_t *oldest = &job->control.backoff[0];
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        cl_backoff_t *b = &job->backoff[i];
+        cl_backoff_t *b = &job->control.backoff[i];
         if (b->worker_id == worker_id) {
             return b;
         }
@@ -171,8 +171,8 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
 static cl_fetcher_t *fetcher_for(sluice_job_t *job, uint64_t worker_id)
 {
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        if (job->fetchers[i].started && job->fetchers[i].worker_id == worker_id) {
-            return &job->fetchers[i];
+        if (job->fetch.fetchers[i].started && job->fetch.fetchers[i].worker_id == worker_id) {
+            return &job->fetch.fetchers[i];
         }
     }
     return NULL;
@@ -188,8 +188,8 @@ static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *ad
         return;
     }
     for (int i = 0; i < CL_MAX_FETCHERS && f == NULL; i++) {
-        if (!job->fetchers[i].started) {
-            f = &job->fetchers[i];
+        if (!job->fetch.fetchers[i].started) {
+            f = &job->fetch.fetchers[i];
         }
     }
     if (f == NULL) {
@@ -210,13 +210,13 @@ static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *ad
 
 static void retry_worker_add(sluice_job_t *job, uint64_t worker_id)
 {
-    for (size_t i = 0; i < job->nretry_workers; i++) {
-        if (job->retry_workers[i] == worker_id) {
+    for (size_t i = 0; i < job->control.nretry_workers; i++) {
+        if (job->control.retry_workers[i] == worker_id) {
             return;
         }
     }
-    if (job->nretry_workers < CL_MAX_FETCHERS) {
-        job->retry_workers[job->nretry_workers++] = worker_id;
+    if (job->control.nretry_workers < CL_MAX_FETCHERS) {
+        job->control.retry_workers[job->control.nretry_workers++] = worker_id;
     }
 }
 
@@ -225,7 +225,7 @@ static void retry_worker_add(sluice_job_t *job, uint64_t worker_id)
 static void reap_fetchers(sluice_job_t *job)
 {
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        cl_fetcher_t *f = &job->fetchers[i];
+        cl_fetcher_t *f = &job->fetch.fetchers[i];
         pthread_mutex_lock(&job->mu);
         int done = f->started && f->state != CL_FETCH_RUNNING;
         pthread_mutex_unlock(&job->mu);
@@ -255,8 +255,8 @@ static void reap_fetchers(sluice_job_t *job)
  * list until its request succeeds. */
 static void send_retries(sluice_job_t *job)
 {
-    while (job->nretry_workers > 0) {
-        uint64_t wid = job->retry_workers[0];
+    while (job->control.nretry_workers > 0) {
+        uint64_t wid = job->control.retry_workers[0];
         cl_ids_t ids = {0};
         pthread_mutex_lock(&job->mu);
         for (size_t k = 0; k < CL_MAX_SPLITS; k++) {
@@ -284,9 +284,9 @@ static void send_retries(sluice_job_t *job)
         if (rc != 0) {
             return; /* next round */
         }
-        memmove(&job->retry_workers[0], &job->retry_workers[1],
-                (job->nretry_workers - 1) * sizeof(job->retry_workers[0]));
-        job->nretry_workers--;
+        memmove(&job->control.retry_workers[0], &job->control.retry_workers[1],
+                (job->control.nretry_workers - 1) * sizeof(job->control.retry_workers[0]));
+        job->control.nretry_workers--;
     }
 }
 
@@ -417,25 +417,25 @@ static void *control_main(void *arg)
 
 int cl_control_start(sluice_job_t *job)
 {
-    if (pthread_create(&job->control, NULL, control_main, job) != 0) {
+    if (pthread_create(&job->control.thread, NULL, control_main, job) != 0) {
         return -EAGAIN;
     }
-    job->control_started = 1;
+    job->control.started = 1;
     return 0;
 }
 
 void cl_control_stop(sluice_job_t *job)
 {
-    pthread_join(job->control, NULL);
+    pthread_join(job->control.thread, NULL);
     pthread_mutex_lock(&job->mu);
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        job->fetchers[i].stop = 1;
+        job->fetch.fetchers[i].stop = 1;
     }
     pthread_mutex_unlock(&job->mu);
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        if (job->fetchers[i].started) {
-            pthread_join(job->fetchers[i].thread, NULL);
-            job->fetchers[i].started = 0;
+        if (job->fetch.fetchers[i].started) {
+            pthread_join(job->fetch.fetchers[i].thread, NULL);
+            job->fetch.fetchers[i].started = 0;
         }
     }
     /* Flush final acks, then free the job on the dispatcher. */

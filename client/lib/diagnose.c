@@ -128,7 +128,7 @@ int cl_job_diagnose(sluice_job_t *job, char *buf, size_t len)
         return 0;
     }
     size_t msgs = 0; /* not their samples: a message's cursor is the consumer's alone */
-    for (const cl_msg_t *m = job->in_head; m != NULL; m = m->next) {
+    for (const cl_msg_t *m = job->fetch.in_head; m != NULL; m = m->next) {
         msgs++;
     }
     put(buf, len, &off,
@@ -139,7 +139,7 @@ int cl_job_diagnose(sluice_job_t *job, char *buf, size_t len)
     put(buf, len, &off, " Fetch streams:");
     int nfetch = 0;
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        const cl_fetcher_t *f = &job->fetchers[i];
+        const cl_fetcher_t *f = &job->fetch.fetchers[i];
         if (!f->started) {
             continue;
         }
@@ -150,7 +150,7 @@ int cl_job_diagnose(sluice_job_t *job, char *buf, size_t len)
     if (nfetch == 0) {
         put(buf, len, &off, " none;");
     }
-    put(buf, len, &off, " %zu workers to retry.", job->nretry_workers);
+    put(buf, len, &off, " %zu workers to retry.", job->control.nretry_workers);
     if (job->fallback[0] != '\0') {
         put(buf, len, &off, " Dispatcher: %s.", job->fallback);
     }

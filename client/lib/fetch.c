@@ -102,12 +102,12 @@ void *cl_fetch_main(void *arg)
         msg->worker_id = f->worker_id;
         pthread_mutex_lock(&job->mu);
         f->delivered = 1;
-        if (job->in_tail != NULL) {
-            job->in_tail->next = msg;
+        if (job->fetch.in_tail != NULL) {
+            job->fetch.in_tail->next = msg;
         } else {
-            job->in_head = msg;
+            job->fetch.in_head = msg;
         }
-        job->in_tail = msg;
+        job->fetch.in_tail = msg;
         pthread_cond_broadcast(&job->cv);
         pthread_mutex_unlock(&job->mu);
     }

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/base/ring.h"
+#include "client/lib/batch_wire.h"
 #include "client/lib/taken.h"
+#include "common/base/ring.h"
 #include "common/data/skip.h"
 #include "common/engine/executor.h"
 #include "common/order/ranks.h"
+#include "common/sample/record.h"
 
 #define CL_ORDER_CACHE 3 /* epoch orders kept */
 /* The executor holds CL_WINDOW_PER_THREAD samples per thread plus one
@@ -40,6 +42,9 @@ struct cl_line_s {
     char failed_on[256];      /* on_error "fail": the sample that stopped the job */
     sl_ring_t skips;          /* sluice_skip_t, the most recent SLUICE_RECENT_SKIPS */
     cl_taken_t taken;         /* what the training loop consumed (a saved state's) */
+    int track_drops;
+    cl_line_account_fn account; /* the job's split accounting, or NULL */
+    void *account_arg;
 };
 
 int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
@@ -61,6 +66,9 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->ttok = a->ttok;
     l->end_epoch = a->first_epoch + a->spec->epochs;
     l->declared = a->first_epoch;
+    l->track_drops = a->track_drops;
+    l->account = a->account;
+    l->account_arg = a->account_arg;
     cl_taken_init(&l->taken, a->first_epoch);
     /* Room for a whole batch beyond the threads' own window, so one batch
      * can be made while the training loop works on the previous one
@@ -250,7 +258,7 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
     return 0;
 }
 
-int cl_line_collect(cl_line_t *l, int timeout_ms, cl_line_took_t *ret)
+int cl_line_collect_one(cl_line_t *l, int timeout_ms, cl_line_took_t *ret)
 {
     if (sl_exec_inflight(l->exec) == 0) {
         return -EAGAIN;
@@ -264,16 +272,15 @@ int cl_line_collect(cl_line_t *l, int timeout_ms, cl_line_took_t *ret)
     return cl_line_put(l, &s, detail, NULL, NULL, ret);
 }
 
-size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max)
-{
-    return sl_batcher_take_dropped(l->batcher, out, max);
-}
-
 sl_batch_t *cl_line_pop(cl_line_t *l)
 {
     sl_batch_t *b = sl_batcher_pop(l->batcher);
     if (b == NULL) {
         return NULL;
+    }
+    for (uint32_t i = 0; l->account != NULL && i < b->n; i++) {
+        cl_line_took_t t = {.split_id = b->meta[i].split_id, .skip = -1};
+        l->account(l->account_arg, CL_LINE_EV_POPPED, &t);
     }
     for (uint32_t i = 0; i < b->n;) {
         uint32_t k = i + 1; /* a run of consecutive positions: one range */
@@ -315,6 +322,17 @@ int64_t cl_line_mark_done(cl_line_t *l, uint64_t epoch, uint64_t begin, uint64_t
     return rc < 0 ? rc : sl_batcher_mark_done(l->batcher, epoch, begin, end);
 }
 
+void cl_line_gauge(const cl_line_t *l, cl_line_gauge_t *ret)
+{
+    sl_batcher_stats_t bs;
+    sl_batcher_get_stats(l->batcher, &bs);
+    ret->inflight = sl_exec_inflight(l->exec);
+    ret->capacity = sl_exec_capacity(l->exec);
+    ret->room = ret->capacity - ret->inflight;
+    ret->accepted = bs.delivered;
+    ret->done = cl_line_done(l);
+}
+
 void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret)
 {
     sl_batcher_get_stats(l->batcher, ret);
@@ -335,3 +353,211 @@ size_t cl_line_recent_skips(const cl_line_t *l, sluice_skip_t *out, size_t max)
 }
 
 const char *cl_line_failed_on(const cl_line_t *l) { return l->failed_on; }
+
+/* ------------------------------------------------------------ feeding */
+
+/* A sample the batcher took (rc: cl_line_put's answer) told to the
+ * account, with the split ids drop_last discarded meanwhile (tracking
+ * drops); errors into err. */
+static int batched(cl_line_t *l, int rc, const cl_line_took_t *t, char *err, size_t errlen)
+{
+    if (rc == -EIO) {
+        snprintf(err, errlen, "%s (on_error is \"fail\")", t->detail);
+        return rc;
+    }
+    if (rc == -ECHILD) {
+        snprintf(err, errlen, "%s", t->detail); /* a plugin crashed or hung */
+        return -EIO;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", "batcher refused a sample (epoch or position out of range)");
+        return rc;
+    }
+    if (l->account == NULL) {
+        return 0;
+    }
+    l->account(l->account_arg, CL_LINE_EV_BATCHED, t);
+    uint64_t ids[64];
+    size_t n;
+    while (l->track_drops && (n = sl_batcher_take_dropped(l->batcher, ids, 64)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            cl_line_took_t d = {.split_id = ids[i], .skip = -1};
+            l->account(l->account_arg, CL_LINE_EV_DROPPED, &d);
+        }
+    }
+    return 0;
+}
+
+/* cl_line_put, then told to the account. */
+static int put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill, void *arg,
+               char *err, size_t errlen)
+{
+    cl_line_took_t t;
+    int rc = cl_line_put(l, s, detail, fill, arg, &t);
+    return batched(l, rc, &t, err, errlen);
+}
+
+int cl_line_collect(cl_line_t *l, int timeout_ms, char *err, size_t errlen)
+{
+    cl_line_took_t t;
+    int rc;
+    int n = 0;
+    while ((rc = cl_line_collect_one(l, timeout_ms, &t)) != -EAGAIN) {
+        n++;
+        timeout_ms = 0;
+        rc = batched(l, rc, &t, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return n;
+}
+
+/* sl_batcher_fill_fn: the one copy of a received sample, from the message's
+ * slices to its place (arg: a reader over exactly its bytes, checked by
+ * sl_wire_sample_check, so the copy cannot fall short). */
+static void fill_from_wire(void *arg, uint8_t *dst, size_t n)
+{
+    sl_pbw_reader_t r = *(const sl_pbw_reader_t *)arg;
+    (void)sl_pbw_copy(&r, dst, n);
+}
+
+/* A peer's skip: its reason (unknown names count as I/O errors) into s,
+ * its detail (or the reason) into detail. */
+static void peer_skip(const sl_wire_sample_t *m, sl_sample_t *s, char *detail, size_t len)
+{
+    char reason[64];
+    sl_wire_string(&m->skip_reason, reason, sizeof(reason));
+    s->skip = SL_SKIP_IO;
+    for (int r = 0; r < SL_SKIP__COUNT; r++) {
+        if (strcmp(reason, sl_skip_name((sl_skip_e)r)) == 0) {
+            s->skip = r;
+        }
+    }
+    sl_wire_string(&m->skip_detail, detail, len);
+    if (detail[0] == '\0') {
+        snprintf(detail, len, "%s", reason);
+    }
+}
+
+/* The received payload of m (judged fine) into the line: finished, straight
+ * from the slices into its slot in the batch; else the executor runs the
+ * remaining units on a copy. Returns 1, or a negative code. */
+static int take_payload(cl_line_t *l, const sl_wire_sample_t *m, uint32_t stage_to, sl_sample_t *s,
+                        char *err, size_t errlen)
+{
+    size_t n = sl_pbw_left(&m->data);
+    if (m->dtype == SL_DT_BYTES) {
+        s->t = (sl_tensor_t){.dtype = SL_DT_BYTES,
+                             .layout = SL_LAYOUT_HWC,
+                             .h = (uint32_t)n,
+                             .w = 1,
+                             .c = 1,
+                             .nbytes = n};
+    } else {
+        s->t = (sl_tensor_t){.dtype = (sl_dtype_e)m->dtype,
+                             .layout = (sl_layout_e)m->layout,
+                             .h = m->h,
+                             .w = m->w,
+                             .c = m->c,
+                             .nbytes = n};
+    }
+    if (stage_to >= l->nunits && m->dtype != SL_DT_RECORD) {
+        sl_pbw_reader_t data = m->data;
+        int rc = put(l, s, "", fill_from_wire, &data, err, errlen);
+        return rc < 0 ? rc : 1;
+    }
+    s->t.data = malloc(n);
+    if (s->t.data == NULL) {
+        snprintf(err, errlen, "%s", "out of memory taking a received sample");
+        return -ENOMEM;
+    }
+    s->t.cap = n;
+    fill_from_wire((void *)&m->data, s->t.data, n);
+    if (m->dtype == SL_DT_RECORD) {
+        /* A record is checked whole before anything reads its fields: a
+         * damaged one from a peer is a skip, not a batch that fails later. */
+        char detail[256] = "";
+        sl_rec_t rec;
+        if (sl_rec_parse(s->t.data, n, &rec, detail, sizeof(detail)) < 0) {
+            sl_tensor_free(&s->t);
+            s->skip = SL_SKIP_CORRUPT;
+            int rc = put(l, s, detail, NULL, NULL, err, errlen);
+            return rc < 0 ? rc : 1;
+        }
+        if (stage_to >= l->nunits) {
+            int rc = put(l, s, "", NULL, NULL, err, errlen);
+            return rc < 0 ? rc : 1;
+        }
+    }
+    int rc = cl_line_run(l, s, stage_to);
+    sl_tensor_free(&s->t);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", "cannot queue a received sample");
+        return rc;
+    }
+    return 1;
+}
+
+/* A received sample: validated like every peer field; anything
+ * inconsistent becomes a skip. */
+static int feed_wire(cl_line_t *l, const cl_line_in_t *in, char *err, size_t errlen)
+{
+    const sl_wire_sample_t *m = in->wire;
+    /* The worker says which units it ran (a re-planned split may differ from
+     * the plan the client saw last). A finished or skipped sample goes
+     * straight to the batcher, so a full executor -- local samples of the
+     * client's share -- must not hold it back: its worker's stream waits on
+     * the credit the message frees. */
+    uint32_t stage_to = in->stage_to;
+    if (sl_pbw_left(&m->skip_reason) == 0 && stage_to < l->nunits && cl_line_room(l) == 0) {
+        return -EAGAIN;
+    }
+    sl_sample_t s;
+    int rc = cl_line_sample(l, in->epoch, in->pos, in->split_id, &s);
+    if (rc == -ERANGE) {
+        return 0; /* not of this job: ignore */
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", "cannot start an epoch");
+        return -ENOMEM;
+    }
+    if (rc == 1) {
+        return put(l, &s, "", NULL, NULL, err, errlen); /* counted as a dropped duplicate */
+    }
+    char detail[256] = "";
+    if (sl_pbw_left(&m->skip_reason) > 0) {
+        peer_skip(m, &s, detail, sizeof(detail));
+        return put(l, &s, detail, NULL, NULL, err, errlen);
+    }
+    if (sl_wire_sample_check(m, stage_to, l->nunits, detail, sizeof(detail)) < 0) {
+        s.skip = SL_SKIP_CORRUPT;
+        return put(l, &s, detail, NULL, NULL, err, errlen);
+    }
+    return take_payload(l, m, stage_to, &s, err, errlen);
+}
+
+int cl_line_feed(cl_line_t *l, const cl_line_in_t *in, char *err, size_t errlen)
+{
+    if (in->wire != NULL) {
+        return feed_wire(l, in, err, errlen);
+    }
+    if (cl_line_room(l) == 0) {
+        return -EAGAIN;
+    }
+    sl_sample_t s;
+    int rc = cl_line_sample(l, in->epoch, in->pos, in->split_id, &s);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", "cannot start an epoch");
+        return rc;
+    }
+    if (rc == 1 && in->once) {
+        return 0;
+    }
+    rc = cl_line_run(l, &s, 0);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", "cannot queue a sample");
+        return rc;
+    }
+    return 1;
+}

@@ -8,13 +8,21 @@
  * batch is made while the training loop works on the previous one) and
  * applies the spec's on_error policy to every sample it batches.
  *
- * The consumer (client/lib/job.c) drives it with one call per step: describe
- * a position (cl_line_sample), run units on a sample (cl_line_run), batch a
- * finished one (cl_line_put) or the executor's next (cl_line_collect), take a
- * batch (cl_line_pop), ask whether the job is through (cl_line_done). It
- * remembers the most recent skipped samples (cl_line_recent_skips). What a
- * batched sample means for splits and acknowledgements stays with the job:
- * every batching call says what became of the sample (cl_line_took_t).
+ * The consumer (client/lib/job.c) drives it through three calls: feed a
+ * sample in (cl_line_feed: a position of the client's own to run from the
+ * source, or a received one, to the executor when units are left, else
+ * straight to the batcher), collect what the executor finished into the
+ * batcher (cl_line_collect), and pop a ready batch (cl_line_pop); it reads
+ * where the line stands with cl_line_gauge. What a sample means for splits,
+ * acknowledgements and the skips the dispatcher is told about stays with the
+ * job: the line tells it through the one account function the job gave
+ * cl_line_new, for every sample batched, dropped or popped, whichever call
+ * did it. It remembers the most recent skipped samples
+ * (cl_line_recent_skips).
+ *
+ * Below those, the steps they are made of (describe a position:
+ * cl_line_sample; run units: cl_line_run; batch: cl_line_put,
+ * cl_line_collect_one) stay callable for tests; they tell no account.
  *
  * Why in client/lib and not common/engine: the worker runs the executor too,
  * but it ships every finished sample to a stream as it comes (worker/tasks.c)
@@ -37,6 +45,25 @@
 
 typedef struct cl_line_s cl_line_t;
 
+/* What became of a sample the line batched. */
+typedef struct cl_line_took_s {
+    uint64_t split_id;
+    int skip;         /* -1 delivered, else its sl_skip_e */
+    int duplicate;    /* dropped: its (epoch, position) was batched before */
+    char detail[256]; /* why it was skipped ("" when delivered) */
+} cl_line_took_t;
+
+/* What the line tells the job's account (cl_line_args_t.account). */
+typedef enum {
+    CL_LINE_EV_BATCHED, /* the batcher took t's sample (a first copy or a duplicate) */
+    CL_LINE_EV_DROPPED, /* track_drops: drop_last discarded a sample of split t->split_id */
+    CL_LINE_EV_POPPED,  /* a sample of split t->split_id left in a popped batch */
+} cl_line_ev_e;
+
+/* Called on the consumer's thread, inside cl_line_feed, cl_line_collect and
+ * cl_line_pop. */
+typedef void (*cl_line_account_fn)(void *arg, cl_line_ev_e ev, const cl_line_took_t *t);
+
 typedef struct cl_line_args_s {
     /* Batching, epochs, ranks and on_error come from spec; spec, pipe and src
      * must outlive the line. */
@@ -46,7 +73,7 @@ typedef struct cl_line_args_s {
     uint64_t num_samples; /* in the source */
     uint64_t positions;   /* per epoch: num_samples, or this rank's share */
     unsigned threads;     /* executor threads */
-    int track_drops;      /* remember drop_last-discarded split ids (cl_line_take_dropped) */
+    int track_drops;      /* tell the account of drop_last discards (CL_LINE_EV_DROPPED) */
     /* The epochs are numbered [first_epoch, first_epoch + spec->epochs), as
      * in one longer job (sluice_options_t.first_epoch). */
     uint64_t first_epoch;
@@ -55,19 +82,58 @@ typedef struct cl_line_args_s {
      * line); NULL for count-based batches. */
     const float *tcost;
     const uint32_t *ttok;
+    /* The job's split accounting; NULL tells nothing. */
+    cl_line_account_fn account;
+    void *account_arg;
 } cl_line_args_t;
-
-/* What became of a sample the line batched. */
-typedef struct cl_line_took_s {
-    uint64_t split_id;
-    int skip;          /* -1 delivered, else its sl_skip_e */
-    int duplicate;     /* dropped: its (epoch, position) was batched before */
-    char detail[256];  /* why it was skipped ("" when delivered) */
-} cl_line_took_t;
 
 /* Returns 0, -EINVAL (no threads), -ENOMEM. */
 int cl_line_new(const cl_line_args_t *a, cl_line_t **ret);
 void cl_line_free(cl_line_t *l); /* waits for samples in flight; NULL ok */
+
+/* ---- the consumer's three calls */
+
+struct sl_wire_sample_s; /* client/lib/batch_wire.h */
+
+/* One sample to feed in: position pos of epoch, counted towards split_id
+ * (0: none, local mode). */
+typedef struct cl_line_in_s {
+    uint64_t epoch, pos, split_id;
+    /* A received sample whose units [0, stage_to) ran on a worker (its
+     * fields are judged like any peer's: anything inconsistent becomes a
+     * skip); NULL: a position the client runs from the source. */
+    const struct sl_wire_sample_s *wire;
+    uint32_t stage_to;
+    /* A position of the client's own split: not started when it was batched
+     * already (a worker delivered it before the split became the client's). */
+    int once;
+} cl_line_in_t;
+
+/* Feeds one sample in: a position into the executor (every unit), a
+ * received sample into the executor (units left) or the batcher (finished,
+ * skipped, damaged, a duplicate). Returns 1 when it counts as a sample from
+ * its source (a position started; a received payload taken), 0 when taken
+ * otherwise or ignored (a received sample of no epoch or position of the
+ * job; a once position batched already), -EAGAIN when it needs the executor
+ * and there is no room (nothing done), -ERANGE for a position outside the
+ * job, other negative codes (-EIO: an on_error "fail" skip or a crashed
+ * plugin), with err saying why. */
+int cl_line_feed(cl_line_t *l, const cl_line_in_t *in, char *err, size_t errlen);
+/* Batches what the executor finished, the first waiting up to timeout_ms.
+ * Returns how many, or a negative code as cl_line_feed's with err filled. */
+int cl_line_collect(cl_line_t *l, int timeout_ms, char *err, size_t errlen);
+/* A ready batch (sl_batch_free it; any thread), or NULL. */
+sl_batch_t *cl_line_pop(cl_line_t *l);
+
+/* Where the line stands. */
+typedef struct cl_line_gauge_s {
+    unsigned room, inflight, capacity; /* the executor's places */
+    uint64_t accepted;                 /* samples the batcher has taken */
+    int done;                          /* cl_line_done */
+} cl_line_gauge_t;
+void cl_line_gauge(const cl_line_t *l, cl_line_gauge_t *ret);
+
+/* ---- the steps the three calls are made of (tests) */
 
 /* Samples that may be started now; in flight; at most in flight. */
 unsigned cl_line_room(const cl_line_t *l);
@@ -96,13 +162,8 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
 /* Batches the executor's next finished sample, waiting up to timeout_ms.
  * Returns as cl_line_put, or -EAGAIN when none finished in time or none is
  * in flight. */
-int cl_line_collect(cl_line_t *l, int timeout_ms, cl_line_took_t *ret);
-/* Tracking drops: moves up to max split ids of drop_last-discarded samples
- * into out; returns how many. */
-size_t cl_line_take_dropped(cl_line_t *l, uint64_t *out, size_t max);
+int cl_line_collect_one(cl_line_t *l, int timeout_ms, cl_line_took_t *ret);
 
-/* A ready batch (sl_batch_free it; any thread), or NULL. */
-sl_batch_t *cl_line_pop(cl_line_t *l);
 /* Every epoch declared and batched, nothing in flight, every batch popped. */
 int cl_line_done(const cl_line_t *l);
 

@@ -20,6 +20,85 @@
 #include "common/order/ranks.h"
 #include "common/base/clock.h"
 
+/* Per-sample costs for cost-cut splits: single-consumer jobs only (the
+ * dispatcher cuts multi-rank jobs by count), bounded in size. Sets req's
+ * costs and returns the array to free after the call, or NULL (then sent
+ * without: the job is cut by count). */
+static float *sample_costs(sluice_job_t *job, Sluice__SubmitJobRequest *req)
+{
+    if (job->spec.world_size > 1 || job->num_samples == 0 ||
+        job->num_samples > CL_MAX_SAMPLE_COSTS ||
+        job->spec.batching.mode != SL_BATCHING_COUNT) { /* balanced: its own order */
+        return NULL;
+    }
+    float *costs = malloc(job->num_samples * sizeof(*costs));
+    sl_costmodel_t model;
+    int have_model = cl_planner_cost_model(job->planner, &model) == 0;
+    cl_costs_from_e from = CL_COSTS_SIZE;
+    if (costs != NULL &&
+        cl_sample_costs(job->src, have_model ? &model : NULL, CL_COST_HEAD_BUDGET_MS, costs,
+                        job->num_samples, &from) == 0) {
+        req->n_sample_costs = job->num_samples;
+        req->sample_costs = costs;
+        snprintf(job->sample_costs, sizeof(job->sample_costs), "%s", cl_costs_from_name(from));
+    } /* out of memory: sent without */
+    return costs;
+}
+
+/* SubmitJob failed with rc (st: the status): the error to return. */
+static int submit_failed(const sluice_job_t *job, int rc, const sl_rpc_status_t *st, char *err,
+                         size_t errlen)
+{
+    if (rc == -ECOMM && st->code == SL_RPC_INVALID_ARGUMENT) {
+        return sl_err(err, errlen, -EINVAL, "%s", st->details);
+    }
+    /* A TLS/plaintext mismatch never connects: it looks like a dead
+     * peer, so say which setting to check. */
+    int noconn = rc == -ECOMM &&
+                 (st->code == SL_RPC_UNAVAILABLE || st->code == SL_RPC_DEADLINE_EXCEEDED);
+    const char *hint = !noconn ? ""
+                       : job->sec.tls_ca != NULL || job->sec.tls_cert != NULL
+                           ? "; no connection: is the dispatcher up, and does it serve TLS "
+                             "with a certificate --tls-ca trusts?"
+                           : "; no connection: is the dispatcher up, and is it plaintext "
+                             "(a TLS dispatcher needs --tls-ca)?";
+    return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)%s",
+                  job->dispatcher, rc == -ECOMM ? st->details : "bad reply",
+                  rc == -ECOMM ? sl_rpc_code_name(st->code) : "", hint);
+}
+
+/* What SubmitJob answered into the job: its id, capability and plan, and
+ * for a restarted rank what was acknowledged. Checks what would make every
+ * later call fail or nothing arrive. */
+static int take_reply(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char *err,
+                      size_t errlen)
+{
+    job->job_id = r->job_id;
+    if (!sl_jobcap_valid(r->job_secret)) {
+        /* Every later call about the job would be refused. */
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s answered SubmitJob without a job_secret (a dispatcher "
+                      "older than job capabilities?)",
+                      job->dispatcher);
+    }
+    snprintf(job->job_secret, sizeof(job->job_secret), "%s", r->job_secret);
+    if (r->first_epoch != job->first_epoch) {
+        /* It would hand out other epochs than ours: nothing would arrive. */
+        return sl_err(err, errlen, -EPROTO,
+                      "dispatcher %s numbers the job's epochs from %" PRIu64 ", not from "
+                      "first_epoch %" PRIu64 " (a dispatcher older than first_epoch?)",
+                      job->dispatcher, r->first_epoch, job->first_epoch);
+    }
+    if (r->plan != NULL) {
+        job->split_units = r->plan->split;
+        job->local_share = r->plan->local_share;
+        job->plan_compress = r->plan->compress;
+        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s", r->plan->mode ? r->plan->mode : "?");
+        cl_planner_note_plan(job->planner, r->plan);
+    }
+    return cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
+}
+
 /* planner: the profiles for an auto/fastflow job, or NULL. */
 static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInputs *planner,
                   char *err, size_t errlen)
@@ -52,25 +131,7 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     req.job_secret = job->spec.world_size > 1 ? job->job_secret : NULL;
     req.planner = planner;
     req.first_epoch = job->first_epoch;
-    /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
-     * dispatcher cuts multi-rank jobs by count), bounded in size. */
-    float *costs = NULL;
-    if (job->spec.world_size <= 1 && job->num_samples > 0 &&
-        job->num_samples <= CL_MAX_SAMPLE_COSTS &&
-        job->spec.batching.mode == SL_BATCHING_COUNT) { /* balanced: its own order */
-        costs = malloc(job->num_samples * sizeof(*costs));
-        sl_costmodel_t model;
-        int have_model = cl_planner_cost_model(job->planner, &model) == 0;
-        cl_costs_from_e from = CL_COSTS_SIZE;
-        if (costs != NULL &&
-            cl_sample_costs(job->src, have_model ? &model : NULL, CL_COST_HEAD_BUDGET_MS, costs,
-                            job->num_samples, &from) == 0) {
-            req.n_sample_costs = job->num_samples;
-            req.sample_costs = costs;
-            snprintf(job->sample_costs, sizeof(job->sample_costs), "%s",
-                     cl_costs_from_name(from));
-        } /* out of memory: sent without, the job is cut by count */
-    }
+    float *costs = sample_costs(job, &req);
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
     int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/SubmitJob", &req.base,
@@ -79,51 +140,9 @@ static int submit(sluice_job_t *job, const char *spec_path, Sluice__PlannerInput
     free(json);
     free(costs);
     if (rc < 0) {
-        if (rc == -ECOMM && st.code == SL_RPC_INVALID_ARGUMENT) {
-            return sl_err(err, errlen, -EINVAL, "%s", st.details);
-        }
-        /* A TLS/plaintext mismatch never connects: it looks like a dead
-         * peer, so say which setting to check. */
-        int noconn = rc == -ECOMM &&
-                     (st.code == SL_RPC_UNAVAILABLE || st.code == SL_RPC_DEADLINE_EXCEEDED);
-        const char *hint = !noconn ? ""
-                           : job->sec.tls_ca != NULL || job->sec.tls_cert != NULL
-                               ? "; no connection: is the dispatcher up, and does it serve TLS "
-                                 "with a certificate --tls-ca trusts?"
-                               : "; no connection: is the dispatcher up, and is it plaintext "
-                                 "(a TLS dispatcher needs --tls-ca)?";
-        return sl_err(err, errlen, -ECONNREFUSED, "dispatcher %s: SubmitJob failed: %s (%s)%s",
-                      job->dispatcher, rc == -ECOMM ? st.details : "bad reply",
-                      rc == -ECOMM ? sl_rpc_code_name(st.code) : "", hint);
+        return submit_failed(job, rc, &st, err, errlen);
     }
-    Sluice__SubmitJobResponse *r = (Sluice__SubmitJobResponse *)resp;
-    job->job_id = r->job_id;
-    if (!sl_jobcap_valid(r->job_secret)) {
-        /* Every later call about the job would be refused. */
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return sl_err(err, errlen, -EPROTO,
-                      "dispatcher %s answered SubmitJob without a job_secret (a dispatcher "
-                      "older than job capabilities?)",
-                      job->dispatcher);
-    }
-    snprintf(job->job_secret, sizeof(job->job_secret), "%s", r->job_secret);
-    if (r->first_epoch != job->first_epoch) {
-        /* It would hand out other epochs than ours: nothing would arrive. */
-        protobuf_c_message_free_unpacked(resp, NULL);
-        return sl_err(err, errlen, -EPROTO,
-                      "dispatcher %s numbers the job's epochs from %" PRIu64 ", not from "
-                      "first_epoch %" PRIu64 " (a dispatcher older than first_epoch?)",
-                      job->dispatcher, r->first_epoch, job->first_epoch);
-    }
-    if (r->plan != NULL) {
-        job->split_units = r->plan->split;
-        job->local_share = r->plan->local_share;
-        job->plan_compress = r->plan->compress;
-        snprintf(job->plan_mode, sizeof(job->plan_mode), "%s",
-                 r->plan->mode ? r->plan->mode : "?");
-        cl_planner_note_plan(job->planner, r->plan);
-    }
-    rc = cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
+    rc = take_reply(job, (const Sluice__SubmitJobResponse *)resp, err, errlen);
     protobuf_c_message_free_unpacked(resp, NULL);
     if (rc < 0) {
         return rc;
@@ -192,13 +211,13 @@ static sluice_job_t *job_new(const sluice_options_t *opts)
         free(job);
         return NULL;
     }
-    if (sl_cond_init_mono(&job->ctl_cv) != 0) {
+    if (sl_cond_init_mono(&job->control.cv) != 0) {
         pthread_cond_destroy(&job->cv);
         free(job);
         return NULL;
     }
     pthread_mutex_init(&job->mu, NULL);
-    job->t_start = sl_mono_sec();
+    job->consumer.t_start = sl_mono_sec();
     job->opts = *opts;
     snprintf(job->data_root, sizeof(job->data_root), "%s", opts->data_root ? opts->data_root : ".");
     job->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
@@ -239,7 +258,7 @@ static int apply_epochs(sluice_job_t *job, const sluice_options_t *opts, char *e
     }
     job->first_epoch = opts->first_epoch;
     job->end_epoch = opts->first_epoch + job->spec.epochs;
-    job->local_epoch = job->first_epoch; /* local mode: where the cursor starts */
+    job->consumer.local_epoch = job->first_epoch; /* local mode: where the cursor starts */
     return 0;
 }
 
@@ -335,12 +354,19 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         }
         free(order); /* no stats without memory: the job runs the same */
     }
-    cl_line_args_t la = {.spec = &job->spec, .pipe = job->pipe, .src = job->src,
-                         .num_samples = job->num_samples, .positions = job->positions,
-                         .threads = job->opts.threads, .track_drops = job->ack_on_pop,
-                         .first_epoch = job->first_epoch, .tcost = job->tcost,
-                         .ttok = job->ttok};
-    rc = cl_line_new(&la, &job->line);
+    cl_line_args_t la = {.spec = &job->spec,
+                         .pipe = job->pipe,
+                         .src = job->src,
+                         .num_samples = job->num_samples,
+                         .positions = job->positions,
+                         .threads = job->opts.threads,
+                         .track_drops = job->ack_on_pop,
+                         .first_epoch = job->first_epoch,
+                         .tcost = job->tcost,
+                         .ttok = job->ttok,
+                         .account = cl_job_account,
+                         .account_arg = job};
+    rc = cl_line_new(&la, &job->consumer.line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
     if (rc < 0 || job->splits == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory setting up the job");
@@ -459,15 +485,15 @@ void sluice_close(sluice_job_t *job)
     pthread_mutex_lock(&job->mu);
     job->closing = 1;
     pthread_cond_broadcast(&job->cv);
-    pthread_cond_signal(&job->ctl_cv);
+    pthread_cond_signal(&job->control.cv);
     pthread_mutex_unlock(&job->mu);
-    if (job->control_started) {
+    if (job->control.started) {
         cl_control_stop(job); /* stops fetchers, tells the dispatcher */
     }
-    cl_line_free(job->line);
-    while (job->in_head != NULL) {
-        cl_msg_t *m = job->in_head;
-        job->in_head = m->next;
+    cl_line_free(job->consumer.line);
+    while (job->fetch.in_head != NULL) {
+        cl_msg_t *m = job->fetch.in_head;
+        job->fetch.in_head = m->next;
         cl_msg_free(m);
     }
     if (job->disp != NULL) {
@@ -487,6 +513,6 @@ void sluice_close(sluice_job_t *job)
     sl_ring_free(&job->local_pending);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cv);
-    pthread_cond_destroy(&job->ctl_cv);
+    pthread_cond_destroy(&job->control.cv);
     free(job);
 }

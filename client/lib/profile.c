@@ -1,4 +1,5 @@
-/* profile: see profile.h. */
+/* profile: profiling before SubmitJob (profile.h steps 1-6; the link
+ * probes themselves are probe.c, the reports while running rates.c). */
 #include "client/lib/profile.h"
 
 #include <errno.h>
@@ -10,83 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/lib/client_impl.h"
-#include "client/lib/overhead.h"
-#include "client/lib/profile_budget.h"
+#include "client/lib/planner_impl.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
 #include "common/cost/hostfacts.h"
 #include "common/profile/profiler.h"
 
-#define CL_NAME_MAX 96
-#define CL_KEY_MAX 128
 #define CL_PROFILE_CALL_SLACK_MS 15000 /* beyond max_ms: indexing the source there */
-
-/* One host's profile with the storage its message points into. */
-typedef struct cl_hp_s {
-    Sluice__HostProfile msg;
-    Sluice__StageStat units[SL_PIPE_MAX_UNITS];
-    Sluice__StageStat *punits[SL_PIPE_MAX_UNITS];
-    char names[SL_PIPE_MAX_UNITS][CL_NAME_MAX];
-    char host[CL_KEY_MAX];
-    double coef[SL_COST_NPARAM];
-} cl_hp_t;
-
-typedef struct cl_class_s {
-    Sluice__WorkerClass msg;
-    char key[CL_KEY_MAX];
-    uint64_t ids[CL_PLAN_MAX_WORKERS];
-    char first_addr[256]; /* the worker profiled and probed */
-    int have_profile;
-    cl_hp_t hp;
-} cl_class_t;
-
-struct cl_planner_s {
-    const sl_rpc_security_t *security; /* cl_planner_profile's; the job's, outlives p */
-    /* inputs: written by the profiling thread before SubmitJob */
-    Sluice__PlannerInputs in;
-    cl_hp_t client;
-    cl_class_t classes[CL_PLAN_MAX_CLASSES];
-    Sluice__WorkerClass *pclasses[CL_PLAN_MAX_CLASSES];
-    char machine_id[SL_MACHINE_ID_MAX]; /* in.client_machine_id points here */
-    char cpu_set[512];                  /* in.client_cpu_set points here */
-    char host_key[CL_KEY_MAX];          /* in.client_host points here */
-    /* in.codec_* point here: the wire codec per boundary (profile_codec) */
-    double codec_ratio[SL_PIPE_MAX_UNITS + 1];
-    double codec_compress[SL_PIPE_MAX_UNITS + 1];
-    double codec_decompress[SL_PIPE_MAX_UNITS + 1];
-    double profile_seconds;
-    /* The CPU budget (profile_budget.h): what hostfacts read, and, when it
-     * could not tell (src unknown), the estimate from the profile pass and
-     * then from every report window (the control thread's). */
-    sl_budget_src_e budget_src;
-    double lone_cpu;  /* the profile pass's thread CPU and wall seconds; 0 = not run */
-    double lone_wall;
-    cl_budget_est_t best;
-    cl_rundelay_t rundelay;
-    int have_rundelay;
-
-    /* mu guards everything below (consumer, control and caller threads) */
-    pthread_mutex_t mu;
-    double predicted;
-    char binding[32];
-    uint32_t version;
-    double measured;
-    /* the consumer's window since the last report */
-    double last_leave;     /* when next_batch last returned; 0 = never */
-    uint64_t win_samples;
-    double win_wait;       /* inside next_batch */
-    double win_outside;    /* outside next_batch: the training loop's own time */
-    uint64_t delivered;
-    uint64_t accepted; /* by the batcher (cl_planner_note_accepted) */
-    /* the control thread's */
-    double last_report;
-    double cpu_at_report;
-    double units_cpu_at_report; /* the executor's unit CPU, summed */
-    uint64_t accepted_at_report;
-    cl_overhead_t overhead;
-};
 
 cl_planner_t *cl_planner_new(void)
 {
@@ -328,140 +260,6 @@ static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *sp
     sl_rpc_channel_free(ch);
 }
 
-/* One probe stream and what it measured. */
-typedef struct cl_probe_s {
-    const char *addr;
-    const sl_rpc_security_t *sec;
-    int timeout_ms;
-    int rc;          /* 0: the stream ended normally after more than one chunk */
-    double t_first;  /* when the first chunk arrived (monotonic) */
-    double t_end;
-    double cpu_first; /* process CPU when the first chunk arrived */
-    double cpu;      /* process CPU from the first chunk to the end */
-    uint64_t bytes;  /* after the first chunk */
-} cl_probe_t;
-
-/* Streams CL_PROBE_BYTES from pr->addr, or what arrives within
- * CL_PROBE_MAX_SEC of the first chunk (then the stream is cancelled).
- * Bandwidth counts the bytes after the first chunk over the time from its
- * arrival to the end (connection set-up excluded); the receive cost is this
- * process's CPU over that time per byte. */
-static void probe_run(cl_probe_t *pr)
-{
-    char err[256];
-    pr->rc = -1;
-    sl_rpc_channel_t *ch = sl_rpc_channel_new(pr->addr, SL_RPC_DEFAULT_MAX_MSG, pr->sec, 1, err,
-                                              sizeof(err));
-    if (ch == NULL) {
-        return;
-    }
-    Sluice__ProbeRequest req = SLUICE__PROBE_REQUEST__INIT;
-    req.version = SL_PROTOCOL_VERSION;
-    req.bytes = CL_PROBE_BYTES;
-    req.chunk_bytes = CL_PROBE_CHUNK;
-    sl_rpc_cstream_t *cs = NULL;
-    sl_rpc_status_t st;
-    if (sl_rpc_cstream_open(ch, "/sluice.Worker/Probe", &req.base,
-                            &sluice__probe_chunk__descriptor, pr->timeout_ms, &cs, &st) == 0) {
-        for (;;) {
-            ProtobufCMessage *m = NULL;
-            int r = sl_rpc_cstream_recv(cs, &m, pr->timeout_ms, &st);
-            if (r != 0) {
-                pr->rc = r == 1 && pr->bytes > 0 ? 0 : -1;
-                break;
-            }
-            size_t len = ((Sluice__ProbeChunk *)m)->data.len;
-            protobuf_c_message_free_unpacked(m, NULL);
-            if (pr->t_first == 0.0) {
-                pr->t_first = sl_mono_sec();
-                pr->cpu_first = sl_process_cpu_sec();
-            } else {
-                pr->bytes += len;
-                if (sl_mono_sec() - pr->t_first >= CL_PROBE_MAX_SEC) {
-                    pr->rc = 0;
-                    break;
-                }
-            }
-        }
-        pr->t_end = sl_mono_sec();
-        pr->cpu = sl_process_cpu_sec() - pr->cpu_first;
-        sl_rpc_cstream_free(cs);
-    }
-    sl_rpc_channel_free(ch);
-}
-
-/* One worker's link. Returns 0 with both set, or -1. */
-static int probe(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
-                 double *ret_recv)
-{
-    cl_probe_t pr = {.addr = addr, .sec = sec, .timeout_ms = timeout_ms};
-    probe_run(&pr);
-    if (pr.rc != 0) {
-        return -1;
-    }
-    double dt = pr.t_end - pr.t_first;
-    /* Below a microsecond the clock says nothing: call it 100 GB/s. */
-    *ret_bw = dt > 1e-6 ? (double)pr.bytes / dt : 1e11;
-    *ret_recv = pr.cpu > 0.0 ? pr.cpu / (double)pr.bytes : 0.0;
-    return 0;
-}
-
-static void *probe_thread(void *arg)
-{
-    probe_run(arg);
-    return NULL;
-}
-
-/* The client's own ingress: up to CL_PROBE_CONCURRENT workers streaming to
- * it at once, all bytes over the span from the first first-chunk to the
- * last end. The per-class probes run one after another and each sees one
- * link; summed they overstate what the client can take in when its own
- * link is the narrow one. Returns bytes/s, or 0 when fewer than two
- * streams succeeded (one stream is what the class probe measured). */
-double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_security_t *sec,
-                          int timeout_ms, double *ret_recv)
-{
-    *ret_recv = 0.0;
-    cl_probe_t pr[CL_PROBE_CONCURRENT];
-    pthread_t th[CL_PROBE_CONCURRENT];
-    int started[CL_PROBE_CONCURRENT] = {0};
-    if (n > CL_PROBE_CONCURRENT) {
-        n = CL_PROBE_CONCURRENT;
-    }
-    if (n < 2) {
-        return 0.0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        pr[i] = (cl_probe_t){.addr = addrs[i], .sec = sec, .timeout_ms = timeout_ms, .rc = -1};
-        started[i] = pthread_create(&th[i], NULL, probe_thread, &pr[i]) == 0;
-    }
-    double t0 = INFINITY;
-    double t1 = 0.0;
-    double cpu0 = INFINITY; /* the process clock at the first first chunk ... */
-    double cpu1 = 0.0;      /* ... and at the last end */
-    uint64_t bytes = 0;
-    int ok = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!started[i]) {
-            continue;
-        }
-        pthread_join(th[i], NULL);
-        if (pr[i].rc == 0) {
-            t0 = fmin(t0, pr[i].t_first);
-            t1 = fmax(t1, pr[i].t_end);
-            cpu0 = fmin(cpu0, pr[i].cpu_first);
-            cpu1 = fmax(cpu1, pr[i].cpu_first + pr[i].cpu);
-            bytes += pr[i].bytes;
-            ok++;
-        }
-    }
-    if (ok < 2 || !(t1 - t0 > 1e-6)) {
-        return 0.0;
-    }
-    *ret_recv = bytes > 0 && cpu1 > cpu0 ? (cpu1 - cpu0) / (double)bytes : 0.0;
-    return (double)bytes / (t1 - t0);
-}
-
 /* ------------------------------------------------------------ profiling */
 
 /* This host's key in the profile cache. */
@@ -655,20 +453,12 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
             k->msg.bandwidth_bytes_per_sec = link->bandwidth_bytes_per_sec;
             p->in.links_cached = 1;
             recv = link->recv_cpu_sec_per_byte; /* checked by cl_recv_lowest */
-        } else if (probe(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
+        } else if (cl_probe_link(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
             k->msg.bandwidth_bytes_per_sec = bw;
         }
         recv_min = cl_recv_lowest(recv_min, recv);
     }
     p->in.recv_cpu_sec_per_byte = recv_min; /* 0: none yet (probe_ingress) */
-}
-
-double cl_recv_lowest(double have, double probe)
-{
-    if (!isfinite(probe) || probe <= 0.0) {
-        return have;
-    }
-    return have > 0.0 && have <= probe ? have : probe;
 }
 
 /* Step 6: our own ingress, every worker's link at once (bounded). */
@@ -799,194 +589,4 @@ out:
     free(sm.spec_json);
     protobuf_c_message_free_unpacked(cresp, NULL);
     return rc;
-}
-
-/* ------------------------------------------------------------ while running */
-
-void cl_planner_note_plan(cl_planner_t *p, const Sluice__Plan *plan)
-{
-    if (p == NULL || plan == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&p->mu);
-    p->predicted = plan->predicted_samples_per_sec;
-    snprintf(p->binding, sizeof(p->binding), "%s", plan->binding != NULL ? plan->binding : "");
-    p->version = plan->version;
-    pthread_mutex_unlock(&p->mu);
-}
-
-void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
-{
-    memset(ret, 0, sizeof(*ret));
-    if (p == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&p->mu);
-    ret->predicted = p->predicted;
-    snprintf(ret->binding, sizeof(ret->binding), "%s", p->binding);
-    ret->version = p->version;
-    ret->measured = p->measured;
-    pthread_mutex_unlock(&p->mu);
-}
-
-void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n)
-{
-    if (p == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&p->mu);
-    if (p->last_leave > 0.0 && t_enter > p->last_leave) {
-        p->win_outside += t_enter - p->last_leave;
-    }
-    p->win_wait += t_leave - t_enter;
-    p->win_samples += n;
-    p->delivered += n;
-    p->last_leave = t_leave;
-    pthread_mutex_unlock(&p->mu);
-}
-
-void cl_planner_note_accepted(cl_planner_t *p, uint64_t accepted)
-{
-    if (p == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&p->mu);
-    p->accepted = accepted;
-    pthread_mutex_unlock(&p->mu);
-}
-
-static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
-{
-    double s = 0.0;
-    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
-        s += us[u].cpu_sec;
-    }
-    return s;
-}
-
-void cl_planner_tick(struct sluice_job *job)
-{
-    cl_planner_t *p = job->planner;
-    if (p == NULL || job->disp == NULL) {
-        return;
-    }
-    double now = sl_mono_sec();
-    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
-    if (p->last_report == 0.0) {
-        cl_line_unit_stats(job->line, us);
-        p->units_cpu_at_report = units_cpu(job, us);
-        pthread_mutex_lock(&p->mu);
-        p->accepted_at_report = p->accepted;
-        pthread_mutex_unlock(&p->mu);
-        p->last_report = now;
-        p->cpu_at_report = sl_process_cpu_sec();
-        double ignored = 0.0;
-        p->have_rundelay = p->budget_src == SL_BUDGET_UNKNOWN &&
-                           cl_rundelay_sample(&p->rundelay, NULL, &ignored) >= 0;
-        return;
-    }
-    double wall = now - p->last_report;
-    if (wall * 1000.0 < CL_REPORT_MS) {
-        return;
-    }
-    double cpu = sl_process_cpu_sec();
-    pthread_mutex_lock(&p->mu);
-    double rate = (double)p->win_samples / wall;
-    double wait_fraction = p->win_wait / wall;
-    /* The consumer's own rate: samples over the time the loop spent outside
-     * next_batch. A loop that is nearly always inside (waiting) says
-     * nothing about how fast it could go: 0 = unknown. */
-    double consumer = p->win_outside > 0.05 * wall && p->win_samples > 0
-                          ? (double)p->win_samples / p->win_outside
-                          : 0.0;
-    uint64_t delivered = p->delivered;
-    uint64_t accepted = p->accepted;
-    uint32_t version = p->version;
-    p->measured = rate;
-    p->win_samples = 0;
-    p->win_wait = 0.0;
-    p->win_outside = 0.0;
-    pthread_mutex_unlock(&p->mu);
-    double budget = p->in.client_cpu_budget > 0 ? p->in.client_cpu_budget : 1.0;
-    /* No cgroup told the budget: measure what this window got. */
-    if (p->have_rundelay) {
-        double delay = -1.0;
-        if (cl_rundelay_sample(&p->rundelay, NULL, &delay) != 0) {
-            delay = -1.0; /* the threads' schedstat went away: nothing measured */
-        }
-        (void)cl_budget_est_window(&p->best, cpu - p->cpu_at_report, delay, wall);
-    }
-
-    /* Per-unit costs the client measured while running: the executor's
-     * sums (read without its lock: slightly stale is fine for a profile). */
-    cl_line_unit_stats(job->line, us);
-    /* Everything else this process spent, per delivered sample: receiving,
-     * batching, reading local samples, the control thread. The planner
-     * models the read and per-byte receive costs and takes the rest as a
-     * fixed cost per sample. */
-    double ucpu = units_cpu(job, us);
-    /* Per sample the batcher took, not per sample handed out: a batch held
-     * open by one late sample would otherwise charge the CPU of every
-     * sample already in it (and in those after it) to the samples of the
-     * window that finally delivers them. */
-    double overhead = cl_overhead_add(&p->overhead, version,
-                                      accepted >= p->accepted_at_report
-                                          ? (double)(accepted - p->accepted_at_report)
-                                          : 0.0,
-                                      (cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report));
-    p->units_cpu_at_report = ucpu;
-    p->accepted_at_report = accepted;
-    Sluice__StageStat st[SL_PIPE_MAX_UNITS];
-    Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
-    size_t nst = 0;
-    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
-        if (us[u].samples == 0) {
-            continue;
-        }
-        sluice__stage_stat__init(&st[nst]);
-        st[nst].name = (char *)sl_pipeline_unit_name(job->pipe, u);
-        st[nst].cpu_sec_per_sample = us[u].cpu_sec / (double)us[u].samples;
-        st[nst].out_bytes_per_sample = (double)us[u].out_bytes / (double)us[u].samples;
-        st[nst].samples = us[u].samples;
-        pst[nst] = &st[nst];
-        nst++;
-    }
-    Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
-    req.version = SL_PROTOCOL_VERSION;
-    req.job_id = job->job_id;
-    req.job_secret = job->job_secret;
-    req.rank = job->spec.rank;
-    req.delivered_per_sec = rate;
-    req.wait_fraction = wait_fraction;
-    req.cpu_fraction = (cpu - p->cpu_at_report) / wall / budget;
-    req.cpu_budget = p->in.client_cpu_budget;
-    req.recv_cpu_sec_per_byte = p->in.recv_cpu_sec_per_byte;
-    req.n_stages = nst;
-    req.stages = pst;
-    req.consumer_rate = consumer;
-    req.delivered = delivered;
-    req.overhead_cpu_sec_per_sample = overhead;
-    req.step_load = job->bstats.step_load;
-    req.step_imbalance = job->bstats.imbalance;
-    req.step_imbalance_max = job->bstats.imbalance_max;
-    req.measured_cpu_budget = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : 0.0;
-    /* Busy against the budget the client knows, else the one it measured;
-     * with neither, a used fraction means nothing and the client is never
-     * called busy. */
-    double known = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : p->in.client_cpu_budget;
-    int busy = cl_budget_busy(cpu - p->cpu_at_report, wall, known);
-    pthread_mutex_lock(&job->mu);
-    job->cpu_busy = busy;
-    pthread_mutex_unlock(&job->mu);
-    p->last_report = now;
-    p->cpu_at_report = cpu;
-    ProtobufCMessage *resp = NULL;
-    sl_rpc_status_t rst;
-    /* Short: this runs on the control thread, between acks and polls. */
-    int ms = job->timeout_ms < CL_REPORT_TIMEOUT_MS ? job->timeout_ms : CL_REPORT_TIMEOUT_MS;
-    if (sl_rpc_unary(job->disp, "/sluice.Dispatcher/ReportRates", &req.base,
-                     &sluice__report_rates_response__descriptor, ms, 0, &resp, &rst) == 0) {
-        cl_planner_note_plan(p, ((Sluice__ReportRatesResponse *)resp)->plan);
-        protobuf_c_message_free_unpacked(resp, NULL);
-    }
 }

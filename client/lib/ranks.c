@@ -95,13 +95,13 @@ int cl_ranks_resume(sluice_job_t *job, const Sluice__SubmitJobResponse *r, char 
     }
     /* Epochs before the resume epoch were delivered by the earlier process:
      * never declared, so their late copies count as duplicates. */
-    cl_line_resume_at(job->line, r->resume_epoch);
+    cl_line_resume_at(job->consumer.line, r->resume_epoch);
     for (size_t i = 0; i < r->n_acked; i++) {
         const Sluice__SplitAssignment *a = r->acked[i];
         if (a->epoch < r->resume_epoch || a->epoch >= job->end_epoch) {
             continue;
         }
-        int64_t n = cl_line_mark_done(job->line, a->epoch, a->begin, a->end);
+        int64_t n = cl_line_mark_done(job->consumer.line, a->epoch, a->begin, a->end);
         if (n == -ENOMEM) {
             return sl_err(err, errlen, -ENOMEM, "cannot declare epoch %" PRIu64, a->epoch);
         }

@@ -31,7 +31,7 @@ static int rec_error(sluice_job_t *job, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(job->last_error, sizeof(job->last_error), fmt, ap);
+    vsnprintf(job->consumer.last_error, sizeof(job->consumer.last_error), fmt, ap);
     va_end(ap);
     return code;
 }

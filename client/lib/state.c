@@ -109,7 +109,7 @@ static json_t *taken_json(const sluice_job_t *job, const cl_taken_t *t)
 int cl_state_save(const sluice_job_t *job, const char *key, size_t keylen, char **ret,
                   size_t *ret_len, char *err, size_t errlen)
 {
-    const cl_taken_t *t = cl_line_taken(job->line);
+    const cl_taken_t *t = cl_line_taken(job->consumer.line);
     if (t->overflow) {
         return sl_err(err, errlen, -E2BIG,
                       "state: the consumed positions do not fit a state (more than %d "
@@ -547,7 +547,7 @@ int cl_state_apply(sluice_job_t *job, const sluice_options_t *opts, const char *
         sl_resume_free(job->spec.resume); /* the rest of the spec stays */
         job->spec.resume = r;
         job->first_epoch = from;
-        job->local_epoch = from;
+        job->consumer.local_epoch = from;
         job->spec.epochs = (uint32_t)(job->end_epoch - from);
         rc = sl_resume_check(&job->spec, job->num_samples, err, errlen);
     }
@@ -563,8 +563,8 @@ int sluice_state_save(sluice_job_t *job, char **ret, size_t *ret_len)
     if (job == NULL || ret == NULL || ret_len == NULL) {
         return -EINVAL;
     }
-    return cl_state_save(job, job->token, strlen(job->token), ret, ret_len, job->last_error,
-                         sizeof(job->last_error));
+    return cl_state_save(job, job->token, strlen(job->token), ret, ret_len,
+                         job->consumer.last_error, sizeof(job->consumer.last_error));
 }
 
 void sluice_state_free(char *state) { free(state); }

@@ -12,16 +12,16 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
 {
     memset(ret, 0, sizeof(*ret));
     sl_batcher_stats_t bs;
-    cl_line_stats(job->line, &bs);
+    cl_line_stats(job->consumer.line, &bs);
     ret->delivered = bs.delivered;
     for (int i = 0; i < SL_SKIP__COUNT; i++) {
         ret->skipped += i != SL_SKIP_RESUMED ? bs.skipped[i] : 0; /* holes, not errors */
     }
     ret->duplicates_dropped = bs.duplicates;
-    ret->from_local = job->from_local;
-    ret->from_remote = job->from_remote;
-    ret->seconds = sl_mono_sec() - job->t_start;
-    ret->wait_seconds = job->wait_sec;
+    ret->from_local = job->consumer.from_local;
+    ret->from_remote = job->consumer.from_remote;
+    ret->seconds = sl_mono_sec() - job->consumer.t_start;
+    ret->wait_seconds = job->consumer.wait_sec;
     snprintf(ret->plan_mode, sizeof(ret->plan_mode), "%s", job->plan_mode);
     ret->job_id = job->job_id;
     /* planner (client/lib/profile.h): the prediction of the current plan */
@@ -34,10 +34,12 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     snprintf(ret->sample_costs, sizeof(ret->sample_costs), "%s", job->sample_costs);
     ret->first_epoch = job->first_epoch;
     ret->epochs = job->spec.epochs;
-    ret->trainer_steps = job->steps.n;
-    ret->trainer_fitted = job->steps.fitted;
-    memcpy(ret->trainer_coef, job->steps.coef, sizeof(ret->trainer_coef));
-    ret->trainer_error = job->steps.sum_y > 0 ? job->steps.abs_err / job->steps.sum_y : 0;
+    ret->trainer_steps = job->consumer.steps.n;
+    ret->trainer_fitted = job->consumer.steps.fitted;
+    memcpy(ret->trainer_coef, job->consumer.steps.coef, sizeof(ret->trainer_coef));
+    ret->trainer_error = job->consumer.steps.sum_y > 0
+                             ? job->consumer.steps.abs_err / job->consumer.steps.sum_y
+                             : 0;
     ret->step_load = job->bstats.step_load;
     ret->step_imbalance = job->bstats.imbalance;
     ret->step_imbalance_max = job->bstats.imbalance_max;
@@ -53,7 +55,7 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
 {
     sl_batcher_stats_t bs;
-    cl_line_stats(job->line, &bs);
+    cl_line_stats(job->consumer.line, &bs);
     int k = 0;
     for (int i = 0; i < SL_SKIP__COUNT && k < n; i++) {
         names[k] = sl_skip_name((sl_skip_e)i);
@@ -65,18 +67,19 @@ int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *co
 
 int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n)
 {
-    return n > 0 ? (int)cl_line_recent_skips(job->line, out, (size_t)n) : 0;
+    return n > 0 ? (int)cl_line_recent_skips(job->consumer.line, out, (size_t)n) : 0;
 }
 
 void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
 {
     memset(ret, 0, sizeof(*ret));
     ret->epochs = job->spec.epochs;
-    snprintf(ret->first_skip, sizeof(ret->first_skip), "%s", cl_line_first_skip(job->line));
-    snprintf(ret->failed_on, sizeof(ret->failed_on), "%s", cl_line_failed_on(job->line));
+    snprintf(ret->first_skip, sizeof(ret->first_skip), "%s",
+             cl_line_first_skip(job->consumer.line));
+    snprintf(ret->failed_on, sizeof(ret->failed_on), "%s", cl_line_failed_on(job->consumer.line));
     ret->nunits = job->nunits;
     for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
         ret->unit_names[u] = sl_pipeline_unit_name(job->pipe, u);
     }
-    cl_line_unit_stats(job->line, ret->units);
+    cl_line_unit_stats(job->consumer.line, ret->units);
 }

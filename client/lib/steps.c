@@ -62,9 +62,9 @@ int cl_steps_report(cl_steps_t *s, double seconds)
 
 int sluice_report_step(sluice_job_t *job, double seconds)
 {
-    int rc = cl_steps_report(&job->steps, seconds);
+    int rc = cl_steps_report(&job->consumer.steps, seconds);
     if (rc < 0) {
-        snprintf(job->last_error, sizeof(job->last_error),
+        snprintf(job->consumer.last_error, sizeof(job->consumer.last_error),
                  "sluice_report_step: %g is not a step time in seconds", seconds);
     }
     return rc;

@@ -70,7 +70,7 @@ static void fz_remote_setup(void)
 static void fz_remote_batches(sluice_job_t *job)
 {
     sl_batch_t *b;
-    while ((b = cl_line_pop(job->line)) != NULL) {
+    while ((b = cl_line_pop(job->consumer.line)) != NULL) {
         for (uint32_t i = 0; i < b->n; i++) {
             const sl_sample_meta_t *m = &b->meta[i];
             FZ_CHECK(m->offset <= b->nbytes && m->nbytes <= b->nbytes - m->offset,
@@ -111,14 +111,14 @@ int fuzz_remote_one(const uint8_t *data, size_t size)
     msg->batch = batch;
     msg->worker_id = 1;
     pthread_mutex_lock(&job->mu);
-    job->in_head = job->in_tail = msg;
+    job->fetch.in_head = job->fetch.in_tail = msg;
     pthread_mutex_unlock(&job->mu);
 
     for (int i = 0; i < FZ_REMOTE_MAX_PUMPS; i++) {
         pthread_mutex_lock(&job->mu);
-        int queued = job->in_head != NULL;
+        int queued = job->fetch.in_head != NULL;
         pthread_mutex_unlock(&job->mu);
-        if (!queued && cl_line_inflight(job->line) == 0) {
+        if (!queued && cl_line_inflight(job->consumer.line) == 0) {
             break;
         }
         int rc = cl_job_pump(job);

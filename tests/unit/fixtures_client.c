@@ -50,6 +50,6 @@ void fx_remote_job_close(sluice_job_t *job)
         return;
     }
     job->disp = NULL; /* sluice_close must not free the placeholder */
-    memset(job->fetchers, 0, sizeof(job->fetchers));
+    memset(job->fetch.fetchers, 0, sizeof(job->fetch.fetchers));
     sluice_close(job);
 }

@@ -82,14 +82,18 @@ static sluice_job_t *open_remote(void)
     set_split(job, (cl_split_t){.id = 41, .epoch = 2, .begin = 1025, .end = 1050, .owner = 7,
                                 .done = 25, .state = CL_SPLIT_ACKED});
     ck_assert_int_eq(cl_ids_push(&job->acks, 41), 0);
-    job->fetchers[0] = (cl_fetcher_t){
-        .job = job, .worker_id = 7, .started = 1, .state = CL_FETCH_RUNNING, .credits_owed = 2};
-    job->fetchers[1] =
+    job->fetch.fetchers[0] = (cl_fetcher_t){.job = job,
+                                            .worker_id = 7,
+                                            .started = 1,
+                                            .state = CL_FETCH_RUNNING,
+                                            .credits_owed = 2};
+    job->fetch.fetchers[1] =
         (cl_fetcher_t){.job = job, .worker_id = 8, .started = 1, .state = CL_FETCH_BROKEN};
-    snprintf(job->fetchers[1].error, sizeof(job->fetchers[1].error), "connection refused");
+    snprintf(job->fetch.fetchers[1].error, sizeof(job->fetch.fetchers[1].error),
+             "connection refused");
     cl_msg_t *m = calloc(1, sizeof(*m));
     ck_assert_ptr_nonnull(m);
-    job->in_head = job->in_tail = m;
+    job->fetch.in_head = job->fetch.in_tail = m;
     pthread_mutex_unlock(&job->mu);
     return job;
 }

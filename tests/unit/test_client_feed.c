@@ -100,27 +100,27 @@ START_TEST(test_finished_sample_not_held_by_full_executor)
     sluice_job_t *job = open_remote();
 
     /* The client's own share fills every place in the executor. */
-    unsigned cap = cl_line_capacity(job->line);
+    unsigned cap = cl_line_capacity(job->consumer.line);
     for (unsigned i = 0; i < cap; i++) {
         sl_sample_t s;
-        ck_assert_int_eq(cl_line_sample(job->line, 0, i % (NIMG - 1), 0, &s), 0);
-        ck_assert_int_eq(cl_line_run(job->line, &s, 0), 0);
+        ck_assert_int_eq(cl_line_sample(job->consumer.line, 0, i % (NIMG - 1), 0, &s), 0);
+        ck_assert_int_eq(cl_line_run(job->consumer.line, &s, 0), 0);
     }
-    ck_assert_uint_eq(cl_line_room(job->line), 0);
+    ck_assert_uint_eq(cl_line_room(job->consumer.line), 0);
 
     cl_msg_t *msg = finished_msg(NIMG - 1, 1);
     pthread_mutex_lock(&job->mu);
-    job->in_head = job->in_tail = msg;
+    job->fetch.in_head = job->fetch.in_tail = msg;
     pthread_mutex_unlock(&job->mu);
     ck_assert_int_eq(cl_job_pump(job), 0);
     pthread_mutex_lock(&job->mu);
-    int taken = job->in_head == NULL;
+    int taken = job->fetch.in_head == NULL;
     pthread_mutex_unlock(&job->mu);
     ck_assert_msg(taken,
                   "a finished message waited for room in a full executor (%u of %u "
                   "in flight)",
-                  cl_line_inflight(job->line), cap);
-    ck_assert_uint_eq(job->from_remote, 1);
+                  cl_line_inflight(job->consumer.line), cap);
+    ck_assert_uint_eq(job->consumer.from_remote, 1);
 
     fx_remote_job_close(job);
 }
@@ -149,17 +149,18 @@ static void *feeder_main(void *arg)
         pthread_mutex_lock(&job->mu);
         int stop = f->stop;
         size_t queued = 0;
-        for (const cl_msg_t *m = job->in_head; m != NULL && queued < FEED_QUEUED; m = m->next) {
+        for (const cl_msg_t *m = job->fetch.in_head; m != NULL && queued < FEED_QUEUED;
+             m = m->next) {
             queued++;
         }
         if (!stop && queued < FEED_QUEUED && f->next < FEED_MSGS) {
             cl_msg_t *msg = f->msgs[f->next++];
-            if (job->in_tail != NULL) {
-                job->in_tail->next = msg;
+            if (job->fetch.in_tail != NULL) {
+                job->fetch.in_tail->next = msg;
             } else {
-                job->in_head = msg;
+                job->fetch.in_head = msg;
             }
-            job->in_tail = msg;
+            job->fetch.in_tail = msg;
         }
         int ran_out = f->next == FEED_MSGS;
         pthread_mutex_unlock(&job->mu);
@@ -194,7 +195,7 @@ START_TEST(test_pump_returns_while_messages_keep_coming)
     pthread_mutex_lock(&job->mu);
     f.stop = 1;
     size_t queued = 0;
-    for (const cl_msg_t *m = job->in_head; m != NULL; m = m->next) {
+    for (const cl_msg_t *m = job->fetch.in_head; m != NULL; m = m->next) {
         queued++;
     }
     size_t taken = f.next - queued;

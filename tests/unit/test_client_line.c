@@ -90,7 +90,7 @@ START_TEST(test_deterministic_batches_in_order)
         }
         cl_line_took_t t;
         int rc;
-        while ((rc = cl_line_collect(r.line, 100, &t)) != -EAGAIN) {
+        while ((rc = cl_line_collect_one(r.line, 100, &t)) != -EAGAIN) {
             ck_assert_int_eq(rc, 0);
             ck_assert_int_eq(t.skip, -1);
             ck_assert_int_eq(t.duplicate, 0);
@@ -222,7 +222,7 @@ START_TEST(test_first_epoch)
             ck_assert_int_eq(cl_line_run(r.line, &s, 0), 0);
         }
         cl_line_took_t t;
-        while (cl_line_collect(r.line, 1000, &t) != -EAGAIN) {
+        while (cl_line_collect_one(r.line, 1000, &t) != -EAGAIN) {
         }
     }
     uint64_t want = 3, got = 0;
@@ -266,13 +266,86 @@ START_TEST(test_resume)
         ck_assert_int_eq(cl_line_run(r.line, &s, 0), 0);
     }
     cl_line_took_t t;
-    while (cl_line_collect(r.line, 1000, &t) != -EAGAIN) {
+    while (cl_line_collect_one(r.line, 1000, &t) != -EAGAIN) {
     }
     sl_batch_t *b = cl_line_pop(r.line); /* the marked positions are delivered nowhere */
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(b->n, 2);
     sl_batch_free(b);
     ck_assert(cl_line_done(r.line));
+    rig_close(&r);
+}
+END_TEST
+
+/* What the line told the account. */
+typedef struct {
+    unsigned batched, dropped, popped;
+} tally_t;
+
+static void tally(void *arg, cl_line_ev_e ev, const cl_line_took_t *t)
+{
+    tally_t *n = arg;
+    (void)t;
+    n->batched += ev == CL_LINE_EV_BATCHED;
+    n->dropped += ev == CL_LINE_EV_DROPPED;
+    n->popped += ev == CL_LINE_EV_POPPED;
+}
+
+/* The consumer's three calls: every position fed in, collected and popped,
+ * each told to the account once as batched and once as popped; a position
+ * batched already is not started again with once; one outside the job is
+ * refused. */
+START_TEST(test_feed_collect_pop)
+{
+    rig_t r;
+    rig_open(&r, ", \"deterministic\": true");
+    cl_line_free(r.line);
+    tally_t n = {0};
+    cl_line_args_t a = {.spec = &r.spec,
+                        .pipe = r.pipe,
+                        .src = r.src,
+                        .num_samples = NIMG,
+                        .positions = NIMG,
+                        .threads = 2,
+                        .account = tally,
+                        .account_arg = &n};
+    ck_assert_int_eq(cl_line_new(&a, &r.line), 0);
+    char err[256];
+    cl_line_in_t out = {.epoch = 2, .pos = 0};
+    ck_assert_int_eq(cl_line_feed(r.line, &out, err, sizeof(err)), -ERANGE);
+    uint64_t epoch = 0, pos = 0, samples = 0;
+    cl_line_gauge_t g;
+    for (cl_line_gauge(r.line, &g); !g.done; cl_line_gauge(r.line, &g)) {
+        while (epoch < 2) {
+            cl_line_in_t in = {.epoch = epoch, .pos = pos};
+            int rc = cl_line_feed(r.line, &in, err, sizeof(err));
+            if (rc == -EAGAIN) {
+                break;
+            }
+            ck_assert_int_eq(rc, 1);
+            if (++pos == NIMG) {
+                epoch++;
+                pos = 0;
+            }
+        }
+        ck_assert_int_ge(cl_line_collect(r.line, 100, err, sizeof(err)), 0);
+        sl_batch_t *b;
+        while ((b = cl_line_pop(r.line)) != NULL) {
+            samples += b->n;
+            sl_batch_free(b);
+        }
+    }
+    ck_assert_uint_eq(samples, 2 * NIMG);
+    ck_assert_uint_eq(n.batched, 2 * NIMG);
+    ck_assert_uint_eq(n.popped, 2 * NIMG);
+    ck_assert_uint_eq(n.dropped, 0);
+    ck_assert_uint_eq(g.accepted, 2 * NIMG);
+    ck_assert_uint_eq(g.inflight, 0);
+    cl_line_in_t again = {.epoch = 1, .pos = 3, .once = 1};
+    ck_assert_int_eq(cl_line_feed(r.line, &again, err, sizeof(err)), 0);
+    cl_line_gauge(r.line, &g);
+    ck_assert_uint_eq(g.inflight, 0);
+    ck_assert_uint_eq(n.batched, 2 * NIMG);
     rig_close(&r);
 }
 END_TEST
@@ -288,6 +361,7 @@ int main(void)
     tcase_add_test(tc, test_resume);
     tcase_add_test(tc, test_recent_skips_ring);
     tcase_add_test(tc, test_first_epoch);
+    tcase_add_test(tc, test_feed_collect_pop);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

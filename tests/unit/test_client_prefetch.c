@@ -44,7 +44,7 @@ static uint64_t decoded(sluice_job_t *job)
 {
     sl_unit_stat_t st[SL_PIPE_MAX_UNITS];
     memset(st, 0, sizeof(st));
-    cl_line_unit_stats(job->line, st);
+    cl_line_unit_stats(job->consumer.line, st);
     return st[0].samples;
 }
 
@@ -63,7 +63,7 @@ START_TEST(test_next_batch_leaves_a_batch_in_the_making)
     char err[512];
     ck_assert_msg(sluice_open(spec, &o, &job, err, sizeof(err)) == 0, "open: %s", err);
     /* The old window (threads * 8 + 8) was smaller than a batch. */
-    ck_assert_uint_ge(cl_line_capacity(job->line), BATCH + 1 * 8 + 8);
+    ck_assert_uint_ge(cl_line_capacity(job->consumer.line), BATCH + 1 * 8 + 8);
 
     sluice_batch_t *b = NULL;
     ck_assert_int_eq(sluice_next_batch(job, &b), 0);
@@ -83,15 +83,15 @@ START_TEST(test_next_batch_leaves_a_batch_in_the_making)
      * delivered exactly once. */
     uint64_t n = BATCH;
     /* the executor full, one batch ready and a partial one in the batcher */
-    uint64_t room = cl_line_capacity(job->line) + 2 * BATCH;
+    uint64_t room = cl_line_capacity(job->consumer.line) + 2 * BATCH;
     int rc;
     while ((rc = sluice_next_batch(job, &b)) == 0) {
         n += b->n;
         /* Refilled on the way out, also when the pump's last step was a
          * collect or the batch was ready on entry: full, unless every
          * position has been fed. */
-        ck_assert(cl_line_inflight(job->line) == cl_line_capacity(job->line) ||
-                  job->local_epoch >= job->spec.epochs);
+        ck_assert(cl_line_inflight(job->consumer.line) == cl_line_capacity(job->consumer.line) ||
+                  job->consumer.local_epoch >= job->spec.epochs);
         sluice_release_batch(job, b);
         uint64_t last = 0;
         for (int i = 0, still = 0; i < 200 && still < 3; i++) {

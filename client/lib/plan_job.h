@@ -1,0 +1,53 @@
+/* plan_job: the library's side of `sluice plan` -- open a spec as an
+ * auto/fastflow job would (its source, pipeline and plugins), profile like
+ * one (client/lib/profile.h), and ask the dispatcher to plan it without
+ * creating a job (PlanJob). The CLI prints the answer; it builds no
+ * pipeline and opens no channel of its own.
+ *
+ * Library code: never logs; errors fill err (without the command's name).
+ * One thread: the caller's. */
+#ifndef SL_CLIENT_PLAN_JOB_H
+#define SL_CLIENT_PLAN_JOB_H
+
+#include <stddef.h>
+
+#include "common/rpc/rpc.h"
+#include "proto/sluice.pb-c.h"
+
+typedef struct cl_plan_job_s cl_plan_job_t;
+
+/* What one PlanJob plans. The strings must outlive the cl_plan_job_t. */
+typedef struct cl_plan_job_args_s {
+    const char *spec_path;
+    const char *data_root;
+    const char *plugin_dir; /* for a spec with plugin stages */
+    const char *offload;    /* "auto", "fastflow", or NULL: the spec's if fastflow, else auto */
+} cl_plan_job_args_t;
+
+/* Samples per profile, as `sluice plan --samples` takes them. */
+size_t cl_plan_job_default_samples(void);
+size_t cl_plan_job_max_samples(void);
+
+/* Opens the spec, its source and pipeline (and plugins). Returns 0 with
+ * *ret, -EINVAL for a spec or plugin error (a usage error), other negative
+ * codes (the source or pipeline cannot be opened), err filled. */
+int cl_plan_job_open(const cl_plan_job_args_t *a, cl_plan_job_t **ret, char *err, size_t errlen);
+/* Profiles (threads: this host's pipeline threads; consumer_rate: 0 =
+ * unlimited; samples: per profile, 0 = the default) and asks the dispatcher
+ * at addr over sec for the plan. Returns 0, -EINVAL for a usage error (no
+ * channel to addr; the dispatcher refused the spec), other negative codes
+ * for a runtime failure, err filled ("dispatcher ADDR: ..." where it is the
+ * dispatcher's). */
+int cl_plan_job_ask(cl_plan_job_t *pj, const char *addr, const sl_rpc_security_t *sec,
+                    unsigned threads, double consumer_rate, size_t samples, char *err,
+                    size_t errlen);
+
+/* After cl_plan_job_ask: the dispatcher's answer, the planner's inputs sent
+ * with it, and the seconds profiling took (owned by pj). */
+const Sluice__SubmitJobResponse *cl_plan_job_answer(const cl_plan_job_t *pj);
+const Sluice__PlannerInputs *cl_plan_job_inputs(const cl_plan_job_t *pj);
+double cl_plan_job_profile_seconds(const cl_plan_job_t *pj);
+
+void cl_plan_job_free(cl_plan_job_t *pj); /* NULL ok */
+
+#endif

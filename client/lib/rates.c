@@ -1,0 +1,249 @@
+/* rates: the planner while the job runs (profile.h): the consumer's notes
+ * of every next_batch call, the plan the dispatcher answered, and the
+ * control thread's ReportRates once per CL_REPORT_MS (cl_planner_tick). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client/lib/client_impl.h"
+#include "client/lib/planner_impl.h"
+#include "common/base/clock.h"
+#include "common/cost/hostfacts.h"
+
+void cl_planner_note_plan(cl_planner_t *p, const Sluice__Plan *plan)
+{
+    if (p == NULL || plan == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->predicted = plan->predicted_samples_per_sec;
+    snprintf(p->binding, sizeof(p->binding), "%s", plan->binding != NULL ? plan->binding : "");
+    p->version = plan->version;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    ret->predicted = p->predicted;
+    snprintf(ret->binding, sizeof(ret->binding), "%s", p->binding);
+    ret->version = p->version;
+    ret->measured = p->measured;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n)
+{
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->last_leave > 0.0 && t_enter > p->last_leave) {
+        p->win_outside += t_enter - p->last_leave;
+    }
+    p->win_wait += t_leave - t_enter;
+    p->win_samples += n;
+    p->delivered += n;
+    p->last_leave = t_leave;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_note_accepted(cl_planner_t *p, uint64_t accepted)
+{
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->accepted = accepted;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
+{
+    double s = 0.0;
+    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        s += us[u].cpu_sec;
+    }
+    return s;
+}
+
+/* The first tick: the baselines the first report's window counts from. */
+static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
+{
+    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
+    cl_line_unit_stats(job->consumer.line, us);
+    p->units_cpu_at_report = units_cpu(job, us);
+    pthread_mutex_lock(&p->mu);
+    p->accepted_at_report = p->accepted;
+    pthread_mutex_unlock(&p->mu);
+    p->last_report = now;
+    p->cpu_at_report = sl_process_cpu_sec();
+    double ignored = 0.0;
+    p->have_rundelay = p->budget_src == SL_BUDGET_UNKNOWN &&
+                       cl_rundelay_sample(&p->rundelay, NULL, &ignored) >= 0;
+}
+
+/* The consumer's window since the last report (wall seconds long), taken
+ * and reset under p->mu. */
+typedef struct cl_window_s {
+    double rate;          /* delivered samples/s */
+    double wait_fraction; /* of the window spent inside next_batch */
+    double consumer;      /* the loop's own rate; 0 = unknown */
+    uint64_t delivered, accepted;
+    uint32_t version;
+} cl_window_t;
+
+static void take_window(cl_planner_t *p, double wall, cl_window_t *ret)
+{
+    pthread_mutex_lock(&p->mu);
+    ret->rate = (double)p->win_samples / wall;
+    ret->wait_fraction = p->win_wait / wall;
+    /* The consumer's own rate: samples over the time the loop spent outside
+     * next_batch. A loop that is nearly always inside (waiting) says
+     * nothing about how fast it could go: 0 = unknown. */
+    ret->consumer = p->win_outside > 0.05 * wall && p->win_samples > 0
+                        ? (double)p->win_samples / p->win_outside
+                        : 0.0;
+    ret->delivered = p->delivered;
+    ret->accepted = p->accepted;
+    ret->version = p->version;
+    p->measured = ret->rate;
+    p->win_samples = 0;
+    p->win_wait = 0.0;
+    p->win_outside = 0.0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Everything else this process spent in the window (cpu: the process clock
+ * now), per sample the batcher took: receiving, batching, reading local
+ * samples, the control thread. The planner models the read and per-byte
+ * receive costs and takes the rest as a fixed cost per sample. us: the
+ * executor's per-unit sums now. */
+static double window_overhead(struct sluice_job *job, cl_planner_t *p, const sl_unit_stat_t *us,
+                              const cl_window_t *w, double cpu)
+{
+    double ucpu = units_cpu(job, us);
+    /* Per sample the batcher took, not per sample handed out: a batch held
+     * open by one late sample would otherwise charge the CPU of every
+     * sample already in it (and in those after it) to the samples of the
+     * window that finally delivers them. */
+    double overhead = cl_overhead_add(&p->overhead, w->version,
+                                      w->accepted >= p->accepted_at_report
+                                          ? (double)(w->accepted - p->accepted_at_report)
+                                          : 0.0,
+                                      (cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report));
+    p->units_cpu_at_report = ucpu;
+    p->accepted_at_report = w->accepted;
+    return overhead;
+}
+
+/* One row per unit that ran in st (pst pointing at them); returns how many. */
+static size_t unit_rows(const struct sluice_job *job, const sl_unit_stat_t *us,
+                        Sluice__StageStat *st, Sluice__StageStat **pst)
+{
+    size_t nst = 0;
+    for (uint32_t u = 0; u < job->nunits && u < SL_PIPE_MAX_UNITS; u++) {
+        if (us[u].samples == 0) {
+            continue;
+        }
+        sluice__stage_stat__init(&st[nst]);
+        st[nst].name = (char *)sl_pipeline_unit_name(job->pipe, u);
+        st[nst].cpu_sec_per_sample = us[u].cpu_sec / (double)us[u].samples;
+        st[nst].out_bytes_per_sample = (double)us[u].out_bytes / (double)us[u].samples;
+        st[nst].samples = us[u].samples;
+        pst[nst] = &st[nst];
+        nst++;
+    }
+    return nst;
+}
+
+/* The request's figures besides the units' (req->stages). */
+static void fill_report(const struct sluice_job *job, const cl_planner_t *p, const cl_window_t *w,
+                        double cpu, double wall, double overhead, Sluice__ReportRatesRequest *req)
+{
+    double budget = p->in.client_cpu_budget > 0 ? p->in.client_cpu_budget : 1.0;
+    req->version = SL_PROTOCOL_VERSION;
+    req->job_id = job->job_id;
+    req->job_secret = (char *)job->job_secret;
+    req->rank = job->spec.rank;
+    req->delivered_per_sec = w->rate;
+    req->wait_fraction = w->wait_fraction;
+    req->cpu_fraction = (cpu - p->cpu_at_report) / wall / budget;
+    req->cpu_budget = p->in.client_cpu_budget;
+    req->recv_cpu_sec_per_byte = p->in.recv_cpu_sec_per_byte;
+    req->consumer_rate = w->consumer;
+    req->delivered = w->delivered;
+    req->overhead_cpu_sec_per_sample = overhead;
+    req->step_load = job->bstats.step_load;
+    req->step_imbalance = job->bstats.imbalance;
+    req->step_imbalance_max = job->bstats.imbalance_max;
+    req->measured_cpu_budget = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : 0.0;
+}
+
+/* Sends the report (short: this runs on the control thread, between acks
+ * and polls); the reply's plan is the current one. */
+static void send_report(struct sluice_job *job, cl_planner_t *p, Sluice__ReportRatesRequest *req)
+{
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t rst;
+    int ms = job->timeout_ms < CL_REPORT_TIMEOUT_MS ? job->timeout_ms : CL_REPORT_TIMEOUT_MS;
+    if (sl_rpc_unary(job->disp, "/sluice.Dispatcher/ReportRates", &req->base,
+                     &sluice__report_rates_response__descriptor, ms, 0, &resp, &rst) == 0) {
+        cl_planner_note_plan(p, ((Sluice__ReportRatesResponse *)resp)->plan);
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+}
+
+void cl_planner_tick(struct sluice_job *job)
+{
+    cl_planner_t *p = job->planner;
+    if (p == NULL || job->disp == NULL) {
+        return;
+    }
+    double now = sl_mono_sec();
+    if (p->last_report == 0.0) {
+        tick_start(job, p, now);
+        return;
+    }
+    double wall = now - p->last_report;
+    if (wall * 1000.0 < CL_REPORT_MS) {
+        return;
+    }
+    double cpu = sl_process_cpu_sec();
+    cl_window_t w;
+    take_window(p, wall, &w);
+    /* No cgroup told the budget: measure what this window got. */
+    if (p->have_rundelay) {
+        double delay = -1.0;
+        if (cl_rundelay_sample(&p->rundelay, NULL, &delay) != 0) {
+            delay = -1.0; /* the threads' schedstat went away: nothing measured */
+        }
+        (void)cl_budget_est_window(&p->best, cpu - p->cpu_at_report, delay, wall);
+    }
+    /* Per-unit costs the client measured while running: the executor's
+     * sums (read without its lock: slightly stale is fine for a profile). */
+    sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
+    cl_line_unit_stats(job->consumer.line, us);
+    double overhead = window_overhead(job, p, us, &w, cpu);
+    Sluice__StageStat st[SL_PIPE_MAX_UNITS];
+    Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
+    Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
+    req.n_stages = unit_rows(job, us, st, pst);
+    req.stages = pst;
+    fill_report(job, p, &w, cpu, wall, overhead, &req);
+    /* Busy against the budget the client knows, else the one it measured;
+     * with neither, a used fraction means nothing and the client is never
+     * called busy. */
+    double known = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : p->in.client_cpu_budget;
+    int busy = cl_budget_busy(cpu - p->cpu_at_report, wall, known);
+    pthread_mutex_lock(&job->mu);
+    job->cpu_busy = busy;
+    pthread_mutex_unlock(&job->mu);
+    p->last_report = now;
+    p->cpu_at_report = cpu;
+    send_report(job, p, &req);
+}
