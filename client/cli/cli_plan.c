@@ -37,9 +37,8 @@ static void plan_usage(FILE *f)
             "  --samples N            samples per profile (default %d)\n"
             "  --explain              print every candidate (split K, local share, predicted\n"
             "                         samples/s, binding resource) and FastFlow's choice\n"
-            "  --json                 print the planner's inputs and outputs as one JSON object\n"
-            SL_CLI_CONN_USAGE
-            "\n"
+            "  --json                 print the planner's inputs and outputs as one JSON "
+            "object\n" SL_CLI_CONN_USAGE "\n"
             "exit status: 0 success, 1 runtime failure, 2 usage or spec error\n",
             (int)cl_plan_job_default_samples());
 }
