@@ -190,3 +190,38 @@ except sluice.SpecError as e:
 else:
     raise AssertionError("a missing plugin was accepted")
 EOF
+
+# ---- Python in a source tree, neither SLUICE_PLUGIN_HOST set nor the host
+# on PATH (issue #38): the host is found beside the library (build/lib's
+# ../bin). A library with no host near it: the error names the host
+# program, where it was looked for and SLUICE_PLUGIN_HOST, not "not in DIR".
+mkdir -p "$TMP/lonelib" "$TMP/nobin"
+cp "$SLUICE_LIB" "$TMP/lonelib/"
+[ -e "$(dirname "$(readlink -f "$PY")")/sluice-plugin-host" ] \
+    && fail "a sluice-plugin-host beside $PY: this test cannot make it missing"
+for lib in "$SLUICE_LIB" "$TMP/lonelib/libsluice.so"; do
+    env -u SLUICE_PLUGIN_HOST PATH="$TMP/nobin" SLUICE_LIB="$lib" \
+        $PY - "$TMP/plug.json" "$TMP/data" "$PLUG" "$lib" "$ROOT/$BUILD/lib/libsluice.so" <<'EOF2'
+import sys
+import sluice
+spec, root, plug, lib, built = sys.argv[1:]
+if lib == built:
+    with sluice.Loader(None, spec, data_root=root, plugin_dir=plug, threads=1) as ld:
+        n = sum(len(b.indices) for b in ld.batches())
+    assert n == 120, n
+    print("python, source tree, host not on PATH: found beside the library, 120 samples")
+    sys.exit(0)
+try:
+    sluice.Loader(None, spec, data_root=root, plugin_dir=plug)
+except sluice.SpecError as e:
+    msg = str(e)
+    for want in ("plugin host program sluice-plugin-host was not found",
+                 lib.rsplit("/", 1)[0] + "/sluice-plugin-host", "on PATH",
+                 "set SLUICE_PLUGIN_HOST to its path"):
+        assert want in msg, (want, msg)
+    assert "not in " not in msg, msg
+    print("python, no host near the library:", msg)
+else:
+    raise AssertionError("a plugin without its host program was accepted")
+EOF2
+done

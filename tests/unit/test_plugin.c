@@ -208,6 +208,59 @@ START_TEST(test_spec_refused)
 }
 END_TEST
 
+/* The host program is looked for ($SLUICE_PLUGIN_HOST, beside the program
+ * or its library, PATH); when it is not found the registry says so, where
+ * it looked and how to point to it, instead of "not in DIR". */
+START_TEST(test_host_not_found)
+{
+    find_build();
+    char dir[PATH_MAX + 32], path[64] = "", err[1024], why[2048];
+    snprintf(dir, sizeof(dir), "%s/plugins", g_build);
+    const char *old_path = getenv("PATH");
+    char *saved = old_path != NULL ? strdup(old_path) : NULL;
+    setenv("PATH", "/nonexistent-bin", 1);
+    unsetenv("SLUICE_PLUGIN_HOST");
+    ck_assert_int_eq(sl_plugin_host_find(path, sizeof(path), err, sizeof(err)), -ENOENT);
+    ck_assert_str_eq(path, ""); /* untouched */
+    ck_assert_msg(strstr(err, "plugin host program sluice-plugin-host was not found") != NULL &&
+                      strstr(err, "/tests/sluice-plugin-host") != NULL &&
+                      strstr(err, "on PATH") != NULL && strstr(err, "SLUICE_PLUGIN_HOST") != NULL,
+                  "%s", err);
+    sl_plugins_t *p = NULL;
+    ck_assert_int_eq(sl_plugins_scan_client(dir, &p, err, sizeof(err)), 0);
+    ck_assert_uint_eq(p->n, 0);
+    ck_assert_msg(strstr(p->refused, "every file: the plugin host program") != NULL, "%s",
+                  p->refused);
+    sl_plugins_why_missing(p, "cutout", why, sizeof(why));
+    ck_assert_msg(strstr(why, "could not be listed: the plugin host program") != NULL, "%s", why);
+    sl_plugins_free(p);
+    /* Named but not there. */
+    setenv("SLUICE_PLUGIN_HOST", "/nonexistent/sluice-plugin-host", 1);
+    ck_assert_int_eq(sl_plugin_host_find(path, sizeof(path), err, sizeof(err)), -ENOENT);
+    ck_assert_msg(strstr(err, "SLUICE_PLUGIN_HOST=/nonexistent/sluice-plugin-host is not an "
+                              "executable file") != NULL,
+                  "%s", err);
+    /* Named by a path, and by a name on PATH. */
+    char host[PATH_MAX + 32], bin[PATH_MAX + 32], got[PATH_MAX + 64];
+    snprintf(host, sizeof(host), "%s/bin/sluice-plugin-host", g_build);
+    snprintf(bin, sizeof(bin), "/nonexistent-bin::%s/bin", g_build);
+    setenv("SLUICE_PLUGIN_HOST", host, 1);
+    ck_assert_int_eq(sl_plugin_host_find(got, sizeof(got), err, sizeof(err)), 0);
+    ck_assert_str_eq(got, host);
+    unsetenv("SLUICE_PLUGIN_HOST");
+    setenv("PATH", bin, 1);
+    ck_assert_int_eq(sl_plugin_host_find(got, sizeof(got), err, sizeof(err)), 0);
+    ck_assert_str_eq(got, host);
+    ck_assert_int_eq(sl_plugins_scan_client(dir, &p, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(sl_plugins_find(p, "cutout", NULL));
+    sl_plugins_free(p);
+    if (saved != NULL) {
+        setenv("PATH", saved, 1);
+    }
+    free(saved);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plugin");
@@ -218,6 +271,7 @@ int main(void)
     tcase_add_test(tc, test_crash_and_hang_are_contained);
     tcase_add_test(tc, test_pipeline_unit);
     tcase_add_test(tc, test_spec_refused);
+    tcase_add_test(tc, test_host_not_found);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
