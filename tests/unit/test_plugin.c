@@ -93,6 +93,23 @@ START_TEST(test_process_is_deterministic)
                      -EINVAL);
     ck_assert_ptr_null(b);
     ck_assert_msg(strstr(err, "need size 1..4096") != NULL, "%s", err);
+    /* cutout reads its params with sluice_plugin.h's helpers, as strictly
+     * as it did with jansson: other keys, types and text are refused. */
+    const char *bad[][2] = {{"{\"sise\": 5}", "params: unknown key \"sise\" (keys: size, p"},
+                            {"{\"size\": \"5\"}", "need size 1..4096"},
+                            {"{\"size\": 5.0}", "need size 1..4096"},
+                            {"{\"p\": null}", "need size 1..4096"},
+                            {"{\"size\": 5, \"size\": 6}", "\"size\" given twice"},
+                            {"{\"size\": 5", "not a well-formed JSON object"}};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        ck_assert_int_eq(sl_plugin_conn_open(p, cut, bad[k][0], &b, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, bad[k][1]) != NULL, "%s: %s", bad[k][0], err);
+    }
+    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"p\": 1, \"size\": 5, \"value\": 255}", &b,
+                                         err, sizeof(err)),
+                     0);
+    sl_plugin_conn_close(b);
+    b = NULL;
     sl_plugin_conn_close(a);
     sl_tensor_free(&in);
     sl_tensor_free(&o1);
