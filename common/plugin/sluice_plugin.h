@@ -679,9 +679,10 @@ static inline int sluice_plugin_params_check(const char *params, size_t len,
     }
     int rc = sluice_plugin_pj_members(params, len, sluice_plugin_pj_check_member, &c);
     if (rc < 0 && !c.said) {
-        sluice_plugin_pj_say(
-            &c, "params: not a well-formed JSON object (nested at most %d deep, UTF-8 strings)",
-            SLUICE_PLUGIN_PARAMS_DEPTH);
+        sluice_plugin_pj_say(&c,
+                             "params: not a well-formed JSON object (nested at most %d deep, UTF-8 "
+                             "strings)",
+                             SLUICE_PLUGIN_PARAMS_DEPTH);
     }
     return rc;
 }

@@ -105,8 +105,8 @@ START_TEST(test_process_is_deterministic)
         ck_assert_int_eq(sl_plugin_conn_open(p, cut, bad[k][0], &b, err, sizeof(err)), -EINVAL);
         ck_assert_msg(strstr(err, bad[k][1]) != NULL, "%s: %s", bad[k][0], err);
     }
-    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"p\": 1, \"size\": 5, \"value\": 255}", &b,
-                                         err, sizeof(err)),
+    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"p\": 1, \"size\": 5, \"value\": 255}", &b, err,
+                                         sizeof(err)),
                      0);
     sl_plugin_conn_close(b);
     b = NULL;
