@@ -74,9 +74,24 @@ CASES = [
 ]
 
 
+def autocontrast_all():
+    """FNV-1a (64 bits) over autocontrast's output for every channel range:
+    for lo <= hi (0..255 each), a 1-channel row lo, lo + 1, ..., hi, in that
+    order. Every minimum/maximum pair, saturated (0 and 255) and flat
+    channels included, against torchvision in one number."""
+    h = 0xCBF29CE484222325
+    for lo in range(256):
+        for hi in range(lo, 256):
+            row = torch.arange(lo, hi + 1, dtype=torch.uint8).view(1, 1, -1)
+            for v in F.autocontrast(row).view(-1).tolist():
+                h = ((h ^ v) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def main():
     t = torch.from_numpy(image()).permute(2, 0, 1).contiguous()
     lines = [BEGIN, f"#define REF_W {W}\n#define REF_H {H}\n",
+             f"#define REF_AUTOCONTRAST_ALL 0x{autocontrast_all():016x}ull\n",
              "static const aug_ref_t aug_refs[] = {\n"]
     for name, nums, fn in CASES:
         out = fn(t.clone()).permute(1, 2, 0).contiguous().numpy().reshape(-1)

@@ -197,10 +197,15 @@ int sl_aug_autocontrast(sl_tensor_t *io)
             hi = v > hi ? v : hi;
         }
         /* A flat channel: scale 255/0 is not finite, so torchvision
-         * uses minimum 0 and scale 1 (the channel unchanged). */
+         * uses minimum 0 and scale 1 (the channel unchanged). Its
+         * `255.0 / (maximum - minimum)` is torch's __rtruediv__, that is
+         * reciprocal(max - min) * 255 in float32: a quotient rounded
+         * twice, which makes 255 of the channel's maximum where one
+         * division (254.99998 for max - min = 7) truncates to 254. */
         float mn = lo, scale = 1.0f;
         if (hi != lo) {
-            scale = 255.0f / ((float)hi - (float)lo);
+            const float inv = 1.0f / ((float)hi - (float)lo);
+            scale = inv * 255.0f;
         } else {
             mn = 0.0f;
         }

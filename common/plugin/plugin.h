@@ -39,12 +39,14 @@ typedef struct sl_plugins_s {
     sl_plugin_info_t v[SL_PLUGIN_MAX];
     size_t n;
     char refused[1024]; /* files that could not be used, and why ("" if none) */
+    char host_err[1024]; /* the host program was not found: where it was looked for */
 } sl_plugins_t;
 
 /* Lists every *.so of dir (sorted). host: the sluice-plugin-host program
- * (NULL: sl_plugin_host_default). A file that does not load or breaks the
- * ABI is left out and named in ->refused. Returns 0, or -errno for a
- * directory that cannot be read (err says which). */
+ * (NULL: sl_plugin_host_find's; when it finds none, no file is listed and
+ * ->host_err and ->refused say where it looked). A file that does not load
+ * or breaks the ABI is left out and named in ->refused. Returns 0, or
+ * -errno for a directory that cannot be read (err says which). */
 int sl_plugins_scan(const char *dir, const char *host, int timeout_ms, sl_plugins_t **ret,
                     char *err, size_t errlen);
 void sl_plugins_free(sl_plugins_t *p); /* NULL ok */
@@ -57,11 +59,17 @@ int sl_plugins_scan_client(const char *dir, sl_plugins_t **ret, char *err, size_
 const sl_plugin_info_t *sl_plugins_find(const sl_plugins_t *p, const char *name,
                                         const char *sha256);
 /* Why a stage is not here, for an error message: "no plugin_dir", "not in
- * DIR", or "DIR has cutout 1.0 with sha256 0123abcd... (another build)". */
+ * DIR" (and the files there that could not be used, and why), "DIR has
+ * cutout 1.0 with sha256 0123abcd... (another build)", or that the plugin
+ * host program was not found (->host_err). */
 void sl_plugins_why_missing(const sl_plugins_t *p, const char *name, char *out, size_t len);
-/* $SLUICE_PLUGIN_HOST, else sluice-plugin-host beside this program, else
- * the bare name (found through PATH). */
-void sl_plugin_host_default(char *out, size_t len);
+/* The sluice-plugin-host program: $SLUICE_PLUGIN_HOST (a path, or a name
+ * on PATH) when set; else sluice-plugin-host beside this program, beside
+ * the library this code is in (libsluice.so under Python) or in that
+ * library's ../bin (a build's lib/ and bin/, an installed PREFIX/lib and
+ * PREFIX/bin); else on PATH. 0 with its path in out, or -ENOENT with err
+ * naming where it looked and how to point to it (plugin_locate.c). */
+int sl_plugin_host_find(char *out, size_t len, char *err, size_t errlen);
 
 typedef struct sl_plugin_conn_s sl_plugin_conn_t;
 /* A host process for stage pi of p with params (JSON object text). The

@@ -17,28 +17,6 @@
 #include "common/plugin/plugin_wire.h"
 #include "common/plugin/sluice_plugin.h"
 
-void sl_plugin_host_default(char *out, size_t len)
-{
-    const char *env = getenv("SLUICE_PLUGIN_HOST");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(out, len, "%s", env);
-        return;
-    }
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash != NULL) {
-            snprintf(out, len, "%.*s/sluice-plugin-host", (int)(slash - self), self);
-            if (access(out, X_OK) == 0) {
-                return;
-            }
-        }
-    }
-    snprintf(out, len, "sluice-plugin-host");
-}
-
 static int name_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -148,8 +126,10 @@ int sl_plugins_scan(const char *dir, const char *host, int timeout_ms, sl_plugin
     snprintf(p->dir, sizeof(p->dir), "%s", dir);
     if (host != NULL) {
         snprintf(p->host, sizeof(p->host), "%s", host);
-    } else {
-        sl_plugin_host_default(p->host, sizeof(p->host));
+    } else if (sl_plugin_host_find(p->host, sizeof(p->host), p->host_err, sizeof(p->host_err)) <
+               0) {
+        /* Without it no file can be listed: one reason, not one per file. */
+        snprintf(p->refused, sizeof(p->refused), "every file: %.1000s", p->host_err);
     }
     p->timeout_ms = timeout_ms > 0 ? timeout_ms : SL_PLUGIN_TIMEOUT_MS;
     DIR *d = opendir(dir);
@@ -161,7 +141,7 @@ int sl_plugins_scan(const char *dir, const char *host, int timeout_ms, sl_plugin
     char *names[SL_PLUGIN_MAX * 2];
     size_t n = 0;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL && n < SL_PLUGIN_MAX * 2) {
+    while (p->host_err[0] == '\0' && (de = readdir(d)) != NULL && n < SL_PLUGIN_MAX * 2) {
         size_t l = strlen(de->d_name);
         if (l > 3 && l < sizeof(p->v[0].file) && strcmp(de->d_name + l - 3, ".so") == 0 &&
             (names[n] = strdup(de->d_name)) != NULL) {
@@ -224,8 +204,13 @@ void sl_plugins_why_missing(const sl_plugins_t *p, const char *name, char *out, 
         return;
     }
     const sl_plugin_info_t *pi = sl_plugins_find(p, name, NULL);
-    if (pi == NULL) {
-        snprintf(out, len, "not in %s", p->dir);
+    if (pi == NULL && p->host_err[0] != '\0') {
+        snprintf(out, len, "the plugins of %s could not be listed: %s", p->dir, p->host_err);
+    } else if (pi == NULL) {
+        /* A file there that did not load may be the one meant. */
+        snprintf(out, len, "not in %s%s%s%s", p->dir,
+                 p->refused[0] != '\0' ? " (not used there: " : "", p->refused,
+                 p->refused[0] != '\0' ? ")" : "");
     } else {
         snprintf(out, len, "%s has %s %s with sha256 %.16s... (another build)", p->dir, pi->name,
                  pi->version, pi->sha256);

@@ -7,12 +7,11 @@
  * the paper's (its centre anywhere in the image); p: the probability that a
  * sample gets one; value: 0..255 for every channel. */
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/plugin/sluice_plugin.h"
+#include <sluice_plugin.h>
 
 typedef struct {
     uint32_t size;
@@ -20,35 +19,33 @@ typedef struct {
     uint8_t value;
 } cutout_t;
 
+/* The params through the header's helpers (sluice_plugin_param_*): no
+ * JSON library needed. Unknown keys, a key twice, wrong types and
+ * malformed text are refused, as jansson's strict unpacking did. */
 static int create(const char *params, size_t len, void **ret, char *err, size_t errlen)
 {
-    json_error_t je;
-    json_t *o = json_loadb(params, len, 0, &je);
-    cutout_t c = {.size = 16, .p = 1.0, .value = 0};
-    json_int_t size = c.size, value = 0;
-    double p = c.p;
-    if (!json_is_object(o) ||
-        json_unpack_ex(o, &je, JSON_STRICT, "{s?I,s?F,s?I}", "size", &size, "p", &p, "value",
-                       &value) < 0) {
-        snprintf(err, errlen, "params: %s (keys: size, p, value)",
-                 o == NULL ? "not JSON" : je.text);
-        json_decref(o);
+    static const char *const keys[] = {"size", "p", "value", NULL};
+    int64_t size = 16, value = 0;
+    double p = 1.0;
+    if (sluice_plugin_params_check(params, len, keys, err, errlen) < 0) {
         return -EINVAL;
     }
-    json_decref(o);
-    if (size < 1 || size > 4096 || !(p >= 0 && p <= 1) || value < 0 || value > 255) {
-        snprintf(err, errlen, "params: need size 1..4096, p 0..1, value 0..255");
+    int rs = sluice_plugin_param_int(params, len, "size", &size);
+    int rp = sluice_plugin_param_number(params, len, "p", &p);
+    int rv = sluice_plugin_param_int(params, len, "value", &value);
+    if ((rs < 0 && rs != -ENOENT) || (rp < 0 && rp != -ENOENT) || (rv < 0 && rv != -ENOENT) ||
+        size < 1 || size > 4096 || !(p >= 0 && p <= 1) || value < 0 || value > 255) {
+        snprintf(err, errlen, "params: need size 1..4096, p 0..1, value 0..255 (integers)");
         return -EINVAL;
     }
-    c.size = (uint32_t)size;
-    c.p = p;
-    c.value = (uint8_t)value;
     cutout_t *s = malloc(sizeof(*s));
     if (s == NULL) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    *s = c;
+    s->size = (uint32_t)size;
+    s->p = p;
+    s->value = (uint8_t)value;
     *ret = s;
     return 0;
 }

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "common/plugin/sluice_plugin.h"
+#include <sluice_plugin.h>
 
 static int out_shape(const void *state, uint32_t h, uint32_t w, uint32_t c, uint32_t *rh,
                      uint32_t *rw, uint32_t *rc, char *err, size_t errlen)

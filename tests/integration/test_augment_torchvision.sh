@@ -9,6 +9,8 @@
 # single-pixel difference and the share of differing values are printed
 # (docs/design.md "Pipeline spec" quotes them) and checked against limits:
 # integer-exact ops must be exact; float ones within the tolerance below.
+# Saturated and flat channels (generated PNGs) for auto_contrast and
+# equalize, exact.
 source "$(dirname "$0")/lib.sh"
 TOOL="$ROOT/$BUILD/tools/augment_apply"
 [ -x "$TOOL" ] || fail "$TOOL not built"
@@ -149,6 +151,41 @@ for name, (mean_lim, share_lim, runs) in CASES.items():
     if mean > mean_lim or share > share_lim:
         bad.append(f"{name}: mean |d| {mean:.5f} (limit {mean_lim}), "
                    f"{100 * share:.3f}% of values differ (limit {100 * share_lim}%)")
+# Saturated images (lossless PNG), for the exact histogram ops: channels
+# that hit 0 and 255, flat ones (0, 255, a middle value), narrow ranges whose
+# maximum is where a single float division truncates to 254 (0..7, 0..14,
+# 3..200), and one photo's channels stretched to 0..255. Exact, every value.
+rng = np.random.default_rng(38)
+def ramp(lo, hi, h=24, w=31):
+    return (lo + (np.arange(h * w).reshape(h, w) * 7919) % (hi - lo + 1)).astype(np.uint8)
+sat = [np.stack([ramp(0, 255), np.full((24, 31), 255, np.uint8), ramp(0, 7)], -1),
+       np.stack([ramp(3, 200), np.zeros((24, 31), np.uint8), ramp(0, 14)], -1),
+       np.stack([np.full((24, 31), 77, np.uint8), ramp(250, 255), ramp(1, 254)], -1),
+       np.where(rng.random((24, 31, 3)) < 0.5, 0, 255).astype(np.uint8),
+       np.stack([ramp(0, 41), ramp(12, 12 + 197), ramp(128, 255)], -1)]
+photo = np.asarray(Image.open(images[0]).convert("RGB")).astype(np.float64)
+lo, hi = photo.min(axis=(0, 1)), photo.max(axis=(0, 1))
+sat.append(np.clip((photo - lo) * 255.0 / np.maximum(hi - lo, 1), 0, 255).astype(np.uint8))
+for name, args, fn in (("auto_contrast", ["autocontrast"], F.autocontrast),
+                       ("equalize", ["equalize"], F.equalize)):
+    nval = ndiff = 0
+    for k, a in enumerate(sat):
+        png, inp, outp = (os.path.join(tmp, f) for f in (f"sat{k}.png", "in.raw", "out.raw"))
+        Image.fromarray(a).save(png)
+        res = subprocess.run([tool, png, inp, outp] + args, capture_output=True, text=True)
+        if res.returncode != 0:
+            bad.append(f"{name} on saturated image {k}: {res.stderr.strip()}")
+            continue
+        assert (np.fromfile(inp, np.uint8).reshape(a.shape) == a).all(), k
+        ours = np.fromfile(outp, np.uint8).reshape(a.shape)
+        ref = fn(torch.from_numpy(a.copy()).permute(2, 0, 1).contiguous()).permute(1, 2, 0).numpy()
+        d = int((ours != ref).sum())
+        nval += ours.size
+        ndiff += d
+        if d:
+            bad.append(f"{name} on saturated image {k}: {d} values differ, e.g. ours "
+                       f"{ours[ours != ref][:5].tolist()} torchvision {ref[ours != ref][:5].tolist()}")
+    print(f"{name + ' (saturated)':<26} {ndiff} of {nval} values differ ({len(sat)} images)")
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)

@@ -230,6 +230,34 @@ ldd "$TMP/app-static" | grep libsluice >/dev/null && fail "static app still want
 [ "$("$TMP/app-static" "$TMP/spec.json" "$TMP/data")" = 16 ] || fail "static app: local run"
 ok "a C program builds with pkg-config sluice (shared and static) and runs local and remote jobs"
 
+# ---- a stage plugin built as docs/plugins.md says against an installed
+# Sluice (its `pkg-config --cflags sluice` line: sluice_plugin.h in
+# includedir, nothing to link), run by the installed CLI, whose
+# sluice-plugin-host is found beside it
+mkdir -p "$TMP/plugsrc" "$TMP/iplug"
+/usr/bin/python3 - "$ROOT/docs/plugins.md" "$TMP/plugsrc" <<'PY' || fail "docs/plugins.md"
+import re, sys
+text, out = open(sys.argv[1]).read(), sys.argv[2]
+def block(marker, lang):
+    return re.compile(r"```" + lang + r"\n(.*?)```", re.S).search(text, text.index(marker)).group(1)
+open(out + "/my_stage.c", "w").write(block("<!-- plugin-example: my_stage.c", "c"))
+lines = [l for l in block("<!-- plugin-build", "sh").splitlines() if "pkg-config" in l]
+assert len(lines) == 1 and lines[0].startswith("cc "), lines
+open(out + "/build.sh", "w").write(lines[0] + "\n")
+PY
+(cd "$TMP/plugsrc" && bash -e build.sh) || fail "the doc's installed build line: $(cat "$TMP/plugsrc/build.sh")"
+cp "$TMP/plugsrc/my_stage.so" "$TMP/iplug/"
+cat >"$TMP/plugspec.json" <<JSON
+{"source": {"type": "imagefolder", "path": "train"},
+ "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 32},
+            {"op": "plugin", "name": "my_stage", "sha256": "$(sha256sum "$TMP/iplug/my_stage.so" | cut -d' ' -f1)"},
+            {"op": "to_chw"}],
+ "batch_size": 4, "epochs": 1}
+JSON
+env -u SLUICE_PLUGIN_HOST "$P/bin/sluice" run "$TMP/plugspec.json" --data-root "$TMP/data" \
+    --local --quiet --plugin-dir "$TMP/iplug" || fail "the installed CLI with the plugin"
+ok "a plugin built by docs/plugins.md's pkg-config line runs under the installed CLI"
+
 # ---- the installed Python package finds the installed library by itself
 if [ -z "$SAN" ]; then
     pydir=$(compgen -G "$P/lib/python3.*/dist-packages")
@@ -243,6 +271,18 @@ assert n == 16, n
 assert sluice.library_path == os.path.join(prefix, "lib", "libsluice.so.0"), sluice.library_path
 PY
     ok "installed python package loads $P/lib/libsluice.so.0 without SLUICE_LIB"
+    # Its plugin host: found in the library's ../bin ($P/bin), not on PATH.
+    env -u SLUICE_LIB -u SLUICE_PLUGIN_HOST PATH=/usr/bin:/bin PYTHONPATH="$pydir" \
+        /usr/bin/python3 - "$TMP" <<'PY' || fail "python with a plugin"
+import os, sys
+import sluice
+tmp = sys.argv[1]
+n = sum(len(y) for _, y in sluice.Loader(None, os.path.join(tmp, "plugspec.json"),
+                                         data_root=os.path.join(tmp, "data"),
+                                         plugin_dir=os.path.join(tmp, "iplug")))
+assert n == 8, n
+PY
+    ok "installed python package runs a plugin: sluice-plugin-host found in $P/bin"
 fi
 
 # ---- reinstall keeps an edited config; uninstall removes everything else

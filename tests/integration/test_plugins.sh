@@ -171,6 +171,57 @@ grep -q "plugin misbehave: no answer within 300 ms (killed)" "$TMP/W1.err" \
 kill -0 "$W1_PID" || fail "the worker died with the hanging plugin"
 echo "hang: killed after 300 ms on the worker, 400 ms on the client: $(cat "$TMP/hang.err")"
 
+# ---- docs/plugins.md's my_stage.c, built by the doc's own source-tree line
+# from a tree's top directory (the header only: no make install, no JSON
+# library), then run: p 0 is the spec without it, p 1 changes every sample,
+# bad params are refused with its message.
+mkdir -p "$TMP/doc/tree" "$TMP/doc/plug"
+ln -s "$ROOT/common" "$TMP/doc/tree/common"
+/usr/bin/python3 - "$ROOT/docs/plugins.md" "$TMP/doc" <<'EOF'
+import re, sys
+doc, out = sys.argv[1], sys.argv[2]
+text = open(doc).read()
+def block(marker, lang):
+    m = re.compile(r"```" + lang + r"\n(.*?)```", re.S).search(text, text.index(marker))
+    return m.group(1)
+open(out + "/tree/my_stage.c", "w").write(block("<!-- plugin-example: my_stage.c", "c"))
+lines = [l for l in block("<!-- plugin-build", "sh").splitlines() if "-I common/plugin" in l]
+assert len(lines) == 1 and lines[0].startswith("cc "), lines
+open(out + "/build.sh", "w").write(lines[0] + "\n")
+EOF
+echo "docs/plugins.md: $(cat "$TMP/doc/build.sh")"
+(cd "$TMP/doc/tree" && bash -e "$TMP/doc/build.sh") || fail "the doc's build line failed"
+cp "$TMP/doc/tree/my_stage.so" "$TMP/doc/plug/"
+MY=$(sha256sum "$TMP/doc/plug/my_stage.so" | cut -d' ' -f1)
+my_spec() { # my_spec FILE [plugin stage JSON]
+    cat >"$1" <<JSON
+{"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 5},
+ "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 40}${2:-},
+            {"op": "to_chw"}],
+ "batch_size": 6, "epochs": 1}
+JSON
+}
+my_run() { # my_run NAME [plugin stage JSON]: sorted digests in $TMP/NAME.s
+    my_spec "$TMP/$1.json" "${2:-}"
+    "$BIN/sluice" run "$TMP/$1.json" --data-root "$TMP/data" --quiet --local \
+        --plugin-dir "$TMP/doc/plug" --digests "$TMP/$1" || fail "$1: the job failed"
+    sort "$TMP/$1" >"$TMP/$1.s"
+}
+MY_STAGE=', {"op": "plugin", "name": "my_stage", "sha256": "'"$MY"'", "params": '
+my_run none
+my_run p0 "$MY_STAGE"'{"p": 0}}'
+my_run p1 "$MY_STAGE"'{"amount": -40, "p": 1}}'
+cmp -s "$TMP/none.s" "$TMP/p0.s" || fail "my_stage with p 0 changed samples"
+[ "$(wc -l <"$TMP/p1.s")" -eq 60 ] || fail "my_stage p 1: expected 60 digests"
+[ -z "$(comm -12 "$TMP/none.s" "$TMP/p1.s")" ] || fail "my_stage with p 1 left samples unchanged"
+my_spec "$TMP/mybad.json" "$MY_STAGE"'{"amount": 1.5}}'
+run_rc "$TMP/e" "$BIN/sluice" run "$TMP/mybad.json" --data-root "$TMP/data" --local --quiet \
+    --plugin-dir "$TMP/doc/plug"
+[ "$RC" -eq 2 ] && grep -q "plugin my_stage: params: need amount -255..255" "$TMP/e" \
+    || fail "my_stage bad params: $(cat "$TMP/e")"
+echo "the doc's my_stage.c: built by its line; p 0 = without it, p 1 changes all 60;" \
+    "refused: $(cat "$TMP/e")"
+
 # ---- Python: plugin_dir=
 python_env
 $PY - "$TMP/plug.json" "$TMP/data" "$PLUG" "$TMP/local.s" <<'EOF'
@@ -190,3 +241,38 @@ except sluice.SpecError as e:
 else:
     raise AssertionError("a missing plugin was accepted")
 EOF
+
+# ---- Python in a source tree, neither SLUICE_PLUGIN_HOST set nor the host
+# on PATH (issue #38): the host is found beside the library (build/lib's
+# ../bin). A library with no host near it: the error names the host
+# program, where it was looked for and SLUICE_PLUGIN_HOST, not "not in DIR".
+mkdir -p "$TMP/lonelib" "$TMP/nobin"
+cp "$SLUICE_LIB" "$TMP/lonelib/"
+[ -e "$(dirname "$(readlink -f "$PY")")/sluice-plugin-host" ] \
+    && fail "a sluice-plugin-host beside $PY: this test cannot make it missing"
+for lib in "$SLUICE_LIB" "$TMP/lonelib/libsluice.so"; do
+    env -u SLUICE_PLUGIN_HOST PATH="$TMP/nobin" SLUICE_LIB="$lib" \
+        $PY - "$TMP/plug.json" "$TMP/data" "$PLUG" "$lib" "$ROOT/$BUILD/lib/libsluice.so" <<'EOF2'
+import sys
+import sluice
+spec, root, plug, lib, built = sys.argv[1:]
+if lib == built:
+    with sluice.Loader(None, spec, data_root=root, plugin_dir=plug, threads=1) as ld:
+        n = sum(len(b.indices) for b in ld.batches())
+    assert n == 120, n
+    print("python, source tree, host not on PATH: found beside the library, 120 samples")
+    sys.exit(0)
+try:
+    sluice.Loader(None, spec, data_root=root, plugin_dir=plug)
+except sluice.SpecError as e:
+    msg = str(e)
+    for want in ("plugin host program sluice-plugin-host was not found",
+                 lib.rsplit("/", 1)[0] + "/sluice-plugin-host", "on PATH",
+                 "set SLUICE_PLUGIN_HOST to its path"):
+        assert want in msg, (want, msg)
+    assert "not in " not in msg, msg
+    print("python, no host near the library:", msg)
+else:
+    raise AssertionError("a plugin without its host program was accepted")
+EOF2
+done

@@ -93,6 +93,23 @@ START_TEST(test_process_is_deterministic)
                      -EINVAL);
     ck_assert_ptr_null(b);
     ck_assert_msg(strstr(err, "need size 1..4096") != NULL, "%s", err);
+    /* cutout reads its params with sluice_plugin.h's helpers, as strictly
+     * as it did with jansson: other keys, types and text are refused. */
+    const char *bad[][2] = {{"{\"sise\": 5}", "params: unknown key \"sise\" (keys: size, p"},
+                            {"{\"size\": \"5\"}", "need size 1..4096"},
+                            {"{\"size\": 5.0}", "need size 1..4096"},
+                            {"{\"p\": null}", "need size 1..4096"},
+                            {"{\"size\": 5, \"size\": 6}", "\"size\" given twice"},
+                            {"{\"size\": 5", "not a well-formed JSON object"}};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        ck_assert_int_eq(sl_plugin_conn_open(p, cut, bad[k][0], &b, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, bad[k][1]) != NULL, "%s: %s", bad[k][0], err);
+    }
+    ck_assert_int_eq(sl_plugin_conn_open(p, cut, "{\"p\": 1, \"size\": 5, \"value\": 255}", &b, err,
+                                         sizeof(err)),
+                     0);
+    sl_plugin_conn_close(b);
+    b = NULL;
     sl_plugin_conn_close(a);
     sl_tensor_free(&in);
     sl_tensor_free(&o1);
@@ -209,6 +226,64 @@ START_TEST(test_spec_refused)
 }
 END_TEST
 
+/* The host program is looked for ($SLUICE_PLUGIN_HOST, beside the program
+ * or its library, PATH); when it is not found the registry says so, where
+ * it looked and how to point to it, instead of "not in DIR". */
+START_TEST(test_host_not_found)
+{
+    find_build();
+    char dir[PATH_MAX + 32], path[64] = "", err[1024], why[2048];
+    snprintf(dir, sizeof(dir), "%s/plugins", g_build);
+    const char *old_path = getenv("PATH"), *old_host = getenv("SLUICE_PLUGIN_HOST");
+    char *saved = old_path != NULL ? strdup(old_path) : NULL;
+    char *saved_host = old_host != NULL ? strdup(old_host) : NULL;
+    setenv("PATH", "/nonexistent-bin", 1);
+    unsetenv("SLUICE_PLUGIN_HOST");
+    ck_assert_int_eq(sl_plugin_host_find(path, sizeof(path), err, sizeof(err)), -ENOENT);
+    ck_assert_str_eq(path, ""); /* untouched */
+    ck_assert_msg(strstr(err, "plugin host program sluice-plugin-host was not found") != NULL &&
+                      strstr(err, "/tests/sluice-plugin-host") != NULL &&
+                      strstr(err, "on PATH") != NULL && strstr(err, "SLUICE_PLUGIN_HOST") != NULL,
+                  "%s", err);
+    sl_plugins_t *p = NULL;
+    ck_assert_int_eq(sl_plugins_scan_client(dir, &p, err, sizeof(err)), 0);
+    ck_assert_uint_eq(p->n, 0);
+    ck_assert_msg(strstr(p->refused, "every file: the plugin host program") != NULL, "%s",
+                  p->refused);
+    sl_plugins_why_missing(p, "cutout", why, sizeof(why));
+    ck_assert_msg(strstr(why, "could not be listed: the plugin host program") != NULL, "%s", why);
+    sl_plugins_free(p);
+    /* Named but not there. */
+    setenv("SLUICE_PLUGIN_HOST", "/nonexistent/sluice-plugin-host", 1);
+    ck_assert_int_eq(sl_plugin_host_find(path, sizeof(path), err, sizeof(err)), -ENOENT);
+    ck_assert_msg(strstr(err, "SLUICE_PLUGIN_HOST=/nonexistent/sluice-plugin-host is not an "
+                              "executable file") != NULL,
+                  "%s", err);
+    /* Named by a path, and by a name on PATH. */
+    char host[PATH_MAX + 32], bin[PATH_MAX + 32], got[PATH_MAX + 64];
+    snprintf(host, sizeof(host), "%s/bin/sluice-plugin-host", g_build);
+    snprintf(bin, sizeof(bin), "/nonexistent-bin::%s/bin", g_build);
+    setenv("SLUICE_PLUGIN_HOST", host, 1);
+    ck_assert_int_eq(sl_plugin_host_find(got, sizeof(got), err, sizeof(err)), 0);
+    ck_assert_str_eq(got, host);
+    unsetenv("SLUICE_PLUGIN_HOST");
+    setenv("PATH", bin, 1);
+    ck_assert_int_eq(sl_plugin_host_find(got, sizeof(got), err, sizeof(err)), 0);
+    ck_assert_str_eq(got, host);
+    ck_assert_int_eq(sl_plugins_scan_client(dir, &p, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(sl_plugins_find(p, "cutout", NULL));
+    sl_plugins_free(p);
+    if (saved != NULL) {
+        setenv("PATH", saved, 1);
+    }
+    if (saved_host != NULL) { /* as the suite found it, for a run without fork */
+        setenv("SLUICE_PLUGIN_HOST", saved_host, 1);
+    }
+    free(saved);
+    free(saved_host);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plugin");
@@ -219,6 +294,7 @@ int main(void)
     tcase_add_test(tc, test_crash_and_hang_are_contained);
     tcase_add_test(tc, test_pipeline_unit);
     tcase_add_test(tc, test_spec_refused);
+    tcase_add_test(tc, test_host_not_found);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -559,7 +559,11 @@ class Loader:
                 certificate (mutual TLS)
     token_file  a file holding the cluster's bearer token
     plugin_dir  directory of stage plugins for the spec's "plugin" stages (None =
-                $SLUICE_PLUGIN_DIR; docs/plugins.md)
+                $SLUICE_PLUGIN_DIR; docs/plugins.md). They run in
+                sluice-plugin-host processes: $SLUICE_PLUGIN_HOST, else the
+                one beside libsluice.so or in its ../bin (a source tree's
+                build/, an installed prefix), else PATH; when none is found
+                the SpecError says where it looked
     resume      continue a run that was stopped: the states it saved (one
                 per rank, bytes from ``state()``, or a ``state_dict()``), so
                 that this job delivers exactly what they did not consume,
