@@ -200,11 +200,9 @@ DEPS_cost := cost base
 DEPS_profile := profile $(DEPS_cost) $(DEPS_engine)
 DEPS_rpc := rpc proto base
 DEPS_http := http base
-# The dispatcher still builds pipelines to learn their units (plan.c,
-# planner_job.c, plugins.c): engine leaves its closure when they use a pure
-# unit layout of a spec instead (delete this line).
-DISP_PIPELINES := $(DEPS_engine)
-DEPS_disp := disp $(DEPS_cost) $(DEPS_order) $(DEPS_rpc) $(DEPS_http) $(DISP_PIPELINES)
+# The dispatcher plans from a spec's unit layout (common/spec/spec_layout.h)
+# and runs no stage: no decoder, tokenizer or source is in its closure.
+DEPS_disp := disp $(DEPS_cost) $(DEPS_order) $(DEPS_rpc) $(DEPS_http)
 DEPS_worker := worker $(DEPS_profile) $(DEPS_rpc) $(DEPS_http)
 DEPS_client := client $(DEPS_profile) $(DEPS_rpc)
 

@@ -9,16 +9,6 @@
 #include "common/engine/pipeline_impl.h"
 #include "common/plugin/plugin.h"
 
-int sl_spec_has_plugins(const sl_spec_t *spec)
-{
-    for (uint32_t i = 0; i < spec->nstages; i++) {
-        if (spec->stages[i].op == SL_OP_PLUGIN) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 int sl_pipeline_bind_plugins(sl_pipeline_t *p, const sl_plugins_t *plugins, char *err,
                              size_t errlen)
 {

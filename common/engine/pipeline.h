@@ -113,8 +113,6 @@ void sl_pipe_scratch_free(sl_pipe_scratch_t *s);
 struct sl_plugins_s;
 int sl_pipeline_bind_plugins(sl_pipeline_t *p, const struct sl_plugins_s *plugins, char *err,
                              size_t errlen);
-/* Does the spec use plugin stages? */
-int sl_spec_has_plugins(const sl_spec_t *spec);
 
 /* Runs units [from, to) on io in place. For from = 0 io holds the encoded
  * bytes (SL_DT_BYTES); afterwards it holds the output of unit to-1. stats, if

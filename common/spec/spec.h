@@ -245,6 +245,8 @@ enum {
 const char *sl_op_name(sl_op_e op);
 /* SL_OPF_* of op; 0 outside the enum. */
 unsigned sl_op_flags(sl_op_e op);
+/* Does the spec use plugin stages? */
+int sl_spec_has_plugins(const sl_spec_t *spec);
 /* Is op one of the built-in augmentations (spec_aug.h)? */
 bool sl_op_is_augment(sl_op_e op);
 /* Does op draw from the sample's random stream (a deterministic op's

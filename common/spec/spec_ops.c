@@ -61,4 +61,14 @@ unsigned sl_op_flags(sl_op_e op)
 
 bool sl_op_is_augment(sl_op_e op) { return (sl_op_flags(op) & SL_OPF_AUGMENT) != 0; }
 
+int sl_spec_has_plugins(const sl_spec_t *spec)
+{
+    for (uint32_t i = 0; i < spec->nstages; i++) {
+        if (spec->stages[i].op == SL_OP_PLUGIN) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 bool sl_op_draws_random(sl_op_e op) { return (sl_op_flags(op) & SL_OPF_RANDOM) != 0; }

@@ -4,18 +4,21 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/engine/pipeline.h"
+#include "common/base/err.h"
+#include "common/spec/spec_layout.h"
 
 int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t errlen)
 {
-    sl_pipeline_t *p = NULL;
-    int rc = sl_pipeline_new(spec, 0, &p, err, errlen);
+    /* Counts and split points only: the layout, not a pipeline (the
+     * dispatcher runs no stage). */
+    sl_layout_t l;
+    int rc = sl_spec_layout(spec, 0, &l);
     if (rc != 0) {
-        return rc;
+        return sl_err(err, errlen, rc, "the spec's stages make no pipeline");
     }
     disp_plan_t plan;
     memset(&plan, 0, sizeof(plan));
-    plan.nunits = sl_pipeline_nunits(p);
+    plan.nunits = l.nunits;
     plan.version = 1;
     switch (spec->offload) {
     case SL_OFFLOAD_OFF:
@@ -29,7 +32,7 @@ int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t
         snprintf(plan.mode, sizeof(plan.mode), "all");
         break;
     case SL_OFFLOAD_FIXED:
-        plan.split = sl_pipeline_unit_for_split(p, spec->split);
+        plan.split = sl_layout_unit_for_split(&l, spec->split);
         plan.local_share = spec->local_share;
         snprintf(plan.mode, sizeof(plan.mode), "fixed");
         break;
@@ -43,7 +46,6 @@ int disp_plan_compute(const sl_spec_t *spec, disp_plan_t *ret, char *err, size_t
                  sl_offload_name(spec->offload));
         break;
     }
-    sl_pipeline_free(p);
     *ret = plan;
     return 0;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/base/err.h"
-#include "common/engine/pipeline.h"
+#include "common/spec/spec_layout.h"
 #include "dispatcher/planner/planner_job_impl.h"
 
 void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
@@ -83,23 +83,20 @@ static void codec_from_pb(disp_pjob_t *pj, const Sluice__PlannerInputs *in)
 int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_offload_e policy,
                   disp_pjob_t **ret, char *err, size_t errlen)
 {
-    sl_pipeline_t *pipe = NULL;
-    int rc = sl_pipeline_new(spec, 0, &pipe, err, errlen);
+    sl_layout_t l;
+    int rc = sl_spec_layout(spec, 0, &l);
     if (rc != 0) {
-        return rc;
+        return sl_err(err, errlen, rc, "the spec's stages make no pipeline");
     }
     disp_pjob_t *pj = calloc(1, sizeof(*pj));
     if (pj == NULL) {
-        sl_pipeline_free(pipe);
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
     pj->policy = policy;
-    pj->nunits = sl_pipeline_nunits(pipe);
+    pj->nunits = l.nunits;
     for (uint32_t u = 0; u < pj->nunits && u < DISP_PL_MAX_UNITS; u++) {
-        snprintf(pj->unit_names[u], sizeof(pj->unit_names[u]), "%s",
-                 sl_pipeline_unit_name(pipe, u));
+        snprintf(pj->unit_names[u], sizeof(pj->unit_names[u]), "%s", sl_layout_unit_name(&l, u));
     }
-    sl_pipeline_free(pipe);
     if (pj->nunits == 0 || pj->nunits > DISP_PL_MAX_UNITS) {
         uint32_t n = pj->nunits;
         free(pj);

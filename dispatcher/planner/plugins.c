@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/engine/pipeline.h"
+#include "common/spec/spec_layout.h"
 #include "dispatcher/core/registry.h"
 
 static int well_formed(const Sluice__PluginInfo *p)
@@ -60,24 +60,21 @@ int disp_job_plugins_new(const sl_spec_t *spec, disp_job_plugins_t **ret)
     if (!sl_spec_has_plugins(spec)) {
         return 0;
     }
-    sl_pipeline_t *p = NULL;
-    char err[256];
-    int rc = sl_pipeline_new(spec, 0, &p, err, sizeof(err));
+    sl_layout_t l;
+    int rc = sl_spec_layout(spec, 0, &l);
     if (rc < 0) {
         return rc;
     }
     disp_job_plugins_t *jp = calloc(1, sizeof(*jp));
     if (jp == NULL) {
-        sl_pipeline_free(p);
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < spec->nstages; i++) {
         if (spec->stages[i].op == SL_OP_PLUGIN) {
-            jp->unit[jp->n] = sl_pipeline_unit_for_split(p, i);
+            jp->unit[jp->n] = sl_layout_unit_for_split(&l, i);
             jp->st[jp->n++] = &spec->stages[i];
         }
     }
-    sl_pipeline_free(p);
     *ret = jp;
     return 0;
 }
