@@ -412,7 +412,7 @@ clean: fuzz-clean
 fuzz-clean:
 	rm -rf $(FUZZ_BUILD)
 
-# ---- install / uninstall (README "Deploying on a cluster")
+# ---- install / uninstall (docs/deploy.md "Deploying on a cluster")
 # PREFIX and DESTDIR as usual. Config files go to SYSCONFDIR/sluice only when
 # absent (an admin's edits survive a reinstall) and are removed by uninstall
 # only when unchanged. Units and manual pages get BINDIR, SYSCONFDIR and DOCDIR
@@ -501,7 +501,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(DATADIR)/sluice $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/sluice
 	-rmdir $(DESTDIR)$(SYSCONFDIR)/sluice 2>/dev/null
 
-# ---- the units booted (README "Deploying on a cluster"): root, debootstrap and
+# ---- the units booted (docs/deploy.md "Deploying on a cluster"): root, debootstrap and
 # systemd-nspawn; not part of `make check`.
 test-systemd: all
 	./scripts/test-systemd

@@ -28,7 +28,7 @@ typedef struct disp_config_s {
     long long max_workers;
     long long rpc_threads;
     int log_level; /* syslog level */
-    /* Transport security (README "Security"): PEM paths, "" = off. */
+    /* Transport security (docs/reference/config.md "Security"): PEM paths, "" = off. */
     char tls_cert[SL_CONF_STR_MAX];
     char tls_key[SL_CONF_STR_MAX];
     char tls_ca[SL_CONF_STR_MAX];        /* set: clients need a certificate it signed */

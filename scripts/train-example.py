@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Trains a tiny CNN for a few steps on CPU from a Sluice job: Sluice as a
-training script sees it (README "Deploying on a cluster").
+training script sees it (docs/deploy.md "Deploying on a cluster").
 
     scripts/train-example.py --dispatcher HOST:PORT --spec conf/imagenet-train.json \\
         --data-root /srv/sluice/data --steps 20

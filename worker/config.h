@@ -21,7 +21,7 @@ typedef struct wk_config_s {
     char plugin_dir[SL_CONF_STR_MAX]; /* stage plugins; "" = none (common/plugin/plugin.h) */
     long long plugin_timeout_ms;      /* per sample, then the plugin's process is killed */
     int log_level;                    /* syslog level; reloadable on SIGHUP */
-    /* Transport security (README "Security"): PEM paths, "" = off. */
+    /* Transport security (docs/reference/config.md "Security"): PEM paths, "" = off. */
     char tls_cert[SL_CONF_STR_MAX];       /* server cert; also the client cert to the dispatcher */
     char tls_key[SL_CONF_STR_MAX];
     char tls_ca[SL_CONF_STR_MAX];         /* roots for the dispatcher; peers' certs must chain */

@@ -74,7 +74,7 @@ void wk_control_get_status(wk_control_t *c, wk_control_status_t *ret);
 const char *wk_ctl_state_name(wk_ctl_state_e s);
 
 /* Retry pacing. The cap bounds how long a worker stays away from a dispatcher
- * that is back (README "Deploying on a cluster": within ~2 s): at most the
+ * that is back (docs/deploy.md "Deploying on a cluster": within ~2 s): at most the
  * cap here plus the channel's own reconnect step (common/rpc/rpc_client.c).
  * A dispatcher that is down costs nothing per retry: the channel fails the
  * call locally until its next connection attempt. */

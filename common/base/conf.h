@@ -52,7 +52,7 @@ typedef struct sl_conf_table_s {
 #define SL_CONF_LOGLEVEL_ROW(T, key, def, help)                                                  \
     SL_CONF_ROW(T, key, SL_CONF_LOGLEVEL, 0, 0, def, help, 0, 1)
 
-/* The transport-security rows every daemon has (README "Security"), in the
+/* The transport-security rows every daemon has (docs/reference/config.md "Security"), in the
  * order --help lists them: T needs char[SL_CONF_STR_MAX] fields tls_cert,
  * tls_key, tls_ca, token_file and http_token_file. The help lines that
  * differ say what the key does for that daemon. */

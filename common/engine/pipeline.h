@@ -9,7 +9,7 @@
  *
  * Fused vs unfused: the fused unit's output differs from decode-then-crop by
  * DCT-domain downscaling only; tests/unit/test_pipeline.c bounds the mean
- * absolute difference (documented there and in README). A pipeline is
+ * absolute difference (documented there and in docs/reference/spec.md "Fused decode"). A pipeline is
  * immutable after sl_pipeline_new and safe to run from many threads, each with
  * its own sl_pipe_scratch_t.
  *

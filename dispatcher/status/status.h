@@ -1,4 +1,4 @@
-/* status: the operator's view of the dispatcher (README "Status endpoint
+/* status: the operator's view of the dispatcher (docs/reference/status.md "Status endpoint
  * reference" documents every field and metric):
  *   GET /status   JSON: dispatcher (version, uptime), workers (address,
  *                 state, heartbeat age, threads, load, per-unit rates,
@@ -69,7 +69,7 @@ typedef enum {
 char *disp_status_render_json_for(disp_status_t *st, int64_t now_ms, disp_view_e view,
                                   const char *tenant, size_t *ret_len);
 
-/* Which rows of "workers" a /status shows (README "Status endpoint
+/* Which rows of "workers" a /status shows (docs/reference/status.md "Status endpoint
  * reference"): a page of at most limit workers from offset, in registration
  * order, beside a summary of all of them; a cluster of thousands of workers
  * is a summary, not a 5,000-row table. /status?workers=all (every row),

@@ -1,4 +1,4 @@
-/* status_json: the /status document (README "Status endpoint reference"),
+/* status_json: the /status document (docs/reference/status.md "Status endpoint reference"),
  * built with jansson under d->mu (and the history's mutex). Callable from
  * any thread: the http thread for /status, an RPC handler for GetStatus.
  *

@@ -1,4 +1,4 @@
-/* status_metrics: /metrics, the Prometheus text (README "Status endpoint
+/* status_metrics: /metrics, the Prometheus text (docs/reference/status.md "Status endpoint
  * reference"), as one table of families rendered by the shared writer
  * (common/base/metrics.h) under d->mu (and the history's mutex). Callable
  * from any thread.

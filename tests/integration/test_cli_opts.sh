@@ -81,7 +81,7 @@ for cmd in RUN BENCH; do
     bad "${args[0]}" rank -1 "${args[@]:1}" --world-size 2
     bad "${args[0]}" world-size 0 "${args[@]:1}"
 done
-for v in bogus 3:2 x:0.5 1: ""; do # README's format, not the library's own message
+for v in bogus 3:2 x:0.5 1: ""; do # docs/reference/cli.md's format, not the library's own message
     bad run offload "$v" "${RUN[@]:1}"
     bad bench offload "$v" "${BENCH[@]:1}"
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Workers come back quickly after a dispatcher outage (README "Deploying on a
+# Workers come back quickly after a dispatcher outage (docs/deploy.md "Deploying on a
 # cluster"). Two ways a worker waits for a dispatcher, each with long enough
 # an outage for every back-off to have grown to its cap:
 #   1. started while no dispatcher listens (the RegisterWorker retries);

@@ -820,7 +820,7 @@ END_TEST
  * out x out against full decode, integer crop and the same resample (the
  * unfused path). Crops are the smallest for which M/8 still leaves 1.5 x out
  * px (pick_scale's margin: the case it hands to M/8 with the least room) and
- * random larger ones. Documented bound (README "Fused decode"): mean absolute difference
+ * random larger ones. Documented bound (docs/reference/spec.md "Fused decode"): mean absolute difference
  * < 3 levels of 255 per sample; the worst per scale is printed. */
 START_TEST(test_region_m8_tolerance)
 {

@@ -2,7 +2,7 @@
  * the fused region-of-interest decode may differ from decode-then-crop, the
  * one-pass normalize + to_chw, and the device normalize (no unit).
  *
- * Documented tolerance (README "Fused decode"): on RandomResizedCrop(224) the
+ * Documented tolerance (docs/reference/spec.md "Fused decode"): on RandomResizedCrop(224) the
  * fused unit's output differs from the unfused path's by a mean absolute
  * difference below 3 levels (of 255) per sample; at DCT scale 1 the two are
  * identical up to resampling rounding (< 1 level mean). */
