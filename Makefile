@@ -329,10 +329,11 @@ ifneq ($(SANITIZE),1)
 endif
 
 # The programs that are not module libraries, for lint: what each may include.
-# The CLI, as it is today: the library (client/lib) and, beside it, common/
-# directly (spec for its options, the profiler and pipeline for `sluice plan`,
-# rpc and the status page's http for `sluice status`).
-DEPS_cli := cli http $(DEPS_client)
+# The CLI sees the library through client/lib's headers (sluice.h, stats.h,
+# diagnose.h, plan_job.h, status_rpc.h) and of common/ only base, spec (the
+# --offload grammar) and rpc (the connection flags): nothing that runs a
+# pipeline or reads a source.
+DEPS_cli := cli client spec rpc base
 DEPS_plugin_host := plugin_host $(DEPS_plugin)
 LINT_PROGS := cli plugin_host
 LINT_DIRS_cli := client/cli
