@@ -684,16 +684,16 @@ int main(int argc, char **argv)
         double p99 = hist_q_ms(&tot[m], 0.99);
         printf("method=%s calls=%" PRIu64 " errors=%" PRIu64
                " per_sec=%.1f p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
-               MNAME[m], tot[m].calls, tot[m].errors, (double)tot[m].calls / c.seconds,
+               MNAME[m], tot[m].calls, tot[m].errors, (double)tot[m].calls / took,
                hist_q_ms(&tot[m], 0.5), p99, tot[m].max_us / 1000.0);
         errors += tot[m].errors;
         p99max = p99 > p99max ? p99 : p99max;
     }
-    printf("summary workers=%d jobs=%d ack_rate=%.0f seconds=%.2f acks_per_sec=%.1f"
+    printf("summary workers=%d jobs=%d ack_rate=%.0f seconds=%.3f acks_per_sec=%.1f"
            " heartbeats_per_sec=%.1f hb_late=%" PRIu64 " ack_behind=%" PRIu64
            " errors=%" PRIu64 " p99_ms_max=%.3f gen_cpu=%.2f ack_interval_ms=%d\n",
-           c.workers, c.jobs, c.ack_rate, took, (double)acks / c.seconds,
-           (double)hbs / c.seconds, hb_late, behind, errors, p99max, gen_cpu,
+           c.workers, c.jobs, c.ack_rate, took, (double)acks / took,
+           (double)hbs / took, hb_late, behind, errors, p99max, gen_cpu,
            c.ack_interval_ms);
     return 0;
 }
