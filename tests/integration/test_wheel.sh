@@ -111,7 +111,7 @@ cat >"$TMP/spec.json" <<JSON
 JSON
 "$BIN/sluice" run "$TMP/spec.json" --data-root "$TMP/data" --local --quiet \
     --plugin-dir "$TMP/plugins" --digests "$TMP/ref.raw" || fail "sluice run"
-sort "$TMP/ref.raw" >"$TMP/ref.txt"
+LC_ALL=C sort "$TMP/ref.raw" >"$TMP/ref.txt"
 out=$(cd "$TMP" && env -u SLUICE_LIB -u PYTHONPATH -u SLUICE_PLUGIN_HOST -u LD_LIBRARY_PATH \
     "$TMP/venv/bin/python" "$ROOT/tests/integration/wheel_job.py" - "$TMP/spec.json" \
     "$TMP/data" "$TMP/py.txt" "$TMP/plugins") || fail "the job through the wheel"
