@@ -7,7 +7,8 @@
 # libgcc_s, libstdc++), never to another system library; without SLUICE_LIB
 # and outside the source tree, `import sluice` loads the wheel's library,
 # sluice.version is SL_VERSION, and a local job through a plugin (the wheel's
-# plugin host) gives the digests of `sluice run`. The bare-chroot test of the
+# plugin host) gives the digests of `sluice run`; `pip install ./client/python`
+# in an unbuilt tree fails saying to run make. The bare-chroot test of the
 # same wheel is scripts/test-wheel (make test-wheel).
 source "$(dirname "$0")/lib.sh"
 ok() { echo "ok: $*"; }
@@ -58,6 +59,16 @@ ok "RECORD lists every file with its sha256 and size"
 /usr/bin/python3 -m venv --system-site-packages "$TMP/venv" || fail "venv"
 "$TMP/venv/bin/pip" install --quiet --no-index "$WHL" >"$TMP/pip.out" 2>&1 ||
     { cat "$TMP/pip.out"; fail "pip install the wheel"; }
+# pip install ./client/python builds this same wheel in a built tree; in an
+# unbuilt one (BUILD names no build here) it fails saying what to run.
+if BUILD=no-such-build "$TMP/venv/bin/pip" install --no-index "$ROOT/client/python" \
+    >"$TMP/pip-src.out" 2>&1; then
+    fail "pip install ./client/python succeeded without a built library"
+fi
+grep -q 'run `make` first, or `make wheel`' "$TMP/pip-src.out" ||
+    { cat "$TMP/pip-src.out"; fail "pip install ./client/python: no clear message"; }
+ok "pip install ./client/python in an unbuilt tree: $(grep -o 'sluice: .* is not built' \
+    "$TMP/pip-src.out" | head -n 1), run make / make wheel"
 SITE=$("$TMP/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 [ -x "$SITE/sluice/bin/sluice-plugin-host" ] || fail "the plugin host is not installed executable"
 
