@@ -515,6 +515,17 @@ deb: all
 test-systemd-deb: deb
 	BUILD=$(BUILD) ./scripts/test-systemd --debs $(BUILD)/deb
 
+# The Python package as one self-contained wheel (scripts/make-wheel: libsluice,
+# the libraries it needs and sluice-plugin-host inside, RPATHs via patchelf) into
+# $(BUILD)/wheel; `make test-wheel` installs it in a bare Debian 13 chroot
+# (debootstrap, cached under $(BUILD)/wheel-chroot; root; not part of `make check`).
+.PHONY: wheel test-wheel
+wheel: $(CLIENT_SO) $(BUILD)/bin/sluice-plugin-host
+	BUILD=$(BUILD) ./scripts/make-wheel
+
+test-wheel: all
+	BUILD=$(BUILD) ./scripts/test-wheel
+
 clean:
 	rm -rf build build-asan
 

@@ -13,6 +13,7 @@ PKGS=(
     clang libclang-rt-14-dev clang-format universal-ctags
     iproute2 openssl procps psmisc curl
     python3 python3-numpy python3-torch python3-torchvision python3-pil
+    python3-venv patchelf debootstrap
     python3-prometheus-client
     python3-yaml
     gnuplot-nox

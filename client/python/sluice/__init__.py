@@ -21,8 +21,10 @@ when the last array viewing it is garbage-collected. Hold on to arrays as
 long as you like; the memory is yours until then, and writable.
 
 libsluice.so is looked for in this order: $SLUICE_LIB; next to this
-package; build/lib of the source tree the package sits in; the path
-`make install` recorded; the system's library path.
+package (the wheel from `make wheel`, which bundles the libraries it needs
+in sluice.libs/ and the plugin host in sluice/bin/); build/lib of the
+source tree the package sits in; the path `make install` recorded; the
+system's library path.
 """
 
 import ctypes
@@ -88,6 +90,17 @@ _lib = None
 library_path = None
 _lib_lock = threading.Lock()
 
+# The wheel's own plugin host (scripts/make-wheel), which the library finds
+# only through $SLUICE_PLUGIN_HOST: it looks beside the program, python.
+_WHEEL_PLUGIN_HOST = os.path.join(_HERE, "bin", "sluice-plugin-host")
+
+
+def _use_wheel_plugin_host(path):
+    if (os.path.dirname(os.path.abspath(path)) == _HERE
+            and not os.environ.get("SLUICE_PLUGIN_HOST")
+            and os.access(_WHEEL_PLUGIN_HOST, os.X_OK)):
+        os.environ["SLUICE_PLUGIN_HOST"] = _WHEEL_PLUGIN_HOST
+
 
 def _load():
     global _lib, library_path
@@ -104,10 +117,13 @@ def _load():
                 errors.append("%s: %s" % (path, e))
                 continue
             _declare(lib)
+            _use_wheel_plugin_host(path)
             _lib, library_path = lib, path
             return lib
         raise SluiceError(
-            "libsluice.so not found (set SLUICE_LIB, or build it with `make`)"
+            "libsluice.so not found: install the self-contained wheel (`make wheel` in a"
+            " Sluice tree, then `pip install build/wheel/sluice-*.whl`), set SLUICE_LIB,"
+            " or build it with `make`"
             + ("; tried " + "; ".join(errors) if errors else ""),
             -errno.ENOENT,
         )
