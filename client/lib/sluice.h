@@ -171,7 +171,7 @@ typedef struct sluice_records {
 } sluice_records_t;
 
 typedef struct sluice_stats {
-    uint64_t delivered;
+    uint64_t delivered; /* samples in the batches sluice_next_batch returned */
     uint64_t skipped;
     uint64_t duplicates_dropped;
     uint64_t from_local, from_remote;
