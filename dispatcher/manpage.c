@@ -9,9 +9,9 @@
 static const sl_man_section_t SECTIONS[] = {
     {"SIGNALS",
      "SIGTERM, SIGINT: stop serving (calls in progress get 2 s) and exit 0. With a journal "
-     "(the default; not with journal = none), a dispatcher started again on the same address and directory continues every "
-     "job; workers register again within about 2 s and clients ride out the gap "
-     "(sluice run --dispatcher-timeout).\n"
+     "(the default; not with journal = none), a dispatcher started again on the same "
+     "address and directory continues every job; workers register again within about 2 s "
+     "and clients ride out the gap (sluice run --dispatcher-timeout).\n"
      "\n"
      "SIGHUP: re-read the --config file (only log_level changes) and the tenants_file: "
      "tokens added are admitted and tokens removed refused from the next RPC on."},
