@@ -3,7 +3,13 @@
 #include "dispatcher/config.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/base/addr.h"
 #include "common/base/err.h"
@@ -15,7 +21,10 @@
 static const sl_conf_opt_t OPTS[] = {
     OPT_STR(listen, "127.0.0.1:7400", "gRPC address HOST:PORT (port 0 picks a free one)"),
     OPT_STR(http, "127.0.0.1:7401", "status HTTP address HOST:PORT (/status, /metrics, /healthz)"),
-    OPT_STR(journal, "", "journal directory: job state survives a restart (\"\" = none)"),
+    OPT_STR(journal, "auto",
+            "journal directory: job state survives a restart; auto = "
+            "$XDG_STATE_HOME/sluice/journal (else ~/.local/state/sluice/journal), "
+            "none (or \"\") = no journal"),
     OPT_INT(worker_timeout_ms, 100, 3600000, "5000",
             "a worker silent this long is lost and its splits re-assigned"),
     OPT_INT(heartbeat_ms, 10, 600000, "500", "heartbeat interval told to workers"),
@@ -29,8 +38,7 @@ static const sl_conf_opt_t OPTS[] = {
             "(0 = by count)"),
     OPT_INT(steal, 0, 1, "1",
             "move a queued split from the worker predicted to finish last to an idle one"),
-    OPT_INT(max_splits_per_worker, 1, 1024, "4",
-            "unacknowledged splits of one job per worker"),
+    OPT_INT(max_splits_per_worker, 1, 1024, "4", "unacknowledged splits of one job per worker"),
     OPT_INT(max_client_splits, 1, 65536, "64",
             "unacknowledged splits of one job handed to its client at a time"),
     OPT_INT(max_jobs, 1, 4096, "64", "open jobs (beyond: RESOURCE_EXHAUSTED)"),
@@ -87,6 +95,74 @@ int disp_config_check(const disp_config_t *c, char *err, size_t errlen)
         return sl_err(err, errlen, -EINVAL,
                       "heartbeat_ms (%lld) must be below worker_timeout_ms (%lld)",
                       c->heartbeat_ms, c->worker_timeout_ms);
+    }
+    return 0;
+}
+
+/* The per-user base of "auto": $XDG_STATE_HOME (the XDG spec ignores a
+ * relative one), else $HOME/.local/state, else the passwd entry's home (root
+ * started with an empty environment gets /root/.local/state). */
+static int state_home(char *buf, size_t len, char *err, size_t errlen)
+{
+    const char *xdg = getenv("XDG_STATE_HOME");
+    if (xdg != NULL && xdg[0] == '/') {
+        return snprintf(buf, len, "%s", xdg) < (int)len ? 0 : -ENAMETOOLONG;
+    }
+    const char *home = getenv("HOME");
+    char pwbuf[4096];
+    struct passwd pw, *pwp = NULL;
+    if ((home == NULL || home[0] != '/') &&
+        getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp != NULL &&
+        pwp->pw_dir != NULL && pwp->pw_dir[0] == '/') {
+        home = pwp->pw_dir;
+    }
+    if (home == NULL || home[0] != '/') {
+        return sl_err(err, errlen, -ENOENT,
+                      "journal auto: no $XDG_STATE_HOME, $HOME or home directory to keep it "
+                      "in: give --journal DIR (or --journal none)");
+    }
+    return snprintf(buf, len, "%s/.local/state", home) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+/* mkdir -p of path's parents (not path itself: the journal creates it). */
+static int make_parents(char *path)
+{
+    for (char *p = strchr(path + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        int rc = mkdir(path, 0700) < 0 && errno != EEXIST ? -errno : 0;
+        *p = '/';
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int disp_config_journal_dir(const char *journal, char *buf, size_t len, char *err, size_t errlen)
+{
+    if (journal[0] == '\0' || strcmp(journal, "none") == 0 || strcmp(journal, "off") == 0) {
+        buf[0] = '\0';
+        return 0;
+    }
+    if (strcmp(journal, "auto") != 0) {
+        if (snprintf(buf, len, "%s", journal) >= (int)len) {
+            return sl_err(err, errlen, -ENAMETOOLONG, "journal: path too long");
+        }
+        return 0;
+    }
+    char base[SL_CONF_STR_MAX];
+    int rc = state_home(base, sizeof(base), err, errlen);
+    if (rc == -ENAMETOOLONG ||
+        (rc == 0 && snprintf(buf, len, "%s/sluice/journal", base) >= (int)len)) {
+        return sl_err(err, errlen, -ENAMETOOLONG, "journal auto: state directory path too long");
+    }
+    if (rc < 0) {
+        return rc;
+    }
+    rc = make_parents(buf);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "journal auto: cannot create the parents of '%s': %s", buf,
+                      strerror(-rc));
     }
     return 0;
 }

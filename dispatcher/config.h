@@ -14,7 +14,9 @@
 typedef struct disp_config_s {
     char listen[SL_CONF_STR_MAX];  /* gRPC HOST:PORT */
     char http[SL_CONF_STR_MAX];    /* status HOST:PORT */
-    char journal[SL_CONF_STR_MAX]; /* "" = no journal (journal_state.h) */
+    /* "auto" (the default), "none"/"off"/"" or a directory; main resolves
+     * it with disp_config_journal_dir, after which "" = no journal. */
+    char journal[SL_CONF_STR_MAX];
     long long worker_timeout_ms;
     long long heartbeat_ms;
     long long client_timeout_ms;
@@ -45,6 +47,12 @@ extern const sl_conf_table_t disp_conf_table;
 /* Checks what one key's bounds cannot: heartbeat_ms < worker_timeout_ms,
  * addresses of the form HOST:PORT. */
 int disp_config_check(const disp_config_t *c, char *err, size_t errlen);
+/* The journal directory the journal key names: "" for "none", "off" or "";
+ * for "auto" the per-user state directory $XDG_STATE_HOME/sluice/journal,
+ * else $HOME/.local/state/sluice/journal, else the passwd home's (its
+ * parents created 0700); else the path as given. Writes buf (len bytes);
+ * 0, or a negative errno with err filled. */
+int disp_config_journal_dir(const char *journal, char *buf, size_t len, char *err, size_t errlen);
 /* manpage.c: the prose of sluice-dispatcher(1) (common/base/conf_man.h). */
 extern const sl_man_page_t disp_man_page;
 

@@ -153,10 +153,13 @@ static int parse_config(dmain_t *m, int argc, char **argv)
     if (rc == 1) {
         return 1;
     }
-    if (rc != 0 || disp_config_check(&m->cfg, err, sizeof(err)) != 0) {
+    char jdir[SL_CONF_STR_MAX];
+    if (rc != 0 || disp_config_check(&m->cfg, err, sizeof(err)) != 0 ||
+        disp_config_journal_dir(m->cfg.journal, jdir, sizeof(jdir), err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice-dispatcher: %s\n", err);
         return -EINVAL;
     }
+    memcpy(m->cfg.journal, jdir, sizeof(jdir)); /* from here on: a directory or "" */
     sl_log_set_level(m->cfg.log_level);
     return 0;
 }
@@ -186,6 +189,13 @@ static int open_state(dmain_t *m)
         return rc;
     }
     m->have_state = 1;
+    /* One line either way: a hand-started dispatcher without a journal
+     * loses every job when restarted, and should say so up front. */
+    if (m->cfg.journal[0] == '\0') {
+        SL_NOTICE("journal: none: a restart loses every job (--journal DIR keeps them)");
+    } else {
+        SL_NOTICE("journal: %s", m->cfg.journal);
+    }
     if (m->cfg.journal[0] != '\0') {
         rc = disp_jstate_open(&m->d, m->cfg.journal, disp_now_ms(), err, sizeof(err));
         if (rc != 0) {

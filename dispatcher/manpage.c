@@ -8,16 +8,20 @@
 
 static const sl_man_section_t SECTIONS[] = {
     {"SIGNALS",
-     "SIGTERM, SIGINT: stop serving (calls in progress get 2 s) and exit 0. With journal "
-     "set, a dispatcher started again on the same address and directory continues every "
-     "job; workers register again within about 2 s and clients ride out the gap "
-     "(sluice run --dispatcher-timeout).\n"
+     "SIGTERM, SIGINT: stop serving (calls in progress get 2 s) and exit 0. With a journal "
+     "(the default; not with journal = none), a dispatcher started again on the same "
+     "address and directory continues every job; workers register again within about 2 s "
+     "and clients ride out the gap (sluice run --dispatcher-timeout).\n"
      "\n"
      "SIGHUP: re-read the --config file (only log_level changes) and the tenants_file: "
      "tokens added are admitted and tokens removed refused from the next RPC on."},
     {"FILES",
      "/etc/sluice/dispatcher.conf: the configuration the systemd unit reads. The shipped "
      "one sets journal = /var/lib/sluice-dispatcher, the unit's StateDirectory=.\n"
+     "\n"
+     "$XDG_STATE_HOME/sluice/journal, else ~/.local/state/sluice/journal: the journal of a "
+     "dispatcher started without one configured (journal = auto, the default); the start "
+     "logs the directory in use. One dispatcher per directory: a second exits 1.\n"
      "\n"
      "In the journal directory: journal.log (records appended and fsync'd before each "
      "answer) and snapshot (the log compacted). A torn tail is truncated with a notice; a corrupt "

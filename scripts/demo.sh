@@ -48,7 +48,8 @@ listen_addr() { # waits for the daemon's first stdout line, prints grpc=...
 }
 
 echo "== starting sluice-dispatcher and two sluice-workers on 127.0.0.1"
-"$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 >"$WORK/d.out" 2>"$WORK/d.err" &
+"$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 --journal none \
+    >"$WORK/d.out" 2>"$WORK/d.err" &
 PIDS+=($!)
 DISP=$(listen_addr "$WORK/d.out" $!)
 HTTP=$(sed -nE '1s/.*http=([^ ]+).*/\1/p' "$WORK/d.out")

@@ -181,6 +181,10 @@ static int open_job(run_t *r)
         fprintf(stderr, "sluice run: %s\n", err);
         return rc == -EINVAL ? SL_EXIT_USAGE : SL_EXIT_RUNTIME;
     }
+    const char *no_secret = sluice_secret_warning(r->job);
+    if (no_secret != NULL) {
+        fprintf(stderr, "sluice run: warning: %s\n", no_secret);
+    }
     return SL_EXIT_OK;
 }
 

@@ -181,6 +181,11 @@ struct sluice_job {
      * SubmitJob answered (multi-rank: what every rank derives alike,
      * cl_ranks_job_secret), sent with every RPC about the job. */
     char job_secret[SL_JOBCAP_MAX + 1];
+    /* Multi-rank: the caller's sluice_options_t.job_secret, copied at open
+     * ("" = none given); no_secret: the capability derives from the name
+     * alone (cl_ranks_job_secret), so sluice_secret_warning warns. */
+    char secret_key[SL_JOBCAP_MAX + 1];
+    int no_secret;
     /* Multi-rank remote jobs: a split is acknowledged once the training loop
      * has taken every one of its samples (not when they reach the batcher),
      * so a restarted rank neither loses nor repeats acknowledged samples. */

@@ -15,6 +15,12 @@
 #include "common/base/clock.h"
 #include "common/base/err.h"
 
+/* The job is gone from the dispatcher. Its most common cause is a dispatcher
+ * restarted without a journal, so the message names the flag that keeps jobs. */
+#define CL_JOB_UNKNOWN_MSG                                                                         \
+    "the dispatcher no longer knows this job (timed out, or was it restarted without "             \
+    "a journal? see sluice-dispatcher --journal)"
+
 #define CL_POLL_MS 100
 
 /* Waits ms before the next round; while the dispatcher answers (may_wake),
@@ -161,7 +167,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
         }
         pthread_mutex_unlock(&job->mu);
     } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
-        fail_job(job, "the dispatcher no longer knows this job (timed out or restarted)");
+        fail_job(job, CL_JOB_UNKNOWN_MSG);
     }
     free(ids);
     free(recv);
@@ -395,7 +401,7 @@ static void *control_main(void *arg)
             }
             protobuf_c_message_free_unpacked(resp, NULL);
         } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
-            fail_job(job, "the dispatcher no longer knows this job (timed out or restarted)");
+            fail_job(job, CL_JOB_UNKNOWN_MSG);
         } else {
             failures++;
             wait_ms = wait_ms >= CL_DISP_BACKOFF_MAX_MS / 2 ? CL_DISP_BACKOFF_MAX_MS

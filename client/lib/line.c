@@ -42,6 +42,7 @@ struct cl_line_s {
     char failed_on[256];      /* on_error "fail": the sample that stopped the job */
     sl_ring_t skips;          /* sluice_skip_t, the most recent SLUICE_RECENT_SKIPS */
     cl_taken_t taken;         /* what the training loop consumed (a saved state's) */
+    uint64_t popped;          /* samples in the batches cl_line_pop handed out */
     int track_drops;
     cl_line_account_fn account; /* the job's split accounting, or NULL */
     void *account_arg;
@@ -278,6 +279,7 @@ sl_batch_t *cl_line_pop(cl_line_t *l)
     if (b == NULL) {
         return NULL;
     }
+    l->popped += b->n;
     for (uint32_t i = 0; l->account != NULL && i < b->n; i++) {
         cl_line_took_t t = {.split_id = b->meta[i].split_id, .skip = -1};
         l->account(l->account_arg, CL_LINE_EV_POPPED, &t);
@@ -337,6 +339,8 @@ void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret)
 {
     sl_batcher_get_stats(l->batcher, ret);
 }
+
+uint64_t cl_line_popped(const cl_line_t *l) { return l->popped; }
 
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret) { sl_exec_unit_stats(l->exec, ret); }
 

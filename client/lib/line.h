@@ -182,6 +182,10 @@ struct cl_taken_s;
 const struct cl_taken_s *cl_line_taken(const cl_line_t *l);
 
 void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret);
+/* Samples in the batches cl_line_pop handed out: what the training loop got.
+ * Not the batcher's count (sl_batcher_stats_t.delivered), which also holds
+ * samples batched but not yet popped and drop_last's discarded remainders. */
+uint64_t cl_line_popped(const cl_line_t *l);
 /* Per-unit cost so far (sl_pipeline_nunits entries). Any thread. */
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret);
 /* The first skipped sample's reason, "" when none was skipped. */

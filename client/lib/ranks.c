@@ -15,6 +15,14 @@
 
 int cl_ranks_apply(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
+    if (opts->job_secret != NULL && opts->job_secret[0] != '\0') {
+        if (strlen(opts->job_secret) < SL_JOBCAP_MIN ||
+            strlen(opts->job_secret) >= sizeof(job->secret_key)) {
+            return sl_err(err, errlen, -EINVAL, "job_secret: %d..%d bytes", SL_JOBCAP_MIN,
+                          SL_JOBCAP_MAX);
+        }
+        snprintf(job->secret_key, sizeof(job->secret_key), "%s", opts->job_secret);
+    }
     if (opts->world_size == 0) {
         if (opts->rank != 0) {
             return sl_err(err, errlen, -EINVAL, "rank %u given without a world size",
@@ -32,23 +40,54 @@ int cl_ranks_apply(sluice_job_t *job, const sluice_options_t *opts, char *err, s
     return 0;
 }
 
+/* torchrun's run id (TORCHELASTIC_RUN_ID; "none" when it was given no
+ * --rdzv-id, which is no secret) keyed with the token: a key every rank of
+ * one launch derives alike. 0 and *ret set, or 1 when not under torchrun. */
+static int torchrun_key(const sluice_job_t *job, char ret[65])
+{
+    const char *run = getenv("TORCHELASTIC_RUN_ID");
+    if (run == NULL || run[0] == '\0' || strcmp(run, "none") == 0) {
+        return 1;
+    }
+    char name[256];
+    snprintf(name, sizeof(name), "torchrun\n%s", run);
+    sl_jobcap_derive(job->token, name, ret);
+    return 0;
+}
+
 int cl_ranks_job_secret(sluice_job_t *job, char *err, size_t errlen)
 {
+    char run_key[65];
     const char *key = getenv("SLUICE_JOB_SECRET");
-    if (key != NULL && key[0] != '\0') {
+    if (job->secret_key[0] != '\0') {
+        key = job->secret_key; /* the caller's (Python: torch.distributed's broadcast) */
+    } else if (key != NULL && key[0] != '\0') {
         if (strlen(key) < SL_JOBCAP_MIN) {
             return sl_err(err, errlen, -EINVAL,
                           "SLUICE_JOB_SECRET: at least %d bytes (it is the multi-rank job's "
                           "capability)",
                           SL_JOBCAP_MIN);
         }
+    } else if (torchrun_key(job, run_key) == 0) {
+        key = run_key;
     } else {
         key = job->token; /* "" without a token */
     }
+    job->no_secret = key[0] == '\0';
     char hex[65];
     sl_jobcap_derive(key, job->job_name, hex);
     snprintf(job->job_secret, sizeof(job->job_secret), "%s", hex);
     return 0;
+}
+
+const char *sluice_secret_warning(const sluice_job_t *job)
+{
+    if (!job->no_secret) {
+        return NULL;
+    }
+    return "this multi-rank job has no secret: anyone who knows its name can join it and take "
+           "its samples (set SLUICE_JOB_SECRET to one random value for all ranks, run under "
+           "torch.distributed or torchrun, or give the cluster a token)";
 }
 
 void cl_ranks_job_name(const sluice_job_t *job, char *buf, size_t len)

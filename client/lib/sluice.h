@@ -82,6 +82,14 @@ typedef struct sluice_options {
      * else none). The client runs any unit its plan leaves it, so it needs
      * the spec's plugins as the workers do. */
     const char *plugin_dir;
+    /* Multi-rank jobs: the secret the ranks of this launch share (>= 16
+     * bytes, the same on every rank; need not outlive sluice_open), from
+     * which each job's capability is derived with its name. NULL = the
+     * environment's: SLUICE_JOB_SECRET, else torchrun's TORCHELASTIC_RUN_ID
+     * (with the token, if any), else the token alone, else none -- then
+     * sluice_secret_warning says so. The Python binding fills it under an
+     * initialized torch.distributed group (rank 0 draws, broadcasts). */
+    const char *job_secret;
 } sluice_options_t;
 
 /* Epoch numbers stay below this (first_epoch + epochs at most). */
@@ -171,7 +179,7 @@ typedef struct sluice_records {
 } sluice_records_t;
 
 typedef struct sluice_stats {
-    uint64_t delivered;
+    uint64_t delivered; /* samples in the batches sluice_next_batch returned */
     uint64_t skipped;
     uint64_t duplicates_dropped;
     uint64_t from_local, from_remote;
@@ -244,6 +252,12 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret);
 void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch);
 const char *sluice_last_error(const sluice_job_t *job);
 void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret);
+/* NULL, or why the job is open to strangers: a multi-rank job whose ranks
+ * share no secret (no job_secret, SLUICE_JOB_SECRET, torchrun run id or
+ * token), so anyone who knows its name can join it and take its samples.
+ * The library never prints: the CLI and the Python binding warn with it.
+ * Valid as long as the job. */
+const char *sluice_secret_warning(const sluice_job_t *job);
 /* Skipped samples by reason: fills up to n (name, count) pairs, returns how many. */
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n);
 /* The most recent skipped samples, oldest first (at most

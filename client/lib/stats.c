@@ -13,7 +13,10 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     memset(ret, 0, sizeof(*ret));
     sl_batcher_stats_t bs;
     cl_line_stats(job->consumer.line, &bs);
-    ret->delivered = bs.delivered;
+    /* What the caller got from sluice_next_batch, so the count matches its
+     * batches (and --digests) also when the job fails with batches queued
+     * or drop_last discards a remainder. */
+    ret->delivered = cl_line_popped(job->consumer.line);
     for (int i = 0; i < SL_SKIP__COUNT; i++) {
         ret->skipped += i != SL_SKIP_RESUMED ? bs.skipped[i] : 0; /* holes, not errors */
     }

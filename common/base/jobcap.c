@@ -91,3 +91,10 @@ void sl_jobcap_derive(const char *key, const char *name, char out[65])
     }
     out[64] = '\0';
 }
+
+int sl_jobcap_is_public(const uint8_t hash[SL_JOBCAP_HASH], const char *name)
+{
+    char open_secret[65];
+    sl_jobcap_derive("", name, open_secret);
+    return sl_jobcap_check(hash, open_secret);
+}

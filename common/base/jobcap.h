@@ -34,5 +34,8 @@ int sl_jobcap_check(const uint8_t hash[SL_JOBCAP_HASH], const char *secret);
  * tenant's token); NULL or "" only where the cluster has no token at all
  * (then the capability is only as secret as the job name). */
 void sl_jobcap_derive(const char *key, const char *name, char out[65]);
+/* 1 when hash is the capability derived from name with no key: anyone who
+ * knows the job's name can produce it (a multi-rank job with no secret). */
+int sl_jobcap_is_public(const uint8_t hash[SL_JOBCAP_HASH], const char *name);
 
 #endif

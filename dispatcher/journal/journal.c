@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,6 +140,22 @@ int disp_journal_open(const char *dir, disp_journal_t **ret, char *err, size_t e
         int e = errno;
         free(j);
         return sl_err(err, errlen, -e, "journal: cannot open '%s/journal.log': %s", dir,
+                      strerror(e));
+    }
+    /* One dispatcher per journal: with a per-user default directory, two
+     * started by hand would otherwise interleave their records. The lock
+     * goes with the process (a SIGKILLed one frees it). */
+    if (flock(j->log_fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(j->log_fd);
+        free(j);
+        if (e == EWOULDBLOCK) {
+            return sl_err(err, errlen, -EBUSY,
+                          "journal: '%s' is in use by another sluice-dispatcher (give each "
+                          "its own --journal DIR, or --journal none)",
+                          dir);
+        }
+        return sl_err(err, errlen, -e, "journal: cannot lock '%s/journal.log': %s", dir,
                       strerror(e));
     }
     struct stat st;

@@ -220,6 +220,15 @@ static int rank_new_part(disp_t *d, const Sluice__SubmitJobRequest *req, const c
     }
     SL_NOTICE("job %" PRIu64 " is rank %u of %u of \"%s\"", resp->job_id, req->rank,
               req->world_size, name);
+    char open_secret[65];
+    sl_jobcap_derive("", name, open_secret);
+    if (strcmp(open_secret, req->job_secret) == 0) {
+        /* Its ranks share no key: the capability is only as secret as the
+         * name (docs/protocol.md "Job capabilities"). /status: "secret". */
+        SL_WARN("job %" PRIu64 ": \"%s\" has no secret: anyone who knows its name can join it "
+                "and take its samples (give the cluster a token, or the ranks SLUICE_JOB_SECRET)",
+                resp->job_id, name);
+    }
     return 0;
 }
 

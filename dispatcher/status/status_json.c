@@ -135,9 +135,15 @@ static json_t *spec_json(jb_t *b, const disp_job_t *job)
 }
 
 /* Multi-rank jobs: which rank of which job this is, and its share per
- * epoch (progress below is the rank's own: per-rank progress). */
+ * epoch (progress below is the rank's own: per-rank progress). Every job:
+ * "secret", false when a stranger can act on it (a multi-rank job whose
+ * capability derives from its name alone, or one restored from a journal
+ * older than capabilities). */
 static void rank_fields(jb_t *b, json_t *o, const disp_job_t *job)
 {
+    jset(b, o, "secret",
+         json_boolean(job->has_cap &&
+                      !(job->world_size > 1 && sl_jobcap_is_public(job->cap_hash, job->group))));
     if (job->world_size <= 1) {
         return;
     }

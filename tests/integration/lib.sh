@@ -6,6 +6,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="$ROOT/$BUILD/bin"
 TMP="$(mktemp -d /tmp/sluice-it.XXXXXX)"
 PIDS=()
+# A dispatcher's default journal is per user ($XDG_STATE_HOME/sluice/journal):
+# a test's own, never the user's nor another test's (tests run concurrently).
+export XDG_STATE_HOME="$TMP/state"
 
 cleanup() {
     local rc=$?
@@ -25,9 +28,16 @@ fail() {
 
 # start_daemon NAME CMD...: starts it with stdout/stderr in $TMP/NAME.{out,err},
 # waits for its "listening grpc=... http=..." line, sets NAME_GRPC / NAME_HTTP / NAME_PID.
+# A sluice-dispatcher given neither --journal nor --config runs without a
+# journal (--journal none), as tests wrote it: its default, a directory per
+# user, would be shared by the test's dispatchers (one locks out the next).
 start_daemon() {
     local name=$1
     shift
+    if [ "$(basename "$1")" = sluice-dispatcher ] && [[ " $* " != *" --journal "* ]] &&
+        [[ " $* " != *" --config "* ]]; then
+        set -- "$@" --journal none
+    fi
     # A restarted NAME must not be read from its predecessor's files: the
     # child truncates them only once it runs, after this loop's first grep.
     rm -f "$TMP/$name.out" "$TMP/$name.err"

@@ -168,10 +168,10 @@ ok "SIGTERM -> exit 0"
 # ---- a taken port -> exit 1 (runtime), not a hang
 start_daemon E "$DISP" --listen 127.0.0.1:0 --http 127.0.0.1:0
 rc=0
-timeout 20 "$DISP" --listen "$E_GRPC" --http 127.0.0.1:0 >/dev/null 2>"$TMP/busy.err" || rc=$?
+timeout 20 "$DISP" --listen "$E_GRPC" --http 127.0.0.1:0 --journal none >/dev/null 2>"$TMP/busy.err" || rc=$?
 [ "$rc" -eq 1 ] || fail "busy grpc port: exit $rc, want 1 ($(cat "$TMP/busy.err"))"
 rc=0
-timeout 20 "$DISP" --listen 127.0.0.1:0 --http "$E_HTTP" >/dev/null 2>"$TMP/busy2.err" || rc=$?
+timeout 20 "$DISP" --listen 127.0.0.1:0 --http "$E_HTTP" --journal none >/dev/null 2>"$TMP/busy2.err" || rc=$?
 [ "$rc" -eq 1 ] || fail "busy http port: exit $rc, want 1 ($(cat "$TMP/busy2.err"))"
 kill -TERM "$E_PID"
 wait "$E_PID" || fail "second dispatcher: SIGTERM exit $?"

@@ -134,3 +134,96 @@ rc=0
 [ "$rc" -eq 1 ] || fail "corrupt journal: exit $rc, expected 1"
 grep -q "journal.log" "$TMP/D4.err" || { cat "$TMP/D4.err"; fail "error does not name the file"; }
 echo "corrupt middle: refused to start ($(head -c 200 "$TMP/D4.err" | tail -n 1))"
+
+# ---- The default journal (issue 38): a dispatcher started by hand journals to
+# its user's state directory, says where in one line, locks it, and keeps a
+# job across a restart; the client's error for a dispatcher restarted without
+# one names --journal; the summary counts what --digests holds.
+port2=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
+print(s.getsockname()[1])')
+X="$TMP/xdg"
+default_disp() { # default_disp NAME: no --journal, no --config (env: not start_daemon's none)
+    start_daemon "$1" env XDG_STATE_HOME="$X" "$BIN/sluice-dispatcher" \
+        --listen "127.0.0.1:$port2" --http 127.0.0.1:0 --split-size 8 \
+        --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 20000
+}
+default_disp DA
+grep -q "journal: $X/sluice/journal\$" "$TMP/DA.err" || { cat "$TMP/DA.err"; fail "no journal line"; }
+[ -f "$X/sluice/journal/journal.log" ] || fail "default journal not in \$XDG_STATE_HOME/sluice/journal"
+env -u XDG_STATE_HOME HOME="$TMP/home" "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 >"$TMP/DH.out" 2>"$TMP/DH.err" &
+dh=$!
+PIDS+=("$dh")
+for _ in $(seq 1 200); do grep -q '^listening ' "$TMP/DH.out" && break; sleep 0.05; done
+grep -q "journal: $TMP/home/.local/state/sluice/journal\$" "$TMP/DH.err" ||
+    { cat "$TMP/DH.err"; fail "without \$XDG_STATE_HOME: not ~/.local/state/sluice/journal"; }
+kill -TERM "$dh"
+wait "$dh" 2>/dev/null || true
+rc=0
+env XDG_STATE_HOME="$X" timeout 20 "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 >/dev/null 2>"$TMP/DB.err" || rc=$?
+[ "$rc" -eq 1 ] && grep -q "in use by another sluice-dispatcher" "$TMP/DB.err" ||
+    { cat "$TMP/DB.err"; fail "a second dispatcher on one journal: exit $rc"; }
+echo "default journal: $X/sluice/journal (logged, locked: a second dispatcher exits 1)"
+
+for i in 1 2; do
+    start_daemon WA$i "$BIN/sluice-worker" --dispatcher "127.0.0.1:$port2" \
+        --listen 127.0.0.1:0 --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
+done
+# run_killed OUT RESTART...: a remote job (--digests OUT, its stderr OUT.err)
+# whose dispatcher is killed mid-job and started again by RESTART; the
+# client's exit status in $client_rc.
+run_killed() {
+    local out=$1
+    shift
+    "$BIN/sluice" run "$TMP/spec.json" --dispatcher "127.0.0.1:$port2" --data-root "$TMP/data" \
+        --threads 1 --offload all --digests "$out" 2>"$out.err" &
+    local c=$!
+    PIDS+=("$c")
+    for _ in $(seq 1 200); do
+        [ -f "$out" ] && [ "$(wc -l <"$out")" -ge 150 ] && break
+        sleep 0.05
+    done
+    kill -0 "$c" 2>/dev/null || fail "the job ended before the dispatcher could be killed"
+    kill -9 "$cur_pid"
+    sleep 1
+    "$@"
+    client_rc=0
+    wait "$c" || client_rc=$?
+}
+summary_count() { sed -nE 's/^sluice: ([0-9]+) samples in .*/\1/p' "$1"; }
+cur_pid=$DA_PID
+run_killed "$TMP/def" default_disp DA2
+grep -q "job [0-9]* restored" "$TMP/DA2.err" || { cat "$TMP/DA2.err"; fail "default: not restored"; }
+[ "$client_rc" -eq 0 ] || { cat "$TMP/def.err"; fail "default journal: the client failed"; }
+sort "$TMP/def" | cmp -s - "$TMP/local.s" || fail "default journal: digests differ from --local"
+[ "$(summary_count "$TMP/def.err")" = "$(wc -l <"$TMP/def")" ] ||
+    fail "default journal: summary $(summary_count "$TMP/def.err") != $(wc -l <"$TMP/def") digests"
+echo "default journal: the job survived the restart, digests = --local"
+kill -TERM "$DA2_PID"
+wait "$DA2_PID" 2>/dev/null || true
+
+nojournal() { # nojournal NAME
+    start_daemon "$1" "$BIN/sluice-dispatcher" --listen "127.0.0.1:$port2" --http 127.0.0.1:0 \
+        --journal none --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100
+}
+nojournal DN
+grep -q "journal: none" "$TMP/DN.err" || { cat "$TMP/DN.err"; fail "--journal none not logged"; }
+cur_pid=$DN_PID
+run_killed "$TMP/nj" nojournal DN2
+[ "$client_rc" -ne 0 ] || fail "no journal: the client survived a restart that lost its job"
+grep -q "no longer knows this job.*--journal" "$TMP/nj.err" ||
+    { cat "$TMP/nj.err"; fail "the client's error does not name --journal"; }
+n=$(summary_count "$TMP/nj.err")
+[ -n "$n" ] && [ "$n" = "$(wc -l <"$TMP/nj")" ] ||
+    { cat "$TMP/nj.err"; fail "failed job: summary says '$n' samples, --digests holds $(wc -l <"$TMP/nj")"; }
+echo "no journal: the client's error names --journal; summary = $n = digest lines"
+
+# drop_last: the discarded remainder is not counted as delivered.
+write_train_spec "$TMP/drop.json" 1 ', "drop_last": true'
+"$BIN/sluice" run "$TMP/drop.json" --local --data-root "$TMP/data" --threads 2 \
+    --digests "$TMP/drop" 2>"$TMP/drop.err"
+n=$(summary_count "$TMP/drop.err")
+[ "$n" = "$(wc -l <"$TMP/drop")" ] && [ "$n" -eq 88 ] ||
+    fail "drop_last: summary says '$n' samples, --digests holds $(wc -l <"$TMP/drop") (want 88)"
+echo "drop_last: summary = digest lines = 88"

@@ -119,7 +119,7 @@ kill -0 "$WPID" 2>/dev/null || fail "worker died on SIGHUP"
 ok "SIGHUP reloads"
 
 if [ -x "$DISPATCHER" ]; then
-    "$DISPATCHER" --listen "127.0.0.1:$DPORT" --http 127.0.0.1:0 \
+    "$DISPATCHER" --listen "127.0.0.1:$DPORT" --http 127.0.0.1:0 --journal none \
         >"$TMP/disp.out" 2>"$TMP/disp.err" &
     DPID=$!
     PIDS+=("$DPID")

@@ -105,6 +105,22 @@ START_TEST(test_derive)
 }
 END_TEST
 
+/* A multi-rank job's capability derived with no key is public: anyone who
+ * knows the name can produce it; one derived with a key is not. */
+START_TEST(test_is_public)
+{
+    char open_secret[65], keyed[65];
+    uint8_t h_open[SL_JOBCAP_HASH], h_keyed[SL_JOBCAP_HASH];
+    sl_jobcap_derive("", "job-a", open_secret);
+    sl_jobcap_derive("team-secret-0123456789", "job-a", keyed);
+    sl_jobcap_hash(open_secret, h_open);
+    sl_jobcap_hash(keyed, h_keyed);
+    ck_assert_int_eq(sl_jobcap_is_public(h_open, "job-a"), 1);
+    ck_assert_int_eq(sl_jobcap_is_public(h_open, "job-b"), 0);
+    ck_assert_int_eq(sl_jobcap_is_public(h_keyed, "job-a"), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("jobcap");
@@ -113,6 +129,7 @@ int main(void)
     tcase_add_test(tc, test_new_and_check);
     tcase_add_test(tc, test_valid);
     tcase_add_test(tc, test_derive);
+    tcase_add_test(tc, test_is_public);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -32,6 +32,8 @@ import ctypes.util
 import errno
 import json
 import os
+import secrets
+import sys
 import threading
 import warnings
 
@@ -40,7 +42,7 @@ import numpy as np
 from . import _spec
 
 __all__ = ["Loader", "Batch", "RecordBatch", "SluiceError", "SpecError", "SluiceWarning",
-           "library_path", "version"]
+           "shared_job_secret", "library_path", "version"]
 
 # ---------------------------------------------------------------- library
 
@@ -157,6 +159,7 @@ class _Options(ctypes.Structure):
         ("resume_state_lens", ctypes.POINTER(ctypes.c_size_t)),
         ("n_resume_states", ctypes.c_uint),
         ("plugin_dir", ctypes.c_char_p),
+        ("job_secret", ctypes.c_char_p),  # multi-rank: the ranks' shared secret
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -309,6 +312,28 @@ def _declare(lib):
     lib.sluice_version.restype = cp
     lib.sluice_close.argtypes = [vp]
     lib.sluice_close.restype = None
+    if hasattr(lib, "sluice_secret_warning"):
+        lib.sluice_secret_warning.argtypes = [vp]
+        lib.sluice_secret_warning.restype = cp
+
+
+def shared_job_secret(world_size):
+    """The secret the ranks of a multi-rank job share, drawn by rank 0 and
+    broadcast through the initialized ``torch.distributed`` process group
+    (``broadcast_object_list``), or None: not a multi-rank job
+    (``world_size`` < 2), no process group of more than one rank, or
+    ``SLUICE_JOB_SECRET`` set (then the library uses it). A collective
+    call: every rank calls it, at the same point. ``sluice.Loader`` and
+    ``sluice.torch.IterableDataset`` call it when given ``world_size`` > 1
+    and no ``job_secret``."""
+    dist = sys.modules.get("torch.distributed")
+    if (int(world_size) < 2 or os.environ.get("SLUICE_JOB_SECRET") or dist is None
+            or not dist.is_available() or not dist.is_initialized()
+            or dist.get_world_size() < 2):
+        return None
+    box = [secrets.token_hex(32) if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 # ---------------------------------------------------------------- jobs
@@ -599,8 +624,11 @@ class Loader:
     def __init__(self, dispatcher, spec, data_root=None, threads=0, offload=None, epochs=0,
                  timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
                  dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
-                 token_file=None, first_epoch=0, seed=None, resume=None, plugin_dir=None):
+                 token_file=None, first_epoch=0, seed=None, resume=None, plugin_dir=None,
+                 job_secret=None):
         self._job = None
+        if job_secret is None:
+            job_secret = shared_job_secret(world_size)  # torch.distributed: rank 0's
         self._final = None
         self._args = dict(dispatcher=dispatcher, spec=spec, data_root=data_root,
                           threads=threads, offload=offload, epochs=epochs,
@@ -608,7 +636,8 @@ class Loader:
                           job_name=job_name, consumer_rate=consumer_rate,
                           dispatcher_timeout_ms=dispatcher_timeout_ms, tls_ca=tls_ca,
                           tls_cert=tls_cert, tls_key=tls_key, token_file=token_file,
-                          first_epoch=first_epoch, seed=seed, plugin_dir=plugin_dir)
+                          first_epoch=first_epoch, seed=seed, plugin_dir=plugin_dir,
+                          job_secret=job_secret)
         lib = _load()
         # Checked here as well as by the library, so a wrong type or range
         # is a SpecError naming the argument rather than a ctypes error or
@@ -635,10 +664,11 @@ class Loader:
             text, path = None, os.fspath(spec)
         self._keep = [os.fsencode(s) if s is not None else None
                       for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
-                                tls_key, token_file, plugin_dir)]
+                                tls_key, token_file, plugin_dir, job_secret)]
         opts = _Options()
         (opts.dispatcher, opts.data_root, opts.offload, opts.job_name, opts.tls_ca,
-         opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir) = self._keep
+         opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir,
+         opts.job_secret) = self._keep
         opts.threads = int(threads)
         opts.epochs = int(epochs)
         opts.timeout_ms = int(timeout_ms)
@@ -668,6 +698,7 @@ class Loader:
             raise (SpecError if rc == -errno.EINVAL else SluiceError)(msg, rc)
         self._lib = lib
         self._job = _Job(lib, handle.value)
+        self._warn_secret()
         self._done = False
         # Only a dispatcher can hand remote work back; local jobs never warn.
         self._warned = dispatcher is None
@@ -713,6 +744,15 @@ class Loader:
         if not self._warned:
             self._warn_fallback()
         return self._wrap(job, bptr)
+
+    def _warn_secret(self):
+        """A multi-rank job anyone who knows its name can join: say so
+        (a SluiceWarning, on stderr by default)."""
+        if not hasattr(self._lib, "sluice_secret_warning"):
+            return
+        w = self._lib.sluice_secret_warning(self._job.handle)
+        if w:
+            warnings.warn(SluiceWarning("sluice: " + w.decode(errors="replace")), stacklevel=3)
 
     def _warn_fallback(self):
         """Says once that the job's remote work runs here, and why. Per

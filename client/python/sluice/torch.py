@@ -56,7 +56,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, RecordBatch, SluiceError
+from . import Loader, RecordBatch, SluiceError, shared_job_secret
 
 __all__ = ["IterableDataset"]
 
@@ -161,6 +161,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.dispatcher = dispatcher
         self.spec = spec
         self.device = torch.device(device) if device is not None else None
+        if loader_kwargs.get("job_secret") is None:
+            # torch.distributed: rank 0 draws the multi-rank job's secret and
+            # broadcasts it, here in the main process (iter() may run in a
+            # DataLoader worker, outside the process group).
+            loader_kwargs["job_secret"] = shared_job_secret(
+                loader_kwargs.get("world_size", 0))
         self.loader_kwargs = loader_kwargs
         self._norm = _DeviceNormalize()
         self.epoch = 0  # the next job's first epoch
