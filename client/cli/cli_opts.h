@@ -65,7 +65,7 @@ typedef struct sl_cli_opts_s {
     const char *spec;         /* the SPEC argument (commands that take one) */
     const char *dispatcher;
     int local;
-    const char *data_root;
+    const char *data_root;  /* NULL = not given: the library uses "." */
     const char *plugin_dir; /* NULL: $SLUICE_PLUGIN_DIR */
     const char *offload;
     unsigned threads;         /* 0 = not given */

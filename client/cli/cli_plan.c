@@ -206,7 +206,7 @@ int sl_cli_plan(int argc, char **argv)
         threads = n > 0 ? (unsigned)n : 1;
     }
     cl_plan_job_args_t pa = {.spec_path = o.c.spec,
-                             .data_root = o.c.data_root,
+                             .data_root = o.c.data_root != NULL ? o.c.data_root : ".",
                              .plugin_dir = o.c.plugin_dir,
                              .offload = o.c.offload};
     cl_plan_job_t *pj = NULL;

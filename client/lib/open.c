@@ -302,6 +302,20 @@ static int bind_plugins(sluice_job_t *job, const sluice_options_t *opts, char *e
     return rc == -ENOENT ? -EINVAL : rc; /* the spec asks for what is not here: a usage error */
 }
 
+/* A source that is not there while no data root was given: the relative
+ * path was looked for under the current directory, which is rarely what a
+ * new user meant. Appended to the source's message (which names the path
+ * and the root). */
+static void default_root_hint(char *err, size_t errlen)
+{
+    size_t len = err != NULL ? strnlen(err, errlen) : errlen;
+    if (len + 1 < errlen) {
+        snprintf(err + len, errlen - len,
+                 "; no data root was given, so it is the current directory "
+                 "(--data-root DIR, or data_root= in Python, sets it)");
+    }
+}
+
 /* The source, this rank's positions, the pipeline and the line. */
 static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
                        size_t errlen)
@@ -309,6 +323,9 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
     int remote = opts->dispatcher != NULL;
     int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
                             &job->src, err, errlen);
+    if (rc == -ENOENT && opts->data_root == NULL) {
+        default_root_hint(err, errlen);
+    }
     if (rc < 0) {
         return rc;
     }
