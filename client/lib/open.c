@@ -238,6 +238,7 @@ typedef struct spec_in_s {
     const char *name;
     const char *json;
     size_t len;
+    int describe; /* sluice_describe: the spec and the source, nothing run */
 } spec_in_t;
 
 /* The options that renumber or reseed the job's epochs. */
@@ -316,8 +317,8 @@ static void default_root_hint(char *err, size_t errlen)
     }
 }
 
-/* The source, this rank's positions, the pipeline and the line. */
-static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
+/* The source and this rank's positions (what sluice_describe opens too). */
+static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *err,
                        size_t errlen)
 {
     int remote = opts->dispatcher != NULL;
@@ -344,6 +345,17 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         }
         cl_ranks_job_name(job, job->job_name, sizeof(job->job_name));
         job->ack_on_pop = remote;
+    }
+    return 0;
+}
+
+/* The source, this rank's positions, the pipeline and the line. */
+static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
+                       size_t errlen)
+{
+    int rc = open_source(job, opts, err, errlen);
+    if (rc < 0) {
+        return rc;
     }
     rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
     if (rc == 0) {
@@ -460,10 +472,12 @@ static int open_job(const spec_in_t *in, const sluice_options_t *opts, sluice_jo
     if (rc == 0) {
         rc = security_from(job, opts, err, errlen); /* the token signs saved states too */
     }
-    if (rc == 0) {
+    if (rc == 0 && in->describe) {
+        rc = open_source(job, opts, err, errlen);
+    } else if (rc == 0) {
         rc = open_engine(job, opts, err, errlen);
     }
-    if (rc == 0 && opts->dispatcher != NULL) {
+    if (rc == 0 && opts->dispatcher != NULL && !in->describe) {
         rc = attach(job, in->name, opts, err, errlen);
     }
     if (rc < 0) {
@@ -489,6 +503,17 @@ int sluice_open_json(const char *json, size_t len, const char *name,
         return sl_err(err, errlen, -EINVAL, "spec: no JSON text given");
     }
     spec_in_t in = {.name = name != NULL ? name : "<spec>", .json = json, .len = len};
+    return open_job(&in, opts, ret, err, errlen);
+}
+
+int sluice_describe(const char *spec_path, const char *json, size_t len,
+                    const sluice_options_t *opts, sluice_job_t **ret, char *err, size_t errlen)
+{
+    if (spec_path == NULL && json == NULL) {
+        return sl_err(err, errlen, -EINVAL, "spec: no spec file or JSON text given");
+    }
+    spec_in_t in = {.name = spec_path != NULL ? spec_path : "<spec>", .json = json,
+                    .len = len, .describe = 1};
     return open_job(&in, opts, ret, err, errlen);
 }
 
