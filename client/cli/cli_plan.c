@@ -210,7 +210,7 @@ int sl_cli_plan(int argc, char **argv)
                              .plugin_dir = o.c.plugin_dir,
                              .offload = o.c.offload};
     cl_plan_job_t *pj = NULL;
-    char err[2048];
+    char err[SL_CLI_ERR_MAX];
     int rc = cl_plan_job_open(&pa, &pj, err, sizeof(err));
     if (rc < 0) {
         return failed(rc, err);

@@ -318,8 +318,7 @@ static void default_root_hint(char *err, size_t errlen)
 }
 
 /* The source and this rank's positions (what sluice_describe opens too). */
-static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *err,
-                       size_t errlen)
+static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
     int remote = opts->dispatcher != NULL;
     int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
@@ -350,8 +349,7 @@ static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *er
 }
 
 /* The source, this rank's positions, the pipeline and the line. */
-static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
-                       size_t errlen)
+static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
     int rc = open_source(job, opts, err, errlen);
     if (rc < 0) {
@@ -512,8 +510,10 @@ int sluice_describe(const char *spec_path, const char *json, size_t len,
     if (spec_path == NULL && json == NULL) {
         return sl_err(err, errlen, -EINVAL, "spec: no spec file or JSON text given");
     }
-    spec_in_t in = {.name = spec_path != NULL ? spec_path : "<spec>", .json = json,
-                    .len = len, .describe = 1};
+    spec_in_t in = {.name = spec_path != NULL ? spec_path : "<spec>",
+                    .json = json,
+                    .len = len,
+                    .describe = 1};
     return open_job(&in, opts, ret, err, errlen);
 }
 

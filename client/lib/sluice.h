@@ -304,8 +304,7 @@ const char *sluice_class_name(const sluice_job_t *job, uint32_t label);
  * bytes) is the spec and spec_path its name in messages (NULL = "<spec>").
  * Close it with sluice_close. */
 int sluice_describe(const char *spec_path, const char *json, size_t len,
-                    const sluice_options_t *opts, sluice_job_t **ret, char *err,
-                    size_t errlen);
+                    const sluice_options_t *opts, sluice_job_t **ret, char *err, size_t errlen);
 /* The library's version, e.g. "0.1.0" (the same as `sluice --version`). */
 const char *sluice_version(void);
 

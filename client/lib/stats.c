@@ -88,8 +88,7 @@ static void epoch_counts(const sluice_job_t *job, uint64_t epoch, uint64_t *samp
                          uint64_t *batches)
 {
     uint64_t n = epoch == SLUICE_EPOCH_FULL
-                     ? sl_rank_count(job->num_samples, job->spec.world_size,
-                                     job->spec.rank_padding)
+                     ? sl_rank_count(job->num_samples, job->spec.world_size, job->spec.rank_padding)
                      : sl_spec_live_positions(&job->spec, job->num_samples, epoch);
     uint64_t bs = job->spec.batch_size > 0 ? job->spec.batch_size : 1;
     *batches = job->spec.drop_last ? n / bs : n / bs + (n % bs != 0);

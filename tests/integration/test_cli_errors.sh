@@ -40,3 +40,54 @@ ok "missing source, --data-root: path and root named"
 "$S" run "$TMP/spec.json" --local --quiet --data-root "$TMP/data" >/dev/null 2>"$TMP/err" ||
     fail "run with the right --data-root: $(cat "$TMP/err")"
 ok "the right --data-root runs"
+
+# ---- a spec with three independent errors: all three, one a line, in order, exit 2
+cat >"$TMP/bad3.json" <<'JSON'
+{"source": {"type": "imagefolder", "path": "train", "shuffle": 3},
+ "stages": [{"op": "decode_jpeg"}, {"op": "flip", "p": 7}],
+ "batch_size": 0, "epochs": 1}
+JSON
+"$S" run "$TMP/bad3.json" --local --quiet --data-root "$TMP/data" >/dev/null 2>"$TMP/err" &&
+    rc=0 || rc=$?
+[ $rc -eq 2 ] || fail "three spec errors: exit $rc, not 2: $(cat "$TMP/err")"
+[ "$(wc -l <"$TMP/err")" -eq 3 ] || fail "three spec errors: not three lines: $(cat "$TMP/err")"
+sed -n 1p "$TMP/err" | grep -q "^sluice run: $TMP/bad3.json:1: source.shuffle: " ||
+    fail "first error: $(cat "$TMP/err")"
+sed -n 2p "$TMP/err" | grep -q "^$TMP/bad3.json:2: stages\[1\].p: " ||
+    fail "second error: $(cat "$TMP/err")"
+sed -n 3p "$TMP/err" | grep -q "^$TMP/bad3.json:3: batch_size: " ||
+    fail "third error: $(cat "$TMP/err")"
+ok "three spec errors: all reported, in order, exit 2"
+
+# ---- the first error alone reads as it always did
+cat >"$TMP/bad1.json" <<'JSON'
+{"source": {"type": "imagefolder", "path": "train", "shuffle": 3},
+ "stages": [{"op": "decode_jpeg"}], "batch_size": 2, "epochs": 1}
+JSON
+"$S" run "$TMP/bad1.json" --local --quiet --data-root "$TMP/data" >/dev/null 2>"$TMP/err1" &&
+    rc=0 || rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err1")" -eq 1 ] || fail "one spec error: $(cat "$TMP/err1")"
+cmp -s "$TMP/err1" <(sed -n 1p "$TMP/err" | sed "s|bad3.json|bad1.json|") ||
+    fail "the first of three errors differs from it alone: $(cat "$TMP/err1")"
+ok "one spec error: one line, the same as the first of three"
+
+# ---- a JSON syntax error stops there: one error
+printf '{"source": {"type": "imagefolder", "path": "train"},,\n "batch_size": 0}\n' \
+    >"$TMP/syntax.json"
+"$S" run "$TMP/syntax.json" --local --quiet --data-root "$TMP/data" >/dev/null 2>"$TMP/err" &&
+    rc=0 || rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "syntax error: $(cat "$TMP/err")"
+grep -q "syntax.json:1: column " "$TMP/err" || fail "syntax error: $(cat "$TMP/err")"
+ok "JSON syntax error: one error"
+
+# ---- many errors: the first 20, then how many more
+/usr/bin/python3 -c 'import json, sys
+json.dump({"source": {"type": "imagefolder", "path": "train"},
+           **{"bad%d" % i: i for i in range(30)}}, open(sys.argv[1], "w"), indent=0)' \
+    "$TMP/many.json"
+"$S" run "$TMP/many.json" --local --quiet --data-root "$TMP/data" >/dev/null 2>"$TMP/err" &&
+    rc=0 || rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/err")" -eq 21 ] || fail "30 errors: $(cat "$TMP/err")"
+tail -n 1 "$TMP/err" | grep -qx "$TMP/many.json: 10 more errors" ||
+    fail "30 errors: no count of the rest: $(tail -n 1 "$TMP/err")"
+ok "30 spec errors: 20 shown, then '10 more errors'"

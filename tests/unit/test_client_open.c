@@ -299,11 +299,11 @@ START_TEST(test_counts_are_what_the_job_delivers)
         const char *extra; /* more top-level keys */
         uint64_t epoch_samples, epoch_batches;
     } k_cases[] = {
-        {1, 0, 2, "", NIMG, 3},                                    /* 5 + 5 + 2 */
-        {1, 0, 2, ", \"drop_last\": true", 10, 2},                 /* the 2 dropped */
-        {5, 4, 1, "", 2, 1},                                       /* floor(12 / 5) */
-        {5, 4, 3, ", \"rank_padding\": \"pad\"", 3, 1},            /* ceil(12 / 5) */
-        {2, 1, 1, ", \"drop_last\": true", 5, 1},                  /* 6 positions */
+        {1, 0, 2, "", NIMG, 3},                         /* 5 + 5 + 2 */
+        {1, 0, 2, ", \"drop_last\": true", 10, 2},      /* the 2 dropped */
+        {5, 4, 1, "", 2, 1},                            /* floor(12 / 5) */
+        {5, 4, 3, ", \"rank_padding\": \"pad\"", 3, 1}, /* ceil(12 / 5) */
+        {2, 1, 1, ", \"drop_last\": true", 5, 1},       /* 6 positions */
     };
     for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++) {
         char spec[600];

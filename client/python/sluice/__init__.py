@@ -602,7 +602,7 @@ def _open(lib, args, resume, describe):
         opts.resume_states, opts.resume_state_lens = bufs, lens
         opts.n_resume_states = len(states)
     handle = ctypes.c_void_p()
-    err = ctypes.create_string_buffer(1024)
+    err = ctypes.create_string_buffer(8192)  # a bad spec's errors, one a line
     if describe:
         rc = lib.sluice_describe(b"<spec dict>" if text is not None else os.fsencode(path),
                                  text, len(text) if text is not None else 0,
