@@ -6,7 +6,8 @@
 # DataLoader(batch_size=None)); classes / class_to_idx of an imagefolder equal
 # torchvision's ImageFolder on the same tree (hidden, upper-case and
 # punctuated class names); the sample indices and epoch in sluice.torch's
-# record dicts. Run from the repository root; $BUILD holds the library.
+# record dicts; balanced batching's counts. Run from the repository root;
+# $BUILD holds the library.
 source "$(dirname "$0")/lib.sh"
 python_env
 
@@ -76,6 +77,22 @@ for e in range(3):
     assert len(ds) == -(-n // 4) == len(list(ds)), e
 print("ok: set_epoch loop: len = one epoch's batches")
 
+# A resumed job: len counts what is left of the epoch it continues.
+s = spec(deterministic=True)
+ld = sluice.Loader(None, s, data_root=data, threads=2)
+it = ld.batches()
+next(it), next(it)
+state = ld.state()
+ld.close()
+per = -(-n // 4)
+with sluice.Loader(None, s, data_root=data, threads=2, resume=state) as ld:
+    assert len(ld) == 2 * per - 2 == len(list(ld.batches())), len(ld)
+ds = sluice.torch.IterableDataset(None, s, data_root=data, threads=2)
+ds.load_state_dict({"epoch": 0, "sluice_states": [state]})
+assert len(ds) == 2 * per - 2 == len(list(ds)), len(ds)
+assert len(ds) == 2 * per  # the next iteration is a fresh job
+print("ok: a resumed job's len is what it delivers")
+
 ref = torchvision.datasets.ImageFolder(data + "/train")
 with sluice.Loader(None, spec(), data_root=data) as ld:
     assert ld.classes == ref.classes, (ld.classes, ref.classes)
@@ -127,5 +144,18 @@ for d in items:
 assert got == ref, (got, ref)
 assert sorted(got[0]) == sorted(got[1]) == list(range(20)), got
 print("ok: record dicts carry indices and epoch:", {e: len(v) for e, v in got.items()})
+
+# Balanced batching: the same counts (equal counts per rank and step), a
+# batch being one microbatch.
+for drop, per_epoch, batches in ((False, 6, 2), (True, 5, 1)):
+    bal = dict(spec, batch_size=5, drop_last=drop,
+               batching={"mode": "balanced", "microbatches": 2})
+    for rank in range(3):  # floor(20 / 3) = 6 samples a rank and epoch
+        with sluice.Loader(None, bal, data_root=sys.argv[1], threads=2, world_size=3,
+                           rank=rank) as ld:
+            sizes = [len(b) for b in ld.batches()]
+            assert (ld.samples_per_epoch, ld.batches_per_epoch) == (per_epoch, batches), sizes
+            assert len(ld) == len(sizes) == 2 * batches and sum(sizes) == 2 * per_epoch, sizes
+print("ok: balanced batching: len = what the ranks get")
 PY
 echo PASS

@@ -28,6 +28,7 @@ package; build/lib of the source tree the package sits in; the path
 import ctypes
 import ctypes.util
 import errno
+import inspect
 import json
 import os
 import threading
@@ -653,10 +654,14 @@ def describe(dispatcher, spec, **kwargs):
     lib = _load()
     args = dict(_LOADER_DEFAULTS, dispatcher=dispatcher, spec=spec)
     resume = kwargs.pop("resume", None)
-    unknown = set(kwargs) - set(args)
+    # Loader's arguments that do not change what a job delivers (added
+    # later, say) are accepted and left out; others are refused as Loader
+    # would refuse them.
+    accepted = inspect.signature(Loader.__init__).parameters
+    unknown = [k for k in kwargs if k not in accepted]
     if unknown:
-        raise TypeError("describe: unexpected argument %r" % sorted(unknown)[0])
-    args.update(kwargs)
+        raise TypeError("describe: unexpected argument %r" % unknown[0])
+    args.update((k, v) for k, v in kwargs.items() if k in args)
     handle, keep = _open(lib, args, resume, describe=True)
     try:
         info = _describe_job(lib, handle)
