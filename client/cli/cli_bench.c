@@ -309,7 +309,7 @@ int sl_cli_bench(int argc, char **argv)
     if (start_watchdog(&o, tag, &wd) < 0) {
         return SL_EXIT_RUNTIME;
     }
-    char err[1024];
+    char err[SL_CLI_ERR_MAX];
     sluice_job_t *job = NULL;
     int rc = sluice_open(o.c.spec, &so, &job, err, sizeof(err));
     if (rc < 0) {

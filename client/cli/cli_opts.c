@@ -181,7 +181,7 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
     table[n] = (struct option){NULL, 0, NULL, 0};
 
     memset(o, 0, sizeof(*o));
-    o->data_root = ".";
+    o->data_root = NULL; /* the library's default, ".", and its hint when the source is missing */
     o->consumer_rate = -1;
     o->seed = -1;
     sl_cli_ranks_init(&o->ranks);

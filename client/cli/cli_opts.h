@@ -60,12 +60,15 @@ enum {
 #define SL_CLI_MAX_EPOCHS 1000000
 #define SL_CLI_MAX_FIRST_EPOCH 4294967295L /* the library checks first + epochs too */
 #define SL_CLI_MAX_OWN_OPTIONS 16 /* a command's own flags, at most */
+/* Room for what opening a job says: a bad spec's errors, one a line (up to
+ * 20 and a count of the rest). */
+#define SL_CLI_ERR_MAX 8192
 
 typedef struct sl_cli_opts_s {
     const char *spec;         /* the SPEC argument (commands that take one) */
     const char *dispatcher;
     int local;
-    const char *data_root;
+    const char *data_root;  /* NULL = not given: the library uses "." */
     const char *plugin_dir; /* NULL: $SLUICE_PLUGIN_DIR */
     const char *offload;
     unsigned threads;         /* 0 = not given */

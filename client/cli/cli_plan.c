@@ -206,11 +206,11 @@ int sl_cli_plan(int argc, char **argv)
         threads = n > 0 ? (unsigned)n : 1;
     }
     cl_plan_job_args_t pa = {.spec_path = o.c.spec,
-                             .data_root = o.c.data_root,
+                             .data_root = o.c.data_root != NULL ? o.c.data_root : ".",
                              .plugin_dir = o.c.plugin_dir,
                              .offload = o.c.offload};
     cl_plan_job_t *pj = NULL;
-    char err[2048];
+    char err[SL_CLI_ERR_MAX];
     int rc = cl_plan_job_open(&pa, &pj, err, sizeof(err));
     if (rc < 0) {
         return failed(rc, err);

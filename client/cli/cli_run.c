@@ -163,7 +163,7 @@ typedef struct {
  * exit status after printing why not. */
 static int open_job(run_t *r)
 {
-    char err[1024];
+    char err[SL_CLI_ERR_MAX]; /* a bad spec lists every error, one a line */
     sluice_options_t so;
     sl_cli_job_options(&r->o.c, &so);
     char **states = NULL;

@@ -325,6 +325,10 @@ static int failed(sluice_job_t *job)
 
 int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
 {
+    if (job->consumer.line == NULL) {
+        return set_error(job, -EINVAL, "%s",
+                         "sluice_next_batch: the job was opened by sluice_describe");
+    }
     double t0 = sl_mono_sec();
     int result;
     for (;;) {

@@ -238,6 +238,7 @@ typedef struct spec_in_s {
     const char *name;
     const char *json;
     size_t len;
+    int describe; /* sluice_describe: the spec and the source, nothing run */
 } spec_in_t;
 
 /* The options that renumber or reseed the job's epochs. */
@@ -302,13 +303,29 @@ static int bind_plugins(sluice_job_t *job, const sluice_options_t *opts, char *e
     return rc == -ENOENT ? -EINVAL : rc; /* the spec asks for what is not here: a usage error */
 }
 
-/* The source, this rank's positions, the pipeline and the line. */
-static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err,
-                       size_t errlen)
+/* A source that is not there while no data root was given: the relative
+ * path was looked for under the current directory, which is rarely what a
+ * new user meant. Appended to the source's message (which names the path
+ * and the root). */
+static void default_root_hint(char *err, size_t errlen)
+{
+    size_t len = err != NULL ? strnlen(err, errlen) : errlen;
+    if (len + 1 < errlen) {
+        snprintf(err + len, errlen - len,
+                 "; no data root was given, so it is the current directory "
+                 "(--data-root DIR, or data_root= in Python, sets it)");
+    }
+}
+
+/* The source and this rank's positions (what sluice_describe opens too). */
+static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
     int remote = opts->dispatcher != NULL;
     int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
                             &job->src, err, errlen);
+    if (rc == -ENOENT && opts->data_root == NULL) {
+        default_root_hint(err, errlen);
+    }
     if (rc < 0) {
         return rc;
     }
@@ -327,6 +344,16 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         }
         cl_ranks_job_name(job, job->job_name, sizeof(job->job_name));
         job->ack_on_pop = remote;
+    }
+    return 0;
+}
+
+/* The source, this rank's positions, the pipeline and the line. */
+static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
+{
+    int rc = open_source(job, opts, err, errlen);
+    if (rc < 0) {
+        return rc;
     }
     rc = sl_pipeline_new(&job->spec, 0, &job->pipe, err, errlen);
     if (rc == 0) {
@@ -443,10 +470,12 @@ static int open_job(const spec_in_t *in, const sluice_options_t *opts, sluice_jo
     if (rc == 0) {
         rc = security_from(job, opts, err, errlen); /* the token signs saved states too */
     }
-    if (rc == 0) {
+    if (rc == 0 && in->describe) {
+        rc = open_source(job, opts, err, errlen);
+    } else if (rc == 0) {
         rc = open_engine(job, opts, err, errlen);
     }
-    if (rc == 0 && opts->dispatcher != NULL) {
+    if (rc == 0 && opts->dispatcher != NULL && !in->describe) {
         rc = attach(job, in->name, opts, err, errlen);
     }
     if (rc < 0) {
@@ -472,6 +501,19 @@ int sluice_open_json(const char *json, size_t len, const char *name,
         return sl_err(err, errlen, -EINVAL, "spec: no JSON text given");
     }
     spec_in_t in = {.name = name != NULL ? name : "<spec>", .json = json, .len = len};
+    return open_job(&in, opts, ret, err, errlen);
+}
+
+int sluice_describe(const char *spec_path, const char *json, size_t len,
+                    const sluice_options_t *opts, sluice_job_t **ret, char *err, size_t errlen)
+{
+    if (spec_path == NULL && json == NULL) {
+        return sl_err(err, errlen, -EINVAL, "spec: no spec file or JSON text given");
+    }
+    spec_in_t in = {.name = spec_path != NULL ? spec_path : "<spec>",
+                    .json = json,
+                    .len = len,
+                    .describe = 1};
     return open_job(&in, opts, ret, err, errlen);
 }
 

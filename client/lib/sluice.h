@@ -272,7 +272,6 @@ int sluice_report_step(sluice_job_t *job, double seconds);
  * until the batch is released). Returns 0, -EINVAL when the batch's samples
  * are not records, -EBADMSG for a damaged record, -ENOMEM. */
 int sluice_batch_records(sluice_job_t *job, sluice_batch_t *batch, const sluice_records_t **ret);
-/* Ends the job (tells the dispatcher) and frees everything. NULL ok. */
 /* This rank's position now -- what the batches sluice_next_batch handed out
  * consumed -- as a small text value to keep with a model checkpoint (a few
  * KB, whatever the epoch's size). Signed with the cluster token when the job
@@ -281,7 +280,45 @@ int sluice_batch_records(sluice_job_t *job, sluice_batch_t *batch, const sluice_
  * sluice_state_free. Returns 0, or a negative errno (sluice_last_error). */
 int sluice_state_save(sluice_job_t *job, char **ret, size_t *ret_len);
 void sluice_state_free(char *state);
+/* Ends the job (tells the dispatcher) and frees everything. NULL ok. */
 void sluice_close(sluice_job_t *job);
+
+/* Appended later: what a job delivers, for LR schedules and progress bars.
+ *
+ * This rank's share of epoch `epoch`: of its P positions (the
+ * DistributedSampler share rank_padding gives: floor(n / world) for "drop",
+ * ceil(n / world) for "pad", whose repeats count; n for one rank; for an
+ * epoch a resumed job continues, what is left of it) *ret_batches batches
+ * (they never span epochs: ceil(P / batch_size), floor with drop_last)
+ * holding *ret_samples samples (P; with drop_last, batches x batch_size:
+ * the remainder is not delivered). Balanced batching: the same counts (every rank
+ * gets equal counts per step); a batch is one microbatch and "microbatches"
+ * consecutive batches one step. SLUICE_EPOCH_FULL: an epoch no resume
+ * shortens. Skipped samples (unreadable files) are not delivered, so an
+ * epoch that skips some delivers fewer samples (and maybe batches) than
+ * counted. Returns 0, -EINVAL (NULL arguments). */
+#define SLUICE_EPOCH_FULL UINT64_MAX
+int sluice_epoch_counts(const sluice_job_t *job, uint64_t epoch, uint64_t *ret_samples,
+                        uint64_t *ret_batches);
+/* The same summed over the job's epochs (first_epoch .. first_epoch +
+ * epochs - 1): what iterating the job to its end delivers. */
+int sluice_job_counts(const sluice_job_t *job, uint64_t *ret_samples, uint64_t *ret_batches);
+/* The source's classes: labels are 0 .. sluice_num_classes - 1; an
+ * imagefolder's are its class directories, sorted, and sluice_class_name
+ * gives their names (torchvision ImageFolder's classes[label]); NULL for
+ * label out of range and for kinds whose labels have no names (their count
+ * is the largest label + 1). The name is owned by the job. */
+uint32_t sluice_num_classes(const sluice_job_t *job);
+const char *sluice_class_name(const sluice_job_t *job, uint32_t label);
+/* Opens a job only to describe it -- the functions above, sluice_get_stats
+ * -- before running it: the spec and options are checked and the source is
+ * indexed exactly as sluice_open does (same errors), but no dispatcher is
+ * contacted and nothing runs; sluice_next_batch and sluice_state_save
+ * answer -EINVAL. json NULL: spec_path is the spec file; else json (len
+ * bytes) is the spec and spec_path its name in messages (NULL = "<spec>").
+ * Close it with sluice_close. */
+int sluice_describe(const char *spec_path, const char *json, size_t len,
+                    const sluice_options_t *opts, sluice_job_t **ret, char *err, size_t errlen);
 /* The library's version, e.g. "0.1.0" (the same as `sluice --version`). */
 const char *sluice_version(void);
 

@@ -560,8 +560,8 @@ int cl_state_apply(sluice_job_t *job, const sluice_options_t *opts, const char *
 
 int sluice_state_save(sluice_job_t *job, char **ret, size_t *ret_len)
 {
-    if (job == NULL || ret == NULL || ret_len == NULL) {
-        return -EINVAL;
+    if (job == NULL || ret == NULL || ret_len == NULL || job->consumer.line == NULL) {
+        return -EINVAL; /* no line: opened by sluice_describe, nothing consumed */
     }
     return cl_state_save(job, job->token, strlen(job->token), ret, ret_len,
                          job->consumer.last_error, sizeof(job->consumer.last_error));

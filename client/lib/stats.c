@@ -1,22 +1,28 @@
 /* stats: see stats.h. */
 #include "client/lib/stats.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
 #include "common/base/clock.h"
+#include "common/data/source.h"
+#include "common/order/ranks.h"
+#include "common/spec/resume.h"
 
 void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
 {
     memset(ret, 0, sizeof(*ret));
-    sl_batcher_stats_t bs;
-    cl_line_stats(job->consumer.line, &bs);
-    /* What the caller got from sluice_next_batch, so the count matches its
-     * batches (and --digests) also when the job fails with batches queued
-     * or drop_last discards a remainder. */
-    ret->delivered = cl_line_popped(job->consumer.line);
+    sl_batcher_stats_t bs = {0};
+    if (job->consumer.line != NULL) { /* NULL: a job opened by sluice_describe */
+        cl_line_stats(job->consumer.line, &bs);
+        /* What the caller got from sluice_next_batch, so the count matches
+         * its batches (and --digests) also when the job fails with batches
+         * queued or drop_last discards a remainder. */
+        ret->delivered = cl_line_popped(job->consumer.line);
+    }
     for (int i = 0; i < SL_SKIP__COUNT; i++) {
         ret->skipped += i != SL_SKIP_RESUMED ? bs.skipped[i] : 0; /* holes, not errors */
     }
@@ -57,8 +63,10 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
 
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
 {
-    sl_batcher_stats_t bs;
-    cl_line_stats(job->consumer.line, &bs);
+    sl_batcher_stats_t bs = {0};
+    if (job->consumer.line != NULL) {
+        cl_line_stats(job->consumer.line, &bs);
+    }
     int k = 0;
     for (int i = 0; i < SL_SKIP__COUNT && k < n; i++) {
         names[k] = sl_skip_name((sl_skip_e)i);
@@ -70,7 +78,65 @@ int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *co
 
 int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n)
 {
+    if (job->consumer.line == NULL) {
+        return 0;
+    }
     return n > 0 ? (int)cl_line_recent_skips(job->consumer.line, out, (size_t)n) : 0;
+}
+
+/* This rank's positions of epoch (a resumed epoch: what is left of it) and
+ * the batches the batcher makes of them: never across epochs, the last
+ * short one unless drop_last (then its samples are not delivered). */
+static void epoch_counts(const sluice_job_t *job, uint64_t epoch, uint64_t *samples,
+                         uint64_t *batches)
+{
+    uint64_t n = epoch == SLUICE_EPOCH_FULL
+                     ? sl_rank_count(job->num_samples, job->spec.world_size, job->spec.rank_padding)
+                     : sl_spec_live_positions(&job->spec, job->num_samples, epoch);
+    uint64_t bs = job->spec.batch_size > 0 ? job->spec.batch_size : 1;
+    *batches = job->spec.drop_last ? n / bs : n / bs + (n % bs != 0);
+    *samples = job->spec.drop_last ? *batches * bs : n; /* drop_last's remainder is not delivered */
+}
+
+int sluice_epoch_counts(const sluice_job_t *job, uint64_t epoch, uint64_t *ret_samples,
+                        uint64_t *ret_batches)
+{
+    if (job == NULL || ret_samples == NULL || ret_batches == NULL) {
+        return -EINVAL;
+    }
+    epoch_counts(job, epoch, ret_samples, ret_batches);
+    return 0;
+}
+
+int sluice_job_counts(const sluice_job_t *job, uint64_t *ret_samples, uint64_t *ret_batches)
+{
+    if (job == NULL || ret_samples == NULL || ret_batches == NULL) {
+        return -EINVAL;
+    }
+    uint64_t samples = 0, batches = 0, full_s, full_b;
+    epoch_counts(job, SLUICE_EPOCH_FULL, &full_s, &full_b);
+    /* Only the epochs a resume continues differ from a full one. */
+    for (uint64_t e = job->first_epoch; e < job->end_epoch; e++) {
+        uint64_t s = full_s, b = full_b;
+        if (sl_resume_find(job->spec.resume, e) != NULL) {
+            epoch_counts(job, e, &s, &b);
+        }
+        samples += s;
+        batches += b;
+    }
+    *ret_samples = samples;
+    *ret_batches = batches;
+    return 0;
+}
+
+uint32_t sluice_num_classes(const sluice_job_t *job)
+{
+    return job != NULL ? sl_source_num_classes(job->src) : 0;
+}
+
+const char *sluice_class_name(const sluice_job_t *job, uint32_t label)
+{
+    return job != NULL ? sl_source_class_name(job->src, label) : NULL;
 }
 
 void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)

@@ -94,6 +94,7 @@ void sl_source_free(sl_source_t *src)
     free(src->first);
     free(src->members);
     free(src->nimages);
+    free(src->class_off);
     free(src);
 }
 
@@ -164,6 +165,14 @@ uint64_t sl_source_count(const sl_source_t *src) { return src != NULL ? src->cou
 sl_source_type_e sl_source_type(const sl_source_t *src) { return src->kind->type; }
 
 uint32_t sl_source_num_classes(const sl_source_t *src) { return src != NULL ? src->nclasses : 0; }
+
+const char *sl_source_class_name(const sl_source_t *src, uint32_t label)
+{
+    if (src == NULL || src->class_off == NULL || label >= src->nclasses) {
+        return NULL;
+    }
+    return src->arena + src->class_off[label];
+}
 
 int32_t sl_source_label(const sl_source_t *src, uint64_t index)
 {

@@ -78,6 +78,10 @@ uint64_t sl_source_count(const sl_source_t *src);
 sl_source_type_e sl_source_type(const sl_source_t *src);
 /* Number of classes (imagefolder: directories; others: max label + 1). */
 uint32_t sl_source_num_classes(const sl_source_t *src);
+/* The name of class label: an imagefolder's class directory (torchvision's
+ * ImageFolder.classes[label]); NULL for label >= the count and for kinds
+ * whose labels have no names. Owned by the source. */
+const char *sl_source_class_name(const sl_source_t *src, uint32_t label);
 int32_t sl_source_label(const sl_source_t *src, uint64_t index);
 /* Encoded size in bytes, known from indexing (a cost-model feature). */
 uint64_t sl_source_size(const sl_source_t *src, uint64_t index);

@@ -157,6 +157,13 @@ int sl_src_open_path(const sl_source_t *src, const char *kind, const char *path,
     if (fd == -EPERM) {
         return sl_err(err, errlen, fd, "%s '%s' resolves outside the data root", kind, shown);
     }
+    if (fd == -ENOENT) {
+        /* Name where it looked: a relative source path is easy to resolve
+         * against the wrong directory (the data root, not the spec's). */
+        const char *sep = src->root_len == 1 || path[0] == '\0' ? "" : "/";
+        return sl_err(err, errlen, fd, "%s '%s': %s (looked for '%s%s%s' under the data root '%s')",
+                      kind, shown, strerror(-fd), src->root_real, sep, path, src->root_real);
+    }
     if (fd < 0) {
         return sl_err(err, errlen, fd, "%s '%s': %s", kind, shown, strerror(-fd));
     }

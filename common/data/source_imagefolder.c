@@ -372,6 +372,23 @@ static int index_class(walk_t *w, int cfd, const char *crel, int32_t label, char
 
 /* ---- the class level ------------------------------------------------- */
 
+/* Class label's name (the directory entry's, as torchvision names it). */
+static int add_class_name(sl_source_t *src, const char *name, uint32_t label, char *err,
+                          size_t errlen)
+{
+    uint64_t off;
+    int rc = sl_src_reserve((void **)&src->class_off, &src->class_cap, (size_t)label + 1,
+                            sizeof(*src->class_off));
+    if (rc == 0) {
+        rc = sl_src_arena_add(src, name, strlen(name), &off);
+    }
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "imagefolder: out of memory naming class '%s'", name);
+    }
+    src->class_off[label] = off;
+    return 0;
+}
+
 /* One entry of PATH: a class (label *label, then incremented) when it is
  * a directory, else nothing. */
 static int index_entry(walk_t *w, int dfd, const char *path, const char *name,
@@ -404,6 +421,9 @@ static int index_entry(walk_t *w, int dfd, const char *path, const char *name,
     }
     rc = index_class(w, cfd, rel, *label, err, errlen);
     close(cfd);
+    if (rc == 0) {
+        rc = add_class_name(w->src, name, (uint32_t)*label, err, errlen);
+    }
     if (rc == 0) {
         (*label)++;
     }

@@ -172,6 +172,9 @@ struct sl_source_s {
     uint32_t nshards, shards_cap;
 
     uint32_t nclasses;
+    uint64_t *class_off; /* imagefolder: nclasses names in the arena (the class
+                          * directories', label order); NULL for other kinds */
+    size_t class_cap;
     uint64_t fingerprint;
 
     char warnings[SL_SRC_WARN_MAX];

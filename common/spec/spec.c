@@ -45,7 +45,7 @@ static int parse_resume(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     char msg[SPEC_MSG_MAX];
     int rc = sl_resume_from_json(v, SL_SPEC_WORLD_MAX, &spec->resume, msg, sizeof(msg));
     if (rc < 0) {
-        return sl_err(c->err, c->errlen, rc, "%s: %s", c->name, msg);
+        return sl_spec_err_msg(c, rc, "%s: %s", c->name, msg);
     }
     return 0;
 }
@@ -95,6 +95,66 @@ static int parse_name(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     return 0;
 }
 
+static int parse_on_error(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    int on_error = (int)spec->on_error;
+    int rc = sl_spec_get_enum(c, root, "on_error", false, sl_spec_on_error_names, SL_SPEC_NON_ERROR,
+                              &on_error);
+    spec->on_error = (sl_on_error_e)on_error;
+    return rc;
+}
+
+static int parse_max_pixels(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    int64_t mp = (int64_t)spec->max_pixels;
+    int rc = sl_spec_get_int(c, root, "max_pixels", false, 1, SPEC_MAX_PIXELS_MAX, &mp);
+    spec->max_pixels = (uint64_t)mp;
+    return rc;
+}
+
+static int parse_compress(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    int compress = (int)spec->compress;
+    int rc = sl_spec_get_enum(c, root, "compress", false, sl_spec_compress_names, SL_SPEC_NCOMPRESS,
+                              &compress);
+    spec->compress = (sl_compress_e)compress;
+    return rc;
+}
+
+static int parse_sizes(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    return sl_spec_get_u32(c, root, "batch_size", false, 1, SPEC_BATCH_MAX, &spec->batch_size);
+}
+
+static int parse_epochs(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    return sl_spec_get_u32(c, root, "epochs", false, 1, SPEC_EPOCHS_MAX, &spec->epochs);
+}
+
+static int parse_flags(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    int rc = sl_spec_get_bool(c, root, "drop_last", &spec->drop_last);
+    int rc2 = sl_spec_get_bool(c, root, "deterministic", &spec->deterministic);
+    return rc < 0 ? rc : rc2;
+}
+
+static int check_top_keys(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    (void)spec;
+    return sl_spec_check_keys(c, root, top_keys, "");
+}
+
+/* The top level's parts, in the order their errors are reported. Each is
+ * independent of the others' errors, so the parse goes on past a failed one
+ * (a part checks its own keys in order and stops at its first error: the
+ * ranks' rank is bounded by their world_size). */
+typedef int (*part_fn)(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
+static const part_fn k_parts[] = {
+    check_top_keys, parse_name,     sl_spec_parse_source,   sl_spec_parse_stages, parse_sizes,
+    parse_epochs,   parse_flags,    sl_spec_parse_offload,  parse_on_error,       parse_max_pixels,
+    parse_ranks,    parse_compress, sl_spec_parse_batching, parse_resume,
+};
+
 static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     if (!json_is_object(root)) {
@@ -102,58 +162,15 @@ static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         return sl_spec_perr(c, "must be an object with \"source\" and \"stages\", got %s",
                             sl_spec_describe(root, got, sizeof(got)));
     }
-    int rc = sl_spec_check_keys(c, root, top_keys, "");
-    if (rc == 0) {
-        rc = parse_name(c, root, spec);
+    int first = 0;
+    size_t depth = c->depth;
+    for (size_t i = 0; i < sizeof(k_parts) / sizeof(k_parts[0]); i++) {
+        int rc = k_parts[i](c, root, spec);
+        if (!sl_spec_resume_at(c, depth, rc, &first)) {
+            return rc; /* not a spec error (out of memory): nothing more to say */
+        }
     }
-    if (rc == 0) {
-        rc = sl_spec_parse_source(c, root, spec);
-    }
-    if (rc == 0) {
-        rc = sl_spec_parse_stages(c, root, spec);
-    }
-    if (rc == 0) {
-        rc = sl_spec_get_u32(c, root, "batch_size", false, 1, SPEC_BATCH_MAX, &spec->batch_size);
-    }
-    if (rc == 0) {
-        rc = sl_spec_get_u32(c, root, "epochs", false, 1, SPEC_EPOCHS_MAX, &spec->epochs);
-    }
-    if (rc == 0) {
-        rc = sl_spec_get_bool(c, root, "drop_last", &spec->drop_last);
-    }
-    if (rc == 0) {
-        rc = sl_spec_get_bool(c, root, "deterministic", &spec->deterministic);
-    }
-    if (rc == 0) {
-        rc = sl_spec_parse_offload(c, root, spec);
-    }
-    if (rc == 0) {
-        int on_error = (int)spec->on_error;
-        rc = sl_spec_get_enum(c, root, "on_error", false, sl_spec_on_error_names, SL_SPEC_NON_ERROR,
-                              &on_error);
-        spec->on_error = (sl_on_error_e)on_error;
-    }
-    if (rc == 0) {
-        int64_t mp = (int64_t)spec->max_pixels;
-        rc = sl_spec_get_int(c, root, "max_pixels", false, 1, SPEC_MAX_PIXELS_MAX, &mp);
-        spec->max_pixels = (uint64_t)mp;
-    }
-    if (rc == 0) {
-        rc = parse_ranks(c, root, spec);
-    }
-    if (rc == 0) {
-        int compress = (int)spec->compress;
-        rc = sl_spec_get_enum(c, root, "compress", false, sl_spec_compress_names,
-                              SL_SPEC_NCOMPRESS, &compress);
-        spec->compress = (sl_compress_e)compress;
-    }
-    if (rc == 0) {
-        rc = sl_spec_parse_batching(c, root, spec);
-    }
-    if (rc == 0) {
-        rc = parse_resume(c, root, spec);
-    }
-    return rc;
+    return first;
 }
 
 /* jansson quotes the input near an error ("near '...'"): keep control bytes
@@ -229,6 +246,7 @@ int sl_spec_parse(const char *name, const char *buf, size_t len, sl_spec_t *ret_
     sl_spec_pctx_t c =
         {.name = name, .buf = buf, .len = len, .err = err, .errlen = errlen, .depth = 0};
     int rc = parse_root(&c, root, spec);
+    sl_spec_errors_finish(&c);
     if (rc == 0) { /* a move: ret_spec takes over what spec owns */
         memcpy(ret_spec, spec, sizeof(*spec));
     } else {

@@ -36,20 +36,91 @@ void sl_spec_pop(sl_spec_pctx_t *c)
     }
 }
 
-/* "NAME:LINE: PATH: message" for the value at the current path. After an
- * error the parse is abandoned, so callers return without popping. */
+/* Room kept after each listed error for the closing "N more errors". */
+#define SPEC_MORE_ROOM 64
+
+/* The first error fills err as a lone error always did (sl_err); it is
+ * counted here. */
+static int first_error(sl_spec_pctx_t *c, int code)
+{
+    c->nerrors = 1;
+    c->nshown = 1;
+    c->used = strlen(c->err);
+    return code;
+}
+
+/* A later error: on a line of its own while it fits (with room for the
+ * closing count), else only counted. */
+static int add_error(sl_spec_pctx_t *c, int code, const char *msg)
+{
+    c->nerrors++;
+    if (c->err == NULL || c->errlen == 0) {
+        return code;
+    }
+    size_t len = strlen(msg);
+    if (c->nshown >= SPEC_ERRORS_SHOWN || c->used + 1 + len + SPEC_MORE_ROOM >= c->errlen) {
+        return code;
+    }
+    char *p = c->err + c->used;
+    p[0] = '\n';
+    memcpy(p + 1, msg, len + 1);
+    sl_err_scrub(p + 1);
+    c->used += 1 + len;
+    c->nshown++;
+    return code;
+}
+
+/* "NAME:LINE: PATH: message" for the value at the current path. The
+ * section parser returns without popping (sl_spec_resume_at restores). */
 static int vperr(sl_spec_pctx_t *c, const char *fmt, va_list ap)
 {
-    if (c->err == NULL || c->errlen == 0) {
-        return -EINVAL;
-    }
     char msg[SPEC_MSG_MAX];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = c->depth < SPEC_PATH_DEPTH ? c->depth : SPEC_PATH_DEPTH;
     unsigned line = sl_spec_line(c->buf, c->len, c->path, n);
     char path[512]; /* a cut key shows 64 bytes, 4 characters each at worst */
     sl_spec_path_format(c->path, n, path, sizeof(path));
-    return sl_err(c->err, c->errlen, -EINVAL, "%s:%u: %s: %s", c->name, line, path, msg);
+    if (c->nerrors == 0 && c->err != NULL && c->errlen > 0) {
+        sl_err(c->err, c->errlen, -EINVAL, "%s:%u: %s: %s", c->name, line, path, msg);
+        return first_error(c, -EINVAL);
+    }
+    char full[SPEC_MSG_MAX + 1024];
+    snprintf(full, sizeof(full), "%s:%u: %s: %s", c->name, line, path, msg);
+    return add_error(c, -EINVAL, full);
+}
+
+int sl_spec_err_msg(sl_spec_pctx_t *c, int code, const char *fmt, ...)
+{
+    char msg[SPEC_MSG_MAX + 1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (c->nerrors == 0 && c->err != NULL && c->errlen > 0) {
+        sl_err(c->err, c->errlen, code, "%s", msg);
+        return first_error(c, code);
+    }
+    return add_error(c, code, msg);
+}
+
+bool sl_spec_resume_at(sl_spec_pctx_t *c, size_t depth, int rc, int *first)
+{
+    if (rc < 0 && *first == 0) {
+        *first = rc;
+    }
+    c->depth = depth;
+    return rc == 0 || rc == -EINVAL;
+}
+
+void sl_spec_errors_finish(sl_spec_pctx_t *c)
+{
+    unsigned more = c->nerrors - c->nshown;
+    if (more == 0 || c->err == NULL || c->nshown == 0) {
+        return;
+    }
+    snprintf(c->err + c->used, c->errlen - c->used, "\n%s: %u more error%s", c->name, more,
+             more > 1 ? "s" : "");
+    c->used += strlen(c->err + c->used);
 }
 
 int sl_spec_perr(sl_spec_pctx_t *c, const char *fmt, ...)
@@ -148,6 +219,7 @@ int sl_spec_check_keys(sl_spec_pctx_t *c, json_t *obj, const char *const *allowe
     const char *key;
     size_t keylen;
     json_t *v;
+    int rc = 0;
     json_object_keylen_foreach(obj, key, keylen, v)
     {
         bool ok = false;
@@ -157,15 +229,16 @@ int sl_spec_check_keys(sl_spec_pctx_t *c, json_t *obj, const char *const *allowe
                 break;
             }
         }
-        if (!ok) {
+        if (!ok) { /* each unknown key is an error of its own */
             char list[SPEC_MSG_MAX / 2];
             sl_spec_push_key(c, key, keylen);
-            return sl_spec_perr(c, "unknown key%s%s (expected one of: %s)",
-                                what[0] != '\0' ? " for " : "", what,
-                                sl_spec_join(allowed, SIZE_MAX, list, sizeof(list)));
+            rc = sl_spec_perr(c, "unknown key%s%s (expected one of: %s)",
+                              what[0] != '\0' ? " for " : "", what,
+                              sl_spec_join(allowed, SIZE_MAX, list, sizeof(list)));
+            sl_spec_pop(c);
         }
     }
-    return 0;
+    return rc;
 }
 
 int sl_spec_get_int(sl_spec_pctx_t *c, json_t *obj, const char *key, bool required, int64_t min,

@@ -3,8 +3,12 @@
  * spec_json.c, and the op table: spec_ops.c, used by spec_layout.c). Not a
  * public API. A parse runs on one thread with one sl_spec_pctx_t on its stack: the
  * raw text (to find lines), the caller's error buffer and the path of the
- * value being checked. After an error the parse is abandoned, so the
- * section parsers return without popping what they pushed. */
+ * value being checked. After an error a section parser returns without
+ * popping what it pushed; the parse goes on with the next independent part
+ * (top-level key, stage) after restoring the depth it had there
+ * (sl_spec_resume_at), so one run reports every error, as compilers do:
+ * one message a line in the caller's buffer, the first exactly as when only
+ * one was reported, at most SPEC_ERRORS_SHOWN, then a count of the rest. */
 #ifndef SL_SPEC_IMPL_H
 #define SL_SPEC_IMPL_H
 
@@ -21,6 +25,8 @@
 /* Room for one message part (the list of valid ops is the longest). */
 #define SPEC_MSG_MAX 512
 #define SPEC_SHOWN_MAX 96
+/* Errors one parse lists; the rest are counted ("N more errors"). */
+#define SPEC_ERRORS_SHOWN 20
 
 typedef struct sl_spec_pctx_s {
     const char *name;
@@ -30,6 +36,9 @@ typedef struct sl_spec_pctx_s {
     size_t errlen;
     sl_spec_pathc_t path[SPEC_PATH_DEPTH];
     size_t depth; /* may exceed SPEC_PATH_DEPTH only through a bug; then cut */
+    unsigned nerrors; /* reported so far */
+    unsigned nshown;  /* of them written into err */
+    size_t used;      /* bytes of err in use (without the NUL) */
 } sl_spec_pctx_t;
 
 /* Names as they appear in JSON, indexed by their enum. */
@@ -55,6 +64,16 @@ int sl_spec_perr(sl_spec_pctx_t *c, const char *fmt, ...) __attribute__((format(
 /* The same for member key of the current object. */
 int sl_spec_ferr(sl_spec_pctx_t *c, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* An error whose message says where itself ("NAME: why"): added like the
+ * others; returns code. */
+int sl_spec_err_msg(sl_spec_pctx_t *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* After a part of the spec failed with rc: whether the parse goes on with
+ * the next part (rc is a spec error, not e.g. -ENOMEM); if so the path is
+ * cut back to depth, where that part began. *first keeps the first error. */
+bool sl_spec_resume_at(sl_spec_pctx_t *c, size_t depth, int rc, int *first);
+/* Ends the list: "NAME: N more errors" when more were found than shown. */
+void sl_spec_errors_finish(sl_spec_pctx_t *c);
 /* Shortest decimal that reads back as v; a whole number keeps its ".0". */
 void sl_spec_fmt_real(double v, char *out, size_t outlen);
 /* What a value is, for "got ..." in messages. Returns out. */

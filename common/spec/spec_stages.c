@@ -294,6 +294,8 @@ const sl_op_def_t sl_op_def_to_chw = {.name = "to_chw",
 typedef struct {
     bool record; /* the source yields records (webdataset, jsonl) */
     long at[SL_ORD__COUNT];
+    bool after_error; /* a stage failed: later ones are checked alone, their
+                       * order against it would only echo its error */
 } order_t;
 
 static const char *const slot_names[SL_ORD__COUNT] = {
@@ -388,7 +390,7 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
     if (rc < 0) {
         return rc;
     }
-    rc = check_order(c, i, out->op, ord);
+    rc = ord->after_error ? 0 : check_order(c, i, out->op, ord);
     if (rc < 0) {
         return rc;
     }
@@ -416,18 +418,21 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     for (int k = 0; k < SL_ORD__COUNT; k++) {
         ord.at[k] = -1;
     }
+    int first = 0;
+    size_t depth = c->depth;
     for (size_t i = 0; i < n; i++) {
         /* Counted before it is parsed: a failed parse's sl_spec_clear then
          * frees what the stages parsed so far own. */
         spec->nstages = (uint32_t)i + 1;
         int rc = parse_stage(c, json_array_get(v, i), i, &spec->stages[i], &ord);
-        if (rc < 0) {
-            return rc;
+        ord.after_error = ord.after_error || rc < 0;
+        if (!sl_spec_resume_at(c, depth, rc, &first)) {
+            return rc; /* not a spec error: stop */
         }
     }
     spec->nstages = (uint32_t)n;
     sl_spec_pop(c);
-    return 0;
+    return first;
 }
 
 bool sl_spec_is_record(const sl_spec_t *spec)

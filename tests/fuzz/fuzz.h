@@ -80,6 +80,33 @@ static inline int fz_err_ok(const char *err, size_t errlen)
     return 1;
 }
 
+/* A list of errors, one a line (a spec parse reports every error it finds):
+ * each line as fz_err_ok wants it, non-empty, and starting with prefix. */
+static inline int fz_err_lines_ok(const char *err, size_t errlen, const char *prefix)
+{
+    if (memchr(err, '\0', errlen) == NULL) {
+        return 0;
+    }
+    size_t plen = strlen(prefix);
+    for (const char *line = err;;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - line) : strlen(line);
+        if (n < plen || strncmp(line, prefix, plen) != 0) {
+            return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+            unsigned char ch = (unsigned char)line[i];
+            if (ch < 0x20 || ch == 0x7f) {
+                return 0;
+            }
+        }
+        if (nl == NULL) {
+            return 1;
+        }
+        line = nl + 1;
+    }
+}
+
 /* Reads input bytes as little-endian integers without running off the end
  * (missing bytes read as zero). */
 typedef struct fz_reader_s {

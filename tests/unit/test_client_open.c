@@ -7,12 +7,18 @@
  *    another epoch or seed does not; bad values refused naming the option;
  *  - sluice_recent_skips: the most recent skipped samples with path and
  *    reason, in the order they were skipped;
+ *  - sluice_epoch_counts / sluice_job_counts: what iterating the job
+ *    delivers (batches and samples), for one and several ranks, drop_last,
+ *    both rank paddings; sluice_describe counts the same without running;
+ *  - sluice_class_name: an imagefolder's class directories in label order;
  *  - sluice_version is SL_VERSION. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/base/sha256.h"
 #include "client/lib/client_impl.h"
@@ -263,6 +269,115 @@ START_TEST(test_recent_skips)
 }
 END_TEST
 
+/* Opens spec (a SPEC_FMT-like text) locally: described (nothing runs) or
+ * run to its end, counting what it delivers into *samples, *batches. */
+static sluice_job_t *open_counted(const char *spec, sluice_options_t o, int describe,
+                                  uint64_t *samples, uint64_t *batches)
+{
+    o.data_root = g_root;
+    o.threads = 2;
+    sluice_job_t *job = NULL;
+    char err[512] = "";
+    int rc = describe ? sluice_describe("t", spec, strlen(spec), &o, &job, err, sizeof(err))
+                      : sluice_open_json(spec, strlen(spec), "t", &o, &job, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s", err);
+    *samples = *batches = 0;
+    sluice_batch_t *b = NULL;
+    while (!describe && (rc = sluice_next_batch(job, &b)) == 0) {
+        *samples += b->n;
+        (*batches)++;
+        sluice_release_batch(job, b);
+    }
+    ck_assert_int_eq(rc, describe ? 0 : 1);
+    return job;
+}
+
+START_TEST(test_counts_are_what_the_job_delivers)
+{
+    static const struct {
+        unsigned world, rank, epochs;
+        const char *extra; /* more top-level keys */
+        uint64_t epoch_samples, epoch_batches;
+    } k_cases[] = {
+        {1, 0, 2, "", NIMG, 3},                         /* 5 + 5 + 2 */
+        {1, 0, 2, ", \"drop_last\": true", 10, 2},      /* the 2 dropped */
+        {5, 4, 1, "", 2, 1},                            /* floor(12 / 5) */
+        {5, 4, 3, ", \"rank_padding\": \"pad\"", 3, 1}, /* ceil(12 / 5) */
+        {2, 1, 1, ", \"drop_last\": true", 5, 1},       /* 6 positions */
+    };
+    for (size_t i = 0; i < sizeof(k_cases) / sizeof(k_cases[0]); i++) {
+        char spec[600];
+        snprintf(spec, sizeof(spec),
+                 "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 3},"
+                 " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 5,"
+                 " \"epochs\": %u%s}",
+                 k_cases[i].epochs, k_cases[i].extra);
+        sluice_options_t o = {.world_size = k_cases[i].world, .rank = k_cases[i].rank};
+        for (int describe = 0; describe < 2; describe++) {
+            uint64_t got_s, got_b, s, b;
+            sluice_job_t *job = open_counted(spec, o, describe, &got_s, &got_b);
+            ck_assert_int_eq(sluice_epoch_counts(job, SLUICE_EPOCH_FULL, &s, &b), 0);
+            ck_assert_msg(s == k_cases[i].epoch_samples && b == k_cases[i].epoch_batches,
+                          "case %zu: epoch %lu samples %lu batches", i, (unsigned long)s,
+                          (unsigned long)b);
+            ck_assert_int_eq(sluice_epoch_counts(job, 0, &s, &b), 0);
+            ck_assert_uint_eq(s, k_cases[i].epoch_samples);
+            ck_assert_int_eq(sluice_job_counts(job, &s, &b), 0);
+            ck_assert_uint_eq(s, k_cases[i].epoch_samples * k_cases[i].epochs);
+            ck_assert_uint_eq(b, k_cases[i].epoch_batches * k_cases[i].epochs);
+            if (!describe) { /* exactly what the iteration delivered */
+                ck_assert_msg(got_s == s && got_b == b, "case %zu: delivered %lu in %lu", i,
+                              (unsigned long)got_s, (unsigned long)got_b);
+            } else {
+                sluice_batch_t *none = NULL;
+                ck_assert_int_eq(sluice_next_batch(job, &none), -EINVAL);
+                ck_assert_msg(strstr(sluice_last_error(job), "sluice_describe") != NULL, "%s",
+                              sluice_last_error(job));
+                char *st = NULL;
+                size_t stlen = 0;
+                ck_assert_int_eq(sluice_state_save(job, &st, &stlen), -EINVAL);
+                sluice_stats_t stats;
+                sluice_get_stats(job, &stats);
+                ck_assert_uint_eq(stats.delivered, 0);
+                ck_assert_uint_eq(stats.epochs, k_cases[i].epochs);
+            }
+            sluice_close(job);
+        }
+    }
+    ck_assert_int_eq(sluice_epoch_counts(NULL, 0, NULL, NULL), -EINVAL);
+    ck_assert_int_eq(sluice_job_counts(NULL, NULL, NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_class_names)
+{
+    /* Classes are the sorted directories, an empty one included: "Zed" <
+     * "a" < "b" in strcmp order, as torchvision sorts them. */
+    char path[600], to[600];
+    snprintf(path, sizeof(path), "%s/train/Zed", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/train/b", g_root);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/train/a/0000.jpg", g_root);
+    snprintf(to, sizeof(to), "%s/train/b/x.jpg", g_root);
+    ck_assert_int_eq(link(path, to), 0);
+    char spec[512];
+    snprintf(spec, sizeof(spec), SPEC_FMT, 1u);
+    uint64_t s, b;
+    for (int describe = 0; describe < 2; describe++) {
+        sluice_job_t *job = open_counted(spec, (sluice_options_t){0}, describe, &s, &b);
+        ck_assert_uint_eq(sluice_num_classes(job), 3);
+        ck_assert_str_eq(sluice_class_name(job, 0), "Zed");
+        ck_assert_str_eq(sluice_class_name(job, 1), "a");
+        ck_assert_str_eq(sluice_class_name(job, 2), "b");
+        ck_assert_ptr_null(sluice_class_name(job, 3));
+        sluice_close(job);
+    }
+    ck_assert_uint_eq(sluice_num_classes(NULL), 0);
+    ck_assert_ptr_null(sluice_class_name(NULL, 0));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_open");
@@ -273,6 +388,8 @@ int main(void)
     tcase_add_test(tc, test_open_json_errors);
     tcase_add_test(tc, test_recent_skips);
     tcase_add_test(tc, test_rank_job_secret);
+    tcase_add_test(tc, test_counts_are_what_the_job_delivers);
+    tcase_add_test(tc, test_class_names);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -46,8 +46,18 @@ static char *edit(const char *from, const char *to)
     return s;
 }
 
+/* The first line of err (every error is reported, one a line: the first is
+ * the one a parse that stopped there would report). */
+static const char *first_line(const char *err, char *out, size_t outlen)
+{
+    size_t n = strcspn(err, "\n");
+    snprintf(out, outlen, "%.*s", (int)n, err);
+    return out;
+}
+
 /* Parses GOOD edited, expects -EINVAL and an error message containing want
- * (which carries "t.json:LINE: field: ..."). ret_spec must stay untouched. */
+ * (which carries "t.json:LINE: field: ...") in its first line. ret_spec must
+ * stay untouched. */
 static void expect_edit_err(const char *from, const char *to, const char *want)
 {
     char *text = edit(from, to);
@@ -57,7 +67,9 @@ static void expect_edit_err(const char *from, const char *to, const char *want)
     int rc = sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err));
     ck_assert_msg(rc == -EINVAL, "rc %d for edit \"%s\" -> \"%s\" (err \"%s\")", rc, from, to,
                   err);
-    ck_assert_msg(strstr(err, want) != NULL, "error \"%s\"\n  lacks \"%s\"", err, want);
+    char first[ERRLEN];
+    ck_assert_msg(strstr(first_line(err, first, sizeof(first)), want) != NULL,
+                  "error \"%s\"\n  lacks \"%s\" in its first line", err, want);
     const unsigned char *b = (const unsigned char *)&spec;
     for (size_t i = 0; i < sizeof(spec); i++) {
         ck_assert_msg(b[i] == 0xA5, "ret_spec written on failure");
@@ -72,7 +84,9 @@ static void expect_text_err(const char *text, size_t len, int want_rc, const cha
     sl_spec_t spec;
     int rc = sl_spec_parse("t.json", text, len, &spec, err, sizeof(err));
     ck_assert_msg(rc == want_rc, "rc %d, want %d (err \"%s\")", rc, want_rc, err);
-    ck_assert_msg(strstr(err, want) != NULL, "error \"%s\"\n  lacks \"%s\"", err, want);
+    char first[ERRLEN];
+    ck_assert_msg(strstr(first_line(err, first, sizeof(first)), want) != NULL,
+                  "error \"%s\"\n  lacks \"%s\" in its first line", err, want);
 }
 
 /* Every field of the stage's op, exactly (the parameters are a union:
@@ -341,6 +355,98 @@ START_TEST(test_unknown_keys)
     expect_edit_err("\"offload\": \"auto\"",
                     "\"offload\": {\"split\": 1, \"local_share\": 0.5, \"share\": 1}",
                     "t.json:12: offload.share: unknown key (expected one of: split, local_share)");
+}
+END_TEST
+
+/* Parses text, expects -EINVAL and exactly the lines want[0..n) in order,
+ * each found in its line. */
+static void expect_lines(const char *text, size_t errlen, const char *const *want, size_t n)
+{
+    char *err = malloc(errlen);
+    ck_assert_ptr_nonnull(err);
+    sl_spec_t spec;
+    int rc = sl_spec_parse("t.json", text, strlen(text), &spec, err, errlen);
+    ck_assert_msg(rc == -EINVAL, "rc %d (err \"%s\")", rc, err);
+    const char *line = err;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(line != NULL, "%zu lines, want %zu: \"%s\"", i, n, err);
+        char one[ERRLEN];
+        first_line(line, one, sizeof(one));
+        ck_assert_msg(strstr(one, want[i]) != NULL, "line %zu \"%s\" lacks \"%s\"", i, one,
+                      want[i]);
+        line = strchr(line, '\n');
+        line = line != NULL ? line + 1 : NULL;
+    }
+    ck_assert_msg(line == NULL, "more lines than %zu: \"%s\"", n, err);
+    free(err);
+}
+
+START_TEST(test_all_errors)
+{
+    /* Three independent errors (a source key, a stage's value, a top-level
+     * value): all three, in order, the first as when it is the only one. */
+    char *one = edit("\"shuffle\": true", "\"shuffle\": 3");
+    char err1[ERRLEN] = "";
+    sl_spec_t spec;
+    ck_assert_int_eq(sl_spec_parse("t.json", one, strlen(one), &spec, err1, sizeof(err1)), -EINVAL);
+    ck_assert_ptr_null(strchr(err1, '\n')); /* one error: one line, as always */
+    char *two = malloc(strlen(one) + 64);
+    char *three = malloc(strlen(one) + 64);
+    ck_assert(two != NULL && three != NULL);
+    const char *at = strstr(one, "\"p\": 0.5");
+    snprintf(two, strlen(one) + 64, "%.*s\"p\": 7%s", (int)(at - one), one, at + 8);
+    at = strstr(two, "\"batch_size\": 256");
+    snprintf(three, strlen(one) + 64, "%.*s\"batch_size\": 0%s", (int)(at - two), two, at + 17);
+    const char *want[] = {err1, "t.json:6: stages[2].p: ", "t.json:10: batch_size: "};
+    expect_lines(three, ERRLEN, want, 3);
+
+    /* A JSON syntax error stops the parse: one error. */
+    char *syn = edit("\"epochs\": 90,", "\"epochs\": 90,, \"bogus\": 1,");
+    const char *want_syn[] = {"t.json:11: column "};
+    expect_lines(syn, ERRLEN, want_syn, 1);
+
+    /* Every unknown key of an object; a bad stage does not hide the next
+     * stage's error, nor does it make the later stages' order wrong. */
+    char *keys = edit("\"epochs\": 90,", "\"epoch\": 90, \"offlod\": 1,");
+    const char *want_keys[] = {"t.json:11: epoch: unknown key", "t.json:11: offlod: unknown key"};
+    expect_lines(keys, ERRLEN, want_keys, 2);
+    char *stages = edit("{\"op\": \"decode_jpeg\"}", "{\"op\": \"decode_jpg\"}");
+    char *stages2 = malloc(strlen(stages) + 64);
+    ck_assert_ptr_nonnull(stages2);
+    at = strstr(stages, "\"p\": 0.5");
+    snprintf(stages2, strlen(stages) + 64, "%.*s\"p\": -1%s", (int)(at - stages), stages, at + 8);
+    const char *want_st[] = {"t.json:4: stages[0].op: unknown op \"decode_jpg\"",
+                             "t.json:6: stages[2].p: "};
+    expect_lines(stages2, ERRLEN, want_st, 2);
+
+    /* At most SPEC_ERRORS_SHOWN (20), then a count of the rest. */
+    char many[4096] = "{";
+    for (int i = 0; i < 25; i++) {
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%s\"bad%d\": %d",
+                 i > 0 ? ",\n" : "", i, i);
+    }
+    strcat(many, "}");
+    const char *want_many[21];
+    char names[20][32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(names[i], sizeof(names[i]), "t.json:%d: bad%d: unknown key", i + 1, i);
+        want_many[i] = names[i];
+    }
+    want_many[20] = "t.json: 6 more errors"; /* 5 keys and the missing source */
+    expect_lines(many, 16384, want_many, 21);
+    /* A small buffer lists what fits, and still ends with the count. */
+    char small[300];
+    ck_assert_int_eq(sl_spec_parse("t.json", many, strlen(many), &spec, small, sizeof(small)),
+                     -EINVAL);
+    ck_assert_msg(strstr(small, "t.json:1: bad0: unknown key") == small, "%s", small);
+    ck_assert_msg(strstr(small, " more errors") != NULL, "%s", small);
+    free(one);
+    free(two);
+    free(three);
+    free(syn);
+    free(keys);
+    free(stages);
+    free(stages2);
 }
 END_TEST
 
@@ -1145,6 +1251,7 @@ int main(void)
     tcase_add_test(tc, test_conf_examples);
     tcase_add_test(tc, test_syntax_error);
     tcase_add_test(tc, test_unknown_keys);
+    tcase_add_test(tc, test_all_errors);
     tcase_add_test(tc, test_unknown_op);
     tcase_add_test(tc, test_missing_source);
     tcase_add_test(tc, test_sizes);

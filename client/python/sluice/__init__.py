@@ -30,6 +30,7 @@ system's library path.
 import ctypes
 import ctypes.util
 import errno
+import inspect
 import json
 import os
 import secrets
@@ -42,7 +43,7 @@ import numpy as np
 from . import _spec
 
 __all__ = ["Loader", "Batch", "RecordBatch", "SluiceError", "SpecError", "SluiceWarning",
-           "shared_job_secret", "library_path", "version"]
+           "describe", "shared_job_secret", "library_path", "version"]
 
 # ---------------------------------------------------------------- library
 
@@ -315,6 +316,18 @@ def _declare(lib):
     if hasattr(lib, "sluice_secret_warning"):
         lib.sluice_secret_warning.argtypes = [vp]
         lib.sluice_secret_warning.restype = cp
+    u64p = ctypes.POINTER(ctypes.c_uint64)
+    lib.sluice_describe.argtypes = [cp, cp, ctypes.c_size_t, ctypes.POINTER(_Options),
+                                    ctypes.POINTER(vp), cp, ctypes.c_size_t]
+    lib.sluice_describe.restype = i
+    lib.sluice_epoch_counts.argtypes = [vp, ctypes.c_uint64, u64p, u64p]
+    lib.sluice_epoch_counts.restype = i
+    lib.sluice_job_counts.argtypes = [vp, u64p, u64p]
+    lib.sluice_job_counts.restype = i
+    lib.sluice_num_classes.argtypes = [vp]
+    lib.sluice_num_classes.restype = ctypes.c_uint32
+    lib.sluice_class_name.argtypes = [vp, ctypes.c_uint32]
+    lib.sluice_class_name.restype = cp
 
 
 def shared_job_secret(world_size):
@@ -567,6 +580,142 @@ def _u64(name, value, hi):
     return int(value)
 
 
+# Loader's keyword arguments and their defaults (describe() takes the same).
+_LOADER_DEFAULTS = dict(data_root=None, threads=0, offload=None, epochs=0, timeout_ms=0, rank=0,
+                        world_size=0, job_name=None, consumer_rate=0.0,
+                        dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
+                        token_file=None, first_epoch=0, seed=None, plugin_dir=None,
+                        job_secret=None)
+
+
+def _open(lib, args, resume, describe):
+    """Opens the job of Loader's arguments (sluice_describe: only to
+    describe it); returns its handle, and the option strings the job keeps
+    pointing to (they must outlive it), or raises why not."""
+    (dispatcher, spec, data_root, threads, offload, epochs, timeout_ms, rank, world_size,
+     job_name, consumer_rate, dispatcher_timeout_ms, tls_ca, tls_cert, tls_key, token_file,
+     first_epoch, seed, plugin_dir, job_secret) = (
+        args.get(k) for k in ("dispatcher", "spec", "data_root", "threads", "offload", "epochs",
+                              "timeout_ms", "rank", "world_size", "job_name", "consumer_rate",
+                              "dispatcher_timeout_ms", "tls_ca", "tls_cert", "tls_key",
+                              "token_file", "first_epoch", "seed", "plugin_dir", "job_secret"))
+    # Checked here as well as by the library, so a wrong type or range
+    # is a SpecError naming the argument rather than a ctypes error or
+    # a silently wrapped int.
+    if not 0 <= int(dispatcher_timeout_ms) <= 86400000:
+        raise SpecError("dispatcher_timeout_ms: %r is not 0..86400000 ms"
+                        % (dispatcher_timeout_ms,), -errno.EINVAL)
+    if (tls_cert is None) != (tls_key is None):
+        raise SpecError("tls_cert and tls_key go together", -errno.EINVAL)
+    rate = float(consumer_rate)
+    if not 0.0 <= rate <= 1e9:  # also refuses NaN
+        raise SpecError("consumer_rate: %r is not 0..1e9 samples/s" % (consumer_rate,),
+                        -errno.EINVAL)
+    first_epoch = _u64("first_epoch", first_epoch, 2**32 - 1)
+    if seed is not None:
+        seed = _u64("seed", seed, 2**63 - 1)
+    if isinstance(spec, dict):
+        try:
+            text = _spec.to_json(spec)
+        except ValueError as e:
+            raise SpecError("<spec dict>: %s" % e, -errno.EINVAL) from None
+        path = None
+    else:
+        text, path = None, os.fspath(spec)
+    keep = [os.fsencode(s) if s is not None else None
+            for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
+                      tls_key, token_file, plugin_dir, job_secret)]
+    opts = _Options()
+    (opts.dispatcher, opts.data_root, opts.offload, opts.job_name, opts.tls_ca,
+     opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir, opts.job_secret) = keep
+    opts.threads = int(threads)
+    opts.epochs = int(epochs)
+    opts.timeout_ms = int(timeout_ms)
+    opts.rank = int(rank)
+    opts.world_size = int(world_size)
+    opts.consumer_rate = rate
+    opts.dispatcher_timeout_ms = int(dispatcher_timeout_ms)
+    opts.first_epoch = first_epoch
+    opts.has_seed = int(seed is not None)
+    opts.seed = seed or 0
+    states = _states_of(resume)
+    if states:
+        bufs = (ctypes.c_char_p * len(states))(*states)
+        lens = (ctypes.c_size_t * len(states))(*[len(s) for s in states])
+        opts.resume_states, opts.resume_state_lens = bufs, lens
+        opts.n_resume_states = len(states)
+    handle = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(8192)  # a bad spec's errors, one a line
+    if describe:
+        rc = lib.sluice_describe(b"<spec dict>" if text is not None else os.fsencode(path),
+                                 text, len(text) if text is not None else 0,
+                                 ctypes.byref(opts), ctypes.byref(handle), err, len(err))
+    elif text is not None:
+        rc = lib.sluice_open_json(text, len(text), b"<spec dict>", ctypes.byref(opts),
+                                  ctypes.byref(handle), err, len(err))
+    else:
+        rc = lib.sluice_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(handle),
+                             err, len(err))
+    if rc < 0:
+        msg = err.value.decode(errors="replace") or os.strerror(-rc)
+        raise (SpecError if rc == -errno.EINVAL else SluiceError)(msg, rc)
+    return handle.value, keep
+
+
+def _describe_job(lib, handle):
+    """What the open job delivers (sluice_epoch_counts, sluice_job_counts)
+    and its source's class names, read once: they do not change."""
+    s, b = ctypes.c_uint64(), ctypes.c_uint64()
+    lib.sluice_epoch_counts(handle, 2**64 - 1, ctypes.byref(s), ctypes.byref(b))
+    info = {"samples_per_epoch": s.value, "batches_per_epoch": b.value}
+    lib.sluice_job_counts(handle, ctypes.byref(s), ctypes.byref(b))
+    info["samples"], info["batches"] = s.value, b.value
+    classes = None
+    if lib.sluice_class_name(handle, 0) is not None:
+        classes = [lib.sluice_class_name(handle, k).decode(errors="surrogateescape")
+                   for k in range(lib.sluice_num_classes(handle))]
+    info["classes"] = classes
+    info["class_to_idx"] = None if classes is None else {c: k for k, c in enumerate(classes)}
+    return info
+
+
+def describe(dispatcher, spec, **kwargs):
+    """What ``Loader(dispatcher, spec, **kwargs)`` would deliver, without
+    running it (the spec and options are checked and the source indexed as
+    the Loader does; no dispatcher is contacted). A dict:
+
+    samples_per_epoch, batches_per_epoch
+                this rank's share of one epoch (Loader.samples_per_epoch)
+    samples, batches
+                over the job's epochs, what iterating it delivers (len(Loader))
+    classes, class_to_idx
+                an imagefolder's class names in label order, as torchvision's
+                ImageFolder has them; None for sources whose labels have no names
+    epochs, first_epoch
+                the job's epochs"""
+    lib = _load()
+    args = dict(_LOADER_DEFAULTS, dispatcher=dispatcher, spec=spec)
+    resume = kwargs.pop("resume", None)
+    # Loader's arguments that do not change what a job delivers (added
+    # later, say) are accepted and left out; others are refused as Loader
+    # would refuse them.
+    accepted = inspect.signature(Loader.__init__).parameters
+    unknown = [k for k in kwargs if k not in accepted]
+    if unknown:
+        raise TypeError("describe: unexpected argument %r" % unknown[0])
+    args.update((k, v) for k, v in kwargs.items() if k in args)
+    handle, keep = _open(lib, args, resume, describe=True)
+    try:
+        info = _describe_job(lib, handle)
+        st = _Stats()
+        lib.sluice_get_stats(handle, ctypes.byref(st))
+        info["epochs"], info["first_epoch"] = st.epochs, st.first_epoch
+        return info
+    finally:
+        lib.sluice_close(handle)
+        del keep
+
+
 class Loader:
     """Iterates a Sluice job's batches as ``(images, labels)`` numpy pairs.
 
@@ -639,70 +788,49 @@ class Loader:
                           first_epoch=first_epoch, seed=seed, plugin_dir=plugin_dir,
                           job_secret=job_secret)
         lib = _load()
-        # Checked here as well as by the library, so a wrong type or range
-        # is a SpecError naming the argument rather than a ctypes error or
-        # a silently wrapped int.
-        if not 0 <= int(dispatcher_timeout_ms) <= 86400000:
-            raise SpecError("dispatcher_timeout_ms: %r is not 0..86400000 ms"
-                            % (dispatcher_timeout_ms,), -errno.EINVAL)
-        if (tls_cert is None) != (tls_key is None):
-            raise SpecError("tls_cert and tls_key go together", -errno.EINVAL)
-        rate = float(consumer_rate)
-        if not 0.0 <= rate <= 1e9:  # also refuses NaN
-            raise SpecError("consumer_rate: %r is not 0..1e9 samples/s" % (consumer_rate,),
-                            -errno.EINVAL)
-        first_epoch = _u64("first_epoch", first_epoch, 2**32 - 1)
-        if seed is not None:
-            seed = _u64("seed", seed, 2**63 - 1)
-        if isinstance(spec, dict):
-            try:
-                text = _spec.to_json(spec)
-            except ValueError as e:
-                raise SpecError("<spec dict>: %s" % e, -errno.EINVAL) from None
-            path = None
-        else:
-            text, path = None, os.fspath(spec)
-        self._keep = [os.fsencode(s) if s is not None else None
-                      for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
-                                tls_key, token_file, plugin_dir, job_secret)]
-        opts = _Options()
-        (opts.dispatcher, opts.data_root, opts.offload, opts.job_name, opts.tls_ca,
-         opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir,
-         opts.job_secret) = self._keep
-        opts.threads = int(threads)
-        opts.epochs = int(epochs)
-        opts.timeout_ms = int(timeout_ms)
-        opts.rank = int(rank)
-        opts.world_size = int(world_size)
-        opts.consumer_rate = rate
-        opts.dispatcher_timeout_ms = int(dispatcher_timeout_ms)
-        opts.first_epoch = first_epoch
-        opts.has_seed = int(seed is not None)
-        opts.seed = seed or 0
-        states = _states_of(resume)
-        if states:
-            bufs = (ctypes.c_char_p * len(states))(*states)
-            lens = (ctypes.c_size_t * len(states))(*[len(s) for s in states])
-            opts.resume_states, opts.resume_state_lens = bufs, lens
-            opts.n_resume_states = len(states)
-        handle = ctypes.c_void_p()
-        err = ctypes.create_string_buffer(1024)
-        if text is not None:
-            rc = lib.sluice_open_json(text, len(text), b"<spec dict>", ctypes.byref(opts),
-                                      ctypes.byref(handle), err, len(err))
-        else:
-            rc = lib.sluice_open(os.fsencode(path), ctypes.byref(opts), ctypes.byref(handle),
-                                 err, len(err))
-        if rc < 0:
-            msg = err.value.decode(errors="replace") or os.strerror(-rc)
-            raise (SpecError if rc == -errno.EINVAL else SluiceError)(msg, rc)
+        handle, self._keep = _open(lib, self._args, resume, describe=False)
+        self._info = _describe_job(lib, handle)
         self._lib = lib
-        self._job = _Job(lib, handle.value)
+        self._job = _Job(lib, handle)
         self._warn_secret()
         self._done = False
         # Only a dispatcher can hand remote work back; local jobs never warn.
         self._warned = dispatcher is None
         self._st = _Stats()
+
+    # -- what the job delivers
+
+    def __len__(self):
+        """The batches iterating this job to its end delivers: this rank's
+        batches per epoch times the job's epochs (fewer for an epoch a
+        resume continues; fewer when samples are skipped)."""
+        return self._info["batches"]
+
+    @property
+    def samples_per_epoch(self):
+        """This rank's samples of one epoch: its DistributedSampler share
+        (rank_padding "drop": floor(n / world_size), "pad": ceil), less
+        drop_last's remainder."""
+        return self._info["samples_per_epoch"]
+
+    @property
+    def batches_per_epoch(self):
+        """This rank's batches of one epoch (ceil(samples / batch_size), floor
+        with drop_last); for balanced batching, microbatches."""
+        return self._info["batches_per_epoch"]
+
+    @property
+    def classes(self):
+        """An imagefolder's class names in label order (torchvision's
+        ImageFolder.classes); None for sources whose labels have no names."""
+        c = self._info["classes"]
+        return None if c is None else list(c)
+
+    @property
+    def class_to_idx(self):
+        """{class name: label} (torchvision's ImageFolder.class_to_idx), or None."""
+        c = self._info["class_to_idx"]
+        return None if c is None else dict(c)
 
     # -- iteration
 

@@ -56,7 +56,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import Loader, RecordBatch, SluiceError, shared_job_secret
+from . import Loader, RecordBatch, SluiceError, describe, shared_job_secret
 
 __all__ = ["IterableDataset"]
 
@@ -127,6 +127,12 @@ class _DeviceNormalize:
         return torch.addcmul(shift, grid, scale).view(-1)
 
 
+def _indices(b):
+    """The batch's sample indices (positions in the source) as int64 on the
+    CPU: torch has no general uint64, and sources hold < 2**63 samples."""
+    return torch.from_numpy(b.indices.astype(np.int64))
+
+
 def _move(x, device):
     """To device: through pinned memory and a non-blocking copy for CUDA
     (the copy overlaps with the GPU's work; the normalize queued after it on
@@ -173,6 +179,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._job_first = 0  # the running job's
         self._loader = None
         self._resume = None  # states the next iteration resumes from
+        self._desc = None  # sluice.describe of a fresh job (_description)
 
     def _images(self, b):
         if isinstance(b.images, np.ndarray):
@@ -190,6 +197,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
         normalized on ``device`` when the spec says "on": "device"."""
         out = {"labels": labels, "keys": b.keys, "metas": b.metas, "texts": b.texts,
                "steps": b.steps, "microbatches": b.microbatches}
+        out["indices"] = _indices(b)
+        out["epoch"] = int(b.epoch)
         for name in ("tokens", "token_offsets", "input_ids", "cu_seqlens", "seq_lens",
                      "tiles_per_image", "image_offsets", "tile_offsets"):
             a = getattr(b, name)
@@ -209,6 +218,54 @@ class IterableDataset(torch.utils.data.IterableDataset):
         out["images"] = [None if a is None else _move(torch.from_numpy(a), self.device)
                          for a in b.images]
         return out
+
+    # -- what an iteration delivers
+
+    def _description(self):
+        """sluice.describe of the next iteration's job. A fresh job's is
+        kept (indexing a large source takes a while; every fresh job of
+        these arguments counts the same); one that resumes is described
+        anew."""
+        if self._resume:
+            return describe(self.dispatcher, self.spec, resume=self._resume,
+                            **self.loader_kwargs)
+        if self._desc is None:
+            self._desc = describe(self.dispatcher, self.spec, **self.loader_kwargs)
+        return self._desc
+
+    def __len__(self):
+        """The items (batches) one iteration yields: this rank's batches per
+        epoch times the job's epochs (``epochs=1`` with ``set_epoch``: the
+        batches of one epoch). What ``len(DataLoader(ds, batch_size=None))``
+        and progress bars show; fewer when the iteration resumes a saved
+        state or samples are skipped. Known before iterating (the source is
+        indexed once for it, no job runs)."""
+        return self._description()["batches"]
+
+    @property
+    def samples_per_epoch(self):
+        """This rank's samples of one epoch (sluice.Loader.samples_per_epoch)."""
+        return self._description()["samples_per_epoch"]
+
+    @property
+    def batches_per_epoch(self):
+        """This rank's batches of one epoch: steps per epoch for an LR
+        schedule (balanced batching: microbatches; ``microbatches`` of them
+        make a step)."""
+        return self._description()["batches_per_epoch"]
+
+    @property
+    def classes(self):
+        """An imagefolder's class names in label order, as torchvision's
+        ImageFolder.classes; None for sources whose labels have no names."""
+        c = self._description()["classes"]
+        return None if c is None else list(c)
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as torchvision's ImageFolder.class_to_idx; or None."""
+        c = self._description()["class_to_idx"]
+        return None if c is None else dict(c)
 
     def report_step(self, seconds):
         """The current job's training step took ``seconds`` (sluice.Loader.report_step)."""
