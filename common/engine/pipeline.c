@@ -48,6 +48,7 @@ static const unit_maker_t unit_makers[SL_OP__COUNT] = {
     [SL_OP_EQUALIZE] = {UNIT_AUGMENT, UNIT_NONE},
     [SL_OP_TRIVIAL_AUGMENT_WIDE] = {UNIT_AUGMENT, UNIT_NONE},
     [SL_OP_RAND_AUGMENT] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_VERTICAL_FLIP] = {UNIT_VFLIP, UNIT_NONE},
 };
 
 /* One unit of the layout, made: the kind its op (or, fused, the op of
@@ -437,6 +438,20 @@ static int run_flip(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_t
     return 0;
 }
 
+/* vertical_flip: the same single draw as flip. */
+static int run_vflip(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                     sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                     size_t errlen)
+{
+    if (io->dtype == SL_DT_BYTES) {
+        return sl_err(err, errlen, -EINVAL, "vertical_flip needs pixels, got encoded bytes");
+    }
+    if (sl_rng_uniform(rng) < u->st->p) {
+        return sl_img_flip_v(io);
+    }
+    return 0;
+}
+
 static int run_normalize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
                          sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
                          size_t errlen)
@@ -486,6 +501,7 @@ static const image_run_fn image_runs[UNIT__COUNT] = {
     [UNIT_TO_CHW] = run_to_chw,
     [UNIT_PLUGIN] = run_plugin,
     [UNIT_AUGMENT] = run_augment,
+    [UNIT_VFLIP] = run_vflip,
 };
 
 int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,

@@ -41,6 +41,8 @@ int sl_img_crop(const sl_tensor_t *in, uint32_t x, uint32_t y, uint32_t w, uint3
 
 /* Horizontal flip in place; any dtype (not BYTES), HWC or CHW. */
 int sl_img_flip_h(sl_tensor_t *t);
+/* Vertical flip in place (rows reversed); any dtype (not BYTES), HWC or CHW. */
+int sl_img_flip_v(sl_tensor_t *t);
 
 /* ToTensor + Normalize: out = (in / 255 - mean[c]) / std[c] for U8 input, or
  * (in - mean[c]) / std[c] for F32 input. HWC or CHW kept; out is F32. in->c

@@ -44,6 +44,8 @@ typedef enum {
     SL_OP_EQUALIZE,
     SL_OP_TRIVIAL_AUGMENT_WIDE,
     SL_OP_RAND_AUGMENT,
+    /* torchvision recipes as written (issue #38). */
+    SL_OP_VERTICAL_FLIP,
     SL_OP__COUNT
 } sl_op_e;
 
@@ -130,7 +132,7 @@ typedef struct sl_stage_spec_s {
             double scale[2]; /* random_resized_crop, default {0.08, 1.0}, 0 < a <= b <= 1 */
             double ratio[2]; /* random_resized_crop, default {3/4, 4/3}, 0 < a <= b */
         };
-        double p;          /* flip probability, default 0.5, 0..1 */
+        double p;          /* flip, vertical_flip probability, default 0.5, 0..1 */
         struct {           /* normalize */
             float mean[3]; /* per channel, on values scaled to 0..1 */
             float std[3];  /* > 0 */

@@ -217,7 +217,7 @@ static json_t *center_crop_json(const sl_stage_spec_t *st)
 
 static json_t *flip_json(const sl_stage_spec_t *st)
 {
-    return json_pack("{s:s, s:f}", "op", "flip", "p", st->p);
+    return json_pack("{s:s, s:f}", "op", sl_op_name(st->op), "p", st->p);
 }
 
 /* "on" only when "device": a CPU normalize keeps its canonical form (and
@@ -266,13 +266,20 @@ const sl_op_def_t sl_op_def_center_crop = {.name = "center_crop",
                                            .to_json = center_crop_json,
                                            .flags = GEOMETRY_FLAGS | SL_OPF_FUSES_DECODE,
                                            .before = BEFORE_WHOLE};
-/* flip works on tiles' source images, not on tiles. */
+/* flip and vertical_flip work on tiles' source images, not on tiles. */
 const sl_op_def_t sl_op_def_flip = {.name = "flip",
                                     .keys = (const char *const[]){"op", "p", NULL},
                                     .parse = parse_flip,
                                     .to_json = flip_json,
                                     .flags = SL_OPF_ON_PIXELS | SL_OPF_RANDOM,
                                     .before = SL_ORD_BIT(SL_ORD_TILES)};
+/* RandomVerticalFlip: flip's twin, rows instead of columns. */
+const sl_op_def_t sl_op_def_vertical_flip = {.name = "vertical_flip",
+                                             .keys = (const char *const[]){"op", "p", NULL},
+                                             .parse = parse_flip,
+                                             .to_json = flip_json,
+                                             .flags = SL_OPF_ON_PIXELS | SL_OPF_RANDOM,
+                                             .before = SL_ORD_BIT(SL_ORD_TILES)};
 /* "on": "device": the consumer's to apply, so no unit and nothing to
  * split at. */
 static bool normalize_on_device(const sl_stage_spec_t *st) { return st->on_device; }

@@ -59,6 +59,7 @@ CASES = {
                                    lambda t, o=o, b=b, c=c, s=s, h=h: jitter(t, o, b, c, s, h))
                                   for o, b, c, s, h in (("0123", 1.2, 0.8, 1.3, 0.1),
                                                         ("3201", 0.7, 1.3, 0.6, -0.2))]),
+    "vertical_flip": (0.0, 0.0, [(["vflip"], F.vflip)]),
     "grayscale": (0.0, 0.0, [(["grayscale"], lambda t: F.rgb_to_grayscale(t, 3))]),
     "solarize": (0.0, 0.0, [(["solarize", th], lambda t, th=th: F.solarize(t, th))
                             for th in (0.0, 127.5, 200.0)]),

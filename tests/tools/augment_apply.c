@@ -15,6 +15,7 @@
  *   erase X Y W H VALUE
  *   policy OPINDEX MAGNITUDE nearest|bilinear      (autoaugment's _apply_op, fill None)
  *   jitter ORDER B C S H       ORDER: 4 digits, 0 brightness .. 3 hue
+ *   vflip                      (vertical flip, common/image/imgops.h)
  * Prints "W H C" on stdout. Exit status: 0 ok, 1 failure, 2 usage. */
 #include <errno.h>
 #include <stdbool.h>
@@ -26,6 +27,7 @@
 #include "common/base/file.h"
 #include "common/image/augment.h"
 #include "common/image/image_decode.h"
+#include "common/image/imgops.h"
 
 #define MAX_FILE ((size_t)1 << 30)
 #define MAX_PIXELS 100000000ull
@@ -83,6 +85,9 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
         return op[0] == 'g'   ? sl_aug_grayscale(io)
                : op[0] == 'a' ? sl_aug_autocontrast(io)
                               : sl_aug_equalize(io);
+    }
+    if (strcmp(op, "vflip") == 0) {
+        return argc == 5 ? sl_img_flip_v(io) : -EINVAL;
     }
     if (strcmp(op, "rotate") == 0) {
         /* An optional centre: CX CY in pixels. */

@@ -1,0 +1,178 @@
+/* test_recipes: the torchvision recipe ops of issue #38 (vertical_flip,
+ * padded random_crop, resize interpolation, random_apply / random_choice,
+ * random_erasing after normalize): their spec keys and errors, and their
+ * pipeline units. The pixels against torchvision: test_augment.c's
+ * generated table and tests/integration/test_augment_torchvision.sh. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/engine/pipeline.h"
+#include "common/image/imgops.h"
+#include "common/spec/spec.h"
+#include "tests/unit/fixtures.h"
+
+#define ERRLEN 512
+
+static char *spec_with(const char *stages)
+{
+    static char buf[8192];
+    int n = snprintf(buf, sizeof(buf),
+                     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\", \"seed\": 5},\n"
+                     " \"stages\": [\n  {\"op\": \"decode_jpeg\"},\n  %s\n ]}\n",
+                     stages);
+    ck_assert(n > 0 && (size_t)n < sizeof(buf));
+    return buf;
+}
+
+static void parse_ok(const char *stages, sl_spec_t *spec)
+{
+    char err[ERRLEN] = "";
+    const char *text = spec_with(stages);
+    int rc = sl_spec_parse("t.json", text, strlen(text), spec, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s: %s", stages, err);
+}
+
+static void parse_err(const char *stages, const char *want)
+{
+    char err[ERRLEN] = "";
+    sl_spec_t spec;
+    const char *text = spec_with(stages);
+    int rc = sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err));
+    ck_assert_msg(rc == -EINVAL, "%s: rc %d", stages, rc);
+    ck_assert_msg(strstr(err, want) != NULL, "%s:\n  error \"%s\"\n  lacks \"%s\"", stages, err,
+                  want);
+}
+
+/* The canonical JSON reads back to the same JSON (a fixed point). */
+static void assert_json_fixed(const sl_spec_t *s)
+{
+    char *j1 = sl_spec_to_json(s);
+    ck_assert_ptr_nonnull(j1);
+    char err[ERRLEN] = "";
+    sl_spec_t back;
+    ck_assert_msg(sl_spec_parse("canon", j1, strlen(j1), &back, err, sizeof(err)) == 0, "%s: %s",
+                  j1, err);
+    char *j2 = sl_spec_to_json(&back);
+    ck_assert_str_eq(j1, j2);
+    sl_spec_clear(&back);
+    free(j1);
+    free(j2);
+}
+
+static void load_jpeg(sl_tensor_t *t, uint32_t w, uint32_t h, uint32_t seed)
+{
+    fx_jpeg_opts_t o = {.width = w, .height = h, .quality = 90, .seed = seed};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(fx_make_jpeg(&o, &buf, &len), 0);
+    ck_assert_int_eq(sl_tensor_reshape(t, SL_DT_BYTES, SL_LAYOUT_HWC, (uint32_t)len, 1, 1), 0);
+    memcpy(t->data, buf, len);
+    free(buf);
+}
+
+static void copy_tensor(const sl_tensor_t *in, sl_tensor_t *out)
+{
+    ck_assert_int_eq(sl_tensor_reshape(out, in->dtype, in->layout, in->h, in->w, in->c), 0);
+    if (in->dtype == SL_DT_BYTES) {
+        out->nbytes = in->nbytes;
+    }
+    memcpy(out->data, in->data, in->nbytes);
+}
+
+static int run_units(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t index,
+                     sl_tensor_t *io, char *err, size_t errlen)
+{
+    sl_pipe_scratch_t sc;
+    sl_pipe_scratch_init(&sc);
+    int rc = sl_pipeline_run(p, from, to, 0, index, io, &sc, NULL, err, errlen);
+    sl_pipe_scratch_free(&sc);
+    return rc;
+}
+
+/* A decoded photo: stages[0] of a spec with one more stage. */
+static void decoded(uint32_t w, uint32_t h, sl_tensor_t *out)
+{
+    sl_spec_t s;
+    parse_ok("{\"op\": \"flip\", \"p\": 0}", &s);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+    load_jpeg(out, w, h, 3);
+    char err[ERRLEN] = "";
+    ck_assert_msg(run_units(p, 0, 1, 0, out, err, sizeof(err)) == 0, "%s", err);
+    sl_pipeline_free(p);
+}
+
+/* ---- vertical_flip ---------------------------------------------------------------------- */
+
+START_TEST(test_vertical_flip_spec)
+{
+    sl_spec_t s;
+    parse_ok("{\"op\": \"vertical_flip\"}", &s);
+    ck_assert_int_eq(s.stages[1].op, SL_OP_VERTICAL_FLIP);
+    ck_assert(s.stages[1].p == 0.5);
+    assert_json_fixed(&s);
+    parse_ok("{\"op\": \"vertical_flip\", \"p\": 1}", &s);
+    ck_assert(s.stages[1].p == 1.0);
+    ck_assert(sl_op_draws_random(SL_OP_VERTICAL_FLIP));
+    parse_err("{\"op\": \"vertical_flip\", \"p\": 1.5}",
+              "stages[1].p: must be a probability in 0..1, got 1.5");
+    parse_err("{\"op\": \"vertical_flip\", \"q\": 1}", "stages[1]");
+}
+END_TEST
+
+/* p = 1: rows reversed, on uint8 HWC and after normalize + to_chw on
+ * float32 CHW; p = 0: untouched. */
+START_TEST(test_vertical_flip_unit)
+{
+    sl_tensor_t img, out;
+    sl_tensor_init(&img);
+    sl_tensor_init(&out);
+    decoded(40, 30, &img);
+    const char *stages[3] = {"{\"op\": \"vertical_flip\", \"p\": 1}",
+                             "{\"op\": \"vertical_flip\", \"p\": 0}",
+                             "{\"op\": \"normalize\"}, {\"op\": \"to_chw\"},"
+                             " {\"op\": \"vertical_flip\", \"p\": 1}"};
+    for (int k = 0; k < 3; k++) {
+        sl_spec_t s;
+        parse_ok(stages[k], &s);
+        sl_pipeline_t *p = NULL;
+        ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+        uint32_t n = sl_pipeline_nunits(p);
+        copy_tensor(&img, &out);
+        char err[ERRLEN] = "";
+        ck_assert_msg(run_units(p, 1, n, 7, &out, err, sizeof(err)) == 0, "%s", err);
+        sl_tensor_t want;
+        sl_tensor_init(&want);
+        copy_tensor(&img, &want);
+        if (k == 2) {
+            ck_assert_msg(run_units(p, 1, n - 1, 7, &want, err, sizeof(err)) == 0, "%s", err);
+        }
+        const size_t row = want.nbytes / (want.layout == SL_LAYOUT_CHW ? want.c : 1) / want.h;
+        for (uint32_t pl = 0; pl < (want.layout == SL_LAYOUT_CHW ? want.c : 1u); pl++) {
+            for (uint32_t y = 0; y < want.h; y++) {
+                uint32_t from = k == 1 ? y : want.h - 1 - y;
+                ck_assert(memcmp(out.data + (pl * want.h + y) * row,
+                                 want.data + (pl * want.h + from) * row, row) == 0);
+            }
+        }
+        sl_tensor_free(&want);
+        sl_pipeline_free(p);
+    }
+    sl_tensor_free(&img);
+    sl_tensor_free(&out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("recipes");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_vertical_flip_spec);
+    tcase_add_test(tc, test_vertical_flip_unit);
+    suite_add_tcase(s, tc);
+    return fx_run_suite(s, 0);
+}
