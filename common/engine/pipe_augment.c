@@ -7,13 +7,15 @@
  * gaussian_blur the sigma; random_erasing one uniform against p, then
  * RandomErasing.get_params' draws, then the bytes of a "random" value;
  * random_rotation the angle; random_affine angle, translation, scale,
- * shears; the policies per op an index, a bin and a sign. */
+ * shears; the policies per op an index, a bin and a sign; random_crop the
+ * row then the column (none when the padded image is the crop's size). */
 #include "common/engine/pipeline_impl.h"
 
 #include <errno.h>
 
 #include "common/base/err.h"
 #include "common/image/augment.h"
+#include "common/image/imgops.h"
 
 static int aug_needs_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
 {
@@ -143,6 +145,27 @@ static int run_rand_augment(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_
     return run_policy(st, SL_AUG_RAND_AUGMENT, rng, io, scratch);
 }
 
+/* Pad (as configured, then as needed), draw the window, crop it. The
+ * spec's sl_pad_mode_e and sl_aug_pad_e list the modes in one order. */
+static int run_random_crop(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                           sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    int rc = sl_aug_pad_for_crop(io, a->padding, a->pad_if_needed, a->crop_h, a->crop_w,
+                                 (sl_aug_pad_e)a->padding_mode, a->pad_fill, scratch);
+    uint32_t x, y;
+    if (rc == 0) {
+        rc = sl_aug_crop_draw(io->h, io->w, a->crop_h, a->crop_w, rng, &x, &y);
+    }
+    if (rc == 0) {
+        rc = sl_img_crop(io, x, y, a->crop_w, a->crop_h, scratch);
+    }
+    if (rc == 0) {
+        sl_tensor_swap(io, scratch);
+    }
+    return rc;
+}
+
 /* NULL: not an augmentation. */
 static const aug_run_fn aug_runs[SL_OP__COUNT] = {
     [SL_OP_COLOR_JITTER] = run_jitter,
@@ -157,6 +180,7 @@ static const aug_run_fn aug_runs[SL_OP__COUNT] = {
     [SL_OP_EQUALIZE] = run_equalize,
     [SL_OP_TRIVIAL_AUGMENT_WIDE] = run_trivial,
     [SL_OP_RAND_AUGMENT] = run_rand_augment,
+    [SL_OP_RANDOM_CROP] = run_random_crop,
 };
 
 static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)

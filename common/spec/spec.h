@@ -46,6 +46,7 @@ typedef enum {
     SL_OP_RAND_AUGMENT,
     /* torchvision recipes as written (issue #38). */
     SL_OP_VERTICAL_FLIP,
+    SL_OP_RANDOM_CROP, /* RandomCrop with padding (CIFAR); an augmentation row */
     SL_OP__COUNT
 } sl_op_e;
 

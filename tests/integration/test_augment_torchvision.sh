@@ -187,6 +187,54 @@ for name, args, fn in (("auto_contrast", ["autocontrast"], F.autocontrast),
             bad.append(f"{name} on saturated image {k}: {d} values differ, e.g. ours "
                        f"{ours[ours != ref][:5].tolist()} torchvision {ref[ours != ref][:5].tolist()}")
     print(f"{name + ' (saturated)':<26} {ndiff} of {nval} values differ ({len(sat)} images)")
+# Ops that change the size (issue #38's recipes), exact: random_crop after
+# its draws as RandomCrop.forward does it (F.pad, pad_if_needed's F.pad,
+# F.crop), in every padding mode.
+def rcrop(t, pad, mode, fill, need, th, tw, x, y):
+    if any(pad):
+        t = F.pad(t, list(pad), fill, mode)
+    if need and t.shape[-1] < tw:
+        t = F.pad(t, [tw - t.shape[-1], 0], fill, mode)
+    if need and t.shape[-2] < th:
+        t = F.pad(t, [0, th - t.shape[-2]], fill, mode)
+    return F.crop(t, y, x, th, tw)
+
+SIZED = {"random_crop": []}
+for img in images:
+    W, H = Image.open(img).size
+    for pad, mode, fill, need, th, tw, x, y in (
+            ((4, 4, 4, 4), "constant", 0, 0, H, W, 3, 5),
+            ((2, 7, 5, 1), "reflect", 0, 0, H - 3, W + 2, 1, 4),
+            ((9, 9, 9, 9), "edge", 0, 0, H + 10, W + 10, 8, 0),
+            ((3, 0, 6, 2), "symmetric", 0, 0, H // 2, W // 3, W // 4, H // 5),
+            ((0, 0, 0, 0), "constant", 77, 1, H + 6, W + 11, 10, 2),
+            ((1, 0, 0, 2), "reflect", 0, 1, H + 4, W + 4, 3, 2),
+            ((0, 0, 0, 0), "symmetric", 0, 1, H + 3, W - 5, 4, 3)):
+        SIZED["random_crop"].append(
+            (img, ["crop", *pad, mode, fill, need, th, tw, x, y],
+             lambda t, a=(pad, mode, fill, need, th, tw, x, y): rcrop(t, *a)))
+for name, runs in SIZED.items():
+    nval = ndiff = 0
+    for img, args, fn in runs:
+        inp, outp = os.path.join(tmp, "in.raw"), os.path.join(tmp, "out.raw")
+        res = subprocess.run([tool, img, inp, outp] + [str(a) for a in args],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            bad.append(f"{name} {args} on {img}: {res.stderr.strip()}")
+            continue
+        w, h, c = map(int, res.stdout.split())
+        W, H = Image.open(img).size
+        a = np.fromfile(inp, np.uint8).reshape(H, W, c)
+        ours = np.fromfile(outp, np.uint8).reshape(h, w, c)
+        ref = fn(torch.from_numpy(a.copy()).permute(2, 0, 1).contiguous()).permute(1, 2, 0).numpy()
+        if ref.shape != ours.shape:
+            bad.append(f"{name} {args}: shape {ours.shape}, torchvision {ref.shape}")
+            continue
+        nval += ours.size
+        ndiff += int((ours != ref).sum())
+    print(f"{name:<26} {ndiff} of {nval} values differ ({len(runs)} runs)")
+    if ndiff:
+        bad.append(f"{name}: {ndiff} values differ (must be exact)")
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)

@@ -16,7 +16,9 @@
  *   policy OPINDEX MAGNITUDE nearest|bilinear      (autoaugment's _apply_op, fill None)
  *   jitter ORDER B C S H       ORDER: 4 digits, 0 brightness .. 3 hue
  *   vflip                      (vertical flip, common/image/imgops.h)
- * Prints "W H C" on stdout. Exit status: 0 ok, 1 failure, 2 usage. */
+ *   crop L T R B constant|edge|reflect|symmetric FILL PAD_IF_NEEDED TH TW X Y
+ *                              (random_crop after its draws: pad, pad if needed, crop)
+ * Prints "W H C" on stdout (the output's size). Exit status: 0 ok, 1 failure, 2 usage. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,7 +77,7 @@ static sl_aug_interp_e interp_arg(const char *s)
 static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
 {
     const char *op = argv[4];
-    double a[8];
+    double a[12];
     double m[6];
     if (strcmp(op, "grayscale") == 0 || strcmp(op, "autocontrast") == 0 ||
         strcmp(op, "equalize") == 0) {
@@ -85,6 +87,28 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
         return op[0] == 'g'   ? sl_aug_grayscale(io)
                : op[0] == 'a' ? sl_aug_autocontrast(io)
                               : sl_aug_equalize(io);
+    }
+    if (strcmp(op, "crop") == 0) {
+        static const char *const modes[4] = {"constant", "edge", "reflect", "symmetric"};
+        int mode = -1;
+        for (int i = 0; argc == 16 && i < 4; i++) {
+            mode = strcmp(argv[9], modes[i]) == 0 ? i : mode;
+        }
+        if (mode < 0 || nums(9, argv, 5, 4, a) < 0 || nums(16, argv, 10, 6, a + 4) < 0) {
+            return -EINVAL;
+        }
+        const uint32_t pad[4] = {(uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]};
+        const double fill[3] = {a[4], a[4], a[4]};
+        int rc = sl_aug_pad_for_crop(io, pad, a[5] != 0, (uint32_t)a[6], (uint32_t)a[7],
+                                     (sl_aug_pad_e)mode, fill, scratch);
+        if (rc == 0) {
+            rc = sl_img_crop(io, (uint32_t)a[8], (uint32_t)a[9], (uint32_t)a[7], (uint32_t)a[6],
+                             scratch);
+        }
+        if (rc == 0) {
+            sl_tensor_swap(io, scratch);
+        }
+        return rc;
     }
     if (strcmp(op, "vflip") == 0) {
         return argc == 5 ? sl_img_flip_v(io) : -EINVAL;

@@ -166,6 +166,122 @@ START_TEST(test_vertical_flip_unit)
 }
 END_TEST
 
+/* ---- random_crop ---------------------------------------------------------------------- */
+
+START_TEST(test_random_crop_spec)
+{
+    sl_spec_t s;
+    parse_ok("{\"op\": \"random_crop\", \"size\": 32, \"padding\": 4}", &s);
+    const sl_aug_spec_t *a = &s.stages[1].aug;
+    ck_assert_uint_eq(a->crop_h, 32);
+    ck_assert_uint_eq(a->crop_w, 32);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(a->padding[i], 4);
+    }
+    ck_assert_uint_eq(a->padding_mode, SL_PAD_CONSTANT);
+    ck_assert(!a->pad_if_needed);
+    ck_assert(a->pad_fill[0] == 0 && a->pad_fill[2] == 0);
+    assert_json_fixed(&s);
+    ck_assert(sl_op_draws_random(SL_OP_RANDOM_CROP));
+    /* torchvision's padding forms: [p], [left/right, top/bottom], [l, t, r, b] */
+    parse_ok("{\"op\": \"random_crop\", \"size\": [20, 30], \"padding\": [1, 2],"
+             " \"padding_mode\": \"reflect\", \"fill\": 9, \"pad_if_needed\": true}",
+             &s);
+    a = &s.stages[1].aug;
+    ck_assert_uint_eq(a->crop_h, 20);
+    ck_assert_uint_eq(a->crop_w, 30);
+    ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 1 &&
+              a->padding[3] == 2);
+    ck_assert_uint_eq(a->padding_mode, SL_PAD_REFLECT);
+    ck_assert(a->pad_if_needed);
+    assert_json_fixed(&s);
+    parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [1, 2, 3, 4],"
+             " \"padding_mode\": \"symmetric\"}",
+             &s);
+    a = &s.stages[1].aug;
+    ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 3 &&
+              a->padding[3] == 4);
+    parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [5],"
+             " \"padding_mode\": \"edge\"}",
+             &s);
+    ck_assert_uint_eq(s.stages[1].aug.padding[3], 5);
+    ck_assert_uint_eq(s.stages[1].aug.padding_mode, SL_PAD_EDGE);
+
+    parse_err("{\"op\": \"random_crop\", \"padding\": 4}",
+              "stages[1].size: missing (required)");
+    parse_err("{\"op\": \"random_crop\", \"size\": 0}", "stages[1].size: must be an integer");
+    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": -1}",
+              "stages[1].padding: must be an integer in 0..4096");
+    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, 2, 3]}",
+              "stages[1].padding: must be");
+    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, -2]}",
+              "stages[1].padding: must be");
+    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding_mode\": \"wrap\"}",
+              "stages[1].padding_mode");
+    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"fill\": 300}",
+              "stages[1].fill: must be a pixel value in 0..255");
+    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"pad_if_needed\": 1}",
+              "stages[1].pad_if_needed");
+    parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_crop\", \"size\": 32}",
+              "random_crop must come before normalize");
+}
+END_TEST
+
+/* The unit: the output has the crop's size; the drawn window is the
+ * same for the same index; with padding 4 some windows reach into the
+ * zero border; a crop larger than the image fails the sample unless
+ * pad_if_needed. */
+START_TEST(test_random_crop_unit)
+{
+    sl_tensor_t img, out, again;
+    sl_tensor_init(&img);
+    sl_tensor_init(&out);
+    sl_tensor_init(&again);
+    decoded(32, 32, &img);
+    sl_spec_t s;
+    parse_ok("{\"op\": \"random_crop\", \"size\": 32, \"padding\": 4}", &s);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+    char err[ERRLEN] = "";
+    int moved = 0, black_row = 0;
+    for (uint64_t idx = 0; idx < 32; idx++) {
+        copy_tensor(&img, &out);
+        ck_assert_msg(run_units(p, 1, 2, idx, &out, err, sizeof(err)) == 0, "%s", err);
+        ck_assert(out.h == 32 && out.w == 32 && out.c == 3);
+        copy_tensor(&img, &again);
+        ck_assert_int_eq(run_units(p, 1, 2, idx, &again, err, sizeof(err)), 0);
+        ck_assert_mem_eq(out.data, again.data, out.nbytes);
+        moved += memcmp(out.data, img.data, img.nbytes) != 0;
+        bool zero = true;
+        for (size_t i = 0; i < 32 * 3; i++) {
+            zero = zero && out.data[i] == 0;
+        }
+        black_row += zero;
+    }
+    ck_assert_int_gt(moved, 20);
+    ck_assert_int_gt(black_row, 0);
+    sl_pipeline_free(p);
+
+    parse_ok("{\"op\": \"random_crop\", \"size\": 40}", &s);
+    ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+    copy_tensor(&img, &out);
+    ck_assert_int_eq(run_units(p, 1, 2, 0, &out, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "random_crop") != NULL, "%s", err);
+    sl_pipeline_free(p);
+    parse_ok("{\"op\": \"random_crop\", \"size\": 40, \"pad_if_needed\": true,"
+             " \"padding_mode\": \"edge\"}",
+             &s);
+    ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+    copy_tensor(&img, &out);
+    ck_assert_msg(run_units(p, 1, 2, 0, &out, err, sizeof(err)) == 0, "%s", err);
+    ck_assert(out.h == 40 && out.w == 40);
+    sl_pipeline_free(p);
+    sl_tensor_free(&img);
+    sl_tensor_free(&out);
+    sl_tensor_free(&again);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("recipes");
@@ -173,6 +289,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_vertical_flip_spec);
     tcase_add_test(tc, test_vertical_flip_unit);
+    tcase_add_test(tc, test_random_crop_spec);
+    tcase_add_test(tc, test_random_crop_unit);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
