@@ -392,8 +392,8 @@ static int run_rrc(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_te
     }
     uint32_t x, y, w, h;
     sl_rrc_params(io->h, io->w, st->scale, st->ratio, rng, &x, &y, &w, &h);
-    rc = sl_img_resize_rect_ex(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
-                               &sc->a);
+    rc = sl_img_resize_interp(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP,
+                              (sl_img_interp_e)st->resize_interp, NULL, &sc->a);
     return produced(u, io, rc, err, errlen);
 }
 
@@ -410,7 +410,12 @@ static int run_resize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
     if (st->resize_shorter) {
         sl_resize_shorter_dims(io->h, io->w, st->size_h, &oh, &ow);
     }
-    rc = sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a);
+    /* Bilinear: the whole image as Pillow's box (the bytes resize always
+     * gave); the others with CLIP, the same rectangle. */
+    rc = st->resize_interp == SL_RESIZE_INTERP_BILINEAR
+             ? sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a)
+             : sl_img_resize_interp(io, 0, 0, io->w, io->h, oh, ow, SL_RESIZE_CLIP,
+                                    (sl_img_interp_e)st->resize_interp, NULL, &sc->a);
     return produced(u, io, rc, err, errlen);
 }
 

@@ -20,6 +20,19 @@ static const float default_std[3] = {0.229f, 0.224f, 0.225f};
 /* normalize "on": where the normalization runs, indexed by on_device. */
 static const char *const norm_on_names[2] = {"cpu", "device"};
 
+/* "interpolation", indexed by sl_resize_interp_e. */
+static const char *const resize_interp_names[3] = {[SL_RESIZE_INTERP_BILINEAR] = "bilinear",
+                                                   [SL_RESIZE_INTERP_BICUBIC] = "bicubic",
+                                                   [SL_RESIZE_INTERP_NEAREST] = "nearest"};
+
+static int get_resize_interp(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    int v = SL_RESIZE_INTERP_BILINEAR;
+    int rc = sl_spec_get_enum(c, st, "interpolation", false, resize_interp_names, 3, &v);
+    out->resize_interp = (uint32_t)v;
+    return rc;
+}
+
 /* "size": N or [H, W], each 1..SPEC_SIZE_MAX. */
 static int get_size(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out, bool *ret_scalar)
 {
@@ -121,7 +134,7 @@ static int parse_rrc(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
         return sl_spec_ferr(c, "ratio", "must be [min, max] with 0 < min <= max, got [%s, %s]", a,
                             b);
     }
-    return 0;
+    return get_resize_interp(c, st, out);
 }
 
 static int parse_flip(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
@@ -184,7 +197,17 @@ static int parse_normalize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 
 static int parse_resize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
-    return get_size(c, st, out, &out->resize_shorter);
+    int rc = get_size(c, st, out, &out->resize_shorter);
+    return rc < 0 ? rc : get_resize_interp(c, st, out);
+}
+
+/* "interpolation" only when not bilinear: existing specs keep their
+ * canonical form (and hash). */
+static const char *interp_json(const sl_stage_spec_t *st)
+{
+    return st->resize_interp != SL_RESIZE_INTERP_BILINEAR && st->resize_interp < 3
+               ? resize_interp_names[st->resize_interp]
+               : NULL;
 }
 
 static int parse_center_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
@@ -195,18 +218,20 @@ static int parse_center_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out
 
 static json_t *rrc_json(const sl_stage_spec_t *st)
 {
-    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f]}", "op", "random_resized_crop", "size",
-                     (json_int_t)st->size_h, (json_int_t)st->size_w, "scale", st->scale[0],
-                     st->scale[1], "ratio", st->ratio[0], st->ratio[1]);
+    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f], s:s*}", "op", "random_resized_crop",
+                     "size", (json_int_t)st->size_h, (json_int_t)st->size_w, "scale",
+                     st->scale[0], st->scale[1], "ratio", st->ratio[0], st->ratio[1],
+                     "interpolation", interp_json(st));
 }
 
 static json_t *resize_json(const sl_stage_spec_t *st)
 {
     if (st->resize_shorter) {
-        return json_pack("{s:s, s:I}", "op", "resize", "size", (json_int_t)st->size_h);
+        return json_pack("{s:s, s:I, s:s*}", "op", "resize", "size", (json_int_t)st->size_h,
+                         "interpolation", interp_json(st));
     }
-    return json_pack("{s:s, s:[I,I]}", "op", "resize", "size", (json_int_t)st->size_h,
-                     (json_int_t)st->size_w);
+    return json_pack("{s:s, s:[I,I], s:s*}", "op", "resize", "size", (json_int_t)st->size_h,
+                     (json_int_t)st->size_w, "interpolation", interp_json(st));
 }
 
 static json_t *center_crop_json(const sl_stage_spec_t *st)
@@ -249,13 +274,14 @@ const sl_op_def_t sl_op_def_decode_image = {.name = "decode_image",
                                             .slot = SL_ORD_DECODE};
 const sl_op_def_t sl_op_def_random_resized_crop =
     {.name = "random_resized_crop",
-     .keys = (const char *const[]){"op", "size", "scale", "ratio", NULL},
+     .keys = (const char *const[]){"op", "size", "scale", "ratio", "interpolation", NULL},
      .parse = parse_rrc,
      .to_json = rrc_json,
      .flags = GEOMETRY_FLAGS | SL_OPF_RANDOM | SL_OPF_FUSES_DECODE,
      .before = BEFORE_WHOLE};
 const sl_op_def_t sl_op_def_resize = {.name = "resize",
-                                      .keys = size_keys,
+                                      .keys = (const char *const[]){"op", "size", "interpolation",
+                                                                    NULL},
                                       .parse = parse_resize,
                                       .to_json = resize_json,
                                       .flags = GEOMETRY_FLAGS,

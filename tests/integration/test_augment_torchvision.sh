@@ -213,6 +213,32 @@ for img in images:
         SIZED["random_crop"].append(
             (img, ["crop", *pad, mode, fill, need, th, tw, x, y],
              lambda t, a=(pad, mode, fill, need, th, tw, x, y): rcrop(t, *a)))
+# resize / random_resized_crop: the crop, then the resize. Nearest is
+# torch's on tensors, exact; bilinear and bicubic are Pillow's (what timm's
+# recipes run: torchvision on PIL images), exact against PIL, and against
+# the tensor path with antialias=True within the limits below (torch's
+# float weights against Pillow's 22-bit fixed point).
+def pil_rc(a, x, y, w, h, oh, ow, mode):
+    f = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}[mode]
+    return np.asarray(Image.fromarray(a).crop((x, y, x + w, y + h)).resize((ow, oh), f))
+
+RESIZE_TENSOR_LIMITS = {"bilinear": (0.2, 1), "bicubic": (0.25, 12)}
+for mode in ("nearest", "bilinear", "bicubic"):
+    SIZED["resize_" + mode] = []
+for img in images:
+    W, H = Image.open(img).size
+    for x, y, w, h, oh, ow in ((0, 0, W, H, 224, 224), (17, 9, W // 2, H // 3, 96, 160),
+                               (0, 0, W, H, H * 2 + 1, W + 7), (5, 3, 40, 30, 13, 17),
+                               (W // 4, H // 4, W // 2, H // 2, H // 2, W // 2)):
+        for mode in ("nearest", "bilinear", "bicubic"):
+            args = ["resize", x, y, w, h, oh, ow, mode]
+            if mode == "nearest":
+                fn = lambda t, a=(y, x, h, w, [oh, ow]): F.resized_crop(t, *a, IM.NEAREST)
+            else:
+                fn = (lambda t, a=(x, y, w, h, oh, ow, mode): torch.from_numpy(
+                    pil_rc(t.permute(1, 2, 0).numpy(), *a).copy()).permute(2, 0, 1))
+            SIZED["resize_" + mode].append((img, args, fn))
+tensor_d = {m: [0, 0, 0] for m in RESIZE_TENSOR_LIMITS}  # sum |d|, count, max
 for name, runs in SIZED.items():
     nval = ndiff = 0
     for img, args, fn in runs:
@@ -232,9 +258,24 @@ for name, runs in SIZED.items():
             continue
         nval += ours.size
         ndiff += int((ours != ref).sum())
+        mode = args[-1]
+        if args[0] == "resize" and mode in tensor_d:
+            x, y, w, h, oh, ow = args[1:7]
+            tt = torch.from_numpy(a.copy()).permute(2, 0, 1).contiguous()
+            tv = F.resized_crop(tt, y, x, h, w, [oh, ow], IM(mode), antialias=True)
+            d = np.abs(ours.astype(np.int32) - tv.permute(1, 2, 0).numpy().astype(np.int32))
+            tensor_d[mode][0] += int(d.sum())
+            tensor_d[mode][1] += d.size
+            tensor_d[mode][2] = max(tensor_d[mode][2], int(d.max()))
     print(f"{name:<26} {ndiff} of {nval} values differ ({len(runs)} runs)")
     if ndiff:
         bad.append(f"{name}: {ndiff} values differ (must be exact)")
+for mode, (tot, cnt, mx) in tensor_d.items():
+    mean = tot / max(cnt, 1)
+    print(f"resize_{mode} vs tensor antialias=True: mean |d| {mean:.5f}, max {mx}")
+    if mean > RESIZE_TENSOR_LIMITS[mode][0] or mx > RESIZE_TENSOR_LIMITS[mode][1]:
+        bad.append(f"resize_{mode} vs the tensor path: mean |d| {mean:.5f}, max {mx} "
+                   f"(limits {RESIZE_TENSOR_LIMITS[mode]})")
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)

@@ -18,6 +18,8 @@
  *   vflip                      (vertical flip, common/image/imgops.h)
  *   crop L T R B constant|edge|reflect|symmetric FILL PAD_IF_NEEDED TH TW X Y
  *                              (random_crop after its draws: pad, pad if needed, crop)
+ *   resize X Y W H OUT_H OUT_W bilinear|bicubic|nearest
+ *                              (the crop then the resize: random_resized_crop, resize)
  * Prints "W H C" on stdout (the output's size). Exit status: 0 ok, 1 failure, 2 usage. */
 #include <errno.h>
 #include <stdbool.h>
@@ -105,6 +107,22 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
             rc = sl_img_crop(io, (uint32_t)a[8], (uint32_t)a[9], (uint32_t)a[7], (uint32_t)a[6],
                              scratch);
         }
+        if (rc == 0) {
+            sl_tensor_swap(io, scratch);
+        }
+        return rc;
+    }
+    if (strcmp(op, "resize") == 0) {
+        static const char *const modes[3] = {"bilinear", "bicubic", "nearest"};
+        int mode = -1;
+        for (int i = 0; argc == 12 && i < 3; i++) {
+            mode = strcmp(argv[11], modes[i]) == 0 ? i : mode;
+        }
+        if (mode < 0 || nums(11, argv, 5, 6, a) < 0) {
+            return -EINVAL;
+        }
+        int rc = sl_img_resize_interp(io, a[0], a[1], a[2], a[3], (uint32_t)a[4], (uint32_t)a[5],
+                                      SL_RESIZE_CLIP, (sl_img_interp_e)mode, NULL, scratch);
         if (rc == 0) {
             sl_tensor_swap(io, scratch);
         }

@@ -282,6 +282,97 @@ START_TEST(test_random_crop_unit)
 }
 END_TEST
 
+/* ---- resize / random_resized_crop interpolation -------------------------------------- */
+
+START_TEST(test_interpolation_spec)
+{
+    sl_spec_t s;
+    parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64},"
+             " {\"op\": \"resize\", \"size\": 32}",
+             &s);
+    ck_assert_uint_eq(s.stages[1].resize_interp, SL_RESIZE_INTERP_BILINEAR);
+    ck_assert_uint_eq(s.stages[2].resize_interp, SL_RESIZE_INTERP_BILINEAR);
+    /* bilinear, the default, leaves the canonical JSON (and hashes) as
+     * they were */
+    char *j = sl_spec_to_json(&s);
+    ck_assert_ptr_null(strstr(j, "interpolation"));
+    free(j);
+    parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64,"
+             " \"interpolation\": \"bicubic\"},"
+             " {\"op\": \"resize\", \"size\": [20, 30], \"interpolation\": \"nearest\"}",
+             &s);
+    ck_assert_uint_eq(s.stages[1].resize_interp, SL_RESIZE_INTERP_BICUBIC);
+    ck_assert_uint_eq(s.stages[2].resize_interp, SL_RESIZE_INTERP_NEAREST);
+    assert_json_fixed(&s);
+    parse_err("{\"op\": \"resize\", \"size\": 32, \"interpolation\": \"lanczos\"}",
+              "stages[1].interpolation");
+    parse_err("{\"op\": \"random_resized_crop\", \"size\": 32, \"interpolation\": 2}",
+              "stages[1].interpolation");
+    parse_err("{\"op\": \"center_crop\", \"size\": 32, \"interpolation\": \"nearest\"}",
+              "interpolation");
+}
+END_TEST
+
+/* Bilinear keeps the fused decode; another filter runs unfused, and its
+ * pixels differ from bilinear's. */
+START_TEST(test_interpolation_units)
+{
+    const char *stages[3] = {"{\"op\": \"random_resized_crop\", \"size\": 48}",
+                             "{\"op\": \"random_resized_crop\", \"size\": 48,"
+                             " \"interpolation\": \"bicubic\"}",
+                             "{\"op\": \"random_resized_crop\", \"size\": 48,"
+                             " \"interpolation\": \"nearest\"}"};
+    sl_tensor_t jpg, out[3];
+    sl_tensor_init(&jpg);
+    load_jpeg(&jpg, 160, 120, 5);
+    for (int k = 0; k < 3; k++) {
+        sl_spec_t s;
+        parse_ok(stages[k], &s);
+        sl_pipeline_t *p = NULL;
+        ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+        ck_assert_uint_eq(sl_pipeline_nunits(p), k == 0 ? 1 : 2);
+        ck_assert_str_eq(sl_pipeline_unit_name(p, 0),
+                         k == 0 ? "decode_jpeg+random_resized_crop" : "decode_jpeg");
+        sl_tensor_init(&out[k]);
+        copy_tensor(&jpg, &out[k]);
+        char err[ERRLEN] = "";
+        ck_assert_msg(run_units(p, 0, sl_pipeline_nunits(p), 3, &out[k], err, sizeof(err)) == 0,
+                      "%s", err);
+        ck_assert(out[k].h == 48 && out[k].w == 48 && out[k].dtype == SL_DT_U8);
+        sl_pipeline_free(p);
+    }
+    ck_assert(memcmp(out[0].data, out[1].data, out[0].nbytes) != 0);
+    ck_assert(memcmp(out[1].data, out[2].data, out[0].nbytes) != 0);
+    /* resize nearest: exact pixel picks, floor(d * in / out) */
+    sl_tensor_t img, r;
+    sl_tensor_init(&img);
+    sl_tensor_init(&r);
+    decoded(40, 30, &img);
+    sl_spec_t s;
+    parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}",
+             &s);
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+    copy_tensor(&img, &r);
+    char err[ERRLEN] = "";
+    ck_assert_msg(run_units(p, 1, 2, 0, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert(r.h == 12 && r.w == 16);
+    for (uint32_t y = 0; y < 12; y++) {
+        for (uint32_t x = 0; x < 16; x++) {
+            uint32_t sy = (uint32_t)(y * 30 / 12), sx = (uint32_t)(x * 40 / 16);
+            ck_assert(memcmp(r.data + (y * 16 + x) * 3, img.data + (sy * 40 + sx) * 3, 3) == 0);
+        }
+    }
+    sl_pipeline_free(p);
+    for (int k = 0; k < 3; k++) {
+        sl_tensor_free(&out[k]);
+    }
+    sl_tensor_free(&jpg);
+    sl_tensor_free(&img);
+    sl_tensor_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("recipes");
@@ -291,6 +382,8 @@ int main(void)
     tcase_add_test(tc, test_vertical_flip_unit);
     tcase_add_test(tc, test_random_crop_spec);
     tcase_add_test(tc, test_random_crop_unit);
+    tcase_add_test(tc, test_interpolation_spec);
+    tcase_add_test(tc, test_interpolation_units);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
