@@ -166,6 +166,55 @@ static int run_random_crop(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t
     return rc;
 }
 
+static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch);
+
+/* RandomApply: one uniform against p, then every op in order. */
+static int run_random_apply(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                            sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    if (!(sl_rng_uniform(rng) < a->p)) {
+        return 0;
+    }
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < a->nops; i++) {
+        rc = run_op(&a->ops[i], rng, io, scratch);
+    }
+    return rc;
+}
+
+/* RandomChoice: one uniform over the weights' total (or one of nops
+ * equally), then that op. */
+static int run_random_choice(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                             sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    if (a->nops == 0 || a->ops == NULL) {
+        return -EINVAL;
+    }
+    uint32_t k = 0;
+    if (a->weights == NULL) {
+        k = (uint32_t)sl_rng_below(rng, a->nops);
+    } else {
+        double total = 0;
+        for (uint32_t i = 0; i < a->nops; i++) {
+            total += a->weights[i];
+        }
+        double u = sl_rng_uniform(rng) * total, acc = 0;
+        /* The last op with a weight takes what rounding leaves over. */
+        for (k = 0; k + 1 < a->nops; k++) {
+            acc += a->weights[k];
+            if (u < acc) {
+                break;
+            }
+        }
+        while (a->weights[k] == 0 && k > 0) {
+            k--;
+        }
+    }
+    return run_op(&a->ops[k], rng, io, scratch);
+}
+
 /* NULL: not an augmentation. */
 static const aug_run_fn aug_runs[SL_OP__COUNT] = {
     [SL_OP_COLOR_JITTER] = run_jitter,
@@ -181,6 +230,8 @@ static const aug_run_fn aug_runs[SL_OP__COUNT] = {
     [SL_OP_TRIVIAL_AUGMENT_WIDE] = run_trivial,
     [SL_OP_RAND_AUGMENT] = run_rand_augment,
     [SL_OP_RANDOM_CROP] = run_random_crop,
+    [SL_OP_RANDOM_APPLY] = run_random_apply,
+    [SL_OP_RANDOM_CHOICE] = run_random_choice,
 };
 
 static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/engine/pipeline.h"
+#include "common/image/augment.h"
 #include "common/image/imgops.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
@@ -373,6 +374,152 @@ START_TEST(test_interpolation_units)
 }
 END_TEST
 
+/* ---- random_apply / random_choice ------------------------------------------------------ */
+
+START_TEST(test_nested_spec)
+{
+    sl_spec_t s;
+    parse_ok("{\"op\": \"random_apply\", \"p\": 0.8, \"ops\": [{\"op\": \"color_jitter\","
+             " \"brightness\": 0.4}, {\"op\": \"random_grayscale\", \"p\": 1}]},"
+             " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"solarize\", \"threshold\":"
+             " 128}, {\"op\": \"posterize\", \"bits\": 3}], \"p\": [1, 3]},"
+             " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}]}",
+             &s);
+    const sl_aug_spec_t *a = &s.stages[1].aug;
+    ck_assert_int_eq(s.stages[1].op, SL_OP_RANDOM_APPLY);
+    ck_assert(a->p == 0.8);
+    ck_assert_uint_eq(a->nops, 2);
+    ck_assert_int_eq(a->ops[0].op, SL_OP_COLOR_JITTER);
+    ck_assert(a->ops[0].aug.brightness[1] == 1.4);
+    ck_assert(a->ops[1].aug.p == 1.0);
+    a = &s.stages[2].aug;
+    ck_assert_uint_eq(a->nops, 2);
+    ck_assert(a->weights != NULL && a->weights[0] == 1 && a->weights[1] == 3);
+    ck_assert_ptr_null(s.stages[3].aug.weights);
+    assert_json_fixed(&s);
+    /* a deep copy, whole after the source is cleared */
+    sl_spec_t c;
+    ck_assert_int_eq(sl_spec_copy(&c, &s), 0);
+    ck_assert_ptr_ne(c.stages[1].aug.ops, s.stages[1].aug.ops);
+    char *j1 = sl_spec_to_json(&s);
+    sl_spec_clear(&s);
+    ck_assert_ptr_null(s.stages[1].aug.ops);
+    char *j2 = sl_spec_to_json(&c);
+    ck_assert_str_eq(j1, j2);
+    free(j1);
+    free(j2);
+    sl_spec_clear(&c);
+    parse_ok("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\"}]}", &s);
+    ck_assert(s.stages[1].aug.p == 0.5);
+    sl_spec_clear(&s);
+
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"normalize\"}]}",
+              "stages[1].ops[0].op: random_apply takes augmentation ops only");
+    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"resize\", \"size\": 3}]}",
+              "stages[1].ops[0].op: random_choice takes augmentation ops only");
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"decode_jpeg\"}]}",
+              "stages[1].ops[0].op");
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\","
+              " \"ops\": [{\"op\": \"equalize\"}]}]}",
+              "stages[1].ops[0].op");
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}",
+              "stages[1].ops[0].op");
+    parse_err("{\"op\": \"random_apply\", \"ops\": []}", "stages[1].ops: must be a non-empty");
+    parse_err("{\"op\": \"random_apply\"}", "stages[1].ops: missing (required)");
+    parse_err("{\"op\": \"random_apply\", \"p\": 1.2, \"ops\": [{\"op\": \"equalize\"}]}",
+              "stages[1].p: must be a probability in 0..1");
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"p\": -1}]}",
+              "stages[1].ops[0].p: must be a probability in 0..1");
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"x\": 1}]}",
+              "stages[1].ops[0]");
+    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}], \"p\": [1, 2]}",
+              "stages[1].p: must be null or 1 weights");
+    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
+              " {\"op\": \"equalize\"}], \"p\": [0, 0]}",
+              "stages[1].p: must be null or 2 weights");
+    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
+              " {\"op\": \"equalize\"}], \"p\": [1, -1]}",
+              "stages[1].p");
+    parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\":"
+              " \"equalize\"}]}",
+              "random_apply must come before normalize");
+}
+END_TEST
+
+/* random_apply at p = 1 is its ops in order, at p = 0 nothing; random_choice
+ * with weights [0, 1] always the second; both deterministic per index and,
+ * over indices, p = 0.5 and uniform choices take each branch. */
+START_TEST(test_nested_units)
+{
+    sl_tensor_t img, out, want, scratch;
+    sl_tensor_init(&img);
+    sl_tensor_init(&out);
+    sl_tensor_init(&want);
+    sl_tensor_init(&scratch);
+    decoded(48, 40, &img);
+    copy_tensor(&img, &want);
+    ck_assert_int_eq(sl_aug_solarize(&want, 100), 0);
+    ck_assert_int_eq(sl_aug_posterize(&want, 2), 0);
+    const char *stages[3] = {
+        "{\"op\": \"random_apply\", \"p\": 1, \"ops\": [{\"op\": \"solarize\", \"threshold\":"
+        " 100, \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}",
+        "{\"op\": \"random_apply\", \"p\": 0, \"ops\": [{\"op\": \"equalize\", \"p\": 1}]}",
+        "{\"op\": \"random_choice\", \"p\": [0, 1], \"ops\": [{\"op\": \"equalize\","
+        " \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
+    for (int k = 0; k < 3; k++) {
+        sl_spec_t s;
+        parse_ok(stages[k], &s);
+        sl_pipeline_t *p = NULL;
+        ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+        sl_spec_clear(&s);
+        for (uint64_t idx = 0; idx < 8; idx++) {
+            copy_tensor(&img, &out);
+            char err[ERRLEN] = "";
+            ck_assert_msg(run_units(p, 1, 2, idx, &out, err, sizeof(err)) == 0, "%s", err);
+            if (k == 0) {
+                ck_assert_mem_eq(out.data, want.data, want.nbytes);
+            } else if (k == 1) {
+                ck_assert_mem_eq(out.data, img.data, img.nbytes);
+            } else {
+                copy_tensor(&img, &scratch);
+                ck_assert_int_eq(sl_aug_posterize(&scratch, 2), 0);
+                ck_assert_mem_eq(out.data, scratch.data, scratch.nbytes);
+            }
+        }
+        sl_pipeline_free(p);
+    }
+    /* p = 0.5 and a uniform choice: both outcomes over 32 indices, and
+     * the same one again for the same index */
+    const char *mixed[2] = {
+        "{\"op\": \"random_apply\", \"ops\": [{\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}",
+        "{\"op\": \"random_choice\", \"ops\": [{\"op\": \"posterize\", \"bits\": 8, \"p\": 1},"
+        " {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
+    for (int k = 0; k < 2; k++) {
+        sl_spec_t s;
+        parse_ok(mixed[k], &s);
+        sl_pipeline_t *p = NULL;
+        ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+        sl_spec_clear(&s);
+        int changed = 0;
+        for (uint64_t idx = 0; idx < 32; idx++) {
+            char err[ERRLEN] = "";
+            copy_tensor(&img, &out);
+            ck_assert_int_eq(run_units(p, 1, 2, idx, &out, err, sizeof(err)), 0);
+            copy_tensor(&img, &want);
+            ck_assert_int_eq(run_units(p, 1, 2, idx, &want, err, sizeof(err)), 0);
+            ck_assert_mem_eq(out.data, want.data, out.nbytes);
+            changed += memcmp(out.data, img.data, img.nbytes) != 0;
+        }
+        ck_assert_msg(changed > 4 && changed < 28, "%s: %d of 32 changed", mixed[k], changed);
+        sl_pipeline_free(p);
+    }
+    sl_tensor_free(&img);
+    sl_tensor_free(&out);
+    sl_tensor_free(&want);
+    sl_tensor_free(&scratch);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("recipes");
@@ -384,6 +531,8 @@ int main(void)
     tcase_add_test(tc, test_random_crop_unit);
     tcase_add_test(tc, test_interpolation_spec);
     tcase_add_test(tc, test_interpolation_units);
+    tcase_add_test(tc, test_nested_spec);
+    tcase_add_test(tc, test_nested_units);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

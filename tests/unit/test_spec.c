@@ -352,7 +352,8 @@ START_TEST(test_unknown_op)
                     "decode_image, image_tiles, tokenize, template, plugin, color_jitter, "
                     "random_grayscale, gaussian_blur, random_erasing, random_rotation, "
                     "random_affine, solarize, posterize, auto_contrast, equalize, "
-                    "trivial_augment_wide, rand_augment, vertical_flip, random_crop)");
+                    "trivial_augment_wide, rand_augment, vertical_flip, random_crop, "
+                    "random_apply, random_choice)");
     expect_edit_err("\"op\": \"flip\"", "\"op\": 3", "t.json:6: stages[2].op: unknown op 3");
     expect_edit_err("{\"op\": \"flip\", \"p\": 0.5}", "{\"p\": 0.5}",
                     "t.json:6: stages[2].op: missing (required)");
@@ -797,7 +798,7 @@ START_TEST(test_names)
                          "color_jitter", "random_grayscale", "gaussian_blur", "random_erasing",
                          "random_rotation", "random_affine", "solarize", "posterize",
                          "auto_contrast", "equalize", "trivial_augment_wide", "rand_augment",
-                         "vertical_flip", "random_crop"};
+                         "vertical_flip", "random_crop", "random_apply", "random_choice"};
     ck_assert_int_eq(sizeof(ops) / sizeof(ops[0]), SL_OP__COUNT);
     for (int i = 0; i < SL_OP__COUNT; i++) {
         ck_assert_str_eq(sl_op_name((sl_op_e)i), ops[i]);
@@ -1082,7 +1083,8 @@ START_TEST(test_op_table)
     ck_assert_uint_eq(sl_op_flags(SL_OP__COUNT), 0);
     for (int op = 0; op < SL_OP__COUNT; op++) {
         bool aug = (op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT) ||
-                   op == SL_OP_RANDOM_CROP;
+                   op == SL_OP_RANDOM_CROP || op == SL_OP_RANDOM_APPLY ||
+                   op == SL_OP_RANDOM_CHOICE;
         ck_assert(sl_op_is_augment((sl_op_e)op) == aug);
         bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP || op == SL_OP_PLUGIN ||
                    op == SL_OP_VERTICAL_FLIP;
