@@ -99,7 +99,13 @@ static int run_erasing(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io
     bool ok;
     uint32_t x, y, w, h;
     sl_aug_erasing_draw(io->h, io->w, a->scale, a->ratio, rng, &ok, &x, &y, &w, &h);
-    return ok ? sl_aug_erase(io, x, y, w, h, a->value_random ? NULL : a->value, rng) : 0;
+    if (!ok) {
+        return 0;
+    }
+    /* After normalize (float32, HWC or CHW): the value in tensor units. */
+    const double *v = a->value_random ? NULL : a->value;
+    return io->dtype == SL_DT_F32 ? sl_aug_erase_f32(io, x, y, w, h, v, rng)
+                                  : sl_aug_erase(io, x, y, w, h, v, rng);
 }
 
 static int run_rotation(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
@@ -243,7 +249,11 @@ static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_
 int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scratch_t *sc,
                     char *err, size_t errlen)
 {
-    int rc = aug_needs_pixels(io, u->name, err, errlen);
+    /* random_erasing also runs after normalize, on float32 HWC or CHW. */
+    const bool floats_ok = u->st->op == SL_OP_RANDOM_ERASING && io->dtype == SL_DT_F32 &&
+                           (io->layout == SL_LAYOUT_HWC || io->layout == SL_LAYOUT_CHW) &&
+                           io->h > 0 && io->w > 0 && io->c >= 1 && io->c <= 3;
+    int rc = floats_ok ? 0 : aug_needs_pixels(io, u->name, err, errlen);
     if (rc < 0) {
         return rc;
     }

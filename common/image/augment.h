@@ -101,6 +101,14 @@ int sl_aug_pad(sl_tensor_t *io, const uint32_t pad[4], sl_aug_pad_e mode, const 
 int sl_aug_pad_for_crop(sl_tensor_t *io, const uint32_t pad[4], bool pad_if_needed, uint32_t th,
                         uint32_t tw, sl_aug_pad_e mode, const double *fill, sl_tensor_t *scratch);
 
+/* sl_aug_erase on a float32 tensor (after normalize: HWC, or CHW after
+ * to_chw; any channel count): value[c] as a float (0 = the normalized
+ * zero, torchvision's value=0), or, with value NULL, standard normal
+ * values (torchvision's value="random" on floats) from r, Box-Muller on
+ * two uniforms per pair, in memory order of the region. */
+int sl_aug_erase_f32(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+                     const double *value, sl_rng_t *r);
+
 /* ---- augment_draw.c: torchvision's get_params, from one stream */
 
 /* ColorJitter: a random order of the four adjustments (0 brightness,

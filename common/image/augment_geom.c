@@ -253,3 +253,51 @@ int sl_aug_pad_for_crop(sl_tensor_t *io, const uint32_t pad[4], bool pad_if_need
     }
     return rc;
 }
+
+/* Two standard normal values from two uniforms (Box-Muller). */
+static void normal_pair(sl_rng_t *r, float ret[2])
+{
+    const double u1 = 1.0 - sl_rng_uniform(r); /* (0, 1]: log is finite */
+    const double u2 = sl_rng_uniform(r);
+    const double rad = sqrt(-2.0 * log(u1));
+    ret[0] = (float)(rad * cos(2.0 * M_PI * u2));
+    ret[1] = (float)(rad * sin(2.0 * M_PI * u2));
+}
+
+int sl_aug_erase_f32(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+                     const double *value, sl_rng_t *r)
+{
+    if (io == NULL || io->dtype != SL_DT_F32 || io->data == NULL || io->c == 0 || io->c > 3 ||
+        (io->layout != SL_LAYOUT_HWC && io->layout != SL_LAYOUT_CHW) ||
+        io->nbytes != (size_t)io->h * io->w * io->c * sizeof(float) ||
+        (uint64_t)x + w > io->w || (uint64_t)y + h > io->h || (value == NULL && r == NULL)) {
+        return -EINVAL;
+    }
+    const uint32_t c = io->c;
+    float *px = (float *)(void *)io->data;
+    float spare[2];
+    unsigned left = 0;
+    /* The region in memory order: per row (HWC) or per plane then row (CHW). */
+    const uint32_t planes = io->layout == SL_LAYOUT_CHW ? c : 1;
+    const size_t run = io->layout == SL_LAYOUT_CHW ? w : (size_t)w * c;
+    for (uint32_t pl = 0; pl < planes; pl++) {
+        for (uint32_t row = y; row < y + h; row++) {
+            float *p = io->layout == SL_LAYOUT_CHW
+                           ? px + ((size_t)pl * io->h + row) * io->w + x
+                           : px + ((size_t)row * io->w + x) * c;
+            for (size_t i = 0; i < run; i++) {
+                const uint32_t ch = io->layout == SL_LAYOUT_CHW ? pl : (uint32_t)(i % c);
+                if (value != NULL) {
+                    p[i] = (float)value[ch];
+                    continue;
+                }
+                if (left == 0) {
+                    normal_pair(r, spare);
+                    left = 2;
+                }
+                p[i] = spare[2 - left--];
+            }
+        }
+    }
+    return 0;
+}

@@ -449,6 +449,7 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     for (int k = 0; k < SL_ORD__COUNT; k++) {
         ord.at[k] = -1;
     }
+    long device_norm = -1; /* a normalize "on": "device" seen: its index */
     for (size_t i = 0; i < n; i++) {
         /* Counted before it is parsed: a failed parse's sl_spec_clear then
          * frees what the stages parsed so far own. */
@@ -456,6 +457,22 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         int rc = parse_stage(c, json_array_get(v, i), i, &spec->stages[i], &ord);
         if (rc < 0) {
             return rc;
+        }
+        const sl_stage_spec_t *st = &spec->stages[i];
+        if (st->op == SL_OP_NORMALIZE && st->on_device) {
+            device_norm = (long)i;
+        }
+        if (st->op == SL_OP_RANDOM_ERASING && device_norm >= 0) {
+            /* The pixels stay uint8 until the consumer normalizes: the
+             * erase would have to run on the device, after it. */
+            sl_spec_push_index(c, i);
+            sl_spec_push(c, "op");
+            return sl_spec_perr(c,
+                                "random_erasing after a normalize with \"on\": \"device\" "
+                                "(stages[%ld].on) is not supported: the erase would have to run "
+                                "on the device; put it before normalize, or normalize with "
+                                "\"on\": \"cpu\"",
+                                device_norm);
         }
     }
     spec->nstages = (uint32_t)n;

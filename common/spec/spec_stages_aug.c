@@ -808,8 +808,17 @@ const sl_op_def_t sl_op_def_random_grayscale = AUG_ROW("random_grayscale", parse
                                                        "p");
 const sl_op_def_t sl_op_def_gaussian_blur = AUG_ROW("gaussian_blur", parse_gaussian_blur, blur_json,
                                                     "kernel_size", "sigma");
-const sl_op_def_t sl_op_def_random_erasing = AUG_ROW("random_erasing", parse_random_erasing,
-                                                     erasing_json, "p", "scale", "ratio", "value");
+/* random_erasing also after normalize and to_chw (torchvision's place for
+ * it: on the normalized tensor); spec_stages.c refuses it after a device
+ * normalize. */
+const sl_op_def_t sl_op_def_random_erasing = {
+    .name = "random_erasing",
+    .keys = (const char *const[]){"op", "p", "scale", "ratio", "value", NULL},
+    .parse = parse_random_erasing,
+    .to_json = erasing_json,
+    .flags = SL_OPF_AUGMENT | SL_OPF_RANDOM | SL_OPF_ON_PIXELS | SL_OPF_WHOLE,
+    .before = SL_ORD_BIT(SL_ORD_TILES),
+};
 const sl_op_def_t sl_op_def_random_rotation = AUG_ROW("random_rotation", parse_random_rotation,
                                                       rotation_json, "degrees", "interpolation",
                                                       "center", "fill");

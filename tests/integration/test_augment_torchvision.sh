@@ -270,6 +270,27 @@ for name, runs in SIZED.items():
     print(f"{name:<26} {ndiff} of {nval} values differ ({len(runs)} runs)")
     if ndiff:
         bad.append(f"{name}: {ndiff} values differ (must be exact)")
+# random_erasing after normalize (float32 CHW): F.erase on the normalized
+# tensor, value 0 = the normalized zero (the mean colour); bit-exact.
+nval = ndiff = 0
+for img in images:
+    W, H = Image.open(img).size
+    for x, y, w, h, v in ((17, 9, 40, 25, 0.0), (0, 0, W // 2, H // 3, 0.0),
+                          (W // 3, H // 4, 5, 70, -1.25)):
+        inp, outp = os.path.join(tmp, "in.raw"), os.path.join(tmp, "out.raw")
+        res = subprocess.run([tool, img, inp, outp, "erase_norm"] +
+                             [str(q) for q in (x, y, w, h, v)], capture_output=True, text=True)
+        if res.returncode != 0:
+            bad.append(f"erase_norm on {img}: {res.stderr.strip()}")
+            continue
+        tin = torch.from_numpy(np.fromfile(inp, np.float32).reshape(3, H, W).copy())
+        ours = np.fromfile(outp, np.float32).reshape(3, H, W)
+        ref = F.erase(tin, y, x, h, w, torch.tensor([v, v, v])[:, None, None]).numpy()
+        nval += ours.size
+        ndiff += int((ours.view(np.uint32) != ref.view(np.uint32)).sum())
+print(f"{'random_erasing (normalized)':<26} {ndiff} of {nval} values differ (bitwise)")
+if ndiff:
+    bad.append(f"random_erasing after normalize: {ndiff} values differ (must be exact)")
 for mode, (tot, cnt, mx) in tensor_d.items():
     mean = tot / max(cnt, 1)
     print(f"resize_{mode} vs tensor antialias=True: mean |d| {mean:.5f}, max {mx}")

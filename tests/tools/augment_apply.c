@@ -16,6 +16,8 @@
  *   policy OPINDEX MAGNITUDE nearest|bilinear      (autoaugment's _apply_op, fill None)
  *   jitter ORDER B C S H       ORDER: 4 digits, 0 brightness .. 3 hue
  *   vflip                      (vertical flip, common/image/imgops.h)
+ *   erase_norm X Y W H VALUE   (normalize (ImageNet mean/std), to_chw, then erase: IN.raw
+ *                              and OUT.raw are float32 CHW; prints W H C)
  *   crop L T R B constant|edge|reflect|symmetric FILL PAD_IF_NEEDED TH TW X Y
  *                              (random_crop after its draws: pad, pad if needed, crop)
  *   resize X Y W H OUT_H OUT_W bilinear|bicubic|nearest
@@ -128,6 +130,12 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
         }
         return rc;
     }
+    if (strcmp(op, "erase_norm") == 0) {
+        return nums(argc, argv, 5, 5, a) < 0
+                   ? -EINVAL
+                   : sl_aug_erase_f32(io, (uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2],
+                                      (uint32_t)a[3], (const double[3]){a[4], a[4], a[4]}, NULL);
+    }
     if (strcmp(op, "vflip") == 0) {
         return argc == 5 ? sl_img_flip_v(io) : -EINVAL;
     }
@@ -230,6 +238,16 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "augment_apply: '%s': %s\n", argv[1], err);
         goto out;
+    }
+    if (strcmp(argv[4], "erase_norm") == 0) {
+        /* The op's input is the normalized CHW tensor. */
+        static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+        rc = sl_img_normalize_chw(&io, mean, sd, &scratch);
+        if (rc < 0) {
+            fprintf(stderr, "augment_apply: normalize: %s\n", strerror(-rc));
+            goto out;
+        }
+        sl_tensor_swap(&io, &scratch);
     }
     rc = write_raw(argv[2], &io);
     if (rc < 0) {

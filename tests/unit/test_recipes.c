@@ -5,6 +5,7 @@
  * generated table and tests/integration/test_augment_torchvision.sh. */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -520,6 +521,82 @@ START_TEST(test_nested_units)
 }
 END_TEST
 
+/* ---- random_erasing after normalize ---------------------------------------------------- */
+
+START_TEST(test_erasing_after_normalize_spec)
+{
+    sl_spec_t s;
+    parse_ok("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\"}", &s);
+    parse_ok("{\"op\": \"normalize\"}, {\"op\": \"to_chw\"}, {\"op\": \"random_erasing\","
+             " \"p\": 0.25, \"value\": \"random\"}",
+             &s);
+    assert_json_fixed(&s);
+    parse_err("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"to_chw\"},"
+              " {\"op\": \"random_erasing\"}",
+              "stages[3].op: random_erasing after a normalize with \"on\": \"device\" "
+              "(stages[1].on) is not supported");
+    /* before a device normalize: uint8, pixel units, as always */
+    parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}",
+             &s);
+    /* the other augmentations stay before normalize */
+    parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\":"
+              " [{\"op\": \"random_erasing\"}]}",
+              "random_apply must come before normalize");
+}
+END_TEST
+
+/* p = 1 after normalize + to_chw: an erased rectangle of exact zeros (the
+ * normalized zero), every other float as without the erase; "random":
+ * finite values; the same index, the same bytes. */
+START_TEST(test_erasing_after_normalize_unit)
+{
+    sl_tensor_t img, plain, out, again;
+    sl_tensor_init(&img);
+    sl_tensor_init(&plain);
+    sl_tensor_init(&out);
+    sl_tensor_init(&again);
+    decoded(64, 48, &img);
+    const char *stages[2] = {"{\"op\": \"normalize\"}, {\"op\": \"to_chw\"},"
+                             " {\"op\": \"random_erasing\", \"p\": 1}",
+                             "{\"op\": \"normalize\"}, {\"op\": \"to_chw\"},"
+                             " {\"op\": \"random_erasing\", \"p\": 1, \"value\": \"random\"}"};
+    for (int k = 0; k < 2; k++) {
+        sl_spec_t s;
+        parse_ok(stages[k], &s);
+        sl_pipeline_t *p = NULL;
+        ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
+        const uint32_t n = sl_pipeline_nunits(p);
+        char err[ERRLEN] = "";
+        for (uint64_t idx = 0; idx < 8; idx++) {
+            copy_tensor(&img, &plain);
+            ck_assert_int_eq(run_units(p, 1, n - 1, idx, &plain, err, sizeof(err)), 0);
+            copy_tensor(&img, &out);
+            ck_assert_msg(run_units(p, 1, n, idx, &out, err, sizeof(err)) == 0, "%s", err);
+            copy_tensor(&img, &again);
+            ck_assert_int_eq(run_units(p, 1, n, idx, &again, err, sizeof(err)), 0);
+            ck_assert_mem_eq(out.data, again.data, out.nbytes);
+            ck_assert(out.dtype == SL_DT_F32 && out.layout == SL_LAYOUT_CHW);
+            const float *o = (const float *)(void *)out.data;
+            const float *q = (const float *)(void *)plain.data;
+            size_t erased = 0;
+            for (size_t i = 0; i < out.nbytes / sizeof(float); i++) {
+                if (o[i] != q[i]) {
+                    erased++;
+                    ck_assert(k == 1 || o[i] == 0.0f);
+                    ck_assert(isfinite(o[i]));
+                }
+            }
+            ck_assert_msg(erased > 0 || idx > 0, "index %u erased nothing", (unsigned)idx);
+        }
+        sl_pipeline_free(p);
+    }
+    sl_tensor_free(&img);
+    sl_tensor_free(&plain);
+    sl_tensor_free(&out);
+    sl_tensor_free(&again);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("recipes");
@@ -533,6 +610,8 @@ int main(void)
     tcase_add_test(tc, test_interpolation_units);
     tcase_add_test(tc, test_nested_spec);
     tcase_add_test(tc, test_nested_units);
+    tcase_add_test(tc, test_erasing_after_normalize_spec);
+    tcase_add_test(tc, test_erasing_after_normalize_unit);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
