@@ -230,8 +230,7 @@ int sl_aug_pad(sl_tensor_t *io, const uint32_t pad[4], sl_aug_pad_e mode, const 
         uint8_t *o = scratch->data + (size_t)oy * ow * c;
         for (uint32_t ox = 0; ox < ow; ox++) {
             const int64_t sx = pad_src((int64_t)ox - pad[0], w, mode);
-            const uint8_t *p =
-                sx < 0 || sy < 0 ? v : io->data + ((size_t)sy * w + (size_t)sx) * c;
+            const uint8_t *p = sx < 0 || sy < 0 ? v : io->data + ((size_t)sy * w + (size_t)sx) * c;
             memcpy(o + (size_t)ox * c, p, c);
         }
     }
@@ -269,8 +268,8 @@ int sl_aug_erase_f32(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32
 {
     if (io == NULL || io->dtype != SL_DT_F32 || io->data == NULL || io->c == 0 || io->c > 3 ||
         (io->layout != SL_LAYOUT_HWC && io->layout != SL_LAYOUT_CHW) ||
-        io->nbytes != (size_t)io->h * io->w * io->c * sizeof(float) ||
-        (uint64_t)x + w > io->w || (uint64_t)y + h > io->h || (value == NULL && r == NULL)) {
+        io->nbytes != (size_t)io->h * io->w * io->c * sizeof(float) || (uint64_t)x + w > io->w ||
+        (uint64_t)y + h > io->h || (value == NULL && r == NULL)) {
         return -EINVAL;
     }
     const uint32_t c = io->c;
@@ -282,9 +281,8 @@ int sl_aug_erase_f32(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32
     const size_t run = io->layout == SL_LAYOUT_CHW ? w : (size_t)w * c;
     for (uint32_t pl = 0; pl < planes; pl++) {
         for (uint32_t row = y; row < y + h; row++) {
-            float *p = io->layout == SL_LAYOUT_CHW
-                           ? px + ((size_t)pl * io->h + row) * io->w + x
-                           : px + ((size_t)row * io->w + x) * c;
+            float *p = io->layout == SL_LAYOUT_CHW ? px + ((size_t)pl * io->h + row) * io->w + x
+                                                   : px + ((size_t)row * io->w + x) * c;
             for (size_t i = 0; i < run; i++) {
                 const uint32_t ch = io->layout == SL_LAYOUT_CHW ? pl : (uint32_t)(i % c);
                 if (value != NULL) {

@@ -770,39 +770,6 @@ int sl_img_resize_rect(const sl_tensor_t *in, double x, double y, double w, doub
     return sl_img_resize_rect_ex(in, x, y, w, h, out_h, out_w, 0, NULL, out);
 }
 
-/* torch's upsample_nearest2d (align_corners=False, no scale factor): output
- * pixel d reads input floor(d * (float)in / out), in float32. */
-static int rs_nearest(const sl_tensor_t *in, double x, double y, double w, double h,
-                      uint32_t out_h, uint32_t out_w, sl_tensor_t *out)
-{
-    if (in == NULL || out == NULL || in == out || in->dtype != SL_DT_U8 ||
-        in->layout != SL_LAYOUT_HWC || in->data == NULL || out_h == 0 || out_w == 0 ||
-        out_h > RS_MAX_EDGE || out_w > RS_MAX_EDGE || !(x >= 0 && y >= 0 && w >= 1 && h >= 1) ||
-        x != floor(x) || y != floor(y) || w != floor(w) || h != floor(h) || x + w > in->w ||
-        y + h > in->h) {
-        return -EINVAL;
-    }
-    const uint32_t x0 = (uint32_t)x, y0 = (uint32_t)y, cw = (uint32_t)w, ch = (uint32_t)h;
-    const uint32_t c = in->c;
-    int rc = sl_tensor_reshape(out, SL_DT_U8, SL_LAYOUT_HWC, out_h, out_w, c);
-    if (rc < 0) {
-        return rc;
-    }
-    const float sx = (float)cw / (float)out_w, sy = (float)ch / (float)out_h;
-    for (uint32_t oy = 0; oy < out_h; oy++) {
-        uint32_t iy = (uint32_t)floorf((float)oy * sy);
-        iy = iy < ch ? iy : ch - 1;
-        const uint8_t *row = in->data + ((size_t)(y0 + iy) * in->w + x0) * c;
-        uint8_t *o = out->data + (size_t)oy * out_w * c;
-        for (uint32_t ox = 0; ox < out_w; ox++) {
-            uint32_t ix = (uint32_t)floorf((float)ox * sx);
-            ix = ix < cw ? ix : cw - 1;
-            memcpy(o + (size_t)ox * c, row + (size_t)ix * c, c);
-        }
-    }
-    return 0;
-}
-
 int sl_img_resize_interp(const sl_tensor_t *in, double x, double y, double w, double h,
                          uint32_t out_h, uint32_t out_w, uint32_t flags, sl_img_interp_e interp,
                          sl_tensor_t *scratch, sl_tensor_t *out)
@@ -814,7 +781,7 @@ int sl_img_resize_interp(const sl_tensor_t *in, double x, double y, double w, do
         /* The plain C loops: the SIMD ones assume non-negative weights. */
         return rs_resize(in, x, y, w, h, out_h, out_w, flags, 1, scratch, out, SL_SIMD_SCALAR);
     case SL_IMG_NEAREST:
-        return (flags & SL_RESIZE_CLIP) ? rs_nearest(in, x, y, w, h, out_h, out_w, out)
+        return (flags & SL_RESIZE_CLIP) ? sl_img_resize_nearest(in, x, y, w, h, out_h, out_w, out)
                                         : -EINVAL;
     default:
         return -EINVAL;

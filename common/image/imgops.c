@@ -125,8 +125,7 @@ int sl_img_flip_v(sl_tensor_t *t)
     }
     /* A plane is h rows: one for HWC, c for CHW. Rows swap whole. */
     const size_t es = sl_dtype_size(t->dtype);
-    const size_t row_bytes =
-        (t->layout == SL_LAYOUT_HWC ? (size_t)t->w * t->c : (size_t)t->w) * es;
+    const size_t row_bytes = (t->layout == SL_LAYOUT_HWC ? (size_t)t->w * t->c : (size_t)t->w) * es;
     const size_t planes = t->layout == SL_LAYOUT_HWC ? 1 : t->c;
     uint8_t tmp[256];
     for (size_t pl = 0; pl < planes; pl++) {

@@ -46,7 +46,7 @@ typedef enum {
     SL_OP_RAND_AUGMENT,
     /* torchvision recipes as written (issue #38). */
     SL_OP_VERTICAL_FLIP,
-    SL_OP_RANDOM_CROP, /* RandomCrop with padding (CIFAR); an augmentation row */
+    SL_OP_RANDOM_CROP,   /* RandomCrop with padding (CIFAR); an augmentation row */
     SL_OP_RANDOM_APPLY,  /* RandomApply over nested augmentations */
     SL_OP_RANDOM_CHOICE, /* RandomChoice over nested augmentations */
     SL_OP__COUNT

@@ -218,10 +218,10 @@ static int parse_center_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out
 
 static json_t *rrc_json(const sl_stage_spec_t *st)
 {
-    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f], s:s*}", "op", "random_resized_crop",
-                     "size", (json_int_t)st->size_h, (json_int_t)st->size_w, "scale",
-                     st->scale[0], st->scale[1], "ratio", st->ratio[0], st->ratio[1],
-                     "interpolation", interp_json(st));
+    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f], s:s*}", "op", "random_resized_crop", "size",
+                     (json_int_t)st->size_h, (json_int_t)st->size_w, "scale", st->scale[0],
+                     st->scale[1], "ratio", st->ratio[0], st->ratio[1], "interpolation",
+                     interp_json(st));
 }
 
 static json_t *resize_json(const sl_stage_spec_t *st)

@@ -192,8 +192,7 @@ START_TEST(test_random_crop_spec)
     a = &s.stages[1].aug;
     ck_assert_uint_eq(a->crop_h, 20);
     ck_assert_uint_eq(a->crop_w, 30);
-    ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 1 &&
-              a->padding[3] == 2);
+    ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 1 && a->padding[3] == 2);
     ck_assert_uint_eq(a->padding_mode, SL_PAD_REFLECT);
     ck_assert(a->pad_if_needed);
     assert_json_fixed(&s);
@@ -201,16 +200,14 @@ START_TEST(test_random_crop_spec)
              " \"padding_mode\": \"symmetric\"}",
              &s);
     a = &s.stages[1].aug;
-    ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 3 &&
-              a->padding[3] == 4);
+    ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 3 && a->padding[3] == 4);
     parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [5],"
              " \"padding_mode\": \"edge\"}",
              &s);
     ck_assert_uint_eq(s.stages[1].aug.padding[3], 5);
     ck_assert_uint_eq(s.stages[1].aug.padding_mode, SL_PAD_EDGE);
 
-    parse_err("{\"op\": \"random_crop\", \"padding\": 4}",
-              "stages[1].size: missing (required)");
+    parse_err("{\"op\": \"random_crop\", \"padding\": 4}", "stages[1].size: missing (required)");
     parse_err("{\"op\": \"random_crop\", \"size\": 0}", "stages[1].size: must be an integer");
     parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": -1}",
               "stages[1].padding: must be an integer in 0..4096");
@@ -351,8 +348,7 @@ START_TEST(test_interpolation_units)
     sl_tensor_init(&r);
     decoded(40, 30, &img);
     sl_spec_t s;
-    parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}",
-             &s);
+    parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}", &s);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     copy_tensor(&img, &r);
@@ -423,8 +419,7 @@ START_TEST(test_nested_spec)
     parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\","
               " \"ops\": [{\"op\": \"equalize\"}]}]}",
               "stages[1].ops[0].op");
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}",
-              "stages[1].ops[0].op");
+    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}", "stages[1].ops[0].op");
     parse_err("{\"op\": \"random_apply\", \"ops\": []}", "stages[1].ops: must be a non-empty");
     parse_err("{\"op\": \"random_apply\"}", "stages[1].ops: missing (required)");
     parse_err("{\"op\": \"random_apply\", \"p\": 1.2, \"ops\": [{\"op\": \"equalize\"}]}",
@@ -461,12 +456,12 @@ START_TEST(test_nested_units)
     copy_tensor(&img, &want);
     ck_assert_int_eq(sl_aug_solarize(&want, 100), 0);
     ck_assert_int_eq(sl_aug_posterize(&want, 2), 0);
-    const char *stages[3] = {
-        "{\"op\": \"random_apply\", \"p\": 1, \"ops\": [{\"op\": \"solarize\", \"threshold\":"
-        " 100, \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}",
-        "{\"op\": \"random_apply\", \"p\": 0, \"ops\": [{\"op\": \"equalize\", \"p\": 1}]}",
-        "{\"op\": \"random_choice\", \"p\": [0, 1], \"ops\": [{\"op\": \"equalize\","
-        " \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
+    const char *stages[3] =
+        {"{\"op\": \"random_apply\", \"p\": 1, \"ops\": [{\"op\": \"solarize\", \"threshold\":"
+         " 100, \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}",
+         "{\"op\": \"random_apply\", \"p\": 0, \"ops\": [{\"op\": \"equalize\", \"p\": 1}]}",
+         "{\"op\": \"random_choice\", \"p\": [0, 1], \"ops\": [{\"op\": \"equalize\","
+         " \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
     for (int k = 0; k < 3; k++) {
         sl_spec_t s;
         parse_ok(stages[k], &s);
@@ -491,10 +486,10 @@ START_TEST(test_nested_units)
     }
     /* p = 0.5 and a uniform choice: both outcomes over 32 indices, and
      * the same one again for the same index */
-    const char *mixed[2] = {
-        "{\"op\": \"random_apply\", \"ops\": [{\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}",
-        "{\"op\": \"random_choice\", \"ops\": [{\"op\": \"posterize\", \"bits\": 8, \"p\": 1},"
-        " {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
+    const char *mixed[2] =
+        {"{\"op\": \"random_apply\", \"ops\": [{\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}",
+         "{\"op\": \"random_choice\", \"ops\": [{\"op\": \"posterize\", \"bits\": 8, \"p\": 1},"
+         " {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
     for (int k = 0; k < 2; k++) {
         sl_spec_t s;
         parse_ok(mixed[k], &s);
@@ -536,8 +531,7 @@ START_TEST(test_erasing_after_normalize_spec)
               "stages[3].op: random_erasing after a normalize with \"on\": \"device\" "
               "(stages[1].on) is not supported");
     /* before a device normalize: uint8, pixel units, as always */
-    parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}",
-             &s);
+    parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}", &s);
     /* the other augmentations stay before normalize */
     parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\":"
               " [{\"op\": \"random_erasing\"}]}",
