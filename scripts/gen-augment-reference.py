@@ -55,6 +55,7 @@ CASES = [
     ("posterize", [3], lambda t: F.posterize(t, 3)),
     ("autocontrast", [], F.autocontrast),
     ("equalize", [], F.equalize),
+    ("vflip", [], F.vflip),
     ("sharpness", [1.7], lambda t: F.adjust_sharpness(t, 1.7)),
     ("blur", [5, 3, 1.3, 0.8], lambda t: F.gaussian_blur(t, [5, 3], [1.3, 0.8])),
     ("rotate", [33.0, 1, 17], lambda t: F.rotate(t, 33.0, IM.BILINEAR, fill=[17.0] * 3)),

@@ -7,13 +7,15 @@
  * gaussian_blur the sigma; random_erasing one uniform against p, then
  * RandomErasing.get_params' draws, then the bytes of a "random" value;
  * random_rotation the angle; random_affine angle, translation, scale,
- * shears; the policies per op an index, a bin and a sign. */
+ * shears; the policies per op an index, a bin and a sign; random_crop the
+ * row then the column (none when the padded image is the crop's size). */
 #include "common/engine/pipeline_impl.h"
 
 #include <errno.h>
 
 #include "common/base/err.h"
 #include "common/image/augment.h"
+#include "common/image/imgops.h"
 
 static int aug_needs_pixels(const sl_tensor_t *t, const char *what, char *err, size_t errlen)
 {
@@ -97,7 +99,13 @@ static int run_erasing(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io
     bool ok;
     uint32_t x, y, w, h;
     sl_aug_erasing_draw(io->h, io->w, a->scale, a->ratio, rng, &ok, &x, &y, &w, &h);
-    return ok ? sl_aug_erase(io, x, y, w, h, a->value_random ? NULL : a->value, rng) : 0;
+    if (!ok) {
+        return 0;
+    }
+    /* After normalize (float32, HWC or CHW): the value in tensor units. */
+    const double *v = a->value_random ? NULL : a->value;
+    return io->dtype == SL_DT_F32 ? sl_aug_erase_f32(io, x, y, w, h, v, rng)
+                                  : sl_aug_erase(io, x, y, w, h, v, rng);
 }
 
 static int run_rotation(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
@@ -143,6 +151,76 @@ static int run_rand_augment(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_
     return run_policy(st, SL_AUG_RAND_AUGMENT, rng, io, scratch);
 }
 
+/* Pad (as configured, then as needed), draw the window, crop it. The
+ * spec's sl_pad_mode_e and sl_aug_pad_e list the modes in one order. */
+static int run_random_crop(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                           sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    int rc = sl_aug_pad_for_crop(io, a->padding, a->pad_if_needed, a->crop_h, a->crop_w,
+                                 (sl_aug_pad_e)a->padding_mode, a->pad_fill, scratch);
+    uint32_t x, y;
+    if (rc == 0) {
+        rc = sl_aug_crop_draw(io->h, io->w, a->crop_h, a->crop_w, rng, &x, &y);
+    }
+    if (rc == 0) {
+        rc = sl_img_crop(io, x, y, a->crop_w, a->crop_h, scratch);
+    }
+    if (rc == 0) {
+        sl_tensor_swap(io, scratch);
+    }
+    return rc;
+}
+
+static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch);
+
+/* RandomApply: one uniform against p, then every op in order. */
+static int run_random_apply(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                            sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    if (!(sl_rng_uniform(rng) < a->p)) {
+        return 0;
+    }
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < a->nops; i++) {
+        rc = run_op(&a->ops[i], rng, io, scratch);
+    }
+    return rc;
+}
+
+/* RandomChoice: one uniform over the weights' total (or one of nops
+ * equally), then that op. */
+static int run_random_choice(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
+                             sl_tensor_t *scratch)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    if (a->nops == 0 || a->ops == NULL) {
+        return -EINVAL;
+    }
+    uint32_t k = 0;
+    if (a->weights == NULL) {
+        k = (uint32_t)sl_rng_below(rng, a->nops);
+    } else {
+        double total = 0;
+        for (uint32_t i = 0; i < a->nops; i++) {
+            total += a->weights[i];
+        }
+        double u = sl_rng_uniform(rng) * total, acc = 0;
+        /* The last op with a weight takes what rounding leaves over. */
+        for (k = 0; k + 1 < a->nops; k++) {
+            acc += a->weights[k];
+            if (u < acc) {
+                break;
+            }
+        }
+        while (a->weights[k] == 0 && k > 0) {
+            k--;
+        }
+    }
+    return run_op(&a->ops[k], rng, io, scratch);
+}
+
 /* NULL: not an augmentation. */
 static const aug_run_fn aug_runs[SL_OP__COUNT] = {
     [SL_OP_COLOR_JITTER] = run_jitter,
@@ -157,6 +235,9 @@ static const aug_run_fn aug_runs[SL_OP__COUNT] = {
     [SL_OP_EQUALIZE] = run_equalize,
     [SL_OP_TRIVIAL_AUGMENT_WIDE] = run_trivial,
     [SL_OP_RAND_AUGMENT] = run_rand_augment,
+    [SL_OP_RANDOM_CROP] = run_random_crop,
+    [SL_OP_RANDOM_APPLY] = run_random_apply,
+    [SL_OP_RANDOM_CHOICE] = run_random_choice,
 };
 
 static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_tensor_t *scratch)
@@ -168,7 +249,11 @@ static int run_op(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, sl_
 int sl_pipe_augment(const unit_t *u, sl_rng_t *rng, sl_tensor_t *io, sl_pipe_scratch_t *sc,
                     char *err, size_t errlen)
 {
-    int rc = aug_needs_pixels(io, u->name, err, errlen);
+    /* random_erasing also runs after normalize, on float32 HWC or CHW. */
+    const bool floats_ok = u->st->op == SL_OP_RANDOM_ERASING && io->dtype == SL_DT_F32 &&
+                           (io->layout == SL_LAYOUT_HWC || io->layout == SL_LAYOUT_CHW) &&
+                           io->h > 0 && io->w > 0 && io->c >= 1 && io->c <= 3;
+    int rc = floats_ok ? 0 : aug_needs_pixels(io, u->name, err, errlen);
     if (rc < 0) {
         return rc;
     }

@@ -48,6 +48,10 @@ static const unit_maker_t unit_makers[SL_OP__COUNT] = {
     [SL_OP_EQUALIZE] = {UNIT_AUGMENT, UNIT_NONE},
     [SL_OP_TRIVIAL_AUGMENT_WIDE] = {UNIT_AUGMENT, UNIT_NONE},
     [SL_OP_RAND_AUGMENT] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_VERTICAL_FLIP] = {UNIT_VFLIP, UNIT_NONE},
+    [SL_OP_RANDOM_CROP] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RANDOM_APPLY] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_RANDOM_CHOICE] = {UNIT_AUGMENT, UNIT_NONE},
 };
 
 /* One unit of the layout, made: the kind its op (or, fused, the op of
@@ -390,8 +394,8 @@ static int run_rrc(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_te
     }
     uint32_t x, y, w, h;
     sl_rrc_params(io->h, io->w, st->scale, st->ratio, rng, &x, &y, &w, &h);
-    rc = sl_img_resize_rect_ex(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP, NULL,
-                               &sc->a);
+    rc = sl_img_resize_interp(io, x, y, w, h, st->size_h, st->size_w, SL_RESIZE_CLIP,
+                              (sl_img_interp_e)st->resize_interp, NULL, &sc->a);
     return produced(u, io, rc, err, errlen);
 }
 
@@ -408,7 +412,12 @@ static int run_resize(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl
     if (st->resize_shorter) {
         sl_resize_shorter_dims(io->h, io->w, st->size_h, &oh, &ow);
     }
-    rc = sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a);
+    /* Bilinear: the whole image as Pillow's box (the bytes resize always
+     * gave); the others with CLIP, the same rectangle. */
+    rc = st->resize_interp == SL_RESIZE_INTERP_BILINEAR
+             ? sl_img_resize_rect(io, 0, 0, io->w, io->h, oh, ow, &sc->a)
+             : sl_img_resize_interp(io, 0, 0, io->w, io->h, oh, ow, SL_RESIZE_CLIP,
+                                    (sl_img_interp_e)st->resize_interp, NULL, &sc->a);
     return produced(u, io, rc, err, errlen);
 }
 
@@ -433,6 +442,20 @@ static int run_flip(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_t
     }
     if (sl_rng_uniform(rng) < u->st->p) {
         return sl_img_flip_h(io);
+    }
+    return 0;
+}
+
+/* vertical_flip: the same single draw as flip. */
+static int run_vflip(const sl_pipeline_t *p, const unit_t *u, sl_rng_t *rng, sl_tensor_t *io,
+                     sl_pipe_scratch_t *sc, uint32_t *ret_src_h, uint32_t *ret_src_w, char *err,
+                     size_t errlen)
+{
+    if (io->dtype == SL_DT_BYTES) {
+        return sl_err(err, errlen, -EINVAL, "vertical_flip needs pixels, got encoded bytes");
+    }
+    if (sl_rng_uniform(rng) < u->st->p) {
+        return sl_img_flip_v(io);
     }
     return 0;
 }
@@ -486,6 +509,7 @@ static const image_run_fn image_runs[UNIT__COUNT] = {
     [UNIT_TO_CHW] = run_to_chw,
     [UNIT_PLUGIN] = run_plugin,
     [UNIT_AUGMENT] = run_augment,
+    [UNIT_VFLIP] = run_vflip,
 };
 
 int sl_pipe_image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,

@@ -28,6 +28,7 @@ typedef enum {
     UNIT_TEMPLATE,
     UNIT_PLUGIN,  /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
     UNIT_AUGMENT, /* any augmentation op (pipe_augment.c); images and records */
+    UNIT_VFLIP,
     UNIT__COUNT
 } unit_kind_e;
 

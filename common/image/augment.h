@@ -80,6 +80,35 @@ int sl_aug_warp(sl_tensor_t *io, const double m[6], sl_aug_interp_e interp, cons
 int sl_aug_erase(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
                  const double *value, sl_rng_t *r);
 
+/* F.pad's padding modes (torchvision's names; edge is torch's replicate). */
+typedef enum {
+    SL_AUG_PAD_CONSTANT = 0,
+    SL_AUG_PAD_EDGE,
+    SL_AUG_PAD_REFLECT,   /* mirrored without repeating the edge: 2 1 | 0 1 2 */
+    SL_AUG_PAD_SYMMETRIC, /* mirrored repeating the edge: 1 0 | 0 1 2 */
+} sl_aug_pad_e;
+/* F.pad on a uint8 tensor: pad[0..3] = left, top, right, bottom pixels
+ * added (each <= SL_AUG_PAD_MAX); constant paints fill[c] (truncated to an
+ * integer, as torch casts the value to uint8). Where a reflection is wider
+ * than the image, torch refuses; here the mirror repeats. */
+#define SL_AUG_PAD_MAX 16384u
+int sl_aug_pad(sl_tensor_t *io, const uint32_t pad[4], sl_aug_pad_e mode, const double *fill,
+               sl_tensor_t *scratch);
+/* RandomCrop.forward after its draws: pad by pad[] (all zeros: none),
+ * then with pad_if_needed each axis narrower than the crop padded on both
+ * sides by the shortfall (F.pad(img, [tw - w, 0]) and [0, th - h]), then
+ * the th x tw window at row y, column x (drawn by sl_aug_crop_draw). */
+int sl_aug_pad_for_crop(sl_tensor_t *io, const uint32_t pad[4], bool pad_if_needed, uint32_t th,
+                        uint32_t tw, sl_aug_pad_e mode, const double *fill, sl_tensor_t *scratch);
+
+/* sl_aug_erase on a float32 tensor (after normalize: HWC, or CHW after
+ * to_chw; any channel count): value[c] as a float (0 = the normalized
+ * zero, torchvision's value=0), or, with value NULL, standard normal
+ * values (torchvision's value="random" on floats) from r, Box-Muller on
+ * two uniforms per pair, in memory order of the region. */
+int sl_aug_erase_f32(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+                     const double *value, sl_rng_t *r);
+
 /* ---- augment_draw.c: torchvision's get_params, from one stream */
 
 /* ColorJitter: a random order of the four adjustments (0 brightness,
@@ -97,6 +126,11 @@ int sl_aug_jitter_apply(sl_tensor_t *io, const double ranges[4][2], const sl_aug
 void sl_aug_erasing_draw(uint32_t img_h, uint32_t img_w, const double scale[2],
                          const double ratio[2], sl_rng_t *r, bool *ret_ok, uint32_t *ret_x,
                          uint32_t *ret_y, uint32_t *ret_w, uint32_t *ret_h);
+/* RandomCrop.get_params: the row, then the column, of a th x tw window
+ * (no draw when the image is exactly that size); -EINVAL when the image is
+ * smaller than the window (torchvision's ValueError). */
+int sl_aug_crop_draw(uint32_t img_h, uint32_t img_w, uint32_t th, uint32_t tw, sl_rng_t *r,
+                     uint32_t *ret_x, uint32_t *ret_y);
 /* RandomAffine.get_params: angle, translation in pixels (rounded), scale,
  * shears. translate NULL or {0, 0}: none. */
 typedef struct sl_aug_affine_s {

@@ -87,6 +87,22 @@ void sl_aug_erasing_draw(uint32_t img_h, uint32_t img_w, const double scale[2],
     *ret_x = *ret_y = *ret_w = *ret_h = 0;
 }
 
+int sl_aug_crop_draw(uint32_t img_h, uint32_t img_w, uint32_t th, uint32_t tw, sl_rng_t *r,
+                     uint32_t *ret_x, uint32_t *ret_y)
+{
+    if (img_h < th || img_w < tw) {
+        return -EINVAL;
+    }
+    uint32_t x = 0, y = 0;
+    if (img_h != th || img_w != tw) {
+        y = (uint32_t)sl_rng_below(r, (uint64_t)img_h - th + 1);
+        x = (uint32_t)sl_rng_below(r, (uint64_t)img_w - tw + 1);
+    }
+    *ret_x = x;
+    *ret_y = y;
+    return 0;
+}
+
 void sl_aug_affine_draw(uint32_t img_h, uint32_t img_w, const double degrees[2],
                         const double translate[2], const double scale[2], const double shear[4],
                         sl_rng_t *r, sl_aug_affine_t *ret)

@@ -169,3 +169,133 @@ int sl_aug_erase(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h
     }
     return 0;
 }
+
+/* Where padded coordinate u (u < 0: before the image) reads from in an
+ * axis of n pixels; -1 for the constant fill. */
+static int64_t pad_src(int64_t u, int64_t n, sl_aug_pad_e mode)
+{
+    if (u >= 0 && u < n) {
+        return u;
+    }
+    switch (mode) {
+    case SL_AUG_PAD_EDGE:
+        return u < 0 ? 0 : n - 1;
+    case SL_AUG_PAD_REFLECT: {
+        if (n == 1) {
+            return 0;
+        }
+        const int64_t period = 2 * (n - 1);
+        int64_t m = (u < 0 ? -u : u) % period;
+        return m >= n ? period - m : m;
+    }
+    case SL_AUG_PAD_SYMMETRIC: {
+        int64_t m = u % (2 * n);
+        m = m < 0 ? m + 2 * n : m;
+        return m >= n ? 2 * n - 1 - m : m;
+    }
+    default:
+        return -1;
+    }
+}
+
+int sl_aug_pad(sl_tensor_t *io, const uint32_t pad[4], sl_aug_pad_e mode, const double *fill,
+               sl_tensor_t *scratch)
+{
+    if (sl_aug_check(io) < 0 || scratch == NULL || pad == NULL || (unsigned)mode > 3) {
+        return -EINVAL;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (pad[i] > SL_AUG_PAD_MAX) {
+            return -EINVAL;
+        }
+    }
+    if ((pad[0] | pad[1] | pad[2] | pad[3]) == 0) {
+        return 0;
+    }
+    const uint32_t c = io->c, w = io->w, h = io->h;
+    const uint32_t ow = w + pad[0] + pad[2], oh = h + pad[1] + pad[3];
+    uint8_t v[3] = {0, 0, 0};
+    for (uint32_t ch = 0; fill != NULL && ch < c; ch++) {
+        if (!(fill[ch] >= 0 && fill[ch] < 256)) {
+            return -EINVAL;
+        }
+        v[ch] = (uint8_t)fill[ch];
+    }
+    int rc = sl_tensor_reshape(scratch, SL_DT_U8, SL_LAYOUT_HWC, oh, ow, c);
+    if (rc < 0) {
+        return rc;
+    }
+    for (uint32_t oy = 0; oy < oh; oy++) {
+        const int64_t sy = pad_src((int64_t)oy - pad[1], h, mode);
+        uint8_t *o = scratch->data + (size_t)oy * ow * c;
+        for (uint32_t ox = 0; ox < ow; ox++) {
+            const int64_t sx = pad_src((int64_t)ox - pad[0], w, mode);
+            const uint8_t *p = sx < 0 || sy < 0 ? v : io->data + ((size_t)sy * w + (size_t)sx) * c;
+            memcpy(o + (size_t)ox * c, p, c);
+        }
+    }
+    sl_tensor_swap(io, scratch);
+    return 0;
+}
+
+int sl_aug_pad_for_crop(sl_tensor_t *io, const uint32_t pad[4], bool pad_if_needed, uint32_t th,
+                        uint32_t tw, sl_aug_pad_e mode, const double *fill, sl_tensor_t *scratch)
+{
+    int rc = sl_aug_pad(io, pad, mode, fill, scratch);
+    if (rc == 0 && pad_if_needed && io->w < tw) {
+        const uint32_t more = tw - io->w;
+        rc = sl_aug_pad(io, (const uint32_t[4]){more, 0, more, 0}, mode, fill, scratch);
+    }
+    if (rc == 0 && pad_if_needed && io->h < th) {
+        const uint32_t more = th - io->h;
+        rc = sl_aug_pad(io, (const uint32_t[4]){0, more, 0, more}, mode, fill, scratch);
+    }
+    return rc;
+}
+
+/* Two standard normal values from two uniforms (Box-Muller). */
+static void normal_pair(sl_rng_t *r, float ret[2])
+{
+    const double u1 = 1.0 - sl_rng_uniform(r); /* (0, 1]: log is finite */
+    const double u2 = sl_rng_uniform(r);
+    const double rad = sqrt(-2.0 * log(u1));
+    ret[0] = (float)(rad * cos(2.0 * M_PI * u2));
+    ret[1] = (float)(rad * sin(2.0 * M_PI * u2));
+}
+
+int sl_aug_erase_f32(sl_tensor_t *io, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
+                     const double *value, sl_rng_t *r)
+{
+    if (io == NULL || io->dtype != SL_DT_F32 || io->data == NULL || io->c == 0 || io->c > 3 ||
+        (io->layout != SL_LAYOUT_HWC && io->layout != SL_LAYOUT_CHW) ||
+        io->nbytes != (size_t)io->h * io->w * io->c * sizeof(float) || (uint64_t)x + w > io->w ||
+        (uint64_t)y + h > io->h || (value == NULL && r == NULL)) {
+        return -EINVAL;
+    }
+    const uint32_t c = io->c;
+    float *px = (float *)(void *)io->data;
+    float spare[2];
+    unsigned left = 0;
+    /* The region in memory order: per row (HWC) or per plane then row (CHW). */
+    const uint32_t planes = io->layout == SL_LAYOUT_CHW ? c : 1;
+    const size_t run = io->layout == SL_LAYOUT_CHW ? w : (size_t)w * c;
+    for (uint32_t pl = 0; pl < planes; pl++) {
+        for (uint32_t row = y; row < y + h; row++) {
+            float *p = io->layout == SL_LAYOUT_CHW ? px + ((size_t)pl * io->h + row) * io->w + x
+                                                   : px + ((size_t)row * io->w + x) * c;
+            for (size_t i = 0; i < run; i++) {
+                const uint32_t ch = io->layout == SL_LAYOUT_CHW ? pl : (uint32_t)(i % c);
+                if (value != NULL) {
+                    p[i] = (float)value[ch];
+                    continue;
+                }
+                if (left == 0) {
+                    normal_pair(r, spare);
+                    left = 2;
+                }
+                p[i] = spare[2 - left--];
+            }
+        }
+    }
+    return 0;
+}

@@ -60,6 +60,7 @@ typedef struct rs_axis_s {
     uint32_t out;   /* output pixels */
     float in0, in1; /* rectangle, relative to base */
     double scale;   /* input pixels per output pixel */
+    int cubic;      /* Pillow's BICUBIC filter (support 2) instead of BILINEAR */
     double filterscale;
     double support;
     size_t ksize;    /* coefficient slots per output pixel */
@@ -80,11 +81,33 @@ static double rs_triangle(double x)
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+/* Pillow's bicubic_filter, a = -0.5 (the same as torch's antialiased
+ * bicubic kernel). */
+static double rs_bicubic(double x)
+{
+    const double a = -0.5;
+    if (x < 0.0) {
+        x = -x;
+    }
+    if (x < 1.0) {
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    }
+    if (x < 2.0) {
+        return (((x - 5) * x + 8) * x - 4) * a;
+    }
+    return 0.0;
+}
+
+static double rs_filter(const rs_axis_t *a, double x)
+{
+    return a->cubic ? rs_bicubic(x) : rs_triangle(x);
+}
+
 /* Validates one axis of the rectangle and fills the geometry. Pillow rejects
  * boxes outside the image after rounding them to float; we do the same, and
  * also reject empty or non-finite ones. */
 static int rs_axis_init(rs_axis_t *a, uint32_t in_size, double start, double len, uint32_t out,
-                        int clip)
+                        int clip, int cubic)
 {
     if (out > RS_MAX_EDGE) {
         return -EINVAL;
@@ -112,7 +135,8 @@ static int rs_axis_init(rs_axis_t *a, uint32_t in_size, double start, double len
     float span = a->in1 - a->in0;
     a->scale = (double)span / out;
     a->filterscale = a->scale < 1.0 ? 1.0 : a->scale;
-    a->support = 1.0 * a->filterscale;
+    a->cubic = cubic;
+    a->support = (cubic ? 2.0 : 1.0) * a->filterscale;
     a->ksize = (size_t)ceil(a->support) * 2 + 1;
     a->npair = (a->ksize + 1) / 2;
     a->pmax = 0;
@@ -150,16 +174,18 @@ static void rs_axis_coeffs(const rs_axis_t *a)
         xmax -= xmin;
         double ww = 0.0;
         for (int x = 0; x < xmax; x++) {
-            ww += rs_triangle((x + xmin - center + 0.5) * ss);
+            ww += rs_filter(a, (x + xmin - center + 0.5) * ss);
         }
         int32_t *k = a->kk + (size_t)xx * a->ksize;
         for (int x = 0; x < xmax; x++) {
-            double w = rs_triangle((x + xmin - center + 0.5) * ss);
+            double w = rs_filter(a, (x + xmin - center + 0.5) * ss);
             if (ww != 0.0) {
                 w /= ww;
             }
-            /* Triangle weights are never negative: Pillow's positive branch. */
-            k[x] = (int32_t)(0.5 + w * (1 << RS_PRECISION_BITS));
+            /* Pillow rounds half away from zero; only bicubic's lobes are
+             * negative. */
+            k[x] = w < 0 ? (int32_t)(-0.5 + w * (1 << RS_PRECISION_BITS))
+                         : (int32_t)(0.5 + w * (1 << RS_PRECISION_BITS));
         }
         for (size_t x = (size_t)xmax; x < a->ksize; x++) {
             k[x] = 0;
@@ -169,12 +195,12 @@ static void rs_axis_coeffs(const rs_axis_t *a)
     }
 }
 
-/* Pillow's clip8 for a sum of non-negative products (triangle weights are
- * never negative, so only the top needs clamping). */
+/* Pillow's clip8: bilinear sums are never negative, bicubic's may be
+ * (an arithmetic shift, as Pillow's). */
 static inline uint8_t rs_clip8(int32_t v)
 {
     v >>= RS_PRECISION_BITS;
-    return (uint8_t)(v > 255 ? 255 : v);
+    return (uint8_t)(v > 255 ? 255 : v < 0 ? 0 : v);
 }
 
 /* Horizontal, one output pixel, any channel count. */
@@ -668,9 +694,20 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
                                    SL_SIMD_AUTO);
 }
 
+static int rs_resize(const sl_tensor_t *in, double x, double y, double w, double h, uint32_t out_h,
+                     uint32_t out_w, uint32_t flags, int cubic, sl_tensor_t *scratch,
+                     sl_tensor_t *out, sl_simd_e path);
+
 int sl_img_resize_rect_path(const sl_tensor_t *in, double x, double y, double w, double h,
                             uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
                             sl_tensor_t *out, sl_simd_e path)
+{
+    return rs_resize(in, x, y, w, h, out_h, out_w, flags, 0, scratch, out, path);
+}
+
+static int rs_resize(const sl_tensor_t *in, double x, double y, double w, double h, uint32_t out_h,
+                     uint32_t out_w, uint32_t flags, int cubic, sl_tensor_t *scratch,
+                     sl_tensor_t *out, sl_simd_e path)
 {
     if (!sl_simd_ok(path)) {
         return -ENOTSUP;
@@ -687,9 +724,9 @@ int sl_img_resize_rect_path(const sl_tensor_t *in, double x, double y, double w,
     }
     const int clip = (flags & SL_RESIZE_CLIP) != 0;
     rs_axis_t ax, ay;
-    int rc = rs_axis_init(&ax, in->w, x, w, out_w, clip);
+    int rc = rs_axis_init(&ax, in->w, x, w, out_w, clip, cubic);
     if (rc == 0) {
-        rc = rs_axis_init(&ay, in->h, y, h, out_h, clip);
+        rc = rs_axis_init(&ay, in->h, y, h, out_h, clip, cubic);
     }
     if (rc < 0) {
         return rc;
@@ -731,4 +768,22 @@ int sl_img_resize_rect(const sl_tensor_t *in, double x, double y, double w, doub
                        uint32_t out_h, uint32_t out_w, sl_tensor_t *out)
 {
     return sl_img_resize_rect_ex(in, x, y, w, h, out_h, out_w, 0, NULL, out);
+}
+
+int sl_img_resize_interp(const sl_tensor_t *in, double x, double y, double w, double h,
+                         uint32_t out_h, uint32_t out_w, uint32_t flags, sl_img_interp_e interp,
+                         sl_tensor_t *scratch, sl_tensor_t *out)
+{
+    switch (interp) {
+    case SL_IMG_BILINEAR:
+        return sl_img_resize_rect_ex(in, x, y, w, h, out_h, out_w, flags, scratch, out);
+    case SL_IMG_BICUBIC:
+        /* The plain C loops: the SIMD ones assume non-negative weights. */
+        return rs_resize(in, x, y, w, h, out_h, out_w, flags, 1, scratch, out, SL_SIMD_SCALAR);
+    case SL_IMG_NEAREST:
+        return (flags & SL_RESIZE_CLIP) ? sl_img_resize_nearest(in, x, y, w, h, out_h, out_w, out)
+                                        : -EINVAL;
+    default:
+        return -EINVAL;
+    }
 }

@@ -118,6 +118,31 @@ int sl_img_flip_h(sl_tensor_t *t)
     return 0;
 }
 
+int sl_img_flip_v(sl_tensor_t *t)
+{
+    if (img_check(t) < 0) {
+        return -EINVAL;
+    }
+    /* A plane is h rows: one for HWC, c for CHW. Rows swap whole. */
+    const size_t es = sl_dtype_size(t->dtype);
+    const size_t row_bytes = (t->layout == SL_LAYOUT_HWC ? (size_t)t->w * t->c : (size_t)t->w) * es;
+    const size_t planes = t->layout == SL_LAYOUT_HWC ? 1 : t->c;
+    uint8_t tmp[256];
+    for (size_t pl = 0; pl < planes; pl++) {
+        uint8_t *base = t->data + pl * t->h * row_bytes;
+        for (size_t a = 0, b = t->h - 1; a < b; a++, b--) {
+            uint8_t *ra = base + a * row_bytes, *rb = base + b * row_bytes;
+            for (size_t off = 0; off < row_bytes; off += sizeof(tmp)) {
+                size_t n = row_bytes - off < sizeof(tmp) ? row_bytes - off : sizeof(tmp);
+                memcpy(tmp, ra + off, n);
+                memcpy(ra + off, rb + off, n);
+                memcpy(rb + off, tmp, n);
+            }
+        }
+    }
+    return 0;
+}
+
 /* The checks both normalize entry points share. */
 static int norm_check(const sl_tensor_t *in, const float mean[3], const float std[3],
                       const sl_tensor_t *out)

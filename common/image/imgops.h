@@ -35,12 +35,31 @@ int sl_img_resize_rect_ex(const sl_tensor_t *in, double x, double y, double w, d
                           uint32_t out_h, uint32_t out_w, uint32_t flags, sl_tensor_t *scratch,
                           sl_tensor_t *out);
 
+/* The resampling filters of resize and random_resized_crop. */
+typedef enum {
+    SL_IMG_BILINEAR = 0, /* Pillow's BILINEAR, antialiased (sl_img_resize_rect_ex) */
+    SL_IMG_BICUBIC,      /* Pillow's BICUBIC (a = -0.5), antialiased; plain C loops */
+    SL_IMG_NEAREST,      /* torch's nearest on tensors: floor(d * in / out); needs
+                             * SL_RESIZE_CLIP and an integer rectangle */
+} sl_img_interp_e;
+/* sl_img_resize_rect_ex with a choice of filter. */
+int sl_img_resize_interp(const sl_tensor_t *in, double x, double y, double w, double h,
+                         uint32_t out_h, uint32_t out_w, uint32_t flags, sl_img_interp_e interp,
+                         sl_tensor_t *scratch, sl_tensor_t *out);
+
+/* SL_IMG_NEAREST alone: the integer rectangle (x, y, w, h) of U8 HWC in to
+ * out_h x out_w, output pixel d reading floor(d * (float)in / out). */
+int sl_img_resize_nearest(const sl_tensor_t *in, double x, double y, double w, double h,
+                          uint32_t out_h, uint32_t out_w, sl_tensor_t *out);
+
 /* Integer crop of U8/F32 HWC: rows [y, y+h), columns [x, x+w). */
 int sl_img_crop(const sl_tensor_t *in, uint32_t x, uint32_t y, uint32_t w, uint32_t h,
                 sl_tensor_t *out);
 
 /* Horizontal flip in place; any dtype (not BYTES), HWC or CHW. */
 int sl_img_flip_h(sl_tensor_t *t);
+/* Vertical flip in place (rows reversed); any dtype (not BYTES), HWC or CHW. */
+int sl_img_flip_v(sl_tensor_t *t);
 
 /* ToTensor + Normalize: out = (in / 255 - mean[c]) / std[c] for U8 input, or
  * (in - mean[c]) / std[c] for F32 input. HWC or CHW kept; out is F32. in->c

@@ -44,8 +44,21 @@ typedef enum {
     SL_OP_EQUALIZE,
     SL_OP_TRIVIAL_AUGMENT_WIDE,
     SL_OP_RAND_AUGMENT,
+    /* torchvision recipes as written (issue #38). */
+    SL_OP_VERTICAL_FLIP,
+    SL_OP_RANDOM_CROP,   /* RandomCrop with padding (CIFAR); an augmentation row */
+    SL_OP_RANDOM_APPLY,  /* RandomApply over nested augmentations */
+    SL_OP_RANDOM_CHOICE, /* RandomChoice over nested augmentations */
     SL_OP__COUNT
 } sl_op_e;
+
+/* resize / random_resized_crop "interpolation" (common/image/imgops.h has
+ * the same order). */
+typedef enum {
+    SL_RESIZE_INTERP_BILINEAR = 0, /* the default: Pillow's, antialiased */
+    SL_RESIZE_INTERP_BICUBIC,      /* Pillow's BICUBIC (timm's recipes) */
+    SL_RESIZE_INTERP_NEAREST,      /* torch's nearest on tensors */
+} sl_resize_interp_e;
 
 typedef enum {
     SL_SRC_IMAGEFOLDER = 0,
@@ -129,8 +142,11 @@ typedef struct sl_stage_spec_s {
             bool resize_shorter;
             double scale[2]; /* random_resized_crop, default {0.08, 1.0}, 0 < a <= b <= 1 */
             double ratio[2]; /* random_resized_crop, default {3/4, 4/3}, 0 < a <= b */
+            /* resize, random_resized_crop "interpolation" (sl_resize_interp_e):
+             * 0, bilinear, is the default, so a zeroed stage is today's. */
+            uint32_t resize_interp;
         };
-        double p;          /* flip probability, default 0.5, 0..1 */
+        double p;          /* flip, vertical_flip probability, default 0.5, 0..1 */
         struct {           /* normalize */
             float mean[3]; /* per channel, on values scaled to 0..1 */
             float std[3];  /* > 0 */

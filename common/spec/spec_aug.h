@@ -1,7 +1,8 @@
 /* spec_aug: the parameters of the built-in augmentation ops (color_jitter,
  * random_grayscale, gaussian_blur, random_erasing, random_rotation,
  * random_affine, solarize, posterize, auto_contrast, equalize,
- * trivial_augment_wide, rand_augment), one struct inside each stage spec.
+ * trivial_augment_wide, rand_augment, random_crop, random_apply,
+ * random_choice), one struct inside each stage spec.
  * Names and defaults are torchvision 0.14's (docs/design.md "Pipeline spec"
  * lists them); every field is canonical after a parse, so the canonical JSON
  * carries all of them and parse(to_json(s)) == s. Included by spec.h. */
@@ -15,6 +16,19 @@ typedef enum {
     SL_INTERP_NEAREST = 0, /* torchvision's default for rotation, affine, the policies */
     SL_INTERP_BILINEAR,
 } sl_interp_e;
+
+struct sl_stage_spec_s;
+
+/* random_apply, random_choice: at most this many nested ops. */
+#define SL_AUG_NESTED_MAX 16
+
+/* random_crop "padding_mode", in torchvision's order of mention. */
+typedef enum {
+    SL_PAD_CONSTANT = 0,
+    SL_PAD_EDGE,
+    SL_PAD_REFLECT,
+    SL_PAD_SYMMETRIC,
+} sl_pad_mode_e;
 
 /* p, then a union by op family: an op reads and parse fills only its own
  * family's fields (the members are anonymous, so each reads by its name). */
@@ -58,6 +72,27 @@ typedef struct sl_aug_spec_s {
             double fill[3];
             /* trivial_augment_wide (num_magnitude_bins) and rand_augment. */
             uint32_t num_ops, magnitude, num_magnitude_bins;
+        };
+        /* random_crop (torchvision's RandomCrop): a crop_h x crop_w window
+         * after padding[] = left, top, right, bottom pixels (0: none) in
+         * padding_mode (sl_pad_mode_e) with pad_fill[c] (0..255) for
+         * "constant"; pad_if_needed pads an axis narrower than the crop. */
+        struct {
+            uint32_t crop_h, crop_w;
+            uint32_t padding[4];
+            uint32_t padding_mode;
+            bool pad_if_needed;
+            double pad_fill[3];
+        };
+        /* random_apply (all of ops, in order, with probability p) and
+         * random_choice (one of ops, by weights; NULL: uniform). ops and
+         * weights are heap arrays of nops owned by the spec (sl_spec_clear
+         * frees them, sl_spec_copy duplicates them); nested ops are
+         * augmentations other than these two, so they own nothing. */
+        struct {
+            struct sl_stage_spec_s *ops;
+            double *weights;
+            uint32_t nops;
         };
         struct {
             double threshold; /* solarize: pixels >= threshold are inverted */

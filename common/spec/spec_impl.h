@@ -153,13 +153,14 @@ int sl_spec_op_find(const char *name, size_t len);
 
 extern const sl_op_def_t sl_op_def_decode_jpeg, sl_op_def_decode_image,
     sl_op_def_random_resized_crop, sl_op_def_resize, sl_op_def_center_crop, sl_op_def_flip,
-    sl_op_def_normalize, sl_op_def_to_chw;
+    sl_op_def_normalize, sl_op_def_to_chw, sl_op_def_vertical_flip;
 extern const sl_op_def_t sl_op_def_image_tiles, sl_op_def_tokenize, sl_op_def_template;
 extern const sl_op_def_t sl_op_def_plugin;
 extern const sl_op_def_t sl_op_def_color_jitter, sl_op_def_random_grayscale,
     sl_op_def_gaussian_blur, sl_op_def_random_erasing, sl_op_def_random_rotation,
     sl_op_def_random_affine, sl_op_def_solarize, sl_op_def_posterize, sl_op_def_auto_contrast,
-    sl_op_def_equalize, sl_op_def_trivial_augment_wide, sl_op_def_rand_augment;
+    sl_op_def_equalize, sl_op_def_trivial_augment_wide, sl_op_def_rand_augment,
+    sl_op_def_random_crop, sl_op_def_random_apply, sl_op_def_random_choice;
 
 /* ---- the sections of a spec, each from the root object into spec */
 

@@ -39,8 +39,12 @@ int sl_spec_layout(const sl_spec_t *spec, unsigned flags, sl_layout_t *ret)
         u->nstages = 1;
         snprintf(u->name, sizeof(u->name), "%s", stage_unit_name(st));
         const sl_stage_spec_t *next = i + 1 < spec->nstages ? &spec->stages[i + 1] : NULL;
+        /* The fused region decode resamples bilinearly (DCT scaling, then
+         * the bilinear filter): another filter runs unfused. */
         if (fuse && (d->flags & SL_OPF_DECODE) && next != NULL &&
-            (sl_op_flags(next->op) & SL_OPF_FUSES_DECODE)) {
+            (sl_op_flags(next->op) & SL_OPF_FUSES_DECODE) &&
+            (next->op != SL_OP_RANDOM_RESIZED_CROP ||
+             next->resize_interp == SL_RESIZE_INTERP_BILINEAR)) {
             u->nstages = 2;
             u->param_stage = u->rng_stream = i + 1;
             snprintf(u->name, sizeof(u->name), "%s+%s", d->name, sl_op_name(next->op));

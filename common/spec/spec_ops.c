@@ -30,6 +30,10 @@ static const sl_op_def_t *const op_defs[SL_OP__COUNT] = {
     [SL_OP_EQUALIZE] = &sl_op_def_equalize,
     [SL_OP_TRIVIAL_AUGMENT_WIDE] = &sl_op_def_trivial_augment_wide,
     [SL_OP_RAND_AUGMENT] = &sl_op_def_rand_augment,
+    [SL_OP_VERTICAL_FLIP] = &sl_op_def_vertical_flip,
+    [SL_OP_RANDOM_CROP] = &sl_op_def_random_crop,
+    [SL_OP_RANDOM_APPLY] = &sl_op_def_random_apply,
+    [SL_OP_RANDOM_CHOICE] = &sl_op_def_random_choice,
 };
 
 const sl_op_def_t *sl_spec_op_def(sl_op_e op)

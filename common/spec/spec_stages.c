@@ -20,6 +20,19 @@ static const float default_std[3] = {0.229f, 0.224f, 0.225f};
 /* normalize "on": where the normalization runs, indexed by on_device. */
 static const char *const norm_on_names[2] = {"cpu", "device"};
 
+/* "interpolation", indexed by sl_resize_interp_e. */
+static const char *const resize_interp_names[3] = {[SL_RESIZE_INTERP_BILINEAR] = "bilinear",
+                                                   [SL_RESIZE_INTERP_BICUBIC] = "bicubic",
+                                                   [SL_RESIZE_INTERP_NEAREST] = "nearest"};
+
+static int get_resize_interp(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    int v = SL_RESIZE_INTERP_BILINEAR;
+    int rc = sl_spec_get_enum(c, st, "interpolation", false, resize_interp_names, 3, &v);
+    out->resize_interp = (uint32_t)v;
+    return rc;
+}
+
 /* "size": N or [H, W], each 1..SPEC_SIZE_MAX. */
 static int get_size(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out, bool *ret_scalar)
 {
@@ -121,7 +134,7 @@ static int parse_rrc(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
         return sl_spec_ferr(c, "ratio", "must be [min, max] with 0 < min <= max, got [%s, %s]", a,
                             b);
     }
-    return 0;
+    return get_resize_interp(c, st, out);
 }
 
 static int parse_flip(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
@@ -184,7 +197,17 @@ static int parse_normalize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 
 static int parse_resize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
-    return get_size(c, st, out, &out->resize_shorter);
+    int rc = get_size(c, st, out, &out->resize_shorter);
+    return rc < 0 ? rc : get_resize_interp(c, st, out);
+}
+
+/* "interpolation" only when not bilinear: existing specs keep their
+ * canonical form (and hash). */
+static const char *interp_json(const sl_stage_spec_t *st)
+{
+    return st->resize_interp != SL_RESIZE_INTERP_BILINEAR && st->resize_interp < 3
+               ? resize_interp_names[st->resize_interp]
+               : NULL;
 }
 
 static int parse_center_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
@@ -195,18 +218,20 @@ static int parse_center_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out
 
 static json_t *rrc_json(const sl_stage_spec_t *st)
 {
-    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f]}", "op", "random_resized_crop", "size",
+    return json_pack("{s:s, s:[I,I], s:[f,f], s:[f,f], s:s*}", "op", "random_resized_crop", "size",
                      (json_int_t)st->size_h, (json_int_t)st->size_w, "scale", st->scale[0],
-                     st->scale[1], "ratio", st->ratio[0], st->ratio[1]);
+                     st->scale[1], "ratio", st->ratio[0], st->ratio[1], "interpolation",
+                     interp_json(st));
 }
 
 static json_t *resize_json(const sl_stage_spec_t *st)
 {
     if (st->resize_shorter) {
-        return json_pack("{s:s, s:I}", "op", "resize", "size", (json_int_t)st->size_h);
+        return json_pack("{s:s, s:I, s:s*}", "op", "resize", "size", (json_int_t)st->size_h,
+                         "interpolation", interp_json(st));
     }
-    return json_pack("{s:s, s:[I,I]}", "op", "resize", "size", (json_int_t)st->size_h,
-                     (json_int_t)st->size_w);
+    return json_pack("{s:s, s:[I,I], s:s*}", "op", "resize", "size", (json_int_t)st->size_h,
+                     (json_int_t)st->size_w, "interpolation", interp_json(st));
 }
 
 static json_t *center_crop_json(const sl_stage_spec_t *st)
@@ -217,7 +242,7 @@ static json_t *center_crop_json(const sl_stage_spec_t *st)
 
 static json_t *flip_json(const sl_stage_spec_t *st)
 {
-    return json_pack("{s:s, s:f}", "op", "flip", "p", st->p);
+    return json_pack("{s:s, s:f}", "op", sl_op_name(st->op), "p", st->p);
 }
 
 /* "on" only when "device": a CPU normalize keeps its canonical form (and
@@ -249,13 +274,14 @@ const sl_op_def_t sl_op_def_decode_image = {.name = "decode_image",
                                             .slot = SL_ORD_DECODE};
 const sl_op_def_t sl_op_def_random_resized_crop =
     {.name = "random_resized_crop",
-     .keys = (const char *const[]){"op", "size", "scale", "ratio", NULL},
+     .keys = (const char *const[]){"op", "size", "scale", "ratio", "interpolation", NULL},
      .parse = parse_rrc,
      .to_json = rrc_json,
      .flags = GEOMETRY_FLAGS | SL_OPF_RANDOM | SL_OPF_FUSES_DECODE,
      .before = BEFORE_WHOLE};
 const sl_op_def_t sl_op_def_resize = {.name = "resize",
-                                      .keys = size_keys,
+                                      .keys = (const char *const[]){"op", "size", "interpolation",
+                                                                    NULL},
                                       .parse = parse_resize,
                                       .to_json = resize_json,
                                       .flags = GEOMETRY_FLAGS,
@@ -266,13 +292,20 @@ const sl_op_def_t sl_op_def_center_crop = {.name = "center_crop",
                                            .to_json = center_crop_json,
                                            .flags = GEOMETRY_FLAGS | SL_OPF_FUSES_DECODE,
                                            .before = BEFORE_WHOLE};
-/* flip works on tiles' source images, not on tiles. */
+/* flip and vertical_flip work on tiles' source images, not on tiles. */
 const sl_op_def_t sl_op_def_flip = {.name = "flip",
                                     .keys = (const char *const[]){"op", "p", NULL},
                                     .parse = parse_flip,
                                     .to_json = flip_json,
                                     .flags = SL_OPF_ON_PIXELS | SL_OPF_RANDOM,
                                     .before = SL_ORD_BIT(SL_ORD_TILES)};
+/* RandomVerticalFlip: flip's twin, rows instead of columns. */
+const sl_op_def_t sl_op_def_vertical_flip = {.name = "vertical_flip",
+                                             .keys = (const char *const[]){"op", "p", NULL},
+                                             .parse = parse_flip,
+                                             .to_json = flip_json,
+                                             .flags = SL_OPF_ON_PIXELS | SL_OPF_RANDOM,
+                                             .before = SL_ORD_BIT(SL_ORD_TILES)};
 /* "on": "device": the consumer's to apply, so no unit and nothing to
  * split at. */
 static bool normalize_on_device(const sl_stage_spec_t *st) { return st->on_device; }
@@ -420,6 +453,7 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     }
     int first = 0;
     size_t depth = c->depth;
+    long device_norm = -1; /* a normalize "on": "device" seen: its index */
     for (size_t i = 0; i < n; i++) {
         /* Counted before it is parsed: a failed parse's sl_spec_clear then
          * frees what the stages parsed so far own. */
@@ -428,6 +462,25 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         ord.after_error = ord.after_error || rc < 0;
         if (!sl_spec_resume_at(c, depth, rc, &first)) {
             return rc; /* not a spec error: stop */
+        }
+        const sl_stage_spec_t *st = &spec->stages[i];
+        if (rc >= 0 && st->op == SL_OP_NORMALIZE && st->on_device) {
+            device_norm = (long)i;
+        }
+        if (rc >= 0 && st->op == SL_OP_RANDOM_ERASING && device_norm >= 0) {
+            /* The pixels stay uint8 until the consumer normalizes: the
+             * erase would have to run on the device, after it. */
+            sl_spec_push_index(c, i);
+            sl_spec_push(c, "op");
+            rc = sl_spec_perr(c,
+                              "random_erasing after a normalize with \"on\": \"device\" "
+                              "(stages[%ld].on) is not supported: the erase would have to run "
+                              "on the device; put it before normalize, or normalize with "
+                              "\"on\": \"cpu\"",
+                              device_norm);
+            if (!sl_spec_resume_at(c, depth, rc, &first)) {
+                return rc;
+            }
         }
     }
     spec->nstages = (uint32_t)n;

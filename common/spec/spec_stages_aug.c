@@ -15,6 +15,14 @@
 #define NUM_OPS_MAX 16
 #define PIXEL_MAX 255.0
 
+#define PAD_MAX 4096      /* random_crop: padding per side */
+#define SIZE_MAX_PX 16384 /* random_crop: as the other stages' sizes */
+
+static const char *const pad_mode_names[4] = {[SL_PAD_CONSTANT] = "constant",
+                                              [SL_PAD_EDGE] = "edge",
+                                              [SL_PAD_REFLECT] = "reflect",
+                                              [SL_PAD_SYMMETRIC] = "symmetric"};
+
 static const char *const interp_names[2] =
     {[SL_INTERP_NEAREST] = "nearest", [SL_INTERP_BILINEAR] = "bilinear"};
 
@@ -426,6 +434,87 @@ static int parse_rand_augment(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *ou
     return parse_policy(c, st, SL_OP_RAND_AUGMENT, &out->aug);
 }
 
+/* random_crop's "padding": p for every side, [p], [left/right, top/bottom]
+ * or [left, top, right, bottom], each 0..PAD_MAX; into out[l, t, r, b]. */
+static int get_padding(sl_spec_pctx_t *c, json_t *st, uint32_t out[4])
+{
+    json_t *v = json_object_get(st, "padding");
+    if (v == NULL || json_is_null(v)) {
+        return 0;
+    }
+    json_int_t p[4] = {-1, -1, -1, -1};
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (json_is_integer(v)) {
+        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
+    } else if (n == 1 || n == 2 || n == 4) {
+        json_int_t e[4] = {-1, -1, -1, -1};
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = json_array_get(v, i);
+            e[i] = json_is_integer(x) ? json_integer_value(x) : -1;
+        }
+        const size_t pick[3][4] = {{0, 0, 0, 0}, {0, 1, 0, 1}, {0, 1, 2, 3}};
+        const size_t *k = pick[n == 1 ? 0 : n == 2 ? 1 : 2];
+        for (int i = 0; i < 4; i++) {
+            p[i] = e[k[i]];
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        if (p[i] < 0 || p[i] > PAD_MAX) {
+            char got[SPEC_SHOWN_MAX + 8];
+            return sl_spec_ferr(c, "padding",
+                                "must be an integer in 0..%d, or [p], [left/right, top/bottom] "
+                                "or [left, top, right, bottom] of them, got %s",
+                                PAD_MAX, sl_spec_describe(v, got, sizeof(got)));
+        }
+        out[i] = (uint32_t)p[i];
+    }
+    return 0;
+}
+
+/* "size": N or [H, W], each 1..SIZE_MAX (required). */
+static int get_crop_size(sl_spec_pctx_t *c, json_t *st, uint32_t *ret_h, uint32_t *ret_w)
+{
+    json_t *v = json_object_get(st, "size");
+    json_int_t hw[2] = {0, 0};
+    if (json_is_integer(v)) {
+        hw[0] = hw[1] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2 &&
+               json_is_integer(json_array_get(v, 0)) && json_is_integer(json_array_get(v, 1))) {
+        hw[0] = json_integer_value(json_array_get(v, 0));
+        hw[1] = json_integer_value(json_array_get(v, 1));
+    }
+    if (hw[0] < 1 || hw[0] > SIZE_MAX_PX || hw[1] < 1 || hw[1] > SIZE_MAX_PX) {
+        char got[SPEC_SHOWN_MAX + 8];
+        if (v == NULL) {
+            return sl_spec_ferr(c, "size", "missing (required): an integer in 1..%d or [H, W]",
+                                SIZE_MAX_PX);
+        }
+        return sl_spec_ferr(c, "size", "must be an integer in 1..%d or [H, W], got %s", SIZE_MAX_PX,
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    *ret_h = (uint32_t)hw[0];
+    *ret_w = (uint32_t)hw[1];
+    return 0;
+}
+
+static int parse_random_crop(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    sl_aug_spec_t *a = &out->aug;
+    int rc = get_crop_size(c, st, &a->crop_h, &a->crop_w);
+    if (rc == 0) {
+        rc = get_padding(c, st, a->padding);
+    }
+    if (rc == 0) {
+        rc = get_pixel(c, st, "fill", false, NULL, a->pad_fill);
+    }
+    if (rc == 0) {
+        int mode = SL_PAD_CONSTANT;
+        rc = sl_spec_get_enum(c, st, "padding_mode", false, pad_mode_names, 4, &mode);
+        a->padding_mode = (uint32_t)mode;
+    }
+    return rc == 0 ? sl_spec_get_bool(c, st, "pad_if_needed", &a->pad_if_needed) : rc;
+}
+
 static json_t *pixel_json(const double v[3]) { return json_pack("[f,f,f]", v[0], v[1], v[2]); }
 
 static json_t *fill_json(const sl_aug_spec_t *a)
@@ -518,6 +607,18 @@ static json_t *rand_augment_json(const sl_stage_spec_t *st)
                      interp_of(a), "fill", fill_json(a));
 }
 
+static json_t *random_crop_json(const sl_stage_spec_t *st)
+{
+    const sl_aug_spec_t *a = &st->aug;
+    return json_pack("{s:s, s:[I,I], s:[I,I,I,I], s:o, s:s, s:b}", "op", "random_crop", "size",
+                     (json_int_t)a->crop_h, (json_int_t)a->crop_w, "padding",
+                     (json_int_t)a->padding[0], (json_int_t)a->padding[1],
+                     (json_int_t)a->padding[2], (json_int_t)a->padding[3], "fill",
+                     pixel_json(a->pad_fill), "padding_mode",
+                     pad_mode_names[a->padding_mode < 4 ? a->padding_mode : 0], "pad_if_needed",
+                     (int)a->pad_if_needed);
+}
+
 /* random_grayscale, auto_contrast, equalize. */
 static json_t *p_json(const sl_stage_spec_t *st)
 {
@@ -541,8 +642,17 @@ const sl_op_def_t sl_op_def_random_grayscale = AUG_ROW("random_grayscale", parse
                                                        "p");
 const sl_op_def_t sl_op_def_gaussian_blur = AUG_ROW("gaussian_blur", parse_gaussian_blur, blur_json,
                                                     "kernel_size", "sigma");
-const sl_op_def_t sl_op_def_random_erasing = AUG_ROW("random_erasing", parse_random_erasing,
-                                                     erasing_json, "p", "scale", "ratio", "value");
+/* random_erasing also after normalize and to_chw (torchvision's place for
+ * it: on the normalized tensor); spec_stages.c refuses it after a device
+ * normalize. */
+const sl_op_def_t sl_op_def_random_erasing = {
+    .name = "random_erasing",
+    .keys = (const char *const[]){"op", "p", "scale", "ratio", "value", NULL},
+    .parse = parse_random_erasing,
+    .to_json = erasing_json,
+    .flags = SL_OPF_AUGMENT | SL_OPF_RANDOM | SL_OPF_ON_PIXELS | SL_OPF_WHOLE,
+    .before = SL_ORD_BIT(SL_ORD_TILES),
+};
 const sl_op_def_t sl_op_def_random_rotation = AUG_ROW("random_rotation", parse_random_rotation,
                                                       rotation_json, "degrees", "interpolation",
                                                       "center", "fill");
@@ -561,3 +671,6 @@ const sl_op_def_t sl_op_def_trivial_augment_wide = AUG_ROW("trivial_augment_wide
 const sl_op_def_t sl_op_def_rand_augment = AUG_ROW("rand_augment", parse_rand_augment,
                                                    rand_augment_json, "num_ops", "magnitude",
                                                    "num_magnitude_bins", "interpolation", "fill");
+const sl_op_def_t sl_op_def_random_crop = AUG_ROW("random_crop", parse_random_crop,
+                                                  random_crop_json, "size", "padding", "fill",
+                                                  "padding_mode", "pad_if_needed");

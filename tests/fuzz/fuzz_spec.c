@@ -34,11 +34,11 @@ static void fz_spec_same(const sl_spec_t *a, const sl_spec_t *b, const char *jso
         unsigned flags = sl_op_flags(x->op);
         if (same && (flags & SL_OPF_GEOMETRY)) {
             same = x->size_h == y->size_h && x->size_w == y->size_w &&
-                   x->resize_shorter == y->resize_shorter;
+                   x->resize_shorter == y->resize_shorter && x->resize_interp == y->resize_interp;
             for (int k = 0; k < 2; k++) {
                 same = same && x->scale[k] == y->scale[k] && x->ratio[k] == y->ratio[k];
             }
-        } else if (same && x->op == SL_OP_FLIP) {
+        } else if (same && (x->op == SL_OP_FLIP || x->op == SL_OP_VERTICAL_FLIP)) {
             same = x->p == y->p;
         } else if (same && x->op == SL_OP_NORMALIZE) {
             same = x->on_device == y->on_device;

@@ -51,6 +51,40 @@ for offload in all 6:0; do
     echo "offload $offload: 48 digests identical to --local"
 done
 
+# The recipe ops of issue #38 (vertical_flip, a padded random_crop, a
+# bicubic (unfused) crop, random_apply / random_choice, random_erasing after
+# normalize): the same bytes on a worker, split anywhere.
+cat >"$TMP/recipes.json" <<JSON
+{"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 12},
+ "stages": [{"op": "decode_jpeg"},
+            {"op": "random_resized_crop", "size": 40, "interpolation": "bicubic"},
+            {"op": "random_crop", "size": 36, "padding": 4, "padding_mode": "reflect"},
+            {"op": "vertical_flip"},
+            {"op": "random_apply", "p": 0.8, "ops": [{"op": "color_jitter", "brightness": 0.4,
+             "hue": 0.1}, {"op": "random_grayscale", "p": 0.5}]},
+            {"op": "random_choice", "ops": [{"op": "solarize", "threshold": 128},
+             {"op": "posterize", "bits": 3}, {"op": "gaussian_blur", "kernel_size": 3}],
+             "p": [1, 2, 1]},
+            {"op": "resize", "size": 32, "interpolation": "nearest"},
+            {"op": "normalize"}, {"op": "to_chw"},
+            {"op": "random_erasing", "p": 0.7, "value": "random"}],
+ "batch_size": 8, "epochs": 2}
+JSON
+"$BIN/sluice" run "$TMP/recipes.json" --local --data-root "$TMP/data" --quiet --threads 2 \
+    --digests "$TMP/rlocal" || fail "recipes: the local run failed"
+sort "$TMP/rlocal" >"$TMP/rlocal.s"
+[ "$(wc -l <"$TMP/rlocal.s")" -eq 48 ] || fail "recipes: expected 48 digests"
+for offload in all 4:0; do
+    name=r${offload/:/_}
+    "$BIN/sluice" run "$TMP/recipes.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
+        --quiet --threads 1 --offload "$offload" --digests "$TMP/$name" ||
+        fail "recipes, offload $offload: the run failed"
+    sort "$TMP/$name" >"$TMP/$name.s"
+    cmp -s "$TMP/$name.s" "$TMP/rlocal.s" ||
+        { diff "$TMP/$name.s" "$TMP/rlocal.s" | head >&2; fail "recipes, offload $offload: digests differ from --local"; }
+    echo "recipes, offload $offload: 48 digests identical to --local"
+done
+
 kill "$W1_PID" "$D_PID"
 wait "$W1_PID" "$D_PID" 2>/dev/null || true
 echo "PASS: augmentations give the same bytes locally and on a worker"

@@ -59,6 +59,7 @@ CASES = {
                                    lambda t, o=o, b=b, c=c, s=s, h=h: jitter(t, o, b, c, s, h))
                                   for o, b, c, s, h in (("0123", 1.2, 0.8, 1.3, 0.1),
                                                         ("3201", 0.7, 1.3, 0.6, -0.2))]),
+    "vertical_flip": (0.0, 0.0, [(["vflip"], F.vflip)]),
     "grayscale": (0.0, 0.0, [(["grayscale"], lambda t: F.rgb_to_grayscale(t, 3))]),
     "solarize": (0.0, 0.0, [(["solarize", th], lambda t, th=th: F.solarize(t, th))
                             for th in (0.0, 127.5, 200.0)]),
@@ -186,6 +187,116 @@ for name, args, fn in (("auto_contrast", ["autocontrast"], F.autocontrast),
             bad.append(f"{name} on saturated image {k}: {d} values differ, e.g. ours "
                        f"{ours[ours != ref][:5].tolist()} torchvision {ref[ours != ref][:5].tolist()}")
     print(f"{name + ' (saturated)':<26} {ndiff} of {nval} values differ ({len(sat)} images)")
+# Ops that change the size (issue #38's recipes), exact: random_crop after
+# its draws as RandomCrop.forward does it (F.pad, pad_if_needed's F.pad,
+# F.crop), in every padding mode.
+def rcrop(t, pad, mode, fill, need, th, tw, x, y):
+    if any(pad):
+        t = F.pad(t, list(pad), fill, mode)
+    if need and t.shape[-1] < tw:
+        t = F.pad(t, [tw - t.shape[-1], 0], fill, mode)
+    if need and t.shape[-2] < th:
+        t = F.pad(t, [0, th - t.shape[-2]], fill, mode)
+    return F.crop(t, y, x, th, tw)
+
+SIZED = {"random_crop": []}
+for img in images:
+    W, H = Image.open(img).size
+    for pad, mode, fill, need, th, tw, x, y in (
+            ((4, 4, 4, 4), "constant", 0, 0, H, W, 3, 5),
+            ((2, 7, 5, 1), "reflect", 0, 0, H - 3, W + 2, 1, 4),
+            ((9, 9, 9, 9), "edge", 0, 0, H + 10, W + 10, 8, 0),
+            ((3, 0, 6, 2), "symmetric", 0, 0, H // 2, W // 3, W // 4, H // 5),
+            ((0, 0, 0, 0), "constant", 77, 1, H + 6, W + 11, 10, 2),
+            ((1, 0, 0, 2), "reflect", 0, 1, H + 4, W + 4, 3, 2),
+            ((0, 0, 0, 0), "symmetric", 0, 1, H + 3, W - 5, 4, 3)):
+        SIZED["random_crop"].append(
+            (img, ["crop", *pad, mode, fill, need, th, tw, x, y],
+             lambda t, a=(pad, mode, fill, need, th, tw, x, y): rcrop(t, *a)))
+# resize / random_resized_crop: the crop, then the resize. Nearest is
+# torch's on tensors, exact; bilinear and bicubic are Pillow's (what timm's
+# recipes run: torchvision on PIL images), exact against PIL, and against
+# the tensor path with antialias=True within the limits below (torch's
+# float weights against Pillow's 22-bit fixed point).
+def pil_rc(a, x, y, w, h, oh, ow, mode):
+    f = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}[mode]
+    return np.asarray(Image.fromarray(a).crop((x, y, x + w, y + h)).resize((ow, oh), f))
+
+RESIZE_TENSOR_LIMITS = {"bilinear": (0.2, 1), "bicubic": (0.25, 12)}
+for mode in ("nearest", "bilinear", "bicubic"):
+    SIZED["resize_" + mode] = []
+for img in images:
+    W, H = Image.open(img).size
+    for x, y, w, h, oh, ow in ((0, 0, W, H, 224, 224), (17, 9, W // 2, H // 3, 96, 160),
+                               (0, 0, W, H, H * 2 + 1, W + 7), (5, 3, 40, 30, 13, 17),
+                               (W // 4, H // 4, W // 2, H // 2, H // 2, W // 2)):
+        for mode in ("nearest", "bilinear", "bicubic"):
+            args = ["resize", x, y, w, h, oh, ow, mode]
+            if mode == "nearest":
+                fn = lambda t, a=(y, x, h, w, [oh, ow]): F.resized_crop(t, *a, IM.NEAREST)
+            else:
+                fn = (lambda t, a=(x, y, w, h, oh, ow, mode): torch.from_numpy(
+                    pil_rc(t.permute(1, 2, 0).numpy(), *a).copy()).permute(2, 0, 1))
+            SIZED["resize_" + mode].append((img, args, fn))
+tensor_d = {m: [0, 0, 0] for m in RESIZE_TENSOR_LIMITS}  # sum |d|, count, max
+for name, runs in SIZED.items():
+    nval = ndiff = 0
+    for img, args, fn in runs:
+        inp, outp = os.path.join(tmp, "in.raw"), os.path.join(tmp, "out.raw")
+        res = subprocess.run([tool, img, inp, outp] + [str(a) for a in args],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            bad.append(f"{name} {args} on {img}: {res.stderr.strip()}")
+            continue
+        w, h, c = map(int, res.stdout.split())
+        W, H = Image.open(img).size
+        a = np.fromfile(inp, np.uint8).reshape(H, W, c)
+        ours = np.fromfile(outp, np.uint8).reshape(h, w, c)
+        ref = fn(torch.from_numpy(a.copy()).permute(2, 0, 1).contiguous()).permute(1, 2, 0).numpy()
+        if ref.shape != ours.shape:
+            bad.append(f"{name} {args}: shape {ours.shape}, torchvision {ref.shape}")
+            continue
+        nval += ours.size
+        ndiff += int((ours != ref).sum())
+        mode = args[-1]
+        if args[0] == "resize" and mode in tensor_d:
+            x, y, w, h, oh, ow = args[1:7]
+            tt = torch.from_numpy(a.copy()).permute(2, 0, 1).contiguous()
+            tv = F.resized_crop(tt, y, x, h, w, [oh, ow], IM(mode), antialias=True)
+            d = np.abs(ours.astype(np.int32) - tv.permute(1, 2, 0).numpy().astype(np.int32))
+            tensor_d[mode][0] += int(d.sum())
+            tensor_d[mode][1] += d.size
+            tensor_d[mode][2] = max(tensor_d[mode][2], int(d.max()))
+    print(f"{name:<26} {ndiff} of {nval} values differ ({len(runs)} runs)")
+    if ndiff:
+        bad.append(f"{name}: {ndiff} values differ (must be exact)")
+# random_erasing after normalize (float32 CHW): F.erase on the normalized
+# tensor, value 0 = the normalized zero (the mean colour); bit-exact.
+nval = ndiff = 0
+for img in images:
+    W, H = Image.open(img).size
+    for x, y, w, h, v in ((17, 9, 40, 25, 0.0), (0, 0, W // 2, H // 3, 0.0),
+                          (W // 3, H // 4, 5, 70, -1.25)):
+        inp, outp = os.path.join(tmp, "in.raw"), os.path.join(tmp, "out.raw")
+        res = subprocess.run([tool, img, inp, outp, "erase_norm"] +
+                             [str(q) for q in (x, y, w, h, v)], capture_output=True, text=True)
+        if res.returncode != 0:
+            bad.append(f"erase_norm on {img}: {res.stderr.strip()}")
+            continue
+        tin = torch.from_numpy(np.fromfile(inp, np.float32).reshape(3, H, W).copy())
+        ours = np.fromfile(outp, np.float32).reshape(3, H, W)
+        ref = F.erase(tin, y, x, h, w, torch.tensor([v, v, v])[:, None, None]).numpy()
+        nval += ours.size
+        ndiff += int((ours.view(np.uint32) != ref.view(np.uint32)).sum())
+print(f"{'random_erasing (normalized)':<26} {ndiff} of {nval} values differ (bitwise)")
+if ndiff:
+    bad.append(f"random_erasing after normalize: {ndiff} values differ (must be exact)")
+for mode, (tot, cnt, mx) in tensor_d.items():
+    mean = tot / max(cnt, 1)
+    print(f"resize_{mode} vs tensor antialias=True: mean |d| {mean:.5f}, max {mx}")
+    if mean > RESIZE_TENSOR_LIMITS[mode][0] or mx > RESIZE_TENSOR_LIMITS[mode][1]:
+        bad.append(f"resize_{mode} vs the tensor path: mean |d| {mean:.5f}, max {mx} "
+                   f"(limits {RESIZE_TENSOR_LIMITS[mode]})")
 if bad:
     print("\n".join(bad), file=sys.stderr)
     sys.exit(1)

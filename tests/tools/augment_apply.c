@@ -15,7 +15,14 @@
  *   erase X Y W H VALUE
  *   policy OPINDEX MAGNITUDE nearest|bilinear      (autoaugment's _apply_op, fill None)
  *   jitter ORDER B C S H       ORDER: 4 digits, 0 brightness .. 3 hue
- * Prints "W H C" on stdout. Exit status: 0 ok, 1 failure, 2 usage. */
+ *   vflip                      (vertical flip, common/image/imgops.h)
+ *   erase_norm X Y W H VALUE   (normalize (ImageNet mean/std), to_chw, then erase: IN.raw
+ *                              and OUT.raw are float32 CHW; prints W H C)
+ *   crop L T R B constant|edge|reflect|symmetric FILL PAD_IF_NEEDED TH TW X Y
+ *                              (random_crop after its draws: pad, pad if needed, crop)
+ *   resize X Y W H OUT_H OUT_W bilinear|bicubic|nearest
+ *                              (the crop then the resize: random_resized_crop, resize)
+ * Prints "W H C" on stdout (the output's size). Exit status: 0 ok, 1 failure, 2 usage. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +33,7 @@
 #include "common/base/file.h"
 #include "common/image/augment.h"
 #include "common/image/image_decode.h"
+#include "common/image/imgops.h"
 
 #define MAX_FILE ((size_t)1 << 30)
 #define MAX_PIXELS 100000000ull
@@ -73,7 +81,7 @@ static sl_aug_interp_e interp_arg(const char *s)
 static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
 {
     const char *op = argv[4];
-    double a[8];
+    double a[12];
     double m[6];
     if (strcmp(op, "grayscale") == 0 || strcmp(op, "autocontrast") == 0 ||
         strcmp(op, "equalize") == 0) {
@@ -83,6 +91,53 @@ static int apply(int argc, char **argv, sl_tensor_t *io, sl_tensor_t *scratch)
         return op[0] == 'g'   ? sl_aug_grayscale(io)
                : op[0] == 'a' ? sl_aug_autocontrast(io)
                               : sl_aug_equalize(io);
+    }
+    if (strcmp(op, "crop") == 0) {
+        static const char *const modes[4] = {"constant", "edge", "reflect", "symmetric"};
+        int mode = -1;
+        for (int i = 0; argc == 16 && i < 4; i++) {
+            mode = strcmp(argv[9], modes[i]) == 0 ? i : mode;
+        }
+        if (mode < 0 || nums(9, argv, 5, 4, a) < 0 || nums(16, argv, 10, 6, a + 4) < 0) {
+            return -EINVAL;
+        }
+        const uint32_t pad[4] = {(uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2], (uint32_t)a[3]};
+        const double fill[3] = {a[4], a[4], a[4]};
+        int rc = sl_aug_pad_for_crop(io, pad, a[5] != 0, (uint32_t)a[6], (uint32_t)a[7],
+                                     (sl_aug_pad_e)mode, fill, scratch);
+        if (rc == 0) {
+            rc = sl_img_crop(io, (uint32_t)a[8], (uint32_t)a[9], (uint32_t)a[7], (uint32_t)a[6],
+                             scratch);
+        }
+        if (rc == 0) {
+            sl_tensor_swap(io, scratch);
+        }
+        return rc;
+    }
+    if (strcmp(op, "resize") == 0) {
+        static const char *const modes[3] = {"bilinear", "bicubic", "nearest"};
+        int mode = -1;
+        for (int i = 0; argc == 12 && i < 3; i++) {
+            mode = strcmp(argv[11], modes[i]) == 0 ? i : mode;
+        }
+        if (mode < 0 || nums(11, argv, 5, 6, a) < 0) {
+            return -EINVAL;
+        }
+        int rc = sl_img_resize_interp(io, a[0], a[1], a[2], a[3], (uint32_t)a[4], (uint32_t)a[5],
+                                      SL_RESIZE_CLIP, (sl_img_interp_e)mode, NULL, scratch);
+        if (rc == 0) {
+            sl_tensor_swap(io, scratch);
+        }
+        return rc;
+    }
+    if (strcmp(op, "erase_norm") == 0) {
+        return nums(argc, argv, 5, 5, a) < 0
+                   ? -EINVAL
+                   : sl_aug_erase_f32(io, (uint32_t)a[0], (uint32_t)a[1], (uint32_t)a[2],
+                                      (uint32_t)a[3], (const double[3]){a[4], a[4], a[4]}, NULL);
+    }
+    if (strcmp(op, "vflip") == 0) {
+        return argc == 5 ? sl_img_flip_v(io) : -EINVAL;
     }
     if (strcmp(op, "rotate") == 0) {
         /* An optional centre: CX CY in pixels. */
@@ -183,6 +238,16 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "augment_apply: '%s': %s\n", argv[1], err);
         goto out;
+    }
+    if (strcmp(argv[4], "erase_norm") == 0) {
+        /* The op's input is the normalized CHW tensor. */
+        static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+        rc = sl_img_normalize_chw(&io, mean, sd, &scratch);
+        if (rc < 0) {
+            fprintf(stderr, "augment_apply: normalize: %s\n", strerror(-rc));
+            goto out;
+        }
+        sl_tensor_swap(&io, &scratch);
     }
     rc = write_raw(argv[2], &io);
     if (rc < 0) {

@@ -99,11 +99,12 @@ static void assert_stage_eq(const sl_stage_spec_t *x, const sl_stage_spec_t *y)
         ck_assert_uint_eq(x->size_h, y->size_h);
         ck_assert_uint_eq(x->size_w, y->size_w);
         ck_assert_int_eq(x->resize_shorter, y->resize_shorter);
+        ck_assert_uint_eq(x->resize_interp, y->resize_interp);
         for (int k = 0; k < 2; k++) {
             ck_assert(x->scale[k] == y->scale[k]);
             ck_assert(x->ratio[k] == y->ratio[k]);
         }
-    } else if (x->op == SL_OP_FLIP) {
+    } else if (x->op == SL_OP_FLIP || x->op == SL_OP_VERTICAL_FLIP) {
         ck_assert(x->p == y->p);
     } else if (x->op == SL_OP_NORMALIZE) {
         for (int k = 0; k < 3; k++) {
@@ -458,7 +459,8 @@ START_TEST(test_unknown_op)
                     "decode_image, image_tiles, tokenize, template, plugin, color_jitter, "
                     "random_grayscale, gaussian_blur, random_erasing, random_rotation, "
                     "random_affine, solarize, posterize, auto_contrast, equalize, "
-                    "trivial_augment_wide, rand_augment)");
+                    "trivial_augment_wide, rand_augment, vertical_flip, random_crop, "
+                    "random_apply, random_choice)");
     expect_edit_err("\"op\": \"flip\"", "\"op\": 3", "t.json:6: stages[2].op: unknown op 3");
     expect_edit_err("{\"op\": \"flip\", \"p\": 0.5}", "{\"p\": 0.5}",
                     "t.json:6: stages[2].op: missing (required)");
@@ -897,12 +899,34 @@ END_TEST
 
 START_TEST(test_names)
 {
-    const char *ops[] = {"decode_jpeg", "random_resized_crop", "resize",   "center_crop",
-                         "flip",        "normalize",           "to_chw",   "decode_image",
-                         "image_tiles", "tokenize",            "template", "plugin",
-                         "color_jitter", "random_grayscale", "gaussian_blur", "random_erasing",
-                         "random_rotation", "random_affine", "solarize", "posterize",
-                         "auto_contrast", "equalize", "trivial_augment_wide", "rand_augment"};
+    const char *ops[] = {"decode_jpeg",
+                         "random_resized_crop",
+                         "resize",
+                         "center_crop",
+                         "flip",
+                         "normalize",
+                         "to_chw",
+                         "decode_image",
+                         "image_tiles",
+                         "tokenize",
+                         "template",
+                         "plugin",
+                         "color_jitter",
+                         "random_grayscale",
+                         "gaussian_blur",
+                         "random_erasing",
+                         "random_rotation",
+                         "random_affine",
+                         "solarize",
+                         "posterize",
+                         "auto_contrast",
+                         "equalize",
+                         "trivial_augment_wide",
+                         "rand_augment",
+                         "vertical_flip",
+                         "random_crop",
+                         "random_apply",
+                         "random_choice"};
     ck_assert_int_eq(sizeof(ops) / sizeof(ops[0]), SL_OP__COUNT);
     for (int i = 0; i < SL_OP__COUNT; i++) {
         ck_assert_str_eq(sl_op_name((sl_op_e)i), ops[i]);
@@ -1186,9 +1210,11 @@ START_TEST(test_op_table)
     ck_assert_str_eq(sl_op_name(SL_OP__COUNT), "unknown");
     ck_assert_uint_eq(sl_op_flags(SL_OP__COUNT), 0);
     for (int op = 0; op < SL_OP__COUNT; op++) {
-        bool aug = op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT;
+        bool aug = (op >= SL_OP_COLOR_JITTER && op <= SL_OP_RAND_AUGMENT) ||
+                   op == SL_OP_RANDOM_CROP || op == SL_OP_RANDOM_APPLY || op == SL_OP_RANDOM_CHOICE;
         ck_assert(sl_op_is_augment((sl_op_e)op) == aug);
-        bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP || op == SL_OP_PLUGIN;
+        bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP ||
+                   op == SL_OP_PLUGIN || op == SL_OP_VERTICAL_FLIP;
         ck_assert_msg(sl_op_draws_random((sl_op_e)op) == rnd, "%s", sl_op_name((sl_op_e)op));
     }
     ck_assert(sl_op_flags(SL_OP_DECODE_IMAGE) & SL_OPF_DECODE);
