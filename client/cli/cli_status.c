@@ -428,7 +428,13 @@ static void print_job(FILE *f, const json_t *j)
     fprintf(f, "  stall    %s   skipped %s (", isnan(stall) ? "-" : rate(a, sizeof(a), stall),
             grouped(b, sizeof(b), num(j, "skipped_total")));
     print_skips(f, json_object_get(j, "skipped"));
-    fprintf(f, ")%s\n", isnan(stall) ? "" : "   (stall: % of time the loop waited)");
+    fprintf(f, ")");
+    double resumed = num(j, "resumed_past");
+    if (!isnan(resumed) && resumed > 0) {
+        /* Delivered by the job this one resumed: not skips. */
+        fprintf(f, "   resumed past %s", grouped(b, sizeof(b), resumed));
+    }
+    fprintf(f, "%s\n", isnan(stall) ? "" : "   (stall: % of time the loop waited)");
     fprintf(f, "  splits   %.0f assigned, %.0f pending, %.0f acked, %.0f re-assigned\n",
             num(splits, "assigned"), num(splits, "pending"), num(splits, "acked"),
             num(splits, "reassigned"));

@@ -326,6 +326,7 @@ static int failed(sluice_job_t *job)
 int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
 {
     double t0 = sl_mono_sec();
+    cl_planner_note_enter(job->planner, t0); /* rates */
     int result;
     for (;;) {
         sl_batch_t *b = cl_line_pop(job->consumer.line);

@@ -125,6 +125,9 @@ typedef struct cl_plan_info_s {
 } cl_plan_info_t;
 void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret);
 
+/* Consumer thread: a sluice_next_batch call began at t_enter (monotonic
+ * seconds), so a report taken while it waits counts the wait so far. */
+void cl_planner_note_enter(cl_planner_t *p, double t_enter);
 /* Consumer thread: one sluice_next_batch call from t_enter to t_leave
  * (monotonic seconds) that delivered n samples. */
 void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n);

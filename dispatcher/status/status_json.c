@@ -159,7 +159,7 @@ static json_t *progress_json(jb_t *b, const disp_job_t *job, const disp_status_j
     uint64_t done = 0;
     int known = disp_status_job_done(job, &done) == 0;
     if (!known && rec != NULL) {
-        done = rec->delivered + disp_status_job_skipped(job);
+        done = rec->delivered + disp_status_job_skipped(job) + disp_status_job_resumed(job);
     }
     if (known || rec != NULL) {
         jset(b, prog, "samples_done", jint(done));
@@ -322,10 +322,14 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     rates_fields(b, o, job, now_ms);
     json_t *skips = json_object();
     for (uint32_t i = 0; i < job->nskips; i++) {
-        set_count(skips, job->skips[i].reason, job->skips[i].count);
+        if (strcmp(job->skips[i].reason, DISP_STATUS_RESUMED) != 0) {
+            set_count(skips, job->skips[i].reason, job->skips[i].count);
+        }
     }
     jset(b, o, "skipped", skips);
     jset(b, o, "skipped_total", jint(disp_status_job_skipped(job)));
+    /* Positions a resumed job's predecessor delivered: not skips. */
+    jset(b, o, "resumed_past", jint(disp_status_job_resumed(job)));
     if (job->worker_failure[0] != '\0') {
         jset(b, o, "worker_failure", text_or_placeholder(job->worker_failure));
     }
@@ -367,6 +371,7 @@ static json_t *totals_json(jb_t *b, disp_t *d, disp_status_t *st)
     }
     jset(b, tot, "samples_skipped_total", jint(sk));
     jset(b, tot, "skipped_by_reason", reasons);
+    jset(b, tot, "samples_resumed_total", jint(st->resumed_total));
     jset(b, tot, "plan_changes_total", jint(st->plan_changes_total));
     double rate = 0;
     for (size_t i = 0; i < st->nj; i++) {

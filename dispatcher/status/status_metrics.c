@@ -42,7 +42,8 @@ typedef enum {
 } dm_scope_e;
 
 typedef struct dm_totals_s {
-    double uptime, workers, lost, left, jobs, acked, reassigned, bytes, delivered, plan_changes;
+    double uptime, workers, lost, left, jobs, acked, reassigned, bytes, delivered, plan_changes,
+        resumed;
 } dm_totals_t;
 
 typedef struct dm_ctx_s {
@@ -242,6 +243,10 @@ static const dm_family_t DM_FAMILIES[] = {
         delivered, 1),
     {{"sluice_samples_skipped_total", C, "Samples skipped, by reason.", {"reason"}, 0}, DM_SKIP, 1,
      0, get_skip},
+    ONE("sluice_samples_resumed_total", C,
+        "Positions resumed jobs passed over because their predecessors delivered them (not "
+        "skips).",
+        0, resumed, 1),
     ONE("sluice_plan_changes_total", C, "Re-plans of running jobs.", 0, plan_changes, 1),
     {{"sluice_tenant_jobs", G, "Open jobs of each configured tenant.", {"tenant"}, 0}, DM_TENANT,
      0, 0, get_tenant_jobs},
@@ -347,6 +352,7 @@ static void fill_totals(dm_ctx_t *c, int64_t now_ms)
     if (c->st != NULL) {
         t->delivered = (double)c->st->delivered_total;
         t->plan_changes = (double)c->st->plan_changes_total;
+        t->resumed = (double)c->st->resumed_total;
     }
 }
 

@@ -1,0 +1,67 @@
+/* window: the consumer's report window (rates.c): the stall and the
+ * delivery rate one ReportRates carries, from the consumer's notes of its
+ * sluice_next_batch calls. Definitions (docs/reference/status.md "Rates"):
+ *
+ * wait fraction: of the window's wall time [start, end), the part during
+ *   which the training loop was inside next_batch. Calls are clipped to the
+ *   window and overlapping calls count once, so it is in [0, 1] by
+ *   construction. A call that straddles the report counts its first part
+ *   in this window and the rest in the next (a call still in progress
+ *   counts up to the report), where the old figure counted the whole call
+ *   in the window it ended in against only that window's wall time (and
+ *   the first window counted every call since the job opened): 1.03, 1.27.
+ *
+ * rate: samples handed out per second, measured from hand-out to hand-out:
+ *   the samples of the batches handed out in the window over the time from
+ *   the last hand-out before it (the anchor) to the last one in it. Samples
+ *   arrive in whole batches, so a 1 s window at 115 samples/s in batches of
+ *   64 holds one or two of them and samples over wall read 64 or 128 (59.8
+ *   once the window ran 1.07 s); batch-to-batch spans hold whole batches and
+ *   read 115. A window without a hand-out reads at most one batch over the
+ *   time since the last one (the rate falls while nothing comes) and keeps
+ *   the anchor; before two hand-outs it is samples over wall.
+ *
+ * Pure arithmetic on monotonic seconds. Not thread-safe: the caller
+ * (rates.c) holds its lock. */
+#ifndef CL_WINDOW_H
+#define CL_WINDOW_H
+
+#include <stdint.h>
+
+typedef struct cl_window_acc_s {
+    double start;         /* the window's start; 0 = not started */
+    double covered;       /* wait counted up to here (never counted twice) */
+    double wait;          /* inside next_batch, within the window */
+    double outside;       /* outside next_batch: the loop's own time */
+    uint32_t inside;      /* calls in progress */
+    double inside_since;  /* when the oldest call in progress began */
+    double last_leave;    /* when next_batch last returned; 0 = never */
+    uint64_t samples;     /* handed out in the window */
+    uint64_t total;       /* handed out since the start */
+    double last_t;        /* the last hand-out of a batch (n > 0); 0 = none */
+    uint64_t last_total;  /* total after it */
+    uint32_t last_n;      /* its size */
+    double anchor_t;      /* the last hand-out before the window; 0 = none */
+    uint64_t anchor_total;
+    double first_t;       /* the first hand-out in the window when no anchor */
+    uint64_t first_total; /* total after it */
+    double rate;          /* the last window's */
+} cl_window_acc_t;
+
+typedef struct cl_window_fig_s {
+    double rate;          /* samples/s (above) */
+    double wait_fraction; /* in [0, 1] (above) */
+    double consumer;      /* the loop's own rate; 0 = unknown */
+    uint64_t samples;     /* handed out in the window */
+} cl_window_fig_t;
+
+/* Starts the first window at now (calls before it do not count). */
+void cl_window_start(cl_window_acc_t *w, double now);
+/* A next_batch call began at t. */
+void cl_window_enter(cl_window_acc_t *w, double t);
+/* The call that began at t_enter returned at t_leave with n samples. */
+void cl_window_leave(cl_window_acc_t *w, double t_enter, double t_leave, uint32_t n);
+/* Ends the window at now: its figures in *ret; the next window starts. */
+void cl_window_take(cl_window_acc_t *w, double now, cl_window_fig_t *ret);
+
+#endif
