@@ -48,30 +48,41 @@ void cl_window_leave(cl_window_acc_t *w, double t_enter, double t_leave, uint32_
     }
     w->samples += n;
     w->total += n;
-    w->last_t = t_leave;
-    w->last_total = w->total;
     w->last_n = n;
-    if (w->anchor_t == 0.0 && w->first_t == 0.0) {
-        w->first_t = t_leave;
-        w->first_total = w->total;
+    uint32_t slot = (w->ho_head + w->ho_len) % CL_WINDOW_HANDOUTS;
+    if (w->ho_len == CL_WINDOW_HANDOUTS) {
+        w->ho_head = (w->ho_head + 1) % CL_WINDOW_HANDOUTS; /* the oldest goes */
+    } else {
+        w->ho_len++;
     }
+    w->ho[slot] = (cl_window_handout_t){t_leave, w->total};
+}
+
+static const cl_window_handout_t *handout(const cl_window_acc_t *w, uint32_t back)
+{
+    return &w->ho[(w->ho_head + w->ho_len - 1 - back) % CL_WINDOW_HANDOUTS];
 }
 
 /* The rate (window.h): hand-out to hand-out where two hand-outs bound it. */
-static double window_rate(cl_window_acc_t *w, double now, double wall)
+static double window_rate(const cl_window_acc_t *w, double now, double wall)
 {
-    if (w->anchor_t > 0.0) {
-        if (w->last_t > w->anchor_t) {
-            return (double)(w->last_total - w->anchor_total) / (w->last_t - w->anchor_t);
-        }
-        /* Nothing since the anchor: the next batch would come now at best. */
-        double bound = (double)w->last_n / (now - w->anchor_t);
-        return w->rate < bound ? w->rate : bound;
+    if (w->ho_len < 2) {
+        return (double)w->samples / wall;
     }
-    if (w->first_t > 0.0 && w->last_t > w->first_t) {
-        return (double)(w->last_total - w->first_total) / (w->last_t - w->first_t);
+    const cl_window_handout_t *last = handout(w, 0);
+    uint32_t k = 1; /* the oldest hand-out in the span, at least the one before */
+    while (k + 1 < w->ho_len && handout(w, k + 1)->t >= last->t - CL_WINDOW_RATE_SPAN) {
+        k++;
     }
-    return (double)w->samples / wall;
+    const cl_window_handout_t *from = handout(w, k);
+    double rate = last->t > from->t ? (double)(last->total - from->total) / (last->t - from->t)
+                                    : (double)w->samples / wall;
+    if (last->t <= w->start && now > last->t) {
+        /* Nothing in this window: the next batch would come now at best. */
+        double bound = (double)w->last_n / (now - last->t);
+        rate = rate < bound ? rate : bound;
+    }
+    return rate;
 }
 
 void cl_window_take(cl_window_acc_t *w, double now, cl_window_fig_t *ret)
@@ -93,15 +104,8 @@ void cl_window_take(cl_window_acc_t *w, double now, cl_window_fig_t *ret)
     /* The consumer's own rate: samples over the time the loop spent outside
      * next_batch. A loop that is nearly always inside (waiting) says
      * nothing about how fast it could go: 0 = unknown. */
-    ret->consumer = w->outside > 0.05 * wall && w->samples > 0
-                        ? (double)w->samples / w->outside
-                        : 0.0;
-    w->rate = ret->rate;
-    if (w->last_t > 0.0 && w->last_t > w->anchor_t) {
-        w->anchor_t = w->last_t;
-        w->anchor_total = w->last_total;
-    }
-    w->first_t = 0.0;
+    ret->consumer = w->outside > 0.05 * wall && w->samples > 0 ? (double)w->samples / w->outside
+                                                               : 0.0;
     w->start = now;
     w->covered = dmax(w->covered, now);
     w->wait = 0.0;

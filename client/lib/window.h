@@ -11,15 +11,17 @@
  *   in the window it ended in against only that window's wall time (and
  *   the first window counted every call since the job opened): 1.03, 1.27.
  *
- * rate: samples handed out per second, measured from hand-out to hand-out:
- *   the samples of the batches handed out in the window over the time from
- *   the last hand-out before it (the anchor) to the last one in it. Samples
- *   arrive in whole batches, so a 1 s window at 115 samples/s in batches of
- *   64 holds one or two of them and samples over wall read 64 or 128 (59.8
- *   once the window ran 1.07 s); batch-to-batch spans hold whole batches and
- *   read 115. A window without a hand-out reads at most one batch over the
- *   time since the last one (the rate falls while nothing comes) and keeps
- *   the anchor; before two hand-outs it is samples over wall.
+ * rate: samples handed out per second, measured from hand-out to hand-out
+ *   over the batches of the last CL_WINDOW_RATE_SPAN seconds: the samples
+ *   of the batches after the oldest one in that span over the time from it
+ *   to the newest (when the span holds one batch, from the one before).
+ *   Samples arrive in whole batches, so a 1 s window at 115 samples/s in
+ *   batches of 64 holds one or two of them and samples over wall read 64 or
+ *   128 (59.8 once the window ran 1.07 s); spans from batch to batch hold
+ *   whole batches and read 115, and a few seconds of them hide one late
+ *   batch. A window without a hand-out reads at most one batch over the
+ *   time since the last one (the rate falls while nothing comes); before two
+ *   hand-outs it is samples over wall.
  *
  * Pure arithmetic on monotonic seconds. Not thread-safe: the caller
  * (rates.c) holds its lock. */
@@ -28,24 +30,28 @@
 
 #include <stdint.h>
 
+#define CL_WINDOW_RATE_SPAN 3.0 /* seconds of hand-outs the rate spans */
+#define CL_WINDOW_HANDOUTS 64   /* hand-outs kept: a fast loop's span is shorter */
+
+typedef struct cl_window_handout_s {
+    double t;       /* when next_batch returned the batch */
+    uint64_t total; /* samples handed out since the start, this batch included */
+} cl_window_handout_t;
+
 typedef struct cl_window_acc_s {
-    double start;         /* the window's start; 0 = not started */
-    double covered;       /* wait counted up to here (never counted twice) */
-    double wait;          /* inside next_batch, within the window */
-    double outside;       /* outside next_batch: the loop's own time */
-    uint32_t inside;      /* calls in progress */
-    double inside_since;  /* when the oldest call in progress began */
-    double last_leave;    /* when next_batch last returned; 0 = never */
-    uint64_t samples;     /* handed out in the window */
-    uint64_t total;       /* handed out since the start */
-    double last_t;        /* the last hand-out of a batch (n > 0); 0 = none */
-    uint64_t last_total;  /* total after it */
-    uint32_t last_n;      /* its size */
-    double anchor_t;      /* the last hand-out before the window; 0 = none */
-    uint64_t anchor_total;
-    double first_t;       /* the first hand-out in the window when no anchor */
-    uint64_t first_total; /* total after it */
-    double rate;          /* the last window's */
+    double start;        /* the window's start; 0 = not started */
+    double covered;      /* wait counted up to here (never counted twice) */
+    double wait;         /* inside next_batch, within the window */
+    double outside;      /* outside next_batch: the loop's own time */
+    uint32_t inside;     /* calls in progress */
+    double inside_since; /* when the oldest call in progress began */
+    double last_leave;   /* when next_batch last returned; 0 = never */
+    uint64_t samples;    /* handed out in the window */
+    uint64_t total;      /* handed out since the start */
+    uint32_t last_n;     /* the size of the last batch handed out */
+    /* the last hand-outs of batches (n > 0): a ring, oldest at head */
+    cl_window_handout_t ho[CL_WINDOW_HANDOUTS];
+    uint32_t ho_head, ho_len;
 } cl_window_acc_t;
 
 typedef struct cl_window_fig_s {

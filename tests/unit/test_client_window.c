@@ -10,8 +10,8 @@
 #include "client/lib/window.h"
 #include "tests/unit/fixtures.h"
 
-#define NEAR(x, want, tol) \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x), \
+#define NEAR(x, want, tol)                                                                         \
+    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x),            \
                   (double)(want))
 
 static void call(cl_window_acc_t *w, double t0, double t1, uint32_t n)
@@ -144,6 +144,36 @@ START_TEST(test_rate_startup_and_stall)
 }
 END_TEST
 
+/* A loaded machine: one batch in five comes 0.3 s late and the next one
+ * early (the loop catches up). One interval alone reads 64 / 0.86 = 74 or
+ * 64 / 0.26 = 250; the 3 s span stays within 10 % of 115. */
+START_TEST(test_rate_late_batch)
+{
+    cl_window_acc_t w;
+    cl_window_fig_t f;
+    double per = 64.0 / 115.0;
+    cl_window_start(&w, 1e-9);
+    double now = 0.0;
+    int k = 0;
+    for (int i = 0; i < 20; i++) {
+        double end = now + 1.0;
+        for (;;) {
+            double t = 0.3 + per * k + (k % 5 == 3 ? 0.3 : 0.0);
+            if (t >= end) {
+                break;
+            }
+            call(&w, t - 0.01, t, 64);
+            k++;
+        }
+        cl_window_take(&w, end, &f);
+        if (i >= 3) {
+            NEAR(f.rate, 115.0, 11.5);
+        }
+        now = end;
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_window");
@@ -153,6 +183,7 @@ int main(void)
     tcase_add_test(tc, test_wait_overlapping_calls);
     tcase_add_test(tc, test_rate_batch_quantised);
     tcase_add_test(tc, test_rate_startup_and_stall);
+    tcase_add_test(tc, test_rate_late_batch);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
