@@ -31,7 +31,9 @@ static void plan_usage(FILE *f)
             "  --data-root DIR        directory the spec's source path is relative to (default .)\n"
             "  --plugin-dir DIR       stage plugins for the spec's \"plugin\" stages (default:\n"
             "                         $SLUICE_PLUGIN_DIR)\n"
-            "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto)\n"
+            "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto);\n"
+            "  --offload off|all|K:F  a fixed plan: its prediction, binding resource and\n"
+            "                         workers needed instead of a choice\n"
             "  --threads N            this host's pipeline threads (default: online CPUs)\n"
             "  --consumer-rate IMG_PER_S  the training loop's rate (default: unlimited)\n"
             "  --samples N            samples per profile (default %d)\n"
@@ -79,11 +81,8 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
     if (sl_cli_opts_parse(&cmd, argc, argv, &o->c) < 0) {
         return -EINVAL;
     }
-    const char *off = o->c.offload;
-    if (off != NULL && strcmp(off, "auto") != 0 && strcmp(off, "fastflow") != 0) {
-        fprintf(stderr, "sluice plan: --offload: '%s' is not auto or fastflow\n", off);
-        return -EINVAL;
-    }
+    /* --offload is checked by the shared parser (off, all, auto, fastflow,
+     * K:F): a fixed plan is diagnosed rather than chosen. */
     if (o->c.dispatcher == NULL) {
         fprintf(stderr, "sluice plan: --dispatcher HOST:PORT is required\n");
         return -EINVAL;
@@ -133,7 +132,8 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
                num(a, sizeof(a), c->client_limit), num(b, sizeof(b), c->worker_limit),
                num(d, sizeof(d), c->network_limit));
     }
-    printf("choice: %s\n", e->reason);
+    int fixed = e->policy != NULL && strcmp(e->policy, "fixed") == 0;
+    printf("%s: %s\n", fixed ? "diagnosis" : "choice", e->reason);
     if (e->workers_needed > 0) {
         printf("hint: %u more worker%s %s would lift it to %.1f samples/s\n", e->workers_needed,
                e->workers_needed == 1 ? "" : "s",
@@ -141,7 +141,7 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
                e->lifted_samples_per_sec);
     }
     const Sluice__FastFlowExplain *f = e->fastflow;
-    if (f != NULL) {
+    if (f != NULL && !fixed) {
         char g[32];
         printf("fastflow: gthp %s, lthp %.1f, %s -> split %u, local share %.3f: %.1f samples/s "
                "predicted (bound by %s)\n",

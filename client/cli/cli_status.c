@@ -423,6 +423,10 @@ static void print_job(FILE *f, const json_t *j)
     if (!isnan(need) && need > 0) {
         fprintf(f, "; %.0f more worker%s would help", need, need == 1 ? "" : "s");
     }
+    if (json_is_string(json_object_get(plan, "no_prediction"))) {
+        /* Say why rather than leave "-" unexplained. */
+        fprintf(f, "\n  no prediction: %s", str(plan, "no_prediction"));
+    }
     fprintf(f, "\n");
     double stall = num(j, "stall_percent");
     fprintf(f, "  stall    %s   skipped %s (", isnan(stall) ? "-" : rate(a, sizeof(a), stall),

@@ -211,6 +211,14 @@ double disp_planner_predict(const disp_pl_input_t *in, uint32_t k, double f,
  * many, nclasses too many); non-finite or negative numbers count as 0. */
 int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret);
 
+/* The diagnosis of a given plan (a fixed offload "K:F", "off", "all"),
+ * as disp_planner_plan gives the plan it chooses: cand[0] is (K, F as the
+ * runtime realizes it; runtime_share = f) with its prediction and binding,
+ * cand[1] the "off" row (local_rate), chosen 0, and the workers-needed hint
+ * for that plan (more workers that would lift its binding resource).
+ * Returns 0 or -EINVAL as disp_planner_plan. */
+int disp_planner_evaluate(const disp_pl_input_t *in, uint32_t k, double f, disp_pl_result_t *ret);
+
 /* FastFlow's Algorithm 1. Returns 0 or -EINVAL as above. */
 int disp_planner_fastflow(const disp_pl_input_t *in, disp_ff_result_t *ret);
 

@@ -239,6 +239,32 @@ static json_t *splits_json(jb_t *b, const disp_job_t *job)
     return splits;
 }
 
+/* Why a job has no prediction (so no binding and no workers-needed hint):
+ * the model needs the client's profiles, and only auto and fastflow jobs
+ * profile. NULL when it has one. why[len] holds the text. */
+static const char *no_prediction(const disp_job_t *job, char *why, size_t len)
+{
+    if (job->plan.predicted > 0 || job->planner != NULL) {
+        return NULL;
+    }
+    sl_offload_e o = job->spec.offload;
+    if (o == SL_OFFLOAD_AUTO || o == SL_OFFLOAD_FASTFLOW) {
+        snprintf(why, len, "not planned: the client sent no profiles (profiling failed, or an "
+                           "older client); the job runs the fallback plan \"all\"");
+    } else {
+        char given[48];
+        if (o == SL_OFFLOAD_FIXED) {
+            snprintf(given, sizeof(given), "%u:%g", job->spec.split, job->spec.local_share);
+        } else {
+            snprintf(given, sizeof(given), "%s", sl_offload_name(o));
+        }
+        snprintf(why, len, "a fixed plan (offload %s) is not profiled, so there is nothing to "
+                 "predict from; `sluice plan SPEC --offload %s --explain` diagnoses it",
+                 given, given);
+    }
+    return why;
+}
+
 /* planner: disp_planner_status_json(job), may be NULL; borrowed. */
 static json_t *plan_json(jb_t *b, const disp_job_t *job, const json_t *planner)
 {
@@ -259,6 +285,9 @@ static json_t *plan_json(jb_t *b, const disp_job_t *job, const json_t *planner)
     jset(b, plan, "binding", p->binding[0] != '\0' ? text_or_placeholder(p->binding) : json_null());
     long long need = disp_status_workers_needed(planner);
     jset(b, plan, "workers_needed", need >= 0 ? json_integer(need) : json_null());
+    char why[256];
+    const char *none = no_prediction(job, why, sizeof(why));
+    jset(b, plan, "no_prediction", none != NULL ? text_or_placeholder(none) : json_null());
     return plan;
 }
 

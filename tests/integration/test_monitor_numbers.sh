@@ -25,14 +25,16 @@ start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 
 RUN=$!
 PIDS+=("$RUN")
 : >"$TMP/polls"
+: >"$TMP/status.txt"
 for _ in $(seq 1 60); do
     sleep 0.25
     curl -sf "http://$D_HTTP/status" | jq -c '.jobs[0] | select(. != null) |
         [.age_sec, .plan.measured_samples_per_sec, .rates.wait_fraction, .stall_percent]' \
         >>"$TMP/polls" || true
+    [ -s "$TMP/status.txt" ] || [ "$(wc -l <"$TMP/polls")" -lt 12 ] \
+        || "$S" status --dispatcher "$D_GRPC" >"$TMP/status.txt" 2>&1 || true
     kill -0 "$RUN" 2>/dev/null || break
 done
-"$S" status --dispatcher "$D_GRPC" >"$TMP/status.txt" 2>&1 || true
 wait "$RUN" || { cat "$TMP/paced.err" >&2; fail "paced run"; }
 # The loop's own rate: its summary, 1600 samples over its whole run.
 own=$(sed -nE 's/.*samples in [0-9.]+ s \(([0-9.]+) samples\/s\).*/\1/p' "$TMP/paced.err")
@@ -48,6 +50,9 @@ read -r n lo hi off bad <"$TMP/verdict"
 [ "$n" -ge 4 ] || fail "only $n readings of a running job: $(cat "$TMP/polls")"
 [ "$off" -eq 0 ] || fail "measured rate $lo..$hi/s, the loop's own $own/s: $(cat "$TMP/polls")"
 [ "$bad" -eq 0 ] || fail "wait_fraction outside [0, 1]: $(cat "$TMP/polls")"
+# 2e: a fixed plan has no prediction, and `sluice status` says why.
+grep -q "no prediction: a fixed plan (offload off) is not profiled" "$TMP/status.txt" \
+    || fail "sluice status of an off job: $(cat "$TMP/status.txt")"
 ok "measured $lo..$hi/s in $n readings of /status for a loop at $own/s; stall within [0, 1]"
 
 # ---- 2c: a job resumed from a state saved after 3 batches passes over the
@@ -71,3 +76,10 @@ grep -q '^sluice_samples_resumed_total 192$' <<<"$m" || fail "no sluice_samples_
 ! grep -q 'sluice_samples_skipped_total{reason="resumed"}' <<<"$m" \
     || fail "resumed positions counted as skips in /metrics"
 ok "a resumed job: resumed_past 192, skipped 0 (/status, /metrics)"
+
+# ---- 2e: `sluice plan --offload K:F --explain` diagnoses that fixed plan.
+"$S" plan "$TMP/spec.json" --data-root "$TMP/data" --dispatcher "$D_GRPC" --offload 1:0.5 \
+    --explain >"$TMP/plan.txt" 2>&1 || fail "sluice plan --offload 1:0.5: $(cat "$TMP/plan.txt")"
+grep -q "policy fixed" "$TMP/plan.txt" && grep -q "^diagnosis: given plan: split 1, local share 0.500" \
+    "$TMP/plan.txt" || fail "sluice plan --offload 1:0.5 --explain: $(cat "$TMP/plan.txt")"
+ok "sluice plan --offload 1:0.5 --explain: $(grep '^diagnosis' "$TMP/plan.txt")"

@@ -452,6 +452,11 @@ START_TEST(test_resumed_are_not_skips)
     ck_assert_int_eq(json_integer_value(json_object_get(j, "skipped_total")), 1);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "resumed_past")), 20);
     ck_assert_ptr_null(json_object_get(json_object_get(j, "skipped"), "resumed"));
+    /* An "off" job is not profiled: its plan says why nothing is predicted. */
+    const char *why = json_string_value(
+        json_object_get(json_object_get(j, "plan"), "no_prediction"));
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "a fixed plan (offload off) is not profiled"));
     ck_assert_int_eq(total(doc, "samples_skipped_total"), 1);
     ck_assert_int_eq(total(doc, "samples_resumed_total"), 20);
     ck_assert_int_eq(total(doc, "samples_delivered_total"), 9);
