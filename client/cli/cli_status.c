@@ -371,8 +371,11 @@ static void print_worker_row(FILE *f, const json_t *w)
         const json_t *u;
         json_array_foreach(stages, i, u)
         {
-            fprintf(f, "%s %s %s/s (capacity %s/s)", i > 0 ? "," : "", str(u, "name"),
-                    rate(a, sizeof(a), num(u, "samples_per_sec")),
+            /* A unit fused into the next one's pass shares its capacity. */
+            int fused = json_is_string(json_object_get(u, "fused_into"));
+            fprintf(f, "%s %s %s/s (%s%s%scapacity %s/s)", i > 0 ? "," : "", str(u, "name"),
+                    rate(a, sizeof(a), num(u, "samples_per_sec")), fused ? "fused into " : "",
+                    fused ? str(u, "fused_into") : "", fused ? ": " : "",
                     rate(b, sizeof(b), num(u, "capacity_per_sec")));
         }
         fprintf(f, "\n");

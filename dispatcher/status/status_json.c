@@ -54,8 +54,19 @@ long long disp_status_workers_needed(const json_t *planner)
 
 /* ------------------------------------------------------------ workers */
 
+/* Unit i ran inside the next unit's pass: it processed samples but was
+ * charged no CPU, the pass being charged to the next unit (a normalize
+ * followed by to_chw: common/engine/pipeline.c run_normalize_chw). */
+static int fused_into_next(const disp_stage_stat_t *stages, uint32_t n, uint32_t i)
+{
+    return i + 1 < n && stages[i].samples > 0 && stages[i].cpu_sec_per_sample <= 0 &&
+           stages[i + 1].cpu_sec_per_sample > 0;
+}
+
 /* rec: the worker's history (NULL: no rates). A unit's capacity is what the
- * worker's threads would do if they ran nothing else. */
+ * worker's threads would do if they ran nothing else; a unit fused into the
+ * next one's pass has that pass's capacity (and "fused_into" names it),
+ * never 0. */
 static json_t *stages_json(jb_t *b, const disp_stage_stat_t *stages, uint32_t n, uint32_t threads,
                            const disp_status_wrec_t *rec)
 {
@@ -67,8 +78,13 @@ static json_t *stages_json(jb_t *b, const disp_stage_stat_t *stages, uint32_t n,
         jset(b, o, "cpu_sec_per_sample", jreal(s->cpu_sec_per_sample));
         jset(b, o, "out_bytes_per_sample", jreal(s->out_bytes_per_sample));
         jset(b, o, "samples", jint(s->samples));
+        const disp_stage_stat_t *pass = s;
+        if (fused_into_next(stages, n, i)) {
+            pass = &stages[i + 1];
+            jset(b, o, "fused_into", text_or_placeholder(pass->name));
+        }
         if (threads > 0) {
-            double cap = s->cpu_sec_per_sample > 0 ? threads / s->cpu_sec_per_sample : 0;
+            double cap = pass->cpu_sec_per_sample > 0 ? threads / pass->cpu_sec_per_sample : 0;
             jset(b, o, "capacity_per_sec", jreal(cap));
         }
         if (rec != NULL) {

@@ -474,6 +474,33 @@ START_TEST(test_resumed_are_not_skips)
 }
 END_TEST
 
+/* A normalize fused into to_chw runs in to_chw's pass, which is charged
+ * all its CPU: its capacity is the pass's (4 threads at 4 ms: 1000/s) and
+ * it says so (fused_into), never 0. */
+START_TEST(test_fused_unit_capacity)
+{
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t wid = fx_disp_register(&e.d, "10.0.0.7:7500", 4, 0, e.now);
+    static const char *const units[] = {"decode_jpeg+center_crop", "normalize", "to_chw"};
+    heartbeat_units(&e, wid, 100, units, 3, 0);
+    /* The worker measured no CPU in normalize: one pass, charged to to_chw. */
+    e.d.reg.workers[0]->stages[1].cpu_sec_per_sample = 0;
+    disp_status_sample(e.st, e.now);
+    json_t *doc = fx_st_status(&e);
+    json_t *st = json_object_get(json_array_get(json_object_get(doc, "workers"), 0), "stages");
+    json_t *norm = json_array_get(st, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(norm, "name")), "normalize");
+    ck_assert_str_eq(json_string_value(json_object_get(norm, "fused_into")), "to_chw");
+    ck_assert_double_eq_tol(json_real_value(json_object_get(norm, "capacity_per_sec")), 1000,
+                            1e-6);
+    ck_assert_ptr_null(json_object_get(json_array_get(st, 2), "fused_into"));
+    ck_assert_ptr_null(json_object_get(json_array_get(st, 0), "fused_into"));
+    json_decref(doc);
+    fx_st_free(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dispatcher_status");
@@ -485,6 +512,7 @@ int main(void)
     tcase_add_test(tc, test_one_series_per_label_set);
     tcase_add_test(tc, test_lost_worker_cleared);
     tcase_add_test(tc, test_resumed_are_not_skips);
+    tcase_add_test(tc, test_fused_unit_capacity);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
