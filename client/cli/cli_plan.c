@@ -167,10 +167,16 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
         fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
         return SL_EXIT_RUNTIME;
     }
+    /* An auto plan that keeps everything here: why, in place of the empty
+     * worker columns. */
+    const char *why = a->plan->local_reason != NULL ? a->plan->local_reason : "";
     if (o->c.json) {
         printf("%s\n", e->json != NULL ? e->json : "{}");
     } else if (o->explain) {
         print_table(e, o->c.spec, plan_rate);
+        if (why[0] != '\0') {
+            printf("all local: %s\n", why);
+        }
         printf("profiled in %.2f s\n", cl_plan_job_profile_seconds(pj));
         /* Where the client's budget came from: "unknown" means no cgroup
          * was readable and the number is measured, or assumed. */
@@ -188,6 +194,9 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",
                a->plan->local_share,
                a->plan->predicted_samples_per_sec, a->plan->binding);
+        if (why[0] != '\0') {
+            printf("all local: %s\n", why);
+        }
     }
     return SL_EXIT_OK;
 }

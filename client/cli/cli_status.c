@@ -426,6 +426,9 @@ static void print_job(FILE *f, const json_t *j)
     if (!isnan(need) && need > 0) {
         fprintf(f, "; %.0f more worker%s would help", need, need == 1 ? "" : "s");
     }
+    if (json_is_string(json_object_get(plan, "local_reason"))) {
+        fprintf(f, "\n  all local: %s", str(plan, "local_reason"));
+    }
     if (json_is_string(json_object_get(plan, "no_prediction"))) {
         /* Say why rather than leave "-" unexplained. */
         fprintf(f, "\n  no prediction: %s", str(plan, "no_prediction"));

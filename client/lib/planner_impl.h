@@ -69,6 +69,7 @@ struct cl_planner_s {
     pthread_mutex_t mu;
     double predicted;
     char binding[32];
+    char local_reason[192]; /* Plan.local_reason */
     uint32_t version;
     double measured;
     /* the consumer's window since the last report (window.h) */

@@ -18,6 +18,8 @@ void cl_planner_note_plan(cl_planner_t *p, const Sluice__Plan *plan)
     pthread_mutex_lock(&p->mu);
     p->predicted = plan->predicted_samples_per_sec;
     snprintf(p->binding, sizeof(p->binding), "%s", plan->binding != NULL ? plan->binding : "");
+    snprintf(p->local_reason, sizeof(p->local_reason), "%s",
+             plan->local_reason != NULL ? plan->local_reason : "");
     p->version = plan->version;
     pthread_mutex_unlock(&p->mu);
 }
@@ -31,6 +33,7 @@ void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
     pthread_mutex_lock(&p->mu);
     ret->predicted = p->predicted;
     snprintf(ret->binding, sizeof(ret->binding), "%s", p->binding);
+    snprintf(ret->local_reason, sizeof(ret->local_reason), "%s", p->local_reason);
     ret->version = p->version;
     ret->measured = p->measured;
     pthread_mutex_unlock(&p->mu);

@@ -244,6 +244,14 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret);
 void sluice_release_batch(sluice_job_t *job, sluice_batch_t *batch);
 const char *sluice_last_error(const sluice_job_t *job);
 void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret);
+/* Why the job's auto (or fastflow) plan keeps everything on this machine
+ * (split 0, local share 1), as the dispatcher's planner says it: "no
+ * worker: none registered", "workers share the client's host: ...",
+ * "workers slower than the client: ...", "link too slow: ...". Copies it
+ * into buf (NUL-terminated, cut to len) and returns its length; 0 when the
+ * plan is not all local for a reason (a fixed plan, a local job, work
+ * offloaded). */
+int sluice_local_reason(const sluice_job_t *job, char *buf, size_t len);
 /* Skipped samples by reason: fills up to n (name, count) pairs, returns how many. */
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n);
 /* The most recent skipped samples, oldest first (at most

@@ -395,6 +395,57 @@ static void explain(const disp_pl_input_t *in, disp_pl_result_t *r)
     }
 }
 
+/* Every worker the input counts runs on the client's machine. */
+static int workers_all_shared(const disp_pl_input_t *in)
+{
+    uint32_t shared = 0;
+    for (uint32_t m = 0; m < in->nmachines; m++) {
+        for (uint32_t c = 0; in->machines[m].client && c < in->nclasses; c++) {
+            shared += in->machines[m].workers[c];
+        }
+    }
+    return shared > 0 && shared >= disp_pl_total_workers(in);
+}
+
+/* Why an all-local choice is all local (disp_pl_result_t.local_reason):
+ * against the best everything-remote candidate (F = 0, K >= 1). */
+static void local_why(const disp_pl_input_t *in, disp_pl_result_t *r)
+{
+    const disp_pl_cand_t *c = &r->cand[r->chosen];
+    r->local_reason[0] = '\0';
+    if (!(c->off || (c->split == 0 && c->share >= 1.0))) {
+        return;
+    }
+    if (disp_pl_total_workers(in) == 0) {
+        snprintf(r->local_reason, sizeof(r->local_reason), "no worker: none registered");
+        return;
+    }
+    if (r->off_rule ||
+        (in->consumer_rate > 0.0 && r->local_rate >= (1.0 - DISP_PL_OFF_TOLERANCE) * in->consumer_rate)) {
+        snprintf(r->local_reason, sizeof(r->local_reason),
+                 "the client alone reaches the training loop's %.0f samples/s",
+                 in->consumer_rate);
+        return;
+    }
+    /* Remote with some unit on the workers (K >= 1: at K = 0 they only
+     * read, and the client still runs every unit). */
+    disp_pl_cand_t best;
+    fill_cand(in, 1, 0.0, 0, &best);
+    for (uint32_t k = 2; k <= in->nunits; k++) {
+        disp_pl_cand_t x;
+        fill_cand(in, k, 0.0, 0, &x);
+        if (x.predicted > best.predicted) {
+            best = x;
+        }
+    }
+    const char *what = workers_all_shared(in)          ? "workers share the client's host"
+                       : best.binding == DISP_BIND_NETWORK ? "link too slow"
+                                                           : "workers slower than the client";
+    snprintf(r->local_reason, sizeof(r->local_reason),
+             "%s: predicted %.0f samples/s remote (split %u, bound by %s) vs %.0f local", what,
+             best.predicted, best.split, disp_bind_name(best.binding), r->local_rate);
+}
+
 int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret)
 {
     disp_pl_input_t c;
@@ -406,6 +457,7 @@ int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret)
     plan_core(&c, &r);
     workers_hint(&c, &r, 0);
     explain(&c, &r);
+    local_why(&c, &r);
     *ret = r;
     return 0;
 }

@@ -164,6 +164,11 @@ typedef struct disp_pl_result_s {
     int hint_estimated;     /* no worker measured: the hint assumes client-speed workers */
     double lifted_rate;     /* predicted samples/s with those workers */
     char reason[256];
+    /* The chosen plan keeps everything local (split 0, share 1): why, in
+     * words a user acts on ("no worker: none registered", "workers share
+     * the client's host", "workers slower than the client: predicted X/s
+     * remote vs Y/s local", "link too slow: ..."); "" otherwise. */
+    char local_reason[192];
 } disp_pl_result_t;
 
 /* FastFlow (VLDB'23) Algorithm 1 over its three coarse candidates, mapped

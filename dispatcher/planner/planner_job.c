@@ -78,6 +78,11 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         pj->plan_compress = c->compress;
         plan->compress = c->compress;
     }
+    /* Why an auto/fastflow plan keeps everything local (the model's
+     * reason also fits FastFlow's "no offloading"). */
+    int local = !disp_pjob_fixed(pj) && plan->split == 0 && plan->local_share >= 1.0;
+    snprintf(plan->local_reason, sizeof(plan->local_reason), "%s",
+             local ? pj->result.local_reason : "");
     disp_pjob_live_set(reg, &pj->worker_sig, &pj->nlive);
     pj->planned_ms = now_ms;
     pj->drift_since_ms = 0;

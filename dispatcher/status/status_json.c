@@ -304,6 +304,9 @@ static json_t *plan_json(jb_t *b, const disp_job_t *job, const json_t *planner)
     char why[256];
     const char *none = no_prediction(job, why, sizeof(why));
     jset(b, plan, "no_prediction", none != NULL ? text_or_placeholder(none) : json_null());
+    /* An auto plan that keeps everything on the client: why. */
+    jset(b, plan, "local_reason",
+         p->local_reason[0] != '\0' ? text_or_placeholder(p->local_reason) : json_null());
     return plan;
 }
 

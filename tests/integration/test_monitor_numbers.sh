@@ -83,3 +83,41 @@ ok "a resumed job: resumed_past 192, skipped 0 (/status, /metrics)"
 grep -q "policy fixed" "$TMP/plan.txt" && grep -q "^diagnosis: given plan: split 1, local share 0.500" \
     "$TMP/plan.txt" || fail "sluice plan --offload 1:0.5 --explain: $(cat "$TMP/plan.txt")"
 ok "sluice plan --offload 1:0.5 --explain: $(grep '^diagnosis' "$TMP/plan.txt")"
+
+# ---- item 3: an auto job that stays local says why (`sluice plan --explain`,
+# /status, the Python warning). Its only worker shares the client's host and
+# its training loop takes 50 samples/s, which the client alone reaches (the
+# planner's other reasons: test_planner_machines.c test_local_reason).
+start_daemon W "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
+wait_live_workers "$D_HTTP" 1
+"$S" plan "$TMP/spec.json" --data-root "$TMP/data" --dispatcher "$D_GRPC" --offload auto \
+    --consumer-rate 50 --explain >"$TMP/auto.txt" 2>&1 || fail "sluice plan --offload auto: $(cat "$TMP/auto.txt")"
+grep -q "^all local: the client alone reaches the training loop's 50 samples/s" "$TMP/auto.txt" \
+    || fail "sluice plan --explain gives no reason: $(cat "$TMP/auto.txt")"
+ok "sluice plan --explain: $(grep '^all local' "$TMP/auto.txt")"
+python_env
+cat >"$TMP/local.py" <<'PY'
+import json, sys, urllib.request, warnings
+import sluice
+disp, http, spec, data = sys.argv[1:]
+with warnings.catch_warnings(record=True) as ws:
+    warnings.simplefilter("always")
+    loader = sluice.Loader(disp, spec, data_root=data, offload="auto", epochs=1,
+                           consumer_rate=50)
+    doc = json.load(urllib.request.urlopen("http://%s/status" % http))
+    plan = [j for j in doc["jobs"] if j["plan"]["mode"] == "auto"][0]["plan"]
+    n = sum(len(labels) for _, labels in loader)
+    st = loader.stats()
+    loader.close()
+said = [str(w.message) for w in ws if "keeps all the work in this process" in str(w.message)]
+print(json.dumps({"warned": said, "status": plan.get("local_reason"), "n": n,
+                  "remote": st["from_remote"]}))
+PY
+$PY "$TMP/local.py" "$D_GRPC" "$D_HTTP" "$TMP/spec.json" "$TMP/data" >"$TMP/local.json" \
+    2>"$TMP/local.err" || fail "python auto job: $(cat "$TMP/local.err")"
+jq -e '.n == 400 and .remote == 0 and (.warned | length) == 1 and
+    (.warned[0] | contains("the client alone reaches")) and
+    (.status | startswith("the client alone reaches"))' "$TMP/local.json" >/dev/null \
+    || fail "python auto job all local: $(cat "$TMP/local.json")"
+ok "an all-local auto job says why: $(jq -r .status "$TMP/local.json")"
