@@ -121,7 +121,7 @@ typedef struct cl_plan_info_s {
     double predicted;
     char binding[32];
     uint32_t version;
-    double measured; /* delivered samples/s in the last report window (window.h) */
+    double measured;        /* delivered samples/s in the last report window (window.h) */
     char local_reason[192]; /* Plan.local_reason: why an auto plan is all local; "" */
 } cl_plan_info_t;
 void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret);

@@ -420,11 +420,10 @@ static void local_why(const disp_pl_input_t *in, disp_pl_result_t *r)
         snprintf(r->local_reason, sizeof(r->local_reason), "no worker: none registered");
         return;
     }
-    if (r->off_rule ||
-        (in->consumer_rate > 0.0 && r->local_rate >= (1.0 - DISP_PL_OFF_TOLERANCE) * in->consumer_rate)) {
+    if (r->off_rule || (in->consumer_rate > 0.0 &&
+                        r->local_rate >= (1.0 - DISP_PL_OFF_TOLERANCE) * in->consumer_rate)) {
         snprintf(r->local_reason, sizeof(r->local_reason),
-                 "the client alone reaches the training loop's %.0f samples/s",
-                 in->consumer_rate);
+                 "the client alone reaches the training loop's %.0f samples/s", in->consumer_rate);
         return;
     }
     /* Remote with some unit on the workers (K >= 1: at K = 0 they only
@@ -438,7 +437,7 @@ static void local_why(const disp_pl_input_t *in, disp_pl_result_t *r)
             best = x;
         }
     }
-    const char *what = workers_all_shared(in)          ? "workers share the client's host"
+    const char *what = workers_all_shared(in)              ? "workers share the client's host"
                        : best.binding == DISP_BIND_NETWORK ? "link too slow"
                                                            : "workers slower than the client";
     snprintf(r->local_reason, sizeof(r->local_reason),

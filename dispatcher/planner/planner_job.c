@@ -53,7 +53,7 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
     if (disp_pjob_fixed(pj)) {
         plan_fixed(pj, plan);
     } else if (disp_planner_plan(&pj->input, &pj->result) != 0 ||
-        disp_planner_fastflow(&pj->input, &pj->ff) != 0) {
+               disp_planner_fastflow(&pj->input, &pj->ff) != 0) {
         /* Cannot happen: nunits was checked at creation. Keep the plan. */
         return;
     } else if (pj->policy == SL_OFFLOAD_FASTFLOW) {

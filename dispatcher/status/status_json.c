@@ -265,8 +265,9 @@ static const char *no_prediction(const disp_job_t *job, char *why, size_t len)
     }
     sl_offload_e o = job->spec.offload;
     if (o == SL_OFFLOAD_AUTO || o == SL_OFFLOAD_FASTFLOW) {
-        snprintf(why, len, "not planned: the client sent no profiles (profiling failed, or an "
-                           "older client); the job runs the fallback plan \"all\"");
+        snprintf(why, len,
+                 "not planned: the client sent no profiles (profiling failed, or an "
+                 "older client); the job runs the fallback plan \"all\"");
     } else {
         char given[48];
         if (o == SL_OFFLOAD_FIXED) {
@@ -274,7 +275,8 @@ static const char *no_prediction(const disp_job_t *job, char *why, size_t len)
         } else {
             snprintf(given, sizeof(given), "%s", sl_offload_name(o));
         }
-        snprintf(why, len, "a fixed plan (offload %s) is not profiled, so there is nothing to "
+        snprintf(why, len,
+                 "a fixed plan (offload %s) is not profiled, so there is nothing to "
                  "predict from; `sluice plan SPEC --offload %s --explain` diagnoses it",
                  given, given);
     }

@@ -460,9 +460,9 @@ START_TEST(test_resumed_are_not_skips)
     ck_assert_int_eq(total(doc, "samples_skipped_total"), 1);
     ck_assert_int_eq(total(doc, "samples_resumed_total"), 20);
     ck_assert_int_eq(total(doc, "samples_delivered_total"), 9);
-    ck_assert_ptr_null(json_object_get(json_object_get(json_object_get(doc, "totals"),
-                                                       "skipped_by_reason"),
-                                       "resumed"));
+    ck_assert_ptr_null(
+        json_object_get(json_object_get(json_object_get(doc, "totals"), "skipped_by_reason"),
+                        "resumed"));
     json_decref(doc);
     char *m = disp_status_render_metrics(e.st, e.now, NULL);
     ck_assert_ptr_nonnull(m);
@@ -492,8 +492,7 @@ START_TEST(test_fused_unit_capacity)
     json_t *norm = json_array_get(st, 1);
     ck_assert_str_eq(json_string_value(json_object_get(norm, "name")), "normalize");
     ck_assert_str_eq(json_string_value(json_object_get(norm, "fused_into")), "to_chw");
-    ck_assert_double_eq_tol(json_real_value(json_object_get(norm, "capacity_per_sec")), 1000,
-                            1e-6);
+    ck_assert_double_eq_tol(json_real_value(json_object_get(norm, "capacity_per_sec")), 1000, 1e-6);
     ck_assert_ptr_null(json_object_get(json_array_get(st, 2), "fused_into"));
     ck_assert_ptr_null(json_object_get(json_array_get(st, 0), "fused_into"));
     json_decref(doc);

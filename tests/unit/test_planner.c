@@ -1657,11 +1657,11 @@ START_TEST(test_dispatcher_plan_job_fixed)
     Sluice__SubmitJobRequest req;
     fx_pin_request(&pin, &req);
     /* FX_PIN_SPEC with a fixed offload. */
-    char spec[] =
-        "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"
-        " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"
-        " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"
-        " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": {\"split\": 1, \"local_share\": 0.25}}";
+    char spec[] = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"
+                  " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"
+                  " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"
+                  " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": "
+                  "{\"split\": 1, \"local_share\": 0.25}}";
     req.spec_json = spec;
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
