@@ -38,8 +38,9 @@ void cl_window_leave(cl_window_acc_t *w, double t_enter, double t_leave, uint32_
     if (w->start == 0.0) {
         return; /* not started: before the first report's baseline */
     }
-    if (w->last_leave > 0.0 && t_enter > w->last_leave) {
-        w->outside += t_enter - dmax(w->last_leave, w->start);
+    double out_from = dmax(w->last_leave, w->start); /* the loop's own time, in the window */
+    if (w->last_leave > 0.0 && t_enter > out_from) {
+        w->outside += t_enter - out_from;
     }
     count_wait(w, t_enter, t_leave);
     w->last_leave = t_leave;

@@ -53,6 +53,15 @@ START_TEST(test_wait_before_start)
     cl_window_take(&w, 2.0, &f);
     ck_assert((0.8 + 0.7) / 1.0 > 1.0);
     NEAR(f.wait_fraction, 0.7, 1e-6);
+    /* A call that began before the window: its loop time before it does
+     * not count as the loop's own time in this one (never negative). */
+    call(&w, 2.5, 2.6, 64);
+    cl_window_take(&w, 3.0, &f);
+    cl_window_enter(&w, 2.9);
+    cl_window_leave(&w, 2.9, 3.5, 64);
+    cl_window_take(&w, 4.0, &f);
+    NEAR(f.wait_fraction, 0.5, 1e-6);
+    ck_assert(f.consumer >= 0.0);
 }
 END_TEST
 
