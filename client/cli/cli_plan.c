@@ -31,7 +31,9 @@ static void plan_usage(FILE *f)
             "  --data-root DIR        directory the spec's source path is relative to (default .)\n"
             "  --plugin-dir DIR       stage plugins for the spec's \"plugin\" stages (default:\n"
             "                         $SLUICE_PLUGIN_DIR)\n"
-            "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto)\n"
+            "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto);\n"
+            "  --offload off|all|K:F  a fixed plan: its prediction, binding resource and\n"
+            "                         workers needed instead of a choice\n"
             "  --threads N            this host's pipeline threads (default: online CPUs)\n"
             "  --consumer-rate IMG_PER_S  the training loop's rate (default: unlimited)\n"
             "  --samples N            samples per profile (default %d)\n"
@@ -79,11 +81,8 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
     if (sl_cli_opts_parse(&cmd, argc, argv, &o->c) < 0) {
         return -EINVAL;
     }
-    const char *off = o->c.offload;
-    if (off != NULL && strcmp(off, "auto") != 0 && strcmp(off, "fastflow") != 0) {
-        fprintf(stderr, "sluice plan: --offload: '%s' is not auto or fastflow\n", off);
-        return -EINVAL;
-    }
+    /* --offload is checked by the shared parser (off, all, auto, fastflow,
+     * K:F): a fixed plan is diagnosed rather than chosen. */
     if (o->c.dispatcher == NULL) {
         fprintf(stderr, "sluice plan: --dispatcher HOST:PORT is required\n");
         return -EINVAL;
@@ -133,7 +132,8 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
                num(a, sizeof(a), c->client_limit), num(b, sizeof(b), c->worker_limit),
                num(d, sizeof(d), c->network_limit));
     }
-    printf("choice: %s\n", e->reason);
+    int fixed = e->policy != NULL && strcmp(e->policy, "fixed") == 0;
+    printf("%s: %s\n", fixed ? "diagnosis" : "choice", e->reason);
     if (e->workers_needed > 0) {
         printf("hint: %u more worker%s %s would lift it to %.1f samples/s\n", e->workers_needed,
                e->workers_needed == 1 ? "" : "s",
@@ -141,7 +141,7 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
                e->lifted_samples_per_sec);
     }
     const Sluice__FastFlowExplain *f = e->fastflow;
-    if (f != NULL) {
+    if (f != NULL && !fixed) {
         char g[32];
         printf("fastflow: gthp %s, lthp %.1f, %s -> split %u, local share %.3f: %.1f samples/s "
                "predicted (bound by %s)\n",
@@ -167,10 +167,16 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
         fprintf(stderr, "sluice plan: the dispatcher answered without a plan\n");
         return SL_EXIT_RUNTIME;
     }
+    /* An auto plan that keeps everything here: why, in place of the empty
+     * worker columns. */
+    const char *why = a->plan->local_reason != NULL ? a->plan->local_reason : "";
     if (o->c.json) {
         printf("%s\n", e->json != NULL ? e->json : "{}");
     } else if (o->explain) {
         print_table(e, o->c.spec, plan_rate);
+        if (why[0] != '\0') {
+            printf("all local: %s\n", why);
+        }
         printf("profiled in %.2f s\n", cl_plan_job_profile_seconds(pj));
         /* Where the client's budget came from: "unknown" means no cgroup
          * was readable and the number is measured, or assumed. */
@@ -188,6 +194,9 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",
                a->plan->local_share,
                a->plan->predicted_samples_per_sec, a->plan->binding);
+        if (why[0] != '\0') {
+            printf("all local: %s\n", why);
+        }
     }
     return SL_EXIT_OK;
 }

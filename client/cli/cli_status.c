@@ -371,8 +371,11 @@ static void print_worker_row(FILE *f, const json_t *w)
         const json_t *u;
         json_array_foreach(stages, i, u)
         {
-            fprintf(f, "%s %s %s/s (capacity %s/s)", i > 0 ? "," : "", str(u, "name"),
-                    rate(a, sizeof(a), num(u, "samples_per_sec")),
+            /* A unit fused into the next one's pass shares its capacity. */
+            int fused = json_is_string(json_object_get(u, "fused_into"));
+            fprintf(f, "%s %s %s/s (%s%s%scapacity %s/s)", i > 0 ? "," : "", str(u, "name"),
+                    rate(a, sizeof(a), num(u, "samples_per_sec")), fused ? "fused into " : "",
+                    fused ? str(u, "fused_into") : "", fused ? ": " : "",
                     rate(b, sizeof(b), num(u, "capacity_per_sec")));
         }
         fprintf(f, "\n");
@@ -423,12 +426,25 @@ static void print_job(FILE *f, const json_t *j)
     if (!isnan(need) && need > 0) {
         fprintf(f, "; %.0f more worker%s would help", need, need == 1 ? "" : "s");
     }
+    if (json_is_string(json_object_get(plan, "local_reason"))) {
+        fprintf(f, "\n  all local: %s", str(plan, "local_reason"));
+    }
+    if (json_is_string(json_object_get(plan, "no_prediction"))) {
+        /* Say why rather than leave "-" unexplained. */
+        fprintf(f, "\n  no prediction: %s", str(plan, "no_prediction"));
+    }
     fprintf(f, "\n");
     double stall = num(j, "stall_percent");
     fprintf(f, "  stall    %s   skipped %s (", isnan(stall) ? "-" : rate(a, sizeof(a), stall),
             grouped(b, sizeof(b), num(j, "skipped_total")));
     print_skips(f, json_object_get(j, "skipped"));
-    fprintf(f, ")%s\n", isnan(stall) ? "" : "   (stall: % of time the loop waited)");
+    fprintf(f, ")");
+    double resumed = num(j, "resumed_past");
+    if (!isnan(resumed) && resumed > 0) {
+        /* Delivered by the job this one resumed: not skips. */
+        fprintf(f, "   resumed past %s", grouped(b, sizeof(b), resumed));
+    }
+    fprintf(f, "%s\n", isnan(stall) ? "" : "   (stall: % of time the loop waited)");
     fprintf(f, "  splits   %.0f assigned, %.0f pending, %.0f acked, %.0f re-assigned\n",
             num(splits, "assigned"), num(splits, "pending"), num(splits, "acked"),
             num(splits, "reassigned"));

@@ -330,6 +330,7 @@ int sluice_next_batch(sluice_job_t *job, sluice_batch_t **ret)
                          "sluice_next_batch: the job was opened by sluice_describe");
     }
     double t0 = sl_mono_sec();
+    cl_planner_note_enter(job->planner, t0); /* rates */
     int result;
     for (;;) {
         sl_batch_t *b = cl_line_pop(job->consumer.line);

@@ -62,7 +62,16 @@ static int open_spec(const cl_plan_job_args_t *a, cl_plan_job_t *pj, char *err, 
     if (sl_spec_parse_file(a->spec_path, pj->spec, err, errlen) < 0) {
         return -EINVAL;
     }
-    if (a->offload != NULL) {
+    sl_offload_e given = SL_OFFLOAD_AUTO;
+    uint32_t split = 0;
+    double share = 0.0;
+    if (a->offload != NULL && sl_offload_parse(a->offload, &given, &split, &share, NULL, 0) == 0 &&
+        given != SL_OFFLOAD_AUTO && given != SL_OFFLOAD_FASTFLOW) {
+        /* A fixed plan: the dispatcher diagnoses it instead of choosing. */
+        pj->spec->offload = given;
+        pj->spec->split = split;
+        pj->spec->local_share = share;
+    } else if (a->offload != NULL) {
         pj->spec->offload = strcmp(a->offload, "fastflow") == 0 ? SL_OFFLOAD_FASTFLOW
                                                                 : SL_OFFLOAD_AUTO;
     } else if (pj->spec->offload != SL_OFFLOAD_FASTFLOW) {

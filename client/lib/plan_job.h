@@ -21,7 +21,8 @@ typedef struct cl_plan_job_args_s {
     const char *spec_path;
     const char *data_root;
     const char *plugin_dir; /* for a spec with plugin stages */
-    const char *offload;    /* "auto", "fastflow", or NULL: the spec's if fastflow, else auto */
+    const char *offload;    /* "auto", "fastflow", a fixed plan to diagnose ("off", "all",
+                             * "K:F"), or NULL: the spec's if fastflow, else auto */
 } cl_plan_job_args_t;
 
 /* Samples per profile, as `sluice plan --samples` takes them. */

@@ -15,6 +15,7 @@
 #include "client/lib/overhead.h"
 #include "client/lib/profile.h"
 #include "client/lib/profile_budget.h"
+#include "client/lib/window.h"
 #include "common/cost/hostfacts.h"
 
 #define CL_NAME_MAX 96
@@ -68,13 +69,11 @@ struct cl_planner_s {
     pthread_mutex_t mu;
     double predicted;
     char binding[32];
+    char local_reason[192]; /* Plan.local_reason */
     uint32_t version;
     double measured;
-    /* the consumer's window since the last report */
-    double last_leave; /* when next_batch last returned; 0 = never */
-    uint64_t win_samples;
-    double win_wait;    /* inside next_batch */
-    double win_outside; /* outside next_batch: the training loop's own time */
+    /* the consumer's window since the last report (window.h) */
+    cl_window_acc_t win;
     uint64_t delivered;
     uint64_t accepted; /* by the batcher (cl_planner_note_accepted) */
     /* the control thread's */

@@ -121,10 +121,14 @@ typedef struct cl_plan_info_s {
     double predicted;
     char binding[32];
     uint32_t version;
-    double measured; /* delivered samples/s in the last report window */
+    double measured;        /* delivered samples/s in the last report window (window.h) */
+    char local_reason[192]; /* Plan.local_reason: why an auto plan is all local; "" */
 } cl_plan_info_t;
 void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret);
 
+/* Consumer thread: a sluice_next_batch call began at t_enter (monotonic
+ * seconds), so a report taken while it waits counts the wait so far. */
+void cl_planner_note_enter(cl_planner_t *p, double t_enter);
 /* Consumer thread: one sluice_next_batch call from t_enter to t_leave
  * (monotonic seconds) that delivered n samples. */
 void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint32_t n);

@@ -18,6 +18,8 @@ void cl_planner_note_plan(cl_planner_t *p, const Sluice__Plan *plan)
     pthread_mutex_lock(&p->mu);
     p->predicted = plan->predicted_samples_per_sec;
     snprintf(p->binding, sizeof(p->binding), "%s", plan->binding != NULL ? plan->binding : "");
+    snprintf(p->local_reason, sizeof(p->local_reason), "%s",
+             plan->local_reason != NULL ? plan->local_reason : "");
     p->version = plan->version;
     pthread_mutex_unlock(&p->mu);
 }
@@ -31,8 +33,19 @@ void cl_planner_get(cl_planner_t *p, cl_plan_info_t *ret)
     pthread_mutex_lock(&p->mu);
     ret->predicted = p->predicted;
     snprintf(ret->binding, sizeof(ret->binding), "%s", p->binding);
+    snprintf(ret->local_reason, sizeof(ret->local_reason), "%s", p->local_reason);
     ret->version = p->version;
     ret->measured = p->measured;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void cl_planner_note_enter(cl_planner_t *p, double t_enter)
+{
+    if (p == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    cl_window_enter(&p->win, t_enter);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -42,13 +55,8 @@ void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint
         return;
     }
     pthread_mutex_lock(&p->mu);
-    if (p->last_leave > 0.0 && t_enter > p->last_leave) {
-        p->win_outside += t_enter - p->last_leave;
-    }
-    p->win_wait += t_leave - t_enter;
-    p->win_samples += n;
+    cl_window_leave(&p->win, t_enter, t_leave, n);
     p->delivered += n;
-    p->last_leave = t_leave;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -79,6 +87,11 @@ static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
     p->units_cpu_at_report = units_cpu(job, us);
     pthread_mutex_lock(&p->mu);
     p->accepted_at_report = p->accepted;
+    uint32_t inside = p->win.inside;
+    double since = p->win.inside_since;
+    cl_window_start(&p->win, now);
+    p->win.inside = inside; /* a call in progress counts from now */
+    p->win.inside_since = since;
     pthread_mutex_unlock(&p->mu);
     p->last_report = now;
     p->cpu_at_report = sl_process_cpu_sec();
@@ -90,31 +103,25 @@ static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
 /* The consumer's window since the last report (wall seconds long), taken
  * and reset under p->mu. */
 typedef struct cl_window_s {
-    double rate;          /* delivered samples/s */
-    double wait_fraction; /* of the window spent inside next_batch */
+    double rate;          /* delivered samples/s (window.h) */
+    double wait_fraction; /* of the window spent inside next_batch, [0, 1] */
     double consumer;      /* the loop's own rate; 0 = unknown */
     uint64_t delivered, accepted;
     uint32_t version;
 } cl_window_t;
 
-static void take_window(cl_planner_t *p, double wall, cl_window_t *ret)
+static void take_window(cl_planner_t *p, double now, cl_window_t *ret)
 {
     pthread_mutex_lock(&p->mu);
-    ret->rate = (double)p->win_samples / wall;
-    ret->wait_fraction = p->win_wait / wall;
-    /* The consumer's own rate: samples over the time the loop spent outside
-     * next_batch. A loop that is nearly always inside (waiting) says
-     * nothing about how fast it could go: 0 = unknown. */
-    ret->consumer = p->win_outside > 0.05 * wall && p->win_samples > 0
-                        ? (double)p->win_samples / p->win_outside
-                        : 0.0;
+    cl_window_fig_t fig;
+    cl_window_take(&p->win, now, &fig);
+    ret->rate = fig.rate;
+    ret->wait_fraction = fig.wait_fraction;
+    ret->consumer = fig.consumer;
     ret->delivered = p->delivered;
     ret->accepted = p->accepted;
     ret->version = p->version;
     p->measured = ret->rate;
-    p->win_samples = 0;
-    p->win_wait = 0.0;
-    p->win_outside = 0.0;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -215,7 +222,7 @@ void cl_planner_tick(struct sluice_job *job)
     }
     double cpu = sl_process_cpu_sec();
     cl_window_t w;
-    take_window(p, wall, &w);
+    take_window(p, now, &w);
     /* No cgroup told the budget: measure what this window got. */
     if (p->have_rundelay) {
         double delay = -1.0;

@@ -258,6 +258,14 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret);
  * The library never prints: the CLI and the Python binding warn with it.
  * Valid as long as the job. */
 const char *sluice_secret_warning(const sluice_job_t *job);
+/* Why the job's auto (or fastflow) plan keeps everything on this machine
+ * (split 0, local share 1), as the dispatcher's planner says it: "no
+ * worker: none registered", "workers share the client's host: ...",
+ * "workers slower than the client: ...", "link too slow: ...". Copies it
+ * into buf (NUL-terminated, cut to len) and returns its length; 0 when the
+ * plan is not all local for a reason (a fixed plan, a local job, work
+ * offloaded). */
+int sluice_local_reason(const sluice_job_t *job, char *buf, size_t len);
 /* Skipped samples by reason: fills up to n (name, count) pairs, returns how many. */
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n);
 /* The most recent skipped samples, oldest first (at most

@@ -61,6 +61,16 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     pthread_mutex_unlock((pthread_mutex_t *)&job->mu);
 }
 
+int sluice_local_reason(const sluice_job_t *job, char *buf, size_t len)
+{
+    cl_plan_info_t pi;
+    cl_planner_get(job->planner, &pi);
+    if (buf != NULL && len > 0) {
+        snprintf(buf, len, "%s", pi.local_reason);
+    }
+    return (int)strlen(pi.local_reason);
+}
+
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
 {
     sl_batcher_stats_t bs = {0};

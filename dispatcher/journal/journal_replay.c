@@ -32,6 +32,7 @@ static void plan_from_msg(const Sluice__Plan *m, uint32_t nunits, disp_plan_t *p
     p->predicted = m->predicted_samples_per_sec;
     disp_text_copy(p->binding, sizeof(p->binding), m->binding);
     p->compress = m->compress;
+    disp_text_copy(p->local_reason, sizeof(p->local_reason), m->local_reason);
 }
 
 /* ------------------------------------------------------------ replay */

@@ -27,6 +27,7 @@ static void plan_to_msg(const disp_plan_t *p, Sluice__Plan *m)
     m->predicted_samples_per_sec = p->predicted;
     m->binding = (char *)p->binding;
     m->compress = p->compress != 0;
+    m->local_reason = (char *)p->local_reason;
 }
 
 typedef int (*put_fn)(void *ctx, uint32_t type, const void *payload, size_t len);

@@ -22,6 +22,9 @@ typedef struct disp_plan_s {
     double predicted;   /* samples/s the planner predicts; 0 = no prediction (fixed plans) */
     char binding[32];   /* the resource the prediction says binds; "" = none */
     int compress;       /* the planner chose the wire codec at split (auto only) */
+    /* auto/fastflow plans that keep everything local: why (Plan.local_reason);
+     * "" otherwise. */
+    char local_reason[192];
 } disp_plan_t;
 
 /* Compiles the spec's stages (common/engine/pipeline.h) to count units and maps a

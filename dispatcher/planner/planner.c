@@ -302,11 +302,19 @@ static void plan_core(const disp_pl_input_t *in0, disp_pl_result_t *r)
 
 /* ------------------------------------------------------------ workers-needed hint */
 
-static double rate_with_extra(const disp_pl_input_t *in, uint32_t cls, uint32_t extra)
+/* The rate with extra workers of class cls: the best plan's, or, for a
+ * given plan (fixed non-NULL: disp_planner_evaluate), that plan's. */
+static double rate_with_extra(const disp_pl_input_t *in, uint32_t cls, uint32_t extra,
+                              const disp_pl_cand_t *fixed)
 {
     disp_pl_input_t x = *in;
-    disp_pl_result_t r;
     x.classes[cls].workers += extra;
+    if (fixed != NULL) {
+        disp_pl_cand_t c;
+        fill_cand(&x, fixed->split, fixed->share, fixed->off, &c);
+        return c.predicted;
+    }
+    disp_pl_result_t r;
     plan_core(&x, &r);
     return r.cand[r.chosen].predicted;
 }
@@ -316,9 +324,10 @@ static double rate_with_extra(const disp_pl_input_t *in, uint32_t cls, uint32_t 
  * longer helps, i.e. the rate is within DISP_PL_TIE of what unlimited
  * workers reach. The rate never falls as workers are added (every term is
  * non-decreasing in them), so a binary search applies. */
-static void workers_hint(const disp_pl_input_t *in0, disp_pl_result_t *r)
+static void workers_hint(const disp_pl_input_t *in0, disp_pl_result_t *r, int given)
 {
     const disp_pl_cand_t *c = &r->cand[r->chosen];
+    const disp_pl_cand_t *fixed = given ? c : NULL;
     if (c->binding == DISP_BIND_CONSUMER || c->binding == DISP_BIND_NETWORK ||
         c->binding == DISP_BIND_NONE) {
         return;
@@ -344,7 +353,7 @@ static void workers_hint(const disp_pl_input_t *in0, disp_pl_result_t *r)
      * on a machine whose CPUs are already counted. */
     r->hint_new_machines = in.nmachines > 0;
     double now = c->predicted;
-    double limit = rate_with_extra(&in, cls, DISP_PL_MAX_EXTRA_WORKERS);
+    double limit = rate_with_extra(&in, cls, DISP_PL_MAX_EXTRA_WORKERS, fixed);
     if (!(limit > now * (1.0 + DISP_PL_TIE))) {
         r->hint_estimated = 0;
         r->hint_new_machines = 0;
@@ -354,14 +363,14 @@ static void workers_hint(const disp_pl_input_t *in0, disp_pl_result_t *r)
     uint32_t hi = DISP_PL_MAX_EXTRA_WORKERS;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (rate_with_extra(&in, cls, mid) >= limit * (1.0 - DISP_PL_TIE)) {
+        if (rate_with_extra(&in, cls, mid, fixed) >= limit * (1.0 - DISP_PL_TIE)) {
             hi = mid;
         } else {
             lo = mid + 1;
         }
     }
     r->workers_needed = lo;
-    r->lifted_rate = rate_with_extra(&in, cls, lo);
+    r->lifted_rate = rate_with_extra(&in, cls, lo, fixed);
 }
 
 static void explain(const disp_pl_input_t *in, disp_pl_result_t *r)
@@ -386,6 +395,56 @@ static void explain(const disp_pl_input_t *in, disp_pl_result_t *r)
     }
 }
 
+/* Every worker the input counts runs on the client's machine. */
+static int workers_all_shared(const disp_pl_input_t *in)
+{
+    uint32_t shared = 0;
+    for (uint32_t m = 0; m < in->nmachines; m++) {
+        for (uint32_t c = 0; in->machines[m].client && c < in->nclasses; c++) {
+            shared += in->machines[m].workers[c];
+        }
+    }
+    return shared > 0 && shared >= disp_pl_total_workers(in);
+}
+
+/* Why an all-local choice is all local (disp_pl_result_t.local_reason):
+ * against the best everything-remote candidate (F = 0, K >= 1). */
+static void local_why(const disp_pl_input_t *in, disp_pl_result_t *r)
+{
+    const disp_pl_cand_t *c = &r->cand[r->chosen];
+    r->local_reason[0] = '\0';
+    if (!(c->off || (c->split == 0 && c->share >= 1.0))) {
+        return;
+    }
+    if (disp_pl_total_workers(in) == 0) {
+        snprintf(r->local_reason, sizeof(r->local_reason), "no worker: none registered");
+        return;
+    }
+    if (r->off_rule || (in->consumer_rate > 0.0 &&
+                        r->local_rate >= (1.0 - DISP_PL_OFF_TOLERANCE) * in->consumer_rate)) {
+        snprintf(r->local_reason, sizeof(r->local_reason),
+                 "the client alone reaches the training loop's %.0f samples/s", in->consumer_rate);
+        return;
+    }
+    /* Remote with some unit on the workers (K >= 1: at K = 0 they only
+     * read, and the client still runs every unit). */
+    disp_pl_cand_t best;
+    fill_cand(in, 1, 0.0, 0, &best);
+    for (uint32_t k = 2; k <= in->nunits; k++) {
+        disp_pl_cand_t x;
+        fill_cand(in, k, 0.0, 0, &x);
+        if (x.predicted > best.predicted) {
+            best = x;
+        }
+    }
+    const char *what = workers_all_shared(in)              ? "workers share the client's host"
+                       : best.binding == DISP_BIND_NETWORK ? "link too slow"
+                                                           : "workers slower than the client";
+    snprintf(r->local_reason, sizeof(r->local_reason),
+             "%s: predicted %.0f samples/s remote (split %u, bound by %s) vs %.0f local", what,
+             best.predicted, best.split, disp_bind_name(best.binding), r->local_rate);
+}
+
 int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret)
 {
     disp_pl_input_t c;
@@ -395,8 +454,38 @@ int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret)
     }
     disp_pl_result_t r;
     plan_core(&c, &r);
-    workers_hint(&c, &r);
+    workers_hint(&c, &r, 0);
     explain(&c, &r);
+    local_why(&c, &r);
+    *ret = r;
+    return 0;
+}
+
+int disp_planner_evaluate(const disp_pl_input_t *in, uint32_t k, double f, disp_pl_result_t *ret)
+{
+    disp_pl_input_t c;
+    int rc = disp_pl_sanitize(in, &c);
+    if (rc != 0) {
+        return rc;
+    }
+    k = k <= c.nunits ? k : c.nunits;
+    f = isfinite(f) ? fmin(fmax(f, 0.0), 1.0) : 1.0;
+    disp_pl_result_t r;
+    memset(&r, 0, sizeof(r));
+    /* The given plan as the runtime realizes F (whole splits), then "off". */
+    double realized = disp_planner_realized_share(&c, f);
+    fill_cand(&c, k, realized, realized >= 1.0, &r.cand[0]);
+    r.cand[0].runtime_share = f;
+    fill_cand(&c, 0, 1.0, 1, &r.cand[1]);
+    r.ncand = 2;
+    r.local_rate = r.cand[1].predicted;
+    r.chosen = 0;
+    workers_hint(&c, &r, 1);
+    const disp_pl_cand_t *g = &r.cand[0];
+    snprintf(r.reason, sizeof(r.reason),
+             "given plan: split %u, local share %.3f: %.0f samples/s predicted (client alone "
+             "%.0f), bound by %s",
+             g->split, g->share, g->predicted, r.local_rate, disp_bind_name(g->binding));
     *ret = r;
     return 0;
 }

@@ -164,6 +164,11 @@ typedef struct disp_pl_result_s {
     int hint_estimated;     /* no worker measured: the hint assumes client-speed workers */
     double lifted_rate;     /* predicted samples/s with those workers */
     char reason[256];
+    /* The chosen plan keeps everything local (split 0, share 1): why, in
+     * words a user acts on ("no worker: none registered", "workers share
+     * the client's host", "workers slower than the client: predicted X/s
+     * remote vs Y/s local", "link too slow: ..."); "" otherwise. */
+    char local_reason[192];
 } disp_pl_result_t;
 
 /* FastFlow (VLDB'23) Algorithm 1 over its three coarse candidates, mapped
@@ -210,6 +215,14 @@ double disp_planner_predict(const disp_pl_input_t *in, uint32_t k, double f,
  * Returns 0, or -EINVAL for inputs outside the model (nunits 0 or too
  * many, nclasses too many); non-finite or negative numbers count as 0. */
 int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret);
+
+/* The diagnosis of a given plan (a fixed offload "K:F", "off", "all"),
+ * as disp_planner_plan gives the plan it chooses: cand[0] is (K, F as the
+ * runtime realizes it; runtime_share = f) with its prediction and binding,
+ * cand[1] the "off" row (local_rate), chosen 0, and the workers-needed hint
+ * for that plan (more workers that would lift its binding resource).
+ * Returns 0 or -EINVAL as disp_planner_plan. */
+int disp_planner_evaluate(const disp_pl_input_t *in, uint32_t k, double f, disp_pl_result_t *ret);
 
 /* FastFlow's Algorithm 1. Returns 0 or -EINVAL as above. */
 int disp_planner_fastflow(const disp_pl_input_t *in, disp_ff_result_t *ret);

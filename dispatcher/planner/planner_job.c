@@ -19,6 +19,27 @@ static int budget_differs(const disp_pjob_t *pj)
                DISP_REPLAN_BUDGET_DIFF;
 }
 
+int disp_pjob_fixed(const disp_pjob_t *pj)
+{
+    return pj->policy != SL_OFFLOAD_AUTO && pj->policy != SL_OFFLOAD_FASTFLOW;
+}
+
+/* A fixed plan (off, all, K:F) keeps its split and share: the model
+ * diagnoses it (prediction, binding, workers needed) as it would its own. */
+static void plan_fixed(disp_pjob_t *pj, disp_plan_t *plan)
+{
+    uint32_t k = plan->split <= pj->nunits ? plan->split : pj->nunits;
+    if (disp_planner_evaluate(&pj->input, k, plan->local_share, &pj->result) != 0) {
+        return; /* cannot happen: nunits was checked at creation */
+    }
+    const disp_pl_cand_t *c = &pj->result.cand[0];
+    plan->predicted = c->predicted;
+    snprintf(plan->binding, sizeof(plan->binding), "%s", disp_bind_name(c->binding));
+    pj->plan_split = c->split;
+    pj->plan_share = c->share;
+    pj->plan_compress = plan->compress;
+}
+
 void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan, int64_t now_ms,
                     const char *why)
 {
@@ -29,12 +50,13 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         pj->budget_from_measured = 1;
     }
     disp_pjob_build_input(pj, reg, now_ms, &pj->input);
-    if (disp_planner_plan(&pj->input, &pj->result) != 0 ||
-        disp_planner_fastflow(&pj->input, &pj->ff) != 0) {
+    if (disp_pjob_fixed(pj)) {
+        plan_fixed(pj, plan);
+    } else if (disp_planner_plan(&pj->input, &pj->result) != 0 ||
+               disp_planner_fastflow(&pj->input, &pj->ff) != 0) {
         /* Cannot happen: nunits was checked at creation. Keep the plan. */
         return;
-    }
-    if (pj->policy == SL_OFFLOAD_FASTFLOW) {
+    } else if (pj->policy == SL_OFFLOAD_FASTFLOW) {
         plan->split = pj->ff.split;
         plan->local_share = pj->ff.share;
         plan->predicted = pj->ff.predicted;
@@ -56,6 +78,11 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         pj->plan_compress = c->compress;
         plan->compress = c->compress;
     }
+    /* Why an auto/fastflow plan keeps everything local (the model's
+     * reason also fits FastFlow's "no offloading"). */
+    int local = !disp_pjob_fixed(pj) && plan->split == 0 && plan->local_share >= 1.0;
+    snprintf(plan->local_reason, sizeof(plan->local_reason), "%s",
+             local ? pj->result.local_reason : "");
     disp_pjob_live_set(reg, &pj->worker_sig, &pj->nlive);
     pj->planned_ms = now_ms;
     pj->drift_since_ms = 0;

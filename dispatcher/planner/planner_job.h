@@ -120,7 +120,7 @@ typedef struct disp_pclass_s {
 } disp_pclass_t;
 
 typedef struct disp_pjob_s {
-    sl_offload_e policy; /* SL_OFFLOAD_AUTO or SL_OFFLOAD_FASTFLOW */
+    sl_offload_e policy; /* SL_OFFLOAD_AUTO or FASTFLOW; a fixed one: diagnosis only */
     uint64_t spec_hash;
     uint32_t nunits;
     char unit_names[DISP_PL_MAX_UNITS][DISP_NAME_MAX];
@@ -236,6 +236,12 @@ void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *ho
  * changed", "drift"). */
 void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan,
                     int64_t now_ms, const char *why);
+
+/* The job's plan is fixed (offload off, all or K:F): disp_pjob_plan keeps
+ * it and fills only its diagnosis (disp_planner_evaluate). */
+int disp_pjob_fixed(const disp_pjob_t *pj);
+/* "auto", "fastflow" or "fixed" (what /status and --explain call the policy). */
+const char *disp_pjob_policy_name(const disp_pjob_t *pj);
 
 /* The client's report. Values that are not finite count as 0. */
 void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int64_t now_ms);

@@ -183,6 +183,18 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
     return o;
 }
 
+const char *disp_pjob_policy_name(const disp_pjob_t *pj)
+{
+    switch (pj->policy) {
+    case SL_OFFLOAD_AUTO:
+        return "auto";
+    case SL_OFFLOAD_FASTFLOW:
+        return "fastflow";
+    default:
+        return "fixed"; /* off, all, K:F: the plan's mode says which */
+    }
+}
+
 json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
 {
     if (pj == NULL) {
@@ -190,7 +202,7 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
     }
     jb_t b = {0};
     json_t *o = json_object();
-    jset(&b, o, "policy", json_string(pj->policy == SL_OFFLOAD_FASTFLOW ? "fastflow" : "auto"));
+    jset(&b, o, "policy", json_string(disp_pjob_policy_name(pj)));
     json_t *names = json_array();
     for (uint32_t u = 0; u < pj->nunits; u++) {
         jpush(&b, names, jstr(pj->unit_names[u]));

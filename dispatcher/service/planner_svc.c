@@ -101,7 +101,7 @@ static Sluice__PlanExplain *explain_pb(disp_arena_t *a, const disp_pjob_t *pj,
     }
     m->n_unit_names = pj->nunits;
     m->unit_names = names;
-    m->policy = (char *)(pj->policy == SL_OFFLOAD_FASTFLOW ? "fastflow" : "auto");
+    m->policy = (char *)disp_pjob_policy_name(pj);
     json_t *j = disp_pjob_json(pj, plan);
     char *s = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -238,15 +238,11 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
         free(spec);
         return rc;
     }
+    /* A fixed offload (off, all, K:F) with the client's profiles is
+     * diagnosed, not chosen (disp_pjob_fixed): PlanJob for `sluice plan
+     * --offload K:F`, and any client that sends profiles with one. */
     sl_offload_e policy = spec->offload;
-    if (force_policy && policy != SL_OFFLOAD_FASTFLOW) {
-        policy = SL_OFFLOAD_AUTO;
-    }
-    if (policy != SL_OFFLOAD_AUTO && policy != SL_OFFLOAD_FASTFLOW) {
-        sl_spec_clear(spec);
-        free(spec);
-        return 1;
-    }
+    (void)force_policy;
     disp_plan_t plan;
     rc = disp_plan_compute(spec, &plan, err, errlen);
     disp_pjob_t *pj = NULL;

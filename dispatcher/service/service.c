@@ -128,7 +128,8 @@ Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p)
     m->predicted_samples_per_sec = p->predicted;
     m->binding = disp_arena_strdup(a, p->binding);
     m->compress = p->compress != 0;
-    if (m->mode == NULL || m->binding == NULL) {
+    m->local_reason = disp_arena_strdup(a, p->local_reason);
+    if (m->mode == NULL || m->binding == NULL || m->local_reason == NULL) {
         return NULL;
     }
     return m;

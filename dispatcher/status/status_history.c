@@ -37,18 +37,29 @@ int disp_status_job_done(const disp_job_t *job, uint64_t *ret)
     return 0;
 }
 
+static int is_resumed(const disp_skip_t *s) { return strcmp(s->reason, DISP_STATUS_RESUMED) == 0; }
+
 uint64_t disp_status_job_skipped(const disp_job_t *job)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < job->nskips; i++) {
-        n += job->skips[i].count;
+        n += is_resumed(&job->skips[i]) ? 0 : job->skips[i].count;
+    }
+    return n;
+}
+
+uint64_t disp_status_job_resumed(const disp_job_t *job)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < job->nskips; i++) {
+        n += is_resumed(&job->skips[i]) ? job->skips[i].count : 0;
     }
     return n;
 }
 
 uint64_t disp_status_job_delivered(const disp_job_t *job, uint64_t done)
 {
-    uint64_t sk = disp_status_job_skipped(job);
+    uint64_t sk = disp_status_job_skipped(job) + disp_status_job_resumed(job);
     return done > sk ? done - sk : 0;
 }
 
@@ -193,6 +204,10 @@ static size_t skip_slot(const disp_status_t *st, const char *reason)
 
 static void st_add_skip(disp_status_t *st, const char *reason, uint64_t n)
 {
+    if (strcmp(reason, DISP_STATUS_RESUMED) == 0) {
+        st->resumed_total += n; /* not a skip */
+        return;
+    }
     size_t i = skip_slot(st, reason);
     if (i == st->nskips && st->nskips == DISP_STATUS_SKIP_REASONS) {
         /* A bounded label set: reasons come from clients. The rest share

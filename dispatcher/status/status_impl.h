@@ -96,6 +96,7 @@ struct disp_status_s {
      * reasons are unique (one "other" at most). */
     uint64_t delivered_total;
     uint64_t plan_changes_total;
+    uint64_t resumed_total; /* positions resumed past (DISP_STATUS_RESUMED): not skips */
     disp_status_skip_t skips[DISP_STATUS_SKIP_REASONS];
     size_t nskips;
     disp_status_point_t hist[DISP_STATUS_HISTORY];
@@ -120,8 +121,15 @@ double disp_status_worker_rate(const disp_status_wrec_t *rec);
 /* Samples of a job done so far (delivered or skipped), O(1). Returns 0 with
  * *ret set, -ENOENT when unknown (a job closed before finishing). */
 int disp_status_job_done(const disp_job_t *job, uint64_t *ret);
+/* Samples skipped (every reason the client reported but "resumed"). */
 uint64_t disp_status_job_skipped(const disp_job_t *job);
-/* done (from disp_status_job_done) less the skips. */
+/* Positions a resumed job passed over because its predecessor delivered
+ * them (docs/protocol.md: not skips). The client reports them as the skip
+ * reason DISP_STATUS_RESUMED (common/data/skip.h SL_SKIP_RESUMED); status
+ * counts them apart: an alert on skips must not fire after every resume. */
+#define DISP_STATUS_RESUMED "resumed"
+uint64_t disp_status_job_resumed(const disp_job_t *job);
+/* done (from disp_status_job_done) less the skips and the resumed-past. */
 uint64_t disp_status_job_delivered(const disp_job_t *job, uint64_t done);
 /* The oldest epoch still being delivered (= epochs once finished). */
 uint64_t disp_status_job_epoch(const disp_job_t *job);

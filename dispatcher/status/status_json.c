@@ -54,8 +54,19 @@ long long disp_status_workers_needed(const json_t *planner)
 
 /* ------------------------------------------------------------ workers */
 
+/* Unit i ran inside the next unit's pass: it processed samples but was
+ * charged no CPU, the pass being charged to the next unit (a normalize
+ * followed by to_chw: common/engine/pipeline.c run_normalize_chw). */
+static int fused_into_next(const disp_stage_stat_t *stages, uint32_t n, uint32_t i)
+{
+    return i + 1 < n && stages[i].samples > 0 && stages[i].cpu_sec_per_sample <= 0 &&
+           stages[i + 1].cpu_sec_per_sample > 0;
+}
+
 /* rec: the worker's history (NULL: no rates). A unit's capacity is what the
- * worker's threads would do if they ran nothing else. */
+ * worker's threads would do if they ran nothing else; a unit fused into the
+ * next one's pass has that pass's capacity (and "fused_into" names it),
+ * never 0. */
 static json_t *stages_json(jb_t *b, const disp_stage_stat_t *stages, uint32_t n, uint32_t threads,
                            const disp_status_wrec_t *rec)
 {
@@ -67,8 +78,13 @@ static json_t *stages_json(jb_t *b, const disp_stage_stat_t *stages, uint32_t n,
         jset(b, o, "cpu_sec_per_sample", jreal(s->cpu_sec_per_sample));
         jset(b, o, "out_bytes_per_sample", jreal(s->out_bytes_per_sample));
         jset(b, o, "samples", jint(s->samples));
+        const disp_stage_stat_t *pass = s;
+        if (fused_into_next(stages, n, i)) {
+            pass = &stages[i + 1];
+            jset(b, o, "fused_into", text_or_placeholder(pass->name));
+        }
         if (threads > 0) {
-            double cap = s->cpu_sec_per_sample > 0 ? threads / s->cpu_sec_per_sample : 0;
+            double cap = pass->cpu_sec_per_sample > 0 ? threads / pass->cpu_sec_per_sample : 0;
             jset(b, o, "capacity_per_sec", jreal(cap));
         }
         if (rec != NULL) {
@@ -165,7 +181,7 @@ static json_t *progress_json(jb_t *b, const disp_job_t *job, const disp_status_j
     uint64_t done = 0;
     int known = disp_status_job_done(job, &done) == 0;
     if (!known && rec != NULL) {
-        done = rec->delivered + disp_status_job_skipped(job);
+        done = rec->delivered + disp_status_job_skipped(job) + disp_status_job_resumed(job);
     }
     if (known || rec != NULL) {
         jset(b, prog, "samples_done", jint(done));
@@ -245,6 +261,34 @@ static json_t *splits_json(jb_t *b, const disp_job_t *job)
     return splits;
 }
 
+/* Why a job has no prediction (so no binding and no workers-needed hint):
+ * the model needs the client's profiles, and only auto and fastflow jobs
+ * profile. NULL when it has one. why[len] holds the text. */
+static const char *no_prediction(const disp_job_t *job, char *why, size_t len)
+{
+    if (job->plan.predicted > 0 || job->planner != NULL) {
+        return NULL;
+    }
+    sl_offload_e o = job->spec.offload;
+    if (o == SL_OFFLOAD_AUTO || o == SL_OFFLOAD_FASTFLOW) {
+        snprintf(why, len,
+                 "not planned: the client sent no profiles (profiling failed, or an "
+                 "older client); the job runs the fallback plan \"all\"");
+    } else {
+        char given[48];
+        if (o == SL_OFFLOAD_FIXED) {
+            snprintf(given, sizeof(given), "%u:%g", job->spec.split, job->spec.local_share);
+        } else {
+            snprintf(given, sizeof(given), "%s", sl_offload_name(o));
+        }
+        snprintf(why, len,
+                 "a fixed plan (offload %s) is not profiled, so there is nothing to "
+                 "predict from; `sluice plan SPEC --offload %s --explain` diagnoses it",
+                 given, given);
+    }
+    return why;
+}
+
 /* planner: disp_planner_status_json(job), may be NULL; borrowed. */
 static json_t *plan_json(jb_t *b, const disp_job_t *job, const json_t *planner)
 {
@@ -265,6 +309,12 @@ static json_t *plan_json(jb_t *b, const disp_job_t *job, const json_t *planner)
     jset(b, plan, "binding", p->binding[0] != '\0' ? text_or_placeholder(p->binding) : json_null());
     long long need = disp_status_workers_needed(planner);
     jset(b, plan, "workers_needed", need >= 0 ? json_integer(need) : json_null());
+    char why[256];
+    const char *none = no_prediction(job, why, sizeof(why));
+    jset(b, plan, "no_prediction", none != NULL ? text_or_placeholder(none) : json_null());
+    /* An auto plan that keeps everything on the client: why. */
+    jset(b, plan, "local_reason",
+         p->local_reason[0] != '\0' ? text_or_placeholder(p->local_reason) : json_null());
     return plan;
 }
 
@@ -328,10 +378,14 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     rates_fields(b, o, job, now_ms);
     json_t *skips = json_object();
     for (uint32_t i = 0; i < job->nskips; i++) {
-        set_count(skips, job->skips[i].reason, job->skips[i].count);
+        if (strcmp(job->skips[i].reason, DISP_STATUS_RESUMED) != 0) {
+            set_count(skips, job->skips[i].reason, job->skips[i].count);
+        }
     }
     jset(b, o, "skipped", skips);
     jset(b, o, "skipped_total", jint(disp_status_job_skipped(job)));
+    /* Positions a resumed job's predecessor delivered: not skips. */
+    jset(b, o, "resumed_past", jint(disp_status_job_resumed(job)));
     if (job->worker_failure[0] != '\0') {
         jset(b, o, "worker_failure", text_or_placeholder(job->worker_failure));
     }
@@ -373,6 +427,7 @@ static json_t *totals_json(jb_t *b, disp_t *d, disp_status_t *st)
     }
     jset(b, tot, "samples_skipped_total", jint(sk));
     jset(b, tot, "skipped_by_reason", reasons);
+    jset(b, tot, "samples_resumed_total", jint(st->resumed_total));
     jset(b, tot, "plan_changes_total", jint(st->plan_changes_total));
     double rate = 0;
     for (size_t i = 0; i < st->nj; i++) {

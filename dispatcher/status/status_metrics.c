@@ -42,7 +42,8 @@ typedef enum {
 } dm_scope_e;
 
 typedef struct dm_totals_s {
-    double uptime, workers, lost, left, jobs, acked, reassigned, bytes, delivered, plan_changes;
+    double uptime, workers, lost, left, jobs, acked, reassigned, bytes, delivered, plan_changes,
+        resumed;
 } dm_totals_t;
 
 typedef struct dm_ctx_s {
@@ -223,7 +224,10 @@ static int get_tenant_jobs(const dm_ctx_t *c, const void *row, double *ret)
 
 static const dm_family_t DM_FAMILIES[] = {
     {{"sluice_build_info", G, "Dispatcher version (value 1).", {"version", "protocol"}, 0},
-     DM_INFO, 0, 0, NULL},
+     DM_INFO,
+     0,
+     0,
+     NULL},
     ONE("sluice_uptime_seconds", G, "Seconds since the dispatcher started.", 3, uptime, 0),
     ONE("sluice_workers", G, "Live workers.", 0, workers, 0),
     ONE("sluice_workers_lost", G, "Lost workers (silent past the timeout) still listed.", 0, lost,
@@ -240,11 +244,21 @@ static const dm_family_t DM_FAMILIES[] = {
     ONE("sluice_samples_delivered_total", C,
         "Samples of acknowledged splits delivered to training loops (skips excluded).", 0,
         delivered, 1),
-    {{"sluice_samples_skipped_total", C, "Samples skipped, by reason.", {"reason"}, 0}, DM_SKIP, 1,
-     0, get_skip},
+    {{"sluice_samples_skipped_total", C, "Samples skipped, by reason.", {"reason"}, 0},
+     DM_SKIP,
+     1,
+     0,
+     get_skip},
+    ONE("sluice_samples_resumed_total", C,
+        "Positions resumed jobs passed over because their predecessors delivered them (not "
+        "skips).",
+        0, resumed, 1),
     ONE("sluice_plan_changes_total", C, "Re-plans of running jobs.", 0, plan_changes, 1),
-    {{"sluice_tenant_jobs", G, "Open jobs of each configured tenant.", {"tenant"}, 0}, DM_TENANT,
-     0, 0, get_tenant_jobs},
+    {{"sluice_tenant_jobs", G, "Open jobs of each configured tenant.", {"tenant"}, 0},
+     DM_TENANT,
+     0,
+     0,
+     get_tenant_jobs},
 
     JOB("sluice_job_progress_ratio", "Fraction of the job's samples done.", 6, get_progress),
     JOB("sluice_job_epoch", "Oldest epoch still being delivered.", 0, get_epoch),
@@ -271,8 +285,8 @@ static const dm_family_t DM_FAMILIES[] = {
 
     WORKER("sluice_worker_up", "1 for a live worker, 0 for a lost or left one.", 0, get_up, 0),
     WORKER("sluice_worker_load", "Busy threads / threads, last heartbeat.", 4, get_load, 0),
-    WORKER("sluice_worker_buffered_bytes", "Finished batches waiting for clients.", 0,
-           get_buffered, 0),
+    WORKER("sluice_worker_buffered_bytes", "Finished batches waiting for clients.", 0, get_buffered,
+           0),
     UNIT("sluice_worker_unit_samples_total",
          "Samples a worker's pipeline unit processed (since the worker registered).",
          get_unit_samples),
@@ -347,6 +361,7 @@ static void fill_totals(dm_ctx_t *c, int64_t now_ms)
     if (c->st != NULL) {
         t->delivered = (double)c->st->delivered_total;
         t->plan_changes = (double)c->st->plan_changes_total;
+        t->resumed = (double)c->st->resumed_total;
     }
 }
 

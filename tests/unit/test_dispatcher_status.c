@@ -426,6 +426,80 @@ START_TEST(test_lost_worker_cleared)
 }
 END_TEST
 
+/* Positions a resumed job passed over (the client's skip reason "resumed")
+ * are not skips (docs/protocol.md): they count as resumed_past /
+ * samples_resumed_total / sluice_samples_resumed_total, never in skipped,
+ * skipped_total, samples_skipped_total or sluice_samples_skipped_total, and
+ * are still not delivered. */
+START_TEST(test_resumed_are_not_skips)
+{
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t job = fx_st_submit(&e, 35);
+    disp_status_sample(e.st, e.now);
+    uint64_t ids[8];
+    size_t n = fx_st_client_splits(&e, job, ids, 8);
+    ck_assert_uint_eq(n, 4);
+    e.now += 1000;
+    fx_st_ack(&e, job, ids, 2, "resumed", 20); /* the predecessor's */
+    fx_st_ack(&e, job, ids + 2, 1, "corrupt", 1);
+    disp_status_sample(e.st, e.now);
+    json_t *doc = fx_st_status(&e);
+    json_t *j = fx_st_job(doc, job);
+    json_t *p = json_object_get(j, "progress");
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_done")), 30);
+    ck_assert_int_eq(json_integer_value(json_object_get(p, "samples_delivered")), 9);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "skipped_total")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "resumed_past")), 20);
+    ck_assert_ptr_null(json_object_get(json_object_get(j, "skipped"), "resumed"));
+    /* An "off" job is not profiled: its plan says why nothing is predicted. */
+    const char *why = json_string_value(
+        json_object_get(json_object_get(j, "plan"), "no_prediction"));
+    ck_assert_ptr_nonnull(why);
+    ck_assert_ptr_nonnull(strstr(why, "a fixed plan (offload off) is not profiled"));
+    ck_assert_int_eq(total(doc, "samples_skipped_total"), 1);
+    ck_assert_int_eq(total(doc, "samples_resumed_total"), 20);
+    ck_assert_int_eq(total(doc, "samples_delivered_total"), 9);
+    ck_assert_ptr_null(
+        json_object_get(json_object_get(json_object_get(doc, "totals"), "skipped_by_reason"),
+                        "resumed"));
+    json_decref(doc);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_ptr_null(strstr(m, "sluice_samples_skipped_total{reason=\"resumed\"}"));
+    ck_assert_ptr_nonnull(strstr(m, "sluice_samples_skipped_total{reason=\"corrupt\"} 1\n"));
+    ck_assert_double_eq(metric(m, "sluice_samples_resumed_total"), 20);
+    free(m);
+    fx_st_free(&e);
+}
+END_TEST
+
+/* A normalize fused into to_chw runs in to_chw's pass, which is charged
+ * all its CPU: its capacity is the pass's (4 threads at 4 ms: 1000/s) and
+ * it says so (fused_into), never 0. */
+START_TEST(test_fused_unit_capacity)
+{
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t wid = fx_disp_register(&e.d, "10.0.0.7:7500", 4, 0, e.now);
+    static const char *const units[] = {"decode_jpeg+center_crop", "normalize", "to_chw"};
+    heartbeat_units(&e, wid, 100, units, 3, 0);
+    /* The worker measured no CPU in normalize: one pass, charged to to_chw. */
+    e.d.reg.workers[0]->stages[1].cpu_sec_per_sample = 0;
+    disp_status_sample(e.st, e.now);
+    json_t *doc = fx_st_status(&e);
+    json_t *st = json_object_get(json_array_get(json_object_get(doc, "workers"), 0), "stages");
+    json_t *norm = json_array_get(st, 1);
+    ck_assert_str_eq(json_string_value(json_object_get(norm, "name")), "normalize");
+    ck_assert_str_eq(json_string_value(json_object_get(norm, "fused_into")), "to_chw");
+    ck_assert_double_eq_tol(json_real_value(json_object_get(norm, "capacity_per_sec")), 1000, 1e-6);
+    ck_assert_ptr_null(json_object_get(json_array_get(st, 2), "fused_into"));
+    ck_assert_ptr_null(json_object_get(json_array_get(st, 0), "fused_into"));
+    json_decref(doc);
+    fx_st_free(&e);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dispatcher_status");
@@ -436,6 +510,8 @@ int main(void)
     tcase_add_test(tc, test_hostile_skip_reasons);
     tcase_add_test(tc, test_one_series_per_label_set);
     tcase_add_test(tc, test_lost_worker_cleared);
+    tcase_add_test(tc, test_resumed_are_not_skips);
+    tcase_add_test(tc, test_fused_unit_capacity);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

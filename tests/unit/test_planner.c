@@ -1612,6 +1612,78 @@ START_TEST(test_probe_aggregate_broken)
 }
 END_TEST
 
+/* A fixed plan gets the diagnosis auto's choice gets (issue #38 2e): the
+ * worker-bound case above, evaluated at K = 2, F = 0 ("all"): workers
+ * 32 / 0.012 = 2666.67 bind (the client allows 6666.67), 6 more workers
+ * lift it to 6666.67; "off" (K = 0, F = 1) is the client alone, which more
+ * workers cannot help. */
+START_TEST(test_evaluate_fixed_plan)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_evaluate(&in, 2, 0.0, &r), 0);
+    ck_assert_uint_eq(r.ncand, 2);
+    ck_assert_uint_eq(r.chosen, 0);
+    ck_assert_uint_eq(r.cand[0].split, 2);
+    NEAR(r.cand[0].predicted, 32.0 / 0.012, 1e-6);
+    ck_assert_int_eq(r.cand[0].binding, DISP_BIND_WORKER_CPU);
+    ck_assert_uint_eq(r.workers_needed, 6);
+    NEAR(r.lifted_rate, 6666.6667, 1e-3);
+    NEAR(r.local_rate, 333.3333, 1e-3);
+    ck_assert_ptr_nonnull(strstr(r.reason, "given plan: split 2"));
+    ck_assert_int_eq(disp_planner_evaluate(&in, 0, 1.0, &r), 0);
+    NEAR(r.cand[0].predicted, 333.3333, 1e-3);
+    ck_assert_int_eq(r.cand[0].binding, DISP_BIND_CLIENT_CPU);
+    ck_assert_uint_eq(r.workers_needed, 0);
+    /* K past the pipeline is its end; F out of range is clamped. */
+    ck_assert_int_eq(disp_planner_evaluate(&in, 9, -1.0, &r), 0);
+    ck_assert_uint_eq(r.cand[0].split, 2);
+    NEAR(r.cand[0].share, 0.0, 1e-12);
+}
+END_TEST
+
+/* PlanJob for a fixed offload ("1:0.25", `sluice plan --offload 1:0.25`)
+ * keeps that plan and diagnoses it: policy "fixed", the plan and "off",
+ * a prediction and a binding resource. */
+START_TEST(test_dispatcher_plan_job_fixed)
+{
+    int64_t now = 50000;
+    disp_t *d = pd_new(now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(&pin, &req);
+    /* FX_PIN_SPEC with a fixed offload. */
+    char spec[] = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"
+                  " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"
+                  " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"
+                  " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4, \"epochs\": 3, \"offload\": "
+                  "{\"split\": 1, \"local_share\": 0.25}}";
+    req.spec_json = spec;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    int rc = disp_svc_plan_job(d, &req, &resp, &a, now, err, sizeof(err));
+    ck_assert_msg(rc == SL_RPC_OK, "PlanJob: %d %s", rc, err);
+    ck_assert_ptr_nonnull(resp.plan);
+    ck_assert_str_eq(resp.plan->mode, "fixed");
+    ck_assert_uint_eq(resp.plan->split, 1);
+    NEAR(resp.plan->local_share, 0.25, 1e-12);
+    ck_assert(resp.plan->predicted_samples_per_sec > 0.0);
+    ck_assert(resp.plan->binding != NULL && resp.plan->binding[0] != '\0');
+    ck_assert_str_eq(resp.explain->policy, "fixed");
+    ck_assert_uint_eq(resp.explain->n_candidates, 2);
+    ck_assert_uint_eq(resp.explain->chosen, 0);
+    ck_assert_ptr_nonnull(strstr(resp.explain->reason, "given plan: split 1"));
+    disp_arena_free(&a);
+    fx_disp_destroy(d);
+    free(d);
+}
+END_TEST
+
 int main(void)
 {
     sl_log_set_level(LOG_WARNING);
@@ -1619,6 +1691,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_terms);
     tcase_add_test(tc, test_worker_bound_and_hint);
+    tcase_add_test(tc, test_evaluate_fixed_plan);
     tcase_add_test(tc, test_client_cpu_bound);
     tcase_add_test(tc, test_link_bound);
     tcase_add_test(tc, test_compress_link_bound);
@@ -1651,6 +1724,7 @@ int main(void)
     tcase_add_test(td, test_budget_measured);
     tcase_add_test(td, test_dispatcher_node_ranks);
     tcase_add_test(td, test_probe_aggregate_broken);
+    tcase_add_test(td, test_dispatcher_plan_job_fixed);
     suite_add_tcase(s, td);
     return fx_run_suite(s, 0);
 }

@@ -256,6 +256,45 @@ START_TEST(test_note_machine)
 }
 END_TEST
 
+/* Why an auto plan keeps everything local (issue #38 item 3), in the
+ * plan's local_reason: workers on the client's own machine; no worker; a
+ * worker so slow that remote loses (one 1-core worker at 1/100 the speed:
+ * 1 / 1.2 = 0.83/s remote, within the 1 % tie of the client's 166.67);
+ * and nothing when work is offloaded. */
+START_TEST(test_local_reason)
+{
+    disp_pl_input_t in;
+    base(&in, 2);
+    share(&in, 2, 2, 1);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(chosen(&r)->off);
+    ck_assert_msg(strstr(r.local_reason, "workers share the client's host: predicted") ==
+                      r.local_reason,
+                  "%s", r.local_reason);
+    ck_assert_ptr_nonnull(strstr(r.local_reason, "vs 167 local"));
+
+    base(&in, 0);
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert_str_eq(r.local_reason, "no worker: none registered");
+
+    base(&in, 1);
+    in.classes[0].cores = 1;
+    in.classes[0].unit_sec[0] = 1.0;
+    in.classes[0].unit_sec[1] = 0.2;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(chosen(&r)->off);
+    ck_assert_msg(strstr(r.local_reason, "workers slower than the client: predicted 1 samples/s "
+                                         "remote") == r.local_reason,
+                  "%s", r.local_reason);
+
+    base(&in, 2); /* two workers of their own: offloading pays */
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    ck_assert(!chosen(&r)->off);
+    ck_assert_str_eq(r.local_reason, "");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("planner_machines");
@@ -268,6 +307,7 @@ int main(void)
     tcase_add_test(tc, test_bad_machines);
     tcase_add_test(tc, test_group);
     tcase_add_test(tc, test_note_machine);
+    tcase_add_test(tc, test_local_reason);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

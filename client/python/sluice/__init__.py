@@ -295,6 +295,8 @@ def _declare(lib):
     lib.sluice_last_error.restype = cp
     lib.sluice_get_stats.argtypes = [vp, ctypes.POINTER(_Stats)]
     lib.sluice_get_stats.restype = None
+    lib.sluice_local_reason.argtypes = [vp, cp, ctypes.c_size_t]
+    lib.sluice_local_reason.restype = i
     lib.sluice_skip_counts.argtypes = [vp, ctypes.POINTER(cp), ctypes.POINTER(ctypes.c_uint64), i]
     lib.sluice_skip_counts.restype = i
     lib.sluice_recent_skips.argtypes = [vp, ctypes.POINTER(_Skip), i]
@@ -797,6 +799,8 @@ class Loader:
         # Only a dispatcher can hand remote work back; local jobs never warn.
         self._warned = dispatcher is None
         self._st = _Stats()
+        if dispatcher is not None:
+            self._warn_local()
 
     # -- what the job delivers
 
@@ -881,6 +885,14 @@ class Loader:
         w = self._lib.sluice_secret_warning(self._job.handle)
         if w:
             warnings.warn(SluiceWarning("sluice: " + w.decode(errors="replace")), stacklevel=3)
+
+    def _warn_local(self):
+        """An auto plan that keeps everything in this process says why, once,
+        as the job starts (the dispatcher's planner gives the reason)."""
+        buf = ctypes.create_string_buffer(256)
+        if self._lib.sluice_local_reason(self._job.handle, buf, len(buf)) > 0:
+            warnings.warn("sluice: the plan keeps all the work in this process: %s"
+                          % buf.value.decode(errors="replace"), SluiceWarning, stacklevel=3)
 
     def _warn_fallback(self):
         """Says once that the job's remote work runs here, and why. Per
