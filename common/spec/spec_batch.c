@@ -10,8 +10,8 @@
 
 static const char *const tf_keys[] = {"op", "alpha", "p", NULL};
 /* Indexed by sl_batch_tf_e. */
-static const char *const tf_names[SL_BATCH_TF__COUNT] = {[SL_BATCH_TF_MIXUP] = "mixup",
-                                                        [SL_BATCH_TF_CUTMIX] = "cutmix"};
+static const char *const tf_names[SL_BATCH_TF__COUNT] =
+    {[SL_BATCH_TF_MIXUP] = "mixup", [SL_BATCH_TF_CUTMIX] = "cutmix"};
 
 #define NUM_CLASSES_MAX 1000000
 
@@ -90,8 +90,7 @@ int sl_spec_parse_batch_transforms(sl_spec_pctx_t *c, json_t *root, sl_spec_t *s
     spec->num_classes = 0;
     json_t *v = json_object_get(root, "batch_transforms");
     json_t *nc = json_object_get(root, "num_classes");
-    int rc = sl_spec_get_u32(c, root, "num_classes", false, 2, NUM_CLASSES_MAX,
-                             &spec->num_classes);
+    int rc = sl_spec_get_u32(c, root, "num_classes", false, 2, NUM_CLASSES_MAX, &spec->num_classes);
     if (rc < 0 || v == NULL) {
         return rc;
     }
@@ -99,8 +98,9 @@ int sl_spec_parse_batch_transforms(sl_spec_pctx_t *c, json_t *root, sl_spec_t *s
     if (!json_is_array(v) || json_array_size(v) == 0 ||
         json_array_size(v) > SL_SPEC_MAX_BATCH_TFS) {
         char got[SPEC_SHOWN_MAX + 8];
-        return sl_spec_perr(c, "must be a list of one or two of {\"op\": \"mixup\" | "
-                               "\"cutmix\", \"alpha\": .., \"p\": ..}, got %s",
+        return sl_spec_perr(c,
+                            "must be a list of one or two of {\"op\": \"mixup\" | "
+                            "\"cutmix\", \"alpha\": .., \"p\": ..}, got %s",
                             sl_spec_describe(v, got, sizeof(got)));
     }
     for (size_t i = 0; i < json_array_size(v); i++) {
@@ -140,8 +140,8 @@ int sl_spec_batch_tfs_json(const sl_spec_t *spec, json_t *root)
     for (uint32_t i = 0; i < spec->nbatch_tfs && i < SL_SPEC_MAX_BATCH_TFS; i++) {
         const sl_batch_tf_t *tf = &spec->batch_tfs[i];
         if ((size_t)tf->op >= SL_BATCH_TF__COUNT ||
-            json_array_append_new(arr, json_pack("{s:s, s:f, s:f}", "op", tf_names[tf->op],
-                                                 "alpha", tf->alpha, "p", tf->p)) < 0) {
+            json_array_append_new(arr, json_pack("{s:s, s:f, s:f}", "op", tf_names[tf->op], "alpha",
+                                                 tf->alpha, "p", tf->p)) < 0) {
             return -1;
         }
     }
