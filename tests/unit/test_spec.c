@@ -1085,8 +1085,9 @@ START_TEST(test_batch_transforms)
     char *j = sl_spec_to_json(&s);
     ck_assert(strstr(j, "batch_transforms") == NULL && strstr(j, "num_classes") == NULL);
     free(j);
-    char *text = edit(at, "\"offload\": \"auto\", \"num_classes\": 10, \"batch_transforms\": "
-                          "[{\"op\": \"mixup\", \"alpha\": 0.2}, {\"op\": \"cutmix\", \"p\": 0.5}]\n");
+    char *text = edit(at,
+                      "\"offload\": \"auto\", \"num_classes\": 10, \"batch_transforms\": "
+                      "[{\"op\": \"mixup\", \"alpha\": 0.2}, {\"op\": \"cutmix\", \"p\": 0.5}]\n");
     ck_assert_msg(sl_spec_parse("t.json", text, strlen(text), &s, err, sizeof(err)) == 0, "%s",
                   err);
     free(text);
@@ -1112,12 +1113,13 @@ START_TEST(test_batch_transforms)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char to[256];
-        snprintf(to, sizeof(to), "\"offload\": \"auto\", \"num_classes\": 10, "
-                 "\"batch_transforms\": %s\n", bad[i][0]);
+        snprintf(to, sizeof(to),
+                 "\"offload\": \"auto\", \"num_classes\": 10, "
+                 "\"batch_transforms\": %s\n",
+                 bad[i][0]);
         expect_edit_err(at, to, bad[i][1]);
     }
-    expect_edit_err(at, "\"offload\": \"auto\", \"num_classes\": 1\n",
-                    "num_classes: must be");
+    expect_edit_err(at, "\"offload\": \"auto\", \"num_classes\": 1\n", "num_classes: must be");
     expect_edit_err(at, "\"offload\": \"auto\", \"batch_transforms\": [{\"op\": \"mixup\"}]\n",
                     "num_classes: is required with batch_transforms");
     /* uint8 batches: a device normalize, or none at all. */
@@ -1125,8 +1127,10 @@ START_TEST(test_batch_transforms)
                      "\"std\": [0.229, 0.224, 0.225], \"on\": \"device\"}");
     char *tail = strstr(dev, at);
     char buf[2048];
-    snprintf(buf, sizeof(buf), "%.*s\"offload\": \"auto\", \"num_classes\": 3, "
-             "\"batch_transforms\": [{\"op\": \"mixup\"}]}", (int)(tail - dev), dev);
+    snprintf(buf, sizeof(buf),
+             "%.*s\"offload\": \"auto\", \"num_classes\": 3, "
+             "\"batch_transforms\": [{\"op\": \"mixup\"}]}",
+             (int)(tail - dev), dev);
     expect_text_err(buf, strlen(buf), -EINVAL,
                     "batch_transforms: needs float32 images, but normalize has \"on\": \"device\"");
     free(dev);
@@ -1136,8 +1140,10 @@ START_TEST(test_batch_transforms)
         "[{\"op\": \"cutmix\"}]}";
     expect_text_err(nonorm, strlen(nonorm), -EINVAL,
                     "batch_transforms: needs float32 images: add a \"normalize\" stage");
-    snprintf(buf, sizeof(buf), "%.*s, \"num_classes\": 3, \"batch_transforms\": "
-             "[{\"op\": \"mixup\"}]}", (int)(strlen(MM) - 1), MM);
+    snprintf(buf, sizeof(buf),
+             "%.*s, \"num_classes\": 3, \"batch_transforms\": "
+             "[{\"op\": \"mixup\"}]}",
+             (int)(strlen(MM) - 1), MM);
     expect_text_err(buf, strlen(buf), -EINVAL, "batch_transforms: needs an image source");
 }
 END_TEST
