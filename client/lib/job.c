@@ -5,11 +5,13 @@
  * batch. What each batched, dropped or consumed sample means for its split
  * is account.c's, which the line tells. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/lib/client_impl.h"
+#include "client/lib/mix.h"
 #include "client/lib/profile.h"
 #include "client/lib/rx.h"
 #include "common/base/clock.h"
@@ -268,19 +270,60 @@ static void top_up(sluice_job_t *job)
     }
 }
 
+/* The spec's batch transforms over the public batch (mix.h): the images
+ * mixed in place (the batch's buffer is its own), soft labels into soft. */
+static int mix(sluice_job_t *job, sluice_batch_t *out, float *soft)
+{
+    if (out->n == 0) {
+        return 0;
+    }
+    if (!out->uniform || out->dtype != SLUICE_DT_FLOAT32) {
+        return set_error(job, -EINVAL, "%s",
+                         "batch_transforms need batches of float32 images of one shape "
+                         "(a plugin stage changed them?)");
+    }
+    cl_mix_t m;
+    cl_mix_draw(&job->spec, out->epoch, out->positions[0], out->h, out->w, &m);
+    float *scratch = malloc((size_t)out->c * out->h * out->w * sizeof(float) + 1);
+    if (scratch == NULL) {
+        return set_error(job, -ENOMEM, "%s", "out of memory mixing a batch");
+    }
+    int rc = cl_mix_apply(&m, (float *)(uintptr_t)out->data, out->n, out->c, out->h, out->w,
+                          out->layout == SLUICE_LAYOUT_CHW, out->labels, job->spec.num_classes,
+                          soft, scratch);
+    free(scratch);
+    if (rc < 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "a label is outside 0..%u (num_classes %u)",
+                 job->spec.num_classes - 1, job->spec.num_classes);
+        return set_error(job, rc, "batch_transforms: %s: soft labels need every label in range",
+                         why);
+    }
+    out->soft_labels = soft;
+    out->num_classes = job->spec.num_classes;
+    out->mix_op = m.op;
+    out->mix_lambda = m.lam;
+    memcpy(out->mix_box, m.box, sizeof(out->mix_box));
+    return 0;
+}
+
 /* b as the public batch, in one allocation: the batch, then its arrays,
  * 8-byte ones first (sizeof(sluice_batch_t) is a multiple of 8: it holds
  * pointers). Takes b. */
 static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
 {
     size_t n = b->n;
-    size_t per = 2 * sizeof(uint64_t) + 2 * sizeof(size_t) + sizeof(int32_t);
-    sluice_batch_t *out = malloc(sizeof(*out) + n * per);
+    uint32_t k = job->spec.nbatch_tfs > 0 ? job->spec.num_classes : 0;
+    /* The soft labels first: floats, 4-aligned after the 8-byte arrays too. */
+    size_t per = (size_t)k * sizeof(float) + 2 * sizeof(uint64_t) + 2 * sizeof(size_t) +
+                 sizeof(int32_t);
+    sluice_batch_t *out = malloc(sizeof(*out) + n * per + sizeof(float));
     if (out == NULL) {
         sl_batch_free(b);
         return set_error(job, -ENOMEM, "%s", "out of memory building a batch");
     }
-    uint64_t *indices = (uint64_t *)(out + 1);
+    float *soft = (float *)(out + 1);
+    uint64_t *indices = (uint64_t *)(soft + n * k + (n * k) % 2);
     uint64_t *positions = indices + n;
     size_t *offsets = (size_t *)(positions + n);
     size_t *sizes = offsets + n;
@@ -307,6 +350,15 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
     out->step_samples = job->spec.batching.mode == SL_BATCHING_BALANCED
                             ? job->spec.batching.microbatches * job->spec.batch_size
                             : 0;
+    out->mix_lambda = 1.0;
+    if (k > 0) {
+        int rc = mix(job, out, soft);
+        if (rc < 0) {
+            sl_batch_free(b);
+            free(out);
+            return rc;
+        }
+    }
     *ret = out;
     return 0;
 }

@@ -136,7 +136,23 @@ typedef struct sluice_batch {
     uint32_t rank;
     uint32_t step_samples;
     uint32_t batch_size;
+    /* Appended later. The spec's "batch_transforms" (MixUp / CutMix with
+     * torchvision's semantics, docs/reference/spec.md): the images in data
+     * are already mixed, and soft_labels [n x num_classes] (float32, owned
+     * by the batch) replace labels for training (labels stay the samples'
+     * own). mix_op is what applied to this batch (SLUICE_MIX_*), mix_lambda
+     * the weight of each sample itself (for CutMix corrected to the box:
+     * 1 - box area / (h * w)), mix_box the CutMix box x1, y1, x2, y2 (end
+     * exclusive) pasted from sample j - 1 (sample 0: the last). Without
+     * batch transforms soft_labels is NULL, num_classes 0, mix_lambda 1. */
+    const float *soft_labels;
+    uint32_t num_classes;
+    int mix_op;
+    double mix_lambda;
+    uint32_t mix_box[4];
 } sluice_batch_t;
+
+enum { SLUICE_MIX_NONE = 0, SLUICE_MIX_MIXUP = 1, SLUICE_MIX_CUTMIX = 2 };
 
 /* A batch of records laid out for a model: ragged arrays with offsets (the
  * cu_seqlens form varlen attention kernels take). Sample i's items of a

@@ -1,5 +1,7 @@
 #include "common/base/rng.h"
 
+#include <math.h>
+
 static uint64_t mix64(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -34,6 +36,51 @@ uint64_t sl_rng_below(sl_rng_t *r, uint64_t n)
         x = sl_rng_u64(r);
     } while (x >= limit);
     return x % n;
+}
+
+double sl_rng_normal(sl_rng_t *r)
+{
+    /* 1 - u is in (0, 1]: log never sees 0. */
+    double u1 = 1.0 - sl_rng_uniform(r);
+    double u2 = sl_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+double sl_rng_gamma(sl_rng_t *r, double a)
+{
+    if (a < 1.0) {
+        double g = sl_rng_gamma(r, a + 1.0);
+        double u = 1.0 - sl_rng_uniform(r); /* (0, 1] */
+        return g * pow(u, 1.0 / a);
+    }
+    double d = a - 1.0 / 3.0;
+    double c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x, v;
+        do {
+            x = sl_rng_normal(r);
+            v = 1.0 + c * x;
+        } while (v <= 0.0);
+        v = v * v * v;
+        double u = sl_rng_uniform(r);
+        if (u < 1.0 - 0.0331 * x * x * x * x) {
+            return d * v;
+        }
+        if (u > 0.0 && log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) {
+            return d * v;
+        }
+    }
+}
+
+double sl_rng_beta(sl_rng_t *r, double a, double b)
+{
+    double x = sl_rng_gamma(r, a);
+    double y = sl_rng_gamma(r, b);
+    /* Both underflow only for tiny shapes: call it a fair coin's edge. */
+    if (x + y <= 0.0) {
+        return sl_rng_uniform(r) < a / (a + b) ? 1.0 : 0.0;
+    }
+    return x / (x + y);
 }
 
 void sl_epoch_order(uint64_t seed, uint64_t epoch, int shuffle, uint64_t n, uint64_t *order)

@@ -21,6 +21,14 @@ uint64_t sl_rng_u64(sl_rng_t *r);
 double sl_rng_uniform(sl_rng_t *r);
 /* Uniform integer in [0, n), n > 0, without modulo bias. */
 uint64_t sl_rng_below(sl_rng_t *r, uint64_t n);
+/* Standard normal (Box-Muller over two uniforms; the second value is
+ * dropped, so the stream stays a pure function of its counter). */
+double sl_rng_normal(sl_rng_t *r);
+/* Gamma(shape a, scale 1), a > 0: Marsaglia-Tsang (2000), with the
+ * a < 1 boost Gamma(a) = Gamma(a + 1) * U^(1/a). */
+double sl_rng_gamma(sl_rng_t *r, double a);
+/* Beta(a, b), a, b > 0: X / (X + Y) of two Gamma draws (X first). */
+double sl_rng_beta(sl_rng_t *r, double a, double b);
 
 /* Fisher-Yates permutation of 0..n-1 for an epoch: order[i] is the sample
  * index at position i. Without shuffle the identity. */

@@ -122,6 +122,20 @@ typedef struct sl_batching_s {
     double a, b, c, d;     /* cost = a tokens + b tokens^2 + c tiles + d */
 } sl_batching_t;
 
+/* "batch_transforms": MixUp / CutMix over a whole batch, in the client where
+ * the batch is handed out (torchvision references/classification
+ * RandomMixup / RandomCutmix; client/lib/mix.h). Labels become soft
+ * [n x num_classes]. */
+typedef enum { SL_BATCH_TF_MIXUP = 0, SL_BATCH_TF_CUTMIX, SL_BATCH_TF__COUNT } sl_batch_tf_e;
+#define SL_SPEC_MAX_BATCH_TFS 2
+typedef struct sl_batch_tf_s {
+    sl_batch_tf_e op;
+    double alpha; /* lambda ~ Beta(alpha, alpha), alpha > 0 */
+    double p;     /* probability the chosen transform applies to a batch */
+} sl_batch_tf_t;
+/* "mixup", "cutmix"; "unknown" outside the enum. */
+const char *sl_batch_tf_name(sl_batch_tf_e op);
+
 /* One stage: its op and a union of the op's parameters (the size of the
  * largest member, the augmentations'). The members are anonymous, so a
  * field reads by its name (st->size_h, st->vocab, st->aug.p); only the
@@ -224,6 +238,12 @@ typedef struct sl_spec_s {
      * (common/spec/resume.h), NULL for none. Owned by the spec that parsed
      * (or sl_spec_copy'd) it (sl_spec_clear); a struct copy borrows it. */
     struct sl_resume_s *resume;
+    /* Batch transforms (none by default: nbatch_tfs 0), one of them drawn
+     * per batch when there are two; num_classes (0 when absent, else >= 2)
+     * is the soft labels' width. */
+    uint32_t nbatch_tfs;
+    sl_batch_tf_t batch_tfs[SL_SPEC_MAX_BATCH_TFS];
+    uint32_t num_classes;
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or

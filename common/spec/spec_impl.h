@@ -168,6 +168,10 @@ int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 int sl_spec_parse_batching(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 json_t *sl_spec_batching_json(const sl_spec_t *spec);
+/* spec_batch.c: "batch_transforms" and "num_classes"; then their canonical
+ * JSON set into root (nothing when absent; 0, or -1 on ENOMEM). */
+int sl_spec_parse_batch_transforms(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
+int sl_spec_batch_tfs_json(const sl_spec_t *spec, json_t *root);
 int sl_spec_parse_offload(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 
 #endif

@@ -97,6 +97,10 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         json_decref(root);
         return NULL;
     }
+    if (sl_spec_batch_tfs_json(spec, root) < 0) {
+        json_decref(root);
+        return NULL;
+    }
     char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(root);
     return out;

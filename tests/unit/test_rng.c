@@ -1,4 +1,5 @@
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,63 @@ START_TEST(test_epoch_order_blocks)
 }
 END_TEST
 
+/* Beta(a, a) for the batch transforms' lambda (mixup 0.2, cutmix 1.0) and
+ * an asymmetric one: mean a / (a + b), variance ab / ((a+b)^2 (a+b+1)). */
+START_TEST(test_beta_moments)
+{
+    static const double shapes[][2] = {{0.2, 0.2}, {1.0, 1.0}, {2.5, 0.7}, {0.5, 3.0}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        double a = shapes[k][0], b = shapes[k][1];
+        sl_rng_t r;
+        sl_rng_init(&r, 42, 1, 7, 99);
+        const int n = 200000;
+        double sum = 0, sum2 = 0;
+        for (int i = 0; i < n; i++) {
+            double x = sl_rng_beta(&r, a, b);
+            ck_assert(x >= 0.0 && x <= 1.0);
+            sum += x;
+            sum2 += x * x;
+        }
+        double mean = sum / n, var = sum2 / n - mean * mean;
+        double want_mean = a / (a + b);
+        double want_var = a * b / ((a + b) * (a + b) * (a + b + 1));
+        ck_assert_double_eq_tol(mean, want_mean, 0.005);
+        ck_assert_double_eq_tol(var, want_var, 0.003);
+    }
+    /* Gamma(3): mean 3, variance 3; normal: mean 0, variance 1. */
+    sl_rng_t r;
+    sl_rng_init(&r, 5, 0, 0, 0);
+    double gs = 0, gs2 = 0, ns = 0, ns2 = 0;
+    for (int i = 0; i < 100000; i++) {
+        double g = sl_rng_gamma(&r, 3.0), z = sl_rng_normal(&r);
+        gs += g;
+        gs2 += g * g;
+        ns += z;
+        ns2 += z * z;
+    }
+    ck_assert_double_eq_tol(gs / 1e5, 3.0, 0.03);
+    ck_assert_double_eq_tol(gs2 / 1e5 - (gs / 1e5) * (gs / 1e5), 3.0, 0.1);
+    ck_assert_double_eq_tol(ns / 1e5, 0.0, 0.01);
+    ck_assert_double_eq_tol(ns2 / 1e5, 1.0, 0.02);
+}
+END_TEST
+
+/* A key gives the same draws on any host, any run. */
+START_TEST(test_beta_fixed_key)
+{
+    sl_rng_t r1, r2;
+    sl_rng_init(&r1, 3, 2, 64, 7);
+    sl_rng_init(&r2, 3, 2, 64, 7);
+    double first = sl_rng_beta(&r1, 0.2, 0.2);
+    ck_assert(first == sl_rng_beta(&r2, 0.2, 0.2));
+    for (int i = 0; i < 100; i++) {
+        ck_assert(sl_rng_beta(&r1, 1.0, 1.0) == sl_rng_beta(&r2, 1.0, 1.0));
+    }
+    sl_rng_init(&r2, 3, 2, 65, 7);
+    ck_assert(first != sl_rng_beta(&r2, 0.2, 0.2));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rng");
@@ -136,6 +194,8 @@ int main(void)
     tcase_add_test(tc, test_uniform_range_and_mean);
     tcase_add_test(tc, test_epoch_order_is_permutation);
     tcase_add_test(tc, test_epoch_order_blocks);
+    tcase_add_test(tc, test_beta_moments);
+    tcase_add_test(tc, test_beta_fixed_key);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -161,6 +161,13 @@ static void assert_spec_eq(const sl_spec_t *a, const sl_spec_t *b)
     ck_assert_int_eq(a->rank_padding, b->rank_padding);
     ck_assert_str_eq(a->name, b->name);
     ck_assert_uint_eq(a->shuffle_block, b->shuffle_block);
+    ck_assert_uint_eq(a->num_classes, b->num_classes);
+    ck_assert_uint_eq(a->nbatch_tfs, b->nbatch_tfs);
+    for (uint32_t i = 0; i < a->nbatch_tfs; i++) {
+        ck_assert_int_eq(a->batch_tfs[i].op, b->batch_tfs[i].op);
+        ck_assert(a->batch_tfs[i].alpha == b->batch_tfs[i].alpha);
+        ck_assert(a->batch_tfs[i].p == b->batch_tfs[i].p);
+    }
 }
 
 /* parse(to_json(s)) == s, and to_json is a fixed point after one trip. */
@@ -1064,6 +1071,83 @@ static void expect_mm_err(const char *from, const char *to, const char *want)
     free(text);
 }
 
+/* "batch_transforms" + "num_classes": values, defaults, round trip (specs
+ * without them keep their canonical form), and an error naming the field
+ * for each wrong value or spec they cannot mix. */
+START_TEST(test_batch_transforms)
+{
+    const char *at = "\"offload\": \"auto\"\n";
+    char err[ERRLEN] = "";
+    sl_spec_t s;
+    ck_assert_int_eq(sl_spec_parse("t.json", GOOD, strlen(GOOD), &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.nbatch_tfs, 0);
+    ck_assert_uint_eq(s.num_classes, 0);
+    char *j = sl_spec_to_json(&s);
+    ck_assert(strstr(j, "batch_transforms") == NULL && strstr(j, "num_classes") == NULL);
+    free(j);
+    char *text = edit(at,
+                      "\"offload\": \"auto\", \"num_classes\": 10, \"batch_transforms\": "
+                      "[{\"op\": \"mixup\", \"alpha\": 0.2}, {\"op\": \"cutmix\", \"p\": 0.5}]\n");
+    ck_assert_msg(sl_spec_parse("t.json", text, strlen(text), &s, err, sizeof(err)) == 0, "%s",
+                  err);
+    free(text);
+    ck_assert_uint_eq(s.num_classes, 10);
+    ck_assert_uint_eq(s.nbatch_tfs, 2);
+    ck_assert_int_eq(s.batch_tfs[0].op, SL_BATCH_TF_MIXUP);
+    ck_assert(s.batch_tfs[0].alpha == 0.2 && s.batch_tfs[0].p == 1.0);
+    ck_assert_int_eq(s.batch_tfs[1].op, SL_BATCH_TF_CUTMIX);
+    ck_assert(s.batch_tfs[1].alpha == 1.0 && s.batch_tfs[1].p == 0.5);
+    assert_round_trip(&s);
+    static const char *const bad[][2] = {
+        {"[{\"op\": \"mixup\", \"alpha\": 0}]",
+         "t.json:12: batch_transforms[0].alpha: must be a number > 0, got 0"},
+        {"[{\"op\": \"mixup\", \"alpha\": -1}]", "batch_transforms[0].alpha: must be"},
+        {"[{\"op\": \"cutmix\", \"p\": 1.5}]",
+         "batch_transforms[0].p: must be a number from 0 to 1, got 1.5"},
+        {"[{\"op\": \"mosaic\"}]", "batch_transforms[0].op: must be one of mixup, cutmix"},
+        {"[{\"op\": \"mixup\", \"beta\": 1}]", "batch_transforms[0].beta: unknown key"},
+        {"[{\"op\": \"mixup\"}, {\"op\": \"mixup\"}]",
+         "batch_transforms[1].op: \"mixup\" is already in batch_transforms"},
+        {"[]", "batch_transforms: must be a list of one or two"},
+        {"{\"op\": \"mixup\"}", "batch_transforms: must be a list"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char to[256];
+        snprintf(to, sizeof(to),
+                 "\"offload\": \"auto\", \"num_classes\": 10, "
+                 "\"batch_transforms\": %s\n",
+                 bad[i][0]);
+        expect_edit_err(at, to, bad[i][1]);
+    }
+    expect_edit_err(at, "\"offload\": \"auto\", \"num_classes\": 1\n", "num_classes: must be");
+    expect_edit_err(at, "\"offload\": \"auto\", \"batch_transforms\": [{\"op\": \"mixup\"}]\n",
+                    "num_classes: is required with batch_transforms");
+    /* uint8 batches: a device normalize, or none at all. */
+    char *dev = edit("\"std\": [0.229, 0.224, 0.225]}",
+                     "\"std\": [0.229, 0.224, 0.225], \"on\": \"device\"}");
+    char *tail = strstr(dev, at);
+    char buf[2048];
+    snprintf(buf, sizeof(buf),
+             "%.*s\"offload\": \"auto\", \"num_classes\": 3, "
+             "\"batch_transforms\": [{\"op\": \"mixup\"}]}",
+             (int)(tail - dev), dev);
+    expect_text_err(buf, strlen(buf), -EINVAL,
+                    "batch_transforms: needs float32 images, but normalize has \"on\": \"device\"");
+    free(dev);
+    static const char nonorm[] =
+        "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"}, \"stages\": "
+        "[{\"op\": \"decode_jpeg\"}], \"num_classes\": 3, \"batch_transforms\": "
+        "[{\"op\": \"cutmix\"}]}";
+    expect_text_err(nonorm, strlen(nonorm), -EINVAL,
+                    "batch_transforms: needs float32 images: add a \"normalize\" stage");
+    snprintf(buf, sizeof(buf),
+             "%.*s, \"num_classes\": 3, \"batch_transforms\": "
+             "[{\"op\": \"mixup\"}]}",
+             (int)(strlen(MM) - 1), MM);
+    expect_text_err(buf, strlen(buf), -EINVAL, "batch_transforms: needs an image source");
+}
+END_TEST
+
 /* The multimodal ops: defaults, every key, round trip, and the errors. */
 START_TEST(test_multimodal_ops)
 {
@@ -1296,6 +1380,7 @@ int main(void)
     tcase_add_test(tc, test_normalize_on_device);
     tcase_add_test(tc, test_to_json_round_trip);
     tcase_add_test(tc, test_multimodal_ops);
+    tcase_add_test(tc, test_batch_transforms);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -194,6 +194,12 @@ class _Batch(ctypes.Structure):
         ("rank", ctypes.c_uint32),
         ("step_samples", ctypes.c_uint32),
         ("batch_size", ctypes.c_uint32),
+        # The spec's "batch_transforms" (MixUp / CutMix).
+        ("soft_labels", ctypes.POINTER(ctypes.c_float)),
+        ("num_classes", ctypes.c_uint32),
+        ("mix_op", ctypes.c_int),
+        ("mix_lambda", ctypes.c_double),
+        ("mix_box", ctypes.c_uint32 * 4),
     ]
 
 
@@ -444,17 +450,29 @@ class Batch:
     ``indices`` (uint64, the samples' positions in the source) are small
     copies; ``epoch`` counts from 0. ``normalize`` is None, or for a spec whose
     normalize has ``"on": "device"`` the ``(mean, std)`` tuples the consumer
-    applies to the uint8 images: ``(x / 255 - mean[c]) / std[c]``."""
+    applies to the uint8 images: ``(x / 255 - mean[c]) / std[c]``.
 
-    __slots__ = ("epoch", "images", "labels", "indices", "layout", "normalize")
+    With the spec's ``batch_transforms`` (MixUp / CutMix, torchvision's
+    semantics) the images are already mixed and ``soft_labels`` is a float32
+    [n, num_classes] copy to train on (``labels`` stay the samples' own);
+    ``mix`` says what applied: ``None`` without batch transforms, else a
+    dict ``{"op": "none" | "mixup" | "cutmix", "lambda": float, "box": (x1,
+    y1, x2, y2)}`` (the CutMix box pasted from sample j - 1, end exclusive;
+    lambda corrected to 1 - box area / (h * w))."""
 
-    def __init__(self, epoch, images, labels, indices, layout, normalize=None):
+    __slots__ = ("epoch", "images", "labels", "indices", "layout", "normalize", "soft_labels",
+                 "mix")
+
+    def __init__(self, epoch, images, labels, indices, layout, normalize=None, soft_labels=None,
+                 mix=None):
         self.epoch = epoch
         self.images = images
         self.labels = labels
         self.indices = indices
         self.layout = layout
         self.normalize = normalize
+        self.soft_labels = soft_labels
+        self.mix = mix
 
     def __len__(self):
         return len(self.labels)
@@ -462,6 +480,20 @@ class Batch:
     def __repr__(self):
         shape = self.images.shape if isinstance(self.images, np.ndarray) else "list"
         return "<sluice.Batch epoch=%d n=%d images=%s>" % (self.epoch, len(self), shape)
+
+
+_MIX_OPS = ("none", "mixup", "cutmix")
+
+
+def _mix_of(b):
+    """(soft_labels copy, mix dict) of a batch with batch transforms, else
+    (None, None)."""
+    if not b.soft_labels or not b.num_classes:
+        return None, None
+    k = b.num_classes
+    soft = np.ctypeslib.as_array(b.soft_labels, (b.n * k,)).reshape(b.n, k).copy()
+    op = _MIX_OPS[b.mix_op] if 0 <= b.mix_op < len(_MIX_OPS) else str(b.mix_op)
+    return soft, {"op": op, "lambda": b.mix_lambda, "box": tuple(b.mix_box)}
 
 
 class _View:
@@ -911,6 +943,7 @@ class Loader:
         indices = np.ctypeslib.as_array(b.indices, (n,)).copy() if n else np.empty(0, np.uint64)
         dtype = _DTYPES.get(b.dtype, np.dtype(np.uint8))
         norm = (tuple(b.norm_mean), tuple(b.norm_std)) if b.norm_on_device else None
+        soft, mix = _mix_of(b)
         with job.lock:
             job.live += 1
         if b.nbytes == 0 or not b.data:
@@ -918,7 +951,7 @@ class Loader:
             job.release(bptr)
             empty = np.empty((0,), dtype)
             images = empty.reshape((0, b.h, b.w, b.c)) if b.uniform else [empty] * n
-            return Batch(b.epoch, images, labels, indices, b.layout, norm)
+            return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix)
         owner = _Owner(job, bptr, b.data, b.nbytes)
         raw = np.asarray(owner)
         if b.dtype == _DT_RECORD:
@@ -938,7 +971,7 @@ class Loader:
                 o, s = int(offs[k]), int(sizes[k])
                 piece = raw[o:o + s]
                 images.append(piece.view(dtype) if s % dtype.itemsize == 0 else piece)
-        return Batch(b.epoch, images, labels, indices, b.layout, norm)
+        return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix)
 
     def report_step(self, seconds):
         """The training step that consumed the batches taken since the last

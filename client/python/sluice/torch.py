@@ -146,7 +146,9 @@ def _move(x, device):
 
 class IterableDataset(torch.utils.data.IterableDataset):
     """Yields ``(images, labels)``: images a tensor [n, c, h, w] / [n, h, w, c]
-    (a list of tensors when samples differ in shape), labels int64 [n].
+    (a list of tensors when samples differ in shape), labels int64 [n] --
+    or, with the spec's ``batch_transforms`` (MixUp / CutMix), soft labels
+    float32 [n, num_classes] (train with a soft-target cross entropy).
 
     ``device`` (a torch.device or a string such as "cuda:0" or "cpu"):
     images and labels are put there, through pinned memory and a
@@ -295,7 +297,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.epoch = st["first_epoch"] + st["epochs"]  # also after a break
         try:
             for b in loader.batches():
-                y = _move(torch.from_numpy(b.labels.astype(np.int64)), self.device)
+                if getattr(b, "soft_labels", None) is not None:
+                    # batch_transforms (MixUp / CutMix): the labels are soft,
+                    # float32 [n, num_classes], for a soft-target loss.
+                    y = _move(torch.from_numpy(b.soft_labels), self.device)
+                else:
+                    y = _move(torch.from_numpy(b.labels.astype(np.int64)), self.device)
                 if isinstance(b, RecordBatch):
                     yield self._records(b, y)
                     continue
