@@ -110,7 +110,7 @@ ok "$n ELF files: \$ORIGIN RPATHs, every NEEDED bundled or a base library (reade
 make_images "$TMP/data" 2 6
 mkdir -p "$TMP/plugins"
 # ycbcr needs nothing but libc: built here as a user would build theirs.
-cc -O2 -shared -fPIC -I"$ROOT" -o "$TMP/plugins/ycbcr.so" \
+cc -O2 -shared -fPIC -I"$ROOT/common/plugin" -o "$TMP/plugins/ycbcr.so" \
     "$ROOT/examples/plugins/ycbcr.c" || fail "build the ycbcr plugin"
 YCC=$(sha256sum "$TMP/plugins/ycbcr.so" | cut -d' ' -f1)
 cat >"$TMP/spec.json" <<JSON
