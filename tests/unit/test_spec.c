@@ -435,7 +435,7 @@ START_TEST(test_all_errors)
     }
     strcat(many, "}");
     const char *want_many[21];
-    char names[20][32];
+    char names[20][64];
     for (int i = 0; i < 20; i++) {
         snprintf(names[i], sizeof(names[i]), "t.json:%d: bad%d: unknown key", i + 1, i);
         want_many[i] = names[i];
