@@ -16,38 +16,9 @@
 #include "common/image/imgops.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_stages.h"
 
 #define ERRLEN 1024
-
-static char *spec_with(const char *stages)
-{
-    static char buf[8192];
-    int n = snprintf(buf, sizeof(buf),
-                     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\", \"seed\": 5},\n"
-                     " \"stages\": [\n  {\"op\": \"decode_jpeg\"},\n  %s\n ]}\n",
-                     stages);
-    ck_assert(n > 0 && (size_t)n < sizeof(buf));
-    return buf;
-}
-
-static void parse_ok(const char *stages, sl_spec_t *spec)
-{
-    char err[ERRLEN] = "";
-    const char *text = spec_with(stages);
-    int rc = sl_spec_parse("t.json", text, strlen(text), spec, err, sizeof(err));
-    ck_assert_msg(rc == 0, "%s: %s", stages, err);
-}
-
-static void parse_err(const char *stages, const char *want)
-{
-    char err[ERRLEN] = "";
-    sl_spec_t spec;
-    const char *text = spec_with(stages);
-    int rc = sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err));
-    ck_assert_msg(rc == -EINVAL, "%s: rc %d", stages, rc);
-    ck_assert_msg(strstr(err, want) != NULL, "%s:\n  error \"%s\"\n  lacks \"%s\"", stages, err,
-                  want);
-}
 
 /* parse(to_json(s)) == s for the augmentation fields (parse zeroes every
  * stage first, so the structs compare as bytes), and a fixed point. */
@@ -82,7 +53,7 @@ static const char *ALL_DEFAULTS =
 START_TEST(test_defaults)
 {
     sl_spec_t s;
-    parse_ok(ALL_DEFAULTS, &s);
+    fx_stages_parse_ok(ALL_DEFAULTS, &s);
     ck_assert_uint_eq(s.nstages, 13);
     const sl_aug_spec_t *a = &s.stages[1].aug;
     ck_assert(a->brightness[0] == 1 && a->brightness[1] == 1 && a->hue[0] == 0 && a->hue[1] == 0);
@@ -114,7 +85,7 @@ END_TEST
 START_TEST(test_short_forms)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": 1.5,"
+    fx_stages_parse_ok("{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": 1.5,"
              " \"saturation\": [0.5, 2], \"hue\": 0.1},"
              " {\"op\": \"gaussian_blur\", \"kernel_size\": [3, 7], \"sigma\": 1.5},"
              " {\"op\": \"random_erasing\", \"value\": \"random\", \"p\": 1},"
@@ -151,66 +122,66 @@ END_TEST
 START_TEST(test_errors)
 {
     /* The first augmentation stage sits on line 4 as stages[1]. */
-    parse_err("{\"op\": \"color_jitter\", \"brightness\": -1}",
+    fx_stages_parse_err("{\"op\": \"color_jitter\", \"brightness\": -1}",
               "t.json:4: stages[1].brightness: must be a number >= 0 or [min, max] with 0 <= "
               "min <= max, got -1");
-    parse_err("{\"op\": \"color_jitter\", \"hue\": 0.7}",
+    fx_stages_parse_err("{\"op\": \"color_jitter\", \"hue\": 0.7}",
               "t.json:4: stages[1].hue: must be a number >= 0 or [min, max] with -0.5 <= min <= "
               "max <= 0.5, got 0.7");
-    parse_err("{\"op\": \"color_jitter\", \"contrast\": [2, 1]}", "stages[1].contrast: must be");
-    parse_err("{\"op\": \"color_jitter\", \"brightnes\": 1}",
+    fx_stages_parse_err("{\"op\": \"color_jitter\", \"contrast\": [2, 1]}", "stages[1].contrast: must be");
+    fx_stages_parse_err("{\"op\": \"color_jitter\", \"brightnes\": 1}",
               "stages[1].brightnes: unknown key for color_jitter (expected one of: op, "
               "brightness, contrast, saturation, hue)");
-    parse_err("{\"op\": \"random_grayscale\", \"p\": 1.5}",
+    fx_stages_parse_err("{\"op\": \"random_grayscale\", \"p\": 1.5}",
               "t.json:4: stages[1].p: must be a probability in 0..1, got 1.5");
-    parse_err("{\"op\": \"gaussian_blur\"}",
+    fx_stages_parse_err("{\"op\": \"gaussian_blur\"}",
               "t.json:4: stages[1].kernel_size: missing (required): an odd integer in 1..255");
-    parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": 4}",
+    fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": 4}",
               "stages[1].kernel_size: must be an odd integer in 1..255 or [kx, ky], got 4");
-    parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": [3, 0]}", "stages[1].kernel_size");
-    parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": 3, \"sigma\": 0}",
+    fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": [3, 0]}", "stages[1].kernel_size");
+    fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": 3, \"sigma\": 0}",
               "stages[1].sigma: must be a number or [min, max] with 0 < min <= max, got 0");
-    parse_err("{\"op\": \"random_erasing\", \"scale\": [0.5, 1.5]}",
+    fx_stages_parse_err("{\"op\": \"random_erasing\", \"scale\": [0.5, 1.5]}",
               "stages[1].scale: must be a number or [min, max] with 0 <= min <= max <= 1");
-    parse_err("{\"op\": \"random_erasing\", \"ratio\": [0, 1]}", "stages[1].ratio: must be");
-    parse_err("{\"op\": \"random_erasing\", \"value\": \"noise\"}",
+    fx_stages_parse_err("{\"op\": \"random_erasing\", \"ratio\": [0, 1]}", "stages[1].ratio: must be");
+    fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": \"noise\"}",
               "stages[1].value: must be a pixel value in 0..255, [R, G, B] or \"random\", got "
               "\"noise\"");
-    parse_err("{\"op\": \"random_erasing\", \"value\": 256}",
+    fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": 256}",
               "stages[1].value: must be a pixel value in 0..255 or [R, G, B], got 256");
-    parse_err("{\"op\": \"random_rotation\"}", "t.json:4: stages[1].degrees: missing (required)");
-    parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"interpolation\": \"bicubic\"}",
+    fx_stages_parse_err("{\"op\": \"random_rotation\"}", "t.json:4: stages[1].degrees: missing (required)");
+    fx_stages_parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"interpolation\": \"bicubic\"}",
               "stages[1].interpolation: must be one of nearest, bilinear, got \"bicubic\"");
-    parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"center\": [1]}",
+    fx_stages_parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"center\": [1]}",
               "stages[1].center: must be [x, y] in pixels or null");
-    parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"fill\": null}",
+    fx_stages_parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"fill\": null}",
               "stages[1].fill: must be a pixel value in 0..255 or [R, G, B], got null");
-    parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"translate\": [0.5, 2]}",
+    fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"translate\": [0.5, 2]}",
               "stages[1].translate: must be [tx, ty], fractions of the width and height in 0..1");
-    parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": [1, 2, 3]}",
+    fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": [1, 2, 3]}",
               "stages[1].shear: must be s >= 0, [min, max] or [xmin, xmax, ymin, ymax]");
-    parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": 95}", "stages[1].shear");
-    parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"scale\": [0, 1]}",
+    fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": 95}", "stages[1].shear");
+    fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"scale\": [0, 1]}",
               "stages[1].scale: must be a number or [min, max] with 0 < min <= max");
-    parse_err("{\"op\": \"solarize\"}",
+    fx_stages_parse_err("{\"op\": \"solarize\"}",
               "t.json:4: stages[1].threshold: missing (required): a pixel value in 0..255");
-    parse_err("{\"op\": \"solarize\", \"threshold\": 300}",
+    fx_stages_parse_err("{\"op\": \"solarize\", \"threshold\": 300}",
               "stages[1].threshold: must be a pixel value in 0..255, got 300");
-    parse_err("{\"op\": \"posterize\", \"bits\": 9}", "stages[1].bits");
-    parse_err("{\"op\": \"posterize\"}", "stages[1].bits: missing (required)");
-    parse_err("{\"op\": \"rand_augment\", \"magnitude\": 31}", "stages[1].magnitude");
-    parse_err("{\"op\": \"rand_augment\", \"num_magnitude_bins\": 5, \"magnitude\": 5}",
+    fx_stages_parse_err("{\"op\": \"posterize\", \"bits\": 9}", "stages[1].bits");
+    fx_stages_parse_err("{\"op\": \"posterize\"}", "stages[1].bits: missing (required)");
+    fx_stages_parse_err("{\"op\": \"rand_augment\", \"magnitude\": 31}", "stages[1].magnitude");
+    fx_stages_parse_err("{\"op\": \"rand_augment\", \"num_magnitude_bins\": 5, \"magnitude\": 5}",
               "stages[1].magnitude");
-    parse_err("{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 1}",
+    fx_stages_parse_err("{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 1}",
               "stages[1].num_magnitude_bins");
-    parse_err("{\"op\": \"trivial_augment_wide\", \"num_ops\": 2}",
+    fx_stages_parse_err("{\"op\": \"trivial_augment_wide\", \"num_ops\": 2}",
               "stages[1].num_ops: unknown key for trivial_augment_wide");
-    parse_err("{\"op\": \"trivial_augment_wide\", \"fill\": [1, 2]}", "stages[1].fill");
+    fx_stages_parse_err("{\"op\": \"trivial_augment_wide\", \"fill\": [1, 2]}", "stages[1].fill");
     /* Order: on uint8 HWC pixels, so after the decode, before normalize,
      * to_chw (and image_tiles). */
-    parse_err("{\"op\": \"normalize\"}, {\"op\": \"equalize\"}",
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"equalize\"}",
               "t.json:4: stages[2].op: equalize must come before normalize (stages[1])");
-    parse_err("{\"op\": \"to_chw\"}, {\"op\": \"color_jitter\"}",
+    fx_stages_parse_err("{\"op\": \"to_chw\"}, {\"op\": \"color_jitter\"}",
               "stages[2].op: color_jitter must come before to_chw (stages[1])");
 }
 END_TEST
@@ -294,7 +265,7 @@ static const char *RANDOM_STAGES =
 START_TEST(test_units_deterministic)
 {
     sl_spec_t spec;
-    parse_ok(RANDOM_STAGES, &spec);
+    fx_stages_parse_ok(RANDOM_STAGES, &spec);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, NULL, 0), 0);
     const uint32_t n = sl_pipeline_nunits(p);
@@ -369,7 +340,7 @@ START_TEST(test_each_op_draws)
     copy_tensor(&jpg, &plain);
     {
         sl_spec_t s;
-        parse_ok("{\"op\": \"flip\", \"p\": 0}", &s);
+        fx_stages_parse_ok("{\"op\": \"flip\", \"p\": 0}", &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         run_units(p, 0, 1, 0, 0, &plain, NULL); /* the decoded image */
@@ -377,7 +348,7 @@ START_TEST(test_each_op_draws)
     }
     for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
         sl_spec_t s;
-        parse_ok(ops[k], &s);
+        fx_stages_parse_ok(ops[k], &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         int changed = 0;
@@ -407,7 +378,7 @@ END_TEST
 START_TEST(test_unit_refuses_floats)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"equalize\", \"p\": 1}", &s);
+    fx_stages_parse_ok("{\"op\": \"equalize\", \"p\": 1}", &s);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     sl_tensor_t t;

@@ -15,38 +15,9 @@
 #include "common/image/imgops.h"
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/fixtures_stages.h"
 
 #define ERRLEN 512
-
-static char *spec_with(const char *stages)
-{
-    static char buf[8192];
-    int n = snprintf(buf, sizeof(buf),
-                     "{\"source\": {\"type\": \"imagefolder\", \"path\": \"x\", \"seed\": 5},\n"
-                     " \"stages\": [\n  {\"op\": \"decode_jpeg\"},\n  %s\n ]}\n",
-                     stages);
-    ck_assert(n > 0 && (size_t)n < sizeof(buf));
-    return buf;
-}
-
-static void parse_ok(const char *stages, sl_spec_t *spec)
-{
-    char err[ERRLEN] = "";
-    const char *text = spec_with(stages);
-    int rc = sl_spec_parse("t.json", text, strlen(text), spec, err, sizeof(err));
-    ck_assert_msg(rc == 0, "%s: %s", stages, err);
-}
-
-static void parse_err(const char *stages, const char *want)
-{
-    char err[ERRLEN] = "";
-    sl_spec_t spec;
-    const char *text = spec_with(stages);
-    int rc = sl_spec_parse("t.json", text, strlen(text), &spec, err, sizeof(err));
-    ck_assert_msg(rc == -EINVAL, "%s: rc %d", stages, rc);
-    ck_assert_msg(strstr(err, want) != NULL, "%s:\n  error \"%s\"\n  lacks \"%s\"", stages, err,
-                  want);
-}
 
 /* The canonical JSON reads back to the same JSON (a fixed point). */
 static void assert_json_fixed(const sl_spec_t *s)
@@ -98,7 +69,7 @@ static int run_units(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_
 static void decoded(uint32_t w, uint32_t h, sl_tensor_t *out)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"flip\", \"p\": 0}", &s);
+    fx_stages_parse_ok("{\"op\": \"flip\", \"p\": 0}", &s);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     load_jpeg(out, w, h, 3);
@@ -112,16 +83,16 @@ static void decoded(uint32_t w, uint32_t h, sl_tensor_t *out)
 START_TEST(test_vertical_flip_spec)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"vertical_flip\"}", &s);
+    fx_stages_parse_ok("{\"op\": \"vertical_flip\"}", &s);
     ck_assert_int_eq(s.stages[1].op, SL_OP_VERTICAL_FLIP);
     ck_assert(s.stages[1].p == 0.5);
     assert_json_fixed(&s);
-    parse_ok("{\"op\": \"vertical_flip\", \"p\": 1}", &s);
+    fx_stages_parse_ok("{\"op\": \"vertical_flip\", \"p\": 1}", &s);
     ck_assert(s.stages[1].p == 1.0);
     ck_assert(sl_op_draws_random(SL_OP_VERTICAL_FLIP));
-    parse_err("{\"op\": \"vertical_flip\", \"p\": 1.5}",
+    fx_stages_parse_err("{\"op\": \"vertical_flip\", \"p\": 1.5}",
               "stages[1].p: must be a probability in 0..1, got 1.5");
-    parse_err("{\"op\": \"vertical_flip\", \"q\": 1}", "stages[1]");
+    fx_stages_parse_err("{\"op\": \"vertical_flip\", \"q\": 1}", "stages[1]");
 }
 END_TEST
 
@@ -139,7 +110,7 @@ START_TEST(test_vertical_flip_unit)
                              " {\"op\": \"vertical_flip\", \"p\": 1}"};
     for (int k = 0; k < 3; k++) {
         sl_spec_t s;
-        parse_ok(stages[k], &s);
+        fx_stages_parse_ok(stages[k], &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         uint32_t n = sl_pipeline_nunits(p);
@@ -173,7 +144,7 @@ END_TEST
 START_TEST(test_random_crop_spec)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"random_crop\", \"size\": 32, \"padding\": 4}", &s);
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 32, \"padding\": 4}", &s);
     const sl_aug_spec_t *a = &s.stages[1].aug;
     ck_assert_uint_eq(a->crop_h, 32);
     ck_assert_uint_eq(a->crop_w, 32);
@@ -186,7 +157,7 @@ START_TEST(test_random_crop_spec)
     assert_json_fixed(&s);
     ck_assert(sl_op_draws_random(SL_OP_RANDOM_CROP));
     /* torchvision's padding forms: [p], [left/right, top/bottom], [l, t, r, b] */
-    parse_ok("{\"op\": \"random_crop\", \"size\": [20, 30], \"padding\": [1, 2],"
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": [20, 30], \"padding\": [1, 2],"
              " \"padding_mode\": \"reflect\", \"fill\": 9, \"pad_if_needed\": true}",
              &s);
     a = &s.stages[1].aug;
@@ -196,32 +167,32 @@ START_TEST(test_random_crop_spec)
     ck_assert_uint_eq(a->padding_mode, SL_PAD_REFLECT);
     ck_assert(a->pad_if_needed);
     assert_json_fixed(&s);
-    parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [1, 2, 3, 4],"
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [1, 2, 3, 4],"
              " \"padding_mode\": \"symmetric\"}",
              &s);
     a = &s.stages[1].aug;
     ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 3 && a->padding[3] == 4);
-    parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [5],"
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [5],"
              " \"padding_mode\": \"edge\"}",
              &s);
     ck_assert_uint_eq(s.stages[1].aug.padding[3], 5);
     ck_assert_uint_eq(s.stages[1].aug.padding_mode, SL_PAD_EDGE);
 
-    parse_err("{\"op\": \"random_crop\", \"padding\": 4}", "stages[1].size: missing (required)");
-    parse_err("{\"op\": \"random_crop\", \"size\": 0}", "stages[1].size: must be an integer");
-    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": -1}",
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"padding\": 4}", "stages[1].size: missing (required)");
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 0}", "stages[1].size: must be an integer");
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": -1}",
               "stages[1].padding: must be an integer in 0..4096");
-    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, 2, 3]}",
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, 2, 3]}",
               "stages[1].padding: must be");
-    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, -2]}",
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, -2]}",
               "stages[1].padding: must be");
-    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding_mode\": \"wrap\"}",
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding_mode\": \"wrap\"}",
               "stages[1].padding_mode");
-    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"fill\": 300}",
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"fill\": 300}",
               "stages[1].fill: must be a pixel value in 0..255");
-    parse_err("{\"op\": \"random_crop\", \"size\": 32, \"pad_if_needed\": 1}",
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"pad_if_needed\": 1}",
               "stages[1].pad_if_needed");
-    parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_crop\", \"size\": 32}",
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_crop\", \"size\": 32}",
               "random_crop must come before normalize");
 }
 END_TEST
@@ -238,7 +209,7 @@ START_TEST(test_random_crop_unit)
     sl_tensor_init(&again);
     decoded(32, 32, &img);
     sl_spec_t s;
-    parse_ok("{\"op\": \"random_crop\", \"size\": 32, \"padding\": 4}", &s);
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 32, \"padding\": 4}", &s);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     char err[ERRLEN] = "";
@@ -261,13 +232,13 @@ START_TEST(test_random_crop_unit)
     ck_assert_int_gt(black_row, 0);
     sl_pipeline_free(p);
 
-    parse_ok("{\"op\": \"random_crop\", \"size\": 40}", &s);
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 40}", &s);
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     copy_tensor(&img, &out);
     ck_assert_int_eq(run_units(p, 1, 2, 0, &out, err, sizeof(err)), -EINVAL);
     ck_assert_msg(strstr(err, "random_crop") != NULL, "%s", err);
     sl_pipeline_free(p);
-    parse_ok("{\"op\": \"random_crop\", \"size\": 40, \"pad_if_needed\": true,"
+    fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 40, \"pad_if_needed\": true,"
              " \"padding_mode\": \"edge\"}",
              &s);
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
@@ -286,7 +257,7 @@ END_TEST
 START_TEST(test_interpolation_spec)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64},"
+    fx_stages_parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64},"
              " {\"op\": \"resize\", \"size\": 32}",
              &s);
     ck_assert_uint_eq(s.stages[1].resize_interp, SL_RESIZE_INTERP_BILINEAR);
@@ -296,18 +267,18 @@ START_TEST(test_interpolation_spec)
     char *j = sl_spec_to_json(&s);
     ck_assert_ptr_null(strstr(j, "interpolation"));
     free(j);
-    parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64,"
+    fx_stages_parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64,"
              " \"interpolation\": \"bicubic\"},"
              " {\"op\": \"resize\", \"size\": [20, 30], \"interpolation\": \"nearest\"}",
              &s);
     ck_assert_uint_eq(s.stages[1].resize_interp, SL_RESIZE_INTERP_BICUBIC);
     ck_assert_uint_eq(s.stages[2].resize_interp, SL_RESIZE_INTERP_NEAREST);
     assert_json_fixed(&s);
-    parse_err("{\"op\": \"resize\", \"size\": 32, \"interpolation\": \"lanczos\"}",
+    fx_stages_parse_err("{\"op\": \"resize\", \"size\": 32, \"interpolation\": \"lanczos\"}",
               "stages[1].interpolation");
-    parse_err("{\"op\": \"random_resized_crop\", \"size\": 32, \"interpolation\": 2}",
+    fx_stages_parse_err("{\"op\": \"random_resized_crop\", \"size\": 32, \"interpolation\": 2}",
               "stages[1].interpolation");
-    parse_err("{\"op\": \"center_crop\", \"size\": 32, \"interpolation\": \"nearest\"}",
+    fx_stages_parse_err("{\"op\": \"center_crop\", \"size\": 32, \"interpolation\": \"nearest\"}",
               "interpolation");
 }
 END_TEST
@@ -326,7 +297,7 @@ START_TEST(test_interpolation_units)
     load_jpeg(&jpg, 160, 120, 5);
     for (int k = 0; k < 3; k++) {
         sl_spec_t s;
-        parse_ok(stages[k], &s);
+        fx_stages_parse_ok(stages[k], &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         ck_assert_uint_eq(sl_pipeline_nunits(p), k == 0 ? 1 : 2);
@@ -348,7 +319,7 @@ START_TEST(test_interpolation_units)
     sl_tensor_init(&r);
     decoded(40, 30, &img);
     sl_spec_t s;
-    parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}", &s);
+    fx_stages_parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}", &s);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     copy_tensor(&img, &r);
@@ -376,7 +347,7 @@ END_TEST
 START_TEST(test_nested_spec)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"random_apply\", \"p\": 0.8, \"ops\": [{\"op\": \"color_jitter\","
+    fx_stages_parse_ok("{\"op\": \"random_apply\", \"p\": 0.8, \"ops\": [{\"op\": \"color_jitter\","
              " \"brightness\": 0.4}, {\"op\": \"random_grayscale\", \"p\": 1}]},"
              " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"solarize\", \"threshold\":"
              " 128}, {\"op\": \"posterize\", \"bits\": 3}], \"p\": [1, 3]},"
@@ -406,37 +377,37 @@ START_TEST(test_nested_spec)
     free(j1);
     free(j2);
     sl_spec_clear(&c);
-    parse_ok("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\"}]}", &s);
+    fx_stages_parse_ok("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\"}]}", &s);
     ck_assert(s.stages[1].aug.p == 0.5);
     sl_spec_clear(&s);
 
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"normalize\"}]}",
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"normalize\"}]}",
               "stages[1].ops[0].op: random_apply takes augmentation ops only");
-    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"resize\", \"size\": 3}]}",
+    fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"resize\", \"size\": 3}]}",
               "stages[1].ops[0].op: random_choice takes augmentation ops only");
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"decode_jpeg\"}]}",
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"decode_jpeg\"}]}",
               "stages[1].ops[0].op");
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\","
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\","
               " \"ops\": [{\"op\": \"equalize\"}]}]}",
               "stages[1].ops[0].op");
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}", "stages[1].ops[0].op");
-    parse_err("{\"op\": \"random_apply\", \"ops\": []}", "stages[1].ops: must be a non-empty");
-    parse_err("{\"op\": \"random_apply\"}", "stages[1].ops: missing (required)");
-    parse_err("{\"op\": \"random_apply\", \"p\": 1.2, \"ops\": [{\"op\": \"equalize\"}]}",
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}", "stages[1].ops[0].op");
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": []}", "stages[1].ops: must be a non-empty");
+    fx_stages_parse_err("{\"op\": \"random_apply\"}", "stages[1].ops: missing (required)");
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"p\": 1.2, \"ops\": [{\"op\": \"equalize\"}]}",
               "stages[1].p: must be a probability in 0..1");
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"p\": -1}]}",
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"p\": -1}]}",
               "stages[1].ops[0].p: must be a probability in 0..1");
-    parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"x\": 1}]}",
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"x\": 1}]}",
               "stages[1].ops[0]");
-    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}], \"p\": [1, 2]}",
+    fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}], \"p\": [1, 2]}",
               "stages[1].p: must be null or 1 weights");
-    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
+    fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
               " {\"op\": \"equalize\"}], \"p\": [0, 0]}",
               "stages[1].p: must be null or 2 weights");
-    parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
+    fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
               " {\"op\": \"equalize\"}], \"p\": [1, -1]}",
               "stages[1].p");
-    parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\":"
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\":"
               " \"equalize\"}]}",
               "random_apply must come before normalize");
 }
@@ -464,7 +435,7 @@ START_TEST(test_nested_units)
          " \"p\": 1}, {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
     for (int k = 0; k < 3; k++) {
         sl_spec_t s;
-        parse_ok(stages[k], &s);
+        fx_stages_parse_ok(stages[k], &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         sl_spec_clear(&s);
@@ -492,7 +463,7 @@ START_TEST(test_nested_units)
          " {\"op\": \"posterize\", \"bits\": 2, \"p\": 1}]}"};
     for (int k = 0; k < 2; k++) {
         sl_spec_t s;
-        parse_ok(mixed[k], &s);
+        fx_stages_parse_ok(mixed[k], &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         sl_spec_clear(&s);
@@ -521,19 +492,19 @@ END_TEST
 START_TEST(test_erasing_after_normalize_spec)
 {
     sl_spec_t s;
-    parse_ok("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\"}", &s);
-    parse_ok("{\"op\": \"normalize\"}, {\"op\": \"to_chw\"}, {\"op\": \"random_erasing\","
+    fx_stages_parse_ok("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\"}", &s);
+    fx_stages_parse_ok("{\"op\": \"normalize\"}, {\"op\": \"to_chw\"}, {\"op\": \"random_erasing\","
              " \"p\": 0.25, \"value\": \"random\"}",
              &s);
     assert_json_fixed(&s);
-    parse_err("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"to_chw\"},"
+    fx_stages_parse_err("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"to_chw\"},"
               " {\"op\": \"random_erasing\"}",
               "stages[3].op: random_erasing after a normalize with \"on\": \"device\" "
               "(stages[1].on) is not supported");
     /* before a device normalize: uint8, pixel units, as always */
-    parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}", &s);
+    fx_stages_parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}", &s);
     /* the other augmentations stay before normalize */
-    parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\":"
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\":"
               " [{\"op\": \"random_erasing\"}]}",
               "random_apply must come before normalize");
 }
@@ -556,7 +527,7 @@ START_TEST(test_erasing_after_normalize_unit)
                              " {\"op\": \"random_erasing\", \"p\": 1, \"value\": \"random\"}"};
     for (int k = 0; k < 2; k++) {
         sl_spec_t s;
-        parse_ok(stages[k], &s);
+        fx_stages_parse_ok(stages[k], &s);
         sl_pipeline_t *p = NULL;
         ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
         const uint32_t n = sl_pipeline_nunits(p);
