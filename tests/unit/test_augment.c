@@ -86,18 +86,19 @@ START_TEST(test_short_forms)
 {
     sl_spec_t s;
     fx_stages_parse_ok("{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": 1.5,"
-             " \"saturation\": [0.5, 2], \"hue\": 0.1},"
-             " {\"op\": \"gaussian_blur\", \"kernel_size\": [3, 7], \"sigma\": 1.5},"
-             " {\"op\": \"random_erasing\", \"value\": \"random\", \"p\": 1},"
-             " {\"op\": \"random_erasing\", \"value\": [1, 2, 3.5]},"
-             " {\"op\": \"random_affine\", \"degrees\": [-5, 10], \"translate\": [0.1, 0.2],"
-             " \"scale\": [0.8, 1.2], \"shear\": 10, \"interpolation\": \"bilinear\","
-             " \"center\": [3, 4.5], \"fill\": 7},"
-             " {\"op\": \"random_affine\", \"degrees\": 1, \"shear\": [1, 2, 3, 4],"
-             " \"fill\": [1, 2, 3]},"
-             " {\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 4,"
-             " \"num_magnitude_bins\": 5, \"fill\": [128, 128, 128]}",
-             &s);
+                       " \"saturation\": [0.5, 2], \"hue\": 0.1},"
+                       " {\"op\": \"gaussian_blur\", \"kernel_size\": [3, 7], \"sigma\": 1.5},"
+                       " {\"op\": \"random_erasing\", \"value\": \"random\", \"p\": 1},"
+                       " {\"op\": \"random_erasing\", \"value\": [1, 2, 3.5]},"
+                       " {\"op\": \"random_affine\", \"degrees\": [-5, 10], \"translate\": [0.1, "
+                       "0.2],"
+                       " \"scale\": [0.8, 1.2], \"shear\": 10, \"interpolation\": \"bilinear\","
+                       " \"center\": [3, 4.5], \"fill\": 7},"
+                       " {\"op\": \"random_affine\", \"degrees\": 1, \"shear\": [1, 2, 3, 4],"
+                       " \"fill\": [1, 2, 3]},"
+                       " {\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 4,"
+                       " \"num_magnitude_bins\": 5, \"fill\": [128, 128, 128]}",
+                       &s);
     const sl_aug_spec_t *a = &s.stages[1].aug;
     ck_assert(fabs(a->brightness[0] - 0.6) < 1e-12 && fabs(a->brightness[1] - 1.4) < 1e-12);
     ck_assert(a->contrast[0] == 0 && a->contrast[1] == 2.5); /* max(0, 1 - x) */
@@ -123,66 +124,79 @@ START_TEST(test_errors)
 {
     /* The first augmentation stage sits on line 4 as stages[1]. */
     fx_stages_parse_err("{\"op\": \"color_jitter\", \"brightness\": -1}",
-              "t.json:4: stages[1].brightness: must be a number >= 0 or [min, max] with 0 <= "
-              "min <= max, got -1");
+                        "t.json:4: stages[1].brightness: must be a number >= 0 or [min, max] with "
+                        "0 <= "
+                        "min <= max, got -1");
     fx_stages_parse_err("{\"op\": \"color_jitter\", \"hue\": 0.7}",
-              "t.json:4: stages[1].hue: must be a number >= 0 or [min, max] with -0.5 <= min <= "
-              "max <= 0.5, got 0.7");
-    fx_stages_parse_err("{\"op\": \"color_jitter\", \"contrast\": [2, 1]}", "stages[1].contrast: must be");
+                        "t.json:4: stages[1].hue: must be a number >= 0 or [min, max] with -0.5 <= "
+                        "min <= "
+                        "max <= 0.5, got 0.7");
+    fx_stages_parse_err("{\"op\": \"color_jitter\", \"contrast\": [2, 1]}",
+                        "stages[1].contrast: must be");
     fx_stages_parse_err("{\"op\": \"color_jitter\", \"brightnes\": 1}",
-              "stages[1].brightnes: unknown key for color_jitter (expected one of: op, "
-              "brightness, contrast, saturation, hue)");
+                        "stages[1].brightnes: unknown key for color_jitter (expected one of: op, "
+                        "brightness, contrast, saturation, hue)");
     fx_stages_parse_err("{\"op\": \"random_grayscale\", \"p\": 1.5}",
-              "t.json:4: stages[1].p: must be a probability in 0..1, got 1.5");
-    fx_stages_parse_err("{\"op\": \"gaussian_blur\"}",
-              "t.json:4: stages[1].kernel_size: missing (required): an odd integer in 1..255");
+                        "t.json:4: stages[1].p: must be a probability in 0..1, got 1.5");
+    fx_stages_parse_err("{\"op\": \"gaussian_blur\"}", "t.json:4: stages[1].kernel_size: missing "
+                                                       "(required): an odd integer in 1..255");
     fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": 4}",
-              "stages[1].kernel_size: must be an odd integer in 1..255 or [kx, ky], got 4");
-    fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": [3, 0]}", "stages[1].kernel_size");
+                        "stages[1].kernel_size: must be an odd integer in 1..255 or [kx, ky], got "
+                        "4");
+    fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": [3, 0]}",
+                        "stages[1].kernel_size");
     fx_stages_parse_err("{\"op\": \"gaussian_blur\", \"kernel_size\": 3, \"sigma\": 0}",
-              "stages[1].sigma: must be a number or [min, max] with 0 < min <= max, got 0");
+                        "stages[1].sigma: must be a number or [min, max] with 0 < min <= max, got "
+                        "0");
     fx_stages_parse_err("{\"op\": \"random_erasing\", \"scale\": [0.5, 1.5]}",
-              "stages[1].scale: must be a number or [min, max] with 0 <= min <= max <= 1");
-    fx_stages_parse_err("{\"op\": \"random_erasing\", \"ratio\": [0, 1]}", "stages[1].ratio: must be");
+                        "stages[1].scale: must be a number or [min, max] with 0 <= min <= max <= "
+                        "1");
+    fx_stages_parse_err("{\"op\": \"random_erasing\", \"ratio\": [0, 1]}",
+                        "stages[1].ratio: must be");
     fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": \"noise\"}",
-              "stages[1].value: must be a pixel value in 0..255, [R, G, B] or \"random\", got "
-              "\"noise\"");
+                        "stages[1].value: must be a pixel value in 0..255, [R, G, B] or "
+                        "\"random\", got "
+                        "\"noise\"");
     fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": 256}",
-              "stages[1].value: must be a pixel value in 0..255 or [R, G, B], got 256");
-    fx_stages_parse_err("{\"op\": \"random_rotation\"}", "t.json:4: stages[1].degrees: missing (required)");
-    fx_stages_parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"interpolation\": \"bicubic\"}",
-              "stages[1].interpolation: must be one of nearest, bilinear, got \"bicubic\"");
+                        "stages[1].value: must be a pixel value in 0..255 or [R, G, B], got 256");
+    fx_stages_parse_err("{\"op\": \"random_rotation\"}",
+                        "t.json:4: stages[1].degrees: missing (required)");
+    fx_stages_parse_err(
+        "{\"op\": \"random_rotation\", \"degrees\": 10, \"interpolation\": \"bicubic\"}",
+        "stages[1].interpolation: must be one of nearest, bilinear, got \"bicubic\"");
     fx_stages_parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"center\": [1]}",
-              "stages[1].center: must be [x, y] in pixels or null");
+                        "stages[1].center: must be [x, y] in pixels or null");
     fx_stages_parse_err("{\"op\": \"random_rotation\", \"degrees\": 10, \"fill\": null}",
-              "stages[1].fill: must be a pixel value in 0..255 or [R, G, B], got null");
+                        "stages[1].fill: must be a pixel value in 0..255 or [R, G, B], got null");
     fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"translate\": [0.5, 2]}",
-              "stages[1].translate: must be [tx, ty], fractions of the width and height in 0..1");
+                        "stages[1].translate: must be [tx, ty], fractions of the width and height "
+                        "in 0..1");
     fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": [1, 2, 3]}",
-              "stages[1].shear: must be s >= 0, [min, max] or [xmin, xmax, ymin, ymax]");
-    fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": 95}", "stages[1].shear");
+                        "stages[1].shear: must be s >= 0, [min, max] or [xmin, xmax, ymin, ymax]");
+    fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"shear\": 95}",
+                        "stages[1].shear");
     fx_stages_parse_err("{\"op\": \"random_affine\", \"degrees\": 0, \"scale\": [0, 1]}",
-              "stages[1].scale: must be a number or [min, max] with 0 < min <= max");
-    fx_stages_parse_err("{\"op\": \"solarize\"}",
-              "t.json:4: stages[1].threshold: missing (required): a pixel value in 0..255");
+                        "stages[1].scale: must be a number or [min, max] with 0 < min <= max");
+    fx_stages_parse_err("{\"op\": \"solarize\"}", "t.json:4: stages[1].threshold: missing "
+                                                  "(required): a pixel value in 0..255");
     fx_stages_parse_err("{\"op\": \"solarize\", \"threshold\": 300}",
-              "stages[1].threshold: must be a pixel value in 0..255, got 300");
+                        "stages[1].threshold: must be a pixel value in 0..255, got 300");
     fx_stages_parse_err("{\"op\": \"posterize\", \"bits\": 9}", "stages[1].bits");
     fx_stages_parse_err("{\"op\": \"posterize\"}", "stages[1].bits: missing (required)");
     fx_stages_parse_err("{\"op\": \"rand_augment\", \"magnitude\": 31}", "stages[1].magnitude");
     fx_stages_parse_err("{\"op\": \"rand_augment\", \"num_magnitude_bins\": 5, \"magnitude\": 5}",
-              "stages[1].magnitude");
+                        "stages[1].magnitude");
     fx_stages_parse_err("{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 1}",
-              "stages[1].num_magnitude_bins");
+                        "stages[1].num_magnitude_bins");
     fx_stages_parse_err("{\"op\": \"trivial_augment_wide\", \"num_ops\": 2}",
-              "stages[1].num_ops: unknown key for trivial_augment_wide");
+                        "stages[1].num_ops: unknown key for trivial_augment_wide");
     fx_stages_parse_err("{\"op\": \"trivial_augment_wide\", \"fill\": [1, 2]}", "stages[1].fill");
     /* Order: on uint8 HWC pixels, so after the decode, before normalize,
      * to_chw (and image_tiles). */
     fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"equalize\"}",
-              "t.json:4: stages[2].op: equalize must come before normalize (stages[1])");
+                        "t.json:4: stages[2].op: equalize must come before normalize (stages[1])");
     fx_stages_parse_err("{\"op\": \"to_chw\"}, {\"op\": \"color_jitter\"}",
-              "stages[2].op: color_jitter must come before to_chw (stages[1])");
+                        "stages[2].op: color_jitter must come before to_chw (stages[1])");
 }
 END_TEST
 

@@ -91,7 +91,7 @@ START_TEST(test_vertical_flip_spec)
     ck_assert(s.stages[1].p == 1.0);
     ck_assert(sl_op_draws_random(SL_OP_VERTICAL_FLIP));
     fx_stages_parse_err("{\"op\": \"vertical_flip\", \"p\": 1.5}",
-              "stages[1].p: must be a probability in 0..1, got 1.5");
+                        "stages[1].p: must be a probability in 0..1, got 1.5");
     fx_stages_parse_err("{\"op\": \"vertical_flip\", \"q\": 1}", "stages[1]");
 }
 END_TEST
@@ -158,8 +158,8 @@ START_TEST(test_random_crop_spec)
     ck_assert(sl_op_draws_random(SL_OP_RANDOM_CROP));
     /* torchvision's padding forms: [p], [left/right, top/bottom], [l, t, r, b] */
     fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": [20, 30], \"padding\": [1, 2],"
-             " \"padding_mode\": \"reflect\", \"fill\": 9, \"pad_if_needed\": true}",
-             &s);
+                       " \"padding_mode\": \"reflect\", \"fill\": 9, \"pad_if_needed\": true}",
+                       &s);
     a = &s.stages[1].aug;
     ck_assert_uint_eq(a->crop_h, 20);
     ck_assert_uint_eq(a->crop_w, 30);
@@ -168,32 +168,34 @@ START_TEST(test_random_crop_spec)
     ck_assert(a->pad_if_needed);
     assert_json_fixed(&s);
     fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [1, 2, 3, 4],"
-             " \"padding_mode\": \"symmetric\"}",
-             &s);
+                       " \"padding_mode\": \"symmetric\"}",
+                       &s);
     a = &s.stages[1].aug;
     ck_assert(a->padding[0] == 1 && a->padding[1] == 2 && a->padding[2] == 3 && a->padding[3] == 4);
     fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 8, \"padding\": [5],"
-             " \"padding_mode\": \"edge\"}",
-             &s);
+                       " \"padding_mode\": \"edge\"}",
+                       &s);
     ck_assert_uint_eq(s.stages[1].aug.padding[3], 5);
     ck_assert_uint_eq(s.stages[1].aug.padding_mode, SL_PAD_EDGE);
 
-    fx_stages_parse_err("{\"op\": \"random_crop\", \"padding\": 4}", "stages[1].size: missing (required)");
-    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 0}", "stages[1].size: must be an integer");
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"padding\": 4}",
+                        "stages[1].size: missing (required)");
+    fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 0}",
+                        "stages[1].size: must be an integer");
     fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": -1}",
-              "stages[1].padding: must be an integer in 0..4096");
+                        "stages[1].padding: must be an integer in 0..4096");
     fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, 2, 3]}",
-              "stages[1].padding: must be");
+                        "stages[1].padding: must be");
     fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding\": [1, -2]}",
-              "stages[1].padding: must be");
+                        "stages[1].padding: must be");
     fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"padding_mode\": \"wrap\"}",
-              "stages[1].padding_mode");
+                        "stages[1].padding_mode");
     fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"fill\": 300}",
-              "stages[1].fill: must be a pixel value in 0..255");
+                        "stages[1].fill: must be a pixel value in 0..255");
     fx_stages_parse_err("{\"op\": \"random_crop\", \"size\": 32, \"pad_if_needed\": 1}",
-              "stages[1].pad_if_needed");
+                        "stages[1].pad_if_needed");
     fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_crop\", \"size\": 32}",
-              "random_crop must come before normalize");
+                        "random_crop must come before normalize");
 }
 END_TEST
 
@@ -239,8 +241,8 @@ START_TEST(test_random_crop_unit)
     ck_assert_msg(strstr(err, "random_crop") != NULL, "%s", err);
     sl_pipeline_free(p);
     fx_stages_parse_ok("{\"op\": \"random_crop\", \"size\": 40, \"pad_if_needed\": true,"
-             " \"padding_mode\": \"edge\"}",
-             &s);
+                       " \"padding_mode\": \"edge\"}",
+                       &s);
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     copy_tensor(&img, &out);
     ck_assert_msg(run_units(p, 1, 2, 0, &out, err, sizeof(err)) == 0, "%s", err);
@@ -258,8 +260,8 @@ START_TEST(test_interpolation_spec)
 {
     sl_spec_t s;
     fx_stages_parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64},"
-             " {\"op\": \"resize\", \"size\": 32}",
-             &s);
+                       " {\"op\": \"resize\", \"size\": 32}",
+                       &s);
     ck_assert_uint_eq(s.stages[1].resize_interp, SL_RESIZE_INTERP_BILINEAR);
     ck_assert_uint_eq(s.stages[2].resize_interp, SL_RESIZE_INTERP_BILINEAR);
     /* bilinear, the default, leaves the canonical JSON (and hashes) as
@@ -268,18 +270,18 @@ START_TEST(test_interpolation_spec)
     ck_assert_ptr_null(strstr(j, "interpolation"));
     free(j);
     fx_stages_parse_ok("{\"op\": \"random_resized_crop\", \"size\": 64,"
-             " \"interpolation\": \"bicubic\"},"
-             " {\"op\": \"resize\", \"size\": [20, 30], \"interpolation\": \"nearest\"}",
-             &s);
+                       " \"interpolation\": \"bicubic\"},"
+                       " {\"op\": \"resize\", \"size\": [20, 30], \"interpolation\": \"nearest\"}",
+                       &s);
     ck_assert_uint_eq(s.stages[1].resize_interp, SL_RESIZE_INTERP_BICUBIC);
     ck_assert_uint_eq(s.stages[2].resize_interp, SL_RESIZE_INTERP_NEAREST);
     assert_json_fixed(&s);
     fx_stages_parse_err("{\"op\": \"resize\", \"size\": 32, \"interpolation\": \"lanczos\"}",
-              "stages[1].interpolation");
+                        "stages[1].interpolation");
     fx_stages_parse_err("{\"op\": \"random_resized_crop\", \"size\": 32, \"interpolation\": 2}",
-              "stages[1].interpolation");
+                        "stages[1].interpolation");
     fx_stages_parse_err("{\"op\": \"center_crop\", \"size\": 32, \"interpolation\": \"nearest\"}",
-              "interpolation");
+                        "interpolation");
 }
 END_TEST
 
@@ -319,7 +321,8 @@ START_TEST(test_interpolation_units)
     sl_tensor_init(&r);
     decoded(40, 30, &img);
     sl_spec_t s;
-    fx_stages_parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}", &s);
+    fx_stages_parse_ok("{\"op\": \"resize\", \"size\": [12, 16], \"interpolation\": \"nearest\"}",
+                       &s);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, NULL, 0), 0);
     copy_tensor(&img, &r);
@@ -348,11 +351,12 @@ START_TEST(test_nested_spec)
 {
     sl_spec_t s;
     fx_stages_parse_ok("{\"op\": \"random_apply\", \"p\": 0.8, \"ops\": [{\"op\": \"color_jitter\","
-             " \"brightness\": 0.4}, {\"op\": \"random_grayscale\", \"p\": 1}]},"
-             " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"solarize\", \"threshold\":"
-             " 128}, {\"op\": \"posterize\", \"bits\": 3}], \"p\": [1, 3]},"
-             " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}]}",
-             &s);
+                       " \"brightness\": 0.4}, {\"op\": \"random_grayscale\", \"p\": 1}]},"
+                       " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"solarize\", "
+                       "\"threshold\":"
+                       " 128}, {\"op\": \"posterize\", \"bits\": 3}], \"p\": [1, 3]},"
+                       " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}]}",
+                       &s);
     const sl_aug_spec_t *a = &s.stages[1].aug;
     ck_assert_int_eq(s.stages[1].op, SL_OP_RANDOM_APPLY);
     ck_assert(a->p == 0.8);
@@ -382,34 +386,37 @@ START_TEST(test_nested_spec)
     sl_spec_clear(&s);
 
     fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"normalize\"}]}",
-              "stages[1].ops[0].op: random_apply takes augmentation ops only");
+                        "stages[1].ops[0].op: random_apply takes augmentation ops only");
     fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"resize\", \"size\": 3}]}",
-              "stages[1].ops[0].op: random_choice takes augmentation ops only");
+                        "stages[1].ops[0].op: random_choice takes augmentation ops only");
     fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"decode_jpeg\"}]}",
-              "stages[1].ops[0].op");
+                        "stages[1].ops[0].op");
     fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\","
-              " \"ops\": [{\"op\": \"equalize\"}]}]}",
-              "stages[1].ops[0].op");
-    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}", "stages[1].ops[0].op");
-    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": []}", "stages[1].ops: must be a non-empty");
+                        " \"ops\": [{\"op\": \"equalize\"}]}]}",
+                        "stages[1].ops[0].op");
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"nope\"}]}",
+                        "stages[1].ops[0].op");
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": []}",
+                        "stages[1].ops: must be a non-empty");
     fx_stages_parse_err("{\"op\": \"random_apply\"}", "stages[1].ops: missing (required)");
     fx_stages_parse_err("{\"op\": \"random_apply\", \"p\": 1.2, \"ops\": [{\"op\": \"equalize\"}]}",
-              "stages[1].p: must be a probability in 0..1");
+                        "stages[1].p: must be a probability in 0..1");
     fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"p\": -1}]}",
-              "stages[1].ops[0].p: must be a probability in 0..1");
+                        "stages[1].ops[0].p: must be a probability in 0..1");
     fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"equalize\", \"x\": 1}]}",
-              "stages[1].ops[0]");
-    fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}], \"p\": [1, 2]}",
-              "stages[1].p: must be null or 1 weights");
+                        "stages[1].ops[0]");
+    fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"}], \"p\": [1, "
+                        "2]}",
+                        "stages[1].p: must be null or 1 weights");
     fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
-              " {\"op\": \"equalize\"}], \"p\": [0, 0]}",
-              "stages[1].p: must be null or 2 weights");
+                        " {\"op\": \"equalize\"}], \"p\": [0, 0]}",
+                        "stages[1].p: must be null or 2 weights");
     fx_stages_parse_err("{\"op\": \"random_choice\", \"ops\": [{\"op\": \"equalize\"},"
-              " {\"op\": \"equalize\"}], \"p\": [1, -1]}",
-              "stages[1].p");
+                        " {\"op\": \"equalize\"}], \"p\": [1, -1]}",
+                        "stages[1].p");
     fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\":"
-              " \"equalize\"}]}",
-              "random_apply must come before normalize");
+                        " \"equalize\"}]}",
+                        "random_apply must come before normalize");
 }
 END_TEST
 
@@ -494,19 +501,20 @@ START_TEST(test_erasing_after_normalize_spec)
     sl_spec_t s;
     fx_stages_parse_ok("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\"}", &s);
     fx_stages_parse_ok("{\"op\": \"normalize\"}, {\"op\": \"to_chw\"}, {\"op\": \"random_erasing\","
-             " \"p\": 0.25, \"value\": \"random\"}",
-             &s);
+                       " \"p\": 0.25, \"value\": \"random\"}",
+                       &s);
     assert_json_fixed(&s);
     fx_stages_parse_err("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"to_chw\"},"
-              " {\"op\": \"random_erasing\"}",
-              "stages[3].op: random_erasing after a normalize with \"on\": \"device\" "
-              "(stages[1].on) is not supported");
+                        " {\"op\": \"random_erasing\"}",
+                        "stages[3].op: random_erasing after a normalize with \"on\": \"device\" "
+                        "(stages[1].on) is not supported");
     /* before a device normalize: uint8, pixel units, as always */
-    fx_stages_parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}", &s);
+    fx_stages_parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}",
+                       &s);
     /* the other augmentations stay before normalize */
     fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_apply\", \"ops\":"
-              " [{\"op\": \"random_erasing\"}]}",
-              "random_apply must come before normalize");
+                        " [{\"op\": \"random_erasing\"}]}",
+                        "random_apply must come before normalize");
 }
 END_TEST
 
