@@ -146,6 +146,7 @@ void wk_job_unref(wk_job_t *job)
     sl_source_free(job->src);
     free(job->tcost);
     free(job->ttok);
+    free(job->ttiles);
     sl_pipeline_free(job->pipe);
     sl_spec_clear(&job->spec);
     pthread_mutex_destroy(&job->mu);

@@ -155,12 +155,13 @@ static int runner_load(wk_job_t *job)
     }
     /* Balanced batching: the same predictions as the client's, for the same
      * order (common/order/balance.h). */
-    if (job->spec.batching.mode == SL_BATCHING_BALANCED) {
+    if (job->spec.batching.mode != SL_BATCHING_COUNT) {
         size_t nn = n > 0 ? n : 1;
         job->tcost = malloc(nn * sizeof(*job->tcost));
         job->ttok = malloc(nn * sizeof(*job->ttok));
-        if (job->tcost == NULL || job->ttok == NULL ||
-            sl_balance_sample_costs(&job->spec, src, job->tcost, job->ttok) < 0) {
+        job->ttiles = malloc(nn * sizeof(*job->ttiles));
+        if (job->tcost == NULL || job->ttok == NULL || job->ttiles == NULL ||
+            sl_balance_sample_costs(&job->spec, src, job->tcost, job->ttok, job->ttiles) < 0) {
             wk_job_fail(job, "out of memory predicting sample costs");
             sl_source_free(src);
             return -ENOMEM;
@@ -193,15 +194,15 @@ static const uint64_t *order_lookup(wk_job_t *job, uint64_t epoch)
 static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
 {
     if (job->spec.world_size <= 1) {
-        return sl_rank_order_balanced(&job->spec, epoch, job->num_samples, job->tcost,
-                                      job->ttok, order, order);
+        return sl_rank_order_balanced(&job->spec, epoch, job->num_samples, job->tcost, job->ttok,
+                                      job->ttiles, order, order);
     }
     uint64_t *scratch = malloc((job->num_samples > 0 ? job->num_samples : 1) * sizeof(*scratch));
     if (scratch == NULL) {
         return -ENOMEM;
     }
     int rc = sl_rank_order_balanced(&job->spec, epoch, job->num_samples, job->tcost, job->ttok,
-                                    scratch, order);
+                                    job->ttiles, scratch, order);
     free(scratch);
     return rc;
 }

@@ -77,6 +77,7 @@ struct wk_job_s {
     sl_source_t *src; /* set by the runner before READY, then immutable */
     float *tcost;     /* balanced batching: per-sample predictions, as src */
     uint32_t *ttok;
+    uint32_t *ttiles;
 
     pthread_mutex_t mu; /* guards everything below */
     /* Broadcast on every change a waiter may need: state, assignments,

@@ -18,8 +18,10 @@
 
 #include "client/lib/line.h"
 #include "client/lib/sluice.h"
+#include "client/lib/pack_tokens.h"
 #include "client/lib/steps.h"
 #include "common/order/balance.h"
+#include "common/order/pack.h"
 #include "common/base/jobcap.h"
 #include "common/base/ring.h"
 #include "common/base/secret.h"
@@ -116,6 +118,7 @@ typedef struct cl_backoff_s {
 typedef struct cl_job_consumer_s {
     cl_line_t *line;  /* executor -> batcher (line.h); cl_line_unit_stats from any thread */
     cl_steps_t steps; /* the trainer's step times (sluice_report_step) */
+    cl_pack_tokens_t pack_tokens; /* packed batching's per-step counts */
     char last_error[512];
     double t_start, wait_sec;
     uint64_t from_local, from_remote;
@@ -175,7 +178,9 @@ struct sluice_job {
     uint64_t positions;
     float *tcost; /* balanced batching: per-sample predictions (open.c) */
     uint32_t *ttok;
+    uint32_t *ttiles;
     sl_balance_stats_t bstats; /* what the first epoch's schedule predicts (open.c) */
+    sl_pack_stats_t pstats;    /* packed: the same, with fill and oversize */
     char job_name[128];       /* multi-rank: the job the ranks share */
     /* The job's capability (docs/protocol.md "Job capabilities"): what
      * SubmitJob answered (multi-rank: what every rank derives alike,

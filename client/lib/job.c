@@ -307,6 +307,28 @@ static int mix(sluice_job_t *job, sluice_batch_t *out, float *soft)
     return 0;
 }
 
+/* A pack's step, microbatch and loss-normalisation counts. */
+static int pack_counts(sluice_job_t *job, sluice_batch_t *out)
+{
+    cl_pack_tokens_t *pt = &job->consumer.pack_tokens;
+    int rc = cl_pack_tokens_load(pt, &job->spec, out->epoch, job->num_samples, job->tcost,
+                                 job->ttok, job->ttiles);
+    if (rc < 0) {
+        return set_error(job, rc, "packed batching: the step counts of the epoch: %s",
+                         strerror(-rc));
+    }
+    out->step = out->positions[0] / out->step_samples;
+    out->microbatch = (uint32_t)(out->positions[0] % out->step_samples / out->batch_size);
+    for (uint32_t i = 0; i < out->n; i++) {
+        out->pack_tokens += job->ttok[out->indices[i]];
+    }
+    if (out->step < pt->nsteps) {
+        out->rank_step_tokens = pt->rank[out->step];
+        out->global_step_tokens = pt->global[out->step];
+    }
+    return 0;
+}
+
 /* b as the public batch, in one allocation: the batch, then its arrays,
  * 8-byte ones first (sizeof(sluice_batch_t) is a multiple of 8: it holds
  * pointers). Takes b. */
@@ -347,9 +369,17 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
     out->positions = positions;
     out->rank = job->spec.rank;
     out->batch_size = job->spec.batch_size;
-    out->step_samples = job->spec.batching.mode == SL_BATCHING_BALANCED
+    out->step_samples = job->spec.batching.mode != SL_BATCHING_COUNT
                             ? job->spec.batching.microbatches * job->spec.batch_size
                             : 0;
+    if (job->spec.batching.mode == SL_BATCHING_PACKED && out->n > 0) {
+        int rc = pack_counts(job, out);
+        if (rc < 0) {
+            sl_batch_free(b);
+            free(out);
+            return rc;
+        }
+    }
     out->mix_lambda = 1.0;
     if (k > 0) {
         int rc = mix(job, out, soft);

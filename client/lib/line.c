@@ -38,6 +38,7 @@ struct cl_line_s {
     uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
     const float *tcost;       /* balanced batching: per-sample predictions, or NULL */
     const uint32_t *ttok;
+    const uint32_t *ttiles;
     char first_skip[256];
     char failed_on[256];      /* on_error "fail": the sample that stopped the job */
     sl_ring_t skips;          /* sluice_skip_t, the most recent SLUICE_RECENT_SKIPS */
@@ -65,6 +66,7 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->first_epoch = a->first_epoch;
     l->tcost = a->tcost;
     l->ttok = a->ttok;
+    l->ttiles = a->ttiles;
     l->end_epoch = a->first_epoch + a->spec->epochs;
     l->declared = a->first_epoch;
     l->track_drops = a->track_drops;
@@ -86,6 +88,10 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     }
     if (a->track_drops) {
         sl_batcher_track_drops(l->batcher);
+    }
+    if (a->spec->batching.mode == SL_BATCHING_PACKED && sl_batcher_align(l->batcher) < 0) {
+        cl_line_free(l);
+        return -EINVAL; /* a packed spec is deterministic (spec_batching.c) */
     }
     *ret = l;
     return 0;
@@ -144,7 +150,7 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
         }
     }
     /* Multi-rank: only this rank's positions (common/order/ranks.h). */
-    if (sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok,
+    if (sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok, l->ttiles,
                                ranked ? l->order_scratch : victim->order, victim->order) < 0) {
         free(victim->order);
         victim->order = NULL;

@@ -82,6 +82,7 @@ typedef struct cl_line_args_s {
      * line); NULL for count-based batches. */
     const float *tcost;
     const uint32_t *ttok;
+    const uint32_t *ttiles;
     /* The job's split accounting; NULL tells nothing. */
     cl_line_account_fn account;
     void *account_arg;

@@ -348,6 +348,40 @@ static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *er
     return 0;
 }
 
+/* Balanced or packed batching: every sample's predicted cost, tokens and
+ * tiles, and what the first epoch's schedule predicts (its stats). */
+static int predict(sluice_job_t *job, char *err, size_t errlen)
+{
+    size_t n = job->num_samples > 0 ? job->num_samples : 1;
+    job->tcost = malloc(n * sizeof(*job->tcost));
+    job->ttok = malloc(n * sizeof(*job->ttok));
+    job->ttiles = malloc(n * sizeof(*job->ttiles));
+    if (job->tcost == NULL || job->ttok == NULL || job->ttiles == NULL ||
+        sl_balance_sample_costs(&job->spec, job->src, job->tcost, job->ttok, job->ttiles) < 0) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory predicting sample costs");
+    }
+    int packed = job->spec.batching.mode == SL_BATCHING_PACKED;
+    uint64_t len = packed ? job->positions * (job->spec.world_size > 0 ? job->spec.world_size : 1)
+                          : n;
+    uint64_t *order = malloc((len > 0 ? len : 1) * sizeof(*order));
+    if (order != NULL && packed) {
+        sl_pack_stats_t ps;
+        if (sl_pack_epoch(&job->spec, job->first_epoch, job->num_samples, job->tcost, job->ttok,
+                          job->ttiles, order, &ps) == 0) {
+            job->bstats = (sl_balance_stats_t){.step_load = ps.step_load,
+                                               .imbalance = ps.imbalance,
+                                               .imbalance_max = ps.imbalance_max,
+                                               .steps = ps.steps};
+            job->pstats = ps;
+        }
+    } else if (order != NULL && sl_spec_epoch_order(&job->spec, job->first_epoch, job->num_samples,
+                                                    job->tcost, job->ttok, order) == 0) {
+        sl_balance_stats(&job->spec, job->num_samples, job->tcost, order, &job->bstats);
+    }
+    free(order); /* no stats without memory: the job runs the same */
+    return 0;
+}
+
 /* The source, this rank's positions, the pipeline and the line. */
 static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
@@ -366,20 +400,11 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         return rc;
     }
     job->nunits = sl_pipeline_nunits(job->pipe);
-    if (job->spec.batching.mode == SL_BATCHING_BALANCED) {
-        size_t n = job->num_samples > 0 ? job->num_samples : 1;
-        job->tcost = malloc(n * sizeof(*job->tcost));
-        job->ttok = malloc(n * sizeof(*job->ttok));
-        if (job->tcost == NULL || job->ttok == NULL ||
-            sl_balance_sample_costs(&job->spec, job->src, job->tcost, job->ttok) < 0) {
-            return sl_err(err, errlen, -ENOMEM, "out of memory predicting sample costs");
+    if (job->spec.batching.mode != SL_BATCHING_COUNT) {
+        rc = predict(job, err, errlen);
+        if (rc < 0) {
+            return rc;
         }
-        uint64_t *order = malloc(n * sizeof(*order));
-        if (order != NULL && sl_spec_epoch_order(&job->spec, job->first_epoch, job->num_samples,
-                                                 job->tcost, job->ttok, order) == 0) {
-            sl_balance_stats(&job->spec, job->num_samples, job->tcost, order, &job->bstats);
-        }
-        free(order); /* no stats without memory: the job runs the same */
     }
     cl_line_args_t la = {.spec = &job->spec,
                          .pipe = job->pipe,
@@ -391,6 +416,7 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
                          .first_epoch = job->first_epoch,
                          .tcost = job->tcost,
                          .ttok = job->ttok,
+                         .ttiles = job->ttiles,
                          .account = cl_job_account,
                          .account_arg = job};
     rc = cl_line_new(&la, &job->consumer.line);
@@ -549,6 +575,8 @@ void sluice_close(sluice_job_t *job)
     sl_spec_clear(&job->spec);
     free(job->tcost);
     free(job->ttok);
+    free(job->ttiles);
+    cl_pack_tokens_free(&job->consumer.pack_tokens);
     free(job->splits);
     cl_ids_free(&job->acks);
     cl_ids_free(&job->recvd);

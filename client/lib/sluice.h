@@ -150,6 +150,14 @@ typedef struct sluice_batch {
     int mix_op;
     double mix_lambda;
     uint32_t mix_box[4];
+    /* Appended later. "batching": "packed" (docs/reference/spec.md): this
+     * batch is one pack, microbatch `microbatch` of global step `step` of
+     * this rank; the loss-normalisation counts are the pack's tokens, this
+     * rank's tokens in the step and the whole step's over every rank (from
+     * the schedule's predicted sequence lengths). All 0 otherwise. */
+    uint64_t step;
+    uint32_t microbatch;
+    uint64_t pack_tokens, rank_step_tokens, global_step_tokens;
 } sluice_batch_t;
 
 enum { SLUICE_MIX_NONE = 0, SLUICE_MIX_MIXUP = 1, SLUICE_MIX_CUTMIX = 2 };

@@ -34,7 +34,7 @@ static uint32_t tiles_of(const sl_stage_spec_t *t, uint32_t w, uint32_t h)
 }
 
 int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float *ret_cost,
-                            uint32_t *ret_tokens)
+                            uint32_t *ret_tokens, uint32_t *ret_tiles)
 {
     const sl_stage_spec_t *tiles = find_op(spec, SL_OP_IMAGE_TILES);
     const sl_stage_spec_t *tok = find_op(spec, SL_OP_TOKENIZE);
@@ -78,6 +78,9 @@ int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float
             tokens += ntiles * tmpl->tokens_per_tile + (tmpl->bos >= 0) + (tmpl->eos >= 0);
         }
         ret_tokens[i] = tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)tokens;
+        if (ret_tiles != NULL) {
+            ret_tiles[i] = ntiles > UINT32_MAX ? UINT32_MAX : (uint32_t)ntiles;
+        }
         ret_cost[i] = (float)sl_trainer_cost(&m, (double)tokens, (double)ntiles);
     }
     sl_tensor_free(&head);

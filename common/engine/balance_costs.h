@@ -12,12 +12,13 @@
  * (text bytes / 4 as tokens, capped by tokenize's max_tokens, plus the
  * template's image tokens and bos/eos) and the image tiles (each image's
  * header through sl_tiles_grid, or one per image without image_tiles).
- * ret_cost and ret_tokens hold n = sl_source_count entries. Reads every
+ * ret_cost, ret_tokens and ret_tiles (may be NULL) hold n = sl_source_count
+ * entries. Reads every
  * sample's image headers once. Returns 0, -ENOMEM. A sample whose headers
  * cannot be read counts its images as one tile each. */
 struct sl_source_s;
 struct sl_spec_s;
 int sl_balance_sample_costs(const struct sl_spec_s *spec, const struct sl_source_s *src,
-                            float *ret_cost, uint32_t *ret_tokens);
+                            float *ret_cost, uint32_t *ret_tokens, uint32_t *ret_tiles);
 
 #endif

@@ -124,6 +124,7 @@ struct sl_batcher_s {
     uint32_t batch_size;
     int drop_last;
     int deterministic;
+    int aligned;     /* batches end at every batch_size-th position (packs) */
     epoch_t *epochs; /* declared epochs in increasing order */
     size_t nepochs, capepochs;
     vec_t heap; /* deterministic: min-heap on (epoch, position) */
@@ -329,6 +330,24 @@ static int remember_drops(sl_batcher_t *b, const acc_t *acc)
 }
 
 void sl_batcher_track_drops(sl_batcher_t *b) { b->track_drops = 1; }
+
+int sl_batcher_align(sl_batcher_t *b)
+{
+    if (!b->deterministic) {
+        return -EINVAL; /* positions end batches only when released in order */
+    }
+    b->aligned = 1;
+    b->drop_last = 0; /* a pack holds what fits: short is its normal size */
+    return 0;
+}
+
+static int emit(sl_batcher_t *b, epoch_t *e);
+
+/* Aligned: the position just released ends its batch's span. */
+static int end_of_span(sl_batcher_t *b, epoch_t *e)
+{
+    return b->aligned && e->released % b->batch_size == 0 ? emit(b, e) : 0;
+}
 
 size_t sl_batcher_take_dropped(sl_batcher_t *b, uint64_t *out, size_t max)
 {
@@ -571,6 +590,9 @@ static int drain_ordered(sl_batcher_t *b)
             heap_pop(&b->heap, &s);
             e->released++;
             int rc = release(b, e, &s, NULL, NULL);
+            if (rc == 0) {
+                rc = end_of_span(b, e);
+            }
             if (rc < 0) {
                 sl_tensor_free(&s.t);
                 return rc;
@@ -627,6 +649,9 @@ static int add(sl_batcher_t *b, sl_sample_t *s, sl_batcher_fill_fn fill, void *a
         if (next_in_order(b, e, s)) {
             e->released++;
             rc = release(b, e, s, fill, arg);
+            if (rc == 0) {
+                rc = end_of_span(b, e);
+            }
         } else {
             if (fill != NULL) { /* waits in the heap: it needs bytes of its own */
                 s->t.data = malloc(s->t.nbytes);

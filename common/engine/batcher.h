@@ -112,6 +112,11 @@ int64_t sl_batcher_mark_done(sl_batcher_t *b, uint64_t epoch, uint64_t begin, ui
  * a producer that counts samples when their batch is consumed (multi-rank
  * acknowledgements) must count these too. */
 void sl_batcher_track_drops(sl_batcher_t *b);
+/* Packed batches (common/order/pack.h): every batch_size positions of the
+ * order are one batch span (a pack; holes and skips leave it short), and
+ * a batch is whatever of a span was delivered -- never empty, never
+ * dropped. Only for a deterministic batcher (-EINVAL otherwise). */
+int sl_batcher_align(sl_batcher_t *b);
 /* Moves up to max remembered split ids into out; returns how many. */
 size_t sl_batcher_take_dropped(sl_batcher_t *b, uint64_t *out, size_t max);
 /* Has (epoch, position) been accepted already? (Producers use it to skip work.) */

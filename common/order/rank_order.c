@@ -3,14 +3,70 @@
  * the rank shares (ranks.c) with a resumed epoch's layout (resume_order.c),
  * which itself builds on ranks.c, so neither of those needs the other
  * back. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/order/pack.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
 
+static sl_pack_params_t pack_params(const sl_spec_t *spec)
+{
+    return (sl_pack_params_t){.world = spec->world_size > 0 ? spec->world_size : 1,
+                              .micro = spec->batching.microbatches,
+                              .cap = spec->batch_size,
+                              .token_budget = spec->batching.token_budget,
+                              .tile_budget = spec->batching.tile_budget,
+                              .lookahead = spec->batching.lookahead};
+}
+
+int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                  const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
+                  sl_pack_stats_t *stats)
+{
+    if (cost == NULL || tokens == NULL) {
+        return -EINVAL;
+    }
+    uint64_t *base = malloc((n > 0 ? n : 1) * sizeof(*base));
+    if (base == NULL) {
+        return -ENOMEM;
+    }
+    int rc = sl_spec_epoch_order(spec, epoch, n, NULL, NULL, base);
+    sl_pack_params_t p = pack_params(spec);
+    if (rc == 0) {
+        rc = sl_pack_layout(&p, n, base, cost, tokens, tiles, spec->rank, out, stats);
+    }
+    free(base);
+    return rc;
+}
+
+/* Rank's share of a packed epoch: its slots of the global layout. */
+static int packed_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                             const uint32_t *tokens, const uint32_t *tiles, uint64_t *out)
+{
+    uint64_t per_rank = sl_spec_positions(spec, n), w = pack_params(spec).world;
+    uint64_t *global = malloc((per_rank * w > 0 ? per_rank * w : 1) * sizeof(*global));
+    if (global == NULL) {
+        return -ENOMEM;
+    }
+    int rc = sl_pack_epoch(spec, epoch, n, cost, tokens, tiles, global, NULL);
+    for (uint64_t q = 0; rc == 0 && q < per_rank; q++) {
+        out[q] = global[q * w + spec->rank];
+    }
+    free(global);
+    return rc;
+}
+
 int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
-                           const uint32_t *tokens, uint64_t *scratch, uint64_t *out)
+                           const uint32_t *tokens, const uint32_t *tiles, uint64_t *scratch,
+                           uint64_t *out)
 {
     if (sl_resume_find(spec->resume, epoch) != NULL) {
-        return sl_resume_order(spec, epoch, n, cost, tokens, out);
+        return sl_resume_order(spec, epoch, n, cost, tokens, tiles, out);
+    }
+    if (spec->batching.mode == SL_BATCHING_PACKED) {
+        /* Without the predictions there is no schedule: refused, not guessed. */
+        return packed_rank_order(spec, epoch, n, cost, tokens, tiles, out);
     }
     int rc = sl_spec_epoch_order(spec, epoch, n, cost, tokens, scratch);
     if (rc < 0) {
@@ -38,5 +94,5 @@ int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n, co
 int sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *scratch,
                   uint64_t *out)
 {
-    return sl_rank_order_balanced(spec, epoch, n, NULL, NULL, scratch, out);
+    return sl_rank_order_balanced(spec, epoch, n, NULL, NULL, NULL, scratch, out);
 }

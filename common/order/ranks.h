@@ -47,7 +47,7 @@ int sl_resume_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen)
 /* The rank's order of a resumed epoch (one spec->resume holds) into out
  * (sl_spec_positions entries, holes at the end). 0, -EINVAL, -ENOMEM. */
 int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
-                    const uint32_t *tokens, uint64_t *out);
+                    const uint32_t *tokens, const uint32_t *tiles, uint64_t *out);
 /* The rank's epoch order: out[q] = sample index at rank position q (or
  * SL_POS_HOLE), for q < sl_spec_positions(spec, n). scratch holds n
  * entries; out sl_spec_order_len; they may be one only when world_size is 1.
@@ -64,8 +64,16 @@ int sl_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, uint64_t *s
  * NULL. Returns 0 or -ENOMEM. */
 int sl_spec_epoch_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
                         const uint32_t *tokens, uint64_t *out);
-int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n,
-                           const float *cost, const uint32_t *tokens, uint64_t *scratch,
+int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                           const uint32_t *tokens, const uint32_t *tiles, uint64_t *scratch,
                            uint64_t *out);
+/* A packed spec's global layout of one epoch (common/order/pack.h):
+ * sl_spec_positions(spec, n) * world entries into out, holes where no
+ * sample is; stats (may be NULL) for spec's rank. Returns 0, -ENOMEM,
+ * -EINVAL. */
+struct sl_pack_stats_s;
+int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                  const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
+                  struct sl_pack_stats_s *stats);
 
 #endif

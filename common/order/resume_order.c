@@ -19,6 +19,7 @@
 
 #include "common/base/err.h"
 #include "common/order/balance.h"
+#include "common/order/pack.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
 
@@ -92,6 +93,9 @@ uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoc
 uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
 {
     uint64_t p = sl_rank_count(n, spec->world_size, spec->rank_padding);
+    if (spec->batching.mode == SL_BATCHING_PACKED) {
+        p = sl_pack_positions(n, spec->world_size, spec->batching.microbatches, spec->batch_size);
+    }
     const sl_resume_t *r = spec->resume;
     for (uint32_t e = 0; r != NULL && e < r->nepochs; e++) {
         uint64_t live = sl_spec_live_positions(spec, n, r->ep[e].epoch);
@@ -127,12 +131,13 @@ static int repack(const sl_spec_t *spec, uint32_t world, const float *cost, cons
 }
 
 int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
-                    const uint32_t *tokens, uint64_t *out)
+                    const uint32_t *tokens, const uint32_t *tiles, uint64_t *out)
 {
     const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
-    if (re == NULL || n == 0) {
-        return -EINVAL;
+    if (re == NULL || n == 0 || spec->batching.mode == SL_BATCHING_PACKED) {
+        return -EINVAL; /* packed: refused at parse (common/spec/spec.c) */
     }
+    (void)tiles;
     int64_t left = left_after(spec, re, n, NULL, 0);
     if (left < 0) {
         return (int)left;

@@ -112,13 +112,15 @@ typedef enum {
 typedef enum {
     SL_BATCHING_COUNT = 0, /* equal counts per rank (DistributedSampler), the default */
     SL_BATCHING_BALANCED,  /* equal predicted trainer cost per rank and step */
+    SL_BATCHING_PACKED,    /* M packs per rank and step, counts free (common/order/pack.h) */
 } sl_batching_e;
 
 typedef struct sl_batching_s {
     sl_batching_e mode;
     uint32_t microbatches; /* per rank and step, each of batch_size samples; default 1 */
-    uint64_t token_budget; /* per microbatch, 0 = none */
-    uint32_t lookahead;    /* steps dealt together, default 4 */
+    uint64_t token_budget; /* per microbatch, 0 = none (packed: per pack, > 0) */
+    uint64_t tile_budget;  /* packed: tiles per pack, 0 = none */
+    uint32_t lookahead;    /* steps dealt together, default 4 (packed: 8) */
     double a, b, c, d;     /* cost = a tokens + b tokens^2 + c tiles + d */
 } sl_batching_t;
 

@@ -154,7 +154,7 @@ START_TEST(test_chains_deliver_the_epoch_once)
                 char err[256];
                 ck_assert_int_eq(sl_resume_check(&s, n, err, sizeof(err)), 0);
                 ck_assert_int_eq(sl_rank_order_balanced(&s, 4, n, g_balanced ? cost : NULL,
-                                                        g_balanced ? tokens : NULL, scratch,
+                                                        g_balanced ? tokens : NULL, NULL, scratch,
                                                         order),
                                  0);
                 uint64_t total = sl_spec_positions(&s, n);

@@ -200,6 +200,12 @@ class _Batch(ctypes.Structure):
         ("mix_op", ctypes.c_int),
         ("mix_lambda", ctypes.c_double),
         ("mix_box", ctypes.c_uint32 * 4),
+        # "batching": "packed": this pack's step, microbatch and token counts.
+        ("step", ctypes.c_uint64),
+        ("microbatch", ctypes.c_uint32),
+        ("pack_tokens", ctypes.c_uint64),
+        ("rank_step_tokens", ctypes.c_uint64),
+        ("global_step_tokens", ctypes.c_uint64),
     ]
 
 
@@ -532,12 +538,16 @@ class RecordBatch:
                                    [n_images, 2] decoded height and width
     images                         untiled images: a list of arrays (None where tiled)
     normalize                      None, or (mean, std) for "on": "device"
-    steps, microbatches            balanced batching: each sample's step and
-                                   microbatch in this rank's schedule (else None)
+    steps, microbatches            balanced or packed batching: each sample's step
+                                   and microbatch in this rank's schedule (else None)
+    pack                           packed batching: this batch is one pack --
+                                   {"step", "microbatch", "tokens" (the pack's),
+                                   "rank_step_tokens", "global_step_tokens"} (the
+                                   loss-normalisation counts); else None
     Arrays of what the spec does not make (no tokenize: tokens) are None."""
 
     __slots__ = ("epoch", "keys", "metas", "texts", "labels", "indices", "steps", "microbatches",
-                 "tokens",
+                 "pack", "tokens",
                  "token_offsets", "input_ids", "cu_seqlens", "seq_lens", "tiles",
                  "tiles_per_image", "image_offsets", "tile_offsets", "image_hw", "images",
                  "normalize")
@@ -563,7 +573,11 @@ def _record_batch(lib, job, bptr, owner, raw, labels, indices, norm):
     out = RecordBatch()
     out.epoch, out.labels, out.indices, out.normalize = b.epoch, labels, indices, norm
     out.keys = [r.keys[k].decode(errors="replace") for k in range(n)]
-    out.steps = out.microbatches = None
+    out.steps = out.microbatches = out.pack = None
+    if b.global_step_tokens:
+        out.pack = {"step": int(b.step), "microbatch": int(b.microbatch),
+                    "tokens": int(b.pack_tokens), "rank_step_tokens": int(b.rank_step_tokens),
+                    "global_step_tokens": int(b.global_step_tokens)}
     if b.step_samples and n:
         pos = np.ctypeslib.as_array(b.positions, (n,)).astype(np.int64)
         out.steps = pos // b.step_samples

@@ -198,7 +198,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         memory on the CPU): the ragged arrays of sluice.RecordBatch, tiles
         normalized on ``device`` when the spec says "on": "device"."""
         out = {"labels": labels, "keys": b.keys, "metas": b.metas, "texts": b.texts,
-               "steps": b.steps, "microbatches": b.microbatches}
+               "steps": b.steps, "microbatches": b.microbatches, "pack": b.pack}
         out["indices"] = _indices(b)
         out["epoch"] = int(b.epoch)
         for name in ("tokens", "token_offsets", "input_ids", "cu_seqlens", "seq_lens",
