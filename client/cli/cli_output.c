@@ -161,10 +161,13 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
         json_object_set_new(o, "fallback", text_json(st.fallback));
     }
     if (st.step_imbalance > 0) {
-        json_object_set_new(o, "balance",
-                            json_pack("{s:f, s:f, s:f}", "step_load", st.step_load,
-                                      "imbalance_mean", st.step_imbalance, "imbalance_max",
-                                      st.step_imbalance_max));
+        json_t *bal = json_pack("{s:f, s:f, s:f}", "step_load", st.step_load, "imbalance_mean",
+                                st.step_imbalance, "imbalance_max", st.step_imbalance_max);
+        if (bal != NULL && st.pack_fill > 0) {
+            json_object_set_new(bal, "pack_fill", json_real(st.pack_fill));
+            json_object_set_new(bal, "oversize", json_integer((json_int_t)st.pack_oversize));
+        }
+        json_object_set_new(o, "balance", bal);
     }
     json_t *src = json_object();
     json_object_set_new(src, "local", json_integer((json_int_t)st.from_local));

@@ -18,7 +18,6 @@
 
 #include "client/lib/line.h"
 #include "client/lib/sluice.h"
-#include "client/lib/pack_tokens.h"
 #include "client/lib/steps.h"
 #include "common/order/balance.h"
 #include "common/order/pack.h"
@@ -118,7 +117,6 @@ typedef struct cl_backoff_s {
 typedef struct cl_job_consumer_s {
     cl_line_t *line;  /* executor -> batcher (line.h); cl_line_unit_stats from any thread */
     cl_steps_t steps; /* the trainer's step times (sluice_report_step) */
-    cl_pack_tokens_t pack_tokens; /* packed batching's per-step counts */
     char last_error[512];
     double t_start, wait_sec;
     uint64_t from_local, from_remote;

@@ -310,21 +310,16 @@ static int mix(sluice_job_t *job, sluice_batch_t *out, float *soft)
 /* A pack's step, microbatch and loss-normalisation counts. */
 static int pack_counts(sluice_job_t *job, sluice_batch_t *out)
 {
-    cl_pack_tokens_t *pt = &job->consumer.pack_tokens;
-    int rc = cl_pack_tokens_load(pt, &job->spec, out->epoch, job->num_samples, job->tcost,
-                                 job->ttok, job->ttiles);
-    if (rc < 0) {
-        return set_error(job, rc, "packed batching: the step counts of the epoch: %s",
-                         strerror(-rc));
-    }
     out->step = out->positions[0] / out->step_samples;
     out->microbatch = (uint32_t)(out->positions[0] % out->step_samples / out->batch_size);
     for (uint32_t i = 0; i < out->n; i++) {
         out->pack_tokens += job->ttok[out->indices[i]];
     }
-    if (out->step < pt->nsteps) {
-        out->rank_step_tokens = pt->rank[out->step];
-        out->global_step_tokens = pt->global[out->step];
+    int rc = cl_line_pack_counts(job->consumer.line, out->epoch, out->step,
+                                 &out->rank_step_tokens, &out->global_step_tokens);
+    if (rc < 0) {
+        return set_error(job, rc, "packed batching: the step counts of the epoch: %s",
+                         strerror(-rc));
     }
     return 0;
 }

@@ -23,6 +23,7 @@
 typedef struct cl_order_s {
     uint64_t epoch;
     uint64_t *order; /* positions of the epoch -> sample indices; NULL = free slot */
+    uint64_t *step_tokens; /* packed: each global step's tokens over all ranks */
 } cl_order_t;
 
 struct cl_line_s {
@@ -106,6 +107,7 @@ void cl_line_free(cl_line_t *l)
     sl_batcher_free(l->batcher);
     for (int i = 0; i < CL_ORDER_CACHE; i++) {
         free(l->orders[i].order);
+        free(l->orders[i].step_tokens);
     }
     free(l->order_scratch);
     sl_ring_free(&l->skips);
@@ -123,12 +125,54 @@ unsigned cl_line_inflight(const cl_line_t *l) { return sl_exec_inflight(l->exec)
 unsigned cl_line_capacity(const cl_line_t *l) { return sl_exec_capacity(l->exec); }
 
 /* The epoch's order, computed once and cached for a few epochs. */
+static const cl_order_t *order_slot(cl_line_t *l, uint64_t epoch);
+
 static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
+{
+    const cl_order_t *o = order_slot(l, epoch);
+    return o != NULL ? o->order : NULL;
+}
+
+/* Packed batching: the schedule and its per-step token counts at once. */
+static int packed_order(cl_line_t *l, uint64_t epoch, cl_order_t *o)
+{
+    uint64_t per_step = (uint64_t)l->spec->batching.microbatches * l->spec->batch_size;
+    uint64_t nsteps = per_step > 0 ? l->positions / per_step : 0;
+    if (o->step_tokens == NULL) {
+        o->step_tokens = malloc((nsteps > 0 ? nsteps : 1) * sizeof(uint64_t));
+        if (o->step_tokens == NULL) {
+            return -ENOMEM;
+        }
+    }
+    return sl_pack_rank_order(l->spec, epoch, l->num_samples, l->tcost, l->ttok, l->ttiles,
+                              o->order, o->step_tokens);
+}
+
+int cl_line_pack_counts(cl_line_t *l, uint64_t epoch, uint64_t step, uint64_t *ret_rank,
+                        uint64_t *ret_global)
+{
+    uint64_t per_step = (uint64_t)l->spec->batching.microbatches * l->spec->batch_size;
+    const cl_order_t *o = order_slot(l, epoch);
+    if (o == NULL || o->step_tokens == NULL || per_step == 0 || l->ttok == NULL) {
+        return o == NULL ? -ENOMEM : -EINVAL;
+    }
+    if ((step + 1) * per_step > l->positions) {
+        return -ERANGE;
+    }
+    *ret_global = o->step_tokens[step];
+    *ret_rank = 0;
+    for (uint64_t q = step * per_step; q < (step + 1) * per_step; q++) {
+        *ret_rank += o->order[q] != SL_POS_HOLE ? l->ttok[o->order[q]] : 0;
+    }
+    return 0;
+}
+
+static const cl_order_t *order_slot(cl_line_t *l, uint64_t epoch)
 {
     cl_order_t *victim = &l->orders[0];
     for (int i = 0; i < CL_ORDER_CACHE; i++) {
         if (l->orders[i].order != NULL && l->orders[i].epoch == epoch) {
-            return l->orders[i].order;
+            return &l->orders[i];
         }
         if (l->orders[i].order == NULL ||
             (victim->order != NULL && l->orders[i].epoch < victim->epoch)) {
@@ -150,14 +194,18 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
         }
     }
     /* Multi-rank: only this rank's positions (common/order/ranks.h). */
-    if (sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok, l->ttiles,
-                               ranked ? l->order_scratch : victim->order, victim->order) < 0) {
+    int rc = l->spec->batching.mode == SL_BATCHING_PACKED
+                 ? packed_order(l, epoch, victim)
+                 : sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok,
+                                          l->ttiles, ranked ? l->order_scratch : victim->order,
+                                          victim->order);
+    if (rc < 0) {
         free(victim->order);
         victim->order = NULL;
         return NULL;
     }
     victim->epoch = epoch;
-    return victim->order;
+    return victim;
 }
 
 /* Declares every epoch of the job up to and including epoch, in order. */

@@ -137,6 +137,11 @@ void cl_line_gauge(const cl_line_t *l, cl_line_gauge_t *ret);
 /* ---- the steps the three calls are made of (tests) */
 
 /* Samples that may be started now; in flight; at most in flight. */
+/* Packed batching: this rank's tokens in global step `step` of epoch and
+ * the step's over every rank (the schedule's, computed with the epoch's
+ * order). 0, -ENOMEM, -EINVAL (not packed), -ERANGE (no such step). */
+int cl_line_pack_counts(cl_line_t *l, uint64_t epoch, uint64_t step, uint64_t *ret_rank,
+                        uint64_t *ret_global);
 unsigned cl_line_room(const cl_line_t *l);
 unsigned cl_line_inflight(const cl_line_t *l);
 unsigned cl_line_capacity(const cl_line_t *l);

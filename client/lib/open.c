@@ -576,7 +576,6 @@ void sluice_close(sluice_job_t *job)
     free(job->tcost);
     free(job->ttok);
     free(job->ttiles);
-    cl_pack_tokens_free(&job->consumer.pack_tokens);
     free(job->splits);
     cl_ids_free(&job->acks);
     cl_ids_free(&job->recvd);

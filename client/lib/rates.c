@@ -186,6 +186,8 @@ static void fill_report(const struct sluice_job *job, const cl_planner_t *p, con
     req->delivered = w->delivered;
     req->overhead_cpu_sec_per_sample = overhead;
     req->step_load = job->bstats.step_load;
+    req->pack_fill = job->pstats.fill;
+    req->pack_oversize = job->pstats.oversize;
     req->step_imbalance = job->bstats.imbalance;
     req->step_imbalance_max = job->bstats.imbalance_max;
     req->measured_cpu_budget = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : 0.0;

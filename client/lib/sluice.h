@@ -246,6 +246,11 @@ typedef struct sluice_stats {
      * (the planner chose it because the link binds, or the spec says
      * "compress": "zstd"); the client decompresses, the bytes are the same. */
     int plan_compress;
+    /* Appended later. Packed batching: the first epoch's mean pack fill
+     * (tokens / token budget, full steps) and its samples longer than a
+     * pack's budgets; 0 otherwise. */
+    double pack_fill;
+    uint64_t pack_oversize;
 } sluice_stats_t;
 
 /* A skipped sample (a file that is not a JPEG, truncated, ...). */

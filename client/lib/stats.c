@@ -52,6 +52,8 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->step_load = job->bstats.step_load;
     ret->step_imbalance = job->bstats.imbalance;
     ret->step_imbalance_max = job->bstats.imbalance_max;
+    ret->pack_fill = job->pstats.fill;
+    ret->pack_oversize = job->pstats.oversize;
     pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes these */
     snprintf(ret->fallback, sizeof(ret->fallback), "%s", job->fallback);
     ret->plan_split = job->split_units;

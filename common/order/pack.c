@@ -156,37 +156,64 @@ static void lightest(const step_t *st, uint32_t hi, uint32_t *light, uint32_t *n
     *nlight = k;
 }
 
+/* The samples step 3 looks at in one round: the heaviest rank's, the
+ * light ranks', and the pool's first POOL_SCAN waiting ones (oldest
+ * first). Bounded so that a round costs O(n) to gather and little more. */
+#define POOL_SCAN 256
+
+typedef struct {
+    uint32_t *heavy, *light, *pool;
+    uint32_t nheavy, nlight, npool;
+} cands_t;
+
+static void gather(const step_t *st, uint32_t n, uint32_t hi, const uint32_t *light,
+                   uint32_t nl, cands_t *c)
+{
+    uint32_t M = st->p->micro;
+    c->nheavy = c->nlight = c->npool = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t b = st->at[i];
+        if (b == SL_PACK_NONE) {
+            if (c->npool < POOL_SCAN) {
+                c->pool[c->npool++] = i;
+            }
+            continue;
+        }
+        if (b / M == hi) {
+            c->heavy[c->nheavy++] = i;
+            continue;
+        }
+        for (uint32_t x = 0; x < nl; x++) {
+            if (b / M == light[x]) {
+                c->light[c->nlight++] = i;
+                break;
+            }
+        }
+    }
+}
+
 /* Sample i of the heaviest rank: moved to a light rank's pack or swapped
  * with a light rank's sample. */
-static void try_sample(const step_t *st, uint32_t n, uint32_t i, const uint32_t *light,
+static void try_sample(const step_t *st, const cands_t *c, uint32_t i, const uint32_t *light,
                        uint32_t nlight, change_t *ch)
 {
     uint32_t M = st->p->micro;
-    double top = st->load[st->at[i] / M], c = st->items[i].cost;
-    for (uint32_t x = 0; x < nlight; x++) {
+    double top = st->load[st->at[i] / M], ci = st->items[i].cost;
+    for (uint32_t x = 0; x < nlight && st->cnt[st->at[i]] >= 2; x++) {
         uint32_t r = light[x];
-        for (uint32_t b = r * M; st->cnt[st->at[i]] >= 2 && b < r * M + M; b++) {
-            double m = max2(top - c, st->load[r] + c);
-            if (m < ch->best && fits(st, b, i, SL_PACK_NONE)) {
+        double m = max2(top - ci, st->load[r] + ci);
+        for (uint32_t b = r * M; m < ch->best && b < r * M + M; b++) {
+            if (fits(st, b, i, SL_PACK_NONE)) {
                 *ch = (change_t){m, i, SL_PACK_NONE, b};
             }
         }
     }
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t bj = st->at[j];
-        double d = c - st->items[j].cost;
-        if (d <= 0) {
-            continue;
-        }
-        if (bj == SL_PACK_NONE) {
-            continue;
-        }
-        for (uint32_t x = 0; x < nlight; x++) {
-            double m = max2(top - d, st->load[light[x]] + d);
-            if (bj / M == light[x] && m < ch->best && fits(st, bj, i, j) &&
-                fits(st, st->at[i], j, i)) {
-                *ch = (change_t){m, i, j, SL_PACK_NONE};
-            }
+    for (uint32_t y = 0; y < c->nlight; y++) {
+        uint32_t j = c->light[y], bj = st->at[j];
+        double d = ci - st->items[j].cost;
+        double m = max2(top - d, st->load[bj / M] + d);
+        if (d > 0 && m < ch->best && fits(st, bj, i, j) && fits(st, st->at[i], j, i)) {
+            *ch = (change_t){m, i, j, SL_PACK_NONE};
         }
     }
 }
@@ -195,24 +222,23 @@ static void try_sample(const step_t *st, uint32_t n, uint32_t i, const uint32_t 
  * (where it fits) or trades one of its own for a costlier pool sample,
  * never past the heaviest's load. Lowering the heaviest by sending its
  * samples back to the pool would even the loads by emptying the packs. */
-static bool raise_lightest(step_t *st, uint32_t n, uint32_t hi, uint32_t lo)
+static bool raise_lightest(step_t *st, const cands_t *c, uint32_t hi, uint32_t lo)
 {
     uint32_t M = st->p->micro, bi = SL_PACK_NONE, bj = SL_PACK_NONE, bpack = SL_PACK_NONE;
     double top = st->load[hi], gain = 0;
-    for (uint32_t u = 0; u < n; u++) {
-        if (st->at[u] != SL_PACK_NONE) {
-            continue;
-        }
-        double c = st->items[u].cost;
+    for (uint32_t x = 0; x < c->npool; x++) {
+        uint32_t u = c->pool[x];
+        double cu = st->items[u].cost;
         for (uint32_t b = lo * M; b < lo * M + M; b++) {
-            if (c > gain && st->load[lo] + c <= top && fits(st, b, u, SL_PACK_NONE)) {
-                gain = c, bi = u, bj = SL_PACK_NONE, bpack = b;
+            if (cu > gain && st->load[lo] + cu <= top && fits(st, b, u, SL_PACK_NONE)) {
+                gain = cu, bi = u, bj = SL_PACK_NONE, bpack = b;
             }
         }
-        for (uint32_t j = 0; j < n; j++) {
-            double d = c - st->items[j].cost;
-            if (st->at[j] == SL_PACK_NONE || st->at[j] / M != lo || d <= gain ||
-                st->load[lo] + d > top || !fits(st, st->at[j], u, j)) {
+        for (uint32_t y = 0; y < c->nlight; y++) {
+            uint32_t j = c->light[y];
+            double d = cu - st->items[j].cost;
+            if (st->at[j] / M != lo || d <= gain || st->load[lo] + d > top ||
+                !fits(st, st->at[j], u, j)) {
                 continue;
             }
             gain = d, bi = u, bj = j, bpack = st->at[j];
@@ -230,7 +256,7 @@ static bool raise_lightest(step_t *st, uint32_t n, uint32_t hi, uint32_t lo)
 
 /* Step 3: the best move or swap that lowers the heaviest rank's load
  * without raising another past it. false when there is none. */
-static bool improve(step_t *st, uint32_t n)
+static bool improve(step_t *st, uint32_t n, cands_t *c)
 {
     uint32_t hi, lo, light[LIGHT_RANKS], nlight;
     extremes(st, &hi, &lo);
@@ -239,14 +265,13 @@ static bool improve(step_t *st, uint32_t n)
         return false;
     }
     lightest(st, hi, light, &nlight);
+    gather(st, n, hi, light, nlight, c);
     change_t ch = {top - eps, SL_PACK_NONE, SL_PACK_NONE, SL_PACK_NONE};
-    for (uint32_t i = 0; i < n; i++) {
-        if (st->at[i] != SL_PACK_NONE && st->at[i] / st->p->micro == hi) {
-            try_sample(st, n, i, light, nlight, &ch);
-        }
+    for (uint32_t x = 0; x < c->nheavy; x++) {
+        try_sample(st, c, c->heavy[x], light, nlight, &ch);
     }
     if (ch.i == SL_PACK_NONE) {
-        return raise_lightest(st, n, hi, lo);
+        return raise_lightest(st, c, hi, lo);
     }
     uint32_t pi = st->at[ch.i];
     if (ch.j == SL_PACK_NONE) {
@@ -256,10 +281,8 @@ static bool improve(step_t *st, uint32_t n)
     }
     uint32_t pj = st->at[ch.j];
     take(st, ch.i);
-    if (pj != SL_PACK_NONE) {
-        take(st, ch.j);
-        put(st, ch.i, pj);
-    }
+    take(st, ch.j);
+    put(st, ch.i, pj);
     put(st, ch.j, pi);
     return true;
 }
@@ -318,6 +341,21 @@ static void step_free(step_t *st)
     free(st->load);
 }
 
+/* The most tokens any pack can still take (an empty pack: any sample, so
+ * UINT64_MAX). */
+static uint64_t max_room(const step_t *st)
+{
+    uint64_t room = 0;
+    for (uint32_t q = 0; q < st->npacks; q++) {
+        if (st->cnt[q] == 0) {
+            return UINT64_MAX;
+        }
+        uint64_t t = st->tok[q], b = st->p->token_budget;
+        room = t < b && b - t > room ? b - t : room;
+    }
+    return room;
+}
+
 /* Step 2 with nothing unplaced: empty pack b takes the cheapest sample of
  * a pack holding two or more -- of its own rank when it can (no load
  * changes), else of any (local search evens the loads after). */
@@ -348,11 +386,19 @@ static int place_all(step_t *st, uint32_t n)
         k[i] = (order_key_t){st->items[i].age >= st->p->lookahead, st->items[i].cost, i};
     }
     qsort(k, n, sizeof(*k), by_key);
+    /* Once every pack holds something, a sample longer than the most room
+     * left fits nowhere: skip the scan (most of a large pool). */
+    uint64_t room = UINT64_MAX;
     for (uint32_t x = 0; x < n; x++) {
-        uint32_t b = best_pack(st, k[x].idx, -1);
-        if (b != SL_PACK_NONE) {
-            put(st, k[x].idx, b);
+        if (st->items[k[x].idx].tokens > room) {
+            continue;
         }
+        uint32_t b = best_pack(st, k[x].idx, -1);
+        if (b == SL_PACK_NONE) {
+            continue;
+        }
+        put(st, k[x].idx, b);
+        room = max_room(st);
     }
     for (uint32_t b = 0; b < st->npacks; b++) {
         for (uint32_t x = n; st->cnt[b] == 0 && x > 0; x--) {
@@ -376,21 +422,37 @@ int sl_pack_step(const sl_pack_params_t *p, const sl_pack_item_t *items, uint32_
         return -EINVAL;
     }
     step_t st;
+    size_t nn = n > 0 ? n : 1;
+    cands_t c = {.heavy = malloc(nn * sizeof(uint32_t)),
+                 .light = malloc(nn * sizeof(uint32_t)),
+                 .pool = malloc(POOL_SCAN * sizeof(uint32_t))};
     int rc = step_new(&st, p, items, ret_pack);
+    if (rc == 0 && (c.heavy == NULL || c.light == NULL || c.pool == NULL)) {
+        rc = -ENOMEM;
+    }
     if (rc == 0) {
         rc = place_all(&st, n);
     }
     /* Bounded: each round lowers the pair's maximum, and a step is small. */
-    for (uint32_t round = 0; rc == 0 && round < 16 + 4 * p->world && improve(&st, n); round++) {
+    for (uint32_t round = 0; rc == 0 && round < 16 + 4 * p->world && improve(&st, n, &c);
+         round++) {
     }
+    free(c.heavy);
+    free(c.light);
+    free(c.pool);
     uint32_t placed = 0, hi = 0, lo = 0;
     if (rc == 0) {
         /* Room a move opened: unplaced samples where they raise no maximum. */
         extremes(&st, &hi, &lo);
+        uint64_t room = max_room(&st);
         for (uint32_t i = 0; i < n; i++) {
-            uint32_t b = st.at[i] == SL_PACK_NONE ? best_pack(&st, i, st.load[hi]) : SL_PACK_NONE;
+            if (st.at[i] != SL_PACK_NONE || st.items[i].tokens > room) {
+                continue;
+            }
+            uint32_t b = best_pack(&st, i, st.load[hi]);
             if (b != SL_PACK_NONE) {
                 put(&st, i, b);
+                room = max_room(&st);
             }
         }
         memcpy(ret_load, st.load, p->world * sizeof(*ret_load));

@@ -40,11 +40,12 @@ int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float
     return rc;
 }
 
-/* Rank's share of a packed epoch: its slots of the global layout. */
-static int packed_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
-                             const uint32_t *tokens, const uint32_t *tiles, uint64_t *out)
+int sl_pack_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                       const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
+                       uint64_t *step_tokens)
 {
     uint64_t per_rank = sl_spec_positions(spec, n), w = pack_params(spec).world;
+    uint64_t per_step = (uint64_t)spec->batching.microbatches * spec->batch_size;
     uint64_t *global = malloc((per_rank * w > 0 ? per_rank * w : 1) * sizeof(*global));
     if (global == NULL) {
         return -ENOMEM;
@@ -52,6 +53,12 @@ static int packed_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, 
     int rc = sl_pack_epoch(spec, epoch, n, cost, tokens, tiles, global, NULL);
     for (uint64_t q = 0; rc == 0 && q < per_rank; q++) {
         out[q] = global[q * w + spec->rank];
+    }
+    for (uint64_t s = 0; rc == 0 && step_tokens != NULL && s < per_rank / per_step; s++) {
+        step_tokens[s] = 0;
+        for (uint64_t p = s * per_step * w; p < (s + 1) * per_step * w; p++) {
+            step_tokens[s] += global[p] != SL_POS_HOLE ? tokens[global[p]] : 0;
+        }
     }
     free(global);
     return rc;
@@ -66,7 +73,7 @@ int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n, co
     }
     if (spec->batching.mode == SL_BATCHING_PACKED) {
         /* Without the predictions there is no schedule: refused, not guessed. */
-        return packed_rank_order(spec, epoch, n, cost, tokens, tiles, out);
+        return sl_pack_rank_order(spec, epoch, n, cost, tokens, tiles, out, NULL);
     }
     int rc = sl_spec_epoch_order(spec, epoch, n, cost, tokens, scratch);
     if (rc < 0) {

@@ -72,6 +72,13 @@ int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n, co
  * sample is; stats (may be NULL) for spec's rank. Returns 0, -ENOMEM,
  * -EINVAL. */
 struct sl_pack_stats_s;
+/* Rank's share of a packed epoch into out (sl_spec_positions entries), and
+ * (step_tokens not NULL) every global step's tokens over all ranks
+ * (sl_spec_positions / (microbatches x batch_size) entries). 0, -ENOMEM,
+ * -EINVAL. */
+int sl_pack_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                       const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
+                       uint64_t *step_tokens);
 int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
                   const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
                   struct sl_pack_stats_s *stats);

@@ -213,6 +213,8 @@ typedef struct disp_rates_s {
     /* Balanced batching (0: count-based): the client's predicted load per
      * step and the schedule's imbalance per step, mean and max. */
     double step_load, step_imbalance, step_imbalance_max;
+    double pack_fill;       /* packed batching: mean tokens / budget per pack */
+    uint64_t pack_oversize; /* packed batching: samples over a pack's budgets */
     disp_stage_stat_t stages[DISP_STAGE_STATS_MAX];
     uint32_t nstages;
 } disp_rates_t;

@@ -293,6 +293,8 @@ int disp_svc_report_rates(disp_t *d, const Sluice__ReportRatesRequest *req,
         r->step_load = disp_svc_finite(req->step_load);
         r->step_imbalance = disp_svc_finite(req->step_imbalance);
         r->step_imbalance_max = disp_svc_finite(req->step_imbalance_max);
+        r->pack_fill = disp_svc_finite(req->pack_fill);
+        r->pack_oversize = req->pack_oversize;
         if (req->n_stages > 0) {
             disp_svc_copy_stages(r->stages, &r->nstages, req->stages, req->n_stages);
         }

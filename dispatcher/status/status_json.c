@@ -340,9 +340,16 @@ static void rates_fields(jb_t *b, json_t *o, const disp_job_t *job, int64_t now_
     if (r->step_imbalance > 0) {
         /* Balanced batching: the rank's predicted load per step, the
          * schedule's imbalance per step (max / mean over ranks). */
-        jset(b, o, "balance",
-             json_pack("{s:o, s:o, s:o}", "step_load", jreal(r->step_load), "imbalance_mean",
-                       jreal(r->step_imbalance), "imbalance_max", jreal(r->step_imbalance_max)));
+        json_t *bal =
+            json_pack("{s:o, s:o, s:o}", "step_load", jreal(r->step_load), "imbalance_mean",
+                      jreal(r->step_imbalance), "imbalance_max", jreal(r->step_imbalance_max));
+        if (bal != NULL && r->pack_fill > 0) {
+            /* Packed batching: how full the packs are, and the samples that
+             * needed a pack of their own. */
+            json_object_set_new(bal, "pack_fill", jreal(r->pack_fill));
+            json_object_set_new(bal, "oversize", json_integer((json_int_t)r->pack_oversize));
+        }
+        jset(b, o, "balance", bal);
     }
     jset(b, o, "stall_percent", jreal(100.0 * r->wait_fraction));
 }

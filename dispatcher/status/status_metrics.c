@@ -121,6 +121,22 @@ static int get_step_load(const dm_ctx_t *c, const void *row, double *ret)
     return job->rates.have && job->rates.step_imbalance > 0 ? 0 : -ENOENT;
 }
 
+static int get_pack_fill(const dm_ctx_t *c, const void *row, double *ret)
+{
+    const disp_job_t *job = row;
+    (void)c;
+    *ret = job->rates.pack_fill;
+    return job->rates.have && job->rates.pack_fill > 0 ? 0 : -ENOENT;
+}
+
+static int get_pack_oversize(const dm_ctx_t *c, const void *row, double *ret)
+{
+    const disp_job_t *job = row;
+    (void)c;
+    *ret = (double)job->rates.pack_oversize;
+    return job->rates.have && job->rates.pack_fill > 0 ? 0 : -ENOENT;
+}
+
 static int get_step_imbalance(const dm_ctx_t *c, const void *row, double *ret)
 {
     const disp_job_t *job = row;
@@ -272,6 +288,12 @@ static const dm_family_t DM_FAMILIES[] = {
     JOB("sluice_job_step_imbalance_ratio",
         "Balanced batching: predicted max / mean rank load per step, mean over the steps.", 4,
         get_step_imbalance),
+    JOB("sluice_job_pack_fill_ratio",
+        "Packed batching: mean tokens / token budget per pack over the first epoch's full steps.",
+        4, get_pack_fill),
+    JOB("sluice_job_pack_oversize_samples",
+        "Packed batching: samples of an epoch longer than a pack's budgets (a pack each).", 0,
+        get_pack_oversize),
     JOB("sluice_job_predicted_samples_per_second",
         "Delivery rate the job's current plan predicts (planned jobs only).", 3, get_predicted),
     JOB("sluice_job_workers_needed",

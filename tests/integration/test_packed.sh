@@ -105,6 +105,17 @@ assert pk < cn, (pk, cn)
 PY
     fail "packed steps: packs per step or balance"
 
+# --json: the schedule's numbers.
+"$BIN/sluice" run "$TMP/pk.json" --local --data-root "$DATA" --quiet --world-size $W --rank 0 \
+    --json >"$TMP/run.json" || fail "--json run failed"
+/usr/bin/python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1]))["balance"]
+assert 0.5 < b["pack_fill"] <= 1.0 and b["imbalance_mean"] >= 1.0, b
+print("json: imbalance %.3f, pack fill %.3f, oversize %d"
+      % (b["imbalance_mean"], b["pack_fill"], b["oversize"]))' "$TMP/run.json" ||
+    fail "--json lacks the pack balance"
+
 # Python: every RecordBatch is one pack with its counts.
 (
 python_env
@@ -165,6 +176,23 @@ for _ in $(seq 1 400); do
     [ "$(lines "$TMP/r0")" -ge 40 ] && [ "$(lines "$TMP/r1")" -ge 40 ] && break
     sleep 0.05
 done
+# Visible: each rank's predicted load, imbalance and pack fill in /status and /metrics.
+for _ in $(seq 1 100); do
+    curl -sf "http://$D_HTTP/metrics" >"$TMP/metrics.txt" || true
+    [ "$(grep -c '^sluice_job_pack_fill_ratio{' "$TMP/metrics.txt")" -ge 2 ] && break
+    sleep 0.1
+done
+grep -q '^sluice_job_pack_oversize_samples{' "$TMP/metrics.txt" || fail "/metrics lacks oversize"
+curl -sf "http://$D_HTTP/status" >"$TMP/status.json"
+/usr/bin/python3 - "$TMP/status.json" <<'PY' || fail "/status lacks the ranks' pack balance"
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j.get("balance")]
+assert len(jobs) == 2, len(jobs)
+for j in jobs:
+    b = j["balance"]
+    assert 0.5 < b["pack_fill"] <= 1.0 and b["oversize"] >= 0 and b["step_load"] > 0, b
+print("status: pack fill %s" % [round(j["balance"]["pack_fill"], 3) for j in jobs])
+PY
 kill -9 "$W2_PID"
 echo "worker 2 killed after $(lines "$TMP/r0") + $(lines "$TMP/r1") samples"
 for _ in $(seq 1 400); do

@@ -80,6 +80,41 @@ START_TEST(test_drop_last_and_skips)
 }
 END_TEST
 
+/* Packed batches: spans of batch_size positions, cut whatever arrived
+ * first; holes and skips leave a span short, an empty span is no batch,
+ * drop_last does not apply. */
+START_TEST(test_aligned_spans)
+{
+    sl_batcher_t *b = sl_batcher_new(4, 1, 1);
+    ck_assert_int_eq(sl_batcher_align(b), 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 16), 0);
+    /* Span 0: 3 samples + a hole; span 1: 4; span 2: all holes; span 3: 1
+     * sample and a skip. Arrival reversed: order must not matter. */
+    const int skip[16] = {-1, -1, -1, SL_SKIP_RESUMED, -1, -1, -1, -1,
+                          SL_SKIP_RESUMED, SL_SKIP_RESUMED, SL_SKIP_RESUMED, SL_SKIP_RESUMED,
+                          SL_SKIP_TRUNCATED, -1, SL_SKIP_RESUMED, SL_SKIP_RESUMED};
+    for (int p = 15; p >= 0; p--) {
+        ck_assert_int_eq(add(b, 0, (uint64_t)p, skip[p]), 0);
+    }
+    const uint32_t want_n[3] = {3, 4, 1};
+    const uint64_t first[3] = {0, 4, 13};
+    for (int i = 0; i < 3; i++) {
+        sl_batch_t *bt = sl_batcher_pop(b);
+        ck_assert_ptr_nonnull(bt);
+        ck_assert_uint_eq(bt->n, want_n[i]);
+        ck_assert_uint_eq(bt->meta[0].position, first[i]);
+        sl_batch_free(bt);
+    }
+    ck_assert_ptr_null(sl_batcher_pop(b));
+    ck_assert(sl_batcher_done(b));
+    sl_batcher_free(b);
+    /* Only a deterministic batcher knows where a span ends. */
+    sl_batcher_t *a = sl_batcher_new(4, 0, 0);
+    ck_assert_int_eq(sl_batcher_align(a), -EINVAL);
+    sl_batcher_free(a);
+}
+END_TEST
+
 START_TEST(test_duplicates_dropped)
 {
     sl_batcher_t *b = sl_batcher_new(2, 0, 0);
@@ -402,6 +437,7 @@ int main(void)
     tcase_add_test(tc, test_fill_deterministic_order);
     tcase_add_test(tc, test_fill_drop_last_and_refusals);
     tcase_add_test(tc, test_buffers_reused);
+    tcase_add_test(tc, test_aligned_spans);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

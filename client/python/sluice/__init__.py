@@ -271,6 +271,8 @@ class _Stats(ctypes.Structure):
         ("step_imbalance", ctypes.c_double),
         ("step_imbalance_max", ctypes.c_double),
         ("plan_compress", ctypes.c_int),
+        ("pack_fill", ctypes.c_double),
+        ("pack_oversize", ctypes.c_uint64),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
