@@ -315,8 +315,8 @@ static int pack_counts(sluice_job_t *job, sluice_batch_t *out)
     for (uint32_t i = 0; i < out->n; i++) {
         out->pack_tokens += job->ttok[out->indices[i]];
     }
-    int rc = cl_line_pack_counts(job->consumer.line, out->epoch, out->step,
-                                 &out->rank_step_tokens, &out->global_step_tokens);
+    int rc = cl_line_pack_counts(job->consumer.line, out->epoch, out->step, &out->rank_step_tokens,
+                                 &out->global_step_tokens);
     if (rc < 0) {
         return set_error(job, rc, "packed batching: the step counts of the epoch: %s",
                          strerror(-rc));

@@ -166,8 +166,8 @@ typedef struct {
     uint32_t nheavy, nlight, npool;
 } cands_t;
 
-static void gather(const step_t *st, uint32_t n, uint32_t hi, const uint32_t *light,
-                   uint32_t nl, cands_t *c)
+static void gather(const step_t *st, uint32_t n, uint32_t hi, const uint32_t *light, uint32_t nl,
+                   cands_t *c)
 {
     uint32_t M = st->p->micro;
     c->nheavy = c->nlight = c->npool = 0;
@@ -434,8 +434,7 @@ int sl_pack_step(const sl_pack_params_t *p, const sl_pack_item_t *items, uint32_
         rc = place_all(&st, n);
     }
     /* Bounded: each round lowers the pair's maximum, and a step is small. */
-    for (uint32_t round = 0; rc == 0 && round < 16 + 4 * p->world && improve(&st, n, &c);
-         round++) {
+    for (uint32_t round = 0; rc == 0 && round < 16 + 4 * p->world && improve(&st, n, &c); round++) {
     }
     free(c.heavy);
     free(c.light);

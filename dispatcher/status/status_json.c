@@ -340,9 +340,9 @@ static void rates_fields(jb_t *b, json_t *o, const disp_job_t *job, int64_t now_
     if (r->step_imbalance > 0) {
         /* Balanced batching: the rank's predicted load per step, the
          * schedule's imbalance per step (max / mean over ranks). */
-        json_t *bal =
-            json_pack("{s:o, s:o, s:o}", "step_load", jreal(r->step_load), "imbalance_mean",
-                      jreal(r->step_imbalance), "imbalance_max", jreal(r->step_imbalance_max));
+        json_t *bal = json_pack("{s:o, s:o, s:o}", "step_load", jreal(r->step_load),
+                                "imbalance_mean", jreal(r->step_imbalance), "imbalance_max",
+                                jreal(r->step_imbalance_max));
         if (bal != NULL && r->pack_fill > 0) {
             /* Packed batching: how full the packs are, and the samples that
              * needed a pack of their own. */

@@ -89,8 +89,7 @@ static int load(const char *path, uint32_t **ret_tok, uint32_t **ret_tiles, uint
 
 static int parse(int argc, char **argv, opts_t *o, const char **dump)
 {
-    *o = (opts_t){.p = {.world = 4, .micro = 2, .cap = 64, .token_budget = 16384,
-                        .lookahead = 8},
+    *o = (opts_t){.p = {.world = 4, .micro = 2, .cap = 64, .token_budget = 16384, .lookahead = 8},
                   .model = {1.0, 0.0, 0.0, 16.0},
                   .seed = 1,
                   .repeat = 1};
@@ -126,9 +125,8 @@ static int parse(int argc, char **argv, opts_t *o, const char **dump)
             return -1;
         }
     }
-    if (*dump == NULL || o->p.world < 1 || o->p.world > 4096 || o->p.micro < 1 ||
-        o->p.cap < 1 || o->p.token_budget < 1 || o->p.lookahead < 1 || o->repeat < 1 ||
-        o->repeat > 1024) {
+    if (*dump == NULL || o->p.world < 1 || o->p.world > 4096 || o->p.micro < 1 || o->p.cap < 1 ||
+        o->p.token_budget < 1 || o->p.lookahead < 1 || o->repeat < 1 || o->repeat > 1024) {
         fprintf(stderr, "pack_sim: a dump and positive --world (<= 4096), --microbatches, "
                         "--cap, --token-budget, --lookahead are needed\n");
         return -1;
@@ -254,14 +252,15 @@ int main(int argc, char **argv)
         }
         cimb[kc++] = ratio(load, p->world);
     }
-    json_t *j = json_pack(
-        "{s:I, s:I, s:I, s:I, s:f, s:{s:o, s:f, s:I, s:I, s:I, s:f}, s:{s:o, s:I}}", "samples",
-        (json_int_t)n, "world", (json_int_t)p->world, "microbatches", (json_int_t)p->micro,
-        "token_budget", (json_int_t)p->token_budget, "noise", o.noise, "packed", "imbalance_true",
-        imbalance(imb, k), "fill", st.fill, "oversize", (json_int_t)st.oversize, "steps",
-        (json_int_t)st.steps, "samples_per_step", (json_int_t)per_step, "ms_per_step",
-        st.steps ? ms / (double)st.steps : 0.0, "count_based", "imbalance_true",
-        imbalance(cimb, kc), "samples_per_rank", (json_int_t)per);
+    json_t *j =
+        json_pack("{s:I, s:I, s:I, s:I, s:f, s:{s:o, s:f, s:I, s:I, s:I, s:f}, s:{s:o, s:I}}",
+                  "samples", (json_int_t)n, "world", (json_int_t)p->world, "microbatches",
+                  (json_int_t)p->micro, "token_budget", (json_int_t)p->token_budget, "noise",
+                  o.noise, "packed", "imbalance_true", imbalance(imb, k), "fill", st.fill,
+                  "oversize", (json_int_t)st.oversize, "steps", (json_int_t)st.steps,
+                  "samples_per_step", (json_int_t)per_step, "ms_per_step",
+                  st.steps ? ms / (double)st.steps : 0.0, "count_based", "imbalance_true",
+                  imbalance(cimb, kc), "samples_per_rank", (json_int_t)per);
     char *s = json_dumps(j, JSON_COMPACT);
     printf("%s\n", s);
     free(s);

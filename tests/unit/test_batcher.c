@@ -90,9 +90,22 @@ START_TEST(test_aligned_spans)
     ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 16), 0);
     /* Span 0: 3 samples + a hole; span 1: 4; span 2: all holes; span 3: 1
      * sample and a skip. Arrival reversed: order must not matter. */
-    const int skip[16] = {-1, -1, -1, SL_SKIP_RESUMED, -1, -1, -1, -1,
-                          SL_SKIP_RESUMED, SL_SKIP_RESUMED, SL_SKIP_RESUMED, SL_SKIP_RESUMED,
-                          SL_SKIP_TRUNCATED, -1, SL_SKIP_RESUMED, SL_SKIP_RESUMED};
+    const int skip[16] = {-1,
+                          -1,
+                          -1,
+                          SL_SKIP_RESUMED,
+                          -1,
+                          -1,
+                          -1,
+                          -1,
+                          SL_SKIP_RESUMED,
+                          SL_SKIP_RESUMED,
+                          SL_SKIP_RESUMED,
+                          SL_SKIP_RESUMED,
+                          SL_SKIP_TRUNCATED,
+                          -1,
+                          SL_SKIP_RESUMED,
+                          SL_SKIP_RESUMED};
     for (int p = 15; p >= 0; p--) {
         ck_assert_int_eq(add(b, 0, (uint64_t)p, skip[p]), 0);
     }
