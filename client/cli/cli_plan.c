@@ -151,6 +151,24 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
     }
 }
 
+/* The client's per-sample overhead the plan charged and where it came from
+ * (docs/planner.md "Inputs"): only a running job measures it, on Sluice's
+ * own threads, and the dispatcher keeps it with the cached client profile. */
+static void print_overhead(const Sluice__PlannerInputs *in)
+{
+    const Sluice__HostProfile *cp = in->client;
+    double ms = cp != NULL ? cp->sample_overhead_sec * 1e3 : 0.0;
+    if (ms > 0.0) {
+        printf("client overhead: %.3f ms per sample beyond the modelled read and receive costs "
+               "(source: measured on Sluice's own threads by an earlier job of this spec on "
+               "this host, cached by the dispatcher)\n",
+               ms);
+    } else {
+        printf("client overhead: none charged (source: no job of this spec has run on this host "
+               "yet; a running job measures it on Sluice's own threads)\n");
+    }
+}
+
 /* The library's error as this command's, and its exit status. */
 static int failed(int rc, const char *err)
 {
@@ -189,6 +207,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                : in->client_cpu_budget_measured > 0.0 ? ": no cgroup readable, measured"
                                                       : ": no cgroup readable, all CPUs assumed "
                                                         "until the job measures it");
+        print_overhead(in);
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",

@@ -190,6 +190,7 @@ typedef struct disp_pjob_s {
     double measured_overhead;
     double measured_sample_sec; /* its fixed part; valid when have_sample_sec */
     int have_sample_sec;
+    int overhead_refused; /* the cache refused one (logged once per job) */
     /* recv_sec_per_byte was fitted to the measured overhead, which was
      * below what the model charged (the probe's figure too high); the
      * client's repeated probe figure no longer replaces it. */
@@ -218,9 +219,18 @@ int disp_pjob_set_splits(disp_pjob_t *pj, const uint64_t *len, uint32_t n);
 
 /* The per-sample overhead measured for (spec hash, client host): stored
  * with the client's cached profile so the next job of the spec on that host
- * starts from it. No entry: nothing happens. */
-void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
-                               double overhead_sec);
+ * starts from it. It is Sluice's own CPU per received or read sample beyond
+ * the modelled costs, so it is bounded by what the cached idle-core profile
+ * says a whole local sample costs: a value above DISP_PCACHE_OVERHEAD_MAX_X
+ * times the profile's read + units per sample (or DISP_PCACHE_OVERHEAD_FLOOR_SEC,
+ * whichever is more) measured something else -- a training loop's CPU, a
+ * stalled host -- and would make every later job of the spec decide from
+ * it for an hour. Returns 0 (stored), -ENOENT (no entry: nothing happens)
+ * or -ERANGE (not stored; *ret_bound the bound, for the log). */
+#define DISP_PCACHE_OVERHEAD_MAX_X 4.0
+#define DISP_PCACHE_OVERHEAD_FLOOR_SEC 0.002
+int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                              double overhead_sec, double *ret_bound);
 /* The per-unit CPU a job of the spec measured on that host while running
  * (units by name, each with at least DISP_PCACHE_MIN_UNIT_SAMPLES): it
  * replaces the cached profile's, so the next job plans with the costs the

@@ -1684,6 +1684,45 @@ START_TEST(test_dispatcher_plan_job_fixed)
 }
 END_TEST
 
+/* The per-sample overhead a running job measured enters the profile cache
+ * only within DISP_PCACHE_OVERHEAD_MAX_X of the idle-core profile's local
+ * sample cost (at least the floor): a training loop's CPU measured as
+ * Sluice's (261 ms a sample, issue 39) is refused, a plausible one kept. */
+START_TEST(test_pcache_overhead_bound)
+{
+    disp_pcache_t *c = disp_pcache_new();
+    ck_assert_ptr_nonnull(c);
+    disp_hprof_t p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.host, sizeof(p.host), "client gpu-node");
+    p.nunits = 2;
+    p.read_sec = 0.0001;
+    p.units[0].cpu_sec_per_sample = 0.0006;
+    p.units[1].cpu_sec_per_sample = 0.0003; /* 1 ms a local sample */
+    p.samples = 64;
+    disp_pcache_put(c, 7, &p, 1000);
+    double bound = -1.0;
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 8, "client gpu-node", 0.0002, &bound), -ENOENT);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 7, "client gpu-node", 0.0009, &bound), 0);
+    ck_assert(bound < 0.0); /* untouched when stored */
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 7, "client gpu-node", 0.261, &bound), -ERANGE);
+    ck_assert(fabs(bound - 0.004) < 1e-9);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 7, "client gpu-node", NAN, &bound), -ERANGE);
+    const disp_hprof_t *got[2];
+    ck_assert_uint_eq(disp_pcache_list(c, 7, 2000, got, 2), 1);
+    ck_assert(fabs(got[0]->overhead_sec - 0.0009) < 1e-12); /* the refused ones left it */
+    /* A pipeline that costs next to nothing locally: the floor. */
+    p.units[0].cpu_sec_per_sample = 0.0;
+    p.units[1].cpu_sec_per_sample = 0.0;
+    p.read_sec = 0.00001;
+    disp_pcache_put(c, 9, &p, 1000);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 9, "client gpu-node", 0.0015, &bound), 0);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 9, "client gpu-node", 0.0025, &bound), -ERANGE);
+    ck_assert(fabs(bound - DISP_PCACHE_OVERHEAD_FLOOR_SEC) < 1e-12);
+    disp_pcache_free(c);
+}
+END_TEST
+
 int main(void)
 {
     sl_log_set_level(LOG_WARNING);
@@ -1711,6 +1750,7 @@ int main(void)
     tcase_add_test(tc, test_steps_bad_and_fastflow);
     tcase_add_test(tc, test_rank_share_adds_up);
     tcase_add_test(tc, test_sample_overhead);
+    tcase_add_test(tc, test_pcache_overhead_bound);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");
     tcase_set_timeout(td, 60);
