@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
 #include "client/lib/plan_job.h"
@@ -169,6 +171,43 @@ static void print_overhead(const Sluice__PlannerInputs *in)
     }
 }
 
+/* The what-if curve per worker class (docs/planner.md "Workers wanted"),
+ * from the explain document's "whatif": the predicted rate with k more or
+ * fewer workers of the class, what binds then, and how many the job wants. */
+static const char *str_of(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v != NULL ? v : "?";
+}
+
+static void print_whatif(const char *doc)
+{
+    json_t *root = json_loads(doc != NULL ? doc : "{}", 0, NULL);
+    json_t *classes = json_object_get(root, "whatif");
+    size_t i;
+    json_t *c;
+    json_array_foreach(classes, i, c)
+    {
+        printf("workers wanted: %lld of class \"%s\" (has %lld): %.1f samples/s, then bound by "
+               "%s\n",
+               json_integer_value(json_object_get(c, "wanted")), str_of(c, "class"),
+               json_integer_value(json_object_get(c, "workers")),
+               json_number_value(json_object_get(c, "wanted_samples_per_sec")),
+               str_of(c, "wanted_binding"));
+        printf("  %6s %8s %10s  %s\n", "change", "workers", "samples/s", "bound by");
+        size_t k;
+        json_t *p;
+        json_array_foreach(json_object_get(c, "curve"), k, p)
+        {
+            printf("  %+6lld %8lld %10.1f  %s\n", json_integer_value(json_object_get(p, "delta")),
+                   json_integer_value(json_object_get(p, "workers")),
+                   json_number_value(json_object_get(p, "predicted_samples_per_sec")),
+                   str_of(p, "binding"));
+        }
+    }
+    json_decref(root);
+}
+
 /* The library's error as this command's, and its exit status. */
 static int failed(int rc, const char *err)
 {
@@ -208,6 +247,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                                                       : ": no cgroup readable, all CPUs assumed "
                                                         "until the job measures it");
         print_overhead(in);
+        print_whatif(e->json);
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",

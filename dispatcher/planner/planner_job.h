@@ -170,6 +170,11 @@ typedef struct disp_pjob_s {
     disp_pl_input_t input;
     disp_pl_result_t result;
     disp_ff_result_t ff;
+    /* The what-if per class of input (planner.h disp_planner_whatif), made
+     * with each plan: the rate with more or fewer workers of the class and
+     * how many the job wants (disp_pjob_class_key names the class). */
+    disp_wi_curve_t whatif[DISP_PL_MAX_CLASSES];
+    uint32_t nwhatif;
     uint64_t worker_sig; /* live worker set at the last plan */
     uint32_t nlive;
     int64_t planned_ms;
@@ -246,6 +251,10 @@ void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *ho
  * changed", "drift"). */
 void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan,
                     int64_t now_ms, const char *why);
+
+/* The key of class c of pj->input: the client's profiled class key, or,
+ * for workers that joined after profiling, "unprofiled". */
+const char *disp_pjob_class_key(const disp_pjob_t *pj, uint32_t c);
 
 /* The job's plan is fixed (offload off, all or K:F): disp_pjob_plan keeps
  * it and fills only its diagnosis (disp_planner_evaluate). */
