@@ -551,15 +551,32 @@ int disp_planner_whatif(const disp_pl_input_t *in, uint32_t cls, const disp_pl_c
         p->predicted = rate_with(&c, cls, p->workers, fixed, &p->binding);
     }
     /* The rate never falls as workers are added (every term is
-     * non-decreasing in them): the fewest that reach the limit by bisection. */
+     * non-decreasing in them): the fewest that reach the limit by bisection,
+     * bracketed by the curve's points first (each costs a plan: this runs
+     * under the dispatcher's mutex), then by doubling past the last one. */
     disp_bind_e b;
-    double limit = rate_with(&c, cls, w.workers + DISP_PL_MAX_EXTRA_WORKERS, fixed,
-                             &w.wanted_binding);
+    uint32_t top = w.workers + DISP_PL_MAX_EXTRA_WORKERS;
+    double target = rate_with(&c, cls, top, fixed, &w.wanted_binding) * (1.0 - DISP_PL_TIE);
     uint32_t lo = 0;
-    uint32_t hi = w.workers + DISP_PL_MAX_EXTRA_WORKERS;
+    uint32_t hi = top;
+    uint32_t i = 0;
+    while (i < w.npoints && w.p[i].predicted < target) {
+        lo = w.p[i++].workers + 1;
+    }
+    if (i < w.npoints) {
+        hi = w.p[i].workers;
+    } else {
+        for (uint32_t step = 32; lo + step < top; step *= 2) {
+            if (rate_with(&c, cls, lo + step, fixed, &b) >= target) {
+                hi = lo + step;
+                break;
+            }
+            lo += step + 1;
+        }
+    }
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (rate_with(&c, cls, mid, fixed, &b) >= limit * (1.0 - DISP_PL_TIE)) {
+        if (rate_with(&c, cls, mid, fixed, &b) >= target) {
             hi = mid;
         } else {
             lo = mid + 1;
