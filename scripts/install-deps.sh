@@ -19,6 +19,7 @@ PKGS=(
     gnuplot-nox
     chromium systemd groff-base
     nodejs
+    prometheus
 )
 
 missing=()

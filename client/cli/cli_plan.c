@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
 #include "client/lib/plan_job.h"
@@ -151,6 +153,61 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
     }
 }
 
+/* The client's per-sample overhead the plan charged and where it came from
+ * (docs/planner.md "Inputs"): only a running job measures it, on Sluice's
+ * own threads, and the dispatcher keeps it with the cached client profile. */
+static void print_overhead(const Sluice__PlannerInputs *in)
+{
+    const Sluice__HostProfile *cp = in->client;
+    double ms = cp != NULL ? cp->sample_overhead_sec * 1e3 : 0.0;
+    if (ms > 0.0) {
+        printf("client overhead: %.3f ms per sample beyond the modelled read and receive costs "
+               "(source: measured on Sluice's own threads by an earlier job of this spec on "
+               "this host, cached by the dispatcher)\n",
+               ms);
+    } else {
+        printf("client overhead: none charged (source: no job of this spec has run on this host "
+               "yet; a running job measures it on Sluice's own threads)\n");
+    }
+}
+
+/* The what-if curve per worker class (docs/planner.md "Workers wanted"),
+ * from the explain document's "whatif": the predicted rate with k more or
+ * fewer workers of the class, what binds then, and how many the job wants. */
+static const char *str_of(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v != NULL ? v : "?";
+}
+
+static void print_whatif(const char *doc)
+{
+    json_t *root = json_loads(doc != NULL ? doc : "{}", 0, NULL);
+    json_t *classes = json_object_get(root, "whatif");
+    size_t i;
+    json_t *c;
+    json_array_foreach(classes, i, c)
+    {
+        printf("workers wanted: %lld of class \"%s\" (has %lld): %.1f samples/s, then bound by "
+               "%s\n",
+               json_integer_value(json_object_get(c, "wanted")), str_of(c, "class"),
+               json_integer_value(json_object_get(c, "workers")),
+               json_number_value(json_object_get(c, "wanted_samples_per_sec")),
+               str_of(c, "wanted_binding"));
+        printf("  %6s %8s %10s  %s\n", "change", "workers", "samples/s", "bound by");
+        size_t k;
+        json_t *p;
+        json_array_foreach(json_object_get(c, "curve"), k, p)
+        {
+            printf("  %+6lld %8lld %10.1f  %s\n", json_integer_value(json_object_get(p, "delta")),
+                   json_integer_value(json_object_get(p, "workers")),
+                   json_number_value(json_object_get(p, "predicted_samples_per_sec")),
+                   str_of(p, "binding"));
+        }
+    }
+    json_decref(root);
+}
+
 /* The library's error as this command's, and its exit status. */
 static int failed(int rc, const char *err)
 {
@@ -189,6 +246,8 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                : in->client_cpu_budget_measured > 0.0 ? ": no cgroup readable, measured"
                                                       : ": no cgroup readable, all CPUs assumed "
                                                         "until the job measures it");
+        print_overhead(in);
+        print_whatif(e->json);
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",

@@ -398,6 +398,8 @@ uint64_t cl_line_popped(const cl_line_t *l) { return l->popped; }
 
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret) { sl_exec_unit_stats(l->exec, ret); }
 
+double cl_line_threads_cpu_sec(const cl_line_t *l) { return sl_exec_cpu_sec(l->exec); }
+
 const char *cl_line_first_skip(const cl_line_t *l) { return l->first_skip; }
 
 size_t cl_line_recent_skips(const cl_line_t *l, sluice_skip_t *out, size_t max)

@@ -194,6 +194,8 @@ void cl_line_stats(const cl_line_t *l, sl_batcher_stats_t *ret);
 uint64_t cl_line_popped(const cl_line_t *l);
 /* Per-unit cost so far (sl_pipeline_nunits entries). Any thread. */
 void cl_line_unit_stats(cl_line_t *l, sl_unit_stat_t *ret);
+/* CPU seconds the executor's threads have used so far; any thread. */
+double cl_line_threads_cpu_sec(const cl_line_t *l);
 /* The first skipped sample's reason, "" when none was skipped. */
 const char *cl_line_first_skip(const cl_line_t *l);
 /* The most recent skipped samples (first copies the batcher counted, at

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "client/lib/overhead.h"
+#include "client/lib/owncpu.h"
 #include "client/lib/profile.h"
 #include "client/lib/profile_budget.h"
 #include "client/lib/window.h"
@@ -76,9 +77,18 @@ struct cl_planner_s {
     cl_window_acc_t win;
     uint64_t delivered;
     uint64_t accepted; /* by the batcher (cl_planner_note_accepted) */
+    /* The consumer's thread CPU inside sluice_next_batch: summed over the
+     * calls that returned, and the running call's clock at entry. */
+    double consumer_cpu;
+    double consumer_enter_cpu;
     /* the control thread's */
     double last_report;
     double cpu_at_report;
+    /* Sluice's own CPU (owncpu.h): each part's clock at the last report,
+     * which the next window counts from. */
+    double own_ctl, own_line, own_consumer;
+    cl_owncpu_fetch_t own_fetch;
+    cl_owncpu_grpc_t own_grpc;
     double units_cpu_at_report; /* the executor's unit CPU, summed */
     uint64_t accepted_at_report;
     cl_overhead_t overhead;

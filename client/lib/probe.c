@@ -1,9 +1,13 @@
 /* probe: link probes (profile.h steps 5 and 6): Worker.Probe streams that
- * measure a link's bandwidth and this process's CPU per received byte. */
+ * measure a link's bandwidth and the client's CPU per received byte: the
+ * probing thread's own clock plus gRPC's threads (owncpu.h), never the
+ * process clock (a training loop beside it would be charged as receiving). */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "client/lib/owncpu.h"
 #include "client/lib/planner_impl.h"
 #include "common/base/clock.h"
 #include "common/cost/hostfacts.h"
@@ -16,8 +20,10 @@ typedef struct cl_probe_s {
     int rc;         /* 0: the stream ended normally after more than one chunk */
     double t_first; /* when the first chunk arrived (monotonic) */
     double t_end;
-    double cpu_first; /* process CPU when the first chunk arrived */
-    double cpu;       /* process CPU from the first chunk to the end */
+    double cpu_first; /* the thread's CPU when the first chunk arrived */
+    double cpu;       /* the thread's CPU from the first chunk to the end */
+    double grpc;      /* gRPC's threads' CPU over the same span */
+    cl_owncpu_grpc_t g;
     uint64_t bytes;   /* after the first chunk */
 } cl_probe_t;
 
@@ -25,7 +31,7 @@ typedef struct cl_probe_s {
  * CL_PROBE_MAX_SEC of the first chunk (then the stream is cancelled).
  * Bandwidth counts the bytes after the first chunk over the time from its
  * arrival to the end (connection set-up excluded); the receive cost is this
- * process's CPU over that time per byte. */
+ * thread's and gRPC's threads' CPU over that time per byte. */
 static void probe_run(cl_probe_t *pr)
 {
     char err[256];
@@ -54,7 +60,8 @@ static void probe_run(cl_probe_t *pr)
             protobuf_c_message_free_unpacked(m, NULL);
             if (pr->t_first == 0.0) {
                 pr->t_first = sl_mono_sec();
-                pr->cpu_first = sl_process_cpu_sec();
+                pr->cpu_first = sl_thread_cpu_sec();
+                (void)cl_owncpu_grpc_sample(&pr->g, NULL, &pr->grpc); /* the baseline */
             } else {
                 pr->bytes += len;
                 if (sl_mono_sec() - pr->t_first >= CL_PROBE_MAX_SEC) {
@@ -64,7 +71,10 @@ static void probe_run(cl_probe_t *pr)
             }
         }
         pr->t_end = sl_mono_sec();
-        pr->cpu = sl_process_cpu_sec() - pr->cpu_first;
+        pr->cpu = sl_thread_cpu_sec() - pr->cpu_first;
+        if (pr->g.have && cl_owncpu_grpc_sample(&pr->g, NULL, &pr->grpc) != 0) {
+            pr->grpc = 0.0;
+        }
         sl_rpc_cstream_free(cs);
     }
     sl_rpc_channel_free(ch);
@@ -73,15 +83,22 @@ static void probe_run(cl_probe_t *pr)
 int cl_probe_link(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
                   double *ret_recv)
 {
-    cl_probe_t pr = {.addr = addr, .sec = sec, .timeout_ms = timeout_ms};
-    probe_run(&pr);
+    cl_probe_t *prp = calloc(1, sizeof(*prp)); /* its gRPC table: 1 KB */
+    if (prp == NULL) {
+        return -1;
+    }
+    *prp = (cl_probe_t){.addr = addr, .sec = sec, .timeout_ms = timeout_ms};
+    probe_run(prp);
+    cl_probe_t pr = *prp;
+    free(prp);
     if (pr.rc != 0) {
         return -1;
     }
     double dt = pr.t_end - pr.t_first;
     /* Below a microsecond the clock says nothing: call it 100 GB/s. */
     *ret_bw = dt > 1e-6 ? (double)pr.bytes / dt : 1e11;
-    *ret_recv = pr.cpu > 0.0 ? pr.cpu / (double)pr.bytes : 0.0;
+    double cpu = pr.cpu + pr.grpc;
+    *ret_recv = cpu > 0.0 ? cpu / (double)pr.bytes : 0.0;
     return 0;
 }
 
@@ -101,7 +118,6 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
                           int timeout_ms, double *ret_recv)
 {
     *ret_recv = 0.0;
-    cl_probe_t pr[CL_PROBE_CONCURRENT];
     pthread_t th[CL_PROBE_CONCURRENT];
     int started[CL_PROBE_CONCURRENT] = {0};
     if (n > CL_PROBE_CONCURRENT) {
@@ -110,14 +126,20 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
     if (n < 2) {
         return 0.0;
     }
+    cl_probe_t *pr = calloc(n, sizeof(*pr)); /* a gRPC table each: off the stack */
+    if (pr == NULL) {
+        return 0.0;
+    }
     for (size_t i = 0; i < n; i++) {
         pr[i] = (cl_probe_t){.addr = addrs[i], .sec = sec, .timeout_ms = timeout_ms, .rc = -1};
         started[i] = pthread_create(&th[i], NULL, probe_thread, &pr[i]) == 0;
     }
     double t0 = INFINITY;
     double t1 = 0.0;
-    double cpu0 = INFINITY; /* the process clock at the first first chunk ... */
-    double cpu1 = 0.0;      /* ... and at the last end */
+    /* The streams' threads' CPU, summed, and gRPC's threads' over the
+     * longest stream (the spans overlap: summed, gRPC's would count twice). */
+    double cpu = 0.0;
+    double grpc = 0.0;
     uint64_t bytes = 0;
     int ok = 0;
     for (size_t i = 0; i < n; i++) {
@@ -128,16 +150,17 @@ double cl_probe_aggregate(const char *const *addrs, size_t n, const sl_rpc_secur
         if (pr[i].rc == 0) {
             t0 = fmin(t0, pr[i].t_first);
             t1 = fmax(t1, pr[i].t_end);
-            cpu0 = fmin(cpu0, pr[i].cpu_first);
-            cpu1 = fmax(cpu1, pr[i].cpu_first + pr[i].cpu);
+            cpu += pr[i].cpu;
+            grpc = fmax(grpc, pr[i].grpc);
             bytes += pr[i].bytes;
             ok++;
         }
     }
+    free(pr);
     if (ok < 2 || !(t1 - t0 > 1e-6)) {
         return 0.0;
     }
-    *ret_recv = bytes > 0 && cpu1 > cpu0 ? (cpu1 - cpu0) / (double)bytes : 0.0;
+    *ret_recv = bytes > 0 && cpu + grpc > 0.0 ? (cpu + grpc) / (double)bytes : 0.0;
     return (double)bytes / (t1 - t0);
 }
 

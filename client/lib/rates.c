@@ -44,8 +44,10 @@ void cl_planner_note_enter(cl_planner_t *p, double t_enter)
     if (p == NULL) {
         return;
     }
+    double cpu = sl_thread_cpu_sec(); /* the consumer's own clock */
     pthread_mutex_lock(&p->mu);
     cl_window_enter(&p->win, t_enter);
+    p->consumer_enter_cpu = cpu;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -54,7 +56,11 @@ void cl_planner_note_batch(cl_planner_t *p, double t_enter, double t_leave, uint
     if (p == NULL) {
         return;
     }
+    double cpu = sl_thread_cpu_sec();
     pthread_mutex_lock(&p->mu);
+    if (cpu > p->consumer_enter_cpu) {
+        p->consumer_cpu += cpu - p->consumer_enter_cpu;
+    }
     cl_window_leave(&p->win, t_enter, t_leave, n);
     p->delivered += n;
     pthread_mutex_unlock(&p->mu);
@@ -79,6 +85,36 @@ static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
     return s;
 }
 
+/* Sluice's own CPU since the previous call (owncpu.h): the control
+ * thread's, the executor's threads', the fetch threads', gRPC's threads' and
+ * the consumer's inside sluice_next_batch. The first call sets the
+ * baselines. Control thread. */
+static double own_cpu_delta(struct sluice_job *job, cl_planner_t *p)
+{
+    double ctl = sl_thread_cpu_sec();
+    double line = cl_line_threads_cpu_sec(job->consumer.line);
+    double d = (ctl - p->own_ctl) + (line - p->own_line);
+    p->own_ctl = ctl;
+    p->own_line = line;
+    pthread_mutex_lock(&job->mu);
+    for (unsigned i = 0; i < CL_MAX_FETCHERS; i++) {
+        const cl_fetcher_t *f = &job->fetch.fetchers[i];
+        d += cl_owncpu_fetch_sample(&p->own_fetch, i, f->started, f->thread);
+    }
+    pthread_mutex_unlock(&job->mu);
+    double grpc = 0.0;
+    if (cl_owncpu_grpc_sample(&p->own_grpc, NULL, &grpc) == 0) {
+        d += grpc;
+    }
+    pthread_mutex_lock(&p->mu);
+    d += p->consumer_cpu - p->own_consumer;
+    p->own_consumer = p->consumer_cpu;
+    pthread_mutex_unlock(&p->mu);
+    return d > 0.0 ? d : 0.0;
+}
+
+_Static_assert(CL_MAX_FETCHERS <= CL_OWNCPU_MAX_FETCH, "a fetch slot without a CPU ledger");
+
 /* The first tick: the baselines the first report's window counts from. */
 static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
 {
@@ -95,6 +131,7 @@ static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
     pthread_mutex_unlock(&p->mu);
     p->last_report = now;
     p->cpu_at_report = sl_process_cpu_sec();
+    (void)own_cpu_delta(job, p);
     double ignored = 0.0;
     p->have_rundelay = p->budget_src == SL_BUDGET_UNKNOWN &&
                        cl_rundelay_sample(&p->rundelay, NULL, &ignored) >= 0;
@@ -125,13 +162,14 @@ static void take_window(cl_planner_t *p, double now, cl_window_t *ret)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Everything else this process spent in the window (cpu: the process clock
- * now), per sample the batcher took: receiving, batching, reading local
- * samples, the control thread. The planner models the read and per-byte
- * receive costs and takes the rest as a fixed cost per sample. us: the
- * executor's per-unit sums now. */
+/* Everything else Sluice's own threads spent in the window (own: their
+ * CPU since the last report, owncpu.h -- never the process clock, which
+ * counts the training loop too), per sample the batcher took: receiving,
+ * batching, reading local samples, the control thread. The planner models
+ * the read and per-byte receive costs and takes the rest as a fixed cost
+ * per sample. us: the executor's per-unit sums now. */
 static double window_overhead(struct sluice_job *job, cl_planner_t *p, const sl_unit_stat_t *us,
-                              const cl_window_t *w, double cpu)
+                              const cl_window_t *w, double own)
 {
     double ucpu = units_cpu(job, us);
     /* Per sample the batcher took, not per sample handed out: a batch held
@@ -142,7 +180,7 @@ static double window_overhead(struct sluice_job *job, cl_planner_t *p, const sl_
                                       w->accepted >= p->accepted_at_report
                                           ? (double)(w->accepted - p->accepted_at_report)
                                           : 0.0,
-                                      (cpu - p->cpu_at_report) - (ucpu - p->units_cpu_at_report));
+                                      own - (ucpu - p->units_cpu_at_report));
     p->units_cpu_at_report = ucpu;
     p->accepted_at_report = w->accepted;
     return overhead;
@@ -237,7 +275,7 @@ void cl_planner_tick(struct sluice_job *job)
      * sums (read without its lock: slightly stale is fine for a profile). */
     sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
     cl_line_unit_stats(job->consumer.line, us);
-    double overhead = window_overhead(job, p, us, &w, cpu);
+    double overhead = window_overhead(job, p, us, &w, own_cpu_delta(job, p));
     Sluice__StageStat st[SL_PIPE_MAX_UNITS];
     Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
     Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;

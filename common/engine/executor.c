@@ -231,6 +231,8 @@ int sl_exec_next(sl_exec_t *ex, sl_sample_t *out, char *detail, size_t detail_le
 unsigned sl_exec_inflight(const sl_exec_t *ex) { return ex->inflight; }
 unsigned sl_exec_capacity(const sl_exec_t *ex) { return ex->cap; }
 
+double sl_exec_cpu_sec(const sl_exec_t *ex) { return sl_pool_cpu_sec(ex->pool); }
+
 void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret)
 {
     uint32_t n = sl_pipeline_nunits(ex->p);

@@ -35,5 +35,7 @@ unsigned sl_exec_inflight(const sl_exec_t *ex);
 unsigned sl_exec_capacity(const sl_exec_t *ex);
 /* Sums per-unit cost over all threads so far (sl_pipeline_nunits entries). */
 void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret);
+/* CPU seconds the executor's threads have used so far (sl_pool_cpu_sec). */
+double sl_exec_cpu_sec(const sl_exec_t *ex);
 
 #endif

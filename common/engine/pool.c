@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct {
     sl_pool_fn fn;
@@ -114,6 +115,21 @@ int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg)
 int sl_pool_submit_urgent(sl_pool_t *p, sl_pool_fn fn, void *arg)
 {
     return submit_to(p, &p->urgent, fn, arg);
+}
+
+double sl_pool_cpu_sec(const sl_pool_t *p)
+{
+    double s = 0.0;
+    /* The threads run until sl_pool_free joins them, so their clocks stay
+     * readable for as long as the pool exists. */
+    for (unsigned i = 0; p != NULL && i < p->nthreads; i++) {
+        clockid_t cid;
+        struct timespec ts;
+        if (pthread_getcpuclockid(p->threads[i], &cid) == 0 && clock_gettime(cid, &ts) == 0) {
+            s += (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+        }
+    }
+    return s;
 }
 
 void sl_pool_free(sl_pool_t *p)

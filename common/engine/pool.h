@@ -21,6 +21,10 @@ int sl_pool_submit(sl_pool_t *p, sl_pool_fn fn, void *arg);
 /* The same into the urgent queue (queue_cap long too): its tasks start
  * before any task of the other queue that has not started yet. */
 int sl_pool_submit_urgent(sl_pool_t *p, sl_pool_fn fn, void *arg);
+/* CPU seconds the pool's threads have used so far (their thread CPU clocks,
+ * pthread_getcpuclockid), summed: what a caller that must tell its own CPU
+ * from the rest of the process counts them by. Any thread may call. */
+double sl_pool_cpu_sec(const sl_pool_t *p);
 /* Runs every queued task, joins the threads, frees. NULL ok. */
 void sl_pool_free(sl_pool_t *p);
 

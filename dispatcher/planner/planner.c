@@ -489,3 +489,101 @@ int disp_planner_evaluate(const disp_pl_input_t *in, uint32_t k, double f, disp_
     *ret = r;
     return 0;
 }
+
+/* ------------------------------------------------------------ what-if */
+
+/* in with n workers of class cls: added ones on no listed machine, removed
+ * ones taken from the listed machines, the last first (a machine's count
+ * above the class's would price CPUs no worker uses). */
+static void with_workers(disp_pl_input_t *x, uint32_t cls, uint32_t n)
+{
+    x->classes[cls].workers = n;
+    uint32_t listed = 0;
+    for (uint32_t m = 0; m < x->nmachines; m++) {
+        listed += x->machines[m].workers[cls];
+    }
+    for (uint32_t m = x->nmachines; m-- > 0 && listed > n;) {
+        uint32_t *w = &x->machines[m].workers[cls];
+        uint32_t take = *w < listed - n ? *w : listed - n;
+        *w -= take;
+        listed -= take;
+    }
+}
+
+/* The rate (and binding) with n workers of class cls. */
+static double rate_with(const disp_pl_input_t *in, uint32_t cls, uint32_t n,
+                        const disp_pl_cand_t *fixed, disp_bind_e *ret_binding)
+{
+    disp_pl_input_t x = *in;
+    with_workers(&x, cls, n);
+    disp_pl_cand_t c;
+    if (fixed != NULL) {
+        fill_cand(&x, fixed->split, fixed->share, fixed->off, &c);
+    } else {
+        disp_pl_result_t r;
+        plan_core(&x, &r);
+        c = r.cand[r.chosen];
+    }
+    *ret_binding = c.binding;
+    return c.predicted;
+}
+
+int disp_planner_whatif(const disp_pl_input_t *in, uint32_t cls, const disp_pl_cand_t *fixed,
+                        disp_wi_curve_t *ret)
+{
+    static const int32_t deltas[DISP_WI_POINTS] = {-4, -2, -1, 0, 1, 2, 4, 8, 16};
+    disp_pl_input_t c;
+    int rc = disp_pl_sanitize(in, &c);
+    if (rc != 0 || cls >= c.nclasses) {
+        return rc != 0 ? rc : -EINVAL;
+    }
+    disp_wi_curve_t w;
+    memset(&w, 0, sizeof(w));
+    w.cls = cls;
+    w.workers = c.classes[cls].workers;
+    for (uint32_t i = 0; i < DISP_WI_POINTS; i++) {
+        if (deltas[i] < 0 && (uint32_t)-deltas[i] > w.workers) {
+            continue;
+        }
+        disp_wi_point_t *p = &w.p[w.npoints++];
+        p->delta = deltas[i];
+        p->workers = (uint32_t)((int64_t)w.workers + deltas[i]);
+        p->predicted = rate_with(&c, cls, p->workers, fixed, &p->binding);
+    }
+    /* The rate never falls as workers are added (every term is
+     * non-decreasing in them): the fewest that reach the limit by bisection,
+     * bracketed by the curve's points first (each costs a plan: this runs
+     * under the dispatcher's mutex), then by doubling past the last one. */
+    disp_bind_e b;
+    uint32_t top = w.workers + DISP_PL_MAX_EXTRA_WORKERS;
+    double target = rate_with(&c, cls, top, fixed, &w.wanted_binding) * (1.0 - DISP_PL_TIE);
+    uint32_t lo = 0;
+    uint32_t hi = top;
+    uint32_t i = 0;
+    while (i < w.npoints && w.p[i].predicted < target) {
+        lo = w.p[i++].workers + 1;
+    }
+    if (i < w.npoints) {
+        hi = w.p[i].workers;
+    } else {
+        for (uint32_t step = 32; lo + step < top; step *= 2) {
+            if (rate_with(&c, cls, lo + step, fixed, &b) >= target) {
+                hi = lo + step;
+                break;
+            }
+            lo += step + 1;
+        }
+    }
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (rate_with(&c, cls, mid, fixed, &b) >= target) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    w.wanted = lo;
+    w.wanted_rate = rate_with(&c, cls, lo, fixed, &b);
+    *ret = w;
+    return 0;
+}

@@ -224,6 +224,39 @@ int disp_planner_plan(const disp_pl_input_t *in, disp_pl_result_t *ret);
  * Returns 0 or -EINVAL as disp_planner_plan. */
 int disp_planner_evaluate(const disp_pl_input_t *in, uint32_t k, double f, disp_pl_result_t *ret);
 
+/* What-if for one worker class (docs/planner.md "Workers wanted"): the
+ * predicted rate with k more or fewer workers of class cls, the others as
+ * they are, and what binds then -- for an auto job the best plan at that
+ * count (the plan follows the workers), for a given plan (fixed non-NULL:
+ * disp_planner_evaluate's cand[0]) that plan. Added workers are each on a
+ * machine of their own; removed ones leave the listed machines last first. */
+#define DISP_WI_POINTS 9 /* deltas -4, -2, -1, 0, +1, +2, +4, +8, +16 (>= 0 workers) */
+typedef struct disp_wi_point_s {
+    int32_t delta;    /* workers of the class added (< 0: removed) */
+    uint32_t workers; /* of the class then */
+    double predicted; /* samples/s */
+    disp_bind_e binding;
+} disp_wi_point_t;
+
+typedef struct disp_wi_curve_s {
+    uint32_t cls;
+    uint32_t workers; /* of the class now */
+    uint32_t npoints;
+    disp_wi_point_t p[DISP_WI_POINTS];
+    /* The fewest workers of the class whose rate is within DISP_PL_TIE of
+     * what DISP_PL_MAX_EXTRA_WORKERS more would reach: more would not lift
+     * the job, fewer would slow it. May be below workers (the job wants
+     * fewer) and 0 (none of the class helps). wanted_binding: what binds
+     * with unlimited workers of the class -- what caps the job there. */
+    uint32_t wanted;
+    double wanted_rate;
+    disp_bind_e wanted_binding;
+} disp_wi_curve_t;
+
+/* Returns 0, or -EINVAL as disp_planner_plan (and for cls >= nclasses). */
+int disp_planner_whatif(const disp_pl_input_t *in, uint32_t cls, const disp_pl_cand_t *fixed,
+                        disp_wi_curve_t *ret);
+
 /* FastFlow's Algorithm 1. Returns 0 or -EINVAL as above. */
 int disp_planner_fastflow(const disp_pl_input_t *in, disp_ff_result_t *ret);
 

@@ -40,6 +40,19 @@ static void plan_fixed(disp_pjob_t *pj, disp_plan_t *plan)
     pj->plan_compress = plan->compress;
 }
 
+/* The what-if of every class of the plan's input: an auto or fastflow job
+ * the best plan at each count, a fixed one its plan. */
+static void plan_whatif(disp_pjob_t *pj)
+{
+    const disp_pl_cand_t *fixed = disp_pjob_fixed(pj) ? &pj->result.cand[0] : NULL;
+    pj->nwhatif = 0;
+    for (uint32_t c = 0; c < pj->input.nclasses && c < DISP_PL_MAX_CLASSES; c++) {
+        if (disp_planner_whatif(&pj->input, c, fixed, &pj->whatif[pj->nwhatif]) == 0) {
+            pj->nwhatif++;
+        }
+    }
+}
+
 void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan, int64_t now_ms,
                     const char *why)
 {
@@ -87,6 +100,12 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
     pj->planned_ms = now_ms;
     pj->drift_since_ms = 0;
     snprintf(pj->last_reason, sizeof(pj->last_reason), "%s", why);
+    plan_whatif(pj);
+}
+
+const char *disp_pjob_class_key(const disp_pjob_t *pj, uint32_t c)
+{
+    return c < pj->nclasses ? pj->classes[c].key : "unprofiled";
 }
 
 void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int64_t now_ms)

@@ -170,6 +170,11 @@ typedef struct disp_pjob_s {
     disp_pl_input_t input;
     disp_pl_result_t result;
     disp_ff_result_t ff;
+    /* The what-if per class of input (planner.h disp_planner_whatif), made
+     * with each plan: the rate with more or fewer workers of the class and
+     * how many the job wants (disp_pjob_class_key names the class). */
+    disp_wi_curve_t whatif[DISP_PL_MAX_CLASSES];
+    uint32_t nwhatif;
     uint64_t worker_sig; /* live worker set at the last plan */
     uint32_t nlive;
     int64_t planned_ms;
@@ -190,6 +195,7 @@ typedef struct disp_pjob_s {
     double measured_overhead;
     double measured_sample_sec; /* its fixed part; valid when have_sample_sec */
     int have_sample_sec;
+    int overhead_refused; /* the cache refused one (logged once per job) */
     /* recv_sec_per_byte was fitted to the measured overhead, which was
      * below what the model charged (the probe's figure too high); the
      * client's repeated probe figure no longer replaces it. */
@@ -218,9 +224,18 @@ int disp_pjob_set_splits(disp_pjob_t *pj, const uint64_t *len, uint32_t n);
 
 /* The per-sample overhead measured for (spec hash, client host): stored
  * with the client's cached profile so the next job of the spec on that host
- * starts from it. No entry: nothing happens. */
-void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
-                               double overhead_sec);
+ * starts from it. It is Sluice's own CPU per received or read sample beyond
+ * the modelled costs, so it is bounded by what the cached idle-core profile
+ * says a whole local sample costs: a value above DISP_PCACHE_OVERHEAD_MAX_X
+ * times the profile's read + units per sample (or DISP_PCACHE_OVERHEAD_FLOOR_SEC,
+ * whichever is more) measured something else -- a training loop's CPU, a
+ * stalled host -- and would make every later job of the spec decide from
+ * it for an hour. Returns 0 (stored), -ENOENT (no entry: nothing happens)
+ * or -ERANGE (not stored; *ret_bound the bound, for the log). */
+#define DISP_PCACHE_OVERHEAD_MAX_X 4.0
+#define DISP_PCACHE_OVERHEAD_FLOOR_SEC 0.002
+int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                              double overhead_sec, double *ret_bound);
 /* The per-unit CPU a job of the spec measured on that host while running
  * (units by name, each with at least DISP_PCACHE_MIN_UNIT_SAMPLES): it
  * replaces the cached profile's, so the next job plans with the costs the
@@ -236,6 +251,10 @@ void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *ho
  * changed", "drift"). */
 void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan,
                     int64_t now_ms, const char *why);
+
+/* The key of class c of pj->input: the client's profiled class key, or,
+ * for workers that joined after profiling, "unprofiled". */
+const char *disp_pjob_class_key(const disp_pjob_t *pj, uint32_t c);
 
 /* The job's plan is fixed (offload off, all or K:F): disp_pjob_plan keeps
  * it and fills only its diagnosis (disp_planner_evaluate). */

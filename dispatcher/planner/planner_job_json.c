@@ -195,6 +195,33 @@ const char *disp_pjob_policy_name(const disp_pjob_t *pj)
     }
 }
 
+/* The what-if per class (planner.h disp_planner_whatif). */
+static json_t *whatif_json(jb_t *b, const disp_pjob_t *pj)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < pj->nwhatif; i++) {
+        const disp_wi_curve_t *w = &pj->whatif[i];
+        json_t *o = json_object();
+        jset(b, o, "class", jstr(disp_pjob_class_key(pj, w->cls)));
+        jset(b, o, "workers", json_integer(w->workers));
+        jset(b, o, "wanted", json_integer(w->wanted));
+        jset(b, o, "wanted_samples_per_sec", jnum(w->wanted_rate));
+        jset(b, o, "wanted_binding", jstr(disp_bind_name(w->wanted_binding)));
+        json_t *pts = json_array();
+        for (uint32_t k = 0; k < w->npoints; k++) {
+            json_t *p = json_object();
+            jset(b, p, "delta", json_integer(w->p[k].delta));
+            jset(b, p, "workers", json_integer(w->p[k].workers));
+            jset(b, p, "predicted_samples_per_sec", jnum(w->p[k].predicted));
+            jset(b, p, "binding", jstr(disp_bind_name(w->p[k].binding)));
+            jpush(b, pts, p);
+        }
+        jset(b, o, "curve", pts);
+        jpush(b, a, o);
+    }
+    return a;
+}
+
 json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
 {
     if (pj == NULL) {
@@ -223,6 +250,7 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
     jset(&b, o, "lifted_samples_per_sec",
          pj->result.workers_needed > 0 ? jnum(pj->result.lifted_rate) : json_null());
     jset(&b, o, "fastflow", ff_json(&b, &pj->ff));
+    jset(&b, o, "whatif", whatif_json(&b, pj));
     if (plan != NULL) {
         json_t *p = json_object();
         jset(&b, p, "mode", jstr(plan->mode));

@@ -2,6 +2,8 @@
  * that a re-submitted job skips profiling (GetPlanContext hands them back);
  * steady report windows refresh the cached overhead and unit costs. The
  * types are planner_job.h's. Runs under the dispatcher mutex. */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,13 +57,24 @@ static disp_pcache_entry_t *pcache_find(disp_pcache_t *c, uint64_t spec_hash, co
     return NULL;
 }
 
-void disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
-                               double overhead_sec)
+int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                              double overhead_sec, double *ret_bound)
 {
     disp_pcache_entry_t *e = pcache_find(c, spec_hash, host);
-    if (e != NULL) {
-        e->prof.overhead_sec = overhead_sec;
+    if (e == NULL) {
+        return -ENOENT;
     }
+    double local = e->prof.read_sec;
+    for (uint32_t u = 0; u < e->prof.nunits && u < DISP_PL_MAX_UNITS; u++) {
+        local += e->prof.units[u].cpu_sec_per_sample;
+    }
+    double bound = fmax(DISP_PCACHE_OVERHEAD_MAX_X * local, DISP_PCACHE_OVERHEAD_FLOOR_SEC);
+    if (!(overhead_sec >= 0.0) || overhead_sec > bound) {
+        *ret_bound = bound;
+        return -ERANGE;
+    }
+    e->prof.overhead_sec = overhead_sec;
+    return 0;
 }
 
 void disp_pcache_note_units(disp_pcache_t *c, uint64_t spec_hash, const char *host,

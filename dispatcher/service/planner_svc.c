@@ -316,9 +316,17 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
     disp_pjob_t *pj = job->planner;
     if (pj != NULL) {
         disp_pjob_rates(pj, req, now_ms);
-        if (pj->have_sample_sec && disp_pjob_steady(pj)) {
+        double bound = 0.0;
+        if (pj->have_sample_sec && disp_pjob_steady(pj) &&
             disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
-                                      pj->measured_sample_sec);
+                                      pj->measured_sample_sec, &bound) == -ERANGE &&
+            !pj->overhead_refused) {
+            pj->overhead_refused = 1;
+            SL_WARN("job %" PRIu64 ": per-sample overhead %.3f ms not cached for \"%s\": "
+                    "above %.3f ms (%.0fx the idle-core profile of a local sample, at least "
+                    "%.0f ms)",
+                    job->id, pj->measured_sample_sec * 1e3, pj->client.host, bound * 1e3,
+                    DISP_PCACHE_OVERHEAD_MAX_X, DISP_PCACHE_OVERHEAD_FLOOR_SEC * 1e3);
         }
         disp_pcache_note_units(d->pcache, pj->spec_hash, pj->client.host, pj->measured_units,
                                pj->measured_nunits);

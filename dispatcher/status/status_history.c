@@ -392,6 +392,7 @@ void disp_status_sample(disp_status_t *st, int64_t now_ms)
         .workers = (uint32_t)d->reg.nlive,
         .jobs = (uint32_t)d->jobs.nopen,
     };
+    disp_wanted_sample(&st->wanted, d, now_ms);
     pthread_mutex_unlock(&d->mu);
     /* Sweep records of workers and jobs that left the tables. */
     size_t k = 0;

@@ -15,6 +15,7 @@
 
 #include "dispatcher/disp.h"
 #include "dispatcher/status/status.h"
+#include "dispatcher/status/status_wanted.h"
 
 #define DISP_STATUS_SKIP_REASONS 32 /* distinct skip reasons counted; the rest is "other" */
 
@@ -102,6 +103,7 @@ struct disp_status_s {
     disp_status_point_t hist[DISP_STATUS_HISTORY];
     size_t hhead, hlen; /* ring: oldest at hhead */
     size_t njhist;      /* job records with a hist, <= DISP_STATUS_JOB_HISTORIES */
+    disp_wanted_t wanted; /* workers wanted per class (status_wanted.h) */
 };
 
 /* d->mu, then st->mu when st is not NULL (no history: unit tests). */

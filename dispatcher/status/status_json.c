@@ -503,6 +503,27 @@ static json_t *workers_summary(jb_t *b, const disp_t *d)
     return o;
 }
 
+/* The workers the cluster should have per class (status_wanted.h): what
+ * sluice_workers_wanted publishes, the jobs' raw sum and when a lower raw
+ * figure takes effect. */
+static json_t *wanted_json(jb_t *b, const disp_status_t *st, int64_t now_ms)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < st->wanted.n; i++) {
+        const disp_wanted_class_t *c = &st->wanted.c[i];
+        json_t *o = json_object();
+        jset(b, o, "class", json_string(c->key));
+        jset(b, o, "wanted", jint(c->published));
+        jset(b, o, "jobs_sum", jint(c->raw));
+        jset(b, o, "jobs", jint(c->jobs));
+        int64_t left = c->below_since_ms > 0 ? c->below_since_ms + DISP_WANTED_DOWN_MS - now_ms
+                                             : -1;
+        jset(b, o, "down_in_sec", left >= 0 ? jreal((double)left / 1000.0) : json_null());
+        jpush(b, a, o);
+    }
+    return a;
+}
+
 static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms, disp_view_e view,
                         const char *tenant, const disp_status_page_t *page)
 {
@@ -558,6 +579,7 @@ static json_t *document(jb_t *b, disp_t *d, disp_status_t *st, int64_t now_ms, d
     jset(b, root, "viewer", viewer);
     if (st != NULL) {
         jset(b, root, "history", history_json(b, st));
+        jset(b, root, "workers_wanted", wanted_json(b, st, now_ms));
     }
     jset(b, root, "totals", totals_json(b, d, st));
     return root;

@@ -39,6 +39,7 @@ typedef enum {
     DM_WORKER, /* per worker address */
     DM_UNIT,   /* per worker address and pipeline unit */
     DM_TENANT, /* per configured tenant */
+    DM_CLASS,  /* per worker class some job named (status_wanted.h; history) */
 } dm_scope_e;
 
 typedef struct dm_totals_s {
@@ -75,6 +76,12 @@ typedef struct dm_family_s {
 } dm_family_t;
 
 /* ------------------------------------------------------------ getters */
+
+static int get_wanted(const dm_ctx_t *c, const void *row, double *ret)
+{
+    *ret = (double)((const disp_wanted_class_t *)row)->published;
+    return 0;
+}
 
 static int get_skip(const dm_ctx_t *c, const void *row, double *ret)
 {
@@ -275,6 +282,16 @@ static const dm_family_t DM_FAMILIES[] = {
      0,
      0,
      get_tenant_jobs},
+    {{"sluice_workers_wanted",
+      G,
+      "Workers of the class the cluster should have: the open jobs' wants summed, capped at "
+      "max_workers, up at once and down after 60 s below (autoscaler input).",
+      {"class"},
+      0},
+     DM_CLASS,
+     1,
+     0,
+     get_wanted},
 
     JOB("sluice_job_progress_ratio", "Fraction of the job's samples done.", 6, get_progress),
     JOB("sluice_job_epoch", "Oldest epoch still being delivered.", 0, get_epoch),
@@ -460,6 +477,12 @@ static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t 
         for (size_t i = 0; i < c->d->tenants.n; i++) {
             labels[0] = c->d->tenants.t[i].name;
             sample_row(m, c, f, &c->d->tenants.t[i], labels);
+        }
+        break;
+    case DM_CLASS:
+        for (uint32_t i = 0; i < c->st->wanted.n; i++) {
+            labels[0] = c->st->wanted.c[i].key;
+            sample_row(m, c, f, &c->st->wanted.c[i], labels);
         }
         break;
     case DM_WORKER:

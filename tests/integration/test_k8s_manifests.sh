@@ -17,7 +17,10 @@
 # advertised $(POD_IP), every probe answers 200, a job with the Secret's token
 # runs through them and one without it is refused, the journal is on the
 # claim's volume and a dispatcher restarted on it continues, and a worker's
-# SIGTERM drain ends within terminationGracePeriodSeconds. A self-test breaks
+# SIGTERM drain ends within terminationGracePeriodSeconds. The autoscaling/
+# overlay's KEDA ScaledObject targets the worker Deployment on the
+# sluice_workers_wanted gauge within max_workers (test_workers_wanted.sh has a
+# real Prometheus evaluate its query). A self-test breaks
 # copies of the manifests and expects the checker to refuse each.
 # ROOTFS=DIR (root only; the built image's root file system, docs/deploy.md
 # "Kubernetes") runs the same pods inside it: the image's binaries with the
@@ -357,6 +360,57 @@ if work:
         err(f"worker: dispatcher {work['conf'].get('dispatcher')!r} is not "
             "a dispatcher Service's grpc port")
 
+# --- autoscaling/ (docs/deploy.md "Autoscaling"): an overlay of this
+# directory with a KEDA ScaledObject on the dispatcher's workers-wanted gauge
+# for the worker Deployment; its query is what test_workers_wanted.sh has a
+# real Prometheus evaluate.
+adir = os.path.join(kdir, "autoscaling")
+if not os.path.isdir(adir):
+    err("autoscaling/: missing (the KEDA overlay)")
+else:
+    akust = load_all(os.path.join(adir, "kustomization.yaml"))[0]
+    if akust.get("kind") != "Kustomization" or akust.get("namespace") != ns or \
+            ".." not in akust.get("resources", []):
+        err("autoscaling/kustomization.yaml: a Kustomization of '..' in the same namespace "
+            "expected")
+    sos = []
+    for r in akust.get("resources", []):
+        if r == "..":
+            continue
+        if not os.path.exists(os.path.join(adir, r)):
+            err(f"autoscaling/kustomization.yaml: resource {r} does not exist")
+            continue
+        sos += [o for o in load_all(os.path.join(adir, r)) if o.get("kind") == "ScaledObject"]
+    if len(sos) != 1:
+        err(f"autoscaling/: one ScaledObject expected, found {len(sos)}")
+    for so in sos:
+        if so.get("apiVersion") != "keda.sh/v1alpha1":
+            err("ScaledObject: apiVersion keda.sh/v1alpha1 expected")
+        spec = so.get("spec", {})
+        ref = spec.get("scaleTargetRef", {})
+        deps = {o["metadata"]["name"] for _, o in of_kind("Deployment")}
+        if ref.get("kind", "Deployment") != "Deployment" or ref.get("name") not in deps or \
+                not (work and ref.get("name") == "sluice-worker"):
+            err(f"ScaledObject: scaleTargetRef {ref} is not the worker Deployment")
+        lo, hi = spec.get("minReplicaCount"), spec.get("maxReplicaCount")
+        mw = int(disp["conf"].get("max_workers", "1024")) if disp else 1024
+        if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi <= mw):
+            err(f"ScaledObject: minReplicaCount {lo!r} / maxReplicaCount {hi!r}: "
+                f"1 <= min <= max <= max_workers ({mw}) expected")
+        trig = spec.get("triggers", [])
+        if len(trig) != 1 or trig[0].get("type") != "prometheus":
+            err("ScaledObject: one prometheus trigger expected")
+        else:
+            md = trig[0].get("metadata", {})
+            q = md.get("query", "")
+            if not re.search(r"\bsluice_workers_wanted\b", q):
+                err(f"ScaledObject: query {q!r} does not read sluice_workers_wanted")
+            if md.get("threshold") != "1" or trig[0].get("metricType") != "AverageValue":
+                err("ScaledObject: threshold \"1\" and metricType AverageValue expected "
+                    "(one replica per wanted worker)")
+            if not re.match(r"https?://", md.get("serverAddress", "")):
+                err("ScaledObject: serverAddress is not an http(s) URL")
+
 if errors:
     print("\n".join("k8s-check: " + e for e in errors), file=sys.stderr)
     sys.exit(1)
@@ -533,7 +587,13 @@ mutate journal config.yaml "t.replace('journal = /var/lib/sluice-dispatcher', 'j
 mutate svc-port dispatcher.yaml "t.replace('targetPort: grpc', 'targetPort: grcp', 1)" \
     "Service sluice-dispatcher-headless"
 mutate image worker.yaml "t.replace('image: sluice:0.1.0', 'image: sluice:0.0.9')" "image"
-echo "8 broken copies refused"
+mutate so-target autoscaling/worker-scaledobject.yaml "t.replace('name: sluice-worker\n  # At least', 'name: sluice-wrker\n  # At least')" \
+    "scaleTargetRef"
+mutate so-query autoscaling/worker-scaledobject.yaml "t.replace('query: sum(sluice_workers_wanted)', 'query: sum(sluice_workers_needed)')" \
+    "does not read sluice_workers_wanted"
+mutate so-max autoscaling/worker-scaledobject.yaml "t.replace('maxReplicaCount: 64', 'maxReplicaCount: 2048')" \
+    "maxReplicaCount"
+echo "11 broken copies refused"
 
 # ---- the OpenAPI schemas (kubernetes-models validates types and required
 # fields; it does not refuse unknown keys, which the checks above cover for

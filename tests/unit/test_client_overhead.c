@@ -1,11 +1,22 @@
 /* test_client_overhead: client/lib/overhead.c -- the per-sample overhead
  * the client reports: steady under batch-quantised windows (where one
  * window alone swings), nothing before enough samples, a new window on a
- * new plan version, bad inputs ignored, and that it follows a change. */
+ * new plan version, bad inputs ignored, and that it follows a change; and
+ * client/lib/owncpu.c -- whose CPU counts as Sluice's: gRPC's threads by
+ * name (a fake /proc task directory), a fetch slot's thread by its clock,
+ * never a busy thread that is not Sluice's. */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "client/lib/overhead.h"
+#include "client/lib/owncpu.h"
 #include "tests/unit/fixtures.h"
 
 #define NEAR(x, want, tol) \
@@ -87,6 +98,149 @@ START_TEST(test_bad_inputs)
 }
 END_TEST
 
+/* dir/tid/{comm,schedstat} as the kernel writes them. */
+static void fake_task(const char *dir, int tid, const char *comm, unsigned long long run_ns)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%d", dir, tid);
+    (void)mkdir(path, 0700);
+    snprintf(path, sizeof(path), "%s/%d/comm", dir, tid);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%s\n", comm);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/%d/schedstat", dir, tid);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%llu 5000 12\n", run_ns);
+    fclose(f);
+}
+
+START_TEST(test_grpc_names)
+{
+    ck_assert(cl_owncpu_is_grpc("default-executo"));
+    ck_assert(cl_owncpu_is_grpc("resolver-execut"));
+    ck_assert(cl_owncpu_is_grpc("grpc_global_tim"));
+    ck_assert(cl_owncpu_is_grpc("event_engine"));
+    ck_assert(cl_owncpu_is_grpc("timer_manager"));
+    ck_assert(!cl_owncpu_is_grpc("python3"));
+    ck_assert(!cl_owncpu_is_grpc("pt_main_thread"));
+    ck_assert(!cl_owncpu_is_grpc("sluice"));
+    ck_assert(!cl_owncpu_is_grpc(""));
+}
+END_TEST
+
+/* Only gRPC's threads count; the first sample is a baseline; a thread first
+ * seen later started in between and counts whole; one that went is no
+ * loss to the others. */
+START_TEST(test_grpc_sample)
+{
+    char dir[] = "/tmp/test_owncpu.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    fake_task(dir, 100, "python3", 9000000000ULL);      /* the training loop */
+    fake_task(dir, 101, "default-executo", 1000000ULL); /* 1 ms */
+    fake_task(dir, 102, "grpc_global_tim", 2000000ULL); /* 2 ms */
+    cl_owncpu_grpc_t *g = calloc(1, sizeof(*g));
+    ck_assert_ptr_nonnull(g);
+    double sec = -1.0;
+    ck_assert_int_eq(cl_owncpu_grpc_sample(g, dir, &sec), 1);
+    NEAR(sec, 0.0, 0.0);
+    ck_assert_uint_eq(g->n, 2);
+    fake_task(dir, 100, "python3", 19000000000ULL);     /* +10 s: not Sluice's */
+    fake_task(dir, 101, "default-executo", 4000000ULL); /* +3 ms */
+    fake_task(dir, 103, "event_engine", 500000ULL);     /* new: 0.5 ms */
+    ck_assert_int_eq(cl_owncpu_grpc_sample(g, dir, &sec), 0);
+    NEAR(sec, 0.0035, 1e-12);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/102/comm", dir);
+    unlink(path); /* 102 went */
+    ck_assert_int_eq(cl_owncpu_grpc_sample(g, dir, &sec), 0);
+    NEAR(sec, 0.0, 1e-12);
+    ck_assert_uint_eq(g->n, 2);
+    ck_assert_int_eq(cl_owncpu_grpc_sample(g, "/nonexistent/task", &sec), -ENOENT);
+    free(g);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+typedef struct {
+    double burn_sec;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int go; /* 1: burn, 2: exit */
+} burner_t;
+
+static void burn(double sec)
+{
+    struct timespec t0;
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 < sec);
+}
+
+static void *burner_main(void *arg)
+{
+    burner_t *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        while (b->go == 0) {
+            pthread_cond_wait(&b->cv, &b->mu);
+        }
+        if (b->go == 2) {
+            break;
+        }
+        pthread_mutex_unlock(&b->mu);
+        burn(b->burn_sec);
+        pthread_mutex_lock(&b->mu);
+        b->go = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static void burner_run(burner_t *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->go = 1;
+    pthread_cond_broadcast(&b->cv);
+    while (b->go != 0) {
+        pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* A fetch slot's thread counts what it ran between samples, whatever this
+ * (the calling) thread burns meanwhile; an empty slot counts nothing. */
+START_TEST(test_fetch_sample)
+{
+    burner_t b = {.burn_sec = 0.03,
+                  .mu = PTHREAD_MUTEX_INITIALIZER,
+                  .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, burner_main, &b), 0);
+    cl_owncpu_fetch_t f;
+    memset(&f, 0, sizeof(f));
+    NEAR(cl_owncpu_fetch_sample(&f, 0, 0, t), 0.0, 0.0);
+    double first = cl_owncpu_fetch_sample(&f, 3, 1, t); /* first seen: all of it */
+    ck_assert(first >= 0.0 && first < 0.02);
+    burner_run(&b);
+    burn(0.1); /* not the slot's */
+    double got = cl_owncpu_fetch_sample(&f, 3, 1, t);
+    ck_assert_msg(got >= 0.029 && got < 0.06, "fetch slot counted %.4f s", got);
+    NEAR(cl_owncpu_fetch_sample(&f, CL_OWNCPU_MAX_FETCH, 1, t), 0.0, 0.0);
+    pthread_mutex_lock(&b.mu);
+    b.go = 2;
+    pthread_cond_broadcast(&b.cv);
+    pthread_mutex_unlock(&b.mu);
+    pthread_join(t, NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_overhead");
@@ -96,6 +250,9 @@ int main(void)
     tcase_add_test(tc, test_new_plan_new_window);
     tcase_add_test(tc, test_follows_a_change);
     tcase_add_test(tc, test_bad_inputs);
+    tcase_add_test(tc, test_grpc_names);
+    tcase_add_test(tc, test_grpc_sample);
+    tcase_add_test(tc, test_fetch_sample);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

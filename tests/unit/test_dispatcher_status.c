@@ -13,6 +13,7 @@
 #include "dispatcher/disp.h"
 #include "dispatcher/service/service.h"
 #include "dispatcher/status/status.h"
+#include "dispatcher/status/status_wanted.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_status.h"
@@ -500,6 +501,39 @@ START_TEST(test_fused_unit_capacity)
 }
 END_TEST
 
+/* The workers-wanted gauge's rule (status_wanted.h): up at once, down only
+ * after DISP_WANTED_DOWN_MS below without a break, to the highest figure
+ * seen meanwhile; a dip that ends sooner changes nothing. */
+START_TEST(test_wanted_hysteresis)
+{
+    disp_wanted_class_t c;
+    memset(&c, 0, sizeof(c));
+    int64_t t = 1000;
+    ck_assert_uint_eq(disp_wanted_step(&c, 3, t), 3);
+    ck_assert_uint_eq(disp_wanted_step(&c, 5, t += 1000), 5); /* up at once */
+    /* A 30 s dip (a job between epochs, a re-plan): held. */
+    for (int i = 0; i < 30; i++) {
+        ck_assert_uint_eq(disp_wanted_step(&c, 2, t += 1000), 5);
+    }
+    ck_assert_uint_eq(disp_wanted_step(&c, 5, t += 1000), 5);
+    ck_assert_uint_eq(c.below_since_ms, 0);
+    /* Below for a minute: down to the highest seen in it (4), not 2. */
+    ck_assert_uint_eq(disp_wanted_step(&c, 2, t += 1000), 5);
+    int64_t start = t;
+    ck_assert_uint_eq(disp_wanted_step(&c, 4, t += 1000), 5);
+    while (t + 1000 - start < DISP_WANTED_DOWN_MS) {
+        ck_assert_uint_eq(disp_wanted_step(&c, 2, t += 1000), 5);
+    }
+    ck_assert_uint_eq(disp_wanted_step(&c, 2, t += 1000), 4);
+    /* Still below: another minute to 2; a rise in between goes up at once. */
+    ck_assert_uint_eq(disp_wanted_step(&c, 2, t += 1000), 4);
+    ck_assert_uint_eq(disp_wanted_step(&c, 7, t += 1000), 7);
+    ck_assert_uint_eq(disp_wanted_step(&c, 0, t += 1000), 7);
+    ck_assert_uint_eq(disp_wanted_step(&c, 0, t += DISP_WANTED_DOWN_MS), 0);
+    ck_assert_uint_eq(c.raw, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dispatcher_status");
@@ -512,6 +546,7 @@ int main(void)
     tcase_add_test(tc, test_lost_worker_cleared);
     tcase_add_test(tc, test_resumed_are_not_skips);
     tcase_add_test(tc, test_fused_unit_capacity);
+    tcase_add_test(tc, test_wanted_hysteresis);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

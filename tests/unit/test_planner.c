@@ -1684,6 +1684,91 @@ START_TEST(test_dispatcher_plan_job_fixed)
 }
 END_TEST
 
+/* The per-sample overhead a running job measured enters the profile cache
+ * only within DISP_PCACHE_OVERHEAD_MAX_X of the idle-core profile's local
+ * sample cost (at least the floor): a training loop's CPU measured as
+ * Sluice's (261 ms a sample, issue 39) is refused, a plausible one kept. */
+START_TEST(test_pcache_overhead_bound)
+{
+    disp_pcache_t *c = disp_pcache_new();
+    ck_assert_ptr_nonnull(c);
+    disp_hprof_t p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.host, sizeof(p.host), "client gpu-node");
+    p.nunits = 2;
+    p.read_sec = 0.0001;
+    p.units[0].cpu_sec_per_sample = 0.0006;
+    p.units[1].cpu_sec_per_sample = 0.0003; /* 1 ms a local sample */
+    p.samples = 64;
+    disp_pcache_put(c, 7, &p, 1000);
+    double bound = -1.0;
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 8, "client gpu-node", 0.0002, &bound), -ENOENT);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 7, "client gpu-node", 0.0009, &bound), 0);
+    ck_assert(bound < 0.0); /* untouched when stored */
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 7, "client gpu-node", 0.261, &bound), -ERANGE);
+    ck_assert(fabs(bound - 0.004) < 1e-9);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 7, "client gpu-node", NAN, &bound), -ERANGE);
+    const disp_hprof_t *got[2];
+    ck_assert_uint_eq(disp_pcache_list(c, 7, 2000, got, 2), 1);
+    ck_assert(fabs(got[0]->overhead_sec - 0.0009) < 1e-12); /* the refused ones left it */
+    /* A pipeline that costs next to nothing locally: the floor. */
+    p.units[0].cpu_sec_per_sample = 0.0;
+    p.units[1].cpu_sec_per_sample = 0.0;
+    p.read_sec = 0.00001;
+    disp_pcache_put(c, 9, &p, 1000);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 9, "client gpu-node", 0.0015, &bound), 0);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 9, "client gpu-node", 0.0025, &bound), -ERANGE);
+    ck_assert(fabs(bound - DISP_PCACHE_OVERHEAD_FLOOR_SEC) < 1e-12);
+    disp_pcache_free(c);
+}
+END_TEST
+
+/* What-if per class: the rate with k more or fewer workers, what binds,
+ * and how many the job wants -- the workers-needed hint's count in total
+ * when short of workers, fewer than it has when over-provisioned, none for
+ * a plan that runs everything locally. */
+START_TEST(test_whatif)
+{
+    disp_pl_input_t in;
+    base(&in);
+    add_class(&in, 4, 8, 1.0, 1.25e9);
+    disp_pl_result_t r;
+    ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
+    disp_wi_curve_t w;
+    ck_assert_int_eq(disp_planner_whatif(&in, 0, NULL, &w), 0);
+    ck_assert_uint_eq(w.workers, 4);
+    ck_assert_uint_eq(w.npoints, DISP_WI_POINTS); /* -4 .. +16: none below 0 */
+    ck_assert_int_eq(w.p[0].delta, -4);
+    ck_assert_uint_eq(w.p[0].workers, 0);
+    NEAR(w.p[0].predicted, r.local_rate, 1e-6); /* no worker: the client alone */
+    ck_assert_int_eq(w.p[3].delta, 0);
+    NEAR(w.p[3].predicted, chosen(&r)->predicted, 1e-6);
+    ck_assert_int_eq(w.p[3].binding, DISP_BIND_WORKER_CPU);
+    for (uint32_t i = 1; i < w.npoints; i++) {
+        ck_assert(w.p[i].predicted >= w.p[i - 1].predicted - 1e-9);
+    }
+    ck_assert_int_eq(w.p[w.npoints - 1].binding, DISP_BIND_CLIENT_CPU);
+    ck_assert_uint_eq(w.wanted, 4 + r.workers_needed);
+    NEAR(w.wanted_rate, r.lifted_rate, 1e-6);
+    ck_assert_int_eq(w.wanted_binding, DISP_BIND_CLIENT_CPU);
+
+    /* 100 of them: the same job wants as many as before, not 100. */
+    disp_pl_input_t many;
+    base(&many);
+    add_class(&many, 100, 8, 1.0, 1.25e9);
+    disp_wi_curve_t wm;
+    ck_assert_int_eq(disp_planner_whatif(&many, 0, NULL, &wm), 0);
+    ck_assert_uint_eq(wm.wanted, w.wanted);
+    ck_assert_uint_eq(wm.p[0].workers, 96);
+
+    /* A given plan that runs everything locally wants none. */
+    ck_assert_int_eq(disp_planner_evaluate(&in, 0, 1.0, &r), 0);
+    ck_assert_int_eq(disp_planner_whatif(&in, 0, &r.cand[0], &w), 0);
+    ck_assert_uint_eq(w.wanted, 0);
+    ck_assert_int_eq(disp_planner_whatif(&in, 1, NULL, &w), -EINVAL); /* no such class */
+}
+END_TEST
+
 int main(void)
 {
     sl_log_set_level(LOG_WARNING);
@@ -1711,6 +1796,8 @@ int main(void)
     tcase_add_test(tc, test_steps_bad_and_fastflow);
     tcase_add_test(tc, test_rank_share_adds_up);
     tcase_add_test(tc, test_sample_overhead);
+    tcase_add_test(tc, test_pcache_overhead_bound);
+    tcase_add_test(tc, test_whatif);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");
     tcase_set_timeout(td, 60);
