@@ -90,4 +90,10 @@ int sl_pack_layout(const sl_pack_params_t *p, uint64_t n, const uint64_t *base, 
                    const uint32_t *tokens, const uint32_t *tiles, uint32_t rank, uint64_t *out,
                    sl_pack_stats_t *stats);
 
+/* Every global step's tokens over all ranks, from a global layout (len
+ * entries, world ranks, per_step slots per rank and step) into
+ * step_tokens (len / world / per_step entries). */
+void sl_pack_step_tokens(const uint64_t *layout, uint64_t len, uint32_t world, uint64_t per_step,
+                         const uint32_t *tokens, uint64_t *step_tokens);
+
 #endif

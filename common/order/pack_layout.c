@@ -125,6 +125,18 @@ static void emit(const sl_pack_params_t *p, pool_t *pl, uint64_t step, uint64_t 
     pl->n = k;
 }
 
+void sl_pack_step_tokens(const uint64_t *layout, uint64_t len, uint32_t world, uint64_t per_step,
+                         const uint32_t *tokens, uint64_t *step_tokens)
+{
+    uint64_t w = world > 0 ? world : 1, span = per_step * w;
+    for (uint64_t s = 0; span > 0 && s < len / span; s++) {
+        step_tokens[s] = 0;
+        for (uint64_t p = s * span; p < (s + 1) * span; p++) {
+            step_tokens[s] += layout[p] != UINT64_MAX ? tokens[layout[p]] : 0; /* a hole */
+        }
+    }
+}
+
 int sl_pack_layout(const sl_pack_params_t *p, uint64_t n, const uint64_t *base, const float *cost,
                    const uint32_t *tokens, const uint32_t *tiles, uint32_t rank, uint64_t *out,
                    sl_pack_stats_t *stats)

@@ -44,6 +44,9 @@ int sl_pack_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const 
                        const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
                        uint64_t *step_tokens)
 {
+    if (sl_resume_find(spec->resume, epoch) != NULL) {
+        return sl_pack_resume_order(spec, epoch, n, cost, tokens, tiles, out, step_tokens);
+    }
     uint64_t per_rank = sl_spec_positions(spec, n), w = pack_params(spec).world;
     uint64_t per_step = (uint64_t)spec->batching.microbatches * spec->batch_size;
     uint64_t *global = malloc((per_rank * w > 0 ? per_rank * w : 1) * sizeof(*global));
@@ -54,11 +57,8 @@ int sl_pack_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const 
     for (uint64_t q = 0; rc == 0 && q < per_rank; q++) {
         out[q] = global[q * w + spec->rank];
     }
-    for (uint64_t s = 0; rc == 0 && step_tokens != NULL && s < per_rank / per_step; s++) {
-        step_tokens[s] = 0;
-        for (uint64_t p = s * per_step * w; p < (s + 1) * per_step * w; p++) {
-            step_tokens[s] += global[p] != SL_POS_HOLE ? tokens[global[p]] : 0;
-        }
+    if (rc == 0 && step_tokens != NULL) {
+        sl_pack_step_tokens(global, per_rank * w, (uint32_t)w, per_step, tokens, step_tokens);
     }
     free(global);
     return rc;

@@ -48,6 +48,11 @@ int sl_resume_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen)
  * (sl_spec_positions entries, holes at the end). 0, -EINVAL, -ENOMEM. */
 int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
                     const uint32_t *tokens, const uint32_t *tiles, uint64_t *out);
+/* The same for a packed spec, with every global step's tokens over all
+ * ranks into step_tokens (may be NULL). */
+int sl_pack_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                         const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
+                         uint64_t *step_tokens);
 /* The rank's epoch order: out[q] = sample index at rank position q (or
  * SL_POS_HOLE), for q < sl_spec_positions(spec, n). scratch holds n
  * entries; out sl_spec_order_len; they may be one only when world_size is 1.

@@ -11,9 +11,18 @@
  * and ranks stopped at one step, that is the uninterrupted order. Balanced
  * batching re-packs the list whenever the world size changes (the schedule
  * is a function of the list and the world). Positions of a rank past its
- * share (its job has the same count every epoch: the largest) are holes. */
+ * share (its job has the same count every epoch: the largest) are holes.
+ *
+ * Packed batching (common/order/pack.h) has holes inside its layout, which
+ * only the data tells apart, so its arithmetic is the layout's bound: every
+ * generation's list has sl_pack_positions(n, world, ...) slots per rank,
+ * and every generation (and the resumed job) re-packs what is left -- the
+ * samples of the previous list not consumed, in list order -- into a fresh
+ * layout for its world. The same with the same world: a removed run leaves
+ * packs short, so they are made again. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,9 +38,20 @@ static uint64_t share(uint64_t len, uint32_t world, uint32_t rank)
     return len / world + (rank < len % world);
 }
 
+static bool packed(const sl_spec_t *spec) { return spec->batching.mode == SL_BATCHING_PACKED; }
+
+/* A packed layout's slots per rank for world: the bound, data-free. */
+static uint64_t pack_share(const sl_spec_t *spec, uint64_t n, uint32_t world)
+{
+    return sl_pack_positions(n, world, spec->batching.microbatches, spec->batch_size);
+}
+
 static uint64_t gen0_slots(const sl_spec_t *spec, const sl_resume_epoch_t *re, uint64_t n)
 {
     uint32_t w0 = re->gens[0].world;
+    if (packed(spec)) {
+        return pack_share(spec, n, w0) * w0;
+    }
     return sl_rank_count(n, w0, spec->rank_padding) * w0;
 }
 
@@ -44,6 +64,9 @@ static int64_t left_after(const sl_spec_t *spec, const sl_resume_epoch_t *re, ui
     for (uint32_t g = 0; g < re->ngens; g++) {
         const sl_resume_gen_t *gen = &re->gens[g];
         uint64_t used = 0;
+        if (packed(spec)) {
+            len = pack_share(spec, n, gen->world) * gen->world; /* each generation re-packs */
+        }
         for (uint32_t i = 0; i < gen->nruns; i++) {
             const sl_resume_run_t *u = &gen->runs[i];
             if (u->end > share(len, gen->world, u->rank)) {
@@ -77,6 +100,9 @@ uint64_t sl_resume_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t ep
                                   uint32_t world, uint32_t rank)
 {
     const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
+    if (packed(spec)) {
+        return pack_share(spec, n, world > 0 ? world : 1); /* holes where nothing is left */
+    }
     if (re == NULL) {
         return sl_rank_count(n, world, spec->rank_padding);
     }
@@ -130,14 +156,127 @@ static int repack(const sl_spec_t *spec, uint32_t world, const float *cost, cons
     return rc;
 }
 
+/* A copy of spec for world (rank 0): generation layouts. NULL on ENOMEM. */
+static sl_spec_t *spec_for(const sl_spec_t *spec, uint32_t world)
+{
+    sl_spec_t *s = malloc(sizeof(*s)); /* KBs: off the caller's stack */
+    if (s == NULL || sl_spec_copy(s, spec) < 0) {
+        free(s);
+        return NULL;
+    }
+    s->world_size = world;
+    s->rank = 0;
+    return s;
+}
+
+/* Packs the samples of list (len entries, holes skipped) for world into
+ * list itself (room: n samples' bound * world); *ret_len its new length. */
+static int packed_repack(const sl_spec_t *spec, uint64_t n, uint32_t world, const float *cost,
+                         const uint32_t *tokens, const uint32_t *tiles, uint64_t *list,
+                         uint64_t *len)
+{
+    uint64_t k = 0;
+    for (uint64_t j = 0; j < *len; j++) {
+        if (list[j] != SL_POS_HOLE) {
+            list[k++] = list[j];
+        }
+    }
+    uint64_t slots = pack_share(spec, n, world) * world;
+    uint64_t *base = malloc((k > 0 ? k : 1) * sizeof(*base));
+    if (base == NULL) {
+        return -ENOMEM;
+    }
+    memcpy(base, list, k * sizeof(*base));
+    sl_pack_params_t p = {.world = world,
+                          .micro = spec->batching.microbatches,
+                          .cap = spec->batch_size,
+                          .token_budget = spec->batching.token_budget,
+                          .tile_budget = spec->batching.tile_budget,
+                          .lookahead = spec->batching.lookahead};
+    /* The remainder's layout fits the bound of n (k <= n): holes after it. */
+    uint64_t used = sl_pack_positions(k, world, p.micro, p.cap) * world;
+    int rc = sl_pack_layout(&p, k, base, cost, tokens, tiles, 0, list, NULL);
+    for (uint64_t j = used; rc == 0 && j < slots; j++) {
+        list[j] = SL_POS_HOLE;
+    }
+    free(base);
+    *len = slots;
+    return rc;
+}
+
+int sl_pack_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
+                         const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
+                         uint64_t *step_tokens)
+{
+    const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
+    if (re == NULL || n == 0 || !packed(spec) || cost == NULL || tokens == NULL) {
+        return -EINVAL;
+    }
+    uint32_t w = spec->world_size > 0 ? spec->world_size : 1, wmax = w;
+    for (uint32_t g = 0; g < re->ngens; g++) {
+        wmax = re->gens[g].world > wmax ? re->gens[g].world : wmax;
+    }
+    uint64_t room = pack_share(spec, n, wmax) * wmax, len = gen0_slots(spec, re, n);
+    /* The bound grows with the world (more ranks: more packs a step). */
+    for (uint32_t g = 0; g < re->ngens; g++) {
+        uint64_t s = pack_share(spec, n, re->gens[g].world) * re->gens[g].world;
+        room = s > room ? s : room;
+    }
+    room = pack_share(spec, n, w) * w > room ? pack_share(spec, n, w) * w : room;
+    uint64_t *list = malloc((room > 0 ? room : 1) * sizeof(*list));
+    uint8_t *gone = calloc(room > 0 ? room : 1, 1);
+    sl_spec_t *s0 = spec_for(spec, re->gens[0].world);
+    int rc = list && gone && s0 ? 0 : -ENOMEM;
+    if (rc == 0) {
+        rc = sl_pack_epoch(s0, re->epoch, n, cost, tokens, tiles, list, NULL);
+    }
+    sl_spec_clear(s0);
+    free(s0);
+    for (uint32_t g = 0; rc == 0 && g < re->ngens; g++) {
+        const sl_resume_gen_t *gen = &re->gens[g];
+        if (g > 0) {
+            rc = packed_repack(spec, n, gen->world, cost, tokens, tiles, list, &len);
+        }
+        memset(gone, 0, len);
+        for (uint32_t i = 0; rc == 0 && i < gen->nruns; i++) {
+            for (uint64_t q = gen->runs[i].begin; q < gen->runs[i].end; q++) {
+                uint64_t at = q * gen->world + gen->runs[i].rank;
+                if (at >= len) {
+                    rc = -EINVAL; /* sl_resume_check refuses it first */
+                    break;
+                }
+                gone[at] = 1;
+            }
+        }
+        for (uint64_t j = 0; rc == 0 && j < len; j++) {
+            list[j] = gone[j] ? SL_POS_HOLE : list[j];
+        }
+    }
+    if (rc == 0) {
+        rc = packed_repack(spec, n, w, cost, tokens, tiles, list, &len);
+    }
+    for (uint64_t q = 0; rc == 0 && q < len / w; q++) {
+        out[q] = list[q * w + spec->rank];
+    }
+    if (rc == 0 && step_tokens != NULL) {
+        uint64_t per_step = (uint64_t)spec->batching.microbatches * spec->batch_size;
+        sl_pack_step_tokens(list, len, w, per_step, tokens, step_tokens);
+    }
+    free(list);
+    free(gone);
+    return rc;
+}
+
 int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
                     const uint32_t *tokens, const uint32_t *tiles, uint64_t *out)
 {
     const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
-    if (re == NULL || n == 0 || spec->batching.mode == SL_BATCHING_PACKED) {
-        return -EINVAL; /* packed: refused at parse (common/spec/spec.c) */
+    if (re == NULL || n == 0) {
+        return -EINVAL;
     }
-    (void)tiles;
+    if (packed(spec)) {
+        return sl_pack_resume_order(spec, epoch, n, cost, tokens, tiles, out, NULL);
+    }
     int64_t left = left_after(spec, re, n, NULL, 0);
     if (left < 0) {
         return (int)left;

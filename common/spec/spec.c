@@ -43,12 +43,6 @@ static int parse_resume(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     if (v == NULL) {
         return 0;
     }
-    if (spec->batching.mode == SL_BATCHING_PACKED) {
-        /* A saved state counts positions; a packed epoch's positions hold
-         * holes only the data tells apart, so what is left of it cannot be
-         * laid out from the state alone yet. */
-        return sl_spec_ferr(c, "resume", "is not supported with \"packed\" batching yet");
-    }
     char msg[SPEC_MSG_MAX];
     int rc = sl_resume_from_json(v, SL_SPEC_WORLD_MAX, &spec->resume, msg, sizeof(msg));
     if (rc < 0) {
