@@ -30,6 +30,7 @@ typedef enum {
      * (common/plugin/plugin.h). Not a skip either: a worker refuses the
      * job (its splits go elsewhere), a client fails it naming the plugin. */
     SL_SKIP_PLUGIN_FAILED,
+    SL_SKIP_TOO_LONG, /* -EMSGSIZE: over template's max_seq_len with "overflow": "skip" */
     SL_SKIP__COUNT
 } sl_skip_e;
 
