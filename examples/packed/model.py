@@ -102,20 +102,25 @@ def _targets(labels, cu_seqlens, vocab):
     return torch.where(t == IGNORE, t, t % vocab)
 
 
-def packed_loss(model, batch, mask=None, position_ids=None):
+def _reduce(logits, tgt, per_token):
+    loss = F.cross_entropy(logits, tgt, ignore_index=IGNORE, reduction="none")
+    keep = tgt != IGNORE
+    return loss[keep] if per_token else loss.sum() / keep.sum()
+
+
+def packed_loss(model, batch, mask=None, position_ids=None, per_token=False):
     """Mean loss over the batch's trained tokens, computed on the packed
-    sequence. mask / position_ids override the batch's (to show that a
-    wrong one changes the loss)."""
+    sequence (per_token: each trained token's loss, in sample order).
+    mask / position_ids override the batch's (to show that a wrong one
+    changes the loss)."""
     cu = batch["cu_seqlens_i32"]
     m = block_causal_mask(cu) if mask is None else mask
     pos = batch["position_ids"] if position_ids is None else position_ids
     logits = model(batch["input_ids"][None], pos[None], m[None, None], batch.get("tiles"))[0]
-    tgt = _targets(batch["label_ids"], cu, model.vocab)
-    return F.cross_entropy(logits, tgt, ignore_index=IGNORE, reduction="sum") / (
-        tgt != IGNORE).sum()
+    return _reduce(logits, _targets(batch["label_ids"], cu, model.vocab), per_token)
 
 
-def unpacked_loss(model, batch):
+def unpacked_loss(model, batch, per_token=False):
     """The same samples one row each, right-padded to the longest, a causal
     mask that also hides the padding: the loss a trainer without packing
     computes."""
@@ -139,5 +144,4 @@ def unpacked_loss(model, batch):
     tgt = torch.full_like(labels, IGNORE)
     tgt[:, :-1] = labels[:, 1:]
     tgt = torch.where(tgt == IGNORE, tgt, tgt % model.vocab)
-    return F.cross_entropy(logits.reshape(-1, model.vocab), tgt.reshape(-1),
-                           ignore_index=IGNORE, reduction="sum") / (tgt != IGNORE).sum()
+    return _reduce(logits.reshape(-1, model.vocab), tgt.reshape(-1), per_token)
