@@ -279,8 +279,8 @@ void sl_src_dirlist_free(sl_src_dirlist_t *list);
  * NUL-terminated) and *ret_turns (malloc'd), -ENOSTR (no "conversations", or
  * no turn in it), -EPROTO (wrong shape, a turn without a value or a role, an
  * unknown role: *why says what), -ENOMEM. */
-int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len,
-                              uint32_t **ret_turns, uint32_t *ret_nturns, const char **why);
+int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, uint32_t **ret_turns,
+                              uint32_t *ret_nturns, const char **why);
 /* Adds the TURNS field (nothing for n = 0); errors name name. */
 int sl_src_add_turns(sl_tensor_t *out, const uint32_t *turns, uint32_t n, const char *name,
                      char *err, size_t errlen);

@@ -44,8 +44,8 @@ static int turn_of(const json_t *turn, const json_t **ret_value, int *ret_role, 
     return 0;
 }
 
-int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len,
-                              uint32_t **ret_turns, uint32_t *ret_nturns, const char **why)
+int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, uint32_t **ret_turns,
+                              uint32_t *ret_nturns, const char **why)
 {
     const json_t *conv = json_object_get(obj, "conversations");
     if (conv == NULL) {
@@ -114,9 +114,14 @@ int sl_src_add_turns(sl_tensor_t *out, const uint32_t *turns, uint32_t n, const 
     if (n == 0) {
         return 0;
     }
-    sl_rfield_t f = {.kind = SL_RF_TURNS, .dtype = SL_DT_U32, .count = 1, .h = n,
-                     .w = SL_RF_TURN_WORDS, .c = 1,
-                     .nbytes = (size_t)n * SL_RF_TURN_WORDS * 4, .data = (const uint8_t *)turns};
+    sl_rfield_t f = {.kind = SL_RF_TURNS,
+                     .dtype = SL_DT_U32,
+                     .count = 1,
+                     .h = n,
+                     .w = SL_RF_TURN_WORDS,
+                     .c = 1,
+                     .nbytes = (size_t)n * SL_RF_TURN_WORDS * 4,
+                     .data = (const uint8_t *)turns};
     int rc = sl_rec_add_copy(out, &f); /* little-endian hosts: the words are the bytes */
     return rc < 0 ? sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", name,
                            strerror(-rc))

@@ -195,8 +195,8 @@ static int add_text(int fd, const wds_sample_t *w, const json_t *obj, sl_tensor_
 }
 
 /* The meta (the .json) and the images, after the text. */
-static int add_rest(int fd, const wds_sample_t *w, const char *metabuf, sl_tensor_t *out,
-                    char *err, size_t errlen)
+static int add_rest(int fd, const wds_sample_t *w, const char *metabuf, sl_tensor_t *out, char *err,
+                    size_t errlen)
 {
     if (w->meta != NULL) {
         int rc = sl_rec_add_bytes(out, SL_RF_META, metabuf, w->meta->size);

@@ -90,8 +90,8 @@ static int exact_sample(exact_t *x, const sl_source_t *src, const sl_stage_spec_
     char err[256];
     int rc = sl_source_read(src, i, &x->rec, err, sizeof(err));
     if (rc == 0) {
-        rc = sl_pipeline_run(x->p, x->tok_unit, x->tok_unit + 1, 0, i, &x->rec, &x->sc, NULL,
-                             err, sizeof(err));
+        rc = sl_pipeline_run(x->p, x->tok_unit, x->tok_unit + 1, 0, i, &x->rec, &x->sc, NULL, err,
+                             sizeof(err));
     }
     sl_rec_t r;
     if (rc < 0 || sl_rec_parse(x->rec.data, x->rec.nbytes, &r, NULL, 0) < 0) {
@@ -107,8 +107,8 @@ static int exact_sample(exact_t *x, const sl_source_t *src, const sl_stage_spec_
     }
     const sl_rfield_t *tok = sl_rec_find(&r, SL_RF_TOKENS);
     const sl_rfield_t *turns = sl_rec_find(&r, SL_RF_TURNS);
-    uint64_t text = sl_tmpl_text_ids(tmpl, turns ? (const uint32_t *)(const void *)turns->data
-                                                 : NULL,
+    uint64_t text = sl_tmpl_text_ids(tmpl,
+                                     turns ? (const uint32_t *)(const void *)turns->data : NULL,
                                      SL_RF_TURN_WORDS, turns ? turns->h : 0, tok ? tok->h : 0);
     sl_tmpl_plan_t pl;
     sl_tmpl_plan(tmpl, nt, nimg, text, &pl);

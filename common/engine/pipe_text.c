@@ -56,8 +56,8 @@ int sl_pipeline_load(sl_pipeline_t *p, const sl_source_t *src, char *err, size_t
  * role can label its ids): into sc->c as uint32, with a copy of the TURNS
  * rows in sc->a whose token ends are filled in. max_tokens caps the total. */
 static int encode_turns(const sl_pipeline_t *p, const unit_t *u, const sl_rfield_t *text,
-                        const sl_rfield_t *turns, sl_pipe_scratch_t *sc, size_t *ret_n,
-                        char *err, size_t errlen)
+                        const sl_rfield_t *turns, sl_pipe_scratch_t *sc, size_t *ret_n, char *err,
+                        size_t errlen)
 {
     size_t total = 0, max = u->st->max_tokens;
     int rc = sl_tensor_reserve(&sc->a, turns->nbytes);
@@ -71,14 +71,15 @@ static int encode_turns(const sl_pipeline_t *p, const unit_t *u, const sl_rfield
         uint32_t off = row[SL_RF_TURN_OFF], len = row[SL_RF_TURN_LEN];
         size_t ntext = text != NULL ? text->nbytes : 0;
         if (off > ntext || len > ntext - off) { /* a peer's record */
-            return sl_err(err, errlen, -EINVAL, "tokenize: turn %u (bytes %u+%u) is past the "
-                          "text's %zu bytes", i, off, len, ntext);
+            return sl_err(err, errlen, -EINVAL,
+                          "tokenize: turn %u (bytes %u+%u) is past the "
+                          "text's %zu bytes",
+                          i, off, len, ntext);
         }
         size_t n = 0;
         if (max == 0 || total < max) {
             rc = sl_tokenizer_encode(p->tok, sc->tok, (const char *)text->data + off, len,
-                                     u->st->allow_special ? SL_TOK_ALLOW_SPECIAL
-                                                          : SL_TOK_ORDINARY,
+                                     u->st->allow_special ? SL_TOK_ALLOW_SPECIAL : SL_TOK_ORDINARY,
                                      max > 0 ? max - total : 0, &sc->ids, &sc->ids_cap, &n, err,
                                      errlen);
             if (rc == -EILSEQ) {
@@ -138,8 +139,14 @@ int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in
         ids = sc->ids;
     }
     int rc = sl_pipe_copy_kinds(in, out, SL_RF_KEY, SL_RF_META);
-    sl_rfield_t f = {.kind = SL_RF_TOKENS, .dtype = SL_DT_U32, .count = 1, .h = (uint32_t)n,
-                     .w = 1, .c = 1, .nbytes = n * 4, .data = (const uint8_t *)ids};
+    sl_rfield_t f = {.kind = SL_RF_TOKENS,
+                     .dtype = SL_DT_U32,
+                     .count = 1,
+                     .h = (uint32_t)n,
+                     .w = 1,
+                     .c = 1,
+                     .nbytes = n * 4,
+                     .data = (const uint8_t *)ids};
     if (rc == 0) {
         rc = sl_rec_add_copy(out, &f);
     }
@@ -229,8 +236,7 @@ static void layout(const sl_stage_spec_t *st, const sl_tmpl_plan_t *pl, const sl
 
 /* A peer's TURNS must describe the tokens: known roles, token ends in order
  * ending at the last token. */
-static int turns_check(const sl_rfield_t *turns, const sl_rfield_t *tok, char *err,
-                       size_t errlen)
+static int turns_check(const sl_rfield_t *turns, const sl_rfield_t *tok, char *err, size_t errlen)
 {
     uint32_t prev = 0;
     for (uint32_t t = 0; turns != NULL && t < turns->h; t++) {
@@ -238,8 +244,10 @@ static int turns_check(const sl_rfield_t *turns, const sl_rfield_t *tok, char *e
         uint32_t end = sl_rec_u32(turns, (size_t)t * SL_RF_TURN_WORDS + SL_RF_TURN_TOK_END);
         if (role >= SL_ROLE__COUNT || end < prev || end > tok->h ||
             (t + 1 == turns->h && end != tok->h)) {
-            return sl_err(err, errlen, -EINVAL, "template: turn %u (role %u, tokens to %u) does "
-                          "not fit the %u token ids", t, role, end, tok->h);
+            return sl_err(err, errlen, -EINVAL,
+                          "template: turn %u (role %u, tokens to %u) does "
+                          "not fit the %u token ids",
+                          t, role, end, tok->h);
         }
         prev = end;
     }
@@ -265,8 +273,7 @@ static int copy_images(const sl_rec_t *in, uint32_t keep, sl_tensor_t *out)
     uint32_t img = 0;
     for (uint32_t i = 0; i < in->n; i++) {
         const sl_rfield_t *f = &in->f[i];
-        bool image = f->kind == SL_RF_TILES || f->kind == SL_RF_IMAGE ||
-                     f->kind == SL_RF_IMAGE_ENC;
+        bool image = f->kind == SL_RF_TILES || f->kind == SL_RF_IMAGE || f->kind == SL_RF_IMAGE_ENC;
         if ((image && img++ >= keep) || f->kind < SL_RF_IMAGE_ENC || f->kind == SL_RF_LABELS) {
             continue;
         }
@@ -281,8 +288,13 @@ static int copy_images(const sl_rec_t *in, uint32_t keep, sl_tensor_t *out)
 static int add_ids(sl_tensor_t *out, sl_rf_kind_e kind, const sl_stage_spec_t *st,
                    const sl_tmpl_plan_t *pl, const sl_rfield_t *tok, const sl_rfield_t *turns)
 {
-    sl_rfield_t f = {.kind = kind, .dtype = SL_DT_U32, .count = 1, .h = (uint32_t)pl->len,
-                     .w = 1, .c = 1, .nbytes = (size_t)pl->len * 4};
+    sl_rfield_t f = {.kind = kind,
+                     .dtype = SL_DT_U32,
+                     .count = 1,
+                     .h = (uint32_t)pl->len,
+                     .w = 1,
+                     .c = 1,
+                     .nbytes = (size_t)pl->len * 4};
     emit_t e = {.labels = kind == SL_RF_LABELS, .ignore = st->ignore_index};
     int rc = sl_rec_add(out, &f, &e.dst);
     if (rc == 0) {
@@ -310,8 +322,9 @@ int sl_pipe_template(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out, char
     }
     uint32_t tiles[SL_REC_MAX_FIELDS];
     uint32_t nimg = image_tiles(in, tiles);
-    uint64_t text = sl_tmpl_text_ids(st, turns != NULL ? (const uint32_t *)(const void *)turns->data
-                                                       : NULL,
+    uint64_t text = sl_tmpl_text_ids(st,
+                                     turns != NULL ? (const uint32_t *)(const void *)turns->data
+                                                   : NULL,
                                      SL_RF_TURN_WORDS, turns != NULL ? turns->h : 0, tok->h);
     sl_tmpl_plan_t pl;
     sl_tmpl_plan(st, tiles, nimg, text, &pl);

@@ -24,7 +24,8 @@ void sl_tmpl_plan(const sl_stage_spec_t *st, const uint32_t *tiles, uint32_t nim
         image_ids += (uint64_t)tiles[i] * st->tokens_per_tile;
     }
     uint64_t fixed = (uint64_t)(st->bos >= 0) + (st->eos >= 0);
-    sl_tmpl_plan_t p = {.nimages = nimages, .image_ids = image_ids,
+    sl_tmpl_plan_t p = {.nimages = nimages,
+                        .image_ids = image_ids,
                         .full = fixed + image_ids + text_ids};
     p.len = p.full;
     uint64_t max = st->max_seq_len;

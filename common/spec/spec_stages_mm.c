@@ -77,8 +77,8 @@ static int parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     return rc;
 }
 
-static const char *const marker_names[SL_TMPL_MARKERS + 1] = {"system", "user", "assistant",
-                                                               "end", NULL};
+static const char *const marker_names[SL_TMPL_MARKERS + 1] = {"system", "user", "assistant", "end",
+                                                              NULL};
 static const char *const train_names[2] = {"assistant", "all"};
 static const char *const overflow_names[2] = {"truncate", "skip"};
 
@@ -96,8 +96,8 @@ static int parse_marker(sl_spec_pctx_t *c, json_t *chat, int m, sl_stage_spec_t 
     int rc = 0;
     if (!json_is_array(v) || json_array_size(v) > SL_TMPL_MARKER_MAX) {
         char got[96];
-        rc = sl_spec_perr(c, "must be an array of at most %d token ids, got %s",
-                          SL_TMPL_MARKER_MAX, sl_spec_describe(v, got, sizeof(got)));
+        rc = sl_spec_perr(c, "must be an array of at most %d token ids, got %s", SL_TMPL_MARKER_MAX,
+                          sl_spec_describe(v, got, sizeof(got)));
     }
     for (size_t i = 0; rc == 0 && i < json_array_size(v); i++) {
         json_t *id = json_array_get(v, i);
@@ -128,8 +128,9 @@ static int parse_chat(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     }
     if (!json_is_object(chat)) {
         char got[96];
-        return sl_spec_ferr(c, "chat", "must be true, false or an object of marker id arrays "
-                                       "(system, user, assistant, end), got %s",
+        return sl_spec_ferr(c, "chat",
+                            "must be true, false or an object of marker id arrays "
+                            "(system, user, assistant, end), got %s",
                             sl_spec_describe(chat, got, sizeof(got)));
     }
     out->chat = true;
@@ -259,11 +260,11 @@ static int template_json_chat(const sl_stage_spec_t *st, json_t *o)
                  ? -ENOMEM
                  : rc;
         rc = json_object_set_new(o, "ignore_index", json_integer(st->ignore_index)) < 0 ? -ENOMEM
-                                                                                         : rc;
+                                                                                        : rc;
     }
     if (st->max_seq_len > 0) {
         rc = json_object_set_new(o, "max_seq_len", json_integer(st->max_seq_len)) < 0 ? -ENOMEM
-                                                                                       : rc;
+                                                                                      : rc;
         rc = json_object_set_new(o, "overflow", json_string(overflow_names[st->skip_long])) < 0
                  ? -ENOMEM
                  : rc;
@@ -319,8 +320,8 @@ const sl_op_def_t sl_op_def_tokenize = {.name = "tokenize",
 const sl_op_def_t sl_op_def_template =
     {.name = "template",
      .keys = (const char *const[]){"op", "image_token", "tokens_per_tile", "bos", "eos", "chat",
-                                   "labels", "train_on", "ignore_index", "max_seq_len",
-                                   "overflow", NULL},
+                                   "labels", "train_on", "ignore_index", "max_seq_len", "overflow",
+                                   NULL},
      .parse = parse_template,
      .to_json = template_json,
      .flags = SL_OPF_RECORD,

@@ -45,7 +45,7 @@ static void check_turns(const sl_rec_t *r, const want_t *w)
     uint32_t off = 0;
     for (uint32_t i = 0; i < f->h; i++) {
         const uint32_t *t = (const uint32_t *)f->data + i * SL_RF_TURN_WORDS;
-        ck_assert_int_eq("sua"[t[SL_RF_TURN_ROLE]], w->roles[i]);
+        ck_assert_int_eq("sua"[t[SL_RF_TURN_ROLE]], w -> roles[i]);
         ck_assert_uint_eq(t[SL_RF_TURN_OFF], off);
         ck_assert_uint_eq(t[SL_RF_TURN_TOK_END], 0);
         off += t[SL_RF_TURN_LEN] + 1;
@@ -199,11 +199,16 @@ START_TEST(test_wds_samples)
                                  .meta = "{\"src\": \"x\"}", .nimg = 1, .seeds = {1}});
     read_check(src, 2, &(want_t){.key = "d/c", .label = -1, .text = "many", .nimg = 4,
                                  .seeds = {3, 4, 2, 10}});
-    read_check(src, 3, &(want_t){.key = "e", .label = -1, .text = "<image>\nWhat?\nA cat.",
-                                 .meta = "{\"conversations\": [{\"from\": \"human\", \"value\": "
-                                         "\"<image>\\nWhat?\"}, {\"from\": \"gpt\", \"value\": "
-                                         "\"A cat.\"}]}",
-                                 .nimg = 1, .seeds = {5}, .roles = "ua"});
+    read_check(src, 3,
+               &(want_t){.key = "e",
+                         .label = -1,
+                         .text = "<image>\nWhat?\nA cat.",
+                         .meta = "{\"conversations\": [{\"from\": \"human\", \"value\": "
+                                 "\"<image>\\nWhat?\"}, {\"from\": \"gpt\", \"value\": "
+                                 "\"A cat.\"}]}",
+                         .nimg = 1,
+                         .seeds = {5},
+                         .roles = "ua"});
     /* Sizes and features from the index. */
     ck_assert_uint_eq(sl_source_size(src, 0), 9);
     sl_src_features_t f;
@@ -581,8 +586,13 @@ START_TEST(test_jsonl)
                                  .meta = "{\"id\":\"s1\",\"label\":3,\"src\":{\"a\":1,\"b\":2},"
                                          "\"z\":1}",
                                  .nimg = 2, .seeds = {1, 2}});
-    read_check(src, 1, &(want_t){.key = "L4", .label = -1, .text = "Q\nA", .nimg = 1,
-                                 .seeds = {1}, .roles = "ua"});
+    read_check(src, 1,
+               &(want_t){.key = "L4",
+                         .label = -1,
+                         .text = "Q\nA",
+                         .nimg = 1,
+                         .seeds = {1},
+                         .roles = "ua"});
     /* A malformed line fails alone, naming manifest:line. */
     read_fails(src, 2, -EPROTO, "m.jsonl:5");
     ck_assert_int_eq(sl_skip_from_errno(-EPROTO), SL_SKIP_BAD_MANIFEST);
@@ -682,8 +692,8 @@ START_TEST(test_jsonl_roles)
     t_text("r.jsonl", m);
     sl_source_t *src = open_ok(SL_SRC_JSONL, "r.jsonl");
     ck_assert_uint_eq(sl_source_count(src), 8);
-    read_check(src, 0, &(want_t){.key = "L1", .label = -1, .text = "Be brief.\nHi\nYo",
-                                 .roles = "sua"});
+    read_check(src, 0,
+               &(want_t){.key = "L1", .label = -1, .text = "Be brief.\nHi\nYo", .roles = "sua"});
     read_check(src, 1, &(want_t){.key = "L2", .label = -1, .text = "Q\n\nmore", .roles = "uau"});
     read_fails(src, 2, -EPROTO, "unknown \"from\"/\"role\"");
     read_fails(src, 3, -EPROTO, "no string \"value\"");

@@ -42,7 +42,8 @@ static sl_pipeline_t *compile(const char *tmpl_extra)
     return p;
 }
 
-#define CHAT ", \"chat\": {\"system\": [90], \"user\": [91, 92], \"assistant\": [93], \"end\": [94]}"
+#define CHAT                                                                                       \
+    ", \"chat\": {\"system\": [90], \"user\": [91, 92], \"assistant\": [93], \"end\": [94]}"
 
 /* A tokenized conversation -- user: 10 11, assistant: 20 21 22 -- and two
  * encoded images (one tile each here: no image_tiles); or, plain, the text
@@ -52,8 +53,13 @@ static void make_record(sl_tensor_t *t, int plain, int nimg)
     ck_assert_int_eq(sl_rec_begin(t), 0);
     ck_assert_int_eq(sl_rec_add_bytes(t, SL_RF_KEY, "k", 1), 0);
     uint32_t conv[5] = {10, 11, 20, 21, 22}, text[2] = {5, 6};
-    sl_rfield_t tok = {.kind = SL_RF_TOKENS, .dtype = SL_DT_U32, .count = 1, .h = plain ? 2 : 5,
-                       .w = 1, .c = 1, .nbytes = plain ? 8 : 20,
+    sl_rfield_t tok = {.kind = SL_RF_TOKENS,
+                       .dtype = SL_DT_U32,
+                       .count = 1,
+                       .h = plain ? 2 : 5,
+                       .w = 1,
+                       .c = 1,
+                       .nbytes = plain ? 8 : 20,
                        .data = (const uint8_t *)(plain ? text : conv)};
     ck_assert_int_eq(sl_rec_add_copy(t, &tok), 0);
     for (int i = 0; i < nimg; i++) {
@@ -61,8 +67,13 @@ static void make_record(sl_tensor_t *t, int plain, int nimg)
     }
     if (!plain) {
         uint32_t rows[8] = {SL_ROLE_USER, 0, 2, 2, SL_ROLE_ASSISTANT, 3, 3, 5};
-        sl_rfield_t tf = {.kind = SL_RF_TURNS, .dtype = SL_DT_U32, .count = 1, .h = 2,
-                          .w = SL_RF_TURN_WORDS, .c = 1, .nbytes = sizeof(rows),
+        sl_rfield_t tf = {.kind = SL_RF_TURNS,
+                          .dtype = SL_DT_U32,
+                          .count = 1,
+                          .h = 2,
+                          .w = SL_RF_TURN_WORDS,
+                          .c = 1,
+                          .nbytes = sizeof(rows),
                           .data = (const uint8_t *)rows};
         ck_assert_int_eq(sl_rec_add_copy(t, &tf), 0);
     }
@@ -191,8 +202,12 @@ END_TEST
 /* The plan alone: what balance_costs predicts from. */
 START_TEST(test_plan)
 {
-    sl_stage_spec_t st = {.op = SL_OP_TEMPLATE, .bos = 1, .eos = 2, .tokens_per_tile = 4,
-                          .chat = true, .max_seq_len = 30};
+    sl_stage_spec_t st = {.op = SL_OP_TEMPLATE,
+                          .bos = 1,
+                          .eos = 2,
+                          .tokens_per_tile = 4,
+                          .chat = true,
+                          .max_seq_len = 30};
     st.tmpl_nmarker[SL_ROLE_USER] = 2;
     st.tmpl_nmarker[SL_ROLE_ASSISTANT] = 1;
     st.tmpl_nmarker[SL_TMPL_END] = 1;
@@ -225,12 +240,24 @@ START_TEST(test_bad_turns)
     sl_tensor_init(&t);
     ck_assert_int_eq(sl_rec_begin(&t), 0);
     uint32_t ids[2] = {10, 11};
-    sl_rfield_t tok = {.kind = SL_RF_TOKENS, .dtype = SL_DT_U32, .count = 1, .h = 2, .w = 1,
-                       .c = 1, .nbytes = 8, .data = (const uint8_t *)ids};
+    sl_rfield_t tok = {.kind = SL_RF_TOKENS,
+                       .dtype = SL_DT_U32,
+                       .count = 1,
+                       .h = 2,
+                       .w = 1,
+                       .c = 1,
+                       .nbytes = 8,
+                       .data = (const uint8_t *)ids};
     ck_assert_int_eq(sl_rec_add_copy(&t, &tok), 0);
     uint32_t rows[4] = {7, 0, 0, 2}; /* role 7 */
-    sl_rfield_t tf = {.kind = SL_RF_TURNS, .dtype = SL_DT_U32, .count = 1, .h = 1,
-                      .w = SL_RF_TURN_WORDS, .c = 1, .nbytes = 16, .data = (const uint8_t *)rows};
+    sl_rfield_t tf = {.kind = SL_RF_TURNS,
+                      .dtype = SL_DT_U32,
+                      .count = 1,
+                      .h = 1,
+                      .w = SL_RF_TURN_WORDS,
+                      .c = 1,
+                      .nbytes = 16,
+                      .data = (const uint8_t *)rows};
     ck_assert_int_eq(sl_rec_add_copy(&t, &tf), 0);
     sl_rec_finish(&t);
     sl_pipe_scratch_t sc;

@@ -88,8 +88,8 @@ static seen_t predicted_is_delivered(const char *tmpl_extra, uint32_t max_seq_le
     sl_spec_t spec;
     char err[512] = "";
     const char *json = spec_of(tmpl_extra);
-    ck_assert_msg(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)) == 0,
-                  "%s", err);
+    ck_assert_msg(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)) == 0, "%s",
+                  err);
     sl_source_t *src = open_ok(SL_SRC_JSONL, "m.jsonl");
     uint64_t n = sl_source_count(src);
     float cost[8];
@@ -136,8 +136,8 @@ static seen_t predicted_is_delivered(const char *tmpl_extra, uint32_t max_seq_le
     return seen;
 }
 
-#define CHAT                                                                                   \
-    ", \"chat\": {\"system\": [90, 91], \"user\": [92], \"assistant\": [93, 94, 95],"         \
+#define CHAT                                                                                       \
+    ", \"chat\": {\"system\": [90, 91], \"user\": [92], \"assistant\": [93, 94, 95],"              \
     " \"end\": [96]}"
 
 START_TEST(test_predicted_is_delivered)
