@@ -130,6 +130,27 @@ PY
     fail "examples/packed/train.py failed"
 grep -q '^trained 3 steps' "$TMP/train.out" || { cat "$TMP/train.out"; fail "train.py"; }
 
+# ---- a bad template option: the spec is refused, exit 2, naming the field
+bad() { # bad KEY VALUE WANT
+    "$PY" - "$SPEC" "$TMP/bad.json" "$1" "$2" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for st in s["stages"]:
+    if st["op"] == "template":
+        st[sys.argv[3]] = json.loads(sys.argv[4])
+json.dump(s, open(sys.argv[2], "w"))
+PY
+    local rc=0
+    "$BIN/sluice" run "$TMP/bad.json" --local --data-root "$DATA" --quiet         >/dev/null 2>"$TMP/bad.err" || rc=$?
+    [ $rc -eq 2 ] || fail "template $1=$2: exit $rc, want 2"
+    grep -qF "$3" "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "template $1=$2: no '$3'"; }
+}
+bad chat '"<|im_start|>"' 'chat: must be true, false or an object'
+bad max_seq_len 4 'max_seq_len: must be more than the template'
+bad ignore_index 2147483648 'ignore_index: must be an integer'
+bad train_on '"user"' 'train_on'
+echo "bad template options: exit 2, the field named"
+
 # ---- too_long skips counted: locally, through a worker, in /status
 "$PY" - "$SPEC" "$TMP/skip.json" <<'PY'
 import json, sys
