@@ -60,6 +60,9 @@ static int encode_turns(const sl_pipeline_t *p, const unit_t *u, const sl_rfield
                         size_t errlen)
 {
     size_t total = 0, max = u->st->max_tokens;
+    if (text == NULL) { /* a peer's record: turns are spans of the text */
+        return sl_err(err, errlen, -EINVAL, "tokenize: turns without a text");
+    }
     int rc = sl_tensor_reserve(&sc->a, turns->nbytes);
     if (rc < 0) {
         return sl_err(err, errlen, rc, "tokenize: out of memory");
@@ -69,7 +72,7 @@ static int encode_turns(const sl_pipeline_t *p, const unit_t *u, const sl_rfield
     for (uint32_t i = 0; i < turns->h; i++) {
         uint32_t *row = rows + (size_t)i * SL_RF_TURN_WORDS;
         uint32_t off = row[SL_RF_TURN_OFF], len = row[SL_RF_TURN_LEN];
-        size_t ntext = text != NULL ? text->nbytes : 0;
+        size_t ntext = text->nbytes;
         if (off > ntext || len > ntext - off) { /* a peer's record */
             return sl_err(err, errlen, -EINVAL,
                           "tokenize: turn %u (bytes %u+%u) is past the "

@@ -157,6 +157,77 @@ START_TEST(test_predicted_is_delivered)
 }
 END_TEST
 
+/* A record of text and turns (spans given), for tokenize alone. */
+static void turns_record(sl_tensor_t *t, const char *text, const uint32_t *rows, uint32_t n)
+{
+    ck_assert_int_eq(sl_rec_begin(t), 0);
+    if (text != NULL) {
+        ck_assert_int_eq(sl_rec_add_bytes(t, SL_RF_TEXT, text, strlen(text)), 0);
+    }
+    sl_rfield_t f = {.kind = SL_RF_TURNS, .dtype = SL_DT_U32, .count = 1, .h = n,
+                     .w = SL_RF_TURN_WORDS, .c = 1, .nbytes = (size_t)n * 16,
+                     .data = (const uint8_t *)rows};
+    ck_assert_int_eq(sl_rec_add_copy(t, &f), 0);
+    sl_rec_finish(t);
+}
+
+/* tokenize on a conversation: turn by turn ("ab" and "cd" are one token each,
+ * the joining newline none), token ends filled in, max_tokens over the total;
+ * turns without a text or past it refused. */
+START_TEST(test_tokenize_turns)
+{
+    write_ranks();
+    t_write("m.jsonl", "{\"text\": \"x\"}\n", 14);
+    for (int capped = 0; capped < 2; capped++) {
+        char json[512], err[256] = "";
+        snprintf(json, sizeof(json),
+                 "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\"}, \"stages\": "
+                 "[{\"op\": \"tokenize\", \"vocab\": \"v.tiktoken\", \"encoding\": \"gpt2\", "
+                 "\"max_tokens\": %d}]}",
+                 capped ? 1 : 0);
+        sl_spec_t spec;
+        ck_assert_int_eq(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)), 0);
+        sl_source_t *src = open_ok(SL_SRC_JSONL, "m.jsonl");
+        sl_pipeline_t *p = NULL;
+        ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
+        ck_assert_msg(sl_pipeline_load(p, src, err, sizeof(err)) == 0, "%s", err);
+        sl_pipe_scratch_t sc;
+        sl_pipe_scratch_init(&sc);
+        sl_tensor_t t;
+        sl_tensor_init(&t);
+        const uint32_t rows[8] = {SL_ROLE_USER, 0, 2, 0, SL_ROLE_ASSISTANT, 3, 2, 0};
+        turns_record(&t, "ab\ncd", rows, 2);
+        ck_assert_msg(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)) == 0, "%s",
+                      err);
+        sl_rec_t r;
+        ck_assert_int_eq(sl_rec_parse(t.data, t.nbytes, &r, NULL, 0), 0);
+        const sl_rfield_t *tok = sl_rec_find(&r, SL_RF_TOKENS);
+        const sl_rfield_t *tr = sl_rec_find(&r, SL_RF_TURNS);
+        ck_assert_uint_eq(tok->h, capped ? 1 : 2);
+        ck_assert_uint_eq(sl_rec_u32(tok, 0), 300);
+        ck_assert_uint_eq(sl_rec_u32(tr, SL_RF_TURN_TOK_END), 1);
+        ck_assert_uint_eq(sl_rec_u32(tr, SL_RF_TURN_WORDS + SL_RF_TURN_TOK_END), capped ? 1 : 2);
+        if (!capped) {
+            ck_assert_uint_eq(sl_rec_u32(tok, 1), 301);
+        }
+        const uint32_t past[4] = {SL_ROLE_USER, 4, 3, 0};
+        turns_record(&t, "ab\ncd", past, 1);
+        ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "past the text") != NULL, "%s", err);
+        turns_record(&t, NULL, rows, 2);
+        ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "turns without a text") != NULL, "%s", err);
+        sl_tensor_free(&t);
+        sl_pipe_scratch_free(&sc);
+        sl_pipeline_free(p);
+        sl_source_free(src);
+        sl_spec_clear(&spec);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("template_costs");
@@ -164,6 +235,7 @@ int main(void)
     tcase_add_checked_fixture(tc, fxs_setup, fxs_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_predicted_is_delivered);
+    tcase_add_test(tc, test_tokenize_turns);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
