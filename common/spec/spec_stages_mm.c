@@ -236,38 +236,43 @@ static json_t *ids_json(const uint32_t *ids, uint32_t n)
     return a;
 }
 
+/* Sets o[key] = v (taking v); -ENOMEM when v is NULL or the set fails. */
+static int set_new(json_t *o, const char *key, json_t *v)
+{
+    return json_object_set_new(o, key, v) < 0 ? -ENOMEM : 0;
+}
+
 /* The keys added for chat, labels and max_seq_len appear only when set, so
- * a spec without them keeps its canonical form (and fingerprint). */
+ * a spec without them keeps its canonical form (and fingerprint); each also
+ * when set without effect (train_on without labels), so the canonical form
+ * reads back as the same stage. */
 static int template_json_chat(const sl_stage_spec_t *st, json_t *o)
 {
     int rc = 0;
     if (st->chat) {
         json_t *chat = json_object();
         for (int m = 0; chat != NULL && m < SL_TMPL_MARKERS; m++) {
-            if (st->tmpl_nmarker[m] > 0 &&
-                json_object_set_new(chat, marker_names[m],
-                                    ids_json(st->tmpl_marker[m], st->tmpl_nmarker[m])) < 0) {
-                rc = -ENOMEM;
+            if (st->tmpl_nmarker[m] > 0 && rc == 0) {
+                rc = set_new(chat, marker_names[m],
+                             ids_json(st->tmpl_marker[m], st->tmpl_nmarker[m]));
             }
         }
-        rc = json_object_set_new(o, "chat", chat) < 0 ? -ENOMEM : rc;
+        rc = rc < 0 ? rc : set_new(o, "chat", chat);
     }
-    if (st->labels != st->chat) {
-        rc = json_object_set_new(o, "labels", json_boolean(st->labels)) < 0 ? -ENOMEM : rc;
+    if (rc == 0 && st->labels != st->chat) {
+        rc = set_new(o, "labels", json_boolean(st->labels));
     }
-    if (st->labels) {
-        rc = json_object_set_new(o, "train_on", json_string(train_names[st->train_all])) < 0
-                 ? -ENOMEM
-                 : rc;
-        rc = json_object_set_new(o, "ignore_index", json_integer(st->ignore_index)) < 0 ? -ENOMEM
-                                                                                        : rc;
+    if (rc == 0 && (st->labels || st->train_all)) {
+        rc = set_new(o, "train_on", json_string(train_names[st->train_all]));
     }
-    if (st->max_seq_len > 0) {
-        rc = json_object_set_new(o, "max_seq_len", json_integer(st->max_seq_len)) < 0 ? -ENOMEM
-                                                                                      : rc;
-        rc = json_object_set_new(o, "overflow", json_string(overflow_names[st->skip_long])) < 0
-                 ? -ENOMEM
-                 : rc;
+    if (rc == 0 && (st->labels || st->ignore_index != -100)) {
+        rc = set_new(o, "ignore_index", json_integer(st->ignore_index));
+    }
+    if (rc == 0 && st->max_seq_len > 0) {
+        rc = set_new(o, "max_seq_len", json_integer(st->max_seq_len));
+    }
+    if (rc == 0 && (st->max_seq_len > 0 || st->skip_long)) {
+        rc = set_new(o, "overflow", json_string(overflow_names[st->skip_long]));
     }
     return rc;
 }

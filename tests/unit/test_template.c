@@ -318,6 +318,20 @@ START_TEST(test_spec_errors)
     free(canon);
     sl_spec_clear(&a);
     sl_spec_clear(&b);
+    /* Keys without effect read back too (train_on without labels, ...). */
+    const char *idle[] = {", \"train_on\": \"all\"", ", \"ignore_index\": 5",
+                          ", \"overflow\": \"skip\"", ", \"labels\": false" CHAT};
+    for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
+        json = spec_json(idle[i]);
+        ck_assert_int_eq(sl_spec_parse("t.json", json, strlen(json), &a, err, sizeof(err)), 0);
+        canon = sl_spec_to_json(&a);
+        ck_assert_int_eq(sl_spec_parse("c.json", canon, strlen(canon), &b, err, sizeof(err)), 0);
+        ck_assert_msg(memcmp(&a.stages[1], &b.stages[1], sizeof(a.stages[1])) == 0, "%s: %s",
+                      idle[i], canon);
+        free(canon);
+        sl_spec_clear(&a);
+        sl_spec_clear(&b);
+    }
     /* Without the new keys the canonical form is today's. */
     json = spec_json("");
     ck_assert_int_eq(sl_spec_parse("t.json", json, strlen(json), &a, err, sizeof(err)), 0);

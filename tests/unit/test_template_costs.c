@@ -164,8 +164,13 @@ static void turns_record(sl_tensor_t *t, const char *text, const uint32_t *rows,
     if (text != NULL) {
         ck_assert_int_eq(sl_rec_add_bytes(t, SL_RF_TEXT, text, strlen(text)), 0);
     }
-    sl_rfield_t f = {.kind = SL_RF_TURNS, .dtype = SL_DT_U32, .count = 1, .h = n,
-                     .w = SL_RF_TURN_WORDS, .c = 1, .nbytes = (size_t)n * 16,
+    sl_rfield_t f = {.kind = SL_RF_TURNS,
+                     .dtype = SL_DT_U32,
+                     .count = 1,
+                     .h = n,
+                     .w = SL_RF_TURN_WORDS,
+                     .c = 1,
+                     .nbytes = (size_t)n * 16,
                      .data = (const uint8_t *)rows};
     ck_assert_int_eq(sl_rec_add_copy(t, &f), 0);
     sl_rec_finish(t);
@@ -212,12 +217,10 @@ START_TEST(test_tokenize_turns)
         }
         const uint32_t past[4] = {SL_ROLE_USER, 4, 3, 0};
         turns_record(&t, "ab\ncd", past, 1);
-        ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)),
-                         -EINVAL);
+        ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)), -EINVAL);
         ck_assert_msg(strstr(err, "past the text") != NULL, "%s", err);
         turns_record(&t, NULL, rows, 2);
-        ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)),
-                         -EINVAL);
+        ck_assert_int_eq(sl_pipeline_run(p, 0, 1, 0, 0, &t, &sc, NULL, err, sizeof(err)), -EINVAL);
         ck_assert_msg(strstr(err, "turns without a text") != NULL, "%s", err);
         sl_tensor_free(&t);
         sl_pipe_scratch_free(&sc);
