@@ -146,7 +146,7 @@ const char *sl_batch_tf_name(sl_batch_tf_e op);
  * each at most SL_TMPL_MARKER_MAX ids. */
 #define SL_TMPL_MARKERS 4
 #define SL_TMPL_END 3
-#define SL_TMPL_MARKER_MAX 16
+#define SL_TMPL_MARKER_MAX 8
 
 /* One stage: its op and a union of the op's parameters (the size of the
  * largest member, the augmentations'). The members are anonymous, so a
