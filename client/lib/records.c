@@ -14,7 +14,8 @@
 #include "common/sample/record.h"
 
 typedef struct {
-    size_t keys, metas, text, tokens, input_ids, images, tiles_bytes;
+    size_t keys, metas, text, tokens, input_ids, labels, images, tiles_bytes;
+    uint32_t nlabels; /* samples with labels: 0 or all with input_ids */
     uint64_t ntiles;
     uint32_t tile, tile_c;
     int tiles_dtype;
@@ -61,6 +62,15 @@ static int count(sluice_job_t *job, const sluice_batch_t *b, counts_t *c)
         c->text += t ? t->nbytes : 0;
         c->tokens += tok ? tok->h : 0;
         c->input_ids += ids ? ids->h : 0;
+        const sl_rfield_t *lab = sl_rec_find(&r, SL_RF_LABELS);
+        if (lab != NULL && (ids == NULL || lab->h != ids->h)) {
+            return set_bad(job, i, "labels do not match input_ids");
+        }
+        c->nlabels += lab != NULL;
+        c->labels += lab ? lab->h : 0;
+        if (c->input_ids > INT32_MAX) { /* cu_seqlens_i32 */
+            return set_bad(job, i, "more than 2^31 input ids in one batch");
+        }
         for (uint32_t f = 0; f < r.n; f++) {
             const sl_rfield_t *x = &r.f[f];
             if (x->kind == SL_RF_IMAGE_ENC || x->kind == SL_RF_IMAGE || x->kind == SL_RF_TILES) {
@@ -79,6 +89,9 @@ static int count(sluice_job_t *job, const sluice_batch_t *b, counts_t *c)
             c->ntiles += x->count;
             c->tiles_bytes += x->nbytes;
         }
+    }
+    if (c->nlabels > 0 && c->labels != c->input_ids) {
+        return rec_error(job, -EBADMSG, "batch: labels on some samples only");
     }
     return 0;
 }
@@ -101,6 +114,7 @@ static size_t arena_size(const counts_t *c, uint32_t n)
     a += (c->tokens + c->input_ids) * 4 + 16;
     a += c->images * (2 * 4 + 2 * sizeof(size_t) + 3 * 4 + 2 * sizeof(int) + 4) + 64;
     a += c->tiles_bytes + 8;
+    a += (c->labels + c->input_ids) * 4 + (size_t)(n + 1) * 4 + 24; /* labels, positions, cu32 */
     return a;
 }
 
@@ -141,6 +155,34 @@ static void fill_images(const sluice_batch_t *b, uint32_t i, const sl_rec_t *r,
         lay[k] = (int)x->layout;
     }
     (void)i;
+}
+
+/* labels, position_ids, cu_seqlens_i32, max_seqlen: the packed form. */
+static void fill_packed(const sluice_batch_t *b, const counts_t *c, sluice_records_t *o,
+                        uint8_t **p)
+{
+    int32_t *labels = c->nlabels > 0 ? carve(p, c->labels * 4) : NULL;
+    int32_t *pos = carve(p, c->input_ids * 4), *cu = carve(p, (size_t)(b->n + 1) * 4);
+    int32_t max = 0;
+    sl_rec_t r;
+    for (uint32_t i = 0; i < b->n; i++) {
+        (void)sl_rec_parse(b->data + b->offsets[i], b->sizes[i], &r, NULL, 0);
+        const sl_rfield_t *lab = sl_rec_find(&r, SL_RF_LABELS);
+        int64_t at = o->cu_seqlens[i], len = o->cu_seqlens[i + 1] - at;
+        cu[i] = (int32_t)at;
+        for (int64_t k = 0; k < len; k++) {
+            pos[at + k] = (int32_t)k;
+        }
+        if (labels != NULL && lab != NULL) {
+            memcpy(labels + at, lab->data, lab->nbytes);
+        }
+        max = len > max ? (int32_t)len : max;
+    }
+    cu[b->n] = (int32_t)o->cu_seqlens[b->n];
+    o->labels = labels;
+    o->position_ids = pos;
+    o->cu_seqlens_i32 = cu;
+    o->max_seqlen = max;
 }
 
 static void fill(const sluice_batch_t *b, const counts_t *c, struct rec_arena_s *a)
@@ -217,6 +259,9 @@ static void fill(const sluice_batch_t *b, const counts_t *c, struct rec_arena_s 
     tile_off[n] = (int64_t)ntiles;
     o->tokens = have_tok ? tokens : NULL;
     o->input_ids = have_ids ? ids : NULL;
+    if (have_ids) {
+        fill_packed(b, c, o, &p);
+    }
     if (c->tiles_dtype >= 0) {
         o->tiles = tiles;
         o->tiles_dtype = c->tiles_dtype;

@@ -200,6 +200,14 @@ typedef struct sluice_records {
     uint32_t tile, tile_c;
     const uint32_t *tiles_per_image; /* nimages */
     const int64_t *tile_offsets;     /* n + 1: sample i's tiles */
+    /* Appended later (the order is the ABI). The batch as one packed
+     * sequence for varlen attention (flash_attn_varlen_func's cu_seqlens_q/k
+     * and max_seqlen_q/k); NULL / 0 without template. */
+    const int32_t *labels;         /* input_ids' length: template's labels (its ignore_index
+                                    * where not trained, unshifted); NULL without labels */
+    const int32_t *position_ids;   /* input_ids' length: 0, 1, ... restarting per sample */
+    const int32_t *cu_seqlens_i32; /* n + 1: cu_seqlens as int32 */
+    int32_t max_seqlen;            /* the longest sample's input_ids */
 } sluice_records_t;
 
 typedef struct sluice_stats {

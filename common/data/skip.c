@@ -29,6 +29,8 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_RESUMED;
     case ECHILD:
         return SL_SKIP_PLUGIN_FAILED;
+    case EMSGSIZE:
+        return SL_SKIP_TOO_LONG;
     default:
         return SL_SKIP_IO;
     }
@@ -37,9 +39,9 @@ sl_skip_e sl_skip_from_errno(int rc)
 const char *sl_skip_name(sl_skip_e reason)
 {
     static const char *const NAMES[SL_SKIP__COUNT] = {
-        "empty", "not_jpeg", "truncated", "too_large", "corrupt", "io", "outside_root",
-        "bad_text", "no_text", "bad_manifest", "too_many_images", "resumed",
-        "plugin_failed",
+        "empty",         "not_jpeg", "truncated", "too_large",    "corrupt",         "io",
+        "outside_root",  "bad_text", "no_text",   "bad_manifest", "too_many_images", "resumed",
+        "plugin_failed", "too_long",
     };
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

@@ -7,19 +7,19 @@
 #define SL_SKIP_H
 
 typedef enum {
-    SL_SKIP_EMPTY = 0,  /* -ENODATA: zero-byte file or member */
-    SL_SKIP_NOT_JPEG,   /* -EILSEQ: bytes are not a JPEG (no SOI marker, unknown format) */
-    SL_SKIP_TRUNCATED,  /* -ENOMSG: file ends before the image data does */
-    SL_SKIP_TOO_LARGE,  /* -EFBIG: width x height above max_pixels (decompression bomb), or
+    SL_SKIP_EMPTY = 0,    /* -ENODATA: zero-byte file or member */
+    SL_SKIP_NOT_JPEG,     /* -EILSEQ: bytes are not a JPEG (no SOI marker, unknown format) */
+    SL_SKIP_TRUNCATED,    /* -ENOMSG: file ends before the image data does */
+    SL_SKIP_TOO_LARGE,    /* -EFBIG: width x height above max_pixels (decompression bomb), or
                          * file too big */
-    SL_SKIP_CORRUPT,    /* -EBADMSG: the decoder rejected the data */
-    SL_SKIP_IO,         /* anything else: I/O errors, unreadable or dangling files */
+    SL_SKIP_CORRUPT,      /* -EBADMSG: the decoder rejected the data */
+    SL_SKIP_IO,           /* anything else: I/O errors, unreadable or dangling files */
     SL_SKIP_OUTSIDE_ROOT, /* -EPERM: the file resolves outside the data root (a symlink
                            * leading out); last, so older peers' numbering still holds */
     /* Multimodal records (webdataset, jsonl); appended for the same reason. */
-    SL_SKIP_BAD_TEXT,     /* -EDOM: the text is not valid UTF-8 */
-    SL_SKIP_NO_TEXT,      /* -ENOSTR: a sample without its text (or conversations) */
-    SL_SKIP_BAD_MANIFEST, /* -EPROTO: a manifest line that is not a JSON object of the
+    SL_SKIP_BAD_TEXT,        /* -EDOM: the text is not valid UTF-8 */
+    SL_SKIP_NO_TEXT,         /* -ENOSTR: a sample without its text (or conversations) */
+    SL_SKIP_BAD_MANIFEST,    /* -EPROTO: a manifest line that is not a JSON object of the
                            * documented shape */
     SL_SKIP_TOO_MANY_IMAGES, /* -ETOOMANYREFS: more images than SL_REC_MAX_IMAGES */
     /* -ECANCELED: a hole of a resumed job's epoch (common/order/ranks.h
@@ -30,6 +30,8 @@ typedef enum {
      * (common/plugin/plugin.h). Not a skip either: a worker refuses the
      * job (its splits go elsewhere), a client fails it naming the plugin. */
     SL_SKIP_PLUGIN_FAILED,
+    /* -EMSGSIZE: over template's max_seq_len with "overflow": "skip". */
+    SL_SKIP_TOO_LONG,
     SL_SKIP__COUNT
 } sl_skip_e;
 

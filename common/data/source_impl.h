@@ -272,10 +272,18 @@ void sl_src_dirlist_free(sl_src_dirlist_t *list);
 
 /* Record helpers shared by source_wds_read.c and source_jsonl.c
  * (source_record.c). */
-/* Text from "conversations": the turns' "value"s joined with '\n'. Returns 0
- * with *ret (malloc'd, NUL-terminated), -ENOSTR (no "conversations", or no
- * turn in it), -EPROTO (wrong shape: *why says what), -ENOMEM. */
-int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, const char **why);
+/* Text from "conversations": the turns' "value"s (or "content"s) joined with
+ * '\n', and each turn's role ("from" or "role": system, human/user,
+ * gpt/assistant) and span in that text as *ret_nturns rows of a TURNS field
+ * (common/sample/record.h; token ends 0). Returns 0 with *ret (malloc'd,
+ * NUL-terminated) and *ret_turns (malloc'd), -ENOSTR (no "conversations", or
+ * no turn in it), -EPROTO (wrong shape, a turn without a value or a role, an
+ * unknown role: *why says what), -ENOMEM. */
+int sl_src_conversations_text(const json_t *obj, char **ret, size_t *ret_len, uint32_t **ret_turns,
+                              uint32_t *ret_nturns, const char **why);
+/* Adds the TURNS field (nothing for n = 0); errors name name. */
+int sl_src_add_turns(sl_tensor_t *out, const uint32_t *turns, uint32_t n, const char *name,
+                     char *err, size_t errlen);
 /* Checks text is UTF-8 (-EDOM naming name and the byte) and adds it as TEXT. */
 int sl_src_add_text(sl_tensor_t *out, const char *text, size_t n, const char *name, char *err,
                     size_t errlen);

@@ -350,6 +350,7 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
     jline_t l;
     const char *why = "";
     char *conv = NULL, *meta = NULL;
+    uint32_t *turns = NULL, nturns = 0;
     int rc = check_line(obj, &l, &why);
     if (rc < 0) {
         return sl_err(err, errlen, rc, "%s: %s", where, why);
@@ -364,7 +365,7 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
         text = json_string_value(l.text);
         ntext = json_string_length(l.text);
     } else {
-        rc = sl_src_conversations_text(obj, &conv, &ntext, &why);
+        rc = sl_src_conversations_text(obj, &conv, &ntext, &turns, &nturns, &why);
         if (rc < 0) {
             return sl_err(err, errlen, rc, "%s: %s", where, rc == -ENOMEM ? "out of memory" : why);
         }
@@ -374,6 +375,7 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
     rc = meta_of(obj, &meta, &nmeta);
     if (rc < 0) {
         free(conv);
+        free(turns);
         return sl_err(err, errlen, rc, "%s: out of memory", where);
     }
     const char *key = l.id;
@@ -405,10 +407,14 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
         rc = add_image(src, out, image_at(&l, i), where, err, errlen);
     }
     if (rc == 0) {
+        rc = sl_src_add_turns(out, turns, nturns, where, err, errlen);
+    }
+    if (rc == 0) {
         sl_rec_finish(out);
     }
     free(meta);
     free(conv);
+    free(turns);
     return rc;
 }
 

@@ -161,8 +161,8 @@ static int read_meta(int fd, const wds_sample_t *w, char **ret_buf, json_t **ret
 
 /* The text field: the .txt member read in place and checked, or the .json's
  * conversation turns. */
-static int add_text(int fd, const wds_sample_t *w, const json_t *obj, sl_tensor_t *out, char *err,
-                    size_t errlen)
+static int add_text(int fd, const wds_sample_t *w, const json_t *obj, sl_tensor_t *out,
+                    uint32_t **ret_turns, uint32_t *ret_nturns, char *err, size_t errlen)
 {
     char mname[SL_SRC_PATH_MAX + 32];
     if (w->text != NULL) {
@@ -184,7 +184,7 @@ static int add_text(int fd, const wds_sample_t *w, const json_t *obj, sl_tensor_
     char *conv = NULL;
     size_t n = 0;
     member_name(w->sample, w->meta, mname, sizeof(mname));
-    int rc = sl_src_conversations_text(obj, &conv, &n, &why);
+    int rc = sl_src_conversations_text(obj, &conv, &n, ret_turns, ret_nturns, &why);
     if (rc < 0) {
         rc = sl_err(err, errlen, rc, "%s: %s", mname, rc == -ENOMEM ? "out of memory" : why);
     } else {
@@ -194,7 +194,32 @@ static int add_text(int fd, const wds_sample_t *w, const json_t *obj, sl_tensor_
     return rc;
 }
 
-/* The record in kind order: key, label, text, meta, images. */
+/* The meta (the .json) and the images, after the text. */
+static int add_rest(int fd, const wds_sample_t *w, const char *metabuf, sl_tensor_t *out, char *err,
+                    size_t errlen)
+{
+    if (w->meta != NULL) {
+        int rc = sl_rec_add_bytes(out, SL_RF_META, metabuf, w->meta->size);
+        if (rc < 0) {
+            return sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", w->sample,
+                          strerror(-rc));
+        }
+    }
+    for (uint32_t i = 0; i < w->nm; i++) {
+        if (w->ms[i].role != SL_SRC_ROLE_IMAGE) {
+            continue;
+        }
+        char mname[SL_SRC_PATH_MAX + 32];
+        member_name(w->sample, &w->ms[i], mname, sizeof(mname));
+        int rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &w->ms[i], mname, err, errlen);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* The record in kind order: key, label, text, meta, images, turns. */
 static int build_record(const sl_source_t *src, uint64_t index, int fd, const wds_sample_t *w,
                         const char *metabuf, const json_t *obj, sl_tensor_t *out, char *err,
                         size_t errlen)
@@ -210,30 +235,21 @@ static int build_record(const sl_source_t *src, uint64_t index, int fd, const wd
     if (rc < 0) {
         return sl_err(err, errlen, rc, "%s: record: %s", w->sample, strerror(-rc));
     }
-    rc = add_text(fd, w, obj, out, err, errlen);
-    if (rc < 0) {
-        return rc;
+    uint32_t *turns = NULL, nturns = 0;
+    rc = add_text(fd, w, obj, out, &turns, &nturns, err, errlen);
+    if (rc == 0) {
+        rc = add_rest(fd, w, metabuf, out, err, errlen);
     }
-    if (w->meta != NULL) {
-        rc = sl_rec_add_bytes(out, SL_RF_META, metabuf, w->meta->size);
-        if (rc < 0) {
-            return sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", w->sample,
-                          strerror(-rc));
-        }
-    }
-    for (uint32_t i = 0; i < w->nm; i++) {
-        if (w->ms[i].role != SL_SRC_ROLE_IMAGE) {
-            continue;
-        }
+    if (rc == 0 && nturns > 0) { /* turns come from the .json */
         char mname[SL_SRC_PATH_MAX + 32];
-        member_name(w->sample, &w->ms[i], mname, sizeof(mname));
-        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &w->ms[i], mname, err, errlen);
-        if (rc < 0) {
-            return rc;
-        }
+        member_name(w->sample, w->meta, mname, sizeof(mname));
+        rc = sl_src_add_turns(out, turns, nturns, mname, err, errlen);
     }
-    sl_rec_finish(out);
-    return 0;
+    free(turns);
+    if (rc == 0) {
+        sl_rec_finish(out);
+    }
+    return rc;
 }
 
 int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,

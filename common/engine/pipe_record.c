@@ -116,7 +116,7 @@ static int image_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, u
         rc = add_tensor(out, SL_RF_IMAGE, &sc->c, 1, sc->c.h, sh, sw);
         img++;
     }
-    return rc;
+    return rc == 0 ? sl_pipe_copy_kinds(in, out, SL_RF_TURNS, SL_RF__MAX) : rc;
 }
 
 static int tiles_make(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
@@ -152,7 +152,7 @@ static int tiles_make(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out,
         rc = sl_rec_add_copy(out, &tf);
         img++;
     }
-    return rc;
+    return rc == 0 ? sl_pipe_copy_kinds(in, out, SL_RF_TURNS, SL_RF__MAX) : rc;
 }
 
 /* The record-only units, indexed by kind; NULL: an image unit, run on

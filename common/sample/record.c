@@ -57,6 +57,10 @@ const char *sl_rf_kind_name(sl_rf_kind_e kind)
         return "image";
     case SL_RF_TILES:
         return "tiles";
+    case SL_RF_TURNS:
+        return "turns";
+    case SL_RF_LABELS:
+        return "labels";
     }
     return "?";
 }
@@ -87,8 +91,12 @@ static int field_ok(const sl_rfield_t *f)
     case SL_RF_LABEL:
         return f->dtype == SL_DT_U32 && f->count == 1 && f->h == 1 && f->w == 1 && f->c == 1 &&
                f->nbytes == 4;
+    case SL_RF_TURNS:
+        return f->dtype == SL_DT_U32 && f->count == 1 && f->w == SL_RF_TURN_WORDS && f->c == 1 &&
+               sl_rec_shape_bytes(f) == f->nbytes;
     case SL_RF_TOKENS:
     case SL_RF_INPUT_IDS:
+    case SL_RF_LABELS:
         return f->dtype == SL_DT_U32 && f->count == 1 && f->w == 1 && f->c == 1 &&
                sl_rec_shape_bytes(f) == f->nbytes;
     case SL_RF_IMAGE:
@@ -182,6 +190,35 @@ int32_t sl_rec_label(const sl_rec_t *r)
 {
     const sl_rfield_t *f = sl_rec_find(r, SL_RF_LABEL);
     return f ? (int32_t)get32(f->data) : -1;
+}
+
+uint32_t sl_rec_u32(const sl_rfield_t *f, size_t i) { return get32(f->data + 4 * i); }
+
+static const char *const ROLE_NAMES[SL_ROLE__COUNT] = {"system", "user", "assistant"};
+
+const char *sl_role_name(sl_role_e role)
+{
+    return (unsigned)role < SL_ROLE__COUNT ? ROLE_NAMES[role] : "?";
+}
+
+int sl_role_parse(const char *name)
+{
+    /* LLaVA / ShareGPT spell the roles of the chat formats differently. */
+    static const struct {
+        const char *name;
+        sl_role_e role;
+    } ALIASES[] = {{"human", SL_ROLE_USER}, {"gpt", SL_ROLE_ASSISTANT}};
+    for (int r = 0; r < SL_ROLE__COUNT; r++) {
+        if (strcmp(name, ROLE_NAMES[r]) == 0) {
+            return r;
+        }
+    }
+    for (size_t i = 0; i < sizeof(ALIASES) / sizeof(ALIASES[0]); i++) {
+        if (strcmp(name, ALIASES[i].name) == 0) {
+            return (int)ALIASES[i].role;
+        }
+    }
+    return -EINVAL;
 }
 
 int sl_rec_begin(sl_tensor_t *out)

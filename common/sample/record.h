@@ -41,8 +41,26 @@ typedef enum {
     SL_RF_IMAGE_ENC = 7, /* bytes: one encoded image (JPEG or PNG) */
     SL_RF_IMAGE = 8,     /* uint8/float32 pixels h x w x c (layout says the order) */
     SL_RF_TILES = 9,     /* count tiles of c x h x w (CHW), from one image */
-    SL_RF__MAX = 9,
+    SL_RF_TURNS = 10,    /* uint32 x h x 4: a conversation's turns (SL_RF_TURN_*) */
+    SL_RF_LABELS = 11,   /* uint32 x h: int32 bits, one per input id (template) */
+    SL_RF__MAX = 11,
 } sl_rf_kind_e;
+
+/* A TURNS field is h rows of SL_RF_TURN_WORDS uint32: the turn's role
+ * (sl_role_e), where its text starts in the TEXT field and how many bytes
+ * it has there, and the end of its token ids in TOKENS (cumulative; 0 until
+ * tokenize has run). Kinds 10 and 11 come after the images only because
+ * kinds are numbered in the order they were added and renumbering would
+ * change every record's bytes. */
+#define SL_RF_TURN_WORDS 4u
+enum { SL_RF_TURN_ROLE = 0, SL_RF_TURN_OFF = 1, SL_RF_TURN_LEN = 2, SL_RF_TURN_TOK_END = 3 };
+
+typedef enum {
+    SL_ROLE_SYSTEM = 0,
+    SL_ROLE_USER = 1,      /* LLaVA "human", chat "user" */
+    SL_ROLE_ASSISTANT = 2, /* LLaVA "gpt", chat "assistant" */
+    SL_ROLE__COUNT = 3,
+} sl_role_e;
 
 /* One field. In a parsed record data points into the parsed buffer. src_h
  * and src_w are the decoded image's size (IMAGE, TILES; 0 elsewhere), kept
@@ -93,6 +111,13 @@ void sl_rec_finish(sl_tensor_t *out);
  * or SIZE_MAX when it overflows. */
 size_t sl_rec_shape_bytes(const sl_rfield_t *f);
 int32_t sl_rec_label(const sl_rec_t *r); /* -1 without a label field */
+/* Word i of a uint32 field (TOKENS, INPUT_IDS, TURNS, LABELS); the caller
+ * keeps i below count x h x w x c. */
+uint32_t sl_rec_u32(const sl_rfield_t *f, size_t i);
+/* A role's name ("system", "user", "assistant") and back: LLaVA's "human"
+ * and "gpt" are user and assistant. Returns the role or -EINVAL. */
+const char *sl_role_name(sl_role_e role);
+int sl_role_parse(const char *name);
 const char *sl_rf_kind_name(sl_rf_kind_e kind);
 
 #endif

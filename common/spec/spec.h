@@ -135,8 +135,20 @@ typedef struct sl_batch_tf_s {
     double alpha; /* lambda ~ Beta(alpha, alpha), alpha > 0 */
     double p;     /* probability the chosen transform applies to a batch */
 } sl_batch_tf_t;
+/* template: the ids every sequence has whatever its data (bos, eos, and with
+ * chat the longest role marker plus the end marker): max_seq_len must be
+ * above it. */
+struct sl_stage_spec_s;
+uint32_t sl_tmpl_fixed_ids(const struct sl_stage_spec_s *st);
 /* "mixup", "cutmix"; "unknown" outside the enum. */
 const char *sl_batch_tf_name(sl_batch_tf_e op);
+
+/* template's chat markers: one per role (system, user, assistant: the
+ * order of sl_role_e in common/sample/record.h), then the end of a turn;
+ * each at most SL_TMPL_MARKER_MAX ids. */
+#define SL_TMPL_MARKERS 4
+#define SL_TMPL_END 3
+#define SL_TMPL_MARKER_MAX 8
 
 /* One stage: its op and a union of the op's parameters (the size of the
  * largest member, the augmentations'). The members are anonymous, so a
@@ -188,10 +200,21 @@ typedef struct sl_stage_spec_s {
             bool allow_special;
         };
         /* template: each image tile becomes tokens_per_tile image_token ids,
-         * images first, then the text's ids; bos/eos around it (-1: none). */
+         * images first, then the text's ids; bos/eos around it (-1: none).
+         * chat: each turn of a conversation between its role's marker ids
+         * (tmpl_marker[role], sl_role_e order) and the end marker's
+         * (tmpl_marker[SL_TMPL_END]); labels: emit LABELS (ignore_index
+         * but on the assistant's ids, or on all but image ids with
+         * train_all); max_seq_len (0: none) caps the sequence, by dropping
+         * trailing images then truncating, or as a skip (skip_long). */
         struct {
             int64_t image_token, bos, eos;
             uint32_t tokens_per_tile;
+            bool chat, labels, train_all, skip_long;
+            int32_t ignore_index;
+            uint32_t max_seq_len;
+            uint32_t tmpl_nmarker[SL_TMPL_MARKERS];
+            uint32_t tmpl_marker[SL_TMPL_MARKERS][SL_TMPL_MARKER_MAX];
         };
         /* plugin: the stage's name, the SHA-256 of the plugin file that
          * must provide it, and its parameters (a JSON object's canonical

@@ -32,14 +32,13 @@ static int get_coef(sl_spec_pctx_t *c, json_t *m, const char *key, double *out)
     return 0;
 }
 
-/* Tokens every sample has whatever its content: the template's bos/eos. A
- * pack budget at or below it could hold no sample. */
+/* Tokens every sample has whatever its content: the template's fixed ids
+ * (bos/eos, chat markers). A pack budget at or below it holds no sample. */
 static uint64_t template_fixed_tokens(const sl_spec_t *spec)
 {
     for (uint32_t i = 0; i < spec->nstages; i++) {
-        const sl_stage_spec_t *st = &spec->stages[i];
-        if (st->op == SL_OP_TEMPLATE) {
-            return (uint64_t)(st->bos >= 0) + (uint64_t)(st->eos >= 0);
+        if (spec->stages[i].op == SL_OP_TEMPLATE) {
+            return sl_tmpl_fixed_ids(&spec->stages[i]);
         }
     }
     return 0;

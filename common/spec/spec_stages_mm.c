@@ -77,6 +77,115 @@ static int parse_tokenize(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     return rc;
 }
 
+static const char *const marker_names[SL_TMPL_MARKERS + 1] = {"system", "user", "assistant", "end",
+                                                              NULL};
+static const char *const train_names[2] = {"assistant", "all"};
+static const char *const overflow_names[2] = {"truncate", "skip"};
+
+/* One marker: an array of at most SL_TMPL_MARKER_MAX token ids. Ids rather
+ * than text: a marker is what the model was trained with, exactly, and a
+ * string's ids depend on the tokenizer and the text around it; ids also
+ * make the template's fixed length known here, before any data is read. */
+static int parse_marker(sl_spec_pctx_t *c, json_t *chat, int m, sl_stage_spec_t *out)
+{
+    json_t *v = json_object_get(chat, marker_names[m]);
+    if (v == NULL) {
+        return 0;
+    }
+    sl_spec_push(c, marker_names[m]);
+    int rc = 0;
+    if (!json_is_array(v) || json_array_size(v) > SL_TMPL_MARKER_MAX) {
+        char got[96];
+        rc = sl_spec_perr(c, "must be an array of at most %d token ids, got %s", SL_TMPL_MARKER_MAX,
+                          sl_spec_describe(v, got, sizeof(got)));
+    }
+    for (size_t i = 0; rc == 0 && i < json_array_size(v); i++) {
+        json_t *id = json_array_get(v, i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) > INT32_MAX) {
+            char got[96];
+            sl_spec_push_index(c, i);
+            rc = sl_spec_perr(c, "must be a token id in 0..%d, got %s", INT32_MAX,
+                              sl_spec_describe(id, got, sizeof(got)));
+            sl_spec_pop(c);
+            break;
+        }
+        out->tmpl_marker[m][i] = (uint32_t)json_integer_value(id);
+    }
+    out->tmpl_nmarker[m] = (uint32_t)json_array_size(v);
+    sl_spec_pop(c);
+    return rc;
+}
+
+/* "chat": true (roles without markers) or {"system": [ids], "user": ...,
+ * "assistant": ..., "end": ...}. */
+static int parse_chat(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    json_t *chat = json_object_get(st, "chat");
+    if (chat == NULL || json_is_boolean(chat)) {
+        out->chat = json_is_true(chat);
+        return 0;
+    }
+    if (!json_is_object(chat)) {
+        char got[96];
+        return sl_spec_ferr(c, "chat",
+                            "must be true, false or an object of marker id arrays "
+                            "(system, user, assistant, end), got %s",
+                            sl_spec_describe(chat, got, sizeof(got)));
+    }
+    out->chat = true;
+    sl_spec_push(c, "chat");
+    int rc = sl_spec_check_keys(c, chat, marker_names, "chat");
+    for (int m = 0; rc == 0 && m < SL_TMPL_MARKERS; m++) {
+        rc = parse_marker(c, chat, m, out);
+    }
+    sl_spec_pop(c);
+    return rc;
+}
+
+uint32_t sl_tmpl_fixed_ids(const sl_stage_spec_t *st)
+{
+    uint32_t n = (st->bos >= 0) + (st->eos >= 0), role = 0;
+    if (st->chat) {
+        for (int m = 0; m < SL_TMPL_END; m++) {
+            role = st->tmpl_nmarker[m] > role ? st->tmpl_nmarker[m] : role;
+        }
+        n += role + st->tmpl_nmarker[SL_TMPL_END];
+    }
+    return n;
+}
+
+static int parse_template_labels(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
+{
+    int64_t ignore = -100;
+    int train = 0, overflow = 0;
+    out->labels = out->chat;
+    int rc = sl_spec_get_bool(c, st, "labels", &out->labels);
+    if (rc == 0) {
+        rc = sl_spec_get_enum(c, st, "train_on", false, train_names, 2, &train);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_int(c, st, "ignore_index", false, INT32_MIN, INT32_MAX, &ignore);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_u32(c, st, "max_seq_len", false, 0, TOKENS_MAX, &out->max_seq_len);
+    }
+    if (rc == 0) {
+        rc = sl_spec_get_enum(c, st, "overflow", false, overflow_names, 2, &overflow);
+    }
+    out->ignore_index = (int32_t)ignore;
+    out->train_all = train == 1;
+    out->skip_long = overflow == 1;
+    uint32_t fixed = sl_tmpl_fixed_ids(out);
+    if (rc == 0 && out->max_seq_len > 0 && out->max_seq_len <= fixed) {
+        rc = sl_spec_ferr(c, "max_seq_len",
+                          "must be more than the template's %u fixed ids (bos, eos and the "
+                          "longest turn's markers), got %u",
+                          fixed, out->max_seq_len);
+    }
+    return rc;
+}
+
 static int parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
     out->tokens_per_tile = 256;
@@ -91,6 +200,12 @@ static int parse_template(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
     }
     if (rc == 0) {
         rc = sl_spec_get_int(c, st, "eos", false, -1, INT32_MAX, &out->eos);
+    }
+    if (rc == 0) {
+        rc = parse_chat(c, st, out);
+    }
+    if (rc == 0) {
+        rc = parse_template_labels(c, st, out);
     }
     return rc;
 }
@@ -109,12 +224,70 @@ static json_t *tokenize_json(const sl_stage_spec_t *st)
                      "special", special_names[st->allow_special ? 1 : 0]);
 }
 
+static json_t *ids_json(const uint32_t *ids, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; a != NULL && i < n; i++) {
+        if (json_array_append_new(a, json_integer(ids[i])) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* Sets o[key] = v (taking v); -ENOMEM when v is NULL or the set fails. */
+static int set_new(json_t *o, const char *key, json_t *v)
+{
+    return json_object_set_new(o, key, v) < 0 ? -ENOMEM : 0;
+}
+
+/* The keys added for chat, labels and max_seq_len appear only when set, so
+ * a spec without them keeps its canonical form (and fingerprint); each also
+ * when set without effect (train_on without labels), so the canonical form
+ * reads back as the same stage. */
+static int template_json_chat(const sl_stage_spec_t *st, json_t *o)
+{
+    int rc = 0;
+    if (st->chat) {
+        json_t *chat = json_object();
+        for (int m = 0; chat != NULL && m < SL_TMPL_MARKERS; m++) {
+            if (st->tmpl_nmarker[m] > 0 && rc == 0) {
+                rc = set_new(chat, marker_names[m],
+                             ids_json(st->tmpl_marker[m], st->tmpl_nmarker[m]));
+            }
+        }
+        rc = rc < 0 ? rc : set_new(o, "chat", chat);
+    }
+    if (rc == 0 && st->labels != st->chat) {
+        rc = set_new(o, "labels", json_boolean(st->labels));
+    }
+    if (rc == 0 && (st->labels || st->train_all)) {
+        rc = set_new(o, "train_on", json_string(train_names[st->train_all]));
+    }
+    if (rc == 0 && (st->labels || st->ignore_index != -100)) {
+        rc = set_new(o, "ignore_index", json_integer(st->ignore_index));
+    }
+    if (rc == 0 && st->max_seq_len > 0) {
+        rc = set_new(o, "max_seq_len", json_integer(st->max_seq_len));
+    }
+    if (rc == 0 && (st->max_seq_len > 0 || st->skip_long)) {
+        rc = set_new(o, "overflow", json_string(overflow_names[st->skip_long]));
+    }
+    return rc;
+}
+
 static json_t *template_json(const sl_stage_spec_t *st)
 {
-    return json_pack("{s:s, s:I, s:I, s:I, s:I}", "op", "template", "image_token",
-                     (json_int_t)st->image_token, "tokens_per_tile",
-                     (json_int_t)st->tokens_per_tile, "bos", (json_int_t)st->bos, "eos",
-                     (json_int_t)st->eos);
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I}", "op", "template", "image_token",
+                          (json_int_t)st->image_token, "tokens_per_tile",
+                          (json_int_t)st->tokens_per_tile, "bos", (json_int_t)st->bos, "eos",
+                          (json_int_t)st->eos);
+    if (o != NULL && template_json_chat(st, o) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 static void tokenize_clear(sl_stage_spec_t *st)
@@ -151,7 +324,9 @@ const sl_op_def_t sl_op_def_tokenize = {.name = "tokenize",
                                         .copy = tokenize_copy};
 const sl_op_def_t sl_op_def_template =
     {.name = "template",
-     .keys = (const char *const[]){"op", "image_token", "tokens_per_tile", "bos", "eos", NULL},
+     .keys = (const char *const[]){"op", "image_token", "tokens_per_tile", "bos", "eos", "chat",
+                                   "labels", "train_on", "ignore_index", "max_seq_len", "overflow",
+                                   NULL},
      .parse = parse_template,
      .to_json = template_json,
      .flags = SL_OPF_RECORD,

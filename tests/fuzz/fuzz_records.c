@@ -139,6 +139,19 @@ static void fz_recs_check(const sl_source_t *src, sl_source_type_e type, uint64_
             nimg++;
             img_bytes += f->nbytes;
             break;
+        case SL_RF_TURNS: { /* a conversation's turns: spans inside the text */
+            const sl_rfield_t *text = sl_rec_find(&rec, SL_RF_TEXT);
+            for (uint32_t u = 0; text != NULL && u < f->h; u++) {
+                size_t w = (size_t)u * SL_RF_TURN_WORDS;
+                uint32_t off = sl_rec_u32(f, w + SL_RF_TURN_OFF);
+                uint32_t len = sl_rec_u32(f, w + SL_RF_TURN_LEN);
+                FZ_CHECK(sl_rec_u32(f, w + SL_RF_TURN_ROLE) < SL_ROLE__COUNT &&
+                             off <= text->nbytes && len <= text->nbytes - off,
+                         "read %llu: turn %u past the text", (unsigned long long)i, u);
+            }
+            FZ_CHECK(text != NULL, "read %llu: turns without text", (unsigned long long)i);
+            break;
+        }
         default:
             FZ_CHECK(0, "read %llu: a %s field from a source", (unsigned long long)i,
                      sl_rf_kind_name(f->kind));

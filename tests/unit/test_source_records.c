@@ -28,7 +28,30 @@ typedef struct want_s {
     const char *meta; /* NULL: no META field */
     unsigned nimg;
     unsigned seeds[8];
+    const char *roles; /* NULL: no TURNS field; else a letter a turn: s, u, a */
 } want_t;
+
+/* The TURNS field: one row a role letter, spans that cover the text's
+ * '\n'-joined turns exactly, token ends still 0. */
+static void check_turns(const sl_rec_t *r, const want_t *w)
+{
+    const sl_rfield_t *f = sl_rec_find(r, SL_RF_TURNS);
+    if (w->roles == NULL) {
+        ck_assert_ptr_null(f);
+        return;
+    }
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(f->h, strlen(w->roles));
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < f->h; i++) {
+        const uint32_t *t = (const uint32_t *)f->data + i * SL_RF_TURN_WORDS;
+        ck_assert_int_eq("sua"[t[SL_RF_TURN_ROLE]], w -> roles[i]);
+        ck_assert_uint_eq(t[SL_RF_TURN_OFF], off);
+        ck_assert_uint_eq(t[SL_RF_TURN_TOK_END], 0);
+        off += t[SL_RF_TURN_LEN] + 1;
+    }
+    ck_assert_uint_eq(off - 1, sl_rec_find(r, SL_RF_TEXT)->nbytes);
+}
 
 static void check_rec(const sl_tensor_t *t, const want_t *w)
 {
@@ -66,7 +89,8 @@ static void check_rec(const sl_tensor_t *t, const want_t *w)
         ck_assert_mem_eq(r.f[i].data, buf, r.f[i].nbytes);
         k++;
     }
-    ck_assert_uint_eq(r.n, 2 + (w->label >= 0) + (w->meta != NULL) + w->nimg);
+    check_turns(&r, w);
+    ck_assert_uint_eq(r.n, 2 + (w->label >= 0) + (w->meta != NULL) + w->nimg + (w->roles != NULL));
 }
 
 static void read_check(const sl_source_t *src, uint64_t i, const want_t *w)
@@ -175,11 +199,16 @@ START_TEST(test_wds_samples)
                                  .meta = "{\"src\": \"x\"}", .nimg = 1, .seeds = {1}});
     read_check(src, 2, &(want_t){.key = "d/c", .label = -1, .text = "many", .nimg = 4,
                                  .seeds = {3, 4, 2, 10}});
-    read_check(src, 3, &(want_t){.key = "e", .label = -1, .text = "<image>\nWhat?\nA cat.",
-                                 .meta = "{\"conversations\": [{\"from\": \"human\", \"value\": "
-                                         "\"<image>\\nWhat?\"}, {\"from\": \"gpt\", \"value\": "
-                                         "\"A cat.\"}]}",
-                                 .nimg = 1, .seeds = {5}});
+    read_check(src, 3,
+               &(want_t){.key = "e",
+                         .label = -1,
+                         .text = "<image>\nWhat?\nA cat.",
+                         .meta = "{\"conversations\": [{\"from\": \"human\", \"value\": "
+                                 "\"<image>\\nWhat?\"}, {\"from\": \"gpt\", \"value\": "
+                                 "\"A cat.\"}]}",
+                         .nimg = 1,
+                         .seeds = {5},
+                         .roles = "ua"});
     /* Sizes and features from the index. */
     ck_assert_uint_eq(sl_source_size(src, 0), 9);
     sl_src_features_t f;
@@ -557,8 +586,13 @@ START_TEST(test_jsonl)
                                  .meta = "{\"id\":\"s1\",\"label\":3,\"src\":{\"a\":1,\"b\":2},"
                                          "\"z\":1}",
                                  .nimg = 2, .seeds = {1, 2}});
-    read_check(src, 1, &(want_t){.key = "L4", .label = -1, .text = "Q\nA", .nimg = 1,
-                                 .seeds = {1}});
+    read_check(src, 1,
+               &(want_t){.key = "L4",
+                         .label = -1,
+                         .text = "Q\nA",
+                         .nimg = 1,
+                         .seeds = {1},
+                         .roles = "ua"});
     /* A malformed line fails alone, naming manifest:line. */
     read_fails(src, 2, -EPROTO, "m.jsonl:5");
     ck_assert_int_eq(sl_skip_from_errno(-EPROTO), SL_SKIP_BAD_MANIFEST);
@@ -638,6 +672,43 @@ START_TEST(test_jsonl_limits)
 }
 END_TEST
 
+/* Roles: LLaVA {from, value} and chat {role, content} turns keep their role
+ * and span; an unknown role, a turn without a value or a role, and empty
+ * conversations are bad samples naming what is wrong. */
+START_TEST(test_jsonl_roles)
+{
+    const char *m =
+        "{\"conversations\": [{\"from\": \"system\", \"value\": \"Be brief.\"}, "
+        "{\"from\": \"human\", \"value\": \"Hi\"}, {\"from\": \"gpt\", \"value\": \"Yo\"}]}\n"
+        "{\"conversations\": [{\"role\": \"user\", \"content\": \"Q\"}, "
+        "{\"role\": \"assistant\", \"content\": \"\"}, {\"role\": \"user\", "
+        "\"content\": \"more\"}]}\n"
+        "{\"conversations\": [{\"from\": \"robot\", \"value\": \"x\"}]}\n"
+        "{\"conversations\": [{\"from\": \"human\"}]}\n"
+        "{\"conversations\": [{\"value\": \"no role\"}]}\n"
+        "{\"conversations\": []}\n"
+        "{\"conversations\": [{\"role\": 3, \"content\": \"x\"}]}\n"
+        "{\"text\": \"plain\"}\n";
+    t_text("r.jsonl", m);
+    sl_source_t *src = open_ok(SL_SRC_JSONL, "r.jsonl");
+    ck_assert_uint_eq(sl_source_count(src), 8);
+    read_check(src, 0,
+               &(want_t){.key = "L1", .label = -1, .text = "Be brief.\nHi\nYo", .roles = "sua"});
+    read_check(src, 1, &(want_t){.key = "L2", .label = -1, .text = "Q\n\nmore", .roles = "uau"});
+    read_fails(src, 2, -EPROTO, "unknown \"from\"/\"role\"");
+    read_fails(src, 3, -EPROTO, "no string \"value\"");
+    read_fails(src, 4, -EPROTO, "no string \"from\"");
+    read_fails(src, 5, -ENOSTR, "\"conversations\" is empty");
+    read_fails(src, 6, -EPROTO, "r.jsonl:7");
+    read_check(src, 7, &(want_t){.key = "L8", .label = -1, .text = "plain"});
+    ck_assert_int_eq(sl_role_parse("gpt"), SL_ROLE_ASSISTANT);
+    ck_assert_int_eq(sl_role_parse("human"), SL_ROLE_USER);
+    ck_assert_int_eq(sl_role_parse("Human"), -EINVAL);
+    ck_assert_str_eq(sl_role_name(SL_ROLE_SYSTEM), "system");
+    sl_source_free(src);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("source_records");
@@ -654,6 +725,7 @@ int main(void)
     tcase_add_test(tc, test_wds_budget_threads);
     tcase_add_test(tc, test_jsonl);
     tcase_add_test(tc, test_jsonl_limits);
+    tcase_add_test(tc, test_jsonl_roles);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

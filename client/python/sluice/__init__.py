@@ -238,6 +238,10 @@ class _Records(ctypes.Structure):
         ("tile_c", ctypes.c_uint32),
         ("tiles_per_image", _P),
         ("tile_offsets", _P),
+        ("labels", _P),
+        ("position_ids", _P),
+        ("cu_seqlens_i32", _P),
+        ("max_seqlen", ctypes.c_int32),
     ]
 
 
@@ -546,13 +550,23 @@ class RecordBatch:
                                    {"step", "microbatch", "tokens" (the pack's),
                                    "rank_step_tokens", "global_step_tokens"} (the
                                    loss-normalisation counts); else None
+    The batch as one packed sequence (template), as varlen attention takes it
+    (flash_attn_varlen_func(q, k, v, cu_seqlens_q=b.cu_seqlens_i32, ...,
+    max_seqlen_q=b.max_seqlen, ...)):
+    label_ids (int32)              input_ids' length: the template's labels
+                                   (ignore_index where not trained; unshifted, as
+                                   Hugging Face's labels); named so because
+                                   ``labels`` is the samples' class labels
+    position_ids (int32)           input_ids' length: 0, 1, ... per sample
+    cu_seqlens_i32 (int32, n + 1)  cu_seqlens as int32
+    max_seqlen (int)               the longest sample's input_ids
     Arrays of what the spec does not make (no tokenize: tokens) are None."""
 
     __slots__ = ("epoch", "keys", "metas", "texts", "labels", "indices", "steps", "microbatches",
                  "pack", "tokens",
                  "token_offsets", "input_ids", "cu_seqlens", "seq_lens", "tiles",
                  "tiles_per_image", "image_offsets", "tile_offsets", "image_hw", "images",
-                 "normalize")
+                 "normalize", "label_ids", "position_ids", "cu_seqlens_i32", "max_seqlen")
 
     def __len__(self):
         return len(self.labels)
@@ -596,6 +610,13 @@ def _record_batch(lib, job, bptr, owner, raw, labels, indices, norm):
     out.input_ids = (_array(owner, r.input_ids, (int(out.cu_seqlens[-1]),), np.int32)
                      if r.input_ids else None)
     out.seq_lens = _array(owner, r.seq_lens, (n,), np.int64)
+    nids = int(out.cu_seqlens[-1])
+    out.label_ids = _array(owner, r.labels, (nids,), np.int32) if r.labels else None
+    out.position_ids = (_array(owner, r.position_ids, (nids,), np.int32)
+                        if r.position_ids else None)
+    out.cu_seqlens_i32 = (_array(owner, r.cu_seqlens_i32, (n + 1,), np.int32)
+                          if r.cu_seqlens_i32 else None)
+    out.max_seqlen = int(r.max_seqlen) if r.input_ids else None
     out.image_offsets = _array(owner, r.image_offsets, (n + 1,), np.int64)
     out.tile_offsets = _array(owner, r.tile_offsets, (n + 1,), np.int64)
     out.image_hw = _array(owner, r.image_hw, (ni, 2), np.uint32)

@@ -201,8 +201,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
                "steps": b.steps, "microbatches": b.microbatches, "pack": b.pack}
         out["indices"] = _indices(b)
         out["epoch"] = int(b.epoch)
+        out["max_seqlen"] = b.max_seqlen  # a Python int, as max_seqlen_q/k want it
         for name in ("tokens", "token_offsets", "input_ids", "cu_seqlens", "seq_lens",
-                     "tiles_per_image", "image_offsets", "tile_offsets"):
+                     "tiles_per_image", "image_offsets", "tile_offsets", "label_ids",
+                     "position_ids", "cu_seqlens_i32"):
             a = getattr(b, name)
             if a is None:
                 out[name] = None
