@@ -95,7 +95,7 @@ static seen_t predicted_is_delivered(const char *tmpl_extra, uint32_t max_seq_le
     float cost[8];
     uint32_t tokens[8];
     ck_assert_uint_eq(n, 6);
-    ck_assert_int_eq(sl_balance_sample_costs(&spec, src, cost, tokens), 0);
+    ck_assert_int_eq(sl_balance_sample_costs(&spec, src, cost, tokens, NULL), 0);
     sl_pipeline_t *p = NULL;
     ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
     ck_assert_msg(sl_pipeline_load(p, src, err, sizeof(err)) == 0, "%s", err);
