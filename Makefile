@@ -290,6 +290,7 @@ TEST_MODS_test_client_open := client
 TEST_MODS_test_client_prefetch := client
 TEST_MODS_test_client_splits := client
 TEST_MODS_test_client_steps := client
+TEST_MODS_test_client_ahead := client
 TEST_MODS_test_pb_wire := client
 TEST_MODS_test_rx := client
 TEST_MODS_test_compressed_samples := worker client

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client/lib/batch_wire.h"
+#include "client/lib/order_ahead.h"
 #include "client/lib/taken.h"
 #include "common/base/ring.h"
 #include "common/data/skip.h"
@@ -20,12 +21,6 @@
 #define CL_WINDOW_PER_THREAD 8
 #define CL_BATCH_ROOM_MAX 4096
 
-typedef struct cl_order_s {
-    uint64_t epoch;
-    uint64_t *order; /* positions of the epoch -> sample indices; NULL = free slot */
-    uint64_t *step_tokens; /* packed: each global step's tokens over all ranks */
-} cl_order_t;
-
 struct cl_line_s {
     const sl_spec_t *spec;
     const sl_source_t *src;
@@ -35,7 +30,8 @@ struct cl_line_s {
     sl_batcher_t *batcher;
     uint64_t first_epoch, end_epoch; /* the job's epochs: [first, end) */
     uint64_t declared;        /* epochs below it are declared to the batcher (or not the job's) */
-    cl_order_t orders[CL_ORDER_CACHE];
+    cl_order_t orders[CL_ORDER_CACHE]; /* order NULL: a free slot */
+    cl_ahead_t *ahead;                 /* balanced/packed: the next epoch's, or NULL */
     uint64_t *order_scratch;  /* multi-rank: the full epoch order (num_samples) */
     const float *tcost;       /* balanced batching: per-sample predictions, or NULL */
     const uint32_t *ttok;
@@ -49,6 +45,8 @@ struct cl_line_s {
     cl_line_account_fn account; /* the job's split accounting, or NULL */
     void *account_arg;
 };
+
+static int ahead_fn(const void *arg, uint64_t epoch, cl_order_t *o);
 
 int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
 {
@@ -94,6 +92,15 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
         cl_line_free(l);
         return -EINVAL; /* a packed spec is deterministic (spec_batching.c) */
     }
+    /* A schedule from every sample's cost takes long enough to stall the
+     * loop at an epoch's start: the next one is made ahead. */
+    if (a->tcost != NULL && a->spec->epochs > 1) {
+        int rc = cl_ahead_new(ahead_fn, l, &l->ahead);
+        if (rc < 0) {
+            cl_line_free(l);
+            return rc;
+        }
+    }
     *ret = l;
     return 0;
 }
@@ -103,6 +110,7 @@ void cl_line_free(cl_line_t *l)
     if (l == NULL) {
         return;
     }
+    cl_ahead_free(l->ahead);
     sl_exec_free(l->exec);
     sl_batcher_free(l->batcher);
     for (int i = 0; i < CL_ORDER_CACHE; i++) {
@@ -134,7 +142,7 @@ static const uint64_t *order_of(cl_line_t *l, uint64_t epoch)
 }
 
 /* Packed batching: the schedule and its per-step token counts at once. */
-static int packed_order(cl_line_t *l, uint64_t epoch, cl_order_t *o)
+static int packed_order(const cl_line_t *l, uint64_t epoch, cl_order_t *o)
 {
     uint64_t per_step = (uint64_t)l->spec->batching.microbatches * l->spec->batch_size;
     uint64_t nsteps = per_step > 0 ? l->positions / per_step : 0;
@@ -146,6 +154,39 @@ static int packed_order(cl_line_t *l, uint64_t epoch, cl_order_t *o)
     }
     return sl_pack_rank_order(l->spec, epoch, l->num_samples, l->tcost, l->ttok, l->ttiles,
                               o->order, o->step_tokens);
+}
+
+/* Epoch's order into o (buffers allocated when NULL). scratch: num_samples
+ * entries for a multi-rank epoch order, or NULL (then one of its own). Reads
+ * only what never changes after cl_line_new: also the ahead thread's. */
+static int compute_order(const cl_line_t *l, uint64_t epoch, cl_order_t *o, uint64_t *scratch)
+{
+    if (o->order == NULL) {
+        o->order = malloc(sl_spec_order_len(l->spec, l->num_samples) * sizeof(uint64_t));
+        if (o->order == NULL) {
+            return -ENOMEM;
+        }
+    }
+    if (l->spec->batching.mode == SL_BATCHING_PACKED) {
+        return packed_order(l, epoch, o);
+    }
+    uint64_t *own = NULL;
+    if (l->spec->world_size > 1 && scratch == NULL) {
+        own = scratch = malloc((l->num_samples ? l->num_samples : 1) * sizeof(uint64_t));
+        if (own == NULL) {
+            return -ENOMEM;
+        }
+    }
+    /* Multi-rank: only this rank's positions (common/order/ranks.h). */
+    int rc = sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok, l->ttiles,
+                                    l->spec->world_size > 1 ? scratch : o->order, o->order);
+    free(own);
+    return rc;
+}
+
+static int ahead_fn(const void *arg, uint64_t epoch, cl_order_t *o)
+{
+    return compute_order(arg, epoch, o, NULL);
 }
 
 int cl_line_pack_counts(cl_line_t *l, uint64_t epoch, uint64_t step, uint64_t *ret_rank,
@@ -180,31 +221,25 @@ static const cl_order_t *order_slot(cl_line_t *l, uint64_t epoch)
         }
     }
     size_t n = l->num_samples ? l->num_samples : 1;
-    if (victim->order == NULL) {
-        victim->order = malloc(sl_spec_order_len(l->spec, l->num_samples) * sizeof(uint64_t));
-        if (victim->order == NULL) {
-            return NULL;
-        }
-    }
-    int ranked = l->spec->world_size > 1;
-    if (ranked && l->order_scratch == NULL) {
+    if (l->spec->world_size > 1 && l->order_scratch == NULL) {
         l->order_scratch = malloc(n * sizeof(uint64_t));
         if (l->order_scratch == NULL) {
             return NULL;
         }
     }
-    /* Multi-rank: only this rank's positions (common/order/ranks.h). */
-    int rc = l->spec->batching.mode == SL_BATCHING_PACKED
-                 ? packed_order(l, epoch, victim)
-                 : sl_rank_order_balanced(l->spec, epoch, l->num_samples, l->tcost, l->ttok,
-                                          l->ttiles, ranked ? l->order_scratch : victim->order,
-                                          victim->order);
+    int rc = 0;
+    if (l->ahead == NULL || !cl_ahead_take(l->ahead, epoch, victim)) {
+        rc = compute_order(l, epoch, victim, l->order_scratch);
+    }
     if (rc < 0) {
         free(victim->order);
         victim->order = NULL;
         return NULL;
     }
     victim->epoch = epoch;
+    if (l->ahead != NULL && epoch + 1 < l->end_epoch) {
+        cl_ahead_request(l->ahead, epoch + 1);
+    }
     return victim;
 }
 

@@ -9,8 +9,9 @@ sequence with a block-diagonal causal mask (CPU).
     examples/packed/make_chat.py data
     examples/packed/train.py --data-root data --steps 20
 
-The spec (examples/packed/spec.json) batches by count for now; with the
-packed batching mode only its "batching" changes, not this loop.
+The spec (examples/packed/spec.json) uses packed batching: each batch is one
+pack of whole samples within the token budget (docs/records.md "Packed
+batching"), and batch["pack"] carries the loss-normalisation counts.
 --dispatcher HOST:PORT runs the job on a Sluice cluster instead of locally.
 """
 

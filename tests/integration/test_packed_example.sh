@@ -115,13 +115,15 @@ for batch in torch.utils.data.DataLoader(ds, batch_size=None):
         wrong_mask = (packed.packed_loss(m, batch, mask=causal, per_token=True) - ut).abs().max()
         wrong_pos = (packed.packed_loss(m, batch, position_ids=flat, per_token=True)
                      - ut).abs().max()
+        if len(batch["keys"]) < 2:
+            continue  # a pack of one sample: every mask and position is the same
         assert wrong_mask > 1e-2, ("plain causal mask", wrong_mask.item())
         assert wrong_pos > 1e-2, ("unbroken positions", wrong_pos.item())
     checked += 1
     print("batch %d: packed %.6f unpacked %.6f; largest token loss change with a causal-only "
           "mask %.4f, with flat positions %.4f" % (checked, p.item(), u.item(),
                                                    wrong_mask.item(), wrong_pos.item()))
-assert checked == 5, checked
+assert checked >= 5, checked
 print("packed == unpacked on %d batches; %d samples, %d trained tokens" % (checked, seen, trained))
 PY
 
