@@ -129,7 +129,7 @@ lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 rank() { # rank R DIGESTS [OFFLOAD]: one rank in the background, pid in RANK_PID
     "$BIN/sluice" run "$TMP/bal.json" --data-root "$DATA" --quiet --threads 1 \
         --dispatcher "127.0.0.1:$port" --offload "${3:-all}" --rank "$1" --world-size $W \
-        --job-name bal --max-rate 80 --digests "$2" &
+        --job-name bal --max-rate 40 --digests "$2" &
     RANK_PID=$!
     PIDS+=("$RANK_PID")
 }
