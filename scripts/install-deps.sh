@@ -19,6 +19,7 @@ PKGS=(
     gnuplot-nox
     chromium systemd groff-base
     nodejs
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg python3-av
 )
 
 missing=()
