@@ -253,6 +253,7 @@ TEST_MODS_test_batcher := engine
 TEST_MODS_test_pool := engine
 TEST_MODS_test_pipeline := engine
 TEST_MODS_test_pipeline_record := engine
+TEST_MODS_test_video := engine
 TEST_MODS_test_ranks := engine
 TEST_MODS_test_resume := client
 TEST_MODS_test_plugin := engine

@@ -29,6 +29,12 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_RESUMED;
     case ECHILD:
         return SL_SKIP_PLUGIN_FAILED;
+    case ENOMEDIUM:
+        return SL_SKIP_NO_VIDEO_STREAM;
+    case EPROTONOSUPPORT:
+        return SL_SKIP_OTHER_CODEC;
+    case ETIME:
+        return SL_SKIP_DECODE_TIMEOUT;
     default:
         return SL_SKIP_IO;
     }
@@ -41,5 +47,10 @@ const char *sl_skip_name(sl_skip_e reason)
         "bad_text", "no_text", "bad_manifest", "too_many_images", "resumed",
         "plugin_failed",
     };
+    /* The video reasons (appended): a table of their own. */
+    static const char *const VIDEO[] = {"no_video_stream", "other_codec", "decode_timeout"};
+    if (reason >= SL_SKIP_NO_VIDEO_STREAM && reason < SL_SKIP__COUNT) {
+        return VIDEO[reason - SL_SKIP_NO_VIDEO_STREAM];
+    }
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

@@ -221,13 +221,16 @@ static int build_record(const sl_source_t *src, uint64_t index, int fd, const wd
                           strerror(-rc));
         }
     }
-    for (uint32_t i = 0; i < w->nm; i++) {
-        if (w->ms[i].role != SL_SRC_ROLE_IMAGE) {
+    /* Images, then clips (kind order); each in the sample's order. */
+    for (uint32_t i = 0; i < 2 * w->nm; i++) {
+        const sl_src_member_t *m = &w->ms[i % w->nm];
+        if (m->role != (i < w->nm ? SL_SRC_ROLE_IMAGE : SL_SRC_ROLE_VIDEO)) {
             continue;
         }
         char mname[SL_SRC_PATH_MAX + 32];
-        member_name(w->sample, &w->ms[i], mname, sizeof(mname));
-        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &w->ms[i], mname, err, errlen);
+        member_name(w->sample, m, mname, sizeof(mname));
+        rc = add_member_field(out, i < w->nm ? SL_RF_IMAGE_ENC : SL_RF_VIDEO_ENC, fd, m, mname, err,
+                              errlen);
         if (rc < 0) {
             return rc;
         }

@@ -41,7 +41,10 @@ typedef enum {
     SL_RF_IMAGE_ENC = 7, /* bytes: one encoded image (JPEG or PNG) */
     SL_RF_IMAGE = 8,     /* uint8/float32 pixels h x w x c (layout says the order) */
     SL_RF_TILES = 9,     /* count tiles of c x h x w (CHW), from one image */
-    SL_RF__MAX = 9,
+    /* bytes: one encoded clip (mp4/mov, mkv/webm); decode_video turns it
+     * into IMAGE fields, one per frame */
+    SL_RF_VIDEO_ENC = 10,
+    SL_RF__MAX = 10,
 } sl_rf_kind_e;
 
 /* One field. In a parsed record data points into the parsed buffer. src_h

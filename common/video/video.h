@@ -51,6 +51,10 @@ typedef struct sl_video_req_s {
      * frames) of each; FPS: the times start at offset / fps. */
     double offset;
     uint32_t out_h, out_w; /* 0, 0: the stream's size; else swscale scales to it */
+    /* Or, when set, the size for a stream of src_h x src_w (0, 0: its own),
+     * asked once the header is read. */
+    void (*size_of)(void *ctx, uint32_t src_h, uint32_t src_w, uint32_t *ret_h, uint32_t *ret_w);
+    void *size_ctx;
 } sl_video_req_t;
 
 typedef struct sl_video_limits_s {

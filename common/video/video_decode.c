@@ -333,8 +333,16 @@ static int plan_output(vdec_t *d, const uint32_t *idx, uint32_t n, const sl_vide
         }
     }
     const AVCodecParameters *par = d->clip.st->codecpar;
-    d->fh = req->out_h ? req->out_h : (uint32_t)par->height;
-    d->fw = req->out_w ? req->out_w : (uint32_t)par->width;
+    uint32_t oh = req->out_h, ow = req->out_w;
+    if (req->size_of != NULL) {
+        req->size_of(req->size_ctx, (uint32_t)par->height, (uint32_t)par->width, &oh, &ow);
+        if ((oh == 0) != (ow == 0) || oh > SL_VIDEO_MAX_SIDE || ow > SL_VIDEO_MAX_SIDE) {
+            return sl_err(err, errlen, -EFBIG, "cannot scale %dx%d frames to %ux%u", par->width,
+                          par->height, oh, ow);
+        }
+    }
+    d->fh = oh ? oh : (uint32_t)par->height;
+    d->fw = ow ? ow : (uint32_t)par->width;
     uint64_t fbytes = (uint64_t)d->fh * d->fw * 3;
     if (fbytes * n > SL_VIDEO_MAX_OUT_BYTES || (uint64_t)d->fh * n > UINT32_MAX) {
         return sl_err(err, errlen, -EFBIG, "%u frames of %ux%u are over the %zu byte limit", n,
