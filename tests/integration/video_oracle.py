@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import av
+import av.logging
 import numpy as np
 
 # PyAV 10's Colorspace names by ffprobe's color_space (PyAV 10's frames do
@@ -53,6 +54,7 @@ def pick(n, times, args):
 
 
 def main():
+    av.logging.set_level(av.logging.ERROR)
     clip, out_path, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     nsize = 3 if args[0] == "uniform" else 4
     size = (int(args[nsize]), int(args[nsize + 1])) if len(args) > nsize + 1 else (0, 0)
