@@ -112,6 +112,10 @@ static int open_decoder(vdec_t *d, uint32_t threads, char *err, size_t errlen)
     if (rc >= 0) {
         d->dec->pkt_timebase = d->clip.st->time_base;
         d->dec->thread_count = (int)threads;
+        /* Slices only: frame threading reports a damaged stream's errors on
+         * frames that vary from run to run (found by fuzz_video), and one
+         * host would skip a clip another delivers. */
+        d->dec->thread_type = FF_THREAD_SLICE;
         rc = avcodec_open2(d->dec, d->clip.codec, NULL);
     }
     if (rc < 0) {
@@ -422,5 +426,6 @@ int sl_video_decode(const uint8_t *buf, size_t len, const sl_video_req_t *req,
         }
     }
     vdec_free(d);
+    free(d);
     return rc;
 }

@@ -25,6 +25,7 @@
 #include "tests/fuzz/fuzz_spec.c"
 #include "tests/fuzz/fuzz_tar.c"
 #include "tests/fuzz/fuzz_tokenizer.c"
+#include "tests/fuzz/fuzz_video.c"
 #include "tests/fuzz/fuzz_wire.c"
 #include "tests/unit/fixtures.h"
 
@@ -38,6 +39,7 @@ static const fz_target_t TARGETS[] = {
     {"rpc", fuzz_rpc_one},   {"conf", fuzz_conf_one}, {"remote", fuzz_remote_one},
     {"wire", fuzz_wire_one},  {"record", fuzz_record_one}, {"png", fuzz_png_one},
     {"tokenizer", fuzz_tokenizer_one}, {"records", fuzz_records_one},
+    {"video", fuzz_video_one},
 };
 #define NTARGETS (sizeof(TARGETS) / sizeof(TARGETS[0]))
 
