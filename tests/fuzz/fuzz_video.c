@@ -84,8 +84,8 @@ int fuzz_video_one(const uint8_t *data, size_t size)
                  a.nbytes == (size_t)n * fh * fw * 3,
              "output %ux%ux%u for %u frames of %ux%u", a.h, a.w, a.c, n, fh, fw);
     if (req.out_h != 0) {
-        FZ_CHECK(fh == req.out_h && fw == req.out_w, "asked %ux%u, got %ux%u", req.out_h,
-                 req.out_w, fh, fw);
+        FZ_CHECK(fh == req.out_h && fw == req.out_w, "asked %ux%u, got %ux%u", req.out_h, req.out_w,
+                 fh, fw);
     } else {
         FZ_CHECK(fh == sh && fw == sw, "frames %ux%u, stream %ux%u", fh, fw, sh, sw);
     }

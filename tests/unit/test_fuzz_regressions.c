@@ -34,6 +34,7 @@ typedef struct fz_target_s {
     int (*one)(const uint8_t *data, size_t size);
 } fz_target_t;
 
+/* clang-format off */
 static const fz_target_t TARGETS[] = {
     {"spec", fuzz_spec_one}, {"tar", fuzz_tar_one},   {"jpeg", fuzz_jpeg_one},
     {"rpc", fuzz_rpc_one},   {"conf", fuzz_conf_one}, {"remote", fuzz_remote_one},
@@ -41,6 +42,7 @@ static const fz_target_t TARGETS[] = {
     {"tokenizer", fuzz_tokenizer_one}, {"records", fuzz_records_one},
     {"video", fuzz_video_one},
 };
+/* clang-format on */
 #define NTARGETS (sizeof(TARGETS) / sizeof(TARGETS[0]))
 
 static int name_cmp(const void *a, const void *b)
