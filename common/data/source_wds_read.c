@@ -282,16 +282,19 @@ int sl_src_wds_read_heads(const sl_source_t *src, uint64_t index, uint64_t max, 
     }
     int rc = sl_rec_begin(out);
     uint32_t nimg = 0;
-    for (uint32_t i = 0; rc == 0 && i < nm; i++) {
-        const sl_src_member_t *m = &ms[i];
-        if (m->role != SL_SRC_ROLE_IMAGE || m->size == 0 || ++nimg > SL_REC_MAX_IMAGES) {
+    /* Images' heads, then clips' (kind order). */
+    for (uint32_t i = 0; rc == 0 && i < 2 * nm; i++) {
+        const sl_src_member_t *m = &ms[i % nm];
+        uint8_t role = i < nm ? SL_SRC_ROLE_IMAGE : SL_SRC_ROLE_VIDEO;
+        if (m->role != role || m->size == 0 || ++nimg > SL_REC_MAX_IMAGES) {
             continue;
         }
         sl_src_member_t head = *m;
         head.size = max < m->size ? (uint32_t)max : m->size;
         char mname[SL_SRC_PATH_MAX + 32];
         member_name(sample, m, mname, sizeof(mname));
-        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &head, mname, err, errlen);
+        rc = add_member_field(out, i < nm ? SL_RF_IMAGE_ENC : SL_RF_VIDEO_ENC, fd, &head, mname,
+                              err, errlen);
     }
     if (rc == 0) {
         sl_rec_finish(out);
@@ -308,8 +311,8 @@ void sl_src_wds_features(const sl_source_t *src, uint64_t index, sl_src_features
     uint64_t meta = 0;
     for (uint32_t m = src->first[index]; m < src->first[index + 1]; m++) {
         const sl_src_member_t *mb = &src->members[m];
-        if (mb->role == SL_SRC_ROLE_IMAGE) {
-            f->nimages++;
+        if (mb->role == SL_SRC_ROLE_IMAGE || mb->role == SL_SRC_ROLE_VIDEO) {
+            f->nimages++; /* a clip is one visual input here, its bytes too */
             f->image_bytes += mb->size;
         } else if (mb->role == SL_SRC_ROLE_TEXT) {
             f->text_bytes = mb->size;

@@ -8,6 +8,7 @@
 #include "common/order/balance.h"
 #include "common/sample/record.h"
 #include "common/spec/spec.h"
+#include "common/video/video.h"
 
 #define HEAD_BYTES 65536 /* as the cost model's header reads */
 
@@ -33,12 +34,33 @@ static uint32_t tiles_of(const sl_stage_spec_t *t, uint32_t w, uint32_t h)
     return n + (t->thumbnail && n > 1);
 }
 
+/* The frames decode_video makes of a clip whose head is f (its size into
+ * *w, *h; 0 when the head does not tell): uniform's count, or fps over the
+ * header's duration; none without decode_video. */
+static uint32_t clip_frames(const sl_stage_spec_t *dv, const sl_rfield_t *f, uint32_t *w,
+                            uint32_t *h)
+{
+    sl_video_info_t info;
+    bool known = sl_video_probe(f->data, f->nbytes, &info, NULL, 0) == 0;
+    *w = known ? info.width : 0;
+    *h = known ? info.height : 0;
+    if (dv == NULL) {
+        return 0;
+    }
+    if (dv->v_sampling == 0) {
+        return dv->v_frames;
+    }
+    double n = known && info.duration_sec > 0 ? info.duration_sec * dv->v_fps + 1 : 1e9;
+    return n < dv->v_max_frames ? (uint32_t)n : dv->v_max_frames;
+}
+
 int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float *ret_cost,
                             uint32_t *ret_tokens)
 {
     const sl_stage_spec_t *tiles = find_op(spec, SL_OP_IMAGE_TILES);
     const sl_stage_spec_t *tok = find_op(spec, SL_OP_TOKENIZE);
     const sl_stage_spec_t *tmpl = find_op(spec, SL_OP_TEMPLATE);
+    const sl_stage_spec_t *dv = find_op(spec, SL_OP_DECODE_VIDEO);
     const sl_batching_t *b = &spec->batching;
     sl_trainer_model_t m = {b->a, b->b, b->c, b->d};
     sl_tensor_t head;
@@ -58,6 +80,12 @@ int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float
             sl_rec_parse(head.data, head.nbytes, &r, NULL, 0) == 0) {
             for (uint32_t k = 0; k < r.n; k++) {
                 uint32_t w = 0, h = 0;
+                if (r.f[k].kind == SL_RF_VIDEO_ENC) { /* frames count as images */
+                    uint32_t nf = clip_frames(dv, &r.f[k], &w, &h);
+                    ntiles += (uint64_t)nf * tiles_of(tiles, w, h);
+                    nimg += nf;
+                    continue;
+                }
                 if (r.f[k].kind != SL_RF_IMAGE_ENC) {
                     continue;
                 }

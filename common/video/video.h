@@ -79,7 +79,18 @@ typedef struct sl_video_info_s {
     uint64_t nframes;    /* from the header's index, or duration x rate (0: unknown) */
     double duration_sec; /* 0: unknown */
     double fps;          /* average frame rate (0: unknown) */
+    uint64_t keyframes;  /* keyframes the container's index lists (mp4's sync
+                          * samples, mkv's cues; 0: unknown) */
 } sl_video_info_t;
+
+/* Frames a decode of `wanted` frames is expected to decode: each from the
+ * keyframe before it, half a GOP on average (the GOP from the header's
+ * keyframes, else 250, x264's default), never more than the clip. */
+double sl_video_decode_estimate(const sl_video_info_t *info, uint32_t wanted);
+/* The decode work of `wanted` frames in megapixels decoded, weighted by
+ * the codec's cost per pixel relative to H.264 (the cost model's mpix
+ * feature for a clip: common/profile/features.c). */
+double sl_video_work_mpix(const sl_video_info_t *info, uint32_t wanted);
 
 /* Frame indices (presentation order) of a clip of n frames whose
  * presentation times are t[0..n) (seconds, ascending): at most cap of them

@@ -221,6 +221,11 @@ int sl_video_probe(const uint8_t *buf, size_t len, sl_video_info_t *ret, char *e
     } else if (c.fmt->duration > 0) {
         info.duration_sec = (double)c.fmt->duration / AV_TIME_BASE;
     }
+    int nidx = avformat_index_get_entries_count(st);
+    for (int i = 0; i < nidx; i++) {
+        const AVIndexEntry *e = avformat_index_get_entry(c.st, i);
+        info.keyframes += e != NULL && (e->flags & AVINDEX_KEYFRAME);
+    }
     if (st->nb_frames > 0) {
         info.nframes = (uint64_t)st->nb_frames;
     } else if (info.fps > 0 && info.duration_sec > 0) {
@@ -229,6 +234,39 @@ int sl_video_probe(const uint8_t *buf, size_t len, sl_video_info_t *ret, char *e
     sl_vclip_close(&c);
     *ret = info;
     return 0;
+}
+
+/* Decode cost per pixel relative to H.264's (software decoders, one
+ * thread; the fitted model scales them). */
+static double codec_weight(const char *codec)
+{
+    static const struct {
+        const char *name;
+        double w;
+    } k_weights[] = {{"h264", 1.0}, {"vp8", 1.0}, {"vp9", 1.3}, {"hevc", 1.6}, {"av1", 1.8}};
+    for (size_t i = 0; i < sizeof(k_weights) / sizeof(k_weights[0]); i++) {
+        if (strcmp(codec, k_weights[i].name) == 0) {
+            return k_weights[i].w;
+        }
+    }
+    return 1.0;
+}
+
+double sl_video_decode_estimate(const sl_video_info_t *info, uint32_t wanted)
+{
+    double n = (double)info->nframes;
+    double gop = info->keyframes > 0 && n > 0 ? n / (double)info->keyframes : 250.0;
+    double est = (double)wanted * (gop + 1.0) / 2.0;
+    if (n > 0 && est > n) {
+        est = n;
+    }
+    return est < (double)wanted ? (double)wanted : est;
+}
+
+double sl_video_work_mpix(const sl_video_info_t *info, uint32_t wanted)
+{
+    double mpix = (double)info->width * (double)info->height / 1e6;
+    return sl_video_decode_estimate(info, wanted) * mpix * codec_weight(info->codec);
 }
 
 void sl_vindex_free(vindex_t *ix)

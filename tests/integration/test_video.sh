@@ -170,6 +170,17 @@ sort "$TMP/rank0.dig" "$TMP/rank1.dig" >"$TMP/ranks.s"
 cmp -s "$TMP/ranks.s" "$TMP/wds.s" || fail "two ranks: union of digests differs"
 echo "offloaded (all, 1:0.5, 2:0.3), jsonl offloaded and two ranks: identical digests"
 
+# The planner's own plan (profiled: clips' costs from their headers) and
+# balanced batching (frames counted as images in the trainer cost): the
+# same samples, the same bytes.
+remote "$TMP/wds.json" wds.auto auto
+cmp -s "$TMP/wds.auto.s" "$TMP/wds.s" || fail "--offload auto: digests differ"
+spec "$TMP/bal.json" webdataset shards 5 \
+    ', "batching": {"mode": "balanced", "model": {"a": 1, "c": 20, "d": 10}}'
+remote "$TMP/bal.json" bal 1:0.5
+cmp -s "$TMP/bal.s" "$TMP/wds.s" || fail "balanced batching: other samples or bytes"
+echo "auto plan and balanced batching: identical digests"
+
 # Broken clips: counted skips with reasons, local and remote alike.
 cat >"$TMP/bad.json" <<JSON
 {"source": {"type": "webdataset", "path": "badshards", "seed": 1},

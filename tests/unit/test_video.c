@@ -10,12 +10,14 @@
  * tests/integration/test_video_pyav.sh's. */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/data/skip.h"
 #include "common/engine/pipeline.h"
+#include "common/profile/features.h"
 #include "common/sample/record.h"
 #include "common/spec/spec.h"
 #include "common/video/video.h"
@@ -421,6 +423,55 @@ START_TEST(test_unit)
 }
 END_TEST
 
+/* The cost features of a clip come from its header: codec, size, frame
+ * count and keyframe spacing (the h264 seed: 12 frames, a keyframe every
+ * 4), so 8 wanted frames cost every frame; a record sums its parts. */
+START_TEST(test_cost_features)
+{
+    size_t len;
+    uint8_t *buf = seed("h264.mp4", &len);
+    char err[256];
+    sl_video_info_t info;
+    ck_assert_msg(sl_video_probe(buf, len, &info, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(info.codec, "h264");
+    ck_assert_uint_eq(info.nframes, 12);
+    ck_assert_uint_eq(info.keyframes, 3);
+    ck_assert(info.fps > 11.9 && info.fps < 12.1);
+    ck_assert(sl_video_decode_estimate(&info, 8) == 12); /* 8 x (4 + 1) / 2 > 12 */
+    ck_assert(sl_video_decode_estimate(&info, 1) == 2.5);
+    double mp = 64.0 * 48 / 1e6;
+    ck_assert(fabs(sl_video_work_mpix(&info, 8) - 12 * mp) < 1e-12);
+    sl_video_info_t av1 = info;
+    snprintf(av1.codec, sizeof(av1.codec), "av1");
+    ck_assert(sl_video_work_mpix(&av1, 8) > sl_video_work_mpix(&info, 8));
+    sl_video_info_t nokey = info;
+    nokey.keyframes = 0; /* unknown spacing: x264's 250, capped by the clip */
+    ck_assert(sl_video_decode_estimate(&nokey, 2) == 12);
+    sl_tensor_t rec;
+    sl_tensor_init(&rec);
+    ck_assert_int_eq(sl_rec_begin(&rec), 0);
+    ck_assert_int_eq(sl_rec_add_bytes(&rec, SL_RF_TEXT, "hello", 5), 0);
+    ck_assert_int_eq(sl_rec_add_bytes(&rec, SL_RF_VIDEO_ENC, buf, len), 0);
+    sl_rec_finish(&rec);
+    sl_cost_features_t f;
+    sl_cost_features(rec.data, rec.nbytes, &f);
+    ck_assert(f.images == 1);
+    ck_assert(fabs(f.kb - (double)len / 1000) < 1e-9);
+    ck_assert(fabs(f.mpix - sl_video_work_mpix(&info, SL_COST_VIDEO_FRAMES)) < 1e-12);
+    ck_assert(fabs(f.text_kb - 0.005) < 1e-12);
+    /* A clip whose header cannot be read: its bytes only. */
+    sl_tensor_free(&rec);
+    sl_tensor_init(&rec);
+    ck_assert_int_eq(sl_rec_begin(&rec), 0);
+    ck_assert_int_eq(sl_rec_add_bytes(&rec, SL_RF_VIDEO_ENC, buf, 100), 0);
+    sl_rec_finish(&rec);
+    sl_cost_features(rec.data, rec.nbytes, &f);
+    ck_assert(f.images == 1 && f.mpix == 0 && fabs(f.kb - 0.1) < 1e-12);
+    sl_tensor_free(&rec);
+    free(buf);
+}
+END_TEST
+
 START_TEST(test_skip_reasons)
 {
     ck_assert_int_eq(sl_skip_from_errno(-ENOMEDIUM), SL_SKIP_NO_VIDEO_STREAM);
@@ -447,6 +498,7 @@ int main(void)
     tcase_add_test(tc, test_bad_clips);
     tcase_add_test(tc, test_spec);
     tcase_add_test(tc, test_unit);
+    tcase_add_test(tc, test_cost_features);
     tcase_add_test(tc, test_skip_reasons);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
