@@ -247,6 +247,25 @@ static int receive_all(vdec_t *d, char *err, size_t errlen)
     }
 }
 
+/* Is a frame with timestamp pts one still wanted? */
+static bool still_wanted(const vdec_t *d, int64_t pts)
+{
+    uint32_t lo = 0, hi = d->ix.nframes;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (d->ix.spts[mid] < pts) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo == d->ix.nframes || d->ix.spts[lo] != pts) {
+        return false;
+    }
+    const uint32_t *w = bsearch(&lo, d->want, d->nwant, sizeof(uint32_t), cmp_u32);
+    return w != NULL && !d->got[w - d->want];
+}
+
 /* The last keyframe at or before rank r's packet whose frame is not after
  * it (0: the start). */
 static uint32_t key_before(const vindex_t *ix, uint32_t r)
@@ -281,6 +300,12 @@ static int decode_wanted(vdec_t *d, char *err, size_t errlen)
             if (d->deadline > 0 && sl_mono_sec() > d->deadline) {
                 return sl_err(err, errlen, -ETIME, "decoding took too long (%u frames decoded)",
                               d->stats.decoded);
+            }
+            /* A frame no other references and nobody wants is not decoded
+             * at all (the others' bytes cannot depend on it). */
+            if (next < d->ix.npk) {
+                d->dec->skip_frame = still_wanted(d, d->ix.pts[next]) ? AVDISCARD_DEFAULT
+                                                                      : AVDISCARD_NONREF;
             }
             int rc = avcodec_send_packet(d->dec, next < d->ix.npk ? d->ix.pk[next] : NULL);
             if (rc == AVERROR(EAGAIN)) {

@@ -71,6 +71,12 @@ with tarfile.open(os.path.join(root, "badshards", "b-000.tar"), "w") as t:
         add(t, "b%d.%s" % (i, c.split(".")[1]), open(src, "rb").read())
 PY
 N=14
+# The example spec (examples/video/) runs on this data as it is written.
+mkdir -p "$DATA/video-shards"
+ln -s ../shards/v-000.tar "$DATA/video-shards/v-000.tar"
+"$BIN/sluice" run "$ROOT/examples/video/llava-video.json" --local --data-root "$DATA" --quiet \
+    --threads 2 --epochs 1 --json >"$TMP/example.out" || fail "examples/video/llava-video.json"
+grep -q '"samples":14,' "$TMP/example.out" || fail "example: $(cat "$TMP/example.out")"
 
 spec() { # spec FILE TYPE PATH SEED [EXTRA_TOP_LEVEL]
     cat >"$1" <<JSON
