@@ -7,11 +7,14 @@
  * presentation order over the frames the decoder shows (packets the
  * demuxer marks discardable are not frames), which is what a sequential
  * decode (PyAV, decord) counts. Only what the wanted frames need is
- * decoded: the packets are indexed first, and each wanted frame is decoded
+ * decoded: the packets are indexed first, each wanted frame is decoded
  * from the last keyframe before it unless the decoder is already on its
- * way there (sl_video_stats_t says how many frames that cost).
+ * way there, and a frame no other frame references is skipped unless it is
+ * wanted (sl_video_stats_t says how many frames that cost). One decoder
+ * thread by default; more are slice threads (frame threading reports a
+ * damaged stream's errors on frames that vary from run to run).
  *
- * RGB conversion is pinned: swscale with SWS_BILINEAR into 64-byte aligned
+ * RGB conversion is pinned: swscale with SWS_BILINEAR into 16-byte aligned
  * rows (the flags and alignment PyAV's to_ndarray(format='rgb24') uses),
  * the YUV matrix from the stream's colorspace (BT.601 when unspecified)
  * and its range (full for JPEG-range frames), so a frame's bytes equal
