@@ -36,10 +36,12 @@ PKGS_http := libevent libevent_pthreads
 PKGS_disp := jansson
 PKGS_worker := jansson
 PKGS_client := jansson
-PKGS_video := libavformat libavcodec libswscale libavutil
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
-        libpng libpcre2-8 libwebp libavformat libavcodec libswscale libavutil
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+        libpng libpcre2-8 libwebp
+# Headers only: common/video loads FFmpeg's libraries on first use
+# (common/video/video_dl.h), so nothing links them.
+PKGS_HEADERS_ONLY := libavformat libavcodec libswscale libavutil
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) $(PKGS_HEADERS_ONLY) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)

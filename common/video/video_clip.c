@@ -2,11 +2,8 @@
  * demuxers, no nested opens), its header read (sl_video_probe) and its
  * packets indexed. Any thread. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <libavutil/log.h>
 
 #include "common/base/clock.h"
 #include "common/base/err.h"
@@ -25,11 +22,6 @@ static const struct {
     {AV_CODEC_ID_AV1, "av1"},   {AV_CODEC_ID_VP8, "vp8"},
 };
 #define NCODECS (sizeof(k_codecs) / sizeof(k_codecs[0]))
-
-static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
-
-/* FFmpeg logs to stderr by default; a library of ours never logs. */
-static void quiet(void) { av_log_set_level(AV_LOG_QUIET); }
 
 static int mem_read(void *opaque, uint8_t *out, int n)
 {
@@ -151,12 +143,15 @@ static int open_demuxer(vclip_t *c, const uint8_t *buf, size_t len, char *err, s
 int sl_vclip_open(vclip_t *c, const uint8_t *buf, size_t len, uint64_t max_pixels, char *err,
                   size_t errlen)
 {
-    pthread_once(&quiet_once, quiet);
     memset(c, 0, sizeof(*c));
+    int rc = sl_vdl_load(err, errlen); /* before anything that closes c calls FFmpeg */
+    if (rc < 0) {
+        return rc;
+    }
     if (len == 0) {
         return sl_err(err, errlen, -ENODATA, "empty clip (0 bytes)");
     }
-    int rc = open_demuxer(c, buf, len, err, errlen);
+    rc = open_demuxer(c, buf, len, err, errlen);
     if (rc == 0) {
         c->st = pick_stream(c->fmt);
         if (c->st == NULL) {

@@ -6,9 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavutil/imgutils.h>
-#include <libswscale/swscale.h>
-
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/video/video_impl.h"
@@ -407,6 +404,9 @@ int sl_video_decode(const uint8_t *buf, size_t len, const sl_video_req_t *req,
                     sl_video_stats_t *stats, char *err, size_t errlen)
 {
     int rc = check_req(req, lim, err, errlen);
+    if (rc == 0) {
+        rc = sl_vdl_load(err, errlen); /* vdec_free calls FFmpeg */
+    }
     if (rc < 0) {
         return rc;
     }

@@ -4,12 +4,11 @@
 #ifndef SL_VIDEO_IMPL_H
 #define SL_VIDEO_IMPL_H
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/video/video.h"
+#include "common/video/video_dl.h" /* FFmpeg's headers; its names are loaded pointers */
 
 /* The bytes an AVIOContext reads from: the caller's buffer, never copied. */
 typedef struct {
