@@ -4,7 +4,8 @@
 # BT.709, full range) as WebDataset members and as jsonl-named files,
 # through decode_video (4 frames, random_offset), resize, tokenize and
 # template. Every sample once per epoch with identical digests locally,
-# fully offloaded, split between client and workers and over two ranks;
+# fully offloaded, split between client and workers, over two ranks, with
+# the planner's plan, with balanced batching and stopped then resumed;
 # --dump shows 4 frames per clip at the resized size after the sample's
 # still image, and the template's sequence counts the frames' tokens;
 # another seed moves the frames. Every broken clip (zero bytes, truncated,
@@ -186,6 +187,17 @@ spec "$TMP/bal.json" webdataset shards 5 \
 remote "$TMP/bal.json" bal 1:0.5
 cmp -s "$TMP/bal.s" "$TMP/wds.s" || fail "balanced batching: other samples or bytes"
 echo "auto plan and balanced batching: identical digests"
+
+# Resume: a local run stopped after 3 batches, resumed through the workers,
+# delivers the rest with the same frames (random offsets keyed by seed,
+# epoch and index, never by who decodes).
+"$BIN/sluice" run "$TMP/wds.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --digests "$TMP/ra.dig" --save-state "$TMP/video.state" --stop-after-batches 3 ||
+    fail "the run to stop"
+[ "$(wc -l <"$TMP/ra.dig")" -eq 12 ] || fail "stopped run: $(wc -l <"$TMP/ra.dig") samples"
+remote "$TMP/wds.json" resumed 1:0.5 --resume "$TMP/video.state"
+sort "$TMP/ra.dig" "$TMP/resumed.dig" | cmp -s - "$TMP/wds.s" || fail "resumed: digests differ"
+echo "stopped after 12 samples, resumed offloaded: the rest, identical digests"
 
 # Broken clips: counted skips with reasons, local and remote alike.
 cat >"$TMP/bad.json" <<JSON
