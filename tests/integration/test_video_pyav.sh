@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # decode_video's frames equal PyAV's (Debian's python3-av, the oracle):
 # clips made here by Debian's ffmpeg (H.264 with B-frames, BT.709-tagged
-# H.264, VP9 in WebM at an odd size, HEVC, AV1, variable frame rate, full
-# range), each asked for uniform frames (round(linspace)), a random offset,
+# H.264, VP9 in WebM, HEVC, AV1, variable frame rate, full range, 4:4:4 at
+# an odd size), each asked for uniform frames (round(linspace)), a random offset,
 # fps sampling with and without an offset, and a scaled output; the frames
 # tests/tools/video_frames returns (common/video/video.h, keyframe jumps
 # included) are byte-equal to PyAV's to_ndarray(format='rgb24') of the same
@@ -14,7 +14,7 @@ ORACLE="$ROOT/tests/integration/video_oracle.py"
 make_clips "$TMP/clips"
 n=0
 jumps=0
-for clip in h264.mp4 bt709.mp4 vp9.webm hevc.mp4 av1.mkv vfr.mkv full.mkv; do
+for clip in h264.mp4 bt709.mp4 vp9.webm hevc.mp4 av1.mkv vfr.mkv full.mkv odd.mkv; do
     for req in "uniform 8" "uniform 5 0.3" "uniform 16" "fps 2 10" "fps 3 4 0.7" \
         "uniform 3 -1 100 150"; do
         # shellcheck disable=SC2086
@@ -37,4 +37,4 @@ done
 # Some requests must have jumped to a keyframe: otherwise the test never
 # compared a frame reached that way.
 [ "$jumps" -gt 10 ] || fail "only $jumps keyframe jumps in $n requests"
-echo "video: $n requests over 7 clips byte-equal to PyAV ($jumps keyframe jumps)"
+echo "video: $n requests over 8 clips byte-equal to PyAV ($jumps keyframe jumps)"
