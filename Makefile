@@ -38,7 +38,10 @@ PKGS_worker := jansson
 PKGS_client := jansson
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
         libpng libpcre2-8 libwebp
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# Headers only: common/video loads FFmpeg's libraries on first use
+# (common/video/video_dl.h), so nothing links them.
+PKGS_HEADERS_ONLY := libavformat libavcodec libswscale libavutil
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) $(PKGS_HEADERS_ONLY) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -169,7 +172,7 @@ $(BUILD)/bin/sluice-plugin-host: $(BUILD)/obj/plugin_host/main.o $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http
+COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http video
 MODS := $(COMMON_MODS) proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
@@ -195,7 +198,8 @@ DEPS_order := order $(DEPS_spec)
 DEPS_image := image $(DEPS_sample)
 DEPS_plugin := plugin $(DEPS_image)
 DEPS_data := data spec $(DEPS_image)
-DEPS_engine := engine order text plugin $(DEPS_data)
+DEPS_video := video $(DEPS_sample)
+DEPS_engine := engine order text plugin $(DEPS_video) $(DEPS_data)
 DEPS_cost := cost base
 DEPS_profile := profile $(DEPS_cost) $(DEPS_engine)
 DEPS_rpc := rpc proto base
@@ -251,6 +255,7 @@ TEST_MODS_test_batcher := engine
 TEST_MODS_test_pool := engine
 TEST_MODS_test_pipeline := engine
 TEST_MODS_test_pipeline_record := engine
+TEST_MODS_test_video := profile
 TEST_MODS_test_ranks := engine
 TEST_MODS_test_resume := client
 TEST_MODS_test_plugin := engine

@@ -20,6 +20,7 @@ PKGS=(
     chromium systemd groff-base
     nodejs
     prometheus
+    libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg python3-av
 )
 
 missing=()

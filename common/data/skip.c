@@ -31,6 +31,12 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_PLUGIN_FAILED;
     case EMSGSIZE:
         return SL_SKIP_TOO_LONG;
+    case ENOMEDIUM:
+        return SL_SKIP_NO_VIDEO_STREAM;
+    case EPROTONOSUPPORT:
+        return SL_SKIP_OTHER_CODEC;
+    case ETIME:
+        return SL_SKIP_DECODE_TIMEOUT;
     default:
         return SL_SKIP_IO;
     }
@@ -39,9 +45,10 @@ sl_skip_e sl_skip_from_errno(int rc)
 const char *sl_skip_name(sl_skip_e reason)
 {
     static const char *const NAMES[SL_SKIP__COUNT] = {
-        "empty",         "not_jpeg", "truncated", "too_large",    "corrupt",         "io",
-        "outside_root",  "bad_text", "no_text",   "bad_manifest", "too_many_images", "resumed",
-        "plugin_failed", "too_long",
+        "empty",           "not_jpeg",    "truncated",      "too_large",    "corrupt",
+        "io",              "outside_root", "bad_text",      "no_text",      "bad_manifest",
+        "too_many_images", "resumed",     "plugin_failed",  "too_long",     "no_video_stream",
+        "other_codec",     "decode_timeout",
     };
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

@@ -6,6 +6,8 @@
 #ifndef SL_SKIP_H
 #define SL_SKIP_H
 
+/* The comments keep their columns (clang-format would realign them all). */
+/* clang-format off */
 typedef enum {
     SL_SKIP_EMPTY = 0,    /* -ENODATA: zero-byte file or member */
     SL_SKIP_NOT_JPEG,     /* -EILSEQ: bytes are not a JPEG (no SOI marker, unknown format) */
@@ -32,8 +34,19 @@ typedef enum {
     SL_SKIP_PLUGIN_FAILED,
     /* -EMSGSIZE: over template's max_seq_len with "overflow": "skip". */
     SL_SKIP_TOO_LONG,
+    /* Video clips (decode_video, common/video/video.h); appended. A clip
+     * that is empty, truncated, corrupt or too large counts under the
+     * reasons above. */
+    /* -ENOMEDIUM: a clip without a video stream */
+    SL_SKIP_NO_VIDEO_STREAM,
+    /* -EPROTONOSUPPORT: a codec other than H.264, HEVC, VP8, VP9 or AV1 */
+    SL_SKIP_OTHER_CODEC,
+    /* -ETIME: a clip's decode took longer than its "timeout_sec". Names
+     * stay under 16 bytes (sluice_skip_t.reason). */
+    SL_SKIP_DECODE_TIMEOUT,
     SL_SKIP__COUNT
 } sl_skip_e;
+/* clang-format on */
 
 sl_skip_e sl_skip_from_errno(int rc);
 /* Short snake_case name used as a JSON key / metrics label: "empty", "not_jpeg", ... */

@@ -70,19 +70,25 @@ typedef enum {
     SL_SRC_ROLE_TEXT = 1,  /* KEY.txt */
     SL_SRC_ROLE_META = 2,  /* KEY.json */
     SL_SRC_ROLE_IMAGE = 3, /* KEY.jpg/.jpeg/.png/.webp, KEY.N.jpg/... */
+    SL_SRC_ROLE_VIDEO = 4, /* KEY.mp4/.webm/.mkv/.mov, KEY.N.mp4/...: a clip */
 } sl_src_role_e;
 
-/* Image extensions, for naming a member in messages. */
+/* Image and video extensions, for naming a member in messages. */
 typedef enum {
     SL_SRC_EXT_JPG = 0,
     SL_SRC_EXT_JPEG,
     SL_SRC_EXT_PNG,
     SL_SRC_EXT_WEBP,
+    SL_SRC_EXT_MP4, /* from here on: clips (SL_SRC_ROLE_VIDEO) */
+    SL_SRC_EXT_WEBM,
+    SL_SRC_EXT_MKV,
+    SL_SRC_EXT_MOV,
     SL_SRC_EXT__COUNT
 } sl_src_ext_e;
 
 /* Their text ("jpg", ...), by sl_src_ext_e (source_wds.c): what an image
- * member's extension is matched against (any case) and named with. */
+ * or clip member's extension is matched against (any case) and named with;
+ * images and clips are numbered and ordered together. */
 extern const char *const sl_src_img_ext[SL_SRC_EXT__COUNT];
 
 /* One member of a webdataset sample: 16 bytes. Tar payloads start on 512-byte

@@ -33,12 +33,49 @@ typedef struct jline_s {
     const json_t *text;   /* string, or NULL */
     const json_t *images; /* array of strings, or a single string ("image"), or NULL */
     size_t nimages;
+    const json_t *videos; /* the same for clips: "videos" or "video" */
+    size_t nvideos;
 } jline_t;
 
-static const char *image_at(const jline_t *l, size_t i)
+static const char *path_at(const json_t *paths, size_t i)
 {
-    return json_is_string(l->images) ? json_string_value(l->images)
-                                     : json_string_value(json_array_get(l->images, i));
+    return json_is_string(paths) ? json_string_value(paths)
+                                 : json_string_value(json_array_get(paths, i));
+}
+
+static const char *image_at(const jline_t *l, size_t i) { return path_at(l->images, i); }
+
+/* "videos" (an array of paths) or "video" (one), as images are named. */
+static int check_videos(const json_t *obj, jline_t *ret, const char **why)
+{
+    const json_t *vids = json_object_get(obj, "videos");
+    const json_t *vid = json_object_get(obj, "video");
+    if (vids != NULL && vid != NULL) {
+        *why = "both \"videos\" and \"video\"";
+        return -EPROTO;
+    }
+    if (vid != NULL) {
+        if (!json_is_string(vid)) {
+            *why = "\"video\" is not a string";
+            return -EPROTO;
+        }
+        ret->videos = vid;
+        ret->nvideos = 1;
+    } else if (vids != NULL) {
+        if (!json_is_array(vids)) {
+            *why = "\"videos\" is not an array";
+            return -EPROTO;
+        }
+        for (size_t i = 0; i < json_array_size(vids); i++) {
+            if (!json_is_string(json_array_get(vids, i))) {
+                *why = "an entry of \"videos\" is not a string";
+                return -EPROTO;
+            }
+        }
+        ret->videos = vids;
+        ret->nvideos = json_array_size(vids);
+    }
+    return 0;
 }
 
 /* Checks the documented shape. Returns 0 or -EPROTO with *why. */
@@ -84,6 +121,9 @@ static int check_line(const json_t *obj, jline_t *ret, const char **why)
         }
         ret->images = imgs;
         ret->nimages = json_array_size(imgs);
+    }
+    if (check_videos(obj, ret, why) < 0) {
+        return -EPROTO;
     }
     const json_t *label = json_object_get(obj, "label");
     if (label != NULL) {
@@ -136,7 +176,9 @@ static int end_line(jidx_t *j, char *err, size_t errlen)
         jline_t l;
         const char *why;
         if (obj != NULL && check_line(obj, &l, &why) == 0) {
-            nimg = (uint8_t)(l.nimages > SL_REC_MAX_IMAGES ? SL_REC_MAX_IMAGES + 1 : l.nimages);
+            /* Clips are fields like images: one limit for both. */
+            size_t nf = l.nimages + l.nvideos;
+            nimg = (uint8_t)(nf > SL_REC_MAX_IMAGES ? SL_REC_MAX_IMAGES + 1 : nf);
             label = l.label;
             id = l.id;
         }
@@ -278,29 +320,35 @@ static int jsonl_index(sl_source_t *src, const char *path, char *err, size_t err
 
 /* ---- reading ----------------------------------------------------------- */
 
-/* Reads one image file beneath the root into a new IMAGE_ENC field. where
- * is "manifest:line". */
-static int add_image(const sl_source_t *src, sl_tensor_t *out, const char *rel,
-                     const char *where, char *err, size_t errlen)
+/* Reads one image (or clip: kind) file beneath the root into a new
+ * IMAGE_ENC (VIDEO_ENC) field. where is "manifest:line". */
+static int add_image(const sl_source_t *src, sl_tensor_t *out, const char *rel, const char *where,
+                     sl_rf_kind_e kind, char *err, size_t errlen)
 {
+    const char *what = kind == SL_RF_VIDEO_ENC ? "video" : "image";
     char norm[SL_SRC_PATH_MAX];
     int rc = sl_src_normalize(rel, norm, sizeof(norm));
     if (rc == -EPERM) {
-        return sl_err(err, errlen, rc, "%s: image '%s' escapes the data root", where, rel);
+        return sl_err(err, errlen, rc, "%s: %s '%s' escapes the data root", where, what, rel);
     }
     if (rc < 0 || norm[0] == '\0') {
-        return sl_err(err, errlen, -EPROTO, "%s: image path '%.64s' is %s", where, rel,
+        return sl_err(err, errlen, -EPROTO, "%s: %s path '%.64s' is %s", where, what, rel,
                       rc < 0 ? "too long" : "empty");
     }
     char name[2 * SL_SRC_PATH_MAX + 64];
-    snprintf(name, sizeof(name), "%s: image '%s'", where, norm);
+    snprintf(name, sizeof(name), "%s: %s '%s'", where, what, norm);
     uint64_t size;
     int fd = sl_src_open_regular(src, norm, name, &size, err, errlen);
     if (fd < 0) {
         return fd;
     }
-    sl_rfield_t f = {.kind = SL_RF_IMAGE_ENC, .dtype = SL_DT_BYTES, .count = 1,
-                     .h = (uint32_t)size, .w = 1, .c = 1, .nbytes = (size_t)size};
+    sl_rfield_t f = {.kind = kind,
+                     .dtype = SL_DT_BYTES,
+                     .count = 1,
+                     .h = (uint32_t)size,
+                     .w = 1,
+                     .c = 1,
+                     .nbytes = (size_t)size};
     uint8_t *p;
     rc = sl_rec_add(out, &f, &p);
     if (rc < 0) {
@@ -329,6 +377,8 @@ static int meta_of(const json_t *obj, char **ret, size_t *ret_len)
     json_object_del(m, "conversations");
     json_object_del(m, "images");
     json_object_del(m, "image");
+    json_object_del(m, "videos");
+    json_object_del(m, "video");
     int rc = 0;
     if (json_object_size(m) > 0) {
         *ret = json_dumps(m, JSON_SORT_KEYS | JSON_COMPACT);
@@ -355,7 +405,7 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
     if (rc < 0) {
         return sl_err(err, errlen, rc, "%s: %s", where, why);
     }
-    if (l.nimages > SL_REC_MAX_IMAGES) { /* the file changed since indexing */
+    if (l.nimages + l.nvideos > SL_REC_MAX_IMAGES) { /* the file changed since indexing */
         return sl_err(err, errlen, -ETOOMANYREFS, "%s: more than %u images", where,
                       SL_REC_MAX_IMAGES);
     }
@@ -404,7 +454,10 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
         }
     }
     for (size_t i = 0; rc == 0 && i < l.nimages; i++) {
-        rc = add_image(src, out, image_at(&l, i), where, err, errlen);
+        rc = add_image(src, out, image_at(&l, i), where, SL_RF_IMAGE_ENC, err, errlen);
+    }
+    for (size_t i = 0; rc == 0 && i < l.nvideos; i++) {
+        rc = add_image(src, out, path_at(l.videos, i), where, SL_RF_VIDEO_ENC, err, errlen);
     }
     if (rc == 0) {
         rc = sl_src_add_turns(out, turns, nturns, where, err, errlen);

@@ -35,10 +35,9 @@
 /* ---- indexing one shard ---------------------------------------------- */
 
 const char *const sl_src_img_ext[SL_SRC_EXT__COUNT] = {
-    [SL_SRC_EXT_JPG] = "jpg",
-    [SL_SRC_EXT_JPEG] = "jpeg",
-    [SL_SRC_EXT_PNG] = "png",
-    [SL_SRC_EXT_WEBP] = "webp",
+    [SL_SRC_EXT_JPG] = "jpg",   [SL_SRC_EXT_JPEG] = "jpeg", [SL_SRC_EXT_PNG] = "png",
+    [SL_SRC_EXT_WEBP] = "webp", [SL_SRC_EXT_MP4] = "mp4",   [SL_SRC_EXT_WEBM] = "webm",
+    [SL_SRC_EXT_MKV] = "mkv",   [SL_SRC_EXT_MOV] = "mov",
 };
 
 typedef struct pimg_s {
@@ -225,7 +224,7 @@ static int on_member(void *ctx, char *name, uint64_t data, uint64_t size, char *
             return rc;
         }
     } else if (image_ext(ext, &order, &code)) {
-        m.role = SL_SRC_ROLE_IMAGE;
+        m.role = code >= SL_SRC_EXT_MP4 ? SL_SRC_ROLE_VIDEO : SL_SRC_ROLE_IMAGE;
         m.ext = code;
         m.num = order == 0 || order - 1 >= UINT16_MAX ? UINT16_MAX : (uint16_t)(order - 1);
         if (w->nimg < WDS_IMG_KEEP) {

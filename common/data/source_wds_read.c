@@ -205,13 +205,16 @@ static int add_rest(int fd, const wds_sample_t *w, const char *metabuf, sl_tenso
                           strerror(-rc));
         }
     }
-    for (uint32_t i = 0; i < w->nm; i++) {
-        if (w->ms[i].role != SL_SRC_ROLE_IMAGE) {
+    /* Images, then clips (kind order); each in the sample's order. */
+    for (uint32_t i = 0; i < 2 * w->nm; i++) {
+        const sl_src_member_t *m = &w->ms[i % w->nm];
+        if (m->role != (i < w->nm ? SL_SRC_ROLE_IMAGE : SL_SRC_ROLE_VIDEO)) {
             continue;
         }
         char mname[SL_SRC_PATH_MAX + 32];
-        member_name(w->sample, &w->ms[i], mname, sizeof(mname));
-        int rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &w->ms[i], mname, err, errlen);
+        member_name(w->sample, m, mname, sizeof(mname));
+        int rc = add_member_field(out, i < w->nm ? SL_RF_IMAGE_ENC : SL_RF_VIDEO_ENC, fd, m, mname,
+                                  err, errlen);
         if (rc < 0) {
             return rc;
         }
@@ -219,7 +222,7 @@ static int add_rest(int fd, const wds_sample_t *w, const char *metabuf, sl_tenso
     return 0;
 }
 
-/* The record in kind order: key, label, text, meta, images, turns. */
+/* The record in kind order: key, label, text, meta, images, clips, turns. */
 static int build_record(const sl_source_t *src, uint64_t index, int fd, const wds_sample_t *w,
                         const char *metabuf, const json_t *obj, sl_tensor_t *out, char *err,
                         size_t errlen)
@@ -295,16 +298,19 @@ int sl_src_wds_read_heads(const sl_source_t *src, uint64_t index, uint64_t max, 
     }
     int rc = sl_rec_begin(out);
     uint32_t nimg = 0;
-    for (uint32_t i = 0; rc == 0 && i < nm; i++) {
-        const sl_src_member_t *m = &ms[i];
-        if (m->role != SL_SRC_ROLE_IMAGE || m->size == 0 || ++nimg > SL_REC_MAX_IMAGES) {
+    /* Images' heads, then clips' (kind order). */
+    for (uint32_t i = 0; rc == 0 && i < 2 * nm; i++) {
+        const sl_src_member_t *m = &ms[i % nm];
+        uint8_t role = i < nm ? SL_SRC_ROLE_IMAGE : SL_SRC_ROLE_VIDEO;
+        if (m->role != role || m->size == 0 || ++nimg > SL_REC_MAX_IMAGES) {
             continue;
         }
         sl_src_member_t head = *m;
         head.size = max < m->size ? (uint32_t)max : m->size;
         char mname[SL_SRC_PATH_MAX + 32];
         member_name(sample, m, mname, sizeof(mname));
-        rc = add_member_field(out, SL_RF_IMAGE_ENC, fd, &head, mname, err, errlen);
+        rc = add_member_field(out, i < nm ? SL_RF_IMAGE_ENC : SL_RF_VIDEO_ENC, fd, &head, mname,
+                              err, errlen);
     }
     if (rc == 0) {
         sl_rec_finish(out);
@@ -321,8 +327,8 @@ void sl_src_wds_features(const sl_source_t *src, uint64_t index, sl_src_features
     uint64_t meta = 0;
     for (uint32_t m = src->first[index]; m < src->first[index + 1]; m++) {
         const sl_src_member_t *mb = &src->members[m];
-        if (mb->role == SL_SRC_ROLE_IMAGE) {
-            f->nimages++;
+        if (mb->role == SL_SRC_ROLE_IMAGE || mb->role == SL_SRC_ROLE_VIDEO) {
+            f->nimages++; /* a clip is one visual input here, its bytes too */
             f->image_bytes += mb->size;
         } else if (mb->role == SL_SRC_ROLE_TEXT) {
             f->text_bytes = mb->size;

@@ -14,6 +14,7 @@
 #include "common/order/balance.h"
 #include "common/sample/record.h"
 #include "common/spec/spec.h"
+#include "common/video/video.h"
 
 #define HEAD_BYTES 65536 /* as the cost model's header reads */
 
@@ -37,6 +38,26 @@ static uint32_t tiles_of(const sl_stage_spec_t *t, uint32_t w, uint32_t h)
     }
     uint32_t n = cols * rows;
     return n + (t->thumbnail && n > 1);
+}
+
+/* The frames decode_video makes of a clip whose head is f (its size into
+ * *w, *h; 0 when the head does not tell): uniform's count, or fps over the
+ * header's duration; none without decode_video. */
+static uint32_t clip_frames(const sl_stage_spec_t *dv, const sl_rfield_t *f, uint32_t *w,
+                            uint32_t *h)
+{
+    sl_video_info_t info;
+    bool known = sl_video_probe(f->data, f->nbytes, &info, NULL, 0) == 0;
+    *w = known ? info.width : 0;
+    *h = known ? info.height : 0;
+    if (dv == NULL) {
+        return 0;
+    }
+    if (dv->v_sampling == 0) {
+        return dv->v_frames;
+    }
+    double n = known && info.duration_sec > 0 ? info.duration_sec * dv->v_fps + 1 : 1e9;
+    return n < dv->v_max_frames ? (uint32_t)n : dv->v_max_frames;
 }
 
 /* The exact pass: with tokenize and template the sequence length is known
@@ -84,8 +105,8 @@ static void exact_close(exact_t *x)
 /* Sample i's sequence length and tiles; -errno when it cannot be read (the
  * sample is a skip then, and the estimate stands). A too_long skip is 0. */
 static int exact_sample(exact_t *x, const sl_source_t *src, const sl_stage_spec_t *tiles,
-                        const sl_stage_spec_t *tmpl, uint64_t i, uint64_t *ret_tokens,
-                        uint64_t *ret_tiles)
+                        const sl_stage_spec_t *tmpl, const sl_stage_spec_t *dv, uint64_t i,
+                        uint64_t *ret_tokens, uint64_t *ret_tiles)
 {
     char err[256];
     int rc = sl_source_read(src, i, &x->rec, err, sizeof(err));
@@ -100,9 +121,14 @@ static int exact_sample(exact_t *x, const sl_source_t *src, const sl_stage_spec_
     uint32_t nt[SL_REC_MAX_FIELDS], nimg = 0;
     for (uint32_t k = 0; k < r.n; k++) {
         uint32_t w = 0, h = 0;
-        if (r.f[k].kind == SL_RF_IMAGE_ENC) {
+        if (r.f[k].kind == SL_RF_IMAGE_ENC && nimg < SL_REC_MAX_FIELDS) {
             (void)sl_image_probe(r.f[k].data, r.f[k].nbytes, &w, &h, NULL, NULL, 0);
             nt[nimg++] = tiles_of(tiles, w, h);
+        } else if (r.f[k].kind == SL_RF_VIDEO_ENC) { /* frames count as images */
+            uint32_t nf = clip_frames(dv, &r.f[k], &w, &h);
+            for (uint32_t j = 0; j < nf && nimg < SL_REC_MAX_FIELDS; j++) {
+                nt[nimg++] = tiles_of(tiles, w, h);
+            }
         }
     }
     const sl_rfield_t *tok = sl_rec_find(&r, SL_RF_TOKENS);
@@ -124,8 +150,9 @@ static int exact_sample(exact_t *x, const sl_source_t *src, const sl_stage_spec_
 /* The estimate without tokenize and template (or when the sample cannot be
  * read): text bytes / 4, tiles from the image headers (webdataset). */
 static void estimate(const sl_source_t *src, const sl_stage_spec_t *tiles,
-                     const sl_stage_spec_t *tok, const sl_stage_spec_t *tmpl, sl_tensor_t *head,
-                     uint64_t i, uint64_t *ret_tokens, uint64_t *ret_tiles)
+                     const sl_stage_spec_t *tok, const sl_stage_spec_t *tmpl,
+                     const sl_stage_spec_t *dv, sl_tensor_t *head, uint64_t i,
+                     uint64_t *ret_tokens, uint64_t *ret_tiles)
 {
     sl_src_features_t f = {0};
     uint64_t text = sl_source_size(src, i);
@@ -140,6 +167,12 @@ static void estimate(const sl_source_t *src, const sl_stage_spec_t *tiles,
         sl_rec_parse(head->data, head->nbytes, &r, NULL, 0) == 0) {
         for (uint32_t k = 0; k < r.n; k++) {
             uint32_t w = 0, h = 0;
+            if (r.f[k].kind == SL_RF_VIDEO_ENC) { /* frames count as images */
+                uint32_t nf = clip_frames(dv, &r.f[k], &w, &h);
+                ntiles += (uint64_t)nf * tiles_of(tiles, w, h);
+                nimg += nf;
+                continue;
+            }
             if (r.f[k].kind != SL_RF_IMAGE_ENC) {
                 continue;
             }
@@ -169,6 +202,7 @@ int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float
     const sl_stage_spec_t *tiles = find_op(spec, SL_OP_IMAGE_TILES);
     const sl_stage_spec_t *tok = find_op(spec, SL_OP_TOKENIZE);
     const sl_stage_spec_t *tmpl = find_op(spec, SL_OP_TEMPLATE);
+    const sl_stage_spec_t *dv = find_op(spec, SL_OP_DECODE_VIDEO);
     const sl_batching_t *b = &spec->batching;
     sl_trainer_model_t m = {b->a, b->b, b->c, b->d};
     sl_tensor_t head;
@@ -178,8 +212,8 @@ int sl_balance_sample_costs(const sl_spec_t *spec, const sl_source_t *src, float
     uint64_t n = sl_source_count(src);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t tokens = 0, ntiles = 0;
-        if (!exact || exact_sample(&x, src, tiles, tmpl, i, &tokens, &ntiles) < 0) {
-            estimate(src, tiles, tok, tmpl, &head, i, &tokens, &ntiles);
+        if (!exact || exact_sample(&x, src, tiles, tmpl, dv, i, &tokens, &ntiles) < 0) {
+            estimate(src, tiles, tok, tmpl, dv, &head, i, &tokens, &ntiles);
         }
         ret_tokens[i] = tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)tokens;
         if (ret_tiles != NULL) {

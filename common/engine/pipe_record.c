@@ -194,8 +194,12 @@ int sl_pipe_record_unit(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch,
         return sl_err(err, errlen, rc, "out of memory");
     }
     record_run_fn run = (size_t)u->kind < UNIT__COUNT ? record_runs[u->kind] : NULL;
-    rc = run != NULL ? run(p, u, &in, &sc->b, sc, err, errlen)
-                     : image_unit(p, u, epoch, index, &in, &sc->b, sc, err, errlen);
+    if (u->kind == UNIT_VIDEO) { /* draws per clip: needs the sample's epoch and index */
+        rc = sl_pipe_video(p, u, epoch, index, &in, &sc->b, sc, err, errlen);
+    } else {
+        rc = run != NULL ? run(p, u, &in, &sc->b, sc, err, errlen)
+                         : image_unit(p, u, epoch, index, &in, &sc->b, sc, err, errlen);
+    }
     if (rc < 0) {
         return err != NULL && err[0] != '\0' ? rc : sl_err(err, errlen, rc, "%s failed", u->name);
     }

@@ -154,7 +154,7 @@ int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in
         rc = sl_rec_add_copy(out, &f);
     }
     if (rc == 0) {
-        rc = sl_pipe_copy_kinds(in, out, SL_RF_INPUT_IDS, SL_RF_TILES);
+        rc = sl_pipe_copy_kinds(in, out, SL_RF_INPUT_IDS, SL_RF_VIDEO_ENC);
     }
     if (rc == 0 && turns != NULL) {
         sl_rfield_t tf = *turns;

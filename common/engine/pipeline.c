@@ -52,6 +52,7 @@ static const unit_maker_t unit_makers[SL_OP__COUNT] = {
     [SL_OP_RANDOM_CROP] = {UNIT_AUGMENT, UNIT_NONE},
     [SL_OP_RANDOM_APPLY] = {UNIT_AUGMENT, UNIT_NONE},
     [SL_OP_RANDOM_CHOICE] = {UNIT_AUGMENT, UNIT_NONE},
+    [SL_OP_DECODE_VIDEO] = {UNIT_VIDEO, UNIT_NONE},
 };
 
 /* One unit of the layout, made: the kind its op (or, fused, the op of

@@ -29,6 +29,7 @@ typedef enum {
     UNIT_PLUGIN,  /* a plugin_dir's stage, in a host process (pipe_plugin.c) */
     UNIT_AUGMENT, /* any augmentation op (pipe_augment.c); images and records */
     UNIT_VFLIP,
+    UNIT_VIDEO, /* decode_video: records only (pipe_video.c) */
     UNIT__COUNT
 } unit_kind_e;
 
@@ -83,6 +84,11 @@ int sl_pipe_tokenize(const sl_pipeline_t *p, const unit_t *u, const sl_rec_t *in
                      sl_pipe_scratch_t *sc, char *err, size_t errlen);
 int sl_pipe_template(const unit_t *u, const sl_rec_t *in, sl_tensor_t *out, char *err,
                      size_t errlen);
+/* decode_video on a parsed record: its clips' frames and its still images
+ * as IMAGE fields, written into out (pipe_video.c). */
+int sl_pipe_video(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uint64_t index,
+                  const sl_rec_t *in, sl_tensor_t *out, sl_pipe_scratch_t *sc, char *err,
+                  size_t errlen);
 /* Copies in's fields whose kind is in [lo, hi] to out. */
 int sl_pipe_copy_kinds(const sl_rec_t *in, sl_tensor_t *out, sl_rf_kind_e lo, sl_rf_kind_e hi);
 

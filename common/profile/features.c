@@ -6,6 +6,7 @@
 
 #include "common/image/jpeg.h"
 #include "common/sample/record.h"
+#include "common/video/video.h"
 
 void sl_cost_features(const uint8_t *buf, size_t len, sl_cost_features_t *ret)
 {
@@ -40,6 +41,20 @@ static void add_image(const uint8_t *buf, size_t len, uint64_t bytes, sl_cost_fe
     }
 }
 
+/* Adds one clip's features from its container header (what the whole
+ * bytes, or a head holding the header, tell): its bytes, one visual
+ * input, and the decode work of SL_COST_VIDEO_FRAMES frames as mpix. A
+ * header the probe cannot read adds its bytes only. */
+static void add_clip(const uint8_t *buf, size_t len, uint64_t bytes, sl_cost_features_t *f)
+{
+    f->kb += (double)bytes / 1000.0;
+    f->images += 1.0;
+    sl_video_info_t info;
+    if (buf != NULL && sl_video_probe(buf, len, &info, NULL, 0) == 0) {
+        f->mpix += sl_video_work_mpix(&info, SL_COST_VIDEO_FRAMES);
+    }
+}
+
 void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
                            sl_cost_features_t *ret)
 {
@@ -53,6 +68,8 @@ void sl_cost_features_head(const uint8_t *buf, size_t len, uint64_t file_bytes,
                 ret->text_kb += (double)f->nbytes / 1000.0;
             } else if (f->kind == SL_RF_IMAGE_ENC) {
                 add_image(f->data, f->nbytes, f->nbytes, ret);
+            } else if (f->kind == SL_RF_VIDEO_ENC) {
+                add_clip(f->data, f->nbytes, f->nbytes, ret);
             }
         }
         return;
@@ -69,6 +86,8 @@ void sl_cost_features_heads(const uint8_t *rec, size_t len, uint64_t image_bytes
         for (uint32_t i = 0; i < r.n; i++) {
             if (r.f[i].kind == SL_RF_IMAGE_ENC) {
                 add_image(r.f[i].data, r.f[i].nbytes, 0, ret);
+            } else if (r.f[i].kind == SL_RF_VIDEO_ENC) {
+                add_clip(r.f[i].data, r.f[i].nbytes, 0, ret);
             }
         }
     }

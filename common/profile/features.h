@@ -24,5 +24,11 @@ void sl_cost_features_heads(const uint8_t *rec, size_t len, uint64_t image_bytes
                             uint64_t text_bytes, sl_cost_features_t *ret);
 /* How many bytes of a file sl_cost_features_head wants. */
 #define SL_COST_HEAD_BYTES 65536
+/* A clip (a record's VIDEO_ENC field) adds its bytes, one image and, as
+ * mpix, the work of decoding this many frames out of it
+ * (common/video/video.h sl_video_work_mpix: the codec, the frame size, the
+ * frame count and the keyframe spacing its header gives): decode_video's
+ * default; the fitted coefficient absorbs the spec's own count. */
+#define SL_COST_VIDEO_FRAMES 8
 
 #endif

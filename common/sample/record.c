@@ -33,7 +33,7 @@ static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 static int repeats(sl_rf_kind_e k)
 {
-    return k == SL_RF_IMAGE_ENC || k == SL_RF_IMAGE || k == SL_RF_TILES;
+    return k == SL_RF_IMAGE_ENC || k == SL_RF_IMAGE || k == SL_RF_TILES || k == SL_RF_VIDEO_ENC;
 }
 
 const char *sl_rf_kind_name(sl_rf_kind_e kind)
@@ -61,6 +61,8 @@ const char *sl_rf_kind_name(sl_rf_kind_e kind)
         return "turns";
     case SL_RF_LABELS:
         return "labels";
+    case SL_RF_VIDEO_ENC:
+        return "video (encoded)";
     }
     return "?";
 }
@@ -86,6 +88,7 @@ static int field_ok(const sl_rfield_t *f)
     case SL_RF_TEXT:
     case SL_RF_META:
     case SL_RF_IMAGE_ENC:
+    case SL_RF_VIDEO_ENC:
         return f->dtype == SL_DT_BYTES && f->count == 1 && f->w == 1 && f->c == 1 &&
                f->h == f->nbytes;
     case SL_RF_LABEL:

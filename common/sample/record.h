@@ -41,9 +41,12 @@ typedef enum {
     SL_RF_IMAGE_ENC = 7, /* bytes: one encoded image (JPEG or PNG) */
     SL_RF_IMAGE = 8,     /* uint8/float32 pixels h x w x c (layout says the order) */
     SL_RF_TILES = 9,     /* count tiles of c x h x w (CHW), from one image */
-    SL_RF_TURNS = 10,    /* uint32 x h x 4: a conversation's turns (SL_RF_TURN_*) */
-    SL_RF_LABELS = 11,   /* uint32 x h: int32 bits, one per input id (template) */
-    SL_RF__MAX = 11,
+    /* bytes: one encoded clip (mp4/mov, mkv/webm); decode_video turns it
+     * into IMAGE fields, one per frame */
+    SL_RF_VIDEO_ENC = 10,
+    SL_RF_TURNS = 11,    /* uint32 x h x 4: a conversation's turns (SL_RF_TURN_*) */
+    SL_RF_LABELS = 12,   /* uint32 x h: int32 bits, one per input id (template) */
+    SL_RF__MAX = 12,
 } sl_rf_kind_e;
 
 /* A TURNS field is h rows of SL_RF_TURN_WORDS uint32: the turn's role

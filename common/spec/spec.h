@@ -49,6 +49,7 @@ typedef enum {
     SL_OP_RANDOM_CROP,   /* RandomCrop with padding (CIFAR); an augmentation row */
     SL_OP_RANDOM_APPLY,  /* RandomApply over nested augmentations */
     SL_OP_RANDOM_CHOICE, /* RandomChoice over nested augmentations */
+    SL_OP_DECODE_VIDEO,  /* records: clips -> sampled frames as images (issue #37) */
     SL_OP__COUNT
 } sl_op_e;
 
@@ -225,6 +226,14 @@ typedef struct sl_stage_spec_s {
             char *plugin_params;
         };
         sl_aug_spec_t aug; /* the augmentation ops' parameters (spec_aug.h) */
+        /* decode_video (spec_stages_video.c): "sampling" (0 uniform, 1
+         * fps), "frames" (uniform), "fps" and "max_frames" (fps),
+         * "random_offset", decoder "threads", "timeout_sec" per clip. */
+        struct {
+            uint32_t v_sampling, v_frames, v_max_frames, v_threads;
+            double v_fps, v_timeout_sec;
+            bool v_random_offset;
+        };
     };
 } sl_stage_spec_t;
 

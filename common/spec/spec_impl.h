@@ -161,6 +161,7 @@ extern const sl_op_def_t sl_op_def_color_jitter, sl_op_def_random_grayscale,
     sl_op_def_random_affine, sl_op_def_solarize, sl_op_def_posterize, sl_op_def_auto_contrast,
     sl_op_def_equalize, sl_op_def_trivial_augment_wide, sl_op_def_rand_augment,
     sl_op_def_random_crop, sl_op_def_random_apply, sl_op_def_random_choice;
+extern const sl_op_def_t sl_op_def_decode_video;
 
 /* ---- the sections of a spec, each from the root object into spec */
 

@@ -34,6 +34,7 @@ static const sl_op_def_t *const op_defs[SL_OP__COUNT] = {
     [SL_OP_RANDOM_CROP] = &sl_op_def_random_crop,
     [SL_OP_RANDOM_APPLY] = &sl_op_def_random_apply,
     [SL_OP_RANDOM_CHOICE] = &sl_op_def_random_choice,
+    [SL_OP_DECODE_VIDEO] = &sl_op_def_decode_video,
 };
 
 const sl_op_def_t *sl_spec_op_def(sl_op_e op)

@@ -131,6 +131,7 @@ static void fz_recs_check(const sl_source_t *src, sl_source_type_e type, uint64_
             break;
         }
         case SL_RF_IMAGE_ENC:
+        case SL_RF_VIDEO_ENC: /* clips count as images */
             FZ_CHECK(f->nbytes > 0, "read %llu: an empty image", (unsigned long long)i);
             FZ_CHECK(type != SL_SRC_JSONL || fz_recs_outside_len == 0 ||
                          f->nbytes != fz_recs_outside_len ||
@@ -227,7 +228,8 @@ int fuzz_records_one(const uint8_t *data, size_t size)
             sl_rec_t hr;
             FZ_CHECK(sl_rec_parse(t.data, t.nbytes, &hr, NULL, 0) == 0, "head record parses");
             for (uint32_t k = 0; k < hr.n; k++) {
-                FZ_CHECK(hr.f[k].kind == SL_RF_IMAGE_ENC && hr.f[k].nbytes <= 64,
+                FZ_CHECK((hr.f[k].kind == SL_RF_IMAGE_ENC || hr.f[k].kind == SL_RF_VIDEO_ENC) &&
+                             hr.f[k].nbytes <= 64,
                          "head record: field %u is %d of %zu bytes", k, (int)hr.f[k].kind,
                          hr.f[k].nbytes);
             }

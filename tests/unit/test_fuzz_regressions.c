@@ -25,6 +25,7 @@
 #include "tests/fuzz/fuzz_spec.c"
 #include "tests/fuzz/fuzz_tar.c"
 #include "tests/fuzz/fuzz_tokenizer.c"
+#include "tests/fuzz/fuzz_video.c"
 #include "tests/fuzz/fuzz_wire.c"
 #include "tests/unit/fixtures.h"
 
@@ -33,12 +34,15 @@ typedef struct fz_target_s {
     int (*one)(const uint8_t *data, size_t size);
 } fz_target_t;
 
+/* clang-format off */
 static const fz_target_t TARGETS[] = {
     {"spec", fuzz_spec_one}, {"tar", fuzz_tar_one},   {"jpeg", fuzz_jpeg_one},
     {"rpc", fuzz_rpc_one},   {"conf", fuzz_conf_one}, {"remote", fuzz_remote_one},
     {"wire", fuzz_wire_one},  {"record", fuzz_record_one}, {"png", fuzz_png_one},
     {"tokenizer", fuzz_tokenizer_one}, {"records", fuzz_records_one},
+    {"video", fuzz_video_one},
 };
+/* clang-format on */
 #define NTARGETS (sizeof(TARGETS) / sizeof(TARGETS[0]))
 
 static int name_cmp(const void *a, const void *b)

@@ -467,7 +467,7 @@ START_TEST(test_unknown_op)
                     "random_grayscale, gaussian_blur, random_erasing, random_rotation, "
                     "random_affine, solarize, posterize, auto_contrast, equalize, "
                     "trivial_augment_wide, rand_augment, vertical_flip, random_crop, "
-                    "random_apply, random_choice)");
+                    "random_apply, random_choice, decode_video)");
     expect_edit_err("\"op\": \"flip\"", "\"op\": 3", "t.json:6: stages[2].op: unknown op 3");
     expect_edit_err("{\"op\": \"flip\", \"p\": 0.5}", "{\"p\": 0.5}",
                     "t.json:6: stages[2].op: missing (required)");
@@ -933,7 +933,8 @@ START_TEST(test_names)
                          "vertical_flip",
                          "random_crop",
                          "random_apply",
-                         "random_choice"};
+                         "random_choice",
+                         "decode_video"};
     ck_assert_int_eq(sizeof(ops) / sizeof(ops[0]), SL_OP__COUNT);
     for (int i = 0; i < SL_OP__COUNT; i++) {
         ck_assert_str_eq(sl_op_name((sl_op_e)i), ops[i]);
@@ -1298,7 +1299,7 @@ START_TEST(test_op_table)
                    op == SL_OP_RANDOM_CROP || op == SL_OP_RANDOM_APPLY || op == SL_OP_RANDOM_CHOICE;
         ck_assert(sl_op_is_augment((sl_op_e)op) == aug);
         bool rnd = aug || op == SL_OP_RANDOM_RESIZED_CROP || op == SL_OP_FLIP ||
-                   op == SL_OP_PLUGIN || op == SL_OP_VERTICAL_FLIP;
+                   op == SL_OP_PLUGIN || op == SL_OP_VERTICAL_FLIP || op == SL_OP_DECODE_VIDEO;
         ck_assert_msg(sl_op_draws_random((sl_op_e)op) == rnd, "%s", sl_op_name((sl_op_e)op));
     }
     ck_assert(sl_op_flags(SL_OP_DECODE_IMAGE) & SL_OPF_DECODE);
