@@ -30,6 +30,7 @@ PKGS_spec := jansson
 PKGS_image := libturbojpeg libjpeg libpng libwebp
 PKGS_plugin := jansson
 PKGS_data := jansson
+PKGS_remote := libcurl
 PKGS_rpc := grpc gpr libprotobuf-c
 PKGS_proto := libprotobuf-c
 PKGS_http := libevent libevent_pthreads
@@ -37,7 +38,7 @@ PKGS_disp := jansson
 PKGS_worker := jansson
 PKGS_client := jansson
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
-        libpng libpcre2-8 libwebp
+        libpng libpcre2-8 libwebp libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -169,7 +170,7 @@ $(BUILD)/bin/sluice-plugin-host: $(BUILD)/obj/plugin_host/main.o $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http
+COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http remote
 MODS := $(COMMON_MODS) proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
@@ -194,7 +195,8 @@ DEPS_spec := spec base
 DEPS_order := order $(DEPS_spec)
 DEPS_image := image $(DEPS_sample)
 DEPS_plugin := plugin $(DEPS_image)
-DEPS_data := data spec $(DEPS_image)
+DEPS_remote := remote base
+DEPS_data := data spec $(DEPS_image) $(DEPS_remote)
 DEPS_engine := engine order text plugin $(DEPS_data)
 DEPS_cost := cost base
 DEPS_profile := profile $(DEPS_cost) $(DEPS_engine)
@@ -245,6 +247,7 @@ TEST_MODS_test_png := image
 TEST_MODS_test_webp := image
 TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
+TEST_MODS_test_remote := remote
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data
 TEST_MODS_test_batcher := engine

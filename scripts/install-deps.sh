@@ -19,6 +19,7 @@ PKGS=(
     gnuplot-nox
     chromium systemd groff-base
     nodejs
+    libcurl4-openssl-dev nginx-light
 )
 
 missing=()
@@ -72,6 +73,22 @@ install_k8s_oracle() {
         "kubernetes-models@$K8S_ORACLE_VERSION"
 }
 
+# The S3 server the remote-source tests run (tests/integration/test_remote_sources.sh):
+# moto's server verifies SigV4 signatures once IAM auth is on (s3rver from npm was
+# tried first: it accepts any V4 signature, so it cannot show a wrong secret is
+# refused). Not in Debian 12: pinned, from PyPI, in a venv of its own.
+S3_ORACLE_PREFIX=/usr/local/lib/sluice-oracle-moto
+S3_ORACLE_VERSION=5.2.1
+install_s3_oracle() {
+    if [ -x "$S3_ORACLE_PREFIX/bin/moto_server" ] &&
+        "$S3_ORACLE_PREFIX/bin/python3" -c "import moto, sys; sys.exit(moto.__version__ != '$S3_ORACLE_VERSION')" 2>/dev/null; then
+        return 0
+    fi
+    echo "install-deps: installing moto[server]==$S3_ORACLE_VERSION (PyPI) into $S3_ORACLE_PREFIX"
+    $SUDO python3 -m venv "$S3_ORACLE_PREFIX"
+    $SUDO "$S3_ORACLE_PREFIX/bin/pip" install -q "moto[server]==$S3_ORACLE_VERSION"
+}
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
@@ -81,6 +98,7 @@ if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all ${#PKGS[@]} packages present"
     install_oracle
     install_k8s_oracle
+    install_s3_oracle
     exit 0
 fi
 
@@ -90,3 +108,4 @@ $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 install_oracle
 install_k8s_oracle
+install_s3_oracle
