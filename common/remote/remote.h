@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/remote/url.h"
+
 typedef struct sl_remote_s sl_remote_t;
 
 /* Attempts per request (1 + retries). */
