@@ -35,5 +35,8 @@ int cl_remote_new(const char *roots, const char *cache_dir, uint64_t cache_bytes
 
 int cl_remote_refused(int rc, const char *err)
 {
-    return rc == -EPERM && err != NULL && strstr(err, "outside remote_roots") != NULL;
+    /* The spec's own URL refused (a '..' segment, outside the prefixes), or
+     * any URL outside remote_roots: what this host allows, a usage error. */
+    return rc == -EPERM && err != NULL &&
+           (strstr(err, "outside remote_roots") != NULL || strstr(err, "source path: URL '") != NULL);
 }

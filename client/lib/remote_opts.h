@@ -17,7 +17,8 @@
 int cl_remote_new(const char *roots, const char *cache_dir, uint64_t cache_bytes,
                   sl_remote_t **ret, char *err, size_t errlen);
 
-/* True when err is a refusal by remote_roots (the CLI's exit 2). */
+/* True when (rc, err) is a URL refused by this host's settings: outside
+ * remote_roots, or the spec's URL malformed ('..'): the CLI's exit 2. */
 int cl_remote_refused(int rc, const char *err);
 
 #endif
