@@ -80,8 +80,12 @@ install_k8s_oracle() {
 S3_ORACLE_PREFIX=/usr/local/lib/sluice-oracle-moto
 S3_ORACLE_VERSION=5.2.1
 install_s3_oracle() {
-    if [ -x "$S3_ORACLE_PREFIX/bin/moto_server" ] &&
-        "$S3_ORACLE_PREFIX/bin/python3" -c "import moto, sys; sys.exit(moto.__version__ != '$S3_ORACLE_VERSION')" 2>/dev/null; then
+    local check="import moto.server, boto3, sys; sys.exit(moto.__version__ != '$S3_ORACLE_VERSION')"
+    if [ -x "$S3_ORACLE_PREFIX/bin/python3" ] && "$S3_ORACLE_PREFIX/bin/python3" -c "$check" 2>/dev/null; then
+        return 0
+    fi
+    # The version already on this host's python3 (the test looks there too).
+    if command -v python3 >/dev/null && python3 -c "$check" 2>/dev/null; then
         return 0
     fi
     echo "install-deps: installing moto[server]==$S3_ORACLE_VERSION (PyPI) into $S3_ORACLE_PREFIX"

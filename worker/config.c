@@ -11,7 +11,6 @@
 #include "common/base/err.h"
 #include "common/remote/url.h"
 
-
 /* One row per key: the same rows print --help, read the file and the flags. */
 #define WK_STR(key, def, help) SL_CONF_STR_ROW(wk_config_t, key, def, help)
 #define WK_INT(key, lo, hi, def, help) SL_CONF_INT_ROW(wk_config_t, key, lo, hi, def, help)

@@ -85,8 +85,8 @@ static int open_source(wk_profile_t *p, const sl_spec_t *spec, uint64_t fingerpr
     }
     sl_source_free(p->src);
     p->src = NULL;
-    int rc = sl_source_open_at(p->data_root, p->remote, spec->source_type, spec->source_path, &p->src, err,
-                            errlen);
+    int rc = sl_source_open_at(p->data_root, p->remote, spec->source_type, spec->source_path,
+                               &p->src, err, errlen);
     if (rc != 0) {
         return -ENOENT; /* whatever kept it shut, the client hears the data is not here */
     }

@@ -253,10 +253,14 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
 
 void sl_cli_job_options(const sl_cli_opts_t *o, sluice_options_t *so)
 {
-    *so = (sluice_options_t){.dispatcher = o->dispatcher, .data_root = o->data_root,
-                             .threads = o->threads, .offload = o->offload,
-                             .epochs = o->epochs, .first_epoch = o->first_epoch,
-                             .has_seed = o->seed >= 0, .seed = o->seed >= 0 ? (uint64_t)o->seed : 0,
+    *so = (sluice_options_t){.dispatcher = o->dispatcher,
+                             .data_root = o->data_root,
+                             .threads = o->threads,
+                             .offload = o->offload,
+                             .epochs = o->epochs,
+                             .first_epoch = o->first_epoch,
+                             .has_seed = o->seed >= 0,
+                             .seed = o->seed >= 0 ? (uint64_t)o->seed : 0,
                              /* not given or 0: measured while running */
                              .consumer_rate = o->consumer_rate > 0 ? o->consumer_rate : 0,
                              .plugin_dir = o->plugin_dir,

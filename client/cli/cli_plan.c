@@ -30,8 +30,7 @@ static void plan_usage(FILE *f)
             "  --dispatcher ADDR      the dispatcher\n"
             "  --data-root DIR        directory the spec's source path is relative to (default .)\n"
             "  --plugin-dir DIR       stage plugins for the spec's \"plugin\" stages (default:\n"
-            "                         $SLUICE_PLUGIN_DIR)\n"
-            SL_CLI_REMOTE_USAGE
+            "                         $SLUICE_PLUGIN_DIR)\n" SL_CLI_REMOTE_USAGE
             "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto);\n"
             "  --offload off|all|K:F  a fixed plan: its prediction, binding resource and\n"
             "                         workers needed instead of a choice\n"

@@ -80,8 +80,7 @@ static int open_spec(const cl_plan_job_args_t *a, cl_plan_job_t *pj, char *err, 
     } else if (pj->spec->offload != SL_OFFLOAD_FASTFLOW) {
         pj->spec->offload = SL_OFFLOAD_AUTO;
     }
-    int rc = cl_remote_new(a->remote_roots, a->cache_dir, a->cache_bytes, &pj->remote, err,
-                           errlen);
+    int rc = cl_remote_new(a->remote_roots, a->cache_dir, a->cache_bytes, &pj->remote, err, errlen);
     if (rc == 0) {
         rc = sl_source_open_at(a->data_root, pj->remote, pj->spec->source_type,
                                pj->spec->source_path, &pj->src, err, errlen);
@@ -89,8 +88,7 @@ static int open_spec(const cl_plan_job_args_t *a, cl_plan_job_t *pj, char *err, 
     if (rc < 0) {
         return rc == -EINVAL || cl_remote_refused(rc, err) ? -EINVAL : -EIO;
     }
-    if (
-        sl_pipeline_new(pj->spec, 0, &pj->pipe, err, errlen) < 0 ||
+    if (sl_pipeline_new(pj->spec, 0, &pj->pipe, err, errlen) < 0 ||
         sl_pipeline_load(pj->pipe, pj->src, err, errlen) < 0) {
         return -EIO;
     }

@@ -7,8 +7,8 @@
 
 #include "common/base/err.h"
 
-int cl_remote_new(const char *roots, const char *cache_dir, uint64_t cache_bytes,
-                  sl_remote_t **ret, char *err, size_t errlen)
+int cl_remote_new(const char *roots, const char *cache_dir, uint64_t cache_bytes, sl_remote_t **ret,
+                  char *err, size_t errlen)
 {
     if (roots == NULL) {
         roots = getenv("SLUICE_REMOTE_ROOTS");
@@ -38,5 +38,6 @@ int cl_remote_refused(int rc, const char *err)
     /* The spec's own URL refused (a '..' segment, outside the prefixes), or
      * any URL outside remote_roots: what this host allows, a usage error. */
     return rc == -EPERM && err != NULL &&
-           (strstr(err, "outside remote_roots") != NULL || strstr(err, "source path: URL '") != NULL);
+           (strstr(err, "outside remote_roots") != NULL ||
+            strstr(err, "source path: URL '") != NULL);
 }

@@ -14,8 +14,8 @@
 /* roots/cache_dir NULL and cache_bytes 0 take the environment's, else the
  * defaults (no roots: URL sources refused). Returns 0, -EINVAL (a bad root
  * or byte count: err names the setting), -errno (the cache directory). */
-int cl_remote_new(const char *roots, const char *cache_dir, uint64_t cache_bytes,
-                  sl_remote_t **ret, char *err, size_t errlen);
+int cl_remote_new(const char *roots, const char *cache_dir, uint64_t cache_bytes, sl_remote_t **ret,
+                  char *err, size_t errlen);
 
 /* True when (rc, err) is a URL refused by this host's settings: outside
  * remote_roots, or the spec's URL malformed ('..'): the CLI's exit 2. */

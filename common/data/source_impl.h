@@ -75,7 +75,7 @@ typedef struct sl_src_remote_s {
     bool indexing;             /* true inside sl_source_open only */
     uint64_t fp;               /* FNV-1a over (URL, tag) of the URLs opened indexing */
     uint64_t nurls;
-    uint64_t last_tag;         /* the validator of the URL opened last while indexing:
+    uint64_t last_tag; /* the validator of the URL opened last while indexing:
                                 * sl_src_add_shard records it for the shard it adds */
 } sl_src_remote_t;
 

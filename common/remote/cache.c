@@ -41,8 +41,7 @@ static int mkdir_p(char *path)
     return mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
 }
 
-int sl_cache_new(const char *dir, uint64_t max_bytes, sl_cache_t **ret, char *err,
-                 size_t errlen)
+int sl_cache_new(const char *dir, uint64_t max_bytes, sl_cache_t **ret, char *err, size_t errlen)
 {
     if (max_bytes == 0) {
         return sl_err(err, errlen, -EINVAL, "cache_bytes: must be > 0");
@@ -117,8 +116,7 @@ static int lock_entry(const sl_cache_t *c, const char *key)
     return fd;
 }
 
-int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill,
-                        bool *ret_hit)
+int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill, bool *ret_hit)
 {
     *ret_hit = false;
     memset(fill, 0, sizeof(*fill));
@@ -219,8 +217,7 @@ static int scan(const sl_cache_t *c, ent_t **ret, size_t *ret_n, uint64_t *ret_t
     struct dirent *de;
     while ((de = readdir(d)) != NULL && n < CACHE_SCAN_MAX) {
         struct stat st;
-        if (fstatat(c->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISREG(st.st_mode)) {
+        if (fstatat(c->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
             continue;
         }
         if (strncmp(de->d_name, ".tmp-", 5) == 0) {

@@ -36,8 +36,7 @@ typedef struct sl_cache_fill_s {
 
 /* Creates <dir>/shards (and dir) if missing. Returns 0, -errno (err names
  * the directory), -EINVAL (max_bytes 0). */
-int sl_cache_new(const char *dir, uint64_t max_bytes, sl_cache_t **ret, char *err,
-                 size_t errlen);
+int sl_cache_new(const char *dir, uint64_t max_bytes, sl_cache_t **ret, char *err, size_t errlen);
 void sl_cache_free(sl_cache_t *c);
 
 uint64_t sl_cache_max_bytes(const sl_cache_t *c);
@@ -51,8 +50,7 @@ int sl_cache_lookup(const sl_cache_t *c, const char *key);
 /* Starts filling key: waits for another filler of it, then returns the
  * entry's fd when it appeared meanwhile (*ret_hit true, fill released), or
  * 0 with fill->tmp_fd open for writing. Returns -errno on failure. */
-int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill,
-                        bool *ret_hit);
+int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill, bool *ret_hit);
 /* Syncs, renames into place, evicts down to the budget (never this entry)
  * and returns the entry's read-only fd, or -errno. Releases the fill. */
 int sl_cache_fill_commit(const sl_cache_t *c, sl_cache_fill_t *fill);

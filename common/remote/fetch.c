@@ -110,8 +110,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
         return n;
     }
     header_value(p, n, "etag", x->resp->etag, sizeof(x->resp->etag));
-    header_value(p, n, "last-modified", x->resp->last_modified,
-                 sizeof(x->resp->last_modified));
+    header_value(p, n, "last-modified", x->resp->last_modified, sizeof(x->resp->last_modified));
     return n;
 }
 
@@ -175,8 +174,7 @@ static void finish_resp(CURL *h, bool head, const xfer_t *x, sl_fetch_resp_t *r)
     }
     curl_off_t cl = -1;
     if (head) {
-        if (curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK &&
-            cl >= 0) {
+        if (curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK && cl >= 0) {
             r->length = (uint64_t)cl;
             r->have_length = true;
         }
@@ -215,11 +213,10 @@ int sl_fetch(const char *url, const char *const *hdrs, bool head, int out_fd,
     CURLcode c = curl_easy_perform(h);
     finish_resp(h, head, &x, ret);
     if (x.write_rc < 0) {
-        rc = x.write_rc == -EFBIG
-                 ? sl_err(err, errlen, -EFBIG, "%s: larger than %llu bytes", url,
-                          (unsigned long long)o->max_bytes)
-                 : sl_err(err, errlen, x.write_rc, "%s: writing the body: %s", url,
-                          strerror(-x.write_rc));
+        rc = x.write_rc == -EFBIG ? sl_err(err, errlen, -EFBIG, "%s: larger than %llu bytes", url,
+                                           (unsigned long long)o->max_bytes)
+                                  : sl_err(err, errlen, x.write_rc, "%s: writing the body: %s", url,
+                                           strerror(-x.write_rc));
     } else if (c != CURLE_OK) {
         rc = transport_error(c, url, err, errlen);
     }

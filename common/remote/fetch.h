@@ -17,12 +17,12 @@
 
 /* What a response said about its object. */
 typedef struct sl_fetch_resp_s {
-    long status;                /* HTTP status, 0 when no response came */
-    char etag[128];             /* "" when absent */
-    char last_modified[64];     /* "" when absent */
-    uint64_t length;            /* Content-Length (HEAD) or bytes written (GET) */
+    long status;            /* HTTP status, 0 when no response came */
+    char etag[128];         /* "" when absent */
+    char last_modified[64]; /* "" when absent */
+    uint64_t length;        /* Content-Length (HEAD) or bytes written (GET) */
     bool have_length;
-    char location[SL_URL_MAX];  /* a 3xx's absolute target, else "" */
+    char location[SL_URL_MAX]; /* a 3xx's absolute target, else "" */
 } sl_fetch_resp_t;
 
 /* Tunables (sl_fetch_opts_default gives the defaults). */

@@ -114,13 +114,14 @@ void sl_remote_describe(const sl_remote_t *r, char *out, size_t outlen)
         snprintf(out, outlen, "remote_roots=none (URL sources refused)");
         return;
     }
-    snprintf(out, outlen, "remote_roots=%s cache_dir=%s cache_bytes=%" PRIu64 " s3_endpoint=%s s3_credentials=%s",
+    snprintf(out, outlen,
+             "remote_roots=%s cache_dir=%s cache_bytes=%" PRIu64
+             " s3_endpoint=%s s3_credentials=%s",
              r->roots_text, r->cache_dir, sl_cache_max_bytes(r->cache), r->s3.endpoint,
              r->s3.have_creds ? "found" : "none (unsigned requests)");
 }
 
-static int check_url(const sl_remote_t *r, const char *url, sl_url_t *u, char *err,
-                     size_t errlen)
+static int check_url(const sl_remote_t *r, const char *url, sl_url_t *u, char *err, size_t errlen)
 {
     char why[256];
     int rc = sl_url_parse(url, u, why, sizeof(why));
@@ -137,8 +138,8 @@ static int check_url(const sl_remote_t *r, const char *url, sl_url_t *u, char *e
     return 0;
 }
 
-int sl_remote_check(const sl_remote_t *r, const char *url, char *canon, size_t canonlen,
-                    char *err, size_t errlen)
+int sl_remote_check(const sl_remote_t *r, const char *url, char *canon, size_t canonlen, char *err,
+                    size_t errlen)
 {
     sl_url_t *u = malloc(sizeof(*u));
     if (u == NULL) {
@@ -179,7 +180,8 @@ static void backoff(int attempt, uint64_t *seed)
     if (ms > REMOTE_BACKOFF_CAP_MS) {
         ms = REMOTE_BACKOFF_CAP_MS;
     }
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000)) * 1e6)};
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                          .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000)) * 1e6)};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
     }
 }
@@ -246,8 +248,7 @@ static int build(const sl_remote_t *r, const sl_url_t *u, bool head, const char 
 /* One request to the checked u, following redirects that stay inside
  * remote_roots. shown names the source URL in messages. */
 static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, bool head,
-                   const char *if_match, int fd, sl_fetch_resp_t *resp, char *err,
-                   size_t errlen)
+                   const char *if_match, int fd, sl_fetch_resp_t *resp, char *err, size_t errlen)
 {
     sl_url_t *u = malloc(sizeof(*u));
     char *wire = malloc(SL_URL_MAX * 4);
@@ -322,8 +323,9 @@ static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *sh
                         "%s: truncated body: got %" PRIu64 " of %" PRIu64 " bytes", shown,
                         resp->length, *expect_size);
         }
-        bool transient = rc == -EAGAIN || (rc < 0 && resp->status == 0 && rc != -EFBIG &&
-                                           rc != -ENOMEM && rc != -ENAMETOOLONG) ||
+        bool transient = rc == -EAGAIN ||
+                         (rc < 0 && resp->status == 0 && rc != -EFBIG && rc != -ENOMEM &&
+                          rc != -ENAMETOOLONG) ||
                          rc == -ECONNRESET;
         if (!transient) {
             return rc;

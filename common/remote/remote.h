@@ -38,9 +38,9 @@ typedef struct sl_remote_s sl_remote_t;
 #define SL_REMOTE_DEFAULT_CACHE_BYTES ((uint64_t)10 << 30)
 
 typedef struct sl_remote_conf_s {
-    const char *roots;     /* comma-separated URL prefixes; NULL/"": none */
-    const char *cache_dir; /* NULL/"": $XDG_CACHE_HOME/sluice or ~/.cache/sluice */
-    uint64_t cache_bytes;  /* 0: SL_REMOTE_DEFAULT_CACHE_BYTES */
+    const char *roots;       /* comma-separated URL prefixes; NULL/"": none */
+    const char *cache_dir;   /* NULL/"": $XDG_CACHE_HOME/sluice or ~/.cache/sluice */
+    uint64_t cache_bytes;    /* 0: SL_REMOTE_DEFAULT_CACHE_BYTES */
     long connect_timeout_ms; /* 0: 5000 */
     long low_speed_secs;     /* 0: 15 (abort below 1 KiB/s for this long) */
 } sl_remote_conf_t;
@@ -57,12 +57,12 @@ bool sl_remote_is_url(const char *s);
 /* Canonicalises url into canon and checks it against r's roots (r NULL:
  * no roots). Returns 0, -EINVAL (malformed), -EPERM (outside every root:
  * err names the URL and the remote_roots setting). */
-int sl_remote_check(const sl_remote_t *r, const char *url, char *canon, size_t canonlen,
-                    char *err, size_t errlen);
+int sl_remote_check(const sl_remote_t *r, const char *url, char *canon, size_t canonlen, char *err,
+                    size_t errlen);
 
 /* What sl_remote_open learned of the object. */
 typedef struct sl_remote_obj_s {
-    uint64_t tag;  /* validator: hash of ETag, Last-Modified and size; never 0 */
+    uint64_t tag; /* validator: hash of ETag, Last-Modified and size; never 0 */
     uint64_t size;
 } sl_remote_obj_t;
 

@@ -124,10 +124,9 @@ static void put_headers(sb_t *canon, sb_t *signed_list, const sl_sigv4_hdr_t *h,
 
 int sl_sigv4_authorization(const sl_sigv4_req_t *r, char *out, size_t outlen)
 {
-    if (r->access_key == NULL || r->secret_key == NULL || r->region == NULL ||
-        r->service == NULL || r->amz_date == NULL || strlen(r->amz_date) != 16 ||
-        r->method == NULL || r->path == NULL || r->nhdrs > SL_SIGV4_MAX_HDRS ||
-        r->payload_sha256 == NULL) {
+    if (r->access_key == NULL || r->secret_key == NULL || r->region == NULL || r->service == NULL ||
+        r->amz_date == NULL || strlen(r->amz_date) != 16 || r->method == NULL || r->path == NULL ||
+        r->nhdrs > SL_SIGV4_MAX_HDRS || r->payload_sha256 == NULL) {
         return -EINVAL;
     }
     sl_sigv4_hdr_t hdrs[SL_SIGV4_MAX_HDRS];
@@ -184,8 +183,7 @@ int sl_sigv4_authorization(const sl_sigv4_req_t *r, char *out, size_t outlen)
     sl_hmac_sha256(k, 32, sts, (size_t)strlen(sts), sig);
     memset(k, 0, sizeof(k));
     hex32(sig, sig_hex);
-    n = snprintf(out, outlen,
-                 "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
+    n = snprintf(out, outlen, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
                  r->access_key, scope, signed_buf, sig_hex);
     return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }

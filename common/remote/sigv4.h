@@ -17,12 +17,12 @@ typedef struct sl_sigv4_hdr_s {
 typedef struct sl_sigv4_req_s {
     const char *access_key;
     const char *secret_key;
-    const char *region;   /* "us-east-1" */
-    const char *service;  /* "s3" */
-    const char *amz_date; /* "YYYYMMDDTHHMMSSZ" (the x-amz-date header) */
-    const char *method;   /* "GET" */
-    const char *path;     /* already URI-encoded ("/" at least) */
-    const char *query;    /* "a=1&b=2" already encoded, any order; "" none */
+    const char *region;         /* "us-east-1" */
+    const char *service;        /* "s3" */
+    const char *amz_date;       /* "YYYYMMDDTHHMMSSZ" (the x-amz-date header) */
+    const char *method;         /* "GET" */
+    const char *path;           /* already URI-encoded ("/" at least) */
+    const char *query;          /* "a=1&b=2" already encoded, any order; "" none */
     const sl_sigv4_hdr_t *hdrs; /* every header to sign, host and x-amz-date included */
     size_t nhdrs;
     const char *payload_sha256; /* hex */

@@ -136,7 +136,7 @@ static int put_byte(char *out, size_t outlen, size_t *o, unsigned char c)
 static int parse_path(sl_url_t *u, const char *p, size_t n, char *err, size_t errlen)
 {
     size_t o = 0;
-    char seg[3];            /* its first decoded bytes, for "." and ".." */
+    char seg[3]; /* its first decoded bytes, for "." and ".." */
     size_t seg_len = 0;
     u->path[0] = '\0';
     if (n == 0 || p[0] != '/') {
@@ -169,7 +169,8 @@ static int parse_path(sl_url_t *u, const char *p, size_t n, char *err, size_t er
             bool dot = seg_len == 1 && seg[0] == '.';
             bool dotdot = seg_len == 2 && seg[0] == '.' && seg[1] == '.';
             if (dot || dotdot) {
-                return sl_err(err, errlen, -EPERM, "a '%s' segment in the path", seg_len == 1 ? "." : "..");
+                return sl_err(err, errlen, -EPERM, "a '%s' segment in the path",
+                              seg_len == 1 ? "." : "..");
             }
             seg_len = 0;
             if (i == n) {

@@ -26,18 +26,13 @@
 /* Most entries in a remote_roots list. */
 #define SL_ROOTS_MAX 64
 
-typedef enum {
-    SL_URL_HTTP = 0,
-    SL_URL_HTTPS,
-    SL_URL_S3,
-    SL_URL__COUNT
-} sl_url_scheme_e;
+typedef enum { SL_URL_HTTP = 0, SL_URL_HTTPS, SL_URL_S3, SL_URL__COUNT } sl_url_scheme_e;
 
 /* A URL split into its canonical parts (each NUL-terminated). */
 typedef struct sl_url_s {
     sl_url_scheme_e scheme;
-    char host[256];      /* lowercased host, or the S3 bucket */
-    unsigned port;       /* 0: the scheme's default (none for s3) */
+    char host[256];        /* lowercased host, or the S3 bucket */
+    unsigned port;         /* 0: the scheme's default (none for s3) */
     char path[SL_URL_MAX]; /* canonical path, starts with '/' ("/" at least) */
 } sl_url_t;
 

@@ -97,7 +97,7 @@ START_TEST(test_roots)
     ck_assert(allowed(&r, "http://data.example/shards/a.tar"));
     ck_assert(allowed(&r, "HTTP://DATA.EXAMPLE/shards/sub/a.tar"));
     ck_assert(allowed(&r, "http://data.example/%73hards/a.tar")); /* %73 = 's' */
-    ck_assert(!allowed(&r, "http://data.example/shards")); /* the root ends with '/' */
+    ck_assert(!allowed(&r, "http://data.example/shards"));        /* the root ends with '/' */
     ck_assert(!allowed(&r, "http://data.example/shards/../etc/passwd"));
     ck_assert(!allowed(&r, "http://data.example/shards/%2e%2e/secret"));
     ck_assert(!allowed(&r, "http://data.example:8080/shards/a.tar"));
@@ -138,12 +138,16 @@ START_TEST(test_sigv4_vectors)
                         .nhdrs = 2,
                         .payload_sha256 = SL_SIGV4_EMPTY_SHA256};
     ck_assert_int_eq(sl_sigv4_authorization(&r, auth, sizeof(auth)), 0);
-    ck_assert_str_eq(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/"
-                           "aws4_request, SignedHeaders=host;x-amz-date, "
-                           "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
+    ck_assert_str_eq(auth,
+                     "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/"
+                     "aws4_request, SignedHeaders=host;x-amz-date, "
+                     "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
     r.query = "Param2=value2&Param1=value1";
     ck_assert_int_eq(sl_sigv4_authorization(&r, auth, sizeof(auth)), 0);
-    ck_assert_msg(strstr(auth, "Signature=b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500") != NULL,
+    ck_assert_msg(strstr(auth,
+                         "Signature="
+                         "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500") !=
+                      NULL,
                   "%s", auth);
 
     sl_sigv4_hdr_t s3h[] = {{"host", "examplebucket.s3.amazonaws.com"},
@@ -162,9 +166,10 @@ START_TEST(test_sigv4_vectors)
                          .nhdrs = 4,
                          .payload_sha256 = SL_SIGV4_EMPTY_SHA256};
     ck_assert_int_eq(sl_sigv4_authorization(&s3, auth, sizeof(auth)), 0);
-    ck_assert_str_eq(auth, "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
-                           "aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
-                           "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+    ck_assert_str_eq(auth,
+                     "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
+                     "aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+                     "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
     /* A wrong secret gives another signature (what the server refuses). */
     s3.secret_key = "wrong";
     ck_assert_int_eq(sl_sigv4_authorization(&s3, auth, sizeof(auth)), 0);
@@ -197,8 +202,13 @@ START_TEST(test_s3_conf_and_request)
     ck_assert_int_eq(fx_write_file(path, ini, strlen(ini)), 0);
 
     sl_s3_conf_t c;
-    const char *env1[] = {"AWS_SHARED_CREDENTIALS_FILE", path, "AWS_PROFILE", "other",
-                          "AWS_REGION", "eu-west-1", NULL};
+    const char *env1[] = {"AWS_SHARED_CREDENTIALS_FILE",
+                          path,
+                          "AWS_PROFILE",
+                          "other",
+                          "AWS_REGION",
+                          "eu-west-1",
+                          NULL};
     g_env = env1;
     ck_assert_int_eq(sl_s3_conf_load(&c, fake_env, err, sizeof(err)), 0);
     ck_assert(c.have_creds);
@@ -217,9 +227,10 @@ START_TEST(test_s3_conf_and_request)
     ck_assert_str_eq(url, "https://my-bucket.s3.eu-west-1.amazonaws.com/train/a%20b.tar");
     bool auth = false, token = false, date = false;
     for (size_t i = 0; hdrs[i] != NULL; i++) {
-        auth |= strncmp(hdrs[i], "Authorization: AWS4-HMAC-SHA256 Credential=AKIDOTHER/20130524/"
-                                 "eu-west-1/s3/aws4_request, SignedHeaders=host;if-match;"
-                                 "x-amz-content-sha256;x-amz-date;x-amz-security-token, ",
+        auth |= strncmp(hdrs[i],
+                        "Authorization: AWS4-HMAC-SHA256 Credential=AKIDOTHER/20130524/"
+                        "eu-west-1/s3/aws4_request, SignedHeaders=host;if-match;"
+                        "x-amz-content-sha256;x-amz-date;x-amz-security-token, ",
                         150) == 0;
         token |= strcmp(hdrs[i], "x-amz-security-token: tok") == 0;
         date |= strcmp(hdrs[i], "x-amz-date: 20130524T000000Z") == 0;
@@ -227,9 +238,15 @@ START_TEST(test_s3_conf_and_request)
     ck_assert(auth && token && date);
 
     /* The environment wins over the file; a custom endpoint is path style. */
-    const char *env2[] = {"AWS_SHARED_CREDENTIALS_FILE", path, "AWS_ACCESS_KEY_ID", "AKIDENV",
-                          "AWS_SECRET_ACCESS_KEY", "s3", "AWS_ENDPOINT_URL",
-                          "HTTP://127.0.0.1:9000/", NULL};
+    const char *env2[] = {"AWS_SHARED_CREDENTIALS_FILE",
+                          path,
+                          "AWS_ACCESS_KEY_ID",
+                          "AKIDENV",
+                          "AWS_SECRET_ACCESS_KEY",
+                          "s3",
+                          "AWS_ENDPOINT_URL",
+                          "HTTP://127.0.0.1:9000/",
+                          NULL};
     g_env = env2;
     ck_assert_int_eq(sl_s3_conf_load(&c, fake_env, err, sizeof(err)), 0);
     ck_assert_str_eq(c.key_id, "AKIDENV");
@@ -349,8 +366,8 @@ START_TEST(test_remote_refuses_before_fetching)
     sl_remote_t *r;
     sl_remote_conf_t conf = {.roots = "http://127.0.0.1:1/ok/", .cache_dir = dir};
     ck_assert_int_eq(sl_remote_new(&conf, &r, err, sizeof(err)), 0);
-    ck_assert_int_eq(sl_remote_check(r, "HTTP://127.0.0.1:1/ok/%61.tar", canon, sizeof(canon),
-                                     err, sizeof(err)),
+    ck_assert_int_eq(sl_remote_check(r, "HTTP://127.0.0.1:1/ok/%61.tar", canon, sizeof(canon), err,
+                                     sizeof(err)),
                      0);
     ck_assert_str_eq(canon, "http://127.0.0.1:1/ok/a.tar");
     sl_remote_obj_t o;
