@@ -24,7 +24,7 @@ DATA="$TMP/data"
 N=48
 WWW="$TMP/www"
 mkdir -p "$WWW/d" "$WWW/secret"
-cp -r "$DATA/mm-shards" "$WWW/d/"
+cp -r "$DATA/mm-shards" "$DATA/mm-images" "$WWW/d/"
 cp "$DATA/mm-shards/shard-000000.tar" "$WWW/secret/"
 
 # ---- nginx on a free loopback port -------------------------------------
@@ -135,26 +135,6 @@ run() { # run SPEC NAME [ARGS...]: a local run, digests sorted into NAME.s
         { cat "$TMP/$name.err" >&2; fail "$name: run failed"; }
     sort "$TMP/$name.dig" >"$TMP/$name.s"
 }
-run "$TMP/disk.json" disk --local
-[ "$(wc -l <"$TMP/disk.s")" -eq $((2 * N)) ] || fail "disk: $(wc -l <"$TMP/disk.s") digests"
-
-CACHE="$TMP/cache-client"
-run "$TMP/http.json" http --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
-cmp -s "$TMP/http.s" "$TMP/disk.s" || fail "http:// digests differ from disk"
-[ "$(ls "$CACHE/shards" | grep -vc '^\.')" -eq 3 ] || fail "the cache does not hold the 3 shards"
-run "$TMP/s3.json" s3 --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
-cmp -s "$TMP/s3.s" "$TMP/disk.s" || fail "s3:// digests differ from disk"
-echo "local: http:// and s3:// (SigV4, path style) digests equal the disk's"
-
-# A second run is served by the cache: nginx logs no new GET.
-gets() { grep -c '"GET ' "$NGX/access.log" || true; }
-before=$(gets)
-run "$TMP/http.json" http2 --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
-cmp -s "$TMP/http2.s" "$TMP/disk.s" || fail "cached run: digests differ"
-[ "$(gets)" -eq "$before" ] || fail "cached run fetched again ($before -> $(gets) GETs)"
-echo "second run: from the cache (HEAD only), same digests"
-
-# ---- refusals -----------------------------------------------------------
 refused() { # refused WHAT WANT_EXIT WANT_TEXT CMD...
     local what=$1 want=$2 text=$3
     shift 3
@@ -167,6 +147,73 @@ refused() { # refused WHAT WANT_EXIT WANT_TEXT CMD...
         { cat "$TMP/refused.err" >&2; fail "$what: no '$text' in the error"; }
     echo "$what: exit $rc, $(head -c 200 "$TMP/refused.err")"
 }
+run "$TMP/disk.json" disk --local
+[ "$(wc -l <"$TMP/disk.s")" -eq $((2 * N)) ] || fail "disk: $(wc -l <"$TMP/disk.s") digests"
+
+CACHE="$TMP/cache-client"
+run "$TMP/http.json" http --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
+cmp -s "$TMP/http.s" "$TMP/disk.s" || fail "http:// digests differ from disk"
+[ "$(ls "$CACHE/shards" | grep -vc '^\.')" -eq 3 ] || fail "the cache does not hold the 3 shards"
+run "$TMP/s3.json" s3 --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
+cmp -s "$TMP/s3.s" "$TMP/disk.s" || fail "s3:// digests differ from disk"
+echo "local: http:// and s3:// (SigV4, path style) digests equal the disk's"
+
+# The other kinds: a tar shard, a filelist of URLs, a jsonl manifest naming
+# its images by URL -- each equal to the same files read from disk.
+kind_spec() { # kind_spec FILE TYPE PATH
+    cat >"$1" <<JSON
+{"source": {"type": "$2", "path": "$3", "seed": 5},
+ "stages": [{"op": "decode_image"}, {"op": "normalize", "on": "device"}],
+ "batch_size": 4, "epochs": 1}
+JSON
+}
+/usr/bin/python3 - "$DATA" "$H/d" <<'PY'
+import json, os, sys
+data, base = sys.argv[1], sys.argv[2]
+imgs = sorted(os.listdir(os.path.join(data, "mm-images")))[:20]
+with open(os.path.join(data, "list.txt"), "w") as a, open(os.path.join(data, "list_url.txt"), "w") as b:
+    for i, f in enumerate(imgs):
+        a.write("mm-images/%s %d\n" % (f, i % 3))
+        b.write("%s/mm-images/%s %d\n" % (base, f, i % 3))
+with open(os.path.join(data, "mm.jsonl")) as src, open(os.path.join(data, "mm_url.jsonl"), "w") as dst:
+    for line in src:
+        o = json.loads(line)
+        for k in ("images", "image"):
+            if isinstance(o.get(k), list):
+                o[k] = [base + "/" + p for p in o[k]]
+            elif isinstance(o.get(k), str):
+                o[k] = base + "/" + o[k]
+        dst.write(json.dumps(o) + "\n")
+PY
+cp "$DATA/mm_url.jsonl" "$WWW/d/"
+kind_spec "$TMP/tar_disk.json" tar "mm-shards/shard-000000.tar"
+kind_spec "$TMP/tar_url.json" tar "$H/d/mm-shards/shard-000000.tar"
+kind_spec "$TMP/fl_disk.json" filelist "list.txt"
+kind_spec "$TMP/fl_url.json" filelist "list_url.txt"
+kind_spec "$TMP/jl_disk.json" jsonl "mm.jsonl"
+kind_spec "$TMP/jl_url.json" jsonl "$H/d/mm_url.jsonl"
+for k in tar fl jl; do
+    run "$TMP/${k}_disk.json" "${k}_disk" --local
+    run "$TMP/${k}_url.json" "${k}_url" --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
+    [ -s "$TMP/${k}_disk.s" ] || fail "$k: no samples"
+    cmp -s "$TMP/${k}_url.s" "$TMP/${k}_disk.s" || fail "$k over URLs: digests differ from disk"
+done
+echo "tar shard, filelist of URLs, jsonl manifest with image URLs: digests equal the disk's"
+# A filelist line outside remote_roots fails the open, naming LIST:LINE.
+printf '%s/mm-images/%s 0\n' "$H/secret" "x.jpg" >>"$DATA/list_url.txt"
+refused "filelist URL outside remote_roots" 2 "list_url.txt:21: URL '$H/secret/mm-images/x.jpg' is outside remote_roots" \
+    "$BIN/sluice" run "$TMP/fl_url.json" --local --data-root "$DATA" --remote-roots "$ROOTS" \
+    --cache-dir "$CACHE"
+
+# A second run is served by the cache: nginx logs no new GET.
+gets() { grep -c '"GET ' "$NGX/access.log" || true; }
+before=$(gets)
+run "$TMP/http.json" http2 --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
+cmp -s "$TMP/http2.s" "$TMP/disk.s" || fail "cached run: digests differ"
+[ "$(gets)" -eq "$before" ] || fail "cached run fetched again ($before -> $(gets) GETs)"
+echo "second run: from the cache (HEAD only), same digests"
+
+# ---- refusals -----------------------------------------------------------
 n_before=$(wc -l <"$NGX/access.log")
 refused "no remote_roots" 2 "is outside remote_roots (none set; set remote_roots or --remote-roots" \
     "$BIN/sluice" run "$TMP/http.json" --local --data-root "$DATA" --cache-dir "$CACHE"
