@@ -205,6 +205,24 @@ refused "filelist URL outside remote_roots" 2 "list_url.txt:21: URL '$H/secret/m
     "$BIN/sluice" run "$TMP/fl_url.json" --local --data-root "$DATA" --remote-roots "$ROOTS" \
     --cache-dir "$CACHE"
 
+# The Python binding: remote_roots= and cache_dir= as keyword arguments.
+python_env
+"$PY" - "$TMP/http.json" "$DATA" "$ROOTS" "$CACHE" "$N" <<'PY' || fail "Python over URLs"
+import sys, sluice
+spec, data, roots, cache, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+with sluice.Loader(None, spec, data_root=data, remote_roots=roots, cache_dir=cache,
+                   cache_bytes=1 << 30) as loader:
+    got = sum(len(b.indices) for b in loader.batches())
+assert got == 2 * n, got
+try:
+    sluice.Loader(None, spec, data_root=data, remote_roots="", cache_dir=cache)
+    raise SystemExit("a URL outside remote_roots was accepted")
+except sluice.SpecError as e:
+    msg = str(e)
+assert "outside remote_roots" in msg, msg
+print("Python: remote_roots= reads the URLs; without them: SpecError:", msg[:90])
+PY
+
 # A second run is served by the cache: nginx logs no new GET.
 gets() { grep -c '"GET ' "$NGX/access.log" || true; }
 before=$(gets)
