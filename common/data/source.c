@@ -132,13 +132,6 @@ int sl_source_open_at(const char *data_root, const sl_remote_t *remote, sl_sourc
         if (crc < 0) {
             return sl_err(err, errlen, crc, "source path: %s", why);
         }
-        if (type == SL_SRC_IMAGEFOLDER) {
-            return sl_err(err, errlen, -ENOTSUP,
-                          "source path '%s': an imagefolder needs a directory listing, which "
-                          "http(s) has not and s3 listing is not supported yet; list the files "
-                          "in a filelist or a jsonl manifest of URLs instead",
-                          path);
-        }
     }
     int rc = sl_src_normalize(path, norm, sizeof(norm));
     if (rc == -EPERM) {

@@ -214,6 +214,15 @@ int sl_src_open_beneath(const sl_source_t *src, const char *rel, int flags, unsi
 int sl_src_open_path(const sl_source_t *src, const char *kind, const char *path, int flags,
                      char *err, size_t errlen);
 
+/* imagefolder helpers (source_imagefolder.c): torchvision's IMG_EXTENSIONS
+ * test (any case), and naming class label in the arena. */
+bool sl_src_is_image_name(const char *name);
+int sl_src_add_class_name(sl_source_t *src, const char *name, uint32_t label, char *err,
+                          size_t errlen);
+/* An imagefolder at an s3:// URL, indexed from its listing as torchvision
+ * indexes the same tree on disk (source_imagefolder_url.c). */
+int sl_src_imagefolder_index_url(sl_source_t *src, const char *url, char *err, size_t errlen);
+
 /* A URL (http://, https://, s3://) as a file: the checks against
  * remote_roots, then an fd of its bytes in the host's shard cache (remote.h).
  * expect_tag != 0: the validator indexing saw, -ESTALE when the object

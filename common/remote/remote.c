@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "common/remote/cache.h"
 #include "common/remote/fetch.h"
 #include "common/remote/s3.h"
+#include "common/remote/s3_list.h"
 #include "common/remote/url.h"
 
 /* Most redirects one request follows. */
@@ -214,14 +216,24 @@ static int judge(long status, const char *url, char *err, size_t errlen)
     return sl_err(err, errlen, -EIO, "%s: HTTP %ld", url, status);
 }
 
+/* What one request asks. */
+typedef struct req_s {
+    bool head;
+    const char *if_match; /* an ETag the object must still have, or NULL */
+    const char *query;    /* S3 only: encoded, canonical order; NULL = none */
+} req_t;
+
 /* The wire URL and header lines of one request to u. */
-static int build(const sl_remote_t *r, const sl_url_t *u, bool head, const char *if_match,
-                 char *wire, size_t wirelen, char *hbuf, size_t hbuflen,
-                 const char *hdrs[SL_S3_MAX_HDRS + 1])
+static int build(const sl_remote_t *r, const sl_url_t *u, const req_t *q, char *wire,
+                 size_t wirelen, char *hbuf, size_t hbuflen, const char *hdrs[SL_S3_MAX_HDRS + 1])
 {
+    const char *if_match = q->if_match;
     if (u->scheme == SL_URL_S3) {
-        return sl_s3_request(&r->s3, u, head ? "HEAD" : "GET", (long)time(NULL), if_match, wire,
-                             wirelen, hbuf, hbuflen, hdrs);
+        return sl_s3_request(&r->s3, u, q->head ? "HEAD" : "GET", (long)time(NULL), if_match,
+                             q->query, wire, wirelen, hbuf, hbuflen, hdrs);
+    }
+    if (q->query != NULL && q->query[0] != '\0') {
+        return -EINVAL;
     }
     char enc[SL_URL_MAX * 3];
     if (sl_url_encode_path(u->path, enc, sizeof(enc)) < 0) {
@@ -247,8 +259,8 @@ static int build(const sl_remote_t *r, const sl_url_t *u, bool head, const char 
 
 /* One request to the checked u, following redirects that stay inside
  * remote_roots. shown names the source URL in messages. */
-static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, bool head,
-                   const char *if_match, int fd, sl_fetch_resp_t *resp, char *err, size_t errlen)
+static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, const req_t *q,
+                   int fd, sl_fetch_resp_t *resp, char *err, size_t errlen)
 {
     sl_url_t *u = malloc(sizeof(*u));
     char *wire = malloc(SL_URL_MAX * 4);
@@ -261,7 +273,7 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, 
     *u = *u0;
     for (int hop = 0;; hop++) {
         const char *hdrs[SL_S3_MAX_HDRS + 1];
-        rc = build(r, u, head, if_match, wire, SL_URL_MAX * 4, hbuf, 8192, hdrs);
+        rc = build(r, u, q, wire, SL_URL_MAX * 4, hbuf, 8192, hdrs);
         if (rc < 0) {
             sl_err(err, errlen, rc, "%s: cannot build the request", shown);
             goto out;
@@ -270,7 +282,7 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, 
             rc = sl_err(err, errlen, -errno, "%s: cache file: %s", shown, strerror(errno));
             goto out;
         }
-        rc = sl_fetch(wire, hdrs, head, fd, &r->fetch, resp, err, errlen);
+        rc = sl_fetch(wire, hdrs, q->head, fd, &r->fetch, resp, err, errlen);
         memset(hbuf, 0, 8192); /* it held a signature */
         if (rc < 0) {
             goto out;
@@ -305,8 +317,8 @@ out:
 
 /* request() with retries of what may pass: no response, 5xx/429, a body
  * shorter than expect_size (when known). */
-static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown, bool head,
-                         const char *if_match, int fd, const uint64_t *expect_size,
+static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown,
+                         const req_t *q, int fd, const uint64_t *expect_size,
                          sl_fetch_resp_t *resp, char *err, size_t errlen)
 {
     struct timespec ts;
@@ -317,8 +329,8 @@ static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *sh
         if (attempt > 0) {
             backoff(attempt, &seed);
         }
-        rc = request(r, u, shown, head, if_match, fd, resp, err, errlen);
-        if (rc == 0 && !head && expect_size != NULL && resp->length != *expect_size) {
+        rc = request(r, u, shown, q, fd, resp, err, errlen);
+        if (rc == 0 && !q->head && expect_size != NULL && resp->length != *expect_size) {
             rc = sl_err(err, errlen, -ECONNRESET,
                         "%s: truncated body: got %" PRIu64 " of %" PRIu64 " bytes", shown,
                         resp->length, *expect_size);
@@ -356,7 +368,8 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
         rc = sl_err(err, errlen, -EPERM, "URL '%s': no cache", url);
         goto out;
     }
-    rc = request_retry(r, u, canon, true, NULL, -1, NULL, resp, err, errlen);
+    req_t hq = {.head = true};
+    rc = request_retry(r, u, canon, &hq, -1, NULL, resp, err, errlen);
     if (rc < 0) {
         goto out;
     }
@@ -395,7 +408,8 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
     if (hit) {
         goto found;
     }
-    rc = request_retry(r, u, canon, false, etag, fill.tmp_fd, &size, resp, err, errlen);
+    req_t gq = {.if_match = etag};
+    rc = request_retry(r, u, canon, &gq, fill.tmp_fd, &size, resp, err, errlen);
     if (rc < 0) {
         sl_cache_fill_abort(r->cache, &fill);
         goto out;
@@ -411,6 +425,158 @@ found:
 out:
     free(u);
     free(canon);
+    free(resp);
+    return rc;
+}
+
+/* ---- listings (S3 ListObjectsV2) ----------------------------------------- */
+
+/* Most pages one listing reads (1000 keys each at most). */
+#define REMOTE_LIST_MAX_PAGES 100000u
+/* Largest page answer we read. */
+#define REMOTE_LIST_PAGE_MAX ((uint64_t)64 << 20)
+
+typedef struct list_ctx_s {
+    const sl_remote_t *r;
+    const char *bucket;
+    const char *prefix; /* decoded */
+    sl_remote_list_fn fn;
+    void *ctx;
+    char *err;
+    size_t errlen;
+} list_ctx_t;
+
+static int on_object(void *arg, const char *key, uint64_t size, const char *etag)
+{
+    list_ctx_t *c = arg;
+    char raw[SL_URL_MAX + 300], canon[SL_URL_MAX];
+    if (strncmp(key, c->prefix, strlen(c->prefix)) != 0) {
+        return sl_err(c->err, c->errlen, -EPROTO, "s3://%s/%s: listed a key outside the prefix",
+                      c->bucket, c->prefix);
+    }
+    int n = snprintf(raw, sizeof(raw), "s3://%s/%s", c->bucket, key);
+    if (n < 0 || (size_t)n >= sizeof(raw)) {
+        return sl_err(c->err, c->errlen, -ENAMETOOLONG, "s3://%s/%.64s...: too long", c->bucket,
+                      key);
+    }
+    /* A key S3 allows but a URL here cannot name ("a/../b", "a//b" stay
+     * names; "." segments do not) is refused, naming it. */
+    int rc = sl_remote_check(c->r, raw, canon, sizeof(canon), c->err, c->errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    sl_fetch_resp_t v = {.length = size};
+    snprintf(v.etag, sizeof(v.etag), "%s", etag);
+    return c->fn(c->ctx, canon, size, tag_of(&v));
+}
+
+/* Reads the page the fetch wrote into fd and parses it. */
+static int parse_page(int fd, uint64_t len, list_ctx_t *c, bool *ret_more, char *token,
+                      const char *shown)
+{
+    if (len > REMOTE_LIST_PAGE_MAX) {
+        return sl_err(c->err, c->errlen, -EFBIG, "%s: a listing page over 64 MiB", shown);
+    }
+    char *buf = malloc(len + 1);
+    if (buf == NULL) {
+        return sl_err(c->err, c->errlen, -ENOMEM, "out of memory");
+    }
+    ssize_t got = pread(fd, buf, len, 0);
+    int rc;
+    if (got < 0 || (uint64_t)got != len) {
+        rc = sl_err(c->err, c->errlen, -EIO, "%s: reading the listing back", shown);
+    } else {
+        buf[len] = '\0';
+        rc = sl_s3_list_parse(buf, len, on_object, c, ret_more, token, SL_S3_TOKEN_MAX);
+        if (rc == -EPROTO && (c->err == NULL || c->err[0] == '\0' ||
+                              strstr(c->err, "listed a key") == NULL)) {
+            rc = sl_err(c->err, c->errlen, rc, "%s: not a ListObjectsV2 answer", shown);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* The decoded key prefix of the canonical path ("/a%20b/" -> "a b/"). */
+static void decode_prefix(const char *path, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (const char *p = path + 1; *p != '\0' && o + 1 < outlen; p++) {
+        if (p[0] == '%' && p[1] != '\0' && p[2] != '\0') {
+            char hex[3] = {p[1], p[2], '\0'};
+            out[o++] = (char)strtol(hex, NULL, 16);
+            p += 2;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+int sl_remote_list(const sl_remote_t *r, const char *dir_url, sl_remote_list_fn fn, void *ctx,
+                   char *err, size_t errlen)
+{
+    sl_url_t *u = malloc(sizeof(*u));
+    char *prefix = malloc(SL_URL_MAX), *query = malloc(SL_URL_MAX * 4);
+    char *token = malloc(SL_S3_TOKEN_MAX), *shown = malloc(SL_URL_MAX);
+    sl_fetch_resp_t *resp = malloc(sizeof(*resp));
+    int fd = -1, rc = -ENOMEM;
+    if (u == NULL || prefix == NULL || query == NULL || token == NULL || shown == NULL ||
+        resp == NULL) {
+        sl_err(err, errlen, rc, "out of memory");
+        goto out;
+    }
+    rc = check_url(r, dir_url, u, err, errlen);
+    if (rc < 0) {
+        goto out;
+    }
+    if (u->scheme != SL_URL_S3) {
+        rc = sl_err(err, errlen, -ENOTSUP,
+                    "URL '%s': http(s) has no listing (only s3:// can be listed; name the files "
+                    "in a filelist or a jsonl manifest of URLs instead)",
+                    dir_url);
+        goto out;
+    }
+    sl_url_format(u, shown, SL_URL_MAX);
+    decode_prefix(u->path, prefix, SL_URL_MAX);
+    list_ctx_t c = {.r = r, .bucket = u->host, .prefix = prefix, .fn = fn, .ctx = ctx,
+                    .err = err, .errlen = errlen};
+    sl_url_t bucket = *u;
+    snprintf(bucket.path, sizeof(bucket.path), "/");
+    fd = memfd_create("sluice-s3-list", MFD_CLOEXEC);
+    if (fd < 0) {
+        rc = sl_err(err, errlen, -errno, "memfd: %s", strerror(errno));
+        goto out;
+    }
+    token[0] = '\0';
+    bool more = true;
+    for (unsigned page = 0; more; page++) {
+        if (page == REMOTE_LIST_MAX_PAGES) {
+            rc = sl_err(err, errlen, -E2BIG, "%s: more than %u listing pages", shown, page);
+            goto out;
+        }
+        if (sl_s3_list_query(prefix, token, query, SL_URL_MAX * 4) < 0) {
+            rc = sl_err(err, errlen, -ENAMETOOLONG, "%s: listing query too long", shown);
+            goto out;
+        }
+        req_t q = {.query = query};
+        rc = request_retry(r, &bucket, shown, &q, fd, NULL, resp, err, errlen);
+        if (rc == 0) {
+            rc = parse_page(fd, resp->length, &c, &more, token, shown);
+        }
+        if (rc < 0) {
+            goto out;
+        }
+    }
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    free(u);
+    free(prefix);
+    free(query);
+    free(token);
+    free(shown);
     free(resp);
     return rc;
 }

@@ -73,6 +73,18 @@ typedef struct sl_remote_obj_s {
 int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
                    sl_remote_obj_t *ret_obj, char *err, size_t errlen);
 
+/* One object of a listing: its canonical URL, size and a validator (from
+ * the listing's ETag and size: not the tag sl_remote_open gives). */
+typedef int (*sl_remote_list_fn)(void *ctx, const char *url, uint64_t size, uint64_t tag);
+
+/* Lists every object under dir_url (s3://bucket/prefix/, checked against
+ * remote_roots first) with S3 ListObjectsV2, in key order, calling fn for
+ * each; stops at fn's first error and returns it. Returns 0, -EPERM,
+ * -ENOTSUP (http(s): no listing), -EPROTO (a malformed answer), the
+ * errors of sl_remote_open; err names the URL. */
+int sl_remote_list(const sl_remote_t *r, const char *dir_url, sl_remote_list_fn fn, void *ctx,
+                   char *err, size_t errlen);
+
 /* A one-line description for a daemon's start-up log: the roots, the cache
  * directory and budget, whether S3 credentials were found (never them). */
 void sl_remote_describe(const sl_remote_t *r, char *out, size_t outlen);

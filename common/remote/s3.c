@@ -156,9 +156,12 @@ static int add_hdr(char *buf, size_t buflen, size_t *off, const char **hdrs, siz
 }
 
 int sl_s3_request(const sl_s3_conf_t *c, const sl_url_t *u, const char *method, long now,
-                  const char *if_match, char *url, size_t urllen, char *hdr_buf, size_t hdr_buflen,
-                  const char *hdrs[SL_S3_MAX_HDRS + 1])
+                  const char *if_match, const char *query, char *url, size_t urllen,
+                  char *hdr_buf, size_t hdr_buflen, const char *hdrs[SL_S3_MAX_HDRS + 1])
 {
+    if (query == NULL) {
+        query = "";
+    }
     char key[SL_URL_MAX * 3], path[SL_URL_MAX * 3 + 300], host[600];
     if (sl_url_encode_path(u->path, key, sizeof(key)) < 0) {
         return -ENAMETOOLONG;
@@ -179,7 +182,8 @@ int sl_s3_request(const sl_s3_conf_t *c, const sl_url_t *u, const char *method, 
     if (n < 0 || (size_t)n >= sizeof(path)) {
         return -ENAMETOOLONG;
     }
-    n = snprintf(url, urllen, "%.*s://%s%s", (int)scheme_len, c->endpoint, host, path);
+    n = snprintf(url, urllen, "%.*s://%s%s%s%s", (int)scheme_len, c->endpoint, host, path,
+                 query[0] != '\0' ? "?" : "", query);
     if (n < 0 || (size_t)n >= urllen) {
         return -ENAMETOOLONG;
     }
@@ -218,7 +222,7 @@ int sl_s3_request(const sl_s3_conf_t *c, const sl_url_t *u, const char *method, 
                         .amz_date = date,
                         .method = method,
                         .path = path,
-                        .query = "",
+                        .query = query,
                         .hdrs = sh,
                         .nhdrs = ns,
                         .payload_sha256 = SL_SIGV4_EMPTY_SHA256};

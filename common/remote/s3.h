@@ -42,9 +42,11 @@ int sl_s3_conf_load(sl_s3_conf_t *c, sl_s3_getenv_fn env, char *err, size_t errl
 /* The request for GET/HEAD of s3 URL u at time now (UTC seconds): the wire
  * URL into url, header lines into hdr_buf with pointers in hdrs
  * (NULL-terminated), signed when c has credentials. if_match: an ETag to
- * require (GET after HEAD) or NULL. Returns 0, -ENAMETOOLONG, -EINVAL. */
+ * require (GET after HEAD) or NULL. query: NULL/"" or the encoded query
+ * in canonical (sorted) order ("list-type=2&prefix=a%2Fb"). Returns 0,
+ * -ENAMETOOLONG, -EINVAL. */
 int sl_s3_request(const sl_s3_conf_t *c, const sl_url_t *u, const char *method, long now,
-                  const char *if_match, char *url, size_t urllen, char *hdr_buf, size_t hdr_buflen,
-                  const char *hdrs[SL_S3_MAX_HDRS + 1]);
+                  const char *if_match, const char *query, char *url, size_t urllen,
+                  char *hdr_buf, size_t hdr_buflen, const char *hdrs[SL_S3_MAX_HDRS + 1]);
 
 #endif

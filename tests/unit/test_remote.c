@@ -16,6 +16,7 @@
 #include "common/remote/cache.h"
 #include "common/remote/remote.h"
 #include "common/remote/s3.h"
+#include "common/remote/s3_list.h"
 #include "common/remote/sigv4.h"
 #include "common/remote/url.h"
 #include "tests/unit/fixtures.h"
@@ -221,7 +222,7 @@ START_TEST(test_s3_conf_and_request)
     ck_assert_int_eq(sl_url_parse("s3://my-bucket/train/a b.tar", &u, err, sizeof(err)), 0);
     char url[8192], hbuf[8192];
     const char *hdrs[SL_S3_MAX_HDRS + 1];
-    ck_assert_int_eq(sl_s3_request(&c, &u, "GET", 1369353600L, "\"e1\"", url, sizeof(url), hbuf,
+    ck_assert_int_eq(sl_s3_request(&c, &u, "GET", 1369353600L, "\"e1\"", NULL, url, sizeof(url), hbuf,
                                    sizeof(hbuf), hdrs),
                      0);
     ck_assert_str_eq(url, "https://my-bucket.s3.eu-west-1.amazonaws.com/train/a%20b.tar");
@@ -253,10 +254,11 @@ START_TEST(test_s3_conf_and_request)
     ck_assert_str_eq(c.region, "us-east-1");
     ck_assert_str_eq(c.endpoint, "http://127.0.0.1:9000");
     ck_assert(c.path_style);
-    ck_assert_int_eq(sl_s3_request(&c, &u, "HEAD", 0, NULL, url, sizeof(url), hbuf, sizeof(hbuf),
+    ck_assert_int_eq(sl_s3_request(&c, &u, "HEAD", 0, NULL, "list-type=2&prefix=a%2F", url, sizeof(url), hbuf, sizeof(hbuf),
                                    hdrs),
                      0);
-    ck_assert_str_eq(url, "http://127.0.0.1:9000/my-bucket/train/a%20b.tar");
+    ck_assert_str_eq(url,
+                     "http://127.0.0.1:9000/my-bucket/train/a%20b.tar?list-type=2&prefix=a%2F");
 
     /* Broken settings name the variable. */
     const char *env3[] = {"AWS_ENDPOINT_URL", "s3://nope", NULL};
@@ -393,6 +395,71 @@ START_TEST(test_remote_refuses_before_fetching)
 }
 END_TEST
 
+typedef struct seen_s {
+    char keys[4][64];
+    uint64_t sizes[4];
+    int n;
+} seen_t;
+
+static int on_key(void *ctx, const char *key, uint64_t size, const char *etag)
+{
+    seen_t *s = ctx;
+    (void)etag;
+    if (s->n == 4) {
+        return -E2BIG;
+    }
+    snprintf(s->keys[s->n], sizeof(s->keys[0]), "%s", key);
+    s->sizes[s->n++] = size;
+    return 0;
+}
+
+START_TEST(test_s3_list)
+{
+    char q[512];
+    ck_assert_int_eq(sl_s3_list_query("train/a b/", NULL, q, sizeof(q)), 0);
+    ck_assert_str_eq(q, "list-type=2&prefix=train%2Fa%20b%2F");
+    ck_assert_int_eq(sl_s3_list_query("p/", "1/x+y=", q, sizeof(q)), 0);
+    ck_assert_str_eq(q, "continuation-token=1%2Fx%2By%3D&list-type=2&prefix=p%2F");
+    ck_assert_int_eq(sl_s3_list_query("p/", NULL, q, 10), -ENAMETOOLONG);
+    ck_assert_int_eq(sl_s3_list_query("", NULL, q, sizeof(q)), 0);
+    ck_assert_str_eq(q, "list-type=2");
+
+    const char *page = "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name>"
+                       "<Contents><Key>p/c/a&amp;b.jpg</Key><Size>12</Size>"
+                       "<ETag>&quot;e1&quot;</ETag></Contents>"
+                       "<Contents><Key>p/c/&#x41;.png</Key><Size>7</Size></Contents>"
+                       "<IsTruncated>true</IsTruncated>"
+                       "<NextContinuationToken>tok/1</NextContinuationToken></ListBucketResult>";
+    seen_t s = {0};
+    bool more = false;
+    char tok[SL_S3_TOKEN_MAX];
+    ck_assert_int_eq(sl_s3_list_parse(page, strlen(page), on_key, &s, &more, tok, sizeof(tok)), 0);
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_str_eq(s.keys[0], "p/c/a&b.jpg");
+    ck_assert_str_eq(s.keys[1], "p/c/A.png");
+    ck_assert_uint_eq(s.sizes[0], 12);
+    ck_assert(more);
+    ck_assert_str_eq(tok, "tok/1");
+
+    /* Broken answers are -EPROTO, not a silently short listing. */
+    const char *bad[] = {
+        "<Error><Code>AccessDenied</Code></Error>",
+        "<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k</Key><Size>x</Size></Contents></ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k&bogus;</Key><Size>1</Size></Contents>"
+        "</ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k</Key><Size>1</Size>",
+        "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        seen_t t = {0};
+        ck_assert_msg(sl_s3_list_parse(bad[i], strlen(bad[i]), on_key, &t, &more, tok,
+                                       sizeof(tok)) == -EPROTO,
+                      "%s", bad[i]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remote");
@@ -403,6 +470,7 @@ int main(void)
     tcase_add_test(tc, test_sigv4_vectors);
     tcase_add_test(tc, test_s3_conf_and_request);
     tcase_add_test(tc, test_cache);
+    tcase_add_test(tc, test_s3_list);
     tcase_add_test(tc, test_remote_refuses_before_fetching);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
