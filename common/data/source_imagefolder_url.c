@@ -19,10 +19,10 @@
 #include "common/data/source_impl.h"
 
 typedef struct obj_s {
-    char *url;         /* canonical, malloc'd */
-    const char *rel;   /* in url: the key under the prefix */
-    size_t class_len;  /* rel[0, class_len) is the class */
-    size_t dir_len;    /* rel[0, dir_len) is the directory */
+    char *url;        /* canonical, malloc'd */
+    const char *rel;  /* in url: the key under the prefix */
+    size_t class_len; /* rel[0, class_len) is the class */
+    size_t dir_len;   /* rel[0, dir_len) is the directory */
     uint64_t size;
     uint64_t tag;
 } obj_t;

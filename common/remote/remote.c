@@ -317,9 +317,9 @@ out:
 
 /* request() with retries of what may pass: no response, 5xx/429, a body
  * shorter than expect_size (when known). */
-static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown,
-                         const req_t *q, int fd, const uint64_t *expect_size,
-                         sl_fetch_resp_t *resp, char *err, size_t errlen)
+static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown, const req_t *q,
+                         int fd, const uint64_t *expect_size, sl_fetch_resp_t *resp, char *err,
+                         size_t errlen)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -488,8 +488,8 @@ static int parse_page(int fd, uint64_t len, list_ctx_t *c, bool *ret_more, char 
     } else {
         buf[len] = '\0';
         rc = sl_s3_list_parse(buf, len, on_object, c, ret_more, token, SL_S3_TOKEN_MAX);
-        if (rc == -EPROTO && (c->err == NULL || c->err[0] == '\0' ||
-                              strstr(c->err, "listed a key") == NULL)) {
+        if (rc == -EPROTO &&
+            (c->err == NULL || c->err[0] == '\0' || strstr(c->err, "listed a key") == NULL)) {
             rc = sl_err(c->err, c->errlen, rc, "%s: not a ListObjectsV2 answer", shown);
         }
     }
@@ -539,8 +539,13 @@ int sl_remote_list(const sl_remote_t *r, const char *dir_url, sl_remote_list_fn 
     }
     sl_url_format(u, shown, SL_URL_MAX);
     decode_prefix(u->path, prefix, SL_URL_MAX);
-    list_ctx_t c = {.r = r, .bucket = u->host, .prefix = prefix, .fn = fn, .ctx = ctx,
-                    .err = err, .errlen = errlen};
+    list_ctx_t c = {.r = r,
+                    .bucket = u->host,
+                    .prefix = prefix,
+                    .fn = fn,
+                    .ctx = ctx,
+                    .err = err,
+                    .errlen = errlen};
     sl_url_t bucket = *u;
     snprintf(bucket.path, sizeof(bucket.path), "/");
     fd = memfd_create("sluice-s3-list", MFD_CLOEXEC);

@@ -156,8 +156,8 @@ static int add_hdr(char *buf, size_t buflen, size_t *off, const char **hdrs, siz
 }
 
 int sl_s3_request(const sl_s3_conf_t *c, const sl_url_t *u, const char *method, long now,
-                  const char *if_match, const char *query, char *url, size_t urllen,
-                  char *hdr_buf, size_t hdr_buflen, const char *hdrs[SL_S3_MAX_HDRS + 1])
+                  const char *if_match, const char *query, char *url, size_t urllen, char *hdr_buf,
+                  size_t hdr_buflen, const char *hdrs[SL_S3_MAX_HDRS + 1])
 {
     if (query == NULL) {
         query = "";

@@ -46,7 +46,7 @@ int sl_s3_conf_load(sl_s3_conf_t *c, sl_s3_getenv_fn env, char *err, size_t errl
  * in canonical (sorted) order ("list-type=2&prefix=a%2Fb"). Returns 0,
  * -ENAMETOOLONG, -EINVAL. */
 int sl_s3_request(const sl_s3_conf_t *c, const sl_url_t *u, const char *method, long now,
-                  const char *if_match, const char *query, char *url, size_t urllen,
-                  char *hdr_buf, size_t hdr_buflen, const char *hdrs[SL_S3_MAX_HDRS + 1]);
+                  const char *if_match, const char *query, char *url, size_t urllen, char *hdr_buf,
+                  size_t hdr_buflen, const char *hdrs[SL_S3_MAX_HDRS + 1]);
 
 #endif

@@ -129,8 +129,8 @@ static int element(const char *p, const char *end, const char *tag, char *out, s
     return (int)o;
 }
 
-int sl_s3_list_parse(const char *xml, size_t n, sl_s3_list_fn fn, void *ctx,
-                     bool *ret_truncated, char *token, size_t tokenlen)
+int sl_s3_list_parse(const char *xml, size_t n, sl_s3_list_fn fn, void *ctx, bool *ret_truncated,
+                     char *token, size_t tokenlen)
 {
     const char *end = xml + n;
     if (memmem(xml, n, "<ListBucketResult", 17) == NULL) {
@@ -181,8 +181,7 @@ int sl_s3_list_parse(const char *xml, size_t n, sl_s3_list_fn fn, void *ctx,
     *ret_truncated = element(xml, end, "IsTruncated", trunc, sizeof(trunc)) > 0 &&
                      strcmp(trunc, "true") == 0;
     token[0] = '\0';
-    if (*ret_truncated &&
-        element(xml, end, "NextContinuationToken", token, tokenlen) <= 0) {
+    if (*ret_truncated && element(xml, end, "NextContinuationToken", token, tokenlen) <= 0) {
         return -EPROTO;
     }
     return 0;

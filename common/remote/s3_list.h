@@ -21,7 +21,7 @@ int sl_s3_list_query(const char *prefix, const char *token, char *out, size_t ou
 /* Calls fn for each <Contents> of the page xml[0, n) in order; sets
  * *ret_truncated and copies NextContinuationToken into token. Returns 0,
  * -EPROTO (not a ListBucketResult, a malformed entry), or fn's error. */
-int sl_s3_list_parse(const char *xml, size_t n, sl_s3_list_fn fn, void *ctx,
-                     bool *ret_truncated, char *token, size_t tokenlen);
+int sl_s3_list_parse(const char *xml, size_t n, sl_s3_list_fn fn, void *ctx, bool *ret_truncated,
+                     char *token, size_t tokenlen);
 
 #endif

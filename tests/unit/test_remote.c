@@ -222,8 +222,8 @@ START_TEST(test_s3_conf_and_request)
     ck_assert_int_eq(sl_url_parse("s3://my-bucket/train/a b.tar", &u, err, sizeof(err)), 0);
     char url[8192], hbuf[8192];
     const char *hdrs[SL_S3_MAX_HDRS + 1];
-    ck_assert_int_eq(sl_s3_request(&c, &u, "GET", 1369353600L, "\"e1\"", NULL, url, sizeof(url), hbuf,
-                                   sizeof(hbuf), hdrs),
+    ck_assert_int_eq(sl_s3_request(&c, &u, "GET", 1369353600L, "\"e1\"", NULL, url, sizeof(url),
+                                   hbuf, sizeof(hbuf), hdrs),
                      0);
     ck_assert_str_eq(url, "https://my-bucket.s3.eu-west-1.amazonaws.com/train/a%20b.tar");
     bool auth = false, token = false, date = false;
@@ -254,8 +254,8 @@ START_TEST(test_s3_conf_and_request)
     ck_assert_str_eq(c.region, "us-east-1");
     ck_assert_str_eq(c.endpoint, "http://127.0.0.1:9000");
     ck_assert(c.path_style);
-    ck_assert_int_eq(sl_s3_request(&c, &u, "HEAD", 0, NULL, "list-type=2&prefix=a%2F", url, sizeof(url), hbuf, sizeof(hbuf),
-                                   hdrs),
+    ck_assert_int_eq(sl_s3_request(&c, &u, "HEAD", 0, NULL, "list-type=2&prefix=a%2F", url,
+                                   sizeof(url), hbuf, sizeof(hbuf), hdrs),
                      0);
     ck_assert_str_eq(url,
                      "http://127.0.0.1:9000/my-bucket/train/a%20b.tar?list-type=2&prefix=a%2F");
