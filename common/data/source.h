@@ -79,8 +79,10 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
  * URL is refused). A URL outside remote_roots is -EPERM before any request,
  * err naming the URL and the setting. A URL is read whole into the host's
  * shard cache and indexed from there (one streamed pass); its validator
- * (ETag, Last-Modified, size) is part of the fingerprint. imagefolder over
- * a URL is -ENOTSUP (no listing), a URL ending in '/' -EISDIR. Other
+ * (ETag, Last-Modified, size) is part of the fingerprint. An imagefolder at
+ * s3://bucket/prefix/ is indexed from the bucket's listing in torchvision's
+ * order, its images fetched when read; over http(s) it is -ENOTSUP (no
+ * listing). Another URL ending in '/' is -EISDIR. Other
  * errors of a fetch: -ENOENT (404), -EACCES (401/403, a wrong S3 secret),
  * -ESTALE (changed while read), -ETIMEDOUT, -ECONNREFUSED, -ECONNRESET
  * (truncated after retries), -EIO. remote must outlive the source. */
