@@ -260,6 +260,25 @@ assert "outside remote_roots" in msg, msg
 print("Python: remote_roots= reads the URLs; without them: SpecError:", msg[:90])
 PY
 
+# Concurrent jobs share one cache: each object is downloaded once, nothing
+# partial is left behind.
+SHARED="$TMP/cache-shared"
+before=$(grep -c '"GET /d/mm-shards/' "$NGX/access.log" || true)
+for i in 1 2 3; do
+    "$BIN/sluice" run "$TMP/http.json" --local --data-root "$DATA" --quiet --threads 1 \
+        --remote-roots "$ROOTS" --cache-dir "$SHARED" --digests "$TMP/conc$i.dig" \
+        2>"$TMP/conc$i.err" &
+    conc[$i]=$!
+done
+for i in 1 2 3; do
+    wait "${conc[$i]}" || { cat "$TMP/conc$i.err" >&2; fail "concurrent job $i failed"; }
+    cmp -s <(sort "$TMP/conc$i.dig") "$TMP/disk.s" || fail "concurrent job $i: digests differ"
+done
+after=$(grep -c '"GET /d/mm-shards/' "$NGX/access.log" || true)
+[ $((after - before)) -eq 3 ] || fail "3 concurrent jobs fetched $((after - before)) shards, want 3"
+[ -z "$(ls -A "$SHARED/shards" | grep '^\.tmp-')" ] || fail "a temporary was left in the cache"
+echo "3 concurrent jobs, one cache: each shard downloaded once"
+
 # A second run is served by the cache: nginx logs no new GET.
 gets() { grep -c '"GET ' "$NGX/access.log" || true; }
 before=$(gets)
