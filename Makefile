@@ -30,6 +30,7 @@ PKGS_spec := jansson
 PKGS_image := libturbojpeg libjpeg libpng libwebp
 PKGS_plugin := jansson
 PKGS_data := jansson
+PKGS_remote := libcurl
 PKGS_rpc := grpc gpr libprotobuf-c
 PKGS_proto := libprotobuf-c
 PKGS_http := libevent libevent_pthreads
@@ -37,7 +38,7 @@ PKGS_disp := jansson
 PKGS_worker := jansson
 PKGS_client := jansson
 PKGS := grpc gpr libprotobuf-c libevent libevent_pthreads jansson libturbojpeg libjpeg libzstd \
-        libpng libpcre2-8 libwebp
+        libpng libpcre2-8 libwebp libcurl
 # Headers only: common/video loads FFmpeg's libraries on first use
 # (common/video/video_dl.h), so nothing links them.
 PKGS_HEADERS_ONLY := libavformat libavcodec libswscale libavutil
@@ -172,7 +173,7 @@ $(BUILD)/bin/sluice-plugin-host: $(BUILD)/obj/plugin_host/main.o $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http video
+COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http video remote
 MODS := $(COMMON_MODS) proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
@@ -197,7 +198,8 @@ DEPS_spec := spec base
 DEPS_order := order $(DEPS_spec)
 DEPS_image := image $(DEPS_sample)
 DEPS_plugin := plugin $(DEPS_image)
-DEPS_data := data spec $(DEPS_image)
+DEPS_remote := remote base
+DEPS_data := data spec $(DEPS_image) $(DEPS_remote)
 DEPS_video := video $(DEPS_sample)
 DEPS_engine := engine order text plugin $(DEPS_video) $(DEPS_data)
 DEPS_cost := cost base
@@ -249,6 +251,7 @@ TEST_MODS_test_png := image
 TEST_MODS_test_webp := image
 TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
+TEST_MODS_test_remote := remote
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data
 TEST_MODS_test_batcher := engine

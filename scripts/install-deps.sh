@@ -21,6 +21,7 @@ PKGS=(
     nodejs
     prometheus
     libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg python3-av
+    libcurl4-openssl-dev nginx-light
 )
 
 missing=()
@@ -74,6 +75,26 @@ install_k8s_oracle() {
         "kubernetes-models@$K8S_ORACLE_VERSION"
 }
 
+# The S3 server the remote-source tests run (tests/integration/test_remote_sources.sh):
+# moto's server verifies SigV4 signatures once IAM auth is on (s3rver from npm was
+# tried first: it accepts any V4 signature, so it cannot show a wrong secret is
+# refused). Not in Debian 12: pinned, from PyPI, in a venv of its own.
+S3_ORACLE_PREFIX=/usr/local/lib/sluice-oracle-moto
+S3_ORACLE_VERSION=5.2.1
+install_s3_oracle() {
+    local check="import moto.server, boto3, sys; sys.exit(moto.__version__ != '$S3_ORACLE_VERSION')"
+    if [ -x "$S3_ORACLE_PREFIX/bin/python3" ] && "$S3_ORACLE_PREFIX/bin/python3" -c "$check" 2>/dev/null; then
+        return 0
+    fi
+    # The version already on this host's python3 (the test looks there too).
+    if command -v python3 >/dev/null && python3 -c "$check" 2>/dev/null; then
+        return 0
+    fi
+    echo "install-deps: installing moto[server]==$S3_ORACLE_VERSION (PyPI) into $S3_ORACLE_PREFIX"
+    $SUDO python3 -m venv "$S3_ORACLE_PREFIX"
+    $SUDO "$S3_ORACLE_PREFIX/bin/pip" install -q "moto[server]==$S3_ORACLE_VERSION"
+}
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
@@ -83,6 +104,7 @@ if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all ${#PKGS[@]} packages present"
     install_oracle
     install_k8s_oracle
+    install_s3_oracle
     exit 0
 fi
 
@@ -92,3 +114,4 @@ $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 install_oracle
 install_k8s_oracle
+install_s3_oracle

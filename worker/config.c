@@ -9,7 +9,7 @@
 #include "common/base/addr.h"
 #include "common/base/version.h"
 #include "common/base/err.h"
-
+#include "common/remote/url.h"
 
 /* One row per key: the same rows print --help, read the file and the flags. */
 #define WK_STR(key, def, help) SL_CONF_STR_ROW(wk_config_t, key, def, help)
@@ -47,6 +47,14 @@ static const sl_conf_opt_t WK_OPTS[] = {
     WK_STR(tenants_file, "",
            "file of tenants (\"NAME TOKEN ...\" per line, as the dispatcher's): their clients "
            "Fetch with their own tokens; re-read on SIGHUP (needs token_file; \"\" = none)"),
+    WK_STR(remote_roots, "",
+           "comma-separated URL prefixes (http://, https://, s3://bucket/) job sources may "
+           "read; a URL outside all of them is refused (\"\" = none: URL sources refused)"),
+    WK_STR(cache_dir, "",
+           "directory of the shard cache for URL sources, shards under <cache_dir>/shards "
+           "(\"\" = $XDG_CACHE_HOME/sluice, ~/.cache/sluice or /var/cache/sluice)"),
+    WK_INT(cache_bytes, 1 << 20, (double)(1LL << 50), "10737418240",
+           "bound of the shard cache (least recently used shards are evicted)"),
 };
 
 const sl_conf_table_t wk_conf_table = {
@@ -100,6 +108,12 @@ int wk_config_parse(wk_config_t *cfg, int argc, char **argv, char *ret_config_pa
     if (cfg->tenants_file[0] != '\0' && cfg->token_file[0] == '\0') {
         return sl_err(err, errlen, -EINVAL, "tenants_file needs token_file");
     }
+    sl_roots_t roots;
+    rc = sl_roots_parse(cfg->remote_roots, &roots, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    sl_roots_free(&roots);
     struct stat st;
     if (stat(cfg->data_root, &st) < 0) {
         return sl_err(err, errlen, -EINVAL, "--data-root: '%s': %s", cfg->data_root,

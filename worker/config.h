@@ -30,6 +30,11 @@ typedef struct wk_config_s {
     /* Tenants (docs/protocol.md "Tenants"): their clients Fetch with their
      * own tokens; the dispatcher's file, re-read on SIGHUP. "" = none. */
     char tenants_file[SL_CONF_STR_MAX];
+    /* URL sources (docs/sources.md "Remote sources"): the URL prefixes this
+     * host may fetch ("" = none), the shard cache and its bound. */
+    char remote_roots[SL_CONF_STR_MAX];
+    char cache_dir[SL_CONF_STR_MAX];
+    long long cache_bytes;
 } wk_config_t;
 
 extern const sl_conf_table_t wk_conf_table;

@@ -24,6 +24,7 @@
 #include "common/base/secret.h"
 #include "proto/sluice.pb-c.h"
 #include "common/plugin/plugin.h"
+#include "common/remote/remote.h"
 #include "worker/config.h"
 #include "worker/control.h"
 #include "worker/drain.h"
@@ -117,6 +118,7 @@ typedef struct wmain_s {
     sl_rpc_security_t sec;        /* the channel to the dispatcher */
     sl_rpc_security_t server_sec; /* our own server */
     sl_plugins_t *plugins; /* plugin_dir's stages; NULL = none */
+    sl_remote_t *remote;   /* remote_roots + the shard cache (URL sources) */
     wk_tasks_t *tasks;
     sl_rpc_server_t *srv;
     wk_profile_t *prof; /* planner: Profile and Probe */
@@ -247,7 +249,20 @@ static int start_tasks(wmain_t *m)
     if (rc < 0) {
         return rc;
     }
+    char err[1024];
+    sl_remote_conf_t rconf = {.roots = m->cfg.remote_roots,
+                              .cache_dir = m->cfg.cache_dir,
+                              .cache_bytes = (uint64_t)m->cfg.cache_bytes};
+    rc = sl_remote_new(&rconf, &m->remote, err, sizeof(err));
+    if (rc < 0) {
+        SL_ERR("URL sources: %s", err);
+        return rc;
+    }
+    char desc[1024];
+    sl_remote_describe(m->remote, desc, sizeof(desc));
+    SL_NOTICE("URL sources: %s", desc);
     wk_tasks_opts_t to = {
+        .remote = m->remote,
         .plugins = m->plugins,
         .data_root = m->cfg.data_root,
         .threads = m->threads,
@@ -288,6 +303,9 @@ static int start_rpc(wmain_t *m)
         return rc;
     }
     m->prof = wk_profile_new(m->cfg.data_root, m->threads, m->plugins);
+    if (m->prof != NULL) {
+        wk_profile_set_remote(m->prof, m->remote);
+    }
     rc = m->prof != NULL ? wk_profile_register(m->prof, m->srv) : -ENOMEM;
     if (rc < 0) {
         SL_ERR("gRPC server: cannot register the planner methods: %s", strerror(-rc));
@@ -437,6 +455,7 @@ static void shut_down(wmain_t *m)
     wk_control_free(m->ctl);
     wk_tasks_free(m->tasks);
     sl_plugins_free(m->plugins); /* after every job that ran its stages */
+    sl_remote_free(m->remote);   /* after every source that fetched through it */
     sl_rpc_shutdown();
 }
 

@@ -34,6 +34,7 @@ struct wk_profile_s {
     sl_source_type_e src_type;
     char src_path[SL_SPEC_PATH_MAX];
     const sl_plugins_t *plugins; /* the worker's plugin_dir; NULL = none */
+    const sl_remote_t *remote;   /* URL sources; NULL = refused (not owned) */
 };
 
 wk_profile_t *wk_profile_new(const char *data_root, unsigned threads,
@@ -54,6 +55,11 @@ wk_profile_t *wk_profile_new(const char *data_root, unsigned threads,
              p->threads, p->cpu_budget);
     pthread_mutex_init(&p->mu, NULL);
     return p;
+}
+
+void wk_profile_set_remote(wk_profile_t *p, const struct sl_remote_s *remote)
+{
+    p->remote = remote;
 }
 
 void wk_profile_free(wk_profile_t *p)
@@ -79,8 +85,8 @@ static int open_source(wk_profile_t *p, const sl_spec_t *spec, uint64_t fingerpr
     }
     sl_source_free(p->src);
     p->src = NULL;
-    int rc = sl_source_open(p->data_root, spec->source_type, spec->source_path, &p->src, err,
-                            errlen);
+    int rc = sl_source_open_at(p->data_root, p->remote, spec->source_type, spec->source_path,
+                               &p->src, err, errlen);
     if (rc != 0) {
         return -ENOENT; /* whatever kept it shut, the client hears the data is not here */
     }

@@ -29,6 +29,10 @@ struct sl_plugins_s;
 wk_profile_t *wk_profile_new(const char *data_root, unsigned threads,
                              const struct sl_plugins_s *plugins);
 void wk_profile_free(wk_profile_t *p); /* after the rpc server is gone; NULL ok */
+/* The host's URL-source settings (sl_source_open_at); NULL: URLs refused.
+ * Before the server starts; remote outlives p. */
+struct sl_remote_s;
+void wk_profile_set_remote(wk_profile_t *p, const struct sl_remote_s *remote);
 
 /* Registers Profile and Probe on srv (before it starts). Returns 0 or the
  * rpc layer's error. */

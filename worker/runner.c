@@ -132,8 +132,8 @@ static int runner_load(wk_job_t *job)
 {
     char err[512];
     sl_source_t *src = NULL;
-    int rc = sl_source_open(job->tasks->data_root, job->spec.source_type, job->spec.source_path,
-                            &src, err, sizeof(err));
+    int rc = sl_source_open_at(job->tasks->data_root, job->tasks->remote, job->spec.source_type,
+                               job->spec.source_path, &src, err, sizeof(err));
     if (rc < 0) {
         wk_job_fail(job, "cannot open source: %s", err);
         return rc;

@@ -37,6 +37,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     t->max_message_bytes = o->max_message_bytes;
     t->plugins = o->plugins;
     t->faults = o->faults;
+    t->remote = o->remote;
     atomic_init(&t->draining, 0);
     atomic_init(&t->inflight, 0);
     atomic_init(&t->nwant, 0);

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/remote/remote.h"
 #include "proto/sluice.pb-c.h"
 #include "worker/msg.h"
 
@@ -67,6 +68,7 @@ typedef struct wk_tasks_opts_s {
     size_t max_message_bytes; /* per Batch message */
     const struct sl_plugins_s *plugins; /* the plugin_dir's stages, NULL = none; outlives */
     wk_faults_t faults;                 /* test-only; zero in production */
+    const sl_remote_t *remote; /* URL sources (remote_roots, cache); NULL: refused; outlives */
 } wk_tasks_opts_t;
 
 wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o);

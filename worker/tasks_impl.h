@@ -129,6 +129,7 @@ struct wk_tasks_s {
     size_t max_message_bytes;
     const struct sl_plugins_s *plugins; /* NULL = no plugin_dir */
     wk_faults_t faults;                 /* test-only, set once by wk_tasks_new, read by runners */
+    const sl_remote_t *remote;          /* URL sources; NULL: refused (not owned) */
 
     pthread_mutex_t mu; /* the table, runners, stopping */
     pthread_cond_t cv;  /* a job was added, a runner ended, stopping */

@@ -26,6 +26,9 @@ enum {
     OPT_JSON,
     OPT_FIRST_EPOCH,
     OPT_SEED,
+    OPT_REMOTE_ROOTS,
+    OPT_CACHE_DIR,
+    OPT_CACHE_BYTES,
     OPT_HELP_MAN, /* hidden: this command's part of sluice(1), cli_man.c */
 };
 
@@ -39,6 +42,9 @@ static const shared_opt_t SHARED[] = {
     {{"local", no_argument, NULL, OPT_LOCAL}, SL_CLI_F_LOCAL},
     {{"data-root", required_argument, NULL, OPT_DATA_ROOT}, SL_CLI_F_DATA_ROOT},
     {{"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR}, SL_CLI_F_DATA_ROOT},
+    {{"remote-roots", required_argument, NULL, OPT_REMOTE_ROOTS}, SL_CLI_F_DATA_ROOT},
+    {{"cache-dir", required_argument, NULL, OPT_CACHE_DIR}, SL_CLI_F_DATA_ROOT},
+    {{"cache-bytes", required_argument, NULL, OPT_CACHE_BYTES}, SL_CLI_F_DATA_ROOT},
     {{"threads", required_argument, NULL, OPT_THREADS}, SL_CLI_F_THREADS},
     {{"epochs", required_argument, NULL, OPT_EPOCHS}, SL_CLI_F_EPOCHS},
     {{"first-epoch", required_argument, NULL, OPT_FIRST_EPOCH}, SL_CLI_F_EPOCHS},
@@ -105,6 +111,18 @@ static int shared_opt(const char *cmd, int c, const char *arg, sl_cli_opts_t *o)
         return 1;
     case OPT_DATA_ROOT:
         o->data_root = arg;
+        return 1;
+    case OPT_REMOTE_ROOTS:
+        o->remote_roots = arg;
+        return 1;
+    case OPT_CACHE_DIR:
+        o->cache_dir = arg;
+        return 1;
+    case OPT_CACHE_BYTES:
+        if (sl_cli_parse_long(cmd, "cache-bytes", arg, 1L << 20, LONG_MAX, &v) < 0) {
+            return -EINVAL;
+        }
+        o->cache_bytes = (uint64_t)v;
         return 1;
     case OPT_THREADS:
         if (sl_cli_parse_long(cmd, "threads", arg, 1, SL_CLI_MAX_THREADS, &v) < 0) {
@@ -235,13 +253,20 @@ int sl_cli_opts_parse(const sl_cli_cmd_t *cmd, int argc, char **argv, sl_cli_opt
 
 void sl_cli_job_options(const sl_cli_opts_t *o, sluice_options_t *so)
 {
-    *so = (sluice_options_t){.dispatcher = o->dispatcher, .data_root = o->data_root,
-                             .threads = o->threads, .offload = o->offload,
-                             .epochs = o->epochs, .first_epoch = o->first_epoch,
-                             .has_seed = o->seed >= 0, .seed = o->seed >= 0 ? (uint64_t)o->seed : 0,
+    *so = (sluice_options_t){.dispatcher = o->dispatcher,
+                             .data_root = o->data_root,
+                             .threads = o->threads,
+                             .offload = o->offload,
+                             .epochs = o->epochs,
+                             .first_epoch = o->first_epoch,
+                             .has_seed = o->seed >= 0,
+                             .seed = o->seed >= 0 ? (uint64_t)o->seed : 0,
                              /* not given or 0: measured while running */
                              .consumer_rate = o->consumer_rate > 0 ? o->consumer_rate : 0,
-                             .plugin_dir = o->plugin_dir};
+                             .plugin_dir = o->plugin_dir,
+                             .remote_roots = o->remote_roots,
+                             .cache_dir = o->cache_dir,
+                             .cache_bytes = o->cache_bytes};
     sl_cli_ranks_apply(&o->ranks, so);
     sl_cli_conn_apply(&o->conn, so);
 }

@@ -43,16 +43,24 @@ enum {
      SL_CLI_F_EPOCHS | SL_CLI_F_OFFLOAD | SL_CLI_F_CONSUMER_RATE | SL_CLI_F_JSON |               \
      SL_CLI_F_RANKS | SL_CLI_F_CONN)
 
+/* --help lines of the URL-source flags (with --data-root). */
+#define SL_CLI_REMOTE_USAGE                                                                        \
+    "  --remote-roots LIST  comma-separated URL prefixes (http://, https://, s3://bucket/)\n"      \
+    "                       the source may read (default: $SLUICE_REMOTE_ROOTS, else none)\n"      \
+    "  --cache-dir DIR      shard cache for URL sources (default: $SLUICE_CACHE_DIR, else\n"       \
+    "                       ~/.cache/sluice)\n"                                                    \
+    "  --cache-bytes N      bound of the shard cache (default: $SLUICE_CACHE_BYTES, else\n"        \
+    "                       10 GiB)\n"
+
 /* --help lines of the flags every job command (run, bench) takes alike. */
-#define SL_CLI_JOB_USAGE                                                                       \
-    "  --local              run every stage on this host\n"                                     \
-    "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"         \
-    "  --data-root DIR      directory the spec's source path is relative to (default .)\n"     \
-    "  --plugin-dir DIR     stage plugins for the spec's \"plugin\" stages (default:\n"        \
-    "                       $SLUICE_PLUGIN_DIR)\n"                                               \
-    "  --epochs N           override the spec's epochs\n"                                       \
-    SL_CLI_EPOCH_USAGE                                                                         \
-    "  --threads N          local decode threads (default: online CPUs)\n"                      \
+#define SL_CLI_JOB_USAGE                                                                           \
+    "  --local              run every stage on this host\n"                                        \
+    "  --dispatcher ADDR    submit to a dispatcher; workers run the offloaded stages\n"            \
+    "  --data-root DIR      directory the spec's source path is relative to (default .)\n"         \
+    "  --plugin-dir DIR     stage plugins for the spec's \"plugin\" stages (default:\n"            \
+    "                       $SLUICE_PLUGIN_DIR)\n" SL_CLI_REMOTE_USAGE                             \
+    "  --epochs N           override the spec's epochs\n" SL_CLI_EPOCH_USAGE                       \
+    "  --threads N          local decode threads (default: online CPUs)\n"                         \
     "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
 
 #define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
@@ -70,6 +78,9 @@ typedef struct sl_cli_opts_s {
     int local;
     const char *data_root;  /* NULL = not given: the library uses "." */
     const char *plugin_dir; /* NULL: $SLUICE_PLUGIN_DIR */
+    const char *remote_roots; /* NULL: $SLUICE_REMOTE_ROOTS (client/lib/remote_opts.h) */
+    const char *cache_dir;    /* NULL: $SLUICE_CACHE_DIR */
+    uint64_t cache_bytes;     /* 0: $SLUICE_CACHE_BYTES */
     const char *offload;
     unsigned threads;         /* 0 = not given */
     unsigned epochs;          /* 0 = not given (the spec's) */

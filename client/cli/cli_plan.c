@@ -32,7 +32,7 @@ static void plan_usage(FILE *f)
             "  --dispatcher ADDR      the dispatcher\n"
             "  --data-root DIR        directory the spec's source path is relative to (default .)\n"
             "  --plugin-dir DIR       stage plugins for the spec's \"plugin\" stages (default:\n"
-            "                         $SLUICE_PLUGIN_DIR)\n"
+            "                         $SLUICE_PLUGIN_DIR)\n" SL_CLI_REMOTE_USAGE
             "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto);\n"
             "  --offload off|all|K:F  a fixed plan: its prediction, binding resource and\n"
             "                         workers needed instead of a choice\n"
@@ -276,7 +276,10 @@ int sl_cli_plan(int argc, char **argv)
     cl_plan_job_args_t pa = {.spec_path = o.c.spec,
                              .data_root = o.c.data_root != NULL ? o.c.data_root : ".",
                              .plugin_dir = o.c.plugin_dir,
-                             .offload = o.c.offload};
+                             .offload = o.c.offload,
+                             .remote_roots = o.c.remote_roots,
+                             .cache_dir = o.c.cache_dir,
+                             .cache_bytes = o.c.cache_bytes};
     cl_plan_job_t *pj = NULL;
     char err[SL_CLI_ERR_MAX];
     int rc = cl_plan_job_open(&pa, &pj, err, sizeof(err));

@@ -155,6 +155,7 @@ struct sluice_job {
     sl_spec_t spec;
     sluice_options_t opts;
     char data_root[1024];
+    struct sl_remote_s *remote; /* URL sources: remote_roots + cache (client/lib/remote_opts.h) */
     char dispatcher[256];
     int timeout_ms;
     int dispatcher_timeout_ms; /* give up after the dispatcher is silent this long */

@@ -19,6 +19,7 @@
 #include "common/base/version.h"
 #include "common/order/ranks.h"
 #include "common/base/clock.h"
+#include "client/lib/remote_opts.h"
 
 /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
  * dispatcher cuts multi-rank jobs by count), bounded in size. Sets req's
@@ -321,10 +322,20 @@ static void default_root_hint(char *err, size_t errlen)
 static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
     int remote = opts->dispatcher != NULL;
-    int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
-                            &job->src, err, errlen);
-    if (rc == -ENOENT && opts->data_root == NULL) {
+    int rc = 0;
+    if (job->remote == NULL) {
+        rc = cl_remote_new(opts->remote_roots, opts->cache_dir, opts->cache_bytes, &job->remote,
+                           err, errlen);
+    }
+    if (rc == 0) {
+        rc = sl_source_open_at(job->data_root, job->remote, job->spec.source_type,
+                               job->spec.source_path, &job->src, err, errlen);
+    }
+    if (rc == -ENOENT && opts->data_root == NULL && !sl_remote_is_url(job->spec.source_path)) {
         default_root_hint(err, errlen);
+    }
+    if (cl_remote_refused(rc, err)) {
+        return -EINVAL; /* the URL is outside this host's remote_roots: a usage error */
     }
     if (rc < 0) {
         return rc;
@@ -572,6 +583,7 @@ void sluice_close(sluice_job_t *job)
     sl_pipeline_free(job->pipe);
     sl_plugins_free(job->plugins); /* after the line: its threads ran the stages */
     sl_source_free(job->src);
+    sl_remote_free(job->remote); /* after the source that fetched through it */
     sl_spec_clear(&job->spec);
     free(job->tcost);
     free(job->ttok);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/lib/remote_opts.h"
 #include "client/lib/profile.h"
 #include "common/profile/profiler.h"
 #include "common/data/source.h"
@@ -18,6 +19,7 @@ struct cl_plan_job_s {
     const char *spec_path;
     sl_spec_t *spec;
     sl_source_t *src;
+    sl_remote_t *remote; /* URL sources: remote_roots + cache */
     sl_pipeline_t *pipe;
     sl_plugins_t *plugins; /* a spec with plugin stages: plugin_dir's */
     sl_rpc_channel_t *ch;
@@ -46,6 +48,7 @@ void cl_plan_job_free(cl_plan_job_t *pj)
     sl_pipeline_free(pj->pipe);
     sl_plugins_free(pj->plugins);
     sl_source_free(pj->src);
+    sl_remote_free(pj->remote);
     sl_spec_clear(pj->spec);
     free(pj->spec);
     free(pj);
@@ -77,9 +80,15 @@ static int open_spec(const cl_plan_job_args_t *a, cl_plan_job_t *pj, char *err, 
     } else if (pj->spec->offload != SL_OFFLOAD_FASTFLOW) {
         pj->spec->offload = SL_OFFLOAD_AUTO;
     }
-    if (sl_source_open(a->data_root, pj->spec->source_type, pj->spec->source_path, &pj->src, err,
-                       errlen) < 0 ||
-        sl_pipeline_new(pj->spec, 0, &pj->pipe, err, errlen) < 0 ||
+    int rc = cl_remote_new(a->remote_roots, a->cache_dir, a->cache_bytes, &pj->remote, err, errlen);
+    if (rc == 0) {
+        rc = sl_source_open_at(a->data_root, pj->remote, pj->spec->source_type,
+                               pj->spec->source_path, &pj->src, err, errlen);
+    }
+    if (rc < 0) {
+        return rc == -EINVAL || cl_remote_refused(rc, err) ? -EINVAL : -EIO;
+    }
+    if (sl_pipeline_new(pj->spec, 0, &pj->pipe, err, errlen) < 0 ||
         sl_pipeline_load(pj->pipe, pj->src, err, errlen) < 0) {
         return -EIO;
     }

@@ -23,6 +23,10 @@ typedef struct cl_plan_job_args_s {
     const char *plugin_dir; /* for a spec with plugin stages */
     const char *offload;    /* "auto", "fastflow", a fixed plan to diagnose ("off", "all",
                              * "K:F"), or NULL: the spec's if fastflow, else auto */
+    /* URL sources (client/lib/remote_opts.h): NULL/0 = the environment's. */
+    const char *remote_roots;
+    const char *cache_dir;
+    uint64_t cache_bytes;
 } cl_plan_job_args_t;
 
 /* Samples per profile, as `sluice plan --samples` takes them. */

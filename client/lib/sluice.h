@@ -90,6 +90,18 @@ typedef struct sluice_options {
      * sluice_secret_warning says so. The Python binding fills it under an
      * initialized torch.distributed group (rank 0 draws, broadcasts). */
     const char *job_secret;
+    /* URL sources (docs/sources.md "Remote sources"): the spec's source path,
+     * its shards, a filelist's or manifest's entries may be http://,
+     * https:// or s3:// URLs. remote_roots: comma-separated URL prefixes this
+     * process may fetch (NULL = $SLUICE_REMOTE_ROOTS, else none: a URL is
+     * refused, -EINVAL naming it and the setting). cache_dir: the shard
+     * cache (NULL = $SLUICE_CACHE_DIR, else $XDG_CACHE_HOME/sluice or
+     * ~/.cache/sluice); cache_bytes: its bound (0 = $SLUICE_CACHE_BYTES,
+     * else 10 GiB). S3 credentials are this host's AWS_* variables or
+     * ~/.aws/credentials, never sent to the dispatcher or workers. */
+    const char *remote_roots;
+    const char *cache_dir;
+    uint64_t cache_bytes;
 } sluice_options_t;
 
 /* Epoch numbers stay below this (first_epoch + epochs at most). */

@@ -67,6 +67,15 @@ static uint64_t compute_fingerprint(const sl_source_t *src)
         }
         h = sl_src_fnv1a(h, fp, sizeof(fp));
     }
+    if (src->rs->nurls > 0) {
+        /* URL sources: every object's validator, so a changed object changes
+         * the fingerprint (source_remote.c). */
+        unsigned char fp[8];
+        for (int k = 0; k < 8; k++) {
+            fp[k] = (unsigned char)(src->rs->fp >> (8 * k));
+        }
+        h = sl_src_fnv1a(h, fp, sizeof(fp));
+    }
     return h;
 }
 
@@ -95,11 +104,18 @@ void sl_source_free(sl_source_t *src)
     free(src->members);
     free(src->nimages);
     free(src->class_off);
+    free(src->rs);
     free(src);
 }
 
 int sl_source_open(const char *data_root, sl_source_type_e type, const char *path,
                    sl_source_t **ret_src, char *err, size_t errlen)
+{
+    return sl_source_open_at(data_root, NULL, type, path, ret_src, err, errlen);
+}
+
+int sl_source_open_at(const char *data_root, const sl_remote_t *remote, sl_source_type_e type,
+                      const char *path, sl_source_t **ret_src, char *err, size_t errlen)
 {
     if (data_root == NULL || path == NULL || ret_src == NULL) {
         return sl_err(err, errlen, -EINVAL, "source: missing data root or path");
@@ -109,6 +125,14 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
         return sl_err(err, errlen, -EINVAL, "source: unknown source type %d", (int)type);
     }
     char norm[SL_SRC_PATH_MAX];
+    if (sl_remote_is_url(path)) {
+        /* Refused here, before any request, when outside remote_roots. */
+        char why[SL_URL_MAX + 512];
+        int crc = sl_remote_check(remote, path, norm, sizeof(norm), why, sizeof(why));
+        if (crc < 0) {
+            return sl_err(err, errlen, crc, "source path: %s", why);
+        }
+    }
     int rc = sl_src_normalize(path, norm, sizeof(norm));
     if (rc == -EPERM) {
         return sl_err(err, errlen, rc, "source path '%s' escapes the data root", path);
@@ -122,6 +146,12 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
     }
     src->kind = kind;
     src->root_fd = -1;
+    src->rs = calloc(1, sizeof(*src->rs));
+    if (src->rs == NULL) {
+        free(src);
+        return sl_err(err, errlen, -ENOMEM, "source: out of memory");
+    }
+    src->rs->remote = remote;
     src->root_real = realpath(data_root, NULL);
     if (src->root_real == NULL) {
         rc = sl_err(err, errlen, -errno, "data root '%s': %s", data_root, strerror(errno));
@@ -133,7 +163,9 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
         rc = sl_err(err, errlen, -errno, "data root '%s': %s", data_root, strerror(errno));
         goto fail;
     }
+    src->rs->indexing = true;
     rc = kind->index(src, norm, err, errlen);
+    src->rs->indexing = false;
     if (rc < 0) {
         goto fail;
     }

@@ -17,6 +17,7 @@
 
 #include "common/spec/spec.h"
 #include "common/sample/tensor.h"
+#include "common/remote/remote.h"
 
 typedef struct sl_source_s sl_source_t;
 
@@ -72,6 +73,21 @@ typedef struct sl_src_features_s {
  * list, bad brace pattern), -E2BIG (too many samples or shards). */
 int sl_source_open(const char *data_root, sl_source_type_e type, const char *path,
                    sl_source_t **ret_src, char *err, size_t errlen);
+/* The same, where a source path (and a shard, a filelist entry, a manifest's
+ * image) may also be a URL: http://, https:// or s3://bucket/key, fetched
+ * through remote (the host's settings, common/remote/remote.h; NULL: every
+ * URL is refused). A URL outside remote_roots is -EPERM before any request,
+ * err naming the URL and the setting. A URL is read whole into the host's
+ * shard cache and indexed from there (one streamed pass); its validator
+ * (ETag, Last-Modified, size) is part of the fingerprint. An imagefolder at
+ * s3://bucket/prefix/ is indexed from the bucket's listing in torchvision's
+ * order, its images fetched when read; over http(s) it is -ENOTSUP (no
+ * listing). Another URL ending in '/' is -EISDIR. Other
+ * errors of a fetch: -ENOENT (404), -EACCES (401/403, a wrong S3 secret),
+ * -ESTALE (changed while read), -ETIMEDOUT, -ECONNREFUSED, -ECONNRESET
+ * (truncated after retries), -EIO. remote must outlive the source. */
+int sl_source_open_at(const char *data_root, const sl_remote_t *remote, sl_source_type_e type,
+                      const char *path, sl_source_t **ret_src, char *err, size_t errlen);
 void sl_source_free(sl_source_t *src);
 
 uint64_t sl_source_count(const sl_source_t *src);

@@ -166,6 +166,12 @@ int sl_src_add_shard(sl_source_t *src, uint64_t path_off, int fd, uint32_t *ret_
     }
     src->shards[src->nshards].path_off = path_off;
     src->shards[src->nshards].fd = fd;
+    /* A URL shard was opened just before it is added (source_tar.c,
+     * source_wds.c): its validator is the one indexing saw last. */
+    src->shards[src->nshards].remote_tag = src->rs != NULL &&
+                                                   sl_remote_is_url(src->arena + path_off)
+                                               ? src->rs->last_tag
+                                               : 0;
     *ret_idx = src->nshards++;
     return 0;
 }

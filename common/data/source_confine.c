@@ -23,6 +23,16 @@ int sl_src_normalize(const char *rel, char *out, size_t outlen)
     if (outlen == 0) {
         return -ENAMETOOLONG;
     }
+    if (sl_remote_is_url(rel)) {
+        /* A URL is checked (remote_roots, its canonical form) where it is
+         * opened, by the remote layer: kept as written here. */
+        size_t n = strlen(rel);
+        if (n >= outlen) {
+            return -ENAMETOOLONG;
+        }
+        memcpy(out, rel, n + 1);
+        return 0;
+    }
     if (rel[0] == '/') {
         return -EPERM;
     }
@@ -128,6 +138,9 @@ out:
 
 int sl_src_open_beneath(const sl_source_t *src, const char *rel, int flags, unsigned how)
 {
+    if (sl_remote_is_url(rel)) {
+        return (flags & O_DIRECTORY) ? -ENOTDIR : sl_src_open_url(src, rel, 0, NULL, 0);
+    }
     const char *p = rel[0] != '\0' ? rel : ".";
     flags |= O_CLOEXEC;
     if (!(flags & O_PATH)) {
@@ -153,6 +166,14 @@ int sl_src_open_path(const sl_source_t *src, const char *kind, const char *path,
                      char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
+    if (sl_remote_is_url(path)) {
+        if (flags & O_DIRECTORY) {
+            return sl_err(err, errlen, -ENOTDIR, "%s '%s': a URL has no directory listing", kind,
+                          path);
+        }
+        int ufd = sl_src_open_url(src, path, 0, err, errlen);
+        return ufd < 0 ? sl_err_prefix(err, errlen, ufd, "%s", kind) : ufd;
+    }
     int fd = sl_src_open_beneath(src, path, flags, 0);
     if (fd == -EPERM) {
         return sl_err(err, errlen, fd, "%s '%s' resolves outside the data root", kind, shown);

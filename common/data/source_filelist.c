@@ -148,7 +148,17 @@ static int index_line(sl_source_t *src, const char *list, unsigned long lineno, 
         return sl_err(err, errlen, rc, "%s:%lu: path too long", list, lineno);
     }
     struct stat st = {.st_mode = S_IFREG, .st_size = 0};
-    int fd = sl_src_open_beneath(src, norm, O_PATH, 0);
+    int fd;
+    if (sl_remote_is_url(norm)) {
+        /* A URL entry: fetched into the cache now (its size and validator
+         * are indexed); any failure, remote_roots first, fails the open. */
+        fd = sl_src_open_url(src, norm, 0, err, errlen);
+        if (fd < 0) {
+            return sl_err_prefix(err, errlen, fd, "%s:%lu", list, lineno);
+        }
+    } else {
+        fd = sl_src_open_beneath(src, norm, O_PATH, 0);
+    }
     if (fd == -EPERM) {
         /* A sample all the same: its reads are refused (skip outside_root). */
         sl_src_warn(src, "%s:%lu: '%s' resolves outside the data root (skipped when read)",

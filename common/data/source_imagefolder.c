@@ -43,7 +43,7 @@ static const char *const IMG_EXTENSIONS[] = {
     ".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp",
 };
 
-static bool is_image_name(const char *name)
+bool sl_src_is_image_name(const char *name)
 {
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof(IMG_EXTENSIONS) / sizeof(IMG_EXTENSIONS[0]); i++) {
@@ -131,7 +131,7 @@ static int classify(sl_source_t *src, int dfd, const char *name, unsigned char t
         e->kind = ENT_FILE; /* FIFO, socket, device: reads refuse it */
         return 0;
     }
-    if (type == DT_REG && !is_image_name(name)) {
+    if (type == DT_REG && !sl_src_is_image_name(name)) {
         e->kind = ENT_FILE;
         return 0;
     }
@@ -260,7 +260,7 @@ static int walk_list(walk_t *w, size_t i, int fd, const char *dir, char *err, si
         }
         if (e.kind == ENT_DIR) {
             rc = push_dir(w, rel, i);
-        } else if (e.kind == ENT_FILE && is_image_name(name)) {
+        } else if (e.kind == ENT_FILE && sl_src_is_image_name(name)) {
             if (e.outside) {
                 sl_src_warn(w->src, "'%s' resolves outside the data root (skipped when read)",
                             rel);
@@ -373,7 +373,7 @@ static int index_class(walk_t *w, int cfd, const char *crel, int32_t label, char
 /* ---- the class level ------------------------------------------------- */
 
 /* Class label's name (the directory entry's, as torchvision names it). */
-static int add_class_name(sl_source_t *src, const char *name, uint32_t label, char *err,
+int sl_src_add_class_name(sl_source_t *src, const char *name, uint32_t label, char *err,
                           size_t errlen)
 {
     uint64_t off;
@@ -422,7 +422,7 @@ static int index_entry(walk_t *w, int dfd, const char *path, const char *name,
     rc = index_class(w, cfd, rel, *label, err, errlen);
     close(cfd);
     if (rc == 0) {
-        rc = add_class_name(w->src, name, (uint32_t)*label, err, errlen);
+        rc = sl_src_add_class_name(w->src, name, (uint32_t)*label, err, errlen);
     }
     if (rc == 0) {
         (*label)++;
@@ -432,6 +432,9 @@ static int index_entry(walk_t *w, int dfd, const char *path, const char *name,
 
 static int imagefolder_index(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
+    if (sl_remote_is_url(path)) {
+        return sl_src_imagefolder_index_url(src, path, err, errlen);
+    }
     const char *shown = path[0] != '\0' ? path : ".";
     int dfd = sl_src_open_path(src, "imagefolder", path, O_RDONLY | O_DIRECTORY, err, errlen);
     if (dfd < 0) {

@@ -42,6 +42,7 @@
 #include <jansson.h>
 
 #include "common/data/source.h"
+#include "common/remote/remote.h"
 
 /* Longest relative path (and tar member name) we accept. */
 #define SL_SRC_PATH_MAX 4096
@@ -60,9 +61,23 @@
 #define SL_SRC_BENEATH_NO_OPENAT2 1u
 
 typedef struct sl_src_shard_s {
-    uint64_t path_off; /* shard path relative to the root, in the name arena */
-    int fd;            /* open read-only fd, or -1: open per read */
+    uint64_t path_off;   /* shard path relative to the root (or its URL), in the arena */
+    int fd;              /* open read-only fd, or -1: open per read */
+    uint64_t remote_tag; /* a URL shard's validator when indexed (remote.h); 0: a file */
 } sl_src_shard_t;
+
+/* URL sources (source_remote.c): the host's remote settings and what
+ * indexing learned of the URLs it opened. Reached through a pointer so the
+ * const sl_source_t the openers get can still record, while indexing (one
+ * thread, inside sl_source_open), each URL's validator; read-only after. */
+typedef struct sl_src_remote_s {
+    const sl_remote_t *remote; /* the host's, not owned; NULL: every URL refused */
+    bool indexing;             /* true inside sl_source_open only */
+    uint64_t fp;               /* FNV-1a over (URL, tag) of the URLs opened indexing */
+    uint64_t nurls;
+    uint64_t last_tag; /* the validator of the URL opened last while indexing:
+                                * sl_src_add_shard records it for the shard it adds */
+} sl_src_remote_t;
 
 /* What a webdataset member is to its sample (.cls is read at indexing and
  * kept as the label, not as a member). */
@@ -182,6 +197,7 @@ struct sl_source_s {
                           * directories', label order); NULL for other kinds */
     size_t class_cap;
     uint64_t fingerprint;
+    sl_src_remote_t *rs; /* never NULL once open */
 
     char warnings[SL_SRC_WARN_MAX];
     size_t warn_len;
@@ -203,6 +219,23 @@ int sl_src_open_beneath(const sl_source_t *src, const char *rel, int flags, unsi
  * "KIND 'PATH': why" ("." for the root itself). Returns an fd or -errno. */
 int sl_src_open_path(const sl_source_t *src, const char *kind, const char *path, int flags,
                      char *err, size_t errlen);
+
+/* imagefolder helpers (source_imagefolder.c): torchvision's IMG_EXTENSIONS
+ * test (any case), and naming class label in the arena. */
+bool sl_src_is_image_name(const char *name);
+int sl_src_add_class_name(sl_source_t *src, const char *name, uint32_t label, char *err,
+                          size_t errlen);
+/* An imagefolder at an s3:// URL, indexed from its listing as torchvision
+ * indexes the same tree on disk (source_imagefolder_url.c). */
+int sl_src_imagefolder_index_url(sl_source_t *src, const char *url, char *err, size_t errlen);
+
+/* A URL (http://, https://, s3://) as a file: the checks against
+ * remote_roots, then an fd of its bytes in the host's shard cache (remote.h).
+ * expect_tag != 0: the validator indexing saw, -ESTALE when the object
+ * changed since. While indexing, the URL and its validator go into the
+ * fingerprint. err names the URL. */
+int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag, char *err,
+                    size_t errlen);
 
 /* Appends a string to the arena; *ret_off receives its offset.
  * Returns 0, -ENOMEM, -E2BIG (arena beyond addressable size). */

@@ -77,6 +77,15 @@ int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bo
     if (sh->fd >= 0) {
         return sh->fd;
     }
+    if (sh->remote_tag != 0) {
+        /* A URL shard beyond the budget: from the cache, and only while the
+         * object is the one indexed. */
+        int ufd = sl_src_open_url(src, src->arena + sh->path_off, sh->remote_tag, err, errlen);
+        if (ufd >= 0) {
+            *ret_close = true;
+        }
+        return ufd;
+    }
     /* Shard beyond the open-fd budget: open (and re-verify) per read. */
     int fd = sl_src_open_beneath(src, src->arena + sh->path_off, O_RDONLY, 0);
     if (fd < 0) {
@@ -91,9 +100,17 @@ int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *nam
 {
     /* Re-resolved on every read: a symlink swapped in since indexing is
      * checked again here. */
-    int fd = sl_src_open_beneath(src, rel, O_RDONLY, 0);
-    if (fd < 0) {
-        return sl_src_open_error(fd, name, err, errlen);
+    int fd;
+    if (sl_remote_is_url(rel)) {
+        fd = sl_src_open_url(src, rel, 0, err, errlen);
+        if (fd < 0) {
+            return strcmp(rel, name) == 0 ? fd : sl_err_prefix(err, errlen, fd, "%s", name);
+        }
+    } else {
+        fd = sl_src_open_beneath(src, rel, O_RDONLY, 0);
+        if (fd < 0) {
+            return sl_src_open_error(fd, name, err, errlen);
+        }
     }
     struct stat st;
     int rc;

@@ -161,6 +161,10 @@ class _Options(ctypes.Structure):
         ("n_resume_states", ctypes.c_uint),
         ("plugin_dir", ctypes.c_char_p),
         ("job_secret", ctypes.c_char_p),  # multi-rank: the ranks' shared secret
+        # URL sources (sluice.h): remote_roots, the shard cache and its bound.
+        ("remote_roots", ctypes.c_char_p),
+        ("cache_dir", ctypes.c_char_p),
+        ("cache_bytes", ctypes.c_uint64),
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -656,7 +660,7 @@ _LOADER_DEFAULTS = dict(data_root=None, threads=0, offload=None, epochs=0, timeo
                         world_size=0, job_name=None, consumer_rate=0.0,
                         dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
                         token_file=None, first_epoch=0, seed=None, plugin_dir=None,
-                        job_secret=None)
+                        job_secret=None, remote_roots=None, cache_dir=None, cache_bytes=0)
 
 
 def _open(lib, args, resume, describe):
@@ -665,11 +669,15 @@ def _open(lib, args, resume, describe):
     pointing to (they must outlive it), or raises why not."""
     (dispatcher, spec, data_root, threads, offload, epochs, timeout_ms, rank, world_size,
      job_name, consumer_rate, dispatcher_timeout_ms, tls_ca, tls_cert, tls_key, token_file,
-     first_epoch, seed, plugin_dir, job_secret) = (
+     first_epoch, seed, plugin_dir, job_secret, remote_roots, cache_dir, cache_bytes) = (
         args.get(k) for k in ("dispatcher", "spec", "data_root", "threads", "offload", "epochs",
                               "timeout_ms", "rank", "world_size", "job_name", "consumer_rate",
                               "dispatcher_timeout_ms", "tls_ca", "tls_cert", "tls_key",
-                              "token_file", "first_epoch", "seed", "plugin_dir", "job_secret"))
+                              "token_file", "first_epoch", "seed", "plugin_dir", "job_secret",
+                              "remote_roots", "cache_dir", "cache_bytes"))
+    cache_bytes = _u64("cache_bytes", cache_bytes or 0, 2**63 - 1)
+    if 0 < cache_bytes < 1 << 20:
+        raise SpecError("cache_bytes: %r is below 1048576" % (cache_bytes,), -errno.EINVAL)
     # Checked here as well as by the library, so a wrong type or range
     # is a SpecError naming the argument rather than a ctypes error or
     # a silently wrapped int.
@@ -695,10 +703,12 @@ def _open(lib, args, resume, describe):
         text, path = None, os.fspath(spec)
     keep = [os.fsencode(s) if s is not None else None
             for s in (dispatcher, data_root, offload, job_name, tls_ca, tls_cert,
-                      tls_key, token_file, plugin_dir, job_secret)]
+                      tls_key, token_file, plugin_dir, job_secret, remote_roots, cache_dir)]
     opts = _Options()
     (opts.dispatcher, opts.data_root, opts.offload, opts.job_name, opts.tls_ca,
-     opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir, opts.job_secret) = keep
+     opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir, opts.job_secret,
+     opts.remote_roots, opts.cache_dir) = keep
+    opts.cache_bytes = cache_bytes
     opts.threads = int(threads)
     opts.epochs = int(epochs)
     opts.timeout_ms = int(timeout_ms)
@@ -830,6 +840,15 @@ class Loader:
                 that this job delivers exactly what they did not consume,
                 with the same bytes per sample; rank and world_size may
                 differ from that run's (docs/protocol.md "Resume")
+    remote_roots
+                comma-separated URL prefixes (http://, https://,
+                s3://bucket/) the spec's source may read (None =
+                $SLUICE_REMOTE_ROOTS, else none: a URL is a SpecError naming
+                it and the setting; docs/sources.md "Remote sources")
+    cache_dir, cache_bytes
+                this host's shard cache for URL sources and its bound (None
+                / 0 = $SLUICE_CACHE_DIR / $SLUICE_CACHE_BYTES, else
+                ~/.cache/sluice and 10 GiB)
 
     ``spec`` as a dict goes to the library as JSON text (no file); a value
     JSON cannot hold is a SpecError naming the field.
@@ -845,7 +864,7 @@ class Loader:
                  timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
                  dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
                  token_file=None, first_epoch=0, seed=None, resume=None, plugin_dir=None,
-                 job_secret=None):
+                 job_secret=None, remote_roots=None, cache_dir=None, cache_bytes=0):
         self._job = None
         if job_secret is None:
             job_secret = shared_job_secret(world_size)  # torch.distributed: rank 0's
@@ -857,7 +876,8 @@ class Loader:
                           dispatcher_timeout_ms=dispatcher_timeout_ms, tls_ca=tls_ca,
                           tls_cert=tls_cert, tls_key=tls_key, token_file=token_file,
                           first_epoch=first_epoch, seed=seed, plugin_dir=plugin_dir,
-                          job_secret=job_secret)
+                          job_secret=job_secret, remote_roots=remote_roots,
+                          cache_dir=cache_dir, cache_bytes=cache_bytes)
         lib = _load()
         handle, self._keep = _open(lib, self._args, resume, describe=False)
         self._info = _describe_job(lib, handle)

@@ -1,0 +1,297 @@
+/* cache: the bounded, crash-safe, shared shard cache (cache.h). */
+#include "common/remote/cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/base/err.h"
+#include "common/base/sha256.h"
+
+/* Most entries one eviction pass looks at; beyond it the oldest found so
+ * far are still evicted, the pass just sees fewer. */
+#define CACHE_SCAN_MAX 100000u
+/* A temporary older than this belongs to a crashed filler. */
+#define CACHE_STALE_TMP_SECS 3600
+
+struct sl_cache_s {
+    int dir_fd; /* <dir>/shards, O_DIRECTORY */
+    uint64_t max_bytes;
+};
+
+static int mkdir_p(char *path)
+{
+    for (char *p = path + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            int rc = mkdir(path, 0755);
+            *p = '/';
+            if (rc < 0 && errno != EEXIST) {
+                return -errno;
+            }
+        }
+    }
+    return mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+int sl_cache_new(const char *dir, uint64_t max_bytes, sl_cache_t **ret, char *err, size_t errlen)
+{
+    if (max_bytes == 0) {
+        return sl_err(err, errlen, -EINVAL, "cache_bytes: must be > 0");
+    }
+    char path[4096];
+    int n = snprintf(path, sizeof(path), "%s/shards", dir);
+    if (n < 0 || (size_t)n >= sizeof(path)) {
+        return sl_err(err, errlen, -ENAMETOOLONG, "cache_dir: too long");
+    }
+    int rc = mkdir_p(path);
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "cache_dir '%s': %s", dir, strerror(-rc));
+    }
+    sl_cache_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    c->max_bytes = max_bytes;
+    c->dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (c->dir_fd < 0) {
+        rc = sl_err(err, errlen, -errno, "cache_dir '%s': %s", path, strerror(errno));
+        free(c);
+        return rc;
+    }
+    *ret = c;
+    return 0;
+}
+
+void sl_cache_free(sl_cache_t *c)
+{
+    if (c != NULL) {
+        close(c->dir_fd);
+        free(c);
+    }
+}
+
+uint64_t sl_cache_max_bytes(const sl_cache_t *c) { return c->max_bytes; }
+
+void sl_cache_key(const char *url, uint64_t tag, char out[SL_CACHE_KEY_MAX])
+{
+    char hex[65];
+    sl_sha256_hex(url, strlen(url), hex);
+    snprintf(out, SL_CACHE_KEY_MAX, "%.32s-%016llx", hex, (unsigned long long)tag);
+}
+
+int sl_cache_lookup(const sl_cache_t *c, const char *key)
+{
+    int fd = openat(c->dir_fd, key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return -errno;
+    }
+    /* mtime is the LRU clock: a hit is a use. */
+    futimens(fd, NULL);
+    return fd;
+}
+
+static int lock_entry(const sl_cache_t *c, const char *key)
+{
+    char name[SL_CACHE_KEY_MAX + 8];
+    snprintf(name, sizeof(name), ".%s.lock", key);
+    int fd = openat(c->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        return -errno;
+    }
+    while (flock(fd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            int rc = -errno;
+            close(fd);
+            return rc;
+        }
+    }
+    return fd;
+}
+
+int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill, bool *ret_hit)
+{
+    *ret_hit = false;
+    memset(fill, 0, sizeof(*fill));
+    fill->tmp_fd = -1;
+    fill->lock_fd = lock_entry(c, key);
+    if (fill->lock_fd < 0) {
+        return fill->lock_fd;
+    }
+    int fd = sl_cache_lookup(c, key);
+    if (fd >= 0) {
+        /* Another filler finished while we waited. */
+        close(fill->lock_fd);
+        fill->lock_fd = -1;
+        *ret_hit = true;
+        return fd;
+    }
+    snprintf(fill->key, sizeof(fill->key), "%s", key);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(fill->tmp, sizeof(fill->tmp), ".tmp-%.40s-%d-%ld", key, (int)getpid(),
+             (long)(ts.tv_nsec & 0xffffff));
+    fill->tmp_fd = openat(c->dir_fd, fill->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fill->tmp_fd < 0) {
+        int rc = -errno;
+        close(fill->lock_fd);
+        fill->lock_fd = -1;
+        return rc;
+    }
+    return 0;
+}
+
+void sl_cache_fill_abort(const sl_cache_t *c, sl_cache_fill_t *fill)
+{
+    if (fill->tmp_fd >= 0) {
+        close(fill->tmp_fd);
+        unlinkat(c->dir_fd, fill->tmp, 0);
+        fill->tmp_fd = -1;
+    }
+    if (fill->lock_fd >= 0) {
+        close(fill->lock_fd);
+        fill->lock_fd = -1;
+    }
+}
+
+int sl_cache_fill_commit(const sl_cache_t *c, sl_cache_fill_t *fill)
+{
+    int rc = 0;
+    if (fdatasync(fill->tmp_fd) < 0 || renameat(c->dir_fd, fill->tmp, c->dir_fd, fill->key) < 0) {
+        rc = -errno;
+        sl_cache_fill_abort(c, fill);
+        return rc;
+    }
+    close(fill->tmp_fd);
+    fill->tmp_fd = -1;
+    int fd = sl_cache_lookup(c, fill->key);
+    close(fill->lock_fd);
+    fill->lock_fd = -1;
+    if (fd >= 0) {
+        sl_cache_evict(c, fill->key);
+    }
+    return fd;
+}
+
+typedef struct ent_s {
+    char name[SL_CACHE_KEY_MAX];
+    uint64_t size;
+    struct timespec mtime;
+} ent_t;
+
+static int cmp_age(const void *a, const void *b)
+{
+    const ent_t *x = a, *y = b;
+    if (x->mtime.tv_sec != y->mtime.tv_sec) {
+        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+    }
+    if (x->mtime.tv_nsec != y->mtime.tv_nsec) {
+        return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+    }
+    return strcmp(x->name, y->name);
+}
+
+/* Lists complete entries into *ret (malloc'd); removes stale temporaries. */
+static int scan(const sl_cache_t *c, ent_t **ret, size_t *ret_n, uint64_t *ret_total)
+{
+    int dfd = openat(c->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (d == NULL) {
+        int rc = -errno;
+        if (dfd >= 0) {
+            close(dfd);
+        }
+        return rc;
+    }
+    ent_t *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < CACHE_SCAN_MAX) {
+        struct stat st;
+        if (fstatat(c->dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+            continue;
+        }
+        if (strncmp(de->d_name, ".tmp-", 5) == 0) {
+            if (now - st.st_mtime > CACHE_STALE_TMP_SECS) {
+                unlinkat(c->dir_fd, de->d_name, 0);
+            }
+            continue;
+        }
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= SL_CACHE_KEY_MAX) {
+            continue;
+        }
+        if (n == cap) {
+            size_t ncap = cap == 0 ? 64 : cap * 2;
+            ent_t *g = realloc(v, ncap * sizeof(*g));
+            if (g == NULL) {
+                free(v);
+                closedir(d);
+                return -ENOMEM;
+            }
+            v = g;
+            cap = ncap;
+        }
+        memcpy(v[n].name, de->d_name, strlen(de->d_name) + 1); /* length checked above */
+        v[n].size = (uint64_t)st.st_size;
+        v[n].mtime = st.st_mtim;
+        total += v[n].size;
+        n++;
+    }
+    closedir(d);
+    *ret = v;
+    *ret_n = n;
+    *ret_total = total;
+    return 0;
+}
+
+int sl_cache_evict(const sl_cache_t *c, const char *keep)
+{
+    int lfd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (lfd < 0) {
+        return -errno;
+    }
+    while (flock(lfd, LOCK_EX) < 0 && errno == EINTR) {
+    }
+    ent_t *v = NULL;
+    size_t n = 0;
+    uint64_t total = 0;
+    int rc = scan(c, &v, &n, &total);
+    if (rc == 0) {
+        qsort(v, n, sizeof(*v), cmp_age);
+        for (size_t i = 0; i < n && total > c->max_bytes; i++) {
+            if (keep != NULL && strcmp(v[i].name, keep) == 0) {
+                continue;
+            }
+            if (unlinkat(c->dir_fd, v[i].name, 0) == 0) {
+                char lock[SL_CACHE_KEY_MAX + 8];
+                snprintf(lock, sizeof(lock), ".%s.lock", v[i].name);
+                unlinkat(c->dir_fd, lock, 0);
+                total -= v[i].size;
+            }
+        }
+        free(v);
+    }
+    close(lfd);
+    return rc;
+}
+
+uint64_t sl_cache_usage(const sl_cache_t *c)
+{
+    ent_t *v = NULL;
+    size_t n = 0;
+    uint64_t total = 0;
+    if (scan(c, &v, &n, &total) < 0) {
+        return 0;
+    }
+    free(v);
+    return total;
+}

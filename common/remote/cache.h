@@ -1,0 +1,67 @@
+/* cache: downloaded objects under <cache_dir>/shards/, bounded by
+ * cache_bytes, least recently used evicted first.
+ *
+ * An entry is named by (URL, validator): SHA-256(url) and the 64-bit tag of
+ * the object's ETag/Last-Modified/size (remote.h), so a changed object is a
+ * new entry and never mixes bytes with the old one. Crash safety: a fill
+ * writes a temporary ".tmp-" file and renames it into place only when
+ * complete and synced, so a partial file is never served; temporaries a
+ * crash left behind are removed by a later eviction pass. Sharing: jobs and
+ * processes on the host use the same directory; a fill holds an exclusive
+ * flock on the entry's lock file (a second filler of the same entry waits
+ * and then finds it), eviction holds the directory's lock. An entry in use
+ * stays readable through its open fd after eviction unlinks it (Linux
+ * semantics), so eviction never breaks a reader; the space it holds is
+ * freed when the last fd closes. Use is recorded in the entry's mtime.
+ * Thread-safe: no mutable state in sl_cache_t after sl_cache_new. */
+#ifndef SL_REMOTE_CACHE_H
+#define SL_REMOTE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sl_cache_s sl_cache_t;
+
+/* "<32 hex>-<16 hex>" and its NUL. */
+#define SL_CACHE_KEY_MAX 64
+
+/* A fill in progress (sl_cache_fill_begin .. commit/abort). */
+typedef struct sl_cache_fill_s {
+    int lock_fd;
+    int tmp_fd;
+    char key[SL_CACHE_KEY_MAX];
+    char tmp[80];
+} sl_cache_fill_t;
+
+/* Creates <dir>/shards (and dir) if missing. Returns 0, -errno (err names
+ * the directory), -EINVAL (max_bytes 0). */
+int sl_cache_new(const char *dir, uint64_t max_bytes, sl_cache_t **ret, char *err, size_t errlen);
+void sl_cache_free(sl_cache_t *c);
+
+uint64_t sl_cache_max_bytes(const sl_cache_t *c);
+
+/* The entry name of (url, tag). */
+void sl_cache_key(const char *url, uint64_t tag, char out[SL_CACHE_KEY_MAX]);
+
+/* Opens an entry read-only and marks it used: an fd, or -ENOENT. */
+int sl_cache_lookup(const sl_cache_t *c, const char *key);
+
+/* Starts filling key: waits for another filler of it, then returns the
+ * entry's fd when it appeared meanwhile (*ret_hit true, fill released), or
+ * 0 with fill->tmp_fd open for writing. Returns -errno on failure. */
+int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill, bool *ret_hit);
+/* Syncs, renames into place, evicts down to the budget (never this entry)
+ * and returns the entry's read-only fd, or -errno. Releases the fill. */
+int sl_cache_fill_commit(const sl_cache_t *c, sl_cache_fill_t *fill);
+/* Drops the temporary file and releases the fill. */
+void sl_cache_fill_abort(const sl_cache_t *c, sl_cache_fill_t *fill);
+
+/* Evicts least recently used entries until at most max_bytes remain,
+ * sparing keep (may be NULL). Returns 0 or -errno. */
+int sl_cache_evict(const sl_cache_t *c, const char *keep);
+
+/* Total bytes of complete entries now (for tests and status). */
+uint64_t sl_cache_usage(const sl_cache_t *c);
+
+#endif

@@ -1,0 +1,227 @@
+/* fetch: one libcurl request (fetch.h): a body into a file descriptor, the
+ * validators (ETag, Last-Modified, Content-Length) from the headers, a
+ * redirect's target handed back instead of followed. */
+#include "common/remote/fetch.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "common/base/err.h"
+
+void sl_fetch_opts_default(sl_fetch_opts_t *o)
+{
+    *o = (sl_fetch_opts_t){.connect_timeout_ms = 5000,
+                           .low_speed_bytes = 1024,
+                           .low_speed_secs = 15,
+                           .max_bytes = (uint64_t)64 << 30};
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_init_rc;
+
+static void global_init(void)
+{
+    g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+}
+
+int sl_fetch_global_init(void)
+{
+    pthread_once(&g_once, global_init);
+    return g_init_rc;
+}
+
+typedef struct xfer_s {
+    int fd;
+    uint64_t written, max;
+    int write_rc; /* 0, -EFBIG or -errno of a failed write */
+    CURL *h;
+    sl_fetch_resp_t *resp;
+} xfer_t;
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+    xfer_t *x = ud;
+    size_t n = size * nmemb;
+    long status = 0;
+    curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+    /* The body of an error response (an S3 XML error, a 404 page) is not
+     * the object: drop it. */
+    if (x->fd < 0 || status < 200 || status > 299) {
+        return n;
+    }
+    if (x->written + n > x->max) {
+        x->write_rc = -EFBIG;
+        return 0;
+    }
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(x->fd, p + off, n - off);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            x->write_rc = -errno;
+            return 0;
+        }
+        off += (size_t)w;
+    }
+    x->written += n;
+    return n;
+}
+
+/* Copies a header's value (trimmed) when line is "name: value". */
+static bool header_value(const char *line, size_t n, const char *name, char *out, size_t outlen)
+{
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':') {
+        return false;
+    }
+    const char *v = line + k + 1;
+    const char *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t')) {
+        v++;
+    }
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) {
+        end--;
+    }
+    size_t vn = (size_t)(end - v);
+    if (vn >= outlen) {
+        vn = outlen - 1;
+    }
+    memcpy(out, v, vn);
+    out[vn] = '\0';
+    return true;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    xfer_t *x = ud;
+    size_t n = size * nmemb;
+    if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        /* A new response (after a 100 Continue): forget the last one's. */
+        x->resp->etag[0] = '\0';
+        x->resp->last_modified[0] = '\0';
+        return n;
+    }
+    header_value(p, n, "etag", x->resp->etag, sizeof(x->resp->etag));
+    header_value(p, n, "last-modified", x->resp->last_modified, sizeof(x->resp->last_modified));
+    return n;
+}
+
+static int transport_error(CURLcode c, const char *url, char *err, size_t errlen)
+{
+    int rc;
+    switch (c) {
+    case CURLE_OPERATION_TIMEDOUT:
+        rc = -ETIMEDOUT;
+        break;
+    case CURLE_COULDNT_CONNECT:
+        rc = -ECONNREFUSED;
+        break;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        rc = -EHOSTUNREACH;
+        break;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+        rc = -ECONNRESET;
+        break;
+    default:
+        rc = -EIO;
+        break;
+    }
+    return sl_err(err, errlen, rc, "%s: %s", url, curl_easy_strerror(c));
+}
+
+static int set_opts(CURL *h, const char *url, struct curl_slist *sl, bool head,
+                    const sl_fetch_opts_t *o, xfer_t *x)
+{
+    CURLcode c = CURLE_OK;
+    c |= curl_easy_setopt(h, CURLOPT_URL, url);
+    c |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    c |= curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    c |= curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    c |= curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
+    c |= curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, o->low_speed_bytes);
+    c |= curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o->low_speed_secs);
+    c |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, sl);
+    c |= curl_easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
+    c |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    c |= curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+    c |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    c |= curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+    c |= curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice");
+    /* Never let libcurl read ~/.netrc or proxies' credentials into a
+     * request a spec caused. */
+    c |= curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+    return c == CURLE_OK ? 0 : -EIO;
+}
+
+/* A redirect's target, an error body skipped, the length known. */
+static void finish_resp(CURL *h, bool head, const xfer_t *x, sl_fetch_resp_t *r)
+{
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    char *loc = NULL;
+    if (r->status >= 300 && r->status < 400 &&
+        curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &loc) == CURLE_OK && loc != NULL) {
+        snprintf(r->location, sizeof(r->location), "%s", loc);
+    }
+    curl_off_t cl = -1;
+    if (head) {
+        if (curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK && cl >= 0) {
+            r->length = (uint64_t)cl;
+            r->have_length = true;
+        }
+    } else {
+        r->length = x->written;
+        r->have_length = true;
+    }
+}
+
+int sl_fetch(const char *url, const char *const *hdrs, bool head, int out_fd,
+             const sl_fetch_opts_t *o, sl_fetch_resp_t *ret, char *err, size_t errlen)
+{
+    if (sl_fetch_global_init() < 0) {
+        return sl_err(err, errlen, -EIO, "libcurl: global init failed");
+    }
+    memset(ret, 0, sizeof(*ret));
+    CURL *h = curl_easy_init();
+    if (h == NULL) {
+        return sl_err(err, errlen, -ENOMEM, "libcurl: out of memory");
+    }
+    struct curl_slist *sl = NULL;
+    int rc = 0;
+    for (size_t i = 0; hdrs != NULL && hdrs[i] != NULL; i++) {
+        struct curl_slist *next = curl_slist_append(sl, hdrs[i]);
+        if (next == NULL) {
+            rc = sl_err(err, errlen, -ENOMEM, "libcurl: out of memory");
+            goto out;
+        }
+        sl = next;
+    }
+    xfer_t x = {.fd = head ? -1 : out_fd, .max = o->max_bytes, .h = h, .resp = ret};
+    if (set_opts(h, url, sl, head, o, &x) < 0) {
+        rc = sl_err(err, errlen, -EIO, "%s: libcurl refused an option", url);
+        goto out;
+    }
+    CURLcode c = curl_easy_perform(h);
+    finish_resp(h, head, &x, ret);
+    if (x.write_rc < 0) {
+        rc = x.write_rc == -EFBIG ? sl_err(err, errlen, -EFBIG, "%s: larger than %llu bytes", url,
+                                           (unsigned long long)o->max_bytes)
+                                  : sl_err(err, errlen, x.write_rc, "%s: writing the body: %s", url,
+                                           strerror(-x.write_rc));
+    } else if (c != CURLE_OK) {
+        rc = transport_error(c, url, err, errlen);
+    }
+out:
+    curl_slist_free_all(sl);
+    curl_easy_cleanup(h);
+    return rc;
+}
