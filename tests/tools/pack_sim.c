@@ -20,6 +20,7 @@
  * average, the same order and costs. */
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ static int load(const char *path, uint32_t **ret_tok, uint32_t **ret_tiles, uint
         return -1;
     }
     size_t cap = 1024, n = 0;
+    bool nomem = false;
     uint32_t *tok = malloc(cap * 4), *tiles = malloc(cap * 4);
     char *line = NULL;
     size_t llen = 0;
@@ -61,6 +63,7 @@ static int load(const char *path, uint32_t **ret_tok, uint32_t **ret_tiles, uint
             tok = t2 ? t2 : tok;
             tiles = i2 ? i2 : tiles;
             if (t2 == NULL || i2 == NULL) {
+                nomem = true;
                 break;
             }
         }
@@ -77,7 +80,7 @@ static int load(const char *path, uint32_t **ret_tok, uint32_t **ret_tiles, uint
     }
     free(line);
     fclose(f);
-    if (n == 0 || n == cap) {
+    if (n == 0 || nomem || tok == NULL || tiles == NULL) {
         fprintf(stderr, "pack_sim: %s: no epoch-0 samples (or out of memory)\n", path);
         return -1;
     }
