@@ -42,8 +42,8 @@ static int decompress(sl_codec_t *z, sl_codec_e codec, const uint8_t *in, size_t
  * row that is and one that is not a multiple of 3; other steps. */
 START_TEST(test_undelta_matches_definition)
 {
-    static const uint32_t geo[][2] = {{W, 1},  {W * C, C}, {W * C, 1}, {17, 1}, {15, 1},
-                                      {2, 1},  {14, 3},    {W * C, 4}, {8, 7},  {W * C / 2, 3}};
+    static const uint32_t geo[][2] = {{W, 1}, {W * C, C}, {W * C, 1}, {17, 1}, {15, 1},
+                                      {2, 1}, {14, 3},    {W * C, 4}, {8, 7},  {W * C / 2, 3}};
     uint8_t *a = image(), *b = malloc(N);
     for (size_t g = 0; g < sizeof(geo) / sizeof(geo[0]); g++) {
         uint32_t row = geo[g][0], step = geo[g][1];
