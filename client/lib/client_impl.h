@@ -100,7 +100,14 @@ typedef struct cl_fetcher_s {
     int started;
     cl_fetch_state_e state;
     unsigned credits_owed; /* messages consumed, credit not yet sent (under job->mu) */
-    int stop;              /* set under job->mu */
+    int stop;              /* set under job->mu, by cl_fetch_stop */
+    /* Under job->mu. The fetch thread blocks instead of polling: in the
+     * receive while the worker holds credits (cs, cancelled by
+     * cl_fetch_stop), else on cv until a credit is owed (waiting: the
+     * consumer signals cv only then). cv lives while the thread runs. */
+    sl_rpc_cstream_t *cs;
+    pthread_cond_t cv;
+    int waiting;
     int delivered;         /* a message arrived on this stream (under job->mu) */
     char error[512];
 } cl_fetcher_t;
@@ -278,6 +285,11 @@ void cl_control_stop(struct sluice_job *job);
 int cl_backoff_next(int cur);
 /* fetch.c */
 void *cl_fetch_main(void *arg);
+/* Stops f's thread promptly (job->mu held): wakes its wait, cancels its
+ * stream. A fetcher not started is only marked. */
+void cl_fetch_stop(cl_fetcher_t *f);
+/* A credit owed to f's worker (job->mu held); wakes f's thread if it waits. */
+void cl_fetch_owe(cl_fetcher_t *f);
 void cl_msg_free(cl_msg_t *m); /* NULL ok */
 /* splits.c: the live split table and split states, called with job->mu
  * held. A full table fails the job. */

@@ -435,7 +435,7 @@ void cl_control_stop(sluice_job_t *job)
     pthread_join(job->control.thread, NULL);
     pthread_mutex_lock(&job->mu);
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
-        job->fetch.fetchers[i].stop = 1;
+        cl_fetch_stop(&job->fetch.fetchers[i]);
     }
     pthread_mutex_unlock(&job->mu);
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {

@@ -129,7 +129,7 @@ static void owe_credit(sluice_job_t *job, uint64_t worker_id)
     for (int i = 0; i < CL_MAX_FETCHERS; i++) {
         cl_fetcher_t *f = &job->fetch.fetchers[i];
         if (f->started && f->worker_id == worker_id && f->state == CL_FETCH_RUNNING) {
-            f->credits_owed++;
+            cl_fetch_owe(f);
             return;
         }
     }

@@ -41,13 +41,20 @@ typedef struct {
 
 /* Idle batch buffers, all of one size (a job's batches are the same size
  * but for each epoch's last). Shared by the batcher and its batches out,
- * freed with the last reference. */
+ * freed with the last reference. It keeps as many idle buffers as were
+ * ever out at once (at least SL_BATCHER_POOL, at most SL_BATCHER_POOL_MAX):
+ * a consumer that holds a few batches while the batcher fills more (the
+ * receive path's credits let it run ahead) would otherwise free the extra
+ * buffers each time and fault fresh ones in (issue 39), and memory stays
+ * what the job already used at its peak. */
 typedef struct sl_bufpool_s {
     pthread_mutex_t mu;
     unsigned refs;
     size_t size;
-    uint8_t *idle[SL_BATCHER_POOL];
+    uint8_t *idle[SL_BATCHER_POOL_MAX];
     size_t nidle;
+    size_t out, peak; /* buffers handed out and not yet back; most at once */
+    uint64_t made;    /* buffers allocated (not reused) */
 } bufpool_t;
 
 static bufpool_t *pool_new(void)
@@ -86,25 +93,36 @@ static uint8_t *pool_get(bufpool_t *p, size_t n)
         if (p->nidle > 0 && p->size == n) {
             buf = p->idle[--p->nidle];
         }
+        if (buf == NULL) {
+            buf = malloc(n);
+            p->made += buf != NULL;
+        }
+        if (buf != NULL && ++p->out > p->peak) {
+            p->peak = p->out;
+        }
         pthread_mutex_unlock(&p->mu);
+        return buf;
     }
-    return buf != NULL ? buf : malloc(n);
+    return malloc(n);
 }
 
 /* Keeps buf (of n bytes) for reuse, or frees it. A new size replaces the
  * idle buffers of the old one. */
 static void pool_put(bufpool_t *p, uint8_t *buf, size_t n)
 {
-    uint8_t *drop[SL_BATCHER_POOL + 1];
+    uint8_t *drop[SL_BATCHER_POOL_MAX + 1];
     size_t ndrop = 0;
     pthread_mutex_lock(&p->mu);
+    p->out -= p->out > 0;
+    size_t keep = p->peak < SL_BATCHER_POOL ? SL_BATCHER_POOL : p->peak;
+    keep = keep < SL_BATCHER_POOL_MAX ? keep : SL_BATCHER_POOL_MAX;
     if (p->size != n) {
         while (p->nidle > 0) {
             drop[ndrop++] = p->idle[--p->nidle];
         }
         p->size = n;
     }
-    if (p->nidle < SL_BATCHER_POOL) {
+    if (p->nidle < keep) {
         p->idle[p->nidle++] = buf;
     } else {
         drop[ndrop++] = buf;
@@ -762,4 +780,12 @@ int sl_batcher_done(const sl_batcher_t *b)
     return 1;
 }
 
-void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret) { *ret = b->stats; }
+void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret)
+{
+    *ret = b->stats;
+    if (b->pool != NULL) {
+        pthread_mutex_lock(&b->pool->mu);
+        ret->buffers_made = b->pool->made;
+        pthread_mutex_unlock(&b->pool->mu);
+    }
+}

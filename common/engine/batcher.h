@@ -16,7 +16,8 @@
  * as it is released, so the finished buffer is handed out as the batch
  * without concatenation. Samples of other sizes keep their own buffers and
  * such a batch is concatenated when emitted. Freed batches give their
- * buffer back to a small pool (SL_BATCHER_POOL buffers, thread-safe, may
+ * buffer back to a small pool (as many buffers as were ever out at once,
+ * SL_BATCHER_POOL to SL_BATCHER_POOL_MAX, thread-safe, may
  * outlive the batcher), so a steady job reuses warm memory instead of
  * mapping and faulting in a fresh buffer per batch.
  *
@@ -69,13 +70,16 @@ typedef struct sl_batch_s {
 
 typedef struct sl_batcher_s sl_batcher_t;
 
-#define SL_BATCHER_POOL 2 /* idle batch buffers kept for reuse */
+#define SL_BATCHER_POOL 2 /* idle batch buffers kept for reuse, at least */
+/* At most: the pool keeps as many as were out at once, up to this. */
+#define SL_BATCHER_POOL_MAX 8
 
 typedef struct sl_batcher_stats_s {
     uint64_t delivered;
     uint64_t duplicates;
     uint64_t skipped[SL_SKIP__COUNT];
     uint64_t batches;
+    uint64_t buffers_made; /* batch buffers allocated, not reused from the pool */
 } sl_batcher_stats_t;
 
 sl_batcher_t *sl_batcher_new(uint32_t batch_size, int drop_last, int deterministic);

@@ -90,11 +90,13 @@ typedef struct disp_pcache_entry_s {
     int64_t stored_ms;
     int64_t used_ms;
     disp_hprof_t prof;
+    uint64_t overhead_seq; /* a running job's overhead stored: the cache's count then; 0 = never */
 } disp_pcache_entry_t;
 
 typedef struct disp_pcache_s {
     disp_pcache_entry_t e[DISP_PCACHE_MAX];
     uint64_t hits, misses;
+    uint64_t overhead_seq; /* overheads stored so far (which is the latest) */
 } disp_pcache_t;
 
 disp_pcache_t *disp_pcache_new(void);
@@ -196,6 +198,8 @@ typedef struct disp_pjob_s {
     double measured_sample_sec; /* its fixed part; valid when have_sample_sec */
     int have_sample_sec;
     int overhead_refused; /* the cache refused one (logged once per job) */
+    /* client.overhead_sec is another spec's on this host (disp_pcache_host_prior) */
+    int overhead_prior;
     /* recv_sec_per_byte was fitted to the measured overhead, which was
      * below what the model charged (the probe's figure too high); the
      * client's repeated probe figure no longer replaces it. */
@@ -236,6 +240,15 @@ int disp_pjob_set_splits(disp_pjob_t *pj, const uint64_t *len, uint32_t n);
 #define DISP_PCACHE_OVERHEAD_FLOOR_SEC 0.002
 int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
                               double overhead_sec, double *ret_bound);
+/* The prior for a spec's first plan on a host (issue 39 part 4): the
+ * per-sample overhead a running job of another spec measured there, the
+ * most recently stored of the fresh entries (disp_pcache_note_overhead
+ * bounded it). A cold profile is taken on an idle core and carries no
+ * overhead; the client's real cost per sample shows only once it runs, and
+ * it is mostly the host's and the library's, not the spec's (the per-byte
+ * part is the link cache's). Returns 1 with *ret set, or 0: none. */
+int disp_pcache_host_prior(const disp_pcache_t *c, const char *host, uint64_t except_spec,
+                           int64_t now_ms, double *ret);
 /* The per-unit CPU a job of the spec measured on that host while running
  * (units by name, each with at least DISP_PCACHE_MIN_UNIT_SAMPLES): it
  * replaces the cached profile's, so the next job plans with the costs the

@@ -117,6 +117,9 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
          json_string(pj->budget_from_measured ? "measured" : "client"));
     jset(b, o, "recv_ns_per_byte", jnum(in->recv_sec_per_byte * 1e9));
     jset(b, o, "sample_overhead_ms", jnum(in->sample_sec * 1e3));
+    /* The client's overhead is another spec's measured on this host (the
+     * first plan of a spec new here). */
+    jset(b, o, "sample_overhead_prior", json_boolean(pj->overhead_prior));
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());
     jset(b, o, "client_bandwidth",
          in->client_bandwidth > 0.0 ? jnum(in->client_bandwidth) : json_null());

@@ -160,7 +160,8 @@ static void client_input(const disp_pjob_t *pj, int64_t now_ms, disp_pl_input_t 
     }
     in->client_bandwidth = pj->client_bandwidth;
     /* Measured by this job, else by an earlier job of the spec on this
-     * host (the cached client profile), else unknown (0). */
+     * host (the cached client profile), else by a job of another spec on
+     * this host (the prior, disp_pcache_host_prior), else unknown (0). */
     in->sample_sec = recent && pj->have_sample_sec ? pj->measured_sample_sec
                                                    : pj->client.overhead_sec;
 }

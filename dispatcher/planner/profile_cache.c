@@ -42,6 +42,9 @@ void disp_pcache_put(disp_pcache_t *c, uint64_t spec_hash, const disp_hprof_t *p
     slot->spec_hash = spec_hash;
     slot->stored_ms = now_ms;
     slot->used_ms = now_ms;
+    /* A re-stored profile keeps its measured overhead's mark only if it
+     * carries an overhead. */
+    slot->overhead_seq = match != NULL && p->overhead_sec > 0.0 ? slot->overhead_seq : 0;
     slot->prof = *p;
 }
 
@@ -55,6 +58,25 @@ static disp_pcache_entry_t *pcache_find(disp_pcache_t *c, uint64_t spec_hash, co
         }
     }
     return NULL;
+}
+
+int disp_pcache_host_prior(const disp_pcache_t *c, const char *host, uint64_t except_spec,
+                           int64_t now_ms, double *ret)
+{
+    const disp_pcache_entry_t *best = NULL;
+    for (size_t i = 0; c != NULL && host != NULL && i < DISP_PCACHE_MAX; i++) {
+        const disp_pcache_entry_t *e = &c->e[i];
+        if (fresh(e, now_ms) && e->overhead_seq > 0 && e->spec_hash != except_spec &&
+            strcmp(e->prof.host, host) == 0 &&
+            (best == NULL || e->overhead_seq > best->overhead_seq)) {
+            best = e;
+        }
+    }
+    if (best == NULL) {
+        return 0;
+    }
+    *ret = best->prof.overhead_sec;
+    return 1;
 }
 
 int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
@@ -74,6 +96,7 @@ int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *
         return -ERANGE;
     }
     e->prof.overhead_sec = overhead_sec;
+    e->overhead_seq = ++c->overhead_seq;
     return 0;
 }
 

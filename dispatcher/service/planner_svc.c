@@ -261,6 +261,14 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
     if (rc != 0) {
         return rc;
     }
+    /* A spec new to this host: its profile carries no overhead; what other
+     * specs' jobs measured here is the prior (docs/planner.md "Cache"). */
+    double prior = 0.0;
+    if (pj->client.overhead_sec <= 0.0 &&
+        disp_pcache_host_prior(d->pcache, pj->client.host, pj->spec_hash, now_ms, &prior)) {
+        pj->client.overhead_sec = prior;
+        pj->overhead_prior = 1;
+    }
     cache_inputs(d, req->planner, now_ms);
     disp_pjob_plan(pj, &d->reg, &plan, now_ms, "submit");
     plan.version = 1;

@@ -435,6 +435,38 @@ START_TEST(test_buffers_reused)
 }
 END_TEST
 
+/* A consumer that holds several batches at once: once they come back, the
+ * pool keeps all of them (as many as were out at once), so the next round
+ * allocates nothing (a pool of SL_BATCHER_POOL would free two and make two
+ * fresh buffers, faulted in again). */
+START_TEST(test_pool_keeps_peak)
+{
+    enum { OUT = 4 };
+    sl_batcher_t *b = sl_batcher_new(2, 0, 0);
+    ck_assert_int_eq(sl_batcher_begin_epoch(b, 0, 4 * OUT), 0);
+    fillsrc_t f;
+    sl_batch_t *held[OUT];
+    sl_batcher_stats_t st;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < OUT; i++) {
+            uint64_t pos = (uint64_t)(round * OUT + i) * 2;
+            ck_assert_int_eq(add_fill(b, 0, pos, 64, &f), 0);
+            ck_assert_int_eq(add_fill(b, 0, pos + 1, 64, &f), 0);
+            held[i] = sl_batcher_pop(b);
+            ck_assert_ptr_nonnull(held[i]);
+            check_sample(held[i], 1, pos + 1, 64);
+        }
+        for (int i = 0; i < OUT; i++) {
+            sl_batch_free(held[i]);
+        }
+        sl_batcher_get_stats(b, &st);
+        ck_assert_uint_eq(st.buffers_made, OUT);
+    }
+    ck_assert(sl_batcher_done(b));
+    sl_batcher_free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("batcher");
@@ -450,6 +482,7 @@ int main(void)
     tcase_add_test(tc, test_fill_deterministic_order);
     tcase_add_test(tc, test_fill_drop_last_and_refusals);
     tcase_add_test(tc, test_buffers_reused);
+    tcase_add_test(tc, test_pool_keeps_peak);
     tcase_add_test(tc, test_aligned_spans);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);

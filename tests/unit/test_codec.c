@@ -36,6 +36,37 @@ static int decompress(sl_codec_t *z, sl_codec_e codec, const uint8_t *in, size_t
     return sl_codec_decompress(z, codec, &iv, 1, dst, raw, W * C, C, err, 200);
 }
 
+/* The undelta against the plain definition (each byte plus its restored
+ * left neighbour, step bytes back), on geometries that take every path:
+ * step 1 with rows of whole, partial and no 16-byte blocks; step 3 with a
+ * row that is and one that is not a multiple of 3; other steps. */
+START_TEST(test_undelta_matches_definition)
+{
+    static const uint32_t geo[][2] = {{W, 1}, {W * C, C}, {W * C, 1}, {17, 1}, {15, 1},
+                                      {2, 1}, {14, 3},    {W * C, 4}, {8, 7},  {W * C / 2, 3}};
+    uint8_t *a = image(), *b = malloc(N);
+    for (size_t g = 0; g < sizeof(geo) / sizeof(geo[0]); g++) {
+        uint32_t row = geo[g][0], step = geo[g][1];
+        size_t n = N - N % row;
+        memcpy(b, a, N);
+        sl_codec_undelta(b, n, row, step);
+        uint8_t *want = malloc(N);
+        memcpy(want, a, N);
+        for (size_t r = 0; r < n; r += row) {
+            for (size_t i = r + step; i < r + row; i++) {
+                want[i] = (uint8_t)(want[i] + want[i - step]);
+            }
+        }
+        ck_assert_msg(memcmp(want, b, N) == 0, "row %u step %u", row, step);
+        sl_codec_delta(b, n, row, step);
+        ck_assert_msg(memcmp(a, b, N) == 0, "round trip: row %u step %u", row, step);
+        free(want);
+    }
+    free(a);
+    free(b);
+}
+END_TEST
+
 START_TEST(test_delta_round_trip)
 {
     uint8_t *a = image(), *b = malloc(N);
@@ -158,6 +189,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_delta_round_trip);
+    tcase_add_test(tc, test_undelta_matches_definition);
     tcase_add_test(tc, test_round_trip_both_codecs_in_segments);
     tcase_add_test(tc, test_broken_payloads_refused);
     suite_add_tcase(s, tc);

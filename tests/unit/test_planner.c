@@ -1723,6 +1723,53 @@ START_TEST(test_pcache_overhead_bound)
 }
 END_TEST
 
+/* The prior for a spec new to a host: the overhead another spec's running
+ * job measured there, the latest stored; never the spec's own entry,
+ * another host's, a profile's unmeasured 0 or a stale entry. */
+START_TEST(test_pcache_host_prior)
+{
+    disp_pcache_t *c = disp_pcache_new();
+    ck_assert_ptr_nonnull(c);
+    disp_hprof_t p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.host, sizeof(p.host), "client gpu-node");
+    p.nunits = 1;
+    p.units[0].cpu_sec_per_sample = 0.001;
+    p.samples = 64;
+    double prior = -1.0;
+    disp_pcache_put(c, 1, &p, 1000);
+    disp_pcache_put(c, 2, &p, 1000);
+    snprintf(p.host, sizeof(p.host), "client other-node");
+    disp_pcache_put(c, 3, &p, 1000);
+    /* Profiles alone (idle-core, no overhead measured): no prior. */
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 2000, &prior), 0);
+    double bound;
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 1, "client gpu-node", 0.0004, &bound), 0);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 3, "client other-node", 0.0030, &bound), 0);
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 2000, &prior), 1);
+    ck_assert(fabs(prior - 0.0004) < 1e-12);
+    /* Its own spec's entry is not a prior (its profile carries it). */
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 1, 2000, &prior), 0);
+    /* The latest measured wins; a refused one changes nothing. */
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 2, "client gpu-node", 0.0006, &bound), 0);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 1, "client gpu-node", 0.261, &bound), -ERANGE);
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 2000, &prior), 1);
+    ck_assert(fabs(prior - 0.0006) < 1e-12);
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 2, 2000, &prior), 1);
+    ck_assert(fabs(prior - 0.0004) < 1e-12);
+    /* Re-stored without an overhead: no longer a measured one. */
+    snprintf(p.host, sizeof(p.host), "client gpu-node");
+    disp_pcache_put(c, 2, &p, 3000);
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
+    ck_assert(fabs(prior - 0.0004) < 1e-12);
+    /* Stale after the cache's TTL. */
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 1000 + DISP_PCACHE_TTL_MS,
+                                            &prior),
+                     0);
+    disp_pcache_free(c);
+}
+END_TEST
+
 /* What-if per class: the rate with k more or fewer workers, what binds,
  * and how many the job wants -- the workers-needed hint's count in total
  * when short of workers, fewer than it has when over-provisioned, none for
@@ -1797,6 +1844,7 @@ int main(void)
     tcase_add_test(tc, test_rank_share_adds_up);
     tcase_add_test(tc, test_sample_overhead);
     tcase_add_test(tc, test_pcache_overhead_bound);
+    tcase_add_test(tc, test_pcache_host_prior);
     tcase_add_test(tc, test_whatif);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");
