@@ -179,7 +179,6 @@ static const cl_order_t *order_slot(cl_line_t *l, uint64_t epoch)
             victim = &l->orders[i];
         }
     }
-    size_t n = l->num_samples ? l->num_samples : 1;
     if (victim->order == NULL) {
         victim->order = malloc(sl_spec_order_len(l->spec, l->num_samples) * sizeof(uint64_t));
         if (victim->order == NULL) {
@@ -188,7 +187,7 @@ static const cl_order_t *order_slot(cl_line_t *l, uint64_t epoch)
     }
     int ranked = l->spec->world_size > 1;
     if (ranked && l->order_scratch == NULL) {
-        l->order_scratch = malloc(n * sizeof(uint64_t));
+        l->order_scratch = malloc(sl_spec_order_len(l->spec, l->num_samples) * sizeof(uint64_t));
         if (l->order_scratch == NULL) {
             return NULL;
         }

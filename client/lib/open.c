@@ -16,6 +16,7 @@
 #include "common/base/err.h"
 #include "common/engine/balance_costs.h"
 #include "common/order/balance.h"
+#include "common/order/blend.h"
 #include "common/base/version.h"
 #include "common/order/ranks.h"
 #include "common/base/clock.h"
@@ -321,15 +322,23 @@ static void default_root_hint(char *err, size_t errlen)
 static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *err, size_t errlen)
 {
     int remote = opts->dispatcher != NULL;
-    int rc = sl_source_open(job->data_root, job->spec.source_type, job->spec.source_path,
-                            &job->src, err, errlen);
+    int rc = sl_source_open_spec(job->data_root, &job->spec, &job->src, err, errlen);
     if (rc == -ENOENT && opts->data_root == NULL) {
         default_root_hint(err, errlen);
+    }
+    if (rc == 0) { /* a mix: its sizes and epoch length travel in the spec */
+        rc = sl_source_mix_apply(job->src, &job->spec);
     }
     if (rc < 0) {
         return rc;
     }
     job->num_samples = sl_source_count(job->src);
+    if (job->spec.mix != NULL && opts->n_resume_states > 0) {
+        /* A saved state holds positions of one order, not per source yet:
+         * refused rather than resumed wrong (docs/mixing.md). */
+        return sl_err(err, errlen, -EINVAL,
+                      "resume: a \"mix\" job cannot be resumed yet (start it afresh)");
+    }
     rc = cl_state_apply(job, opts, job->token, strlen(job->token), err, errlen);
     if (rc < 0) {
         return rc;
@@ -362,7 +371,7 @@ static int predict(sluice_job_t *job, char *err, size_t errlen)
     }
     int packed = job->spec.batching.mode == SL_BATCHING_PACKED;
     uint64_t len = packed ? job->positions * (job->spec.world_size > 0 ? job->spec.world_size : 1)
-                          : n;
+                          : sl_spec_order_len(&job->spec, n);
     uint64_t *order = malloc((len > 0 ? len : 1) * sizeof(*order));
     if (order != NULL && packed) {
         sl_pack_stats_t ps;
@@ -376,7 +385,8 @@ static int predict(sluice_job_t *job, char *err, size_t errlen)
         }
     } else if (order != NULL && sl_spec_epoch_order(&job->spec, job->first_epoch, job->num_samples,
                                                     job->tcost, job->ttok, order) == 0) {
-        sl_balance_stats(&job->spec, job->num_samples, job->tcost, order, &job->bstats);
+        sl_balance_stats(&job->spec, sl_spec_epoch_len(&job->spec, job->num_samples),
+                         job->tcost, order, &job->bstats);
     }
     free(order); /* no stats without memory: the job runs the same */
     return 0;

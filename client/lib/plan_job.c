@@ -77,8 +77,8 @@ static int open_spec(const cl_plan_job_args_t *a, cl_plan_job_t *pj, char *err, 
     } else if (pj->spec->offload != SL_OFFLOAD_FASTFLOW) {
         pj->spec->offload = SL_OFFLOAD_AUTO;
     }
-    if (sl_source_open(a->data_root, pj->spec->source_type, pj->spec->source_path, &pj->src, err,
-                       errlen) < 0 ||
+    if (sl_source_open_spec(a->data_root, pj->spec, &pj->src, err, errlen) < 0 ||
+        sl_source_mix_apply(pj->src, pj->spec) < 0 ||
         sl_pipeline_new(pj->spec, 0, &pj->pipe, err, errlen) < 0 ||
         sl_pipeline_load(pj->pipe, pj->src, err, errlen) < 0) {
         return -EIO;

@@ -95,6 +95,7 @@ void sl_source_free(sl_source_t *src)
     free(src->members);
     free(src->nimages);
     free(src->class_off);
+    sl_src_mix_free(src->mix);
     free(src);
 }
 

@@ -19,6 +19,7 @@
 
 #include "common/base/err.h"
 #include "common/order/balance.h"
+#include "common/order/blend.h"
 #include "common/order/pack.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
@@ -78,7 +79,7 @@ uint64_t sl_resume_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t ep
 {
     const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
     if (re == NULL) {
-        return sl_rank_count(n, world, spec->rank_padding);
+        return sl_rank_count(sl_spec_epoch_len(spec, n), world, spec->rank_padding);
     }
     int64_t left = left_after(spec, re, n, NULL, 0);
     uint32_t w = world > 0 ? world : 1;
@@ -92,9 +93,10 @@ uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoc
 
 uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
 {
-    uint64_t p = sl_rank_count(n, spec->world_size, spec->rank_padding);
+    uint64_t len = sl_spec_epoch_len(spec, n); /* a mix's epoch is not its count */
+    uint64_t p = sl_rank_count(len, spec->world_size, spec->rank_padding);
     if (spec->batching.mode == SL_BATCHING_PACKED) {
-        p = sl_pack_positions(n, spec->world_size, spec->batching.microbatches, spec->batch_size);
+        p = sl_pack_positions(len, spec->world_size, spec->batching.microbatches, spec->batch_size);
     }
     const sl_resume_t *r = spec->resume;
     for (uint32_t e = 0; r != NULL && e < r->nepochs; e++) {
@@ -106,7 +108,8 @@ uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
 
 uint64_t sl_spec_order_len(const sl_spec_t *spec, uint64_t n)
 {
-    uint64_t p = sl_spec_positions(spec, n);
+    uint64_t p = sl_spec_positions(spec, n), e = sl_spec_epoch_len(spec, n);
+    p = p > e ? p : e;
     return (p > n ? p : n) > 0 ? (p > n ? p : n) : 1;
 }
 
