@@ -258,6 +258,7 @@ TEST_MODS_test_plugin := engine
 TEST_MODS_test_plugin_params := plugin
 TEST_MODS_test_balance := order
 TEST_MODS_test_pack := order
+TEST_MODS_test_blend := order
 TEST_MODS_test_costmodel := profile
 TEST_MODS_test_rpc := rpc
 TEST_MODS_test_rpc_limits := rpc
