@@ -246,6 +246,7 @@ TEST_MODS_test_png := image
 TEST_MODS_test_webp := image
 TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
+TEST_MODS_test_source_mix := data order
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data
 TEST_MODS_test_batcher := engine
