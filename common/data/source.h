@@ -126,7 +126,8 @@ struct sl_mix_s;
 /* Opens every source of mix (its errors name "mix.sources[i] (NAME)") as
  * one source whose sample g is child j's g - offset_j (offset_j: the sizes
  * of the children before j), and resolves a copy of mix against the
- * children (sl_mix_resolve: -EINVAL for an empty one, -ESTALE when a spec
+ * children (sl_mix_resolve: -EINVAL for an empty one or one that does not
+ * open, -ESTALE when a spec
  * that travelled holds other counts): sl_source_mix. */
 int sl_source_open_mix(const char *data_root, const struct sl_mix_s *mix, sl_source_t **ret_src,
                        char *err, size_t errlen);

@@ -106,7 +106,8 @@ static uint64_t fingerprint(const sl_source_t *src, const sl_mix_t *mix)
     return h;
 }
 
-/* Opens every child; the counts go to counts. */
+/* Opens every child; the counts go to counts. -EINVAL for a child that does
+ * not open (err names it and says why), -ENOMEM. */
 static int open_children(const char *data_root, const sl_mix_t *mix, sl_src_mix_t *m,
                          uint64_t *counts, char *err, size_t errlen)
 {
@@ -115,7 +116,10 @@ static int open_children(const char *data_root, const sl_mix_t *mix, sl_src_mix_
         char why[512];
         int rc = sl_source_open(data_root, ms->type, ms->path, &m->child[j], why, sizeof(why));
         if (rc < 0) {
-            return sl_err(err, errlen, rc, "mix.sources[%u] (\"%s\"): %s", j, ms->name, why);
+            /* A source of the spec that does not open is a spec error
+             * naming it (-EINVAL), like an empty one. */
+            return sl_err(err, errlen, rc == -ENOMEM ? rc : -EINVAL, "mix.sources[%u] (\"%s\"): %s",
+                          j, ms->name, why);
         }
         m->n = j + 1;
         counts[j] = sl_source_count(m->child[j]);
