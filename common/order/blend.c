@@ -110,7 +110,9 @@ static void run(const sl_mix_t *mix, blend_src_t *src, uint64_t seed, bool shuff
         uint32_t j = pick(w, got, mix->nsources, i);
         got[j]++;
         i++;
-        out[p] = draw(&src[j], j, seed, shuffle, epoch);
+        if (out != NULL) {
+            out[p] = draw(&src[j], j, seed, shuffle, epoch);
+        }
         if (counts != NULL) {
             counts[j]++;
         }
@@ -146,4 +148,16 @@ int sl_blend_epoch(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t st
         free(src[j].perm);
     }
     return rc;
+}
+
+int sl_blend_counts(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint64_t *counts)
+{
+    if (mix == NULL || !sl_mix_resolved(mix)) {
+        return -EINVAL;
+    }
+    for (uint32_t j = 0; j < mix->nsources; j++) {
+        counts[j] = 0;
+    }
+    run(mix, NULL, 0, false, step_len, epoch, NULL, counts);
+    return 0;
 }

@@ -31,6 +31,11 @@ uint64_t sl_blend_step(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, u
 int sl_blend_epoch(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t step_len,
                    uint64_t epoch, uint64_t *out, uint64_t *counts);
 
+/* The positions each source gets in epoch (counts: nsources entries),
+ * without the order: O(samples_per_epoch x nsources) time, no memory.
+ * Returns 0 or -EINVAL (unresolved). */
+int sl_blend_counts(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint64_t *counts);
+
 /* The source of global sample index g (mix->nsources when past the end). */
 uint32_t sl_blend_source_of(const sl_mix_t *mix, uint64_t g);
 

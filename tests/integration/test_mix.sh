@@ -5,7 +5,8 @@
 # within one sample in every prefix of the delivered order, no source
 # repeats under "first_exhausted", per-source counts and shares in --json,
 # a "source" on every --dump line; two ranks deliver the one rank's multiset
-# of samples and bytes. Offloaded through workers, one of them killed: the
+# of samples and bytes. /status and /metrics show each source's positions
+# and share. Offloaded through workers, one of them killed: the
 # same multiset again (exactly once). Broken specs and sources: exit 2
 # naming the field or the source; resuming a mixed job: refused, exit 2.
 source "$(dirname "$0")/lib.sh"
@@ -151,6 +152,22 @@ for _ in $(seq 1 400); do
     [ -f "$TMP/off.dig" ] && [ "$(wc -l <"$TMP/off.dig")" -ge 60 ] && break
     sleep 0.05
 done
+# Visible on the dispatcher: each source's positions of the epoch and share.
+curl -sf "http://$D_HTTP/status" >"$TMP/status.json" || fail "/status"
+curl -sf "http://$D_HTTP/metrics" >"$TMP/metrics.txt" || fail "/metrics"
+/usr/bin/python3 - "$TMP/status.json" <<'PY' || fail "/status lacks the mix"
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"] if j.get("mix")]
+assert len(jobs) == 1, jobs
+m = jobs[0]["mix"]
+got = {s["name"]: (s["epoch_samples"], s["share"], s["source_samples"]) for s in m["sources"]}
+assert m["samples_per_epoch"] == 128 and got == {"caps": (96, 0.75, 96), "docs": (32, 0.25, 96)}, m
+print("status: %s" % got)
+PY
+grep -q '^sluice_job_source_epoch_samples{job="[0-9]*",tenant="",source="caps"} 96$' \
+    "$TMP/metrics.txt" || fail "/metrics lacks caps' samples"
+grep -q '^sluice_job_source_share_ratio{job="[0-9]*",tenant="",source="docs"} 0.2500$' \
+    "$TMP/metrics.txt" || { grep source "$TMP/metrics.txt"; fail "/metrics lacks docs' share"; }
 kill -9 "$W2_PID"
 echo "worker 2 killed after $(wc -l <"$TMP/off.dig") samples"
 wait "$RUN_PID" || fail "offloaded run failed"
