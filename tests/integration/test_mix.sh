@@ -114,6 +114,17 @@ check_shares "$TMP/l2.dump" "$TMP/l2.json" 3 1 || fail "two sources: shares"
     fail "local three-source run failed"
 check_shares "$TMP/l3.dump" "$TMP/l3.json" 3 1 2 || fail "three sources: shares"
 
+# The config example (conf/mix-multimodal.json): its schedule moves 0.7 / 0.3 to
+# 0.5 / 0.5 at step 20 (position 160 of the 320 that all_exhausted gives 96 + 96).
+"$BIN/sluice" run "$ROOT/conf/mix-multimodal.json" --local --data-root "$DATA" --quiet \
+    --threads 2 --json >"$TMP/conf.json" || fail "conf/mix-multimodal.json failed"
+/usr/bin/python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["mix"]
+assert m["samples_per_epoch"] == 320, m
+assert [s["samples"] for s in m["sources"]] == [112 + 80, 48 + 80], m' "$TMP/conf.json" ||
+    fail "the schedule did not change the mix at its step"
+
 # Two ranks: together the one rank's samples and bytes (128 divides by 2).
 for r in 0 1; do
     "$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet --threads 2 \
