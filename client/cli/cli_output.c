@@ -111,11 +111,11 @@ static json_t *mix_json(const sluice_job_t *job, const uint64_t *by_source)
     }
     json_t *a = json_array();
     for (uint32_t j = 0; j < n && j < SL_CLI_MIX_MAX; j++) {
-        json_array_append_new(
-            a, json_pack("{s:s, s:f, s:I, s:f}", "name", sluice_mix_source_name(job, j),
-                         "weight_share", sluice_mix_source_share(job, j), "samples",
-                         (json_int_t)by_source[j], "share",
-                         total > 0 ? (double)by_source[j] / (double)total : 0.0));
+        json_array_append_new(a, json_pack("{s:s, s:f, s:I, s:f}", "name",
+                                           sluice_mix_source_name(job, j), "weight_share",
+                                           sluice_mix_source_share(job, j), "samples",
+                                           (json_int_t)by_source[j], "share",
+                                           total > 0 ? (double)by_source[j] / (double)total : 0.0));
     }
     return json_pack("{s:o, s:I}", "sources", a, "samples_per_epoch",
                      (json_int_t)sluice_mix_samples_per_epoch(job));

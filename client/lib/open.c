@@ -385,8 +385,8 @@ static int predict(sluice_job_t *job, char *err, size_t errlen)
         }
     } else if (order != NULL && sl_spec_epoch_order(&job->spec, job->first_epoch, job->num_samples,
                                                     job->tcost, job->ttok, order) == 0) {
-        sl_balance_stats(&job->spec, sl_spec_epoch_len(&job->spec, job->num_samples),
-                         job->tcost, order, &job->bstats);
+        sl_balance_stats(&job->spec, sl_spec_epoch_len(&job->spec, job->num_samples), job->tcost,
+                         order, &job->bstats);
     }
     free(order); /* no stats without memory: the job runs the same */
     return 0;

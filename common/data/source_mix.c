@@ -155,8 +155,8 @@ static int build(sl_source_t *src, const uint64_t *counts, char *err, size_t err
     return rc;
 }
 
-int sl_source_open_mix(const char *data_root, const sl_mix_t *mix, sl_source_t **ret_src,
-                       char *err, size_t errlen)
+int sl_source_open_mix(const char *data_root, const sl_mix_t *mix, sl_source_t **ret_src, char *err,
+                       size_t errlen)
 {
     if (mix == NULL || mix->nsources == 0) {
         return sl_err(err, errlen, -EINVAL, "mix: no sources");

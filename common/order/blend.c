@@ -11,9 +11,9 @@
 
 typedef struct blend_src_s {
     uint64_t size, offset;
-    uint64_t drawn;  /* draws this epoch */
-    uint64_t pass;   /* the pass perm holds, UINT64_MAX: none yet */
-    uint64_t *perm;  /* size entries */
+    uint64_t drawn; /* draws this epoch */
+    uint64_t pass;  /* the pass perm holds, UINT64_MAX: none yet */
+    uint64_t *perm; /* size entries */
 } blend_src_t;
 
 uint64_t sl_spec_epoch_len(const sl_spec_t *spec, uint64_t n)

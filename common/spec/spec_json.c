@@ -99,9 +99,10 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         return NULL;
     }
     /* A mixed spec: "mix" in place of "source" (which holds the first's). */
-    if (spec->mix != NULL && (json_object_del(root, "source") < 0 ||
-                              json_object_set_new(root, "mix", sl_mix_to_json(spec->mix, spec->seed,
-                                                                              spec->shuffle)) < 0)) {
+    if (spec->mix != NULL &&
+        (json_object_del(root, "source") < 0 ||
+         json_object_set_new(root, "mix", sl_mix_to_json(spec->mix, spec->seed, spec->shuffle)) <
+             0)) {
         json_decref(root);
         return NULL;
     }

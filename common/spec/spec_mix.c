@@ -38,8 +38,7 @@ sl_mix_t *sl_mix_dup(const sl_mix_t *mix)
 }
 
 /* A weight: a finite number; > 0 (positive) or >= 0 (a schedule's). */
-static int get_weight(sl_spec_pctx_t *c, json_t *obj, const char *key, bool positive,
-                      double *out)
+static int get_weight(sl_spec_pctx_t *c, json_t *obj, const char *key, bool positive, double *out)
 {
     json_t *v = json_object_get(obj, key);
     char got[SPEC_SHOWN_MAX + 8];
@@ -48,8 +47,8 @@ static int get_weight(sl_spec_pctx_t *c, json_t *obj, const char *key, bool posi
         return sl_spec_ferr(c, key, "missing (required): a number > 0");
     }
     if (!sl_spec_as_number(v, &w) || !isfinite(w) || w < 0.0 || (positive && w == 0.0)) {
-        return sl_spec_ferr(c, key, "must be a finite number %s, got %s",
-                            positive ? "> 0" : ">= 0", sl_spec_describe(v, got, sizeof(got)));
+        return sl_spec_ferr(c, key, "must be a finite number %s, got %s", positive ? "> 0" : ">= 0",
+                            sl_spec_describe(v, got, sizeof(got)));
     }
     *out = w;
     return 0;
@@ -116,8 +115,9 @@ static int parse_entry(sl_spec_pctx_t *c, json_t *e, sl_mix_t *mix)
 {
     char got[SPEC_SHOWN_MAX + 8];
     if (!json_is_object(e)) {
-        return sl_spec_perr(c, "must be an object with \"name\", \"weight\" and \"source\", "
-                               "got %s",
+        return sl_spec_perr(c,
+                            "must be an object with \"name\", \"weight\" and \"source\", "
+                            "got %s",
                             sl_spec_describe(e, got, sizeof(got)));
     }
     sl_mix_source_t *ms = &mix->src[mix->nsources];
@@ -216,7 +216,8 @@ static int parse_step(sl_spec_pctx_t *c, json_t *st, sl_mix_t *mix, sl_mix_step_
     const char *key;
     json_t *v;
     double sum = 0.0;
-    json_object_foreach (w, key, v) {
+    json_object_foreach(w, key, v)
+    {
         uint32_t i = 0;
         while (i < mix->nsources && strcmp(mix->src[i].name, key) != 0) {
             i++;
@@ -299,8 +300,9 @@ int sl_spec_parse_mix(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     json_t *m = json_object_get(root, "mix");
     char got[SPEC_SHOWN_MAX + 8];
     if (json_object_get(root, "source") != NULL) {
-        return sl_spec_ferr(c, "mix", "and \"source\" both given: a job reads one \"source\" "
-                                      "or a \"mix\" of sources, not both");
+        return sl_spec_ferr(c, "mix",
+                            "and \"source\" both given: a job reads one \"source\" "
+                            "or a \"mix\" of sources, not both");
     }
     if (json_object_get(root, "resume") != NULL) {
         /* A saved state counts positions of one order; a mixed epoch's
@@ -354,9 +356,9 @@ static json_t *step_json(const sl_mix_t *mix, const sl_mix_step_t *st)
             return NULL;
         }
     }
-    return w == NULL ? NULL
-                     : json_pack("{s:I, s:o}", "from_step", (json_int_t)st->from_step, "weights",
-                                 w);
+    return w == NULL
+               ? NULL
+               : json_pack("{s:I, s:o}", "from_step", (json_int_t)st->from_step, "weights", w);
 }
 
 json_t *sl_mix_to_json(const sl_mix_t *mix, uint64_t seed, bool shuffle)

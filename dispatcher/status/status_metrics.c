@@ -33,14 +33,14 @@
 #define DM_MAX_BYTES ((size_t)64 << 20)
 
 typedef enum {
-    DM_INFO,   /* sluice_build_info: labels version, protocol */
-    DM_ONE,    /* one sample: a column of dm_totals_t */
-    DM_SKIP,   /* per skip reason (history) */
-    DM_JOB,    /* per open job */
-    DM_WORKER, /* per worker address */
-    DM_UNIT,   /* per worker address and pipeline unit */
-    DM_TENANT, /* per configured tenant */
-    DM_CLASS,  /* per worker class some job named (status_wanted.h; history) */
+    DM_INFO,       /* sluice_build_info: labels version, protocol */
+    DM_ONE,        /* one sample: a column of dm_totals_t */
+    DM_SKIP,       /* per skip reason (history) */
+    DM_JOB,        /* per open job */
+    DM_WORKER,     /* per worker address */
+    DM_UNIT,       /* per worker address and pipeline unit */
+    DM_TENANT,     /* per configured tenant */
+    DM_CLASS,      /* per worker class some job named (status_wanted.h; history) */
     DM_JOB_SOURCE, /* per open mixed job and source (status_mix.c) */
 } dm_scope_e;
 

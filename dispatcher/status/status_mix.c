@@ -51,8 +51,7 @@ json_t *disp_status_mix_json(const disp_job_t *job)
         double share = (double)counts[j] / (double)m->samples_per_epoch;
         json_array_append_new(a, json_pack("{s:s, s:I, s:I, s:f}", "name", m->src[j].name,
                                            "source_samples", (json_int_t)m->src[j].count,
-                                           "epoch_samples", (json_int_t)counts[j], "share",
-                                           share));
+                                           "epoch_samples", (json_int_t)counts[j], "share", share));
     }
     return json_pack("{s:o, s:I, s:s}", "sources", a, "samples_per_epoch",
                      (json_int_t)m->samples_per_epoch, "stop", sl_mix_stop_name(m->stop));

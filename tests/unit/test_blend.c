@@ -28,8 +28,8 @@ static sl_mix_t *mk(uint32_t k, const double *w, const uint64_t *sizes, sl_mix_s
 }
 
 /* Every prefix of out[from .. to) holds source j within one of w_j * len. */
-static void check_prefixes(const sl_mix_t *m, const double *w, const uint64_t *out,
-                           uint64_t from, uint64_t to)
+static void check_prefixes(const sl_mix_t *m, const double *w, const uint64_t *out, uint64_t from,
+                           uint64_t to)
 {
     double sum = 0.0;
     uint64_t got[SL_MIX_MAX_SOURCES] = {0};

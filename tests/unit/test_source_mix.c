@@ -16,9 +16,9 @@
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures_source.h"
 
-#define MIX_SPEC                                                                               \
-    "{\"mix\": {\"sources\": [{\"name\": \"folder\", \"weight\": 2, \"source\": {\"type\": "    \
-    "\"imagefolder\", \"path\": \"a\"}}, {\"name\": \"list\", \"weight\": 1, \"source\": "      \
+#define MIX_SPEC                                                                                   \
+    "{\"mix\": {\"sources\": [{\"name\": \"folder\", \"weight\": 2, \"source\": {\"type\": "       \
+    "\"imagefolder\", \"path\": \"a\"}}, {\"name\": \"list\", \"weight\": 1, \"source\": "         \
     "{\"type\": \"filelist\", \"path\": \"%s\"}}]}, \"stages\": [], \"batch_size\": 2%s}"
 
 static void make_tree(void)

@@ -12,10 +12,12 @@
 #include "common/spec/spec.h"
 #include "tests/unit/fixtures.h"
 
-#define SRC_A "{\"name\": \"caps\", \"weight\": 0.7, \"source\": {\"type\": \"webdataset\", " \
-              "\"path\": \"wds\"}}"
-#define SRC_B "{\"name\": \"docs\", \"weight\": 0.3, \"source\": {\"type\": \"jsonl\", " \
-              "\"path\": \"m.jsonl\"}}"
+#define SRC_A                                                                                      \
+    "{\"name\": \"caps\", \"weight\": 0.7, \"source\": {\"type\": \"webdataset\", "                \
+    "\"path\": \"wds\"}}"
+#define SRC_B                                                                                      \
+    "{\"name\": \"docs\", \"weight\": 0.3, \"source\": {\"type\": \"jsonl\", "                     \
+    "\"path\": \"m.jsonl\"}}"
 
 static int parse_mix(const char *mix, const char *extra, sl_spec_t *s, char *err, size_t errlen)
 {
@@ -58,8 +60,9 @@ START_TEST(test_mix_refused)
          "", "mix.sources[0].stages: per-source stages are not supported yet"},
         {"{\"sources\": [" SRC_A ", {\"name\": \"imgs\", \"weight\": 1, \"source\": "
          "{\"type\": \"imagefolder\", \"path\": \"f\"}}]}",
-         "", "mix.sources: sources[1] (imagefolder) and sources[0] (webdataset) make "
-             "different sample kinds"},
+         "",
+         "mix.sources: sources[1] (imagefolder) and sources[0] (webdataset) make "
+         "different sample kinds"},
         {"{\"sources\": [" SRC_A ", " SRC_B "], \"schedule\": [{\"from_step\": 10, "
          "\"weights\": {\"caps\": 1}}, {\"from_step\": 5, \"weights\": {\"docs\": 1}}]}",
          "", "mix.schedule[1].from_step: must be larger than the previous entry's (10)"},
@@ -75,16 +78,16 @@ START_TEST(test_mix_refused)
         {"{\"sources\": [" SRC_A "], \"stop\": \"never\"}", "", "mix.stop"},
         {"{\"sources\": [" SRC_A "], \"samples_per_epoch\": 0}", "", "mix.samples_per_epoch"},
         {"{\"sources\": [" SRC_A "], \"weights\": 1}", "", "mix.weights"},
-        {"{\"sources\": [" SRC_A "]}",
-         ", \"resume\": {\"epochs\": []}", "mix: cannot be resumed yet"},
+        {"{\"sources\": [" SRC_A "]}", ", \"resume\": {\"epochs\": []}",
+         "mix: cannot be resumed yet"},
     };
     for (size_t i = 0; i < sizeof(BAD) / sizeof(BAD[0]); i++) {
         sl_spec_t s;
         char err[1024] = "";
         ck_assert_msg(parse_mix(BAD[i].mix, BAD[i].extra, &s, err, sizeof(err)) == -EINVAL,
                       "accepted: %s", BAD[i].mix);
-        ck_assert_msg(strstr(err, BAD[i].says) != NULL, "%zu: want '%s', got: %s", i,
-                      BAD[i].says, err);
+        ck_assert_msg(strstr(err, BAD[i].says) != NULL, "%zu: want '%s', got: %s", i, BAD[i].says,
+                      err);
     }
 }
 END_TEST
@@ -150,8 +153,7 @@ START_TEST(test_mix_epoch_defaults)
 {
     sl_spec_t s;
     char err[1024] = "";
-    ck_assert_msg(parse_mix("{\"sources\": [" SRC_A ", " SRC_B "]}", "", &s, err, sizeof(err)) ==
-                      0,
+    ck_assert_msg(parse_mix("{\"sources\": [" SRC_A ", " SRC_B "]}", "", &s, err, sizeof(err)) == 0,
                   "%s", err);
     ck_assert_int_eq(s.mix->stop, SL_MIX_STOP_ALL);
     uint64_t counts[2] = {70, 90};
