@@ -135,6 +135,18 @@ sort "$TMP/l2.dig" >"$TMP/l2.s"
 cmp -s "$TMP/ranks.s" "$TMP/l2.s" || fail "2 ranks deliver other samples than 1 rank"
 echo "2 ranks == 1 rank: $(wc -l <"$TMP/ranks.s") samples"
 
+# Balanced and packed batching over the blend: 2 ranks, the same multiset again.
+for b in '{"mode": "balanced"}' '{"mode": "packed", "microbatches": 2, "token_budget": 1200}'; do
+    spec "$TMP/bat.json" "{\"sources\": [$CAPS, $DOCS], \"seed\": 4, \"stop\": \"first_exhausted\"}" \
+        ", \"batching\": $b"
+    for r in 0 1; do
+        "$BIN/sluice" run "$TMP/bat.json" --local --data-root "$DATA" --quiet --threads 2 \
+            --world-size 2 --rank $r --digests "$TMP/b$r.dig" || fail "$b rank $r failed"
+    done
+    sort "$TMP/b0.dig" "$TMP/b1.dig" | cmp -s - "$TMP/l2.s" || fail "$b: other samples"
+done
+echo "balanced and packed batching over the mix: the same samples and bytes"
+
 # Resuming a mixed job: refused, not resumed wrong.
 "$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet --threads 1 \
     --stop-after-batches 2 --save-state "$TMP/st.json" || fail "save-state run failed"
