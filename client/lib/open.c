@@ -333,12 +333,6 @@ static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *er
         return rc;
     }
     job->num_samples = sl_source_count(job->src);
-    if (job->spec.mix != NULL && opts->n_resume_states > 0) {
-        /* A saved state holds positions of one order, not per source yet:
-         * refused rather than resumed wrong (docs/mixing.md). */
-        return sl_err(err, errlen, -EINVAL,
-                      "resume: a \"mix\" job cannot be resumed yet (start it afresh)");
-    }
     rc = cl_state_apply(job, opts, job->token, strlen(job->token), err, errlen);
     if (rc < 0) {
         return rc;

@@ -33,7 +33,7 @@ static uint64_t share(uint64_t len, uint32_t world, uint32_t rank)
 static uint64_t gen0_slots(const sl_spec_t *spec, const sl_resume_epoch_t *re, uint64_t n)
 {
     uint32_t w0 = re->gens[0].world;
-    return sl_rank_count(n, w0, spec->rank_padding) * w0;
+    return sl_rank_count(sl_spec_epoch_len(spec, n), w0, spec->rank_padding) * w0;
 }
 
 /* What is left of the epoch after re's generations; -EINVAL (err says
@@ -146,7 +146,8 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
         return (int)left;
     }
     uint64_t len = gen0_slots(spec, re, n);
-    uint64_t *base = malloc(n * sizeof(*base));
+    uint64_t e = sl_spec_epoch_len(spec, n); /* the order's length (a mix's is not n) */
+    uint64_t *base = malloc((e > 0 ? e : 1) * sizeof(*base));
     uint64_t *list = malloc((len > 0 ? len : 1) * sizeof(*list));
     uint8_t *gone = calloc(len > 0 ? len : 1, 1);
     int rc = base && list && gone ? 0 : -ENOMEM;
@@ -165,7 +166,7 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
     sl_spec_clear(s0);
     free(s0);
     for (uint64_t s = 0; rc == 0 && s < len; s++) {
-        list[s] = base[s % n];
+        list[s] = base[s % e];
     }
     uint32_t prev = re->gens[0].world;
     for (uint32_t g = 0; rc == 0 && g < re->ngens; g++) {

@@ -304,12 +304,6 @@ int sl_spec_parse_mix(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
                             "and \"source\" both given: a job reads one \"source\" "
                             "or a \"mix\" of sources, not both");
     }
-    if (json_object_get(root, "resume") != NULL) {
-        /* A saved state counts positions of one order; a mixed epoch's
-         * per-source positions are not in it yet, so resuming is refused
-         * rather than done wrong. */
-        return sl_spec_ferr(c, "mix", "cannot be resumed yet (\"resume\" given)");
-    }
     if (!json_is_object(m)) {
         return sl_spec_ferr(c, "mix", "must be an object with \"sources\", got %s",
                             sl_spec_describe(m, got, sizeof(got)));

@@ -7,8 +7,9 @@
 # a "source" on every --dump line; two ranks deliver the one rank's multiset
 # of samples and bytes. /status and /metrics show each source's positions
 # and share. Offloaded through workers, one of them killed: the
-# same multiset again (exactly once). Broken specs and sources: exit 2
-# naming the field or the source; resuming a mixed job: refused, exit 2.
+# same multiset again (exactly once). Resume 4 -> 2 ranks: exactly the rest;
+# after a weight change: refused. Broken specs and sources: exit 2 naming
+# the field or the source.
 source "$(dirname "$0")/lib.sh"
 
 DATA="$TMP/data"
@@ -147,16 +148,32 @@ for b in '{"mode": "balanced"}' '{"mode": "packed", "microbatches": 2, "token_bu
 done
 echo "balanced and packed batching over the mix: the same samples and bytes"
 
-# Resuming a mixed job: refused, not resumed wrong.
-"$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet --threads 1 \
-    --stop-after-batches 2 --save-state "$TMP/st.json" || fail "save-state run failed"
+# Resume on another world size: 4 ranks stop at different batches, 2 ranks
+# resume from their states; what the 4 took and the 2 deliver is the
+# uninterrupted run's multiset. A weight change is another spec: refused.
+states=()
+for r in 0 1 2 3; do
+    "$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet --threads 1 \
+        --rank $r --world-size 4 --digests "$TMP/ra$r.dig" --save-state "$TMP/st$r" \
+        --stop-after-batches $((r + 1)) || fail "rank $r of 4 (saving) failed"
+    states+=(--resume "$TMP/st$r")
+done
+for r in 0 1; do
+    "$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet --threads 1 \
+        --rank $r --world-size 2 --digests "$TMP/rb$r.dig" "${states[@]}" ||
+        fail "rank $r of 2 (resuming) failed"
+done
+sort "$TMP"/ra?.dig "$TMP"/rb?.dig | cmp -s - "$TMP/l2.s" ||
+    fail "resumed 4 -> 2 ranks: not the uninterrupted samples, each once"
+echo "resumed 4 -> 2 ranks: the uninterrupted samples and bytes, each once"
+sed 's/"weight": 3/"weight": 1/' "$TMP/two.json" >"$TMP/reweighted.json"
 set +e
-"$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet \
-    --resume "$TMP/st.json" 2>"$TMP/resume.err"
+"$BIN/sluice" run "$TMP/reweighted.json" --local --data-root "$DATA" --quiet --rank 0 \
+    --world-size 2 "${states[@]}" 2>"$TMP/resume.err"
 rc=$?
 set -e
-[ $rc -eq 2 ] && grep -q 'cannot be resumed yet' "$TMP/resume.err" ||
-    { cat "$TMP/resume.err"; fail "resume of a mixed job: exit $rc"; }
+[ $rc -eq 2 ] && grep -q 'saved by a job of another spec' "$TMP/resume.err" ||
+    { cat "$TMP/resume.err"; fail "resume after a weight change: exit $rc"; }
 
 # Offloaded: two workers, one killed halfway; exactly once, the local bytes.
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
