@@ -7,7 +7,8 @@
 # a "source" on every --dump line; two ranks deliver the one rank's multiset
 # of samples and bytes. /status and /metrics show each source's positions
 # and share. Offloaded through workers, one of them killed: the
-# same multiset again (exactly once). Resume 4 -> 2 ranks: exactly the rest;
+# same multiset again (exactly once), also through a dispatcher restart on
+# its journal. Resume 4 -> 2 ranks: exactly the rest;
 # after a weight change: refused. Broken specs and sources: exit 2 naming
 # the field or the source.
 source "$(dirname "$0")/lib.sh"
@@ -176,15 +177,21 @@ set -e
     { cat "$TMP/resume.err"; fail "resume after a weight change: exit $rc"; }
 
 # Offloaded: two workers, one killed halfway; exactly once, the local bytes.
-start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
-    --split-size 16 --worker-timeout-ms 1500 --heartbeat-ms 100
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
+print(s.getsockname()[1])')
+dispatcher() { # dispatcher NAME: on one port and journal, so a restart is the same one
+    start_daemon "$1" "$BIN/sluice-dispatcher" --listen "127.0.0.1:$port" --http 127.0.0.1:0 \
+        --journal "$TMP/journal" --split-size 16 --worker-timeout-ms 1500 --heartbeat-ms 100 \
+        --client-timeout-ms 20000
+}
+dispatcher D
 for i in 1 2; do
     start_daemon W$i "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
         --http 127.0.0.1:0 --data-root "$DATA" --threads 1
 done
 wait_live_workers "$D_HTTP" 2
 "$BIN/sluice" run "$TMP/two.json" --data-root "$DATA" --quiet --threads 1 \
-    --dispatcher "$D_GRPC" --offload all --digests "$TMP/off.dig" --max-rate 120 \
+    --dispatcher "127.0.0.1:$port" --offload all --digests "$TMP/off.dig" --max-rate 80 \
     --json >"$TMP/off.json" &
 RUN_PID=$!
 PIDS+=("$RUN_PID")
@@ -210,14 +217,24 @@ grep -q '^sluice_job_source_share_ratio{job="[0-9]*",tenant="",source="docs"} 0.
     "$TMP/metrics.txt" || { grep source "$TMP/metrics.txt"; fail "/metrics lacks docs' share"; }
 kill -9 "$W2_PID"
 echo "worker 2 killed after $(wc -l <"$TMP/off.dig") samples"
-wait "$RUN_PID" || fail "offloaded run failed"
+for _ in $(seq 1 400); do
+    [ "$(wc -l <"$TMP/off.dig")" -ge 150 ] && break
+    sleep 0.05
+done
+kill -9 "$D_PID"
+echo "dispatcher killed after $(wc -l <"$TMP/off.dig") samples"
+sleep 0.5
+dispatcher D2
+wait "$RUN_PID" || { cat "$TMP/D2.err"; fail "offloaded run failed"; }
 sort "$TMP/off.dig" >"$TMP/off.s"
-cmp -s "$TMP/off.s" "$TMP/l2.s" || fail "offloaded (worker killed): other samples or bytes"
+cmp -s "$TMP/off.s" "$TMP/l2.s" ||
+    fail "offloaded (worker killed, dispatcher restarted): other samples or bytes"
 /usr/bin/python3 -c '
 import json, sys
 o = json.load(open(sys.argv[1]))
 assert o["sources"]["remote"] > 0, o["sources"]
 assert [s["samples"] for s in o["mix"]["sources"]] == [192, 64], o["mix"]' "$TMP/off.json" ||
     fail "offloaded: not remote, or other per-source counts"
-echo "offloaded with a worker killed: $(wc -l <"$TMP/off.s") samples, the local bytes"
+echo "offloaded, a worker killed, the dispatcher restarted on its journal:" \
+    "$(wc -l <"$TMP/off.s") samples, the local bytes"
 echo "PASS test_mix"
