@@ -77,6 +77,10 @@ uint64_t sl_mix_default_spe(const sl_mix_t *mix, const uint64_t *counts);
  * must match them: -ESTALE otherwise ("the data differs"). 0, -EINVAL,
  * -ESTALE; err names the source. */
 int sl_mix_resolve(sl_mix_t *mix, const uint64_t *counts, char *err, size_t errlen);
+/* A spec that travelled (dispatcher): a mixed one must be resolved, its
+ * counts summing to the n samples the request names. 0 (also unmixed) or
+ * -EINVAL (err says why). */
+int sl_spec_mix_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen);
 /* Is every count known (sl_mix_resolve ran, here or on the host that sent
  * the spec)? */
 bool sl_mix_resolved(const sl_mix_t *mix);

@@ -455,3 +455,26 @@ bool sl_mix_resolved(const sl_mix_t *mix)
     }
     return mix->nsources > 0 && mix->samples_per_epoch > 0;
 }
+
+int sl_spec_mix_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen)
+{
+    const sl_mix_t *m = spec->mix;
+    if (m == NULL) {
+        return 0;
+    }
+    if (!sl_mix_resolved(m)) {
+        return sl_err(err, errlen, -EINVAL,
+                      "mix: the sources' \"count\"s and \"samples_per_epoch\" are missing "
+                      "(the client that opened the data writes them)");
+    }
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < m->nsources; i++) {
+        sum += m->src[i].count;
+    }
+    if (sum != n) {
+        return sl_err(err, errlen, -EINVAL,
+                      "mix: the sources' counts sum to %llu, num_samples is %llu",
+                      (unsigned long long)sum, (unsigned long long)n);
+    }
+    return 0;
+}

@@ -132,6 +132,10 @@ START_TEST(test_mix_round_trip)
     uint64_t empty[2] = {70, 0};
     ck_assert_int_eq(sl_mix_resolve(s2.mix, empty, err, sizeof(err)), -EINVAL);
     ck_assert_msg(strstr(err, "has no samples") != NULL, "%s", err);
+    /* What the dispatcher checks of a spec that travelled. */
+    ck_assert_int_eq(sl_spec_mix_check(&s2, 160, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_spec_mix_check(&s2, 161, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "counts sum to 160, num_samples is 161") != NULL, "%s", err);
     /* A copy owns its own mix. */
     sl_spec_t s3;
     ck_assert_int_eq(sl_spec_copy(&s3, &s2), 0);
@@ -154,6 +158,8 @@ START_TEST(test_mix_epoch_defaults)
     ck_assert_msg(parse_mix("{\"sources\": [" SRC_A ", " SRC_B "]}", "", &s, err, sizeof(err)) == 0,
                   "%s", err);
     ck_assert_int_eq(s.mix->stop, SL_MIX_STOP_ALL);
+    ck_assert_int_eq(sl_spec_mix_check(&s, 160, err, sizeof(err)), -EINVAL); /* unresolved */
+    ck_assert_msg(strstr(err, "mix: the sources' \"count\"s") != NULL, "%s", err);
     uint64_t counts[2] = {70, 90};
     /* all_exhausted: the source that needs the longest epoch to be seen
      * whole: docs, 90 / 0.3. */
