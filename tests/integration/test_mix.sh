@@ -137,6 +137,33 @@ sort "$TMP/l2.dig" >"$TMP/l2.s"
 cmp -s "$TMP/ranks.s" "$TMP/l2.s" || fail "2 ranks deliver other samples than 1 rank"
 echo "2 ranks == 1 rank: $(wc -l <"$TMP/ranks.s") samples"
 
+# Image sources of two kinds (an imagefolder and tar shards, the same JPEGs
+# in two layouts): one rank and two ranks deliver the same multiset.
+make_images "$TMP/img" 3 12 both
+cat >"$TMP/img.json" <<'JSON'
+{"mix": {"sources": [{"name": "folder", "weight": 1, "source": {"type": "imagefolder",
+                                                                 "path": "train"}},
+                     {"name": "shards", "weight": 2, "source": {"type": "tar", "path": "shards"}}],
+         "seed": 2},
+ "stages": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": 32}, {"op": "to_chw"}],
+ "batch_size": 6, "epochs": 1}
+JSON
+"$BIN/sluice" run "$TMP/img.json" --local --data-root "$TMP/img" --quiet --threads 2 \
+    --digests "$TMP/i1.dig" --json >"$TMP/i1.json" || fail "image mix failed"
+for r in 0 1; do
+    "$BIN/sluice" run "$TMP/img.json" --local --data-root "$TMP/img" --quiet --threads 2 \
+        --world-size 2 --rank $r --digests "$TMP/i2$r.dig" || fail "image mix rank $r failed"
+done
+sort "$TMP/i1.dig" >"$TMP/i1.s"
+sort "$TMP/i20.dig" "$TMP/i21.dig" | cmp -s - "$TMP/i1.s" || fail "image mix: 2 ranks != 1 rank"
+/usr/bin/python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["mix"]
+assert m["samples_per_epoch"] == 108, m  # all_exhausted: 36 / (1/3)
+assert [s["samples"] for s in m["sources"]] == [36, 72], m' "$TMP/i1.json" ||
+    fail "image mix: other counts"
+echo "images (imagefolder + tar): 2 ranks == 1 rank, counts 36 + 72"
+
 # Balanced and packed batching over the blend: 2 ranks, the same multiset again.
 for b in '{"mode": "balanced"}' '{"mode": "packed", "microbatches": 2, "token_budget": 1200}'; do
     spec "$TMP/bat.json" "{\"sources\": [$CAPS, $DOCS], \"seed\": 4, \"stop\": \"first_exhausted\"}" \
