@@ -4,6 +4,7 @@
  * (parse) or by whoever owns the spec. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,7 +322,13 @@ int sl_spec_parse_mix(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     sl_spec_pop(c);
     spec->mix = mix;
     spec->source_type = mix->src[0].type; /* the sample kind, for the stage rules */
-    memcpy(spec->source_path, mix->src[0].path, sizeof(spec->source_path));
+    /* What messages and /status call the source: "mix:NAME+NAME..." (never
+     * opened as a path: sl_source_open_spec opens the mix). */
+    size_t len = (size_t)snprintf(spec->source_path, sizeof(spec->source_path), "mix:");
+    for (uint32_t i = 0; i < mix->nsources && len < sizeof(spec->source_path); i++) {
+        len += (size_t)snprintf(spec->source_path + len, sizeof(spec->source_path) - len, "%s%s",
+                                i > 0 ? "+" : "", mix->src[i].name);
+    }
     spec->shuffle_block = 0; /* the blend shuffles each source on its own */
     return 0;
 }

@@ -102,6 +102,7 @@ START_TEST(test_mix_round_trip)
     ck_assert_uint_eq(s.mix->nsources, 2);
     ck_assert_uint_eq(s.seed, 7);
     ck_assert_int_eq(s.source_type, SL_SRC_WEBDATASET);
+    ck_assert_str_eq(s.source_path, "mix:caps+docs"); /* what messages call it */
     ck_assert_int_eq(s.mix->stop, SL_MIX_STOP_FIRST);
     ck_assert_uint_eq(s.mix->nsteps, 1);
     double w[SL_MIX_MAX_SOURCES];
