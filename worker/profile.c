@@ -78,15 +78,14 @@ void wk_profile_free(wk_profile_t *p)
 static int open_source(wk_profile_t *p, const sl_spec_t *spec, uint64_t fingerprint,
                        char *err, size_t errlen)
 {
-    if (p->src != NULL && p->src_type == spec->source_type &&
+    if (p->src != NULL && spec->mix == NULL && p->src_type == spec->source_type &&
         strcmp(p->src_path, spec->source_path) == 0 &&
         sl_source_fingerprint(p->src) == fingerprint) {
         return 0;
     }
     sl_source_free(p->src);
     p->src = NULL;
-    int rc = sl_source_open_at(p->data_root, p->remote, spec->source_type, spec->source_path,
-                               &p->src, err, errlen);
+    int rc = sl_source_open_spec(p->data_root, p->remote, spec, &p->src, err, errlen);
     if (rc != 0) {
         return -ENOENT; /* whatever kept it shut, the client hears the data is not here */
     }

@@ -132,8 +132,8 @@ static int runner_load(wk_job_t *job)
 {
     char err[512];
     sl_source_t *src = NULL;
-    int rc = sl_source_open_at(job->tasks->data_root, job->tasks->remote, job->spec.source_type,
-                               job->spec.source_path, &src, err, sizeof(err));
+    int rc = sl_source_open_spec(job->tasks->data_root, job->tasks->remote, &job->spec, &src, err,
+                                 sizeof(err));
     if (rc < 0) {
         wk_job_fail(job, "cannot open source: %s", err);
         return rc;
@@ -197,7 +197,7 @@ static int order_fill(const wk_job_t *job, uint64_t epoch, uint64_t *order)
         return sl_rank_order_balanced(&job->spec, epoch, job->num_samples, job->tcost, job->ttok,
                                       job->ttiles, order, order);
     }
-    uint64_t *scratch = malloc((job->num_samples > 0 ? job->num_samples : 1) * sizeof(*scratch));
+    uint64_t *scratch = malloc(sl_spec_order_len(&job->spec, job->num_samples) * sizeof(*scratch));
     if (scratch == NULL) {
         return -ENOMEM;
     }

@@ -44,7 +44,10 @@ void sl_cli_free_states(char **bufs, size_t *lens, unsigned n);
 int sl_cli_save_state(sluice_job_t *job, const char *path);
 
 /* The --json object (stdout) and the human summary (stderr) of a run. */
-void sl_cli_print_json(const sluice_job_t *job, double seconds);
+/* by_source: a mixed job's delivered samples per source (sluice_mix_*),
+ * SL_CLI_MIX_MAX entries, or NULL. */
+#define SL_CLI_MIX_MAX 16
+void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *by_source);
 void sl_cli_print_text(const sluice_job_t *job, double seconds);
 /* Once per job (*warned, 0 at first): when the dispatcher gives the job's
  * remote work to this host (every worker refused it), says so and why on

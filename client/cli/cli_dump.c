@@ -23,9 +23,15 @@ static json_t *str_json(const char *s)
     return v != NULL ? v : json_string("(not utf-8)");
 }
 
-static json_t *sample_json(const sluice_batch_t *b, const sluice_records_t *r, uint32_t i)
+static json_t *sample_json(const sluice_job_t *job, const sluice_batch_t *b,
+                           const sluice_records_t *r, uint32_t i)
 {
     json_t *j = json_object();
+    /* A mixed job's lines name their source (one source's keep their form). */
+    int from = sluice_sample_source(job, b->indices[i]);
+    if (from >= 0) {
+        json_object_set_new(j, "source", json_string(sluice_mix_source_name(job, (uint32_t)from)));
+    }
     json_object_set_new(j, "epoch", json_integer((json_int_t)b->epoch));
     json_object_set_new(j, "index", json_integer((json_int_t)b->indices[i]));
     json_object_set_new(j, "key", str_json(r->keys[i]));
@@ -63,7 +69,7 @@ int sl_cli_write_dump(FILE *f, sluice_job_t *job, sluice_batch_t *batch)
         return -1;
     }
     for (uint32_t i = 0; i < batch->n; i++) {
-        json_t *j = sample_json(batch, r, i);
+        json_t *j = sample_json(job, batch, r, i);
         char *line = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         int bad = line == NULL || fprintf(f, "%s\n", line) < 0;

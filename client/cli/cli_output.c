@@ -101,7 +101,27 @@ static json_t *recent_skips_json(const sluice_job_t *job)
     return a;
 }
 
-void sl_cli_print_json(const sluice_job_t *job, double seconds)
+/* A mixed job's sources: name, target share, samples delivered, share. */
+static json_t *mix_json(const sluice_job_t *job, const uint64_t *by_source)
+{
+    uint32_t n = sluice_mix_nsources(job);
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < n && j < SL_CLI_MIX_MAX; j++) {
+        total += by_source[j];
+    }
+    json_t *a = json_array();
+    for (uint32_t j = 0; j < n && j < SL_CLI_MIX_MAX; j++) {
+        json_array_append_new(a, json_pack("{s:s, s:f, s:I, s:f}", "name",
+                                           sluice_mix_source_name(job, j), "weight_share",
+                                           sluice_mix_source_share(job, j), "samples",
+                                           (json_int_t)by_source[j], "share",
+                                           total > 0 ? (double)by_source[j] / (double)total : 0.0));
+    }
+    return json_pack("{s:o, s:I}", "sources", a, "samples_per_epoch",
+                     (json_int_t)sluice_mix_samples_per_epoch(job));
+}
+
+void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *by_source)
 {
     sluice_stats_t st;
     sluice_get_stats(job, &st);
@@ -131,6 +151,9 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds)
     }
     json_object_set_new(o, "duplicates_dropped", json_integer((json_int_t)st.duplicates_dropped));
     json_object_set_new(o, "epochs", json_integer(info.epochs));
+    if (by_source != NULL && sluice_mix_nsources(job) > 0) {
+        json_object_set_new(o, "mix", mix_json(job, by_source));
+    }
     json_object_set_new(o, "first_epoch", json_integer((json_int_t)st.first_epoch));
     json_object_set_new(o, "seconds", json_real(seconds));
     json_object_set_new(o, "samples_per_sec",

@@ -157,6 +157,7 @@ typedef struct {
     int warned;      /* the fallback warning was printed (sl_cli_warn_fallback) */
     int status;      /* SL_EXIT_* */
     uint64_t delivered, batches;
+    uint64_t by_source[SL_CLI_MIX_MAX]; /* a mixed job's samples per source */
 } run_t;
 
 /* Opens the job, with the states to resume from. Returns SL_EXIT_OK, or the
@@ -208,6 +209,10 @@ static void pace(const run_t *r)
 /* b's lines into --digests and --dump. Returns 0, or -1 after printing why. */
 static int write_batch(run_t *r, sluice_batch_t *b)
 {
+    for (uint32_t i = 0; i < b->n; i++) {
+        int j = sluice_sample_source(r->job, b->indices[i]);
+        r->by_source[j >= 0 && j < SL_CLI_MIX_MAX ? j : 0] += j >= 0;
+    }
     /* Multi-rank: flushed per batch, so the file matches what the rank
      * delivered even when it is killed (and restarted: it resumes). */
     int flush = r->o.c.ranks.world_size > 1;
@@ -306,7 +311,7 @@ static void finish(run_t *r, int rc)
     }
     double seconds = sl_mono_sec() - r->t0;
     if (r->o.c.json) {
-        sl_cli_print_json(r->job, seconds);
+        sl_cli_print_json(r->job, seconds, r->by_source);
     }
     if (!r->o.quiet) {
         sl_cli_print_text(r->job, seconds);

@@ -172,7 +172,7 @@ static int compute_order(const cl_line_t *l, uint64_t epoch, cl_order_t *o, uint
     }
     uint64_t *own = NULL;
     if (l->spec->world_size > 1 && scratch == NULL) {
-        own = scratch = malloc((l->num_samples ? l->num_samples : 1) * sizeof(uint64_t));
+        own = scratch = malloc(sl_spec_order_len(l->spec, l->num_samples) * sizeof(uint64_t));
         if (own == NULL) {
             return -ENOMEM;
         }
@@ -220,7 +220,9 @@ static const cl_order_t *order_slot(cl_line_t *l, uint64_t epoch)
             victim = &l->orders[i];
         }
     }
-    size_t n = l->num_samples ? l->num_samples : 1;
+    /* The epoch order before ranks take their shares: a mix's epoch may be
+     * longer than its samples (common/order/blend.h). */
+    size_t n = sl_spec_order_len(l->spec, l->num_samples);
     if (l->spec->world_size > 1 && l->order_scratch == NULL) {
         l->order_scratch = malloc(n * sizeof(uint64_t));
         if (l->order_scratch == NULL) {

@@ -16,6 +16,7 @@
 #include "common/base/err.h"
 #include "common/engine/balance_costs.h"
 #include "common/order/balance.h"
+#include "common/order/blend.h"
 #include "common/base/version.h"
 #include "common/order/ranks.h"
 #include "common/base/clock.h"
@@ -328,14 +329,16 @@ static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *er
                            err, errlen);
     }
     if (rc == 0) {
-        rc = sl_source_open_at(job->data_root, job->remote, job->spec.source_type,
-                               job->spec.source_path, &job->src, err, errlen);
+        rc = sl_source_open_spec(job->data_root, job->remote, &job->spec, &job->src, err, errlen);
     }
     if (rc == -ENOENT && opts->data_root == NULL && !sl_remote_is_url(job->spec.source_path)) {
         default_root_hint(err, errlen);
     }
     if (cl_remote_refused(rc, err)) {
         return -EINVAL; /* the URL is outside this host's remote_roots: a usage error */
+    }
+    if (rc == 0) { /* a mix: its sizes and epoch length travel in the spec */
+        rc = sl_source_mix_apply(job->src, &job->spec);
     }
     if (rc < 0) {
         return rc;
@@ -373,7 +376,7 @@ static int predict(sluice_job_t *job, char *err, size_t errlen)
     }
     int packed = job->spec.batching.mode == SL_BATCHING_PACKED;
     uint64_t len = packed ? job->positions * (job->spec.world_size > 0 ? job->spec.world_size : 1)
-                          : n;
+                          : sl_spec_order_len(&job->spec, n);
     uint64_t *order = malloc((len > 0 ? len : 1) * sizeof(*order));
     if (order != NULL && packed) {
         sl_pack_stats_t ps;
@@ -387,7 +390,8 @@ static int predict(sluice_job_t *job, char *err, size_t errlen)
         }
     } else if (order != NULL && sl_spec_epoch_order(&job->spec, job->first_epoch, job->num_samples,
                                                     job->tcost, job->ttok, order) == 0) {
-        sl_balance_stats(&job->spec, job->num_samples, job->tcost, order, &job->bstats);
+        sl_balance_stats(&job->spec, sl_spec_epoch_len(&job->spec, job->num_samples), job->tcost,
+                         order, &job->bstats);
     }
     free(order); /* no stats without memory: the job runs the same */
     return 0;

@@ -82,8 +82,10 @@ static int open_spec(const cl_plan_job_args_t *a, cl_plan_job_t *pj, char *err, 
     }
     int rc = cl_remote_new(a->remote_roots, a->cache_dir, a->cache_bytes, &pj->remote, err, errlen);
     if (rc == 0) {
-        rc = sl_source_open_at(a->data_root, pj->remote, pj->spec->source_type,
-                               pj->spec->source_path, &pj->src, err, errlen);
+        rc = sl_source_open_spec(a->data_root, pj->remote, pj->spec, &pj->src, err, errlen);
+    }
+    if (rc == 0) {
+        rc = sl_source_mix_apply(pj->src, pj->spec);
     }
     if (rc < 0) {
         return rc == -EINVAL || cl_remote_refused(rc, err) ? -EINVAL : -EIO;

@@ -16,6 +16,8 @@
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
 #include "common/cost/hostfacts.h"
+#include "common/order/blend.h"
+#include "common/order/ranks.h"
 #include "common/profile/profiler.h"
 
 #define CL_PROFILE_CALL_SLACK_MS 15000 /* beyond max_ms: indexing the source there */
@@ -327,6 +329,29 @@ int cl_planner_cost_model(const cl_planner_t *p, sl_costmodel_t *ret)
     return sl_costmodel_set(ret, p->client.coef, SL_COST_NPARAM);
 }
 
+/* The samples to profile: evenly spread over the source, or for a mixed
+ * spec the first ones of the blend's first epoch (docs/mixing.md): every
+ * prefix of it holds each source's share within one sample, so the
+ * profile's costs come in the mix's proportions (a cheap text source
+ * weighted 0.9 makes a cheap job). Not strides over the epoch: those can
+ * land on one source only (1:1 alternates). The same indices on every host. */
+static size_t pick_samples(const sl_spec_t *spec, const sl_source_t *src, size_t want,
+                           uint64_t *idx)
+{
+    uint64_t n = sl_source_count(src), e = sl_spec_epoch_len(spec, n);
+    uint64_t *order = spec->mix != NULL ? malloc((e > 0 ? e : 1) * sizeof(*order)) : NULL;
+    if (order == NULL || sl_spec_epoch_order(spec, 0, n, NULL, NULL, order) < 0) {
+        free(order); /* no memory for the blend: spread over the source */
+        return sl_profile_pick(n, want, idx);
+    }
+    size_t got = e < want ? (size_t)e : want;
+    for (size_t i = 0; i < got; i++) {
+        idx[i] = order[i];
+    }
+    free(order);
+    return got;
+}
+
 /* What every host profiles: the same samples, the same spec, the same limit. */
 typedef struct cl_sampling_s {
     uint64_t *idx;
@@ -526,7 +551,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         rc = sl_err(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
-    sm.n = sl_profile_pick(sl_source_count(a->src), want, sm.idx);
+    sm.n = pick_samples(a->spec, a->src, want, sm.idx);
     /* 4 and 5 first, while nothing else runs here: the probes charge this
      * process's CPU to the bytes they receive. */
     probe_workers(p, a, ctx, timeout_ms);

@@ -367,6 +367,16 @@ int sluice_job_counts(const sluice_job_t *job, uint64_t *ret_samples, uint64_t *
  * is the largest label + 1). The name is owned by the job. */
 uint32_t sluice_num_classes(const sluice_job_t *job);
 const char *sluice_class_name(const sluice_job_t *job, uint32_t label);
+/* Mixed jobs (a spec with "mix", docs/mixing.md): the number of sources (0
+ * for a job that reads one "source"), source j's name and its share of the
+ * first weights (before any schedule; NULL / 0 for j out of range), the
+ * positions of an epoch, and the source sample index (a batch's indices[i])
+ * came from: 0 .. nsources - 1, or -1 (not mixed, out of range). */
+uint32_t sluice_mix_nsources(const sluice_job_t *job);
+const char *sluice_mix_source_name(const sluice_job_t *job, uint32_t source);
+double sluice_mix_source_share(const sluice_job_t *job, uint32_t source);
+uint64_t sluice_mix_samples_per_epoch(const sluice_job_t *job);
+int sluice_sample_source(const sluice_job_t *job, uint64_t index);
 /* Opens a job only to describe it -- the functions above, sluice_get_stats
  * -- before running it: the spec and options are checked and the source is
  * indexed exactly as sluice_open does (same errors), but no dispatcher is

@@ -9,6 +9,7 @@
 #include "client/lib/profile.h"
 #include "common/base/clock.h"
 #include "common/data/source.h"
+#include "common/order/blend.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
 
@@ -103,7 +104,8 @@ static void epoch_counts(const sluice_job_t *job, uint64_t epoch, uint64_t *samp
                          uint64_t *batches)
 {
     uint64_t n = epoch == SLUICE_EPOCH_FULL
-                     ? sl_rank_count(job->num_samples, job->spec.world_size, job->spec.rank_padding)
+                     ? sl_rank_count(sl_spec_epoch_len(&job->spec, job->num_samples),
+                                     job->spec.world_size, job->spec.rank_padding)
                      : sl_spec_live_positions(&job->spec, job->num_samples, epoch);
     uint64_t bs = job->spec.batch_size > 0 ? job->spec.batch_size : 1;
     *batches = job->spec.drop_last ? n / bs : n / bs + (n % bs != 0);

@@ -105,6 +105,7 @@ void sl_source_free(sl_source_t *src)
     free(src->nimages);
     free(src->class_off);
     free(src->rs);
+    sl_src_mix_free(src->mix);
     free(src);
 }
 

@@ -137,6 +137,31 @@ int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_t
  * other -errno; err names the file. */
 int sl_source_open_file(const sl_source_t *src, const char *rel, char *err, size_t errlen);
 
+/* ---- source_mix.c: a mixed spec's sources as one (docs/mixing.md) ---- */
+struct sl_mix_s;
+/* Opens every source of mix (its errors name "mix.sources[i] (NAME)") as
+ * one source whose sample g is child j's g - offset_j (offset_j: the sizes
+ * of the children before j), and resolves a copy of mix against the
+ * children (sl_mix_resolve: -EINVAL for an empty one or one that does not
+ * open, -ESTALE when a spec
+ * that travelled holds other counts): sl_source_mix. */
+int sl_source_open_mix(const char *data_root, const sl_remote_t *remote,
+                       const struct sl_mix_s *mix, sl_source_t **ret_src, char *err,
+                       size_t errlen);
+/* spec's source: sl_source_open_mix for a mixed spec, else sl_source_open_at
+ * of its type and path (remote: URL settings, NULL refuses URLs). */
+int sl_source_open_spec(const char *data_root, const sl_remote_t *remote, const sl_spec_t *spec,
+                        sl_source_t **ret_src, char *err, size_t errlen);
+/* A mixed source's resolved mix (counts, samples_per_epoch), else NULL. */
+const struct sl_mix_s *sl_source_mix(const sl_source_t *src);
+/* Copies src's resolved counts and samples_per_epoch into spec->mix (what
+ * the opening host then sends). 0 (also for an unmixed spec), -EINVAL when
+ * src is not spec's mix. */
+int sl_source_mix_apply(const sl_source_t *src, sl_spec_t *spec);
+/* The mix source (index into spec->mix->src) of sample index of a mixed
+ * source: 0 or -EINVAL (not mixed, out of range). */
+int sl_source_mix_child(const sl_source_t *src, uint64_t index, uint32_t *ret_child);
+
 /* True for webdataset and jsonl sources (their reads give records). */
 bool sl_source_is_record(const sl_source_t *src);
 /* What the index knows of record sample index, without reading it.

@@ -199,10 +199,17 @@ struct sl_source_s {
     uint64_t fingerprint;
     sl_src_remote_t *rs; /* never NULL once open */
 
+    /* A mixed spec's composite (source_mix.c): its children, NULL otherwise. */
+    struct sl_src_mix_s *mix;
+
     char warnings[SL_SRC_WARN_MAX];
     size_t warn_len;
     uint32_t warn_dropped; /* warnings that did not fit in the buffer */
 };
+
+/* source_mix.c: frees a composite's children (NULL ok). */
+typedef struct sl_src_mix_s sl_src_mix_t;
+void sl_src_mix_free(sl_src_mix_t *m);
 
 /* Checks a relative path lexically and writes its canonical form into out
  * ("." and empty components dropped, no trailing '/'; "" for the root

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/order/blend.h"
 #include "common/order/pack.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
@@ -27,14 +28,15 @@ int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float
     if (cost == NULL || tokens == NULL) {
         return -EINVAL;
     }
-    uint64_t *base = malloc((n > 0 ? n : 1) * sizeof(*base));
+    uint64_t e = sl_spec_epoch_len(spec, n); /* positions: a mix's differ from n */
+    uint64_t *base = malloc((e > 0 ? e : 1) * sizeof(*base));
     if (base == NULL) {
         return -ENOMEM;
     }
     int rc = sl_spec_epoch_order(spec, epoch, n, NULL, NULL, base);
     sl_pack_params_t p = pack_params(spec);
     if (rc == 0) {
-        rc = sl_pack_layout(&p, n, base, cost, tokens, tiles, spec->rank, out, stats);
+        rc = sl_pack_layout(&p, e, base, cost, tokens, tiles, spec->rank, out, stats);
     }
     free(base);
     return rc;
@@ -79,17 +81,18 @@ int sl_rank_order_balanced(const sl_spec_t *spec, uint64_t epoch, uint64_t n, co
     if (rc < 0) {
         return rc;
     }
-    uint64_t m = sl_rank_count(n, spec->world_size, spec->rank_padding);
+    uint64_t e = sl_spec_epoch_len(spec, n); /* the order's length */
+    uint64_t m = sl_rank_count(e, spec->world_size, spec->rank_padding);
     if (spec->world_size <= 1) {
         if (out != scratch) {
-            for (uint64_t i = 0; i < n; i++) {
+            for (uint64_t i = 0; i < e; i++) {
                 out[i] = scratch[i];
             }
         }
     } else {
         /* Padding wraps to the head of scratch: out must not alias it. */
         for (uint64_t q = 0; q < m; q++) {
-            out[q] = scratch[sl_rank_global(n, spec->world_size, spec->rank, q)];
+            out[q] = scratch[sl_rank_global(e, spec->world_size, spec->rank, q)];
         }
     }
     for (uint64_t q = m, total = sl_spec_positions(spec, n); q < total; q++) {

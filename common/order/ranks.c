@@ -2,6 +2,7 @@
 
 #include "common/base/rng.h"
 #include "common/order/balance.h"
+#include "common/order/blend.h"
 
 uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad)
 {
@@ -26,7 +27,14 @@ uint64_t sl_rank_global(uint64_t n, uint32_t world, uint32_t rank, uint64_t q)
 int sl_spec_epoch_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
                         const uint32_t *tokens, uint64_t *out)
 {
-    if (spec->shuffle && spec->shuffle_block > 1) {
+    if (spec->mix != NULL) { /* the blend (blend.h): mix positions, not n */
+        uint64_t step_len = (uint64_t)spec->batch_size * (spec->world_size ? spec->world_size : 1);
+        int rc = sl_blend_epoch(spec->mix, spec->seed, spec->shuffle, step_len, epoch, out, NULL);
+        n = sl_spec_epoch_len(spec, n);
+        if (rc < 0) {
+            return rc;
+        }
+    } else if (spec->shuffle && spec->shuffle_block > 1) {
         sl_epoch_order_blocks(spec->seed, epoch, n, spec->shuffle_block, out);
     } else {
         sl_epoch_order(spec->seed, epoch, spec->shuffle, n, out);

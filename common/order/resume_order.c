@@ -28,6 +28,7 @@
 
 #include "common/base/err.h"
 #include "common/order/balance.h"
+#include "common/order/blend.h"
 #include "common/order/pack.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
@@ -40,10 +41,12 @@ static uint64_t share(uint64_t len, uint32_t world, uint32_t rank)
 
 static bool packed(const sl_spec_t *spec) { return spec->batching.mode == SL_BATCHING_PACKED; }
 
-/* A packed layout's slots per rank for world: the bound, data-free. */
+/* A packed layout's slots per rank for world: the bound, data-free (over
+ * the epoch's length: a mix's is not its sample count). */
 static uint64_t pack_share(const sl_spec_t *spec, uint64_t n, uint32_t world)
 {
-    return sl_pack_positions(n, world, spec->batching.microbatches, spec->batch_size);
+    return sl_pack_positions(sl_spec_epoch_len(spec, n), world, spec->batching.microbatches,
+                             spec->batch_size);
 }
 
 static uint64_t gen0_slots(const sl_spec_t *spec, const sl_resume_epoch_t *re, uint64_t n)
@@ -52,7 +55,7 @@ static uint64_t gen0_slots(const sl_spec_t *spec, const sl_resume_epoch_t *re, u
     if (packed(spec)) {
         return pack_share(spec, n, w0) * w0;
     }
-    return sl_rank_count(n, w0, spec->rank_padding) * w0;
+    return sl_rank_count(sl_spec_epoch_len(spec, n), w0, spec->rank_padding) * w0;
 }
 
 /* What is left of the epoch after re's generations; -EINVAL (err says
@@ -104,7 +107,7 @@ uint64_t sl_resume_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t ep
         return pack_share(spec, n, world > 0 ? world : 1); /* holes where nothing is left */
     }
     if (re == NULL) {
-        return sl_rank_count(n, world, spec->rank_padding);
+        return sl_rank_count(sl_spec_epoch_len(spec, n), world, spec->rank_padding);
     }
     int64_t left = left_after(spec, re, n, NULL, 0);
     uint32_t w = world > 0 ? world : 1;
@@ -118,9 +121,10 @@ uint64_t sl_spec_live_positions(const sl_spec_t *spec, uint64_t n, uint64_t epoc
 
 uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
 {
-    uint64_t p = sl_rank_count(n, spec->world_size, spec->rank_padding);
+    uint64_t len = sl_spec_epoch_len(spec, n); /* a mix's epoch is not its count */
+    uint64_t p = sl_rank_count(len, spec->world_size, spec->rank_padding);
     if (spec->batching.mode == SL_BATCHING_PACKED) {
-        p = sl_pack_positions(n, spec->world_size, spec->batching.microbatches, spec->batch_size);
+        p = sl_pack_positions(len, spec->world_size, spec->batching.microbatches, spec->batch_size);
     }
     const sl_resume_t *r = spec->resume;
     for (uint32_t e = 0; r != NULL && e < r->nepochs; e++) {
@@ -132,7 +136,8 @@ uint64_t sl_spec_positions(const sl_spec_t *spec, uint64_t n)
 
 uint64_t sl_spec_order_len(const sl_spec_t *spec, uint64_t n)
 {
-    uint64_t p = sl_spec_positions(spec, n);
+    uint64_t p = sl_spec_positions(spec, n), e = sl_spec_epoch_len(spec, n);
+    p = p > e ? p : e;
     return (p > n ? p : n) > 0 ? (p > n ? p : n) : 1;
 }
 
@@ -282,7 +287,8 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
         return (int)left;
     }
     uint64_t len = gen0_slots(spec, re, n);
-    uint64_t *base = malloc(n * sizeof(*base));
+    uint64_t e = sl_spec_epoch_len(spec, n); /* the order's length (a mix's is not n) */
+    uint64_t *base = malloc((e > 0 ? e : 1) * sizeof(*base));
     uint64_t *list = malloc((len > 0 ? len : 1) * sizeof(*list));
     uint8_t *gone = calloc(len > 0 ? len : 1, 1);
     int rc = base && list && gone ? 0 : -ENOMEM;
@@ -301,7 +307,7 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
     sl_spec_clear(s0);
     free(s0);
     for (uint64_t s = 0; rc == 0 && s < len; s++) {
-        list[s] = base[s % n];
+        list[s] = base[s % e];
     }
     uint32_t prev = re->gens[0].world;
     for (uint32_t g = 0; rc == 0 && g < re->ngens; g++) {

@@ -12,6 +12,7 @@
 
 #include "common/base/err.h"
 #include "common/base/file.h"
+#include "common/spec/mix.h"
 #include "common/spec/resume.h"
 #include "common/spec/spec_impl.h"
 
@@ -24,7 +25,7 @@ static const char *const top_keys[] = {
     "source",        "stages",           "batch_size",  "epochs",     "drop_last",
     "deterministic", "offload",          "on_error",    "max_pixels", "world_size",
     "rank",          "rank_padding",     "name",        "compress",   "batching",
-    "resume",        "batch_transforms", "num_classes", NULL,
+    "resume",        "batch_transforms", "num_classes", "mix",        NULL,
 };
 /* Multi-rank jobs (common/order/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
@@ -283,12 +284,15 @@ void sl_spec_clear(sl_spec_t *spec)
     }
     sl_resume_free(spec->resume);
     spec->resume = NULL;
+    sl_mix_free(spec->mix);
+    spec->mix = NULL;
 }
 
 int sl_spec_copy(sl_spec_t *dst, const sl_spec_t *src)
 {
     memcpy(dst, src, sizeof(*dst));
     dst->resume = NULL;
+    dst->mix = NULL;
     int rc = 0;
     uint32_t n = src->nstages < SL_SPEC_MAX_STAGES ? src->nstages : SL_SPEC_MAX_STAGES;
     for (uint32_t i = 0; i < n && rc == 0; i++) {
@@ -303,6 +307,10 @@ int sl_spec_copy(sl_spec_t *dst, const sl_spec_t *src)
     if (rc == 0 && src->resume != NULL) {
         dst->resume = sl_resume_dup(src->resume);
         rc = dst->resume != NULL ? 0 : -ENOMEM;
+    }
+    if (rc == 0 && src->mix != NULL) {
+        dst->mix = sl_mix_dup(src->mix);
+        rc = dst->mix != NULL ? 0 : -ENOMEM;
     }
     if (rc < 0) {
         sl_spec_clear(dst);

@@ -278,6 +278,9 @@ typedef struct sl_spec_s {
     uint32_t nbatch_tfs;
     sl_batch_tf_t batch_tfs[SL_SPEC_MAX_BATCH_TFS];
     uint32_t num_classes;
+    /* "mix" instead of "source" (common/spec/mix.h, docs/mixing.md), NULL
+     * for a single source. Owned like resume. */
+    struct sl_mix_s *mix;
 } sl_spec_t;
 
 /* Parses a spec from memory. name is used in error messages (a file name, or

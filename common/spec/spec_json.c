@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/spec/mix.h"
 #include "common/spec/resume.h"
 #include "common/spec/spec_impl.h"
 
@@ -94,6 +95,14 @@ char *sl_spec_to_json(const sl_spec_t *spec)
     /* Fresh jobs keep their canonical form too. */
     if (spec->resume != NULL &&
         json_object_set_new(root, "resume", sl_resume_to_json(spec->resume)) < 0) {
+        json_decref(root);
+        return NULL;
+    }
+    /* A mixed spec: "mix" in place of "source" (which holds the first's). */
+    if (spec->mix != NULL &&
+        (json_object_del(root, "source") < 0 ||
+         json_object_set_new(root, "mix", sl_mix_to_json(spec->mix, spec->seed, spec->shuffle)) <
+             0)) {
         json_decref(root);
         return NULL;
     }

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/spec/mix.h"
 #include "common/spec/spec_impl.h"
 
 static const char *const source_keys[] = {"type", "path", "shuffle", "seed", "shuffle_block",
@@ -80,6 +81,9 @@ int sl_spec_get_relpath(sl_spec_pctx_t *c, json_t *obj, const char *key, char *o
 int sl_spec_parse_source(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     json_t *src = json_object_get(root, "source");
+    if (json_object_get(root, "mix") != NULL) {
+        return sl_spec_parse_mix(c, root, spec); /* several sources (spec_mix.c) */
+    }
     if (src == NULL) {
         return sl_spec_ferr(c, "source",
                             "missing (required): an object like "

@@ -12,6 +12,7 @@
 #include "common/base/err.h"
 #include "common/base/log.h"
 #include "common/order/ranks.h"
+#include "common/spec/mix.h"
 #include "dispatcher/core/jobs_impl.h"
 #include "dispatcher/planner/planner_job.h"
 
@@ -181,6 +182,9 @@ static int parse_job(disp_job_t *job, const disp_submit_t *req, const char *name
                       req->first_epoch, job->spec.epochs, DISP_MAX_EPOCHS);
     }
     rc = sl_resume_check(&job->spec, req->num_samples, err, errlen);
+    if (rc == 0) { /* a mix: its blend needs the sizes the client found */
+        rc = sl_spec_mix_check(&job->spec, req->num_samples, err, errlen);
+    }
     if (rc < 0) {
         return rc;
     }

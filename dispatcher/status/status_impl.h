@@ -133,6 +133,12 @@ uint64_t disp_status_job_skipped(const disp_job_t *job);
 uint64_t disp_status_job_resumed(const disp_job_t *job);
 /* done (from disp_status_job_done) less the skips and the resumed-past. */
 uint64_t disp_status_job_delivered(const disp_job_t *job, uint64_t done);
+/* status_mix.c: a mixed job's positions per source in its current epoch
+ * (counts: SL_MIX_MAX_SOURCES entries); -ENOENT for a job of one source. */
+int disp_status_mix_counts(const disp_job_t *job, uint64_t *counts);
+/* Its "mix" object on /status: sources (name, source_samples,
+ * epoch_samples, share), samples_per_epoch, stop; NULL when not mixed. */
+json_t *disp_status_mix_json(const disp_job_t *job);
 /* The oldest epoch still being delivered (= epochs once finished). */
 uint64_t disp_status_job_epoch(const disp_job_t *job);
 /* The planner's hint in its status document (disp_planner_status_json, may

@@ -372,6 +372,9 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     jset(b, o, "num_samples", jint(job->num_samples));
     jset(b, o, "source_fingerprint", jint(job->fingerprint));
     rank_fields(b, o, job);
+    if (job->spec.mix != NULL) { /* a mixed job's sources (status_mix.c) */
+        jset(b, o, "mix", disp_status_mix_json(job));
+    }
     jset(b, o, "epoch", jint(disp_status_job_epoch(job)));
     jset(b, o, "first_epoch", jint(job->first_epoch));
     jset(b, o, "progress", progress_json(b, job, rec, now_ms));

@@ -24,6 +24,7 @@
 
 #include "common/base/metrics.h"
 #include "common/rpc/rpc.h"
+#include "common/spec/mix.h"
 #include "dispatcher/service/planner_svc.h"
 #include "dispatcher/core/tenants.h"
 
@@ -32,14 +33,15 @@
 #define DM_MAX_BYTES ((size_t)64 << 20)
 
 typedef enum {
-    DM_INFO,   /* sluice_build_info: labels version, protocol */
-    DM_ONE,    /* one sample: a column of dm_totals_t */
-    DM_SKIP,   /* per skip reason (history) */
-    DM_JOB,    /* per open job */
-    DM_WORKER, /* per worker address */
-    DM_UNIT,   /* per worker address and pipeline unit */
-    DM_TENANT, /* per configured tenant */
-    DM_CLASS,  /* per worker class some job named (status_wanted.h; history) */
+    DM_INFO,       /* sluice_build_info: labels version, protocol */
+    DM_ONE,        /* one sample: a column of dm_totals_t */
+    DM_SKIP,       /* per skip reason (history) */
+    DM_JOB,        /* per open job */
+    DM_WORKER,     /* per worker address */
+    DM_UNIT,       /* per worker address and pipeline unit */
+    DM_TENANT,     /* per configured tenant */
+    DM_CLASS,      /* per worker class some job named (status_wanted.h; history) */
+    DM_JOB_SOURCE, /* per open mixed job and source (status_mix.c) */
 } dm_scope_e;
 
 typedef struct dm_totals_s {
@@ -58,6 +60,13 @@ typedef struct dm_ctx_s {
     disp_view_e view;
     const char *tenant;
 } dm_ctx_t;
+
+/* A mixed job's source j and the positions of the current epoch it gets. */
+typedef struct dm_job_source_s {
+    const disp_job_t *job;
+    uint32_t j;
+    uint64_t epoch_samples;
+} dm_job_source_t;
 
 typedef struct dm_unit_s {
     const disp_worker_t *w;
@@ -98,6 +107,20 @@ static int get_progress(const dm_ctx_t *c, const void *row, double *ret)
         return -ENOENT;
     }
     *ret = (double)done / (double)total;
+    return 0;
+}
+
+static int get_mix_samples(const dm_ctx_t *c, const void *row, double *ret)
+{
+    *ret = (double)((const dm_job_source_t *)row)->epoch_samples;
+    return 0;
+}
+
+static int get_mix_share(const dm_ctx_t *c, const void *row, double *ret)
+{
+    const dm_job_source_t *s = row;
+    uint64_t n = s->job->spec.mix->samples_per_epoch;
+    *ret = n > 0 ? (double)s->epoch_samples / (double)n : 0.0;
     return 0;
 }
 
@@ -311,6 +334,24 @@ static const dm_family_t DM_FAMILIES[] = {
     JOB("sluice_job_pack_oversize_samples",
         "Packed batching: samples of an epoch longer than a pack's budgets (a pack each).", 0,
         get_pack_oversize),
+    {{"sluice_job_source_epoch_samples",
+      G,
+      "Mixed jobs: positions of the current epoch the blend gives each source.",
+      {"job", "tenant", "source"},
+      0},
+     DM_JOB_SOURCE,
+     0,
+     0,
+     get_mix_samples},
+    {{"sluice_job_source_share_ratio",
+      G,
+      "Mixed jobs: each source's share of the current epoch's positions.",
+      {"job", "tenant", "source"},
+      4},
+     DM_JOB_SOURCE,
+     0,
+     0,
+     get_mix_share},
     JOB("sluice_job_predicted_samples_per_second",
         "Delivery rate the job's current plan predicts (planned jobs only).", 3, get_predicted),
     JOB("sluice_job_workers_needed",
@@ -439,6 +480,26 @@ static void render_units(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t *
     }
 }
 
+static void render_job_sources(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t *f)
+{
+    for (size_t i = 0; i < c->d->jobs.n; i++) {
+        const disp_job_t *job = c->d->jobs.jobs[i];
+        int shown = c->view == DISP_VIEW_ALL ||
+                    (c->view == DISP_VIEW_TENANT && strcmp(job->tenant, c->tenant) == 0);
+        uint64_t counts[SL_MIX_MAX_SOURCES];
+        if (job->state == DISP_JOB_CLOSED || !shown || disp_status_mix_counts(job, counts) < 0) {
+            continue;
+        }
+        char id[32];
+        snprintf(id, sizeof(id), "%" PRIu64, job->id);
+        for (uint32_t j = 0; j < job->spec.mix->nsources; j++) {
+            dm_job_source_t s = {job, j, counts[j]};
+            const char *labels[] = {id, job->tenant, job->spec.mix->src[j].name};
+            sample_row(m, c, f, &s, labels);
+        }
+    }
+}
+
 static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t *f)
 {
     char buf[32];
@@ -493,6 +554,9 @@ static void render_family(sl_metrics_t *m, const dm_ctx_t *c, const dm_family_t 
         break;
     case DM_UNIT:
         render_units(m, c, f);
+        break;
+    case DM_JOB_SOURCE:
+        render_job_sources(m, c, f);
         break;
     }
 }

@@ -1,0 +1,45 @@
+/* blend: the epoch order of a mixed spec (common/spec/mix.h,
+ * docs/mixing.md), a pure function of (seed, epoch, weights, schedule,
+ * source sizes), so every host computes the same.
+ *
+ * Position p of the epoch takes the source "furthest below its share"
+ * (Megatron's blended-dataset index): the j with the largest
+ * w_j * (i + 1) - c_j, where i counts the positions since the weights last
+ * changed and c_j the ones j got since then (ties: the lowest j). So every
+ * prefix holds each source's share to within one sample. Each source is
+ * read in its own shuffle (its own seed stream): draw d of source j is
+ * perm_j,pass[d mod size_j] with pass = d / size_j, so a source repeats a
+ * sample only after all of its samples were used in that epoch, and a new
+ * pass is a new permutation. Sample indices are global: the source's offset
+ * (the sizes of the sources before it) plus its own index. */
+#ifndef SL_BLEND_H
+#define SL_BLEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/spec/mix.h"
+
+/* The global step of epoch position p: steps are step_len positions (a
+ * global batch: batch_size x world_size) and every epoch starts a new one. */
+uint64_t sl_blend_step(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint64_t p);
+
+/* Fills out[0 .. mix->samples_per_epoch) for epoch; shuffle false reads
+ * each source in index order. The mix must be resolved (sl_mix_resolved).
+ * counts (may be NULL) gets the positions each source got. Returns 0,
+ * -EINVAL (unresolved), -ENOMEM. */
+int sl_blend_epoch(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t step_len,
+                   uint64_t epoch, uint64_t *out, uint64_t *counts);
+
+/* The positions each source gets in epoch (counts: nsources entries),
+ * without the order: O(samples_per_epoch x nsources) time, no memory.
+ * Returns 0 or -EINVAL (unresolved). */
+int sl_blend_counts(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint64_t *counts);
+
+/* The source of global sample index g (mix->nsources when past the end). */
+uint32_t sl_blend_source_of(const sl_mix_t *mix, uint64_t g);
+
+/* Positions of a mixed spec's epoch (samples_per_epoch), else n. */
+uint64_t sl_spec_epoch_len(const sl_spec_t *spec, uint64_t n);
+
+#endif
