@@ -145,9 +145,8 @@ struct sl_mix_s;
  * children (sl_mix_resolve: -EINVAL for an empty one or one that does not
  * open, -ESTALE when a spec
  * that travelled holds other counts): sl_source_mix. */
-int sl_source_open_mix(const char *data_root, const sl_remote_t *remote,
-                       const struct sl_mix_s *mix, sl_source_t **ret_src, char *err,
-                       size_t errlen);
+int sl_source_open_mix(const char *data_root, const sl_remote_t *remote, const struct sl_mix_s *mix,
+                       sl_source_t **ret_src, char *err, size_t errlen);
 /* spec's source: sl_source_open_mix for a mixed spec, else sl_source_open_at
  * of its type and path (remote: URL settings, NULL refuses URLs). */
 int sl_source_open_spec(const char *data_root, const sl_remote_t *remote, const sl_spec_t *spec,

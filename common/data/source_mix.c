@@ -198,8 +198,8 @@ int sl_source_open_spec(const char *data_root, const sl_remote_t *remote, const 
     if (spec->mix != NULL) {
         return sl_source_open_mix(data_root, remote, spec->mix, ret_src, err, errlen);
     }
-    return sl_source_open_at(data_root, remote, spec->source_type, spec->source_path, ret_src,
-                             err, errlen);
+    return sl_source_open_at(data_root, remote, spec->source_type, spec->source_path, ret_src, err,
+                             errlen);
 }
 
 int sl_source_mix_child(const sl_source_t *src, uint64_t index, uint32_t *ret_child)
