@@ -475,7 +475,7 @@ install: $(BINS) $(BUILD)/bin/sluice-plugin-host $(PLUGINS) $(CLIENT_SO) $(CLIEN
 	  $(DESTDIR)$(DATADIR)/sluice/examples/plugins/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-	  -e 's|@PKGS@|$(PKGS)|g' client/lib/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
+	  -e 's|@PKGS@|$(filter-out libcurl,$(PKGS))|g' client/lib/sluice.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
 	chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/sluice.pc
 	for u in $(UNITS); do \
 	  sed $(PATH_SED) $$u >$(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
