@@ -53,7 +53,7 @@ static int feed_local_cursor(sluice_job_t *job, int *progress)
         if (rc < 0) {
             return rc;
         }
-        job->consumer.from_local++;
+        job->consumer.from_local += rc == 1; /* 2: a hole, no sample */
         *progress = 1;
         (*pos)++;
     }
@@ -116,8 +116,8 @@ static int feed_local_splits(sluice_job_t *job, int *progress)
         if (rc < 0) {
             return rc;
         }
-        if (rc == 1) { /* else a worker delivered it before the split became ours */
-            job->consumer.from_local++;
+        if (rc >= 1) { /* else a worker delivered it before the split became ours */
+            job->consumer.from_local += rc == 1; /* 2: a hole, no sample */
             *progress = 1;
         }
     }
@@ -176,7 +176,7 @@ static int feed_remote(sluice_job_t *job, int *progress)
         if (rc < 0) {
             return rc;
         }
-        job->consumer.from_remote += (uint64_t)rc;
+        job->consumer.from_remote += rc == 1; /* 2: a hole, no sample */
     }
     if (msg->cursor < b->n_samples) {
         return 0; /* executor full: continue later */

@@ -625,7 +625,8 @@ static int feed_wire(cl_line_t *l, const cl_line_in_t *in, char *err, size_t err
     char detail[256] = "";
     if (sl_pbw_left(&m->skip_reason) > 0) {
         peer_skip(m, &s, detail, sizeof(detail));
-        return put(l, &s, detail, NULL, NULL, err, errlen);
+        rc = put(l, &s, detail, NULL, NULL, err, errlen);
+        return rc == 1 && s.skip == SL_SKIP_RESUMED ? 2 : rc; /* a hole: no sample */
     }
     if (sl_wire_sample_check(m, stage_to, l->nunits, detail, sizeof(detail)) < 0) {
         s.skip = SL_SKIP_CORRUPT;
@@ -651,10 +652,11 @@ int cl_line_feed(cl_line_t *l, const cl_line_in_t *in, char *err, size_t errlen)
     if (rc == 1 && in->once) {
         return 0;
     }
+    int hole = s.index == SL_POS_HOLE;
     rc = cl_line_run(l, &s, 0);
     if (rc < 0) {
         snprintf(err, errlen, "%s", "cannot queue a sample");
         return rc;
     }
-    return 1;
+    return hole ? 2 : 1;
 }

@@ -113,7 +113,8 @@ typedef struct cl_line_in_s {
 /* Feeds one sample in: a position into the executor (every unit), a
  * received sample into the executor (units left) or the batcher (finished,
  * skipped, damaged, a duplicate). Returns 1 when it counts as a sample from
- * its source (a position started; a received payload taken), 0 when taken
+ * its source (a position started; a received payload taken), 2 for a
+ * position that holds no sample (a hole: resumed or packed epochs), 0 when taken
  * otherwise or ignored (a received sample of no epoch or position of the
  * job; a once position batched already), -EAGAIN when it needs the executor
  * and there is no room (nothing done), -ERANGE for a position outside the
