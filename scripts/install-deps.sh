@@ -91,8 +91,13 @@ install_s3_oracle() {
         return 0
     fi
     echo "install-deps: installing moto[server]==$S3_ORACLE_VERSION (PyPI) into $S3_ORACLE_PREFIX"
-    $SUDO python3 -m venv "$S3_ORACLE_PREFIX"
-    $SUDO "$S3_ORACLE_PREFIX/bin/pip" install -q "moto[server]==$S3_ORACLE_VERSION"
+    # Only one test needs it: a host that cannot reach PyPI still builds and
+    # runs the demo, and that test says what is missing.
+    if ! { $SUDO python3 -m venv "$S3_ORACLE_PREFIX" &&
+        $SUDO "$S3_ORACLE_PREFIX/bin/pip" install -q "moto[server]==$S3_ORACLE_VERSION"; }; then
+        echo "install-deps: warning: moto[server] not installed (is PyPI reachable?):" \
+            "tests/integration/test_remote_sources.sh will fail until it is" >&2
+    fi
 }
 
 SUDO=""
