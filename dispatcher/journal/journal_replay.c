@@ -124,8 +124,13 @@ static int on_job(replay_t *rp, const uint8_t *p, size_t len)
         sluice__journal_job__free_unpacked(m, NULL); /* known (or closed): no-op */
         return 0;
     }
-    if (m->split_size == 0 || m->num_samples == 0 ||
-        (m->num_samples + m->split_size - 1) / m->split_size > DISP_MAX_SPLITS_PER_EPOCH) {
+    /* Split ids are epoch * splits + index over the job's positions; older
+     * journals did not say, and their jobs' positions were num_samples. */
+    uint64_t nsplits = m->splits_per_epoch > 0 ? m->splits_per_epoch
+                       : m->split_size > 0 ? (m->num_samples + m->split_size - 1) / m->split_size
+                                           : 0;
+    if (m->split_size == 0 || m->num_samples == 0 || nsplits == 0 ||
+        nsplits > DISP_MAX_SPLITS_PER_EPOCH) {
         sluice__journal_job__free_unpacked(m, NULL);
         return -EBADMSG;
     }
@@ -143,7 +148,7 @@ static int on_job(replay_t *rp, const uint8_t *p, size_t len)
     memset(r, 0, sizeof(*r));
     r->id = m->job_id;
     r->rec = m;
-    r->nsplits = (uint32_t)((m->num_samples + m->split_size - 1) / m->split_size);
+    r->nsplits = (uint32_t)nsplits;
     r->done_below = m->first_epoch; /* acks name epochs from there on */
     if (m->plan != NULL) {
         plan_from_msg(m->plan, m->plan_nunits, &r->plan);

@@ -225,6 +225,7 @@ static int put_job(put_fn put, void *ctx, const disp_job_t *job)
     m.fingerprint = job->fingerprint;
     m.client_threads = job->client_threads;
     m.split_size = job->split_size;
+    m.splits_per_epoch = job->nsplits;
     m.n_sample_costs = job->costs != NULL ? (size_t)job->num_samples : 0; /* split bounds */
     m.sample_costs = job->costs;
     m.plan = &pm;

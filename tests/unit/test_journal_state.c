@@ -72,6 +72,30 @@ static int submit_rc(disp_t *d, uint64_t *ret_id)
     return rc;
 }
 
+/* A packed spec: 35 samples, 4 a pack, one pack a step: 140 positions, so 14
+ * splits an epoch where 35 samples alone would make 4. */
+#define SPEC_PACKED                                                                          \
+    "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\", \"seed\": 1},"               \
+    " \"stages\": [], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"off\","                \
+    " \"batching\": {\"mode\": \"packed\", \"token_budget\": 100}}"
+
+static uint64_t submit_spec(disp_t *d, const char *spec)
+{
+    Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
+    req.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[512] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.spec_json = (char *)spec;
+    req.spec_name = "s.json";
+    req.num_samples = 35;
+    ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, 1000, err, sizeof(err)) == SL_RPC_OK,
+                  "%s", err);
+    disp_arena_free(&a);
+    return resp.job_id;
+}
+
 static uint64_t submit(disp_t *d)
 {
     uint64_t id = 0;
@@ -149,6 +173,37 @@ START_TEST(test_restart_keeps_jobs)
     open_disp(&d, 100);
     ck_assert_ptr_null(disp_jobs_find(&d.jobs, id));
     ck_assert_ptr_nonnull(disp_jobs_find(&d.jobs, id2));
+    fx_disp_destroy(&d);
+}
+END_TEST
+
+/* Split ids count splits over the job's positions, which a packed (or a
+ * rank's, or a mix's) epoch has more or fewer of than samples: the replay
+ * must cut epochs as the job did, or acks land in the wrong epoch (here:
+ * the job came back finished after one epoch). */
+START_TEST(test_positions_not_samples)
+{
+    disp_t d;
+    open_disp(&d, 100);
+    uint64_t id = submit_spec(&d, SPEC_PACKED);
+    disp_job_t *job = disp_jobs_find(&d.jobs, id);
+    ck_assert_uint_eq(job->nsplits, 14);
+    uint64_t ids[15];
+    for (uint64_t i = 0; i < 14; i++) {
+        ids[i] = i; /* epoch 0, whole */
+    }
+    ids[14] = 15; /* epoch 1, split 1 */
+    ack(&d, id, ids, 15);
+    fx_disp_destroy(&d);
+
+    open_disp(&d, 100);
+    job = disp_jobs_find(&d.jobs, id);
+    ck_assert_ptr_nonnull(job);
+    ck_assert_int_eq(job->state, DISP_JOB_ACTIVE);
+    ck_assert_int_eq(state_of(&d, id, 0), -1); /* epoch 0 done */
+    ck_assert_int_eq(state_of(&d, id, 15), DISP_SPLIT_ACKED);
+    ck_assert_int_eq(state_of(&d, id, 14), DISP_SPLIT_PENDING);
+    ck_assert_int_eq(state_of(&d, id, 16), DISP_SPLIT_PENDING);
     fx_disp_destroy(&d);
 }
 END_TEST
@@ -567,6 +622,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_restart_keeps_jobs);
+    tcase_add_test(tc, test_positions_not_samples);
     tcase_add_test(tc, test_finished_job_stays_finished);
     tcase_add_test(tc, test_expired_job_stays_closed);
     tcase_add_test(tc, test_expire_waits_for_journal);
