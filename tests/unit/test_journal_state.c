@@ -74,9 +74,9 @@ static int submit_rc(disp_t *d, uint64_t *ret_id)
 
 /* A packed spec: 35 samples, 4 a pack, one pack a step: 140 positions, so 14
  * splits an epoch where 35 samples alone would make 4. */
-#define SPEC_PACKED                                                                          \
-    "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\", \"seed\": 1},"               \
-    " \"stages\": [], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"off\","                \
+#define SPEC_PACKED                                                                                \
+    "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\", \"seed\": 1},"                      \
+    " \"stages\": [], \"batch_size\": 4, \"epochs\": 3, \"offload\": \"off\","                     \
     " \"batching\": {\"mode\": \"packed\", \"token_budget\": 100}}"
 
 static uint64_t submit_spec(disp_t *d, const char *spec)
