@@ -132,9 +132,11 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *
     json_t *sk = json_object();
     json_object_set_new(sk, "total", json_integer((json_int_t)st.skipped));
     json_t *reasons = json_object();
-    const char *names[16];
-    uint64_t counts[16];
-    int n = sluice_skip_counts(job, names, counts, 16);
+    /* Room for every reason the library has and more: a reason past the
+     * array would be dropped silently. */
+    const char *names[64];
+    uint64_t counts[64];
+    int n = sluice_skip_counts(job, names, counts, 64);
     for (int i = 0; i < n; i++) {
         if (counts[i] > 0) {
             json_object_set_new(reasons, names[i], json_integer((json_int_t)counts[i]));
