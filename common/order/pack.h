@@ -62,6 +62,10 @@ typedef struct sl_pack_item_s {
 int sl_pack_step(const sl_pack_params_t *p, const sl_pack_item_t *items, uint32_t n,
                  uint32_t *ret_pack, double *ret_load);
 
+/* A packed spec's parameters for world ranks (0 taken as 1). */
+struct sl_spec_s;
+sl_pack_params_t sl_pack_params_of(const struct sl_spec_s *spec, uint32_t world);
+
 /* Positions each rank has per epoch in a packed layout of n samples: one
  * slot per (step, microbatch, sample of a pack), for the most steps an
  * epoch can take. */

@@ -6,6 +6,17 @@
 
 #include "common/order/pack.h"
 #include "common/order/ranks.h"
+#include "common/spec/spec.h"
+
+sl_pack_params_t sl_pack_params_of(const sl_spec_t *spec, uint32_t world)
+{
+    return (sl_pack_params_t){.world = world > 0 ? world : 1,
+                              .micro = spec->batching.microbatches,
+                              .cap = spec->batch_size,
+                              .token_budget = spec->batching.token_budget,
+                              .tile_budget = spec->batching.tile_budget,
+                              .lookahead = spec->batching.lookahead};
+}
 
 uint64_t sl_pack_positions(uint64_t n, uint32_t world, uint32_t micro, uint32_t cap)
 {
@@ -132,7 +143,7 @@ void sl_pack_step_tokens(const uint64_t *layout, uint64_t len, uint32_t world, u
     for (uint64_t s = 0; span > 0 && s < len / span; s++) {
         step_tokens[s] = 0;
         for (uint64_t p = s * span; p < (s + 1) * span; p++) {
-            step_tokens[s] += layout[p] != UINT64_MAX ? tokens[layout[p]] : 0; /* a hole */
+            step_tokens[s] += layout[p] != SL_POS_HOLE ? tokens[layout[p]] : 0;
         }
     }
 }

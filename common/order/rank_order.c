@@ -11,16 +11,6 @@
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
 
-static sl_pack_params_t pack_params(const sl_spec_t *spec)
-{
-    return (sl_pack_params_t){.world = spec->world_size > 0 ? spec->world_size : 1,
-                              .micro = spec->batching.microbatches,
-                              .cap = spec->batch_size,
-                              .token_budget = spec->batching.token_budget,
-                              .tile_budget = spec->batching.tile_budget,
-                              .lookahead = spec->batching.lookahead};
-}
-
 int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float *cost,
                   const uint32_t *tokens, const uint32_t *tiles, uint64_t *out,
                   sl_pack_stats_t *stats)
@@ -34,7 +24,7 @@ int sl_pack_epoch(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const float
         return -ENOMEM;
     }
     int rc = sl_spec_epoch_order(spec, epoch, n, NULL, NULL, base);
-    sl_pack_params_t p = pack_params(spec);
+    sl_pack_params_t p = sl_pack_params_of(spec, spec->world_size);
     if (rc == 0) {
         rc = sl_pack_layout(&p, e, base, cost, tokens, tiles, spec->rank, out, stats);
     }
@@ -49,7 +39,8 @@ int sl_pack_rank_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const 
     if (sl_resume_find(spec->resume, epoch) != NULL) {
         return sl_pack_resume_order(spec, epoch, n, cost, tokens, tiles, out, step_tokens);
     }
-    uint64_t per_rank = sl_spec_positions(spec, n), w = pack_params(spec).world;
+    uint64_t per_rank = sl_spec_positions(spec, n),
+             w = sl_pack_params_of(spec, spec->world_size).world;
     uint64_t per_step = (uint64_t)spec->batching.microbatches * spec->batch_size;
     uint64_t *global = malloc((per_rank * w > 0 ? per_rank * w : 1) * sizeof(*global));
     if (global == NULL) {

@@ -141,27 +141,8 @@ uint64_t sl_spec_order_len(const sl_spec_t *spec, uint64_t n)
     return (p > n ? p : n) > 0 ? (p > n ? p : n) : 1;
 }
 
-/* Balanced batching: re-packs list (len sample indices) for world. */
-static int repack(const sl_spec_t *spec, uint32_t world, const float *cost, const uint32_t *tokens,
-                  uint64_t *list, uint64_t len)
-{
-    if (spec->batching.mode != SL_BATCHING_BALANCED || cost == NULL) {
-        return 0;
-    }
-    sl_spec_t *s = malloc(sizeof(*s)); /* KBs: off the caller's stack */
-    if (s == NULL || sl_spec_copy(s, spec) < 0) {
-        free(s);
-        return -ENOMEM;
-    }
-    s->world_size = world;
-    s->rank = 0;
-    int rc = sl_balance_order(s, len, cost, tokens, list);
-    sl_spec_clear(s);
-    free(s);
-    return rc;
-}
-
-/* A copy of spec for world (rank 0): generation layouts. NULL on ENOMEM. */
+/* A copy of spec for world (rank 0): a generation's layout. NULL on
+ * ENOMEM; spec_free frees it. */
 static sl_spec_t *spec_for(const sl_spec_t *spec, uint32_t world)
 {
     sl_spec_t *s = malloc(sizeof(*s)); /* KBs: off the caller's stack */
@@ -172,6 +153,27 @@ static sl_spec_t *spec_for(const sl_spec_t *spec, uint32_t world)
     s->world_size = world;
     s->rank = 0;
     return s;
+}
+
+static void spec_free(sl_spec_t *s)
+{
+    if (s != NULL) {
+        sl_spec_clear(s);
+        free(s);
+    }
+}
+
+/* Balanced batching: re-packs list (len sample indices) for world. */
+static int repack(const sl_spec_t *spec, uint32_t world, const float *cost, const uint32_t *tokens,
+                  uint64_t *list, uint64_t len)
+{
+    if (spec->batching.mode != SL_BATCHING_BALANCED || cost == NULL) {
+        return 0;
+    }
+    sl_spec_t *s = spec_for(spec, world);
+    int rc = s != NULL ? sl_balance_order(s, len, cost, tokens, list) : -ENOMEM;
+    spec_free(s);
+    return rc;
 }
 
 /* Packs the samples of list (len entries, holes skipped) for world into
@@ -192,12 +194,7 @@ static int packed_repack(const sl_spec_t *spec, uint64_t n, uint32_t world, cons
         return -ENOMEM;
     }
     memcpy(base, list, k * sizeof(*base));
-    sl_pack_params_t p = {.world = world,
-                          .micro = spec->batching.microbatches,
-                          .cap = spec->batch_size,
-                          .token_budget = spec->batching.token_budget,
-                          .tile_budget = spec->batching.tile_budget,
-                          .lookahead = spec->batching.lookahead};
+    sl_pack_params_t p = sl_pack_params_of(spec, world);
     /* The remainder's layout fits the bound of n (k <= n): holes after it. */
     uint64_t used = sl_pack_positions(k, world, p.micro, p.cap) * world;
     int rc = sl_pack_layout(&p, k, base, cost, tokens, tiles, 0, list, NULL);
@@ -235,8 +232,7 @@ int sl_pack_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, cons
     if (rc == 0) {
         rc = sl_pack_epoch(s0, re->epoch, n, cost, tokens, tiles, list, NULL);
     }
-    sl_spec_clear(s0);
-    free(s0);
+    spec_free(s0);
     for (uint32_t g = 0; rc == 0 && g < re->ngens; g++) {
         const sl_resume_gen_t *gen = &re->gens[g];
         if (g > 0) {
@@ -292,20 +288,15 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
     uint64_t *list = malloc((len > 0 ? len : 1) * sizeof(*list));
     uint8_t *gone = calloc(len > 0 ? len : 1, 1);
     int rc = base && list && gone ? 0 : -ENOMEM;
-    sl_spec_t *s0 = rc == 0 ? malloc(sizeof(*s0)) : NULL;
-    if (rc == 0 && (s0 == NULL || sl_spec_copy(s0, spec) < 0)) {
-        free(s0);
-        s0 = NULL;
+    sl_spec_t *s0 = rc == 0 ? spec_for(spec, re->gens[0].world) : NULL;
+    if (rc == 0 && s0 == NULL) {
         rc = -ENOMEM;
     }
     if (rc == 0) {
         /* Generation 0's order, balanced for its world as it was. */
-        s0->world_size = re->gens[0].world;
-        s0->rank = 0;
         rc = sl_spec_epoch_order(s0, epoch, n, cost, tokens, base);
     }
-    sl_spec_clear(s0);
-    free(s0);
+    spec_free(s0);
     for (uint64_t s = 0; rc == 0 && s < len; s++) {
         list[s] = base[s % e];
     }

@@ -165,6 +165,53 @@ static double ratio(const double *load, uint32_t w)
     return sum > 0 ? max / (sum / w) : 1.0;
 }
 
+/* The real cost's imbalance of each full step of a packed layout (every
+ * pack used, not the last) into imb; returns how many. */
+static uint64_t packed_imbalance(const sl_pack_params_t *p, const uint64_t *out,
+                                 const double *truth, uint64_t steps, double *load, double *imb)
+{
+    uint64_t k = 0;
+    for (uint64_t s = 0; s + 1 < steps; s++) {
+        int full = 1;
+        for (uint32_t r = 0; r < p->world; r++) {
+            load[r] = 0;
+            for (uint32_t m = 0; m < p->micro; m++) {
+                int any = 0;
+                for (uint32_t j = 0; j < p->cap; j++) {
+                    uint64_t x = out[((s * p->micro + m) * p->cap + j) * p->world + r];
+                    if (x != SL_POS_HOLE) {
+                        load[r] += truth[x];
+                        any = 1;
+                    }
+                }
+                full &= any;
+            }
+        }
+        if (full) {
+            imb[k++] = ratio(load, p->world);
+        }
+    }
+    return k;
+}
+
+/* Count-based on the same order: per samples to each of world ranks a
+ * step; each step's imbalance into imb; returns how many. */
+static uint64_t count_imbalance(uint32_t world, uint64_t n, const uint64_t *base,
+                                const double *truth, uint64_t per, double *load, double *imb)
+{
+    uint64_t k = 0;
+    for (uint64_t s0 = 0; s0 + per * world <= n; s0 += per * world) {
+        for (uint32_t r = 0; r < world; r++) {
+            load[r] = 0;
+        }
+        for (uint64_t q = 0; q < per * world; q++) {
+            load[q % world] += truth[base[s0 + q]];
+        }
+        imb[k++] = ratio(load, world);
+    }
+    return k;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -221,40 +268,10 @@ int main(int argc, char **argv)
         return 1;
     }
     double ms = ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
-    /* True imbalance over the full steps (every pack used, not the last). */
-    uint64_t k = 0;
-    for (uint64_t s = 0; s + 1 < st.steps; s++) {
-        int full = 1;
-        for (uint32_t r = 0; r < p->world; r++) {
-            load[r] = 0;
-            for (uint32_t m = 0; m < p->micro; m++) {
-                int any = 0;
-                for (uint32_t j = 0; j < p->cap; j++) {
-                    uint64_t x = out[((s * p->micro + m) * p->cap + j) * p->world + r];
-                    if (x != SL_POS_HOLE) {
-                        load[r] += truth[x];
-                        any = 1;
-                    }
-                }
-                full &= any;
-            }
-        }
-        if (full) {
-            imb[k++] = ratio(load, p->world);
-        }
-    }
-    /* Count-based: the same order, as many samples a step as packed's mean. */
-    uint64_t per_step = st.steps ? n / st.steps : n, per = per_step / p->world, kc = 0;
+    uint64_t k = packed_imbalance(p, out, truth, st.steps, load, imb);
+    uint64_t per_step = st.steps ? n / st.steps : n, per = per_step / p->world;
     per = per > 0 ? per : 1;
-    for (uint64_t s0 = 0; s0 + per * p->world <= n; s0 += per * p->world) {
-        for (uint32_t r = 0; r < p->world; r++) {
-            load[r] = 0;
-        }
-        for (uint64_t q = 0; q < per * p->world; q++) {
-            load[q % p->world] += truth[base[s0 + q]];
-        }
-        cimb[kc++] = ratio(load, p->world);
-    }
+    uint64_t kc = count_imbalance(p->world, n, base, truth, per, load, cimb);
     json_t *j =
         json_pack("{s:I, s:I, s:I, s:I, s:f, s:{s:o, s:f, s:I, s:I, s:I, s:f}, s:{s:o, s:I}}",
                   "samples", (json_int_t)n, "world", (json_int_t)p->world, "microbatches",
