@@ -327,19 +327,62 @@ static int pack_counts(sluice_job_t *job, sluice_batch_t *out)
 /* b as the public batch, in one allocation: the batch, then its arrays,
  * 8-byte ones first (sizeof(sluice_batch_t) is a multiple of 8: it holds
  * pointers). Takes b. */
+/* The random_erasing stages the consumer applies (after a device normalize). */
+static uint32_t device_erasings(const sl_spec_t *spec)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < spec->nstages && i < SL_SPEC_MAX_STAGES; i++) {
+        n += spec->stages[i].op == SL_OP_RANDOM_ERASING && spec->stages[i].aug.erase_on_device;
+    }
+    return n;
+}
+
+/* Each sample's boxes of those stages, in stage order: the draws the stage
+ * would have made on a host (sl_pipe_erase_box), at the delivered shape. */
+static uint32_t erase_boxes(const sl_spec_t *spec, const sl_batch_t *b, sluice_erase_t *out)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        for (uint32_t s = 0; s < spec->nstages && s < SL_SPEC_MAX_STAGES; s++) {
+            const sl_stage_spec_t *st = &spec->stages[s];
+            sl_erase_box_t box;
+            if (st->op != SL_OP_RANDOM_ERASING || !st->aug.erase_on_device ||
+                !sl_pipe_erase_box(spec, s, b->epoch, b->meta[i].index, b->meta[i].h, b->meta[i].w,
+                                   &box)) {
+                continue;
+            }
+            out[m++] = (sluice_erase_t){.seed = box.noise_seed,
+                                        .sample = i,
+                                        .x = box.x,
+                                        .y = box.y,
+                                        .w = box.w,
+                                        .h = box.h,
+                                        .random = st->aug.value_random,
+                                        .value = {(float)st->aug.value[0], (float)st->aug.value[1],
+                                                  (float)st->aug.value[2]},
+                                        .img_h = b->meta[i].h,
+                                        .img_w = b->meta[i].w};
+        }
+    }
+    return m;
+}
+
 static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
 {
     size_t n = b->n;
     uint32_t k = job->spec.nbatch_tfs > 0 ? job->spec.num_classes : 0;
-    /* The soft labels first: floats, 4-aligned after the 8-byte arrays too. */
-    size_t per = (size_t)k * sizeof(float) + 2 * sizeof(uint64_t) + 2 * sizeof(size_t) +
-                 sizeof(int32_t);
+    uint32_t ne = device_erasings(&job->spec);
+    /* The erase boxes (8-aligned) and the soft labels first: floats,
+     * 4-aligned after the 8-byte arrays too. */
+    size_t per = ne * sizeof(sluice_erase_t) + (size_t)k * sizeof(float) + 2 * sizeof(uint64_t) +
+                 2 * sizeof(size_t) + sizeof(int32_t);
     sluice_batch_t *out = malloc(sizeof(*out) + n * per + sizeof(float));
     if (out == NULL) {
         sl_batch_free(b);
         return set_error(job, -ENOMEM, "%s", "out of memory building a batch");
     }
-    float *soft = (float *)(out + 1);
+    sluice_erase_t *erase = (sluice_erase_t *)(void *)(out + 1);
+    float *soft = (float *)(void *)(erase + n * ne);
     uint64_t *indices = (uint64_t *)(soft + n * k + (n * k) % 2);
     uint64_t *positions = indices + n;
     size_t *offsets = (size_t *)(positions + n);
@@ -360,6 +403,8 @@ static int hand_out(sluice_job_t *job, sl_batch_t *b, sluice_batch_t **ret)
                             .labels = labels, .indices = indices, .offsets = offsets,
                             .sizes = sizes, .priv = b};
     out->norm_on_device = sl_spec_device_norm(&job->spec, out->norm_mean, out->norm_std);
+    out->erase = ne > 0 ? erase : NULL;
+    out->nerase = ne > 0 ? erase_boxes(&job->spec, b, erase) : 0;
     cl_steps_add_batch(&job->consumer.steps, out);
     out->positions = positions;
     out->rank = job->spec.rank;

@@ -170,7 +170,28 @@ typedef struct sluice_batch {
     uint64_t step;
     uint32_t microbatch;
     uint64_t pack_tokens, rank_step_tokens, global_step_tokens;
+    /* Appended later. A random_erasing after a normalize with "on":
+     * "device" (docs/reference/spec.md): the consumer applies these nerase
+     * boxes after normalizing, in order (a later box over an earlier one
+     * wins). data holds the pixels unerased, as digests do. */
+    const struct sluice_erase *erase;
+    uint32_t nerase;
 } sluice_batch_t;
+
+/* One erase: sample `sample`'s rows [y, y + h) and columns [x, x + w), every
+ * channel c, become value[c] (in normalized units: 0 is the mean colour,
+ * torchvision's value=0); when random is 1 they become standard normal
+ * values instead, drawn by the consumer from a generator seeded with seed.
+ * img_h x img_w is the sample's image (for batches whose samples differ in
+ * shape). */
+typedef struct sluice_erase {
+    uint64_t seed;
+    uint32_t sample;
+    uint32_t x, y, w, h;
+    int random;
+    float value[3];
+    uint32_t img_h, img_w;
+} sluice_erase_t;
 
 enum { SLUICE_MIX_NONE = 0, SLUICE_MIX_MIXUP = 1, SLUICE_MIX_CUTMIX = 2 };
 

@@ -89,17 +89,41 @@ static int run_blur(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io, s
     return sl_aug_gaussian_blur(io, a->kernel_size[0], a->kernel_size[1], sigma, sigma, scratch);
 }
 
+/* random_erasing's draws, wherever it erases: one uniform against p, then
+ * the box. */
+static bool erasing_draw(const sl_aug_spec_t *a, sl_rng_t *rng, uint32_t img_h, uint32_t img_w,
+                         uint32_t *x, uint32_t *y, uint32_t *w, uint32_t *h)
+{
+    if (!(sl_rng_uniform(rng) < a->p)) {
+        return false;
+    }
+    bool ok;
+    sl_aug_erasing_draw(img_h, img_w, a->scale, a->ratio, rng, &ok, x, y, w, h);
+    return ok;
+}
+
+bool sl_pipe_erase_box(const sl_spec_t *spec, uint32_t stage, uint64_t epoch, uint64_t index,
+                       uint32_t img_h, uint32_t img_w, sl_erase_box_t *ret)
+{
+    if (stage >= spec->nstages || spec->stages[stage].op != SL_OP_RANDOM_ERASING) {
+        return false;
+    }
+    sl_rng_t rng;
+    sl_rng_init(&rng, spec->seed, epoch, index, stage);
+    if (!erasing_draw(&spec->stages[stage].aug, &rng, img_h, img_w, &ret->x, &ret->y, &ret->w,
+                      &ret->h)) {
+        return false;
+    }
+    ret->noise_seed = sl_rng_u64(&rng);
+    return true;
+}
+
 static int run_erasing(const sl_stage_spec_t *st, sl_rng_t *rng, sl_tensor_t *io,
                        sl_tensor_t *scratch)
 {
     const sl_aug_spec_t *a = &st->aug;
-    if (!(sl_rng_uniform(rng) < a->p)) {
-        return 0;
-    }
-    bool ok;
     uint32_t x, y, w, h;
-    sl_aug_erasing_draw(io->h, io->w, a->scale, a->ratio, rng, &ok, &x, &y, &w, &h);
-    if (!ok) {
+    if (!erasing_draw(a, rng, io->h, io->w, &x, &y, &w, &h)) {
         return 0;
     }
     /* After normalize (float32, HWC or CHW): the value in tensor units. */

@@ -28,6 +28,7 @@
 #ifndef SL_PIPELINE_H
 #define SL_PIPELINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/spec/spec.h"
@@ -99,6 +100,20 @@ const char *sl_pipeline_unit_name(const sl_pipeline_t *p, uint32_t unit);
 /* A split in spec-stage terms (the spec's offload.split) as a unit boundary:
  * a split inside a fused unit moves to the unit's end. */
 uint32_t sl_pipeline_unit_for_split(const sl_pipeline_t *p, uint32_t spec_split);
+
+/* A random_erasing the consumer applies after its device normalize
+ * (erase_on_device): the draws the stage would make here, from its own
+ * stream (seed, epoch, index, stage), so the box depends on nothing a host
+ * did before. noise_seed seeds the consumer's normal fill for "random". */
+typedef struct sl_erase_box_s {
+    uint32_t x, y, w, h;
+    uint64_t noise_seed;
+} sl_erase_box_t;
+/* true and *ret when spec's stage erases this sample of img_h x img_w
+ * pixels; false when it does not (p, no box in ten tries) or the stage is
+ * no random_erasing. */
+bool sl_pipe_erase_box(const sl_spec_t *spec, uint32_t stage, uint64_t epoch, uint64_t index,
+                       uint32_t img_h, uint32_t img_w, sl_erase_box_t *ret);
 
 void sl_pipe_scratch_init(sl_pipe_scratch_t *s);
 void sl_pipe_scratch_free(sl_pipe_scratch_t *s);

@@ -52,6 +52,11 @@ typedef struct sl_aug_spec_s {
             double scale[2], ratio[2];
             bool value_random;
             double value[3];
+            /* Set by the stages' parser, never read from JSON: the stage
+             * follows a normalize with "on": "device", so the pixels are
+             * still uint8 here and the consumer erases after normalizing
+             * (no unit; sl_spec_device_erasings, the batch's erase boxes). */
+            bool erase_on_device;
         };
         /* random_rotation, random_affine and the policies. */
         struct {

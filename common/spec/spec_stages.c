@@ -431,6 +431,40 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
     return 0;
 }
 
+/* Stage i after a normalize with "on": "device" (at norm): the pixels stay
+ * uint8 until the consumer normalizes, so a random_erasing there is the
+ * consumer's too (marked; its box is drawn from the stage's own stream,
+ * so the client computes it from the sample's index alone), and after such
+ * an erase only to_chw (layout, not where pixels are) may run here. */
+static int device_tail(sl_spec_pctx_t *c, sl_spec_t *spec, size_t i, long norm, long *erase)
+{
+    sl_stage_spec_t *st = &spec->stages[i];
+    const char *why = NULL;
+    if (st->op == SL_OP_RANDOM_ERASING && sl_spec_is_record(spec)) {
+        why = "in a multimodal spec";
+    } else if (st->op == SL_OP_RANDOM_ERASING) {
+        st->aug.erase_on_device = true;
+        *erase = *erase >= 0 ? *erase : (long)i;
+        return 0;
+    } else if (*erase < 0 || st->op == SL_OP_TO_CHW) {
+        return 0;
+    }
+    sl_spec_push_index(c, i);
+    sl_spec_push(c, "op");
+    if (why != NULL) {
+        return sl_spec_perr(c,
+                            "random_erasing after a normalize with \"on\": \"device\" "
+                            "(stages[%ld].on) is not supported %s: put it before normalize, "
+                            "or normalize with \"on\": \"cpu\"",
+                            norm, why);
+    }
+    return sl_spec_perr(c,
+                        "%s after a random_erasing the device applies (stages[%ld]) is not "
+                        "supported: the consumer erases after everything Sluice does; put %s "
+                        "before it",
+                        sl_op_name(st->op), *erase, sl_op_name(st->op));
+}
+
 int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     json_t *v = json_object_get(root, "stages");
@@ -453,7 +487,8 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     }
     int first = 0;
     size_t depth = c->depth;
-    long device_norm = -1; /* a normalize "on": "device" seen: its index */
+    long device_norm = -1;  /* a normalize "on": "device" seen: its index */
+    long device_erase = -1; /* the first random_erasing the consumer applies */
     for (size_t i = 0; i < n; i++) {
         /* Counted before it is parsed: a failed parse's sl_spec_clear then
          * frees what the stages parsed so far own. */
@@ -467,17 +502,8 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         if (rc >= 0 && st->op == SL_OP_NORMALIZE && st->on_device) {
             device_norm = (long)i;
         }
-        if (rc >= 0 && st->op == SL_OP_RANDOM_ERASING && device_norm >= 0) {
-            /* The pixels stay uint8 until the consumer normalizes: the
-             * erase would have to run on the device, after it. */
-            sl_spec_push_index(c, i);
-            sl_spec_push(c, "op");
-            rc = sl_spec_perr(c,
-                              "random_erasing after a normalize with \"on\": \"device\" "
-                              "(stages[%ld].on) is not supported: the erase would have to run "
-                              "on the device; put it before normalize, or normalize with "
-                              "\"on\": \"cpu\"",
-                              device_norm);
+        if (rc >= 0 && device_norm >= 0) {
+            rc = device_tail(c, spec, i, device_norm, &device_erase);
             if (!sl_spec_resume_at(c, depth, rc, &first)) {
                 return rc;
             }

@@ -642,9 +642,13 @@ const sl_op_def_t sl_op_def_random_grayscale = AUG_ROW("random_grayscale", parse
                                                        "p");
 const sl_op_def_t sl_op_def_gaussian_blur = AUG_ROW("gaussian_blur", parse_gaussian_blur, blur_json,
                                                     "kernel_size", "sigma");
+/* After a device normalize the consumer erases: nothing here to run or
+ * split at. */
+static bool erasing_on_device(const sl_stage_spec_t *st) { return st->aug.erase_on_device; }
+
 /* random_erasing also after normalize and to_chw (torchvision's place for
- * it: on the normalized tensor); spec_stages.c refuses it after a device
- * normalize. */
+ * it: on the normalized tensor); after a device normalize it is the
+ * consumer's (spec_stages.c marks it). */
 const sl_op_def_t sl_op_def_random_erasing = {
     .name = "random_erasing",
     .keys = (const char *const[]){"op", "p", "scale", "ratio", "value", NULL},
@@ -652,6 +656,7 @@ const sl_op_def_t sl_op_def_random_erasing = {
     .to_json = erasing_json,
     .flags = SL_OPF_AUGMENT | SL_OPF_RANDOM | SL_OPF_ON_PIXELS | SL_OPF_WHOLE,
     .before = SL_ORD_BIT(SL_ORD_TILES),
+    .no_unit = erasing_on_device,
 };
 const sl_op_def_t sl_op_def_random_rotation = AUG_ROW("random_rotation", parse_random_rotation,
                                                       rotation_json, "degrees", "interpolation",

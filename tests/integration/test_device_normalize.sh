@@ -30,6 +30,15 @@ spec cpu ", $NORM}" ', {"op": "to_chw"}'
 spec dev ", $NORM, \"on\": \"device\"}" ', {"op": "to_chw"}'
 spec devhwc ", $NORM, \"on\": \"device\"}" ''
 spec none '' ', {"op": "to_chw"}'
+# random_erasing after normalize: the CPU erases the floats; after a device
+# normalize the consumer does, at the same boxes (same stage positions)
+ERASE='{"op": "random_erasing", "p": 0.7, "value": [0.5, 1, 2]}'
+spec cpuerase ", $NORM}" ", {\"op\": \"to_chw\"}, $ERASE"
+spec deverase ", $NORM, \"on\": \"device\"}" ", {\"op\": \"to_chw\"}, $ERASE"
+spec cpuerasehwc ", $NORM}" ", $ERASE"
+spec deverasehwc ", $NORM, \"on\": \"device\"}" ", $ERASE"
+spec devrandom ", $NORM, \"on\": \"device\"}" \
+    ', {"op": "to_chw"}, {"op": "random_erasing", "p": 0.7, "value": "random"}'
 spec nonehwc '' ''
 
 digests() { # SPEC OUT [sluice run args]
@@ -50,6 +59,20 @@ cmp "$TMP/devhwc.txt" "$TMP/nonehwc.txt" || fail "HWC device-normalize digests d
 cmp -s "$TMP/dev.txt" "$TMP/devhwc.txt" && fail "CHW and HWC digests equal: layout ignored"
 [ "$(wc -l <"$TMP/dev.txt")" = 48 ] || fail "expected 48 samples, got $(wc -l <"$TMP/dev.txt")"
 ok "local: device-normalize digests = the uint8 of the spec without normalize (CHW, HWC)"
+digests deverase "$TMP/deverase.txt" --local
+cmp "$TMP/dev.txt" "$TMP/deverase.txt" || fail "a device erase changed the uint8 Sluice delivers"
+ok "local: a random_erasing after a device normalize leaves the delivered uint8 unerased"
+
+# ---- after a device erase only to_chw may run on the host: exit 2, named
+set +e
+"$BIN/sluice" run <(sed 's/"on": "device"}, {"op": "to_chw"}, {"op": "random_erasing"\([^}]*\)}/"on": "device"}, {"op": "random_erasing"\1}, {"op": "vertical_flip"}/' \
+    "$TMP/deverase.json") --local --data-root "$TMP/data" --quiet 2>"$TMP/badtail.err"
+rc=$?
+set -e
+[ $rc = 2 ] || fail "vertical_flip after a device erase: exit $rc, want 2"
+grep -q 'stages\[5\].op: vertical_flip after a random_erasing the device applies (stages\[4\])' \
+    "$TMP/badtail.err" || fail "vertical_flip after a device erase: $(cat "$TMP/badtail.err")"
+ok "vertical_flip after a device erase refused: $(head -n 1 "$TMP/badtail.err")"
 
 # ---- a wrong "on": exit 2, the message names file, line and field
 set +e
@@ -71,6 +94,8 @@ for mode in all 0:0 3:0 4:0 2:0.5; do
     digests dev "$TMP/dev-$mode.txt" --dispatcher "$D_GRPC" --offload "$mode"
     cmp "$TMP/dev.txt" "$TMP/dev-$mode.txt" || fail "dev --offload $mode: digests differ"
 done
+digests deverase "$TMP/deverase-all.txt" --dispatcher "$D_GRPC" --offload all
+cmp "$TMP/dev.txt" "$TMP/deverase-all.txt" || fail "deverase --offload all: digests differ"
 ok "dispatcher: device-normalize digests equal --local at all, 0:0, 3:0, 4:0, 2:0.5"
 # cpu: 3:0 ships uint8 and the client runs normalize + to_chw as one pass;
 # 4:0 cuts between them (two passes on two hosts); all: one pass on the worker.
@@ -174,4 +199,78 @@ PY
 $PY "$TMP/torchcmp.py" - "$TMP" || fail "sluice.torch local"
 $PY "$TMP/torchcmp.py" "$D_GRPC" "$TMP" || fail "sluice.torch through the dispatcher"
 ok "sluice.torch: device normalize = Sluice's CPU normalize within 1e-5 (CHW, HWC, local, remote)"
+
+# ---- random_erasing after a device normalize: sluice.torch erases at
+# Sluice's boxes, so its floats are the CPU-erased spec's within 1e-5;
+# "random" fills normal values, the same on every run, only inside the boxes
+cat >"$TMP/erasecmp.py" <<'PY'
+import os, sys
+import numpy as np
+import torch
+import sluice, sluice.torch
+disp, tmp = sys.argv[1], sys.argv[2]
+kw = dict(data_root=os.path.join(tmp, "data"))
+if disp == "-":
+    disp = None
+else:
+    kw["offload"] = "all"
+
+def cpu(spec):
+    with sluice.Loader(disp, os.path.join(tmp, spec), **kw) as l:
+        return [np.array(b.images) if isinstance(b.images, np.ndarray)
+                else [np.array(a) for a in b.images] for b in l.batches()]
+
+def device(spec):
+    ds = sluice.torch.IterableDataset(disp, os.path.join(tmp, spec), device="cpu", **kw)
+    return [x.numpy() for x, _ in torch.utils.data.DataLoader(ds, batch_size=None)]
+
+with sluice.Loader(disp, os.path.join(tmp, "deverase.json"), **kw) as l:
+    boxes = [e for b in l.batches() for e in b.erase]
+assert len(boxes) > 10 and all(e["value"] == (0.5, 1.0, 2.0) for e in boxes), boxes[:3]
+assert all(0 < e["w"] < 48 and 0 < e["h"] < 48 and e["image_hw"] == (48, 48) for e in boxes)
+for dev, ref in (("deverase.json", "cpuerase.json"), ("deverasehwc.json", "cpuerasehwc.json")):
+    got, want = device(dev), cpu(ref)
+    assert len(got) == len(want) == 6
+    worst = max(float(np.abs(g - w).max()) for g, w in zip(got, want))
+    assert worst <= 1e-5, (dev, worst)
+    print("%s: max |device erase - cpu erase| = %.2e over %d boxes" % (dev, worst, len(boxes)))
+plain = [x.numpy() for x, _ in torch.utils.data.DataLoader(
+    sluice.torch.IterableDataset(disp, os.path.join(tmp, "dev.json"), device="cpu", **kw),
+    batch_size=None)]
+with sluice.Loader(disp, os.path.join(tmp, "devrandom.json"), **kw) as l:
+    rboxes = [[e for e in b.erase] for b in l.batches()]
+a, b = device("devrandom.json"), device("devrandom.json")
+inside = 0
+for k, (x, y, p) in enumerate(zip(a, b, plain)):
+    assert np.array_equal(x, y)
+    mask = np.zeros(x.shape, bool)
+    for e in rboxes[k]:
+        assert e["value"] == "random"
+        mask[e["sample"], :, e["y"]:e["y"] + e["h"], e["x"]:e["x"] + e["w"]] = True
+    assert np.abs(x[~mask] - p[~mask]).max() <= 1e-5
+    inside += int(mask.sum())
+    assert np.isfinite(x[mask]).all() and (x[mask] != p[mask]).mean() > 0.99
+assert inside > 0
+print("random: %d values inside the boxes, the same on two runs" % inside)
+
+# Samples of differing shapes (resize keeps the aspect): flat per-sample
+# tensors, erased through each box's image_hw
+import json
+for on in ("cpu", "device"):
+    json.dump({"source": {"type": "imagefolder", "path": "train", "shuffle": True, "seed": 3},
+               "stages": [{"op": "decode_jpeg"}, {"op": "resize", "size": 40},
+                          {"op": "normalize", "on": on}, {"op": "to_chw"},
+                          {"op": "random_erasing", "p": 0.9, "value": [1, 2, 3]}],
+               "batch_size": 8, "epochs": 1, "deterministic": True},
+              open(os.path.join(tmp, "var-%s.json" % on), "w"))
+want = [a for b in cpu("var-cpu.json") for a in b]
+ds = sluice.torch.IterableDataset(disp, os.path.join(tmp, "var-device.json"), device="cpu", **kw)
+got = [x.numpy() for xs, _ in torch.utils.data.DataLoader(ds, batch_size=None) for x in xs]
+assert len(got) == len(want) == 24 and len({g.size for g in got}) > 1, [g.size for g in got]
+assert max(float(np.abs(g - w).max()) for g, w in zip(got, want)) <= 1e-5
+print("differing shapes: %d samples as the CPU erase" % len(got))
+PY
+$PY "$TMP/erasecmp.py" - "$TMP" || fail "device erase local"
+$PY "$TMP/erasecmp.py" "$D_GRPC" "$TMP" || fail "device erase through the dispatcher"
+ok "sluice.torch: random_erasing after a device normalize = the CPU erase within 1e-5 (CHW, HWC, local, remote); \"random\" deterministic, inside the boxes only"
 echo PASS

@@ -504,10 +504,25 @@ START_TEST(test_erasing_after_normalize_spec)
                        " \"p\": 0.25, \"value\": \"random\"}",
                        &s);
     assert_json_fixed(&s);
-    fx_stages_parse_err("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"to_chw\"},"
-                        " {\"op\": \"random_erasing\"}",
-                        "stages[3].op: random_erasing after a normalize with \"on\": \"device\" "
-                        "(stages[1].on) is not supported");
+    /* after a device normalize the consumer erases: no unit here */
+    fx_stages_parse_ok("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"random_erasing\"},"
+                       " {\"op\": \"random_erasing\", \"value\": \"random\"}, {\"op\": \"to_chw\"}",
+                       &s);
+    ck_assert(s.stages[2].aug.erase_on_device && s.stages[3].aug.erase_on_device);
+    sl_pipeline_t *p = NULL;
+    char perr[256];
+    ck_assert_int_eq(sl_pipeline_new(&s, 0, &p, perr, sizeof(perr)), 0);
+    ck_assert_uint_eq(sl_pipeline_nunits(p), 2); /* decode, to_chw: no normalize, no erase */
+    sl_pipeline_free(p);
+    assert_json_fixed(&s);
+    fx_stages_parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\"}", &s);
+    ck_assert(!s.stages[1].aug.erase_on_device);
+    /* anything but to_chw after it would move pixels the device erases later */
+    fx_stages_parse_err("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"random_erasing\"},"
+                        " {\"op\": \"flip\"}",
+                        "stages[3].op: flip after a random_erasing the device applies (stages[2]) "
+                        "is not supported: the consumer erases after everything Sluice does; put "
+                        "flip before it");
     /* before a device normalize: uint8, pixel units, as always */
     fx_stages_parse_ok("{\"op\": \"random_erasing\"}, {\"op\": \"normalize\", \"on\": \"device\"}",
                        &s);
@@ -517,6 +532,32 @@ START_TEST(test_erasing_after_normalize_spec)
                         "random_apply must come before normalize");
 }
 END_TEST
+
+/* After a device normalize the consumer erases at sl_pipe_erase_box: the
+ * very box the CPU erase (same stage position, same stream) painted, so
+ * with it the device's floats equal the CPU's. */
+static void erased_at_device_box(const sl_tensor_t *out, const sl_tensor_t *plain, uint64_t idx)
+{
+    sl_spec_t dev;
+    fx_stages_parse_ok("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"to_chw\"},"
+                       " {\"op\": \"random_erasing\", \"p\": 1}",
+                       &dev);
+    sl_erase_box_t box;
+    ck_assert(!sl_pipe_erase_box(&dev, 2, 0, idx, out->h, out->w, &box)); /* to_chw */
+    ck_assert(sl_pipe_erase_box(&dev, 3, 0, idx, out->h, out->w, &box));
+    const float *o = (const float *)(void *)out->data;
+    const float *q = (const float *)(void *)plain->data;
+    for (uint32_t c = 0; c < out->c; c++) {
+        for (uint32_t y = 0; y < out->h; y++) {
+            for (uint32_t x = 0; x < out->w; x++) {
+                size_t i = ((size_t)c * out->h + y) * out->w + x;
+                bool in = x >= box.x && x < box.x + box.w && y >= box.y && y < box.y + box.h;
+                ck_assert_msg(in ? o[i] == 0.0f : o[i] == q[i], "index %u (%u, %u)", (unsigned)idx,
+                              x, y);
+            }
+        }
+    }
+}
 
 /* p = 1 after normalize + to_chw: an erased rectangle of exact zeros (the
  * normalized zero), every other float as without the erase; "random":
@@ -560,6 +601,9 @@ START_TEST(test_erasing_after_normalize_unit)
                 }
             }
             ck_assert_msg(erased > 0 || idx > 0, "index %u erased nothing", (unsigned)idx);
+            if (k == 0) {
+                erased_at_device_box(&out, &plain, idx);
+            }
         }
         sl_pipeline_free(p);
     }

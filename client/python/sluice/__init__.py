@@ -171,6 +171,23 @@ class _Options(ctypes.Structure):
     ]
 
 
+class _Erase(ctypes.Structure):
+    # sluice_erase_t: a random_erasing the consumer applies after its device
+    # normalize.
+    _fields_ = [
+        ("seed", ctypes.c_uint64),
+        ("sample", ctypes.c_uint32),
+        ("x", ctypes.c_uint32),
+        ("y", ctypes.c_uint32),
+        ("w", ctypes.c_uint32),
+        ("h", ctypes.c_uint32),
+        ("random", ctypes.c_int),
+        ("value", ctypes.c_float * 3),
+        ("img_h", ctypes.c_uint32),
+        ("img_w", ctypes.c_uint32),
+    ]
+
+
 class _Batch(ctypes.Structure):
     # Only read; fields appended by a newer library are simply not seen.
     _fields_ = [
@@ -210,6 +227,9 @@ class _Batch(ctypes.Structure):
         ("pack_tokens", ctypes.c_uint64),
         ("rank_step_tokens", ctypes.c_uint64),
         ("global_step_tokens", ctypes.c_uint64),
+        # random_erasing after a device normalize: the consumer's boxes.
+        ("erase", ctypes.POINTER(_Erase)),
+        ("nerase", ctypes.c_uint32),
     ]
 
 
@@ -474,13 +494,21 @@ class Batch:
     ``mix`` says what applied: ``None`` without batch transforms, else a
     dict ``{"op": "none" | "mixup" | "cutmix", "lambda": float, "box": (x1,
     y1, x2, y2)}`` (the CutMix box pasted from sample j - 1, end exclusive;
-    lambda corrected to 1 - box area / (h * w))."""
+    lambda corrected to 1 - box area / (h * w)).
+
+    ``erase`` is None, or for a ``random_erasing`` after a normalize with
+    ``"on": "device"`` the boxes the consumer erases after normalizing, in
+    order: dicts ``{"sample", "x", "y", "w", "h", "value", "seed",
+    "image_hw"}`` (rows y..y+h-1, columns x..x+w-1 of every channel become
+    ``value[c]`` in normalized units, or standard normal values drawn with a
+    generator seeded by ``seed`` when ``value`` is ``"random"``);
+    ``sluice.torch`` applies them."""
 
     __slots__ = ("epoch", "images", "labels", "indices", "layout", "normalize", "soft_labels",
-                 "mix")
+                 "mix", "erase")
 
     def __init__(self, epoch, images, labels, indices, layout, normalize=None, soft_labels=None,
-                 mix=None):
+                 mix=None, erase=None):
         self.epoch = epoch
         self.images = images
         self.labels = labels
@@ -489,6 +517,7 @@ class Batch:
         self.normalize = normalize
         self.soft_labels = soft_labels
         self.mix = mix
+        self.erase = erase
 
     def __len__(self):
         return len(self.labels)
@@ -510,6 +539,20 @@ def _mix_of(b):
     soft = np.ctypeslib.as_array(b.soft_labels, (b.n * k,)).reshape(b.n, k).copy()
     op = _MIX_OPS[b.mix_op] if 0 <= b.mix_op < len(_MIX_OPS) else str(b.mix_op)
     return soft, {"op": op, "lambda": b.mix_lambda, "box": tuple(b.mix_box)}
+
+
+def _erase_of(b):
+    """The random_erasing boxes the consumer applies after its device
+    normalize, as dicts (Batch.erase), or None."""
+    if not b.erase:
+        return None
+    out = []
+    for k in range(b.nerase):
+        e = b.erase[k]
+        out.append({"sample": e.sample, "x": e.x, "y": e.y, "w": e.w, "h": e.h,
+                    "value": "random" if e.random else tuple(e.value), "seed": e.seed,
+                    "image_hw": (e.img_h, e.img_w)})
+    return out
 
 
 class _View:
@@ -1001,6 +1044,7 @@ class Loader:
         dtype = _DTYPES.get(b.dtype, np.dtype(np.uint8))
         norm = (tuple(b.norm_mean), tuple(b.norm_std)) if b.norm_on_device else None
         soft, mix = _mix_of(b)
+        erase = _erase_of(b)
         with job.lock:
             job.live += 1
         if b.nbytes == 0 or not b.data:
@@ -1008,7 +1052,7 @@ class Loader:
             job.release(bptr)
             empty = np.empty((0,), dtype)
             images = empty.reshape((0, b.h, b.w, b.c)) if b.uniform else [empty] * n
-            return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix)
+            return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix, erase)
         owner = _Owner(job, bptr, b.data, b.nbytes)
         raw = np.asarray(owner)
         if b.dtype == _DT_RECORD:
@@ -1028,7 +1072,7 @@ class Loader:
                 o, s = int(offs[k]), int(sizes[k])
                 piece = raw[o:o + s]
                 images.append(piece.view(dtype) if s % dtype.itemsize == 0 else piece)
-        return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix)
+        return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix, erase)
 
     def report_step(self, seconds):
         """The training step that consumed the batches taken since the last

@@ -127,6 +127,24 @@ class _DeviceNormalize:
         return torch.addcmul(shift, grid, scale).view(-1)
 
 
+def _erase(img, e, layout):
+    """A random_erasing after the device normalize, in place on one
+    normalized image [c, h, w] / [h, w, c]: torchvision's F.erase there, at
+    the box Sluice drew (Batch.erase). "random" fills standard normal values
+    from a generator seeded by the box's seed (the same values on every run,
+    not Sluice's CPU ones)."""
+    y0, x0, h, w = e["y"], e["x"], e["h"], e["w"]
+    chw = layout == _LAYOUT_CHW
+    region = img[:, y0:y0 + h, x0:x0 + w] if chw else img[y0:y0 + h, x0:x0 + w, :]
+    c = region.shape[0] if chw else region.shape[2]
+    if e["value"] == "random":
+        g = torch.Generator().manual_seed(e["seed"] & (2 ** 63 - 1))
+        region.copy_(torch.randn(tuple(region.shape), generator=g))
+        return
+    v = torch.tensor(e["value"][:c], dtype=region.dtype, device=region.device)
+    region.copy_(v.view((c, 1, 1) if chw else (1, 1, c)).expand_as(region))
+
+
 def _indices(b):
     """The batch's sample indices (positions in the source) as int64 on the
     CPU: torch has no general uint64, and sources hold < 2**63 samples."""
@@ -186,11 +204,20 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def _images(self, b):
         if isinstance(b.images, np.ndarray):
             x = _move(torch.from_numpy(b.images), self.device)
-            return self._norm.batch(x, b.normalize, b.layout) if b.normalize else x
+            x = self._norm.batch(x, b.normalize, b.layout) if b.normalize else x
+            for e in b.erase or ():
+                _erase(x[e["sample"]], e, b.layout)
+            return x
         out = []
         for a in b.images:
             x = _move(torch.from_numpy(a), self.device)
             out.append(self._norm.sample(x, b.normalize, b.layout) if b.normalize else x)
+        for e in b.erase or ():
+            ih, iw = e["image_hw"]
+            flat = out[e["sample"]]
+            c = flat.numel() // (ih * iw)
+            _erase(flat.view((c, ih, iw) if b.layout == _LAYOUT_CHW else (ih, iw, c)), e,
+                   b.layout)
         return out
 
     def _records(self, b, labels):
