@@ -488,6 +488,54 @@ static void append_job(disp_journal_t *j, uint64_t id, const char *spec,
     ck_assert_int_eq(disp_journal_append(j, DISP_JREC_JOB, buf, len, NULL), 0);
 }
 
+/* A job record whose splits_per_epoch is over the dispatcher's limit (a
+ * damaged or foreign journal): refused at open, never a job whose split ids
+ * overflow. The same record within the limit loads. */
+START_TEST(test_splits_per_epoch_over_limit)
+{
+    for (int over = 1; over >= 0; over--) {
+        char err[512] = "";
+        disp_journal_t *j = NULL;
+        ck_assert_int_eq(disp_journal_open(dir, &j, err, sizeof(err)), 0);
+        Sluice__JournalJob m = SLUICE__JOURNAL_JOB__INIT;
+        m.job_id = 11 + (uint64_t)over;
+        m.spec_json = (char *)FX_PIN_SPEC;
+        m.spec_name = "big.json";
+        m.client_id = "c";
+        m.num_samples = 200;
+        m.split_size = 10;
+        m.splits_per_epoch = over ? DISP_MAX_SPLITS_PER_EPOCH + 1ull : 20;
+        uint8_t buf[4096];
+        size_t len = protobuf_c_message_get_packed_size(&m.base);
+        ck_assert_uint_le(len, sizeof(buf));
+        protobuf_c_message_pack(&m.base, buf);
+        ck_assert_int_eq(disp_journal_append(j, DISP_JREC_JOB, buf, len, NULL), 0);
+        disp_journal_close(j);
+
+        disp_t d;
+        disp_config_t cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+        cfg.split_size = 10;
+        ck_assert_int_eq(disp_init(&d, &cfg, 100, 1000), 0);
+        int rc = disp_jstate_open(&d, dir, 1000, err, sizeof(err));
+        if (over) {
+            ck_assert_msg(rc < 0, "an over-limit splits_per_epoch loaded");
+            ck_assert_msg(err[0] != '\0', "refused without a message");
+            disp_destroy(&d);
+            teardown(); /* a fresh journal directory for the next record */
+            setup();
+            continue;
+        }
+        ck_assert_msg(rc == 0, "%s", err);
+        disp_job_t *job = disp_jobs_find(&d.jobs, 11);
+        ck_assert_ptr_nonnull(job);
+        ck_assert_uint_eq(job->nsplits, 20);
+        fx_disp_destroy(&d);
+    }
+}
+END_TEST
+
 START_TEST(test_old_journal_loads)
 {
     char err[512] = "";
@@ -630,6 +678,7 @@ int main(void)
     tcase_add_test(tc, test_planner_state_restored);
     tcase_add_test(tc, test_planner_budget_restored);
     tcase_add_test(tc, test_old_journal_loads);
+    tcase_add_test(tc, test_splits_per_epoch_over_limit);
     tcase_add_test(tc, test_rank_reattaches_after_restart);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
