@@ -132,16 +132,18 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *
     json_t *sk = json_object();
     json_object_set_new(sk, "total", json_integer((json_int_t)st.skipped));
     json_t *reasons = json_object();
-    /* Room for every reason the library has and more: a reason past the
-     * array would be dropped silently. */
-    const char *names[64];
-    uint64_t counts[64];
-    int n = sluice_skip_counts(job, names, counts, 64);
+    /* Sized by the library: a reason past a fixed array would be dropped. */
+    int max = sluice_skip_counts(job, NULL, NULL, 0);
+    const char **names = max > 0 ? calloc((size_t)max, sizeof(*names)) : NULL;
+    uint64_t *counts = max > 0 ? calloc((size_t)max, sizeof(*counts)) : NULL;
+    int n = names != NULL && counts != NULL ? sluice_skip_counts(job, names, counts, max) : 0;
     for (int i = 0; i < n; i++) {
         if (counts[i] > 0) {
             json_object_set_new(reasons, names[i], json_integer((json_int_t)counts[i]));
         }
     }
+    free(names);
+    free(counts);
     json_object_set_new(sk, "reasons", reasons);
     if (info.first_skip[0] != '\0') {
         json_object_set_new(sk, "first", text_json(info.first_skip));

@@ -336,7 +336,10 @@ const char *sluice_secret_warning(const sluice_job_t *job);
  * plan is not all local for a reason (a fixed plan, a local job, work
  * offloaded). */
 int sluice_local_reason(const sluice_job_t *job, char *buf, size_t len);
-/* Skipped samples by reason: fills up to n (name, count) pairs, returns how many. */
+/* Skipped samples by reason: fills up to n (name, count) pairs, returns how
+ * many. With names or counts NULL it fills nothing and returns how many
+ * reasons this library has (size the arrays with it: a newer library may
+ * have more than a caller built for). */
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n);
 /* The most recent skipped samples, oldest first (at most
  * SLUICE_RECENT_SKIPS are kept): fills up to n, returns how many. */

@@ -76,6 +76,9 @@ int sluice_local_reason(const sluice_job_t *job, char *buf, size_t len)
 
 int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *counts, int n)
 {
+    if (names == NULL || counts == NULL) {
+        return SL_SKIP__COUNT;
+    }
     sl_batcher_stats_t bs = {0};
     if (job->consumer.line != NULL) {
         cl_line_stats(job->consumer.line, &bs);

@@ -259,6 +259,22 @@ START_TEST(test_recent_skips)
         ck_assert_msg(strstr(k[i].detail, k[i].path) != NULL, "%s", k[i].detail);
         ck_assert_uint_eq(k[i].epoch, 0);
     }
+    /* Counts by reason, the arrays sized by the library: every reason
+     * once, not_jpeg's 70, each name fits sluice_skip_t.reason. */
+    int nr = sluice_skip_counts(job, NULL, NULL, 0);
+    ck_assert_int_ge(nr, 17);
+    const char *names[128];
+    uint64_t counts[128];
+    ck_assert_int_le(nr, 128);
+    ck_assert_int_eq(sluice_skip_counts(job, names, counts, 128), nr);
+    uint64_t total = 0;
+    for (int i = 0; i < nr; i++) {
+        ck_assert_uint_lt(strlen(names[i]), sizeof(k[0].reason));
+        total += counts[i];
+        ck_assert(strcmp(names[i], "not_jpeg") != 0 || counts[i] == 70);
+    }
+    ck_assert_uint_eq(total, 70);
+    ck_assert_int_eq(sluice_skip_counts(job, names, counts, 3), 3);
     /* A smaller array gets the newest ones: the tail of the same list. */
     sluice_skip_t last[2];
     ck_assert_int_eq(sluice_recent_skips(job, last, 2), 2);

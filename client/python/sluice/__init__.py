@@ -1150,9 +1150,10 @@ class Loader:
         h = self._handle()
         if h is None:
             return dict(self._final[1])
-        names = (ctypes.c_char_p * 32)()
-        counts = (ctypes.c_uint64 * 32)()
-        n = self._lib.sluice_skip_counts(h, names, counts, 32)
+        m = max(1, self._lib.sluice_skip_counts(h, None, None, 0))
+        names = (ctypes.c_char_p * m)()
+        counts = (ctypes.c_uint64 * m)()
+        n = self._lib.sluice_skip_counts(h, names, counts, m)
         return {names[i].decode(): counts[i] for i in range(max(0, n)) if counts[i]}
 
     def skipped_samples(self):
