@@ -117,6 +117,19 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# prometheus and nginx-light are test servers here (the tests start their own
+# on loopback ports): their packages also start system services (ports 9090
+# and 80) nothing uses. Stop and disable the ones this run installed; a
+# service the host had before is left alone.
+for svc in prometheus nginx; do
+    pkg=$svc
+    [ "$svc" = nginx ] && pkg=nginx-light
+    if [[ " ${missing[*]} " == *" $pkg "* ]] && command -v systemctl >/dev/null &&
+        systemctl is-enabled --quiet "$svc" 2>/dev/null; then
+        echo "install-deps: disabling the $svc service its package started (tests run their own)"
+        $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true
+    fi
+done
 install_oracle
 install_k8s_oracle
 install_s3_oracle
