@@ -141,6 +141,13 @@ for u in sluice-dispatcher.service sluice-worker.service sluice-worker@.service;
     done
 done
 grep -q '^ReadOnlyPaths=' "$U/sluice-worker.service" || fail "worker unit lacks ReadOnlyPaths"
+# cache_dir's default ($XDG_CACHE_HOME/sluice) is a directory the dynamic user owns
+for u in sluice-worker.service sluice-worker@.service; do
+    cd_=$(sed -n 's/^CacheDirectory=//p' "$U/$u")
+    xdg=$(sed -n 's/^Environment=XDG_CACHE_HOME=//p' "$U/$u")
+    [ -n "$cd_" ] && [[ "$xdg/sluice" == "/var/cache/$cd_" || "$xdg/sluice" == "/var/cache/$cd_/"* ]] ||
+        fail "$u: cache_dir's default is not its CacheDirectory ($cd_, $xdg)"
+done
 if command -v systemd-analyze >/dev/null; then
     cp "$U/sluice-worker@.service" "$TMP/sluice-worker@test.service"
     (cd "$U" && systemd-analyze verify sluice-dispatcher.service sluice-worker.service \
