@@ -394,6 +394,7 @@ bench: deps
 	$(Q)BUILD=$(BUILD) ./scripts/bench-local
 	$(Q)BUILD=$(BUILD) ./scripts/bench-cluster
 	$(Q)BUILD=$(BUILD) ./scripts/bench-multimodal
+	$(Q)BUILD=$(BUILD) ./scripts/bench-workers-wanted
 
 bench-quick: all
 	$(Q)BUILD=$(BUILD) ./scripts/bench-cluster --quick
