@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# decode_video over a filelist (issue #37): a list naming clips (H.264,
+# VP9, HEVC, AV1, variable frame rate; one ".MOV" with a space in its
+# name: extensions match in any case) and a still image. With decode_video
+# the entries are records: the path as the key, the label, the clip's
+# sampled frames (the still: one image). The frames equal PyAV's at the
+# sampled indices (Python binding, local); the digests are the same
+# locally, fully offloaded, split between client and workers, over two
+# ranks (their equal shares) and with balanced batching (costs from the clips' headers). A
+# broken clip (zero bytes, truncated) is a counted skip with its reason,
+# locally and on workers; a mix of filelists with decode_video is refused
+# naming the op.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/video_clips.sh"
+python_env
+
+DATA="$TMP/data"
+make_clips "$DATA/clips"
+cp "$DATA/clips/bt709.mp4" "$DATA/clips/Big Buck.MOV"
+"$PY" - "$DATA/still.jpg" <<'PY'
+import sys
+from PIL import Image
+Image.new("RGB", (48, 32), (200, 30, 60)).save(sys.argv[1], "JPEG", quality=90)
+PY
+cat >"$DATA/list.txt" <<'LIST'
+# clips and a still, one label each
+clips/h264.mp4 0
+clips/vp9.webm 1
+clips/hevc.mp4 2
+clips/av1.mkv 3
+clips/vfr.mkv 4
+clips/Big Buck.MOV 5
+still.jpg 6
+LIST
+N=7
+
+# Frames against PyAV's: uniform, no offset, no resize.
+cat >"$TMP/oracle.json" <<'JSON'
+{"source": {"type": "filelist", "path": "list.txt", "seed": 1},
+ "stages": [{"op": "decode_video", "frames": 6}], "batch_size": 3, "epochs": 1}
+JSON
+"$PY" - "$TMP/oracle.json" "$DATA" "$ROOT/tests/integration/video_oracle.py" "$TMP" <<'PY' ||
+import os, subprocess, sys
+import numpy as np
+import sluice
+spec, data, oracle, tmp = sys.argv[1:5]
+seen = {}
+with sluice.Loader(None, spec, data_root=data, threads=2) as ld:
+    for b in ld.batches():
+        for i in range(len(b)):
+            imgs = b.images[b.image_offsets[i]:b.image_offsets[i + 1]]
+            seen[b.keys[i]] = (int(b.labels[i]), [np.array(x) for x in imgs])
+assert len(seen) == 7, sorted(seen)
+for key, (label, imgs) in sorted(seen.items()):
+    if key == "still.jpg":
+        assert label == 6 and len(imgs) == 1 and imgs[0].shape == (32, 48, 3), (label, imgs)
+        continue
+    assert len(imgs) == 6, (key, len(imgs))
+    raw = os.path.join(tmp, "pyav.raw")
+    out = subprocess.run([sys.executable, oracle, os.path.join(data, key), raw, "uniform", "6"],
+                         check=True, capture_output=True, text=True).stdout.split()
+    h, w = int(out[2]), int(out[3])
+    want = np.fromfile(raw, dtype=np.uint8).reshape(6, h, w, 3)
+    got = np.stack(imgs)
+    assert got.shape == want.shape, (key, got.shape, want.shape)
+    assert np.array_equal(got, want), (key, int(np.abs(got.astype(int) - want).max()))
+print("filelist: 6 clips x 6 frames byte-equal to PyAV's, the still one image")
+PY
+    fail "frames differ from PyAV's"
+
+cat >"$TMP/v.json" <<'JSON'
+{"source": {"type": "filelist", "path": "list.txt", "seed": 5},
+ "stages": [{"op": "decode_video", "frames": 4, "random_offset": true},
+            {"op": "resize", "size": 64}],
+ "batch_size": 2, "epochs": 2}
+JSON
+"$BIN/sluice" run "$TMP/v.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --digests "$TMP/local.dig" --dump "$TMP/local.dump" --json >"$TMP/local.out" ||
+    fail "local run failed"
+sort "$TMP/local.dig" >"$TMP/local.s"
+[ "$(wc -l <"$TMP/local.s")" -eq $((2 * N)) ] || fail "local: $(wc -l <"$TMP/local.s") digests"
+"$PY" - "$TMP/local.dump" <<'PY' || fail "--dump: wrong samples"
+import json, sys
+dump = [json.loads(l) for l in open(sys.argv[1])]
+assert len(dump) == 14, len(dump)
+labels = {"clips/h264.mp4": 0, "clips/vp9.webm": 1, "clips/hevc.mp4": 2, "clips/av1.mkv": 3,
+          "clips/vfr.mkv": 4, "clips/Big Buck.MOV": 5, "still.jpg": 6}
+for d in dump:
+    assert d["label"] == labels[d["key"]], d
+    n = 1 if d["key"] == "still.jpg" else 4
+    assert len(d["images"]) == n, d
+print("dump: 14 samples, keys and labels from the list, 4 frames per clip")
+PY
+
+start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --split-size 2 --worker-timeout-ms 3000 --heartbeat-ms 100 --client-timeout-ms 5000
+for w in W1 W2; do
+    start_daemon $w "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" \
+        --listen 127.0.0.1:0 --data-root "$DATA" --threads 1
+done
+wait_live_workers "$D_HTTP" 2
+remote() { # remote SPEC NAME OFFLOAD [ARGS...]
+    local s=$1 name=$2 off=$3
+    shift 3
+    "$BIN/sluice" run "$s" --dispatcher "$D_GRPC" --data-root "$DATA" --quiet --threads 1 \
+        --offload "$off" --digests "$TMP/$name.dig" --json "$@" >"$TMP/$name.out" ||
+        fail "$name: run failed"
+    sort "$TMP/$name.dig" >"$TMP/$name.s"
+}
+for off in all 1:0.5; do
+    remote "$TMP/v.json" "off.$off" "$off"
+    cmp -s "$TMP/off.$off.s" "$TMP/local.s" || fail "--offload $off: digests differ from local"
+done
+grep -q '"remote":0}' "$TMP/off.all.out" && fail "offload all: nothing came from workers"
+for r in 0 1; do
+    "$BIN/sluice" run "$TMP/v.json" --dispatcher "$D_GRPC" --data-root "$DATA" --quiet \
+        --threads 1 --offload all --world-size 2 --rank $r --job-name fl2 \
+        --digests "$TMP/rank$r.dig" &
+    eval "R$r=\$!"
+done
+wait "$R0" || fail "rank 0 failed"
+wait "$R1" || fail "rank 1 failed"
+# Equal shares: 3 of the 7 samples per rank and epoch (the 7th is left
+# out, as DistributedSampler's drop_last), each with the local bytes.
+sort "$TMP/rank0.dig" "$TMP/rank1.dig" >"$TMP/ranks.s"
+[ "$(sort -u "$TMP/ranks.s" | wc -l)" -eq 12 ] || fail "two ranks: $(wc -l <"$TMP/ranks.s") digests"
+[ -z "$(comm -23 "$TMP/ranks.s" "$TMP/local.s")" ] || fail "two ranks: digests differ from local"
+/usr/bin/python3 - "$TMP/v.json" "$TMP/bal.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["batching"] = {"mode": "balanced", "model": {"a": 1, "c": 20, "d": 10}}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+remote "$TMP/bal.json" bal 1:0.5
+cmp -s "$TMP/bal.s" "$TMP/local.s" || fail "balanced batching: other samples or bytes"
+echo "filelist: local = offloaded (all, 1:0.5) = two ranks = balanced"
+
+# Broken clips in a list: counted skips with reasons, local and remote.
+: >"$DATA/clips/empty.mp4"
+head -c 50000 "$DATA/clips/vp9.webm" >"$DATA/clips/cut.webm"
+printf 'clips/empty.mp4 0\nclips/cut.webm 1\nclips/h264.mp4 2\n' >"$DATA/bad.txt"
+cat >"$TMP/bad.json" <<'JSON'
+{"source": {"type": "filelist", "path": "bad.txt", "seed": 1},
+ "stages": [{"op": "decode_video", "frames": 2}], "batch_size": 1, "epochs": 1}
+JSON
+"$BIN/sluice" run "$TMP/bad.json" --local --data-root "$DATA" --quiet --json >"$TMP/bad.out" ||
+    fail "bad: the run failed"
+remote "$TMP/bad.json" bad.remote all
+/usr/bin/python3 - "$TMP/bad.out" "$TMP/bad.remote.out" <<'PY' || fail "broken clips: wrong skips"
+import json, sys
+def get(p):
+    j = json.loads(open(p).read().strip().splitlines()[-1])
+    return j["samples"], j["skipped"]["reasons"]
+a, b = get(sys.argv[1]), get(sys.argv[2])
+assert a == (1, {"empty": 1, "truncated": 1}), a
+assert a == b, (a, b)
+print("broken clips in a list: %d delivered, skipped %s, local and remote" % a)
+PY
+
+# A mix of filelists is images only: decode_video there is refused.
+cat >"$TMP/mix.json" <<'JSON'
+{"mix": {"sources": [{"name": "a", "source": {"type": "filelist", "path": "list.txt"}},
+                     {"name": "b", "source": {"type": "filelist", "path": "bad.txt"}}]},
+ "stages": [{"op": "decode_video", "frames": 2}], "batch_size": 1, "epochs": 1}
+JSON
+if "$BIN/sluice" run "$TMP/mix.json" --local --data-root "$DATA" --quiet >"$TMP/mix.out" 2>&1; then
+    fail "a mix of filelists with decode_video ran"
+fi
+grep -q "decode_video" "$TMP/mix.out" || fail "mix: the error does not name decode_video: \
+$(cat "$TMP/mix.out")"
+kill -0 "$D_PID" && kill -0 "$W1_PID" && kill -0 "$W2_PID" || fail "a daemon died"
+echo "video filelist: all checks passed"
