@@ -9,7 +9,9 @@
 # ranks (their equal shares) and with balanced batching (costs from the clips' headers). A
 # broken clip (zero bytes, truncated) is a counted skip with its reason,
 # locally and on workers; a mix of filelists with decode_video is refused
-# naming the op.
+# naming the op. 64 frames per clip cross the wire (as source bytes when a
+# processed record is over the worker's message bound, processed under a
+# larger one) with the local bytes; 300 is a spec error.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/video_clips.sh"
 python_env
@@ -168,5 +170,59 @@ if "$BIN/sluice" run "$TMP/mix.json" --local --data-root "$DATA" --quiet >"$TMP/
 fi
 grep -q "decode_video" "$TMP/mix.out" || fail "mix: the error does not name decode_video: \
 $(cat "$TMP/mix.out")"
+# 64 frames per clip (over the old 32): full-size frames of AV1 250x150
+# (7.2 MB, under the workers' default 8 MiB message) and HEVC 352x288 and
+# H.264 320x240 (19.5 and 14.7 MB: sent as source bytes and decoded by the
+# client, docs/protocol.md "Samples too big to send"); then a worker whose
+# messages hold 32 MiB sends every record processed. The same digests
+# everywhere; 64 images per clip in --dump.
+printf 'clips/av1.mkv 0\nclips/hevc.mp4 1\nclips/h264.mp4 2\n' >"$DATA/list64.txt"
+cat >"$TMP/f64.json" <<'JSON'
+{"source": {"type": "filelist", "path": "list64.txt", "seed": 2},
+ "stages": [{"op": "decode_video", "frames": 64, "random_offset": true}],
+ "batch_size": 1, "epochs": 1}
+JSON
+"$BIN/sluice" run "$TMP/f64.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --digests "$TMP/f64.dig" --dump "$TMP/f64.dump" >/dev/null || fail "64 frames: local run"
+sort "$TMP/f64.dig" >"$TMP/f64.s"
+[ "$(wc -l <"$TMP/f64.s")" -eq 3 ] || fail "64 frames local: $(wc -l <"$TMP/f64.s") samples"
+"$PY" -c 'import json, sys
+d = [json.loads(l) for l in open(sys.argv[1])]
+assert sorted(len(x["images"]) for x in d) == [64, 64, 64], d' "$TMP/f64.dump" ||
+    fail "64 frames: not 64 images per clip"
+unprocessed() { # unprocessed HTTP...: the workers' samples_sent_unprocessed, summed
+    local n=0 h
+    for h in "$@"; do
+        n=$((n + $(curl -sf "http://$h/status" | /usr/bin/python3 -c \
+            'import json,sys; print(json.load(sys.stdin)["samples_sent_unprocessed"])')))
+    done
+    echo "$n"
+}
+raw0=$(unprocessed "$W1_HTTP" "$W2_HTTP")
+remote "$TMP/f64.json" f64.all all
+cmp -s "$TMP/f64.all.s" "$TMP/f64.s" || fail "64 frames offloaded: digests differ from local"
+raw1=$(unprocessed "$W1_HTTP" "$W2_HTTP")
+[ $((raw1 - raw0)) -eq 2 ] || fail "64 frames: $((raw1 - raw0)) records sent unprocessed, not 2"
+start_daemon D2 "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --split-size 1 --worker-timeout-ms 3000 --heartbeat-ms 100 --client-timeout-ms 5000
+start_daemon W3 "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D2_GRPC" \
+    --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 --max-message-bytes 33554432
+wait_live_workers "$D2_HTTP" 1
+"$BIN/sluice" run "$TMP/f64.json" --dispatcher "$D2_GRPC" --data-root "$DATA" --quiet \
+    --threads 1 --offload all --digests "$TMP/f64.big.dig" --json >"$TMP/f64.big.out" ||
+    fail "64 frames, 32 MiB messages: run failed"
+sort "$TMP/f64.big.dig" | cmp -s - "$TMP/f64.s" || fail "64 frames, 32 MiB messages: digests"
+grep -q '"remote":3}' "$TMP/f64.big.out" || fail "64 frames: $(cat "$TMP/f64.big.out")"
+[ "$(unprocessed "$W3_HTTP")" -eq 0 ] || fail "64 frames: a record went unprocessed at 32 MiB"
+echo "64 frames per clip: local = offloaded (2 records too big sent raw at 8 MiB, none at 32 MiB)"
+
+# Beyond the limit: a clear spec error naming the field.
+sed 's/"frames": 64/"frames": 300/' "$TMP/f64.json" >"$TMP/f300.json"
+if "$BIN/sluice" run "$TMP/f300.json" --local --data-root "$DATA" --quiet >"$TMP/f300.out" 2>&1
+then
+    fail "frames 300 ran"
+fi
+grep -q 'stages\[0\].frames: must be an integer in 1..256' "$TMP/f300.out" ||
+    fail "frames 300: $(cat "$TMP/f300.out")"
 kill -0 "$D_PID" && kill -0 "$W1_PID" && kill -0 "$W2_PID" || fail "a daemon died"
 echo "video filelist: all checks passed"
