@@ -36,6 +36,13 @@ still.jpg 6
 LIST
 N=7
 
+# The example spec (examples/video/) runs on this list as it is written.
+cp "$DATA/list.txt" "$DATA/clips.txt"
+"$BIN/sluice" run "$ROOT/examples/video/kinetics-filelist.json" --local --data-root "$DATA" \
+    --quiet --threads 2 --epochs 1 --json >"$TMP/example.out" ||
+    fail "examples/video/kinetics-filelist.json"
+grep -q '"samples":7,' "$TMP/example.out" || fail "example: $(cat "$TMP/example.out")"
+
 # Frames against PyAV's: uniform, no offset, no resize.
 cat >"$TMP/oracle.json" <<'JSON'
 {"source": {"type": "filelist", "path": "list.txt", "seed": 1},
