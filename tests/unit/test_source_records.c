@@ -125,12 +125,11 @@ static sl_source_t *open_spec_ok(const char *json, bool want_record)
 {
     sl_spec_t spec;
     char err[1024] = "";
-    ck_assert_msg(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)) == 0,
-                  "%s", err);
+    ck_assert_msg(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)) == 0, "%s",
+                  err);
     ck_assert(sl_spec_is_record(&spec) == want_record);
     sl_source_t *src = NULL;
-    ck_assert_msg(sl_source_open_spec(g_root, NULL, &spec, &src, err, sizeof(err)) == 0, "%s",
-                  err);
+    ck_assert_msg(sl_source_open_spec(g_root, NULL, &spec, &src, err, sizeof(err)) == 0, "%s", err);
     ck_assert(sl_source_is_record(src) == want_record);
     sl_spec_clear(&spec);
     return src;
