@@ -175,8 +175,8 @@ JSON
 if "$BIN/sluice" run "$TMP/mix.json" --local --data-root "$DATA" --quiet >"$TMP/mix.out" 2>&1; then
     fail "a mix of filelists with decode_video ran"
 fi
-grep -q "decode_video" "$TMP/mix.out" || fail "mix: the error does not name decode_video: \
-$(cat "$TMP/mix.out")"
+grep -q "decode_video needs a multimodal source (webdataset or jsonl) or a filelist outside a \
+mix" "$TMP/mix.out" || fail "mix: the error does not say why: $(cat "$TMP/mix.out")"
 # 64 frames per clip (over the old 32): full-size frames of AV1 250x150
 # (7.2 MB, under the workers' default 8 MiB message) and HEVC 352x288 and
 # H.264 320x240 (19.5 and 14.7 MB: sent as source bytes and decoded by the
