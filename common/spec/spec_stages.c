@@ -349,8 +349,7 @@ static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
     if (!ord->record) {
         if (d->flags & SL_OPF_RECORD) {
             /* decode_video also reads a filelist's clips (not a mix's). */
-            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)%s",
-                                d->name,
+            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)%s", d->name,
                                 op == SL_OP_DECODE_VIDEO ? " or a filelist outside a mix" : "");
         }
         if (decode && i != 0) {
