@@ -6,7 +6,8 @@
 # sampled frames (the still: one image). The frames equal PyAV's at the
 # sampled indices (Python binding, local); the digests are the same
 # locally, fully offloaded, split between client and workers, over two
-# ranks (their equal shares) and with balanced batching (costs from the clips' headers). A
+# ranks (their equal shares), with balanced batching (costs from the clips'
+# headers) and stopped then resumed offloaded. A
 # broken clip (zero bytes, truncated) is a counted skip with its reason,
 # locally and on workers; a mix of filelists with decode_video is refused
 # naming the op. 64 frames per clip cross the wire (as source bytes when a
@@ -142,7 +143,15 @@ json.dump(s, open(sys.argv[2], "w"))
 PY
 remote "$TMP/bal.json" bal 1:0.5
 cmp -s "$TMP/bal.s" "$TMP/local.s" || fail "balanced batching: other samples or bytes"
-echo "filelist: local = offloaded (all, 1:0.5) = two ranks = balanced"
+# Resume: a local run stopped after 3 batches, resumed with the workers,
+# delivers the rest with the same bytes.
+"$BIN/sluice" run "$TMP/v.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --digests "$TMP/ra.dig" --save-state "$TMP/fl.state" --stop-after-batches 3 ||
+    fail "the run to stop"
+[ "$(wc -l <"$TMP/ra.dig")" -eq 6 ] || fail "stopped run: $(wc -l <"$TMP/ra.dig") samples"
+remote "$TMP/v.json" resumed 1:0.5 --resume "$TMP/fl.state"
+sort "$TMP/ra.dig" "$TMP/resumed.dig" | cmp -s - "$TMP/local.s" || fail "resumed: digests differ"
+echo "filelist: local = offloaded (all, 1:0.5) = two ranks = balanced = stopped and resumed"
 
 # Broken clips in a list: counted skips with reasons, local and remote.
 : >"$DATA/clips/empty.mp4"
