@@ -263,16 +263,26 @@ const sl_src_kind_t sl_src_kind_filelist = {
 
 /* ---- a list of clips: records --------------------------------------- */
 
-/* VIDEO_ENC for a clip's extension (as webdataset members), else IMAGE_ENC. */
+/* VIDEO_ENC for a clip's extension (as webdataset members; a URL's before
+ * its query), else IMAGE_ENC. */
 static sl_rf_kind_e visual_kind(const char *name)
 {
-    const char *dot = strrchr(name, '.');
-    const char *slash = strrchr(name, '/');
-    if (dot != NULL && (slash == NULL || dot > slash)) {
-        for (int e = SL_SRC_EXT_MP4; e < SL_SRC_EXT__COUNT; e++) {
-            if (strcasecmp(dot + 1, sl_src_img_ext[e]) == 0) {
-                return SL_RF_VIDEO_ENC;
-            }
+    size_t len = strlen(name);
+    const char *q = sl_remote_is_url(name) ? strchr(name, '?') : NULL;
+    if (q != NULL) {
+        len = (size_t)(q - name);
+    }
+    size_t dot = len;
+    while (dot > 0 && name[dot - 1] != '.' && name[dot - 1] != '/') {
+        dot--;
+    }
+    if (dot == 0 || name[dot - 1] != '.') {
+        return SL_RF_IMAGE_ENC;
+    }
+    for (int e = SL_SRC_EXT_MP4; e < SL_SRC_EXT__COUNT; e++) {
+        const char *ext = sl_src_img_ext[e];
+        if (strlen(ext) == len - dot && strncasecmp(name + dot, ext, len - dot) == 0) {
+            return SL_RF_VIDEO_ENC;
         }
     }
     return SL_RF_IMAGE_ENC;

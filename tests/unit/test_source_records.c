@@ -181,12 +181,13 @@ START_TEST(test_filelist_clips)
     t_fake("c/x.mov.txt", 4);
     t_fake("c/y.Webm", 5);
     t_write("c/e.webm", "", 0);
+    t_fake("c/m.mp4x", 7);
     t_text("l.txt", "c/a.mp4 1\nc/B.MKV 2\nc/s.jpg 3\n# a comment\nc/x.mov.txt 4\n"
-                    "./c/y.Webm 5\nc/e.webm 6\n");
+                    "./c/y.Webm 5\nc/e.webm 6\nc/m.mp4x 7\n");
     sl_source_t *src = open_spec_ok("{\"source\": {\"type\": \"filelist\", \"path\": \"l.txt\"},"
                                     " \"stages\": [{\"op\": \"decode_video\"}]}",
                                     true);
-    ck_assert_uint_eq(sl_source_count(src), 6);
+    ck_assert_uint_eq(sl_source_count(src), 7);
     const sl_rf_kind_e kinds[] = {SL_RF_VIDEO_ENC, SL_RF_VIDEO_ENC, SL_RF_IMAGE_ENC,
                                   SL_RF_IMAGE_ENC, SL_RF_VIDEO_ENC};
     for (unsigned i = 0; i < 5; i++) {
@@ -201,6 +202,7 @@ START_TEST(test_filelist_clips)
     }
     ck_assert_str_eq(sl_source_name(src, 4), "c/y.Webm");
     read_fails(src, 5, -ENODATA, "c/e.webm");
+    check_clip_rec(src, 6, 0, SL_RF_IMAGE_ENC, 7); /* ".mp4x" is not a clip's */
     uint64_t fp = sl_source_fingerprint(src);
     sl_source_free(src);
     /* Without decode_video: images, as before, and another fingerprint. */
