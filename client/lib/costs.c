@@ -50,9 +50,10 @@ int cl_sample_costs(const sl_source_t *src, const sl_costmodel_t *model, int bud
                     float *out, uint64_t n, cl_costs_from_e *ret_from)
 {
     *ret_from = CL_COSTS_SIZE;
-    /* Records: webdataset's images' headers are read like a JPEG's; a jsonl
-     * manifest's images are files of their own, not opened here: sizes. */
-    int heads = !sl_source_is_record(src) || sl_source_type(src) == SL_SRC_WEBDATASET;
+    /* Records: webdataset's images' headers are read like a JPEG's (a
+     * filelist of clips' too); a jsonl manifest's images are files of their
+     * own, not opened here: sizes. */
+    int heads = !sl_source_is_record(src) || sl_source_type(src) != SL_SRC_JSONL;
     if (model != NULL && model->fitted && budget_ms > 0 && heads) {
         sl_tensor_t t;
         sl_tensor_init(&t);

@@ -118,12 +118,18 @@ int sl_source_open(const char *data_root, sl_source_type_e type, const char *pat
 int sl_source_open_at(const char *data_root, const sl_remote_t *remote, sl_source_type_e type,
                       const char *path, sl_source_t **ret_src, char *err, size_t errlen)
 {
-    if (data_root == NULL || path == NULL || ret_src == NULL) {
-        return sl_err(err, errlen, -EINVAL, "source: missing data root or path");
-    }
     const sl_src_kind_t *kind = kind_of(type);
     if (kind == NULL) {
         return sl_err(err, errlen, -EINVAL, "source: unknown source type %d", (int)type);
+    }
+    return sl_src_open_kind(data_root, remote, kind, path, ret_src, err, errlen);
+}
+
+int sl_src_open_kind(const char *data_root, const sl_remote_t *remote, const sl_src_kind_t *kind,
+                     const char *path, sl_source_t **ret_src, char *err, size_t errlen)
+{
+    if (data_root == NULL || path == NULL || ret_src == NULL) {
+        return sl_err(err, errlen, -EINVAL, "source: missing data root or path");
     }
     char norm[SL_SRC_PATH_MAX];
     if (sl_remote_is_url(path)) {

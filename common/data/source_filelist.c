@@ -13,17 +13,24 @@
  *    never make us buffer it whole.
  *  - Samples keep the order of the list (it is the user's order, and already
  *    the same on every host); every file must exist at open (sizes are
- *    recorded). Errors read "LIST:LINE: ...". */
+ *    recorded). Errors read "LIST:LINE: ...".
+ *  - A spec whose stages decode_video reads the list as records
+ *    (sl_src_kind_filelist_clips): KEY (the path), LABEL, and the file as a
+ *    clip (VIDEO_ENC) when its extension is one of webdataset's clip
+ *    members' (.mp4 .webm .mkv .mov, any case), else as an image
+ *    (IMAGE_ENC, which decode_video decodes as decode_image does). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
+#include "common/sample/record.h"
 
 #define SL_SRC_LIST_LINE_MAX 4096
 
@@ -252,4 +259,105 @@ const sl_src_kind_t sl_src_kind_filelist = {
     .index = filelist_index,
     .read = sl_src_read_file,
     .read_head = sl_src_read_file_head,
+};
+
+/* ---- a list of clips: records --------------------------------------- */
+
+/* VIDEO_ENC for a clip's extension (as webdataset members; a URL's before
+ * its query), else IMAGE_ENC. */
+static sl_rf_kind_e visual_kind(const char *name)
+{
+    size_t len = strlen(name);
+    const char *q = sl_remote_is_url(name) ? strchr(name, '?') : NULL;
+    if (q != NULL) {
+        len = (size_t)(q - name);
+    }
+    size_t dot = len;
+    while (dot > 0 && name[dot - 1] != '.' && name[dot - 1] != '/') {
+        dot--;
+    }
+    if (dot == 0 || name[dot - 1] != '.') {
+        return SL_RF_IMAGE_ENC;
+    }
+    for (int e = SL_SRC_EXT_MP4; e < SL_SRC_EXT__COUNT; e++) {
+        const char *ext = sl_src_img_ext[e];
+        if (strlen(ext) == len - dot && strncasecmp(name + dot, ext, len - dot) == 0) {
+            return SL_RF_VIDEO_ENC;
+        }
+    }
+    return SL_RF_IMAGE_ENC;
+}
+
+/* The file as a record's visual field: the first min(size, max) bytes
+ * (max 0: all of it), after KEY and LABEL unless head (the cost model's
+ * headers: the visual field alone, as webdataset's heads). */
+static int rec_read(const sl_source_t *src, uint64_t index, uint64_t max, bool head,
+                    sl_tensor_t *out, char *err, size_t errlen)
+{
+    const char *name = src->arena + src->name_off[index];
+    uint64_t size;
+    int fd = sl_src_open_regular(src, name, name, &size, err, errlen);
+    if (fd < 0) {
+        return fd;
+    }
+    uint64_t n = max > 0 && max < size ? max : size;
+    int rc = sl_rec_begin(out);
+    if (rc == 0 && !head) {
+        rc = sl_rec_add_bytes(out, SL_RF_KEY, name, strlen(name));
+    }
+    if (rc == 0 && !head && src->label[index] >= 0) {
+        rc = sl_rec_add_label(out, src->label[index]);
+    }
+    sl_rfield_t f = {.kind = visual_kind(name),
+                     .dtype = SL_DT_BYTES,
+                     .count = 1,
+                     .h = (uint32_t)n,
+                     .w = 1,
+                     .c = 1,
+                     .nbytes = (size_t)n};
+    uint8_t *p = NULL;
+    if (rc == 0) {
+        rc = sl_rec_add(out, &f, &p);
+    }
+    if (rc < 0) {
+        rc = sl_err(err, errlen, rc == -EOVERFLOW ? -EFBIG : rc, "%s: record: %s", name,
+                    strerror(-rc));
+    } else {
+        rc = sl_src_pread_exact(fd, 0, p, (size_t)n, name, err, errlen);
+    }
+    close(fd);
+    if (rc == 0) {
+        sl_rec_finish(out);
+    }
+    return rc;
+}
+
+static int rec_read_whole(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
+                          size_t errlen)
+{
+    return rec_read(src, index, 0, false, out, err, errlen);
+}
+
+static int rec_read_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
+                         char *err, size_t errlen)
+{
+    return rec_read(src, index, max, true, out, err, errlen);
+}
+
+/* One visual input of the size indexed; no text. */
+static void rec_features(const sl_source_t *src, uint64_t index, sl_src_features_t *f)
+{
+    f->nimages = 1;
+    f->image_bytes = src->size[index];
+    f->image_bytes_known = true;
+    f->text_bytes_exact = true;
+}
+
+const sl_src_kind_t sl_src_kind_filelist_clips = {
+    .type = SL_SRC_FILELIST,
+    .record = true,
+    .index = filelist_index,
+    .read = rec_read_whole,
+    .read_head = rec_read_head,
+    .features = rec_features,
 };

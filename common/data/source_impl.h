@@ -160,6 +160,8 @@ typedef struct sl_src_kind_s {
 extern const sl_src_kind_t sl_src_kind_imagefolder;
 extern const sl_src_kind_t sl_src_kind_tar;
 extern const sl_src_kind_t sl_src_kind_filelist;
+/* A filelist read as records (a spec that decodes video): source_filelist.c. */
+extern const sl_src_kind_t sl_src_kind_filelist_clips;
 extern const sl_src_kind_t sl_src_kind_webdataset;
 extern const sl_src_kind_t sl_src_kind_jsonl;
 
@@ -210,6 +212,11 @@ struct sl_source_s {
 /* source_mix.c: frees a composite's children (NULL ok). */
 typedef struct sl_src_mix_s sl_src_mix_t;
 void sl_src_mix_free(sl_src_mix_t *m);
+
+/* sl_source_open_at with the kind's row given (sl_source_open_spec: a
+ * filelist of clips). */
+int sl_src_open_kind(const char *data_root, const sl_remote_t *remote, const sl_src_kind_t *kind,
+                     const char *path, sl_source_t **ret_src, char *err, size_t errlen);
 
 /* Checks a relative path lexically and writes its canonical form into out
  * ("." and empty components dropped, no trailing '/'; "" for the root

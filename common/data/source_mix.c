@@ -198,6 +198,11 @@ int sl_source_open_spec(const char *data_root, const sl_remote_t *remote, const 
     if (spec->mix != NULL) {
         return sl_source_open_mix(data_root, remote, spec->mix, ret_src, err, errlen);
     }
+    if (spec->source_type == SL_SRC_FILELIST && sl_spec_is_record(spec)) {
+        /* Its stages decode video: the list's files are records' clips. */
+        return sl_src_open_kind(data_root, remote, &sl_src_kind_filelist_clips, spec->source_path,
+                                ret_src, err, errlen);
+    }
     return sl_source_open_at(data_root, remote, spec->source_type, spec->source_path, ret_src, err,
                              errlen);
 }

@@ -103,9 +103,10 @@ static int one_clip(const sl_pipeline_t *p, const unit_t *u, uint64_t epoch, uin
     uint32_t n = 0, fh = 0, fw = 0, sh = 0, sw = 0;
     int rc = sl_video_decode(f->data, f->nbytes, &req, &lim, &sc->c, &n, &fh, &fw, &sh, &sw, NULL,
                              err, errlen);
-    if (rc == 0 && *nimg + n > SL_REC_MAX_IMAGES) {
-        rc = sl_err(err, errlen, -ETOOMANYREFS, "%u frames make more than %u images", n,
-                    SL_REC_MAX_IMAGES);
+    if (rc == 0 && *nimg + n > SL_REC_MAX_FRAMES) {
+        rc = sl_err(err, errlen, -ETOOMANYREFS,
+                    "%u frames after %u images make more than %u images in a record", n, *nimg,
+                    SL_REC_MAX_FRAMES);
     }
     if (rc == 0) {
         rc = add_frames(out, &sc->c, n, fh, sh, sw);

@@ -28,8 +28,13 @@
 #define SL_REC_MAGIC "SLR1"
 #define SL_REC_HEADER 16u
 #define SL_REC_FIELD_HEADER 40u
-#define SL_REC_MAX_IMAGES 32u /* images per sample; more is a counted skip */
-#define SL_REC_MAX_FIELDS (8u + SL_REC_MAX_IMAGES)
+#define SL_REC_MAX_IMAGES 32u /* images (and clips) a sample names; more is a counted skip */
+/* Decoded images in one record: decode_video makes a clip's sampled frames
+ * images (its `frames` / `max_frames` go up to this), still images and
+ * frames together; more is a counted skip (too_many_images). The bytes stay
+ * bounded by the record's 2 GiB and decode_video's 1 GiB per clip. */
+#define SL_REC_MAX_FRAMES 256u
+#define SL_REC_MAX_FIELDS (8u + SL_REC_MAX_FRAMES)
 
 typedef enum {
     SL_RF_KEY = 1,       /* bytes: UTF-8 sample key (webdataset key, jsonl "id") */

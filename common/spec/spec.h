@@ -329,7 +329,8 @@ bool sl_op_draws_random(sl_op_e op);
  * "device")? Then true, and its mean and std (either may be NULL). */
 bool sl_spec_device_norm(const sl_spec_t *spec, float ret_mean[3], float ret_std[3]);
 const char *sl_offload_name(sl_offload_e o);
-/* Does the source yield multimodal records (webdataset, jsonl)? */
+/* Does the source yield multimodal records (webdataset, jsonl, a filelist
+ * whose stages decode_video)? */
 bool sl_spec_is_record(const sl_spec_t *spec);
 const char *sl_tokenizer_enc_name(sl_tokenizer_enc_e e);
 /* "imagefolder", "tar", ... as the spec spells it. */

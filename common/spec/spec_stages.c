@@ -348,7 +348,9 @@ static int check_order(sl_spec_pctx_t *c, size_t i, sl_op_e op, order_t *ord)
     sl_spec_push(c, "op");
     if (!ord->record) {
         if (d->flags & SL_OPF_RECORD) {
-            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)", d->name);
+            /* decode_video also reads a filelist's clips (not a mix's). */
+            return sl_spec_perr(c, "%s needs a multimodal source (webdataset or jsonl)%s", d->name,
+                                op == SL_OP_DECODE_VIDEO ? " or a filelist outside a mix" : "");
         }
         if (decode && i != 0) {
             return sl_spec_perr(c, "%s must be the first stage, and appear only once", d->name);
@@ -465,6 +467,22 @@ static int device_tail(sl_spec_pctx_t *c, sl_spec_t *spec, size_t i, long norm, 
                         sl_op_name(st->op), *erase, sl_op_name(st->op));
 }
 
+/* A filelist (not in a mix) whose stages name decode_video: its samples
+ * are records (a clip or an image each, common/data/source_filelist.c). */
+static bool filelist_of_clips(const sl_spec_t *spec, json_t *stages)
+{
+    if (spec->source_type != SL_SRC_FILELIST || spec->mix != NULL) {
+        return false;
+    }
+    for (size_t i = 0; i < json_array_size(stages); i++) {
+        const char *op = json_string_value(json_object_get(json_array_get(stages, i), "op"));
+        if (op != NULL && strcmp(op, "decode_video") == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     json_t *v = json_object_get(root, "stages");
@@ -481,7 +499,7 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     if (n > SL_SPEC_MAX_STAGES) {
         return sl_spec_perr(c, "has %zu stages, the limit is %d", n, SL_SPEC_MAX_STAGES);
     }
-    order_t ord = {.record = sl_spec_is_record(spec)};
+    order_t ord = {.record = sl_spec_is_record(spec) || filelist_of_clips(spec, v)};
     for (int k = 0; k < SL_ORD__COUNT; k++) {
         ord.at[k] = -1;
     }
@@ -516,6 +534,14 @@ int sl_spec_parse_stages(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 
 bool sl_spec_is_record(const sl_spec_t *spec)
 {
+    if (spec->source_type == SL_SRC_FILELIST && spec->mix == NULL) {
+        for (uint32_t i = 0; i < spec->nstages && i < SL_SPEC_MAX_STAGES; i++) {
+            if (spec->stages[i].op == SL_OP_DECODE_VIDEO) {
+                return true;
+            }
+        }
+        return false;
+    }
     return spec->source_type == SL_SRC_WEBDATASET || spec->source_type == SL_SRC_JSONL;
 }
 

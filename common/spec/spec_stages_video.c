@@ -8,9 +8,11 @@
 
 #include "common/spec/spec_impl.h"
 
-/* Frames become images: at most a record's images (SL_REC_MAX_IMAGES in
- * common/sample/record.h, which the spec module does not include). */
-#define VIDEO_FRAMES_MAX 32
+/* Frames become images: at most a record's decoded images
+ * (SL_REC_MAX_FRAMES in common/sample/record.h, which the spec module does
+ * not include) and the frames one decode returns (SL_VIDEO_MAX_WANTED). */
+#define VIDEO_FRAMES_MAX 256
+#define VIDEO_MAX_FRAMES_DEFAULT 32
 #define VIDEO_THREADS_MAX 8
 #define VIDEO_FPS_MAX 1000.0
 #define VIDEO_TIMEOUT_MAX 3600.0
@@ -51,7 +53,7 @@ static int parse_video(sl_spec_pctx_t *c, json_t *st, sl_stage_spec_t *out)
 {
     int mode = 0;
     out->v_frames = 8;
-    out->v_max_frames = VIDEO_FRAMES_MAX;
+    out->v_max_frames = VIDEO_MAX_FRAMES_DEFAULT;
     out->v_threads = 1;
     out->v_timeout_sec = 60;
     int rc = sl_spec_get_enum(c, st, "sampling", false, sampling_names, 2, &mode);

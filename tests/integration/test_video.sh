@@ -5,7 +5,9 @@
 # through decode_video (4 frames, random_offset), resize, tokenize and
 # template. Every sample once per epoch with identical digests locally,
 # fully offloaded, split between client and workers, over two ranks, with
-# the planner's plan, with balanced batching and stopped then resumed;
+# the planner's plan, with balanced and packed batching (packs within
+# their token budget: the frames predicted from the header) and stopped
+# then resumed;
 # --dump shows 4 frames per clip at the resized size after the sample's
 # still image, and the template's sequence counts the frames' tokens;
 # another seed moves the frames. Every broken clip (zero bytes, truncated,
@@ -187,6 +189,60 @@ spec "$TMP/bal.json" webdataset shards 5 \
 remote "$TMP/bal.json" bal 1:0.5
 cmp -s "$TMP/bal.s" "$TMP/wds.s" || fail "balanced batching: other samples or bytes"
 echo "auto plan and balanced batching: identical digests"
+
+# Packed batching: packs of whole samples within a token budget, the
+# lengths predicted before decoding (the frames a clip will give, from its
+# container header, times tokens_per_tile). 40 tokens per image make the
+# frames most of a sequence: had the prediction counted a clip as one
+# image, packs would overflow the budget. Two ranks, locally and with the
+# workers: every sample once per epoch, the bytes of a 40-token count run.
+cat >"$TMP/pk.json" <<JSON
+{"source": {"type": "webdataset", "path": "shards", "seed": 5},
+ "stages": [{"op": "decode_video", "frames": 4, "random_offset": true},
+            {"op": "resize", "size": 64},
+            {"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken",
+             "encoding": "cl100k_base", "max_tokens": 64},
+            {"op": "template", "image_token": 100258, "tokens_per_tile": 40, "eos": 100257}],
+ "batch_size": 4, "epochs": 2,
+ "batching": {"mode": "packed", "microbatches": 2, "token_budget": 500,
+              "model": {"a": 1, "c": 20, "d": 10}}}
+JSON
+sed 's/"batching": {"mode": "packed".*/"batching": {"mode": "count"}}/; /"model": {"a": 1, "c": 20/d' \
+    "$TMP/pk.json" >"$TMP/pkc.json"
+local_run "$TMP/pkc.json" pkc
+for how in local remote; do
+    for r in 0 1; do
+        if [ $how = local ]; then
+            set -- --local --threads 2
+        else
+            set -- --dispatcher "$D_GRPC" --threads 1 --offload 1:0.5 --job-name pk2
+        fi
+        "$BIN/sluice" run "$TMP/pk.json" "$@" --data-root "$DATA" --quiet --world-size 2 \
+            --rank $r --digests "$TMP/pk.$how$r.dig" --dump "$TMP/pk.$how$r.dump" \
+            2>"$TMP/pk.$how$r.err" &
+        eval "R$r=\$!"
+    done
+    wait "$R0" || fail "packed $how: rank 0 failed: $(cat "$TMP/pk.${how}0.err")"
+    wait "$R1" || fail "packed $how: rank 1 failed: $(cat "$TMP/pk.${how}1.err")"
+    sort "$TMP/pk.${how}0.dig" "$TMP/pk.${how}1.dig" | cmp -s - "$TMP/pkc.s" ||
+        fail "packed $how: not every sample once with the count run's bytes"
+    /usr/bin/python3 - "$TMP/pk.${how}0.dump" "$TMP/pk.${how}1.dump" <<'PY' ||
+import json, sys
+packs = {}
+for path in sys.argv[1:]:
+    for d in map(json.loads, open(path)):
+        assert len(d["images"]) == 5, d
+        packs.setdefault((d["epoch"], d["rank"], d["step"], d["microbatch"]), []).append(d)
+sizes = sorted(len(p) for p in packs.values())
+for k, p in packs.items():
+    total = sum(d["seq_len"] for d in p)
+    assert total <= 500, (k, total, [d["seq_len"] for d in p])
+assert max(sizes) > 1, sizes  # packs of several samples: the frames were predicted
+print("packed: %d packs of %s samples, each within 500 tokens" % (len(packs), sizes))
+PY
+        fail "packed $how: a pack over its budget"
+done
+echo "packed batching (local, offloaded, 2 ranks): every sample once, the count run's bytes"
 
 # Resume: a local run stopped after 3 batches, resumed through the workers,
 # delivers the rest with the same frames (random offsets keyed by seed,

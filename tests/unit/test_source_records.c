@@ -15,6 +15,7 @@
 #include "common/data/skip.h"
 #include "common/data/source.h"
 #include "common/sample/record.h"
+#include "common/spec/spec.h"
 #include "tests/unit/fixtures_source.h"
 #include "tests/unit/fixtures_tar.h"
 
@@ -117,6 +118,102 @@ static void read_fails(const sl_source_t *src, uint64_t i, int want, const char 
 }
 
 static void t_text(const char *rel, const char *s) { t_write(rel, s, strlen(s)); }
+
+/* ---- a filelist of clips ------------------------------------------------ */
+
+static sl_source_t *open_spec_ok(const char *json, bool want_record)
+{
+    sl_spec_t spec;
+    char err[1024] = "";
+    ck_assert_msg(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert(sl_spec_is_record(&spec) == want_record);
+    sl_source_t *src = NULL;
+    ck_assert_msg(sl_source_open_spec(g_root, NULL, &spec, &src, err, sizeof(err)) == 0, "%s", err);
+    ck_assert(sl_source_is_record(src) == want_record);
+    sl_spec_clear(&spec);
+    return src;
+}
+
+/* Sample i: a record of KEY (the path), LABEL and one visual field of kind
+ * holding fake seed's bytes (its first max bytes and nothing else for a
+ * head, max > 0). */
+static void check_clip_rec(const sl_source_t *src, uint64_t i, size_t max, sl_rf_kind_e kind,
+                           unsigned seed)
+{
+    unsigned char want[400];
+    fake_fill(seed, want);
+    size_t n = max > 0 && max < fake_len(seed) ? max : fake_len(seed);
+    sl_tensor_t t;
+    sl_tensor_init(&t);
+    char err[256] = "";
+    int rc = max > 0 ? sl_source_read_head(src, i, max, &t, err, sizeof(err))
+                     : sl_source_read(src, i, &t, err, sizeof(err));
+    ck_assert_msg(rc == 0, "read %s: %d %s", sl_source_name(src, i), rc, err);
+    sl_rec_t r;
+    ck_assert_msg(sl_rec_parse(t.data, t.nbytes, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(r.n, max > 0 ? 1 : 3);
+    const sl_rfield_t *f = &r.f[r.n - 1];
+    ck_assert_int_eq(f->kind, kind);
+    ck_assert_uint_eq(f->nbytes, n);
+    ck_assert_mem_eq(f->data, want, n);
+    if (max == 0) {
+        const char *key = sl_source_name(src, i);
+        ck_assert_int_eq(r.f[0].kind, SL_RF_KEY);
+        ck_assert_msg(r.f[0].nbytes == strlen(key) && memcmp(r.f[0].data, key, r.f[0].nbytes) == 0,
+                      "key of %s", key);
+        ck_assert_int_eq(sl_rec_label(&r), (int32_t)i + 1);
+    }
+    sl_tensor_free(&t);
+}
+
+/* With decode_video in its stages a filelist's lines are records: the file
+ * as VIDEO_ENC when its extension is a clip's (any case), else IMAGE_ENC;
+ * heads hold the visual field alone; a zero-byte clip is -ENODATA. The
+ * same list without decode_video stays one encoded image per sample, and
+ * a mix of filelists does not turn into records. */
+START_TEST(test_filelist_clips)
+{
+    t_mkdir("c");
+    t_fake("c/a.mp4", 1);
+    t_fake("c/B.MKV", 2);
+    t_fake("c/s.jpg", 3);
+    t_fake("c/x.mov.txt", 4);
+    t_fake("c/y.Webm", 5);
+    t_write("c/e.webm", "", 0);
+    t_fake("c/m.mp4x", 7);
+    t_text("l.txt", "c/a.mp4 1\nc/B.MKV 2\nc/s.jpg 3\n# a comment\nc/x.mov.txt 4\n"
+                    "./c/y.Webm 5\nc/e.webm 6\nc/m.mp4x 7\n");
+    sl_source_t *src = open_spec_ok("{\"source\": {\"type\": \"filelist\", \"path\": \"l.txt\"},"
+                                    " \"stages\": [{\"op\": \"decode_video\"}]}",
+                                    true);
+    ck_assert_uint_eq(sl_source_count(src), 7);
+    const sl_rf_kind_e kinds[] = {SL_RF_VIDEO_ENC, SL_RF_VIDEO_ENC, SL_RF_IMAGE_ENC,
+                                  SL_RF_IMAGE_ENC, SL_RF_VIDEO_ENC};
+    for (unsigned i = 0; i < 5; i++) {
+        check_clip_rec(src, i, 0, kinds[i], i + 1);
+        check_clip_rec(src, i, 10, kinds[i], i + 1);
+        check_clip_rec(src, i, 100000, kinds[i], i + 1);
+        sl_src_features_t f;
+        ck_assert_int_eq(sl_source_record_features(src, i, &f), 0);
+        ck_assert_uint_eq(f.nimages, 1);
+        ck_assert_uint_eq(f.image_bytes, fake_len(i + 1));
+        ck_assert(f.image_bytes_known && f.text_bytes == 0);
+    }
+    ck_assert_str_eq(sl_source_name(src, 4), "c/y.Webm");
+    read_fails(src, 5, -ENODATA, "c/e.webm");
+    check_clip_rec(src, 6, 0, SL_RF_IMAGE_ENC, 7); /* ".mp4x" is not a clip's */
+    uint64_t fp = sl_source_fingerprint(src);
+    sl_source_free(src);
+    /* Without decode_video: images, as before, and another fingerprint. */
+    src = open_spec_ok("{\"source\": {\"type\": \"filelist\", \"path\": \"l.txt\"},"
+                       " \"stages\": [{\"op\": \"decode_image\"}]}",
+                       false);
+    check_read(src, 0, 1);
+    ck_assert(sl_source_fingerprint(src) != fp);
+    sl_source_free(src);
+}
+END_TEST
 
 /* ---- utf8 -------------------------------------------------------------- */
 
@@ -726,6 +823,7 @@ int main(void)
     tcase_add_test(tc, test_jsonl);
     tcase_add_test(tc, test_jsonl_limits);
     tcase_add_test(tc, test_jsonl_roles);
+    tcase_add_test(tc, test_filelist_clips);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -298,8 +298,12 @@ START_TEST(test_spec)
     sl_spec_clear(&spec);
     /* Broken stages name their field. */
     expect_spec_err(RECORD_SPEC("{\"op\": \"decode_video\", \"frames\": 0}"),
-                    "stages[0].frames: must be an integer in 1..32");
-    expect_spec_err(RECORD_SPEC("{\"op\": \"decode_video\", \"frames\": 33}"), "stages[0].frames");
+                    "stages[0].frames: must be an integer in 1..256");
+    expect_spec_err(RECORD_SPEC("{\"op\": \"decode_video\", \"frames\": 257}"),
+                    "stages[0].frames: must be an integer in 1..256");
+    expect_spec_err(RECORD_SPEC("{\"op\": \"decode_video\", \"sampling\": \"fps\", \"fps\": 2,"
+                                " \"max_frames\": 257}"),
+                    "stages[0].max_frames: must be an integer in 1..256");
     expect_spec_err(RECORD_SPEC("{\"op\": \"decode_video\", \"sampling\": \"fps\"}"),
                     "stages[0].fps: missing");
     expect_spec_err(RECORD_SPEC("{\"op\": \"decode_video\", \"fps\": 2}"),
@@ -423,6 +427,41 @@ START_TEST(test_unit)
 }
 END_TEST
 
+/* More frames than the old 32 images: 64 per clip (a 12-frame seed's
+ * frames repeat) make a record of 129 images; 200 per clip would make 401,
+ * over SL_REC_MAX_FRAMES: a too_many_images skip naming the count. */
+START_TEST(test_many_frames)
+{
+    size_t l1, l2;
+    uint8_t *c1 = seed("h264.mp4", &l1), *c2 = seed("vp9.webm", &l2);
+    sl_pipeline_t *p = compile(RECORD_SPEC("{\"op\": \"decode_video\", \"frames\": 64},"
+                                           " {\"op\": \"resize\", \"size\": 16}"));
+    sl_tensor_t a;
+    sl_tensor_init(&a);
+    char err[256];
+    make_record(&a, c1, l1, c2, l2);
+    ck_assert_msg(run(p, 2, 0, &a, err) == 0, "%s", err);
+    sl_rec_t r;
+    ck_assert_int_eq(sl_rec_parse(a.data, a.nbytes, &r, err, sizeof(err)), 0);
+    ck_assert_uint_eq(sl_rec_count(&r, SL_RF_IMAGE), 1 + 64 + 64);
+    ck_assert_uint_eq(r.f[r.n - 1].h, 16);
+    sl_pipeline_free(p);
+    sl_tensor_free(&a);
+    sl_tensor_init(&a);
+    p = compile(RECORD_SPEC("{\"op\": \"decode_video\", \"frames\": 200}"));
+    make_record(&a, c1, l1, c2, l2);
+    int rc = run(p, 1, 0, &a, err);
+    ck_assert_int_eq(rc, -ETOOMANYREFS);
+    ck_assert_msg(strstr(err, "video 1: 200 frames after 201 images make more than 256") != NULL,
+                  "%s", err);
+    ck_assert_int_eq(sl_skip_from_errno(rc), SL_SKIP_TOO_MANY_IMAGES);
+    sl_tensor_free(&a);
+    sl_pipeline_free(p);
+    free(c1);
+    free(c2);
+}
+END_TEST
+
 /* The cost features of a clip come from its header: codec, size, frame
  * count and keyframe spacing (the h264 seed: 12 frames, a keyframe every
  * 4), so 8 wanted frames cost every frame; a record sums its parts. */
@@ -498,6 +537,7 @@ int main(void)
     tcase_add_test(tc, test_bad_clips);
     tcase_add_test(tc, test_spec);
     tcase_add_test(tc, test_unit);
+    tcase_add_test(tc, test_many_frames);
     tcase_add_test(tc, test_cost_features);
     tcase_add_test(tc, test_skip_reasons);
     suite_add_tcase(s, tc);
