@@ -8,8 +8,8 @@
 # of samples and bytes. /status and /metrics show each source's positions
 # and share. Offloaded through workers, one of them killed: the
 # same multiset again (exactly once), also through a dispatcher restart on
-# its journal. Resume 4 -> 2 ranks: exactly the rest;
-# after a weight change: refused. Broken specs and sources: exit 2 naming
+# its journal. Resume 4 -> 2 ranks: exactly the rest; after a weight
+# change each source goes on where it was; after another change: refused. Broken specs and sources: exit 2 naming
 # the field or the source.
 source "$(dirname "$0")/lib.sh"
 
@@ -194,14 +194,58 @@ done
 sort "$TMP"/ra?.dig "$TMP"/rb?.dig | cmp -s - "$TMP/l2.s" ||
     fail "resumed 4 -> 2 ranks: not the uninterrupted samples, each once"
 echo "resumed 4 -> 2 ranks: the uninterrupted samples and bytes, each once"
+# A weight change across the resume (docs/mixing.md "Resume"): 4 ranks stop
+# at one step under 3:1, 2 ranks resume under 1:1. Each source goes on
+# where it was: in epoch 0 no sample of a source twice before all of its
+# samples were delivered, the epoch is the new weights' 192 positions; epoch 1
+# is the new blend's whole.
 sed 's/"weight": 3/"weight": 1/' "$TMP/two.json" >"$TMP/reweighted.json"
+states=()
+for r in 0 1 2 3; do
+    "$BIN/sluice" run "$TMP/two.json" --local --data-root "$DATA" --quiet --threads 1 \
+        --rank $r --world-size 4 --dump "$TMP/wa$r.dump" --save-state "$TMP/wst$r" \
+        --stop-after-batches 2 || fail "rank $r of 4 (saving, 3:1) failed"
+    states+=(--resume "$TMP/wst$r")
+done
+for r in 0 1; do
+    "$BIN/sluice" run "$TMP/reweighted.json" --local --data-root "$DATA" --quiet --threads 1 \
+        --rank $r --world-size 2 --dump "$TMP/wb$r.dump" --digests "$TMP/wb$r.dig" \
+        "${states[@]}" ||
+        fail "rank $r of 2 (resuming with 1:1) failed"
+done
+/usr/bin/python3 - "$TMP" <<'PY' || fail "resumed 4 -> 2 ranks after a weight change"
+import collections, glob, json, sys
+before = [json.loads(l) for f in sorted(glob.glob(sys.argv[1] + "/wa?.dump")) for l in open(f)]
+after = [json.loads(l) for f in sorted(glob.glob(sys.argv[1] + "/wb?.dump")) for l in open(f)]
+assert len(before) == 4 * 2 * 8 and all(d["epoch"] == 0 for d in before), len(before)
+for e, want_len in ((0, 192), (1, 192)):
+    ds = [d for d in before + after if d["epoch"] == e]
+    assert len(ds) == want_len, (e, len(ds))
+    for name in ("caps", "docs"):
+        c = collections.Counter(d["index"] for d in ds if d["source"] == name)
+        size = 96
+        # each pass whole before the next: counts differ by at most one,
+        # and a sample twice only once every one of the source's was there
+        assert max(c.values()) - min(c.values()) <= 1, (e, name, c)
+        assert max(c.values()) == 1 or len(c) == size, (e, name, len(c))
+    got = collections.Counter(d["source"] for d in ds)
+    print("epoch %d after the weight change: %s" % (e, dict(got)))
+# epoch 0: 48 caps + 16 docs under 3:1, then 64 + 64 under 1:1 (caps wraps)
+e0 = collections.Counter(d["source"] for d in before + after if d["epoch"] == 0)
+assert e0 == {"caps": 112, "docs": 80}, e0
+e1 = collections.Counter(d["source"] for d in after if d["epoch"] == 1)
+assert e1 == {"caps": 96, "docs": 96}, e1
+PY
+echo "resumed 4 -> 2 ranks after a weight change: each source on where it was, exactly once"
+# Another change than the weights is still another spec: refused.
+sed 's/"seed": 4/"seed": 5/' "$TMP/two.json" >"$TMP/reseeded.json"
 set +e
-"$BIN/sluice" run "$TMP/reweighted.json" --local --data-root "$DATA" --quiet --rank 0 \
+"$BIN/sluice" run "$TMP/reseeded.json" --local --data-root "$DATA" --quiet --rank 0 \
     --world-size 2 "${states[@]}" 2>"$TMP/resume.err"
 rc=$?
 set -e
 [ $rc -eq 2 ] && grep -q 'saved by a job of another spec' "$TMP/resume.err" ||
-    { cat "$TMP/resume.err"; fail "resume after a weight change: exit $rc"; }
+    { cat "$TMP/resume.err"; fail "resume after a seed change: exit $rc"; }
 
 # Offloaded: two workers, one killed halfway; exactly once, the local bytes.
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
@@ -264,4 +308,22 @@ assert [s["samples"] for s in o["mix"]["sources"]] == [192, 64], o["mix"]' "$TMP
     fail "offloaded: not remote, or other per-source counts"
 echo "offloaded, a worker killed, the dispatcher restarted on its journal:" \
     "$(wc -l <"$TMP/off.s") samples, the local bytes"
+
+# The weight change's resume offloaded: the workers and the dispatcher lay the
+# carried epoch out as the client does (the same samples and bytes).
+wpids=()
+for r in 0 1; do
+    SLUICE_JOB_SECRET=mix2-test "$BIN/sluice" run "$TMP/reweighted.json" --data-root "$DATA" \
+        --quiet --threads 1 \
+        --dispatcher "127.0.0.1:$port" --offload all --rank $r --world-size 2 \
+        --digests "$TMP/wo$r.dig" "${states[@]}" &
+    wpids+=($!)
+    PIDS+=($!)
+done
+for p in "${wpids[@]}"; do
+    wait "$p" || fail "offloaded resume after a weight change failed"
+done
+sort "$TMP"/wo?.dig | cmp -s - <(sort "$TMP"/wb?.dig) ||
+    fail "offloaded resume after a weight change: other samples or bytes than local"
+echo "offloaded resume after a weight change: the local samples and bytes"
 echo "PASS test_mix"
