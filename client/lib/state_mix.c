@@ -32,10 +32,10 @@ json_t *cl_state_mix_json(const sl_spec_t *spec)
     }
     json_t *steps = json_array();
     for (uint32_t i = 0; steps != NULL && i < m->nsteps; i++) {
-        if (json_array_append_new(steps, json_pack("{s:I,s:o}", "from_step",
-                                                   (json_int_t)m->steps[i].from_step, "weights",
-                                                   weights_json(m->steps[i].weights,
-                                                                m->nsources))) < 0) {
+        if (json_array_append_new(steps,
+                                  json_pack("{s:I,s:o}", "from_step",
+                                            (json_int_t)m->steps[i].from_step, "weights",
+                                            weights_json(m->steps[i].weights, m->nsources))) < 0) {
             json_decref(steps);
             steps = NULL;
         }

@@ -43,15 +43,15 @@ uint32_t sl_blend_source_of(const sl_mix_t *mix, uint64_t g)
 }
 
 /* Source j's own stream: the job's seed mixed with its index. */
-static void pass_of(uint64_t seed, uint32_t j, bool shuffle, uint64_t epoch,
-                             uint64_t pass, uint64_t size, uint64_t *perm)
+static void pass_of(uint64_t seed, uint32_t j, bool shuffle, uint64_t epoch, uint64_t pass,
+                    uint64_t size, uint64_t *perm)
 {
     sl_epoch_order(seed ^ (BLEND_SEED_MIX * (j + 1)), (epoch << 32) ^ pass, shuffle, size, perm);
 }
 
 /* Draw d of source s (pass d / size): a new permutation at each pass. */
-static uint64_t sample_at(blend_src_t *s, uint32_t j, uint64_t seed, bool shuffle,
-                          uint64_t epoch, uint64_t d)
+static uint64_t sample_at(blend_src_t *s, uint32_t j, uint64_t seed, bool shuffle, uint64_t epoch,
+                          uint64_t d)
 {
     uint64_t pass = d / s->size;
     if (pass != s->pass) {

@@ -32,8 +32,7 @@ static int carried_past(const sl_spec_t *old, const sl_resume_epoch_t *re, uint6
 /* How often each sample is in the epoch's slots (generation 0's: padding
  * repeats the head for count batching; a packed layout holds each position
  * once) into cnt (n entries). */
-static int slots_count(const sl_spec_t *old, const sl_resume_epoch_t *re, uint64_t n,
-                       uint32_t *cnt)
+static int slots_count(const sl_spec_t *old, const sl_resume_epoch_t *re, uint64_t n, uint32_t *cnt)
 {
     uint64_t len = sl_spec_epoch_len(old, n);
     uint32_t w0 = re->gens[0].world;

@@ -97,8 +97,8 @@ static int parse_runs(const json_t *a, sl_resume_gen_t *g, uint64_t *budget, con
 
 /* "carry" (resume.h): the draws as runs [source, begin, end]; gens[0]
  * must be the generation that removes their positions. */
-static int parse_carry(const json_t *o, uint32_t max_world, sl_resume_epoch_t *ep,
-                       uint64_t *budget, const char *at, char *err, size_t errlen)
+static int parse_carry(const json_t *o, uint32_t max_world, sl_resume_epoch_t *ep, uint64_t *budget,
+                       const char *at, char *err, size_t errlen)
 {
     uint64_t world;
     if (!json_is_object(o) || json_object_size(o) != 2 ||

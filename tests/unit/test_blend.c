@@ -171,22 +171,24 @@ static void mk_spec(sl_spec_t *s, const double *w, const uint64_t *sizes, uint32
                     const char *mode)
 {
     char buf[2048], err[512] = "";
-    snprintf(buf, sizeof(buf),
-             "{\"mix\": {\"sources\": ["
-             "{\"name\": \"a\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"a\"}},"
-             "{\"name\": \"b\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"b\"}},"
-             "{\"name\": \"c\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"c\"}}"
-             "], \"seed\": 11}, \"stages\": [], \"batch_size\": 4, \"world_size\": %u, \"rank_padding\": \"drop\", "
-             "\"batching\": {\"mode\": \"%s\"}}",
-             w[0], w[1], w[2], world, mode);
+    snprintf(
+        buf, sizeof(buf),
+        "{\"mix\": {\"sources\": ["
+        "{\"name\": \"a\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"a\"}},"
+        "{\"name\": \"b\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"b\"}},"
+        "{\"name\": \"c\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"c\"}}"
+        "], \"seed\": 11}, \"stages\": [], \"batch_size\": 4, \"world_size\": %u, "
+        "\"rank_padding\": \"drop\", "
+        "\"batching\": {\"mode\": \"%s\"}}",
+        w[0], w[1], w[2], world, mode);
     ck_assert_msg(sl_spec_parse("t", buf, strlen(buf), s, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(sl_mix_resolve(s->mix, sizes, err, sizeof(err)), 0);
 }
 
 /* Every rank of s consumes a random prefix of its epoch-0 positions into
  * took (a count per sample); the generation of those runs into g. */
-static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t *tok,
-                    sl_rng_t *r, bool lockstep, uint32_t *took, sl_resume_gen_t *g)
+static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t *tok, sl_rng_t *r,
+                    bool lockstep, uint32_t *took, sl_resume_gen_t *g)
 {
     uint64_t step = UINT64_MAX; /* lockstep: every rank stops at one position */
     uint32_t world = s->world_size;
