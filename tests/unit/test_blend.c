@@ -179,16 +179,18 @@ static void mk_spec(sl_spec_t *s, const double *w, const uint64_t *sizes, uint32
         "{\"name\": \"c\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"c\"}}"
         "], \"seed\": 11}, \"stages\": [], \"batch_size\": 4, \"world_size\": %u, "
         "\"rank_padding\": \"drop\", "
-        "\"batching\": {\"mode\": \"%s\"}}",
-        w[0], w[1], w[2], world, mode);
+        "\"batching\": {\"mode\": \"%s\"%s}}",
+        w[0], w[1], w[2], world, mode,
+        strcmp(mode, "packed") == 0 ? ", \"token_budget\": 128" : "");
     ck_assert_msg(sl_spec_parse("t", buf, strlen(buf), s, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(sl_mix_resolve(s->mix, sizes, err, sizeof(err)), 0);
 }
 
 /* Every rank of s consumes a random prefix of its epoch-0 positions into
  * took (a count per sample); the generation of those runs into g. */
-static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t *tok, sl_rng_t *r,
-                    bool lockstep, uint32_t *took, sl_resume_gen_t *g)
+static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t *tok,
+                    const uint32_t *tiles, sl_rng_t *r, bool lockstep, uint32_t *took,
+                    sl_resume_gen_t *g)
 {
     uint64_t step = UINT64_MAX; /* lockstep: every rank stops at one position */
     uint32_t world = s->world_size;
@@ -197,7 +199,7 @@ static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t 
     *g = (sl_resume_gen_t){.world = world, .runs = calloc(world, sizeof(sl_resume_run_t))};
     for (uint32_t k = 0; k < world; k++) {
         s->rank = k;
-        ck_assert_int_eq(sl_rank_order_balanced(s, 0, n, cost, tok, NULL, scratch, out), 0);
+        ck_assert_int_eq(sl_rank_order_balanced(s, 0, n, cost, tok, tiles, scratch, out), 0);
         uint64_t live = sl_spec_live_positions(s, n, 0), q = sl_rng_below(r, live + 1);
         if (lockstep) {
             step = step == UINT64_MAX ? q : step;
@@ -205,8 +207,9 @@ static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t 
         }
         ck_assert_uint_le(live, m);
         for (uint64_t i = 0; i < q; i++) {
-            ck_assert_uint_ne(out[i], SL_POS_HOLE);
-            took[out[i]]++;
+            if (out[i] != SL_POS_HOLE) { /* a packed layout's empty slots */
+                took[out[i]]++;
+            }
         }
         if (q > 0) {
             g->runs[g->nruns++] = (sl_resume_run_t){.rank = k, .begin = 0, .end = q};
@@ -271,8 +274,9 @@ static void check_draws(const sl_spec_t *s, const uint32_t *took)
  * a pass twice or lost), and the rest follows the new weights' shares. */
 START_TEST(test_blend_reweighted_resume)
 {
-    const char *mode = _i % 2 ? "balanced" : "count";
-    bool lockstep = _i % 4 < 2; /* a training loop's ranks stop at one step */
+    static const char *const modes[] = {"count", "balanced", "packed"};
+    const char *mode = modes[_i % 3];
+    bool lockstep = _i % 6 < 3; /* a training loop's ranks stop at one step */
     sl_rng_t r;
     sl_rng_init(&r, 77, 0, (uint64_t)_i, 0);
     uint64_t sizes[3] = {5 + sl_rng_below(&r, 60), 5 + sl_rng_below(&r, 60),
@@ -281,6 +285,7 @@ START_TEST(test_blend_reweighted_resume)
     double wa[3] = {0.6, 0.3, 0.1}, wb[3] = {0.1, 0.2, 0.7}, wc[3] = {1.0, 1.0, 1.0};
     float *cost = malloc(n * sizeof(float));
     uint32_t *tok = malloc(n * sizeof(uint32_t)), *took = calloc(n, sizeof(uint32_t));
+    uint32_t *tiles = calloc(n, sizeof(uint32_t));
     for (uint64_t i = 0; i < n; i++) {
         cost[i] = (float)(1 + sl_rng_below(&r, 100));
         tok[i] = (uint32_t)(1 + sl_rng_below(&r, 50));
@@ -291,20 +296,24 @@ START_TEST(test_blend_reweighted_resume)
     mk_spec(&c, wc, sizes, 3, mode);
     /* A: 4 ranks take a prefix each. */
     sl_resume_gen_t g;
-    consume(&a, n, cost, tok, &r, lockstep, took, &g);
-    uint64_t k = 0;
-    for (uint32_t i = 0; i < g.nruns; i++) {
-        k += g.runs[i].end;
+    consume(&a, n, cost, tok, tiles, &r, lockstep, took, &g);
+    uint64_t k = 0; /* samples, not positions: a packed layout has holes */
+    for (uint64_t i = 0; i < n; i++) {
+        k += took[i];
     }
-    if (k == 0) { /* nothing taken: nothing to carry */
-        g.runs[0] = (sl_resume_run_t){.rank = 0, .begin = 0, .end = 1};
-        g.nruns = 1;
-        k = 1;
+    if (k == 0) { /* nothing taken: nothing to carry; rank 0 takes its first sample */
         a.rank = 0;
         uint64_t *o = malloc(sl_spec_order_len(&a, n) * sizeof(uint64_t)),
                  *sc = malloc(sl_spec_order_len(&a, n) * sizeof(uint64_t));
-        ck_assert_int_eq(sl_rank_order_balanced(&a, 0, n, cost, tok, NULL, sc, o), 0);
-        took[o[0]]++;
+        ck_assert_int_eq(sl_rank_order_balanced(&a, 0, n, cost, tok, tiles, sc, o), 0);
+        uint64_t q = 0;
+        while (o[q] == SL_POS_HOLE) {
+            q++;
+        }
+        took[o[q]]++;
+        k = 1;
+        g.runs[0] = (sl_resume_run_t){.rank = 0, .begin = 0, .end = q + 1};
+        g.nruns = 1;
         free(o);
         free(sc);
     }
@@ -316,18 +325,18 @@ START_TEST(test_blend_reweighted_resume)
     ra->ep[0].gens[0] = g;
     a.resume = ra;
     sl_resume_carry_t *ca = NULL;
-    ck_assert_int_eq(sl_resume_mix_carry(&a, 0, n, cost, tok, NULL, 2, &ca), 0);
+    ck_assert_int_eq(sl_resume_mix_carry(&a, 0, n, cost, tok, tiles, 2, &ca), 0);
     ck_assert_uint_eq(ca->consumed, k);
     /* B: 2 ranks take part of the rest; then C's 3 ranks deliver the rest. */
     give_carry(&b, n, ca);
     sl_resume_gen_t gb;
-    consume(&b, n, cost, tok, &r, lockstep, took, &gb);
+    consume(&b, n, cost, tok, tiles, &r, lockstep, took, &gb);
     sl_resume_gen_t *gens = realloc(b.resume->ep[0].gens, 2 * sizeof(*gens));
     gens[1] = gb;
     b.resume->ep[0].gens = gens;
     b.resume->ep[0].ngens = 2;
     sl_resume_carry_t *cb = NULL;
-    ck_assert_int_eq(sl_resume_mix_carry(&b, 0, n, cost, tok, NULL, 3, &cb), 0);
+    ck_assert_int_eq(sl_resume_mix_carry(&b, 0, n, cost, tok, tiles, 3, &cb), 0);
     give_carry(&c, n, cb);
     uint64_t total = sl_spec_order_len(&c, n), delivered = 0;
     uint64_t *scratch = malloc(total * sizeof(uint64_t)), *out = malloc(total * sizeof(uint64_t));
@@ -335,12 +344,17 @@ START_TEST(test_blend_reweighted_resume)
     uint64_t *order = malloc((rest + 1) * sizeof(uint64_t));
     for (uint32_t q = 0; q < 3; q++) {
         c.rank = q;
-        ck_assert_int_eq(sl_rank_order_balanced(&c, 0, n, cost, tok, NULL, scratch, out), 0);
+        ck_assert_int_eq(sl_rank_order_balanced(&c, 0, n, cost, tok, tiles, scratch, out), 0);
         uint64_t live = sl_spec_live_positions(&c, n, 0);
         for (uint64_t i = 0; i < live; i++) {
-            ck_assert_uint_ne(out[i], SL_POS_HOLE);
+            if (out[i] == SL_POS_HOLE) {
+                ck_assert_str_eq(mode, "packed");
+                continue;
+            }
             took[out[i]]++;
-            order[i * 3 + q] = out[i];
+            if (i * 3 + q < rest) {
+                order[i * 3 + q] = out[i];
+            }
             delivered++;
         }
     }
@@ -358,6 +372,7 @@ START_TEST(test_blend_reweighted_resume)
     free(order);
     free(cost);
     free(tok);
+    free(tiles);
     free(took);
     sl_spec_clear(&a);
     sl_spec_clear(&b);
@@ -425,7 +440,7 @@ int main(void)
     tcase_add_loop_test(tc, test_blend_prefix_shares, 0, 200);
     tcase_add_test(tc, test_blend_wraps_after_a_pass);
     tcase_add_test(tc, test_blend_schedule_switches_at_its_step);
-    tcase_add_loop_test(tc, test_blend_reweighted_resume, 0, 40);
+    tcase_add_loop_test(tc, test_blend_reweighted_resume, 0, 48);
     tcase_add_test(tc, test_blend_carry_json);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
