@@ -47,11 +47,14 @@ static int parse_one(sl_spec_pctx_t *c, const json_t *own, const json_t *jobs,
         }
         if (at >= nj) {
             sl_spec_push_index(c, i);
+            const char *op = json_string_value(json_object_get(st, "op"));
             return sl_spec_perr(c,
-                                "%s is not one of the job's \"stages\" after the ones before it: "
-                                "a source's stages are the job's, some left out, in the job's "
-                                "order (the same JSON)",
-                                sl_spec_describe(st, got, sizeof(got)));
+                                "this %s%s%s is not one of the job's \"stages\" after the ones "
+                                "before it: a source's stages are the job's, some left out, in "
+                                "the job's order (the same JSON)",
+                                op != NULL ? "\"" : "",
+                                op != NULL ? op : sl_spec_describe(st, got, sizeof(got)),
+                                op != NULL ? "\" stage" : "");
         }
         ms->keep |= 1u << at++;
     }

@@ -24,6 +24,8 @@ STAGES='[{"op": "decode_image"},
          {"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken", "max_tokens": 300},
          {"op": "template", "image_token": 100258, "tokens_per_tile": 16, "eos": 100257},
          {"op": "normalize", "on": "device"}]'
+TOKENIZE='{"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken", "max_tokens": 300}'
+TEMPLATE='{"op": "template", "image_token": 100258, "tokens_per_tile": 16, "eos": 100257}'
 CAPS='{"name": "caps", "weight": 3, "source": {"type": "webdataset", "path": "mm-shards"}}'
 DOCS='{"name": "docs", "weight": 1, "source": {"type": "jsonl", "path": "mm.jsonl"}}'
 ONE='{"name": "one", "weight": 2, "source": {"type": "webdataset",
@@ -62,9 +64,16 @@ bad "mix and source" "{\"sources\": [$CAPS]}" 'mix: and "source" both given' \
 bad "schedule backwards" "{\"sources\": [$CAPS, $DOCS], \"schedule\": [{\"from_step\": 9,
      \"weights\": {\"caps\": 1}}, {\"from_step\": 2, \"weights\": {\"docs\": 1}}]}" \
     'mix.schedule[1].from_step: must be larger'
-bad "per-source stages" "{\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": [],
+bad "a source's stage not the job's" "{\"sources\": [{\"name\": \"a\", \"weight\": 1,
+     \"stages\": [{\"op\": \"flip\"}], \"source\": {\"type\": \"jsonl\", \"path\": \"mm.jsonl\"}}]}" \
+    'mix.sources[0].stages[0]: this "flip" stage is not one of the job'"'"'s "stages"'
+bad "a source's stages out of order" "{\"sources\": [$CAPS, {\"name\": \"t\", \"weight\": 1,
+     \"stages\": [$TEMPLATE, $TOKENIZE],
      \"source\": {\"type\": \"jsonl\", \"path\": \"mm.jsonl\"}}]}" \
-    'mix.sources[0].stages: per-source stages are not supported yet'
+    'mix.sources[1].stages[1]: '
+bad "a source leaving out tokenize" "{\"sources\": [$CAPS, {\"name\": \"t\", \"weight\": 1,
+     \"stages\": [$TEMPLATE], \"source\": {\"type\": \"jsonl\", \"path\": \"mm.jsonl\"}}]}" \
+    'mix.sources[1].stages: leaves out the job'"'"'s stage 2 ("tokenize"): the sources must make one sample kind, so a record source may leave out only image stages'
 bad "empty source" "{\"sources\": [$CAPS, $(src nothing 1 jsonl empty.jsonl)]}" \
     'mix.sources[1] ("nothing"): jsonl '"'"'empty.jsonl'"'"' has no samples'
 bad "unreadable source" "{\"sources\": [$CAPS, $(src gone 1 jsonl gone.jsonl)]}" \
@@ -175,6 +184,51 @@ for b in '{"mode": "balanced"}' '{"mode": "packed", "microbatches": 2, "token_bu
     sort "$TMP/b0.dig" "$TMP/b1.dig" | cmp -s - "$TMP/l2.s" || fail "$b: other samples"
 done
 echo "balanced and packed batching over the mix: the same samples and bytes"
+
+# Per-source stages (docs/mixing.md): a text-only source with only the text
+# stages. Its samples skip the image units and come out as they would
+# through them (no images: nothing for those to do), so the run is the run
+# without per-source stages; 2 ranks under balanced and packed batching give
+# the one rank's multiset; offloaded below gives the local bytes. A source
+# whose samples do have images fails them, naming the source.
+/usr/bin/python3 -c '
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for l in open(sys.argv[1]):
+        if not json.loads(l).get("images"):
+            out.write(l)' "$DATA/mm.jsonl" "$DATA/text.jsonl"
+TEXT="{\"name\": \"text\", \"weight\": 1, \"stages\": [$TOKENIZE, $TEMPLATE],
+       \"source\": {\"type\": \"jsonl\", \"path\": \"text.jsonl\"}}"
+TEXT_ALL='{"name": "text", "weight": 1, "source": {"type": "jsonl", "path": "text.jsonl"}}'
+spec "$TMP/own.json" "{\"sources\": [$CAPS, $TEXT], \"seed\": 6}"
+spec "$TMP/notown.json" "{\"sources\": [$CAPS, $TEXT_ALL], \"seed\": 6}"
+"$BIN/sluice" run "$TMP/own.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --digests "$TMP/own.dig" --json >"$TMP/own.out" || fail "per-source stages: run failed"
+"$BIN/sluice" run "$TMP/notown.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --digests "$TMP/notown.dig" || fail "the same mix without per-source stages failed"
+sort "$TMP/own.dig" >"$TMP/own.s"
+[ "$(wc -l <"$TMP/own.s")" -eq $((128 * EPOCHS)) ] || fail "per-source stages: not 128 an epoch"
+sort "$TMP/notown.dig" | cmp -s - "$TMP/own.s" ||
+    fail "per-source stages: other bytes than the job's stages give a text-only source"
+for b in '{"mode": "balanced"}' '{"mode": "packed", "microbatches": 2, "token_budget": 1200}'; do
+    spec "$TMP/ownb.json" "{\"sources\": [$CAPS, $TEXT], \"seed\": 6}" ", \"batching\": $b"
+    for r in 0 1; do
+        "$BIN/sluice" run "$TMP/ownb.json" --local --data-root "$DATA" --quiet --threads 2 \
+            --world-size 2 --rank $r --digests "$TMP/ob$r.dig" ||
+            fail "per-source stages, $b rank $r failed"
+    done
+    sort "$TMP/ob0.dig" "$TMP/ob1.dig" | cmp -s - "$TMP/own.s" ||
+        fail "per-source stages, $b: other samples"
+done
+TEXT_IMG="{\"name\": \"text\", \"weight\": 1, \"stages\": [$TOKENIZE, $TEMPLATE],
+       \"source\": {\"type\": \"jsonl\", \"path\": \"mm.jsonl\"}}"
+spec "$TMP/ownimg.json" "{\"sources\": [$CAPS, $TEXT_IMG], \"seed\": 6}"
+"$BIN/sluice" run "$TMP/ownimg.json" --local --data-root "$DATA" --quiet --threads 2 \
+    --json >"$TMP/ownimg.out" 2>/dev/null || true
+grep -q 'mix source \\"text\\" leaves out image stages, but its sample [0-9]* has images' \
+    "$TMP/ownimg.out" || { head -c 600 "$TMP/ownimg.out"; fail "images in a text source: not named"; }
+echo "per-source stages: a text-only source skips the image units; 2 ranks == 1 rank" \
+    "under balanced and packed; images there fail naming the source"
 
 # Resume on another world size: 4 ranks stop at different batches, 2 ranks
 # resume from their states; what the 4 took and the 2 deliver is the
@@ -313,7 +367,7 @@ echo "offloaded, a worker killed, the dispatcher restarted on its journal:" \
 # carried epoch out as the client does (the same samples and bytes).
 wpids=()
 for r in 0 1; do
-    SLUICE_JOB_SECRET=mix2-test "$BIN/sluice" run "$TMP/reweighted.json" --data-root "$DATA" \
+    SLUICE_JOB_SECRET=mix2-weight-change-test "$BIN/sluice" run "$TMP/reweighted.json" --data-root "$DATA" \
         --quiet --threads 1 \
         --dispatcher "127.0.0.1:$port" --offload all --rank $r --world-size 2 \
         --digests "$TMP/wo$r.dig" "${states[@]}" &
@@ -326,4 +380,15 @@ done
 sort "$TMP"/wo?.dig | cmp -s - <(sort "$TMP"/wb?.dig) ||
     fail "offloaded resume after a weight change: other samples or bytes than local"
 echo "offloaded resume after a weight change: the local samples and bytes"
+"$BIN/sluice" run "$TMP/own.json" --data-root "$DATA" --quiet --threads 1 \
+    --dispatcher "127.0.0.1:$port" --offload all --digests "$TMP/ownoff.dig" \
+    --json >"$TMP/ownoff.json" || fail "per-source stages offloaded failed"
+sort "$TMP/ownoff.dig" | cmp -s - "$TMP/own.s" ||
+    fail "per-source stages offloaded: other samples or bytes than local"
+/usr/bin/python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["sources"]["remote"] > 0, o["sources"]' "$TMP/ownoff.json" ||
+    fail "per-source stages offloaded: nothing came from a worker"
+echo "per-source stages offloaded: the local samples and bytes"
 echo "PASS test_mix"
