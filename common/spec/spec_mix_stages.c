@@ -74,6 +74,20 @@ static int parse_one(sl_spec_pctx_t *c, const json_t *own, const json_t *jobs,
                                     : "an image source may leave out none");
         }
     }
+    /* Pixel stages after a decode it leaves out would get encoded bytes. */
+    bool undecoded = false;
+    for (size_t k = 0; k < nj && k < SL_SPEC_MAX_STAGES; k++) {
+        sl_op_e op = op_of(json_array_get(jobs, k));
+        unsigned f = op < SL_OP__COUNT ? sl_op_flags(op) : 0;
+        bool kept = (ms->keep & (1u << k)) != 0;
+        if (undecoded && kept && (f & IMAGE_OPF) != 0) {
+            return sl_spec_perr(c,
+                                "keeps the job's stage %zu (\"%s\") but leaves out the decode "
+                                "before it: leave out the image stages after a decode with it",
+                                k, sl_op_name(op));
+        }
+        undecoded = undecoded || (!kept && (f & SL_OPF_DECODE) != 0);
+    }
     ms->own_stages = true;
     return 0;
 }
