@@ -173,6 +173,49 @@ assert [s["samples"] for s in m["sources"]] == [36, 72], m' "$TMP/i1.json" ||
     fail "image mix: other counts"
 echo "images (imagefolder + tar): 2 ranks == 1 rank, counts 36 + 72"
 
+# Python: stats()["mix"] has the CLI's per-source counts (sluice.Loader over
+# the two-source records mix; sluice.torch over the image mix).
+python_env
+$PY - "$TMP" "$DATA" <<'PY' || fail "Python stats()[\"mix\"]"
+import json, sys
+import sluice
+tmp, data = sys.argv[1:3]
+cli = json.load(open(tmp + "/l2.json"))["mix"]
+with sluice.Loader(None, tmp + "/two.json", data_root=data, threads=2) as ld:
+    n = 0
+    for b in ld:
+        n += len(b.indices)
+        if n == 64:  # part way: the counts so far
+            part = ld.stats()["mix"]
+            assert sum(s["samples"] for s in part["sources"]) == 64, part
+    st = ld.stats()["mix"]
+assert [s["name"] for s in st["sources"]] == ["caps", "docs"], st
+assert [s["samples"] for s in st["sources"]] == [s["samples"] for s in cli["sources"]], (st, cli)
+assert [s["samples"] for s in st["sources"]] == [192, 64], st
+assert st["samples_per_epoch"] == 128 and st["sources"][0]["weight_share"] == 0.75, st
+assert abs(st["sources"][1]["share"] - 0.25) < 1e-9, st
+assert ld.stats()["mix"] == st  # after close: the final numbers
+one = sluice.Loader(None, tmp + "/img.json", data_root=tmp + "/img")
+assert "mix" in one.stats() and one.stats()["mix"]["sources"][0]["samples"] == 0
+one.close()
+print("Loader.stats()['mix']: %s" % [(s["name"], s["samples"]) for s in st["sources"]])
+PY
+if $PY -c 'import torch' 2>/dev/null; then
+    $PY - "$TMP" <<'PY' || fail "sluice.torch stats()[\"mix\"]"
+import sys
+import torch
+import sluice, sluice.torch
+tmp = sys.argv[1]
+ds = sluice.torch.IterableDataset(None, tmp + "/img.json", data_root=tmp + "/img")
+n = sum(len(y) for _, y in torch.utils.data.DataLoader(ds, batch_size=None))
+m = ds.stats()["mix"]
+assert n == 108 and [s["samples"] for s in m["sources"]] == [36, 72], (n, m)
+print("sluice.torch stats()['mix']: %s" % [(s["name"], s["samples"]) for s in m["sources"]])
+PY
+else
+    echo "SKIP: python3-torch is not installed: sluice.torch's stats not tested"
+fi
+
 # Balanced and packed batching over the blend: 2 ranks, the same multiset again.
 for b in '{"mode": "balanced"}' '{"mode": "packed", "microbatches": 2, "token_budget": 1200}'; do
     spec "$TMP/bat.json" "{\"sources\": [$CAPS, $DOCS], \"seed\": 4, \"stop\": \"first_exhausted\"}" \
