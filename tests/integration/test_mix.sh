@@ -434,4 +434,26 @@ o = json.load(open(sys.argv[1]))
 assert o["sources"]["remote"] > 0, o["sources"]' "$TMP/ownoff.json" ||
     fail "per-source stages offloaded: nothing came from a worker"
 echo "per-source stages offloaded: the local samples and bytes"
+
+# Per-source costs (sluice plan --json "mix_costs"): each source profiled on
+# its own samples; the text source's left-out units cost exactly nothing,
+# and the blend's cost is the share-weighted sum (no speed is asserted:
+# scripts/bench-mix measures).
+"$BIN/sluice" plan "$TMP/own.json" --dispatcher "127.0.0.1:$port" --data-root "$DATA" \
+    --json >"$TMP/ownplan.json" || fail "sluice plan of the per-source stages mix failed"
+/usr/bin/python3 - "$TMP/ownplan.json" <<'PY' || fail "sluice plan --json: mix_costs"
+import json, sys
+m = json.load(open(sys.argv[1]))["mix_costs"]
+src = {s["name"]: s for s in m["sources"]}
+assert list(src) == ["caps", "text"], m
+assert src["caps"]["weight_share"] == 0.75 and src["text"]["weight_share"] == 0.25, m
+assert src["caps"]["samples"] > 0 and src["text"]["samples"] == 8, m  # text.jsonl: 8 samples
+assert len(src["text"]["unit_ms"]) == 4, m  # decode_image, image_tiles, tokenize, template
+assert src["text"]["unit_ms"][0] == 0.0 and src["text"]["unit_ms"][1] == 0.0, m
+assert all(u > 0 for u in src["caps"]["unit_ms"]), m
+want = 0.75 * src["caps"]["cpu_ms_per_sample"] + 0.25 * src["text"]["cpu_ms_per_sample"]
+assert abs(m["blend_cpu_ms_per_sample"] - want) < 1e-9, (m, want)
+assert abs(sum(src["caps"]["unit_ms"]) - src["caps"]["cpu_ms_per_sample"]) < 1e-9, m
+print("mix_costs: %s" % {n: round(s["cpu_ms_per_sample"], 4) for n, s in src.items()})
+PY
 echo "PASS test_mix"
