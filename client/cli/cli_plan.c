@@ -218,15 +218,13 @@ static int failed(int rc, const char *err)
 /* The answer as --json, --explain or one line. Returns an exit status. */
 /* --json: the dispatcher's explain JSON; a mixed job's also with what
  * each source costs here ("mix_costs", docs/mixing.md). */
-static void print_json(const plan_opts_t *o, const Sluice__PlanExplain *e,
-                       const cl_plan_job_t *pj)
+static void print_json(const plan_opts_t *o, const Sluice__PlanExplain *e, const cl_plan_job_t *pj)
 {
     json_t *root = json_loads(e->json != NULL ? e->json : "{}", 0, NULL);
     json_t *costs = NULL;
     char err[SL_CLI_ERR_MAX];
     size_t n = o->samples > 0 ? (size_t)o->samples : cl_plan_job_default_samples();
-    if (root != NULL && cl_plan_job_mix_costs(pj, n, &costs, err,
-                                              sizeof(err)) < 0) {
+    if (root != NULL && cl_plan_job_mix_costs(pj, n, &costs, err, sizeof(err)) < 0) {
         fprintf(stderr, "sluice plan: per-source costs: %s\n", err);
     }
     char *out = NULL;

@@ -230,12 +230,12 @@ int cl_plan_job_mix_costs(const cl_plan_job_t *pj, size_t samples, json_t **ret,
             json_array_append_new(units, json_real(s->unit_sec[u] * 1e3));
         }
         w[j] = m->src[j].weight;
-        json_array_append_new(
-            a, json_pack("{s:s, s:f, s:I, s:f, s:o, s:f, s:f, s:f}", "name", m->src[j].name,
-                         "weight_share", 0.0, "samples", (json_int_t)s->samples,
-                         "cpu_ms_per_sample", s->cpu_sec * 1e3, "unit_ms", units, "read_ms",
-                         s->read_sec * 1e3, "encoded_bytes_per_sample", s->encoded_bytes,
-                         "out_bytes_per_sample", s->out_bytes));
+        json_array_append_new(a, json_pack("{s:s, s:f, s:I, s:f, s:o, s:f, s:f, s:f}", "name",
+                                           m->src[j].name, "weight_share", 0.0, "samples",
+                                           (json_int_t)s->samples, "cpu_ms_per_sample",
+                                           s->cpu_sec * 1e3, "unit_ms", units, "read_ms",
+                                           s->read_sec * 1e3, "encoded_bytes_per_sample",
+                                           s->encoded_bytes, "out_bytes_per_sample", s->out_bytes));
     }
     double sum = 0.0;
     for (uint32_t j = 0; a != NULL && j < m->nsources; j++) {

@@ -51,8 +51,8 @@ static bool has_pixels(const sl_tensor_t *io)
            0;
 }
 
-int sl_pipe_mix_skip(const sl_pipeline_t *p, uint64_t index, const sl_tensor_t *io,
-                     uint32_t from, uint32_t to, uint32_t *ret_skip, char *err, size_t errlen)
+int sl_pipe_mix_skip(const sl_pipeline_t *p, uint64_t index, const sl_tensor_t *io, uint32_t from,
+                     uint32_t to, uint32_t *ret_skip, char *err, size_t errlen)
 {
     *ret_skip = 0;
     const sl_mix_t *m = p->spec.mix;

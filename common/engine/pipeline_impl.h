@@ -68,8 +68,8 @@ int sl_pipe_mix_init(sl_pipeline_t *p, char *err, size_t errlen);
 /* The units sample index leaves out (0: none); -EINVAL (err says which
  * source and sample) when io is a record with images or clips and its
  * source leaves out an image unit. */
-int sl_pipe_mix_skip(const sl_pipeline_t *p, uint64_t index, const sl_tensor_t *io,
-                     uint32_t from, uint32_t to, uint32_t *ret_skip, char *err, size_t errlen);
+int sl_pipe_mix_skip(const sl_pipeline_t *p, uint64_t index, const sl_tensor_t *io, uint32_t from,
+                     uint32_t to, uint32_t *ret_skip, char *err, size_t errlen);
 
 /* Runs an image unit on one image tensor (encoded bytes for the decode
  * units), drawing from stream; the output replaces io. For the decode

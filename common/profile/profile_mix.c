@@ -23,8 +23,8 @@ static void summarize(const sl_profile_t *pr, sl_profile_source_t *out)
     }
 }
 
-int sl_profile_mix(const sl_pipeline_t *p, const sl_source_t *src, const sl_spec_t *spec,
-                   size_t n, int max_ms, sl_profile_mix_t *ret, char *err, size_t errlen)
+int sl_profile_mix(const sl_pipeline_t *p, const sl_source_t *src, const sl_spec_t *spec, size_t n,
+                   int max_ms, sl_profile_mix_t *ret, char *err, size_t errlen)
 {
     const sl_mix_t *m = spec->mix;
     if (m == NULL || !sl_mix_resolved(m)) {

@@ -32,8 +32,8 @@ typedef struct sl_profile_mix_s {
 /* Profiles each source of spec's mix (resolved) on up to n / nsources of
  * its samples, within max_ms in all. -EINVAL for an unmixed spec, else
  * sl_profile_run's errors (err says which source). */
-int sl_profile_mix(const sl_pipeline_t *p, const sl_source_t *src, const sl_spec_t *spec,
-                   size_t n, int max_ms, sl_profile_mix_t *ret, char *err, size_t errlen);
+int sl_profile_mix(const sl_pipeline_t *p, const sl_source_t *src, const sl_spec_t *spec, size_t n,
+                   int max_ms, sl_profile_mix_t *ret, char *err, size_t errlen);
 
 /* The blend's per-sample CPU seconds at weights w (by source, not
  * normalized): sum_j w_j / sum(w) * cpu_sec_j. */

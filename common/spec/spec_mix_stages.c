@@ -12,7 +12,7 @@
 /* What a record source may leave out: the stages that work on images (a
  * record without images has nothing for them to do, so the sample keeps
  * its kind). */
-#define IMAGE_OPF                                                                              \
+#define IMAGE_OPF                                                                                  \
     (SL_OPF_DECODE | SL_OPF_GEOMETRY | SL_OPF_AUGMENT | SL_OPF_ON_PIXELS | SL_OPF_WHOLE)
 
 static bool is_records(sl_source_type_e t) { return t == SL_SRC_WEBDATASET || t == SL_SRC_JSONL; }
@@ -30,8 +30,7 @@ static sl_op_e op_of(const json_t *stage)
 }
 
 /* Source ms's kept stages against the job's (jobs) into ms->keep. */
-static int parse_one(sl_spec_pctx_t *c, const json_t *own, const json_t *jobs,
-                     sl_mix_source_t *ms)
+static int parse_one(sl_spec_pctx_t *c, const json_t *own, const json_t *jobs, sl_mix_source_t *ms)
 {
     char got[SPEC_SHOWN_MAX + 8];
     if (!json_is_array(own)) {
