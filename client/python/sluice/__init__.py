@@ -779,7 +779,7 @@ def _mix_info(lib, handle):
                       for j in range(k)],
             "weight_shares": [lib.sluice_mix_source_share(handle, j) for j in range(k)],
             "samples_per_epoch": lib.sluice_mix_samples_per_epoch(handle),
-            "ends": np.asarray(ends, np.uint64)}
+            "ends": ends}
 
 
 def _describe_job(lib, handle):
@@ -923,6 +923,7 @@ class Loader:
         self._info = _describe_job(lib, handle)
         mix = self._info["mix"]
         self._mix_counts = None if mix is None else np.zeros(len(mix["names"]), np.uint64)
+        self._mix_ends = None if mix is None else np.asarray(mix["ends"], np.uint64)
         self._lib = lib
         self._job = _Job(lib, handle)
         self._warn_secret()
@@ -1076,7 +1077,7 @@ class Loader:
 
     def _count_sources(self, indices):
         """Adds a batch's samples to their sources' counts (stats()["mix"])."""
-        ends = self._info["mix"]["ends"]
+        ends = self._mix_ends
         src = np.searchsorted(ends, indices, side="right")
         self._mix_counts += np.bincount(src, minlength=len(ends))[: len(ends)].astype(np.uint64)
 
