@@ -477,9 +477,11 @@ static int merge(sluice_job_t *job, rank_state_t *rs, unsigned ns, uint64_t from
     if (rc == 0) {
         rc = sl_spec_copy(saved, &job->spec);
     }
+    bool named = false; /* err already says what is wrong */
     if (rc == 0 && rs[0].reweighted &&
         cl_state_mix_set(saved, json_object_get(rs[0].root, "mix")) < 0) {
         rc = sl_err(err, errlen, -EINVAL, "state 0: damaged (its \"mix\" weights)");
+        named = true;
     }
     if (rc == 0) {
         sl_resume_free(saved->resume);
@@ -534,7 +536,7 @@ static int merge(sluice_job_t *job, rank_state_t *rs, unsigned ns, uint64_t from
                         "were saved with (damaged?), or name more than %d draws' runs",
                         SL_RESUME_MAX_RUNS);
         }
-    } else if (rc == -EINVAL || rc == -E2BIG) {
+    } else if (!named && (rc == -EINVAL || rc == -E2BIG)) {
         rc = sl_err(err, errlen, -EINVAL,
                     "states: a rank's consumed positions are out of order or beyond its share "
                     "(damaged, or saved over another source)");

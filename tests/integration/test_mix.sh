@@ -334,6 +334,27 @@ e1 = collections.Counter(d["source"] for d in after if d["epoch"] == 1)
 assert e1 == {"caps": 96, "docs": 96}, e1
 PY
 echo "resumed 4 -> 2 ranks after a weight change: each source on where it was, exactly once"
+# A state whose recorded weights are broken (re-checksummed, so only the
+# weights are wrong): refused naming them, exit 2.
+for r in 0 1 2 3; do
+    /usr/bin/python3 - "$TMP/wst$r" "$TMP/badw$r" <<'PY'
+import hashlib, json, sys
+head, body, _ = open(sys.argv[1]).read().split("\n", 2)
+o = json.loads(body)
+o["mix"]["weights"] = [-1.0, 1.0]
+text = "%s\n%s\n" % (head, json.dumps(o, sort_keys=True, separators=(",", ":")))
+open(sys.argv[2], "w").write(text + "sha256 %s\n" % hashlib.sha256(text.encode()).hexdigest())
+PY
+done
+set +e
+"$BIN/sluice" run "$TMP/reweighted.json" --local --data-root "$DATA" --quiet --rank 0 \
+    --world-size 2 --resume "$TMP/badw0" --resume "$TMP/badw1" --resume "$TMP/badw2" \
+    --resume "$TMP/badw3" 2>"$TMP/badw.err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -qF 'state 0: damaged (its "mix" weights)' "$TMP/badw.err" ||
+    { cat "$TMP/badw.err"; fail "a state with broken weights: exit $rc"; }
+echo "a state with broken weights: refused, named"
 # Another change than the weights is still another spec: refused.
 sed 's/"seed": 4/"seed": 5/' "$TMP/two.json" >"$TMP/reseeded.json"
 set +e
