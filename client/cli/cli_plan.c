@@ -216,6 +216,26 @@ static int failed(int rc, const char *err)
 }
 
 /* The answer as --json, --explain or one line. Returns an exit status. */
+/* --json: the dispatcher's explain JSON; a mixed job's also with what
+ * each source costs here ("mix_costs", docs/mixing.md). */
+static void print_json(const plan_opts_t *o, const Sluice__PlanExplain *e, const cl_plan_job_t *pj)
+{
+    json_t *root = json_loads(e->json != NULL ? e->json : "{}", 0, NULL);
+    json_t *costs = NULL;
+    char err[SL_CLI_ERR_MAX];
+    size_t n = o->samples > 0 ? (size_t)o->samples : cl_plan_job_default_samples();
+    if (root != NULL && cl_plan_job_mix_costs(pj, n, &costs, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sluice plan: per-source costs: %s\n", err);
+    }
+    char *out = NULL;
+    if (costs != NULL && json_object_set_new(root, "mix_costs", costs) == 0) {
+        out = json_dumps(root, JSON_COMPACT);
+    }
+    printf("%s\n", out != NULL ? out : (e->json != NULL ? e->json : "{}"));
+    free(out);
+    json_decref(root);
+}
+
 static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_t *pj)
 {
     const Sluice__SubmitJobResponse *a = cl_plan_job_answer(pj);
@@ -228,7 +248,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
      * worker columns. */
     const char *why = a->plan->local_reason != NULL ? a->plan->local_reason : "";
     if (o->c.json) {
-        printf("%s\n", e->json != NULL ? e->json : "{}");
+        print_json(o, e, pj);
     } else if (o->explain) {
         print_table(e, o->c.spec, plan_rate);
         if (why[0] != '\0') {

@@ -9,6 +9,7 @@
 
 #include "client/lib/remote_opts.h"
 #include "client/lib/profile.h"
+#include "common/profile/profile_mix.h"
 #include "common/profile/profiler.h"
 #include "common/data/source.h"
 #include "common/engine/pipeline.h"
@@ -204,4 +205,49 @@ const Sluice__PlannerInputs *cl_plan_job_inputs(const cl_plan_job_t *pj)
 double cl_plan_job_profile_seconds(const cl_plan_job_t *pj)
 {
     return cl_planner_profile_seconds(pj->pl);
+}
+
+int cl_plan_job_mix_costs(const cl_plan_job_t *pj, size_t samples, json_t **ret, char *err,
+                          size_t errlen)
+{
+    *ret = NULL;
+    const sl_mix_t *m = pj->spec->mix;
+    if (m == NULL) {
+        return 0;
+    }
+    sl_profile_mix_t *pm = calloc(1, sizeof(*pm));
+    if (pm == NULL) {
+        return -ENOMEM;
+    }
+    int rc = sl_profile_mix(pj->pipe, pj->src, pj->spec, samples, SL_PROFILE_DEFAULT_MS, pm, err,
+                            errlen);
+    json_t *a = rc == 0 ? json_array() : NULL;
+    double w[SL_MIX_MAX_SOURCES];
+    for (uint32_t j = 0; a != NULL && j < m->nsources; j++) {
+        const sl_profile_source_t *s = &pm->src[j];
+        json_t *units = json_array();
+        for (uint32_t u = 0; units != NULL && u < pm->nunits; u++) {
+            json_array_append_new(units, json_real(s->unit_sec[u] * 1e3));
+        }
+        w[j] = m->src[j].weight;
+        json_array_append_new(a, json_pack("{s:s, s:f, s:I, s:f, s:o, s:f, s:f, s:f}", "name",
+                                           m->src[j].name, "weight_share", 0.0, "samples",
+                                           (json_int_t)s->samples, "cpu_ms_per_sample",
+                                           s->cpu_sec * 1e3, "unit_ms", units, "read_ms",
+                                           s->read_sec * 1e3, "encoded_bytes_per_sample",
+                                           s->encoded_bytes, "out_bytes_per_sample", s->out_bytes));
+    }
+    double sum = 0.0;
+    for (uint32_t j = 0; a != NULL && j < m->nsources; j++) {
+        sum += w[j];
+    }
+    for (uint32_t j = 0; a != NULL && j < m->nsources; j++) {
+        json_object_set_new(json_array_get(a, j), "weight_share", json_real(w[j] / sum));
+    }
+    if (a != NULL) {
+        *ret = json_pack("{s:o, s:f}", "sources", a, "blend_cpu_ms_per_sample",
+                         sl_profile_mix_sec(pm, w) * 1e3);
+    }
+    free(pm);
+    return rc < 0 ? rc : (*ret != NULL ? 0 : -ENOMEM);
 }

@@ -9,6 +9,7 @@
 #ifndef SL_CLIENT_PLAN_JOB_H
 #define SL_CLIENT_PLAN_JOB_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "common/rpc/rpc.h"
@@ -52,6 +53,15 @@ int cl_plan_job_ask(cl_plan_job_t *pj, const char *addr, const sl_rpc_security_t
 const Sluice__SubmitJobResponse *cl_plan_job_answer(const cl_plan_job_t *pj);
 const Sluice__PlannerInputs *cl_plan_job_inputs(const cl_plan_job_t *pj);
 double cl_plan_job_profile_seconds(const cl_plan_job_t *pj);
+
+/* A mixed job: what each source costs (common/profile/profile_mix.h), as
+ * {"sources": [{"name", "weight_share", "samples", "cpu_ms_per_sample",
+ * "unit_ms": [...], "read_ms", "encoded_bytes_per_sample",
+ * "out_bytes_per_sample"}], "blend_cpu_ms_per_sample"} into *ret (NULL for
+ * an unmixed job). samples: per profile, split over the sources. 0,
+ * -ENOMEM or the profile's error (err). */
+int cl_plan_job_mix_costs(const cl_plan_job_t *pj, size_t samples, json_t **ret, char *err,
+                          size_t errlen);
 
 void cl_plan_job_free(cl_plan_job_t *pj); /* NULL ok */
 

@@ -11,6 +11,7 @@
 
 #include "client/lib/client_impl.h"
 #include "common/base/sha256.h"
+#include "client/lib/state_mix.h"
 #include "client/lib/taken.h"
 #include "common/base/err.h"
 #include "common/order/ranks.h"
@@ -20,8 +21,9 @@
 
 /* What identifies the run's samples: the spec without what a resume may
  * change (rank, world size, epochs, the resume section) or what does not
- * change a sample (offload, compression, name). */
-static int spec_identity(const sl_spec_t *spec, char hex[65])
+ * change a sample (offload, compression, name); neutral: nor a mix's
+ * weights (state_mix.h). */
+static int spec_identity(const sl_spec_t *spec, bool neutral, char hex[65])
 {
     sl_spec_t *c = malloc(sizeof(*c));
     if (c == NULL || sl_spec_copy(c, spec) < 0) {
@@ -38,6 +40,9 @@ static int spec_identity(const sl_spec_t *spec, char hex[65])
     c->local_share = 0;
     c->compress = SL_COMPRESS_OFF;
     c->name[0] = '\0';
+    if (neutral) {
+        cl_state_mix_neutral(c);
+    }
     char *json = sl_spec_to_json(c);
     sl_spec_clear(c);
     free(c);
@@ -54,7 +59,7 @@ static int spec_identity(const sl_spec_t *spec, char hex[65])
 static int identity(const sluice_job_t *job, char spec_hex[65], char fp[17])
 {
     snprintf(fp, 17, "%016" PRIx64, sl_source_fingerprint(job->src));
-    return spec_identity(&job->spec, spec_hex);
+    return spec_identity(&job->spec, false, spec_hex);
 }
 
 static void mac_hex(const char *key, size_t keylen, const char *data, size_t n, char hex[65])
@@ -106,6 +111,21 @@ static json_t *taken_json(const sluice_job_t *job, const cl_taken_t *t)
     return a;
 }
 
+/* A mixed job's weights and its hash without them (state_mix.h). */
+static int add_mix(const sluice_job_t *job, json_t *o)
+{
+    char hex[65];
+    if (spec_identity(&job->spec, true, hex) < 0) {
+        return -ENOMEM;
+    }
+    json_t *m = cl_state_mix_json(&job->spec);
+    if (m == NULL || json_object_set_new(o, "mix", m) < 0 ||
+        json_object_set_new(o, "spec_data", json_string(hex)) < 0) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 int cl_state_save(const sluice_job_t *job, const char *key, size_t keylen, char **ret,
                   size_t *ret_len, char *err, size_t errlen)
 {
@@ -137,6 +157,10 @@ int cl_state_save(const sluice_job_t *job, const char *key, size_t keylen, char 
         json_decref(taken);
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
+    if (job->spec.mix != NULL && add_mix(job, o) < 0) {
+        json_decref(o);
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
     char *body = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);
     size_t cap = body != NULL ? strlen(body) + 128 : 0;
@@ -161,6 +185,7 @@ typedef struct rank_state_s {
     json_t *root;
     uint32_t world, rank;
     uint64_t done_below;
+    bool reweighted; /* a mix saved under other weights (state_mix.h) */
 } rank_state_t;
 
 /* Checks the frame and the MAC of state i; parses its body. */
@@ -258,7 +283,17 @@ static int check_one(const sluice_job_t *job, const char *spec_hex, const char *
         return sl_err(err, errlen, -EINVAL, "state %u: damaged (a field is missing or wrong)",
                       i);
     }
-    if (strcmp(spec, spec_hex) != 0) {
+    bool reweighted = false;
+    if (strcmp(spec, spec_hex) != 0 && job->spec.mix != NULL) {
+        /* Only the weights differ? Then each source resumes where it was. */
+        const char *data = json_string_value(json_object_get(o, "spec_data"));
+        char hex[65];
+        if (spec_identity(&job->spec, true, hex) < 0) {
+            return sl_err(err, errlen, -ENOMEM, "out of memory");
+        }
+        reweighted = data != NULL && strcmp(data, hex) == 0;
+    }
+    if (strcmp(spec, spec_hex) != 0 && !reweighted) {
         return sl_err(err, errlen, -EINVAL,
                       "state %u: saved by a job of another spec (spec hash %.16s, this one "
                       "%.16s): resume with the spec and seed it was saved with",
@@ -273,7 +308,10 @@ static int check_one(const sluice_job_t *job, const char *spec_hex, const char *
     if (strcmp(pad, job->spec.rank_padding == SL_RANK_PAD ? "pad" : "drop") != 0) {
         return sl_err(err, errlen, -EINVAL, "state %u: saved with rank_padding \"%s\"", i, pad);
     }
-    *rs = (rank_state_t){.world = (uint32_t)world, .rank = (uint32_t)rank, .done_below = done};
+    *rs = (rank_state_t){.world = (uint32_t)world,
+                         .rank = (uint32_t)rank,
+                         .done_below = done,
+                         .reweighted = reweighted};
     return 0;
 }
 
@@ -288,10 +326,13 @@ static int check_set(rank_state_t *rs, unsigned n, char *err, size_t errlen)
     }
     int rc = 0;
     for (unsigned i = 0; rc == 0 && i < n; i++) {
-        if (rs[i].world != world || !json_equal(json_object_get(rs[i].root, "resume"), hist)) {
+        if (rs[i].world != world || !json_equal(json_object_get(rs[i].root, "resume"), hist) ||
+            rs[i].reweighted != rs[0].reweighted ||
+            (rs[0].reweighted &&
+             !json_equal(json_object_get(rs[i].root, "mix"), json_object_get(rs[0].root, "mix")))) {
             rc = sl_err(err, errlen, -EINVAL,
                         "state %u: from another run than state 0 (world size %u vs %u, or "
-                        "another resume history)",
+                        "another resume history or mix)",
                         i, rs[i].world, world);
         } else if (have[rs[i].rank]++) {
             rc = sl_err(err, errlen, -EINVAL, "state %u: rank %u's state is given twice", i,
@@ -391,6 +432,10 @@ static int merge_epoch(const sl_spec_t *saved, uint64_t n, rank_state_t *rs, uns
         memcpy(d->runs, hist->gens[g].runs, d->nruns * sizeof(*d->runs));
     }
     out->ngens = nh + 1;
+    if (hist != NULL && hist->carry != NULL &&
+        (out->carry = sl_resume_carry_dup(hist->carry)) == NULL) {
+        return -ENOMEM; /* a weight change before: its draws stay the epoch's head */
+    }
     sl_resume_gen_t *g = &out->gens[nh];
     g->world = rs[0].world;
     size_t cap = 0;
@@ -431,6 +476,12 @@ static int merge(sluice_job_t *job, rank_state_t *rs, unsigned ns, uint64_t from
     int rc = saved != NULL && r != NULL ? 0 : -ENOMEM;
     if (rc == 0) {
         rc = sl_spec_copy(saved, &job->spec);
+    }
+    bool named = false; /* err already says what is wrong */
+    if (rc == 0 && rs[0].reweighted &&
+        cl_state_mix_set(saved, json_object_get(rs[0].root, "mix")) < 0) {
+        rc = sl_err(err, errlen, -EINVAL, "state 0: damaged (its \"mix\" weights)");
+        named = true;
     }
     if (rc == 0) {
         sl_resume_free(saved->resume);
@@ -476,7 +527,16 @@ static int merge(sluice_job_t *job, rank_state_t *rs, unsigned ns, uint64_t from
             r->nepochs++;
         }
     }
-    if (rc == -EINVAL || rc == -E2BIG) {
+    if (rc == 0 && rs[0].reweighted && r->nepochs > 0) {
+        saved->resume = r; /* the old weights' whole history: what each source took */
+        rc = cl_state_mix_carry(job, saved, r);
+        if (rc == -EINVAL || rc == -E2BIG) {
+            rc = sl_err(err, errlen, -EINVAL,
+                        "states: the consumed positions do not add up under the weights they "
+                        "were saved with (damaged?), or name more than %d draws' runs",
+                        SL_RESUME_MAX_RUNS);
+        }
+    } else if (!named && (rc == -EINVAL || rc == -E2BIG)) {
         rc = sl_err(err, errlen, -EINVAL,
                     "states: a rank's consumed positions are out of order or beyond its share "
                     "(damaged, or saved over another source)");

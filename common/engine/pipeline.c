@@ -101,6 +101,11 @@ int sl_pipeline_new(const sl_spec_t *spec, unsigned flags, sl_pipeline_t **ret, 
         return rc;
     }
     p->nunits = p->layout.nunits;
+    rc = sl_pipe_mix_init(p, err, errlen); /* per-source stages */
+    if (rc < 0) {
+        sl_pipeline_free(p);
+        return rc;
+    }
     *ret = p;
     return 0;
 }
@@ -539,7 +544,15 @@ int sl_pipeline_run(const sl_pipeline_t *p, uint32_t from, uint32_t to, uint64_t
         return sl_err(err, errlen, -EINVAL, "unit range [%u, %u) outside 0..%u", from, to,
                       p->nunits);
     }
+    uint32_t skip = 0;
+    int mrc = sl_pipe_mix_skip(p, index, io, from, to, &skip, err, errlen);
+    if (mrc < 0) {
+        return mrc;
+    }
     for (uint32_t u = from; u < to; u++) {
+        if (skip & (1u << u)) {
+            continue; /* its mix source leaves this unit out */
+        }
         double t0 = stats ? sl_thread_cpu_sec() : 0;
         scratch->sub_sec = stats != NULL ? stats[u].sub_sec : NULL;
         int rc;

@@ -7,6 +7,7 @@
 #include "common/base/rng.h"
 #include "common/engine/pipeline.h"
 #include "common/sample/record.h"
+#include "common/spec/mix.h"
 #include "common/spec/spec_layout.h"
 #include "common/text/tokenizer.h"
 
@@ -55,7 +56,20 @@ struct sl_pipeline_s {
     const struct sl_plugins_s *plugins; /* the host's plugin_dir (bind); not owned */
     unit_t units[SL_PIPE_MAX_UNITS];
     uint32_t nunits;
+    /* A mix with per-source stages (pipe_mix.c): bit u of skip[j], unit u
+     * is left out for source j's samples; any: some bit is set. */
+    uint32_t mix_skip[SL_MIX_MAX_SOURCES];
+    bool mix_any;
 };
+
+/* Fills p's mix_skip from its spec's mix (-EINVAL, err naming the source,
+ * for a source that keeps only part of a fused unit). */
+int sl_pipe_mix_init(sl_pipeline_t *p, char *err, size_t errlen);
+/* The units sample index leaves out (0: none); -EINVAL (err says which
+ * source and sample) when io is a record with images or clips and its
+ * source leaves out an image unit. */
+int sl_pipe_mix_skip(const sl_pipeline_t *p, uint64_t index, const sl_tensor_t *io, uint32_t from,
+                     uint32_t to, uint32_t *ret_skip, char *err, size_t errlen);
 
 /* Runs an image unit on one image tensor (encoded bytes for the decode
  * units), drawing from stream; the output replaces io. For the decode

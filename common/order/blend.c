@@ -14,6 +14,8 @@ typedef struct blend_src_s {
     uint64_t drawn; /* draws this epoch */
     uint64_t pass;  /* the pass perm holds, UINT64_MAX: none yet */
     uint64_t *perm; /* size entries */
+    const sl_resume_run_t *skip; /* a carry's draws of this source (resume.h) */
+    uint32_t nskip;
 } blend_src_t;
 
 uint64_t sl_spec_epoch_len(const sl_spec_t *spec, uint64_t n)
@@ -40,18 +42,44 @@ uint32_t sl_blend_source_of(const sl_mix_t *mix, uint64_t g)
     return mix->nsources;
 }
 
-/* The next sample of source s: a new permutation at each pass. */
-static uint64_t draw(blend_src_t *s, uint32_t j, uint64_t seed, bool shuffle, uint64_t epoch)
+/* Source j's own stream: the job's seed mixed with its index. */
+static void pass_of(uint64_t seed, uint32_t j, bool shuffle, uint64_t epoch, uint64_t pass,
+                    uint64_t size, uint64_t *perm)
 {
-    uint64_t pass = s->drawn / s->size;
+    sl_epoch_order(seed ^ (BLEND_SEED_MIX * (j + 1)), (epoch << 32) ^ pass, shuffle, size, perm);
+}
+
+/* Draw d of source s (pass d / size): a new permutation at each pass. */
+static uint64_t sample_at(blend_src_t *s, uint32_t j, uint64_t seed, bool shuffle, uint64_t epoch,
+                          uint64_t d)
+{
+    uint64_t pass = d / s->size;
     if (pass != s->pass) {
-        sl_epoch_order(seed ^ (BLEND_SEED_MIX * (j + 1)), (epoch << 32) ^ pass, shuffle, s->size,
-                       s->perm);
+        pass_of(seed, j, shuffle, epoch, pass, s->size, s->perm);
         s->pass = pass;
     }
-    uint64_t idx = s->perm[s->drawn % s->size];
-    s->drawn++;
-    return s->offset + idx;
+    return s->offset + s->perm[d % s->size];
+}
+
+int sl_blend_pass(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t epoch, uint32_t j,
+                  uint64_t pass, uint64_t *perm)
+{
+    if (mix == NULL || j >= mix->nsources || mix->src[j].count == 0) {
+        return -EINVAL;
+    }
+    pass_of(seed, j, shuffle, epoch, pass, mix->src[j].count, perm);
+    return 0;
+}
+
+/* The next sample of source s, past the draws a carry holds. */
+static uint64_t draw(blend_src_t *s, uint32_t j, uint64_t seed, bool shuffle, uint64_t epoch)
+{
+    while (s->nskip > 0 && s->drawn >= s->skip->begin) {
+        s->drawn = s->drawn > s->skip->end ? s->drawn : s->skip->end;
+        s->skip++;
+        s->nskip--;
+    }
+    return sample_at(s, j, seed, shuffle, epoch, s->drawn++);
 }
 
 /* The weights (normalized) in force at step. */
@@ -82,14 +110,37 @@ static uint32_t pick(const double *w, const uint64_t *got, uint32_t k, uint64_t 
     return best;
 }
 
-static void run(const sl_mix_t *mix, blend_src_t *src, uint64_t seed, bool shuffle,
-                uint64_t step_len, uint64_t epoch, uint64_t *out, uint64_t *counts)
+/* A carry's draws, in order, at positions 0 .. k - 1 (k: at most the
+ * epoch's length); returns k. */
+static uint64_t carried(const sl_mix_t *mix, blend_src_t *src, const sl_resume_carry_t *carry,
+                        uint64_t seed, bool shuffle, uint64_t epoch, uint64_t *out,
+                        uint64_t *counts)
+{
+    uint64_t p = 0;
+    for (uint32_t i = 0; carry != NULL && i < carry->nruns; i++) {
+        const sl_resume_run_t *u = &carry->runs[i];
+        for (uint64_t d = u->begin; d < u->end && p < mix->samples_per_epoch; d++, p++) {
+            if (out != NULL) {
+                out[p] = sample_at(&src[u->rank], u->rank, seed, shuffle, epoch, d);
+            }
+            if (counts != NULL) {
+                counts[u->rank]++;
+            }
+        }
+    }
+    return p;
+}
+
+static void run(const sl_mix_t *mix, blend_src_t *src, const sl_resume_carry_t *carry,
+                uint64_t seed, bool shuffle, uint64_t step_len, uint64_t epoch, uint64_t *out,
+                uint64_t *counts)
 {
     double w[SL_MIX_MAX_SOURCES];
     uint64_t got[SL_MIX_MAX_SOURCES] = {0};
-    uint64_t step = sl_blend_step(mix, step_len, epoch, 0), i = 0;
+    uint64_t k = carried(mix, src, carry, seed, shuffle, epoch, out, counts);
+    uint64_t step = sl_blend_step(mix, step_len, epoch, k), i = 0;
     weights_at(mix, step, w);
-    for (uint64_t p = 0; p < mix->samples_per_epoch; p++) {
+    for (uint64_t p = k; p < mix->samples_per_epoch; p++) {
         uint64_t st = sl_blend_step(mix, step_len, epoch, p);
         if (st != step) { /* a schedule entry may start here: shares restart */
             double nw[SL_MIX_MAX_SOURCES];
@@ -122,6 +173,13 @@ static void run(const sl_mix_t *mix, blend_src_t *src, uint64_t seed, bool shuff
 int sl_blend_epoch(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t step_len,
                    uint64_t epoch, uint64_t *out, uint64_t *counts)
 {
+    return sl_blend_epoch_carry(mix, NULL, seed, shuffle, step_len, epoch, out, counts);
+}
+
+int sl_blend_epoch_carry(const sl_mix_t *mix, const sl_resume_carry_t *carry, uint64_t seed,
+                         bool shuffle, uint64_t step_len, uint64_t epoch, uint64_t *out,
+                         uint64_t *counts)
+{
     if (mix == NULL || !sl_mix_resolved(mix)) {
         return -EINVAL;
     }
@@ -136,13 +194,21 @@ int sl_blend_epoch(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t st
             rc = -ENOMEM;
         }
     }
+    for (uint32_t i = 0; carry != NULL && i < carry->nruns; i++) {
+        const sl_resume_run_t *u = &carry->runs[i];
+        if (u->rank >= mix->nsources) {
+            rc = rc < 0 ? rc : -EINVAL; /* a carry of another mix */
+        } else if (src[u->rank].nskip++ == 0) {
+            src[u->rank].skip = u; /* sorted by source: its runs are contiguous */
+        }
+    }
     if (counts != NULL) {
         for (uint32_t j = 0; j < mix->nsources; j++) {
             counts[j] = 0;
         }
     }
     if (rc == 0) {
-        run(mix, src, seed, shuffle, step_len, epoch, out, counts);
+        run(mix, src, carry, seed, shuffle, step_len, epoch, out, counts);
     }
     for (uint32_t j = 0; j < mix->nsources; j++) {
         free(src[j].perm);
@@ -158,6 +224,6 @@ int sl_blend_counts(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint
     for (uint32_t j = 0; j < mix->nsources; j++) {
         counts[j] = 0;
     }
-    run(mix, NULL, 0, false, step_len, epoch, NULL, counts);
+    run(mix, NULL, NULL, 0, false, step_len, epoch, NULL, counts);
     return 0;
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/spec/mix.h"
+#include "common/spec/resume.h"
 
 /* The global step of epoch position p: steps are step_len positions (a
  * global batch: batch_size x world_size) and every epoch starts a new one. */
@@ -30,6 +31,21 @@ uint64_t sl_blend_step(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, u
  * -EINVAL (unresolved), -ENOMEM. */
 int sl_blend_epoch(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t step_len,
                    uint64_t epoch, uint64_t *out, uint64_t *counts);
+
+/* The same for an epoch resumed with other weights (resume.h "carry"; NULL:
+ * as sl_blend_epoch): positions 0 .. consumed - 1 are the carried draws'
+ * samples, then the greedy starts afresh (as at a schedule change) and each
+ * source draws on past the draws carried. -EINVAL for a carry naming a
+ * source the mix has not. */
+int sl_blend_epoch_carry(const sl_mix_t *mix, const sl_resume_carry_t *carry, uint64_t seed,
+                         bool shuffle, uint64_t step_len, uint64_t epoch, uint64_t *out,
+                         uint64_t *counts);
+
+/* Source j's pass of epoch as its own indices (perm: its count entries):
+ * draw d of j in epoch is sample offset_j + perm_{d / count}[d % count].
+ * 0 or -EINVAL. */
+int sl_blend_pass(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t epoch, uint32_t j,
+                  uint64_t pass, uint64_t *perm);
 
 /* The positions each source gets in epoch (counts: nsources entries),
  * without the order: O(samples_per_epoch x nsources) time, no memory.

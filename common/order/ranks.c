@@ -3,6 +3,7 @@
 #include "common/base/rng.h"
 #include "common/order/balance.h"
 #include "common/order/blend.h"
+#include "common/spec/resume.h"
 
 uint64_t sl_rank_count(uint64_t n, uint32_t world, sl_rank_padding_e pad)
 {
@@ -28,8 +29,17 @@ int sl_spec_epoch_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const
                         const uint32_t *tokens, uint64_t *out)
 {
     if (spec->mix != NULL) { /* the blend (blend.h): mix positions, not n */
-        uint64_t step_len = (uint64_t)spec->batch_size * (spec->world_size ? spec->world_size : 1);
-        int rc = sl_blend_epoch(spec->mix, spec->seed, spec->shuffle, step_len, epoch, out, NULL);
+        /* An epoch resumed with other weights counts its steps in the world
+         * of the job that resumed it (resume.h "carry"). */
+        const sl_resume_epoch_t *re = sl_resume_find(spec->resume, epoch);
+        const sl_resume_carry_t *carry = re != NULL ? re->carry : NULL;
+        uint32_t world = carry != NULL ? carry->world : spec->world_size;
+        uint64_t step_len = (uint64_t)spec->batch_size * (world ? world : 1);
+        int rc = sl_blend_epoch_carry(spec->mix, carry, spec->seed, spec->shuffle, step_len, epoch,
+                                      out, NULL);
+        if (carry != NULL) {
+            return rc; /* its carried head is removed before balancing (resume_order.c) */
+        }
         n = sl_spec_epoch_len(spec, n);
         if (rc < 0) {
             return rc;

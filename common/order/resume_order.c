@@ -91,6 +91,15 @@ int sl_resume_check(const sl_spec_t *spec, uint64_t n, char *err, size_t errlen)
 {
     const sl_resume_t *r = spec->resume;
     for (uint32_t e = 0; r != NULL && e < r->nepochs; e++) {
+        const sl_resume_carry_t *c = r->ep[e].carry;
+        uint64_t len = sl_spec_epoch_len(spec, n);
+        if (c != NULL && (spec->mix == NULL || r->ep[e].gens[0].runs[0].end !=
+                                                   (c->consumed < len ? c->consumed : len))) {
+            return sl_err(err, errlen, -EINVAL,
+                          "resume: epoch %" PRIu64 ": a carry of %" PRIu64 " draws needs a mixed "
+                          "spec and gens[0] removing them",
+                          r->ep[e].epoch, c->consumed);
+        }
         int64_t left = left_after(spec, &r->ep[e], n, err, errlen);
         if (left < 0) {
             return (int)left;
@@ -229,7 +238,15 @@ int sl_pack_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, cons
     uint8_t *gone = calloc(room > 0 ? room : 1, 1);
     sl_spec_t *s0 = spec_for(spec, re->gens[0].world);
     int rc = list && gone && s0 ? 0 : -ENOMEM;
-    if (rc == 0) {
+    if (rc == 0 && re->carry != NULL) {
+        /* The carried head and the new weights' blend, unpacked: generation 0
+         * (world 1) removes the head, the next one packs the rest. */
+        uint64_t e = sl_spec_epoch_len(spec, n);
+        rc = sl_spec_epoch_order(s0, re->epoch, n, NULL, NULL, list);
+        for (uint64_t j = e; rc == 0 && j < len; j++) {
+            list[j] = SL_POS_HOLE;
+        }
+    } else if (rc == 0) {
         rc = sl_pack_epoch(s0, re->epoch, n, cost, tokens, tiles, list, NULL);
     }
     spec_free(s0);
@@ -294,7 +311,7 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
     }
     if (rc == 0) {
         /* Generation 0's order, balanced for its world as it was. */
-        rc = sl_spec_epoch_order(s0, epoch, n, cost, tokens, base);
+        rc = sl_spec_epoch_order(s0, epoch, n, cost, tokens, base); /* a carry's: unbalanced */
     }
     spec_free(s0);
     for (uint64_t s = 0; rc == 0 && s < len; s++) {
@@ -306,7 +323,8 @@ int sl_resume_order(const sl_spec_t *spec, uint64_t epoch, uint64_t n, const flo
         if (gen->world != prev) {
             rc = repack(spec, gen->world, cost, tokens, list, len);
         }
-        prev = gen->world;
+        /* After a carry's head is gone, the rest is balanced for the next world. */
+        prev = g == 0 && re->carry != NULL ? 0 : gen->world;
         memset(gone, 0, len);
         for (uint32_t i = 0; rc == 0 && i < gen->nruns; i++) {
             for (uint64_t q = gen->runs[i].begin; q < gen->runs[i].end; q++) {

@@ -35,6 +35,10 @@ typedef struct sl_mix_source_s {
     sl_source_type_e type;
     char path[SL_SPEC_PATH_MAX]; /* relative to the data root */
     uint64_t count;              /* samples (0: not resolved yet) */
+    /* Its own "stages" (docs/mixing.md "Per-source stages"): a subsequence
+     * of the job's; bit i of keep: the job's stage i runs on its samples. */
+    bool own_stages;
+    uint32_t keep;
 } sl_mix_source_t;
 
 /* From global step from_step on, the weights are these (by source, >= 0,
@@ -67,6 +71,17 @@ void sl_mix_weights_at(const sl_mix_t *mix, uint64_t step, double out[SL_MIX_MAX
  * key is there); the spec's source_type becomes the first source's. */
 struct sl_spec_pctx_s;
 int sl_spec_parse_mix(struct sl_spec_pctx_s *c, json_t *root, sl_spec_t *spec);
+/* Parses each mix source's "stages" of root (after sl_spec_parse_mix):
+ * every entry must be one of the job's "stages" (the same JSON), in the
+ * job's order; of a record job a source may leave out only image stages
+ * (decode, geometry, augmentation, tiling, normalize, to_chw), of an image
+ * job none (its tensors' shape and type are the sample kind). Errors name
+ * mix.sources[i].stages. */
+int sl_spec_parse_mix_stages(struct sl_spec_pctx_s *c, json_t *root, sl_mix_t *mix);
+/* Writes the own "stages" of root's mix sources: the job's canonical
+ * stages (root's "stages") each keeps. 0 or -ENOMEM. */
+int sl_mix_stages_to_json(const sl_mix_t *mix, json_t *root);
+
 /* samples_per_epoch that stop implies for counts: all_exhausted:
  * max_i ceil(count_i / share_i); first_exhausted: max(1, min_i
  * floor(count_i / share_i)) (share_i: weight_i over the weights' sum, the

@@ -33,10 +33,28 @@ typedef struct sl_resume_gen_s {
     sl_resume_run_t *runs;
 } sl_resume_gen_t;
 
+/* A mixed job resumed with other weights (docs/mixing.md "Resume"): what
+ * each source had consumed of the epoch under the weights before, as draws
+ * of its own sequence (runs with rank = the source's index, [begin, end)
+ * its draw indices, sorted, disjoint). The epoch's order is then those
+ * draws' samples (consumed positions 0 .. consumed - 1) followed by the
+ * blend of the new weights drawing each source's draws not carried, and
+ * gens[0] is {world 1, runs [[0, 0, min(consumed, epoch length)]]}: it
+ * removes them, so later generations build on it as on any epoch. */
+typedef struct sl_resume_carry_s {
+    uint32_t world;    /* the resuming job's: the blend's steps after it */
+    uint64_t consumed; /* the draws' count */
+    uint32_t nruns;
+    sl_resume_run_t *runs;
+} sl_resume_carry_t;
+
+#define SL_RESUME_CARRY_SOURCES 16 /* = SL_MIX_MAX_SOURCES (common/spec/mix.h) */
+
 typedef struct sl_resume_epoch_s {
     uint64_t epoch;
     uint32_t ngens;
     sl_resume_gen_t *gens;
+    sl_resume_carry_t *carry; /* NULL: the spec's own blend from position 0 */
 } sl_resume_epoch_t;
 
 typedef struct sl_resume_s {
@@ -45,7 +63,8 @@ typedef struct sl_resume_s {
 } sl_resume_t;
 
 /* Parses {"epochs": [{"epoch": E, "gens": [{"world": W, "runs": [[rank,
- * begin, end], ...]}, ...]}, ...]}: the limits above, world in 1..max_world,
+ * begin, end], ...]}, ...], "carry"?: {"world": W, "drawn": [[source,
+ * begin, end], ...]}}, ...]}: the limits above, world in 1..max_world,
  * rank < world, begin < end, runs sorted and disjoint, epochs ascending.
  * err names the offending value's path. Returns 0, -EINVAL, -ENOMEM. */
 int sl_resume_from_json(const json_t *v, uint32_t max_world, sl_resume_t **ret, char *err,
@@ -55,6 +74,9 @@ json_t *sl_resume_to_json(const sl_resume_t *r);
 /* A deep copy; NULL on ENOMEM (or for NULL). */
 sl_resume_t *sl_resume_dup(const sl_resume_t *r);
 void sl_resume_free(sl_resume_t *r); /* NULL ok */
+void sl_resume_carry_free(sl_resume_carry_t *c); /* NULL ok */
+/* A deep copy; NULL on ENOMEM. */
+sl_resume_carry_t *sl_resume_carry_dup(const sl_resume_carry_t *c);
 /* The epoch's history, NULL when r holds none for it. */
 const sl_resume_epoch_t *sl_resume_find(const sl_resume_t *r, uint64_t epoch);
 

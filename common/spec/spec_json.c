@@ -102,7 +102,8 @@ char *sl_spec_to_json(const sl_spec_t *spec)
     if (spec->mix != NULL &&
         (json_object_del(root, "source") < 0 ||
          json_object_set_new(root, "mix", sl_mix_to_json(spec->mix, spec->seed, spec->shuffle)) <
-             0)) {
+             0 ||
+         sl_mix_stages_to_json(spec->mix, root) < 0)) {
         json_decref(root);
         return NULL;
     }

@@ -133,13 +133,6 @@ static int parse_entry(sl_spec_pctx_t *c, json_t *e, sl_mix_t *mix)
     if (rc == 0) {
         rc = parse_entry_source(c, e, ms);
     }
-    if (rc == 0 && json_object_get(e, "stages") != NULL) {
-        /* The pipeline runs one stage list per job; a per-sample choice of
-         * list is not there yet, so this is refused rather than ignored. */
-        return sl_spec_ferr(c, "stages",
-                            "per-source stages are not supported yet: give the job's "
-                            "\"stages\" (every source must make the same sample kind)");
-    }
     int64_t count = 0;
     if (rc == 0) {
         rc = sl_spec_get_int(c, e, "count", false, 1, MIX_COUNT_MAX, &count);
@@ -320,6 +313,11 @@ int sl_spec_parse_mix(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
         return rc;
     }
     sl_spec_pop(c);
+    rc = sl_spec_parse_mix_stages(c, root, mix); /* needs the sources' kinds */
+    if (rc < 0) {
+        free(mix);
+        return rc;
+    }
     spec->mix = mix;
     spec->source_type = mix->src[0].type; /* the sample kind, for the stage rules */
     /* What messages and /status call the source: "mix:NAME+NAME..." (never

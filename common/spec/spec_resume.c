@@ -2,6 +2,7 @@
 #include "common/spec/resume.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +18,18 @@ void sl_resume_free(sl_resume_t *r)
             free(r->ep[e].gens[g].runs);
         }
         free(r->ep[e].gens);
+        sl_resume_carry_free(r->ep[e].carry);
     }
     free(r->ep);
     free(r);
+}
+
+void sl_resume_carry_free(sl_resume_carry_t *c)
+{
+    if (c != NULL) {
+        free(c->runs);
+        free(c);
+    }
 }
 
 const sl_resume_epoch_t *sl_resume_find(const sl_resume_t *r, uint64_t epoch)
@@ -85,12 +95,50 @@ static int parse_runs(const json_t *a, sl_resume_gen_t *g, uint64_t *budget, con
     return 0;
 }
 
+/* "carry" (resume.h): the draws as runs [source, begin, end]; gens[0]
+ * must be the generation that removes their positions. */
+static int parse_carry(const json_t *o, uint32_t max_world, sl_resume_epoch_t *ep, uint64_t *budget,
+                       const char *at, char *err, size_t errlen)
+{
+    uint64_t world;
+    if (!json_is_object(o) || json_object_size(o) != 2 ||
+        get_uint(json_object_get(o, "world"), max_world, &world) < 0 || world == 0) {
+        return sl_err(err, errlen, -EINVAL,
+                      "%s.carry: must be {\"world\": 1..%u, \"drawn\": [[source, begin, "
+                      "end], ...]}",
+                      at, max_world);
+    }
+    sl_resume_gen_t g = {.world = SL_RESUME_CARRY_SOURCES};
+    char cat[80];
+    snprintf(cat, sizeof(cat), "%s.carry.drawn", at);
+    int rc = parse_runs(json_object_get(o, "drawn"), &g, budget, cat, err, errlen);
+    ep->carry = calloc(1, sizeof(*ep->carry));
+    if (rc < 0 || ep->carry == NULL) {
+        free(g.runs);
+        return rc < 0 ? rc : sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
+    *ep->carry = (sl_resume_carry_t){.world = (uint32_t)world, .nruns = g.nruns, .runs = g.runs};
+    for (uint32_t i = 0; i < g.nruns; i++) {
+        ep->carry->consumed += g.runs[i].end - g.runs[i].begin;
+    }
+    const sl_resume_gen_t *g0 = &ep->gens[0];
+    if (g.nruns == 0 || g0->world != 1 || g0->nruns != 1 || g0->runs[0].begin != 0 ||
+        g0->runs[0].end > ep->carry->consumed) {
+        return sl_err(err, errlen, -EINVAL,
+                      "%s.carry: needs draws, and gens[0] must be {\"world\": 1, \"runs\": "
+                      "[[0, 0, at most the %" PRIu64 " draws]]}",
+                      at, ep->carry->consumed);
+    }
+    return 0;
+}
+
 static int parse_epoch(const json_t *o, uint32_t max_world, sl_resume_epoch_t *ep,
                        uint64_t *budget, const char *at, char *err, size_t errlen)
 {
     const json_t *gens = json_object_get(o, "gens");
+    const json_t *carry = json_object_get(o, "carry");
     uint64_t epoch;
-    if (!json_is_object(o) || json_object_size(o) != 2 ||
+    if (!json_is_object(o) || json_object_size(o) != 2 + (carry != NULL) ||
         get_uint(json_object_get(o, "epoch"), UINT32_MAX, &epoch) < 0 || !json_is_array(gens) ||
         json_array_size(gens) == 0 || json_array_size(gens) > SL_RESUME_MAX_GENS) {
         return sl_err(err, errlen, -EINVAL,
@@ -120,7 +168,7 @@ static int parse_epoch(const json_t *o, uint32_t max_world, sl_resume_epoch_t *e
             return rc;
         }
     }
-    return 0;
+    return carry != NULL ? parse_carry(carry, max_world, ep, budget, at, err, errlen) : 0;
 }
 
 int sl_resume_from_json(const json_t *v, uint32_t max_world, sl_resume_t **ret, char *err,
@@ -179,6 +227,19 @@ static json_t *gen_json(const sl_resume_gen_t *g)
     return o;
 }
 
+static json_t *carry_json(const sl_resume_carry_t *c)
+{
+    sl_resume_gen_t g = {.world = c->world, .nruns = c->nruns, .runs = c->runs};
+    json_t *o = gen_json(&g); /* {"world", "runs"}: renamed */
+    json_t *runs = o != NULL ? json_incref(json_object_get(o, "runs")) : NULL;
+    if (runs == NULL || json_object_del(o, "runs") < 0 ||
+        json_object_set_new(o, "drawn", runs) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *sl_resume_to_json(const sl_resume_t *r)
 {
     json_t *root = json_object(), *eps = json_array();
@@ -189,6 +250,8 @@ json_t *sl_resume_to_json(const sl_resume_t *r)
         for (uint32_t g = 0; !bad && g < r->ep[e].ngens; g++) {
             bad = json_array_append_new(gens, gen_json(&r->ep[e].gens[g])) < 0;
         }
+        bad = bad || (r->ep[e].carry != NULL &&
+                      json_object_set_new(o, "carry", carry_json(r->ep[e].carry)) < 0);
         bad = bad || json_object_set_new(o, "epoch", json_integer((json_int_t)r->ep[e].epoch)) < 0 ||
               json_object_set(o, "gens", gens) < 0 || json_array_append(eps, o) < 0;
         json_decref(gens);
@@ -200,6 +263,21 @@ json_t *sl_resume_to_json(const sl_resume_t *r)
     }
     json_decref(eps);
     return root;
+}
+
+sl_resume_carry_t *sl_resume_carry_dup(const sl_resume_carry_t *c)
+{
+    sl_resume_carry_t *d = malloc(sizeof(*d));
+    sl_resume_run_t *runs = malloc((c->nruns > 0 ? c->nruns : 1) * sizeof(*runs));
+    if (d == NULL || runs == NULL) {
+        free(d);
+        free(runs);
+        return NULL;
+    }
+    *d = *c;
+    d->runs = runs;
+    memcpy(runs, c->runs, c->nruns * sizeof(*runs));
+    return d;
 }
 
 sl_resume_t *sl_resume_dup(const sl_resume_t *r)
@@ -222,6 +300,10 @@ sl_resume_t *sl_resume_dup(const sl_resume_t *r)
             return NULL;
         }
         d->ep[e].ngens = s->ngens;
+        if (s->carry != NULL && (d->ep[e].carry = sl_resume_carry_dup(s->carry)) == NULL) {
+            sl_resume_free(d);
+            return NULL;
+        }
         for (uint32_t g = 0; g < s->ngens; g++) {
             sl_resume_gen_t *dg = &d->ep[e].gens[g];
             dg->world = s->gens[g].world;

@@ -10,7 +10,10 @@
 
 #include "common/base/rng.h"
 #include "common/order/blend.h"
+#include "common/order/ranks.h"
+#include "common/order/resume_mix.h"
 #include "common/spec/mix.h"
+#include "common/spec/resume.h"
 #include "tests/unit/fixtures.h"
 
 static sl_mix_t *mk(uint32_t k, const double *w, const uint64_t *sizes, sl_mix_stop_e stop)
@@ -162,6 +165,273 @@ START_TEST(test_blend_schedule_switches_at_its_step)
 }
 END_TEST
 
+/* A spec over three sources of sizes, weights w, world, batching mode
+ * ("count" or "balanced"), resolved as the opening host would. */
+static void mk_spec(sl_spec_t *s, const double *w, const uint64_t *sizes, uint32_t world,
+                    const char *mode)
+{
+    char buf[2048], err[512] = "";
+    snprintf(
+        buf, sizeof(buf),
+        "{\"mix\": {\"sources\": ["
+        "{\"name\": \"a\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"a\"}},"
+        "{\"name\": \"b\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"b\"}},"
+        "{\"name\": \"c\", \"weight\": %g, \"source\": {\"type\": \"jsonl\", \"path\": \"c\"}}"
+        "], \"seed\": 11}, \"stages\": [], \"batch_size\": 4, \"world_size\": %u, "
+        "\"rank_padding\": \"drop\", "
+        "\"batching\": {\"mode\": \"%s\"%s}}",
+        w[0], w[1], w[2], world, mode,
+        strcmp(mode, "packed") == 0 ? ", \"token_budget\": 128" : "");
+    ck_assert_msg(sl_spec_parse("t", buf, strlen(buf), s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(sl_mix_resolve(s->mix, sizes, err, sizeof(err)), 0);
+}
+
+/* Every rank of s consumes a random prefix of its epoch-0 positions into
+ * took (a count per sample); the generation of those runs into g. */
+static void consume(sl_spec_t *s, uint64_t n, const float *cost, const uint32_t *tok,
+                    const uint32_t *tiles, sl_rng_t *r, bool lockstep, uint32_t *took,
+                    sl_resume_gen_t *g)
+{
+    uint64_t step = UINT64_MAX; /* lockstep: every rank stops at one position */
+    uint32_t world = s->world_size;
+    uint64_t total = sl_spec_order_len(s, n), m = sl_spec_positions(s, n);
+    uint64_t *scratch = malloc(total * sizeof(uint64_t)), *out = malloc(total * sizeof(uint64_t));
+    *g = (sl_resume_gen_t){.world = world, .runs = calloc(world, sizeof(sl_resume_run_t))};
+    for (uint32_t k = 0; k < world; k++) {
+        s->rank = k;
+        ck_assert_int_eq(sl_rank_order_balanced(s, 0, n, cost, tok, tiles, scratch, out), 0);
+        uint64_t live = sl_spec_live_positions(s, n, 0), q = sl_rng_below(r, live + 1);
+        if (lockstep) {
+            step = step == UINT64_MAX ? q : step;
+            q = step < live ? step : live;
+        }
+        ck_assert_uint_le(live, m);
+        for (uint64_t i = 0; i < q; i++) {
+            if (out[i] != SL_POS_HOLE) { /* a packed layout's empty slots */
+                took[out[i]]++;
+            }
+        }
+        if (q > 0) {
+            g->runs[g->nruns++] = (sl_resume_run_t){.rank = k, .begin = 0, .end = q};
+        }
+    }
+    s->rank = 0;
+    free(scratch);
+    free(out);
+}
+
+/* Gives s (the new weights) epoch 0's history: carried c, then nothing. */
+static void give_carry(sl_spec_t *s, uint64_t n, sl_resume_carry_t *c)
+{
+    sl_resume_t *r = calloc(1, sizeof(*r));
+    r->nepochs = 1;
+    r->ep = calloc(1, sizeof(*r->ep));
+    r->ep[0].ngens = 1;
+    r->ep[0].gens = calloc(1, sizeof(sl_resume_gen_t));
+    r->ep[0].gens[0].world = 1;
+    r->ep[0].gens[0].nruns = 1;
+    r->ep[0].gens[0].runs = calloc(1, sizeof(sl_resume_run_t));
+    uint64_t len = sl_spec_epoch_len(s, n);
+    r->ep[0].gens[0].runs[0].end = c->consumed < len ? c->consumed : len;
+    r->ep[0].carry = c;
+    sl_resume_free(s->resume);
+    s->resume = r;
+    char err[256] = "";
+    ck_assert_msg(sl_resume_check(s, n, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* Each source's samples over the epoch (took) are its first D draws: every
+ * pass but the last whole, the last one's first D mod size. (When ranks
+ * stopped at different positions a source's consumed draws need not be a
+ * prefix; the carry then holds their earliest occurrences, and the rest
+ * fills the passes' holes in order.) */
+static void check_draws(const sl_spec_t *s, const uint32_t *took)
+{
+    const sl_mix_t *m = s->mix;
+    uint64_t off = 0;
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        uint64_t size = m->src[j].count, d = 0;
+        for (uint64_t i = 0; i < size; i++) {
+            d += took[off + i];
+        }
+        uint64_t *perm = malloc(size * sizeof(*perm));
+        ck_assert_int_eq(sl_blend_pass(m, s->seed, s->shuffle, 0, j, d / size, perm), 0);
+        for (uint64_t i = 0; i < size; i++) {
+            uint64_t want = d / size + (i < d % size);
+            ck_assert_msg(took[off + perm[i]] == want,
+                          "source %u: sample %llu taken %u times, its pass says %llu", j,
+                          (unsigned long long)perm[i], took[off + perm[i]],
+                          (unsigned long long)want);
+        }
+        free(perm);
+        off += size;
+    }
+}
+
+/* A weight change across a resume (docs/mixing.md "Resume"): 4 ranks under
+ * weights A consume part of epoch 0; 2 ranks resume under B, and 3 under C
+ * after them; every source is delivered exactly as its draws (no sample of
+ * a pass twice or lost), and the rest follows the new weights' shares. */
+START_TEST(test_blend_reweighted_resume)
+{
+    static const char *const modes[] = {"count", "balanced", "packed"};
+    const char *mode = modes[_i % 3];
+    bool lockstep = _i % 6 < 3; /* a training loop's ranks stop at one step */
+    sl_rng_t r;
+    sl_rng_init(&r, 77, 0, (uint64_t)_i, 0);
+    uint64_t sizes[3] = {5 + sl_rng_below(&r, 60), 5 + sl_rng_below(&r, 60),
+                         5 + sl_rng_below(&r, 60)};
+    uint64_t n = sizes[0] + sizes[1] + sizes[2];
+    double wa[3] = {0.6, 0.3, 0.1}, wb[3] = {0.1, 0.2, 0.7}, wc[3] = {1.0, 1.0, 1.0};
+    float *cost = malloc(n * sizeof(float));
+    uint32_t *tok = malloc(n * sizeof(uint32_t)), *took = calloc(n, sizeof(uint32_t));
+    uint32_t *tiles = calloc(n, sizeof(uint32_t));
+    for (uint64_t i = 0; i < n; i++) {
+        cost[i] = (float)(1 + sl_rng_below(&r, 100));
+        tok[i] = (uint32_t)(1 + sl_rng_below(&r, 50));
+    }
+    sl_spec_t a, b, c;
+    mk_spec(&a, wa, sizes, 4, mode);
+    mk_spec(&b, wb, sizes, 2, mode);
+    mk_spec(&c, wc, sizes, 3, mode);
+    /* A: 4 ranks take a prefix each. */
+    sl_resume_gen_t g;
+    consume(&a, n, cost, tok, tiles, &r, lockstep, took, &g);
+    uint64_t k = 0; /* samples, not positions: a packed layout has holes */
+    for (uint64_t i = 0; i < n; i++) {
+        k += took[i];
+    }
+    if (k == 0) { /* nothing taken: nothing to carry; rank 0 takes its first sample */
+        a.rank = 0;
+        uint64_t *o = malloc(sl_spec_order_len(&a, n) * sizeof(uint64_t)),
+                 *sc = malloc(sl_spec_order_len(&a, n) * sizeof(uint64_t));
+        ck_assert_int_eq(sl_rank_order_balanced(&a, 0, n, cost, tok, tiles, sc, o), 0);
+        uint64_t q = 0;
+        while (o[q] == SL_POS_HOLE) {
+            q++;
+        }
+        took[o[q]]++;
+        k = 1;
+        g.runs[0] = (sl_resume_run_t){.rank = 0, .begin = 0, .end = q + 1};
+        g.nruns = 1;
+        free(o);
+        free(sc);
+    }
+    sl_resume_t *ra = calloc(1, sizeof(*ra));
+    ra->nepochs = 1;
+    ra->ep = calloc(1, sizeof(*ra->ep));
+    ra->ep[0].ngens = 1;
+    ra->ep[0].gens = malloc(sizeof(g));
+    ra->ep[0].gens[0] = g;
+    a.resume = ra;
+    sl_resume_carry_t *ca = NULL;
+    ck_assert_int_eq(sl_resume_mix_carry(&a, 0, n, cost, tok, tiles, 2, &ca), 0);
+    ck_assert_uint_eq(ca->consumed, k);
+    /* B: 2 ranks take part of the rest; then C's 3 ranks deliver the rest. */
+    give_carry(&b, n, ca);
+    sl_resume_gen_t gb;
+    consume(&b, n, cost, tok, tiles, &r, lockstep, took, &gb);
+    sl_resume_gen_t *gens = realloc(b.resume->ep[0].gens, 2 * sizeof(*gens));
+    gens[1] = gb;
+    b.resume->ep[0].gens = gens;
+    b.resume->ep[0].ngens = 2;
+    sl_resume_carry_t *cb = NULL;
+    ck_assert_int_eq(sl_resume_mix_carry(&b, 0, n, cost, tok, tiles, 3, &cb), 0);
+    give_carry(&c, n, cb);
+    uint64_t total = sl_spec_order_len(&c, n), delivered = 0;
+    uint64_t *scratch = malloc(total * sizeof(uint64_t)), *out = malloc(total * sizeof(uint64_t));
+    uint64_t len = sl_spec_epoch_len(&c, n), rest = len > cb->consumed ? len - cb->consumed : 0;
+    uint64_t *order = malloc((rest + 1) * sizeof(uint64_t));
+    for (uint32_t q = 0; q < 3; q++) {
+        c.rank = q;
+        ck_assert_int_eq(sl_rank_order_balanced(&c, 0, n, cost, tok, tiles, scratch, out), 0);
+        uint64_t live = sl_spec_live_positions(&c, n, 0);
+        for (uint64_t i = 0; i < live; i++) {
+            if (out[i] == SL_POS_HOLE) {
+                ck_assert_str_eq(mode, "packed");
+                continue;
+            }
+            took[out[i]]++;
+            if (i * 3 + q < rest) {
+                order[i * 3 + q] = out[i];
+            }
+            delivered++;
+        }
+    }
+    ck_assert_uint_eq(delivered, rest);
+    ck_assert_uint_eq(cb->consumed + delivered, len > cb->consumed ? len : cb->consumed);
+    if (lockstep && strcmp(mode, "count") == 0) {
+        /* Prefixes of the blends consumed: each source's first draws exactly. */
+        check_draws(&c, took);
+    }
+    if (strcmp(mode, "count") == 0) {
+        check_prefixes(c.mix, wc, order, 0, rest); /* the new weights from the resume on */
+    }
+    free(scratch);
+    free(out);
+    free(order);
+    free(cost);
+    free(tok);
+    free(tiles);
+    free(took);
+    sl_spec_clear(&a);
+    sl_spec_clear(&b);
+    sl_spec_clear(&c);
+}
+END_TEST
+
+/* The carry travels in the spec's "resume" and is checked there. */
+START_TEST(test_blend_carry_json)
+{
+    const char *ok = "{\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 1, \"runs\": "
+                     "[[0, 0, 5]]}], \"carry\": {\"world\": 2, \"drawn\": [[0, 0, 3], [2, 1, "
+                     "3]]}}]}";
+    json_t *v = json_loads(ok, 0, NULL);
+    sl_resume_t *r = NULL;
+    char err[512] = "";
+    ck_assert_msg(sl_resume_from_json(v, 8, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(r->ep[0].carry->consumed, 5);
+    ck_assert_uint_eq(r->ep[0].carry->world, 2);
+    json_t *back = sl_resume_to_json(r);
+    ck_assert(json_equal(back, v));
+    sl_resume_t *d = sl_resume_dup(r);
+    json_t *back2 = sl_resume_to_json(d);
+    ck_assert(json_equal(back2, v));
+    json_decref(back);
+    json_decref(back2);
+    json_decref(v);
+    sl_resume_free(r);
+    sl_resume_free(d);
+    static const struct {
+        const char *json, *says;
+    } BAD[] = {
+        {"{\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 1, \"runs\": [[0, 0, 5]]}], "
+         "\"carry\": {\"world\": 2, \"drawn\": [[0, 0, 3]]}}]}",
+         "at most the 3 draws"},
+        {"{\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 2, \"runs\": [[0, 0, 3]]}], "
+         "\"carry\": {\"world\": 2, \"drawn\": [[0, 0, 3]]}}]}",
+         "gens[0] must be {\"world\": 1"},
+        {"{\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 1, \"runs\": [[0, 0, 3]]}], "
+         "\"carry\": {\"world\": 0, \"drawn\": [[0, 0, 3]]}}]}",
+         "carry: must be {\"world\""},
+        {"{\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 1, \"runs\": [[0, 0, 3]]}], "
+         "\"carry\": {\"world\": 1, \"drawn\": [[16, 0, 3]]}}]}",
+         "carry.drawn.runs[0]"},
+        {"{\"epochs\": [{\"epoch\": 0, \"gens\": [{\"world\": 1, \"runs\": [[0, 0, 3]]}], "
+         "\"carry\": {\"world\": 1, \"drawn\": [[1, 0, 3], [0, 0, 3]]}}]}",
+         "sorted"},
+    };
+    for (size_t i = 0; i < sizeof(BAD) / sizeof(BAD[0]); i++) {
+        json_t *b = json_loads(BAD[i].json, 0, NULL);
+        ck_assert_ptr_nonnull(b);
+        err[0] = '\0';
+        ck_assert_int_eq(sl_resume_from_json(b, 8, &r, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, BAD[i].says) != NULL, "%s: %s", BAD[i].json, err);
+        json_decref(b);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("blend");
@@ -170,6 +440,8 @@ int main(void)
     tcase_add_loop_test(tc, test_blend_prefix_shares, 0, 200);
     tcase_add_test(tc, test_blend_wraps_after_a_pass);
     tcase_add_test(tc, test_blend_schedule_switches_at_its_step);
+    tcase_add_loop_test(tc, test_blend_reweighted_resume, 0, 48);
+    tcase_add_test(tc, test_blend_carry_json);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -55,9 +55,12 @@ START_TEST(test_mix_refused)
         {"{\"sources\": [{\"name\": \"a\", \"weight\": 1, \"source\": {\"type\": \"nope\", "
          "\"path\": \"t\"}}]}",
          "", "mix.sources[0].source.type"},
-        {"{\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": [], \"source\": "
-         "{\"type\": \"tar\", \"path\": \"t\"}}]}",
-         "", "mix.sources[0].stages: per-source stages are not supported yet"},
+        {"{\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": [{\"op\": \"flip\"}], "
+         "\"source\": {\"type\": \"tar\", \"path\": \"t\"}}]}",
+         "", "mix.sources[0].stages[0]: this \"flip\" stage is not one of the job's \"stages\""},
+        {"{\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": {}, "
+         "\"source\": {\"type\": \"tar\", \"path\": \"t\"}}]}",
+         "", "mix.sources[0].stages: must be an array of the job's stages"},
         {"{\"sources\": [" SRC_A ", {\"name\": \"imgs\", \"weight\": 1, \"source\": "
          "{\"type\": \"imagefolder\", \"path\": \"f\"}}]}",
          "",
@@ -152,6 +155,69 @@ START_TEST(test_mix_round_trip)
 }
 END_TEST
 
+/* Per-source stages (docs/mixing.md): a record source may leave out image
+ * stages, an image source none; the canonical JSON keeps them. */
+START_TEST(test_mix_own_stages)
+{
+    static const char *const REC =
+        "{\"mix\": {\"sources\": [" SRC_A ", {\"name\": \"text\", \"weight\": 1, "
+        "\"stages\": [{\"op\": \"tokenize\", \"vocab\": \"v.tiktoken\"}], \"source\": "
+        "{\"type\": \"jsonl\", \"path\": \"t.jsonl\"}}]}, \"stages\": [{\"op\": "
+        "\"decode_image\"}, {\"op\": \"tokenize\", \"vocab\": \"v.tiktoken\"}]}";
+    sl_spec_t s, s2;
+    char err[1024] = "";
+    ck_assert_msg(sl_spec_parse("t.json", REC, strlen(REC), &s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert(!s.mix->src[0].own_stages);
+    ck_assert(s.mix->src[1].own_stages);
+    ck_assert_uint_eq(s.mix->src[1].keep, 2u); /* stage 1 only */
+    char *j = sl_spec_to_json(&s);
+    ck_assert_msg(sl_spec_parse("j", j, strlen(j), &s2, err, sizeof(err)) == 0, "%s: %s", j, err);
+    ck_assert_uint_eq(s2.mix->src[1].keep, 2u);
+    char *j2 = sl_spec_to_json(&s2);
+    ck_assert_str_eq(j, j2);
+    free(j);
+    free(j2);
+    sl_spec_clear(&s);
+    sl_spec_clear(&s2);
+    static const struct {
+        const char *json, *says;
+    } BAD[] = {
+        /* an image source leaving out an augmentation: another tensor kind */
+        {"{\"mix\": {\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": "
+         "[{\"op\": \"decode_jpeg\"}], \"source\": {\"type\": \"tar\", \"path\": \"t\"}}]}, "
+         "\"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"flip\"}]}",
+         "mix.sources[0].stages: leaves out the job's stage 1 (\"flip\"): the sources must make "
+         "one sample kind, so an image source may leave out none"},
+        /* a record source leaving out tokenize */
+        {"{\"mix\": {\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": "
+         "[{\"op\": \"decode_image\"}], \"source\": {\"type\": \"jsonl\", \"path\": "
+         "\"t\"}}]}, \"stages\": [{\"op\": \"decode_image\"}, {\"op\": \"tokenize\", "
+         "\"vocab\": \"v.tiktoken\"}]}",
+         "mix.sources[0].stages: leaves out the job's stage 1 (\"tokenize\")"},
+        /* pixels without their decode */
+        {"{\"mix\": {\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": "
+         "[{\"op\": \"image_tiles\", \"tile\": 32}], \"source\": {\"type\": \"jsonl\", "
+         "\"path\": \"t\"}}]}, \"stages\": [{\"op\": \"decode_image\"}, {\"op\": "
+         "\"image_tiles\", \"tile\": 32}]}",
+         "mix.sources[0].stages: keeps the job's stage 1 (\"image_tiles\") but leaves out the "
+         "decode before it"},
+        /* the same op, other parameters: not the job's stage */
+        {"{\"mix\": {\"sources\": [{\"name\": \"a\", \"weight\": 1, \"stages\": "
+         "[{\"op\": \"tokenize\", \"vocab\": \"w.tiktoken\"}], \"source\": {\"type\": "
+         "\"jsonl\", \"path\": \"t\"}}]}, \"stages\": [{\"op\": \"tokenize\", \"vocab\": "
+         "\"v.tiktoken\"}]}",
+         "mix.sources[0].stages[0]: this \"tokenize\" stage is not one of the job's"},
+    };
+    for (size_t i = 0; i < sizeof(BAD) / sizeof(BAD[0]); i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(sl_spec_parse("t.json", BAD[i].json, strlen(BAD[i].json), &s, err,
+                                       sizeof(err)),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, BAD[i].says) != NULL, "%s: %s", BAD[i].json, err);
+    }
+}
+END_TEST
+
 START_TEST(test_mix_epoch_defaults)
 {
     sl_spec_t s;
@@ -185,6 +251,7 @@ int main(void)
     tcase_add_test(tc, test_mix_refused);
     tcase_add_test(tc, test_mix_round_trip);
     tcase_add_test(tc, test_mix_epoch_defaults);
+    tcase_add_test(tc, test_mix_own_stages);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

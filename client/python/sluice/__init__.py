@@ -337,6 +337,16 @@ def _declare(lib):
     lib.sluice_last_error.restype = cp
     lib.sluice_get_stats.argtypes = [vp, ctypes.POINTER(_Stats)]
     lib.sluice_get_stats.restype = None
+    lib.sluice_mix_nsources.argtypes = [vp]
+    lib.sluice_mix_nsources.restype = ctypes.c_uint32
+    lib.sluice_mix_source_name.argtypes = [vp, ctypes.c_uint32]
+    lib.sluice_mix_source_name.restype = cp
+    lib.sluice_mix_source_share.argtypes = [vp, ctypes.c_uint32]
+    lib.sluice_mix_source_share.restype = ctypes.c_double
+    lib.sluice_mix_samples_per_epoch.argtypes = [vp]
+    lib.sluice_mix_samples_per_epoch.restype = ctypes.c_uint64
+    lib.sluice_sample_source.argtypes = [vp, ctypes.c_uint64]
+    lib.sluice_sample_source.restype = i
     lib.sluice_local_reason.argtypes = [vp, cp, ctypes.c_size_t]
     lib.sluice_local_reason.restype = i
     lib.sluice_skip_counts.argtypes = [vp, ctypes.POINTER(cp), ctypes.POINTER(ctypes.c_uint64), i]
@@ -786,6 +796,35 @@ def _open(lib, args, resume, describe):
     return handle.value, keep
 
 
+def _mix_info(lib, handle):
+    """A mixed job's sources (docs/mixing.md): names, weight shares, the
+    epoch's positions and where each source's sample indices end (the
+    library's sluice_sample_source, searched: the sources are contiguous
+    ranges of the indices), or None for one source."""
+    k = lib.sluice_mix_nsources(handle)
+    if k == 0:
+        return None
+    ends = []
+    lo = 0
+    for j in range(k):
+        # The first index past source j: grow a bound, then halve.
+        hi = max(lo, 1)
+        while 0 <= lib.sluice_sample_source(handle, hi) <= j:
+            hi *= 2
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if 0 <= lib.sluice_sample_source(handle, mid) <= j:
+                lo = mid + 1
+            else:
+                hi = mid
+        ends.append(lo)
+    return {"names": [lib.sluice_mix_source_name(handle, j).decode(errors="replace")
+                      for j in range(k)],
+            "weight_shares": [lib.sluice_mix_source_share(handle, j) for j in range(k)],
+            "samples_per_epoch": lib.sluice_mix_samples_per_epoch(handle),
+            "ends": ends}
+
+
 def _describe_job(lib, handle):
     """What the open job delivers (sluice_epoch_counts, sluice_job_counts)
     and its source's class names, read once: they do not change."""
@@ -800,6 +839,7 @@ def _describe_job(lib, handle):
                    for k in range(lib.sluice_num_classes(handle))]
     info["classes"] = classes
     info["class_to_idx"] = None if classes is None else {c: k for k, c in enumerate(classes)}
+    info["mix"] = _mix_info(lib, handle)
     return info
 
 
@@ -924,6 +964,9 @@ class Loader:
         lib = _load()
         handle, self._keep = _open(lib, self._args, resume, describe=False)
         self._info = _describe_job(lib, handle)
+        mix = self._info["mix"]
+        self._mix_counts = None if mix is None else np.zeros(len(mix["names"]), np.uint64)
+        self._mix_ends = None if mix is None else np.asarray(mix["ends"], np.uint64)
         self._lib = lib
         self._job = _Job(lib, handle)
         self._warn_secret()
@@ -1045,6 +1088,8 @@ class Loader:
         norm = (tuple(b.norm_mean), tuple(b.norm_std)) if b.norm_on_device else None
         soft, mix = _mix_of(b)
         erase = _erase_of(b)
+        if self._mix_counts is not None and n:
+            self._count_sources(indices)
         with job.lock:
             job.live += 1
         if b.nbytes == 0 or not b.data:
@@ -1073,6 +1118,12 @@ class Loader:
                 piece = raw[o:o + s]
                 images.append(piece.view(dtype) if s % dtype.itemsize == 0 else piece)
         return Batch(b.epoch, images, labels, indices, b.layout, norm, soft, mix, erase)
+
+    def _count_sources(self, indices):
+        """Adds a batch's samples to their sources' counts (stats()["mix"])."""
+        ends = self._mix_ends
+        src = np.searchsorted(ends, indices, side="right")
+        self._mix_counts += np.bincount(src, minlength=len(ends))[: len(ends)].astype(np.uint64)
 
     def report_step(self, seconds):
         """The training step that consumed the batches taken since the last
@@ -1143,6 +1194,17 @@ class Loader:
         out["trainer_coef"] = list(st.trainer_coef)
         for name in ("plan_mode", "plan_binding", "sample_costs", "fallback"):
             out[name] = out[name].decode(errors="replace")
+        mix = self._info["mix"]
+        if mix is not None:
+            # As `sluice run --json`'s "mix": the samples this consumer was
+            # handed from each source and their share of all it was handed.
+            total = int(self._mix_counts.sum())
+            out["mix"] = {"sources": [{"name": name, "weight_share": w, "samples": int(c),
+                                       "share": int(c) / total if total else 0.0}
+                                      for name, w, c in zip(mix["names"],
+                                                            mix["weight_shares"],
+                                                            self._mix_counts)],
+                          "samples_per_epoch": mix["samples_per_epoch"]}
         return out
 
     def skipped(self):
