@@ -200,6 +200,11 @@ typedef struct disp_pjob_s {
     int overhead_refused; /* the cache refused one (logged once per job) */
     /* client.overhead_sec is another spec's on this host (disp_pcache_host_prior) */
     int overhead_prior;
+    /* Where client.overhead_sec came from (first_plan.h disp_ovh_src_e), the
+     * host prior found (0: none) and the client's profiled figure (0: none). */
+    int overhead_src;
+    double overhead_prior_sec;
+    double overhead_profiled_sec;
     /* recv_sec_per_byte was fitted to the measured overhead, which was
      * below what the model charged (the probe's figure too high); the
      * client's repeated probe figure no longer replaces it. */

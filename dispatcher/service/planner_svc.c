@@ -11,6 +11,7 @@
 #include "common/base/log.h"
 #include "common/order/ranks.h"
 #include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/link_cache.h"
 #include "dispatcher/planner/plan.h"
 #include "dispatcher/planner/planner.h"
@@ -262,13 +263,17 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
         return rc;
     }
     /* A spec new to this host: its profile carries no overhead; what other
-     * specs' jobs measured here is the prior (docs/planner.md "Cache"). */
+     * specs' jobs measured here is the prior, else what the client measured
+     * under its quota while profiling (first_plan.h; docs/planner.md). */
     double prior = 0.0;
-    if (pj->client.overhead_sec <= 0.0 &&
-        disp_pcache_host_prior(d->pcache, pj->client.host, pj->spec_hash, now_ms, &prior)) {
-        pj->client.overhead_sec = prior;
-        pj->overhead_prior = 1;
+    if (!disp_pcache_host_prior(d->pcache, pj->client.host, pj->spec_hash, now_ms, &prior)) {
+        prior = 0.0;
     }
+    pj->overhead_prior_sec = prior;
+    pj->overhead_src = (int)disp_first_overhead(pj->client.overhead_sec, prior,
+                                                pj->overhead_profiled_sec,
+                                                &pj->client.overhead_sec);
+    pj->overhead_prior = pj->overhead_src == DISP_OVH_PRIOR;
     cache_inputs(d, req->planner, now_ms);
     disp_pjob_plan(pj, &d->reg, &plan, now_ms, "submit");
     plan.version = 1;

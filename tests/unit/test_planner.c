@@ -27,6 +27,7 @@
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/core/jobs.h"
+#include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/link_cache.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/planner/planner_job.h"
@@ -1770,6 +1771,29 @@ START_TEST(test_pcache_host_prior)
 }
 END_TEST
 
+/* The first plan's overhead (first_plan.h): the spec's own cached figure,
+ * else another spec's on this host, else the profiled one, else none; an
+ * unknown (0, negative, NaN) candidate is skipped, never charged. */
+START_TEST(test_first_overhead)
+{
+    double v = -1.0;
+    ck_assert_int_eq(disp_first_overhead(0.0004, 0.0006, 0.0009, &v), DISP_OVH_CACHED);
+    ck_assert(fabs(v - 0.0004) < 1e-12);
+    ck_assert_int_eq(disp_first_overhead(0.0, 0.0006, 0.0009, &v), DISP_OVH_PRIOR);
+    ck_assert(fabs(v - 0.0006) < 1e-12);
+    ck_assert_int_eq(disp_first_overhead(NAN, -1.0, 0.0009, &v), DISP_OVH_PROFILED);
+    ck_assert(fabs(v - 0.0009) < 1e-12);
+    ck_assert_int_eq(disp_first_overhead(0.0, 0.0, INFINITY, &v), DISP_OVH_NONE);
+    ck_assert(v == 0.0);
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_NONE), "none");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_CACHED), "cached");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_PRIOR), "prior");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_PROFILED), "profiled");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_MEASURED), "measured");
+    ck_assert_str_eq(disp_ovh_src_name((disp_ovh_src_e)99), "?");
+}
+END_TEST
+
 /* What-if per class: the rate with k more or fewer workers, what binds,
  * and how many the job wants -- the workers-needed hint's count in total
  * when short of workers, fewer than it has when over-provisioned, none for
@@ -1845,6 +1869,7 @@ int main(void)
     tcase_add_test(tc, test_sample_overhead);
     tcase_add_test(tc, test_pcache_overhead_bound);
     tcase_add_test(tc, test_pcache_host_prior);
+    tcase_add_test(tc, test_first_overhead);
     tcase_add_test(tc, test_whatif);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");
