@@ -99,5 +99,14 @@ struct cl_planner_s {
  * or -1. */
 int cl_probe_link(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
                   double *ret_recv);
+/* probe.c: the client's own CPU per received sample under its quota
+ * (docs/planner.md "A right first plan"): a Worker.Probe whose chunks are
+ * messages of `batch` samples of sample_bytes each (a job's Batch message
+ * of the plan's output; at most CL_PROBE_SAMPLES_MAX_CHUNK), its thread's
+ * and gRPC's threads' CPU per sample beyond recv_per_byte x sample_bytes
+ * (cl_overhead_from_probe) into *ret_sec. Returns 0, or -1 (no probe). */
+#define CL_PROBE_SAMPLES_MAX_CHUNK (1u << 20)
+int cl_probe_samples(const char *addr, const sl_rpc_security_t *sec, int timeout_ms,
+                     double sample_bytes, uint32_t batch, double recv_per_byte, double *ret_sec);
 
 #endif

@@ -525,6 +525,35 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
     p->in.client_bandwidth = agg;
 }
 
+/* Step 7: the client's own CPU per received sample under its real quota
+ * (issue 39 part 4): a probe of the largest class whose messages are batches
+ * of the pipeline's output (planner_impl.h cl_probe_samples), after
+ * everything else, so that nothing else runs here then. Not when the
+ * cached profile carries an overhead a running job of the spec measured:
+ * the dispatcher plans from that. */
+static void profile_overhead(cl_planner_t *p, const cl_plan_args_t *a, int timeout_ms)
+{
+    const Sluice__HostProfile *c = &p->client.msg;
+    if (c->sample_overhead_sec > 0.0 || c->n_units == 0 || c->units[c->n_units - 1] == NULL) {
+        return;
+    }
+    const cl_class_t *best = NULL;
+    for (size_t i = 0; i < p->in.n_classes; i++) {
+        const cl_class_t *k = &p->classes[i];
+        if (k->first_addr[0] != '\0' &&
+            (best == NULL || k->msg.n_worker_ids > best->msg.n_worker_ids)) {
+            best = k;
+        }
+    }
+    double sec = 0.0;
+    if (best != NULL &&
+        cl_probe_samples(best->first_addr, a->security, timeout_ms,
+                         c->units[c->n_units - 1]->out_bytes_per_sample, a->spec->batch_size,
+                         p->in.recv_cpu_sec_per_byte, &sec) == 0) {
+        p->in.client_overhead_profiled_sec = sec;
+    }
+}
+
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
     double t0 = sl_mono_sec();
@@ -580,6 +609,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     if (rc != 0) {
         goto out;
     }
+    profile_overhead(p, a, timeout_ms); /* 7 */
     /* 3. Our CPU budget: the pipeline cannot use more than its threads.
      * When no cgroup tells it, what the profile pass got (if it showed a
      * limit); the reports refine it while the job runs. */

@@ -32,14 +32,26 @@ v = json.load(open(sys.argv[1]))["inputs"].get(sys.argv[2])
 print("null" if v is None else ("%.6f" % v if isinstance(v, float) else v))' "$1" "$2"
 }
 
+# Before any job: what the client measured under its quota while profiling
+# (a probe of batch-sized messages, beyond the per-byte receive cost; it may
+# find nothing beyond it), else none; no prior.
 plan "$TMP/a.json" "$TMP/a0.txt" --explain
-grep -q '^client overhead: none charged (source: no job of this spec' "$TMP/a0.txt" ||
-    fail "before any job: $(grep 'client overhead' "$TMP/a0.txt")"
 grep -q '^client overhead prior: none (another spec' "$TMP/a0.txt" ||
     fail "before any job, a prior: $(grep 'overhead prior' "$TMP/a0.txt")"
 plan "$TMP/a.json" "$TMP/a0.json" --json
-[ "$(inputs "$TMP/a0.json" sample_overhead_source)" = none ] ||
-    fail "before any job: source $(inputs "$TMP/a0.json" sample_overhead_source)"
+src0=$(inputs "$TMP/a0.json" sample_overhead_source)
+prof0=$(inputs "$TMP/a0.json" sample_overhead_profiled_ms)
+case "$src0" in
+profiled)
+    [ "$prof0" = "$(inputs "$TMP/a0.json" sample_overhead_ms)" ] ||
+        fail "before any job: charged $(inputs "$TMP/a0.json" sample_overhead_ms), profiled $prof0"
+    ;;
+none) [ "$prof0" = null ] || fail "before any job: profiled $prof0 ms but none charged" ;;
+*) fail "before any job: source $src0" ;;
+esac
+grep -Eq "^client overhead: (none charged \(source: no job of this spec|[0-9.]+ ms per sample .*source: measured on Sluice's own threads under this client's CPU quota while profiling)" \
+    "$TMP/a0.txt" || fail "before any job: $(grep 'client overhead' "$TMP/a0.txt")"
+echo "before any job: source $src0, profiled ${prof0} ms"
 
 # One job of spec A, at a training loop's pace, so its overhead is measured.
 cat >"$TMP/loop.py" <<'PY'
