@@ -257,6 +257,35 @@ static void print_whatif(const char *doc)
     json_decref(root);
 }
 
+/* The short-job guard's verdict (docs/planner.md "A right first plan"): a
+ * job of this spec too short to repay profiling starts on the better fixed
+ * policy instead. */
+static void print_short(const cl_plan_job_t *pj)
+{
+    cl_plan_short_t r;
+    cl_plan_job_short(pj, &r);
+    if (!r.assessed) {
+        printf("short-job guard: not assessed (%s)\n", r.why[0] != '\0' ? r.why : "?");
+        return;
+    }
+    if (r.fixed_sec <= 0.0) {
+        printf("short-job guard: %.0f samples, nothing to estimate from: a job profiles\n",
+               r.samples);
+        return;
+    }
+    const char *best = r.rate_off >= r.rate_all ? "off" : "all";
+    printf("short-job guard: %.0f samples, %.1f s on `%s` (estimated off %.1f, all %.1f "
+           "samples/s); profiling ~%.2f s could save at most %.2f s: ",
+           r.samples, r.fixed_sec, best, r.rate_off, r.rate_all, r.profile_sec, r.saving_sec);
+    if (strcmp(r.choice, "profile") != 0) {
+        printf("a job starts on `%s` without profiling\n", r.choice);
+    } else if (r.profile_sec < r.min_profile_sec) {
+        printf("a job profiles (profiling under %.1f s always does)\n", r.min_profile_sec);
+    } else {
+        printf("a job profiles\n");
+    }
+}
+
 /* The library's error as this command's, and its exit status. */
 static int failed(int rc, const char *err)
 {
@@ -296,6 +325,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                                                       : ": no cgroup readable, all CPUs assumed "
                                                         "until the job measures it");
         print_overhead(in, e->json);
+        print_short(pj);
         print_whatif(e->json);
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",

@@ -94,6 +94,15 @@ struct cl_planner_s {
     cl_overhead_t overhead;
 };
 
+/* profile.c, for short_job.c: this host's key in the profile cache; step 1
+ * (GetPlanContext for the spec hash in p->in, reply into *ret); a cached
+ * profile of host usable for pipe, or NULL. */
+void cl_planner_client_key(char *key, size_t len);
+int cl_planner_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret, char *err,
+                       size_t errlen);
+const Sluice__HostProfile *cl_planner_find_cached(const Sluice__PlanContextResponse *ctx,
+                                                  const char *host, const sl_pipeline_t *pipe);
+
 /* probe.c: one worker's link (step 5): bandwidth in *ret_bw, this
  * process's CPU per received byte in *ret_recv. Returns 0 with both set,
  * or -1. */

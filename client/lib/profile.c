@@ -148,8 +148,8 @@ static int hp_fits(const Sluice__HostProfile *m, const sl_pipeline_t *pipe)
     return 1;
 }
 
-static const Sluice__HostProfile *find_cached(const Sluice__PlanContextResponse *ctx,
-                                              const char *host, const sl_pipeline_t *pipe)
+const Sluice__HostProfile *cl_planner_find_cached(const Sluice__PlanContextResponse *ctx,
+                                                  const char *host, const sl_pipeline_t *pipe)
 {
     for (size_t i = 0; ctx != NULL && i < ctx->n_cached; i++) {
         const Sluice__HostProfile *m = ctx->cached[i];
@@ -265,7 +265,7 @@ static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *sp
 /* ------------------------------------------------------------ profiling */
 
 /* This host's key in the profile cache. */
-static void client_key(char *key, size_t len)
+void cl_planner_client_key(char *key, size_t len)
 {
     char host[200] = "";
     gethostname(host, sizeof(host) - 1);
@@ -273,14 +273,14 @@ static void client_key(char *key, size_t len)
 }
 
 /* Step 1: GetPlanContext for the job's spec hash (set in p->in). */
-static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret,
-                         char *err, size_t errlen)
+int cl_planner_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret, char *err,
+                       size_t errlen)
 {
     int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
     Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
     creq.version = SL_PROTOCOL_VERSION;
     creq.spec_hash = p->in.spec_hash;
-    client_key(p->host_key, sizeof(p->host_key));
+    cl_planner_client_key(p->host_key, sizeof(p->host_key));
     creq.client_host = p->host_key;
     p->in.client_host = p->host_key;
     sl_rpc_status_t st;
@@ -304,14 +304,14 @@ int cl_planner_cached_client(cl_planner_t *p, const cl_plan_args_t *a, char *err
 {
     p->in.spec_hash = sl_spec_cost_hash(a->spec, sl_source_fingerprint(a->src));
     ProtobufCMessage *cresp = NULL;
-    int rc = fetch_context(p, a, &cresp, err, errlen);
+    int rc = cl_planner_context(p, a, &cresp, err, errlen);
     if (rc != 0) {
         return rc;
     }
     char key[CL_KEY_MAX];
-    client_key(key, sizeof(key));
+    cl_planner_client_key(key, sizeof(key));
     const Sluice__HostProfile *cached =
-        find_cached((const Sluice__PlanContextResponse *)cresp, key, a->pipe);
+        cl_planner_find_cached((const Sluice__PlanContextResponse *)cresp, key, a->pipe);
     if (cached != NULL) {
         hp_copy(&p->client, cached, 1);
     } else {
@@ -397,8 +397,8 @@ static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
                           char *err, size_t errlen)
 {
     char key[CL_KEY_MAX];
-    client_key(key, sizeof(key));
-    const Sluice__HostProfile *cached = find_cached(ctx, key, a->pipe);
+    cl_planner_client_key(key, sizeof(key));
+    const Sluice__HostProfile *cached = cl_planner_find_cached(ctx, key, a->pipe);
     if (cached != NULL) {
         hp_copy(&p->client, cached, 1);
     } else {
@@ -429,7 +429,7 @@ static void profile_classes(cl_planner_t *p, const cl_plan_args_t *a,
 {
     for (size_t c = 0; c < p->in.n_classes; c++) {
         cl_class_t *k = &p->classes[c];
-        const Sluice__HostProfile *hit = find_cached(ctx, k->key, a->pipe);
+        const Sluice__HostProfile *hit = cl_planner_find_cached(ctx, k->key, a->pipe);
         if (hit != NULL) {
             hp_copy(&k->hp, hit, 1);
             k->have_profile = 1;
@@ -568,7 +568,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
 
     /* 1. What the dispatcher knows. */
     ProtobufCMessage *cresp = NULL;
-    int rc = fetch_context(p, a, &cresp, err, errlen);
+    int rc = cl_planner_context(p, a, &cresp, err, errlen);
     if (rc != 0) {
         return rc;
     }

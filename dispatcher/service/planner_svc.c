@@ -532,6 +532,11 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         resp->cached[resp->n_cached++] = m;
     }
     rc = context_links(links, nlinks, now_ms, resp, a);
+    double prior = 0.0;
+    if (rc == 0 && req->client_host != NULL &&
+        disp_pcache_host_prior(d->pcache, req->client_host, req->spec_hash, now_ms, &prior)) {
+        resp->sample_overhead_prior_sec = prior;
+    }
 out:
     pthread_mutex_unlock(&d->mu);
     return rc == 0 ? 0 : sl_err(err, errlen, rc, "dispatcher out of memory");
