@@ -88,7 +88,7 @@ static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, s
     if (pr == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    int rc = sl_profile_run(a->pipe, a->src, idx, n, 0, pr, err, errlen);
+    int rc = sl_profile_run(a->pipe, a->src, idx, n, CL_SHORT_MAX_MS, pr, err, errlen);
     if (rc == 0 && pr->samples == 0) {
         rc = sl_err(err, errlen, -EIO, "short-job guard: no sample could be processed");
     }
