@@ -117,6 +117,14 @@ START_TEST(test_inputs)
     e.client_cpus = 4;
     cl_short_inputs(&e, 3200, &in);
     NEAR(in.profile_sec, 0.6, 1e-9);
+    /* A broken overhead (PlanContextResponse.sample_overhead_prior_sec, a
+     * cached profile's) counts as none. */
+    const double broken[] = {NAN, -0.001, INFINITY};
+    for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
+        cl_short_est_t b = {.local_sec = 0.01, .client_cpus = 0.5, .overhead = broken[i]};
+        cl_short_inputs(&b, 3200, &in);
+        NEAR(in.rate_off, 50.0, 1e-9);
+    }
     cl_short_est_t none = {.local_sec = 0, .client_cpus = 1};
     cl_short_inputs(&none, 3200, &in);
     ck_assert(in.rate_off == 0.0 && in.rate_all == 0.0);

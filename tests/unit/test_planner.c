@@ -1794,6 +1794,31 @@ START_TEST(test_first_overhead)
 }
 END_TEST
 
+/* The client's profiled overhead as the dispatcher takes it
+ * (PlannerInputs.client_overhead_profiled_sec): kept when sane, 0 for a
+ * broken one (NaN, infinite, negative), capped like any overhead. */
+START_TEST(test_profiled_overhead_input)
+{
+    fx_pin_t pin;
+    fx_pin_init(&pin, 1);
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)),
+                     0);
+    const double sent[] = {0.0004, NAN, INFINITY, -0.001, 50.0};
+    const double want[] = {0.0004, 0.0, 0.0, 0.0, 1.0};
+    for (size_t i = 0; i < sizeof(sent) / sizeof(sent[0]); i++) {
+        pin.in.client_overhead_profiled_sec = sent[i];
+        disp_pjob_t *pj = NULL;
+        ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+        ck_assert_msg(fabs(pj->overhead_profiled_sec - want[i]) < 1e-12, "case %zu: %g", i,
+                      pj->overhead_profiled_sec);
+        disp_pjob_free(pj);
+    }
+    sl_spec_clear(&spec);
+}
+END_TEST
+
 /* What-if per class: the rate with k more or fewer workers, what binds,
  * and how many the job wants -- the workers-needed hint's count in total
  * when short of workers, fewer than it has when over-provisioned, none for
@@ -1870,6 +1895,7 @@ int main(void)
     tcase_add_test(tc, test_pcache_overhead_bound);
     tcase_add_test(tc, test_pcache_host_prior);
     tcase_add_test(tc, test_first_overhead);
+    tcase_add_test(tc, test_profiled_overhead_input);
     tcase_add_test(tc, test_whatif);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");
