@@ -27,6 +27,14 @@ typedef enum {
     DISP_OVH_COUNT
 } disp_ovh_src_e;
 
+/* A running job's overhead becomes other specs' prior on the host only once
+ * the job has run this long: before, it measured mostly its own start-up
+ * (connections, threads, the first batches under the quota). A one-epoch job
+ * of 400 samples on a 0.2-CPU client left a 1.37 ms prior; the next spec's
+ * first plan then predicted a quarter of what it measured (docs/benchmarks.md
+ * "First plan (issue 39 part 4)"). The spec's own next job still takes it. */
+#define DISP_PRIOR_MIN_RUN_MS 10000
+
 /* "none", "cached", "prior", "profiled", "measured" (the status JSON's
  * sample_overhead_source); "?" for anything else. */
 const char *disp_ovh_src_name(disp_ovh_src_e s);

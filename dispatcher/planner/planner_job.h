@@ -254,6 +254,10 @@ int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *
  * part is the link cache's). Returns 1 with *ret set, or 0: none. */
 int disp_pcache_host_prior(const disp_pcache_t *c, const char *host, uint64_t except_spec,
                            int64_t now_ms, double *ret);
+/* The spec's stored overhead on host stays its own but is no prior for
+ * other specs (first_plan.h DISP_PRIOR_MIN_RUN_MS: measured by a job too
+ * young); until the next disp_pcache_note_overhead. No entry: nothing. */
+void disp_pcache_not_prior(disp_pcache_t *c, uint64_t spec_hash, const char *host);
 /* The per-unit CPU a job of the spec measured on that host while running
  * (units by name, each with at least DISP_PCACHE_MIN_UNIT_SAMPLES): it
  * replaces the cached profile's, so the next job plans with the costs the

@@ -330,10 +330,14 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
     if (pj != NULL) {
         disp_pjob_rates(pj, req, now_ms);
         double bound = 0.0;
-        if (pj->have_sample_sec && disp_pjob_steady(pj) &&
-            disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
-                                      pj->measured_sample_sec, &bound) == -ERANGE &&
-            !pj->overhead_refused) {
+        int noted = pj->have_sample_sec && disp_pjob_steady(pj)
+                        ? disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
+                                                    pj->measured_sample_sec, &bound)
+                        : -ENOENT;
+        if (noted == 0 && now_ms - job->created_ms < DISP_PRIOR_MIN_RUN_MS) {
+            disp_pcache_not_prior(d->pcache, pj->spec_hash, pj->client.host);
+        }
+        if (noted == -ERANGE && !pj->overhead_refused) {
             pj->overhead_refused = 1;
             SL_WARN("job %" PRIu64 ": per-sample overhead %.3f ms not cached for \"%s\": "
                     "above %.3f ms (%.0fx the idle-core profile of a local sample, at least "

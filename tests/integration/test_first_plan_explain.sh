@@ -5,12 +5,16 @@
 # charged, no prior. After a job of spec A ran here (its overhead measured on
 # Sluice's own threads and cached): spec A plans from its own cached figure
 # (the prior of another spec: none yet), and spec B -- new to this host --
-# plans from A's figure as its prior; --json agrees with --explain.
+# plans from A's figure as its prior; --json agrees with --explain. A job of
+# spec C younger than DISP_PRIOR_MIN_RUN_MS (10 s) does not become the prior.
 source "$(dirname "$0")/lib.sh"
 
 python_env
 make_images "$TMP/data" 3 30
-write_train_spec "$TMP/a.json" 30 ', "offload": "auto"'
+# A: ~15 s at the loop's pace (longer than DISP_PRIOR_MIN_RUN_MS); C: ~5 s.
+write_train_spec "$TMP/a.json" 80 ', "offload": "auto"'
+write_train_spec "$TMP/c.json" 30 ', "offload": "auto"'
+sed -i 's/"size": 64/"size": 56/' "$TMP/c.json"
 # B: another crop size, so another spec hash (a spec new to this host).
 sed 's/"size": 64/"size": 48/' "$TMP/a.json" >"$TMP/b.json"
 
@@ -73,6 +77,12 @@ a_ms=$(inputs "$TMP/a1.json" sample_overhead_ms)
 plan "$TMP/a.json" "$TMP/a1.txt" --explain
 grep -E '^client overhead: [0-9.]+ ms per sample .*source: measured on Sluice.s own threads by an earlier job of this spec' \
     "$TMP/a1.txt" || fail "spec A after its job: $(grep 'client overhead' "$TMP/a1.txt")"
+
+# A younger job of spec C measures its overhead (cached for C) but is no prior.
+$PY "$TMP/loop.py" "$D_GRPC" "$TMP/c.json" "$TMP/data" || fail "the job of spec C failed"
+plan "$TMP/c.json" "$TMP/c1.json" --json
+[ "$(inputs "$TMP/c1.json" sample_overhead_source)" = cached ] ||
+    fail "spec C after its job: source $(inputs "$TMP/c1.json" sample_overhead_source)"
 
 plan "$TMP/b.json" "$TMP/b.json.out" --json
 [ "$(inputs "$TMP/b.json.out" sample_overhead_source)" = prior ] ||

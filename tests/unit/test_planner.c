@@ -1763,6 +1763,14 @@ START_TEST(test_pcache_host_prior)
     disp_pcache_put(c, 2, &p, 3000);
     ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
     ck_assert(fabs(prior - 0.0004) < 1e-12);
+    /* Measured by a job too young (DISP_PRIOR_MIN_RUN_MS): its spec keeps
+     * it, but no other spec takes it as a prior until a later note. */
+    disp_pcache_not_prior(c, 1, "client gpu-node");
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 0);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 1, "client gpu-node", 0.0004, &bound), 0);
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
+    disp_pcache_not_prior(c, 77, "client gpu-node"); /* no entry: nothing */
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
     /* Stale after the cache's TTL. */
     ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 1000 + DISP_PCACHE_TTL_MS,
                                             &prior),
