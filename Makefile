@@ -291,6 +291,7 @@ TEST_MODS_test_worker_tasks := worker
 TEST_MODS_test_client_control := client
 TEST_MODS_test_client_budget := client
 TEST_MODS_test_client_overhead := client
+TEST_MODS_test_client_short_job := client
 TEST_MODS_test_client_window := client
 TEST_MODS_test_client_probe := client
 TEST_MODS_test_client_feed := client

@@ -154,21 +154,70 @@ static void print_table(const Sluice__PlanExplain *e, const char *spec_path, dou
 }
 
 /* The client's per-sample overhead the plan charged and where it came from
- * (docs/planner.md "Inputs"): only a running job measures it, on Sluice's
- * own threads, and the dispatcher keeps it with the cached client profile. */
-static void print_overhead(const Sluice__PlannerInputs *in)
+ * (docs/planner.md "A right first plan"), from the explain document's
+ * "inputs": a running job measures it on Sluice's own threads and the
+ * dispatcher keeps it with the cached client profile ("cached"); a spec new
+ * to this host takes what a job of another spec measured here ("prior"),
+ * else what this client measured under its quota while profiling
+ * ("profiled"); else nothing is charged. The prior is printed either way.
+ * An older dispatcher's document has no source: the cached profile's. */
+static const struct {
+    const char *src;
+    const char *why;
+} OVH_SOURCES[] = {
+    {"cached", "measured on Sluice's own threads by an earlier job of this spec on this host, "
+               "cached by the dispatcher"},
+    {"prior", "prior: measured on Sluice's own threads by a job of another spec on this host"},
+    {"profiled", "measured on Sluice's own threads under this client's CPU quota while "
+                 "profiling (sample-sized probe)"},
+    {"measured", "measured on Sluice's own threads by this job"},
+};
+
+static double ms_of(const json_t *o, const char *key)
 {
-    const Sluice__HostProfile *cp = in->client;
-    double ms = cp != NULL ? cp->sample_overhead_sec * 1e3 : 0.0;
-    if (ms > 0.0) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static void print_overhead(const Sluice__PlannerInputs *in, const char *doc)
+{
+    json_t *root = json_loads(doc != NULL ? doc : "{}", 0, NULL);
+    const json_t *ji = json_object_get(root, "inputs");
+    const char *src = json_string_value(json_object_get(ji, "sample_overhead_source"));
+    double ms = ms_of(ji, "sample_overhead_ms");
+    if (src == NULL) {
+        src = "cached";
+        ms = in->client != NULL ? in->client->sample_overhead_sec * 1e3 : 0.0;
+    }
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof(OVH_SOURCES) / sizeof(OVH_SOURCES[0]); i++) {
+        if (strcmp(OVH_SOURCES[i].src, src) == 0) {
+            why = OVH_SOURCES[i].why;
+        }
+    }
+    if (ms > 0.0 && why != NULL) {
         printf("client overhead: %.3f ms per sample beyond the modelled read and receive costs "
-               "(source: measured on Sluice's own threads by an earlier job of this spec on "
-               "this host, cached by the dispatcher)\n",
-               ms);
+               "(source: %s)\n",
+               ms, why);
     } else {
         printf("client overhead: none charged (source: no job of this spec has run on this host "
-               "yet; a running job measures it on Sluice's own threads)\n");
+               "yet, no other spec's job measured one here and profiling measured none: the "
+               "idle-core profile's; a running job measures it on Sluice's own threads)\n");
     }
+    double prior = ms_of(ji, "sample_overhead_prior_ms");
+    double prof = ms_of(ji, "sample_overhead_profiled_ms");
+    char a[32] = "none";
+    char b[32] = "none";
+    if (prior > 0.0) {
+        snprintf(a, sizeof(a), "%.3f ms", prior);
+    }
+    if (prof > 0.0) {
+        snprintf(b, sizeof(b), "%.3f ms", prof);
+    }
+    printf("client overhead prior: %s (another spec's job on this host); profiled under the "
+           "quota: %s\n",
+           a, b);
+    json_decref(root);
 }
 
 /* The what-if curve per worker class (docs/planner.md "Workers wanted"),
@@ -206,6 +255,35 @@ static void print_whatif(const char *doc)
         }
     }
     json_decref(root);
+}
+
+/* The short-job guard's verdict (docs/planner.md "A right first plan"): a
+ * job of this spec too short to repay profiling starts on the better fixed
+ * policy instead. */
+static void print_short(const cl_plan_job_t *pj)
+{
+    cl_plan_short_t r;
+    cl_plan_job_short(pj, &r);
+    if (!r.assessed) {
+        printf("short-job guard: not assessed (%s)\n", r.why[0] != '\0' ? r.why : "?");
+        return;
+    }
+    if (r.fixed_sec <= 0.0) {
+        printf("short-job guard: %.0f samples, nothing to estimate from: a job profiles\n",
+               r.samples);
+        return;
+    }
+    const char *best = r.rate_off >= r.rate_all ? "off" : "all";
+    printf("short-job guard: %.0f samples, %.1f s on `%s` (estimated off %.1f, all %.1f "
+           "samples/s); profiling ~%.2f s could save at most %.2f s: ",
+           r.samples, r.fixed_sec, best, r.rate_off, r.rate_all, r.profile_sec, r.saving_sec);
+    if (strcmp(r.choice, "profile") != 0) {
+        printf("a job starts on `%s` without profiling\n", r.choice);
+    } else if (r.profile_sec < r.min_profile_sec) {
+        printf("a job profiles (profiling under %.1f s always does)\n", r.min_profile_sec);
+    } else {
+        printf("a job profiles\n");
+    }
 }
 
 /* The library's error as this command's, and its exit status. */
@@ -266,7 +344,8 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                : in->client_cpu_budget_measured > 0.0 ? ": no cgroup readable, measured"
                                                       : ": no cgroup readable, all CPUs assumed "
                                                         "until the job measures it");
-        print_overhead(in);
+        print_overhead(in, e->json);
+        print_short(pj);
         print_whatif(e->json);
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",

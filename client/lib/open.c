@@ -11,6 +11,7 @@
 #include "client/lib/client_impl.h"
 #include "client/lib/costs.h"
 #include "client/lib/profile.h"
+#include "client/lib/short_job.h"
 #include "client/lib/state.h"
 #include "common/plugin/plugin.h"
 #include "common/base/err.h"
@@ -455,6 +456,19 @@ static Sluice__PlannerInputs *profile(sluice_job_t *job)
                                                            job->end_epoch - job->first_epoch,
                                                            job->spec.world_size)};
     char perr[512];
+    cl_short_t sj;
+    uint64_t epochs = job->end_epoch - job->first_epoch;
+    uint64_t total = job->positions > UINT64_MAX / (epochs > 0 ? epochs : 1)
+                         ? UINT64_MAX
+                         : job->positions * epochs;
+    /* A job too short to repay profiling starts on the better fixed policy
+     * (client/lib/short_job.h); a failure to tell profiles as before. */
+    if ((job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) &&
+        job->spec.world_size <= 1 &&
+        cl_short_assess(job->planner, &pa, total, &sj, perr, sizeof(perr)) == 0 &&
+        sj.choice != CL_SHORT_PROFILE) {
+        job->spec.offload = sj.choice == CL_SHORT_OFF ? SL_OFFLOAD_OFF : SL_OFFLOAD_ALL;
+    }
     if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
         if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {
             return cl_planner_inputs(job->planner);

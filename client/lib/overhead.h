@@ -36,4 +36,15 @@ typedef struct cl_overhead_s {
  * CL_OVERHEAD_MIN_SAMPLES. */
 double cl_overhead_add(cl_overhead_t *o, uint32_t version, double samples, double cpu);
 
+/* The overhead a sample-sized probe measured (issue 39 part 4, profile.c):
+ * cpu seconds of Sluice's threads while `bytes` arrived in messages of
+ * samples of sample_bytes, per sample, beyond what the model already charges
+ * per byte received (recv_per_byte x sample_bytes): the fixed per-message
+ * and per-sample part under the client's real quota. Never negative (a
+ * per-byte figure taken from larger chunks may already cover it). Returns 0
+ * with *ret_sec set, or -EINVAL when nothing was measured (no bytes, a
+ * sample under a byte, a CPU figure not finite or negative). */
+int cl_overhead_from_probe(double cpu, double bytes, double sample_bytes, double recv_per_byte,
+                           double *ret_sec);
+
 #endif

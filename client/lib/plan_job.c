@@ -10,6 +10,8 @@
 #include "client/lib/remote_opts.h"
 #include "client/lib/profile.h"
 #include "common/profile/profile_mix.h"
+#include "client/lib/short_job.h"
+#include "common/order/blend.h"
 #include "common/profile/profiler.h"
 #include "common/data/source.h"
 #include "common/engine/pipeline.h"
@@ -27,6 +29,7 @@ struct cl_plan_job_s {
     int rpc; /* sl_rpc_init called */
     cl_planner_t *pl;
     ProtobufCMessage *resp;
+    cl_plan_short_t shortj; /* the short-job guard's verdict */
 };
 
 size_t cl_plan_job_default_samples(void) { return SL_PROFILE_DEFAULT_SAMPLES; }
@@ -121,6 +124,39 @@ int cl_plan_job_open(const cl_plan_job_args_t *a, cl_plan_job_t **ret, char *err
     return 0;
 }
 
+/* The short-job guard as a job of the spec would run it (open.c): before
+ * profiling, one rank, every epoch of the whole source, the job's profile
+ * size. */
+static void assess_short(cl_plan_job_t *pj, const cl_plan_args_t *pa)
+{
+    cl_plan_short_t *r = &pj->shortj;
+    memset(r, 0, sizeof(*r));
+    r->min_profile_sec = CL_SHORT_MIN_PROFILE_SEC;
+    if (pj->spec->offload != SL_OFFLOAD_AUTO && pj->spec->offload != SL_OFFLOAD_FASTFLOW) {
+        snprintf(r->why, sizeof(r->why), "a fixed plan does not profile");
+        return;
+    }
+    uint64_t n = sl_spec_epoch_len(pj->spec, sl_source_count(pj->src));
+    uint64_t total = n * (pj->spec->epochs > 0 ? pj->spec->epochs : 1);
+    cl_plan_args_t a = *pa;
+    a.samples = cl_profile_samples_for(n, pj->spec->epochs, 1);
+    cl_short_t sj;
+    if (cl_short_assess(pj->pl, &a, total, &sj, r->why, sizeof(r->why)) < 0) {
+        return;
+    }
+    *r = (cl_plan_short_t){.assessed = 1,
+                           .choice = cl_short_name(sj.choice),
+                           .samples = sj.in.samples,
+                           .profile_sec = sj.in.profile_sec,
+                           .fixed_sec = sj.fixed_sec,
+                           .saving_sec = sj.saving_sec,
+                           .rate_off = sj.in.rate_off,
+                           .rate_all = sj.in.rate_all,
+                           .min_profile_sec = CL_SHORT_MIN_PROFILE_SEC};
+}
+
+void cl_plan_job_short(const cl_plan_job_t *pj, cl_plan_short_t *ret) { *ret = pj->shortj; }
+
 /* The dispatcher channel and the planner's profiles. */
 static int profile(cl_plan_job_t *pj, const char *addr, const sl_rpc_security_t *sec,
                    unsigned threads, double consumer_rate, size_t samples, char *err, size_t errlen)
@@ -143,6 +179,7 @@ static int profile(cl_plan_job_t *pj, const char *addr, const sl_rpc_security_t 
                          .timeout_ms = 10000,
                          .samples = samples,
                          .security = sec};
+    assess_short(pj, &pa);
     if (cl_planner_profile(pj->pl, &pa, why, sizeof(why)) < 0) {
         snprintf(err, errlen, "dispatcher %s: %s", addr, why);
         return -EIO;

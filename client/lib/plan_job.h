@@ -63,6 +63,23 @@ double cl_plan_job_profile_seconds(const cl_plan_job_t *pj);
 int cl_plan_job_mix_costs(const cl_plan_job_t *pj, size_t samples, json_t **ret, char *err,
                           size_t errlen);
 
+/* After cl_plan_job_ask: the short-job guard's verdict for a job of the
+ * spec (client/lib/short_job.h: its epochs over the whole source, one
+ * rank), which an auto/fastflow job would act on before profiling. */
+typedef struct cl_plan_short_s {
+    int assessed;       /* 0: not assessed (a fixed plan, or it failed: see why) */
+    const char *choice; /* "profile", "off" or "all" */
+    double samples;     /* the job's samples */
+    double profile_sec; /* what profiling would take (estimate) */
+    double fixed_sec;   /* the job on the better fixed policy (estimate; 0 = unknown) */
+    double saving_sec;  /* the most profiling could save over it */
+    double rate_off;    /* samples/s estimated, everything local / remote */
+    double rate_all;
+    double min_profile_sec; /* the guard acts only from this profiling cost */
+    char why[256];          /* when not assessed */
+} cl_plan_short_t;
+void cl_plan_job_short(const cl_plan_job_t *pj, cl_plan_short_t *ret);
+
 void cl_plan_job_free(cl_plan_job_t *pj); /* NULL ok */
 
 #endif

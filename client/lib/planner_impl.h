@@ -94,10 +94,28 @@ struct cl_planner_s {
     cl_overhead_t overhead;
 };
 
+/* profile.c, for short_job.c: this host's key in the profile cache; step 1
+ * (GetPlanContext for the spec hash in p->in, reply into *ret); a cached
+ * profile of host usable for pipe, or NULL. */
+void cl_planner_client_key(char *key, size_t len);
+int cl_planner_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret, char *err,
+                       size_t errlen);
+const Sluice__HostProfile *cl_planner_find_cached(const Sluice__PlanContextResponse *ctx,
+                                                  const char *host, const sl_pipeline_t *pipe);
+
 /* probe.c: one worker's link (step 5): bandwidth in *ret_bw, this
  * process's CPU per received byte in *ret_recv. Returns 0 with both set,
  * or -1. */
 int cl_probe_link(const char *addr, const sl_rpc_security_t *sec, int timeout_ms, double *ret_bw,
                   double *ret_recv);
+/* probe.c: the client's own CPU per received sample under its quota
+ * (docs/planner.md "A right first plan"): a Worker.Probe whose chunks are
+ * messages of `batch` samples of sample_bytes each (a job's Batch message
+ * of the plan's output; at most CL_PROBE_SAMPLES_MAX_CHUNK), its thread's
+ * and gRPC's threads' CPU per sample beyond recv_per_byte x sample_bytes
+ * (cl_overhead_from_probe) into *ret_sec. Returns 0, or -1 (no probe). */
+#define CL_PROBE_SAMPLES_MAX_CHUNK (1u << 20)
+int cl_probe_samples(const char *addr, const sl_rpc_security_t *sec, int timeout_ms,
+                     double sample_bytes, uint32_t batch, double recv_per_byte, double *ret_sec);
 
 #endif

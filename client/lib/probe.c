@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "client/lib/overhead.h"
 #include "client/lib/owncpu.h"
 #include "client/lib/planner_impl.h"
 #include "common/base/clock.h"
@@ -17,6 +18,7 @@ typedef struct cl_probe_s {
     const char *addr;
     const sl_rpc_security_t *sec;
     int timeout_ms;
+    uint32_t chunk; /* bytes a chunk; 0 = CL_PROBE_CHUNK */
     int rc;         /* 0: the stream ended normally after more than one chunk */
     double t_first; /* when the first chunk arrived (monotonic) */
     double t_end;
@@ -44,7 +46,7 @@ static void probe_run(cl_probe_t *pr)
     Sluice__ProbeRequest req = SLUICE__PROBE_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.bytes = CL_PROBE_BYTES;
-    req.chunk_bytes = CL_PROBE_CHUNK;
+    req.chunk_bytes = pr->chunk > 0 ? pr->chunk : CL_PROBE_CHUNK;
     sl_rpc_cstream_t *cs = NULL;
     sl_rpc_status_t st;
     if (sl_rpc_cstream_open(ch, "/sluice.Worker/Probe", &req.base, &sluice__probe_chunk__descriptor,
@@ -100,6 +102,30 @@ int cl_probe_link(const char *addr, const sl_rpc_security_t *sec, int timeout_ms
     double cpu = pr.cpu + pr.grpc;
     *ret_recv = cpu > 0.0 ? cpu / (double)pr.bytes : 0.0;
     return 0;
+}
+
+int cl_probe_samples(const char *addr, const sl_rpc_security_t *sec, int timeout_ms,
+                     double sample_bytes, uint32_t batch, double recv_per_byte, double *ret_sec)
+{
+    if (!(sample_bytes >= 1.0) || batch == 0) {
+        return -1;
+    }
+    double chunk = sample_bytes * (double)batch;
+    if (chunk > (double)CL_PROBE_SAMPLES_MAX_CHUNK) {
+        chunk = (double)CL_PROBE_SAMPLES_MAX_CHUNK;
+    }
+    cl_probe_t *pr = calloc(1, sizeof(*pr)); /* its gRPC table: 1 KB */
+    if (pr == NULL) {
+        return -1;
+    }
+    *pr =
+        (cl_probe_t){.addr = addr, .sec = sec, .timeout_ms = timeout_ms, .chunk = (uint32_t)chunk};
+    probe_run(pr);
+    int rc = pr->rc == 0 ? cl_overhead_from_probe(pr->cpu + pr->grpc, (double)pr->bytes,
+                                                  sample_bytes, recv_per_byte, ret_sec)
+                         : -1;
+    free(pr);
+    return rc;
 }
 
 static void *probe_thread(void *arg)

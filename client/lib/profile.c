@@ -148,8 +148,8 @@ static int hp_fits(const Sluice__HostProfile *m, const sl_pipeline_t *pipe)
     return 1;
 }
 
-static const Sluice__HostProfile *find_cached(const Sluice__PlanContextResponse *ctx,
-                                              const char *host, const sl_pipeline_t *pipe)
+const Sluice__HostProfile *cl_planner_find_cached(const Sluice__PlanContextResponse *ctx,
+                                                  const char *host, const sl_pipeline_t *pipe)
 {
     for (size_t i = 0; ctx != NULL && i < ctx->n_cached; i++) {
         const Sluice__HostProfile *m = ctx->cached[i];
@@ -265,7 +265,7 @@ static void profile_class(cl_class_t *k, const cl_plan_args_t *a, const char *sp
 /* ------------------------------------------------------------ profiling */
 
 /* This host's key in the profile cache. */
-static void client_key(char *key, size_t len)
+void cl_planner_client_key(char *key, size_t len)
 {
     char host[200] = "";
     gethostname(host, sizeof(host) - 1);
@@ -273,14 +273,14 @@ static void client_key(char *key, size_t len)
 }
 
 /* Step 1: GetPlanContext for the job's spec hash (set in p->in). */
-static int fetch_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret,
-                         char *err, size_t errlen)
+int cl_planner_context(cl_planner_t *p, const cl_plan_args_t *a, ProtobufCMessage **ret, char *err,
+                       size_t errlen)
 {
     int timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : 10000;
     Sluice__PlanContextRequest creq = SLUICE__PLAN_CONTEXT_REQUEST__INIT;
     creq.version = SL_PROTOCOL_VERSION;
     creq.spec_hash = p->in.spec_hash;
-    client_key(p->host_key, sizeof(p->host_key));
+    cl_planner_client_key(p->host_key, sizeof(p->host_key));
     creq.client_host = p->host_key;
     p->in.client_host = p->host_key;
     sl_rpc_status_t st;
@@ -304,14 +304,14 @@ int cl_planner_cached_client(cl_planner_t *p, const cl_plan_args_t *a, char *err
 {
     p->in.spec_hash = sl_spec_cost_hash(a->spec, sl_source_fingerprint(a->src));
     ProtobufCMessage *cresp = NULL;
-    int rc = fetch_context(p, a, &cresp, err, errlen);
+    int rc = cl_planner_context(p, a, &cresp, err, errlen);
     if (rc != 0) {
         return rc;
     }
     char key[CL_KEY_MAX];
-    client_key(key, sizeof(key));
+    cl_planner_client_key(key, sizeof(key));
     const Sluice__HostProfile *cached =
-        find_cached((const Sluice__PlanContextResponse *)cresp, key, a->pipe);
+        cl_planner_find_cached((const Sluice__PlanContextResponse *)cresp, key, a->pipe);
     if (cached != NULL) {
         hp_copy(&p->client, cached, 1);
     } else {
@@ -397,8 +397,8 @@ static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
                           char *err, size_t errlen)
 {
     char key[CL_KEY_MAX];
-    client_key(key, sizeof(key));
-    const Sluice__HostProfile *cached = find_cached(ctx, key, a->pipe);
+    cl_planner_client_key(key, sizeof(key));
+    const Sluice__HostProfile *cached = cl_planner_find_cached(ctx, key, a->pipe);
     if (cached != NULL) {
         hp_copy(&p->client, cached, 1);
     } else {
@@ -429,7 +429,7 @@ static void profile_classes(cl_planner_t *p, const cl_plan_args_t *a,
 {
     for (size_t c = 0; c < p->in.n_classes; c++) {
         cl_class_t *k = &p->classes[c];
-        const Sluice__HostProfile *hit = find_cached(ctx, k->key, a->pipe);
+        const Sluice__HostProfile *hit = cl_planner_find_cached(ctx, k->key, a->pipe);
         if (hit != NULL) {
             hp_copy(&k->hp, hit, 1);
             k->have_profile = 1;
@@ -525,6 +525,35 @@ static void probe_ingress(cl_planner_t *p, const cl_plan_args_t *a,
     p->in.client_bandwidth = agg;
 }
 
+/* Step 7: the client's own CPU per received sample under its real quota
+ * (issue 39 part 4): a probe of the largest class whose messages are batches
+ * of the pipeline's output (planner_impl.h cl_probe_samples), after
+ * everything else, so that nothing else runs here then. Not when the
+ * cached profile carries an overhead a running job of the spec measured:
+ * the dispatcher plans from that. */
+static void profile_overhead(cl_planner_t *p, const cl_plan_args_t *a, int timeout_ms)
+{
+    const Sluice__HostProfile *c = &p->client.msg;
+    if (c->sample_overhead_sec > 0.0 || c->n_units == 0 || c->units[c->n_units - 1] == NULL) {
+        return;
+    }
+    const cl_class_t *best = NULL;
+    for (size_t i = 0; i < p->in.n_classes; i++) {
+        const cl_class_t *k = &p->classes[i];
+        if (k->first_addr[0] != '\0' &&
+            (best == NULL || k->msg.n_worker_ids > best->msg.n_worker_ids)) {
+            best = k;
+        }
+    }
+    double sec = 0.0;
+    if (best != NULL &&
+        cl_probe_samples(best->first_addr, a->security, timeout_ms,
+                         c->units[c->n_units - 1]->out_bytes_per_sample, a->spec->batch_size,
+                         p->in.recv_cpu_sec_per_byte, &sec) == 0) {
+        p->in.client_overhead_profiled_sec = sec;
+    }
+}
+
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
     double t0 = sl_mono_sec();
@@ -539,7 +568,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
 
     /* 1. What the dispatcher knows. */
     ProtobufCMessage *cresp = NULL;
-    int rc = fetch_context(p, a, &cresp, err, errlen);
+    int rc = cl_planner_context(p, a, &cresp, err, errlen);
     if (rc != 0) {
         return rc;
     }
@@ -580,6 +609,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     if (rc != 0) {
         goto out;
     }
+    profile_overhead(p, a, timeout_ms); /* 7 */
     /* 3. Our CPU budget: the pipeline cannot use more than its threads.
      * When no cgroup tells it, what the profile pass got (if it showed a
      * limit); the reports refine it while the job runs. */

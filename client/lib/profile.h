@@ -16,7 +16,12 @@
  *     per received byte (the receive cost);
  *  6. the client's own ingress: Worker.Probe from up to CL_PROBE_CONCURRENT
  *     workers at once (client_bandwidth; the links summed overstate it
- *     when the client's link is the narrow one).
+ *     when the client's link is the narrow one);
+ *  7. last, with nothing else running here: its own CPU per received sample
+ *     under its real quota, a Worker.Probe of the largest class in messages
+ *     of batch_size samples of the pipeline's output, beyond the per-byte
+ *     receive cost (client_overhead_profiled_sec; issue 39 part 4). Not
+ *     when the cached profile carries a running job's overhead.
  * Order: 1, 3, the identities of 4, 5 and 6 (the probes charge this
  * process's CPU to the bytes received, so nothing else runs here then),
  * then 2 while the uncached classes' Worker.Profile calls run on another

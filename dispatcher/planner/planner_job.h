@@ -200,6 +200,11 @@ typedef struct disp_pjob_s {
     int overhead_refused; /* the cache refused one (logged once per job) */
     /* client.overhead_sec is another spec's on this host (disp_pcache_host_prior) */
     int overhead_prior;
+    /* Where client.overhead_sec came from (first_plan.h disp_ovh_src_e), the
+     * host prior found (0: none) and the client's profiled figure (0: none). */
+    int overhead_src;
+    double overhead_prior_sec;
+    double overhead_profiled_sec;
     /* recv_sec_per_byte was fitted to the measured overhead, which was
      * below what the model charged (the probe's figure too high); the
      * client's repeated probe figure no longer replaces it. */
@@ -249,6 +254,10 @@ int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *
  * part is the link cache's). Returns 1 with *ret set, or 0: none. */
 int disp_pcache_host_prior(const disp_pcache_t *c, const char *host, uint64_t except_spec,
                            int64_t now_ms, double *ret);
+/* The spec's stored overhead on host stays its own but is no prior for
+ * other specs (first_plan.h DISP_PRIOR_MIN_RUN_MS: measured by a job too
+ * young); until the next disp_pcache_note_overhead. No entry: nothing. */
+void disp_pcache_not_prior(disp_pcache_t *c, uint64_t spec_hash, const char *host);
 /* The per-unit CPU a job of the spec measured on that host while running
  * (units by name, each with at least DISP_PCACHE_MIN_UNIT_SAMPLES): it
  * replaces the cached profile's, so the next job plans with the costs the

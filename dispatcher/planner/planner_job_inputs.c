@@ -123,6 +123,8 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
     pj->consumer_target = disp_pj_fin(in->consumer_rate);
     pj->client_bandwidth = disp_pj_fin(in->client_bandwidth);
     pj->links_cached = in->links_cached != 0;
+    pj->overhead_profiled_sec = fmin(disp_pj_fin(in->client_overhead_profiled_sec),
+                                     DISP_PJ_MAX_OVERHEAD_SEC);
     disp_text_copy(pj->client_machine, sizeof(pj->client_machine), in->client_machine_id);
     pj->client_has_cpus = sl_cpuset_parse(in->client_cpu_set, &pj->client_cpus) == 0;
     codec_from_pb(pj, in);

@@ -3,6 +3,7 @@
  * (planner_job.h disp_pjob_json). Runs under the dispatcher mutex. */
 #include <math.h>
 
+#include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/planner_job_impl.h"
 #include "dispatcher/planner/planner_machines.h"
 #include "dispatcher/status/json_doc.h"
@@ -120,6 +121,15 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
     /* The client's overhead is another spec's measured on this host (the
      * first plan of a spec new here). */
     jset(b, o, "sample_overhead_prior", json_boolean(pj->overhead_prior));
+    /* Where the charged overhead came from (first_plan.h), the host prior
+     * whether charged or not, and the client's profiled figure. */
+    jset(b, o, "sample_overhead_source",
+         json_string(disp_ovh_src_name(pj->have_sample_sec ? DISP_OVH_MEASURED
+                                                           : (disp_ovh_src_e)pj->overhead_src)));
+    jset(b, o, "sample_overhead_prior_ms",
+         pj->overhead_prior_sec > 0.0 ? jnum(pj->overhead_prior_sec * 1e3) : json_null());
+    jset(b, o, "sample_overhead_profiled_ms",
+         pj->overhead_profiled_sec > 0.0 ? jnum(pj->overhead_profiled_sec * 1e3) : json_null());
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());
     jset(b, o, "client_bandwidth",
          in->client_bandwidth > 0.0 ? jnum(in->client_bandwidth) : json_null());

@@ -79,6 +79,14 @@ int disp_pcache_host_prior(const disp_pcache_t *c, const char *host, uint64_t ex
     return 1;
 }
 
+void disp_pcache_not_prior(disp_pcache_t *c, uint64_t spec_hash, const char *host)
+{
+    disp_pcache_entry_t *e = pcache_find(c, spec_hash, host);
+    if (e != NULL) {
+        e->overhead_seq = 0;
+    }
+}
+
 int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *host,
                               double overhead_sec, double *ret_bound)
 {

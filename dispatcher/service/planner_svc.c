@@ -11,6 +11,7 @@
 #include "common/base/log.h"
 #include "common/order/ranks.h"
 #include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/link_cache.h"
 #include "dispatcher/planner/plan.h"
 #include "dispatcher/planner/planner.h"
@@ -262,13 +263,17 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
         return rc;
     }
     /* A spec new to this host: its profile carries no overhead; what other
-     * specs' jobs measured here is the prior (docs/planner.md "Cache"). */
+     * specs' jobs measured here is the prior, else what the client measured
+     * under its quota while profiling (first_plan.h; docs/planner.md). */
     double prior = 0.0;
-    if (pj->client.overhead_sec <= 0.0 &&
-        disp_pcache_host_prior(d->pcache, pj->client.host, pj->spec_hash, now_ms, &prior)) {
-        pj->client.overhead_sec = prior;
-        pj->overhead_prior = 1;
+    if (!disp_pcache_host_prior(d->pcache, pj->client.host, pj->spec_hash, now_ms, &prior)) {
+        prior = 0.0;
     }
+    pj->overhead_prior_sec = prior;
+    pj->overhead_src = (int)disp_first_overhead(pj->client.overhead_sec, prior,
+                                                pj->overhead_profiled_sec,
+                                                &pj->client.overhead_sec);
+    pj->overhead_prior = pj->overhead_src == DISP_OVH_PRIOR;
     cache_inputs(d, req->planner, now_ms);
     disp_pjob_plan(pj, &d->reg, &plan, now_ms, "submit");
     plan.version = 1;
@@ -325,10 +330,14 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
     if (pj != NULL) {
         disp_pjob_rates(pj, req, now_ms);
         double bound = 0.0;
-        if (pj->have_sample_sec && disp_pjob_steady(pj) &&
-            disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
-                                      pj->measured_sample_sec, &bound) == -ERANGE &&
-            !pj->overhead_refused) {
+        int noted = pj->have_sample_sec && disp_pjob_steady(pj)
+                        ? disp_pcache_note_overhead(d->pcache, pj->spec_hash, pj->client.host,
+                                                    pj->measured_sample_sec, &bound)
+                        : -ENOENT;
+        if (noted == 0 && now_ms - job->created_ms < DISP_PRIOR_MIN_RUN_MS) {
+            disp_pcache_not_prior(d->pcache, pj->spec_hash, pj->client.host);
+        }
+        if (noted == -ERANGE && !pj->overhead_refused) {
             pj->overhead_refused = 1;
             SL_WARN("job %" PRIu64 ": per-sample overhead %.3f ms not cached for \"%s\": "
                     "above %.3f ms (%.0fx the idle-core profile of a local sample, at least "
@@ -527,6 +536,11 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         resp->cached[resp->n_cached++] = m;
     }
     rc = context_links(links, nlinks, now_ms, resp, a);
+    double prior = 0.0;
+    if (rc == 0 && req->client_host != NULL &&
+        disp_pcache_host_prior(d->pcache, req->client_host, req->spec_hash, now_ms, &prior)) {
+        resp->sample_overhead_prior_sec = prior;
+    }
 out:
     pthread_mutex_unlock(&d->mu);
     return rc == 0 ? 0 : sl_err(err, errlen, rc, "dispatcher out of memory");

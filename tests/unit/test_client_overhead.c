@@ -241,6 +241,33 @@ START_TEST(test_fetch_sample)
 }
 END_TEST
 
+/* A sample-sized probe's overhead (issue 39 part 4): the CPU per sample
+ * beyond the per-byte receive cost; never negative; nothing from a probe
+ * that measured nothing or a broken figure. */
+START_TEST(test_overhead_from_probe)
+{
+    double v = -1.0;
+    /* 4 MB in samples of 40 KB = 100 samples; 0.02 s: 0.2 ms a sample, of
+     * which 40 KB x 2 ns = 0.08 ms per byte. */
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, 4e6, 4e4, 2e-9, &v), 0);
+    NEAR(v, 0.12e-3, 1e-9);
+    /* No per-byte figure: all of it. */
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, 4e6, 4e4, NAN, &v), 0);
+    NEAR(v, 0.2e-3, 1e-9);
+    /* The per-byte figure already covers it: 0, not negative. */
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, 4e6, 4e4, 1e-8, &v), 0);
+    ck_assert(v == 0.0);
+    v = 7.0;
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, 0.0, 4e4, 2e-9, &v), -EINVAL);
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, 3e4, 4e4, 2e-9, &v), -EINVAL);
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, 4e6, 0.5, 2e-9, &v), -EINVAL);
+    ck_assert_int_eq(cl_overhead_from_probe(-0.01, 4e6, 4e4, 2e-9, &v), -EINVAL);
+    ck_assert_int_eq(cl_overhead_from_probe(NAN, 4e6, 4e4, 2e-9, &v), -EINVAL);
+    ck_assert_int_eq(cl_overhead_from_probe(0.02, INFINITY, 4e4, 2e-9, &v), -EINVAL);
+    ck_assert(v == 7.0); /* untouched on failure */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_overhead");
@@ -253,6 +280,7 @@ int main(void)
     tcase_add_test(tc, test_grpc_names);
     tcase_add_test(tc, test_grpc_sample);
     tcase_add_test(tc, test_fetch_sample);
+    tcase_add_test(tc, test_overhead_from_probe);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -27,6 +27,7 @@
 #include "dispatcher/config.h"
 #include "dispatcher/disp.h"
 #include "dispatcher/core/jobs.h"
+#include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/link_cache.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/planner/planner_job.h"
@@ -1762,11 +1763,67 @@ START_TEST(test_pcache_host_prior)
     disp_pcache_put(c, 2, &p, 3000);
     ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
     ck_assert(fabs(prior - 0.0004) < 1e-12);
+    /* Measured by a job too young (DISP_PRIOR_MIN_RUN_MS): its spec keeps
+     * it, but no other spec takes it as a prior until a later note. */
+    disp_pcache_not_prior(c, 1, "client gpu-node");
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 0);
+    ck_assert_int_eq(disp_pcache_note_overhead(c, 1, "client gpu-node", 0.0004, &bound), 0);
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
+    disp_pcache_not_prior(c, 77, "client gpu-node"); /* no entry: nothing */
+    ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 3000, &prior), 1);
     /* Stale after the cache's TTL. */
     ck_assert_int_eq(disp_pcache_host_prior(c, "client gpu-node", 9, 1000 + DISP_PCACHE_TTL_MS,
                                             &prior),
                      0);
     disp_pcache_free(c);
+}
+END_TEST
+
+/* The first plan's overhead (first_plan.h): the spec's own cached figure,
+ * else another spec's on this host, else the profiled one, else none; an
+ * unknown (0, negative, NaN) candidate is skipped, never charged. */
+START_TEST(test_first_overhead)
+{
+    double v = -1.0;
+    ck_assert_int_eq(disp_first_overhead(0.0004, 0.0006, 0.0009, &v), DISP_OVH_CACHED);
+    ck_assert(fabs(v - 0.0004) < 1e-12);
+    ck_assert_int_eq(disp_first_overhead(0.0, 0.0006, 0.0009, &v), DISP_OVH_PRIOR);
+    ck_assert(fabs(v - 0.0006) < 1e-12);
+    ck_assert_int_eq(disp_first_overhead(NAN, -1.0, 0.0009, &v), DISP_OVH_PROFILED);
+    ck_assert(fabs(v - 0.0009) < 1e-12);
+    ck_assert_int_eq(disp_first_overhead(0.0, 0.0, INFINITY, &v), DISP_OVH_NONE);
+    ck_assert(v == 0.0);
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_NONE), "none");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_CACHED), "cached");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_PRIOR), "prior");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_PROFILED), "profiled");
+    ck_assert_str_eq(disp_ovh_src_name(DISP_OVH_MEASURED), "measured");
+    ck_assert_str_eq(disp_ovh_src_name((disp_ovh_src_e)99), "?");
+}
+END_TEST
+
+/* The client's profiled overhead as the dispatcher takes it
+ * (PlannerInputs.client_overhead_profiled_sec): kept when sane, 0 for a
+ * broken one (NaN, infinite, negative), capped like any overhead. */
+START_TEST(test_profiled_overhead_input)
+{
+    fx_pin_t pin;
+    fx_pin_init(&pin, 1);
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)),
+                     0);
+    const double sent[] = {0.0004, NAN, INFINITY, -0.001, 50.0};
+    const double want[] = {0.0004, 0.0, 0.0, 0.0, 1.0};
+    for (size_t i = 0; i < sizeof(sent) / sizeof(sent[0]); i++) {
+        pin.in.client_overhead_profiled_sec = sent[i];
+        disp_pjob_t *pj = NULL;
+        ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+        ck_assert_msg(fabs(pj->overhead_profiled_sec - want[i]) < 1e-12, "case %zu: %g", i,
+                      pj->overhead_profiled_sec);
+        disp_pjob_free(pj);
+    }
+    sl_spec_clear(&spec);
 }
 END_TEST
 
@@ -1845,6 +1902,8 @@ int main(void)
     tcase_add_test(tc, test_sample_overhead);
     tcase_add_test(tc, test_pcache_overhead_bound);
     tcase_add_test(tc, test_pcache_host_prior);
+    tcase_add_test(tc, test_first_overhead);
+    tcase_add_test(tc, test_profiled_overhead_input);
     tcase_add_test(tc, test_whatif);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("dispatcher");

@@ -1,0 +1,95 @@
+/* short_job: the short-job guard (issue 39 part 4, docs/planner.md "A right
+ * first plan"). An auto or fastflow job profiles before it starts: link
+ * probes, a profile pass of up to SL_PROFILE_DEFAULT_SAMPLES samples on one
+ * thread, the workers' profiles. A job too short to repay that starts on the
+ * better fixed policy instead, so it never loses to that policy because it
+ * profiled.
+ *
+ * The bound: no plan delivers faster than everything local plus everything
+ * remote at once (rate_off + rate_all), so profiling saves at most
+ * samples / max(rate_off, rate_all) - samples / (rate_off + rate_all)
+ * seconds. When that is not more than profiling would take, the job runs
+ * `off` or `all`, whichever the estimates say is faster. The estimates come
+ * from what is known before profiling: a cached client profile of the spec,
+ * else a pass over CL_SHORT_SAMPLES samples; the live workers' threads; the
+ * dispatcher's link cache, else one link probe; the per-sample overhead a
+ * job measured on this host (this spec's cached, else another spec's prior).
+ *
+ * cl_short_decide and cl_short_inputs are pure; cl_short_assess talks to the
+ * dispatcher and a worker and runs the pipeline on this thread. Never logs. */
+#ifndef CL_SHORT_JOB_H
+#define CL_SHORT_JOB_H
+
+#include <stdint.h>
+
+#include "client/lib/profile.h"
+
+/* Samples the guard's own profile pass runs (when none is cached), and the
+ * wall time it may take: it is paid by every cold auto job, the short ones
+ * it protects too (8 samples of 30 % large photographs took 0.8 s of a
+ * 0.3-CPU client's quota). */
+#define CL_SHORT_SAMPLES 4
+#define CL_SHORT_MAX_MS 250
+/* The guard acts only when profiling would take at least this long: below,
+ * what a job could lose to it is under a second, and an auto job records
+ * for the next job of the spec what a fixed plan does not (its overhead and
+ * unit costs under load, in the dispatcher's cache). */
+#define CL_SHORT_MIN_PROFILE_SEC 1.0
+/* Wall seconds one link probe takes: CL_PROBE_MAX_SEC plus set-up. */
+#define CL_SHORT_PROBE_SEC 0.2
+
+typedef enum {
+    CL_SHORT_PROFILE = 0, /* profiling may pay (or nothing is known): profile */
+    CL_SHORT_OFF,         /* too short: everything local */
+    CL_SHORT_ALL,         /* too short: everything remote */
+} cl_short_e;
+
+typedef struct cl_short_in_s {
+    double samples;     /* this rank's samples over the whole job */
+    double profile_sec; /* wall seconds profiling would take */
+    double rate_off;    /* samples/s everything local; <= 0 = unknown */
+    double rate_all;    /* samples/s everything remote; <= 0 = unknown */
+} cl_short_in_t;
+
+typedef struct cl_short_s {
+    cl_short_e choice;
+    cl_short_in_t in;
+    double fixed_sec;  /* the job's seconds on the better fixed policy; 0 = unknown */
+    double saving_sec; /* the most profiling could save over it */
+} cl_short_t;
+
+/* "profile", "off", "all". */
+const char *cl_short_name(cl_short_e c);
+
+/* The decision above into *ret. Unknown rates, no samples, or profiling
+ * under CL_SHORT_MIN_PROFILE_SEC: profile. */
+void cl_short_decide(const cl_short_in_t *in, cl_short_t *ret);
+
+/* What the estimates start from. */
+typedef struct cl_short_est_s {
+    double local_sec;       /* CPU per sample to read and run every unit */
+    double out_bytes;       /* bytes per sample of the pipeline's output */
+    double overhead;        /* the client's per-sample overhead (cached or prior); 0 = none */
+    double client_cpus;     /* the client's CPU budget */
+    double worker_cpus;     /* the live workers' CPUs, summed */
+    double bandwidth;       /* bytes/s the client takes in; 0 = unknown: no limit */
+    double recv_per_byte;   /* client CPU per received byte */
+    double profile_samples; /* samples the profile pass would run; 0 = cached */
+    double probe_sec;       /* wall seconds of the probes profiling would run */
+} cl_short_est_t;
+
+/* rate_off = client_cpus / (local_sec + overhead); rate_all = the least of
+ * worker_cpus / local_sec (workers as fast per CPU as this host), bandwidth
+ * / out_bytes and client_cpus / (recv_per_byte x out_bytes + overhead);
+ * profile_sec = profile_samples x local_sec over one thread's share of the
+ * budget, plus probe_sec. */
+void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret);
+
+/* Gathers the estimates for a job of job_samples samples (this rank's,
+ * every epoch) and decides. p: the job's planner (its spec hash and host
+ * key are set, as cl_planner_profile would). Returns 0 with *ret set, or a
+ * negative code with err filled (the job then profiles as before). */
+int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_samples, cl_short_t *ret,
+                    char *err, size_t errlen);
+
+#endif
