@@ -43,6 +43,7 @@
 
 #include "common/data/source.h"
 #include "common/remote/remote.h"
+#include "common/remote/rread.h"
 
 /* Longest relative path (and tar member name) we accept. */
 #define SL_SRC_PATH_MAX 4096
@@ -243,6 +244,12 @@ int sl_src_imagefolder_index_url(sl_source_t *src, const char *url, char *err, s
  * fingerprint. err names the URL. */
 int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag, char *err,
                     size_t errlen);
+
+/* A URL tar shard for indexing by range reads (common/remote/rread.h):
+ * the same checks and fingerprint as sl_src_open_url, the reader in *ret
+ * (the caller closes it) and the object's size. */
+int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t **ret,
+                           uint64_t *ret_size, char *err, size_t errlen);
 
 /* Appends a string to the arena; *ret_off receives its offset.
  * Returns 0, -ENOMEM, -E2BIG (arena beyond addressable size). */

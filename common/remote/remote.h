@@ -73,6 +73,12 @@ typedef struct sl_remote_obj_s {
 int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
                    sl_remote_obj_t *ret_obj, char *err, size_t errlen);
 
+/* sl_remote_open of an object whose validator the caller knows (tag != 0,
+ * from an earlier open): the cache entry (URL, tag) when present, with no
+ * request at all; otherwise sl_remote_open(r, url, tag, ...). */
+int sl_remote_open_known(const sl_remote_t *r, const char *url, uint64_t tag,
+                         sl_remote_obj_t *ret_obj, char *err, size_t errlen);
+
 /* One object of a listing: its canonical URL, size and a validator (from
  * the listing's ETag and size: not the tag sl_remote_open gives). */
 typedef int (*sl_remote_list_fn)(void *ctx, const char *url, uint64_t size, uint64_t tag);

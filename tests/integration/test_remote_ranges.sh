@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# A job over URL shards opens without downloading them (docs/sources.md
+# "Remote sources"): the tar headers are read by HTTP range requests from a
+# real nginx on loopback, started here and stopped on any exit.
+#  - opening (indexing) makes only range GETs (206): one per window for
+#    small members, a jump over a member larger than the window; nothing is
+#    downloaded whole; the index is cached per (URL, validator);
+#  - a second open reads the cached index: no GET at all;
+#  - a damaged index entry is dropped and read again, same samples;
+#  - digests over the URLs equal the disk's, locally and offloaded;
+#  - a server that ignores Range (Python's http.server answers 200): the
+#    shards are read in one pass each into the cache, same digests.
+source "$(dirname "$0")/lib.sh"
+
+free_port() {
+    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+DATA="$TMP/data"
+/usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 48 \
+    --per-shard 16 --size-scale 0.2 --seed 11 --quiet
+N=48
+# Shard 1 gets a 3 MiB member (KEY.bin, not part of any sample) after its
+# first sample: more than a range window, so indexing must jump over it.
+/usr/bin/python3 - "$DATA/mm-shards/shard-000001.tar" <<'PY'
+import io, os, sys, tarfile
+p = sys.argv[1]
+src = tarfile.open(p)
+members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+out = io.BytesIO()
+with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as dst:
+    first_key = members[0][0].name.split(".")[0]
+    done = False
+    for m, body in members:
+        if not done and m.name.split(".")[0] != first_key:
+            big = tarfile.TarInfo(first_key + ".bin")
+            big.size = 3 << 20
+            dst.addfile(big, io.BytesIO(os.urandom(big.size)))
+            done = True
+        dst.addfile(m, io.BytesIO(body) if body is not None else None)
+open(p, "wb").write(out.getvalue())
+PY
+WWW="$TMP/www"
+mkdir -p "$WWW/d"
+cp -r "$DATA/mm-shards" "$WWW/d/"
+
+NGX="$TMP/nginx"
+mkdir -p "$NGX"
+HPORT=$(free_port)
+USER_LINE=""
+[ "$(id -u)" -eq 0 ] && USER_LINE="user root;" # workers read the test's 0700 temp dir
+cat >"$NGX/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+$USER_LINE
+pid $NGX/nginx.pid;
+error_log $NGX/error.log;
+events { worker_connections 64; }
+http {
+    log_format r '\$request \$status \$http_range';
+    access_log $NGX/access.log r;
+    client_body_temp_path $NGX/body;
+    proxy_temp_path $NGX/proxy;
+    fastcgi_temp_path $NGX/fastcgi;
+    uwsgi_temp_path $NGX/uwsgi;
+    scgi_temp_path $NGX/scgi;
+    server {
+        listen 127.0.0.1:$HPORT;
+        root $WWW;
+        autoindex on;
+    }
+}
+CONF
+/usr/sbin/nginx -c "$NGX/nginx.conf" -p "$NGX" 2>>"$NGX/stderr" &
+PIDS+=("$!")
+for _ in $(seq 1 100); do
+    curl -sf -o /dev/null "http://127.0.0.1:$HPORT/d/mm-shards/" && break # not a shard: not counted
+    sleep 0.05
+done
+H="http://127.0.0.1:$HPORT"
+ROOTS="$H/d/"
+
+spec() { # spec FILE PATH
+    cat >"$1" <<JSON
+{"source": {"type": "webdataset", "path": "$2", "seed": 5},
+ "stages": [{"op": "decode_image"}, {"op": "normalize", "on": "device"}],
+ "batch_size": 8, "epochs": 2}
+JSON
+}
+spec "$TMP/disk.json" "mm-shards/shard-{000000..000002}.tar"
+spec "$TMP/http.json" "$H/d/mm-shards/shard-{000000..000002}.tar"
+
+gets() { # gets STATUS: GETs of the shards answered with STATUS so far
+    grep -c "^GET /d/mm-shards/[^ ]*\.tar HTTP/1.1 $1" "$NGX/access.log" || true
+}
+python_env
+describe() { # describe SPEC CACHE: the samples an open indexes
+    "$PY" - "$1" "$DATA" "$ROOTS" "$2" <<'PY'
+import sys, sluice
+d = sluice.describe(None, sys.argv[1], data_root=sys.argv[2], remote_roots=sys.argv[3],
+                    cache_dir=sys.argv[4])
+print(d["samples"])
+PY
+}
+
+# ---- opening: range reads only --------------------------------------------
+CACHE="$TMP/cache"
+want=$(describe "$TMP/disk.json" "$CACHE")
+got=$(describe "$TMP/http.json" "$CACHE") || fail "describe over http failed"
+[ "$got" = "$want" ] || fail "indexed $got samples over http, $want from disk"
+[ "$(gets 200)" -eq 0 ] || fail "opening downloaded $(gets 200) shards whole"
+ranged=$(gets 206)
+# Shards 0 and 2 fit one 256 KiB window each; shard 1 needs a window before
+# its 3 MiB member and at least one after it.
+[ "$ranged" -ge 4 ] || fail "$ranged range GETs, want at least 4 (a jump over the big member)"
+[ "$ranged" -le 8 ] || fail "$ranged range GETs for 3 shards: not one per window"
+grep -q '^GET /d/mm-shards/shard-000001.tar HTTP/1.1 206 bytes=0-' "$NGX/access.log" ||
+    fail "no range from the start of shard 1"
+[ "$(ls "$CACHE/shards" | grep -c '\.idx$')" -eq 3 ] || fail "want 3 cached indexes"
+[ "$(ls "$CACHE/shards" | grep -v '^\.' | grep -vc '\.idx$')" -eq 0 ] ||
+    fail "opening put whole shards in the cache"
+big=$(stat -c %s "$DATA/mm-shards/shard-000001.tar")
+idx_bytes=$(cat "$CACHE"/shards/*.idx | wc -c)
+[ "$idx_bytes" -lt $((big / 10)) ] || fail "the indexes ($idx_bytes bytes) are not small"
+echo "open: $ranged range GETs (206) for 3 shards, none whole; indexes $idx_bytes bytes"
+
+# ---- a second open: from the cached index ---------------------------------
+before=$(grep -c '^GET ' "$NGX/access.log")
+got=$(describe "$TMP/http.json" "$CACHE")
+[ "$got" = "$want" ] || fail "second open: $got samples"
+[ "$(grep -c '^GET ' "$NGX/access.log")" -eq "$before" ] || fail "second open made GETs"
+echo "second open: cached indexes, HEAD only"
+
+# ---- a damaged index entry is read again ---------------------------------
+for f in "$CACHE"/shards/*.idx; do
+    head -c 100 "$f" >"$f.cut" && mv "$f.cut" "$f" # truncated
+    break
+done
+f=$(ls "$CACHE"/shards/*.idx | tail -n 1)
+printf 'XXXXXXXX' | dd of="$f" conv=notrunc status=none # not an index
+before=$(gets 206)
+got=$(describe "$TMP/http.json" "$CACHE")
+[ "$got" = "$want" ] || fail "damaged index: $got samples"
+[ "$(gets 206)" -gt "$before" ] || fail "a damaged index was served"
+again=$(gets 206)
+describe "$TMP/http.json" "$CACHE" >/dev/null
+[ "$(gets 206)" -eq "$again" ] || fail "the damaged index was not replaced"
+echo "damaged index entries: dropped, read again by ranges, replaced"
+
+# ---- digests: local and offloaded ------------------------------------------
+run() { # run SPEC NAME [ARGS...]: digests sorted into NAME.s
+    local s=$1 name=$2
+    shift 2
+    "$BIN/sluice" run "$s" --data-root "$DATA" --quiet --threads 2 \
+        --digests "$TMP/$name.dig" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" ||
+        { cat "$TMP/$name.err" >&2; fail "$name: run failed"; }
+    sort "$TMP/$name.dig" >"$TMP/$name.s"
+}
+run "$TMP/disk.json" disk --local
+[ "$(wc -l <"$TMP/disk.s")" -eq $((2 * N)) ] || fail "disk: $(wc -l <"$TMP/disk.s") digests"
+run "$TMP/http.json" http --local --remote-roots "$ROOTS" --cache-dir "$TMP/cache-run"
+cmp -s "$TMP/http.s" "$TMP/disk.s" || fail "http:// digests differ from disk"
+echo "local: digests over range-indexed URLs equal the disk's"
+
+start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 3000
+WCACHE="$TMP/cache-worker"
+start_daemon W "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" \
+    --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 --remote-roots "$ROOTS" \
+    --cache-dir "$WCACHE"
+wait_live_workers "$D_HTTP" 1
+run "$TMP/http.json" off --dispatcher "$D_GRPC" --offload all --remote-roots "$ROOTS" \
+    --cache-dir "$TMP/cache-off"
+cmp -s "$TMP/off.s" "$TMP/disk.s" || fail "offloaded: digests differ from disk"
+[ "$(ls "$WCACHE/shards" | grep -c '\.idx$')" -eq 3 ] || fail "the worker did not index by ranges"
+echo "offloaded: digests equal the disk's; the worker indexed by ranges"
+
+# ---- a server without Range support ----------------------------------------
+PPORT=$(free_port)
+(cd "$WWW" && exec /usr/bin/python3 -m http.server --bind 127.0.0.1 "$PPORT") \
+    >"$TMP/plain.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$PPORT/d/" && break; sleep 0.05; done
+P="http://127.0.0.1:$PPORT"
+curl -s -o /dev/null -w '%{http_code}' -r 0-9 "$P/d/mm-shards/shard-000000.tar" | grep -qx 200 ||
+    fail "the plain server honours Range: not the fault wanted"
+spec "$TMP/plain.json" "$P/d/mm-shards/shard-{000000..000002}.tar"
+PCACHE="$TMP/cache-plain"
+run "$TMP/plain.json" plain --local --remote-roots "$P/d/" --cache-dir "$PCACHE"
+cmp -s "$TMP/plain.s" "$TMP/disk.s" || fail "no Range support: digests differ from disk"
+[ "$(ls "$PCACHE/shards" | grep -v '^\.' | grep -vc '\.idx$')" -eq 3 ] ||
+    fail "no Range support: the shards are not in the cache"
+echo "a server ignoring Range: each shard read whole into the cache, same digests"
+echo "PASS"
