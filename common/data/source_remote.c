@@ -12,14 +12,17 @@
  * the cache at their first read; a read of a shard the cache holds makes
  * no request (sl_remote_open_known). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
 
 /* While indexing: the URL and its validator into the fingerprint; the
  * validator is the one the shard added next records. */
-static void fold(const sl_source_t *src, const char *url, uint64_t tag)
+static void fold(const sl_source_t *src, const char *url, uint64_t tag, uint64_t size)
 {
     if (!src->rs->indexing) {
         return;
@@ -33,6 +36,7 @@ static void fold(const sl_source_t *src, const char *url, uint64_t tag)
     src->rs->fp = sl_src_fnv1a(h, t, sizeof(t));
     src->rs->nurls++;
     src->rs->last_tag = tag;
+    src->rs->last_size = size;
 }
 
 int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag, char *err,
@@ -56,7 +60,7 @@ int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag
     if (fd < 0) {
         return fd;
     }
-    fold(src, url, o.tag);
+    fold(src, url, o.tag, o.size);
     return fd;
 }
 
@@ -74,7 +78,83 @@ int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t *
     if (rc < 0) {
         return rc;
     }
-    fold(src, url, o.tag);
+    fold(src, url, o.tag, o.size);
     *ret_size = o.size;
     return 0;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const sl_src_span_t *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Sorts and merges spans nearer than SL_SRC_SPAN_GAP; returns the count. */
+static size_t coalesce(sl_src_span_t *sp, size_t n)
+{
+    qsort(sp, n, sizeof(*sp), span_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sp[i].len == 0) {
+            continue;
+        }
+        if (k > 0 && sp[i].off <= sp[k - 1].off + sp[k - 1].len + SL_SRC_SPAN_GAP) {
+            uint64_t end = sp[i].off + sp[i].len;
+            if (end > sp[k - 1].off + sp[k - 1].len) {
+                sp[k - 1].len = end - sp[k - 1].off;
+            }
+        } else {
+            sp[k++] = sp[i];
+        }
+    }
+    return k;
+}
+
+/* The spans by range GETs into a memfd: its fd, -ENOTSUP (no Range), or
+ * the error. */
+static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
+                      const sl_src_span_t *sp, size_t n, char *err, size_t errlen)
+{
+    int fd = memfd_create("sluice-span", MFD_CLOEXEC);
+    if (fd < 0) {
+        return sl_err(err, errlen, -errno, "memfd: %s", strerror(errno));
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
+        if (rc < 0) {
+            close(fd);
+            return rc;
+        }
+    }
+    return fd;
+}
+
+int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
+                        char *err, size_t errlen)
+{
+    const sl_src_shard_t *sh = &src->shards[shard];
+    const sl_remote_t *remote = src->rs != NULL ? src->rs->remote : NULL;
+    const char *url = src->arena + sh->path_off;
+    int fd = sl_remote_lookup(remote, url, sh->remote_tag);
+    if (fd >= 0) {
+        return fd;
+    }
+    for (size_t i = 0; sp != NULL && i < n; i++) {
+        /* Past the end (a cut shard): what is there, so the reader says
+         * "truncated" as it does for a file. */
+        uint64_t off = sp[i].off < sh->remote_size ? sp[i].off : sh->remote_size;
+        sp[i].len = sp[i].len < sh->remote_size - off ? sp[i].len : sh->remote_size - off;
+        sp[i].off = off;
+    }
+    n = sp != NULL ? coalesce(sp, n) : 0;
+    if (n > 0 && n <= SL_SRC_MAX_SPANS && remote != NULL) {
+        /* The whole shard comes into the cache meanwhile; until then each
+         * read fetches what it needs. */
+        sl_remote_prefetch(remote, url, sh->remote_tag, sh->remote_size);
+        fd = read_spans(remote, url, sh->remote_tag, sp, n, err, errlen);
+        if (fd != -ENOTSUP) {
+            return fd;
+        }
+    }
+    return sl_src_open_url(src, url, sh->remote_tag, err, errlen);
 }

@@ -342,7 +342,8 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, uint64_t max,
     }
     uint64_t want = max > 0 && max < size ? max : size;
     bool close_fd;
-    int fd = sl_src_shard_fd(src, src->shard[index], name, &close_fd, err, errlen);
+    sl_src_span_t sp = {.off = src->data_off[index], .len = size}; /* a URL shard's range */
+    int fd = sl_src_shard_fd_spans(src, src->shard[index], &sp, 1, name, &close_fd, err, errlen);
     if (fd < 0) {
         return fd;
     }

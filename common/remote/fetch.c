@@ -107,7 +107,15 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
         /* A new response (after a 100 Continue): forget the last one's. */
         x->resp->etag[0] = '\0';
         x->resp->last_modified[0] = '\0';
+        x->resp->range_total = 0;
         return n;
+    }
+    char cr[96];
+    if (header_value(p, n, "content-range", cr, sizeof(cr))) {
+        const char *slash = strchr(cr, '/');
+        char *end = NULL;
+        unsigned long long t = slash != NULL ? strtoull(slash + 1, &end, 10) : 0;
+        x->resp->range_total = end != NULL && end != slash + 1 && *end == '\0' ? t : 0;
     }
     header_value(p, n, "etag", x->resp->etag, sizeof(x->resp->etag));
     header_value(p, n, "last-modified", x->resp->last_modified, sizeof(x->resp->last_modified));

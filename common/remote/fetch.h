@@ -22,6 +22,7 @@ typedef struct sl_fetch_resp_s {
     char last_modified[64]; /* "" when absent */
     uint64_t length;        /* Content-Length (HEAD) or bytes written (GET) */
     bool have_length;
+    uint64_t range_total;      /* a 206's Content-Range "bytes A-B/TOTAL", else 0 */
     char location[SL_URL_MAX]; /* a 3xx's absolute target, else "" */
 } sl_fetch_resp_t;
 

@@ -67,7 +67,11 @@ int sl_remote_new(const sl_remote_conf_t *conf, sl_remote_t **ret, char *err, si
      * a host without remote_roots never touches it. */
     if (r->roots.n > 0) {
         rc = sl_cache_new(r->cache_dir, bytes, &r->cache, err, errlen);
+        if (rc == 0) {
+            rc = sl_rpf_new(r, &r->pf);
+        }
         if (rc < 0) {
+            sl_err(err, errlen, rc, "cache_dir '%s': %s", r->cache_dir, strerror(-rc));
             goto fail;
         }
     }
@@ -95,6 +99,7 @@ void sl_remote_free(sl_remote_t *r)
     if (r == NULL) {
         return;
     }
+    sl_rpf_free(r->pf); /* its threads use the cache */
     sl_roots_free(&r->roots);
     sl_cache_free(r->cache);
     memset(&r->s3, 0, sizeof(r->s3)); /* no secret left in freed memory */
@@ -289,7 +294,8 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
             sl_err(err, errlen, rc, "%s: cannot build the request", shown);
             goto out;
         }
-        if (fd >= 0 && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)) {
+        if (fd >= 0 &&
+            (ftruncate(fd, (off_t)q->fd_off) < 0 || lseek(fd, (off_t)q->fd_off, SEEK_SET) < 0)) {
             rc = sl_err(err, errlen, -errno, "%s: cache file: %s", shown, strerror(errno));
             goto out;
         }
@@ -441,21 +447,29 @@ out:
     return rc;
 }
 
-int sl_remote_open_known(const sl_remote_t *r, const char *url, uint64_t tag,
-                         sl_remote_obj_t *ret_obj, char *err, size_t errlen)
+int sl_remote_lookup(const sl_remote_t *r, const char *url, uint64_t tag)
 {
+    if (tag == 0 || r == NULL || r->cache == NULL) {
+        return -ENOENT;
+    }
     char *canon = malloc(SL_URL_MAX);
     if (canon == NULL) {
-        return sl_err(err, errlen, -ENOMEM, "out of memory");
+        return -ENOMEM;
     }
     int fd = -ENOENT;
-    if (tag != 0 && r != NULL && r->cache != NULL &&
-        sl_remote_check(r, url, canon, SL_URL_MAX, err, errlen) == 0) {
+    if (sl_remote_check(r, url, canon, SL_URL_MAX, NULL, 0) == 0) {
         char key[SL_CACHE_KEY_MAX];
         sl_cache_key(canon, tag, key);
         fd = sl_cache_lookup(r->cache, key);
     }
     free(canon);
+    return fd;
+}
+
+int sl_remote_open_known(const sl_remote_t *r, const char *url, uint64_t tag,
+                         sl_remote_obj_t *ret_obj, char *err, size_t errlen)
+{
+    int fd = sl_remote_lookup(r, url, tag);
     if (fd >= 0) {
         struct stat st;
         if (fstat(fd, &st) == 0) {
@@ -466,6 +480,31 @@ int sl_remote_open_known(const sl_remote_t *r, const char *url, uint64_t tag,
         close(fd);
     }
     return sl_remote_open(r, url, tag, ret_obj, err, errlen);
+}
+
+int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size)
+{
+    if (r == NULL || r->pf == NULL || tag == 0) {
+        return -EPERM;
+    }
+    if (size > sl_cache_max_bytes(r->cache) / 4) {
+        return -EFBIG; /* would push out what the cache is for */
+    }
+    int fd = sl_remote_lookup(r, url, tag);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    return sl_rpf_add(r->pf, url, tag);
+}
+
+void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed)
+{
+    *ret_done = 0;
+    *ret_failed = 0;
+    if (r != NULL && r->pf != NULL) {
+        sl_rpf_counts(r->pf, ret_done, ret_failed);
+    }
 }
 
 /* ---- listings (S3 ListObjectsV2) ----------------------------------------- */

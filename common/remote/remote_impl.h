@@ -9,6 +9,7 @@
 
 #include "common/remote/cache.h"
 #include "common/remote/fetch.h"
+#include "common/remote/prefetch.h"
 #include "common/remote/remote.h"
 #include "common/remote/s3.h"
 #include "common/remote/url.h"
@@ -20,6 +21,7 @@ struct sl_remote_s {
     sl_cache_t *cache;
     sl_s3_conf_t s3;
     sl_fetch_opts_t fetch;
+    sl_rpf_t *pf; /* background fetches into the cache; NULL without a cache */
 };
 
 /* What one request asks. */
@@ -30,6 +32,7 @@ typedef struct sl_remote_req_s {
     bool range;           /* ask for bytes [range_off, range_off + range_len) */
     uint64_t range_off, range_len;
     const sl_fetch_opts_t *opts; /* NULL: the host's */
+    uint64_t fd_off;             /* the body goes to fd from here (a sparse file) */
 } sl_remote_req_t;
 
 /* Parses url into u and checks it against r's roots: 0, -EINVAL, -EPERM

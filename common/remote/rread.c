@@ -468,3 +468,56 @@ void sl_rread_close(sl_rread_t *rr)
     free(rr->blob);
     free(rr);
 }
+
+/* The answer's validator equals tag: a 206's total size, or a whole 200. */
+static bool same_version(const sl_fetch_resp_t *resp, uint64_t tag)
+{
+    sl_fetch_resp_t v = *resp;
+    if (resp->status == 206) {
+        v.length = resp->range_total;
+    }
+    return sl_remote_tag_of(&v) == tag;
+}
+
+int sl_remote_read_range(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                         uint64_t len, int fd, char *err, size_t errlen)
+{
+    sl_url_t *u = malloc(sizeof(*u));
+    char *canon = malloc(SL_URL_MAX);
+    sl_fetch_resp_t *resp = malloc(sizeof(*resp));
+    int rc = -ENOMEM;
+    if (u == NULL || canon == NULL || resp == NULL) {
+        sl_err(err, errlen, rc, "out of memory");
+        goto out;
+    }
+    rc = sl_remote_check_url(r, url, u, err, errlen);
+    if (rc == 0 && (len == 0 || r->cache == NULL || sl_url_format(u, canon, SL_URL_MAX) < 0)) {
+        rc = sl_err(err, errlen, -EINVAL, "URL '%s': no range to read", url);
+    }
+    if (rc < 0) {
+        goto out;
+    }
+    sl_fetch_opts_t opts = r->fetch;
+    opts.max_bytes = len; /* a 200 with the whole object stops here */
+    sl_remote_req_t q = {.range = true,
+                         .range_off = off,
+                         .range_len = len,
+                         .opts = &opts,
+                         .fd_off = off};
+    rc = sl_remote_request_retry(r, u, canon, &q, fd, &len, resp, err, errlen);
+    if ((rc == 0 || rc == -EFBIG) && resp->status == 200 && !(off == 0 && rc == 0)) {
+        rc = sl_err(err, errlen, -ENOTSUP, "%s: the server ignores Range", canon);
+    } else if (rc == 0 && resp->status != 206 && resp->status != 200) {
+        rc = sl_err(err, errlen, -EIO, "%s: HTTP %ld to a range request", canon, resp->status);
+    } else if (rc == 0 && !same_version(resp, tag)) {
+        rc = sl_err(err, errlen, -ESTALE,
+                    "%s: changed since the job indexed it (ETag/Last-Modified/size differ); "
+                    "restart the job to read the new data",
+                    canon);
+    }
+out:
+    free(u);
+    free(canon);
+    free(resp);
+    return rc;
+}

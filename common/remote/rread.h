@@ -68,6 +68,17 @@ int sl_rread_finish(sl_rread_t *rr);
 
 void sl_rread_close(sl_rread_t *rr);
 
+/* Bytes [off, off + len) of url, whose validator the caller knows (tag,
+ * from an earlier open), by one range GET without a HEAD, written into fd
+ * at their own offsets (fd is truncated to off first: call in ascending
+ * order; a memfd then holds them with holes between, read like the
+ * object). The answer's ETag, Last-Modified and Content-Range total must
+ * give tag: -ESTALE otherwise (the object changed: its bytes are never
+ * mixed in). -ENOTSUP: the server ignored Range (200); read the object
+ * whole instead. Other errors as sl_remote_open; err names the URL. */
+int sl_remote_read_range(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                         uint64_t len, int fd, char *err, size_t errlen);
+
 /* Parses an index entry of an object of size bytes and validator tag (for
  * the tests: a damaged one is -EINVAL). */
 int sl_rread_index_check(const void *buf, size_t n, uint64_t size, uint64_t tag);

@@ -158,9 +158,29 @@ run() { # run SPEC NAME [ARGS...]: digests sorted into NAME.s
 }
 run "$TMP/disk.json" disk --local
 [ "$(wc -l <"$TMP/disk.s")" -eq $((2 * N)) ] || fail "disk: $(wc -l <"$TMP/disk.s") digests"
+b200=$(gets 200)
+b206=$(gets 206)
 run "$TMP/http.json" http --local --remote-roots "$ROOTS" --cache-dir "$TMP/cache-run"
 cmp -s "$TMP/http.s" "$TMP/disk.s" || fail "http:// digests differ from disk"
-echo "local: digests over range-indexed URLs equal the disk's"
+[ $(($(gets 200) - b200)) -eq 3 ] || fail "$(($(gets 200) - b200)) whole GETs, want 3 (one per shard)"
+[ "$(ls "$TMP/cache-run/shards" | grep -v '^\.' | grep -vc '\.idx$')" -eq 3 ] ||
+    fail "the shards did not come into the cache"
+echo "local: digests over range-indexed URLs equal the disk's; $(($(gets 206) - b206)) range" \
+    "GETs (index, first reads), each shard fetched whole once in the background"
+
+# A cache too small for shard 1 (over a quarter of cache_bytes): never
+# fetched whole, every read of it is a range GET of its sample's members.
+b1=$(grep -c '^GET /d/mm-shards/shard-000001.tar HTTP/1.1 206' "$NGX/access.log" || true)
+w1=$(grep -c '^GET /d/mm-shards/shard-000001.tar HTTP/1.1 200' "$NGX/access.log" || true)
+run "$TMP/http.json" small --local --remote-roots "$ROOTS" --cache-dir "$TMP/cache-small" \
+    --cache-bytes 4000000
+cmp -s "$TMP/small.s" "$TMP/disk.s" || fail "small cache: digests differ from disk"
+[ "$(grep -c '^GET /d/mm-shards/shard-000001.tar HTTP/1.1 200' "$NGX/access.log")" -eq "$w1" ] ||
+    fail "shard 1 was fetched whole"
+r1=$(($(grep -c '^GET /d/mm-shards/shard-000001.tar HTTP/1.1 206' "$NGX/access.log") - b1))
+# 16 samples x 2 epochs, one GET each (its members coalesced), + the index.
+[ "$r1" -ge 32 ] && [ "$r1" -le 40 ] || fail "shard 1: $r1 range GETs, want 32 + the index's"
+echo "small cache: shard 1 read by $r1 range GETs (one per sample read), same digests"
 
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 3000
