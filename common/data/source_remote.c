@@ -158,3 +158,37 @@ int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *s
     }
     return sl_src_open_url(src, url, sh->remote_tag, err, errlen);
 }
+
+/* Distinct shards one call looks at: beyond them, the queue is full anyway. */
+#define PREFETCH_SHARDS_MAX 64u
+
+size_t sl_source_prefetch(const sl_source_t *src, const uint64_t *index, size_t n)
+{
+    const sl_remote_t *remote = src->rs != NULL ? src->rs->remote : NULL;
+    bool wds = src->kind == &sl_src_kind_webdataset, tar = src->kind == &sl_src_kind_tar;
+    if (remote == NULL || src->mix != NULL || (!wds && !tar)) {
+        return 0;
+    }
+    uint32_t seen[PREFETCH_SHARDS_MAX];
+    size_t nseen = 0, queued = 0;
+    for (size_t i = 0; i < n && nseen < PREFETCH_SHARDS_MAX; i++) {
+        if (index[i] >= src->count || (wds && src->first[index[i]] == src->first[index[i] + 1])) {
+            continue;
+        }
+        uint32_t shard = wds ? src->members[src->first[index[i]]].shard : src->shard[index[i]];
+        bool dup = false;
+        for (size_t k = 0; k < nseen && !dup; k++) {
+            dup = seen[k] == shard;
+        }
+        const sl_src_shard_t *sh = &src->shards[shard];
+        if (dup || sh->remote_tag == 0 || sh->fd >= 0) {
+            continue;
+        }
+        seen[nseen++] = shard;
+        if (sl_remote_prefetch(remote, src->arena + sh->path_off, sh->remote_tag,
+                               sh->remote_size) == 0) {
+            queued++;
+        }
+    }
+    return queued;
+}

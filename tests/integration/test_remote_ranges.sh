@@ -193,6 +193,8 @@ run "$TMP/http.json" off --dispatcher "$D_GRPC" --offload all --remote-roots "$R
     --cache-dir "$TMP/cache-off"
 cmp -s "$TMP/off.s" "$TMP/disk.s" || fail "offloaded: digests differ from disk"
 [ "$(ls "$WCACHE/shards" | grep -c '\.idx$')" -eq 3 ] || fail "the worker did not index by ranges"
+[ "$(ls "$WCACHE/shards" | grep -v '^\.' | grep -vc '\.idx$')" -eq 3 ] ||
+    fail "the worker did not prefetch the shards into its cache"
 echo "offloaded: digests equal the disk's; the worker indexed by ranges"
 
 # ---- a server without Range support ----------------------------------------
