@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/remote/fetch_impl.h"
 
 void sl_fetch_opts_default(sl_fetch_opts_t *o)
 {
@@ -36,15 +37,7 @@ int sl_fetch_global_init(void)
     return g_init_rc;
 }
 
-typedef struct xfer_s {
-    int fd;
-    uint64_t written, max;
-    int write_rc; /* 0, -EFBIG or -errno of a failed write */
-    CURL *h;
-    sl_fetch_resp_t *resp;
-} xfer_t;
-
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+size_t sl_fetch_on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
     xfer_t *x = ud;
     size_t n = size * nmemb;
@@ -52,12 +45,32 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
     /* The body of an error response (an S3 XML error, a 404 page) is not
      * the object: drop it. */
-    if (x->fd < 0 || status < 200 || status > 299) {
+    if ((x->fd < 0 && !x->mem_sink) || status < 200 || status > 299) {
         return n;
     }
     if (x->written + n > x->max) {
         x->write_rc = -EFBIG;
         return 0;
+    }
+    x->got_bytes = true;
+    if (x->mem_sink) { /* a hedged request's body: kept until it wins */
+        if (x->mem_len + n > x->mem_cap) {
+            size_t cap = x->mem_cap ? x->mem_cap : 65536;
+            while (cap < x->mem_len + n) {
+                cap *= 2;
+            }
+            unsigned char *g = realloc(x->mem, cap);
+            if (g == NULL) {
+                x->write_rc = -ENOMEM;
+                return 0;
+            }
+            x->mem = g;
+            x->mem_cap = cap;
+        }
+        memcpy(x->mem + x->mem_len, p, n);
+        x->mem_len += n;
+        x->written += n;
+        return n;
     }
     size_t off = 0;
     while (off < n) {
@@ -99,7 +112,7 @@ static bool header_value(const char *line, size_t n, const char *name, char *out
     return true;
 }
 
-static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+size_t sl_fetch_on_header(char *p, size_t size, size_t nmemb, void *ud)
 {
     xfer_t *x = ud;
     size_t n = size * nmemb;
@@ -122,10 +135,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static int transport_error(CURLcode c, const char *url, char *err, size_t errlen)
+int sl_fetch_transport_error(int c, const char *url, char *err, size_t errlen)
 {
     int rc;
-    switch (c) {
+    switch ((CURLcode)c) {
     case CURLE_OPERATION_TIMEDOUT:
         rc = -ETIMEDOUT;
         break;
@@ -144,12 +157,13 @@ static int transport_error(CURLcode c, const char *url, char *err, size_t errlen
         rc = -EIO;
         break;
     }
-    return sl_err(err, errlen, rc, "%s: %s", url, curl_easy_strerror(c));
+    return sl_err(err, errlen, rc, "%s: %s", url, curl_easy_strerror((CURLcode)c));
 }
 
-static int set_opts(CURL *h, const char *url, struct curl_slist *sl, bool head,
-                    const sl_fetch_opts_t *o, xfer_t *x)
+int sl_fetch_set_opts(void *hv, const char *url, struct curl_slist *sl, bool head,
+                      const sl_fetch_opts_t *o, xfer_t *x)
 {
+    CURL *h = hv;
     CURLcode c = CURLE_OK;
     c |= curl_easy_setopt(h, CURLOPT_URL, url);
     c |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -160,9 +174,9 @@ static int set_opts(CURL *h, const char *url, struct curl_slist *sl, bool head,
     c |= curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o->low_speed_secs);
     c |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, sl);
     c |= curl_easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
-    c |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    c |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sl_fetch_on_body);
     c |= curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-    c |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    c |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, sl_fetch_on_header);
     c |= curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     c |= curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice");
     /* Never let libcurl read ~/.netrc or proxies' credentials into a
@@ -172,8 +186,9 @@ static int set_opts(CURL *h, const char *url, struct curl_slist *sl, bool head,
 }
 
 /* A redirect's target, an error body skipped, the length known. */
-static void finish_resp(CURL *h, bool head, const xfer_t *x, sl_fetch_resp_t *r)
+void sl_fetch_finish_resp(void *hv, bool head, const xfer_t *x, sl_fetch_resp_t *r)
 {
+    CURL *h = hv;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
     char *loc = NULL;
     if (r->status >= 300 && r->status < 400 &&
@@ -214,19 +229,19 @@ int sl_fetch(const char *url, const char *const *hdrs, bool head, int out_fd,
         sl = next;
     }
     xfer_t x = {.fd = head ? -1 : out_fd, .max = o->max_bytes, .h = h, .resp = ret};
-    if (set_opts(h, url, sl, head, o, &x) < 0) {
+    if (sl_fetch_set_opts(h, url, sl, head, o, &x) < 0) {
         rc = sl_err(err, errlen, -EIO, "%s: libcurl refused an option", url);
         goto out;
     }
     CURLcode c = curl_easy_perform(h);
-    finish_resp(h, head, &x, ret);
+    sl_fetch_finish_resp(h, head, &x, ret);
     if (x.write_rc < 0) {
         rc = x.write_rc == -EFBIG ? sl_err(err, errlen, -EFBIG, "%s: larger than %llu bytes", url,
                                            (unsigned long long)o->max_bytes)
                                   : sl_err(err, errlen, x.write_rc, "%s: writing the body: %s", url,
                                            strerror(-x.write_rc));
     } else if (c != CURLE_OK) {
-        rc = transport_error(c, url, err, errlen);
+        rc = sl_fetch_transport_error((int)c, url, err, errlen);
     }
 out:
     curl_slist_free_all(sl);

@@ -75,6 +75,11 @@ int sl_remote_new(const sl_remote_conf_t *conf, sl_remote_t **ret, char *err, si
             goto fail;
         }
     }
+    rc = sl_hedge_lat_new(&r->lat);
+    if (rc < 0) {
+        sl_err(err, errlen, rc, "out of memory");
+        goto fail;
+    }
     rc = sl_s3_conf_load(&r->s3, env_get, err, errlen);
     if (rc < 0) {
         goto fail;
@@ -100,6 +105,7 @@ void sl_remote_free(sl_remote_t *r)
         return;
     }
     sl_rpf_free(r->pf); /* its threads use the cache */
+    sl_hedge_lat_free(r->lat);
     sl_roots_free(&r->roots);
     sl_cache_free(r->cache);
     memset(&r->s3, 0, sizeof(r->s3)); /* no secret left in freed memory */
@@ -299,8 +305,12 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
             rc = sl_err(err, errlen, -errno, "%s: cache file: %s", shown, strerror(errno));
             goto out;
         }
-        rc = sl_fetch(wire, hdrs, q->head, fd, q->opts != NULL ? q->opts : &r->fetch, resp, err,
-                      errlen);
+        const sl_fetch_opts_t *o = q->opts != NULL ? q->opts : &r->fetch;
+        /* A range is small and latency-bound: a slow first answer is worth
+         * a second request (hedge.h); whole objects are not. */
+        rc = q->range && !q->head && r->lat != NULL
+                 ? sl_fetch_hedged(wire, hdrs, fd, o, r->lat, resp, err, errlen)
+                 : sl_fetch(wire, hdrs, q->head, fd, o, resp, err, errlen);
         memset(hbuf, 0, 8192); /* it held a signature */
         if (rc < 0) {
             goto out;
@@ -496,6 +506,15 @@ int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint
         return 1;
     }
     return sl_rpf_add(r->pf, url, tag);
+}
+
+void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won)
+{
+    *ret_hedged = 0;
+    *ret_won = 0;
+    if (r != NULL && r->lat != NULL) {
+        sl_hedge_counts(r->lat, ret_hedged, ret_won);
+    }
 }
 
 void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed)

@@ -91,6 +91,8 @@ int sl_remote_lookup(const sl_remote_t *r, const char *url, uint64_t tag);
  * -EPERM no cache. A failed fetch is only counted: the read reports. */
 int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size);
 void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed);
+/* Range requests sent a second time (hedge.h) and those the second won. */
+void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won);
 
 /* One object of a listing: its canonical URL, size and a validator (from
  * the listing's ETag and size: not the tag sl_remote_open gives). */

@@ -9,6 +9,7 @@
 
 #include "common/remote/cache.h"
 #include "common/remote/fetch.h"
+#include "common/remote/hedge.h"
 #include "common/remote/prefetch.h"
 #include "common/remote/remote.h"
 #include "common/remote/s3.h"
@@ -21,7 +22,8 @@ struct sl_remote_s {
     sl_cache_t *cache;
     sl_s3_conf_t s3;
     sl_fetch_opts_t fetch;
-    sl_rpf_t *pf; /* background fetches into the cache; NULL without a cache */
+    sl_rpf_t *pf;        /* background fetches into the cache; NULL without a cache */
+    sl_hedge_lat_t *lat; /* recent first-byte latencies: range GETs are hedged */
 };
 
 /* What one request asks. */

@@ -9,7 +9,9 @@
 #  - a damaged index entry is dropped and read again, same samples;
 #  - digests over the URLs equal the disk's, locally and offloaded;
 #  - a server that ignores Range (Python's http.server answers 200): the
-#    shards are read in one pass each into the cache, same digests.
+#    shards are read in one pass each into the cache, same digests;
+#  - a range request that stalls is sent again after the hedge delay and
+#    the second answer wins (a small server of our own stalls the first).
 source "$(dirname "$0")/lib.sh"
 
 free_port() {
@@ -213,4 +215,57 @@ cmp -s "$TMP/plain.s" "$TMP/disk.s" || fail "no Range support: digests differ fr
 [ "$(ls "$PCACHE/shards" | grep -v '^\.' | grep -vc '\.idx$')" -eq 3 ] ||
     fail "no Range support: the shards are not in the cache"
 echo "a server ignoring Range: each shard read whole into the cache, same digests"
+
+# ---- hedged range requests --------------------------------------------------
+# A server whose first range GET stalls for 60 s (then answers); every other
+# request is answered at once. The reader sends the range again after the
+# hedge delay, and the second answer wins.
+SPORT=$(free_port)
+/usr/bin/python3 - "$SPORT" "$WWW" >"$TMP/stall.log" 2>&1 <<'PY' &
+import http.server, os, sys, threading, time
+port, root = int(sys.argv[1]), sys.argv[2]
+lock, first = threading.Lock(), [True]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, head):
+        body = open(os.path.join(root, self.path.lstrip("/")), "rb").read()
+        rng = self.headers.get("Range")
+        code, part = 200, body
+        if rng:
+            a, b = rng.split("=")[1].split("-")
+            a, b = int(a), min(int(b), len(body) - 1)
+            code, part = 206, body[a:b + 1]
+            with lock:
+                stall, first[0] = first[0], False
+            print("GET", rng, "stalled" if stall else "answered", flush=True)
+            if stall:
+                time.sleep(60)
+                print("stall over", flush=True)
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(part)))
+        self.send_header("ETag", '"v1"')
+        if rng:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(part)
+    def do_HEAD(self): self.send(True)
+    def do_GET(self): self.send(False)
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+PY
+PIDS+=("$!")
+for _ in $(seq 1 100); do curl -s -o /dev/null -I "http://127.0.0.1:$SPORT/d/mm-shards/shard-000000.tar" && break; sleep 0.05; done
+spec "$TMP/one_disk.json" "mm-shards/shard-000000.tar"
+spec "$TMP/stall.json" "http://127.0.0.1:$SPORT/d/mm-shards/shard-000000.tar"
+run "$TMP/one_disk.json" one_disk --local
+run "$TMP/stall.json" stall --local --remote-roots "http://127.0.0.1:$SPORT/d/" \
+    --cache-dir "$TMP/cache-stall"
+cmp -s "$TMP/stall.s" "$TMP/one_disk.s" || fail "hedged: digests differ from disk"
+first=$(grep -m1 '^GET ' "$TMP/stall.log")
+[ "${first##* }" = stalled ] || fail "the stalling server did not stall: $first"
+rng=$(echo "$first" | cut -d' ' -f2)
+grep -q "^GET $rng answered" "$TMP/stall.log" || { cat "$TMP/stall.log" >&2; fail "the stalled range was not sent again"; }
+grep -q "stall over" "$TMP/stall.log" && fail "the job waited for the stalled answer"
+echo "hedged: the stalled range ($rng) was sent again and the second answer won; same digests"
 echo "PASS"

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/remote/cache.h"
+#include "common/remote/hedge.h"
 #include "common/remote/remote.h"
 #include "common/remote/rread.h"
 #include "common/remote/s3.h"
@@ -508,6 +509,31 @@ START_TEST(test_rread_index_check)
 }
 END_TEST
 
+START_TEST(test_hedge_delay)
+{
+    sl_hedge_lat_t *l;
+    ck_assert_int_eq(sl_hedge_lat_new(&l), 0);
+    ck_assert_int_eq(sl_hedge_delay_ms(l), SL_HEDGE_DEFAULT_MS); /* nothing measured */
+    for (int i = 0; i < 60; i++) {
+        sl_hedge_lat_add(l, 100);
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), 100);
+    for (int i = 0; i < 4; i++) {
+        sl_hedge_lat_add(l, 1000); /* the slowest 5 %: the p95 */
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), 1000);
+    for (int i = 0; i < SL_HEDGE_WINDOW; i++) {
+        sl_hedge_lat_add(l, 1); /* a fast link: bounded below */
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), SL_HEDGE_MIN_MS);
+    for (int i = 0; i < SL_HEDGE_WINDOW; i++) {
+        sl_hedge_lat_add(l, 60000); /* a stalling one: bounded above */
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), SL_HEDGE_MAX_MS);
+    sl_hedge_lat_free(l);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remote");
@@ -521,6 +547,7 @@ int main(void)
     tcase_add_test(tc, test_s3_list);
     tcase_add_test(tc, test_remote_refuses_before_fetching);
     tcase_add_test(tc, test_rread_index_check);
+    tcase_add_test(tc, test_hedge_delay);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
