@@ -148,6 +148,9 @@ int sl_fetch_transport_error(int c, const char *url, char *err, size_t errlen)
     case CURLE_COULDNT_RESOLVE_HOST:
         rc = -EHOSTUNREACH;
         break;
+    case CURLE_ABORTED_BY_CALLBACK:
+        rc = -ECANCELED;
+        break;
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
@@ -158,6 +161,15 @@ int sl_fetch_transport_error(int c, const char *url, char *err, size_t errlen)
         break;
     }
     return sl_err(err, errlen, rc, "%s: %s", url, curl_easy_strerror((CURLcode)c));
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    return __atomic_load_n((const int *)ud, __ATOMIC_RELAXED) != 0;
 }
 
 int sl_fetch_set_opts(void *hv, const char *url, struct curl_slist *sl, bool head,
@@ -182,6 +194,11 @@ int sl_fetch_set_opts(void *hv, const char *url, struct curl_slist *sl, bool hea
     /* Never let libcurl read ~/.netrc or proxies' credentials into a
      * request a spec caused. */
     c |= curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+    if (o->cancel != NULL) {
+        c |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        c |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        c |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)o->cancel);
+    }
     return c == CURLE_OK ? 0 : -EIO;
 }
 

@@ -4,7 +4,9 @@
  * concurrent reader of the same entry waits on its fill lock). Bytes in
  * flight are bounded by the threads times the largest object queued, which
  * sl_remote_prefetch keeps under a quarter of cache_bytes. Failures are
- * counted and otherwise dropped: the read that needs the bytes reports. */
+ * counted and otherwise dropped: the read that needs the bytes reports.
+ * Stopping cuts the downloads in flight (their temporaries are dropped), so
+ * a process ends without waiting for shards it no longer needs. */
 #include "common/remote/prefetch.h"
 
 #include <errno.h>
@@ -32,6 +34,7 @@ struct sl_rpf_s {
     pthread_t th[SL_RPF_THREADS];
     unsigned nth;
     bool stop;
+    int cancel; /* set (atomic store) by sl_rpf_free: cuts the downloads in flight */
     uint64_t done, failed;
 };
 
@@ -80,8 +83,13 @@ static void *fetcher(void *arg)
         p->n--;
         pthread_mutex_unlock(&p->mu);
         sl_remote_obj_t o;
-        int fd = sl_remote_open_known(p->r, p->run[slot].url, p->run[slot].tag, &o, err,
-                                      sizeof(err));
+        sl_fetch_opts_t opts = p->r->fetch;
+        opts.cancel = &p->cancel;
+        int fd = sl_remote_lookup(p->r, p->run[slot].url, p->run[slot].tag);
+        if (fd < 0) {
+            fd = sl_remote_open_opts(p->r, p->run[slot].url, p->run[slot].tag, &opts, &o, err,
+                                     sizeof(err));
+        }
         if (fd >= 0) {
             close(fd);
         }
@@ -171,6 +179,7 @@ void sl_rpf_free(sl_rpf_t *p)
     if (p == NULL) {
         return;
     }
+    __atomic_store_n(&p->cancel, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&p->mu);
     p->stop = true;
     pthread_cond_broadcast(&p->cv);

@@ -365,7 +365,7 @@ int sl_remote_request_retry(const sl_remote_t *r, const sl_url_t *u, const char 
         }
         bool transient = rc == -EAGAIN ||
                          (rc < 0 && resp->status == 0 && rc != -EFBIG && rc != -ENOMEM &&
-                          rc != -ENAMETOOLONG) ||
+                          rc != -ENAMETOOLONG && rc != -ECANCELED) ||
                          rc == -ECONNRESET;
         if (!transient) {
             return rc;
@@ -379,6 +379,13 @@ int sl_remote_request_retry(const sl_remote_t *r, const sl_url_t *u, const char 
 
 int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
                    sl_remote_obj_t *ret_obj, char *err, size_t errlen)
+{
+    return sl_remote_open_opts(r, url, expect_tag, NULL, ret_obj, err, errlen);
+}
+
+int sl_remote_open_opts(const sl_remote_t *r, const char *url, uint64_t expect_tag,
+                        const sl_fetch_opts_t *opts, sl_remote_obj_t *ret_obj, char *err,
+                        size_t errlen)
 {
     sl_url_t *u = malloc(sizeof(*u));
     char *canon = malloc(SL_URL_MAX);
@@ -396,7 +403,7 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
         rc = sl_err(err, errlen, -EPERM, "URL '%s': no cache", url);
         goto out;
     }
-    sl_remote_req_t hq = {.head = true};
+    sl_remote_req_t hq = {.head = true, .opts = opts};
     rc = sl_remote_request_retry(r, u, canon, &hq, -1, NULL, resp, err, errlen);
     if (rc < 0) {
         goto out;
@@ -436,7 +443,7 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
     if (hit) {
         goto found;
     }
-    sl_remote_req_t gq = {.if_match = etag};
+    sl_remote_req_t gq = {.if_match = etag, .opts = opts};
     rc = sl_remote_request_retry(r, u, canon, &gq, fill.tmp_fd, &size, resp, err, errlen);
     if (rc < 0) {
         sl_cache_fill_abort(r->cache, &fill);
