@@ -184,6 +184,20 @@ r1=$(($(grep -c '^GET /d/mm-shards/shard-000001.tar HTTP/1.1 206' "$NGX/access.l
 [ "$r1" -ge 32 ] && [ "$r1" -le 40 ] || fail "shard 1: $r1 range GETs, want 32 + the index's"
 echo "small cache: shard 1 read by $r1 range GETs (one per sample read), same digests"
 
+# Shard 1 changed while a job reads it by ranges: its later reads are refused
+# (the 206's validator is not the indexed one), never mixed in.
+"$BIN/sluice" run "$TMP/http.json" --data-root "$DATA" --local --threads 1 --max-rate 20 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-change" --cache-bytes 4000000 --json \
+    >"$TMP/change.out" 2>"$TMP/change.err" &
+cpid=$!
+sleep 1
+touch -d '+1 hour' "$WWW/d/mm-shards/shard-000001.tar" # a new Last-Modified and ETag
+wait "$cpid" || { cat "$TMP/change.err" >&2; fail "changed mid-job: the run failed"; }
+grep -q "changed since the job indexed it" "$TMP/change.out" "$TMP/change.err" ||
+    { head -c 2000 "$TMP/change.out" >&2; fail "changed mid-job: no 'changed since the job indexed it'"; }
+echo "shard changed mid-job: its later range reads refused ('changed since the job indexed it')"
+touch -d '-1 hour' "$WWW/d/mm-shards/shard-000001.tar"
+
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 3000
 WCACHE="$TMP/cache-worker"
