@@ -11,6 +11,7 @@
  *
  * The executor, the epoch orders and the slots are the runner's alone; the
  * rest of the job is shared under job->mu (tasks_impl.h). */
+#include "worker/prefetch.h"
 #include "worker/tasks_impl.h"
 
 #include <errno.h>
@@ -527,6 +528,7 @@ static void runner_loop(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
             pthread_mutex_lock(&job->mu);
             continue;
         }
+        wk_prefetch_queued_locked(job); /* URL shards of the splits ahead */
         /* Fresh stats once a second while busy, and whenever work pauses. */
         if (dirty && (job->inflight == 0 || sl_mono_ms() - last_stats >= WK_STATS_EVERY_MS)) {
             stats_copy_locked(job, ex);

@@ -43,6 +43,7 @@ typedef struct wk_split_s {
     uint64_t next;      /* next position to submit */
     uint64_t finished;  /* samples back from the executor */
     unsigned inflight;  /* samples in the executor */
+    int prefetched;     /* its URL shards were handed to the prefetcher (prefetch.c) */
     wk_packer_t pk;     /* its partial message */
     struct wk_split_s *next_split;
 } wk_split_t;

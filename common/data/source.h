@@ -137,6 +137,14 @@ int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_t
  * other -errno; err names the file. */
 int sl_source_open_file(const sl_source_t *src, const char *rel, char *err, size_t errlen);
 
+/* Asks the host's prefetcher (common/remote/remote.h) to fetch, in the
+ * background, the whole URL shards (tar, webdataset) that the n samples
+ * index[] will read, so their reads find them in the cache. Returns how
+ * many shards were queued (0 for sources without URL shards, and for a
+ * mix); a full queue or a shard over a quarter of cache_bytes is left to
+ * the reads (range GETs). Thread-safe. */
+size_t sl_source_prefetch(const sl_source_t *src, const uint64_t *index, size_t n);
+
 /* ---- source_mix.c: a mixed spec's sources as one (docs/mixing.md) ---- */
 struct sl_mix_s;
 /* Opens every source of mix (its errors name "mix.sources[i] (NAME)") as

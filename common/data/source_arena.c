@@ -172,6 +172,9 @@ int sl_src_add_shard(sl_source_t *src, uint64_t path_off, int fd, uint32_t *ret_
                                                    sl_remote_is_url(src->arena + path_off)
                                                ? src->rs->last_tag
                                                : 0;
+    src->shards[src->nshards].remote_size = src->shards[src->nshards].remote_tag != 0
+                                                ? src->rs->last_size
+                                                : 0;
     *ret_idx = src->nshards++;
     return 0;
 }

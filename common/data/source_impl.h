@@ -43,6 +43,7 @@
 
 #include "common/data/source.h"
 #include "common/remote/remote.h"
+#include "common/remote/rread.h"
 
 /* Longest relative path (and tar member name) we accept. */
 #define SL_SRC_PATH_MAX 4096
@@ -64,7 +65,17 @@ typedef struct sl_src_shard_s {
     uint64_t path_off;   /* shard path relative to the root (or its URL), in the arena */
     int fd;              /* open read-only fd, or -1: open per read */
     uint64_t remote_tag; /* a URL shard's validator when indexed (remote.h); 0: a file */
+    uint64_t remote_size; /* a URL shard's size when indexed */
 } sl_src_shard_t;
+
+/* A byte range of a shard a read needs. */
+typedef struct sl_src_span_s {
+    uint64_t off, len;
+} sl_src_span_t;
+/* Most ranges one read asks for; members further apart than
+ * SL_SRC_SPAN_GAP bytes are separate ranges, nearer ones one. */
+#define SL_SRC_MAX_SPANS 8u
+#define SL_SRC_SPAN_GAP ((uint64_t)64 << 10)
 
 /* URL sources (source_remote.c): the host's remote settings and what
  * indexing learned of the URLs it opened. Reached through a pointer so the
@@ -77,6 +88,7 @@ typedef struct sl_src_remote_s {
     uint64_t nurls;
     uint64_t last_tag; /* the validator of the URL opened last while indexing:
                                 * sl_src_add_shard records it for the shard it adds */
+    uint64_t last_size; /* and its size */
 } sl_src_remote_t;
 
 /* What a webdataset member is to its sample (.cls is read at indexing and
@@ -251,6 +263,12 @@ int sl_src_imagefolder_index_url(sl_source_t *src, const char *url, char *err, s
 int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag, char *err,
                     size_t errlen);
 
+/* A URL tar shard for indexing by range reads (common/remote/rread.h):
+ * the same checks and fingerprint as sl_src_open_url, the reader in *ret
+ * (the caller closes it) and the object's size. */
+int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t **ret,
+                           uint64_t *ret_size, char *err, size_t errlen);
+
 /* Appends a string to the arena; *ret_off receives its offset.
  * Returns 0, -ENOMEM, -E2BIG (arena beyond addressable size). */
 int sl_src_arena_add(sl_source_t *src, const char *s, size_t len, uint64_t *ret_off);
@@ -275,6 +293,18 @@ int sl_src_add_shard(sl_source_t *src, uint64_t path_off, int fd, uint32_t *ret_
  * Returns an fd or -errno with err naming name. */
 int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bool *ret_close,
                     char *err, size_t errlen);
+
+/* sl_src_shard_fd for a read of the n byte ranges sp of the shard (n 0:
+ * all of it). A URL shard the cache does not hold is read by range GETs of
+ * sp into a memfd (adjacent ranges coalesced) while the whole shard is
+ * fetched into the cache in the background (sl_remote_prefetch), so later
+ * reads are local. sp is sorted in place. */
+int sl_src_shard_fd_spans(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
+                          const char *name, bool *ret_close, char *err, size_t errlen);
+
+/* A URL shard's fd for those spans (source_remote.c). */
+int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
+                        char *err, size_t errlen);
 
 /* Reads exactly n bytes at off into buf; EOF first is -ENOMSG ("truncated"),
  * errors name name. */

@@ -72,15 +72,21 @@ int sl_src_open_error(int rc, const char *name, char *err, size_t errlen)
 int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bool *ret_close,
                     char *err, size_t errlen)
 {
+    return sl_src_shard_fd_spans(src, shard, NULL, 0, name, ret_close, err, errlen);
+}
+
+int sl_src_shard_fd_spans(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
+                          const char *name, bool *ret_close, char *err, size_t errlen)
+{
     const sl_src_shard_t *sh = &src->shards[shard];
     *ret_close = false;
     if (sh->fd >= 0) {
         return sh->fd;
     }
     if (sh->remote_tag != 0) {
-        /* A URL shard beyond the budget: from the cache, and only while the
+        /* A URL shard: from the cache or by ranges, and only while the
          * object is the one indexed. */
-        int ufd = sl_src_open_url(src, src->arena + sh->path_off, sh->remote_tag, err, errlen);
+        int ufd = sl_src_url_shard_fd(src, shard, sp, n, err, errlen);
         if (ufd >= 0) {
             *ret_close = true;
         }

@@ -6,12 +6,38 @@
  * the fingerprint: two hosts that index a changed object get different
  * fingerprints (a worker refuses the job, a resume refuses the dataset),
  * and a shard re-opened after indexing must still have the validator it
- * had (-ESTALE otherwise), so bytes of two versions are never mixed. */
+ * had (-ESTALE otherwise), so bytes of two versions are never mixed.
+ * Tar shards are indexed by range reads of their headers
+ * (sl_src_open_url_ranged, common/remote/rread.h) and fetched whole into
+ * the cache at their first read; a read of a shard the cache holds makes
+ * no request (sl_remote_open_known). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
+
+/* While indexing: the URL and its validator into the fingerprint; the
+ * validator is the one the shard added next records. */
+static void fold(const sl_source_t *src, const char *url, uint64_t tag, uint64_t size)
+{
+    if (!src->rs->indexing) {
+        return;
+    }
+    unsigned char t[8];
+    for (int k = 0; k < 8; k++) {
+        t[k] = (unsigned char)(tag >> (8 * k));
+    }
+    uint64_t h = src->rs->fp != 0 ? src->rs->fp : 0xcbf29ce484222325ULL;
+    h = sl_src_fnv1a(h, url, strlen(url) + 1);
+    src->rs->fp = sl_src_fnv1a(h, t, sizeof(t));
+    src->rs->nurls++;
+    src->rs->last_tag = tag;
+    src->rs->last_size = size;
+}
 
 int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag, char *err,
                     size_t errlen)
@@ -29,20 +55,140 @@ int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag
         return sl_remote_check(NULL, url, canon, sizeof(canon), err, errlen);
     }
     sl_remote_obj_t o;
-    int fd = sl_remote_open(remote, url, expect_tag, &o, err, errlen);
+    int fd = expect_tag != 0 ? sl_remote_open_known(remote, url, expect_tag, &o, err, errlen)
+                             : sl_remote_open(remote, url, expect_tag, &o, err, errlen);
     if (fd < 0) {
         return fd;
     }
-    if (src->rs->indexing) {
-        unsigned char tag[8];
-        for (int k = 0; k < 8; k++) {
-            tag[k] = (unsigned char)(o.tag >> (8 * k));
+    fold(src, url, o.tag, o.size);
+    return fd;
+}
+
+int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t **ret,
+                           uint64_t *ret_size, char *err, size_t errlen)
+{
+    const sl_remote_t *remote = src->rs != NULL ? src->rs->remote : NULL;
+    if (remote == NULL) {
+        char canon[SL_URL_MAX];
+        int rc = sl_remote_check(NULL, url, canon, sizeof(canon), err, errlen);
+        return rc < 0 ? rc : -EPERM;
+    }
+    sl_remote_obj_t o;
+    int rc = sl_rread_open(remote, url, 0, ret, &o, err, errlen);
+    if (rc < 0) {
+        return rc;
+    }
+    fold(src, url, o.tag, o.size);
+    *ret_size = o.size;
+    return 0;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const sl_src_span_t *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Sorts and merges spans nearer than SL_SRC_SPAN_GAP; returns the count. */
+static size_t coalesce(sl_src_span_t *sp, size_t n)
+{
+    qsort(sp, n, sizeof(*sp), span_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sp[i].len == 0) {
+            continue;
         }
-        uint64_t h = src->rs->fp != 0 ? src->rs->fp : 0xcbf29ce484222325ULL;
-        h = sl_src_fnv1a(h, url, n + 1);
-        src->rs->fp = sl_src_fnv1a(h, tag, sizeof(tag));
-        src->rs->nurls++;
-        src->rs->last_tag = o.tag;
+        if (k > 0 && sp[i].off <= sp[k - 1].off + sp[k - 1].len + SL_SRC_SPAN_GAP) {
+            uint64_t end = sp[i].off + sp[i].len;
+            if (end > sp[k - 1].off + sp[k - 1].len) {
+                sp[k - 1].len = end - sp[k - 1].off;
+            }
+        } else {
+            sp[k++] = sp[i];
+        }
+    }
+    return k;
+}
+
+/* The spans by range GETs into a memfd: its fd, -ENOTSUP (no Range), or
+ * the error. */
+static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
+                      const sl_src_span_t *sp, size_t n, char *err, size_t errlen)
+{
+    int fd = memfd_create("sluice-span", MFD_CLOEXEC);
+    if (fd < 0) {
+        return sl_err(err, errlen, -errno, "memfd: %s", strerror(errno));
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
+        if (rc < 0) {
+            close(fd);
+            return rc;
+        }
     }
     return fd;
+}
+
+int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
+                        char *err, size_t errlen)
+{
+    const sl_src_shard_t *sh = &src->shards[shard];
+    const sl_remote_t *remote = src->rs != NULL ? src->rs->remote : NULL;
+    const char *url = src->arena + sh->path_off;
+    int fd = sl_remote_lookup(remote, url, sh->remote_tag);
+    if (fd >= 0) {
+        return fd;
+    }
+    for (size_t i = 0; sp != NULL && i < n; i++) {
+        /* Past the end (a cut shard): what is there, so the reader says
+         * "truncated" as it does for a file. */
+        uint64_t off = sp[i].off < sh->remote_size ? sp[i].off : sh->remote_size;
+        sp[i].len = sp[i].len < sh->remote_size - off ? sp[i].len : sh->remote_size - off;
+        sp[i].off = off;
+    }
+    n = sp != NULL ? coalesce(sp, n) : 0;
+    if (n > 0 && n <= SL_SRC_MAX_SPANS && remote != NULL) {
+        /* The whole shard comes into the cache meanwhile; until then each
+         * read fetches what it needs. */
+        sl_remote_prefetch(remote, url, sh->remote_tag, sh->remote_size);
+        fd = read_spans(remote, url, sh->remote_tag, sp, n, err, errlen);
+        if (fd != -ENOTSUP) {
+            return fd;
+        }
+    }
+    return sl_src_open_url(src, url, sh->remote_tag, err, errlen);
+}
+
+/* Distinct shards one call looks at: beyond them, the queue is full anyway. */
+#define PREFETCH_SHARDS_MAX 64u
+
+size_t sl_source_prefetch(const sl_source_t *src, const uint64_t *index, size_t n)
+{
+    const sl_remote_t *remote = src->rs != NULL ? src->rs->remote : NULL;
+    bool wds = src->kind == &sl_src_kind_webdataset, tar = src->kind == &sl_src_kind_tar;
+    if (remote == NULL || src->mix != NULL || (!wds && !tar)) {
+        return 0;
+    }
+    uint32_t seen[PREFETCH_SHARDS_MAX];
+    size_t nseen = 0, queued = 0;
+    for (size_t i = 0; i < n && nseen < PREFETCH_SHARDS_MAX; i++) {
+        if (index[i] >= src->count || (wds && src->first[index[i]] == src->first[index[i] + 1])) {
+            continue;
+        }
+        uint32_t shard = wds ? src->members[src->first[index[i]]].shard : src->shard[index[i]];
+        bool dup = false;
+        for (size_t k = 0; k < nseen && !dup; k++) {
+            dup = seen[k] == shard;
+        }
+        const sl_src_shard_t *sh = &src->shards[shard];
+        if (dup || sh->remote_tag == 0 || sh->fd >= 0) {
+            continue;
+        }
+        seen[nseen++] = shard;
+        if (sl_remote_prefetch(remote, src->arena + sh->path_off, sh->remote_tag,
+                               sh->remote_size) == 0) {
+            queued++;
+        }
+    }
+    return queued;
 }

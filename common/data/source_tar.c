@@ -43,6 +43,7 @@ typedef struct shard_s {
     const char *rel; /* shard path relative to the root, for names/messages */
     size_t rel_len;
     int fd;
+    sl_rread_t *rr; /* a URL shard: read by ranges (fd -1) */
     uint32_t idx;
     uint64_t fsize;
     uint64_t first_sample;
@@ -165,9 +166,11 @@ static int add_member(void *ctx, char *name, uint64_t data, uint64_t size, char 
         return 0;
     }
     int32_t label;
-    rc = sl_tar_read_cls(sh->fd, sh->fsize, data, size, &label);
+    rc = sl_tar_read_cls(sh->fd, sh->rr, sh->fsize, data, size, &label);
     if (rc < 0) {
-        return sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
+        return sh->rr != NULL
+                   ? sl_err(err, errlen, rc, "tar '%s': %s", sh->rel, sl_rread_error(sh->rr))
+                   : sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
     }
     if (rc > 0) {
         sl_src_warn(src, "'%s:%s.cls': malformed label", sh->rel, name);
@@ -179,13 +182,14 @@ static int add_member(void *ctx, char *name, uint64_t data, uint64_t size, char 
     return 0;
 }
 
-
-/* Registers the shard (the source owns fd from here on) and indexes it. */
-static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
-                     uint32_t keep_max, char *err, size_t errlen)
+/* Registers the shard (the source owns fd from here on) and indexes it;
+ * a URL shard (rr not NULL, fd -1, fsize its size) is read by ranges and
+ * keeps no fd (its reads open it from the cache). */
+static int add_shard(sl_source_t *src, const char *rel, int fd, sl_rread_t *rr, uint64_t fsize,
+                     uint32_t *kept, uint32_t keep_max, char *err, size_t errlen)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0) {
+    if (rr == NULL && fstat(fd, &st) < 0) {
         int rc = sl_err(err, errlen, -errno, "tar '%s': %s", rel, strerror(errno));
         close(fd);
         return rc;
@@ -197,7 +201,9 @@ static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
         rc = sl_src_add_shard(src, path_off, fd, &idx);
     }
     if (rc < 0) {
-        close(fd);
+        if (fd >= 0) {
+            close(fd);
+        }
         return sl_err(err, errlen, rc, "tar '%s': %s", rel, strerror(-rc));
     }
     shard_t sh;
@@ -206,11 +212,17 @@ static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
     sh.rel = rel;
     sh.rel_len = strlen(rel);
     sh.fd = fd;
+    sh.rr = rr;
     sh.idx = idx;
-    sh.fsize = (uint64_t)st.st_size;
+    sh.fsize = rr != NULL ? fsize : (uint64_t)st.st_size;
     sh.first_sample = src->count;
-    sl_tar_walk_t w = {.src = src, .rel = rel, .fd = fd, .fsize = sh.fsize,
-                       .on_member = add_member, .ctx = &sh};
+    sl_tar_walk_t w = {.src = src,
+                       .rel = rel,
+                       .fd = fd,
+                       .rr = rr,
+                       .fsize = sh.fsize,
+                       .on_member = add_member,
+                       .ctx = &sh};
     rc = sl_tar_walk(&w, err, errlen);
     if (rc == 0) {
         assign_labels(&sh);
@@ -219,6 +231,10 @@ static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
     free(sh.cls);
     if (rc < 0) {
         return rc;
+    }
+    if (rr != NULL) {
+        sl_rread_finish(rr); /* the index cached: a failure only costs a re-read */
+        return 0;
     }
     /* Keep the fd for pread while within budget and the shard has samples. */
     if (src->count == sh.first_sample || *kept >= keep_max) {
@@ -230,6 +246,20 @@ static int add_shard(sl_source_t *src, const char *rel, int fd, uint32_t *kept,
     return 0;
 }
 
+/* A tar source at a URL: its headers read by ranges (source_remote.c). */
+static int add_url_shard(sl_source_t *src, const char *url, char *err, size_t errlen)
+{
+    sl_rread_t *rr = NULL;
+    uint64_t size = 0;
+    int rc = sl_src_open_url_ranged(src, url, &rr, &size, err, errlen);
+    if (rc < 0) {
+        return sl_err_prefix(err, errlen, rc, "tar");
+    }
+    uint32_t kept = 0;
+    rc = add_shard(src, url, -1, rr, size, &kept, 0, err, errlen);
+    sl_rread_close(rr);
+    return rc;
+}
 
 typedef struct {
     sl_source_t *src;
@@ -258,7 +288,7 @@ static int index_dir_entry(void *arg, const char *rel, size_t len, char *err, si
         close(fd);
         return 0;
     }
-    return add_shard(c->src, rel, fd, &c->kept, c->keep_max, err, errlen);
+    return add_shard(c->src, rel, fd, NULL, 0, &c->kept, c->keep_max, err, errlen);
 }
 
 static int index_shard_dir(sl_source_t *src, const char *path, int dfd, char *err,
@@ -271,6 +301,10 @@ static int index_shard_dir(sl_source_t *src, const char *path, int dfd, char *er
 static int tar_index(sl_source_t *src, const char *path, char *err, size_t errlen)
 {
     const char *shown = path[0] != '\0' ? path : ".";
+    size_t plen = strlen(path);
+    if (sl_remote_is_url(path) && plen > 0 && path[plen - 1] != '/') {
+        return add_url_shard(src, path, err, errlen);
+    }
     int fd = sl_src_open_path(src, "tar", path, O_RDONLY, err, errlen);
     if (fd < 0) {
         return fd;
@@ -283,7 +317,7 @@ static int tar_index(sl_source_t *src, const char *path, char *err, size_t errle
     }
     if (S_ISREG(st.st_mode)) {
         uint32_t kept = 0;
-        return add_shard(src, path, fd, &kept, sl_tar_open_budget(), err, errlen);
+        return add_shard(src, path, fd, NULL, 0, &kept, sl_tar_open_budget(), err, errlen);
     }
     int rc;
     if (S_ISDIR(st.st_mode)) {
@@ -308,7 +342,8 @@ static int read_tar_member(const sl_source_t *src, uint64_t index, uint64_t max,
     }
     uint64_t want = max > 0 && max < size ? max : size;
     bool close_fd;
-    int fd = sl_src_shard_fd(src, src->shard[index], name, &close_fd, err, errlen);
+    sl_src_span_t sp = {.off = src->data_off[index], .len = size}; /* a URL shard's range */
+    int fd = sl_src_shard_fd_spans(src, src->shard[index], &sp, 1, name, &close_fd, err, errlen);
     if (fd < 0) {
         return fd;
     }

@@ -52,6 +52,7 @@ typedef struct wds_s {
     const char *rel;
     uint32_t idx;
     int fd;
+    sl_rread_t *rr; /* a URL shard: read by ranges (fd -1) */
     uint64_t fsize;
     /* the pending group */
     bool open;
@@ -161,9 +162,11 @@ static int read_cls(wds_t *w, const char *name, uint64_t data, uint64_t size, ch
                     size_t errlen)
 {
     int32_t label;
-    int rc = sl_tar_read_cls(w->fd, w->fsize, data, size, &label);
+    int rc = sl_tar_read_cls(w->fd, w->rr, w->fsize, data, size, &label);
     if (rc < 0) {
-        return sl_err(err, errlen, rc, "webdataset '%s': read: %s", w->rel, strerror(-rc));
+        return w->rr != NULL
+                   ? sl_err(err, errlen, rc, "webdataset '%s': %s", w->rel, sl_rread_error(w->rr))
+                   : sl_err(err, errlen, rc, "webdataset '%s': read: %s", w->rel, strerror(-rc));
     }
     if (rc > 0) {
         sl_src_warn(w->src, "'%s:%s': malformed label", w->rel, name);
@@ -250,49 +253,95 @@ static int on_member(void *ctx, char *name, uint64_t data, uint64_t size, char *
     return 0;
 }
 
+/* Opens one shard: a file (*ret_fd, its size), or a URL read by ranges
+ * (*ret_rr, *ret_fd -1: its headers only, source_remote.c). */
+static int open_shard(sl_source_t *src, const char *rel, int *ret_fd, sl_rread_t **ret_rr,
+                      uint64_t *ret_size, char *err, size_t errlen)
+{
+    size_t n = strlen(rel);
+    *ret_fd = -1;
+    *ret_rr = NULL;
+    if (sl_remote_is_url(rel) && n > 0 && rel[n - 1] != '/') {
+        int rc = sl_src_open_url_ranged(src, rel, ret_rr, ret_size, err, errlen);
+        if (rc < 0) {
+            return sl_err_prefix(err, errlen, rc, "webdataset shard");
+        }
+    } else {
+        int fd = sl_src_open_path(src, "webdataset shard", rel, O_RDONLY, err, errlen);
+        if (fd < 0) {
+            return fd;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return sl_err(err, errlen, -EINVAL, "webdataset shard '%s': not a regular file", rel);
+        }
+        *ret_fd = fd;
+        *ret_size = (uint64_t)st.st_size;
+    }
+    if (*ret_size > WDS_MAX_SHARD_BYTES) {
+        if (*ret_fd >= 0) {
+            close(*ret_fd);
+        }
+        sl_rread_close(*ret_rr);
+        return sl_err(err, errlen, -EFBIG, "webdataset shard '%s': over 2 TiB", rel);
+    }
+    return 0;
+}
+
 /* Opens, registers (the source owns the fd from then on) and indexes one
  * shard. */
 static int index_one(wds_t *w, const char *rel, uint32_t *kept, uint32_t keep_max, char *err,
                      size_t errlen)
 {
     sl_source_t *src = w->src;
-    int fd = sl_src_open_path(src, "webdataset shard", rel, O_RDONLY, err, errlen);
-    if (fd < 0) {
-        return fd;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        int rc = sl_err(err, errlen, -EINVAL, "webdataset shard '%s': not a regular file", rel);
-        close(fd);
+    int fd;
+    sl_rread_t *rr;
+    uint64_t fsize;
+    int rc = open_shard(src, rel, &fd, &rr, &fsize, err, errlen);
+    if (rc < 0) {
         return rc;
-    }
-    if ((uint64_t)st.st_size > WDS_MAX_SHARD_BYTES) {
-        close(fd);
-        return sl_err(err, errlen, -EFBIG, "webdataset shard '%s': over 2 TiB", rel);
     }
     uint64_t path_off;
     uint32_t idx;
-    int rc = sl_src_arena_add(src, rel, strlen(rel), &path_off);
+    rc = sl_src_arena_add(src, rel, strlen(rel), &path_off);
     if (rc == 0) {
         rc = sl_src_add_shard(src, path_off, fd, &idx);
     }
     if (rc < 0) {
-        close(fd);
+        if (fd >= 0) {
+            close(fd);
+        }
+        sl_rread_close(rr);
         return sl_err(err, errlen, rc, "webdataset shard '%s': %s", rel, strerror(-rc));
     }
     uint64_t before = src->count;
     w->rel = rel; /* the caller's buffer, not the arena (which moves as it grows) */
     w->idx = idx;
     w->fd = fd;
-    w->fsize = (uint64_t)st.st_size;
+    w->rr = rr;
+    w->fsize = fsize;
     w->open = false;
-    sl_tar_walk_t tw =
-        {.src = src, .rel = rel, .fd = fd, .fsize = w->fsize, .on_member = on_member, .ctx = w};
+    sl_tar_walk_t tw = {.src = src,
+                        .rel = rel,
+                        .fd = fd,
+                        .rr = rr,
+                        .fsize = w->fsize,
+                        .on_member = on_member,
+                        .ctx = w};
     rc = sl_tar_walk(&tw, err, errlen);
     if (rc == 0) {
         rc = flush(w, err, errlen);
     }
     w->rel = NULL;
+    w->rr = NULL;
+    if (rr != NULL) {
+        if (rc == 0) {
+            sl_rread_finish(rr); /* the index cached: a failure only costs a re-read */
+        }
+        sl_rread_close(rr);
+        return rc; /* no fd kept: reads open it from the cache */
+    }
     if (rc < 0) {
         return rc;
     }

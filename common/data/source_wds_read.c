@@ -255,6 +255,20 @@ static int build_record(const sl_source_t *src, uint64_t index, int fd, const wd
     return rc;
 }
 
+/* The byte ranges of a sample's members in its shard, for a URL shard's
+ * range reads; 0 (read the shard whole) when they are more than the spans
+ * hold (they are coalesced later, but a sample is rarely scattered). */
+static size_t member_spans(const sl_src_member_t *ms, uint32_t nm, sl_src_span_t *sp)
+{
+    if (nm > SL_SRC_MAX_SPANS) {
+        return 0;
+    }
+    for (uint32_t i = 0; i < nm; i++) {
+        sp[i] = (sl_src_span_t){.off = (uint64_t)ms[i].block * 512, .len = ms[i].size};
+    }
+    return nm;
+}
+
 int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                     size_t errlen)
 {
@@ -264,7 +278,9 @@ int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, ch
         return rc;
     }
     bool close_fd;
-    int fd = sl_src_shard_fd(src, w.ms[0].shard, w.sample, &close_fd, err, errlen);
+    sl_src_span_t sp[SL_SRC_MAX_SPANS];
+    size_t nsp = member_spans(w.ms, w.nm, sp);
+    int fd = sl_src_shard_fd_spans(src, w.ms[0].shard, sp, nsp, w.sample, &close_fd, err, errlen);
     if (fd < 0) {
         return fd;
     }
@@ -292,7 +308,9 @@ int sl_src_wds_read_heads(const sl_source_t *src, uint64_t index, uint64_t max, 
     const sl_src_member_t *ms = src->members + src->first[index];
     uint32_t nm = src->first[index + 1] - src->first[index];
     bool close_fd;
-    int fd = sl_src_shard_fd(src, ms[0].shard, sample, &close_fd, err, errlen);
+    sl_src_span_t sp[SL_SRC_MAX_SPANS];
+    size_t nsp = member_spans(ms, nm, sp);
+    int fd = sl_src_shard_fd_spans(src, ms[0].shard, sp, nsp, sample, &close_fd, err, errlen);
     if (fd < 0) {
         return fd;
     }

@@ -208,6 +208,13 @@ int sl_src_wds_shards(sl_source_t *src, const char *path, sl_src_pathlist_t *out
     if (strchr(path, '{') != NULL || strchr(path, '}') != NULL) {
         return expand(path, path, 0, out, err, errlen);
     }
+    size_t plen = strlen(path);
+    if (sl_remote_is_url(path) && plen > 0 && path[plen - 1] != '/') {
+        /* A URL names one shard (no listing): opened when it is indexed,
+         * by range reads, not downloaded here. */
+        int rc = list_add(out, path, plen);
+        return rc < 0 ? sl_err(err, errlen, rc, "webdataset: out of memory") : 0;
+    }
     const char *shown = path[0] != '\0' ? path : ".";
     int fd = sl_src_open_path(src, "webdataset", path, O_RDONLY, err, errlen);
     if (fd < 0) {

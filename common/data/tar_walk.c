@@ -54,6 +54,31 @@ ssize_t sl_tar_pread_full(int fd, void *buf, size_t n, uint64_t off)
     return (ssize_t)got;
 }
 
+ssize_t sl_tar_read_at(int fd, sl_rread_t *rr, void *buf, size_t n, uint64_t off)
+{
+    if (rr == NULL) {
+        return sl_tar_pread_full(fd, buf, n, off);
+    }
+    size_t got = 0;
+    while (got < n) { /* short only at the end of the object */
+        ssize_t k = sl_rread_pread(rr, (char *)buf + got, n - got, off + got);
+        if (k <= 0) {
+            return k < 0 ? k : (ssize_t)got;
+        }
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
+/* A failed read, named: a URL shard's says what the server did. */
+static int read_error(const sl_tar_walk_t *sh, int rc, char *err, size_t errlen)
+{
+    if (sh->rr != NULL) {
+        return sl_err(err, errlen, rc, "tar '%s': %s", sh->rel, sl_rread_error(sh->rr));
+    }
+    return sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
+}
+
 /* Octal number field: optional leading blanks, digits, then blanks/NULs. */
 static bool parse_octal(const unsigned char *f, size_t n, uint64_t *ret)
 {
@@ -230,7 +255,7 @@ static int read_meta(const sl_tar_walk_t *sh, uint64_t data, uint64_t size, char
     if (buf == NULL) {
         return -ENOMEM;
     }
-    ssize_t n = sl_tar_pread_full(sh->fd, buf, (size_t)size, data);
+    ssize_t n = sl_tar_read_at(sh->fd, sh->rr, buf, (size_t)size, data);
     if (n < 0 || (uint64_t)n != size) {
         free(buf);
         return n < 0 ? (int)n : -ENOMSG;
@@ -261,9 +286,9 @@ static int read_header(const sl_tar_walk_t *sh, const pending_t *pd, member_t *m
 {
     sl_source_t *src = sh->src;
     uint64_t off = m->off;
-    ssize_t n = sl_tar_pread_full(sh->fd, m->h, sizeof(m->h), off);
+    ssize_t n = sl_tar_read_at(sh->fd, sh->rr, m->h, sizeof(m->h), off);
     if (n < 0) {
-        return sl_err(err, errlen, (int)n, "tar '%s': read: %s", sh->rel, strerror((int)-n));
+        return read_error(sh, (int)n, err, errlen);
     }
     if (n < TAR_BLOCK) {
         sl_src_warn(src, "'%s': header cut short at offset %" PRIu64, sh->rel, off);
@@ -319,7 +344,7 @@ static int take_meta(const sl_tar_walk_t *sh, pending_t *pd, const member_t *m, 
         return WALK_STOP;
     }
     if (rc < 0) {
-        return sl_err(err, errlen, rc, "tar '%s': read: %s", sh->rel, strerror(-rc));
+        return read_error(sh, rc, err, errlen);
     }
     bool ok = true;
     if (m->type == 'L') {
@@ -424,14 +449,15 @@ uint32_t sl_tar_open_budget(void)
     return max;
 }
 
-int sl_tar_read_cls(int fd, uint64_t fsize, uint64_t data, uint64_t size, int32_t *ret)
+int sl_tar_read_cls(int fd, sl_rread_t *rr, uint64_t fsize, uint64_t data, uint64_t size,
+                    int32_t *ret)
 {
     char buf[SL_TAR_CLS_MAX];
     *ret = -1;
     if (size > sizeof(buf) || data + size > fsize) {
         return 1;
     }
-    ssize_t n = sl_tar_pread_full(fd, buf, (size_t)size, data);
+    ssize_t n = sl_tar_read_at(fd, rr, buf, (size_t)size, data);
     if (n < 0) {
         return (int)n;
     }

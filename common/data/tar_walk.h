@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "common/data/source_impl.h"
+#include "common/remote/rread.h"
 
 /* Called once per regular member, in shard order. name (SL_SRC_PATH_MAX
  * bytes, the caller may modify it) is the member's full path in the tar;
@@ -24,6 +25,7 @@ typedef struct sl_tar_walk_s {
     sl_source_t *src; /* warnings go here */
     const char *rel;  /* the shard's path relative to the root, for messages */
     int fd;           /* open read-only; stays the caller's */
+    sl_rread_t *rr;   /* not NULL: a URL shard read by ranges through it (fd unused) */
     uint64_t fsize;   /* the shard's size */
     sl_tar_member_fn on_member;
     void *ctx;
@@ -35,16 +37,19 @@ int sl_tar_walk(const sl_tar_walk_t *w, char *err, size_t errlen);
 
 /* pread until n bytes or EOF; returns the count read or -errno. */
 ssize_t sl_tar_pread_full(int fd, void *buf, size_t n, uint64_t off);
+/* The same from rr when not NULL (a URL shard), else from fd. */
+ssize_t sl_tar_read_at(int fd, sl_rread_t *rr, void *buf, size_t n, uint64_t off);
 
 /* A .cls payload: decimal 0..INT32_MAX with surrounding whitespace. */
 bool sl_tar_parse_cls(const char *buf, size_t n, int32_t *ret);
 #define SL_TAR_CLS_MAX 64 /* largest .cls member we read */
 
 /* Reads and parses the KEY.cls member at data (size bytes) of a shard of
- * fsize bytes: 0 with *ret the label, 1 when it is malformed (too long,
- * cut by the end of the shard, not a decimal int32; *ret = -1), or the
- * -errno of a failed read. */
-int sl_tar_read_cls(int fd, uint64_t fsize, uint64_t data, uint64_t size, int32_t *ret);
+ * fsize bytes (from rr when not NULL, else fd): 0 with *ret the label, 1
+ * when it is malformed (too long, cut by the end of the shard, not a
+ * decimal int32; *ret = -1), or the -errno of a failed read. */
+int sl_tar_read_cls(int fd, sl_rread_t *rr, uint64_t fsize, uint64_t data, uint64_t size,
+                    int32_t *ret);
 
 /* How many shard fds a source keeps open: SL_SRC_MAX_OPEN_SHARDS, at most a
  * quarter of RLIMIT_NOFILE. */

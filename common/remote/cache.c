@@ -295,3 +295,14 @@ uint64_t sl_cache_usage(const sl_cache_t *c)
     free(v);
     return total;
 }
+
+int sl_cache_remove(const sl_cache_t *c, const char *key)
+{
+    int lfd = lock_entry(c, key);
+    if (lfd < 0) {
+        return lfd;
+    }
+    int rc = unlinkat(c->dir_fd, key, 0) < 0 ? -errno : 0;
+    close(lfd);
+    return rc;
+}

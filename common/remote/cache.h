@@ -61,6 +61,11 @@ void sl_cache_fill_abort(const sl_cache_t *c, sl_cache_fill_t *fill);
  * sparing keep (may be NULL). Returns 0 or -errno. */
 int sl_cache_evict(const sl_cache_t *c, const char *keep);
 
+/* Removes an entry (one found damaged), under its fill lock so no filler
+ * is cut short; readers holding it open keep reading it. Returns 0 or
+ * -errno (-ENOENT: not there). */
+int sl_cache_remove(const sl_cache_t *c, const char *key);
+
 /* Total bytes of complete entries now (for tests and status). */
 uint64_t sl_cache_usage(const sl_cache_t *c);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/remote/fetch_impl.h"
 
 void sl_fetch_opts_default(sl_fetch_opts_t *o)
 {
@@ -36,15 +37,7 @@ int sl_fetch_global_init(void)
     return g_init_rc;
 }
 
-typedef struct xfer_s {
-    int fd;
-    uint64_t written, max;
-    int write_rc; /* 0, -EFBIG or -errno of a failed write */
-    CURL *h;
-    sl_fetch_resp_t *resp;
-} xfer_t;
-
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+size_t sl_fetch_on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
     xfer_t *x = ud;
     size_t n = size * nmemb;
@@ -52,12 +45,32 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
     /* The body of an error response (an S3 XML error, a 404 page) is not
      * the object: drop it. */
-    if (x->fd < 0 || status < 200 || status > 299) {
+    if ((x->fd < 0 && !x->mem_sink) || status < 200 || status > 299) {
         return n;
     }
     if (x->written + n > x->max) {
         x->write_rc = -EFBIG;
         return 0;
+    }
+    x->got_bytes = true;
+    if (x->mem_sink) { /* a hedged request's body: kept until it wins */
+        if (x->mem_len + n > x->mem_cap) {
+            size_t cap = x->mem_cap ? x->mem_cap : 65536;
+            while (cap < x->mem_len + n) {
+                cap *= 2;
+            }
+            unsigned char *g = realloc(x->mem, cap);
+            if (g == NULL) {
+                x->write_rc = -ENOMEM;
+                return 0;
+            }
+            x->mem = g;
+            x->mem_cap = cap;
+        }
+        memcpy(x->mem + x->mem_len, p, n);
+        x->mem_len += n;
+        x->written += n;
+        return n;
     }
     size_t off = 0;
     while (off < n) {
@@ -99,7 +112,7 @@ static bool header_value(const char *line, size_t n, const char *name, char *out
     return true;
 }
 
-static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+size_t sl_fetch_on_header(char *p, size_t size, size_t nmemb, void *ud)
 {
     xfer_t *x = ud;
     size_t n = size * nmemb;
@@ -107,17 +120,25 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
         /* A new response (after a 100 Continue): forget the last one's. */
         x->resp->etag[0] = '\0';
         x->resp->last_modified[0] = '\0';
+        x->resp->range_total = 0;
         return n;
+    }
+    char cr[96];
+    if (header_value(p, n, "content-range", cr, sizeof(cr))) {
+        const char *slash = strchr(cr, '/');
+        char *end = NULL;
+        unsigned long long t = slash != NULL ? strtoull(slash + 1, &end, 10) : 0;
+        x->resp->range_total = end != NULL && end != slash + 1 && *end == '\0' ? t : 0;
     }
     header_value(p, n, "etag", x->resp->etag, sizeof(x->resp->etag));
     header_value(p, n, "last-modified", x->resp->last_modified, sizeof(x->resp->last_modified));
     return n;
 }
 
-static int transport_error(CURLcode c, const char *url, char *err, size_t errlen)
+int sl_fetch_transport_error(int c, const char *url, char *err, size_t errlen)
 {
     int rc;
-    switch (c) {
+    switch ((CURLcode)c) {
     case CURLE_OPERATION_TIMEDOUT:
         rc = -ETIMEDOUT;
         break;
@@ -126,6 +147,9 @@ static int transport_error(CURLcode c, const char *url, char *err, size_t errlen
         break;
     case CURLE_COULDNT_RESOLVE_HOST:
         rc = -EHOSTUNREACH;
+        break;
+    case CURLE_ABORTED_BY_CALLBACK:
+        rc = -ECANCELED;
         break;
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
@@ -136,12 +160,22 @@ static int transport_error(CURLcode c, const char *url, char *err, size_t errlen
         rc = -EIO;
         break;
     }
-    return sl_err(err, errlen, rc, "%s: %s", url, curl_easy_strerror(c));
+    return sl_err(err, errlen, rc, "%s: %s", url, curl_easy_strerror((CURLcode)c));
 }
 
-static int set_opts(CURL *h, const char *url, struct curl_slist *sl, bool head,
-                    const sl_fetch_opts_t *o, xfer_t *x)
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    return __atomic_load_n((const int *)ud, __ATOMIC_RELAXED) != 0;
+}
+
+int sl_fetch_set_opts(void *hv, const char *url, struct curl_slist *sl, bool head,
+                      const sl_fetch_opts_t *o, xfer_t *x)
+{
+    CURL *h = hv;
     CURLcode c = CURLE_OK;
     c |= curl_easy_setopt(h, CURLOPT_URL, url);
     c |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -152,20 +186,26 @@ static int set_opts(CURL *h, const char *url, struct curl_slist *sl, bool head,
     c |= curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o->low_speed_secs);
     c |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, sl);
     c |= curl_easy_setopt(h, CURLOPT_NOBODY, head ? 1L : 0L);
-    c |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    c |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sl_fetch_on_body);
     c |= curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
-    c |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    c |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, sl_fetch_on_header);
     c |= curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     c |= curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice");
     /* Never let libcurl read ~/.netrc or proxies' credentials into a
      * request a spec caused. */
     c |= curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
+    if (o->cancel != NULL) {
+        c |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        c |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        c |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)o->cancel);
+    }
     return c == CURLE_OK ? 0 : -EIO;
 }
 
 /* A redirect's target, an error body skipped, the length known. */
-static void finish_resp(CURL *h, bool head, const xfer_t *x, sl_fetch_resp_t *r)
+void sl_fetch_finish_resp(void *hv, bool head, const xfer_t *x, sl_fetch_resp_t *r)
 {
+    CURL *h = hv;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
     char *loc = NULL;
     if (r->status >= 300 && r->status < 400 &&
@@ -206,19 +246,19 @@ int sl_fetch(const char *url, const char *const *hdrs, bool head, int out_fd,
         sl = next;
     }
     xfer_t x = {.fd = head ? -1 : out_fd, .max = o->max_bytes, .h = h, .resp = ret};
-    if (set_opts(h, url, sl, head, o, &x) < 0) {
+    if (sl_fetch_set_opts(h, url, sl, head, o, &x) < 0) {
         rc = sl_err(err, errlen, -EIO, "%s: libcurl refused an option", url);
         goto out;
     }
     CURLcode c = curl_easy_perform(h);
-    finish_resp(h, head, &x, ret);
+    sl_fetch_finish_resp(h, head, &x, ret);
     if (x.write_rc < 0) {
         rc = x.write_rc == -EFBIG ? sl_err(err, errlen, -EFBIG, "%s: larger than %llu bytes", url,
                                            (unsigned long long)o->max_bytes)
                                   : sl_err(err, errlen, x.write_rc, "%s: writing the body: %s", url,
                                            strerror(-x.write_rc));
     } else if (c != CURLE_OK) {
-        rc = transport_error(c, url, err, errlen);
+        rc = sl_fetch_transport_error((int)c, url, err, errlen);
     }
 out:
     curl_slist_free_all(sl);

@@ -22,6 +22,7 @@ typedef struct sl_fetch_resp_s {
     char last_modified[64]; /* "" when absent */
     uint64_t length;        /* Content-Length (HEAD) or bytes written (GET) */
     bool have_length;
+    uint64_t range_total;      /* a 206's Content-Range "bytes A-B/TOTAL", else 0 */
     char location[SL_URL_MAX]; /* a 3xx's absolute target, else "" */
 } sl_fetch_resp_t;
 
@@ -31,6 +32,8 @@ typedef struct sl_fetch_opts_s {
     long low_speed_bytes;    /* abort below this rate ... (1024 B/s) */
     long low_speed_secs;     /* ... for this long (15 s) */
     uint64_t max_bytes;      /* refuse a body larger than this */
+    const int *cancel;       /* not NULL and set (atomic load): cut the transfer,
+                              * -ECANCELED (a prefetch its host stops) */
 } sl_fetch_opts_t;
 
 void sl_fetch_opts_default(sl_fetch_opts_t *o);
@@ -40,8 +43,8 @@ void sl_fetch_opts_default(sl_fetch_opts_t *o);
  * the body is written to out_fd from its current offset. Returns 0 when a
  * response arrived (any status: the caller judges it), -ETIMEDOUT,
  * -ECONNREFUSED, -ECONNRESET (cut mid-body, also a short body), -EFBIG
- * (over max_bytes), -EHOSTUNREACH (name or route), -EIO (other transport
- * errors); err says which. */
+ * (over max_bytes), -EHOSTUNREACH (name or route), -ECANCELED (o->cancel),
+ * -EIO (other transport errors); err says which. */
 int sl_fetch(const char *url, const char *const *hdrs, bool head, int out_fd,
              const sl_fetch_opts_t *o, sl_fetch_resp_t *ret, char *err, size_t errlen);
 

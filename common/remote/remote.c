@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/base/err.h"
-#include "common/remote/cache.h"
-#include "common/remote/fetch.h"
+#include "common/remote/remote_impl.h"
 #include "common/remote/s3.h"
 #include "common/remote/s3_list.h"
 #include "common/remote/url.h"
@@ -23,15 +23,6 @@
 /* Back-off: base * 2^attempt, times a jitter in [0.5, 1.5), at most cap. */
 #define REMOTE_BACKOFF_BASE_MS 100
 #define REMOTE_BACKOFF_CAP_MS 2000
-
-struct sl_remote_s {
-    sl_roots_t roots;
-    char roots_text[1024]; /* for messages */
-    char cache_dir[4096];
-    sl_cache_t *cache;
-    sl_s3_conf_t s3;
-    sl_fetch_opts_t fetch;
-};
 
 static const char *env_get(const char *name) { return getenv(name); }
 
@@ -76,9 +67,18 @@ int sl_remote_new(const sl_remote_conf_t *conf, sl_remote_t **ret, char *err, si
      * a host without remote_roots never touches it. */
     if (r->roots.n > 0) {
         rc = sl_cache_new(r->cache_dir, bytes, &r->cache, err, errlen);
+        if (rc == 0) {
+            rc = sl_rpf_new(r, &r->pf);
+        }
         if (rc < 0) {
+            sl_err(err, errlen, rc, "cache_dir '%s': %s", r->cache_dir, strerror(-rc));
             goto fail;
         }
+    }
+    rc = sl_hedge_lat_new(&r->lat);
+    if (rc < 0) {
+        sl_err(err, errlen, rc, "out of memory");
+        goto fail;
     }
     rc = sl_s3_conf_load(&r->s3, env_get, err, errlen);
     if (rc < 0) {
@@ -104,6 +104,8 @@ void sl_remote_free(sl_remote_t *r)
     if (r == NULL) {
         return;
     }
+    sl_rpf_free(r->pf); /* its threads use the cache */
+    sl_hedge_lat_free(r->lat);
     sl_roots_free(&r->roots);
     sl_cache_free(r->cache);
     memset(&r->s3, 0, sizeof(r->s3)); /* no secret left in freed memory */
@@ -123,7 +125,8 @@ void sl_remote_describe(const sl_remote_t *r, char *out, size_t outlen)
              r->s3.have_creds ? "found" : "none (unsigned requests)");
 }
 
-static int check_url(const sl_remote_t *r, const char *url, sl_url_t *u, char *err, size_t errlen)
+int sl_remote_check_url(const sl_remote_t *r, const char *url, sl_url_t *u, char *err,
+                        size_t errlen)
 {
     char why[256];
     int rc = sl_url_parse(url, u, why, sizeof(why));
@@ -147,7 +150,7 @@ int sl_remote_check(const sl_remote_t *r, const char *url, char *canon, size_t c
     if (u == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    int rc = check_url(r, url, u, err, errlen);
+    int rc = sl_remote_check_url(r, url, u, err, errlen);
     if (rc == 0 && sl_url_format(u, canon, canonlen) < 0) {
         rc = sl_err(err, errlen, -ENAMETOOLONG, "URL '%.64s...' too long", url);
     }
@@ -164,7 +167,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static uint64_t tag_of(const sl_fetch_resp_t *resp)
+uint64_t sl_remote_tag_of(const sl_fetch_resp_t *resp)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     h = fnv(h, resp->etag, strlen(resp->etag) + 1);
@@ -216,15 +219,8 @@ static int judge(long status, const char *url, char *err, size_t errlen)
     return sl_err(err, errlen, -EIO, "%s: HTTP %ld", url, status);
 }
 
-/* What one request asks. */
-typedef struct req_s {
-    bool head;
-    const char *if_match; /* an ETag the object must still have, or NULL */
-    const char *query;    /* S3 only: encoded, canonical order; NULL = none */
-} req_t;
-
 /* The wire URL and header lines of one request to u. */
-static int build(const sl_remote_t *r, const sl_url_t *u, const req_t *q, char *wire,
+static int build(const sl_remote_t *r, const sl_url_t *u, const sl_remote_req_t *q, char *wire,
                  size_t wirelen, char *hbuf, size_t hbuflen, const char *hdrs[SL_S3_MAX_HDRS + 1])
 {
     const char *if_match = q->if_match;
@@ -257,10 +253,32 @@ static int build(const sl_remote_t *r, const sl_url_t *u, const req_t *q, char *
     return 0;
 }
 
+/* Appends "Range: bytes=A-B" to hdrs (not signed: SigV4 signs only the
+ * headers it lists, and a range does not change what the object is). */
+static int add_range(const sl_remote_req_t *q, const char **hdrs, char *buf, size_t buflen)
+{
+    if (q->range_len == 0) {
+        return -EINVAL;
+    }
+    size_t n = 0;
+    while (hdrs[n] != NULL) {
+        n++;
+    }
+    if (n > SL_S3_MAX_HDRS) {
+        return -E2BIG;
+    }
+    snprintf(buf, buflen, "Range: bytes=%" PRIu64 "-%" PRIu64, q->range_off,
+             q->range_off + q->range_len - 1);
+    hdrs[n] = buf;
+    hdrs[n + 1] = NULL;
+    return 0;
+}
+
 /* One request to the checked u, following redirects that stay inside
  * remote_roots. shown names the source URL in messages. */
-static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, const req_t *q,
-                   int fd, sl_fetch_resp_t *resp, char *err, size_t errlen)
+static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
+                   const sl_remote_req_t *q, int fd, sl_fetch_resp_t *resp, char *err,
+                   size_t errlen)
 {
     sl_url_t *u = malloc(sizeof(*u));
     char *wire = malloc(SL_URL_MAX * 4);
@@ -271,18 +289,28 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, 
         goto out;
     }
     *u = *u0;
+    char range[64];
     for (int hop = 0;; hop++) {
-        const char *hdrs[SL_S3_MAX_HDRS + 1];
+        const char *hdrs[SL_S3_MAX_HDRS + 2]; /* room for a Range line */
         rc = build(r, u, q, wire, SL_URL_MAX * 4, hbuf, 8192, hdrs);
+        if (rc == 0 && q->range) {
+            rc = add_range(q, hdrs, range, sizeof(range));
+        }
         if (rc < 0) {
             sl_err(err, errlen, rc, "%s: cannot build the request", shown);
             goto out;
         }
-        if (fd >= 0 && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)) {
+        if (fd >= 0 &&
+            (ftruncate(fd, (off_t)q->fd_off) < 0 || lseek(fd, (off_t)q->fd_off, SEEK_SET) < 0)) {
             rc = sl_err(err, errlen, -errno, "%s: cache file: %s", shown, strerror(errno));
             goto out;
         }
-        rc = sl_fetch(wire, hdrs, q->head, fd, &r->fetch, resp, err, errlen);
+        const sl_fetch_opts_t *o = q->opts != NULL ? q->opts : &r->fetch;
+        /* A range is small and latency-bound: a slow first answer is worth
+         * a second request (hedge.h); whole objects are not. */
+        rc = q->range && !q->head && r->lat != NULL
+                 ? sl_fetch_hedged(wire, hdrs, fd, o, r->lat, resp, err, errlen)
+                 : sl_fetch(wire, hdrs, q->head, fd, o, resp, err, errlen);
         memset(hbuf, 0, 8192); /* it held a signature */
         if (rc < 0) {
             goto out;
@@ -302,7 +330,7 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown, 
             goto out;
         }
         char why[SL_URL_MAX + 512];
-        rc = check_url(r, resp->location, u, why, sizeof(why));
+        rc = sl_remote_check_url(r, resp->location, u, why, sizeof(why));
         if (rc < 0) {
             rc = sl_err(err, errlen, rc, "%s: redirected: %s", shown, why);
             goto out;
@@ -317,9 +345,9 @@ out:
 
 /* request() with retries of what may pass: no response, 5xx/429, a body
  * shorter than expect_size (when known). */
-static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown, const req_t *q,
-                         int fd, const uint64_t *expect_size, sl_fetch_resp_t *resp, char *err,
-                         size_t errlen)
+int sl_remote_request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown,
+                            const sl_remote_req_t *q, int fd, const uint64_t *expect_size,
+                            sl_fetch_resp_t *resp, char *err, size_t errlen)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -337,7 +365,7 @@ static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *sh
         }
         bool transient = rc == -EAGAIN ||
                          (rc < 0 && resp->status == 0 && rc != -EFBIG && rc != -ENOMEM &&
-                          rc != -ENAMETOOLONG) ||
+                          rc != -ENAMETOOLONG && rc != -ECANCELED) ||
                          rc == -ECONNRESET;
         if (!transient) {
             return rc;
@@ -352,6 +380,13 @@ static int request_retry(const sl_remote_t *r, const sl_url_t *u, const char *sh
 int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
                    sl_remote_obj_t *ret_obj, char *err, size_t errlen)
 {
+    return sl_remote_open_opts(r, url, expect_tag, NULL, ret_obj, err, errlen);
+}
+
+int sl_remote_open_opts(const sl_remote_t *r, const char *url, uint64_t expect_tag,
+                        const sl_fetch_opts_t *opts, sl_remote_obj_t *ret_obj, char *err,
+                        size_t errlen)
+{
     sl_url_t *u = malloc(sizeof(*u));
     char *canon = malloc(SL_URL_MAX);
     sl_fetch_resp_t *resp = malloc(sizeof(*resp));
@@ -360,7 +395,7 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
         sl_err(err, errlen, rc, "out of memory");
         goto out;
     }
-    rc = check_url(r, url, u, err, errlen);
+    rc = sl_remote_check_url(r, url, u, err, errlen);
     if (rc < 0) {
         goto out;
     }
@@ -368,8 +403,8 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
         rc = sl_err(err, errlen, -EPERM, "URL '%s': no cache", url);
         goto out;
     }
-    req_t hq = {.head = true};
-    rc = request_retry(r, u, canon, &hq, -1, NULL, resp, err, errlen);
+    sl_remote_req_t hq = {.head = true, .opts = opts};
+    rc = sl_remote_request_retry(r, u, canon, &hq, -1, NULL, resp, err, errlen);
     if (rc < 0) {
         goto out;
     }
@@ -377,7 +412,7 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
         rc = sl_err(err, errlen, -EIO, "%s: the server gave no Content-Length", canon);
         goto out;
     }
-    uint64_t tag = tag_of(resp), size = resp->length;
+    uint64_t tag = sl_remote_tag_of(resp), size = resp->length;
     char etag[sizeof(resp->etag)];
     snprintf(etag, sizeof(etag), "%s", resp->etag);
     if (expect_tag != 0 && tag != expect_tag) {
@@ -408,8 +443,8 @@ int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
     if (hit) {
         goto found;
     }
-    req_t gq = {.if_match = etag};
-    rc = request_retry(r, u, canon, &gq, fill.tmp_fd, &size, resp, err, errlen);
+    sl_remote_req_t gq = {.if_match = etag, .opts = opts};
+    rc = sl_remote_request_retry(r, u, canon, &gq, fill.tmp_fd, &size, resp, err, errlen);
     if (rc < 0) {
         sl_cache_fill_abort(r->cache, &fill);
         goto out;
@@ -427,6 +462,75 @@ out:
     free(canon);
     free(resp);
     return rc;
+}
+
+int sl_remote_lookup(const sl_remote_t *r, const char *url, uint64_t tag)
+{
+    if (tag == 0 || r == NULL || r->cache == NULL) {
+        return -ENOENT;
+    }
+    char *canon = malloc(SL_URL_MAX);
+    if (canon == NULL) {
+        return -ENOMEM;
+    }
+    int fd = -ENOENT;
+    if (sl_remote_check(r, url, canon, SL_URL_MAX, NULL, 0) == 0) {
+        char key[SL_CACHE_KEY_MAX];
+        sl_cache_key(canon, tag, key);
+        fd = sl_cache_lookup(r->cache, key);
+    }
+    free(canon);
+    return fd;
+}
+
+int sl_remote_open_known(const sl_remote_t *r, const char *url, uint64_t tag,
+                         sl_remote_obj_t *ret_obj, char *err, size_t errlen)
+{
+    int fd = sl_remote_lookup(r, url, tag);
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0) {
+            ret_obj->tag = tag;
+            ret_obj->size = (uint64_t)st.st_size;
+            return fd;
+        }
+        close(fd);
+    }
+    return sl_remote_open(r, url, tag, ret_obj, err, errlen);
+}
+
+int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size)
+{
+    if (r == NULL || r->pf == NULL || tag == 0) {
+        return -EPERM;
+    }
+    if (size > sl_cache_max_bytes(r->cache) / 4) {
+        return -EFBIG; /* would push out what the cache is for */
+    }
+    int fd = sl_remote_lookup(r, url, tag);
+    if (fd >= 0) {
+        close(fd);
+        return 1;
+    }
+    return sl_rpf_add(r->pf, url, tag);
+}
+
+void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won)
+{
+    *ret_hedged = 0;
+    *ret_won = 0;
+    if (r != NULL && r->lat != NULL) {
+        sl_hedge_counts(r->lat, ret_hedged, ret_won);
+    }
+}
+
+void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed)
+{
+    *ret_done = 0;
+    *ret_failed = 0;
+    if (r != NULL && r->pf != NULL) {
+        sl_rpf_counts(r->pf, ret_done, ret_failed);
+    }
 }
 
 /* ---- listings (S3 ListObjectsV2) ----------------------------------------- */
@@ -467,7 +571,7 @@ static int on_object(void *arg, const char *key, uint64_t size, const char *etag
     }
     sl_fetch_resp_t v = {.length = size};
     snprintf(v.etag, sizeof(v.etag), "%s", etag);
-    return c->fn(c->ctx, canon, size, tag_of(&v));
+    return c->fn(c->ctx, canon, size, sl_remote_tag_of(&v));
 }
 
 /* Reads the page the fetch wrote into fd and parses it. */
@@ -526,7 +630,7 @@ int sl_remote_list(const sl_remote_t *r, const char *dir_url, sl_remote_list_fn 
         sl_err(err, errlen, rc, "out of memory");
         goto out;
     }
-    rc = check_url(r, dir_url, u, err, errlen);
+    rc = sl_remote_check_url(r, dir_url, u, err, errlen);
     if (rc < 0) {
         goto out;
     }
@@ -564,8 +668,8 @@ int sl_remote_list(const sl_remote_t *r, const char *dir_url, sl_remote_list_fn 
             rc = sl_err(err, errlen, -ENAMETOOLONG, "%s: listing query too long", shown);
             goto out;
         }
-        req_t q = {.query = query};
-        rc = request_retry(r, &bucket, shown, &q, fd, NULL, resp, err, errlen);
+        sl_remote_req_t q = {.query = query};
+        rc = sl_remote_request_retry(r, &bucket, shown, &q, fd, NULL, resp, err, errlen);
         if (rc == 0) {
             rc = parse_page(fd, resp->length, &c, &more, token, shown);
         }

@@ -73,6 +73,27 @@ typedef struct sl_remote_obj_s {
 int sl_remote_open(const sl_remote_t *r, const char *url, uint64_t expect_tag,
                    sl_remote_obj_t *ret_obj, char *err, size_t errlen);
 
+/* sl_remote_open of an object whose validator the caller knows (tag != 0,
+ * from an earlier open): the cache entry (URL, tag) when present, with no
+ * request at all; otherwise sl_remote_open(r, url, tag, ...). */
+int sl_remote_open_known(const sl_remote_t *r, const char *url, uint64_t tag,
+                         sl_remote_obj_t *ret_obj, char *err, size_t errlen);
+
+/* The cache entry of (url, tag) when the cache holds it: a read-only fd
+ * (marked used), with no request; -ENOENT otherwise. */
+int sl_remote_lookup(const sl_remote_t *r, const char *url, uint64_t tag);
+
+/* Queues a background fetch of the whole object (validator tag, size
+ * bytes) into the cache, on the host's prefetch threads (prefetch.h:
+ * SL_RPF_THREADS at once, SL_RPF_QUEUE queued). Returns 0 queued, 1
+ * nothing to do (cached, queued or in flight), -EAGAIN the queue is full,
+ * -EFBIG over a quarter of cache_bytes (it would push out the rest),
+ * -EPERM no cache. A failed fetch is only counted: the read reports. */
+int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size);
+void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed);
+/* Range requests sent a second time (hedge.h) and those the second won. */
+void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won);
+
 /* One object of a listing: its canonical URL, size and a validator (from
  * the listing's ETag and size: not the tag sl_remote_open gives). */
 typedef int (*sl_remote_list_fn)(void *ctx, const char *url, uint64_t size, uint64_t tag);

@@ -153,7 +153,9 @@ run "$TMP/disk.json" disk --local
 CACHE="$TMP/cache-client"
 run "$TMP/http.json" http --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
 cmp -s "$TMP/http.s" "$TMP/disk.s" || fail "http:// digests differ from disk"
-[ "$(ls "$CACHE/shards" | grep -vc '^\.')" -eq 3 ] || fail "the cache does not hold the 3 shards"
+[ "$(ls "$CACHE/shards" | grep -v '^\.' | grep -vc '\.idx$')" -eq 3 ] ||
+    fail "the cache does not hold the 3 shards"
+[ "$(ls "$CACHE/shards" | grep -c '\.idx$')" -eq 3 ] || fail "the cache does not hold 3 shard indexes"
 run "$TMP/s3.json" s3 --local --remote-roots "$ROOTS" --cache-dir "$CACHE"
 cmp -s "$TMP/s3.s" "$TMP/disk.s" || fail "s3:// digests differ from disk"
 echo "local: http:// and s3:// (SigV4, path style) digests equal the disk's"
@@ -263,7 +265,8 @@ PY
 # Concurrent jobs share one cache: each object is downloaded once, nothing
 # partial is left behind.
 SHARED="$TMP/cache-shared"
-before=$(grep -c '"GET /d/mm-shards/' "$NGX/access.log" || true)
+whole_gets() { grep -c '"GET /d/mm-shards/[^"]*" 200 ' "$NGX/access.log" || true; }
+before=$(whole_gets)
 for i in 1 2 3; do
     "$BIN/sluice" run "$TMP/http.json" --local --data-root "$DATA" --quiet --threads 1 \
         --remote-roots "$ROOTS" --cache-dir "$SHARED" --digests "$TMP/conc$i.dig" \
@@ -274,7 +277,7 @@ for i in 1 2 3; do
     wait "${conc[$i]}" || { cat "$TMP/conc$i.err" >&2; fail "concurrent job $i failed"; }
     cmp -s <(sort "$TMP/conc$i.dig") "$TMP/disk.s" || fail "concurrent job $i: digests differ"
 done
-after=$(grep -c '"GET /d/mm-shards/' "$NGX/access.log" || true)
+after=$(whole_gets)
 [ $((after - before)) -eq 3 ] || fail "3 concurrent jobs fetched $((after - before)) shards, want 3"
 [ -z "$(ls -A "$SHARED/shards" | grep '^\.tmp-')" ] || fail "a temporary was left in the cache"
 echo "3 concurrent jobs, one cache: each shard downloaded once"

@@ -1,7 +1,8 @@
 /* test_remote: common/remote without a network: URL canonical forms and the
  * remote_roots allow-list (the SSRF rules), the SigV4 signer against AWS's
  * published vectors, S3 request building and credentials, and the shard
- * cache's crash safety, LRU eviction and budget. The servers (nginx, an S3
+ * cache's crash safety, LRU eviction and budget, the range reader's index
+ * entries (a damaged one is refused, never served). The servers (nginx, an S3
  * server) are in tests/integration/test_remote_sources.sh. */
 #include <check.h>
 #include <errno.h>
@@ -14,7 +15,9 @@
 #include <unistd.h>
 
 #include "common/remote/cache.h"
+#include "common/remote/hedge.h"
 #include "common/remote/remote.h"
+#include "common/remote/rread.h"
 #include "common/remote/s3.h"
 #include "common/remote/s3_list.h"
 #include "common/remote/sigv4.h"
@@ -460,6 +463,77 @@ START_TEST(test_s3_list)
 }
 END_TEST
 
+/* An index entry as rread.c writes it: magic, size, tag, count, extents,
+ * bytes. */
+static size_t make_index(unsigned char *b, uint64_t size, uint64_t tag, const uint64_t *ext,
+                         uint64_t n)
+{
+    uint64_t v[3] = {size, tag, n};
+    memcpy(b, "SLRIDX1\n", 8);
+    memcpy(b + 8, v, sizeof(v));
+    size_t at = 32, bytes = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(b + at, &ext[2 * i], 16);
+        at += 16;
+        bytes += ext[2 * i + 1];
+    }
+    memset(b + at, 'x', bytes);
+    return at + bytes;
+}
+
+START_TEST(test_rread_index_check)
+{
+    static unsigned char b[4096];
+    const uint64_t good[] = {0, 512, 1024, 520};
+    size_t n = make_index(b, 4096, 77, good, 2);
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 77), 0);
+    ck_assert_int_eq(sl_rread_index_check(b, 32, 4096, 77), -EINVAL);    /* cut after the head */
+    ck_assert_int_eq(sl_rread_index_check(b, n - 1, 4096, 77), -EINVAL); /* a byte short */
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4097, 77), -EINVAL);     /* another size */
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 78), -EINVAL);     /* another version */
+    b[0] = 'X';
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 77), -EINVAL); /* not an index */
+    const uint64_t overlap[] = {0, 512, 500, 20};
+    n = make_index(b, 4096, 77, overlap, 2);
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 77), -EINVAL);
+    const uint64_t past_end[] = {4000, 512};
+    n = make_index(b, 4096, 77, past_end, 1);
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 77), -EINVAL);
+    const uint64_t empty[] = {0, 0};
+    n = make_index(b, 4096, 77, empty, 1);
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 77), -EINVAL);
+    n = make_index(b, 4096, 77, good, 2);
+    uint64_t huge = (uint64_t)1 << 40;
+    memcpy(b + 24, &huge, 8); /* a count the entry cannot hold */
+    ck_assert_int_eq(sl_rread_index_check(b, n, 4096, 77), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_hedge_delay)
+{
+    sl_hedge_lat_t *l;
+    ck_assert_int_eq(sl_hedge_lat_new(&l), 0);
+    ck_assert_int_eq(sl_hedge_delay_ms(l), SL_HEDGE_DEFAULT_MS); /* nothing measured */
+    for (int i = 0; i < 60; i++) {
+        sl_hedge_lat_add(l, 100);
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), 100);
+    for (int i = 0; i < 4; i++) {
+        sl_hedge_lat_add(l, 1000); /* the slowest 5 %: the p95 */
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), 1000);
+    for (int i = 0; i < SL_HEDGE_WINDOW; i++) {
+        sl_hedge_lat_add(l, 1); /* a fast link: bounded below */
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), SL_HEDGE_MIN_MS);
+    for (int i = 0; i < SL_HEDGE_WINDOW; i++) {
+        sl_hedge_lat_add(l, 60000); /* a stalling one: bounded above */
+    }
+    ck_assert_int_eq(sl_hedge_delay_ms(l), SL_HEDGE_MAX_MS);
+    sl_hedge_lat_free(l);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("remote");
@@ -472,6 +546,8 @@ int main(void)
     tcase_add_test(tc, test_cache);
     tcase_add_test(tc, test_s3_list);
     tcase_add_test(tc, test_remote_refuses_before_fetching);
+    tcase_add_test(tc, test_rread_index_check);
+    tcase_add_test(tc, test_hedge_delay);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
