@@ -240,6 +240,7 @@ TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_spec_mix := spec
+TEST_MODS_test_spec_prefix := spec
 TEST_MODS_test_imgops := image
 TEST_MODS_test_augment := engine
 TEST_MODS_test_codec := sample

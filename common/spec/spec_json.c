@@ -86,6 +86,13 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         json_decref(root);
         return NULL;
     }
+    /* Specs that leave the cache alone keep their canonical form too. */
+    if (spec->cache != SL_CACHE_AUTO &&
+        ((size_t)spec->cache >= SL_SPEC_NCACHE ||
+         json_object_set_new(root, "cache", json_string(sl_spec_cache_names[spec->cache])) < 0)) {
+        json_decref(root);
+        return NULL;
+    }
     /* Count-based specs keep their canonical form too. */
     if (spec->batching.mode != SL_BATCHING_COUNT &&
         json_object_set_new(root, "batching", sl_spec_batching_json(spec)) < 0) {
