@@ -291,6 +291,17 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
     ret->streams_broken = atomic_load(&t->n_broken);
     ret->early_fetches = atomic_load(&t->n_early_fetches);
     ret->sent_unprocessed = atomic_load(&t->n_unprocessed);
+    uint64_t v[7];
+    for (int i = 0; i < 7; i++) {
+        v[i] = atomic_load(&t->pc_tot[i]);
+    }
+    ret->cache = (sl_pcache_stats_t){.hits = v[0],
+                                     .misses = v[1],
+                                     .bytes_read = v[2],
+                                     .bytes_written = v[3],
+                                     .evictions = v[4],
+                                     .store_errors = v[5],
+                                     .corrupt = v[6]};
 }
 
 /* One /status row (job->mu held). */
@@ -320,6 +331,8 @@ static void job_info_locked(const wk_job_t *job, wk_job_info_t *r)
     r->streams = job->streams;
     r->streams_broken = job->streams_broken;
     r->stream_attached = job->stream_attached;
+    r->cache_prefix = job->pc_prefix;
+    r->cache = job->pcs;
 }
 
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)
