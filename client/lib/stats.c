@@ -11,6 +11,7 @@
 #include "common/data/source.h"
 #include "common/order/blend.h"
 #include "common/order/ranks.h"
+#include "common/pcache/pcache.h"
 #include "common/spec/resume.h"
 
 void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
@@ -165,4 +166,16 @@ void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
         ret->unit_names[u] = sl_pipeline_unit_name(job->pipe, u);
     }
     cl_line_unit_stats(job->consumer.line, ret->units);
+    if (job->pc != NULL) {
+        sl_pcache_stats_t c;
+        sl_pcache_stats(job->pc, &c);
+        ret->cache_prefix = sl_pcache_prefix(job->pc);
+        ret->cache_hits = c.hits;
+        ret->cache_misses = c.misses;
+        ret->cache_bytes_read = c.bytes_read;
+        ret->cache_bytes_written = c.bytes_written;
+        ret->cache_evictions = c.evictions;
+        ret->cache_store_errors = c.store_errors;
+        ret->cache_corrupt = c.corrupt;
+    }
 }

@@ -35,6 +35,18 @@ run_rc "$TMP/bad.err" "$BIN/sluice" run "$TMP/bad.json" --local --data-root "$TM
 [ "$RC" -eq 2 ] || fail "\"cache\": \"yes\": exit $RC, expected 2"
 grep -q 'cache' "$TMP/bad.err" || fail "\"cache\": \"yes\": error does not name the field"
 
+# The client's own samples (--local here): cold, then warm from the cache.
+for run in cold warm; do
+    "$BIN/sluice" run "$TMP/v.json" --local --data-root "$TMP/data" --quiet --threads 2 \
+        --cache-dir "$TMP/lcache" --digests "$TMP/l_$run" --json >"$TMP/l_$run.json"
+    sort "$TMP/l_$run" | cmp -s - "$TMP/local.s" || fail "--local $run: digests differ"
+done
+lc() { /usr/bin/python3 -c "import json,sys; print(json.load(open('$1'))['cache']['$2'])"; }
+[ "$(lc "$TMP/l_cold.json" misses)" -ge 60 ] || fail "--local cold: fewer than 60 misses"
+[ "$(lc "$TMP/l_warm.json" hits)" -eq 120 ] || fail "--local warm: not every sample a hit"
+[ "$(lc "$TMP/l_warm.json" misses)" -eq 0 ] || fail "--local warm: misses"
+echo "--local with --cache-dir: digests equal, cold and warm (120 hits)"
+
 CACHE="$TMP/cache"
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 2000
@@ -74,9 +86,19 @@ grep -q 'sluice_worker_cache_hits_total 180' <(curl -sf "http://$W_HTTP/metrics"
     fail "/metrics lacks the hits"
 echo "cold and warm runs: digests equal to the uncached run; 60 misses, 180 hits (60 of the cold run's second epoch)"
 
+# Half the samples on the client (its own cache), half on the worker.
+"$BIN/sluice" run "$TMP/v.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
+    --threads 1 --offload 6:0.5 --cache-dir "$TMP/lcache" --digests "$TMP/share" \
+    --json >"$TMP/share.json" || fail "local share run failed"
+sort "$TMP/share" | cmp -s - "$TMP/local.s" || fail "local share: digests differ"
+[ "$(lc "$TMP/share.json" hits)" -gt 0 ] || fail "local share: the client's cache was not used"
+[ "$(lc "$TMP/share.json" misses)" -eq 0 ] || fail "local share: the client's cache missed"
+echo "local share + offloaded: digests equal, the client's share from its cache"
+
 # "cache": "off" neither reads nor writes.
+h0=$(cache hits) m0=$(cache misses)
 remote v_off off
-[ "$(cache hits)" -eq 180 ] && [ "$(cache misses)" -eq 60 ] || fail "cache off used the cache"
+[ "$(cache hits)" -eq "$h0" ] && [ "$(cache misses)" -eq "$m0" ] || fail "cache off used the cache"
 
 # Truncated entries, then entries of another format version: never served.
 for f in $(find "$CACHE/samples" -type f ! -name '.*' | head -20); do
