@@ -180,14 +180,15 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *
     }
     json_object_set_new(o, "plan", plan);
     /* This host's prefix cache (docs/cache.md): its own samples only. */
-    json_object_set_new(
-        o, "cache",
-        json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "prefix_units", (int)info.cache_prefix,
-                  "hits", (json_int_t)info.cache_hits, "misses", (json_int_t)info.cache_misses,
-                  "bytes_read", (json_int_t)info.cache_bytes_read, "bytes_written",
-                  (json_int_t)info.cache_bytes_written, "evictions",
-                  (json_int_t)info.cache_evictions, "store_errors",
-                  (json_int_t)info.cache_store_errors, "corrupt", (json_int_t)info.cache_corrupt));
+    json_object_set_new(o, "cache",
+                        json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "prefix_units",
+                                  (int)info.cache_prefix, "hits", (json_int_t)info.cache_hits,
+                                  "misses", (json_int_t)info.cache_misses, "bytes_read",
+                                  (json_int_t)info.cache_bytes_read, "bytes_written",
+                                  (json_int_t)info.cache_bytes_written, "evictions",
+                                  (json_int_t)info.cache_evictions, "store_errors",
+                                  (json_int_t)info.cache_store_errors, "corrupt",
+                                  (json_int_t)info.cache_corrupt));
     if (st.job_id != 0) {
         json_object_set_new(o, "job_id", json_integer((json_int_t)st.job_id));
     }

@@ -46,9 +46,8 @@ static int run_units(slot_t *sl, unsigned tid, uint32_t from, uint32_t to)
 {
     sl_exec_t *ex = sl->ex;
     char msg[200];
-    int rc = sl_pipeline_run(ex->p, from, to, sl->s.epoch, sl->s.index, &sl->s.t,
-                             &ex->scratch[tid], &ex->stats[(size_t)tid * SL_PIPE_MAX_UNITS], msg,
-                             sizeof(msg));
+    int rc = sl_pipeline_run(ex->p, from, to, sl->s.epoch, sl->s.index, &sl->s.t, &ex->scratch[tid],
+                             &ex->stats[(size_t)tid * SL_PIPE_MAX_UNITS], msg, sizeof(msg));
     if (rc < 0) {
         const char *name = ex->src ? sl_source_name(ex->src, sl->s.index) : "sample";
         snprintf(sl->detail, sizeof(sl->detail), "%s: %s", name, msg);
@@ -294,6 +293,5 @@ void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret)
         }
     }
 }
-
 
 void sl_exec_set_pcache(sl_exec_t *ex, struct sl_pcache_s *pc) { ex->pc = pc; }

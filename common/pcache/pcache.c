@@ -111,8 +111,8 @@ static void entry_name(const sl_pcache_t *pc, uint64_t index, char out[SL_CACHE_
              (unsigned long long)pc->fingerprint, (unsigned long long)index);
 }
 
-int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint,
-                  unsigned nthreads, sl_pcache_t **ret, char *err, size_t errlen)
+int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint, unsigned nthreads,
+                  sl_pcache_t **ret, char *err, size_t errlen)
 {
     *ret = NULL;
     if (nthreads == 0 || store == NULL) {

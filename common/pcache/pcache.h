@@ -46,8 +46,8 @@ typedef struct sl_pcache_stats_s {
  * there is nothing to cache (spec "cache": "off", or the first unit
  * draws). store: the sample namespace (sl_cache_open); nthreads > 0.
  * Returns 0, -EINVAL, -ENOMEM (err says why). */
-int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint,
-                  unsigned nthreads, sl_pcache_t **ret, char *err, size_t errlen);
+int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint, unsigned nthreads,
+                  sl_pcache_t **ret, char *err, size_t errlen);
 void sl_pcache_free(sl_pcache_t *pc); /* NULL ok */
 
 /* Units [0, prefix) are cached (> 0). */

@@ -22,10 +22,26 @@
 #define SPEC_MAX_PIXELS_DEFAULT UINT64_C(100000000)
 
 static const char *const top_keys[] = {
-    "source",        "stages",           "batch_size",  "epochs",     "drop_last",
-    "deterministic", "offload",          "on_error",    "max_pixels", "world_size",
-    "rank",          "rank_padding",     "name",        "compress",   "batching",
-    "resume",        "batch_transforms", "num_classes", "mix",        "cache",
+    "source",
+    "stages",
+    "batch_size",
+    "epochs",
+    "drop_last",
+    "deterministic",
+    "offload",
+    "on_error",
+    "max_pixels",
+    "world_size",
+    "rank",
+    "rank_padding",
+    "name",
+    "compress",
+    "batching",
+    "resume",
+    "batch_transforms",
+    "num_classes",
+    "mix",
+    "cache",
     NULL,
 };
 /* Multi-rank jobs (common/order/ranks.h): indexed by sl_rank_padding_e. */
@@ -163,22 +179,14 @@ static int check_top_keys(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
  * ranks' rank is bounded by their world_size). */
 typedef int (*part_fn)(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 static const part_fn k_parts[] = {
-    check_top_keys,
-    parse_name,
-    sl_spec_parse_source,
-    sl_spec_parse_stages,
-    parse_sizes,
-    parse_epochs,
-    parse_flags,
-    sl_spec_parse_offload,
-    parse_on_error,
-    parse_max_pixels,
-    parse_ranks,
-    parse_compress,
-    parse_cache,
-    sl_spec_parse_batching,
-    parse_resume,
-    sl_spec_parse_batch_transforms,
+    check_top_keys,       parse_name,
+    sl_spec_parse_source, sl_spec_parse_stages,
+    parse_sizes,          parse_epochs,
+    parse_flags,          sl_spec_parse_offload,
+    parse_on_error,       parse_max_pixels,
+    parse_ranks,          parse_compress,
+    parse_cache,          sl_spec_parse_batching,
+    parse_resume,         sl_spec_parse_batch_transforms,
 };
 
 static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)

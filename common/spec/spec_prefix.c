@@ -87,9 +87,9 @@ int sl_spec_prefix_hash(const sl_spec_t *spec, const sl_layout_t *l, uint32_t nu
     free(text);
     json_t *form = full != NULL ? prefix_form(full, nstages) : NULL;
     json_decref(full);
-    char *ftext =
-        form != NULL ? json_dumps(form, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17))
-                     : NULL;
+    char *ftext = form != NULL
+                      ? json_dumps(form, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17))
+                      : NULL;
     json_decref(form);
     if (ftext == NULL) {
         return -ENOMEM;

@@ -78,8 +78,7 @@ START_TEST(test_round_trip)
     char dir[FX_TMPDIR_LEN], err[ERRLEN] = "";
     ck_assert_int_eq(fx_mkdtemp(dir), 0);
     sl_cache_t *store;
-    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, 1 << 24, &store, err, sizeof(err)),
-                     0);
+    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, 1 << 24, &store, err, sizeof(err)), 0);
     sl_pcache_t *pc = open_pc(store, SPEC, 77);
     ck_assert_ptr_nonnull(pc);
     ck_assert_uint_eq(sl_pcache_prefix(pc), 2); /* decode, resize */
@@ -145,8 +144,7 @@ static void refused(void (*how)(const char *path))
     char dir[FX_TMPDIR_LEN], err[ERRLEN] = "", path[FX_TMPDIR_LEN + 300];
     ck_assert_int_eq(fx_mkdtemp(dir), 0);
     sl_cache_t *store;
-    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, 1 << 24, &store, err, sizeof(err)),
-                     0);
+    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, 1 << 24, &store, err, sizeof(err)), 0);
     sl_pcache_t *pc = open_pc(store, SPEC, 1);
     sl_tensor_t a, b;
     sl_tensor_init(&a);
@@ -160,7 +158,7 @@ static void refused(void (*how)(const char *path))
     sl_pcache_stats(pc, &st);
     ck_assert_uint_eq(st.corrupt, 1);
     ck_assert_uint_eq(st.hits, 0);
-    ck_assert_int_eq(access(path, F_OK), -1); /* removed */
+    ck_assert_int_eq(access(path, F_OK), -1);         /* removed */
     ck_assert_int_eq(sl_pcache_put(pc, 0, 3, &a), 0); /* replaced */
     ck_assert_int_eq(sl_pcache_get(pc, 0, 3, &b), 0);
     assert_equal(&a, &b);
@@ -218,8 +216,7 @@ START_TEST(test_budget)
     const uint64_t budget = 64 * 1024;
     sl_cache_t *shards, *store;
     ck_assert_int_eq(sl_cache_new(dir, budget, &shards, err, sizeof(err)), 0);
-    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, budget, &store, err, sizeof(err)),
-                     0);
+    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, budget, &store, err, sizeof(err)), 0);
     /* 24 KiB of shards. */
     static uint8_t blob[24 * 1024];
     memset(blob, 'x', sizeof(blob));
@@ -268,8 +265,7 @@ START_TEST(test_store_error)
     char dir[FX_TMPDIR_LEN], err[ERRLEN] = "", p[FX_TMPDIR_LEN + 16];
     ck_assert_int_eq(fx_mkdtemp(dir), 0);
     sl_cache_t *store;
-    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, 1 << 20, &store, err, sizeof(err)),
-                     0);
+    ck_assert_int_eq(sl_cache_open(dir, SL_CACHE_NS_SAMPLES, 1 << 20, &store, err, sizeof(err)), 0);
     snprintf(p, sizeof(p), "%s/samples", dir);
     ck_assert_int_eq(rmdir(p), 0);
     sl_pcache_t *pc = open_pc(store, SPEC, 1);
@@ -295,8 +291,9 @@ START_TEST(test_open_errors)
     ck_assert_int_eq(sl_cache_open("/tmp", SL_CACHE_NS_SAMPLES, 0, &store, err, sizeof(err)),
                      -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "cache_bytes"));
-    ck_assert_int_eq(
-        sl_cache_open("/proc/no/such", SL_CACHE_NS_SAMPLES, 10, &store, err, sizeof(err)), -ENOENT);
+    ck_assert_int_eq(sl_cache_open("/proc/no/such", SL_CACHE_NS_SAMPLES, 10, &store, err,
+                                   sizeof(err)),
+                     -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "cache_dir '/proc/no/such'"));
 }
 END_TEST

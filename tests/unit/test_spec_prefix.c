@@ -71,15 +71,17 @@ END_TEST
 START_TEST(test_vision_decode)
 {
     uint32_t nunits;
-    const char *v = "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"},"
-                    " {\"op\": \"random_resized_crop\", \"size\": 224, \"interpolation\": \"bicubic\"},"
-                    " {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5], \"std\": [0.2, 0.2, 0.2]},"
-                    " {\"op\": \"to_chw\"}]}";
+    const char *v =
+        "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"},"
+        " {\"op\": \"random_resized_crop\", \"size\": 224, \"interpolation\": \"bicubic\"},"
+        " {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5], \"std\": [0.2, 0.2, 0.2]},"
+        " {\"op\": \"to_chw\"}]}";
     ck_assert_uint_eq(prefix_of(v, 0, &nunits), 1); /* bicubic: not fused */
     ck_assert_uint_eq(nunits, 4);
-    const char *r = "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"},"
-                    " {\"op\": \"resize\", \"size\": 256}, {\"op\": \"random_crop\", \"size\": 224},"
-                    " {\"op\": \"flip\"}]}";
+    const char *r =
+        "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"},"
+        " {\"op\": \"resize\", \"size\": 256}, {\"op\": \"random_crop\", \"size\": 224},"
+        " {\"op\": \"flip\"}]}";
     ck_assert_uint_eq(prefix_of(r, 0, &nunits), 2);
     /* The fused decode + random_resized_crop draws (its crop): nothing to
      * cache in the pipeline every worker runs; unfused the decode would be. */
@@ -101,7 +103,7 @@ START_TEST(test_random_first)
                     " {\"op\": \"resize\", \"size\": 64}]}";
     ck_assert_uint_eq(prefix_of(v, 0, &nunits), 1);
     const char *p = "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"},"
-                    " {\"op\": \"plugin\", \"name\": \"x\", \"sha256\": \"" 
+                    " {\"op\": \"plugin\", \"name\": \"x\", \"sha256\": \""
                     "0000000000000000000000000000000000000000000000000000000000000000\"},"
                     " {\"op\": \"resize\", \"size\": 64}]}";
     ck_assert_uint_eq(prefix_of(p, 0, &nunits), 1); /* a plugin counts as drawing */
@@ -116,9 +118,10 @@ END_TEST
 START_TEST(test_hash_scope)
 {
     uint8_t a[SL_PREFIX_HASH_LEN], b[SL_PREFIX_HASH_LEN];
-    const char *base = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"
-                       " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 64},"
-                       " {\"op\": \"flip\"}], \"epochs\": 1}";
+    const char *base =
+        "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"
+        " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 64},"
+        " {\"op\": \"flip\"}], \"epochs\": 1}";
     hash_of(base, a);
     const char *same[] = {
         "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 9,"
@@ -173,8 +176,8 @@ START_TEST(test_cache_key)
     const char *bad[] = {"\"on\"", "true", "1"};
     for (size_t i = 0; i < 3; i++) {
         char doc[512], err[ERRLEN] = "";
-        snprintf(doc, sizeof(doc), "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"}],\n \"cache\": %s}",
-                 bad[i]);
+        snprintf(doc, sizeof(doc),
+                 "{" SRC " \"stages\": [{\"op\": \"decode_jpeg\"}],\n \"cache\": %s}", bad[i]);
         ck_assert_int_eq(sl_spec_parse("t.json", doc, strlen(doc), &s, err, sizeof(err)), -EINVAL);
         ck_assert_msg(strstr(err, "t.json:2: cache:") != NULL, "%s", err);
     }
