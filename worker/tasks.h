@@ -133,6 +133,10 @@ typedef struct wk_tasks_report_s {
     uint64_t bytes_sent; /* worker-wide, since start */
     wk_unit_report_t *units;
     size_t n_units;
+    /* Prefix caches' growth since the last report_done, per job. */
+    uint64_t *cache_jobs;
+    sl_pcache_stats_t *cache;
+    size_t n_cache;
 } wk_tasks_report_t;
 
 int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *ret); /* 0 or -ENOMEM */

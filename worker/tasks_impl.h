@@ -109,6 +109,7 @@ struct wk_job_s {
     struct sl_pcache_s *pc;
     uint32_t pc_prefix;
     sl_pcache_stats_t pcs;
+    sl_pcache_stats_t pcs_reported; /* what a successful heartbeat carried so far */
     uint64_t samples_done, samples_skipped, splits_done, msgs_sent, streams, streams_broken;
 
     /* Runner thread only. */

@@ -226,6 +226,10 @@ struct sluice_job {
     int closing;
     char failure[512];       /* non-empty: the job failed */
     char fallback[256];      /* non-empty: why the dispatcher runs remote work here */
+    /* The job's workers' prefix cache counters as the dispatcher last said
+     * (GetAssignmentResponse.cache; docs/cache.md), hits, misses,
+     * bytes_read, bytes_written, evictions, store_errors, corrupt. */
+    uint64_t workers_cache[7];
     /* The plan: SubmitJob's, then each GetAssignment's (control thread);
      * read unlocked by the consumer's stats (a torn read is one stale
      * figure). */

@@ -166,6 +166,9 @@ void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
         ret->unit_names[u] = sl_pipeline_unit_name(job->pipe, u);
     }
     cl_line_unit_stats(job->consumer.line, ret->units);
+    pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes it */
+    memcpy(ret->workers_cache, job->workers_cache, sizeof(ret->workers_cache));
+    pthread_mutex_unlock((pthread_mutex_t *)&job->mu);
     if (job->pc != NULL) {
         sl_pcache_stats_t c;
         sl_pcache_stats(job->pc, &c);

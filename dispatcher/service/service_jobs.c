@@ -137,6 +137,17 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
     resp->failure = disp_arena_strdup(a, "");
     resp->fallback = disp_arena_strdup(a, job->fallback);
     resp->finished = job->state == DISP_JOB_FINISHED;
+    resp->cache = disp_arena_alloc(a, sizeof(*resp->cache));
+    if (resp->cache != NULL) { /* docs/cache.md; none without memory */
+        sluice__cache_stats__init(resp->cache);
+        resp->cache->hits = job->cache.hits;
+        resp->cache->misses = job->cache.misses;
+        resp->cache->bytes_read = job->cache.bytes_read;
+        resp->cache->bytes_written = job->cache.bytes_written;
+        resp->cache->evictions = job->cache.evictions;
+        resp->cache->store_errors = job->cache.store_errors;
+        resp->cache->corrupt = job->cache.corrupt;
+    }
     /* Every ASSIGNED split is listed as soon as it is assigned, usually
      * before its worker hears of it at its next heartbeat: the client then
      * knows a split (and its stage_to) before the first batch of it can

@@ -85,6 +85,19 @@ remote v warm
 grep -q 'sluice_worker_cache_hits_total 180' <(curl -sf "http://$W_HTTP/metrics") ||
     fail "/metrics lacks the hits"
 echo "cold and warm runs: digests equal to the uncached run; 60 misses, 180 hits (60 of the cold run's second epoch)"
+# The dispatcher hears of them with the heartbeats (its totals, the job's
+# /status), and the client's --json shows what it last heard during the run.
+dh=""
+for _ in $(seq 1 100); do
+    dh=$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c \
+        'import json,sys; print(json.load(sys.stdin)["totals"]["cache"]["hits"])')
+    [ "$dh" = 180 ] && break
+    sleep 0.05
+done
+[ "$dh" = 180 ] || fail "dispatcher totals: $dh cache hits, expected 180"
+wh=$(/usr/bin/python3 -c "import json; print(json.load(open('$TMP/warm.json'))['cache']['workers']['hits'])")
+[ "$wh" -gt 0 ] || fail "--json: no worker cache hits heard during the warm run"
+echo "dispatcher: 180 hits in its totals; the warm run's --json heard $wh of its 120"
 
 # Half the samples on the client (its own cache), half on the worker.
 "$BIN/sluice" run "$TMP/v.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
