@@ -165,8 +165,7 @@ static void failure_add(wk_tasks_report_t *r, report_caps_t *caps, const wk_job_
 }
 
 /* d = a - b, field by field; whether anything grew. */
-static int cache_delta(const sl_pcache_stats_t *a, const sl_pcache_stats_t *b,
-                       sl_pcache_stats_t *d)
+static int cache_delta(const sl_pcache_stats_t *a, const sl_pcache_stats_t *b, sl_pcache_stats_t *d)
 {
     *d = (sl_pcache_stats_t){.hits = a->hits - b->hits,
                              .misses = a->misses - b->misses,
@@ -175,8 +174,7 @@ static int cache_delta(const sl_pcache_stats_t *a, const sl_pcache_stats_t *b,
                              .evictions = a->evictions - b->evictions,
                              .store_errors = a->store_errors - b->store_errors,
                              .corrupt = a->corrupt - b->corrupt};
-    return d->hits + d->misses + d->bytes_written + d->evictions + d->store_errors + d->corrupt >
-           0;
+    return d->hits + d->misses + d->bytes_written + d->evictions + d->store_errors + d->corrupt > 0;
 }
 
 /* The job's prefix cache growth (job->mu held); one entry per job, so as

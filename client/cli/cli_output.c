@@ -137,9 +137,8 @@ static json_t *cache_json(const cl_job_info_t *info)
     json_object_set_new(c, "workers",
                         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)w[0],
                                   "misses", (json_int_t)w[1], "bytes_read", (json_int_t)w[2],
-                                  "bytes_written", (json_int_t)w[3], "evictions",
-                                  (json_int_t)w[4], "store_errors", (json_int_t)w[5], "corrupt",
-                                  (json_int_t)w[6]));
+                                  "bytes_written", (json_int_t)w[3], "evictions", (json_int_t)w[4],
+                                  "store_errors", (json_int_t)w[5], "corrupt", (json_int_t)w[6]));
     return c;
 }
 
