@@ -248,9 +248,16 @@ START_TEST(test_budget)
     /* Within the budget left by the shards, but for one pass's slack. */
     ck_assert_uint_le(sl_cache_usage(store), budget - sizeof(blob) + budget / 64 + entry);
     ck_assert_uint_eq(sl_cache_usage(shards), sizeof(blob));
-    /* The newest survive, the oldest went. */
+    /* A stable part survives (new entries enter at the old end, ties by
+     * name: the highest indices), the rest went. */
     ck_assert_int_eq(sl_pcache_get(pc, 0, 39, &a), 0);
     ck_assert_int_eq(sl_pcache_get(pc, 0, 0, &a), -ENOENT);
+    /* An entry that was hit is used now: newer entries go before it. */
+    for (uint64_t i = 100; i < 140; i++) {
+        ck_assert_int_eq(sl_pcache_put(pc, 0, i, &a), 0);
+    }
+    ck_assert_int_eq(sl_pcache_get(pc, 0, 39, &a), 0);
+    ck_assert_int_eq(sl_pcache_get(pc, 0, 100, &a), -ENOENT);
     sl_pcache_free(pc);
     sl_cache_free(store);
     sl_cache_free(shards);
