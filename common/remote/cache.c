@@ -26,9 +26,10 @@
 /* A sample-namespace eviction pass is due after this part of the budget
  * was committed since the last one (cache.h). */
 #define CACHE_PASS_FRACTION 64
-/* A new sample entry counts as used this long ago until its first hit
- * (cache.h): a pass over more data than the budget keeps a stable part. */
-#define CACHE_INSERT_AGE_SECS 86400
+/* The mtime of a new sample entry until its first hit (cache.h): one fixed
+ * old time, so unread entries tie and go by name, and a pass over more
+ * data than the budget keeps a stable part (a clock would make it LRU). */
+#define CACHE_INSERT_STAMP_SECS 86400
 
 struct sl_cache_s {
     int dir_fd; /* <dir>/<namespace>, O_DIRECTORY */
@@ -417,10 +418,8 @@ static int commit_sample(const sl_cache_t *c, sl_cache_fill_t *fill, uint64_t si
     }
     /* After the rename: a stale-looking temporary would be a crashed
      * filler's to a concurrent pass. */
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    struct timespec old[2] = {{.tv_sec = now.tv_sec - CACHE_INSERT_AGE_SECS},
-                              {.tv_sec = now.tv_sec - CACHE_INSERT_AGE_SECS}};
+    struct timespec old[2] = {{.tv_sec = CACHE_INSERT_STAMP_SECS},
+                              {.tv_sec = CACHE_INSERT_STAMP_SECS}};
     (void)futimens(fill->tmp_fd, old);
     close(fill->tmp_fd);
     fill->tmp_fd = -1;

@@ -28,8 +28,8 @@
  * runs in passes, once the bytes committed since the last pass exceed
  * 1/64 of the budget (a scan per sample would cost more than the sample):
  * the namespace may overshoot by that much until the next pass. A new
- * sample entry enters at the old end of the order (it counts as used a day
- * ago until its first hit; ties go by name), so a pass over more samples
+ * sample entry enters at the old end of the order (one fixed old mtime
+ * until its first hit: unread entries tie and go by name), so a pass over more samples
  * than the budget holds keeps a stable part of them for the next pass
  * instead of evicting each one before its reuse (plain LRU's 0 %). */
 #ifndef SL_REMOTE_CACHE_H
