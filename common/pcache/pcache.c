@@ -192,7 +192,9 @@ static int read_full(int fd, uint8_t *p, size_t n, off_t off)
 }
 
 /* Checks the header against this cache and index and the file's size;
- * -EBADMSG for anything that is not this entry. */
+ * -EBADMSG for anything that is not this entry. A payload is never longer
+ * than its tensor (compressed only when smaller), which bounds what a
+ * damaged or foreign file can make a reader allocate. */
 static int check_header(const sl_pcache_t *pc, uint64_t index, const uint8_t *h, uint64_t fsize)
 {
     uint64_t raw = get64(h + H_RAW), payload = get64(h + H_PAYLOAD);
@@ -201,7 +203,8 @@ static int check_header(const sl_pcache_t *pc, uint64_t index, const uint8_t *h,
              get64(h + H_FP) == pc->fingerprint && get64(h + H_INDEX) == index &&
              h[H_CODEC] < SL_CODEC__COUNT && h[H_DTYPE] <= SL_DT_RECORD &&
              h[H_LAYOUT] <= SL_LAYOUT_CHW && raw <= SL_TENSOR_MAX_BYTES &&
-             payload == fsize - H_SIZE && (h[H_CODEC] != SL_CODEC_NONE || payload == raw);
+             payload == fsize - H_SIZE && payload <= raw &&
+             (h[H_CODEC] != SL_CODEC_NONE || payload == raw);
     return ok ? 0 : -EBADMSG;
 }
 
