@@ -173,7 +173,7 @@ $(BUILD)/bin/sluice-plugin-host: $(BUILD)/obj/plugin_host/main.o $(COMMON_LIB)
 # declared to need), so a module that starts calling into one it does not
 # declare fails its tests' link instead of growing a hidden dependency.
 # One static library per module; DEPS_m is m's whole closure.
-COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http video remote
+COMMON_MODS := base sample text spec order image plugin data engine cost profile rpc http video remote pcache
 MODS := $(COMMON_MODS) proto disp worker client fx
 define mod_lib
 LIB_$(1) := $$(BUILD)/lib/mod/libsl_$(1).a
@@ -199,9 +199,10 @@ DEPS_order := order $(DEPS_spec)
 DEPS_image := image $(DEPS_sample)
 DEPS_plugin := plugin $(DEPS_image)
 DEPS_remote := remote base
+DEPS_pcache := pcache spec $(DEPS_sample) $(DEPS_remote)
 DEPS_data := data spec $(DEPS_image) $(DEPS_remote)
 DEPS_video := video $(DEPS_sample)
-DEPS_engine := engine order text plugin $(DEPS_video) $(DEPS_data)
+DEPS_engine := engine order text plugin $(DEPS_video) $(DEPS_data) $(DEPS_pcache)
 DEPS_cost := cost base
 DEPS_profile := profile $(DEPS_cost) $(DEPS_engine)
 DEPS_rpc := rpc proto base
@@ -240,6 +241,7 @@ TEST_MODS_test_rng := base
 TEST_MODS_test_sdnotify := base
 TEST_MODS_test_spec := spec
 TEST_MODS_test_spec_mix := spec
+TEST_MODS_test_spec_prefix := spec
 TEST_MODS_test_imgops := image
 TEST_MODS_test_augment := engine
 TEST_MODS_test_codec := sample
@@ -253,6 +255,7 @@ TEST_MODS_test_webp := image
 TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
 TEST_MODS_test_remote := remote
+TEST_MODS_test_pcache := pcache
 TEST_MODS_test_source_mix := data order
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data

@@ -52,9 +52,11 @@ static const sl_conf_opt_t WK_OPTS[] = {
            "read; a URL outside all of them is refused (\"\" = none: URL sources refused)"),
     WK_STR(cache_dir, "",
            "directory of the shard cache for URL sources, shards under <cache_dir>/shards "
-           "(\"\" = $XDG_CACHE_HOME/sluice, ~/.cache/sluice or /var/cache/sluice)"),
+           "(\"\" = $XDG_CACHE_HOME/sluice, ~/.cache/sluice or /var/cache/sluice); when set, "
+           "also the prefix cache of jobs' deterministic stages, under <cache_dir>/samples"),
     WK_INT(cache_bytes, 1 << 20, (double)(1LL << 50), "10737418240",
-           "bound of the shard cache (least recently used shards are evicted)"),
+           "bound of the shard cache and the prefix cache together (shards first; least "
+           "recently used entries are evicted)"),
 };
 
 const sl_conf_table_t wk_conf_table = {

@@ -349,10 +349,14 @@ typedef struct hb_msg_s {
     Sluice__SplitAssignment *prog, *sent;
     Sluice__SplitAssignment **pprog, **psent;
     uint64_t *legacy; /* split ids alone, for a dispatcher that predates in_progress */
+    Sluice__CacheStats *cache;
+    Sluice__CacheStats **pcache;
 } hb_msg_t;
 
 static void hb_msg_free(hb_msg_t *m)
 {
+    free(m->cache);
+    free(m->pcache);
     free(m->stats);
     free(m->pstats);
     free(m->legacy);
@@ -377,6 +381,34 @@ static void hb_stats(hb_msg_t *m, const wk_tasks_report_t *rep)
     }
 }
 
+/* The prefix caches' growth per job (docs/cache.md). 0 or -ENOMEM. */
+static int hb_cache(hb_msg_t *m, const wk_tasks_report_t *rep)
+{
+    if (rep->n_cache == 0) {
+        return 0;
+    }
+    m->cache = calloc(rep->n_cache, sizeof(*m->cache));
+    m->pcache = calloc(rep->n_cache, sizeof(*m->pcache));
+    if (m->cache == NULL || m->pcache == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < rep->n_cache; i++) {
+        Sluice__CacheStats *s = &m->cache[i];
+        const sl_pcache_stats_t *c = &rep->cache[i];
+        sluice__cache_stats__init(s);
+        s->job_id = rep->cache_jobs[i];
+        s->hits = c->hits;
+        s->misses = c->misses;
+        s->bytes_read = c->bytes_read;
+        s->bytes_written = c->bytes_written;
+        s->evictions = c->evictions;
+        s->store_errors = c->store_errors;
+        s->corrupt = c->corrupt;
+        m->pcache[i] = s;
+    }
+    return 0;
+}
+
 /* Fills m from the report and the control state. 0 or -ENOMEM (m freed). */
 static int hb_msg_build(wk_control_t *c, const wk_tasks_report_t *rep, hb_msg_t *m)
 {
@@ -391,7 +423,7 @@ static int hb_msg_build(wk_control_t *c, const wk_tasks_report_t *rep, hb_msg_t 
     if ((rep->n_units > 0 && (m->stats == NULL || m->pstats == NULL)) ||
         (rep->n_splits > 0 && m->legacy == NULL) ||
         refs_to_msgs(rep->splits, rep->n_splits, &m->prog, &m->pprog) < 0 ||
-        refs_to_msgs(rep->sent, rep->n_sent, &m->sent, &m->psent) < 0) {
+        refs_to_msgs(rep->sent, rep->n_sent, &m->sent, &m->psent) < 0 || hb_cache(m, rep) < 0) {
         hb_msg_free(m);
         return -ENOMEM;
     }
@@ -424,6 +456,8 @@ static int hb_msg_build(wk_control_t *c, const wk_tasks_report_t *rep, hb_msg_t 
     req->n_failed_jobs = rep->n_failed;
     req->failed_jobs = rep->failed_jobs;
     req->failure = (char *)rep->failure;
+    req->n_job_cache = rep->n_cache;
+    req->job_cache = m->pcache;
     return 0;
 }
 

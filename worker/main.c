@@ -24,6 +24,7 @@
 #include "common/base/secret.h"
 #include "proto/sluice.pb-c.h"
 #include "common/plugin/plugin.h"
+#include "common/remote/cache.h"
 #include "common/remote/remote.h"
 #include "worker/config.h"
 #include "worker/control.h"
@@ -119,6 +120,7 @@ typedef struct wmain_s {
     sl_rpc_security_t server_sec; /* our own server */
     sl_plugins_t *plugins; /* plugin_dir's stages; NULL = none */
     sl_remote_t *remote;   /* remote_roots + the shard cache (URL sources) */
+    sl_cache_t *samples;   /* the prefix cache's store; NULL: no cache_dir set */
     wk_tasks_t *tasks;
     sl_rpc_server_t *srv;
     wk_profile_t *prof; /* planner: Profile and Probe */
@@ -261,7 +263,20 @@ static int start_tasks(wmain_t *m)
     char desc[1024];
     sl_remote_describe(m->remote, desc, sizeof(desc));
     SL_NOTICE("URL sources: %s", desc);
+    /* The prefix cache only where cache_dir is set: the shard cache's
+     * default directory is for URL sources, not for every job's samples. */
+    if (m->cfg.cache_dir[0] != '\0') {
+        rc = sl_cache_open(m->cfg.cache_dir, SL_CACHE_NS_SAMPLES, (uint64_t)m->cfg.cache_bytes,
+                           &m->samples, err, sizeof(err));
+        if (rc < 0) {
+            SL_ERR("prefix cache: %s", err);
+            return rc;
+        }
+        SL_NOTICE("prefix cache: '%s/samples', %lld bytes with the shards", m->cfg.cache_dir,
+                  m->cfg.cache_bytes);
+    }
     wk_tasks_opts_t to = {
+        .samples = m->samples,
         .remote = m->remote,
         .plugins = m->plugins,
         .data_root = m->cfg.data_root,
@@ -456,6 +471,7 @@ static void shut_down(wmain_t *m)
     wk_tasks_free(m->tasks);
     sl_plugins_free(m->plugins); /* after every job that ran its stages */
     sl_remote_free(m->remote);   /* after every source that fetched through it */
+    sl_cache_free(m->samples);   /* after every job's prefix cache */
     sl_rpc_shutdown();
 }
 

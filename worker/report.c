@@ -146,7 +146,7 @@ static int ref_held(const wk_tasks_report_t *r, uint64_t job_id, uint64_t split_
 
 /* Growth of the report's arrays while the jobs are added. */
 typedef struct report_caps_s {
-    size_t known, splits, failed, units, failure_len;
+    size_t known, splits, failed, units, failure_len, cache;
 } report_caps_t;
 
 /* "job N: why" appended to the report's failure text, as long as it fits. */
@@ -162,6 +162,43 @@ static void failure_add(wk_tasks_report_t *r, report_caps_t *caps, const wk_job_
     if (*flen >= sizeof(r->failure)) {
         *flen = sizeof(r->failure) - 1;
     }
+}
+
+/* d = a - b, field by field; whether anything grew. */
+static int cache_delta(const sl_pcache_stats_t *a, const sl_pcache_stats_t *b, sl_pcache_stats_t *d)
+{
+    *d = (sl_pcache_stats_t){.hits = a->hits - b->hits,
+                             .misses = a->misses - b->misses,
+                             .bytes_read = a->bytes_read - b->bytes_read,
+                             .bytes_written = a->bytes_written - b->bytes_written,
+                             .evictions = a->evictions - b->evictions,
+                             .store_errors = a->store_errors - b->store_errors,
+                             .corrupt = a->corrupt - b->corrupt};
+    return d->hits + d->misses + d->bytes_written + d->evictions + d->store_errors + d->corrupt > 0;
+}
+
+/* The job's prefix cache growth (job->mu held); one entry per job, so as
+ * many as known_jobs. */
+static int cache_add(wk_tasks_report_t *r, size_t *cap, const wk_job_t *job)
+{
+    sl_pcache_stats_t d;
+    if (!cache_delta(&job->pcs, &job->pcs_reported, &d)) {
+        return 0;
+    }
+    size_t c = *cap;
+    sl_pcache_stats_t *a = room_for_one(r->cache, r->n_cache, &c, sizeof(*r->cache));
+    if (a == NULL) {
+        return -ENOMEM;
+    }
+    r->cache = a;
+    uint64_t *ids = room_for_one(r->cache_jobs, r->n_cache, cap, sizeof(*r->cache_jobs));
+    if (ids == NULL) {
+        return -ENOMEM;
+    }
+    r->cache_jobs = ids;
+    r->cache[r->n_cache] = d;
+    r->cache_jobs[r->n_cache++] = job->id;
+    return 0;
 }
 
 /* One job's part of the report (job->mu held). */
@@ -190,6 +227,9 @@ static int report_job_locked(wk_tasks_report_t *r, report_caps_t *caps, const wk
         if (job->units[u].samples > 0) {
             rc = unit_add(r, &caps->units, sl_pipeline_unit_name(job->pipe, u), &job->units[u]);
         }
+    }
+    if (rc == 0) {
+        rc = cache_add(r, &caps->cache, job);
     }
     return rc;
 }
@@ -267,6 +307,18 @@ void wk_tasks_report_done(wk_tasks_t *t, const wk_tasks_report_t *r)
         (void)sl_ring_push_back(&t->sent, &e);
     }
     pthread_mutex_unlock(&t->sent_mu);
+    /* The cache growth it carried is the dispatcher's now. */
+    pthread_mutex_lock(&t->mu);
+    for (wk_job_t *job = t->jobs; job != NULL && r->n_cache > 0; job = job->next_job) {
+        for (size_t i = 0; i < r->n_cache; i++) {
+            if (r->cache_jobs[i] == job->id) {
+                pthread_mutex_lock(&job->mu);
+                sl_pcache_stats_add(&job->pcs_reported, &r->cache[i]);
+                pthread_mutex_unlock(&job->mu);
+            }
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
 }
 
 void wk_tasks_report_free(wk_tasks_report_t *r)
@@ -277,6 +329,8 @@ void wk_tasks_report_free(wk_tasks_report_t *r)
     free(r->sent_seq);
     free(r->failed_jobs);
     free(r->units);
+    free(r->cache);
+    free(r->cache_jobs);
     memset(r, 0, sizeof(*r));
 }
 
@@ -291,6 +345,17 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
     ret->streams_broken = atomic_load(&t->n_broken);
     ret->early_fetches = atomic_load(&t->n_early_fetches);
     ret->sent_unprocessed = atomic_load(&t->n_unprocessed);
+    uint64_t v[7];
+    for (int i = 0; i < 7; i++) {
+        v[i] = atomic_load(&t->pc_tot[i]);
+    }
+    ret->cache = (sl_pcache_stats_t){.hits = v[0],
+                                     .misses = v[1],
+                                     .bytes_read = v[2],
+                                     .bytes_written = v[3],
+                                     .evictions = v[4],
+                                     .store_errors = v[5],
+                                     .corrupt = v[6]};
 }
 
 /* One /status row (job->mu held). */
@@ -320,6 +385,8 @@ static void job_info_locked(const wk_job_t *job, wk_job_info_t *r)
     r->streams = job->streams;
     r->streams_broken = job->streams_broken;
     r->stream_attached = job->stream_attached;
+    r->cache_prefix = job->pc_prefix;
+    r->cache = job->pcs;
 }
 
 size_t wk_tasks_snapshot(wk_tasks_t *t, wk_job_info_t *rows, size_t max)

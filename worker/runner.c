@@ -467,6 +467,28 @@ static void stats_copy_locked(wk_job_t *job, sl_exec_t *ex)
     sl_unit_stat_t tmp[SL_PIPE_MAX_UNITS];
     sl_exec_unit_stats(ex, tmp);
     memcpy(job->units, tmp, job->nunits * sizeof(tmp[0]));
+    if (job->pc != NULL) {
+        sl_pcache_stats_t was = job->pcs;
+        uint64_t failed = was.store_errors;
+        sl_pcache_stats(job->pc, &job->pcs);
+        const sl_pcache_stats_t *now = &job->pcs;
+        const uint64_t d[7] = {now->hits - was.hits,
+                               now->misses - was.misses,
+                               now->bytes_read - was.bytes_read,
+                               now->bytes_written - was.bytes_written,
+                               now->evictions - was.evictions,
+                               now->store_errors - was.store_errors,
+                               now->corrupt - was.corrupt};
+        for (int i = 0; i < 7; i++) {
+            atomic_fetch_add(&job->tasks->pc_tot[i], d[i]);
+        }
+        if (failed == 0 && job->pcs.store_errors > 0) {
+            /* Once per job: every later failure is only counted. */
+            SL_WARN("job %" PRIu64 ": prefix cache: storing an entry failed (disk full or "
+                    "unwritable?); samples go on uncached, failures counted in /metrics",
+                    job->id);
+        }
+    }
 }
 
 /* The finished sample's split is to be compressed: the spec says "zstd",
@@ -548,6 +570,35 @@ static void runner_loop(wk_job_t *job, sl_exec_t *ex, sl_sample_t *out)
     pthread_mutex_unlock(&job->mu);
 }
 
+/* The prefix cache for this job when the worker has a store and the spec
+ * has a deterministic prefix (docs/cache.md); a cache that cannot be made
+ * leaves the job uncached, never failed. */
+static void runner_cache(wk_job_t *job, sl_exec_t *ex)
+{
+    wk_tasks_t *t = job->tasks;
+    if (t->samples == NULL) {
+        return;
+    }
+    char err[256];
+    int rc = sl_pcache_new(t->samples, &job->spec, sl_source_fingerprint(job->src), t->threads,
+                           &job->pc, err, sizeof(err));
+    if (rc < 0) {
+        SL_WARN("job %" PRIu64 ": no prefix cache: %s", job->id, err);
+        return;
+    }
+    if (job->pc == NULL) {
+        SL_INFO("job %" PRIu64 ": prefix cache: nothing to cache (%s)", job->id,
+                job->spec.cache == SL_CACHE_OFF ? "\"cache\": \"off\""
+                                                : "the first unit draws randomness");
+        return;
+    }
+    job->pc_prefix = sl_pcache_prefix(job->pc);
+    sl_exec_set_pcache(ex, job->pc);
+    SL_INFO("job %" PRIu64 ": prefix cache: units 0..%u (%s .. %s) cached", job->id,
+            job->pc_prefix - 1, sl_pipeline_unit_name(job->pipe, 0),
+            sl_pipeline_unit_name(job->pipe, job->pc_prefix - 1));
+}
+
 void *wk_runner_main(void *arg)
 {
     wk_job_t *job = arg;
@@ -571,6 +622,7 @@ void *wk_runner_main(void *arg)
         wk_job_fail(job, "cannot start the job's executor (out of memory or threads)");
         goto out;
     }
+    runner_cache(job, ex);
     pthread_mutex_lock(&job->mu);
     int ready = wk_job_transition_locked(job, WK_JOB_READY) == 0;
     pthread_mutex_unlock(&job->mu);
@@ -592,6 +644,8 @@ void *wk_runner_main(void *arg)
 out:
     sl_tensor_free(&out.t);
     sl_exec_free(ex);
+    sl_pcache_free(job->pc); /* after the executor: its threads used it */
+    job->pc = NULL;
     sl_codec_free(job->codec);
     job->codec = NULL;
     wk_job_unref(job);

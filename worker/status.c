@@ -52,6 +52,16 @@ static void fail_500(sl_httpd_resp_t *resp)
 
 /* ------------------------------------------------------------ /status */
 
+/* The prefix cache's counters (docs/cache.md). */
+static json_t *cache_json(const sl_pcache_stats_t *c)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)c->hits, "misses",
+                     (json_int_t)c->misses, "bytes_read", (json_int_t)c->bytes_read,
+                     "bytes_written", (json_int_t)c->bytes_written, "evictions",
+                     (json_int_t)c->evictions, "store_errors", (json_int_t)c->store_errors,
+                     "corrupt", (json_int_t)c->corrupt);
+}
+
 static json_t *job_json(const wk_job_info_t *r)
 {
     json_t *j = json_object();
@@ -78,6 +88,8 @@ static json_t *job_json(const wk_job_info_t *r)
     json_object_set_new(j, "streams", json_integer((json_int_t)r->streams));
     json_object_set_new(j, "streams_broken", json_integer((json_int_t)r->streams_broken));
     json_object_set_new(j, "stream_attached", json_boolean(r->stream_attached));
+    json_object_set_new(j, "cache_prefix_units", json_integer(r->cache_prefix));
+    json_object_set_new(j, "cache", cache_json(&r->cache));
     return j;
 }
 
@@ -112,6 +124,7 @@ static void worker_fields(json_t *root, const wk_status_ctx_t *ctx, const wk_vie
     json_object_set_new(root, "streams_broken", json_integer((json_int_t)tot->streams_broken));
     json_object_set_new(root, "samples_sent_unprocessed",
                         json_integer((json_int_t)tot->sent_unprocessed));
+    json_object_set_new(root, "cache", cache_json(&tot->cache));
 }
 
 /* The document, one line feed after it; NULL on ENOMEM. */
@@ -173,6 +186,7 @@ static void on_status(void *arg, const char *query, sl_httpd_resp_t *resp)
 /* The worker-wide values, one column each; counters include closed jobs. */
 typedef struct wk_cols_s {
     double registered, load, jobs, samples, skipped, splits, msgs, bytes, broken, unprocessed;
+    double c_hits, c_misses, c_read, c_written, c_evicted, c_errors, c_corrupt;
 } wk_cols_t;
 
 typedef struct wk_family_s {
@@ -192,20 +206,69 @@ static const wk_family_t WK_FAMILIES[] = {
      offsetof(wk_cols_t, samples)},
     {{"sluice_worker_skipped_total", C, "Samples skipped.", {NULL}, 0},
      offsetof(wk_cols_t, skipped)},
-    {{"sluice_worker_splits_total", C, "Splits finished.", {NULL}, 0},
-     offsetof(wk_cols_t, splits)},
+    {{"sluice_worker_splits_total", C, "Splits finished.", {NULL}, 0}, offsetof(wk_cols_t, splits)},
     {{"sluice_worker_messages_sent_total", C, "Batch messages sent to clients.", {NULL}, 0},
      offsetof(wk_cols_t, msgs)},
     {{"sluice_worker_bytes_sent_total", C, "Batch bytes sent to clients.", {NULL}, 0},
      offsetof(wk_cols_t, bytes)},
     {{"sluice_worker_streams_broken_total", C, "Fetch streams that ended abnormally.", {NULL}, 0},
      offsetof(wk_cols_t, broken)},
-    {{"sluice_worker_samples_sent_unprocessed_total", C,
+    {{"sluice_worker_samples_sent_unprocessed_total",
+      C,
       "Samples whose output did not fit a message, sent as their source bytes for the client "
       "to finish.",
-      {NULL}, 0},
+      {NULL},
+      0},
      offsetof(wk_cols_t, unprocessed)},
+    {{"sluice_worker_cache_hits_total",
+      C,
+      "Prefix cache lookups that hit (docs/cache.md).",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_hits)},
+    {{"sluice_worker_cache_misses_total",
+      C,
+      "Prefix cache lookups that missed (computed).",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_misses)},
+    {{"sluice_worker_cache_read_bytes_total",
+      C,
+      "Prefix cache entry bytes read on hits.",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_read)},
+    {{"sluice_worker_cache_written_bytes_total", C, "Prefix cache entry bytes stored.", {NULL}, 0},
+     offsetof(wk_cols_t, c_written)},
+    {{"sluice_worker_cache_evictions_total",
+      C,
+      "Prefix cache entries evicted by this worker.",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_evicted)},
+    {{"sluice_worker_cache_store_errors_total",
+      C,
+      "Prefix cache stores that failed (disk full, unwritable); the samples went on.",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_errors)},
+    {{"sluice_worker_cache_corrupt_total",
+      C,
+      "Prefix cache entries refused (truncated, corrupt, other version) and recomputed.",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_corrupt)},
 };
+static const sl_metric_t WK_CACHE_HITS = {"sluice_worker_job_cache_hits_total",
+                                          SL_METRIC_COUNTER,
+                                          "Prefix cache hits of an open job.",
+                                          {"job"},
+                                          0};
+static const sl_metric_t WK_CACHE_MISSES = {"sluice_worker_job_cache_misses_total",
+                                            SL_METRIC_COUNTER,
+                                            "Prefix cache misses of an open job.",
+                                            {"job"},
+                                            0};
 static const sl_metric_t WK_BUFFERED = {
     "sluice_worker_buffered_bytes", G, "Finished batches waiting for the job's client.", {"job"},
     0};
@@ -225,6 +288,13 @@ static int metrics_text(const wk_view_t *v, char **ret_text, size_t *ret_len)
         .bytes = (double)v->tot.bytes_sent,
         .broken = (double)v->tot.streams_broken,
         .unprocessed = (double)v->tot.sent_unprocessed,
+        .c_hits = (double)v->tot.cache.hits,
+        .c_misses = (double)v->tot.cache.misses,
+        .c_read = (double)v->tot.cache.bytes_read,
+        .c_written = (double)v->tot.cache.bytes_written,
+        .c_evicted = (double)v->tot.cache.evictions,
+        .c_errors = (double)v->tot.cache.store_errors,
+        .c_corrupt = (double)v->tot.cache.corrupt,
     };
     sl_metrics_t *m = sl_metrics_new(WK_METRICS_MAX_BYTES);
     if (m == NULL) {
@@ -241,6 +311,20 @@ static int metrics_text(const wk_view_t *v, char **ret_text, size_t *ret_len)
         const char *labels[] = {job};
         snprintf(job, sizeof(job), "%" PRIu64, v->rows[i].job_id);
         (void)sl_metrics_sample(m, &WK_BUFFERED, labels, (double)v->rows[i].buffered_bytes);
+    }
+    (void)sl_metrics_family(m, &WK_CACHE_HITS);
+    for (size_t i = 0; i < view_rows(v); i++) {
+        char job[24];
+        const char *labels[] = {job};
+        snprintf(job, sizeof(job), "%" PRIu64, v->rows[i].job_id);
+        (void)sl_metrics_sample(m, &WK_CACHE_HITS, labels, (double)v->rows[i].cache.hits);
+    }
+    (void)sl_metrics_family(m, &WK_CACHE_MISSES);
+    for (size_t i = 0; i < view_rows(v); i++) {
+        char job[24];
+        const char *labels[] = {job};
+        snprintf(job, sizeof(job), "%" PRIu64, v->rows[i].job_id);
+        (void)sl_metrics_sample(m, &WK_CACHE_MISSES, labels, (double)v->rows[i].cache.misses);
     }
     int rc = sl_metrics_take(m, ret_text, ret_len);
     sl_metrics_free(m);

@@ -38,6 +38,7 @@ wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o)
     t->plugins = o->plugins;
     t->faults = o->faults;
     t->remote = o->remote;
+    t->samples = o->samples;
     atomic_init(&t->draining, 0);
     atomic_init(&t->inflight, 0);
     atomic_init(&t->nwant, 0);

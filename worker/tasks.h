@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/pcache/pcache.h"
 #include "common/remote/remote.h"
 #include "proto/sluice.pb-c.h"
 #include "worker/msg.h"
@@ -69,6 +70,9 @@ typedef struct wk_tasks_opts_s {
     const struct sl_plugins_s *plugins; /* the plugin_dir's stages, NULL = none; outlives */
     wk_faults_t faults;                 /* test-only; zero in production */
     const sl_remote_t *remote; /* URL sources (remote_roots, cache); NULL: refused; outlives */
+    /* The prefix cache's store (<cache_dir>/samples, docs/cache.md); NULL:
+     * no prefix cache. Outlives the tasks. */
+    struct sl_cache_s *samples;
 } wk_tasks_opts_t;
 
 wk_tasks_t *wk_tasks_new(const wk_tasks_opts_t *o);
@@ -129,6 +133,10 @@ typedef struct wk_tasks_report_s {
     uint64_t bytes_sent; /* worker-wide, since start */
     wk_unit_report_t *units;
     size_t n_units;
+    /* Prefix caches' growth since the last report_done, per job. */
+    uint64_t *cache_jobs;
+    sl_pcache_stats_t *cache;
+    size_t n_cache;
 } wk_tasks_report_t;
 
 int wk_tasks_report(wk_tasks_t *t, wk_tasks_report_t *ret); /* 0 or -ENOMEM */
@@ -156,6 +164,8 @@ typedef struct wk_job_info_s {
     uint64_t streams;        /* Fetch streams served so far */
     uint64_t streams_broken; /* of which ended abnormally */
     int stream_attached;
+    uint32_t cache_prefix;   /* units cached (docs/cache.md), 0: the job caches nothing */
+    sl_pcache_stats_t cache; /* its prefix cache's counters */
 } wk_job_info_t;
 
 /* Worker-wide counters since start, closed jobs included. */
@@ -169,6 +179,7 @@ typedef struct wk_totals_s {
     uint64_t streams_broken;
     uint64_t early_fetches; /* Fetch streams that arrived before their job */
     uint64_t sent_unprocessed; /* too big to send processed: sent raw (msg.c) */
+    sl_pcache_stats_t cache;   /* every job's prefix cache, closed jobs included */
 } wk_totals_t;
 
 void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret);

@@ -19,6 +19,7 @@
 #include "common/base/jobcap.h"
 #include "common/base/ring.h"
 #include "common/engine/pipeline.h"
+#include "common/pcache/pcache.h"
 #include "common/data/source.h"
 #include "common/spec/spec.h"
 #include "worker/msg.h"
@@ -104,6 +105,12 @@ struct wk_job_s {
      * none of its samples is in flight: a slot given back wakes it. */
     int held;
     sl_unit_stat_t units[SL_PIPE_MAX_UNITS];
+    /* The prefix cache (docs/cache.md): the runner's, NULL when the job
+     * caches nothing; its counters as of the last stats copy. */
+    struct sl_pcache_s *pc;
+    uint32_t pc_prefix;
+    sl_pcache_stats_t pcs;
+    sl_pcache_stats_t pcs_reported; /* what a successful heartbeat carried so far */
     uint64_t samples_done, samples_skipped, splits_done, msgs_sent, streams, streams_broken;
 
     /* Runner thread only. */
@@ -131,6 +138,7 @@ struct wk_tasks_s {
     const struct sl_plugins_s *plugins; /* NULL = no plugin_dir */
     wk_faults_t faults;                 /* test-only, set once by wk_tasks_new, read by runners */
     const sl_remote_t *remote;          /* URL sources; NULL: refused (not owned) */
+    struct sl_cache_s *samples;         /* the prefix cache's store; NULL: none (not owned) */
 
     pthread_mutex_t mu; /* the table, runners, stopping */
     pthread_cond_t cv;  /* a job was added, a runner ended, stopping */
@@ -159,6 +167,9 @@ struct wk_tasks_s {
     /* Worker-wide counters for /status; bumped next to the job's own. */
     atomic_uint_fast64_t n_jobs, n_samples, n_skipped, n_splits, n_msgs, n_broken;
     atomic_uint_fast64_t n_early_fetches; /* Fetch streams that came before their job */
+    /* The prefix caches' counters, each job's increments added as the
+     * runner copies its stats (sl_pcache_stats_t's fields in order). */
+    atomic_uint_fast64_t pc_tot[7];
     atomic_uint_fast64_t n_bytes_sent; /* packed Batch bytes handed to streams */
     atomic_uint_fast64_t n_unprocessed; /* samples too big to send processed, sent raw */
 };

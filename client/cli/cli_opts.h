@@ -48,9 +48,10 @@ enum {
     "  --remote-roots LIST  comma-separated URL prefixes (http://, https://, s3://bucket/)\n"      \
     "                       the source may read (default: $SLUICE_REMOTE_ROOTS, else none)\n"      \
     "  --cache-dir DIR      shard cache for URL sources (default: $SLUICE_CACHE_DIR, else\n"       \
-    "                       ~/.cache/sluice)\n"                                                    \
-    "  --cache-bytes N      bound of the shard cache (default: $SLUICE_CACHE_BYTES, else\n"        \
-    "                       10 GiB)\n"
+    "                       ~/.cache/sluice); when given (or $SLUICE_CACHE_DIR), also the\n"       \
+    "                       prefix cache of the samples this host runs (docs/cache.md)\n"          \
+    "  --cache-bytes N      bound of both caches together (default: $SLUICE_CACHE_BYTES,\n"        \
+    "                       else 10 GiB)\n"
 
 /* --help lines of the flags every job command (run, bench) takes alike. */
 #define SL_CLI_JOB_USAGE                                                                           \

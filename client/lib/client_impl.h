@@ -163,6 +163,12 @@ struct sluice_job {
     sluice_options_t opts;
     char data_root[1024];
     struct sl_remote_s *remote; /* URL sources: remote_roots + cache (client/lib/remote_opts.h) */
+    /* The prefix cache of the client's own share (docs/cache.md): its
+     * store (NULL without a cache_dir) and this job's cache (NULL when
+     * nothing is cached); the executor's threads use pc, its counters are
+     * atomic. */
+    struct sl_cache_s *pc_store;
+    struct sl_pcache_s *pc;
     char dispatcher[256];
     int timeout_ms;
     int dispatcher_timeout_ms; /* give up after the dispatcher is silent this long */
@@ -220,6 +226,10 @@ struct sluice_job {
     int closing;
     char failure[512];       /* non-empty: the job failed */
     char fallback[256];      /* non-empty: why the dispatcher runs remote work here */
+    /* The job's workers' prefix cache counters as the dispatcher last said
+     * (GetAssignmentResponse.cache; docs/cache.md), hits, misses,
+     * bytes_read, bytes_written, evictions, store_errors, corrupt. */
+    uint64_t workers_cache[7];
     /* The plan: SubmitJob's, then each GetAssignment's (control thread);
      * read unlocked by the consumer's stats (a torn read is one stale
      * figure). */

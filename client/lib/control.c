@@ -338,6 +338,12 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     if (r->failure != NULL && r->failure[0] != '\0' && job->failure[0] == '\0') {
         snprintf(job->failure, sizeof(job->failure), "job failed: %s", r->failure);
     }
+    if (r->cache != NULL) {
+        const Sluice__CacheStats *c = r->cache;
+        const uint64_t v[7] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
+                               c->evictions, c->store_errors, c->corrupt};
+        memcpy(job->workers_cache, v, sizeof(v));
+    }
     if (r->fallback != NULL && r->fallback[0] != '\0') {
         snprintf(job->fallback, sizeof(job->fallback), "%s", r->fallback);
         sl_err_scrub(job->fallback); /* a peer's text: one printable line */

@@ -79,6 +79,9 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
                                                                   : CL_BATCH_ROOM_MAX;
     l->exec = sl_exec_new(a->pipe, a->src, a->threads,
                           (a->threads + 1) * CL_WINDOW_PER_THREAD + batch_room);
+    if (l->exec != NULL && a->pcache != NULL) {
+        sl_exec_set_pcache(l->exec, a->pcache);
+    }
     l->batcher = sl_batcher_new(a->spec->batch_size, a->spec->drop_last, a->spec->deterministic);
     if (l->exec == NULL || l->batcher == NULL ||
         sl_ring_init(&l->skips, sizeof(sluice_skip_t), SLUICE_RECENT_SKIPS) < 0) {

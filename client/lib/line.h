@@ -73,6 +73,7 @@ typedef struct cl_line_args_s {
     uint64_t num_samples; /* in the source */
     uint64_t positions;   /* per epoch: num_samples, or this rank's share */
     unsigned threads;     /* executor threads */
+    struct sl_pcache_s *pcache; /* the prefix cache for `threads`, or NULL; outlives the line */
     int track_drops;      /* tell the account of drop_last discards (CL_LINE_EV_DROPPED) */
     /* The epochs are numbered [first_epoch, first_epoch + spec->epochs), as
      * in one longer job (sluice_options_t.first_epoch). */

@@ -22,6 +22,7 @@
 #include "common/order/ranks.h"
 #include "common/base/clock.h"
 #include "client/lib/remote_opts.h"
+#include "common/pcache/pcache.h"
 
 /* Per-sample costs for cost-cut splits: single-consumer jobs only (the
  * dispatcher cuts multi-rank jobs by count), bounded in size. Sets req's
@@ -416,6 +417,14 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         return rc;
     }
     job->nunits = sl_pipeline_nunits(job->pipe);
+    rc = cl_pcache_store_new(opts->cache_dir, opts->cache_bytes, &job->pc_store, err, errlen);
+    if (rc == 0 && job->pc_store != NULL) {
+        rc = sl_pcache_new(job->pc_store, &job->spec, sl_source_fingerprint(job->src),
+                           job->opts.threads, &job->pc, err, errlen);
+    }
+    if (rc < 0) {
+        return rc;
+    }
     if (job->spec.batching.mode != SL_BATCHING_COUNT) {
         rc = predict(job, err, errlen);
         if (rc < 0) {
@@ -433,6 +442,7 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
                          .tcost = job->tcost,
                          .ttok = job->ttok,
                          .ttiles = job->ttiles,
+                         .pcache = job->pc,
                          .account = cl_job_account,
                          .account_arg = job};
     rc = cl_line_new(&la, &job->consumer.line);
@@ -602,6 +612,8 @@ void sluice_close(sluice_job_t *job)
     sl_plugins_free(job->plugins); /* after the line: its threads ran the stages */
     sl_source_free(job->src);
     sl_remote_free(job->remote); /* after the source that fetched through it */
+    sl_pcache_free(job->pc);     /* after the line's executor */
+    sl_cache_free(job->pc_store);
     sl_spec_clear(&job->spec);
     free(job->tcost);
     free(job->ttok);

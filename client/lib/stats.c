@@ -11,6 +11,7 @@
 #include "common/data/source.h"
 #include "common/order/blend.h"
 #include "common/order/ranks.h"
+#include "common/pcache/pcache.h"
 #include "common/spec/resume.h"
 
 void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
@@ -168,4 +169,19 @@ void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
         ret->unit_names[u] = sl_pipeline_unit_name(job->pipe, u);
     }
     cl_line_unit_stats(job->consumer.line, ret->units);
+    pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes it */
+    memcpy(ret->workers_cache, job->workers_cache, sizeof(ret->workers_cache));
+    pthread_mutex_unlock((pthread_mutex_t *)&job->mu);
+    if (job->pc != NULL) {
+        sl_pcache_stats_t c;
+        sl_pcache_stats(job->pc, &c);
+        ret->cache_prefix = sl_pcache_prefix(job->pc);
+        ret->cache_hits = c.hits;
+        ret->cache_misses = c.misses;
+        ret->cache_bytes_read = c.bytes_read;
+        ret->cache_bytes_written = c.bytes_written;
+        ret->cache_evictions = c.evictions;
+        ret->cache_store_errors = c.store_errors;
+        ret->cache_corrupt = c.corrupt;
+    }
 }

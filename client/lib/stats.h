@@ -19,6 +19,14 @@ typedef struct cl_job_info_s {
     uint32_t nunits;
     const char *unit_names[SL_PIPE_MAX_UNITS];   /* the job's; valid until sluice_close */
     sl_unit_stat_t units[SL_PIPE_MAX_UNITS];     /* measured on this host so far */
+    /* The prefix cache of this host's own samples (docs/cache.md): units
+     * cached (0: none) and its counters (common/pcache/pcache.h). */
+    uint32_t cache_prefix;
+    uint64_t cache_hits, cache_misses, cache_bytes_read, cache_bytes_written, cache_evictions,
+        cache_store_errors, cache_corrupt;
+    /* The same counters of the job's workers, as the dispatcher last said
+     * (remote jobs; in the order above, from hits). */
+    uint64_t workers_cache[7];
 } cl_job_info_t;
 
 void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret);

@@ -12,6 +12,7 @@
 #include "common/base/err.h"
 #include "common/engine/pool.h"
 #include "common/order/ranks.h"
+#include "common/pcache/pcache.h"
 
 typedef struct slot_s {
     sl_exec_t *ex;
@@ -38,7 +39,50 @@ struct sl_exec_s {
     unsigned nthreads;
     sl_pipe_scratch_t *scratch; /* one per pool thread */
     sl_unit_stat_t *stats;      /* nthreads x SL_PIPE_MAX_UNITS, each row its thread's */
+    sl_pcache_t *pc;            /* the prefix cache, or NULL; set before the first submit */
 };
+
+static int run_units(slot_t *sl, unsigned tid, uint32_t from, uint32_t to)
+{
+    sl_exec_t *ex = sl->ex;
+    char msg[200];
+    int rc = sl_pipeline_run(ex->p, from, to, sl->s.epoch, sl->s.index, &sl->s.t, &ex->scratch[tid],
+                             &ex->stats[(size_t)tid * SL_PIPE_MAX_UNITS], msg, sizeof(msg));
+    if (rc < 0) {
+        const char *name = ex->src ? sl_source_name(ex->src, sl->s.index) : "sample";
+        snprintf(sl->detail, sizeof(sl->detail), "%s: %s", name, msg);
+    }
+    return rc;
+}
+
+/* A sample from its bytes through the prefix cache (docs/cache.md): a hit
+ * starts after the prefix without reading the file; a miss reads it, runs
+ * the prefix, stores its output (a failed store only counts) and goes on.
+ * 1 when the cache does not apply (the caller runs the sample as ever). */
+static int run_cached(slot_t *sl, unsigned tid)
+{
+    sl_exec_t *ex = sl->ex;
+    uint32_t pre = sl_pcache_prefix(ex->pc);
+    if (pre > sl->to || sl->s.index == SL_POS_HOLE || ex->src == NULL) {
+        return 1;
+    }
+    if (sl_pcache_get(ex->pc, tid, sl->s.index, &sl->s.t) == 0) {
+        return pre < sl->to ? run_units(sl, tid, pre, sl->to) : 0;
+    }
+    sl->s.t.nbytes = 0;
+    sl->s.t.dtype = SL_DT_BYTES;
+    int rc = sl_source_read(ex->src, sl->s.index, &sl->s.t, sl->detail, sizeof(sl->detail));
+    if (rc == 0) {
+        rc = run_units(sl, tid, 0, pre);
+    }
+    if (rc == 0) {
+        (void)sl_pcache_put(ex->pc, tid, sl->s.index, &sl->s.t);
+        if (pre < sl->to) {
+            rc = run_units(sl, tid, pre, sl->to);
+        }
+    }
+    return rc;
+}
 
 static void run_slot(void *arg, unsigned tid)
 {
@@ -46,7 +90,11 @@ static void run_slot(void *arg, unsigned tid)
     sl_exec_t *ex = sl->ex;
     sl->rc = 0;
     sl->detail[0] = '\0';
-    if (sl->from == 0 && sl->s.t.nbytes == 0 && sl->s.t.dtype == SL_DT_BYTES) {
+    int fresh = sl->from == 0 && sl->s.t.nbytes == 0 && sl->s.t.dtype == SL_DT_BYTES;
+    int rc = fresh && ex->pc != NULL ? run_cached(sl, tid) : 1;
+    if (rc <= 0) {
+        sl->rc = rc;
+    } else if (fresh) {
         if (sl->s.index == SL_POS_HOLE) {
             sl->rc = sl_err(sl->detail, sizeof(sl->detail), -ECANCELED,
                             "position %" PRIu64 ": consumed before the resume", sl->s.position);
@@ -57,15 +105,8 @@ static void run_slot(void *arg, unsigned tid)
                                     sizeof(sl->detail));
         }
     }
-    if (sl->rc == 0) {
-        char msg[200];
-        sl->rc = sl_pipeline_run(ex->p, sl->from, sl->to, sl->s.epoch, sl->s.index, &sl->s.t,
-                                 &ex->scratch[tid], &ex->stats[(size_t)tid * SL_PIPE_MAX_UNITS],
-                                 msg, sizeof(msg));
-        if (sl->rc < 0) {
-            const char *name = ex->src ? sl_source_name(ex->src, sl->s.index) : "sample";
-            snprintf(sl->detail, sizeof(sl->detail), "%s: %s", name, msg);
-        }
+    if (rc > 0 && sl->rc == 0) {
+        sl->rc = run_units(sl, tid, sl->from, sl->to);
     }
     sl->next = NULL;
     pthread_mutex_lock(&ex->mu);
@@ -253,3 +294,4 @@ void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret)
     }
 }
 
+void sl_exec_set_pcache(sl_exec_t *ex, struct sl_pcache_s *pc) { ex->pc = pc; }

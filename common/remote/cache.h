@@ -13,7 +13,25 @@
  * stays readable through its open fd after eviction unlinks it (Linux
  * semantics), so eviction never breaks a reader; the space it holds is
  * freed when the last fd closes. Use is recorded in the entry's mtime.
- * Thread-safe: no mutable state in sl_cache_t after sl_cache_new. */
+ * Thread-safe: no mutable state in sl_cache_t after sl_cache_new but
+ * atomic counters.
+ *
+ * Namespaces (docs/cache.md "Budget"): the same cache_dir also holds the
+ * prefix cache's sample entries under <cache_dir>/samples/ (sl_cache_open
+ * with SL_CACHE_NS_SAMPLES). One budget, cache_bytes, shards first: the
+ * shard namespace evicts only shards and keeps them within cache_bytes
+ * exactly as before; the sample namespace gets what the shards leave
+ * (an eviction pass there counts both directories and removes only sample
+ * entries). Sample entries are deterministic (one key, one content), so
+ * their fills take no per-entry lock (two fillers of one key each rename a
+ * complete file; the last wins with the same bytes), and their eviction
+ * runs in passes, once the bytes committed since the last pass exceed
+ * 1/64 of the budget (a scan per sample would cost more than the sample):
+ * the namespace may overshoot by that much until the next pass. A new
+ * sample entry enters at the old end of the order (one fixed old mtime
+ * until its first hit: unread entries tie and go by name), so a pass over more samples
+ * than the budget holds keeps a stable part of them for the next pass
+ * instead of evicting each one before its reuse (plain LRU's 0 %). */
 #ifndef SL_REMOTE_CACHE_H
 #define SL_REMOTE_CACHE_H
 
@@ -33,6 +51,13 @@ typedef struct sl_cache_fill_s {
     char key[SL_CACHE_KEY_MAX];
     char tmp[80];
 } sl_cache_fill_t;
+
+/* The directories under cache_dir. */
+typedef enum {
+    SL_CACHE_NS_SHARDS = 0, /* downloaded objects (sl_cache_new) */
+    SL_CACHE_NS_SAMPLES,    /* the prefix cache's entries (common/pcache) */
+    SL_CACHE_NS__COUNT
+} sl_cache_ns_e;
 
 /* Creates <dir>/shards (and dir) if missing. Returns 0, -errno (err names
  * the directory), -EINVAL (max_bytes 0). */
@@ -62,11 +87,28 @@ void sl_cache_fill_abort(const sl_cache_t *c, sl_cache_fill_t *fill);
 int sl_cache_evict(const sl_cache_t *c, const char *keep);
 
 /* Removes an entry (one found damaged), under its fill lock so no filler
- * is cut short; readers holding it open keep reading it. Returns 0 or
- * -errno (-ENOENT: not there). */
+ * is cut short (sample entries have none); readers holding it open keep
+ * reading it. Returns 0 or -errno (-ENOENT: not there). */
 int sl_cache_remove(const sl_cache_t *c, const char *key);
 
 /* Total bytes of complete entries now (for tests and status). */
 uint64_t sl_cache_usage(const sl_cache_t *c);
+
+/* Opens namespace ns of dir (created if missing) under the budget
+ * max_bytes shared as the top of this file says. sl_cache_new is
+ * sl_cache_open(dir, SL_CACHE_NS_SHARDS, ...). Returns as sl_cache_new. */
+int sl_cache_open(const char *dir, sl_cache_ns_e ns, uint64_t max_bytes, sl_cache_t **ret,
+                  char *err, size_t errlen);
+
+/* Writes a whole entry from iov[0, niov) and commits it (a fill; for the
+ * sample namespace, an eviction pass when one is due). *ret_evicted (may be
+ * NULL) gets the entries this call evicted. Returns 0, -errno of the
+ * write, sync or rename (-ENOSPC, -EDQUOT: nothing is left behind). */
+struct iovec;
+int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
+                 uint64_t *ret_evicted);
+
+/* Entries this handle evicted so far. */
+uint64_t sl_cache_evictions(const sl_cache_t *c);
 
 #endif

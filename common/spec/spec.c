@@ -22,14 +22,33 @@
 #define SPEC_MAX_PIXELS_DEFAULT UINT64_C(100000000)
 
 static const char *const top_keys[] = {
-    "source",        "stages",           "batch_size",  "epochs",     "drop_last",
-    "deterministic", "offload",          "on_error",    "max_pixels", "world_size",
-    "rank",          "rank_padding",     "name",        "compress",   "batching",
-    "resume",        "batch_transforms", "num_classes", "mix",        NULL,
+    "source",
+    "stages",
+    "batch_size",
+    "epochs",
+    "drop_last",
+    "deterministic",
+    "offload",
+    "on_error",
+    "max_pixels",
+    "world_size",
+    "rank",
+    "rank_padding",
+    "name",
+    "compress",
+    "batching",
+    "resume",
+    "batch_transforms",
+    "num_classes",
+    "mix",
+    "cache",
+    NULL,
 };
 /* Multi-rank jobs (common/order/ranks.h): indexed by sl_rank_padding_e. */
 const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING] = {"drop", "pad"};
 const char *const sl_spec_compress_names[SL_SPEC_NCOMPRESS] = {"off", "zstd"};
+/* "cache" (docs/cache.md): indexed by sl_cache_mode_e. */
+const char *const sl_spec_cache_names[SL_SPEC_NCACHE] = {"auto", "off"};
 
 const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR] = {
     [SL_ON_ERROR_SKIP] = "skip",
@@ -123,6 +142,14 @@ static int parse_compress(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
     return rc;
 }
 
+static int parse_cache(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
+{
+    int mode = (int)spec->cache;
+    int rc = sl_spec_get_enum(c, root, "cache", false, sl_spec_cache_names, SL_SPEC_NCACHE, &mode);
+    spec->cache = (sl_cache_mode_e)mode;
+    return rc;
+}
+
 static int parse_sizes(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
 {
     return sl_spec_get_u32(c, root, "batch_size", false, 1, SPEC_BATCH_MAX, &spec->batch_size);
@@ -152,21 +179,14 @@ static int check_top_keys(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)
  * ranks' rank is bounded by their world_size). */
 typedef int (*part_fn)(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec);
 static const part_fn k_parts[] = {
-    check_top_keys,
-    parse_name,
-    sl_spec_parse_source,
-    sl_spec_parse_stages,
-    parse_sizes,
-    parse_epochs,
-    parse_flags,
-    sl_spec_parse_offload,
-    parse_on_error,
-    parse_max_pixels,
-    parse_ranks,
-    parse_compress,
-    sl_spec_parse_batching,
-    parse_resume,
-    sl_spec_parse_batch_transforms,
+    check_top_keys,       parse_name,
+    sl_spec_parse_source, sl_spec_parse_stages,
+    parse_sizes,          parse_epochs,
+    parse_flags,          sl_spec_parse_offload,
+    parse_on_error,       parse_max_pixels,
+    parse_ranks,          parse_compress,
+    parse_cache,          sl_spec_parse_batching,
+    parse_resume,         sl_spec_parse_batch_transforms,
 };
 
 static int parse_root(sl_spec_pctx_t *c, json_t *root, sl_spec_t *spec)

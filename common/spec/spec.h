@@ -106,6 +106,14 @@ typedef enum {
     SL_COMPRESS_ZSTD,    /* always: zstd, after a left-neighbour delta for uint8 */
 } sl_compress_e;
 
+/* The prefix cache (docs/cache.md): "auto" lets the worker (and the
+ * client's local share) cache the spec's deterministic prefix when it has
+ * a cache_dir; "off" never does. */
+typedef enum {
+    SL_CACHE_AUTO = 0, /* default */
+    SL_CACHE_OFF,
+} sl_cache_mode_e;
+
 #define SL_SPEC_WORLD_MAX 4096
 
 /* "batching": how samples are grouped into each rank's batches
@@ -267,6 +275,7 @@ typedef struct sl_spec_s {
     sl_rank_padding_e rank_padding;
     char name[SL_SPEC_NAME_MAX]; /* "" when the spec has none */
     sl_compress_e compress;
+    sl_cache_mode_e cache; /* "cache": default auto */
     sl_batching_t batching;
     /* A resumed job: the epochs its predecessors consumed part of
      * (common/spec/resume.h), NULL for none. Owned by the spec that parsed

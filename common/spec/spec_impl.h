@@ -54,6 +54,8 @@ extern const char *const sl_spec_on_error_names[SL_SPEC_NON_ERROR];
 extern const char *const sl_spec_rank_padding_names[SL_SPEC_NRANK_PADDING];
 #define SL_SPEC_NCOMPRESS ((size_t)SL_COMPRESS_ZSTD + 1)
 extern const char *const sl_spec_compress_names[SL_SPEC_NCOMPRESS];
+#define SL_SPEC_NCACHE ((size_t)SL_CACHE_OFF + 1)
+extern const char *const sl_spec_cache_names[SL_SPEC_NCACHE];
 
 /* ---- spec_ctx.c: the path of the value being checked, and messages */
 

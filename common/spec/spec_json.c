@@ -17,6 +17,25 @@ static json_t *stage_to_json(const sl_stage_spec_t *st)
     return d->to_json != NULL ? d->to_json(st) : json_pack("{s:s}", "op", d->name);
 }
 
+/* "compress" and "cache" when not their defaults: uncompressed specs and
+ * specs that leave the cache alone keep their canonical form (and hash).
+ * 0, or -1 (a value out of range, ENOMEM). */
+static int set_modes(const sl_spec_t *spec, json_t *root)
+{
+    if (spec->compress != SL_COMPRESS_OFF &&
+        ((size_t)spec->compress >= SL_SPEC_NCOMPRESS ||
+         json_object_set_new(root, "compress",
+                             json_string(sl_spec_compress_names[spec->compress])) < 0)) {
+        return -1;
+    }
+    if (spec->cache != SL_CACHE_AUTO &&
+        ((size_t)spec->cache >= SL_SPEC_NCACHE ||
+         json_object_set_new(root, "cache", json_string(sl_spec_cache_names[spec->cache])) < 0)) {
+        return -1;
+    }
+    return 0;
+}
+
 char *sl_spec_to_json(const sl_spec_t *spec)
 {
     /* The seed travels as a JSON integer, which jansson holds as int64. */
@@ -78,11 +97,7 @@ char *sl_spec_to_json(const sl_spec_t *spec)
         json_decref(root);
         return NULL;
     }
-    /* Uncompressed specs keep their canonical form too. */
-    if (spec->compress != SL_COMPRESS_OFF &&
-        ((size_t)spec->compress >= SL_SPEC_NCOMPRESS ||
-         json_object_set_new(root, "compress",
-                             json_string(sl_spec_compress_names[spec->compress])) < 0)) {
+    if (set_modes(spec, root) < 0) {
         json_decref(root);
         return NULL;
     }

@@ -219,6 +219,12 @@ typedef struct disp_rates_s {
     uint32_t nstages;
 } disp_rates_t;
 
+/* The prefix cache's counters (docs/cache.md), summed from the workers'
+ * heartbeats (HeartbeatRequest.job_cache: each one's growth). */
+typedef struct disp_cache_stats_s {
+    uint64_t hits, misses, bytes_read, bytes_written, evictions, store_errors, corrupt;
+} disp_cache_stats_t;
+
 typedef struct disp_job_s {
     uint64_t id;
     disp_job_state_e state;
@@ -276,6 +282,7 @@ typedef struct disp_job_s {
     char worker_failure[DISP_TEXT_MAX]; /* last refusal by a worker */
     char fallback[DISP_TEXT_MAX];       /* why remote splits last went to the client */
     char close_reason[DISP_TEXT_MAX];
+    disp_cache_stats_t cache; /* its workers' prefix caches (service_workers.c) */
 
     int64_t created_ms;
     int64_t last_client_ms;

@@ -81,6 +81,9 @@ typedef struct disp_registry_s {
     /* Batch bytes all workers sent to clients; grows by each heartbeat's
      * increase, so it survives workers leaving or restarting. */
     uint64_t bytes_sent_total;
+    /* Every job's workers' prefix cache counters, closed jobs included
+     * (docs/cache.md; disp_cache_stats_t's fields in order). */
+    uint64_t cache_total[7];
 } disp_registry_t;
 
 /* first_id: the first id handed out (main seeds it from the wall clock so

@@ -116,6 +116,24 @@ int disp_svc_submit_job(disp_t *d, const Sluice__SubmitJobRequest *req,
 
 /* ------------------------------------------------------------ GetAssignment */
 
+/* The job's workers' prefix cache counters (docs/cache.md); NULL without
+ * memory (the reply goes without them). */
+static Sluice__CacheStats *cache_msg(disp_arena_t *a, const disp_cache_stats_t *c)
+{
+    Sluice__CacheStats *m = disp_arena_alloc(a, sizeof(*m));
+    if (m != NULL) {
+        sluice__cache_stats__init(m);
+        m->hits = c->hits;
+        m->misses = c->misses;
+        m->bytes_read = c->bytes_read;
+        m->bytes_written = c->bytes_written;
+        m->evictions = c->evictions;
+        m->store_errors = c->store_errors;
+        m->corrupt = c->corrupt;
+    }
+    return m;
+}
+
 int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
                             Sluice__GetAssignmentResponse *resp, disp_arena_t *a, int64_t now_ms,
                             char *err, size_t errlen)
@@ -137,6 +155,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
     resp->failure = disp_arena_strdup(a, "");
     resp->fallback = disp_arena_strdup(a, job->fallback);
     resp->finished = job->state == DISP_JOB_FINISHED;
+    resp->cache = cache_msg(a, &job->cache);
     /* Every ASSIGNED split is listed as soon as it is assigned, usually
      * before its worker hears of it at its next heartbeat: the client then
      * knows a split (and its stage_to) before the first batch of it can

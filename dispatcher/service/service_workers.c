@@ -274,6 +274,31 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
     return 0;
 }
 
+/* The workers' prefix cache growth per job (docs/cache.md), d->mu held.
+ * A job closed meanwhile counts only in the totals. */
+static void add_cache(disp_t *d, const Sluice__HeartbeatRequest *req)
+{
+    for (size_t i = 0; i < req->n_job_cache; i++) {
+        const Sluice__CacheStats *c = req->job_cache[i];
+        const uint64_t v[7] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
+                               c->evictions, c->store_errors, c->corrupt};
+        for (int k = 0; k < 7; k++) {
+            d->reg.cache_total[k] += v[k];
+        }
+        disp_job_t *job = disp_jobs_find(&d->jobs, c->job_id);
+        if (job != NULL) {
+            disp_cache_stats_t *j = &job->cache;
+            j->hits += v[0];
+            j->misses += v[1];
+            j->bytes_read += v[2];
+            j->bytes_written += v[3];
+            j->evictions += v[4];
+            j->store_errors += v[5];
+            j->corrupt += v[6];
+        }
+    }
+}
+
 int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                        Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms, char *err,
                        size_t errlen)
@@ -283,10 +308,11 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     }
     if (req->n_known_jobs > DISP_MAX_IDS_PER_CALL || req->n_failed_jobs > DISP_MAX_IDS_PER_CALL ||
         req->n_splits_in_progress > DISP_MAX_IDS_PER_CALL ||
-        req->n_in_progress > DISP_MAX_IDS_PER_CALL || req->n_sent > DISP_MAX_IDS_PER_CALL) {
+        req->n_in_progress > DISP_MAX_IDS_PER_CALL || req->n_sent > DISP_MAX_IDS_PER_CALL ||
+        req->n_job_cache > DISP_MAX_IDS_PER_CALL) {
         return sl_err(err, errlen, -EINVAL,
-                      "known_jobs/failed_jobs/splits_in_progress/in_progress/sent: more than %d "
-                      "ids",
+                      "known_jobs/failed_jobs/splits_in_progress/in_progress/sent/job_cache: more "
+                      "than %d ids",
                       DISP_MAX_IDS_PER_CALL);
     }
     /* Copies the split lists outside the mutex (jobs.c sorts them). */
@@ -317,6 +343,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     d->reg.bytes_sent_total += req->bytes_sent >= w->bytes_sent ? req->bytes_sent - w->bytes_sent
                                                                 : req->bytes_sent;
     w->bytes_sent = req->bytes_sent;
+    add_cache(d, req);
     w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX ? UINT32_MAX
                                                                        : req->n_splits_in_progress);
     if (req->n_stages > 0) {

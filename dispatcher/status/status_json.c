@@ -354,6 +354,20 @@ static void rates_fields(jb_t *b, json_t *o, const disp_job_t *job, int64_t now_
     jset(b, o, "stall_percent", jreal(100.0 * r->wait_fraction));
 }
 
+/* A job's workers' prefix cache counters (docs/cache.md). */
+static json_t *cache_json(jb_t *b, const disp_cache_stats_t *c)
+{
+    json_t *o = json_object();
+    jset(b, o, "hits", jint(c->hits));
+    jset(b, o, "misses", jint(c->misses));
+    jset(b, o, "bytes_read", jint(c->bytes_read));
+    jset(b, o, "bytes_written", jint(c->bytes_written));
+    jset(b, o, "evictions", jint(c->evictions));
+    jset(b, o, "store_errors", jint(c->store_errors));
+    jset(b, o, "corrupt", jint(c->corrupt));
+    return o;
+}
+
 static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
                         const disp_status_jrec_t *rec)
 {
@@ -394,6 +408,7 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     }
     jset(b, o, "skipped", skips);
     jset(b, o, "skipped_total", jint(disp_status_job_skipped(job)));
+    jset(b, o, "cache", cache_json(b, &job->cache)); /* docs/cache.md */
     /* Positions a resumed job's predecessor delivered: not skips. */
     jset(b, o, "resumed_past", jint(disp_status_job_resumed(job)));
     if (job->worker_failure[0] != '\0') {
@@ -425,6 +440,9 @@ static json_t *totals_json(jb_t *b, disp_t *d, disp_status_t *st)
     jset(b, tot, "splits_acked_total", jint(d->jobs.splits_acked_total));
     jset(b, tot, "splits_reassigned_total", jint(d->jobs.splits_reassigned_total));
     jset(b, tot, "bytes_sent_total", jint(d->reg.bytes_sent_total));
+    const uint64_t *ct = d->reg.cache_total;
+    disp_cache_stats_t cache = {ct[0], ct[1], ct[2], ct[3], ct[4], ct[5], ct[6]};
+    jset(b, tot, "cache", cache_json(b, &cache));
     if (st == NULL) {
         return tot;
     }

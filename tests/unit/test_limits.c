@@ -127,6 +127,21 @@ START_TEST(test_ids_per_call)
     ck_assert_int_eq(disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err)),
                      SL_RPC_OK);
     disp_arena_free(&a);
+    /* The prefix cache's per-job counters (docs/cache.md): as bounded, and
+     * refused before any is read (the entries here are NULL). */
+    Sluice__CacheStats **cs = calloc(n, sizeof(*cs));
+    ck_assert_ptr_nonnull(cs);
+    hreq.n_known_jobs = 0;
+    hreq.n_job_cache = n;
+    hreq.job_cache = cs;
+    ck_assert_int_eq(sl_rpc_status_from_errno(
+                         disp_svc_heartbeat(&d, &hreq, &hresp, &a, 1000, err, sizeof(err))),
+                     SL_RPC_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(err, "job_cache"));
+    disp_arena_free(&a);
+    hreq.n_job_cache = 0;
+    hreq.job_cache = NULL;
+    free(cs);
 
     uint64_t id = 0;
     ck_assert_int_eq(submit(&d, "c", &id, err, sizeof(err)), SL_RPC_OK);
