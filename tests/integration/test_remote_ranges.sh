@@ -53,6 +53,7 @@ USER_LINE=""
 [ "$(id -u)" -eq 0 ] && USER_LINE="user root;" # workers read the test's 0700 temp dir
 cat >"$NGX/nginx.conf" <<CONF
 daemon off;
+master_process off;  # one process: the kill on exit stops it all (a killed master leaves workers)
 worker_processes 1;
 $USER_LINE
 pid $NGX/nginx.pid;
@@ -82,11 +83,13 @@ done
 H="http://127.0.0.1:$HPORT"
 ROOTS="$H/d/"
 
+# "cache": "off": with --cache-dir the prefix cache (docs/cache.md) would serve
+# the second epoch without any read; here every epoch's reads are counted.
 spec() { # spec FILE PATH
     cat >"$1" <<JSON
 {"source": {"type": "webdataset", "path": "$2", "seed": 5},
  "stages": [{"op": "decode_image"}, {"op": "normalize", "on": "device"}],
- "batch_size": 8, "epochs": 2}
+ "batch_size": 8, "epochs": 2, "cache": "off"}
 JSON
 }
 spec "$TMP/disk.json" "mm-shards/shard-{000000..000002}.tar"

@@ -35,6 +35,7 @@ USER_LINE=""
 [ "$(id -u)" -eq 0 ] && USER_LINE="user root;" # workers read the test's 0700 temp dir
 cat >"$NGX/nginx.conf" <<CONF
 daemon off;
+master_process off;  # one process: the kill on exit stops it all (a killed master leaves workers)
 worker_processes 1;
 $USER_LINE
 pid $NGX/nginx.pid;
