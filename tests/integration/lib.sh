@@ -99,6 +99,37 @@ make_images() {
         --large-fraction 0 --quiet --format "${4:-imagefolder}"
 }
 
+# nginx_conf DIR WWW PORT [HTTP_LINES] [SERVER_LINES]: DIR/nginx.conf serving WWW
+# on 127.0.0.1:PORT, logs and temporaries in DIR. One process (master_process
+# off): the exit's kill -9 of a master would leave its workers running.
+nginx_conf() {
+    local d=$1 www=$2 port=$3 http_lines=${4:-} server_lines=${5:-} user=""
+    mkdir -p "$d"
+    [ "$(id -u)" -eq 0 ] && user="user root;" # it reads the test's 0700 temp dir
+    cat >"$d/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+$user
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { worker_connections 64; }
+http {
+    $http_lines
+    client_body_temp_path $d/body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+    server {
+        listen 127.0.0.1:$port;
+        root $www;
+        $server_lines
+    }
+}
+CONF
+}
+
 write_train_spec() {
     cat >"$1" <<JSON
 {"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 7},

@@ -29,33 +29,10 @@ cp "$DATA/mm-shards/shard-000000.tar" "$WWW/secret/"
 
 # ---- nginx on a free loopback port -------------------------------------
 NGX="$TMP/nginx"
-mkdir -p "$NGX"
 HPORT=$(free_port)
-USER_LINE=""
-[ "$(id -u)" -eq 0 ] && USER_LINE="user root;" # workers read the test's 0700 temp dir
-cat >"$NGX/nginx.conf" <<CONF
-daemon off;
-master_process off;  # one process: the kill on exit stops it all (a killed master leaves workers)
-worker_processes 1;
-$USER_LINE
-pid $NGX/nginx.pid;
-error_log $NGX/error.log;
-events { worker_connections 64; }
-http {
-    access_log $NGX/access.log;
-    client_body_temp_path $NGX/body;
-    proxy_temp_path $NGX/proxy;
-    fastcgi_temp_path $NGX/fastcgi;
-    uwsgi_temp_path $NGX/uwsgi;
-    scgi_temp_path $NGX/scgi;
-    server {
-        listen 127.0.0.1:$HPORT;
-        root $WWW;
-        location /moved/ { rewrite ^/moved/(.*)\$ /d/\$1 redirect; }
-        location /out/ { rewrite ^/out/(.*)\$ /secret/\$1 redirect; }
-    }
-}
-CONF
+nginx_conf "$NGX" "$WWW" "$HPORT" "access_log $NGX/access.log;" \
+    'location /moved/ { rewrite ^/moved/(.*)$ /d/$1 redirect; }
+        location /out/ { rewrite ^/out/(.*)$ /secret/$1 redirect; }'
 start_nginx() {
     /usr/sbin/nginx -c "$NGX/nginx.conf" -p "$NGX" 2>>"$NGX/stderr" &
     NGX_PID=$!
