@@ -43,19 +43,34 @@ t0=$(date +%s.%N)
     --threads 1 --offload all --max-rate "$RATE" --digests "$TMP/slow" &
 client=$!
 PIDS+=("$client")
-while kill -0 "$client" 2>/dev/null; do
-    bb=$(curl -s --max-time 2 "http://$W_HTTP/status" | /usr/bin/python3 -c '
-import json, sys
-try:
-    s = json.load(sys.stdin)
-    print(max([j["buffered_bytes"] for j in s["jobs"]] or [0]))
-except ValueError:
-    print(0)' 2>/dev/null || echo 0)
-    rss=$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$W_PID/status")
-    echo "$bb $rss" >>"$TMP/samples"
-    sleep 0.1
-done
+# One sampler process for the whole run: a curl and a Python start per sample
+# took up to a second on a loaded machine, so too few samples were seen.
+/usr/bin/python3 - "$W_HTTP" "$W_PID" "$client" "$TMP/samples" <<'PY' &
+import json, os, sys, time, urllib.request
+http, wpid, client, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+with open(out, "w") as f:
+    while alive(client):
+        try:
+            s = json.load(urllib.request.urlopen("http://%s/status" % http, timeout=2))
+            bb = max([j["buffered_bytes"] for j in s["jobs"]] or [0])
+        except (OSError, ValueError):
+            bb = 0
+        with open("/proc/%s/status" % wpid) as st:
+            rss = next(int(l.split()[1]) * 1024 for l in st if l.startswith("VmRSS:"))
+        f.write("%d %d\n" % (bb, rss))
+        f.flush()
+        time.sleep(0.1)
+PY
+sampler=$!
+PIDS+=("$sampler")
 wait "$client" || fail "slow client failed"
+wait "$sampler" || fail "sampler failed"
 t1=$(date +%s.%N)
 sort "$TMP/slow" | cmp -s - "$TMP/local.s" || fail "slow client: digests differ from --local"
 echo "slow client: $total samples, digests identical to --local"
