@@ -84,7 +84,6 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
     sl_pipe_scratch_init(&scratch);
     sl_tensor_t t;
     sl_tensor_init(&t);
-    double t0 = sl_mono_sec();
     char detail[256];
     /* One untimed sample first: the scratch buffers' first allocation and
      * page faults would otherwise be charged to whichever sample came first. */
@@ -92,8 +91,12 @@ int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_
         (void)sl_pipeline_run(p, 0, pr.nunits, 0, indices[0], &t, &scratch, NULL, detail,
                               sizeof(detail));
     }
+    /* The budget starts after the warm-up and stops only after a first timed
+     * sample: on a loaded host or a costly spec the warm-up alone could spend
+     * it, and a profile of no sample tells the caller nothing. */
+    double t0 = sl_mono_sec();
     for (size_t i = 0; i < n; i++) {
-        if ((sl_mono_sec() - t0) * 1000.0 >= (double)max_ms) {
+        if (i > 0 && (sl_mono_sec() - t0) * 1000.0 >= (double)max_ms) {
             break;
         }
         double c0 = sl_thread_cpu_sec();

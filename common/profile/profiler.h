@@ -46,8 +46,9 @@ typedef struct sl_profile_s {
 size_t sl_profile_pick(uint64_t total, size_t n, uint64_t *ret_indices);
 
 /* Runs units [0, nunits) of p on each index (epoch 0) on this thread until
- * done or max_ms of wall time (<= 0: SL_PROFILE_DEFAULT_MS) has passed;
- * n <= SL_PROFILE_MAX_SAMPLES. Returns 0 (failed samples are counted, not
+ * done or max_ms of wall time (<= 0: SL_PROFILE_DEFAULT_MS) has passed,
+ * counted after an untimed warm-up sample and never before the first timed
+ * one; n <= SL_PROFILE_MAX_SAMPLES. Returns 0 (failed samples are counted, not
  * errors), -EINVAL for bad arguments, -ENOMEM. */
 int sl_profile_run(const sl_pipeline_t *p, const sl_source_t *src, const uint64_t *indices,
                    size_t n, int max_ms, sl_profile_t *ret, char *err, size_t errlen);
