@@ -10,6 +10,12 @@
 #   make demo       dispatcher + workers on loopback, a job, its throughput
 #   V=1             show full commands
 
+# Compile on every core unless the caller chose -j: CI runs a plain `make check`,
+# which compiled the tree (twice, with build-asan/) on one core of two.
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
+MAKEFLAGS += -j$(shell nproc)
+endif
+
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
 BUILD ?= build-asan

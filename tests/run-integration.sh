@@ -1,27 +1,82 @@
 #!/usr/bin/env bash
 # Runs every tests/integration/test_*.sh (each starts and stops the daemons it
-# needs); prints one closing "N passed, N failed" line. Exit 1 if any failed.
+# needs); prints a line per test as it ends and one closing "N passed, N
+# failed" line. Exit 1 if any failed.
+#
+# TEST_JOBS tests run at once (default 2). Most tests spend their time waiting
+# on daemons, sockets and sleeps, so two at a time halve the suite on two
+# cores. Each test has its own temporary directory, ports and journal
+# (lib.sh). A test whose header has a line "# test: alone" runs with no other
+# test beside it: those that take the machine-wide cluster-emu lock or judge
+# a CPU or rate measurement a neighbour would disturb.
+# Give test names (test_x.sh or test_x) as arguments to run only those.
 set -u
 cd "$(dirname "$0")/.."
 export BUILD="${BUILD:-build}"
+JOBS="${TEST_JOBS:-2}"
+case "$JOBS" in '' | *[!0-9]* | 0) echo "TEST_JOBS must be a positive integer" >&2; exit 2 ;; esac
+LOGS="$BUILD/integration-logs"
+mkdir -p "$LOGS"
+
+tests=()
+if [ $# -gt 0 ]; then
+    for a in "$@"; do
+        t="tests/integration/$(basename "${a%.sh}").sh"
+        [ -e "$t" ] || { echo "no such test: $a" >&2; exit 2; }
+        tests+=("$t")
+    done
+else
+    for t in tests/integration/test_*.sh; do
+        [ -e "$t" ] && tests+=("$t")
+    done
+fi
+
 pass=0
 fail=0
 failed=()
-for t in tests/integration/test_*.sh; do
-    [ -e "$t" ] || continue
-    start=$(date +%s)
-    log="$BUILD/integration-logs/$(basename "$t" .sh).log"
-    mkdir -p "$(dirname "$log")"
-    if timeout 600 bash "$t" >"$log" 2>&1; then
+declare -A running=() started=()
+
+# finish PID: reports the test that process ran.
+finish() {
+    local pid=$1 rc=$2 t=${running[$1]}
+    local log="$LOGS/$(basename "$t" .sh).log" secs=$(( $(date +%s) - ${started[$1]} ))
+    unset "running[$pid]" "started[$pid]"
+    if [ "$rc" -eq 0 ]; then
         pass=$((pass + 1))
-        printf '  PASS %-40s %3ss\n' "$(basename "$t")" $(( $(date +%s) - start ))
+        printf '  PASS %-40s %3ss\n' "$(basename "$t")" "$secs"
     else
         fail=$((fail + 1))
         failed+=("$t")
-        printf '  FAIL %-40s %3ss (log: %s)\n' "$(basename "$t")" $(( $(date +%s) - start )) "$log"
+        printf '  FAIL %-40s %3ss (log: %s)\n' "$(basename "$t")" "$secs" "$log"
         tail -n 40 "$log" | sed 's/^/    | /'
     fi
+}
+
+# reap_one: waits for any running test to end.
+reap_one() {
+    local pid rc
+    wait -n -p pid "${!running[@]}"
+    rc=$?
+    finish "$pid" "$rc"
+}
+
+for t in "${tests[@]}"; do
+    alone=0
+    head -n 30 "$t" | grep -q '^# test: alone' && alone=1
+    if [ $alone = 1 ]; then
+        while [ ${#running[@]} -gt 0 ]; do reap_one; done
+    else
+        while [ ${#running[@]} -ge "$JOBS" ]; do reap_one; done
+    fi
+    timeout 600 bash "$t" >"$LOGS/$(basename "$t" .sh).log" 2>&1 &
+    running[$!]=$t
+    started[$!]=$(date +%s)
+    if [ $alone = 1 ]; then
+        reap_one
+    fi
 done
+while [ ${#running[@]} -gt 0 ]; do reap_one; done
+
 if [ ${#failed[@]} -gt 0 ]; then
     echo "failed: ${failed[*]}"
 fi

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone (run-integration.sh): judges the CPU a quota'd client measures
 # The planner without a readable CPU budget (docs/planner.md "Inputs",
 # "Live re-planning"): the client runs in a 0.25-CPU cgroup quota it cannot
 # see (its own mount namespace with a tmpfs over /sys/fs/cgroup; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone (run-integration.sh): judges a client's rate and a worker's RSS
 # Invariant 3 (bounded memory) end to end: a client that consumes slowly
 # (`sluice run --max-rate`) against a worker with a small --buffer-bytes.
 # While the job runs, the worker's /status buffered_bytes never exceeds the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone (run-integration.sh): judges per-sample CPU overheads
 # Only Sluice's own CPU is Sluice's overhead (issue 39, docs/planner.md
 # "Inputs"): a Python training loop that burns CPU between batches must not
 # reach the per-sample overhead the client reports and the dispatcher caches

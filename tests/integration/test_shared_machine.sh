@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone (run-integration.sh): judges a prediction against a measured rate
 # Issue #14 item 10 (docs/planner.md "Shared machines"): a dispatcher, two
 # workers and the client all on this host. The workers and the client report
 # one machine id and overlapping CPU sets, so the planner counts this

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone (run-integration.sh): the guard decides from profiling time measured here
 # The short-job guard (issue 39 part 4, client/lib/short_job.h): an auto job
 # too short to repay profiling starts on the better fixed policy instead.
 # Here the workers (2 x 4 threads) far outrun the client (1 thread) on a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test: alone (run-integration.sh): judges re-registration delays in seconds
 # Workers come back quickly after a dispatcher outage (docs/deploy.md "Deploying on a
 # cluster"). Two ways a worker waits for a dispatcher, each with long enough
 # an outage for every back-off to have grown to its cap:
