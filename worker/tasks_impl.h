@@ -66,6 +66,7 @@ struct wk_job_s {
     wk_tasks_t *tasks;
     uint64_t id;
     uint64_t fingerprint, num_samples; /* as the dispatcher sent them */
+    int cache_off; /* the planner decided not to cache the prefix (JobSpec.cache_off) */
     /* The job's capability hash (JobSpec.secret_sha256), immutable after
      * add; has_cap 0: the dispatcher sent none (a job from an old journal). */
     uint8_t cap_hash[SL_JOBCAP_HASH];

@@ -99,6 +99,13 @@ static int take_reply(sluice_job_t *job, const Sluice__SubmitJobResponse *r, cha
         job->plan_compress = r->plan->compress;
         snprintf(job->plan_mode, sizeof(job->plan_mode), "%s", r->plan->mode ? r->plan->mode : "?");
         cl_planner_note_plan(job->planner, r->plan);
+        if (r->plan->cache_off && job->pc != NULL) {
+            /* The planner priced the prefix cache out for this job (its
+             * reason is in `sluice plan --explain` and /status). */
+            cl_line_drop_pcache(job->consumer.line);
+            sl_pcache_free(job->pc);
+            job->pc = NULL;
+        }
     }
     return cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
 }

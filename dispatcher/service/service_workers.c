@@ -49,6 +49,7 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
     if (rc == 0) {
         resp->worker_id = w->id;
         disp_worker_note_machine(w, req->machine_id, req->cpu_set, req->cpu_budget);
+        w->cache_bytes = req->cache_bytes;
         size_t bad = disp_worker_note_plugins(w, req->plugins, req->n_plugins);
         if (bad > 0) {
             SL_WARN("worker %" PRIu64 ": %zu of its %zu plugins ignored (malformed, or more than "
@@ -201,6 +202,7 @@ static Sluice__JobSpec *job_spec_msg(disp_t *d, const disp_job_t *job, disp_aren
     js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
     js->source_fingerprint = job->fingerprint;
     js->num_samples = job->num_samples;
+    js->cache_off = job->plan.cache_off != 0;
     const sl_tenant_t *tn = sl_tenants_find(&d->tenants, job->tenant);
     js->max_buffered_bytes = tn != NULL ? tn->max_buffered_bytes : 0;
     if (job->has_cap) {
