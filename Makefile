@@ -284,6 +284,7 @@ TEST_MODS_test_dispatcher_epochs := disp
 TEST_MODS_test_dispatcher_jobs := disp
 TEST_MODS_test_dispatcher_received := disp
 TEST_MODS_test_dispatcher_splits := disp
+TEST_MODS_test_dispatcher_locality := disp
 TEST_MODS_test_dispatcher_status := disp
 TEST_MODS_test_dispatcher_status_jobs := disp
 TEST_MODS_test_planner := disp client

@@ -336,6 +336,7 @@ static int refs_to_msgs(const wk_split_ref_t *refs, size_t n, Sluice__SplitAssig
         msgs[i].job_id = refs[i].job_id;
         msgs[i].split_id = refs[i].split_id;
         msgs[i].assignment = refs[i].assignment;
+        msgs[i].cached = refs[i].cached != 0;
         ptrs[i] = &msgs[i];
     }
     *ret_msgs = msgs;

@@ -223,7 +223,8 @@ int wk_sent_init(wk_tasks_t *t);  /* 0 or -ENOMEM */
 void wk_sent_free(wk_tasks_t *t);
 /* Remembers a split whose last message went out, and tells the news (any
  * thread, sent_mu not held). */
-void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment);
+void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment,
+                 int cached);
 /* Tells the news (sent_mu not held). */
 void wk_news(wk_tasks_t *t);
 

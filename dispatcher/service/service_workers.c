@@ -11,6 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/base/log.h"
+#include "dispatcher/core/locality.h"
 #include "dispatcher/journal/journal_state.h"
 #include "dispatcher/planner/planner_machines.h"
 #include "dispatcher/service/service.h"
@@ -301,6 +302,22 @@ static void add_cache(disp_t *d, const Sluice__HeartbeatRequest *req)
     }
 }
 
+/* The splits the worker ran through its prefix cache (sent, cached): it
+ * holds their entries (dispatcher/core/locality.h). d->mu held. */
+static void add_held(disp_t *d, const disp_worker_t *w, const Sluice__HeartbeatRequest *req)
+{
+    for (size_t i = 0; i < req->n_sent; i++) {
+        const Sluice__SplitAssignment *s = req->sent[i];
+        disp_job_t *job = s != NULL && s->cached ? disp_jobs_find(&d->jobs, s->job_id) : NULL;
+        if (job != NULL && job->state != DISP_JOB_CLOSED &&
+            disp_loc_note(&d->jobs, job, w->id, s->split_id) != 0) {
+            SL_WARN("job %" PRIu64 ": out of memory noting worker %" PRIu64 "'s cached splits",
+                    job->id, w->id);
+            return;
+        }
+    }
+}
+
 int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                        Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms, char *err,
                        size_t errlen)
@@ -346,6 +363,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                                                                 : req->bytes_sent;
     w->bytes_sent = req->bytes_sent;
     add_cache(d, req);
+    add_held(d, w, req);
     w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX ? UINT32_MAX
                                                                        : req->n_splits_in_progress);
     if (req->n_stages > 0) {
