@@ -276,6 +276,9 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         s->compress = job->plan.compress != 0;
         s->planned = 1;
     }
+    if (owner != 0) {
+        disp_loc_given(js, job, disp_registry_find(js->reg, owner), id, s->stage_to);
+    }
     /* Every split's way (given, delivered, acknowledged) at debug level:
      * enough to find where an epoch waited. */
     SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " given to %s %" PRIu64, job->id, id,

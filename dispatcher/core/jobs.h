@@ -290,6 +290,7 @@ typedef struct disp_job_s {
     /* Locality (locality.h): remote splits given to a worker that held them,
      * and splits it did not hold while another worker did. */
     uint64_t loc_held, loc_elsewhere;
+    uint32_t loc_prefix1; /* 1 + the units its prefix cache keeps (locality.c); 0 = not yet */
 
     int64_t created_ms;
     int64_t last_client_ms;

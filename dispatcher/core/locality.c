@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/spec/spec_layout.h"
+#include "common/spec/spec_prefix.h"
+
 #include "dispatcher/core/jobs_impl.h"
 
 int disp_loc_applies(const disp_job_t *job)
@@ -38,6 +41,28 @@ int disp_loc_note(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id, uint64_t
     uint32_t idx = (uint32_t)(split_id % job->nsplits);
     jw->held[idx / 8] |= (uint8_t)(1u << (idx % 8));
     return 0;
+}
+
+/* The units the job's prefix cache keeps, as a worker's pcache computes
+ * them (the layout with fusion, sl_spec_cache_prefix). */
+static uint32_t prefix_of(disp_job_t *job)
+{
+    if (job->loc_prefix1 == 0) {
+        sl_layout_t l;
+        job->loc_prefix1 = 1 + (sl_spec_layout(&job->spec, 0, &l) == 0
+                                    ? sl_spec_cache_prefix(&job->spec, &l)
+                                    : 0);
+    }
+    return job->loc_prefix1 - 1;
+}
+
+void disp_loc_given(disp_jobs_t *js, disp_job_t *job, const disp_worker_t *w, uint64_t split_id,
+                    uint32_t stage_to)
+{
+    uint32_t pre = disp_loc_applies(job) ? prefix_of(job) : 0;
+    if (w != NULL && w->cache_bytes > 0 && pre > 0 && stage_to >= pre) {
+        (void)disp_loc_note(js, job, w->id, split_id); /* ENOMEM: only a lost hint */
+    }
 }
 
 int disp_loc_holds(const disp_jw_t *jw, uint32_t idx)

@@ -7,7 +7,9 @@
  * second-epoch split goes to the worker that ran it in the first; a
  * shuffled spec (no locality: its samples move between splits) and splits
  * reported uncached show the hand-out as it was -- the test's check fails
- * there. Both workers keep getting work either way (the speed pick stays). */
+ * there. Workers that registered a cache budget hold a split from its
+ * hand-out on. Both workers keep getting work either way (the speed pick
+ * stays). */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -138,11 +140,29 @@ static size_t beat(disp_t *d, uint64_t job, wk_t *w, int cached, int64_t now,
 /* Runs the job to its end; returns how many second-epoch splits went to the
  * worker that ran them in the first, and the splits each worker got in
  * the second epoch. */
-static uint32_t run(int shuffle, int cached, uint32_t got2[2], uint64_t *ret_held)
+static uint64_t register_worker(disp_t *d, const char *addr, uint64_t cache_bytes)
+{
+    Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
+    Sluice__RegisterWorkerResponse resp = SLUICE__REGISTER_WORKER_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[256] = "";
+    req.version = SL_PROTOCOL_VERSION;
+    req.address = (char *)addr;
+    req.threads = 2;
+    req.cache_bytes = cache_bytes;
+    ck_assert_int_eq(disp_svc_register_worker(d, &req, &resp, &a, 1000, err, sizeof(err)), 0);
+    disp_arena_free(&a);
+    return resp.worker_id;
+}
+
+/* budget: the workers' registered cache_bytes (0: none, so only their
+ * `cached` reports say what they hold). */
+static uint32_t run(int shuffle, int cached, uint64_t budget, uint32_t got2[2],
+                    uint64_t *ret_held)
 {
     disp_t *d = open_disp();
-    wk_t w[2] = {{.id = fx_disp_register(d, "127.0.0.1:1", 2, 0, 1000)},
-                 {.id = fx_disp_register(d, "127.0.0.1:2", 2, 0, 1000)}};
+    wk_t w[2] = {{.id = register_worker(d, "127.0.0.1:1", budget)},
+                 {.id = register_worker(d, "127.0.0.1:2", budget)}};
     uint64_t job = submit(d, shuffle);
     uint64_t owner[2][NSPLITS] = {{0}};
     int64_t now = 1000;
@@ -175,7 +195,7 @@ START_TEST(test_second_epoch_follows_the_cache)
 {
     uint32_t got[2];
     uint64_t held = 0;
-    uint32_t same = run(0, 1, got, &held);
+    uint32_t same = run(0, 1, 0, got, &held);
     /* The first splits of epoch 2 go out while epoch 1's last ones run (not
      * reported yet): those few may land anywhere. */
     ck_assert_msg(same >= NSPLITS - 4, "%u of %u second-epoch splits on their cache", same,
@@ -186,15 +206,31 @@ START_TEST(test_second_epoch_follows_the_cache)
 }
 END_TEST
 
+/* Workers that registered a cache budget hold a split from its hand-out:
+ * no report needed, and every second-epoch split follows. */
+START_TEST(test_held_from_the_hand_out)
+{
+    uint32_t got[2];
+    uint64_t held = 0;
+    uint32_t same = run(0, 0, 1u << 30, got, &held);
+    ck_assert_msg(same == NSPLITS, "%u of %u second-epoch splits on their cache", same, NSPLITS);
+    ck_assert_uint_ge(held, NSPLITS);
+    ck_assert(got[0] >= NSPLITS / 4 && got[1] >= NSPLITS / 4);
+    /* Shuffled: nothing held. */
+    same = run(1, 0, 1u << 30, got, &held);
+    ck_assert_uint_eq(held, 0);
+}
+END_TEST
+
 /* The same run without locality: the check above would fail. */
 START_TEST(test_without_locality)
 {
     uint32_t got[2];
     uint64_t held = 0;
-    uint32_t same = run(1, 1, got, &held); /* shuffled: nothing to prefer */
+    uint32_t same = run(1, 1, 0, got, &held); /* shuffled: nothing to prefer */
     ck_assert_msg(same < NSPLITS - 4, "shuffled: %u of %u on the same worker", same, NSPLITS);
     ck_assert_uint_eq(held, 0);
-    same = run(0, 0, got, &held); /* nothing reported cached */
+    same = run(0, 0, 0, got, &held); /* nothing reported cached, no budget */
     ck_assert_msg(same < NSPLITS - 4, "uncached: %u of %u on the same worker", same, NSPLITS);
     ck_assert_uint_eq(held, 0);
     ck_assert(got[0] >= NSPLITS / 4 && got[1] >= NSPLITS / 4);
@@ -243,6 +279,7 @@ int main(void)
     tcase_add_test(tc, test_applies);
     tcase_add_test(tc, test_second_epoch_follows_the_cache);
     tcase_add_test(tc, test_without_locality);
+    tcase_add_test(tc, test_held_from_the_hand_out);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
