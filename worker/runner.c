@@ -598,6 +598,10 @@ static void runner_cache(wk_job_t *job, sl_exec_t *ex)
                                                 : "the first unit draws randomness");
         return;
     }
+    uint8_t sha[32];
+    if (sl_pipeline_content_hash(job->pipe, sha)) {
+        sl_pcache_key_content(job->pc, sha); /* the ranks file's bytes, not its path */
+    }
     job->pc_prefix = sl_pcache_prefix(job->pc);
     sl_exec_set_pcache(ex, job->pc);
     SL_INFO("job %" PRIu64 ": prefix cache: units 0..%u (%s .. %s) cached", job->id,

@@ -429,6 +429,10 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
         rc = sl_pcache_new(job->pc_store, &job->spec, sl_source_fingerprint(job->src),
                            job->opts.threads, &job->pc, err, errlen);
     }
+    uint8_t sha[32];
+    if (rc == 0 && job->pc != NULL && sl_pipeline_content_hash(job->pipe, sha)) {
+        sl_pcache_key_content(job->pc, sha); /* the ranks file's bytes, not its path */
+    }
     if (rc < 0) {
         return rc;
     }

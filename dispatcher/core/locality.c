@@ -112,8 +112,7 @@ uint32_t disp_loc_prefer(disp_job_t *job, disp_epoch_t *ep, uint64_t worker_id, 
     size_t n = sl_ring_len(&ep->remote);
     for (size_t pos = 1; jw != NULL && pos < n && pos <= DISP_LOC_LOOKAHEAD; pos++) {
         const uint32_t *at = sl_ring_at(&ep->remote, pos);
-        if (at != NULL && ep->splits[*at].state == DISP_SPLIT_PENDING &&
-            disp_loc_holds(jw, *at)) {
+        if (at != NULL && ep->splits[*at].state == DISP_SPLIT_PENDING && disp_loc_holds(jw, *at)) {
             uint32_t found = *at;
             to_front(&ep->remote, pos);
             job->loc_held++;

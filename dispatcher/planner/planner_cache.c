@@ -7,8 +7,7 @@
 
 static double fin(double v) { return isfinite(v) && v > 0.0 ? v : 0.0; }
 
-double disp_pc_read_sec(double out_bytes, double ratio, double decompress_sec,
-                        double *ret_stored)
+double disp_pc_read_sec(double out_bytes, double ratio, double decompress_sec, double *ret_stored)
 {
     double raw = fin(out_bytes);
     double stored = raw;
@@ -68,8 +67,9 @@ void disp_pc_decide(const disp_pc_in_t *in, disp_pc_decision_t *ret)
     } else {
         char a[32];
         size_str(a, sizeof(a), ret->total_bytes);
-        snprintf(fitbuf, sizeof(fitbuf), "its %s not checked against a budget (no live worker "
-                                         "reported one)",
+        snprintf(fitbuf, sizeof(fitbuf),
+                 "its %s not checked against a budget (no live worker "
+                 "reported one)",
                  a);
     }
     char cost[112];

@@ -74,8 +74,7 @@ typedef struct disp_pc_decision_s {
 /* The cost of reading one entry of out_bytes back (stored compressed when
  * ratio > DISP_PL_MIN_RATIO, then also decompress_sec); *ret_stored gets
  * its stored size (NULL ok). */
-double disp_pc_read_sec(double out_bytes, double ratio, double decompress_sec,
-                        double *ret_stored);
+double disp_pc_read_sec(double out_bytes, double ratio, double decompress_sec, double *ret_stored);
 
 void disp_pc_decide(const disp_pc_in_t *in, disp_pc_decision_t *ret);
 

@@ -78,8 +78,7 @@ json_t *disp_pjob_cache_json(const disp_pjob_t *pj)
     const disp_pc_job_t *c = &pj->cache;
     jb_t b = {0};
     json_t *o = json_object();
-    jset(&b, o, "decision",
-         json_string(!c->decided ? "undecided" : c->d.on ? "on" : "off"));
+    jset(&b, o, "decision", json_string(!c->decided ? "undecided" : c->d.on ? "on" : "off"));
     jset(&b, o, "reason", json_string(c->d.why));
     jset(&b, o, "prefix_units", json_integer(c->in.prefix));
     jset(&b, o, "spec_off", json_boolean(c->in.spec_off));

@@ -27,9 +27,9 @@
 /* 200 samples in splits of 10: 20 splits an epoch. */
 #define NSAMPLES 200
 #define NSPLITS 20
-#define SPEC_FMT                                                                             \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"shuffle\": %s,"         \
-    " \"seed\": 1}, \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 8}," \
+#define SPEC_FMT                                                                                   \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"shuffle\": %s,"               \
+    " \"seed\": 1}, \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 8},"    \
     " {\"op\": \"flip\"}], \"batch_size\": 4, \"epochs\": 2, \"offload\": \"all\"}"
 
 static disp_t *open_disp(void)
@@ -157,8 +157,7 @@ static uint64_t register_worker(disp_t *d, const char *addr, uint64_t cache_byte
 
 /* budget: the workers' registered cache_bytes (0: none, so only their
  * `cached` reports say what they hold). */
-static uint32_t run(int shuffle, int cached, uint64_t budget, uint32_t got2[2],
-                    uint64_t *ret_held)
+static uint32_t run(int shuffle, int cached, uint64_t budget, uint32_t got2[2], uint64_t *ret_held)
 {
     disp_t *d = open_disp();
     wk_t w[2] = {{.id = register_worker(d, "127.0.0.1:1", budget)},
@@ -201,8 +200,8 @@ START_TEST(test_second_epoch_follows_the_cache)
     ck_assert_msg(same >= NSPLITS - 4, "%u of %u second-epoch splits on their cache", same,
                   NSPLITS);
     ck_assert_uint_ge(held, same - 4);
-    ck_assert_msg(got[0] >= NSPLITS / 4 && got[1] >= NSPLITS / 4, "second epoch: %u / %u",
-                  got[0], got[1]);
+    ck_assert_msg(got[0] >= NSPLITS / 4 && got[1] >= NSPLITS / 4, "second epoch: %u / %u", got[0],
+                  got[1]);
 }
 END_TEST
 
