@@ -84,7 +84,7 @@ int sl_pipeline_load(sl_pipeline_t *p, const sl_source_t *src, char *err, size_t
             return sl_err(err, errlen, rc, "tokenize: cannot read '%s'", un->st->vocab);
         }
         rc = sl_tokenizer_open_fd(fd, un->st->vocab, sl_tokenizer_enc_name(un->st->encoding),
-                                      &p->tok, err, errlen);
+                                  &p->tok, err, errlen);
         close(fd);
         if (rc < 0) {
             return rc;
