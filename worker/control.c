@@ -34,6 +34,7 @@ struct wk_control_s {
     char hostname[256];
     unsigned threads;
     const struct sl_plugins_s *plugins; /* RegisterWorker tells them; not owned */
+    uint64_t cache_bytes;               /* RegisterWorker tells it (docs/cache.md "When") */
     wk_tasks_t *tasks;
     sl_rpc_channel_t *ch;
 
@@ -137,6 +138,7 @@ wk_control_t *wk_control_new(const wk_control_opts_t *o, wk_tasks_t *tasks, char
     c->hostname[sizeof(c->hostname) - 1] = '\0';
     c->threads = o->threads;
     c->plugins = o->plugins;
+    c->cache_bytes = o->cache_bytes;
     c->tasks = tasks;
     sl_rng_init(&c->jitter, jitter_seed(), 0, 0, 0);
     pthread_mutex_init(&c->mu, NULL);
@@ -236,6 +238,7 @@ static int do_register(wk_control_t *c)
     req.machine_id = machine;
     req.cpu_set = cpus;
     req.cpu_budget = sl_cpu_budget(NULL, 0);
+    req.cache_bytes = c->cache_bytes;
     Sluice__PluginInfo pis[SL_PLUGIN_MAX], *pip[SL_PLUGIN_MAX];
     for (size_t i = 0; c->plugins != NULL && i < c->plugins->n; i++) {
         const sl_plugin_info_t *pi = &c->plugins->v[i];
@@ -333,6 +336,7 @@ static int refs_to_msgs(const wk_split_ref_t *refs, size_t n, Sluice__SplitAssig
         msgs[i].job_id = refs[i].job_id;
         msgs[i].split_id = refs[i].split_id;
         msgs[i].assignment = refs[i].assignment;
+        msgs[i].cached = refs[i].cached != 0;
         ptrs[i] = &msgs[i];
     }
     *ret_msgs = msgs;

@@ -44,6 +44,7 @@ typedef struct wk_control_opts_s {
     size_t max_message_bytes; /* channel receive limit */
     const sl_rpc_security_t *security; /* NULL = plaintext, no token; read at new */
     const struct sl_plugins_s *plugins; /* told to the dispatcher; NULL = none; outlives */
+    uint64_t cache_bytes; /* the prefix cache's budget, told to the planner; 0 = no cache_dir */
 } wk_control_opts_t;
 
 typedef struct wk_control_status_s {

@@ -82,6 +82,7 @@ wk_job_t *wk_job_new(wk_tasks_t *t, const Sluice__JobSpec *js)
     job->id = js->job_id;
     job->fingerprint = js->source_fingerprint;
     job->num_samples = js->num_samples;
+    job->cache_off = js->cache_off != 0;
     if (js->secret_sha256.len == SL_JOBCAP_HASH) {
         memcpy(job->cap_hash, js->secret_sha256.data, SL_JOBCAP_HASH);
         job->has_cap = 1;

@@ -110,7 +110,10 @@ void wk_job_note_sent(wk_job_t *job, const wk_msg_t *m)
     /* Under job->mu, so a heartbeat report sees the split either in
      * progress or sent, never in neither. */
     if (m->batch.split_done) {
-        wk_sent_add(t, job->id, m->batch.split_id, m->assignment);
+        /* Its samples' prefix entries are in this worker's cache now
+         * (docs/cache.md "Locality"). */
+        int cached = job->pc != NULL && m->batch.stage_to >= job->pc_prefix;
+        wk_sent_add(t, job->id, m->batch.split_id, m->assignment, cached);
     }
     pthread_mutex_unlock(&job->mu);
     atomic_fetch_add(&t->n_msgs, 1);

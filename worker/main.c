@@ -356,6 +356,7 @@ static int open_control(wmain_t *m)
         .threads = m->threads,
         .max_message_bytes = (size_t)m->cfg.max_message_bytes + (64u << 10),
         .security = &m->sec,
+        .cache_bytes = m->samples != NULL ? (uint64_t)m->cfg.cache_bytes : 0,
     };
     m->ctl = wk_control_new(&co, m->tasks, err, sizeof(err));
     if (m->ctl == NULL) {

@@ -23,10 +23,12 @@ void wk_sent_free(wk_tasks_t *t)
     pthread_mutex_destroy(&t->sent_mu);
 }
 
-void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment)
+void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment, int cached)
 {
-    wk_sent_t e = {
-        .ref = {.job_id = job_id, .split_id = split_id, .assignment = assignment}};
+    wk_sent_t e = {.ref = {.job_id = job_id,
+                           .split_id = split_id,
+                           .assignment = assignment,
+                           .cached = cached}};
     pthread_mutex_lock(&t->sent_mu);
     if (sl_ring_len(&t->sent) == WK_MAX_SENT) {
         /* Heartbeats have failed for a long time: forget the oldest. The

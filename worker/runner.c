@@ -579,6 +579,12 @@ static void runner_cache(wk_job_t *job, sl_exec_t *ex)
     if (t->samples == NULL) {
         return;
     }
+    if (job->cache_off) {
+        /* The planner priced it (docs/cache.md "When"); the dispatcher's
+         * /status and `sluice plan --explain` say why. */
+        SL_INFO("job %" PRIu64 ": prefix cache: off (the planner's decision)", job->id);
+        return;
+    }
     char err[256];
     int rc = sl_pcache_new(t->samples, &job->spec, sl_source_fingerprint(job->src), t->threads,
                            &job->pc, err, sizeof(err));
@@ -591,6 +597,10 @@ static void runner_cache(wk_job_t *job, sl_exec_t *ex)
                 job->spec.cache == SL_CACHE_OFF ? "\"cache\": \"off\""
                                                 : "the first unit draws randomness");
         return;
+    }
+    uint8_t sha[32];
+    if (sl_pipeline_content_hash(job->pipe, sha)) {
+        sl_pcache_key_content(job->pc, sha); /* the ranks file's bytes, not its path */
     }
     job->pc_prefix = sl_pcache_prefix(job->pc);
     sl_exec_set_pcache(ex, job->pc);

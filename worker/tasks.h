@@ -114,6 +114,7 @@ typedef struct wk_unit_report_s {
  * dispatcher's hand-out of it (SplitAssignment.assignment, echoed back). */
 typedef struct wk_split_ref_s {
     uint64_t job_id, split_id, assignment;
+    int cached; /* sent refs: it ran through the job's prefix cache (its entries are here) */
 } wk_split_ref_t;
 
 typedef struct wk_tasks_report_s {

@@ -66,6 +66,7 @@ struct wk_job_s {
     wk_tasks_t *tasks;
     uint64_t id;
     uint64_t fingerprint, num_samples; /* as the dispatcher sent them */
+    int cache_off; /* the planner decided not to cache the prefix (JobSpec.cache_off) */
     /* The job's capability hash (JobSpec.secret_sha256), immutable after
      * add; has_cap 0: the dispatcher sent none (a job from an old journal). */
     uint8_t cap_hash[SL_JOBCAP_HASH];
@@ -222,7 +223,8 @@ int wk_sent_init(wk_tasks_t *t);  /* 0 or -ENOMEM */
 void wk_sent_free(wk_tasks_t *t);
 /* Remembers a split whose last message went out, and tells the news (any
  * thread, sent_mu not held). */
-void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment);
+void wk_sent_add(wk_tasks_t *t, uint64_t job_id, uint64_t split_id, uint64_t assignment,
+                 int cached);
 /* Tells the news (sent_mu not held). */
 void wk_news(wk_tasks_t *t);
 

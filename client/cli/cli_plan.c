@@ -257,6 +257,24 @@ static void print_whatif(const char *doc)
     json_decref(root);
 }
 
+/* The prefix cache decision (docs/cache.md "When"), from the explain
+ * document's "cache": on or off and why, with the numbers. An older
+ * dispatcher's document has none: nothing is printed. */
+static void print_cache(const char *doc)
+{
+    json_t *root = json_loads(doc != NULL ? doc : "{}", 0, NULL);
+    const json_t *c = json_object_get(root, "cache");
+    if (json_is_object(c)) {
+        printf("prefix cache: %s\n", str_of(c, "reason"));
+        const json_t *h = json_object_get(c, "hit_rate");
+        if (json_is_number(h)) {
+            printf("prefix cache hit rate: %.0f%% measured, %.0f%% priced\n",
+                   json_number_value(h) * 100.0, ms_of(c, "priced_hit_rate") * 100.0);
+        }
+    }
+    json_decref(root);
+}
+
 /* The short-job guard's verdict (docs/planner.md "A right first plan"): a
  * job of this spec too short to repay profiling starts on the better fixed
  * policy instead. */
@@ -347,6 +365,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
         print_overhead(in, e->json);
         print_short(pj);
         print_whatif(e->json);
+        print_cache(e->json);
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",

@@ -108,6 +108,13 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     return 0;
 }
 
+void cl_line_drop_pcache(cl_line_t *l)
+{
+    if (l != NULL && l->exec != NULL) {
+        sl_exec_set_pcache(l->exec, NULL);
+    }
+}
+
 void cl_line_free(cl_line_t *l)
 {
     if (l == NULL) {

@@ -99,6 +99,13 @@ static int take_reply(sluice_job_t *job, const Sluice__SubmitJobResponse *r, cha
         job->plan_compress = r->plan->compress;
         snprintf(job->plan_mode, sizeof(job->plan_mode), "%s", r->plan->mode ? r->plan->mode : "?");
         cl_planner_note_plan(job->planner, r->plan);
+        if (r->plan->cache_off && job->pc != NULL) {
+            /* The planner priced the prefix cache out for this job (its
+             * reason is in `sluice plan --explain` and /status). */
+            cl_line_drop_pcache(job->consumer.line);
+            sl_pcache_free(job->pc);
+            job->pc = NULL;
+        }
     }
     return cl_ranks_resume(job, r, err, errlen); /* a restarted rank */
 }
@@ -421,6 +428,10 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
     if (rc == 0 && job->pc_store != NULL) {
         rc = sl_pcache_new(job->pc_store, &job->spec, sl_source_fingerprint(job->src),
                            job->opts.threads, &job->pc, err, errlen);
+    }
+    uint8_t sha[32];
+    if (rc == 0 && job->pc != NULL && sl_pipeline_content_hash(job->pipe, sha)) {
+        sl_pcache_key_content(job->pc, sha); /* the ranks file's bytes, not its path */
     }
     if (rc < 0) {
         return rc;

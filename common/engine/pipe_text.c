@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/base/sha256.h"
 #include "common/data/source.h"
 #include "common/engine/pipeline_impl.h"
 #include "common/engine/tmpl_plan.h"
@@ -27,6 +28,41 @@ void sl_pipe_tok_scratch_free(sl_pipe_scratch_t *sc)
     sc->ids_cap = 0;
 }
 
+/* The SHA-256 of fd's bytes, read with pread (the offset stays for the
+ * tokenizer's own read). 0 or -errno. */
+static int hash_fd(int fd, uint8_t out[32])
+{
+    sl_sha256_t h;
+    sl_sha256_init(&h);
+    uint8_t buf[1 << 16];
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = pread(fd, buf, sizeof(buf), off);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return -errno;
+        }
+        if (n == 0) {
+            break;
+        }
+        sl_sha256_update(&h, buf, (size_t)n);
+        off += n;
+    }
+    sl_sha256_final(&h, out);
+    return 0;
+}
+
+int sl_pipeline_content_hash(const sl_pipeline_t *p, uint8_t out[32])
+{
+    if (p->tok == NULL) {
+        return 0;
+    }
+    memcpy(out, p->tok_sha, sizeof(p->tok_sha));
+    return 1;
+}
+
 int sl_pipeline_load(sl_pipeline_t *p, const sl_source_t *src, char *err, size_t errlen)
 {
     for (uint32_t u = 0; u < p->nunits; u++) {
@@ -42,8 +78,13 @@ int sl_pipeline_load(sl_pipeline_t *p, const sl_source_t *src, char *err, size_t
         if (fd < 0) {
             return fd;
         }
-        int rc = sl_tokenizer_open_fd(fd, un->st->vocab, sl_tokenizer_enc_name(un->st->encoding),
-                                      &p->tok, err, errlen);
+        int rc = hash_fd(fd, p->tok_sha);
+        if (rc < 0) {
+            close(fd);
+            return sl_err(err, errlen, rc, "tokenize: cannot read '%s'", un->st->vocab);
+        }
+        rc = sl_tokenizer_open_fd(fd, un->st->vocab, sl_tokenizer_enc_name(un->st->encoding),
+                                  &p->tok, err, errlen);
         close(fd);
         if (rc < 0) {
             return rc;

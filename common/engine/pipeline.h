@@ -95,6 +95,11 @@ struct sl_source_s;
 int sl_pipeline_load(sl_pipeline_t *p, const struct sl_source_s *src, char *err, size_t errlen);
 
 uint32_t sl_pipeline_nunits(const sl_pipeline_t *p);
+/* The SHA-256 of the files sl_pipeline_load read whose contents the output
+ * depends on (tokenize's ranks file): 1 with out filled, 0 when it read
+ * none. The prefix cache keys by it (docs/cache.md "The key"): a ranks
+ * file replaced under the same name makes new keys. */
+int sl_pipeline_content_hash(const sl_pipeline_t *p, uint8_t out[32]);
 /* "decode_jpeg+random_resized_crop", "flip", ... */
 const char *sl_pipeline_unit_name(const sl_pipeline_t *p, uint32_t unit);
 /* A split in spec-stage terms (the spec's offload.split) as a unit boundary:

@@ -53,6 +53,7 @@ struct sl_pipeline_s {
     sl_spec_t spec;                     /* own deep copy (sl_spec_copy): units point into it */
     sl_layout_t layout;                 /* what the units were made from; names point into it */
     sl_tokenizer_t *tok;                /* tokenize's ranks (sl_pipeline_load); NULL before */
+    uint8_t tok_sha[32];                /* SHA-256 of the ranks file's bytes (with tok) */
     const struct sl_plugins_s *plugins; /* the host's plugin_dir (bind); not owned */
     unit_t units[SL_PIPE_MAX_UNITS];
     uint32_t nunits;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/base/sha256.h"
 #include "common/sample/codec.h"
 #include "common/spec/spec_layout.h"
 #include "common/spec/spec_prefix.h"
@@ -111,6 +112,14 @@ static void entry_name(const sl_pcache_t *pc, uint64_t index, char out[SL_CACHE_
              (unsigned long long)pc->fingerprint, (unsigned long long)index);
 }
 
+/* The entry names' start: the first 16 bytes of the prefix hash. */
+static void set_hex(sl_pcache_t *pc)
+{
+    for (int i = 0; i < 16; i++) {
+        snprintf(pc->hex + 2 * i, 3, "%02x", pc->prefix_hash[i]);
+    }
+}
+
 int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint, unsigned nthreads,
                   sl_pcache_t **ret, char *err, size_t errlen)
 {
@@ -141,9 +150,7 @@ int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint
     pc->fingerprint = fingerprint;
     pc->prefix = prefix;
     pc->nthreads = nthreads;
-    for (int i = 0; i < 16; i++) {
-        snprintf(pc->hex + 2 * i, 3, "%02x", pc->prefix_hash[i]);
-    }
+    set_hex(pc);
     pc->th = calloc(nthreads, sizeof(*pc->th));
     for (unsigned i = 0; pc->th != NULL && i < nthreads; i++) {
         pc->th[i].z = sl_codec_new();
@@ -170,6 +177,20 @@ void sl_pcache_free(sl_pcache_t *pc)
     }
     free(pc->th);
     free(pc);
+}
+
+void sl_pcache_key_content(sl_pcache_t *pc, const uint8_t sha[32])
+{
+    /* The header stores the whole key: the mixed hash is the prefix hash
+     * from now on, so a reader of the other contents refuses the entry. */
+    static const char tag[] = "sluice-prefix-content-v1\n";
+    sl_sha256_t h;
+    sl_sha256_init(&h);
+    sl_sha256_update(&h, tag, sizeof(tag) - 1);
+    sl_sha256_update(&h, pc->prefix_hash, SL_PREFIX_HASH_LEN);
+    sl_sha256_update(&h, sha, 32);
+    sl_sha256_final(&h, pc->prefix_hash);
+    set_hex(pc);
 }
 
 uint32_t sl_pcache_prefix(const sl_pcache_t *pc) { return pc->prefix; }

@@ -50,6 +50,12 @@ int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint
                   sl_pcache_t **ret, char *err, size_t errlen);
 void sl_pcache_free(sl_pcache_t *pc); /* NULL ok */
 
+/* Keys the cache also by sha, the contents of files the prefix reads
+ * besides the sample (sl_pipeline_content_hash: tokenize's ranks file), so
+ * a file replaced under the same path never serves the old entries. Before
+ * the first get or put. */
+void sl_pcache_key_content(sl_pcache_t *pc, const uint8_t sha[32]);
+
 /* Units [0, prefix) are cached (> 0). */
 uint32_t sl_pcache_prefix(const sl_pcache_t *pc);
 

@@ -12,6 +12,7 @@
 
 #include "common/base/log.h"
 #include "dispatcher/core/jobs_impl.h"
+#include "dispatcher/core/locality.h"
 
 /* ------------------------------------------------------------ per-worker records */
 
@@ -64,6 +65,7 @@ void disp_jw_free(disp_jw_t *jw)
     free(jw->sent);
     free(jw->sent_seq);
     free(jw->aid);
+    free(jw->held);
 }
 
 void disp_jw_remove(disp_job_t *job, disp_jw_t *jw)
@@ -274,6 +276,9 @@ static int give(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, uint32_t idx
         s->compress = job->plan.compress != 0;
         s->planned = 1;
     }
+    if (owner != 0) {
+        disp_loc_given(js, job, disp_registry_find(js->reg, owner), id, s->stage_to);
+    }
     /* Every split's way (given, delivered, acknowledged) at debug level:
      * enough to find where an epoch waited. */
     SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " given to %s %" PRIu64, job->id, id,
@@ -431,6 +436,9 @@ static void assign_epoch(disp_jobs_t *js, disp_job_t *job, disp_epoch_t *ep, int
         uint64_t owner = 0;
         if (w != NULL) {
             owner = w->id;
+            /* The speed pick chose who; a split whose prefix cache entries
+             * it holds goes first (locality.h). */
+            idx = disp_loc_prefer(job, ep, owner, idx);
         } else if (!any && (js->reg->nlive > 0 ||
                             disp_registry_no_workers(js->reg, now_ms,
                                                      js->lim.worker_timeout_ms))) {

@@ -195,6 +195,10 @@ typedef struct disp_jw_s {
      * delivery, or the start of a busy stretch. What a worker has left is
      * its load less the progress on that split since (assign.c jw_left). */
     int64_t head_from_ms;
+    /* Split indices (within an epoch) whose prefix cache entries it holds
+     * (locality.h); NULL until it reports one. */
+    uint8_t *held;
+    uint32_t held_bits;
 } disp_jw_t;
 
 typedef struct disp_skip_s {
@@ -283,6 +287,10 @@ typedef struct disp_job_s {
     char fallback[DISP_TEXT_MAX];       /* why remote splits last went to the client */
     char close_reason[DISP_TEXT_MAX];
     disp_cache_stats_t cache; /* its workers' prefix caches (service_workers.c) */
+    /* Locality (locality.h): remote splits given to a worker that held them,
+     * and splits it did not hold while another worker did. */
+    uint64_t loc_held, loc_elsewhere;
+    uint32_t loc_prefix1; /* 1 + the units its prefix cache keeps (locality.c); 0 = not yet */
 
     int64_t created_ms;
     int64_t last_client_ms;

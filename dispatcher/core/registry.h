@@ -61,6 +61,7 @@ typedef struct disp_worker_s {
     sl_cpuset_t cpus;
     int has_cpus;
     double cpu_budget;
+    uint64_t cache_bytes; /* its prefix cache budget (RegisterWorker); 0 = none */
     /* Its plugin_dir's stages (RegisterWorker; dispatcher/planner/plugins.h). */
     disp_plugin_t plugins[DISP_WORKER_PLUGINS_MAX];
     uint32_t nplugins;

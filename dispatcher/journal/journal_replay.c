@@ -33,6 +33,8 @@ static void plan_from_msg(const Sluice__Plan *m, uint32_t nunits, disp_plan_t *p
     disp_text_copy(p->binding, sizeof(p->binding), m->binding);
     p->compress = m->compress;
     disp_text_copy(p->local_reason, sizeof(p->local_reason), m->local_reason);
+    p->cache_off = m->cache_off;
+    disp_text_copy(p->cache_reason, sizeof(p->cache_reason), m->cache_reason);
 }
 
 /* ------------------------------------------------------------ replay */

@@ -28,6 +28,8 @@ static void plan_to_msg(const disp_plan_t *p, Sluice__Plan *m)
     m->binding = (char *)p->binding;
     m->compress = p->compress != 0;
     m->local_reason = (char *)p->local_reason;
+    m->cache_off = p->cache_off != 0;
+    m->cache_reason = (char *)p->cache_reason;
 }
 
 typedef int (*put_fn)(void *ctx, uint32_t type, const void *payload, size_t len);

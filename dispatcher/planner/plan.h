@@ -25,6 +25,12 @@ typedef struct disp_plan_s {
     /* auto/fastflow plans that keep everything local: why (Plan.local_reason);
      * "" otherwise. */
     char local_reason[192];
+    /* The planner's prefix cache decision (planner_cache.h; Plan.cache_off):
+     * 1 = the job's prefix is not cached; 0 = cached where a directory is
+     * set (every plan made without the planner). Why, with the numbers;
+     * "" = not decided. */
+    int cache_off;
+    char cache_reason[384];
 } disp_plan_t;
 
 /* Compiles the spec's stages (common/engine/pipeline.h) to count units and maps a

@@ -63,6 +63,7 @@ void disp_pjob_plan(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *pl
         pj->budget_from_measured = 1;
     }
     disp_pjob_build_input(pj, reg, now_ms, &pj->input);
+    disp_pjob_cache(pj, reg, plan);
     if (disp_pjob_fixed(pj)) {
         plan_fixed(pj, plan);
     } else if (disp_planner_plan(&pj->input, &pj->result) != 0 ||
@@ -215,6 +216,10 @@ int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t no
         snprintf(why, whylen, "cpu budget measured: %.2f -> %.2f CPUs", pj->client_budget,
                  pj->budget_measured);
         return 3;
+    }
+    /* The prefix cache filled (or emptied): the workers' costs changed. */
+    if (disp_pc_replan_due(&pj->cache, why, whylen)) {
+        return 4;
     }
     double pred = disp_pjob_predicted(pj);
     int recent = pj->have_rates && now_ms - pj->rates_ms <= DISP_REPLAN_RATES_MAX_AGE_MS &&

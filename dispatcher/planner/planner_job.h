@@ -28,6 +28,7 @@
 #include "common/cost/costmodel.h"
 #include "common/spec/spec.h"
 #include "dispatcher/planner/plan.h"
+#include "dispatcher/planner/planner_cache.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/core/registry.h"
 #include "proto/sluice.pb-c.h"
@@ -218,6 +219,10 @@ typedef struct disp_pjob_s {
     disp_stage_stat_t measured_units[DISP_PL_MAX_UNITS];
     int64_t drift_since_ms; /* 0: not drifting */
     int64_t drift_window_ms; /* how long drift must last; DISP_REPLAN_DRIFT_MS, doubling */
+
+    /* The prefix cache: the decision and the hit rate that prices it
+     * (planner_cache.h). samples is the caller's (planner_svc.c). */
+    disp_pc_job_t cache;
 } disp_pjob_t;
 
 /* From the client's inputs and the compiled spec. policy is the spec's
@@ -292,7 +297,8 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
 int disp_pjob_steady(const disp_pjob_t *pj);
 /* Whether a re-plan is due now: 1 = the worker set changed, 3 = the
  * measured CPU budget of a client that could not read one differs from the
- * plan's by more than DISP_REPLAN_BUDGET_DIFF, 2 = the drift persisted,
+ * plan's by more than DISP_REPLAN_BUDGET_DIFF, 4 = the prefix cache's
+ * measured hit rate moved (planner_cache.h), 2 = the drift persisted,
  * 0 = not due; why gets the reason. Pure over pj, reg and now. */
 int disp_pjob_replan_due(disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                          char *why, size_t whylen);

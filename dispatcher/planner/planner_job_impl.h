@@ -8,6 +8,7 @@
  *                          input built against them
  *   planner_job.c          planning, the client's rates, when to re-plan
  *   planner_job_json.c     the planner's state as JSON (/status, `sluice plan`)
+ *   planner_job_cache.c    the prefix cache decision and its pricing
  *
  * Same rules as planner_job.h: everything runs under the dispatcher mutex. */
 #ifndef DISP_PLANNER_JOB_IMPL_H
@@ -35,6 +36,19 @@ void disp_pjob_live_set(const disp_registry_t *reg, uint64_t *ret_sig, uint32_t 
 /* The planner's input for pj against the live workers of reg at now_ms. */
 void disp_pjob_build_input(const disp_pjob_t *pj, const disp_registry_t *reg, int64_t now_ms,
                            disp_pl_input_t *in);
+
+/* ------------------------------------------------------------ planner_job_cache.c */
+
+/* The job's prefix cache decision (made once, from pj->input before any
+ * pricing, and the live workers' budgets in reg; a plan that already
+ * carries one -- a restored job's -- keeps it) into plan, and pj->input
+ * priced at the measured hit rate (planner_cache.h). */
+void disp_pjob_cache(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *plan);
+/* {"decision": "on"/"off", "reason", "prefix_units", "compute_ms_per_sample",
+ * "read_ms_per_sample", "stored_bytes_per_sample", "total_bytes",
+ * "budget_bytes", "fit", "epochs", "seen_before", "lookups", "hit_rate",
+ * "priced_hit_rate"}; NULL on ENOMEM. */
+json_t *disp_pjob_cache_json(const disp_pjob_t *pj);
 
 /* ------------------------------------------------------------ planner_job.c */
 

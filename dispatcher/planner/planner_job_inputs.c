@@ -11,6 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/spec/spec_layout.h"
+#include "common/spec/spec_prefix.h"
 #include "dispatcher/planner/planner_job_impl.h"
 
 void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
@@ -128,6 +129,12 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
     disp_text_copy(pj->client_machine, sizeof(pj->client_machine), in->client_machine_id);
     pj->client_has_cpus = sl_cpuset_parse(in->client_cpu_set, &pj->client_cpus) == 0;
     codec_from_pb(pj, in);
+    /* The prefix cache (planner_cache.h): what the workers would cache, and
+     * whether a job of the spec ran before (its profile was cached). */
+    pj->cache.in.prefix = sl_spec_cache_prefix(spec, &l);
+    pj->cache.in.spec_off = spec->cache == SL_CACHE_OFF;
+    pj->cache.in.epochs = spec->epochs;
+    pj->cache.in.seen = in->client != NULL && in->client->cached;
     for (size_t i = 0; i < in->n_classes && pj->nclasses < DISP_PL_MAX_CLASSES; i++) {
         const Sluice__WorkerClass *m = in->classes[i];
         if (m == NULL) {

@@ -264,6 +264,7 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
          pj->result.workers_needed > 0 ? jnum(pj->result.lifted_rate) : json_null());
     jset(&b, o, "fastflow", ff_json(&b, &pj->ff));
     jset(&b, o, "whatif", whatif_json(&b, pj));
+    jset(&b, o, "cache", disp_pjob_cache_json(pj)); /* the prefix cache (planner_cache.h) */
     if (plan != NULL) {
         json_t *p = json_object();
         jset(&b, p, "mode", jstr(plan->mode));
@@ -272,6 +273,7 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
         jset(&b, p, "predicted_samples_per_sec", jnum(plan->predicted));
         jset(&b, p, "binding", jstr(plan->binding));
         jset(&b, p, "version", json_integer(plan->version));
+        jset(&b, p, "cache_off", json_boolean(plan->cache_off));
         jset(&b, o, "plan", p);
     }
     json_t *m = json_object();

@@ -252,6 +252,7 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
     }
     if (rc == 0) {
         geometry_estimate(d, pj, sl_spec_positions(spec, req->num_samples));
+        pj->cache.in.samples = (double)req->num_samples; /* entries are per sample index */
         /* Per-node share: alone on its node until the tick counts the
          * job's other ranks there (they may not have submitted yet). */
         pj->world = spec->world_size;
@@ -359,6 +360,10 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         disp_job_t *job = d->jobs.jobs[i];
         disp_pjob_t *pj = job->planner;
         char why[160];
+        if (pj != NULL) {
+            /* The workers' prefix cache lookups so far (heartbeats). */
+            disp_pc_note(&pj->cache, job->cache.hits, job->cache.misses);
+        }
         int kind = pj != NULL && job->state == DISP_JOB_ACTIVE
                        ? disp_pjob_replan_due(pj, &d->reg, now_ms, why, sizeof(why))
                        : 0;

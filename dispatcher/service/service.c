@@ -129,7 +129,10 @@ Sluice__Plan *disp_svc_plan_msg(disp_arena_t *a, const disp_plan_t *p)
     m->binding = disp_arena_strdup(a, p->binding);
     m->compress = p->compress != 0;
     m->local_reason = disp_arena_strdup(a, p->local_reason);
-    if (m->mode == NULL || m->binding == NULL || m->local_reason == NULL) {
+    m->cache_off = p->cache_off != 0;
+    m->cache_reason = disp_arena_strdup(a, p->cache_reason);
+    if (m->mode == NULL || m->binding == NULL || m->local_reason == NULL ||
+        m->cache_reason == NULL) {
         return NULL;
     }
     return m;

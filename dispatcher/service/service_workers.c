@@ -11,6 +11,7 @@
 
 #include "common/base/err.h"
 #include "common/base/log.h"
+#include "dispatcher/core/locality.h"
 #include "dispatcher/journal/journal_state.h"
 #include "dispatcher/planner/planner_machines.h"
 #include "dispatcher/service/service.h"
@@ -49,6 +50,7 @@ int disp_svc_register_worker(disp_t *d, const Sluice__RegisterWorkerRequest *req
     if (rc == 0) {
         resp->worker_id = w->id;
         disp_worker_note_machine(w, req->machine_id, req->cpu_set, req->cpu_budget);
+        w->cache_bytes = req->cache_bytes;
         size_t bad = disp_worker_note_plugins(w, req->plugins, req->n_plugins);
         if (bad > 0) {
             SL_WARN("worker %" PRIu64 ": %zu of its %zu plugins ignored (malformed, or more than "
@@ -201,6 +203,7 @@ static Sluice__JobSpec *job_spec_msg(disp_t *d, const disp_job_t *job, disp_aren
     js->spec_json = disp_arena_strdup(a, job->spec_json != NULL ? job->spec_json : "");
     js->source_fingerprint = job->fingerprint;
     js->num_samples = job->num_samples;
+    js->cache_off = job->plan.cache_off != 0;
     const sl_tenant_t *tn = sl_tenants_find(&d->tenants, job->tenant);
     js->max_buffered_bytes = tn != NULL ? tn->max_buffered_bytes : 0;
     if (job->has_cap) {
@@ -299,6 +302,22 @@ static void add_cache(disp_t *d, const Sluice__HeartbeatRequest *req)
     }
 }
 
+/* The splits the worker ran through its prefix cache (sent, cached): it
+ * holds their entries (dispatcher/core/locality.h). d->mu held. */
+static void add_held(disp_t *d, const disp_worker_t *w, const Sluice__HeartbeatRequest *req)
+{
+    for (size_t i = 0; i < req->n_sent; i++) {
+        const Sluice__SplitAssignment *s = req->sent[i];
+        disp_job_t *job = s != NULL && s->cached ? disp_jobs_find(&d->jobs, s->job_id) : NULL;
+        if (job != NULL && job->state != DISP_JOB_CLOSED &&
+            disp_loc_note(&d->jobs, job, w->id, s->split_id) != 0) {
+            SL_WARN("job %" PRIu64 ": out of memory noting worker %" PRIu64 "'s cached splits",
+                    job->id, w->id);
+            return;
+        }
+    }
+}
+
 int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                        Sluice__HeartbeatResponse *resp, disp_arena_t *a, int64_t now_ms, char *err,
                        size_t errlen)
@@ -344,6 +363,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
                                                                 : req->bytes_sent;
     w->bytes_sent = req->bytes_sent;
     add_cache(d, req);
+    add_held(d, w, req);
     w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX ? UINT32_MAX
                                                                        : req->n_splits_in_progress);
     if (req->n_stages > 0) {

@@ -409,6 +409,12 @@ static json_t *job_json(jb_t *b, const disp_job_t *job, int64_t now_ms,
     jset(b, o, "skipped", skips);
     jset(b, o, "skipped_total", jint(disp_status_job_skipped(job)));
     jset(b, o, "cache", cache_json(b, &job->cache)); /* docs/cache.md */
+    /* Locality (docs/cache.md): splits given to a worker holding their
+     * entries, and given elsewhere while one did. */
+    json_t *loc = json_object();
+    jset(b, loc, "held", jint(job->loc_held));
+    jset(b, loc, "elsewhere", jint(job->loc_elsewhere));
+    jset(b, o, "locality", loc);
     /* Positions a resumed job's predecessor delivered: not skips. */
     jset(b, o, "resumed_past", jint(disp_status_job_resumed(job)));
     if (job->worker_failure[0] != '\0') {

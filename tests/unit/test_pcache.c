@@ -118,6 +118,29 @@ START_TEST(test_round_trip)
                     77);
     ck_assert_int_eq(sl_pcache_get(other, 0, 5, &b), -ENOENT);
     sl_pcache_free(other);
+    /* Keyed by the contents of a file the prefix reads (a tokenize's ranks,
+     * sl_pipeline_content_hash): other contents never see it, the same
+     * contents do, and entries of the unmixed key are not theirs. */
+    uint8_t sha1[32], sha2[32];
+    memset(sha1, 1, sizeof(sha1));
+    memset(sha2, 2, sizeof(sha2));
+    sl_pcache_t *k1 = open_pc(store, SPEC, 77);
+    sl_pcache_key_content(k1, sha1);
+    ck_assert_int_eq(sl_pcache_get(k1, 0, 5, &b), -ENOENT);
+    ck_assert_int_eq(sl_pcache_put(k1, 0, 9, &a), 0);
+    sl_pcache_t *k2 = open_pc(store, SPEC, 77);
+    sl_pcache_key_content(k2, sha2);
+    ck_assert_int_eq(sl_pcache_get(k2, 0, 9, &b), -ENOENT);
+    sl_pcache_free(k2);
+    k2 = open_pc(store, SPEC, 77);
+    sl_pcache_key_content(k2, sha1);
+    ck_assert_int_eq(sl_pcache_get(k2, 0, 9, &b), 0);
+    assert_equal(&a, &b);
+    ck_assert_int_eq(sl_pcache_get(pc, 0, 9, &b), -ENOENT);
+    sl_pcache_stats(k2, &st);
+    ck_assert_uint_eq(st.corrupt, 0);
+    sl_pcache_free(k1);
+    sl_pcache_free(k2);
     /* "cache": "off" or a random first unit: nothing to cache. */
     ck_assert_ptr_null(open_pc(store,
                                "{\"source\": {\"type\": \"imagefolder\", \"path\": \"t\"},"

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/sha256.h"
 #include "common/data/skip.h"
 #include "common/engine/balance_costs.h"
 #include "common/engine/pipeline.h"
@@ -231,6 +232,58 @@ START_TEST(test_tokenize_turns)
 }
 END_TEST
 
+/* The ranks file's content hash (sl_pipeline_content_hash, what the prefix
+ * cache keys tokenize by): its bytes', a changed file under the same name
+ * another, and none for a pipeline that reads no file. */
+static int content_hash(const char *json, uint8_t out[32])
+{
+    sl_spec_t spec;
+    char err[256] = "";
+    ck_assert_int_eq(sl_spec_parse("t.json", json, strlen(json), &spec, err, sizeof(err)), 0);
+    sl_source_t *src = open_ok(SL_SRC_JSONL, "m.jsonl");
+    sl_pipeline_t *p = NULL;
+    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
+    ck_assert_msg(sl_pipeline_load(p, src, err, sizeof(err)) == 0, "%s", err);
+    int has = sl_pipeline_content_hash(p, out);
+    sl_pipeline_free(p);
+    sl_source_free(src);
+    sl_spec_clear(&spec);
+    return has;
+}
+
+START_TEST(test_ranks_content_hash)
+{
+    static const char tok[] =
+        "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\"}, \"stages\": "
+        "[{\"op\": \"tokenize\", \"vocab\": \"v.tiktoken\", \"encoding\": \"gpt2\"}]}";
+    write_ranks();
+    t_write("m.jsonl", "{\"text\": \"x\"}\n", 14);
+    uint8_t a[32], b[32], want[32];
+    ck_assert_int_eq(content_hash(tok, a), 1);
+    char path[PATH_MAX];
+    at(path, sizeof(path), "v.tiktoken");
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    sl_sha256_t h;
+    sl_sha256_init(&h);
+    sl_sha256_update(&h, buf, n);
+    sl_sha256_final(&h, want);
+    ck_assert(memcmp(a, want, 32) == 0);
+    /* One merge more, same name: another hash. */
+    memcpy(buf + n, "YWJjZA== 302\n", 13);
+    t_write("v.tiktoken", buf, n + 13);
+    ck_assert_int_eq(content_hash(tok, b), 1);
+    ck_assert(memcmp(a, b, 32) != 0);
+    static const char none[] =
+        "{\"source\": {\"type\": \"jsonl\", \"path\": \"m.jsonl\"}, \"stages\": "
+        "[{\"op\": \"decode_image\"}]}";
+    ck_assert_int_eq(content_hash(none, b), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("template_costs");
@@ -239,6 +292,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_predicted_is_delivered);
     tcase_add_test(tc, test_tokenize_turns);
+    tcase_add_test(tc, test_ranks_content_hash);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

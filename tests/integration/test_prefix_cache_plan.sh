@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The planner's prefix cache decision (docs/cache.md "When"): `sluice plan
+# --explain` says on or off and why, with the numbers; --json has it. A
+# 1-epoch job of a spec the dispatcher never saw: off (nothing reads it
+# again); 2 epochs: on; the 1-epoch job again once the spec is known: on;
+# "cache": "off": off whatever the numbers; a worker budget too small for a
+# useful part of the output: off. The prefix here is decode + resize.
+source "$(dirname "$0")/lib.sh"
+
+make_images "$TMP/data" 3 20
+cat >"$TMP/e2.json" <<JSON
+{"source": {"type": "imagefolder", "path": "train", "shuffle": true, "seed": 7},
+ "stages": [{"op": "decode_jpeg"}, {"op": "resize", "size": 72},
+            {"op": "random_crop", "size": 64}, {"op": "flip", "p": 0.5},
+            {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+            {"op": "to_chw"}],
+ "batch_size": 8, "epochs": 2, "offload": "auto"}
+JSON
+sed 's/"epochs": 2/"epochs": 1/' "$TMP/e2.json" >"$TMP/e1.json"
+sed 's/"offload": "auto"}/"offload": "auto", "cache": "off"}/' "$TMP/e2.json" >"$TMP/off.json"
+# 512x512 pixels a sample: ~60 x 768 KB raw, far beyond 1 MB.
+sed 's/"size": 72/"size": 512/' "$TMP/e2.json" >"$TMP/small.json"
+
+start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --split-size 8 --worker-timeout-ms 3000 --heartbeat-ms 100 --client-timeout-ms 5000
+start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --data-root "$TMP/data" --threads 1 --http none --cache-dir "$TMP/cache" \
+    --cache-bytes 100000000
+wait_live_workers "$D_HTTP" 1
+
+plan() { # plan SPEC OUT [flags]: sluice plan into OUT
+    local spec=$1 out=$2
+    shift 2
+    "$BIN/sluice" plan "$spec" --dispatcher "$D_GRPC" --data-root "$TMP/data" --threads 1 \
+        "$@" >"$out" || fail "sluice plan $* ($spec) failed"
+}
+line() { grep '^prefix cache: ' "$1" || echo "(no prefix cache line)"; }
+# The numbers: the prefix's compute and read-back cost, the output's size
+# against the worker's 100000000 bytes (95.4 MB).
+NUMS='computing units 0\.\.1 costs [0-9.]+ ms a sample, reading [0-9.]+ ms'
+
+# 1 epoch, spec never seen: nothing reads it again.
+plan "$TMP/e1.json" "$TMP/e1.txt" --explain
+grep -Eq "^prefix cache: off: $NUMS; nothing reads it again \(1 epoch, the spec not seen before\)$" \
+    "$TMP/e1.txt" || fail "1 epoch, new spec: $(line "$TMP/e1.txt")"
+echo "1 epoch, new spec: $(line "$TMP/e1.txt")"
+
+# 2 epochs: on, the output fits.
+plan "$TMP/e2.json" "$TMP/e2.txt" --explain
+grep -Eq "^prefix cache: on: $NUMS; 100% of its [0-9.]+ [KM]B fit the workers' 95\.4 MB; read again: 2 epochs$" \
+    "$TMP/e2.txt" || fail "2 epochs: $(line "$TMP/e2.txt")"
+echo "2 epochs: $(line "$TMP/e2.txt")"
+plan "$TMP/e2.json" "$TMP/e2.json.out" --json
+/usr/bin/python3 - "$TMP/e2.json.out" <<'PY' || fail "--json: no cache decision or a wrong one"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["cache"]
+assert c["decision"] == "on", c
+assert c["reason"].startswith("on: computing units 0..1"), c
+assert c["prefix_units"] == 2 and c["epochs"] == 2, c
+assert c["budget_bytes"] == 100000000, c
+assert c["compute_ms_per_sample"] > c["read_ms_per_sample"] > 0, c
+assert 0 < c["total_bytes"] <= 100000000 and c["fit"] == 1, c
+assert d["plan"]["cache_off"] is False, d["plan"]
+PY
+
+# The same 1-epoch job again: the dispatcher's profile cache knows the spec.
+plan "$TMP/e1.json" "$TMP/e1b.txt" --explain
+grep -Eq "^prefix cache: on: $NUMS; .*read again: the spec seen before$" "$TMP/e1b.txt" ||
+    fail "1 epoch, known spec: $(line "$TMP/e1b.txt")"
+
+# "cache": "off" wins.
+plan "$TMP/off.json" "$TMP/off.txt" --explain
+grep -q '^prefix cache: off: the spec says "cache": "off"$' "$TMP/off.txt" ||
+    fail "\"cache\": \"off\": $(line "$TMP/off.txt")"
+
+# A worker whose budget holds under 5 % of the output: off.
+kill "$W1_PID"
+wait_live_workers "$D_HTTP" 0
+start_daemon W2 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
+    --data-root "$TMP/data" --threads 1 --http none --cache-dir "$TMP/cache2" \
+    --cache-bytes 1048576
+wait_live_workers "$D_HTTP" 1
+plan "$TMP/small.json" "$TMP/small.txt" --explain
+grep -Eq "^prefix cache: off: $NUMS; only [0-9]+% of its [0-9.]+ [KM]B fit the workers' 1\.0 MB \(at least 5% must\)$" \
+    "$TMP/small.txt" || fail "small budget: $(line "$TMP/small.txt")"
+echo "small budget: $(line "$TMP/small.txt")"
+echo "ok"
