@@ -61,9 +61,17 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
         }
     }
     ret->rate_all = all;
-    double lone = fmin(e->client_cpus, 1.0); /* the pass runs on one thread */
-    ret->profile_sec = (pos(e->profile_samples) ? e->profile_samples * e->local_sec / lone : 0.0) +
-                       (pos(e->probe_sec) ? e->probe_sec : 0.0);
+    double lone = fmin(e->client_cpus, 1.0); /* the passes run on one thread */
+    double per = e->local_sec / lone;         /* wall seconds a sample takes there */
+    double pass = 0.0;
+    if (pos(e->profile_samples)) {
+        pass = (e->profile_samples + 1.0) * per; /* + sl_profile_run's untimed first sample */
+        if (pos(e->pass_max_sec)) {
+            pass = fmin(pass, e->pass_max_sec + per); /* the cap is checked between samples */
+        }
+    }
+    double codec = pos(e->codec_samples) ? e->codec_samples * per : 0.0;
+    ret->profile_sec = pass + codec + (pos(e->probe_sec) ? e->probe_sec : 0.0);
 }
 
 /* Per-sample CPU and output bytes from a host profile message. */
@@ -79,7 +87,10 @@ static void from_profile(const Sluice__HostProfile *m, cl_short_est_t *e)
     e->overhead = m->sample_overhead_sec;
 }
 
-/* The guard's own small profile pass, on this thread. */
+/* The guard's own small profile pass, on this thread: CL_SHORT_MAX_MS of a
+ * CPU's time, so longer in wall time under a quota (at 250 ms of wall time
+ * a 0.25-CPU client finished no sample of a blur spec: the pass's untimed
+ * first sample alone took the window). */
 static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, size_t errlen)
 {
     uint64_t idx[CL_SHORT_SAMPLES];
@@ -88,7 +99,8 @@ static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, s
     if (pr == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    int rc = sl_profile_run(a->pipe, a->src, idx, n, CL_SHORT_MAX_MS, pr, err, errlen);
+    int max_ms = (int)ceil(CL_SHORT_MAX_MS / fmin(fmax(e->client_cpus, 0.01), 1.0));
+    int rc = sl_profile_run(a->pipe, a->src, idx, n, max_ms, pr, err, errlen);
     if (rc == 0 && pr->samples == 0) {
         rc = sl_err(err, errlen, -EIO, "short-job guard: no sample could be processed");
     }
@@ -162,24 +174,32 @@ int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_sampl
     memset(&e, 0, sizeof(e));
     char key[CL_KEY_MAX];
     cl_planner_client_key(key, sizeof(key));
+    sl_budget_t hb;
+    sl_cpu_budget_read(NULL, &hb);
+    e.client_cpus = a->threads > 0 && (double)a->threads < hb.cpus ? a->threads : hb.cpus;
+    /* What cl_planner_profile runs: its pass over this many samples (as
+     * its pick_samples: at most the source's), the codec's over the first
+     * of them. */
+    double picks = a->samples > 0 ? (double)a->samples : SL_PROFILE_DEFAULT_SAMPLES;
+    picks = fmin(fmin(picks, SL_PROFILE_MAX_SAMPLES), (double)sl_source_count(a->src));
+    e.codec_samples = fmin(picks, SL_PROFILE_CODEC_SAMPLES);
     const Sluice__HostProfile *cached = cl_planner_find_cached(ctx, key, a->pipe);
     if (cached != NULL) {
         from_profile(cached, &e);
     } else {
         rc = mini_profile(a, &e, err, errlen);
-        e.profile_samples = a->samples > 0 ? (double)a->samples : SL_PROFILE_DEFAULT_SAMPLES;
+        e.profile_samples = picks;
+        e.pass_max_sec = (a->max_ms > 0 ? a->max_ms : SL_PROFILE_DEFAULT_MS) / 1000.0;
     }
     if (rc == 0) {
         if (!pos(e.overhead)) {
             e.overhead = ctx->sample_overhead_prior_sec;
         }
-        sl_budget_t hb;
-        sl_cpu_budget_read(NULL, &hb);
-        e.client_cpus = a->threads > 0 && (double)a->threads < hb.cpus ? a->threads : hb.cpus;
         for (size_t i = 0; i < ctx->n_workers; i++) {
             e.worker_cpus += ctx->workers[i] != NULL ? ctx->workers[i]->threads : 0;
         }
         cached_links(ctx, &e);
+
         cl_short_in_t in;
         cl_short_inputs(&e, (double)job_samples, &in);
         /* Profiling this cheap always profiles: no probe for the guard. */

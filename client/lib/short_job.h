@@ -75,14 +75,22 @@ typedef struct cl_short_est_s {
     double bandwidth;       /* bytes/s the client takes in; 0 = unknown: no limit */
     double recv_per_byte;   /* client CPU per received byte */
     double profile_samples; /* samples the profile pass would run; 0 = cached */
+    double pass_max_sec;    /* the pass's wall-time cap (its max_ms); 0 = none */
+    double codec_samples;   /* samples the codec profile runs (every plan, cached or not) */
     double probe_sec;       /* wall seconds of the probes profiling would run */
 } cl_short_est_t;
 
 /* rate_off = client_cpus / (local_sec + overhead); rate_all = the least of
  * worker_cpus / local_sec (workers as fast per CPU as this host), bandwidth
  * / out_bytes and client_cpus / (recv_per_byte x out_bytes + overhead);
- * profile_sec = profile_samples x local_sec over one thread's share of the
- * budget, plus probe_sec. */
+ * profile_sec is wall time on one thread's share of the budget (at most a
+ * CPU: a cgroup quota of 0.5 doubles it), where a sample takes local_sec
+ * over that share: the profile pass (profile_samples and its untimed first
+ * sample, stopped at pass_max_sec plus the sample running then), the codec
+ * profile's codec_samples (uncapped), plus probe_sec. Without the cap a
+ * long job's estimate grew with its pass's samples (9.6 s estimated, 3.3 s
+ * taken under a 0.25-CPU quota); without the codec pass and the quota a
+ * video job's was 1.8 s where profiling took 2.6-3.5 s. */
 void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret);
 
 /* Gathers the estimates for a job of job_samples samples (this rank's,
