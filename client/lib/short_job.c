@@ -74,6 +74,27 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
     ret->profile_sec = pass + codec + (pos(e->probe_sec) ? e->probe_sec : 0.0);
 }
 
+double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers,
+                          double step7_bytes)
+{
+    if (workers == 0) {
+        return 0.0;
+    }
+    double bw = pos(bandwidth) ? bandwidth : INFINITY;
+    double t = 0.0;
+    if (pos(step7_bytes)) {
+        t += CL_SHORT_PROBE_SEC + step7_bytes / bw;
+    }
+    if (!links_cached) {
+        t += CL_SHORT_PROBE_SEC + (double)CL_PROBE_CHUNK / bw;
+        if (workers > 1) {
+            uint32_t n = workers < CL_PROBE_CONCURRENT ? workers : CL_PROBE_CONCURRENT;
+            t += CL_SHORT_PROBE_SEC + (double)n * (double)CL_PROBE_CHUNK / bw;
+        }
+    }
+    return t;
+}
+
 /* Per-sample CPU and output bytes from a host profile message. */
 static void from_profile(const Sluice__HostProfile *m, cl_short_est_t *e)
 {
@@ -117,7 +138,7 @@ static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, s
 }
 
 /* Links from the dispatcher's cache (the ingress link when known, else the
- * classes' summed) and what profiling's probes will take. */
+ * classes' summed). */
 static void cached_links(const Sluice__PlanContextResponse *ctx, cl_short_est_t *e)
 {
     double ingress = 0.0;
@@ -137,11 +158,6 @@ static void cached_links(const Sluice__PlanContextResponse *ctx, cl_short_est_t 
     }
     e->bandwidth = ingress > 0.0 ? ingress : sum;
     e->recv_per_byte = recv;
-    e->probe_sec = CL_SHORT_PROBE_SEC; /* profiling's sample-sized probe (step 7) */
-    if (e->bandwidth <= 0.0) {
-        /* Profiling probes a class (one, typically) and the ingress. */
-        e->probe_sec += CL_SHORT_PROBE_SEC * (ctx->n_workers > 1 ? 2.0 : 1.0);
-    }
 }
 
 /* No cached link: one probe of the first worker (its bandwidth and the
@@ -192,6 +208,13 @@ int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_sampl
         e.pass_max_sec = (a->max_ms > 0 ? a->max_ms : SL_PROFILE_DEFAULT_MS) / 1000.0;
     }
     if (rc == 0) {
+        /* Profiling's overhead probe (step 7) runs unless the cached
+         * profile carries a running job's overhead. */
+        double step7 = 0.0;
+        if (!pos(e.overhead) && pos(e.out_bytes)) {
+            step7 = fmin(e.out_bytes * (double)a->spec->batch_size,
+                         (double)CL_PROBE_SAMPLES_MAX_CHUNK);
+        }
         if (!pos(e.overhead)) {
             e.overhead = ctx->sample_overhead_prior_sec;
         }
@@ -199,7 +222,9 @@ int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_sampl
             e.worker_cpus += ctx->workers[i] != NULL ? ctx->workers[i]->threads : 0;
         }
         cached_links(ctx, &e);
-
+        int links_cached = e.bandwidth > 0.0;
+        uint32_t nw = ctx->n_workers < UINT32_MAX ? (uint32_t)ctx->n_workers : UINT32_MAX;
+        e.probe_sec = cl_short_probe_sec(e.bandwidth, links_cached, nw, step7);
         cl_short_in_t in;
         cl_short_inputs(&e, (double)job_samples, &in);
         /* Profiling this cheap always profiles: no probe for the guard. */
@@ -208,6 +233,7 @@ int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_sampl
             if (e.recv_per_byte <= 0.0) {
                 e.recv_per_byte = 0.5e-9; /* profile.c's default */
             }
+            e.probe_sec = cl_short_probe_sec(e.bandwidth, links_cached, nw, step7);
             cl_short_inputs(&e, (double)job_samples, &in);
         }
         cl_short_decide(&in, ret);

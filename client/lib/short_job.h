@@ -35,7 +35,8 @@
  * for the next job of the spec what a fixed plan does not (its overhead and
  * unit costs under load, in the dispatcher's cache). */
 #define CL_SHORT_MIN_PROFILE_SEC 1.0
-/* Wall seconds one link probe takes: CL_PROBE_MAX_SEC plus set-up. */
+/* Wall seconds one link probe takes: CL_PROBE_MAX_SEC plus set-up, plus its
+ * first chunk's time on the link once the link is known (cl_short_probe_sec). */
 #define CL_SHORT_PROBE_SEC 0.2
 
 typedef enum {
@@ -92,6 +93,18 @@ typedef struct cl_short_est_s {
  * taken under a 0.25-CPU quota); without the codec pass and the quota a
  * video job's was 1.8 s where profiling took 2.6-3.5 s. */
 void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret);
+
+/* Wall seconds of the probes cl_planner_profile runs (profile.c steps 5-7):
+ * unless links_cached, one class's probe (a CL_PROBE_CHUNK first chunk) and,
+ * with more than one worker, the ingress probe (every worker's first chunk
+ * at once, at most CL_PROBE_CONCURRENT); the overhead probe when
+ * step7_bytes > 0 (its first chunk: a batch of the output, at most
+ * CL_PROBE_SAMPLES_MAX_CHUNK). Each is CL_SHORT_PROBE_SEC plus its first
+ * chunks over bandwidth (bytes/s; 0 = unknown: the flat figure). None
+ * without workers. On a 100 Mbit/s cluster the probes took 0.9 s where the
+ * flat figure said 0.6 s. */
+double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers,
+                          double step7_bytes);
 
 /* Gathers the estimates for a job of job_samples samples (this rank's,
  * every epoch) and decides. p: the job's planner (its spec hash and host
