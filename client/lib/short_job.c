@@ -62,7 +62,7 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
     }
     ret->rate_all = all;
     double lone = fmin(e->client_cpus, 1.0); /* the passes run on one thread */
-    double per = e->local_sec / lone;         /* wall seconds a sample takes there */
+    double per = e->local_sec / lone;        /* wall seconds a sample takes there */
     double pass = 0.0;
     if (pos(e->profile_samples)) {
         pass = (e->profile_samples + 1.0) * per; /* + sl_profile_run's untimed first sample */
@@ -74,8 +74,7 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
     ret->profile_sec = pass + codec + (pos(e->probe_sec) ? e->probe_sec : 0.0);
 }
 
-double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers,
-                          double step7_bytes)
+double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers, double step7_bytes)
 {
     if (workers == 0) {
         return 0.0;

@@ -103,8 +103,7 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
  * chunks over bandwidth (bytes/s; 0 = unknown: the flat figure). None
  * without workers. On a 100 Mbit/s cluster the probes took 0.9 s where the
  * flat figure said 0.6 s. */
-double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers,
-                          double step7_bytes);
+double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers, double step7_bytes);
 
 /* Gathers the estimates for a job of job_samples samples (this rank's,
  * every epoch) and decides. p: the job's planner (its spec hash and host

@@ -141,7 +141,7 @@ START_TEST(test_profile_wall)
     cl_short_in_t in;
     cl_short_inputs(&e, 160, &in);
     NEAR(in.profile_sec, 2.0 + 0.1 + 8 * 0.1 + 0.4, 1e-9); /* 33 x 0.1 = 3.3 s: capped */
-    e.profile_samples = 8;                                  /* 0.9 s: under the cap */
+    e.profile_samples = 8;                                 /* 0.9 s: under the cap */
     cl_short_inputs(&e, 160, &in);
     NEAR(in.profile_sec, 9 * 0.1 + 8 * 0.1 + 0.4, 1e-9);
     /* A 0.5-CPU quota: each sample twice the wall time, the probes not. */
@@ -182,8 +182,8 @@ START_TEST(test_probe_sec)
     /* 12.5 MB/s, three workers: the overhead probe's 1 MiB, the class's
      * chunk, the ingress's three chunks. */
     double bw = 12.5e6;
-    NEAR(cl_short_probe_sec(bw, 0, 3, mib),
-         3 * CL_SHORT_PROBE_SEC + mib / bw + c / bw + 3 * c / bw, 1e-12);
+    NEAR(cl_short_probe_sec(bw, 0, 3, mib), 3 * CL_SHORT_PROBE_SEC + mib / bw + c / bw + 3 * c / bw,
+         1e-12);
     NEAR(cl_short_probe_sec(bw, 1, 3, mib), CL_SHORT_PROBE_SEC + mib / bw, 1e-12); /* cached */
     NEAR(cl_short_probe_sec(bw, 1, 3, 0.0), 0.0, 1e-12); /* cached, overhead known */
     /* The ingress probe streams from at most CL_PROBE_CONCURRENT workers. */
