@@ -90,8 +90,8 @@ typedef struct cl_short_est_s {
  * sample, stopped at pass_max_sec plus the sample running then), the codec
  * profile's codec_samples (uncapped), plus probe_sec. Without the cap a
  * long job's estimate grew with its pass's samples (9.6 s estimated, 3.3 s
- * taken under a 0.25-CPU quota); without the codec pass and the quota a
- * video job's was 1.8 s where profiling took 2.6-3.5 s. */
+ * taken under a 0.25-CPU quota); the codec pass took 0.4-0.8 s of it
+ * (docs/benchmarks.md "Short-job guard: profiling's time under a quota"). */
 void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret);
 
 /* Wall seconds of the probes cl_planner_profile runs (profile.c steps 5-7):
