@@ -61,9 +61,37 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
         }
     }
     ret->rate_all = all;
-    double lone = fmin(e->client_cpus, 1.0); /* the pass runs on one thread */
-    ret->profile_sec = (pos(e->profile_samples) ? e->profile_samples * e->local_sec / lone : 0.0) +
-                       (pos(e->probe_sec) ? e->probe_sec : 0.0);
+    double lone = fmin(e->client_cpus, 1.0); /* the passes run on one thread */
+    double per = e->local_sec / lone;        /* wall seconds a sample takes there */
+    double pass = 0.0;
+    if (pos(e->profile_samples)) {
+        pass = (e->profile_samples + 1.0) * per; /* + sl_profile_run's untimed first sample */
+        if (pos(e->pass_max_sec)) {
+            pass = fmin(pass, e->pass_max_sec + per); /* the cap is checked between samples */
+        }
+    }
+    double codec = pos(e->codec_samples) ? e->codec_samples * per : 0.0;
+    ret->profile_sec = pass + codec + (pos(e->probe_sec) ? e->probe_sec : 0.0);
+}
+
+double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers, double step7_bytes)
+{
+    if (workers == 0) {
+        return 0.0;
+    }
+    double bw = pos(bandwidth) ? bandwidth : INFINITY;
+    double t = 0.0;
+    if (pos(step7_bytes)) {
+        t += CL_SHORT_PROBE_SEC + step7_bytes / bw;
+    }
+    if (!links_cached) {
+        t += CL_SHORT_PROBE_SEC + (double)CL_PROBE_CHUNK / bw;
+        if (workers > 1) {
+            uint32_t n = workers < CL_PROBE_CONCURRENT ? workers : CL_PROBE_CONCURRENT;
+            t += CL_SHORT_PROBE_SEC + (double)n * (double)CL_PROBE_CHUNK / bw;
+        }
+    }
+    return t;
 }
 
 /* Per-sample CPU and output bytes from a host profile message. */
@@ -79,7 +107,10 @@ static void from_profile(const Sluice__HostProfile *m, cl_short_est_t *e)
     e->overhead = m->sample_overhead_sec;
 }
 
-/* The guard's own small profile pass, on this thread. */
+/* The guard's own small profile pass, on this thread: CL_SHORT_MAX_MS of a
+ * CPU's time, so longer in wall time under a quota (at 250 ms of wall time
+ * a 0.25-CPU client finished no sample of a blur spec: the pass's untimed
+ * first sample alone took the window). */
 static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, size_t errlen)
 {
     uint64_t idx[CL_SHORT_SAMPLES];
@@ -88,7 +119,8 @@ static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, s
     if (pr == NULL) {
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    int rc = sl_profile_run(a->pipe, a->src, idx, n, CL_SHORT_MAX_MS, pr, err, errlen);
+    int max_ms = (int)ceil(CL_SHORT_MAX_MS / fmin(fmax(e->client_cpus, 0.01), 1.0));
+    int rc = sl_profile_run(a->pipe, a->src, idx, n, max_ms, pr, err, errlen);
     if (rc == 0 && pr->samples == 0) {
         rc = sl_err(err, errlen, -EIO, "short-job guard: no sample could be processed");
     }
@@ -105,7 +137,7 @@ static int mini_profile(const cl_plan_args_t *a, cl_short_est_t *e, char *err, s
 }
 
 /* Links from the dispatcher's cache (the ingress link when known, else the
- * classes' summed) and what profiling's probes will take. */
+ * classes' summed). */
 static void cached_links(const Sluice__PlanContextResponse *ctx, cl_short_est_t *e)
 {
     double ingress = 0.0;
@@ -125,11 +157,6 @@ static void cached_links(const Sluice__PlanContextResponse *ctx, cl_short_est_t 
     }
     e->bandwidth = ingress > 0.0 ? ingress : sum;
     e->recv_per_byte = recv;
-    e->probe_sec = CL_SHORT_PROBE_SEC; /* profiling's sample-sized probe (step 7) */
-    if (e->bandwidth <= 0.0) {
-        /* Profiling probes a class (one, typically) and the ingress. */
-        e->probe_sec += CL_SHORT_PROBE_SEC * (ctx->n_workers > 1 ? 2.0 : 1.0);
-    }
 }
 
 /* No cached link: one probe of the first worker (its bandwidth and the
@@ -162,24 +189,41 @@ int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_sampl
     memset(&e, 0, sizeof(e));
     char key[CL_KEY_MAX];
     cl_planner_client_key(key, sizeof(key));
+    sl_budget_t hb;
+    sl_cpu_budget_read(NULL, &hb);
+    e.client_cpus = a->threads > 0 && (double)a->threads < hb.cpus ? a->threads : hb.cpus;
+    /* What cl_planner_profile runs: its pass over this many samples (as
+     * its pick_samples: at most the source's), the codec's over the first
+     * of them. */
+    double picks = a->samples > 0 ? (double)a->samples : SL_PROFILE_DEFAULT_SAMPLES;
+    picks = fmin(fmin(picks, SL_PROFILE_MAX_SAMPLES), (double)sl_source_count(a->src));
+    e.codec_samples = fmin(picks, SL_PROFILE_CODEC_SAMPLES);
     const Sluice__HostProfile *cached = cl_planner_find_cached(ctx, key, a->pipe);
     if (cached != NULL) {
         from_profile(cached, &e);
     } else {
         rc = mini_profile(a, &e, err, errlen);
-        e.profile_samples = a->samples > 0 ? (double)a->samples : SL_PROFILE_DEFAULT_SAMPLES;
+        e.profile_samples = picks;
+        e.pass_max_sec = (a->max_ms > 0 ? a->max_ms : SL_PROFILE_DEFAULT_MS) / 1000.0;
     }
     if (rc == 0) {
+        /* Profiling's overhead probe (step 7) runs unless the cached
+         * profile carries a running job's overhead. */
+        double step7 = 0.0;
+        if (!pos(e.overhead) && pos(e.out_bytes)) {
+            step7 = fmin(e.out_bytes * (double)a->spec->batch_size,
+                         (double)CL_PROBE_SAMPLES_MAX_CHUNK);
+        }
         if (!pos(e.overhead)) {
             e.overhead = ctx->sample_overhead_prior_sec;
         }
-        sl_budget_t hb;
-        sl_cpu_budget_read(NULL, &hb);
-        e.client_cpus = a->threads > 0 && (double)a->threads < hb.cpus ? a->threads : hb.cpus;
         for (size_t i = 0; i < ctx->n_workers; i++) {
             e.worker_cpus += ctx->workers[i] != NULL ? ctx->workers[i]->threads : 0;
         }
         cached_links(ctx, &e);
+        int links_cached = e.bandwidth > 0.0;
+        uint32_t nw = ctx->n_workers < UINT32_MAX ? (uint32_t)ctx->n_workers : UINT32_MAX;
+        e.probe_sec = cl_short_probe_sec(e.bandwidth, links_cached, nw, step7);
         cl_short_in_t in;
         cl_short_inputs(&e, (double)job_samples, &in);
         /* Profiling this cheap always profiles: no probe for the guard. */
@@ -188,6 +232,7 @@ int cl_short_assess(cl_planner_t *p, const cl_plan_args_t *a, uint64_t job_sampl
             if (e.recv_per_byte <= 0.0) {
                 e.recv_per_byte = 0.5e-9; /* profile.c's default */
             }
+            e.probe_sec = cl_short_probe_sec(e.bandwidth, links_cached, nw, step7);
             cl_short_inputs(&e, (double)job_samples, &in);
         }
         cl_short_decide(&in, ret);

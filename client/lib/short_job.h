@@ -35,7 +35,8 @@
  * for the next job of the spec what a fixed plan does not (its overhead and
  * unit costs under load, in the dispatcher's cache). */
 #define CL_SHORT_MIN_PROFILE_SEC 1.0
-/* Wall seconds one link probe takes: CL_PROBE_MAX_SEC plus set-up. */
+/* Wall seconds one link probe takes: CL_PROBE_MAX_SEC plus set-up, plus its
+ * first chunk's time on the link once the link is known (cl_short_probe_sec). */
 #define CL_SHORT_PROBE_SEC 0.2
 
 typedef enum {
@@ -75,15 +76,34 @@ typedef struct cl_short_est_s {
     double bandwidth;       /* bytes/s the client takes in; 0 = unknown: no limit */
     double recv_per_byte;   /* client CPU per received byte */
     double profile_samples; /* samples the profile pass would run; 0 = cached */
+    double pass_max_sec;    /* the pass's wall-time cap (its max_ms); 0 = none */
+    double codec_samples;   /* samples the codec profile runs (every plan, cached or not) */
     double probe_sec;       /* wall seconds of the probes profiling would run */
 } cl_short_est_t;
 
 /* rate_off = client_cpus / (local_sec + overhead); rate_all = the least of
  * worker_cpus / local_sec (workers as fast per CPU as this host), bandwidth
  * / out_bytes and client_cpus / (recv_per_byte x out_bytes + overhead);
- * profile_sec = profile_samples x local_sec over one thread's share of the
- * budget, plus probe_sec. */
+ * profile_sec is wall time on one thread's share of the budget (at most a
+ * CPU: a cgroup quota of 0.5 doubles it), where a sample takes local_sec
+ * over that share: the profile pass (profile_samples and its untimed first
+ * sample, stopped at pass_max_sec plus the sample running then), the codec
+ * profile's codec_samples (uncapped), plus probe_sec. Without the cap a
+ * long job's estimate grew with its pass's samples (9.6 s estimated, 3.3 s
+ * taken under a 0.25-CPU quota); the codec pass took 0.4-0.8 s of it
+ * (docs/benchmarks.md "Short-job guard: profiling's time under a quota"). */
 void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret);
+
+/* Wall seconds of the probes cl_planner_profile runs (profile.c steps 5-7):
+ * unless links_cached, one class's probe (a CL_PROBE_CHUNK first chunk) and,
+ * with more than one worker, the ingress probe (every worker's first chunk
+ * at once, at most CL_PROBE_CONCURRENT); the overhead probe when
+ * step7_bytes > 0 (its first chunk: a batch of the output, at most
+ * CL_PROBE_SAMPLES_MAX_CHUNK). Each is CL_SHORT_PROBE_SEC plus its first
+ * chunks over bandwidth (bytes/s; 0 = unknown: the flat figure). None
+ * without workers. On a 100 Mbit/s cluster the probes took 0.9 s where the
+ * flat figure said 0.6 s. */
+double cl_short_probe_sec(double bandwidth, int links_cached, uint32_t workers, double step7_bytes);
 
 /* Gathers the estimates for a job of job_samples samples (this rank's,
  * every epoch) and decides. p: the job's planner (its spec hash and host

@@ -105,7 +105,7 @@ START_TEST(test_inputs)
     NEAR(in.rate_off, 0.25 / 0.0105, 1e-9);
     /* workers 140/s, link 250/s, client receive 0.25 / 0.0008 = 312.5/s */
     NEAR(in.rate_all, 140.0, 1e-9);
-    NEAR(in.profile_sec, 32 * 0.01 / 0.25 + 0.6, 1e-9);
+    NEAR(in.profile_sec, (32 + 1) * 0.01 / 0.25 + 0.6, 1e-9); /* + the untimed first sample */
     e.bandwidth = 5e6; /* the link binds: 50/s */
     cl_short_inputs(&e, 3200, &in);
     NEAR(in.rate_all, 50.0, 1e-9);
@@ -117,20 +117,78 @@ START_TEST(test_inputs)
     e.client_cpus = 4;
     cl_short_inputs(&e, 3200, &in);
     NEAR(in.profile_sec, 0.6, 1e-9);
-    /* A broken overhead (PlanContextResponse.sample_overhead_prior_sec, a
-     * cached profile's) counts as none. */
-    const double broken[] = {NAN, -0.001, INFINITY};
-    for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
-        cl_short_est_t b = {.local_sec = 0.01, .client_cpus = 0.5, .overhead = broken[i]};
-        cl_short_inputs(&b, 3200, &in);
-        NEAR(in.rate_off, 50.0, 1e-9);
+    /* The codec pass runs cached or not: 8 samples on one core. */
+    e.codec_samples = 8;
+    cl_short_inputs(&e, 3200, &in);
+    NEAR(in.profile_sec, 8 * 0.01 + 0.6, 1e-9);
+}
+END_TEST
+
+/* What profiling takes in wall time on the client (measured on loopback
+ * under a 0.25-1 CPU cgroup quota, docs/benchmarks.md "Short-job guard
+ * under a quota"): the pass with its untimed first sample, stopped at its
+ * cap plus the sample running then; the codec pass; the probes; every
+ * sample's wall time its CPU over one thread's share of the quota. */
+START_TEST(test_profile_wall)
+{
+    cl_short_est_t e = {.local_sec = 0.1,
+                        .client_cpus = 1.0,
+                        .worker_cpus = 4,
+                        .profile_samples = 32,
+                        .pass_max_sec = 2.0,
+                        .codec_samples = 8,
+                        .probe_sec = 0.4};
+    cl_short_in_t in;
+    cl_short_inputs(&e, 160, &in);
+    NEAR(in.profile_sec, 2.0 + 0.1 + 8 * 0.1 + 0.4, 1e-9); /* 33 x 0.1 = 3.3 s: capped */
+    e.profile_samples = 8;                                 /* 0.9 s: under the cap */
+    cl_short_inputs(&e, 160, &in);
+    NEAR(in.profile_sec, 9 * 0.1 + 8 * 0.1 + 0.4, 1e-9);
+    /* A 0.5-CPU quota: each sample twice the wall time, the probes not. */
+    e.client_cpus = 0.5;
+    cl_short_inputs(&e, 160, &in);
+    NEAR(in.profile_sec, 9 * 0.2 + 8 * 0.2 + 0.4, 1e-9);
+    e.profile_samples = 200; /* capped: the cap plus the sample running then */
+    cl_short_inputs(&e, 160, &in);
+    NEAR(in.profile_sec, 2.0 + 0.2 + 8 * 0.2 + 0.4, 1e-9);
+    /* Without a cap the pass's every sample counts; a broken cap is none. */
+    const double nocap[] = {0.0, NAN, -1.0};
+    for (size_t i = 0; i < sizeof(nocap) / sizeof(nocap[0]); i++) {
+        e.pass_max_sec = nocap[i];
+        cl_short_inputs(&e, 160, &in);
+        NEAR(in.profile_sec, 201 * 0.2 + 8 * 0.2 + 0.4, 1e-9);
     }
-    cl_short_est_t none = {.local_sec = 0, .client_cpus = 1};
-    cl_short_inputs(&none, 3200, &in);
-    ck_assert(in.rate_off == 0.0 && in.rate_all == 0.0);
-    cl_short_est_t nowk = {.local_sec = 0.01, .client_cpus = 1};
-    cl_short_inputs(&nowk, 3200, &in);
-    ck_assert(in.rate_off > 0.0 && in.rate_all == 0.0); /* no workers: nothing remote */
+    /* A broken codec count is none. */
+    e.pass_max_sec = 2.0;
+    e.codec_samples = NAN;
+    cl_short_inputs(&e, 160, &in);
+    NEAR(in.profile_sec, 2.0 + 0.2 + 0.4, 1e-9);
+}
+END_TEST
+
+/* The probes profiling runs, priced by the link: each CL_SHORT_PROBE_SEC
+ * plus its first chunks over the bandwidth (on a 100 Mbit/s cluster they
+ * took 0.9 s, the flat figure said 0.6 s); cached links leave the overhead
+ * probe only; no workers, no probe. */
+START_TEST(test_probe_sec)
+{
+    const double c = CL_PROBE_CHUNK;
+    const double mib = 1 << 20;
+    NEAR(cl_short_probe_sec(0.0, 0, 0, mib), 0.0, 1e-12);
+    /* Unknown link: the flat figure per probe. */
+    NEAR(cl_short_probe_sec(0.0, 0, 1, 0.0), CL_SHORT_PROBE_SEC, 1e-12);
+    NEAR(cl_short_probe_sec(0.0, 0, 1, mib), 2 * CL_SHORT_PROBE_SEC, 1e-12);
+    NEAR(cl_short_probe_sec(NAN, 0, 3, mib), 3 * CL_SHORT_PROBE_SEC, 1e-12);
+    /* 12.5 MB/s, three workers: the overhead probe's 1 MiB, the class's
+     * chunk, the ingress's three chunks. */
+    double bw = 12.5e6;
+    NEAR(cl_short_probe_sec(bw, 0, 3, mib), 3 * CL_SHORT_PROBE_SEC + mib / bw + c / bw + 3 * c / bw,
+         1e-12);
+    NEAR(cl_short_probe_sec(bw, 1, 3, mib), CL_SHORT_PROBE_SEC + mib / bw, 1e-12); /* cached */
+    NEAR(cl_short_probe_sec(bw, 1, 3, 0.0), 0.0, 1e-12); /* cached, overhead known */
+    /* The ingress probe streams from at most CL_PROBE_CONCURRENT workers. */
+    NEAR(cl_short_probe_sec(bw, 0, 100, 0.0),
+         2 * CL_SHORT_PROBE_SEC + c / bw + CL_PROBE_CONCURRENT * c / bw, 1e-12);
 }
 END_TEST
 
@@ -143,6 +201,8 @@ int main(void)
     tcase_add_test(tc, test_long_or_balanced_profiles);
     tcase_add_test(tc, test_cheap_or_unknown_profiles);
     tcase_add_test(tc, test_inputs);
+    tcase_add_test(tc, test_profile_wall);
+    tcase_add_test(tc, test_probe_sec);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
