@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client/lib/planner_impl.h"
+#include "client/lib/profile_mix_inputs.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
@@ -39,6 +40,7 @@ void cl_planner_free(cl_planner_t *p)
         return;
     }
     pthread_mutex_destroy(&p->mu);
+    free(p->mix);
     free(p);
 }
 
@@ -602,6 +604,12 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     rc = profile_client(p, a, ctx, &sm, err, errlen); /* 2 */
     if (rc == 0) {
         profile_codec(p, a, &sm); /* 2b */
+        /* 2c: a mix's sources one by one, in half the time again; without
+         * them the dispatcher plans with the blend's profile. */
+        char merr[256];
+        if (cl_planner_mix_costs(p, a, want, sm.max_ms / 2, merr, sizeof(merr)) < 0) {
+            p->in.n_mix_sources = 0;
+        }
     }
     if (threaded) {
         pthread_join(th, NULL);

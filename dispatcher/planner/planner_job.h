@@ -218,6 +218,9 @@ typedef struct disp_pjob_s {
     disp_stage_stat_t measured_units[DISP_PL_MAX_UNITS];
     int64_t drift_since_ms; /* 0: not drifting */
     int64_t drift_window_ms; /* how long drift must last; DISP_REPLAN_DRIFT_MS, doubling */
+    /* A mixed job's per-source costs and the weights in force
+     * (planner_mix.h); NULL: unmixed, or the client sent none. */
+    struct disp_pmix_s *mix;
 } disp_pjob_t;
 
 /* From the client's inputs and the compiled spec. policy is the spec's

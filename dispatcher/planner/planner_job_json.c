@@ -6,6 +6,7 @@
 #include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/planner_job_impl.h"
 #include "dispatcher/planner/planner_machines.h"
+#include "dispatcher/planner/planner_mix.h"
 #include "dispatcher/status/json_doc.h"
 
 /* Infinity ("no limit") and NaN are not JSON: null. */
@@ -264,6 +265,9 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
          pj->result.workers_needed > 0 ? jnum(pj->result.lifted_rate) : json_null());
     jset(&b, o, "fastflow", ff_json(&b, &pj->ff));
     jset(&b, o, "whatif", whatif_json(&b, pj));
+    if (pj->mix != NULL) { /* per-source costs and the weights used (planner_mix.h) */
+        jset(&b, o, "mix", disp_pjob_mix_json(pj));
+    }
     if (plan != NULL) {
         json_t *p = json_object();
         jset(&b, p, "mode", jstr(plan->mode));
