@@ -69,6 +69,11 @@ src = {s["name"]: s for s in m["sources"]}
 caps, text = src["caps"], src["text"]
 assert m["step"] == 0 and abs(caps["weight_share"] - 0.95) < 1e-9, m
 assert text["unit_ms"][0] == 0.0 and text["unit_ms"][1] == 0.0, text
+# bytes per boundary: the units text skips pass its record on unchanged;
+# an image decodes to more bytes than its file
+tb, cb = text["bytes_per_sample"], caps["bytes_per_sample"]
+assert len(tb) == 5 and tb[0] > 0 and tb[1] == tb[0] and tb[2] == tb[0], tb
+assert cb[1] > cb[0] > 0, cb
 for u, ms in enumerate(m["unit_ms"]):
     want = 0.95 * caps["unit_ms"][u] + 0.05 * text["unit_ms"][u]
     assert abs(ms - want) <= 1e-9 * max(1.0, want), (u, ms, want)
