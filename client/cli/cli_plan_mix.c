@@ -16,10 +16,7 @@ static void print_ms(const json_t *a)
 {
     size_t i;
     const json_t *v;
-    json_array_foreach(a, i, v)
-    {
-        printf(" %8.3f", json_number_value(v));
-    }
+    json_array_foreach(a, i, v) { printf(" %8.3f", json_number_value(v)); }
 }
 
 void cli_plan_print_mix(const char *doc)
@@ -33,8 +30,8 @@ void cli_plan_print_mix(const char *doc)
     printf("mix: the planner's costs per source (ms per sample by unit, on the client), the "
            "weights in force at step %lld\n",
            json_integer_value(json_object_get(m, "step")));
-    printf("  %-16s %7s %9s %9s %12s  %s\n", "source", "weight", "cpu ms", "read ms",
-           "out bytes", "unit ms");
+    printf("  %-16s %7s %9s %9s %12s  %s\n", "source", "weight", "cpu ms", "read ms", "out bytes",
+           "unit ms");
     size_t i;
     const json_t *s;
     json_array_foreach(json_object_get(m, "sources"), i, s)

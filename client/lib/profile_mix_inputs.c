@@ -61,8 +61,10 @@ int cl_planner_mix_costs(cl_planner_t *p, const cl_plan_args_t *a, size_t sample
     int rc = sl_profile_mix(a->pipe, a->src, a->spec, samples, max_ms, pm, err, errlen);
     for (uint32_t j = 0; rc == 0 && j < pm->nsources; j++) {
         if (pm->src[j].samples == 0) {
-            rc = sl_err(err, errlen, -EIO, "profile: mix source \"%s\": no sample could be "
-                        "processed", m->src[j].name);
+            rc = sl_err(err, errlen, -EIO,
+                        "profile: mix source \"%s\": no sample could be "
+                        "processed",
+                        m->src[j].name);
         }
     }
     if (rc == 0) {

@@ -73,8 +73,8 @@ int disp_pjob_mix_new(disp_pjob_t *pj, const Sluice__PlannerInputs *in, const sl
     }
     if (in->n_mix_sources != mix->nsources) {
         return sl_err(err, errlen, -EINVAL,
-                      "planner: mix_sources has %zu sources, the spec's mix %u",
-                      in->n_mix_sources, mix->nsources);
+                      "planner: mix_sources has %zu sources, the spec's mix %u", in->n_mix_sources,
+                      mix->nsources);
     }
     disp_pmix_t *m = calloc(1, sizeof(*m));
     if (m == NULL || (m->mix = sl_mix_dup(mix)) == NULL) {
@@ -160,8 +160,8 @@ void disp_pjob_mix_apply(disp_pjob_t *pj, uint64_t step)
         pj->client.units[u].out_bytes_per_sample = out;
         for (uint32_t c = 0; c < pj->nclasses; c++) {
             if (pj->classes[c].profiled) {
-                pj->classes[c].prof.units[u].cpu_sec_per_sample =
-                    scaled(m->class_unit[c][u], m->blend_unit[u], sec);
+                pj->classes[c].prof.units[u].cpu_sec_per_sample = scaled(m->class_unit[c][u],
+                                                                         m->blend_unit[u], sec);
             }
         }
     }
@@ -278,7 +278,6 @@ json_t *disp_pjob_mix_json(const disp_pjob_t *pj)
     }
     return json_pack("{s:I, s:i, s:b, s:o*, s:o*, s:o*}", "step", (json_int_t)m->step,
                      "weights_changes", (int)m->changes, "measured_costs_used",
-                     !disp_pjob_mix_stale(pj), "sources", a, "unit_ms",
-                     ms_array(now, m->nunits), "profiled_unit_ms",
-                     ms_array(m->blend_unit, m->nunits));
+                     !disp_pjob_mix_stale(pj), "sources", a, "unit_ms", ms_array(now, m->nunits),
+                     "profiled_unit_ms", ms_array(m->blend_unit, m->nunits));
 }

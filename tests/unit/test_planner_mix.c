@@ -36,15 +36,15 @@
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_disp.h"
 
-#define MIX_SPEC                                                                                \
-    "{\"mix\": {\"sources\": ["                                                                 \
-    "{\"name\": \"images\", \"weight\": 0.9, \"source\": {\"type\": \"webdataset\", "           \
-    "\"path\": \"shards\"}},"                                                                   \
-    "{\"name\": \"text\", \"weight\": 0.1, \"source\": {\"type\": \"jsonl\", \"path\": "        \
-    "\"t.jsonl\"}}], \"seed\": 3, \"schedule\": ["                                              \
-    "{\"from_step\": 5, \"weights\": {\"images\": 0.5, \"text\": 0.5}},"                        \
-    "{\"from_step\": 10, \"weights\": {\"images\": 0.1, \"text\": 0.9}}]},"                     \
-    " \"stages\": [{\"op\": \"decode_image\"}, {\"op\": \"image_tiles\", \"tile\": 32, "       \
+#define MIX_SPEC                                                                                   \
+    "{\"mix\": {\"sources\": ["                                                                    \
+    "{\"name\": \"images\", \"weight\": 0.9, \"source\": {\"type\": \"webdataset\", "              \
+    "\"path\": \"shards\"}},"                                                                      \
+    "{\"name\": \"text\", \"weight\": 0.1, \"source\": {\"type\": \"jsonl\", \"path\": "           \
+    "\"t.jsonl\"}}], \"seed\": 3, \"schedule\": ["                                                 \
+    "{\"from_step\": 5, \"weights\": {\"images\": 0.5, \"text\": 0.5}},"                           \
+    "{\"from_step\": 10, \"weights\": {\"images\": 0.1, \"text\": 0.9}}]},"                        \
+    " \"stages\": [{\"op\": \"decode_image\"}, {\"op\": \"image_tiles\", \"tile\": 32, "           \
     "\"max_tiles\": 4}], \"batch_size\": 4, \"epochs\": 2, \"offload\": \"auto\"}"
 
 #define NSRC 2
@@ -166,8 +166,8 @@ static disp_t *pd_new(int64_t now)
     return d;
 }
 
-#define NEAR(x, want)                                                                        \
-    ck_assert_msg(fabs((x) - (want)) <= 1e-9 * (1.0 + fabs(want)), "%s = %.9g, want %.9g", #x, \
+#define NEAR(x, want)                                                                              \
+    ck_assert_msg(fabs((x) - (want)) <= 1e-9 * (1.0 + fabs(want)), "%s = %.9g, want %.9g", #x,     \
                   (double)(x), (double)(want))
 
 /* The job's costs are the sources' weighted by the weights in force; a
@@ -179,8 +179,8 @@ START_TEST(test_weighted_costs)
     p.wu[0].cpu_sec_per_sample *= 2.0; /* the worker decodes at half the client's speed */
     disp_pjob_t *pj = NULL;
     char err[512] = "";
-    ck_assert_msg(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)) == 0,
-                  "%s", err);
+    ck_assert_msg(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)) == 0, "%s",
+                  err);
     ck_assert_ptr_nonnull(pj->mix);
     NEAR(pj->mix->weights[0], 0.9);
     NEAR(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
@@ -219,8 +219,8 @@ START_TEST(test_plan_moves_local)
     pin_init(&p, w1);
     disp_pjob_t *pj = NULL;
     char err[512] = "";
-    ck_assert_msg(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)) == 0,
-                  "%s", err);
+    ck_assert_msg(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)) == 0, "%s",
+                  err);
     static const uint64_t steps[3] = {0, 5, 10}; /* text 0.1, 0.5, 0.9 */
     double share[3], rate[3];
     for (int i = 0; i < 3; i++) {
@@ -236,7 +236,7 @@ START_TEST(test_plan_moves_local)
     ck_assert(share[0] < 1.0); /* image-heavy: the worker takes a part */
     ck_assert(share[1] > share[0]);
     ck_assert(share[2] >= share[1]);
-    ck_assert(share[2] == 1.0); /* text-heavy: the client alone keeps up */
+    ck_assert(share[2] == 1.0);                /* text-heavy: the client alone keeps up */
     ck_assert(rate[0] > 0.0 && rate[2] > 0.0); /* the consumer's 300 both times */
     json_t *j = disp_pjob_json(pj, NULL);
     json_t *m = json_object_get(j, "mix");
@@ -346,8 +346,8 @@ START_TEST(test_dispatcher_replans_at_step)
     Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
     disp_arena_t a = {0};
     char err[1024] = "";
-    ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)) == SL_RPC_OK,
-                  "%s", err);
+    ck_assert_msg(disp_svc_submit_job(d, &req, &resp, &a, now, err, sizeof(err)) == SL_RPC_OK, "%s",
+                  err);
     ck_assert_uint_eq(d->jobs.n, 1);
     disp_job_t *job = d->jobs.jobs[0];
     ck_assert_ptr_nonnull(job->planner);
