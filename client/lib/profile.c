@@ -604,15 +604,17 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     rc = profile_client(p, a, ctx, &sm, err, errlen); /* 2 */
     if (rc == 0) {
         profile_codec(p, a, &sm); /* 2b */
-        /* 2c: a mix's sources one by one, in half the time again; without
-         * them the dispatcher plans with the blend's profile. */
-        char merr[256];
-        if (cl_planner_mix_costs(p, a, want, sm.max_ms / 2, merr, sizeof(merr)) < 0) {
-            p->in.n_mix_sources = 0;
-        }
     }
     if (threaded) {
         pthread_join(th, NULL);
+    }
+    /* 2c: a mix's sources one by one, in half the time again; without them
+     * the dispatcher plans with the blend's profile. After the workers'
+     * profiles: on a shared machine their decoding inflated the CPU time a
+     * source's few samples measured (a 2-core host: 2-4x on images). */
+    char merr[256];
+    if (rc == 0 && cl_planner_mix_costs(p, a, want, sm.max_ms / 2, merr, sizeof(merr)) < 0) {
+        p->in.n_mix_sources = 0;
     }
     if (rc != 0) {
         goto out;
