@@ -613,7 +613,9 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
      * profiles: on a shared machine their decoding inflated the CPU time a
      * source's few samples measured (a 2-core host: 2-4x on images). */
     char merr[256];
-    if (rc == 0 && cl_planner_mix_costs(p, a, want, sm.max_ms / 2, merr, sizeof(merr)) < 0) {
+    size_t nblend = p->client.msg.samples < sm.n ? (size_t)p->client.msg.samples : sm.n;
+    if (rc == 0 && cl_planner_mix_costs(p, a, want, sm.max_ms / 2, sm.idx, nblend, merr,
+                                        sizeof(merr)) < 0) {
         p->in.n_mix_sources = 0;
     }
     if (rc != 0) {

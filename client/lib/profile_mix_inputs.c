@@ -8,6 +8,7 @@
 
 #include "client/lib/planner_impl.h"
 #include "common/base/err.h"
+#include "common/order/blend.h"
 #include "common/profile/profile_mix.h"
 
 /* The messages and the storage they point into: p->mix. */
@@ -43,8 +44,20 @@ static void fill(cl_mix_inputs_t *mi, const sl_mix_t *m, const sl_profile_mix_t 
     }
 }
 
+/* Each source's share of the blend profile's samples. */
+static void profiled_shares(Sluice__MixSourceCost *msg, const sl_mix_t *m, const uint64_t *idx,
+                            size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t j = sl_blend_source_of(m, idx[i]);
+        if (j < m->nsources) {
+            msg[j].profiled_share += 1.0 / (double)n;
+        }
+    }
+}
+
 int cl_planner_mix_costs(cl_planner_t *p, const cl_plan_args_t *a, size_t samples, int max_ms,
-                         char *err, size_t errlen)
+                         const uint64_t *idx, size_t nblend, char *err, size_t errlen)
 {
     const sl_mix_t *m = a->spec->mix;
     if (m == NULL) {
@@ -69,6 +82,7 @@ int cl_planner_mix_costs(cl_planner_t *p, const cl_plan_args_t *a, size_t sample
     }
     if (rc == 0) {
         fill(p->mix, m, pm);
+        profiled_shares(p->mix->msg, m, idx, nblend);
         p->in.n_mix_sources = pm->nsources;
         p->in.mix_sources = p->mix->pmsg;
     }

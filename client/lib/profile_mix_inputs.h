@@ -13,10 +13,12 @@
 
 /* Profiles each source of a's mixed spec on up to `samples` samples in all
  * within max_ms and points p->in.mix_sources at the result (owned by p).
+ * idx[0 .. nblend) are the samples the blend's profile ran (their sources'
+ * shares are sent as profiled_share).
  * An unmixed spec: nothing. A failure is not the job's: no per-source
  * costs are sent (the dispatcher then plans with the blend's profile) and
  * err says why. Returns 0, or the profiler's negative code. */
 int cl_planner_mix_costs(cl_planner_t *p, const cl_plan_args_t *a, size_t samples, int max_ms,
-                         char *err, size_t errlen);
+                         const uint64_t *idx, size_t nblend, char *err, size_t errlen);
 
 #endif

@@ -60,7 +60,26 @@ static int take_source(disp_pmix_t *m, uint32_t j, const Sluice__MixSourceCost *
     }
     m->read_sec[j] = unit_cost(c->read_cpu_sec_per_sample);
     m->samples[j] = c->samples;
+    m->profiled[j] = disp_pj_fin(c->profiled_share);
     return 0;
+}
+
+static void weights_at(const disp_pmix_t *m, uint64_t step, double *w);
+
+/* The profiled shares normalized; none: the weights of step 0. */
+static void profiled_mix(disp_pmix_t *m)
+{
+    double sum = 0.0;
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        sum += m->profiled[j];
+    }
+    if (!(sum > 0.0)) {
+        weights_at(m, 0, m->profiled);
+        return;
+    }
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        m->profiled[j] /= sum;
+    }
 }
 
 int disp_pjob_mix_new(disp_pjob_t *pj, const Sluice__PlannerInputs *in, const sl_spec_t *spec,
@@ -102,6 +121,7 @@ int disp_pjob_mix_new(disp_pjob_t *pj, const Sluice__PlannerInputs *in, const sl
         }
         m->class_read[c] = pj->classes[c].prof.read_sec;
     }
+    profiled_mix(m);
     pj->mix = m;
     disp_pjob_mix_apply(pj, 0);
     return 0;
@@ -121,15 +141,26 @@ static void weights_at(const disp_pmix_t *m, uint64_t step, double *w)
     }
 }
 
-/* A worker's cost of a unit moves as the client's does: the blend
- * profiled had `blend`, the weights make `now`. A unit the blend never
- * ran (0) takes the client's new cost: nothing says the worker differs. */
-static double scaled(double worker, double blend, double now)
+/* A worker's cost of a unit moves as the sources' weighted cost does:
+ * `was` at the profiled mix, `now` at the weights in force. A unit the
+ * profiled mix never ran (0) takes the client's new cost: nothing says the
+ * worker differs. */
+static double scaled(double worker, double was, double now)
 {
-    if (blend > 0.0) {
-        return worker * (now / blend);
+    if (was > 0.0) {
+        return worker * (now / was);
     }
-    return worker > 0.0 ? worker : now;
+    return now > 0.0 ? now : worker;
+}
+
+/* sum_j w_j x[j][u] over the sources (x: unit_sec; u < 0: read_sec). */
+static double weighted(const disp_pmix_t *m, const double *w, int u)
+{
+    double v = 0.0;
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        v += w[j] * (u < 0 ? m->read_sec[j] : m->unit_sec[j][u]);
+    }
+    return v;
 }
 
 void disp_pjob_mix_apply(disp_pjob_t *pj, uint64_t step)
@@ -140,10 +171,7 @@ void disp_pjob_mix_apply(disp_pjob_t *pj, uint64_t step)
     }
     weights_at(m, step, m->weights);
     m->step = step;
-    double read = 0.0;
-    for (uint32_t j = 0; j < m->nsources; j++) {
-        read += m->weights[j] * m->read_sec[j];
-    }
+    double read = weighted(m, m->weights, -1);
     double bytes0 = 0.0;
     for (uint32_t j = 0; j < m->nsources; j++) {
         bytes0 += m->weights[j] * m->bytes[j][0];
@@ -151,23 +179,24 @@ void disp_pjob_mix_apply(disp_pjob_t *pj, uint64_t step)
     pj->client.read_sec = read;
     pj->client.encoded_bytes = bytes0;
     for (uint32_t u = 0; u < m->nunits; u++) {
-        double sec = 0.0, out = 0.0;
+        double sec = weighted(m, m->weights, (int)u), was = weighted(m, m->profiled, (int)u);
+        double out = 0.0;
         for (uint32_t j = 0; j < m->nsources; j++) {
-            sec += m->weights[j] * m->unit_sec[j][u];
             out += m->weights[j] * m->bytes[j][u + 1];
         }
         pj->client.units[u].cpu_sec_per_sample = sec;
         pj->client.units[u].out_bytes_per_sample = out;
         for (uint32_t c = 0; c < pj->nclasses; c++) {
             if (pj->classes[c].profiled) {
-                pj->classes[c].prof.units[u].cpu_sec_per_sample = scaled(m->class_unit[c][u],
-                                                                         m->blend_unit[u], sec);
+                pj->classes[c].prof.units[u].cpu_sec_per_sample =
+                    scaled(m->class_unit[c][u], was, sec);
             }
         }
     }
+    double read_was = weighted(m, m->profiled, -1);
     for (uint32_t c = 0; c < pj->nclasses; c++) {
         if (pj->classes[c].profiled) {
-            pj->classes[c].prof.read_sec = scaled(m->class_read[c], m->blend_read, read);
+            pj->classes[c].prof.read_sec = scaled(m->class_read[c], read_was, read);
         }
     }
 }
@@ -252,8 +281,8 @@ static json_t *source_json(const disp_pmix_t *m, uint32_t j)
     for (uint32_t k = 0; bytes != NULL && k <= m->nunits; k++) {
         json_array_append_new(bytes, json_real(m->bytes[j][k]));
     }
-    return json_pack("{s:s, s:f, s:I, s:f, s:o*, s:f, s:o*}", "name", m->names[j], "weight_share",
-                     m->weights[j], "samples", (json_int_t)m->samples[j], "cpu_ms_per_sample",
+    return json_pack("{s:s, s:f, s:f, s:I, s:f, s:o*, s:f, s:o*}", "name", m->names[j],
+                     "weight_share", m->weights[j], "profiled_share", m->profiled[j], "samples", (json_int_t)m->samples[j], "cpu_ms_per_sample",
                      cpu * 1e3, "unit_ms", ms_array(m->unit_sec[j], m->nunits), "read_ms",
                      m->read_sec[j] * 1e3, "bytes_per_sample", bytes);
 }

@@ -8,8 +8,12 @@
  * weights in force at the job's step: at submission, and again whenever a
  * schedule entry changes them (disp_pjob_mix_due, from the dispatcher's
  * tick with the step the job's acknowledged positions reached). A
- * worker class's profile (taken on the blend) is scaled unit by unit by
- * what the weights do to the client's cost of that unit. After a change,
+ * worker class's profile (taken on the blend, whose samples came from the
+ * sources in the shares MixSourceCost.profiled_share says) is scaled unit
+ * by unit by the sources' own ratio: the unit's weighted cost under the
+ * weights in force over its weighted cost under the profiled shares. Both
+ * come from the same per-source measurement, so its noise cancels: at the
+ * profiled mix a worker keeps its own numbers. After a change,
  * the costs measured while the job ran (the client's reports, the
  * workers' heartbeats: cumulative over the old mix) no longer replace the
  * weighted ones.
@@ -37,9 +41,12 @@ typedef struct disp_pmix_s {
     sl_mix_t *mix;     /* the spec's (weights, schedule), owned */
     uint64_t step_len; /* a global step's positions: batch_size x world_size */
     /* What the client and each class profiled on the blend, kept so any
-     * weights can be applied afresh. */
+     * weights can be applied afresh, and the sources' shares of the
+     * samples they profiled (normalized; the weights of step 0 when the
+     * client sent none). */
     double blend_unit[DISP_PL_MAX_UNITS];
     double blend_read;
+    double profiled[SL_MIX_MAX_SOURCES];
     double class_unit[DISP_PL_MAX_CLASSES][DISP_PL_MAX_UNITS];
     double class_read[DISP_PL_MAX_CLASSES];
     /* In force: the normalized weights and the step they were taken at. */
@@ -78,7 +85,7 @@ int disp_pjob_mix_stale(const disp_pjob_t *pj);
 uint64_t disp_job_mix_step(const struct disp_job_s *job);
 
 /* {"step", "weights_changes", "measured_costs_used", "sources": [{"name",
- * "weight_share", "samples", "cpu_ms_per_sample", "unit_ms", "read_ms",
+ * "weight_share", "profiled_share", "samples", "cpu_ms_per_sample", "unit_ms", "read_ms",
  * "bytes_per_sample"}], "unit_ms", "profiled_unit_ms"}, or NULL (unmixed,
  * or ENOMEM). The caller owns the reference. */
 json_t *disp_pjob_mix_json(const disp_pjob_t *pj);

@@ -203,6 +203,24 @@ START_TEST(test_weighted_costs)
     NEAR(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
     NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
     disp_pjob_free(pj);
+    /* The blend's profile ran 1:1 (the client says so): the worker's 18 ms
+     * were a 1:1 mix's (5 ms at the client's per-source costs), so 0.9:0.1
+     * makes 18 x 9 / 5 and 0.1:0.9 18 x 1 / 5. */
+    p.src[0].profiled_share = 0.5;
+    p.src[1].profiled_share = 0.5;
+    ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    NEAR(pj->mix->profiled[0], 0.5);
+    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 18e-3 * 9.0 / 5.0);
+    disp_pjob_mix_apply(pj, 10);
+    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 18e-3 * 1.0 / 5.0);
+    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.1 * 10e-3); /* the client's: per source */
+    disp_pjob_free(pj);
+    /* A unit no profiled sample ran (text only) takes the client's cost. */
+    p.src[0].profiled_share = 0.0;
+    p.src[1].profiled_share = 1.0;
+    ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    disp_pjob_free(pj);
     pin_clear(&p);
 }
 END_TEST
@@ -308,7 +326,10 @@ START_TEST(test_bad_inputs)
     p.unit[1][0] = -1.0;
     p.bytes[1][2] = INFINITY;
     p.src[0].read_cpu_sec_per_sample = 1e9;
+    p.src[1].profiled_share = NAN; /* no share at all: the weights of step 0 */
     ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    NEAR(pj->mix->profiled[0], 0.9);
+    NEAR(pj->mix->profiled[1], 0.1);
     NEAR(pj->mix->unit_sec[0][1], 0.0);
     NEAR(pj->mix->unit_sec[1][0], 0.0);
     NEAR(pj->mix->bytes[1][2], 0.0);
