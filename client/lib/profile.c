@@ -556,6 +556,20 @@ static void profile_overhead(cl_planner_t *p, const cl_plan_args_t *a, int timeo
     }
 }
 
+/* Step 2c: a mix's sources one by one, in half the time again; without
+ * them the dispatcher plans with the blend's profile. After the workers'
+ * profiles: on a shared machine their decoding inflated the CPU time a
+ * source's few samples measured (a 2-core host: 2-4x on images). */
+static void profile_mix_sources(cl_planner_t *p, const cl_plan_args_t *a, const cl_sampling_t *sm,
+                                size_t want)
+{
+    char err[256];
+    size_t nblend = p->client.msg.samples < sm->n ? (size_t)p->client.msg.samples : sm->n;
+    if (cl_planner_mix_costs(p, a, want, sm->max_ms / 2, sm->idx, nblend, err, sizeof(err)) < 0) {
+        p->in.n_mix_sources = 0;
+    }
+}
+
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
     double t0 = sl_mono_sec();
@@ -608,15 +622,8 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     if (threaded) {
         pthread_join(th, NULL);
     }
-    /* 2c: a mix's sources one by one, in half the time again; without them
-     * the dispatcher plans with the blend's profile. After the workers'
-     * profiles: on a shared machine their decoding inflated the CPU time a
-     * source's few samples measured (a 2-core host: 2-4x on images). */
-    char merr[256];
-    size_t nblend = p->client.msg.samples < sm.n ? (size_t)p->client.msg.samples : sm.n;
-    if (rc == 0 && cl_planner_mix_costs(p, a, want, sm.max_ms / 2, sm.idx, nblend, merr,
-                                        sizeof(merr)) < 0) {
-        p->in.n_mix_sources = 0;
+    if (rc == 0) {
+        profile_mix_sources(p, a, &sm, want); /* 2c */
     }
     if (rc != 0) {
         goto out;

@@ -188,8 +188,8 @@ void disp_pjob_mix_apply(disp_pjob_t *pj, uint64_t step)
         pj->client.units[u].out_bytes_per_sample = out;
         for (uint32_t c = 0; c < pj->nclasses; c++) {
             if (pj->classes[c].profiled) {
-                pj->classes[c].prof.units[u].cpu_sec_per_sample =
-                    scaled(m->class_unit[c][u], was, sec);
+                pj->classes[c].prof.units[u].cpu_sec_per_sample = scaled(m->class_unit[c][u], was,
+                                                                         sec);
             }
         }
     }
@@ -282,9 +282,10 @@ static json_t *source_json(const disp_pmix_t *m, uint32_t j)
         json_array_append_new(bytes, json_real(m->bytes[j][k]));
     }
     return json_pack("{s:s, s:f, s:f, s:I, s:f, s:o*, s:f, s:o*}", "name", m->names[j],
-                     "weight_share", m->weights[j], "profiled_share", m->profiled[j], "samples", (json_int_t)m->samples[j], "cpu_ms_per_sample",
-                     cpu * 1e3, "unit_ms", ms_array(m->unit_sec[j], m->nunits), "read_ms",
-                     m->read_sec[j] * 1e3, "bytes_per_sample", bytes);
+                     "weight_share", m->weights[j], "profiled_share", m->profiled[j], "samples",
+                     (json_int_t)m->samples[j], "cpu_ms_per_sample", cpu * 1e3, "unit_ms",
+                     ms_array(m->unit_sec[j], m->nunits), "read_ms", m->read_sec[j] * 1e3,
+                     "bytes_per_sample", bytes);
 }
 
 json_t *disp_pjob_mix_json(const disp_pjob_t *pj)
