@@ -74,7 +74,7 @@ assert text["unit_ms"][0] == 0.0 and text["unit_ms"][1] == 0.0, text
 tb, cb = text["bytes_per_sample"], caps["bytes_per_sample"]
 assert len(tb) == 5 and tb[0] > 0 and tb[1] == tb[0] and tb[2] == tb[0], tb
 assert cb[1] > cb[0] > 0, cb
-# the blend profile's samples by source: both, summing to 1
+# the samples of the blend profile by source: both, summing to 1
 ps = [caps["profiled_share"], text["profiled_share"]]
 assert all(0 < p < 1 for p in ps) and abs(sum(ps) - 1) < 1e-9, ps
 for u, ms in enumerate(m["unit_ms"]):
