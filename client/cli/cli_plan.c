@@ -13,6 +13,7 @@
 
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
+#include "client/cli/cli_plan_mix.h"
 #include "client/lib/plan_job.h"
 
 typedef struct {
@@ -366,6 +367,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
         print_short(pj);
         print_whatif(e->json);
         print_cache(e->json);
+        cli_plan_print_mix(e->json); /* a mixed job's costs per source */
     } else {
         printf("plan: %s, split %u%s, local share %.3f, %.1f samples/s predicted, bound by %s\n",
                a->plan->mode, a->plan->split, a->plan->compress ? " +zstd" : "",

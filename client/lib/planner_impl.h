@@ -32,6 +32,8 @@ typedef struct cl_hp_s {
     double coef[SL_COST_NPARAM];
 } cl_hp_t;
 
+typedef struct cl_mix_inputs_s cl_mix_inputs_t;
+
 typedef struct cl_class_s {
     Sluice__WorkerClass msg;
     char key[CL_KEY_MAX];
@@ -56,6 +58,8 @@ struct cl_planner_s {
     double codec_compress[SL_PIPE_MAX_UNITS + 1];
     double codec_decompress[SL_PIPE_MAX_UNITS + 1];
     double profile_seconds;
+    /* in.mix_sources point here (profile_mix_inputs.c); NULL: unmixed */
+    struct cl_mix_inputs_s *mix;
     /* The CPU budget (profile_budget.h): what hostfacts read, and, when it
      * could not tell (src unknown), the estimate from the profile pass and
      * then from every report window (the control thread's). */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client/lib/planner_impl.h"
+#include "client/lib/profile_mix_inputs.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/cost/costmodel.h"
@@ -39,6 +40,7 @@ void cl_planner_free(cl_planner_t *p)
         return;
     }
     pthread_mutex_destroy(&p->mu);
+    free(p->mix);
     free(p);
 }
 
@@ -554,6 +556,20 @@ static void profile_overhead(cl_planner_t *p, const cl_plan_args_t *a, int timeo
     }
 }
 
+/* Step 2c: a mix's sources one by one, in half the time again; without
+ * them the dispatcher plans with the blend's profile. After the workers'
+ * profiles: on a shared machine their decoding inflated the CPU time a
+ * source's few samples measured (a 2-core host: 2-4x on images). */
+static void profile_mix_sources(cl_planner_t *p, const cl_plan_args_t *a, const cl_sampling_t *sm,
+                                size_t want)
+{
+    char err[256];
+    size_t nblend = p->client.msg.samples < sm->n ? (size_t)p->client.msg.samples : sm->n;
+    if (cl_planner_mix_costs(p, a, want, sm->max_ms / 2, sm->idx, nblend, err, sizeof(err)) < 0) {
+        p->in.n_mix_sources = 0;
+    }
+}
+
 int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size_t errlen)
 {
     double t0 = sl_mono_sec();
@@ -605,6 +621,9 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
     }
     if (threaded) {
         pthread_join(th, NULL);
+    }
+    if (rc == 0) {
+        profile_mix_sources(p, a, &sm, want); /* 2c */
     }
     if (rc != 0) {
         goto out;

@@ -6,6 +6,9 @@
  *     cached for this spec hash (those hosts are not profiled again);
  *  2. its own profile: every unit on ~200 evenly spread samples of the
  *     job's data, one thread, at most ~2 s (common/profile/profiler.h);
+ *     A mixed job's sources are profiled one by one as well (in half the
+ *     profile's time again: profile_mix_inputs.h), so the dispatcher can
+ *     weigh their costs by the weights in force;
  *  3. its CPU budget (affinity, cgroup quota), capped by its threads; when
  *     no cgroup of ours is readable, what the profile pass's lone thread
  *     got, if that shows a limit (client/lib/profile_budget.h);

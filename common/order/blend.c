@@ -218,12 +218,24 @@ int sl_blend_epoch_carry(const sl_mix_t *mix, const sl_resume_carry_t *carry, ui
 
 int sl_blend_counts(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint64_t *counts)
 {
+    return sl_blend_counts_carry(mix, NULL, step_len, epoch, counts);
+}
+
+int sl_blend_counts_carry(const sl_mix_t *mix, const sl_resume_carry_t *carry, uint64_t step_len,
+                          uint64_t epoch, uint64_t *counts)
+{
     if (mix == NULL || !sl_mix_resolved(mix)) {
         return -EINVAL;
+    }
+    for (uint32_t i = 0; carry != NULL && i < carry->nruns; i++) {
+        if (carry->runs[i].rank >= mix->nsources) {
+            return -EINVAL; /* a carry of another mix */
+        }
     }
     for (uint32_t j = 0; j < mix->nsources; j++) {
         counts[j] = 0;
     }
-    run(mix, NULL, NULL, 0, false, step_len, epoch, NULL, counts);
+    /* Counts only: no sample is drawn, so no source's permutation is made. */
+    run(mix, NULL, carry, 0, false, step_len, epoch, NULL, counts);
     return 0;
 }

@@ -52,6 +52,13 @@ int sl_blend_pass(const sl_mix_t *mix, uint64_t seed, bool shuffle, uint64_t epo
  * Returns 0 or -EINVAL (unresolved). */
 int sl_blend_counts(const sl_mix_t *mix, uint64_t step_len, uint64_t epoch, uint64_t *counts);
 
+/* The same for an epoch resumed with other weights (carry: resume.h, NULL:
+ * as sl_blend_counts): the carried draws' sources, then the new weights'
+ * greedy from there, as sl_blend_epoch_carry lays it out. -EINVAL for an
+ * unresolved mix or a carry naming a source the mix has not. */
+int sl_blend_counts_carry(const sl_mix_t *mix, const sl_resume_carry_t *carry, uint64_t step_len,
+                          uint64_t epoch, uint64_t *counts);
+
 /* The source of global sample index g (mix->nsources when past the end). */
 uint32_t sl_blend_source_of(const sl_mix_t *mix, uint64_t g);
 

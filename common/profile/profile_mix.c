@@ -13,9 +13,14 @@ static void summarize(const sl_profile_t *pr, sl_profile_source_t *out)
     *out = (sl_profile_source_t){.samples = pr->samples,
                                  .read_sec = pr->read_cpu_sec * per,
                                  .encoded_bytes = (double)pr->encoded_bytes * per};
+    out->bytes[0] = out->encoded_bytes;
     for (uint32_t u = 0; u < pr->nunits; u++) {
-        out->unit_sec[u] = pr->units[u].cpu_sec * per;
+        const sl_unit_stat_t *s = &pr->units[u];
+        out->unit_sec[u] = s->cpu_sec * per;
         out->cpu_sec += out->unit_sec[u];
+        /* A skipped unit ran on no sample: its input is its output. */
+        out->bytes[u + 1] = s->samples > 0 ? (double)s->out_bytes / (double)s->samples
+                                           : out->bytes[u];
     }
     if (pr->nunits > 0) {
         const sl_unit_stat_t *last = &pr->units[pr->nunits - 1];

@@ -22,6 +22,9 @@ typedef struct sl_profile_source_s {
     double read_sec;                    /* per sample: reading it */
     double encoded_bytes;               /* per sample, at the source */
     double out_bytes;                   /* per sample, after the last unit */
+    /* Per sample at each boundary k = 0..nunits (0: encoded; k: after unit
+     * k - 1); a unit the source skips passes its bytes on unchanged. */
+    double bytes[SL_PIPE_MAX_UNITS + 1];
 } sl_profile_source_t;
 
 typedef struct sl_profile_mix_s {

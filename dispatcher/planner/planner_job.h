@@ -223,6 +223,9 @@ typedef struct disp_pjob_s {
     /* The prefix cache: the decision and the hit rate that prices it
      * (planner_cache.h). samples is the caller's (planner_svc.c). */
     disp_pc_job_t cache;
+    /* A mixed job's per-source costs and the weights in force
+     * (planner_mix.h); NULL: unmixed, or the client sent none. */
+    struct disp_pmix_s *mix;
 } disp_pjob_t;
 
 /* From the client's inputs and the compiled spec. policy is the spec's

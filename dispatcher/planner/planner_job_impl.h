@@ -9,6 +9,8 @@
  *   planner_job.c          planning, the client's rates, when to re-plan
  *   planner_job_json.c     the planner's state as JSON (/status, `sluice plan`)
  *   planner_job_cache.c    the prefix cache decision and its pricing
+ *   planner_mix.c          a mixed job's per-source costs under the weights
+ *                          in force (planner_mix.h)
  *
  * Same rules as planner_job.h: everything runs under the dispatcher mutex. */
 #ifndef DISP_PLANNER_JOB_IMPL_H

@@ -13,6 +13,7 @@
 #include "common/spec/spec_layout.h"
 #include "common/spec/spec_prefix.h"
 #include "dispatcher/planner/planner_job_impl.h"
+#include "dispatcher/planner/planner_mix.h"
 
 void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
 {
@@ -153,8 +154,20 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
             c->ids[c->nids++] = m->worker_ids[k];
         }
     }
+    /* A mix's costs are its sources' under the weights in force. */
+    rc = disp_pjob_mix_new(pj, in, spec, err, errlen);
+    if (rc != 0) {
+        free(pj);
+        return rc;
+    }
     *ret = pj;
     return 0;
 }
 
-void disp_pjob_free(disp_pjob_t *pj) { free(pj); }
+void disp_pjob_free(disp_pjob_t *pj)
+{
+    if (pj != NULL) {
+        disp_pjob_mix_free(pj->mix);
+        free(pj);
+    }
+}

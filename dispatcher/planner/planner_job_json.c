@@ -6,6 +6,7 @@
 #include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/planner_job_impl.h"
 #include "dispatcher/planner/planner_machines.h"
+#include "dispatcher/planner/planner_mix.h"
 #include "dispatcher/status/json_doc.h"
 
 /* Infinity ("no limit") and NaN are not JSON: null. */
@@ -265,6 +266,9 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
     jset(&b, o, "fastflow", ff_json(&b, &pj->ff));
     jset(&b, o, "whatif", whatif_json(&b, pj));
     jset(&b, o, "cache", disp_pjob_cache_json(pj)); /* the prefix cache (planner_cache.h) */
+    if (pj->mix != NULL) { /* per-source costs and the weights used (planner_mix.h) */
+        jset(&b, o, "mix", disp_pjob_mix_json(pj));
+    }
     if (plan != NULL) {
         json_t *p = json_object();
         jset(&b, p, "mode", jstr(plan->mode));

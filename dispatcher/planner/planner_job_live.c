@@ -10,6 +10,7 @@
 
 #include "dispatcher/planner/planner_job_impl.h"
 #include "dispatcher/planner/planner_machines.h"
+#include "dispatcher/planner/planner_mix.h"
 
 static int usable(const disp_worker_t *w) { return w->state == DISP_WORKER_LIVE && !w->leaving; }
 
@@ -56,6 +57,9 @@ static void measured_worker_costs(const disp_pjob_t *pj, const disp_registry_t *
 {
     double sum[DISP_PL_MAX_UNITS] = {0};
     uint32_t cnt[DISP_PL_MAX_UNITS] = {0};
+    if (disp_pjob_mix_stale(pj)) {
+        return; /* measured under another mix's weights (planner_mix.h) */
+    }
     for (size_t i = 0; i < reg->n; i++) {
         const disp_worker_t *w = reg->workers[i];
         if (!usable(w) || class_of(pj, w->id) != c) {
@@ -134,11 +138,12 @@ static void client_input(const disp_pjob_t *pj, int64_t now_ms, disp_pl_input_t 
     memset(in, 0, sizeof(*in));
     in->nunits = pj->nunits;
     int recent = pj->have_rates && now_ms - pj->rates_ms <= DISP_REPLAN_RATES_MAX_AGE_MS;
+    int stale = disp_pjob_mix_stale(pj); /* measured under another mix's weights */
     for (uint32_t u = 0; u < pj->nunits; u++) {
         in->unit_sec[u] = pj->client.units[u].cpu_sec_per_sample;
         /* What the client measured while running (the units after the
          * split and its local share) beats the short profile. */
-        if (recent && u < pj->measured_nunits &&
+        if (recent && !stale && u < pj->measured_nunits &&
             pj->measured_units[u].samples >= DISP_PJ_MIN_MEASURED &&
             pj->measured_units[u].cpu_sec_per_sample > 0.0) {
             in->unit_sec[u] = pj->measured_units[u].cpu_sec_per_sample;

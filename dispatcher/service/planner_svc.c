@@ -16,6 +16,7 @@
 #include "dispatcher/planner/plan.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/planner/planner_job.h"
+#include "dispatcher/planner/planner_mix.h"
 
 #define DISP_PLAN_CONTEXT_MAX_WORKERS 1024
 #define DISP_PLAN_CONTEXT_MAX_CACHED 64
@@ -367,6 +368,10 @@ void disp_planner_tick(disp_t *d, int64_t now_ms)
         int kind = pj != NULL && job->state == DISP_JOB_ACTIVE
                        ? disp_pjob_replan_due(pj, &d->reg, now_ms, why, sizeof(why))
                        : 0;
+        if (kind == 0 && pj != NULL && job->state == DISP_JOB_ACTIVE &&
+            disp_pjob_mix_due(pj, disp_job_mix_step(job), why, sizeof(why))) {
+            kind = 4; /* a schedule changed the weights: other costs (planner_mix.h) */
+        }
         uint32_t on_node = pj != NULL ? disp_planner_node_ranks(&d->jobs, job) : 1;
         if (kind == 0 && pj != NULL && job->state == DISP_JOB_ACTIVE &&
             on_node != (pj->node_ranks > 1 ? pj->node_ranks : 1)) {

@@ -434,10 +434,41 @@ for r in 0 1; do
     SLUICE_JOB_SECRET=mix2-weight-change-test "$BIN/sluice" run "$TMP/reweighted.json" --data-root "$DATA" \
         --quiet --threads 1 \
         --dispatcher "127.0.0.1:$port" --offload all --rank $r --world-size 2 \
-        --digests "$TMP/wo$r.dig" "${states[@]}" &
+        --digests "$TMP/wo$r.dig" "${states[@]}" --max-rate 25 &
     wpids+=($!)
     PIDS+=($!)
 done
+# /status while the ranks are in the carried epoch 0 (--max-rate 25: ~2.5 s
+# of it): each source's positions are the carried epoch's -- 48 + 16
+# consumed under 3:1, then 64 + 64 under 1:1 -- not the 1:1 blend's 96 + 96
+# from position 0.
+seen=0
+for _ in $(seq 1 200); do
+    curl -sf "http://$D2_HTTP/status" >"$TMP/wstatus.json" || break
+    seen=$(/usr/bin/python3 - "$TMP/wstatus.json" <<'PY'
+import json, sys
+jobs = [j for j in json.load(open(sys.argv[1]))["jobs"]
+        if j.get("mix") and j.get("state") == "active" and j.get("epoch") == 0]
+for j in jobs:
+    got = {s["name"]: s["epoch_samples"] for s in j["mix"]["sources"]}
+    if got != {"caps": 112, "docs": 80}:
+        print("bad %s" % got)
+        sys.exit(0)
+print(len(jobs))
+PY
+)
+    case "$seen" in bad*) fail "/status after a weight change across the resume: $seen" ;; esac
+    [ "$seen" -ge 1 ] 2>/dev/null && break
+    sleep 0.05
+done
+[ "$seen" -ge 1 ] 2>/dev/null || {
+    /usr/bin/python3 -c '
+import json, sys
+for j in json.load(open(sys.argv[1]))["jobs"]:
+    print({k: j.get(k) for k in ("id", "state", "epoch", "mix")})' "$TMP/wstatus.json"
+    fail "/status: no resumed job seen in its carried epoch 0 ($seen)"
+}
+echo "/status of the resumed epoch: caps 112, docs 80 (the carried epoch's counts)"
 for p in "${wpids[@]}"; do
     wait "$p" || fail "offloaded resume after a weight change failed"
 done

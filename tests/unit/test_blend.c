@@ -240,6 +240,36 @@ static void give_carry(sl_spec_t *s, uint64_t n, sl_resume_carry_t *c)
     ck_assert_msg(sl_resume_check(s, n, err, sizeof(err)) == 0, "%s", err);
 }
 
+/* The counts /status shows for a carried epoch (sl_blend_counts_carry) are
+ * the sources of the epoch's order as laid out (sl_blend_epoch_carry), in
+ * the resuming world's steps; a carry naming a source the mix has not is
+ * refused. */
+static void check_carry_counts(const sl_spec_t *s, const sl_resume_carry_t *carry)
+{
+    const sl_mix_t *m = s->mix;
+    uint64_t step_len = (uint64_t)s->batch_size * carry->world;
+    uint64_t *order = malloc(m->samples_per_epoch * sizeof(uint64_t));
+    uint64_t want[SL_MIX_MAX_SOURCES] = {0}, got[SL_MIX_MAX_SOURCES];
+    ck_assert_int_eq(sl_blend_epoch_carry(m, carry, s->seed, s->shuffle, step_len, 0, order, NULL),
+                     0);
+    for (uint64_t p = 0; p < m->samples_per_epoch; p++) {
+        want[sl_blend_source_of(m, order[p])]++;
+    }
+    ck_assert_int_eq(sl_blend_counts_carry(m, carry, step_len, 0, got), 0);
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        ck_assert_uint_eq(got[j], want[j]);
+    }
+    if (carry->nruns > 0) {
+        sl_resume_carry_t bad = *carry;
+        sl_resume_run_t run = carry->runs[0];
+        run.rank = m->nsources;
+        bad.runs = &run;
+        bad.nruns = 1;
+        ck_assert_int_eq(sl_blend_counts_carry(m, &bad, step_len, 0, got), -EINVAL);
+    }
+    free(order);
+}
+
 /* Each source's samples over the epoch (took) are its first D draws: every
  * pass but the last whole, the last one's first D mod size. (When ranks
  * stopped at different positions a source's consumed draws need not be a
@@ -338,6 +368,7 @@ START_TEST(test_blend_reweighted_resume)
     sl_resume_carry_t *cb = NULL;
     ck_assert_int_eq(sl_resume_mix_carry(&b, 0, n, cost, tok, tiles, 3, &cb), 0);
     give_carry(&c, n, cb);
+    check_carry_counts(&c, cb);
     uint64_t total = sl_spec_order_len(&c, n), delivered = 0;
     uint64_t *scratch = malloc(total * sizeof(uint64_t)), *out = malloc(total * sizeof(uint64_t));
     uint64_t len = sl_spec_epoch_len(&c, n), rest = len > cb->consumed ? len - cb->consumed : 0;
