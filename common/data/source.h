@@ -144,6 +144,9 @@ int sl_source_open_file(const sl_source_t *src, const char *rel, char *err, size
  * mix); a full queue or a shard over a quarter of cache_bytes is left to
  * the reads (range GETs). Thread-safe. */
 size_t sl_source_prefetch(const sl_source_t *src, const uint64_t *index, size_t n);
+/* Whether src has URL shards sl_source_prefetch can fetch ahead (tar or
+ * webdataset shards named by URL, not a mix). */
+bool sl_source_prefetchable(const sl_source_t *src);
 
 /* ---- source_mix.c: a mixed spec's sources as one (docs/mixing.md) ---- */
 struct sl_mix_s;

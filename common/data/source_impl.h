@@ -302,6 +302,14 @@ int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bo
 int sl_src_shard_fd_spans(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
                           const char *name, bool *ret_close, char *err, size_t errlen);
 
+/* A sample read's URL error rc (its message in err): a server that could
+ * not be reached after every retry (connect, timeout, cut body, 5xx:
+ * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ECONNRESET, -EHOSTDOWN)
+ * becomes -ENOLINK, err prefixed "data server unreachable" (skip.h
+ * SL_SKIP_SOURCE_DOWN: the split is retried elsewhere, not skipped); any
+ * other rc is returned as it is. */
+int sl_src_url_read_error(int rc, char *err, size_t errlen);
+
 /* A URL shard's fd for those spans (source_remote.c). */
 int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
                         char *err, size_t errlen);

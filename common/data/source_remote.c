@@ -83,6 +83,20 @@ int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t *
     return 0;
 }
 
+int sl_src_url_read_error(int rc, char *err, size_t errlen)
+{
+    switch (-rc) {
+    case ECONNREFUSED:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ECONNRESET:
+    case EHOSTDOWN:
+        return sl_err_prefix(err, errlen, -ENOLINK, "data server unreachable");
+    default:
+        return rc;
+    }
+}
+
 static int span_cmp(const void *a, const void *b)
 {
     const sl_src_span_t *x = a, *y = b;
@@ -110,8 +124,10 @@ static size_t coalesce(sl_src_span_t *sp, size_t n)
     return k;
 }
 
-/* The spans by range GETs into a memfd: its fd, -ENOTSUP (no Range), or
- * the error. */
+/* The spans into a memfd, each from the shard's download in flight when
+ * it has (or is about to have) them, else by a range GET: its fd,
+ * -EALREADY (the download landed meanwhile: the cache has the shard),
+ * -ENOTSUP (no Range), or the error. */
 static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
                       const sl_src_span_t *sp, size_t n, char *err, size_t errlen)
 {
@@ -120,7 +136,19 @@ static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
         return sl_err(err, errlen, -errno, "memfd: %s", strerror(errno));
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
+        int rc = sl_remote_read_inflight(remote, url, tag, sp[i].off, sp[i].len, fd);
+        if (rc == 0) {
+            continue;
+        }
+        if (rc == -ENOENT) {
+            int cfd = sl_remote_lookup(remote, url, tag);
+            if (cfd >= 0) {
+                close(cfd);
+                close(fd);
+                return -EALREADY;
+            }
+        }
+        rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
         if (rc < 0) {
             close(fd);
             return rc;
@@ -152,11 +180,23 @@ int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *s
          * read fetches what it needs. */
         sl_remote_prefetch(remote, url, sh->remote_tag, sh->remote_size);
         fd = read_spans(remote, url, sh->remote_tag, sp, n, err, errlen);
-        if (fd != -ENOTSUP) {
+        if (fd == -EALREADY) {
+            fd = sl_remote_lookup(remote, url, sh->remote_tag);
+            if (fd >= 0) {
+                return fd;
+            } /* evicted at once: open it as below */
+        } else if (fd != -ENOTSUP) {
             return fd;
         }
     }
     return sl_src_open_url(src, url, sh->remote_tag, err, errlen);
+}
+
+bool sl_source_prefetchable(const sl_source_t *src)
+{
+    bool shards = src->kind == &sl_src_kind_webdataset || src->kind == &sl_src_kind_tar;
+    return src->rs != NULL && src->rs->remote != NULL && src->rs->nurls > 0 && src->mix == NULL &&
+           shards;
 }
 
 /* Distinct shards one call looks at: beyond them, the queue is full anyway. */
