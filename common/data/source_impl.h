@@ -89,7 +89,19 @@ typedef struct sl_src_remote_s {
     uint64_t last_tag; /* the validator of the URL opened last while indexing:
                                 * sl_src_add_shard records it for the shard it adds */
     uint64_t last_size; /* and its size */
+    struct sl_src_pins_s *pins; /* versions pinned by sample reads (source_pins.c) */
 } sl_src_remote_t;
+
+/* source_pins.c: the validator each URL read whole at sample time had at
+ * its first read (0: not read yet). new: -ENOMEM; put keeps the first. */
+int sl_src_pins_new(sl_src_remote_t *rs);
+void sl_src_pins_free(sl_src_remote_t *rs);
+uint64_t sl_src_pin_get(const sl_src_remote_t *rs, const char *url);
+void sl_src_pin_put(const sl_src_remote_t *rs, const char *url, uint64_t tag);
+/* A sample read of a URL read whole (jsonl image, filelist entry): the
+ * version its first read pinned, or pins the one it gets (source_pins.c
+ * header). Returns the fd, or sl_src_open_url's errors (-ESTALE: changed). */
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, char *err, size_t errlen);
 
 /* What a webdataset member is to its sample (.cls is read at indexing and
  * kept as the label, not as a member). */

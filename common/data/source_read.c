@@ -108,7 +108,7 @@ int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *nam
      * checked again here. */
     int fd;
     if (sl_remote_is_url(rel)) {
-        fd = sl_src_open_url(src, rel, 0, err, errlen);
+        fd = sl_src_open_url_pinned(src, rel, err, errlen);
         if (fd < 0) {
             fd = sl_src_url_read_error(fd, err, errlen);
             return strcmp(rel, name) == 0 ? fd : sl_err_prefix(err, errlen, fd, "%s", name);

@@ -64,6 +64,28 @@ int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag
     return fd;
 }
 
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, char *err, size_t errlen)
+{
+    size_t n = strlen(url);
+    if (src->rs == NULL || src->rs->indexing || (n > 0 && url[n - 1] == '/')) {
+        return sl_src_open_url(src, url, 0, err, errlen);
+    }
+    uint64_t pinned = sl_src_pin_get(src->rs, url);
+    if (pinned != 0) {
+        return sl_src_open_url(src, url, pinned, err, errlen);
+    }
+    const sl_remote_t *remote = src->rs->remote;
+    if (remote == NULL) {
+        return sl_src_open_url(src, url, 0, err, errlen);
+    }
+    sl_remote_obj_t o;
+    int fd = sl_remote_open(remote, url, 0, &o, err, errlen);
+    if (fd >= 0) {
+        sl_src_pin_put(src->rs, url, o.tag);
+    }
+    return fd;
+}
+
 int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t **ret,
                            uint64_t *ret_size, char *err, size_t errlen)
 {

@@ -77,12 +77,15 @@ sort "$TMP/disk.dig" >"$TMP/disk.s"
 
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --worker-timeout-ms 3000 --heartbeat-ms 100 --client-timeout-ms 5000
-worker() { # worker NAME [ENV...]: a worker with a cache too small for a shard
+# A worker with a cache too small for a shard, and a buffer of finished
+# samples (1 MiB: a few) that keeps it from reading far ahead of the client.
+worker() { # worker NAME [ENV...]
     local name=$1
     shift
     start_daemon "$name" env "$@" "$BIN/sluice-worker" --http 127.0.0.1:0 \
         --dispatcher "$D_GRPC" --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 \
-        --remote-roots "$ROOTS" --cache-dir "$TMP/cache-$name" --cache-bytes "$SMALL"
+        --remote-roots "$ROOTS" --cache-dir "$TMP/cache-$name" --cache-bytes "$SMALL" \
+        --buffer-bytes 1048576
 }
 # http_proxy is for libcurl; gRPC reads it too, so no_grpc_proxy keeps
 # the dispatcher and clients direct.
@@ -141,7 +144,7 @@ grep -q 'data server unreachable' "$TMP/all.err" ||
 grep -q "$H/d/mm-shards/shard-" "$TMP/all.err" || fail "server gone: the URL is not named"
 grep -q 'every live worker refused the job (worker .*data server unreachable' "$TMP/all.err" ||
     fail "server gone: the workers did not give the job back before the client read it"
-echo "server gone for everyone: the run fails (exit $rc): $(grep -m1 'unreachable' "$TMP/all.err")"
+echo "server gone for everyone: the run fails (exit $rc): $(grep -m1 '^sluice run: data server unreachable' "$TMP/all.err")"
 
 # ---- locally: the same --------------------------------------------------------
 start_nginx
