@@ -288,6 +288,7 @@ TEST_MODS_test_dispatcher_status := disp
 TEST_MODS_test_dispatcher_status_jobs := disp
 TEST_MODS_test_planner := disp client
 TEST_MODS_test_planner_machines := disp
+TEST_MODS_test_planner_read := disp
 TEST_MODS_test_worker_msg := worker
 TEST_MODS_test_worker_rpc := worker
 TEST_MODS_test_worker_tasks := worker

@@ -221,6 +221,16 @@ bool sl_source_prefetchable(const sl_source_t *src)
            shards;
 }
 
+void sl_source_read_cost(const sl_source_t *src, double *ret_bytes_per_sec,
+                         double *ret_latency_sec)
+{
+    *ret_bytes_per_sec = 0.0;
+    *ret_latency_sec = 0.0;
+    if (src != NULL && src->rs != NULL && src->rs->nurls > 0) {
+        sl_remote_read_cost(src->rs->remote, ret_bytes_per_sec, ret_latency_sec);
+    }
+}
+
 /* Distinct shards one call looks at: beyond them, the queue is full anyway. */
 #define PREFETCH_SHARDS_MAX 64u
 

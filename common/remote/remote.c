@@ -75,8 +75,13 @@ int sl_remote_new(const sl_remote_conf_t *conf, sl_remote_t **ret, char *err, si
             goto fail;
         }
     }
+    r->stats = malloc(sizeof(*r->stats));
+    if (r->stats != NULL) {
+        sl_rstats_init(r->stats);
+    }
     rc = sl_hedge_lat_new(&r->lat);
-    if (rc < 0) {
+    if (rc < 0 || r->stats == NULL) {
+        rc = rc < 0 ? rc : -ENOMEM;
         sl_err(err, errlen, rc, "out of memory");
         goto fail;
     }
@@ -106,6 +111,10 @@ void sl_remote_free(sl_remote_t *r)
     }
     sl_rpf_free(r->pf); /* its threads use the cache */
     sl_hedge_lat_free(r->lat);
+    if (r->stats != NULL) {
+        sl_rstats_destroy(r->stats);
+        free(r->stats);
+    }
     sl_roots_free(&r->roots);
     sl_cache_free(r->cache);
     memset(&r->s3, 0, sizeof(r->s3)); /* no secret left in freed memory */
@@ -311,9 +320,14 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
         }
         /* A range is small and latency-bound: a slow first answer is worth
          * a second request (hedge.h); whole objects are not. */
+        int64_t t0 = r->stats != NULL ? sl_rstats_begin(r->stats) : 0;
         rc = q->range && !q->head && r->lat != NULL
                  ? sl_fetch_hedged(wire, hdrs, fd, o, r->lat, resp, err, errlen)
                  : sl_fetch(wire, hdrs, q->head, fd, o, resp, err, errlen);
+        if (r->stats != NULL) {
+            sl_rstats_end(r->stats, t0, q->head && rc == 0,
+                          rc == 0 && !q->head ? resp->length : 0);
+        }
         memset(hbuf, 0, 8192); /* it held a signature */
         if (rc < 0) {
             goto out;
@@ -531,6 +545,15 @@ int sl_remote_read_inflight(const sl_remote_t *r, const char *url, uint64_t tag,
      * reader time; the hedge delay is the host's p95 of one. */
     long budget = r->lat != NULL ? sl_hedge_delay_ms(r->lat) : SL_HEDGE_MIN_MS;
     return sl_rpf_copy(r->pf, url, tag, off, len, fd, budget);
+}
+
+void sl_remote_read_cost(const sl_remote_t *r, double *ret_bytes_per_sec, double *ret_latency_sec)
+{
+    *ret_bytes_per_sec = 0.0;
+    *ret_latency_sec = 0.0;
+    if (r != NULL && r->stats != NULL) {
+        sl_rstats_get(r->stats, ret_bytes_per_sec, ret_latency_sec);
+    }
 }
 
 uint64_t sl_remote_inflight_reads(const sl_remote_t *r)

@@ -100,6 +100,10 @@ int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint
  * the cache first. */
 int sl_remote_read_inflight(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
                             uint64_t len, int fd);
+/* What remote reads cost on this host so far (rstats.h): bytes/s while a
+ * request was in flight (0 before 1 MiB was read) and the mean HEAD time
+ * in seconds (0: none). r NULL: both 0. */
+void sl_remote_read_cost(const sl_remote_t *r, double *ret_bytes_per_sec, double *ret_latency_sec);
 /* Reads sl_remote_read_inflight served so far. */
 uint64_t sl_remote_inflight_reads(const sl_remote_t *r);
 void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed);

@@ -93,4 +93,21 @@ counted disp --dispatcher "$D_GRPC" --offload off
 awk -v t="$last" 'BEGIN { exit !(t < 3.6) }' ||
     { cat "$TMP/disp.log" >&2; fail "dispatcher: the last shard downloaded $last s into the run: not ahead of its reads"; }
 echo "with a dispatcher: 8 shards downloaded within $last s (its splits' shards ahead of its reads)"
+
+# The planner is told what remote reads cost here: `sluice plan --explain`
+# shows each host's measured read rate and the samples/s it allows.
+start_daemon W "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" \
+    --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 --remote-roots "$ROOTS" \
+    --cache-dir "$TMP/cache-w"
+wait_live_workers "$D_HTTP" 1
+"$BIN/sluice" plan "$TMP/http.json" --dispatcher "$D_GRPC" --data-root "$DATA" --explain \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-plan" --threads 1 --samples 64 \
+    >"$TMP/plan.out" 2>"$TMP/plan.err" || { cat "$TMP/plan.err" >&2; fail "sluice plan failed"; }
+grep -q '^source reads (measured' "$TMP/plan.out" ||
+    { cat "$TMP/plan.out" >&2; fail "plan --explain shows no source read rates"; }
+grep -Eq '^  client +[0-9.]+ MB/s \(HEAD [0-9.]+ ms\) = [0-9.]+ samples/s' "$TMP/plan.out" ||
+    { cat "$TMP/plan.out" >&2; fail "plan --explain: no client read rate"; }
+grep -Eq '^  workers .* MB/s .* samples/s' "$TMP/plan.out" ||
+    { cat "$TMP/plan.out" >&2; fail "plan --explain: no worker read rate"; }
+echo "plan --explain: $(grep -A2 '^source reads' "$TMP/plan.out" | tail -n 2 | tr -s ' ' | tr '\n' ';')"
 echo "PASS"
