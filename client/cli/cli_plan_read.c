@@ -12,8 +12,7 @@ static void one(const char *who, const Sluice__HostProfile *p, unsigned n)
     printf("  %-24s %8.1f MB/s (HEAD %.1f ms)", who, p->source_bytes_per_sec / 1e6,
            p->source_latency_sec * 1e3);
     if (bytes > 0.0) {
-        printf(" = %.1f samples/s%s", p->source_bytes_per_sec / bytes,
-               n > 1 ? " per worker" : "");
+        printf(" = %.1f samples/s%s", p->source_bytes_per_sec / bytes, n > 1 ? " per worker" : "");
     }
     printf("\n");
 }

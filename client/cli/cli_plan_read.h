@@ -4,7 +4,7 @@
 #ifndef SL_CLI_PLAN_READ_H
 #define SL_CLI_PLAN_READ_H
 
-#include "proto/sluice.pb-c.h"
+#include "client/lib/plan_job.h" /* Sluice__PlannerInputs */
 
 /* Prints nothing when no host measured a remote read. */
 void sl_cli_plan_print_reads(const Sluice__PlannerInputs *in);

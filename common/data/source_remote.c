@@ -221,8 +221,7 @@ bool sl_source_prefetchable(const sl_source_t *src)
            shards;
 }
 
-void sl_source_read_cost(const sl_source_t *src, double *ret_bytes_per_sec,
-                         double *ret_latency_sec)
+void sl_source_read_cost(const sl_source_t *src, double *ret_bytes_per_sec, double *ret_latency_sec)
 {
     *ret_bytes_per_sec = 0.0;
     *ret_latency_sec = 0.0;

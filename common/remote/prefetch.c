@@ -183,8 +183,8 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int sl_rpf_copy(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t off, uint64_t len,
-                int out_fd, long budget_ms)
+int sl_rpf_copy(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t off, uint64_t len, int out_fd,
+                long budget_ms)
 {
     int64_t t0 = mono_ms();
     for (;;) {

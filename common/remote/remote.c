@@ -325,8 +325,7 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
                  ? sl_fetch_hedged(wire, hdrs, fd, o, r->lat, resp, err, errlen)
                  : sl_fetch(wire, hdrs, q->head, fd, o, resp, err, errlen);
         if (r->stats != NULL) {
-            sl_rstats_end(r->stats, t0, q->head && rc == 0,
-                          rc == 0 && !q->head ? resp->length : 0);
+            sl_rstats_end(r->stats, t0, q->head && rc == 0, rc == 0 && !q->head ? resp->length : 0);
         }
         memset(hbuf, 0, 8192); /* it held a signature */
         if (rc < 0) {

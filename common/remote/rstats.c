@@ -49,8 +49,9 @@ void sl_rstats_get(sl_rstats_t *s, double *ret_bytes_per_sec, double *ret_latenc
     int64_t t = now_ns();
     pthread_mutex_lock(&s->mu);
     int64_t busy = s->busy_ns + (s->inflight > 0 ? t - s->busy_start_ns : 0);
-    *ret_bytes_per_sec =
-        s->bytes >= SL_RSTATS_MIN_BYTES && busy > 0 ? (double)s->bytes * 1e9 / (double)busy : 0.0;
+    *ret_bytes_per_sec = s->bytes >= SL_RSTATS_MIN_BYTES && busy > 0
+                             ? (double)s->bytes * 1e9 / (double)busy
+                             : 0.0;
     *ret_latency_sec = s->heads > 0 ? (double)s->head_ns / 1e9 / (double)s->heads : 0.0;
     pthread_mutex_unlock(&s->mu);
 }

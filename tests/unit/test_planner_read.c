@@ -14,8 +14,9 @@
 
 #include "dispatcher/planner/planner.h"
 
-#define NEAR(x, want, tol) ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, \
-                                         (double)(x), (double)(want))
+#define NEAR(x, want, tol)                                                                         \
+    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x),            \
+                  (double)(want))
 
 static void base(disp_pl_input_t *in)
 {
@@ -101,8 +102,8 @@ START_TEST(test_plan_follows_reads)
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     double free_rate = r.cand[r.chosen].predicted;
-    in.classes[0].source_rate = 10e6;  /* workers: 400 samples/s in all */
-    in.client_source_rate = 100e6;     /* client: 1000 samples/s of reads */
+    in.classes[0].source_rate = 10e6; /* workers: 400 samples/s in all */
+    in.client_source_rate = 100e6;    /* client: 1000 samples/s of reads */
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     const disp_pl_cand_t *c = &r.cand[r.chosen];
     ck_assert(c->predicted < free_rate);
