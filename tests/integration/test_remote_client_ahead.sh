@@ -56,13 +56,17 @@ run() { # run SPEC NAME [ARGS...]: digests sorted into NAME.s
     sort "$TMP/$name.dig" >"$TMP/$name.s"
 }
 run "$TMP/disk.json" disk --local --threads 2
-python_env
+# In a subshell: python_env's LD_PRELOAD (an ASan build) must not reach the
+# curl of wait_live_workers later (curl hangs under a preloaded ASan).
 index() { # index CACHE: the shards' index into CACHE (range GETs), no sample read
-    "$PY" - "$TMP/http.json" "$DATA" "$ROOTS" "$1" <<'PY'
+    (
+        python_env
+        "$PY" - "$TMP/http.json" "$DATA" "$ROOTS" "$1" <<'PY'
 import sys, sluice
 sluice.describe(None, sys.argv[1], data_root=sys.argv[2], remote_roots=sys.argv[3],
                 cache_dir=sys.argv[4])
 PY
+    )
 }
 counted() { # counted NAME ARGS...: a run; NAME.ranged = its range GETs, NAME.whole its downloads
     local name=$1
