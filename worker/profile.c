@@ -181,6 +181,8 @@ static void profile_msg(const wk_profile_t *p, const sl_pipeline_t *pipe, const 
     hp->seconds = pr->seconds;
     hp->cost_model_error = pr->model_error > 0 ? pr->model_error : 0;
     hp->size_cost_error = pr->size_error > 0 ? pr->size_error : 0;
+    /* A URL source: what this host's reads of it cost (planner_read.c). */
+    sl_source_read_cost(p->src, &hp->source_bytes_per_sec, &hp->source_latency_sec);
 }
 
 /* Profile: the identity always; with indices, the measured profile too. */

@@ -368,11 +368,15 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail,
         dropped_return_locked(job, sp);
         return;
     }
-    if (out->skip == SL_SKIP_PLUGIN_FAILED) {
-        /* A plugin's process crashed or hung: not this sample's fault, and
-         * it would again here. The job fails on this worker only (its
-         * splits go to others, and on the client the job fails naming the
-         * plugin); the worker's other jobs never noticed. */
+    if (out->skip == SL_SKIP_PLUGIN_FAILED || out->skip == SL_SKIP_SOURCE_DOWN) {
+        /* A plugin's process crashed or hung, or the data server cannot be
+         * reached from here (every retry failed): not this sample's fault,
+         * and it would again here. The job fails on this worker only: its
+         * heartbeat names the reason, the dispatcher re-queues its
+         * unfinished splits (this one included: it was never sent whole)
+         * for other workers or the client, which fails the job only when
+         * it cannot read them either. The worker's other jobs never
+         * noticed. */
         sl_tensor_free(&out->t);
         if (wk_job_transition_locked(job, WK_JOB_FAILED) == 0) {
             snprintf(job->reason, sizeof(job->reason), "%s", detail);

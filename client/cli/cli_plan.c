@@ -14,6 +14,7 @@
 #include "client/cli/cli.h"
 #include "client/cli/cli_opts.h"
 #include "client/cli/cli_plan_mix.h"
+#include "client/cli/cli_plan_read.h"
 #include "client/lib/plan_job.h"
 
 typedef struct {
@@ -364,6 +365,7 @@ static int print_plan(const plan_opts_t *o, double plan_rate, const cl_plan_job_
                                                       : ": no cgroup readable, all CPUs assumed "
                                                         "until the job measures it");
         print_overhead(in, e->json);
+        sl_cli_plan_print_reads(in);
         print_short(pj);
         print_whatif(e->json);
         print_cache(e->json);

@@ -69,6 +69,7 @@ typedef struct cl_split_s {
     uint64_t added;    /* multi-rank: first copies in the batcher (done counts on pop) */
     uint64_t next;     /* local: next position to submit */
     cl_split_state_e state;
+    int prefetched; /* its URL shards were handed to the prefetcher (prefetch_ahead.c) */
 } cl_split_t;
 
 /* A growing list of split ids to send (acknowledgements, received reports,
@@ -128,6 +129,11 @@ typedef struct cl_job_consumer_s {
     double t_start, wait_sec;
     uint64_t from_local, from_remote;
     uint64_t local_epoch, local_pos; /* local mode: the next position to run */
+    /* Local mode: positions before (ahead_epoch, ahead_pos) were handed to
+     * the prefetcher (prefetch_ahead.c); ahead_off: the source has no URL
+     * shards, nothing to do. */
+    uint64_t ahead_epoch, ahead_pos;
+    int ahead_off;
 } cl_job_consumer_t;
 
 /* The control thread's (control.c). */

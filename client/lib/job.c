@@ -12,6 +12,7 @@
 
 #include "client/lib/client_impl.h"
 #include "client/lib/mix.h"
+#include "client/lib/prefetch_ahead.h"
 #include "client/lib/profile.h"
 #include "client/lib/rx.h"
 #include "common/base/clock.h"
@@ -196,6 +197,7 @@ static int feed_remote(sluice_job_t *job, int *progress)
 /* New local work into the executor up to its capacity. */
 static int feed_local(sluice_job_t *job, int *progress)
 {
+    cl_prefetch_ahead(job); /* URL shards of the next reads, fetched meanwhile */
     return job->disp ? feed_local_splits(job, progress) : feed_local_cursor(job, progress);
 }
 

@@ -328,8 +328,10 @@ int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fil
     ret->duplicate = 0;
     snprintf(ret->detail, sizeof(ret->detail), "%s", detail);
     int rc;
-    if (s->skip == SL_SKIP_PLUGIN_FAILED) {
-        /* A plugin's process crashed or hung: the job cannot go on. */
+    if (s->skip == SL_SKIP_PLUGIN_FAILED || s->skip == SL_SKIP_SOURCE_DOWN) {
+        /* A plugin's process crashed or hung, or the data server cannot be
+         * reached (workers that could not gave the split back; this is its
+         * last reader): the job cannot go on. */
         if (l->failed_on[0] == '\0') {
             snprintf(l->failed_on, sizeof(l->failed_on), "%s", detail);
         }
@@ -461,6 +463,14 @@ size_t cl_line_recent_skips(const cl_line_t *l, sluice_skip_t *out, size_t max)
 
 const char *cl_line_failed_on(const cl_line_t *l) { return l->failed_on; }
 
+const uint64_t *cl_line_order(cl_line_t *l, uint64_t epoch)
+{
+    if (epoch < l->first_epoch || epoch >= l->end_epoch) {
+        return NULL;
+    }
+    return order_of(l, epoch);
+}
+
 /* ------------------------------------------------------------ feeding */
 
 /* A sample the batcher took (rc: cl_line_put's answer) told to the
@@ -473,7 +483,7 @@ static int batched(cl_line_t *l, int rc, const cl_line_took_t *t, char *err, siz
         return rc;
     }
     if (rc == -ECHILD) {
-        snprintf(err, errlen, "%s", t->detail); /* a plugin crashed or hung */
+        snprintf(err, errlen, "%s", t->detail); /* a plugin crashed or hung, a server is gone */
         return -EIO;
     }
     if (rc < 0) {

@@ -208,5 +208,9 @@ const char *cl_line_first_skip(const cl_line_t *l);
 size_t cl_line_recent_skips(const cl_line_t *l, sluice_skip_t *out, size_t max);
 /* Why an on_error "fail" job stopped (the bad sample), "" while it has not. */
 const char *cl_line_failed_on(const cl_line_t *l);
+/* Epoch's order (positions -> sample indices; a hole is SL_POS_HOLE),
+ * computed and cached as cl_line_sample does, or NULL (out of memory, an
+ * epoch outside the job). Valid until the next call that computes one. */
+const uint64_t *cl_line_order(cl_line_t *l, uint64_t epoch);
 
 #endif

@@ -125,6 +125,8 @@ static void hp_copy(cl_hp_t *hp, const Sluice__HostProfile *m, int cached)
     hp->msg.seconds = m->seconds;
     hp->msg.cost_model_error = m->cost_model_error;
     hp->msg.size_cost_error = m->size_cost_error;
+    hp->msg.source_bytes_per_sec = m->source_bytes_per_sec;
+    hp->msg.source_latency_sec = m->source_latency_sec;
     if (m->n_cost_model_coef == SL_COST_NPARAM) {
         memcpy(hp->coef, m->cost_model_coef, sizeof(hp->coef));
         hp->msg.n_cost_model_coef = SL_COST_NPARAM;
@@ -421,6 +423,10 @@ static int profile_client(cl_planner_t *p, const cl_plan_args_t *a,
         }
         hp_from_local(&p->client, key, &pr, a->pipe);
     }
+    /* A URL source: what this host's reads cost, measured now (not cached:
+     * the link may have changed; planner_read.c). */
+    sl_source_read_cost(a->src, &p->client.msg.source_bytes_per_sec,
+                        &p->client.msg.source_latency_sec);
     p->in.client = &p->client.msg;
     return 0;
 }

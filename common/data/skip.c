@@ -37,6 +37,8 @@ sl_skip_e sl_skip_from_errno(int rc)
         return SL_SKIP_OTHER_CODEC;
     case ETIME:
         return SL_SKIP_DECODE_TIMEOUT;
+    case ENOLINK:
+        return SL_SKIP_SOURCE_DOWN;
     default:
         return SL_SKIP_IO;
     }
@@ -45,10 +47,11 @@ sl_skip_e sl_skip_from_errno(int rc)
 const char *sl_skip_name(sl_skip_e reason)
 {
     static const char *const NAMES[SL_SKIP__COUNT] = {
-        "empty",           "not_jpeg",    "truncated",      "too_large",    "corrupt",
-        "io",              "outside_root", "bad_text",      "no_text",      "bad_manifest",
-        "too_many_images", "resumed",     "plugin_failed",  "too_long",     "no_video_stream",
-        "other_codec",     "decode_timeout",
+        "empty",          "not_jpeg",     "truncated",       "too_large",
+        "corrupt",        "io",           "outside_root",    "bad_text",
+        "no_text",        "bad_manifest", "too_many_images", "resumed",
+        "plugin_failed",  "too_long",     "no_video_stream", "other_codec",
+        "decode_timeout", "source_down",
     };
     return (unsigned)reason < SL_SKIP__COUNT ? NAMES[reason] : "unknown";
 }

@@ -44,6 +44,12 @@ typedef enum {
     /* -ETIME: a clip's decode took longer than its "timeout_sec". Names
      * stay under 16 bytes (sluice_skip_t.reason). */
     SL_SKIP_DECODE_TIMEOUT,
+    /* -ENOLINK: a URL's data server could not be reached (connect,
+     * timeout, cut body, 5xx after every retry: common/remote/remote.h).
+     * Not this sample's fault: like plugin_failed, a worker refuses the
+     * job (its splits go to other workers or the client), a client fails
+     * it naming the URL. */
+    SL_SKIP_SOURCE_DOWN,
     SL_SKIP__COUNT
 } sl_skip_e;
 /* clang-format on */

@@ -104,6 +104,7 @@ void sl_source_free(sl_source_t *src)
     free(src->members);
     free(src->nimages);
     free(src->class_off);
+    sl_src_pins_free(src->rs);
     free(src->rs);
     sl_src_mix_free(src->mix);
     free(src);
@@ -154,7 +155,8 @@ int sl_src_open_kind(const char *data_root, const sl_remote_t *remote, const sl_
     src->kind = kind;
     src->root_fd = -1;
     src->rs = calloc(1, sizeof(*src->rs));
-    if (src->rs == NULL) {
+    if (src->rs == NULL || sl_src_pins_new(src->rs) < 0) {
+        free(src->rs);
         free(src);
         return sl_err(err, errlen, -ENOMEM, "source: out of memory");
     }

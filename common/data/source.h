@@ -144,6 +144,13 @@ int sl_source_open_file(const sl_source_t *src, const char *rel, char *err, size
  * mix); a full queue or a shard over a quarter of cache_bytes is left to
  * the reads (range GETs). Thread-safe. */
 size_t sl_source_prefetch(const sl_source_t *src, const uint64_t *index, size_t n);
+/* Whether src has URL shards sl_source_prefetch can fetch ahead (tar or
+ * webdataset shards named by URL, not a mix). */
+bool sl_source_prefetchable(const sl_source_t *src);
+/* What this host's remote reads cost so far (remote.h sl_remote_read_cost:
+ * bytes/s while reading, mean HEAD time in s) when src has URLs; else 0s. */
+void sl_source_read_cost(const sl_source_t *src, double *ret_bytes_per_sec,
+                         double *ret_latency_sec);
 
 /* ---- source_mix.c: a mixed spec's sources as one (docs/mixing.md) ---- */
 struct sl_mix_s;

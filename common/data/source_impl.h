@@ -89,7 +89,19 @@ typedef struct sl_src_remote_s {
     uint64_t last_tag; /* the validator of the URL opened last while indexing:
                                 * sl_src_add_shard records it for the shard it adds */
     uint64_t last_size; /* and its size */
+    struct sl_src_pins_s *pins; /* versions pinned by sample reads (source_pins.c) */
 } sl_src_remote_t;
+
+/* source_pins.c: the validator each URL read whole at sample time had at
+ * its first read (0: not read yet). new: -ENOMEM; put keeps the first. */
+int sl_src_pins_new(sl_src_remote_t *rs);
+void sl_src_pins_free(sl_src_remote_t *rs);
+uint64_t sl_src_pin_get(const sl_src_remote_t *rs, const char *url);
+void sl_src_pin_put(const sl_src_remote_t *rs, const char *url, uint64_t tag);
+/* A sample read of a URL read whole (jsonl image, filelist entry): the
+ * version its first read pinned, or pins the one it gets (source_pins.c
+ * header). Returns the fd, or sl_src_open_url's errors (-ESTALE: changed). */
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, char *err, size_t errlen);
 
 /* What a webdataset member is to its sample (.cls is read at indexing and
  * kept as the label, not as a member). */
@@ -301,6 +313,14 @@ int sl_src_shard_fd(const sl_source_t *src, uint32_t shard, const char *name, bo
  * reads are local. sp is sorted in place. */
 int sl_src_shard_fd_spans(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,
                           const char *name, bool *ret_close, char *err, size_t errlen);
+
+/* A sample read's URL error rc (its message in err): a server that could
+ * not be reached after every retry (connect, timeout, cut body, 5xx:
+ * -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ECONNRESET, -EHOSTDOWN)
+ * becomes -ENOLINK, err prefixed "data server unreachable" (skip.h
+ * SL_SKIP_SOURCE_DOWN: the split is retried elsewhere, not skipped); any
+ * other rc is returned as it is. */
+int sl_src_url_read_error(int rc, char *err, size_t errlen);
 
 /* A URL shard's fd for those spans (source_remote.c). */
 int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *sp, size_t n,

@@ -90,7 +90,7 @@ int sl_src_shard_fd_spans(const sl_source_t *src, uint32_t shard, sl_src_span_t 
         if (ufd >= 0) {
             *ret_close = true;
         }
-        return ufd;
+        return ufd < 0 ? sl_src_url_read_error(ufd, err, errlen) : ufd;
     }
     /* Shard beyond the open-fd budget: open (and re-verify) per read. */
     int fd = sl_src_open_beneath(src, src->arena + sh->path_off, O_RDONLY, 0);
@@ -108,8 +108,9 @@ int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *nam
      * checked again here. */
     int fd;
     if (sl_remote_is_url(rel)) {
-        fd = sl_src_open_url(src, rel, 0, err, errlen);
+        fd = sl_src_open_url_pinned(src, rel, err, errlen);
         if (fd < 0) {
+            fd = sl_src_url_read_error(fd, err, errlen);
             return strcmp(rel, name) == 0 ? fd : sl_err_prefix(err, errlen, fd, "%s", name);
         }
     } else {

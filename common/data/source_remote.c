@@ -64,6 +64,28 @@ int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag
     return fd;
 }
 
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, char *err, size_t errlen)
+{
+    size_t n = strlen(url);
+    if (src->rs == NULL || src->rs->indexing || (n > 0 && url[n - 1] == '/')) {
+        return sl_src_open_url(src, url, 0, err, errlen);
+    }
+    uint64_t pinned = sl_src_pin_get(src->rs, url);
+    if (pinned != 0) {
+        return sl_src_open_url(src, url, pinned, err, errlen);
+    }
+    const sl_remote_t *remote = src->rs->remote;
+    if (remote == NULL) {
+        return sl_src_open_url(src, url, 0, err, errlen);
+    }
+    sl_remote_obj_t o;
+    int fd = sl_remote_open(remote, url, 0, &o, err, errlen);
+    if (fd >= 0) {
+        sl_src_pin_put(src->rs, url, o.tag);
+    }
+    return fd;
+}
+
 int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t **ret,
                            uint64_t *ret_size, char *err, size_t errlen)
 {
@@ -81,6 +103,20 @@ int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t *
     fold(src, url, o.tag, o.size);
     *ret_size = o.size;
     return 0;
+}
+
+int sl_src_url_read_error(int rc, char *err, size_t errlen)
+{
+    switch (-rc) {
+    case ECONNREFUSED:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ECONNRESET:
+    case EHOSTDOWN:
+        return sl_err_prefix(err, errlen, -ENOLINK, "data server unreachable");
+    default:
+        return rc;
+    }
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -110,8 +146,10 @@ static size_t coalesce(sl_src_span_t *sp, size_t n)
     return k;
 }
 
-/* The spans by range GETs into a memfd: its fd, -ENOTSUP (no Range), or
- * the error. */
+/* The spans into a memfd, each from the shard's download in flight when
+ * it has (or is about to have) them, else by a range GET: its fd,
+ * -EALREADY (the download landed meanwhile: the cache has the shard),
+ * -ENOTSUP (no Range), or the error. */
 static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
                       const sl_src_span_t *sp, size_t n, char *err, size_t errlen)
 {
@@ -120,7 +158,19 @@ static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
         return sl_err(err, errlen, -errno, "memfd: %s", strerror(errno));
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
+        int rc = sl_remote_read_inflight(remote, url, tag, sp[i].off, sp[i].len, fd);
+        if (rc == 0) {
+            continue;
+        }
+        if (rc == -ENOENT) {
+            int cfd = sl_remote_lookup(remote, url, tag);
+            if (cfd >= 0) {
+                close(cfd);
+                close(fd);
+                return -EALREADY;
+            }
+        }
+        rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
         if (rc < 0) {
             close(fd);
             return rc;
@@ -152,11 +202,32 @@ int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *s
          * read fetches what it needs. */
         sl_remote_prefetch(remote, url, sh->remote_tag, sh->remote_size);
         fd = read_spans(remote, url, sh->remote_tag, sp, n, err, errlen);
-        if (fd != -ENOTSUP) {
+        if (fd == -EALREADY) {
+            fd = sl_remote_lookup(remote, url, sh->remote_tag);
+            if (fd >= 0) {
+                return fd;
+            } /* evicted at once: open it as below */
+        } else if (fd != -ENOTSUP) {
             return fd;
         }
     }
     return sl_src_open_url(src, url, sh->remote_tag, err, errlen);
+}
+
+bool sl_source_prefetchable(const sl_source_t *src)
+{
+    bool shards = src->kind == &sl_src_kind_webdataset || src->kind == &sl_src_kind_tar;
+    return src->rs != NULL && src->rs->remote != NULL && src->rs->nurls > 0 && src->mix == NULL &&
+           shards;
+}
+
+void sl_source_read_cost(const sl_source_t *src, double *ret_bytes_per_sec, double *ret_latency_sec)
+{
+    *ret_bytes_per_sec = 0.0;
+    *ret_latency_sec = 0.0;
+    if (src != NULL && src->rs != NULL && src->rs->nurls > 0) {
+        sl_remote_read_cost(src->rs->remote, ret_bytes_per_sec, ret_latency_sec);
+    }
 }
 
 /* Distinct shards one call looks at: beyond them, the queue is full anyway. */

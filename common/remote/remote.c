@@ -75,8 +75,13 @@ int sl_remote_new(const sl_remote_conf_t *conf, sl_remote_t **ret, char *err, si
             goto fail;
         }
     }
+    r->stats = malloc(sizeof(*r->stats));
+    if (r->stats != NULL) {
+        sl_rstats_init(r->stats);
+    }
     rc = sl_hedge_lat_new(&r->lat);
-    if (rc < 0) {
+    if (rc < 0 || r->stats == NULL) {
+        rc = rc < 0 ? rc : -ENOMEM;
         sl_err(err, errlen, rc, "out of memory");
         goto fail;
     }
@@ -106,6 +111,10 @@ void sl_remote_free(sl_remote_t *r)
     }
     sl_rpf_free(r->pf); /* its threads use the cache */
     sl_hedge_lat_free(r->lat);
+    if (r->stats != NULL) {
+        sl_rstats_destroy(r->stats);
+        free(r->stats);
+    }
     sl_roots_free(&r->roots);
     sl_cache_free(r->cache);
     memset(&r->s3, 0, sizeof(r->s3)); /* no secret left in freed memory */
@@ -306,11 +315,18 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
             goto out;
         }
         const sl_fetch_opts_t *o = q->opts != NULL ? q->opts : &r->fetch;
+        if (o->progress != NULL && fd >= 0 && !q->head && q->fd_off == 0) {
+            sl_progress_begin(o->progress, fd); /* the file starts over */
+        }
         /* A range is small and latency-bound: a slow first answer is worth
          * a second request (hedge.h); whole objects are not. */
+        int64_t t0 = r->stats != NULL ? sl_rstats_begin(r->stats) : 0;
         rc = q->range && !q->head && r->lat != NULL
                  ? sl_fetch_hedged(wire, hdrs, fd, o, r->lat, resp, err, errlen)
                  : sl_fetch(wire, hdrs, q->head, fd, o, resp, err, errlen);
+        if (r->stats != NULL) {
+            sl_rstats_end(r->stats, t0, q->head && rc == 0, rc == 0 && !q->head ? resp->length : 0);
+        }
         memset(hbuf, 0, 8192); /* it held a signature */
         if (rc < 0) {
             goto out;
@@ -372,7 +388,7 @@ int sl_remote_request_retry(const sl_remote_t *r, const sl_url_t *u, const char 
         }
     }
     if (rc == -EAGAIN) {
-        rc = -EIO;
+        rc = -EHOSTDOWN; /* 5xx/429 every time: as good as gone (source_remote.c) */
     }
     return sl_err_prefix(err, errlen, rc, "after %d attempts", SL_REMOTE_ATTEMPTS);
 }
@@ -445,6 +461,9 @@ int sl_remote_open_opts(const sl_remote_t *r, const char *url, uint64_t expect_t
     }
     sl_remote_req_t gq = {.if_match = etag, .opts = opts};
     rc = sl_remote_request_retry(r, u, canon, &gq, fill.tmp_fd, &size, resp, err, errlen);
+    if (opts != NULL && opts->progress != NULL) {
+        sl_progress_end(opts->progress); /* before the file is renamed or dropped */
+    }
     if (rc < 0) {
         sl_cache_fill_abort(r->cache, &fill);
         goto out;
@@ -513,6 +532,32 @@ int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint
         return 1;
     }
     return sl_rpf_add(r->pf, url, tag);
+}
+
+int sl_remote_read_inflight(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                            uint64_t len, int fd)
+{
+    if (r == NULL || r->pf == NULL || tag == 0 || len == 0) {
+        return -ENOENT;
+    }
+    /* Waiting longer than a range GET would take saves bytes but costs the
+     * reader time; the hedge delay is the host's p95 of one. */
+    long budget = r->lat != NULL ? sl_hedge_delay_ms(r->lat) : SL_HEDGE_MIN_MS;
+    return sl_rpf_copy(r->pf, url, tag, off, len, fd, budget);
+}
+
+void sl_remote_read_cost(const sl_remote_t *r, double *ret_bytes_per_sec, double *ret_latency_sec)
+{
+    *ret_bytes_per_sec = 0.0;
+    *ret_latency_sec = 0.0;
+    if (r != NULL && r->stats != NULL) {
+        sl_rstats_get(r->stats, ret_bytes_per_sec, ret_latency_sec);
+    }
+}
+
+uint64_t sl_remote_inflight_reads(const sl_remote_t *r)
+{
+    return r != NULL && r->pf != NULL ? sl_rpf_copied(r->pf) : 0;
 }
 
 void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won)

@@ -9,8 +9,10 @@
 
 #include "common/remote/cache.h"
 #include "common/remote/fetch.h"
+#include "common/remote/inflight.h"
 #include "common/remote/hedge.h"
 #include "common/remote/prefetch.h"
+#include "common/remote/rstats.h"
 #include "common/remote/remote.h"
 #include "common/remote/s3.h"
 #include "common/remote/url.h"
@@ -24,6 +26,7 @@ struct sl_remote_s {
     sl_fetch_opts_t fetch;
     sl_rpf_t *pf;        /* background fetches into the cache; NULL without a cache */
     sl_hedge_lat_t *lat; /* recent first-byte latencies: range GETs are hedged */
+    sl_rstats_t *stats;  /* what reads cost here, for the planner (rstats.h) */
 };
 
 /* What one request asks. */

@@ -86,6 +86,9 @@ typedef struct disp_pl_class_s {
     double read_sec;   /* CPU s per sample to read the encoded bytes */
     double unit_sec[DISP_PL_MAX_UNITS]; /* CPU s per sample of each unit */
     double bandwidth;  /* bytes/s between one worker and the client; 0 = not measured */
+    /* Remote sources: bytes/s one worker of the class reads the source at
+     * (measured, planner_read.c); 0 = local or not measured: no limit. */
+    double source_rate;
 } disp_pl_class_t;
 
 /* Hosts that share CPUs: at most DISP_PL_MAX_MACHINES such groups. */
@@ -131,6 +134,9 @@ typedef struct disp_pl_input_s {
      * The planner sets it on its working copy for the compressed
      * candidates; a caller sets it to predict a compressed plan (drift). */
     int compress;
+    /* Remote sources: bytes/s the client reads the source at (measured,
+     * planner_read.c); 0 = local or not measured: no limit. */
+    double client_source_rate;
 } disp_pl_input_t;
 
 /* What each resource allows at one (K, F), samples/s; INFINITY = no limit. */

@@ -32,6 +32,12 @@ int disp_pl_client_shares(const disp_pl_input_t *in);
 double disp_pl_remote_net(const disp_pl_input_t *in, uint32_t k);
 /* The rate terms at boundary k and local share f (inputs sanitized). */
 void disp_pl_terms_clean(const disp_pl_input_t *in, uint32_t k, double f, disp_pl_terms_t *t);
+/* planner_read.c: the measured source read rates as bounds (remote
+ * sources): the workers' encoded-byte reads cap the worker term, the
+ * client's own reads (its share f) the client term. */
+double disp_pl_read_remote(const disp_pl_input_t *in, double f);
+double disp_pl_read_client(const disp_pl_input_t *in, double f);
+void disp_pl_read_bound(const disp_pl_input_t *in, double f, disp_pl_terms_t *t);
 /* Ties (within 1e-9) go to the consumer (nothing stalls), then to the
  * remote resources (the operator can add workers or bandwidth), then the
  * client. At an interior balance point client and remote are equal by

@@ -83,6 +83,8 @@ typedef struct disp_hprof_s {
     double coef[DISP_PJ_COST_COEF]; /* HostProfile.cost_model_coef; ncoef 0 = none */
     uint32_t ncoef;
     double overhead_sec; /* client hosts: measured per-sample overhead (planner.h sample_sec) */
+    double source_rate;  /* HostProfile.source_bytes_per_sec (planner_read.c) */
+    double source_latency; /* HostProfile.source_latency_sec */
 } disp_hprof_t;
 
 typedef struct disp_pcache_entry_s {

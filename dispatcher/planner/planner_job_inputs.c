@@ -49,6 +49,8 @@ void disp_hprof_from_pb(const Sluice__HostProfile *m, disp_hprof_t *ret)
         }
     }
     ret->overhead_sec = fmin(disp_pj_fin(m->sample_overhead_sec), DISP_PJ_MAX_OVERHEAD_SEC);
+    ret->source_rate = disp_pj_fin(m->source_bytes_per_sec);
+    ret->source_latency = disp_pj_fin(m->source_latency_sec);
 }
 
 /* A profile fits the pipeline when it has a row per unit, by name. */

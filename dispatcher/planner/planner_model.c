@@ -312,6 +312,7 @@ void disp_pl_terms_clean(const disp_pl_input_t *in, uint32_t k, double f, disp_p
     t->client = den > 0.0 ? in->client_cores / den : INFINITY;
     t->worker = worker_term(in, k, f, den);
     t->network = share_div(disp_pl_remote_net(in, k), f);
+    disp_pl_read_bound(in, f, t); /* remote reads are not free (planner_read.c) */
 }
 
 /* Ties (within 1e-9) go to the consumer (nothing stalls), then to the

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# A data server that goes away mid-job (docs/sources.md "Remote sources"):
+# real nginx on loopback, started and stopped here.
+#  - two workers, one reaching the server through a proxy (a second nginx,
+#    its http_proxy) that is stopped mid-job: that worker's reads fail after
+#    the retries, it gives the job back naming the unreachable server, the
+#    dispatcher re-gives its unfinished splits to the other worker, and the
+#    digests equal the disk's: nothing lost, nothing duplicated;
+#  - the server stopped for everyone (offloaded): both workers give the
+#    job back, its splits fall back to the client, which cannot read them
+#    either and fails with "data server unreachable" (not a run of skips);
+#  - the same run locally: the same clear failure.
+# Every host's cache is too small to hold a shard whole (shard over a
+# quarter of cache_bytes), so every sample read is a range request.
+source "$(dirname "$0")/lib.sh"
+
+free_port() {
+    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+DATA="$TMP/data"
+/usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 96 \
+    --per-shard 16 --size-scale 0.4 --seed 13 --quiet
+N=96
+WWW="$TMP/www"
+mkdir -p "$WWW/d"
+cp -r "$DATA/mm-shards" "$WWW/d/"
+SMALL=1048576 # cache_bytes: a shard (over 256 KiB) is never fetched whole
+for f in "$DATA"/mm-shards/*.tar; do
+    [ "$(stat -c %s "$f")" -gt $((SMALL / 4)) ] || fail "$f is small enough to be cached whole"
+done
+
+# The server, and a proxy in front of it for worker A.
+NGX="$TMP/nginx"
+HPORT=$(free_port)
+start_nginx() {
+    nginx_conf "$NGX" "$WWW" "$HPORT" \
+        "log_format r '\$request \$status \$http_range'; access_log $NGX/access.log r;"
+    /usr/sbin/nginx -c "$NGX/nginx.conf" -p "$NGX" 2>>"$NGX/stderr" &
+    NGX_PID=$!
+    PIDS+=("$NGX_PID")
+    for _ in $(seq 1 100); do
+        curl -sfI -o /dev/null "http://127.0.0.1:$HPORT/d/mm-shards/shard-000000.tar" && return 0
+        sleep 0.05
+    done
+    fail "nginx did not start"
+}
+start_nginx
+PXY="$TMP/proxy"
+PPORT=$(free_port)
+nginx_conf "$PXY" "$WWW" "$PPORT" \
+    "log_format r '\$request \$status \$http_range'; access_log $PXY/access.log r;" \
+    "location / { proxy_pass http://127.0.0.1:$HPORT; }"
+/usr/sbin/nginx -c "$PXY/nginx.conf" -p "$PXY" 2>>"$PXY/stderr" &
+PXY_PID=$!
+PIDS+=("$PXY_PID")
+for _ in $(seq 1 100); do
+    curl -sfI -o /dev/null -x "http://127.0.0.1:$PPORT" "http://127.0.0.1:$HPORT/d/mm-shards/shard-000000.tar" &&
+        break
+    sleep 0.05
+done
+H="http://127.0.0.1:$HPORT"
+ROOTS="$H/d/"
+
+cat >"$TMP/disk.json" <<JSON
+{"source": {"type": "webdataset", "path": "mm-shards/shard-{000000..000005}.tar", "seed": 5},
+ "stages": [{"op": "decode_image"}, {"op": "normalize", "on": "device"}],
+ "batch_size": 8, "epochs": 2, "cache": "off"}
+JSON
+sed "s|mm-shards/|$H/d/mm-shards/|" "$TMP/disk.json" >"$TMP/http.json"
+
+"$BIN/sluice" run "$TMP/disk.json" --data-root "$DATA" --local --quiet --threads 2 \
+    --digests "$TMP/disk.dig" >/dev/null 2>"$TMP/disk.err" ||
+    { cat "$TMP/disk.err" >&2; fail "disk run failed"; }
+sort "$TMP/disk.dig" >"$TMP/disk.s"
+[ "$(wc -l <"$TMP/disk.s")" -eq $((2 * N)) ] || fail "disk: $(wc -l <"$TMP/disk.s") digests"
+
+start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
+    --split-size 8 --worker-timeout-ms 3000 --heartbeat-ms 100 --client-timeout-ms 5000
+# A worker with a cache too small for a shard, and a buffer of finished
+# samples (1 MiB: a few) that keeps it from reading far ahead of the client.
+worker() { # worker NAME [ENV...]
+    local name=$1
+    shift
+    start_daemon "$name" env "$@" "$BIN/sluice-worker" --http 127.0.0.1:0 \
+        --dispatcher "$D_GRPC" --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 \
+        --remote-roots "$ROOTS" --cache-dir "$TMP/cache-$name" --cache-bytes "$SMALL" \
+        --buffer-bytes 1048576
+}
+# http_proxy is for libcurl; gRPC reads it too, so no_grpc_proxy keeps
+# the dispatcher and clients direct.
+worker A http_proxy="http://127.0.0.1:$PPORT" no_grpc_proxy="127.0.0.1"
+wait_live_workers "$D_HTTP" 1
+A_ID=$(sed -nE 's/.* as worker ([0-9]+) .*/\1/p' "$TMP/A.err" | head -n 1)
+[ -n "$A_ID" ] || fail "worker A's id not logged"
+
+# ---- one worker loses the server: its splits go to the other --------------
+# A alone first, so it is given splits and reads through the proxy.
+"$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c1" --cache-bytes "$SMALL" --max-rate 40 \
+    --digests "$TMP/one.dig" --json >"$TMP/one.out" 2>"$TMP/one.err" &
+run_pid=$!
+# Stopped once A has delivered two splits (B is not there yet).
+for _ in $(seq 1 400); do
+    [ "$(cat "$TMP/one.dig" 2>/dev/null | wc -l)" -ge 16 ] && break
+    sleep 0.05
+done
+[ "$(wc -l <"$TMP/one.dig")" -ge 16 ] || fail "worker A delivered nothing"
+# B joins now (a worker present from the start may be given every split).
+worker B
+wait_live_workers "$D_HTTP" 2
+kill "$PXY_PID"
+wait "$run_pid" || { cat "$TMP/one.err" >&2; fail "one worker lost the server: the run failed"; }
+sort "$TMP/one.dig" >"$TMP/one.s"
+cmp -s "$TMP/one.s" "$TMP/disk.s" ||
+    fail "one worker lost the server: $(wc -l <"$TMP/one.s") digests, not the disk's $((2 * N))"
+grep -q "worker $A_ID cannot run it: \".*data server unreachable: after 4 attempts: $H/d/" \
+    "$TMP/D.err" ||
+    { grep 'job' "$TMP/D.err" | tail -n 5 >&2; fail "the dispatcher was not told why A gave the job back"; }
+/usr/bin/python3 - "$TMP/one.out" <<'PY' || fail "one worker lost the server: skips counted"
+import json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert j["skipped"]["total"] == 0, j["skipped"]
+PY
+echo "one worker lost the server: it gave the job back (data server unreachable), the other" \
+    "read its splits; digests equal the disk's, none twice, no skip"
+
+# ---- nobody can read: a clear error -----------------------------------------
+"$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c2" --cache-bytes "$SMALL" --max-rate 40 \
+    --digests "$TMP/all.dig" >"$TMP/all.out" 2>"$TMP/all.err" &
+run_pid=$!
+for _ in $(seq 1 400); do
+    [ -s "$TMP/all.dig" ] && break
+    sleep 0.05
+done
+[ -s "$TMP/all.dig" ] || fail "the job did not start"
+kill "$NGX_PID"
+rc=0
+wait "$run_pid" || rc=$?
+[ "$rc" -ne 0 ] || fail "server gone for everyone: the run succeeded"
+grep -q 'data server unreachable' "$TMP/all.err" ||
+    { cat "$TMP/all.err" >&2; fail "server gone for everyone: no 'data server unreachable'"; }
+grep -q "$H/d/mm-shards/shard-" "$TMP/all.err" || fail "server gone: the URL is not named"
+grep -q 'every live worker refused the job (worker .*data server unreachable' "$TMP/all.err" ||
+    fail "server gone: the workers did not give the job back before the client read it"
+echo "server gone for everyone: the run fails (exit $rc): $(grep -m1 '^sluice run: data server unreachable' "$TMP/all.err")"
+
+# ---- locally: the same --------------------------------------------------------
+start_nginx
+"$BIN/sluice" run "$TMP/http.json" --data-root "$DATA" --local --quiet --threads 1 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c3" --cache-bytes "$SMALL" --max-rate 40 \
+    --digests "$TMP/local.dig" >"$TMP/local.out" 2>"$TMP/local.err" &
+run_pid=$!
+for _ in $(seq 1 400); do
+    [ -s "$TMP/local.dig" ] && break
+    sleep 0.05
+done
+[ -s "$TMP/local.dig" ] || fail "the local job did not start"
+kill "$NGX_PID"
+rc=0
+wait "$run_pid" || rc=$?
+[ "$rc" -ne 0 ] || fail "local, server gone: the run succeeded"
+grep -q 'data server unreachable' "$TMP/local.err" ||
+    { cat "$TMP/local.err" >&2; fail "local, server gone: no 'data server unreachable'"; }
+echo "locally, server gone: the run fails (exit $rc) naming the unreachable server"
+echo "PASS"
