@@ -28,6 +28,7 @@ int disp_pjob_mix_to_journal(const disp_pjob_t *pj, disp_pmix_pb_t *b, Sluice__P
     }
     in->n_mix_sources = m->nsources;
     in->mix_sources = b->pc;
+    in->mix_sources_cached = m->cached != 0;
     *client = pj->client;
     for (uint32_t u = 0; u < m->nunits; u++) {
         client->units[u].cpu_sec_per_sample = m->blend_unit[u];
