@@ -309,6 +309,7 @@ json_t *disp_pjob_mix_json(const disp_pjob_t *pj)
     }
     return json_pack("{s:I, s:i, s:b, s:b, s:o*, s:o*, s:o*}", "step", (json_int_t)m->step,
                      "weights_changes", (int)m->changes, "measured_costs_used",
-                     !disp_pjob_mix_stale(pj), "costs_cached", m->cached, "sources", a, "unit_ms", ms_array(now, m->nunits),
-                     "profiled_unit_ms", ms_array(m->blend_unit, m->nunits));
+                     !disp_pjob_mix_stale(pj), "costs_cached", m->cached, "sources", a, "unit_ms",
+                     ms_array(now, m->nunits), "profiled_unit_ms",
+                     ms_array(m->blend_unit, m->nunits));
 }

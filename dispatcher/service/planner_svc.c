@@ -591,8 +591,8 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
     }
     rc = context_links(links, nlinks, now_ms, resp, a);
     if (rc == 0) {
-        rc = context_mix(disp_mcache_get(d->mcache, req->spec_hash, req->client_host, now_ms),
-                         resp, a);
+        rc = context_mix(disp_mcache_get(d->mcache, req->spec_hash, req->client_host, now_ms), resp,
+                         a);
     }
     double prior = 0.0;
     if (rc == 0 && req->client_host != NULL &&
