@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "dispatcher/journal/journal_state.h"
 #include "dispatcher/planner/link_cache.h"
+#include "dispatcher/planner/mix_cost_cache.h"
 #include "dispatcher/planner/planner_job.h"
 #include "dispatcher/service/planner_svc.h"
 
@@ -51,9 +52,11 @@ int disp_init(disp_t *d, const disp_config_t *cfg, uint64_t first_id, int64_t no
     if (rc == 0) {
         d->pcache = disp_pcache_new();
         d->lcache = calloc(1, sizeof(*d->lcache));
-        rc = d->pcache != NULL && d->lcache != NULL ? 0 : -ENOMEM;
+        d->mcache = disp_mcache_new();
+        rc = d->pcache != NULL && d->lcache != NULL && d->mcache != NULL ? 0 : -ENOMEM;
         if (rc != 0) {
             disp_pcache_free(d->pcache);
+            disp_mcache_free(d->mcache);
             free(d->lcache);
             disp_jobs_destroy(&d->jobs);
         }
@@ -71,6 +74,7 @@ void disp_destroy(disp_t *d)
     disp_jstate_close(d);
     disp_jobs_destroy(&d->jobs);
     disp_pcache_free(d->pcache);
+    disp_mcache_free(d->mcache);
     free(d->lcache);
     disp_registry_destroy(&d->reg);
     pthread_mutex_destroy(&d->mu);

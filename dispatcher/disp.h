@@ -33,6 +33,7 @@ typedef struct disp_s {
     disp_jobs_t jobs;
     int64_t start_ms;
     struct disp_pcache_s *pcache; /* planner profile cache (planner_job.h); owned */
+    struct disp_mcache_s *mcache; /* mixes' per-source costs (mix_cost_cache.h); owned */
     struct disp_lcache_s *lcache; /* clients' link probes (link_cache.h); owned */
     struct disp_journal_s *journal; /* NULL = no --journal (journal_state.h); owned */
     int64_t journal_retry_ms;       /* broken journal: next snapshot attempt */

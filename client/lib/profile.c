@@ -566,10 +566,14 @@ static void profile_overhead(cl_planner_t *p, const cl_plan_args_t *a, int timeo
  * them the dispatcher plans with the blend's profile. After the workers'
  * profiles: on a shared machine their decoding inflated the CPU time a
  * source's few samples measured (a 2-core host: 2-4x on images). */
-static void profile_mix_sources(cl_planner_t *p, const cl_plan_args_t *a, const cl_sampling_t *sm,
+static void profile_mix_sources(cl_planner_t *p, const cl_plan_args_t *a,
+                                const Sluice__PlanContextResponse *ctx, const cl_sampling_t *sm,
                                 size_t want)
 {
     char err[256];
+    if (cl_planner_mix_cached(p, a, ctx)) {
+        return; /* the dispatcher's cache: the same spec on this host ran */
+    }
     size_t nblend = p->client.msg.samples < sm->n ? (size_t)p->client.msg.samples : sm->n;
     if (cl_planner_mix_costs(p, a, want, sm->max_ms / 2, sm->idx, nblend, err, sizeof(err)) < 0) {
         p->in.n_mix_sources = 0;
@@ -629,7 +633,7 @@ int cl_planner_profile(cl_planner_t *p, const cl_plan_args_t *a, char *err, size
         pthread_join(th, NULL);
     }
     if (rc == 0) {
-        profile_mix_sources(p, a, &sm, want); /* 2c */
+        profile_mix_sources(p, a, ctx, &sm, want); /* 2c */
     }
     if (rc != 0) {
         goto out;

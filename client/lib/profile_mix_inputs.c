@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "client/lib/planner_impl.h"
 #include "common/base/err.h"
@@ -54,6 +55,49 @@ static void profiled_shares(Sluice__MixSourceCost *msg, const sl_mix_t *m, const
             msg[j].profiled_share += 1.0 / (double)n;
         }
     }
+}
+
+int cl_planner_mix_cached(cl_planner_t *p, const cl_plan_args_t *a,
+                          const Sluice__PlanContextResponse *ctx)
+{
+    const sl_mix_t *m = a->spec->mix;
+    uint32_t nunits = sl_pipeline_nunits(a->pipe);
+    if (m == NULL || ctx == NULL || ctx->n_cached_mix_sources != m->nsources ||
+        nunits > SL_PIPE_MAX_UNITS) {
+        return 0;
+    }
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        const Sluice__MixSourceCost *c = ctx->cached_mix_sources[j];
+        if (c == NULL || c->name == NULL || strcmp(c->name, m->src[j].name) != 0 ||
+            c->n_unit_cpu_sec_per_sample != nunits || c->n_bytes_per_sample != nunits + 1) {
+            return 0;
+        }
+    }
+    if (p->mix == NULL && (p->mix = calloc(1, sizeof(*p->mix))) == NULL) {
+        return 0; /* out of memory: profiling will say so */
+    }
+    cl_mix_inputs_t *mi = p->mix;
+    for (uint32_t j = 0; j < m->nsources; j++) {
+        const Sluice__MixSourceCost *s = ctx->cached_mix_sources[j];
+        Sluice__MixSourceCost *c = &mi->msg[j];
+        sluice__mix_source_cost__init(c);
+        snprintf(mi->names[j], sizeof(mi->names[j]), "%s", m->src[j].name);
+        c->name = mi->names[j];
+        memcpy(mi->unit_sec[j], s->unit_cpu_sec_per_sample, nunits * sizeof(double));
+        memcpy(mi->bytes[j], s->bytes_per_sample, (nunits + 1) * sizeof(double));
+        c->n_unit_cpu_sec_per_sample = nunits;
+        c->unit_cpu_sec_per_sample = mi->unit_sec[j];
+        c->n_bytes_per_sample = (size_t)nunits + 1;
+        c->bytes_per_sample = mi->bytes[j];
+        c->read_cpu_sec_per_sample = s->read_cpu_sec_per_sample;
+        c->samples = s->samples;
+        c->profiled_share = s->profiled_share;
+        mi->pmsg[j] = c;
+    }
+    p->in.n_mix_sources = m->nsources;
+    p->in.mix_sources = mi->pmsg;
+    p->in.mix_sources_cached = 1;
+    return 1;
 }
 
 int cl_planner_mix_costs(cl_planner_t *p, const cl_plan_args_t *a, size_t samples, int max_ms,

@@ -21,4 +21,13 @@
 int cl_planner_mix_costs(cl_planner_t *p, const cl_plan_args_t *a, size_t samples, int max_ms,
                          const uint64_t *idx, size_t nblend, char *err, size_t errlen);
 
+/* The per-source costs the dispatcher cached for this spec and host
+ * (PlanContextResponse.cached_mix_sources, dispatcher/planner/
+ * mix_cost_cache.h) taken instead of profiling: copied into p, pointed at
+ * by p->in.mix_sources, PlannerInputs.mix_sources_cached set. Returns 1;
+ * 0 when there are none or they do not fit a's mix and pipeline (other
+ * count, names or order of sources, other unit count): profile them. */
+int cl_planner_mix_cached(cl_planner_t *p, const cl_plan_args_t *a,
+                          const Sluice__PlanContextResponse *ctx);
+
 #endif

@@ -14,6 +14,7 @@
 #include "dispatcher/journal/journal_state.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/planner/planner_job.h"
+#include "dispatcher/planner/planner_mix_journal.h"
 #include "dispatcher/core/ranks.h"
 #include "proto/sluice.pb-c.h"
 
@@ -326,6 +327,8 @@ static void restore_planner(disp_t *d, disp_job_t *job, const Sluice__JournalPla
                 job->id, err, job->plan.version);
         return;
     }
+    /* A mix: the weights in force when journaled (planner_mix_journal.h). */
+    disp_pjob_mix_from_journal(pj, m->mix_step, m->mix_changes);
     /* Derived, not journaled: the world size from the spec; the ranks on
      * the client's node from the job table, which the next tick counts
      * once every part is back (1 until then). */

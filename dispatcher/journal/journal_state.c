@@ -13,6 +13,7 @@
 #include "dispatcher/journal/journal_replay.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/planner/planner_job.h"
+#include "dispatcher/planner/planner_mix_journal.h"
 #include "proto/sluice.pb-c.h"
 
 /* ------------------------------------------------------------ encoding */
@@ -69,6 +70,10 @@ typedef struct pl_msg_s {
     Sluice__JournalPlannerClass pc[DISP_PL_MAX_CLASSES];
     Sluice__JournalPlannerClass *ppc[DISP_PL_MAX_CLASSES];
     char cpu_set[512]; /* in.client_cpu_set */
+    /* A mix: its sources' costs and the profiles as profiled on the blend
+     * (planner_mix_journal.h). */
+    disp_pmix_pb_t mix;
+    disp_hprof_t mixprof[1 + DISP_PL_MAX_CLASSES];
 } pl_msg_t;
 
 static void hprof_to_msg(const disp_hprof_t *p, Sluice__HostProfile *m, Sluice__StageStat *st,
@@ -104,7 +109,9 @@ static void planner_to_msg(const disp_pjob_t *pj, pl_msg_t *b)
     sluice__journal_planner__init(&b->jp);
     sluice__planner_inputs__init(&b->in);
     b->in.spec_hash = pj->spec_hash;
-    hprof_to_msg(&pj->client, &b->prof[0], b->st[0], b->pst[0]);
+    int mixed = disp_pjob_mix_to_journal(pj, &b->mix, &b->in, &b->mixprof[0], &b->mixprof[1],
+                                         &b->jp.mix_step, &b->jp.mix_changes);
+    hprof_to_msg(mixed ? &b->mixprof[0] : &pj->client, &b->prof[0], b->st[0], b->pst[0]);
     b->in.client = &b->prof[0];
     b->in.client_cpu_budget = pj->client_budget;
     /* A measured budget in use stays in use after a restart. */
@@ -139,7 +146,8 @@ static void planner_to_msg(const disp_pjob_t *pj, pl_msg_t *b)
         w->cpu_budget = pc->cpu_budget;
         w->bandwidth_bytes_per_sec = pc->bandwidth;
         if (pc->prof.nunits > 0) { /* profiled, or a profile that did not fit: as sent */
-            hprof_to_msg(&pc->prof, &b->prof[1 + c], b->st[1 + c], b->pst[1 + c]);
+            hprof_to_msg(mixed ? &b->mixprof[1 + c] : &pc->prof, &b->prof[1 + c], b->st[1 + c],
+                         b->pst[1 + c]);
             w->profile = &b->prof[1 + c];
         }
         b->pwc[c] = w;

@@ -122,6 +122,7 @@ int disp_pjob_mix_new(disp_pjob_t *pj, const Sluice__PlannerInputs *in, const sl
         m->class_read[c] = pj->classes[c].prof.read_sec;
     }
     profiled_mix(m);
+    m->cached = in->mix_sources_cached;
     pj->mix = m;
     disp_pjob_mix_apply(pj, 0);
     return 0;
@@ -306,8 +307,9 @@ json_t *disp_pjob_mix_json(const disp_pjob_t *pj)
     for (uint32_t u = 0; u < m->nunits; u++) {
         now[u] = pj->client.units[u].cpu_sec_per_sample;
     }
-    return json_pack("{s:I, s:i, s:b, s:o*, s:o*, s:o*}", "step", (json_int_t)m->step,
+    return json_pack("{s:I, s:i, s:b, s:b, s:o*, s:o*, s:o*}", "step", (json_int_t)m->step,
                      "weights_changes", (int)m->changes, "measured_costs_used",
-                     !disp_pjob_mix_stale(pj), "sources", a, "unit_ms", ms_array(now, m->nunits),
-                     "profiled_unit_ms", ms_array(m->blend_unit, m->nunits));
+                     !disp_pjob_mix_stale(pj), "costs_cached", m->cached, "sources", a, "unit_ms",
+                     ms_array(now, m->nunits), "profiled_unit_ms",
+                     ms_array(m->blend_unit, m->nunits));
 }

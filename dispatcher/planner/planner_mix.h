@@ -53,6 +53,7 @@ typedef struct disp_pmix_s {
     double weights[SL_MIX_MAX_SOURCES];
     uint64_t step;
     uint32_t changes; /* weight changes since submission */
+    int cached;       /* the costs came from the dispatcher's cache (mix_cost_cache.h) */
 } disp_pmix_t;
 
 /* Takes in's per-source costs for pj (made by disp_pjob_new from in and
@@ -84,7 +85,7 @@ int disp_pjob_mix_stale(const disp_pjob_t *pj);
  * resuming world). 0 for an unmixed job. */
 uint64_t disp_job_mix_step(const struct disp_job_s *job);
 
-/* {"step", "weights_changes", "measured_costs_used", "sources": [{"name",
+/* {"step", "weights_changes", "measured_costs_used", "costs_cached", "sources": [{"name",
  * "weight_share", "profiled_share", "samples", "cpu_ms_per_sample", "unit_ms", "read_ms",
  * "bytes_per_sample"}], "unit_ms", "profiled_unit_ms"}, or NULL (unmixed,
  * or ENOMEM). The caller owns the reference. */

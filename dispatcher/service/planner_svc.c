@@ -16,6 +16,7 @@
 #include "dispatcher/planner/plan.h"
 #include "dispatcher/planner/planner.h"
 #include "dispatcher/planner/planner_job.h"
+#include "dispatcher/planner/mix_cost_cache.h"
 #include "dispatcher/planner/planner_mix.h"
 
 #define DISP_PLAN_CONTEXT_MAX_WORKERS 1024
@@ -152,6 +153,7 @@ static void cache_inputs(disp_t *d, const Sluice__PlannerInputs *in, int64_t now
             disp_pcache_put(d->pcache, in->spec_hash, &p, now_ms);
         }
     }
+    disp_mcache_put(d->mcache, in, now_ms);
 }
 
 /* ------------------------------------------------------------ geometry */
@@ -322,6 +324,11 @@ int disp_planner_submit(disp_t *d, const Sluice__SubmitJobRequest *req, disp_sub
               (*ret_job)->id, plan.mode, plan.split, plan.nunits, plan.compress ? " +zstd" : "",
               plan.local_share, plan.predicted, plan.binding, pj->result.local_rate,
               pj->result.workers_needed > 0 ? "; more workers would help" : "");
+    if (pj->mix != NULL) {
+        SL_NOTICE("job %" PRIu64 ": mix of %u sources planned with per-source costs %s",
+                  (*ret_job)->id, pj->mix->nsources,
+                  pj->mix->cached ? "from the dispatcher's cache" : "the client profiled");
+    }
     return 0;
 }
 
@@ -451,6 +458,43 @@ static int context_workers(const disp_t *d, size_t nlive, Sluice__PlanContextRes
     return 0;
 }
 
+/* A mix's cached per-source costs as messages in the arena; -ENOMEM. */
+static int context_mix(const disp_mcache_entry_t *e, Sluice__PlanContextResponse *resp,
+                       disp_arena_t *a)
+{
+    if (e == NULL) {
+        return 0;
+    }
+    resp->cached_mix_sources = disp_arena_alloc(a, e->nsources * sizeof(*resp->cached_mix_sources));
+    if (resp->cached_mix_sources == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t j = 0; j < e->nsources; j++) {
+        const disp_mcost_t *s = &e->src[j];
+        Sluice__MixSourceCost *m = disp_arena_alloc(a, sizeof(*m));
+        double *u = disp_arena_alloc(a, (e->nunits + 1) * sizeof(double));
+        double *b = disp_arena_alloc(a, (e->nunits + 1) * sizeof(double));
+        if (m == NULL || u == NULL || b == NULL) {
+            return -ENOMEM;
+        }
+        sluice__mix_source_cost__init(m);
+        if ((m->name = disp_arena_strdup(a, s->name)) == NULL) {
+            return -ENOMEM;
+        }
+        memcpy(u, s->unit_sec, e->nunits * sizeof(double));
+        memcpy(b, s->bytes, (e->nunits + 1) * sizeof(double));
+        m->n_unit_cpu_sec_per_sample = e->nunits;
+        m->unit_cpu_sec_per_sample = u;
+        m->n_bytes_per_sample = (size_t)e->nunits + 1;
+        m->bytes_per_sample = b;
+        m->read_cpu_sec_per_sample = s->read_sec;
+        m->samples = s->samples;
+        m->profiled_share = s->profiled_share;
+        resp->cached_mix_sources[resp->n_cached_mix_sources++] = m;
+    }
+    return 0;
+}
+
 /* A cached profile as a message in the arena; NULL on ENOMEM. */
 static Sluice__HostProfile *profile_msg(disp_arena_t *a, const disp_hprof_t *p)
 {
@@ -546,6 +590,10 @@ int disp_svc_get_plan_context(disp_t *d, const Sluice__PlanContextRequest *req,
         resp->cached[resp->n_cached++] = m;
     }
     rc = context_links(links, nlinks, now_ms, resp, a);
+    if (rc == 0) {
+        rc = context_mix(disp_mcache_get(d->mcache, req->spec_hash, req->client_host, now_ms), resp,
+                         a);
+    }
     double prior = 0.0;
     if (rc == 0 && req->client_host != NULL &&
         disp_pcache_host_prior(d->pcache, req->client_host, req->spec_hash, now_ms, &prior)) {

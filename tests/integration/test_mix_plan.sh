@@ -49,6 +49,15 @@ start_daemon W1 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0
     --data-root "$DATA" --threads 1 --http none
 wait_live_workers "$D_HTTP" 1
 
+# The first plan of this mix on this host profiles each source; the
+# dispatcher caches the costs (mix_cost_cache.h) and every later plan or
+# run of the same spec here takes them back instead of profiling again.
+"$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$DATA" --threads 1 \
+    --json >"$TMP/plan0.json" || fail "the first sluice plan --json failed"
+py 'import json, sys; m = json.load(open(sys.argv[1]))["mix"]
+assert m["costs_cached"] is False, m' "$TMP/plan0.json" ||
+    fail "the first plan of the mix did not profile its sources"
+
 # --explain: each source's costs as the planner took them, and the weights.
 "$BIN/sluice" plan "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$DATA" --threads 1 \
     --explain >"$TMP/explain.txt" || fail "sluice plan --explain failed"
@@ -68,6 +77,9 @@ m = json.load(open(sys.argv[1]))["mix"]
 src = {s["name"]: s for s in m["sources"]}
 caps, text = src["caps"], src["text"]
 assert m["step"] == 0 and abs(caps["weight_share"] - 0.95) < 1e-9, m
+# from the cache: the numbers of the first plan exactly
+m0 = json.load(open(sys.argv[2]))["mix"]
+assert m["costs_cached"] is True and m["sources"] == m0["sources"], (m, m0)
 assert text["unit_ms"][0] == 0.0 and text["unit_ms"][1] == 0.0, text
 # bytes per boundary: the units text skips pass its record on unchanged;
 # an image decodes to more bytes than its file
@@ -85,7 +97,7 @@ heavy = 0.95 * (caps["cpu_ms_per_sample"] + caps["read_ms"]) + \
 light = 0.05 * (caps["cpu_ms_per_sample"] + caps["read_ms"]) + \
         0.95 * (text["cpu_ms_per_sample"] + text["read_ms"])
 assert heavy > 4 * light, (heavy, light)  # an image costs more than text
-print("%.0f" % (1e3 / math.sqrt(heavy * light)))' "$TMP/plan.json") ||
+print("%.0f" % (1e3 / math.sqrt(heavy * light)))' "$TMP/plan.json" "$TMP/plan0.json") ||
     fail "sluice plan --json: the planner's mix costs"
 echo "consumer rate for the planner: $rate samples/s"
 
@@ -94,6 +106,9 @@ echo "consumer rate for the planner: $rate samples/s"
     fail "auto run failed"
 sort "$TMP/auto.dig" | cmp -s - "$TMP/local.s" || fail "auto run: other samples or bytes"
 grep -E 'job [0-9]+: (planned|re-plan)' "$TMP/D.err" || true
+# The run's planner took the cached per-source costs too.
+grep -qE "job [0-9]+: mix of 2 sources planned with per-source costs from the dispatcher.s cache" \
+    "$TMP/D.err" || fail "the auto run profiled the mix's sources again"
 py '
 import json, re, sys
 log = open(sys.argv[1]).read()

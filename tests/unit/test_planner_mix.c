@@ -31,6 +31,7 @@
 #include "dispatcher/disp.h"
 #include "dispatcher/planner/planner_job.h"
 #include "dispatcher/planner/planner_mix.h"
+#include "dispatcher/planner/planner_mix_journal.h"
 #include "dispatcher/service/planner_svc.h"
 #include "dispatcher/service/service.h"
 #include "tests/unit/fixtures.h"
@@ -349,6 +350,63 @@ END_TEST
 
 /* Through the dispatcher: a submitted job re-plans when its acknowledged
  * positions reach a schedule's step, and says why. */
+/* The state the journal keeps (planner_mix_journal.h) gives back, after a
+ * weight change, the same weights, change count and costs: the profiles go
+ * out as profiled on the blend, so the worker class is not scaled twice. */
+START_TEST(test_journal_round_trip)
+{
+    pin_t p;
+    pin_init(&p, 1);
+    p.wu[0].cpu_sec_per_sample *= 2.0;
+    disp_pjob_t *pj = NULL, *back = NULL;
+    char err[512] = "", why[160];
+    ck_assert_msg(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert_int_eq(disp_pjob_mix_due(pj, 10, why, sizeof(why)), 1);
+    static disp_pmix_pb_t b;
+    static disp_hprof_t prof[1 + DISP_PL_MAX_CLASSES];
+    Sluice__PlannerInputs in = p.in;
+    uint64_t step = 0;
+    uint32_t changes = 0;
+    ck_assert_int_eq(disp_pjob_mix_to_journal(pj, &b, &in, &prof[0], &prof[1], &step, &changes), 1);
+    ck_assert_uint_eq(step, 10);
+    ck_assert_uint_eq(changes, 1);
+    ck_assert_uint_eq(in.n_mix_sources, NSRC);
+    /* The journal's profiles are the blend's as profiled, not the weighted ones. */
+    NEAR(prof[0].units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    NEAR(prof[1].units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
+    for (int u = 0; u < NUNITS; u++) {
+        p.cu[u].cpu_sec_per_sample = prof[0].units[u].cpu_sec_per_sample;
+        p.wu[u].cpu_sec_per_sample = prof[1].units[u].cpu_sec_per_sample;
+    }
+    p.client.read_cpu_sec_per_sample = prof[0].read_sec;
+    p.wprof.read_cpu_sec_per_sample = prof[1].read_sec;
+    ck_assert_msg(disp_pjob_new(&in, &p.spec, SL_OFFLOAD_AUTO, &back, err, sizeof(err)) == 0, "%s",
+                  err);
+    disp_pjob_mix_from_journal(back, step, changes);
+    ck_assert_ptr_nonnull(back->mix);
+    ck_assert_uint_eq(back->mix->changes, 1);
+    ck_assert_int_eq(disp_pjob_mix_stale(back), 1);
+    for (int j = 0; j < NSRC; j++) {
+        NEAR(back->mix->weights[j], pj->mix->weights[j]);
+        NEAR(back->mix->profiled[j], pj->mix->profiled[j]);
+    }
+    for (int u = 0; u < NUNITS; u++) {
+        NEAR(back->client.units[u].cpu_sec_per_sample, pj->client.units[u].cpu_sec_per_sample);
+        NEAR(back->client.units[u].out_bytes_per_sample, pj->client.units[u].out_bytes_per_sample);
+        NEAR(back->classes[0].prof.units[u].cpu_sec_per_sample,
+             pj->classes[0].prof.units[u].cpu_sec_per_sample);
+    }
+    NEAR(back->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.1 * 10e-3);
+    NEAR(back->client.read_sec, pj->client.read_sec);
+    /* The weights of step 10 in force: no re-plan for them again. */
+    ck_assert_int_eq(disp_pjob_mix_due(back, 12, why, sizeof(why)), 0);
+    disp_pjob_free(pj);
+    disp_pjob_free(back);
+    pin_clear(&p);
+}
+END_TEST
+
 START_TEST(test_dispatcher_replans_at_step)
 {
     int64_t now = 50000;
@@ -405,6 +463,7 @@ int main(void)
     tcase_add_test(tc, test_due);
     tcase_add_test(tc, test_bad_inputs);
     tcase_add_test(tc, test_dispatcher_replans_at_step);
+    tcase_add_test(tc, test_journal_round_trip);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
