@@ -2,9 +2,28 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "common/base/conf.h"
 #include "common/rpc/rpc.h"
+#include "dispatcher/config.h"
 #include "dispatcher/service/service.h"
+
+disp_t *fx_disp_new(int64_t now)
+{
+    disp_config_t cfg; /* disp_init copies it */
+    char err[256] = "";
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
+    cfg.split_size = 10;
+    cfg.max_splits_per_worker = 2;
+    cfg.max_jobs_per_client = 0;
+    disp_t *d = calloc(1, sizeof(*d));
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(disp_init(d, &cfg, 100, now), 0);
+    return d;
+}
 
 uint64_t fx_disp_register(disp_t *d, const char *addr, uint32_t threads, uint64_t want,
                           int64_t now)

@@ -10,6 +10,11 @@
 #include "dispatcher/disp.h"
 #include "tests/unit/fixtures.h" /* FX_JOB_SECRET */
 
+/* A dispatcher with the defaults but 10-sample splits, 2 splits a worker
+ * and no per-client job limit, started at now (ms); free with
+ * fx_disp_destroy and free(). */
+disp_t *fx_disp_new(int64_t now);
+
 /* RegisterWorker from addr with this many threads; want: the id to ask back
  * (a worker re-registering after a restart), 0 for a new one. Returns the id. */
 uint64_t fx_disp_register(disp_t *d, const char *addr, uint32_t threads, uint64_t want,

@@ -32,21 +32,6 @@
     " \"seed\": 1}, \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 8},"    \
     " {\"op\": \"flip\"}], \"batch_size\": 4, \"epochs\": 2, \"offload\": \"all\"}"
 
-static disp_t *open_disp(void)
-{
-    static disp_config_t cfg;
-    char err[512] = "";
-    memset(&cfg, 0, sizeof(cfg));
-    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
-    cfg.split_size = 10;
-    cfg.max_splits_per_worker = 2;
-    cfg.max_jobs_per_client = 0;
-    disp_t *d = calloc(1, sizeof(*d));
-    ck_assert_ptr_nonnull(d);
-    ck_assert_int_eq(disp_init(d, &cfg, 100, 1000), 0);
-    return d;
-}
-
 static uint64_t submit(disp_t *d, int shuffle)
 {
     char spec[1024];
@@ -159,7 +144,7 @@ static uint64_t register_worker(disp_t *d, const char *addr, uint64_t cache_byte
  * `cached` reports say what they hold). */
 static uint32_t run(int shuffle, int cached, uint64_t budget, uint32_t got2[2], uint64_t *ret_held)
 {
-    disp_t *d = open_disp();
+    disp_t *d = fx_disp_new(1000);
     wk_t w[2] = {{.id = register_worker(d, "127.0.0.1:1", budget)},
                  {.id = register_worker(d, "127.0.0.1:2", budget)}};
     uint64_t job = submit(d, shuffle);

@@ -702,21 +702,6 @@ END_TEST
  * never handed out; handed-out splits keep their split point; every split
  * of every epoch is acknowledged exactly once across the re-plans. */
 
-static disp_t *pd_new(int64_t now)
-{
-    static disp_config_t cfg;
-    char err[256];
-    memset(&cfg, 0, sizeof(cfg));
-    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
-    cfg.split_size = 10;
-    cfg.max_splits_per_worker = 2;
-    cfg.max_jobs_per_client = 0;
-    disp_t *d = calloc(1, sizeof(*d));
-    ck_assert_ptr_nonnull(d);
-    ck_assert_int_eq(disp_init(d, &cfg, 100, now), 0);
-    return d;
-}
-
 /* Local splits that were never handed out follow the share rule. */
 static void check_unplanned_follow(disp_job_t *job)
 {
@@ -733,7 +718,7 @@ static void check_unplanned_follow(disp_job_t *job)
 START_TEST(test_dispatcher_replan)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -932,7 +917,7 @@ END_TEST
 START_TEST(test_dispatcher_plan_job)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -1073,7 +1058,7 @@ END_TEST
 START_TEST(test_dispatcher_links_roundtrip)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -1153,7 +1138,7 @@ END_TEST
 static void heartbeat_compress(int with_codec)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -1209,7 +1194,7 @@ END_TEST
 START_TEST(test_drift)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -1425,7 +1410,7 @@ static const char *budget_json(const disp_pjob_t *pj, const char *key, char *buf
 START_TEST(test_budget_measured)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -1526,7 +1511,7 @@ END_TEST
 START_TEST(test_dispatcher_node_ranks)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -1651,7 +1636,7 @@ END_TEST
 START_TEST(test_dispatcher_plan_job_fixed)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);

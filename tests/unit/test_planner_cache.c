@@ -209,21 +209,6 @@ END_TEST
 
 /* ------------------------------------------------------------ through the service */
 
-static disp_t *pd_new(int64_t now)
-{
-    static disp_config_t cfg;
-    char err[256];
-    memset(&cfg, 0, sizeof(cfg));
-    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
-    cfg.split_size = 10;
-    cfg.max_splits_per_worker = 2;
-    cfg.max_jobs_per_client = 0;
-    disp_t *d = calloc(1, sizeof(*d));
-    ck_assert_ptr_nonnull(d);
-    ck_assert_int_eq(disp_init(d, &cfg, 100, now), 0);
-    return d;
-}
-
 static uint64_t register_cached(disp_t *d, uint64_t cache_bytes, int64_t now)
 {
     Sluice__RegisterWorkerRequest req = SLUICE__REGISTER_WORKER_REQUEST__INIT;
@@ -263,7 +248,7 @@ static void check_json(const Sluice__PlanExplain *e, const char *decision, const
 static int submit(const char *spec_json, int seen, uint64_t cache_bytes, char *why, size_t whylen)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = register_cached(d, cache_bytes, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);
@@ -332,7 +317,7 @@ END_TEST
 START_TEST(test_hits_replan)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = register_cached(d, 1ull << 30, now);
     fx_pin_t pin;
     fx_pin_init(&pin, w1);

@@ -152,21 +152,6 @@ static void pin_clear(pin_t *p)
     free(p->spec_json);
 }
 
-static disp_t *pd_new(int64_t now)
-{
-    static disp_config_t cfg;
-    char err[256];
-    memset(&cfg, 0, sizeof(cfg));
-    ck_assert_int_eq(sl_conf_defaults(&disp_conf_table, &cfg, err, sizeof(err)), 0);
-    cfg.split_size = 10;
-    cfg.max_splits_per_worker = 2;
-    cfg.max_jobs_per_client = 0;
-    disp_t *d = calloc(1, sizeof(*d));
-    ck_assert_ptr_nonnull(d);
-    ck_assert_int_eq(disp_init(d, &cfg, 100, now), 0);
-    return d;
-}
-
 #define NEAR(x, want)                                                                              \
     ck_assert_msg(fabs((x) - (want)) <= 1e-9 * (1.0 + fabs(want)), "%s = %.9g, want %.9g", #x,     \
                   (double)(x), (double)(want))
@@ -232,7 +217,7 @@ END_TEST
 START_TEST(test_plan_moves_local)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     pin_t p;
     pin_init(&p, w1);
@@ -410,7 +395,7 @@ END_TEST
 START_TEST(test_dispatcher_replans_at_step)
 {
     int64_t now = 50000;
-    disp_t *d = pd_new(now);
+    disp_t *d = fx_disp_new(now);
     uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
     pin_t p;
     pin_init(&p, w1);
