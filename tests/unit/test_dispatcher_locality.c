@@ -172,6 +172,7 @@ static uint32_t run(int shuffle, int cached, uint64_t budget, uint32_t got2[2], 
     ck_assert_ptr_nonnull(j);
     *ret_held = j->loc_held;
     fx_disp_destroy(d);
+    free(d);
     return same;
 }
 

@@ -275,6 +275,7 @@ static int submit(const char *spec_json, int seen, uint64_t cache_bytes, char *w
     ck_assert_int_eq(hresp.jobs[0]->cache_off, !on);
     disp_arena_free(&a);
     fx_disp_destroy(d);
+    free(d);
     return on;
 }
 
@@ -374,6 +375,7 @@ START_TEST(test_hits_replan)
     ck_assert_int_eq(json_integer_value(json_object_get(c, "lookups")), 4 * DISP_PC_WINDOW);
     json_decref(js);
     fx_disp_destroy(d);
+    free(d);
 }
 END_TEST
 
