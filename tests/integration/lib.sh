@@ -93,6 +93,27 @@ python_env() {
     esac
 }
 
+# text_only_jsonl IN OUT: the records of jsonl manifest IN that have no
+# image, into OUT (a text-only source for mixes); fails when there are none.
+text_only_jsonl() {
+    /usr/bin/python3 -c '
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for l in open(sys.argv[1]):
+        if not json.loads(l).get("images"):
+            out.write(l)' "$1" "$2"
+    [ -s "$2" ] || fail "no text-only record in $1"
+}
+
+# make_mix_data DIR: 48 generated multimodal records (WebDataset shards of 24
+# in mm-shards/, mm.jsonl), the tokenizer files and text.jsonl (text_only_jsonl).
+make_mix_data() {
+    /usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$1" --samples 48 \
+        --per-shard 24 --size-scale 0.5 --seed 7 --quiet
+    "$ROOT/scripts/tokenizer-files" "$1/tokenizers" >/dev/null
+    text_only_jsonl "$1/mm.jsonl" "$1/text.jsonl"
+}
+
 # make_images DIR CLASSES PER_CLASS: a small generated image set.
 make_images() {
     /usr/bin/python3 "$ROOT/scripts/make-dataset" --out "$1" --classes "$2" --per-class "$3" \

@@ -234,12 +234,7 @@ echo "balanced and packed batching over the mix: the same samples and bytes"
 # without per-source stages; 2 ranks under balanced and packed batching give
 # the one rank's multiset; offloaded below gives the local bytes. A source
 # whose samples do have images fails them, naming the source.
-/usr/bin/python3 -c '
-import json, sys
-with open(sys.argv[2], "w") as out:
-    for l in open(sys.argv[1]):
-        if not json.loads(l).get("images"):
-            out.write(l)' "$DATA/mm.jsonl" "$DATA/text.jsonl"
+text_only_jsonl "$DATA/mm.jsonl" "$DATA/text.jsonl"
 TEXT="{\"name\": \"text\", \"weight\": 1, \"stages\": [$TOKENIZE, $TEMPLATE],
        \"source\": {\"type\": \"jsonl\", \"path\": \"text.jsonl\"}}"
 TEXT_ALL='{"name": "text", "weight": 1, "source": {"type": "jsonl", "path": "text.jsonl"}}'

@@ -15,16 +15,7 @@ source "$(dirname "$0")/lib.sh"
 py() { /usr/bin/python3 -c "$@"; }
 
 DATA="$TMP/data"
-/usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 48 \
-    --per-shard 24 --size-scale 0.5 --seed 7 --quiet
-"$ROOT/scripts/tokenizer-files" "$DATA/tokenizers" >/dev/null
-py '
-import json, sys
-with open(sys.argv[2], "w") as out:
-    for l in open(sys.argv[1]):
-        if not json.loads(l).get("images"):
-            out.write(l)' "$DATA/mm.jsonl" "$DATA/text.jsonl"
-[ -s "$DATA/text.jsonl" ] || fail "no text-only record in mm.jsonl"
+make_mix_data "$DATA"
 TOKENIZE='{"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken", "max_tokens": 300}'
 TEMPLATE='{"op": "template", "image_token": 100258, "tokens_per_tile": 16, "eos": 100257}'
 cat >"$TMP/spec.json" <<JSON
