@@ -93,6 +93,12 @@ python_env() {
     esac
 }
 
+# free_port: a TCP port on 127.0.0.1 free now (for servers that cannot be
+# told to pick one and print it, as Sluice's daemons can with :0).
+free_port() {
+    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
 # text_only_jsonl IN OUT: the records of jsonl manifest IN that have no
 # image, into OUT (a text-only source for mixes); fails when there are none.
 text_only_jsonl() {

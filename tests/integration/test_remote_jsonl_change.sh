@@ -10,9 +10,6 @@
 # has its epoch-1 digest.
 source "$(dirname "$0")/lib.sh"
 
-free_port() {
-    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 DATA="$TMP/data"
 /usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 24 \

@@ -14,9 +14,6 @@
 #    object: resume refuses the changed data set.
 source "$(dirname "$0")/lib.sh"
 
-free_port() {
-    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 DATA="$TMP/data"
 /usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 48 \
