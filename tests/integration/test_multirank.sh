@@ -105,19 +105,29 @@ start_daemon W3 "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0
     --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 ranks rkill all --max-rate 100
 victim=${RANK_PIDS[2]}
+# /status shows each rank's part of the job and its progress: read while all
+# four run (polled from their start; with tests side by side, ranks 1 and 3
+# could be done by the time rank 2 had 30 samples).
+seen=0
 for _ in $(seq 1 200); do
-    [ -f "$TMP/rkill2" ] && [ "$(wc -l <"$TMP/rkill2")" -ge 30 ] && break
-    sleep 0.05
-done
-kill -0 "$victim" 2>/dev/null || fail "rank 2 ended before it could be killed"
-# /status shows each rank's part of the job and its progress.
-curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+    if curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
 import json, sys
 jobs = [j for j in json.load(sys.stdin)["jobs"] if j.get("rank", {}).get("job_name") == "rkill"]
 ranks = sorted(j["rank"]["rank"] for j in jobs)
 assert ranks == [0, 1, 2, 3], ranks
 assert all(j["rank"]["world_size"] == 4 and "samples_done" in j["progress"] for j in jobs)
-' || fail "/status does not show the 4 ranks with their progress"
+' 2>/dev/null; then
+        seen=1
+        break
+    fi
+    sleep 0.05
+done
+[ $seen = 1 ] || fail "/status does not show the 4 ranks with their progress"
+for _ in $(seq 1 200); do
+    [ -f "$TMP/rkill2" ] && [ "$(wc -l <"$TMP/rkill2")" -ge 30 ] && break
+    sleep 0.05
+done
+kill -0 "$victim" 2>/dev/null || fail "rank 2 ended before it could be killed"
 kill -9 "$victim"
 wait "$victim" 2>/dev/null || true
 mv "$TMP/rkill2" "$TMP/rkill2.first"
