@@ -41,6 +41,10 @@ wait_for() {
 }
 
 # A free loopback port (bound and released; good enough on loopback).
+free_port() {
+    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
 
 [ -x "$WORKER" ] || fail "$WORKER not built"
 mkdir -p "$TMP/data/train/a"
