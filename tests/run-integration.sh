@@ -35,6 +35,7 @@ pass=0
 fail=0
 failed=()
 declare -A running=() started=()
+t0=$(date +%s)
 
 # finish PID: reports the test that process ran.
 finish() {
@@ -80,5 +81,5 @@ while [ ${#running[@]} -gt 0 ]; do reap_one; done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "failed: ${failed[*]}"
 fi
-echo "integration: $pass passed, $fail failed"
+echo "integration: $pass passed, $fail failed ($(( $(date +%s) - t0 ))s)"
 [ $fail -eq 0 ]

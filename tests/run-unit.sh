@@ -13,12 +13,13 @@ trap 'rm -rf "$OUT"' EXIT
 pass=0
 fail=0
 failed_suites=()
-declare -A running=()
+declare -A running=() started=()
+t0=$(date +%s)
 
 # report PID RC: the result of the suite that process ran.
 report() {
-    local t=${running[$1]} rc=$2
-    unset "running[$1]"
+    local t=${running[$1]} rc=$2 secs=$(( $(date +%s) - ${started[$1]} ))
+    unset "running[$1]" "started[$1]"
     local out line checks fails nf=0
     out=$(cat "$OUT/$(basename "$t")")
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
@@ -35,7 +36,7 @@ report() {
     fi
     pass=$((pass + checks - nf))
     fail=$((fail + nf))
-    printf '  %-28s %s\n' "$(basename "$t")" "${line:-no result (exit $rc)}"
+    printf '  %-28s %3ss %s\n' "$(basename "$t")" "$secs" "${line:-no result (exit $rc)}"
 }
 
 reap_one() {
@@ -49,11 +50,12 @@ for t in "$@"; do
     while [ ${#running[@]} -ge "$JOBS" ]; do reap_one; done
     "$t" >"$OUT/$(basename "$t")" 2>&1 &
     running[$!]=$t
+    started[$!]=$(date +%s)
 done
 while [ ${#running[@]} -gt 0 ]; do reap_one; done
 
 if [ ${#failed_suites[@]} -gt 0 ]; then
     echo "failed suites: ${failed_suites[*]}"
 fi
-echo "unit: $pass passed, $fail failed"
+echo "unit: $pass passed, $fail failed ($(( $(date +%s) - t0 ))s)"
 [ $fail -eq 0 ]
