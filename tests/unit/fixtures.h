@@ -7,6 +7,8 @@
 #ifndef SL_TESTS_FIXTURES_H
 #define SL_TESTS_FIXTURES_H
 
+#include <check.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +16,12 @@
 /* The capability every test job is submitted with and every request about
  * it carries (docs/protocol.md "Job capabilities"). */
 #define FX_JOB_SECRET "fx-job-secret-0123456789"
+
+/* x within tol of want; a failure prints both (%g: the planner's numbers run
+ * from nanoseconds per byte to thousands of samples a second). */
+#define NEAR(x, want, tol)                                                                         \
+    ck_assert_msg(fabs((double)(x) - (double)(want)) <= (tol), "%s = %.9g, want %.9g", #x,         \
+                  (double)(x), (double)(want))
 
 /* How the JPEG file stores its colour. */
 typedef enum {

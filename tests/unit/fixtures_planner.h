@@ -1,4 +1,4 @@
-/* The dispatcher-side planner fixture shared by test_planner.c and
+/* The dispatcher-side planner fixture shared by test_planner*.c and
  * test_journal_state.c: a spec with an "auto" plan and the PlannerInputs a
  * client would send for it. */
 #ifndef TESTS_UNIT_FIXTURES_PLANNER_H

@@ -14,10 +14,6 @@
 #include "client/lib/profile_budget.h"
 #include "tests/unit/fixtures.h"
 
-#define NEAR(x, want, tol) \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x), \
-                  (double)(want))
-
 START_TEST(test_lone_thread)
 {
     cl_budget_est_t e;

@@ -19,10 +19,6 @@
 #include "client/lib/owncpu.h"
 #include "tests/unit/fixtures.h"
 
-#define NEAR(x, want, tol) \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x), \
-                  (double)(want))
-
 /* 190 samples/s in batches of 64: windows deliver 128 or 192 samples while
  * the CPU (1 ms a sample) is spent evenly, 0.19 s every window. */
 static double batch_window(int i) { return (i % 3 == 0) ? 128.0 : 192.0; }

@@ -10,10 +10,6 @@
 #include "client/lib/short_job.h"
 #include "tests/unit/fixtures.h"
 
-#define NEAR(x, want, tol)                                                                         \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x),            \
-                  (double)(want))
-
 /* Workers 8x the client: auto could reach 9/8 of `all` at best. 160
  * samples at 400/s take 0.4 s; profiling that costs 1.5 s cannot pay. */
 START_TEST(test_short_runs_all)

@@ -10,10 +10,6 @@
 #include "client/lib/window.h"
 #include "tests/unit/fixtures.h"
 
-#define NEAR(x, want, tol)                                                                         \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x),            \
-                  (double)(want))
-
 static void call(cl_window_acc_t *w, double t0, double t1, uint32_t n)
 {
     cl_window_enter(w, t0);

@@ -27,10 +27,6 @@
 #include "tests/unit/fixtures_disp.h"
 #include "tests/unit/fixtures_planner.h"
 
-#define NEAR(x, want, tol)                                                                         \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.9f, want %.9f", #x, (double)(x),            \
-                  (double)(want))
-
 /* A 3-epoch job whose 2-unit prefix costs 10 ms and puts out 150 KB raw
  * (no codec), 1000 samples, 1 GB of budget: on. */
 static disp_pc_in_t good(void)

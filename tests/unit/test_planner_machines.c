@@ -19,9 +19,7 @@
 #include "dispatcher/planner/planner_machines.h"
 #include "dispatcher/core/registry.h"
 #include "tests/unit/fixtures_planner.h"
-
-#define NEAR(x, want, tol) ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, \
-                                         (double)(x), (double)(want))
+#include "tests/unit/fixtures.h"
 
 static void base(disp_pl_input_t *in, uint32_t workers)
 {

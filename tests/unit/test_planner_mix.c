@@ -152,7 +152,7 @@ static void pin_clear(pin_t *p)
     free(p->spec_json);
 }
 
-#define NEAR(x, want)                                                                              \
+#define NEAR_REL(x, want)                                                                          \
     ck_assert_msg(fabs((x) - (want)) <= 1e-9 * (1.0 + fabs(want)), "%s = %.9g, want %.9g", #x,     \
                   (double)(x), (double)(want))
 
@@ -168,26 +168,26 @@ START_TEST(test_weighted_costs)
     ck_assert_msg(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)) == 0, "%s",
                   err);
     ck_assert_ptr_nonnull(pj->mix);
-    NEAR(pj->mix->weights[0], 0.9);
-    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
-    NEAR(pj->client.units[1].cpu_sec_per_sample, 0.9 * 1e-3);
-    NEAR(pj->client.encoded_bytes, 0.9 * 100e3 + 0.1 * 1e3);
-    NEAR(pj->client.units[0].out_bytes_per_sample, 0.9 * 600e3 + 0.1 * 1e3);
-    NEAR(pj->client.units[1].out_bytes_per_sample, 0.9 * 800e3 + 0.1 * 1e3);
-    NEAR(pj->client.read_sec, 0.9 * 0.2e-3);
-    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
+    NEAR_REL(pj->mix->weights[0], 0.9);
+    NEAR_REL(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    NEAR_REL(pj->client.units[1].cpu_sec_per_sample, 0.9 * 1e-3);
+    NEAR_REL(pj->client.encoded_bytes, 0.9 * 100e3 + 0.1 * 1e3);
+    NEAR_REL(pj->client.units[0].out_bytes_per_sample, 0.9 * 600e3 + 0.1 * 1e3);
+    NEAR_REL(pj->client.units[1].out_bytes_per_sample, 0.9 * 800e3 + 0.1 * 1e3);
+    NEAR_REL(pj->client.read_sec, 0.9 * 0.2e-3);
+    NEAR_REL(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
     /* From step 10 on: 0.1:0.9. */
     disp_pjob_mix_apply(pj, 10);
-    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.1 * 10e-3);
-    NEAR(pj->client.units[1].out_bytes_per_sample, 0.1 * 800e3 + 0.9 * 1e3);
-    NEAR(pj->client.encoded_bytes, 0.1 * 100e3 + 0.9 * 1e3);
-    NEAR(pj->client.read_sec, 0.1 * 0.2e-3);
-    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.1 * 10e-3);
-    NEAR(pj->classes[0].prof.units[1].cpu_sec_per_sample, 0.1 * 1e-3);
+    NEAR_REL(pj->client.units[0].cpu_sec_per_sample, 0.1 * 10e-3);
+    NEAR_REL(pj->client.units[1].out_bytes_per_sample, 0.1 * 800e3 + 0.9 * 1e3);
+    NEAR_REL(pj->client.encoded_bytes, 0.1 * 100e3 + 0.9 * 1e3);
+    NEAR_REL(pj->client.read_sec, 0.1 * 0.2e-3);
+    NEAR_REL(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.1 * 10e-3);
+    NEAR_REL(pj->classes[0].prof.units[1].cpu_sec_per_sample, 0.1 * 1e-3);
     /* Back to step 0: the same numbers as at submission. */
     disp_pjob_mix_apply(pj, 0);
-    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
-    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
+    NEAR_REL(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    NEAR_REL(pj->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
     disp_pjob_free(pj);
     /* The blend's profile ran 1:1 (the client says so): the worker's 18 ms
      * were a 1:1 mix's (5 ms at the client's per-source costs), so 0.9:0.1
@@ -195,17 +195,17 @@ START_TEST(test_weighted_costs)
     p.src[0].profiled_share = 0.5;
     p.src[1].profiled_share = 0.5;
     ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
-    NEAR(pj->mix->profiled[0], 0.5);
-    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 18e-3 * 9.0 / 5.0);
+    NEAR_REL(pj->mix->profiled[0], 0.5);
+    NEAR_REL(pj->classes[0].prof.units[0].cpu_sec_per_sample, 18e-3 * 9.0 / 5.0);
     disp_pjob_mix_apply(pj, 10);
-    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 18e-3 * 1.0 / 5.0);
-    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.1 * 10e-3); /* the client's: per source */
+    NEAR_REL(pj->classes[0].prof.units[0].cpu_sec_per_sample, 18e-3 * 1.0 / 5.0);
+    NEAR_REL(pj->client.units[0].cpu_sec_per_sample, 0.1 * 10e-3); /* the client's: per source */
     disp_pjob_free(pj);
     /* A unit no profiled sample ran (text only) takes the client's cost. */
     p.src[0].profiled_share = 0.0;
     p.src[1].profiled_share = 1.0;
     ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
-    NEAR(pj->classes[0].prof.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    NEAR_REL(pj->classes[0].prof.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
     disp_pjob_free(pj);
     pin_clear(&p);
 }
@@ -248,10 +248,10 @@ START_TEST(test_plan_moves_local)
     ck_assert_uint_eq(json_array_size(json_object_get(m, "sources")), 2);
     json_t *t = json_array_get(json_object_get(m, "sources"), 1);
     ck_assert_str_eq(json_string_value(json_object_get(t, "name")), "text");
-    NEAR(json_real_value(json_object_get(t, "weight_share")), 0.9);
-    NEAR(json_real_value(json_array_get(json_object_get(t, "unit_ms"), 0)), 0.0);
-    NEAR(json_real_value(json_array_get(json_object_get(m, "unit_ms"), 0)), 1.0);
-    NEAR(json_real_value(json_array_get(json_object_get(m, "profiled_unit_ms"), 0)), 9.0);
+    NEAR_REL(json_real_value(json_object_get(t, "weight_share")), 0.9);
+    NEAR_REL(json_real_value(json_array_get(json_object_get(t, "unit_ms"), 0)), 0.0);
+    NEAR_REL(json_real_value(json_array_get(json_object_get(m, "unit_ms"), 0)), 1.0);
+    NEAR_REL(json_real_value(json_array_get(json_object_get(m, "profiled_unit_ms"), 0)), 9.0);
     json_decref(j);
     disp_pjob_free(pj);
     pin_clear(&p);
@@ -276,7 +276,7 @@ START_TEST(test_due)
     ck_assert_str_eq(why, "mix weights at step 5: images 0.90 text 0.10 -> images 0.50 text 0.50");
     ck_assert_int_eq(disp_pjob_mix_due(pj, 6, why, sizeof(why)), 0);
     ck_assert_int_eq(disp_pjob_mix_stale(pj), 1);
-    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.5 * 10e-3);
+    NEAR_REL(pj->client.units[0].cpu_sec_per_sample, 0.5 * 10e-3);
     disp_pjob_free(pj);
     pin_clear(&p);
 }
@@ -314,17 +314,17 @@ START_TEST(test_bad_inputs)
     p.src[0].read_cpu_sec_per_sample = 1e9;
     p.src[1].profiled_share = NAN; /* no share at all: the weights of step 0 */
     ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
-    NEAR(pj->mix->profiled[0], 0.9);
-    NEAR(pj->mix->profiled[1], 0.1);
-    NEAR(pj->mix->unit_sec[0][1], 0.0);
-    NEAR(pj->mix->unit_sec[1][0], 0.0);
-    NEAR(pj->mix->bytes[1][2], 0.0);
-    NEAR(pj->mix->read_sec[0], 0.0);
+    NEAR_REL(pj->mix->profiled[0], 0.9);
+    NEAR_REL(pj->mix->profiled[1], 0.1);
+    NEAR_REL(pj->mix->unit_sec[0][1], 0.0);
+    NEAR_REL(pj->mix->unit_sec[1][0], 0.0);
+    NEAR_REL(pj->mix->bytes[1][2], 0.0);
+    NEAR_REL(pj->mix->read_sec[0], 0.0);
     disp_pjob_free(pj);
     p.in.n_mix_sources = 0; /* an older client: the blend's profile stands */
     ck_assert_int_eq(disp_pjob_new(&p.in, &p.spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
     ck_assert_ptr_null(pj->mix);
-    NEAR(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    NEAR_REL(pj->client.units[0].cpu_sec_per_sample, 0.9 * 10e-3);
     ck_assert_int_eq(disp_pjob_mix_due(pj, 10, err, sizeof(err)), 0);
     ck_assert_int_eq(disp_pjob_mix_stale(pj), 0);
     ck_assert_ptr_null(disp_pjob_mix_json(pj));
@@ -358,8 +358,8 @@ START_TEST(test_journal_round_trip)
     ck_assert_uint_eq(changes, 1);
     ck_assert_uint_eq(in.n_mix_sources, NSRC);
     /* The journal's profiles are the blend's as profiled, not the weighted ones. */
-    NEAR(prof[0].units[0].cpu_sec_per_sample, 0.9 * 10e-3);
-    NEAR(prof[1].units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
+    NEAR_REL(prof[0].units[0].cpu_sec_per_sample, 0.9 * 10e-3);
+    NEAR_REL(prof[1].units[0].cpu_sec_per_sample, 2.0 * 0.9 * 10e-3);
     for (int u = 0; u < NUNITS; u++) {
         p.cu[u].cpu_sec_per_sample = prof[0].units[u].cpu_sec_per_sample;
         p.wu[u].cpu_sec_per_sample = prof[1].units[u].cpu_sec_per_sample;
@@ -373,17 +373,18 @@ START_TEST(test_journal_round_trip)
     ck_assert_uint_eq(back->mix->changes, 1);
     ck_assert_int_eq(disp_pjob_mix_stale(back), 1);
     for (int j = 0; j < NSRC; j++) {
-        NEAR(back->mix->weights[j], pj->mix->weights[j]);
-        NEAR(back->mix->profiled[j], pj->mix->profiled[j]);
+        NEAR_REL(back->mix->weights[j], pj->mix->weights[j]);
+        NEAR_REL(back->mix->profiled[j], pj->mix->profiled[j]);
     }
     for (int u = 0; u < NUNITS; u++) {
-        NEAR(back->client.units[u].cpu_sec_per_sample, pj->client.units[u].cpu_sec_per_sample);
-        NEAR(back->client.units[u].out_bytes_per_sample, pj->client.units[u].out_bytes_per_sample);
-        NEAR(back->classes[0].prof.units[u].cpu_sec_per_sample,
-             pj->classes[0].prof.units[u].cpu_sec_per_sample);
+        NEAR_REL(back->client.units[u].cpu_sec_per_sample, pj->client.units[u].cpu_sec_per_sample);
+        NEAR_REL(back->client.units[u].out_bytes_per_sample,
+                 pj->client.units[u].out_bytes_per_sample);
+        NEAR_REL(back->classes[0].prof.units[u].cpu_sec_per_sample,
+                 pj->classes[0].prof.units[u].cpu_sec_per_sample);
     }
-    NEAR(back->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.1 * 10e-3);
-    NEAR(back->client.read_sec, pj->client.read_sec);
+    NEAR_REL(back->classes[0].prof.units[0].cpu_sec_per_sample, 2.0 * 0.1 * 10e-3);
+    NEAR_REL(back->client.read_sec, pj->client.read_sec);
     /* The weights of step 10 in force: no re-plan for them again. */
     ck_assert_int_eq(disp_pjob_mix_due(back, 12, why, sizeof(why)), 0);
     disp_pjob_free(pj);

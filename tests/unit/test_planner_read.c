@@ -13,10 +13,7 @@
 #include <string.h>
 
 #include "dispatcher/planner/planner.h"
-
-#define NEAR(x, want, tol)                                                                         \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x),            \
-                  (double)(want))
+#include "tests/unit/fixtures.h"
 
 static void base(disp_pl_input_t *in)
 {
