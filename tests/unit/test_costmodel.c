@@ -90,37 +90,70 @@ static const char *SPEC = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"
                           " {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"
                           " \"std\": [0.2, 0.2, 0.2]}], \"batch_size\": 4}";
 
-/* 12 small images and 4 with ~25x the pixels, plus a corrupt file. */
-START_TEST(test_profile_run)
-{
+/* 12 small images and 4 with ~25x the pixels, plus a corrupt file, in a
+ * source of 17; SPEC's pipeline; every index picked (n = 17). */
+typedef struct prof_fx_s {
     char dir[FX_TMPDIR_LEN];
+    sl_spec_t spec;
+    sl_pipeline_t *p;
+    sl_source_t *src;
+    uint64_t idx[32];
+    size_t n;
+} prof_fx_t;
+
+static void prof_fx_open(prof_fx_t *f)
+{
     char path[512];
-    ck_assert_int_eq(fx_mkdtemp_class(dir, "c0"), 0);
+    char err[512];
+    memset(f, 0, sizeof(*f));
+    ck_assert_int_eq(fx_mkdtemp_class(f->dir, "c0"), 0);
     for (int i = 0; i < 16; i++) {
         int big = i % 4 == 3;
         fx_jpeg_opts_t o = {.width = big ? 800 : 160, .height = big ? 600 : 120,
                             .seed = (uint32_t)i};
-        snprintf(path, sizeof(path), "%s/train/c0/img_%02d.jpg", dir, i);
+        snprintf(path, sizeof(path), "%s/train/c0/img_%02d.jpg", f->dir, i);
         ck_assert_int_eq(fx_make_jpeg_file(path, &o), 0);
     }
-    snprintf(path, sizeof(path), "%s/train/c0/zz_bad.jpg", dir);
+    snprintf(path, sizeof(path), "%s/train/c0/zz_bad.jpg", f->dir);
     ck_assert_int_eq(fx_write_file(path, "garbage!", 8), 0);
+    ck_assert_int_eq(sl_spec_parse("t", SPEC, strlen(SPEC), &f->spec, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_pipeline_new(&f->spec, 0, &f->p, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_source_open(f->dir, f->spec.source_type, f->spec.source_path, &f->src, err,
+                                    sizeof(err)),
+                     0);
+    ck_assert_uint_eq(sl_source_count(f->src), 17);
+    f->n = sl_profile_pick(sl_source_count(f->src), 32, f->idx);
+    ck_assert_uint_eq(f->n, 17); /* no more than the source has */
+}
 
-    sl_spec_t spec;
+static void prof_fx_close(prof_fx_t *f)
+{
+    sl_source_free(f->src);
+    sl_pipeline_free(f->p);
+    sl_spec_clear(&f->spec);
+    fx_rmtree(f->dir);
+}
+
+/* A full decode + flip pipeline (no crop: big images cost their pixels). */
+static sl_pipeline_t *full_decode_pipeline(sl_spec_t *fs)
+{
+    const char *full = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
+                       " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"flip\"}]}";
     char err[512];
-    ck_assert_int_eq(sl_spec_parse("t", SPEC, strlen(SPEC), &spec, err, sizeof(err)), 0);
-    sl_pipeline_t *p = NULL;
-    sl_source_t *src = NULL;
-    ck_assert_int_eq(sl_pipeline_new(&spec, 0, &p, err, sizeof(err)), 0);
-    ck_assert_int_eq(sl_source_open(dir, spec.source_type, spec.source_path, &src, err,
-                                    sizeof(err)), 0);
-    ck_assert_uint_eq(sl_source_count(src), 17);
+    sl_pipeline_t *fp = NULL;
+    ck_assert_int_eq(sl_spec_parse("f", full, strlen(full), fs, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_pipeline_new(fs, 0, &fp, err, sizeof(err)), 0);
+    return fp;
+}
 
-    uint64_t idx[32];
-    size_t n = sl_profile_pick(sl_source_count(src), 32, idx);
-    ck_assert_uint_eq(n, 17); /* no more than the source has */
+/* Every sample timed per unit; the corrupt file counted, not timed. */
+START_TEST(test_profile_run)
+{
+    prof_fx_t f;
+    prof_fx_open(&f);
+    char err[512];
     sl_profile_t pr;
-    ck_assert_int_eq(sl_profile_run(p, src, idx, n, 10000, &pr, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_profile_run(f.p, f.src, f.idx, f.n, 10000, &pr, err, sizeof(err)), 0);
     ck_assert_uint_eq(pr.samples, 16);
     ck_assert_uint_eq(pr.failed, 1);
     ck_assert_uint_eq(pr.nunits, 3); /* decode+center_crop fused, flip, normalize */
@@ -133,12 +166,24 @@ START_TEST(test_profile_run)
     ck_assert(pr.encoded_bytes > 0);
     ck_assert(pr.model.fitted);
     ck_assert(pr.model_error >= 0.0);
+    prof_fx_close(&f);
+}
+END_TEST
 
+/* The codec pass after a profile: per boundary, what delta + zstd makes of
+ * the samples' bytes. */
+START_TEST(test_profile_codec)
+{
+    prof_fx_t f;
+    prof_fx_open(&f);
+    char err[512];
+    sl_profile_t pr;
+    ck_assert_int_eq(sl_profile_run(f.p, f.src, f.idx, f.n, 10000, &pr, err, sizeof(err)), 0);
     /* The codec pass: 8 samples; boundary 0 (JPEG bytes) is never
      * compressed, the uint8 crop shrinks under delta + zstd, and the pass
      * leaves the unit costs alone. */
     double unit0 = pr.units[0].cpu_sec;
-    ck_assert_int_eq(sl_profile_codec(p, src, idx, n, &pr, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_profile_codec(f.p, f.src, f.idx, f.n, &pr, err, sizeof(err)), 0);
     ck_assert_uint_eq(pr.codec_samples, SL_PROFILE_CODEC_SAMPLES);
     ck_assert(pr.units[0].cpu_sec == unit0);
     ck_assert(sl_profile_codec_ratio(&pr, 0) == 1.0);
@@ -149,26 +194,32 @@ START_TEST(test_profile_run)
     ck_assert(pr.codec_compress_sec[1] > 0.0);
     ck_assert_uint_eq(pr.codec_raw[3], 8u * 32 * 32 * 3 * 4);
     ck_assert(sl_profile_codec_ratio(&pr, 4) == 1.0); /* beyond nunits */
+    prof_fx_close(&f);
+}
+END_TEST
 
-    /* Full decodes: big images cost more, and the model says so from the
-     * header alone (the fused crop above decodes big ones DCT-scaled). */
-    const char *full = "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\"},"
-                       " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"flip\"}]}";
+/* Full decodes: big images cost more, and the model says so from the
+ * header alone (the fused crop of SPEC decodes big ones DCT-scaled). */
+START_TEST(test_profile_full_decode_model)
+{
+    prof_fx_t f;
+    prof_fx_open(&f);
+    char err[512];
     sl_spec_t fs;
-    sl_pipeline_t *fp = NULL;
-    ck_assert_int_eq(sl_spec_parse("f", full, strlen(full), &fs, err, sizeof(err)), 0);
-    ck_assert_int_eq(sl_pipeline_new(&fs, 0, &fp, err, sizeof(err)), 0);
-    ck_assert_int_eq(sl_profile_run(fp, src, idx, n, 10000, &pr, err, sizeof(err)), 0);
+    sl_pipeline_t *fp = full_decode_pipeline(&fs);
+    char path[512];
+    sl_profile_t pr;
+    ck_assert_int_eq(sl_profile_run(fp, f.src, f.idx, f.n, 10000, &pr, err, sizeof(err)), 0);
     ck_assert_uint_eq(pr.samples, 16);
     sl_cost_features_t fsmall;
     sl_cost_features_t flarge;
     uint8_t *buf = NULL;
     size_t len = 0;
-    snprintf(path, sizeof(path), "%s/train/c0/img_00.jpg", dir);
+    snprintf(path, sizeof(path), "%s/train/c0/img_00.jpg", f.dir);
     ck_assert_int_eq(fx_read_file(path, &buf, &len), 0);
     sl_cost_features(buf, len, &fsmall);
     free(buf);
-    snprintf(path, sizeof(path), "%s/train/c0/img_03.jpg", dir);
+    snprintf(path, sizeof(path), "%s/train/c0/img_03.jpg", f.dir);
     ck_assert_int_eq(fx_read_file(path, &buf, &len), 0);
     sl_cost_features(buf, len, &flarge);
     free(buf);
@@ -184,24 +235,38 @@ START_TEST(test_profile_run)
      * total (every term is positive). */
     ck_assert(pr.model_error >= 0.0);
     ck_assert_msg(pr.size_error >= 0.0 && pr.size_error <= 2.0, "%g", pr.size_error);
+    sl_pipeline_free(fp);
+    sl_spec_clear(&fs);
+    prof_fx_close(&f);
+}
+END_TEST
+
+/* A CPU budget stops the profile, never before one timed sample; more
+ * samples than a profile takes are refused. */
+START_TEST(test_profile_budget)
+{
+    prof_fx_t f;
+    prof_fx_open(&f);
+    char err[512];
+    sl_spec_t fs;
+    sl_pipeline_t *fp = full_decode_pipeline(&fs);
+    sl_profile_t pr;
     /* A 1 ms budget stops long before the 4 big full decodes are done, but
      * not before one timed sample: a profile of none tells nothing (under
      * load the warm-up alone used to spend a short budget). */
-    ck_assert_int_eq(sl_profile_run(fp, src, idx, n, 1, &pr, err, sizeof(err)), 0);
-    ck_assert(pr.samples + pr.failed < n);
+    ck_assert_int_eq(sl_profile_run(fp, f.src, f.idx, f.n, 1, &pr, err, sizeof(err)), 0);
+    ck_assert(pr.samples + pr.failed < f.n);
     ck_assert_uint_ge(pr.samples, 1);
     /* The warm-up of a 0.48 MP full decode alone spends 1 ms: still one timed. */
     const uint64_t big[2] = {3, 3};
-    ck_assert_int_eq(sl_profile_run(fp, src, big, 2, 1, &pr, err, sizeof(err)), 0);
+    ck_assert_int_eq(sl_profile_run(fp, f.src, big, 2, 1, &pr, err, sizeof(err)), 0);
     ck_assert_uint_ge(pr.samples, 1);
     sl_pipeline_free(fp);
-
-    ck_assert_int_eq(sl_profile_run(p, src, idx, SL_PROFILE_MAX_SAMPLES + 1, 10, &pr, err,
+    sl_spec_clear(&fs);
+    ck_assert_int_eq(sl_profile_run(f.p, f.src, f.idx, SL_PROFILE_MAX_SAMPLES + 1, 10, &pr, err,
                                     sizeof(err)),
                      -EINVAL);
-    sl_source_free(src);
-    sl_pipeline_free(p);
-    fx_rmtree(dir);
+    prof_fx_close(&f);
 }
 END_TEST
 
@@ -423,6 +488,9 @@ int main(void)
     tcase_add_test(tc, test_model_exact);
     tcase_add_test(tc, test_features);
     tcase_add_test(tc, test_profile_run);
+    tcase_add_test(tc, test_profile_codec);
+    tcase_add_test(tc, test_profile_full_decode_model);
+    tcase_add_test(tc, test_profile_budget);
     tcase_add_test(tc, test_pick);
     tcase_add_test(tc, test_cgroup_parsers);
     tcase_add_test(tc, test_cpuset_and_machine);
