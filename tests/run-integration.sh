@@ -7,8 +7,10 @@
 # spend their time waiting on daemons, sockets and sleeps: one at a time, the
 # suite took 21 minutes of a 2-core machine's wall clock; two at a time, 12. Each test has its own temporary directory, ports and journal
 # (lib.sh). A test whose header has a line "# test: alone" runs with no other
-# test beside it: those that take the machine-wide cluster-emu lock or judge
-# a CPU or rate measurement a neighbour would disturb.
+# test beside it: those that judge a CPU or rate measurement a neighbour would
+# disturb. Tests with "# test: cluster-emu" take scripts/cluster-emu's
+# machine-wide lock: they run one at a time, beside other tests (their hosts
+# are CPU-quota'd cgroups, and they judge no timing).
 # Give test names (test_x.sh or test_x) as arguments to run only those.
 set -u
 cd "$(dirname "$0")/.."
@@ -61,17 +63,34 @@ reap_one() {
     finish "$pid" "$rc"
 }
 
-for t in "${tests[@]}"; do
-    alone=0
+emu_pid= # the cluster-emu test running, if any
+# A cluster-emu test that finds another running goes to the back of the
+# queue once; the tests after it start meanwhile.
+declare -A deferred=()
+i=0
+while [ $i -lt ${#tests[@]} ]; do
+    t=${tests[$i]}
+    i=$((i + 1))
+    alone=0 emu=0
     head -n 30 "$t" | grep -q '^# test: alone' && alone=1
+    head -n 30 "$t" | grep -q '^# test: cluster-emu' && emu=1
     if [ $alone = 1 ]; then
         while [ ${#running[@]} -gt 0 ]; do reap_one; done
     else
         while [ ${#running[@]} -ge "$JOBS" ]; do reap_one; done
     fi
+    if [ $emu = 1 ] && [ -n "$emu_pid" ] && [ -n "${running[$emu_pid]+x}" ]; then
+        if [ $i -lt ${#tests[@]} ] && [ -z "${deferred[$t]+x}" ]; then
+            deferred[$t]=1
+            tests+=("$t")
+            continue
+        fi
+        while [ -n "${running[$emu_pid]+x}" ]; do reap_one; done
+    fi
     timeout 600 bash "$t" >"$LOGS/$(basename "$t" .sh).log" 2>&1 &
     running[$!]=$t
     started[$!]=$(date +%s)
+    [ $emu = 1 ] && emu_pid=$!
     if [ $alone = 1 ]; then
         reap_one
     fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test: alone (run-integration.sh): takes the machine-wide cluster-emu lock
+# test: cluster-emu (run-integration.sh): takes the machine-wide cluster-emu lock
 # make bench-quick's harness: scripts/bench-cluster --quick (scenario A on an emulated
 # cluster, policies off and auto, 8 s each, 100 generated images) runs and prints its
 # table. Prints the figures; asserts only that both policies ran and the table came

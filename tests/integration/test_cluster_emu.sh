@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test: alone (run-integration.sh): takes the machine-wide cluster-emu lock
+# test: cluster-emu (run-integration.sh): takes the machine-wide cluster-emu lock
 # scripts/cluster-emu: a job on an emulated cluster (dispatcher, GPU node and two
 # CPU hosts as network namespaces, 1gbit tbf links, cgroup CPU quotas) gives the
 # --local digests; the hosts really are shaped and capped; nothing with the
