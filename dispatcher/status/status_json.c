@@ -248,6 +248,10 @@ static json_t *splits_json(jb_t *b, const disp_job_t *job)
     jset(b, splits, "acked_in_live_epochs", jint(acked));
     jset(b, splits, "acked", jint(job->acked_total));
     jset(b, splits, "reassigned", jint(job->reassigned_total));
+    /* how the hand-out balanced itself: queued splits moved to a faster
+     * worker, remote splits an idle client ran itself */
+    jset(b, splits, "stolen", jint(job->stolen_total));
+    jset(b, splits, "client_helped", jint(job->client_helped_total));
     jset(b, splits, "client_outstanding", json_integer(job->nclient));
     json_t *per_worker = json_array();
     for (size_t i = 0; i < job->njw; i++) {

@@ -196,6 +196,18 @@ static int get_plan_version(const dm_ctx_t *c, const void *row, double *ret)
     return 0;
 }
 
+static int get_stolen(const dm_ctx_t *c, const void *row, double *ret)
+{
+    *ret = (double)((const disp_job_t *)row)->stolen_total;
+    return 0;
+}
+
+static int get_client_helped(const dm_ctx_t *c, const void *row, double *ret)
+{
+    *ret = (double)((const disp_job_t *)row)->client_helped_total;
+    return 0;
+}
+
 static int get_plan_split(const dm_ctx_t *c, const void *row, double *ret)
 {
     *ret = ((const disp_job_t *)row)->plan.split;
@@ -264,6 +276,10 @@ static int get_tenant_jobs(const dm_ctx_t *c, const void *row, double *ret)
 /* Job series carry the job's tenant ("" for the cluster token's jobs), so
  * a team's dashboards select on it. */
 #define JOB(name, help, prec, fn) {{name, G, help, {"job", "tenant"}, prec}, DM_JOB, 0, 0, fn}
+#define JOB_COUNTER(name, help, fn)                                                                \
+    {                                                                                              \
+        {name, C, help, {"job", "tenant"}, 0}, DM_JOB, 0, 0, fn                                    \
+    }
 #define WORKER(name, help, prec, fn, hist) \
     {{name, G, help, {"worker"}, prec}, DM_WORKER, hist, 0, fn}
 #define UNIT(name, help, fn) {{name, C, help, {"worker", "unit"}, 0}, DM_UNIT, 0, 0, fn}
@@ -358,6 +374,10 @@ static const dm_family_t DM_FAMILIES[] = {
         "More workers of the measured speed that would lift the binding resource (hint).", 0,
         get_workers_needed),
     JOB("sluice_job_plan_version", "Plan version (1 + re-plans).", 0, get_plan_version),
+    JOB_COUNTER("sluice_job_splits_stolen_total",
+                "Queued splits moved from a slower worker to a faster one.", get_stolen),
+    JOB_COUNTER("sluice_job_splits_client_helped_total",
+                "Remote splits the job's idle client ran itself.", get_client_helped),
     JOB("sluice_job_plan_split", "Pipeline units the current plan runs remotely.", 0,
         get_plan_split),
     JOB("sluice_job_plan_local_share", "Fraction of splits the current plan leaves to the client.",
@@ -382,6 +402,7 @@ static const dm_family_t DM_FAMILIES[] = {
 #undef C
 #undef ONE
 #undef JOB
+#undef JOB_COUNTER
 #undef WORKER
 #undef UNIT
 

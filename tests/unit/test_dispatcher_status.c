@@ -306,6 +306,41 @@ START_TEST(test_hostile_skip_reasons)
 }
 END_TEST
 
+/* How the hand-out balanced a job: splits stolen for a faster worker and
+ * remote splits the idle client ran, per job in /status and /metrics. */
+START_TEST(test_job_balance_counters)
+{
+    fx_st_t e;
+    fx_st_init(&e);
+    uint64_t id = fx_st_submit(&e, 35);
+    pthread_mutex_lock(&e.d.mu);
+    disp_job_t *job = disp_jobs_find(&e.d.jobs, id);
+    ck_assert_ptr_nonnull(job);
+    job->stolen_total = 3;
+    job->client_helped_total = 5;
+    pthread_mutex_unlock(&e.d.mu);
+    e.now += 1000;
+    disp_status_sample(e.st, e.now);
+    char *m = disp_status_render_metrics(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(m);
+    check_exposition(m);
+    NEAR(metric(m, "sluice_job_splits_stolen_total"), 3, 0);
+    NEAR(metric(m, "sluice_job_splits_client_helped_total"), 5, 0);
+    ck_assert_ptr_nonnull(strstr(m, "# TYPE sluice_job_splits_stolen_total counter"));
+    free(m);
+    char *s = disp_status_render_json(e.st, e.now, NULL);
+    ck_assert_ptr_nonnull(s);
+    json_t *doc = json_loads(s, 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    json_t *splits = json_object_get(json_array_get(json_object_get(doc, "jobs"), 0), "splits");
+    ck_assert_int_eq(json_integer_value(json_object_get(splits, "stolen")), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(splits, "client_helped")), 5);
+    json_decref(doc);
+    free(s);
+    fx_st_free(&e);
+}
+END_TEST
+
 /* Issue #14: a worker restarted on the same HOST:PORT registers again with a
  * new id while its old entry lingers -- still live until its timeout, then
  * lost; or left, after a drain -- and its per-worker series must not appear
@@ -542,6 +577,7 @@ int main(void)
     tcase_add_test(tc, test_worker_rates_from_heartbeats);
     tcase_add_test(tc, test_history_ring);
     tcase_add_test(tc, test_hostile_skip_reasons);
+    tcase_add_test(tc, test_job_balance_counters);
     tcase_add_test(tc, test_one_series_per_label_set);
     tcase_add_test(tc, test_lost_worker_cleared);
     tcase_add_test(tc, test_resumed_are_not_skips);
