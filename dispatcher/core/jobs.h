@@ -57,7 +57,8 @@
  *    (draining) worker gets no new splits.
  *  - A worker that reports a job in failed_jobs is banned from that job for
  *    good (its splits return to the queue); the job does not fail: other
- *    workers or the client finish it.
+ *    workers or the client finish it. Except a data server it could not
+ *    reach: it may come back after a growing back-off (worker_back.c).
  *
  * Work per call is O(splits touched + workers), never O(splits of an epoch),
  * except epoch creation and job close (once per epoch / job). */
