@@ -363,7 +363,7 @@ endif
 # diagnose.h, plan_job.h, status_rpc.h) and of common/ only base, spec (the
 # --offload grammar) and rpc (the connection flags): nothing that runs a
 # pipeline or reads a source.
-DEPS_cli := cli client spec rpc base
+DEPS_cli := cli client spec rpc base cost
 DEPS_plugin_host := plugin_host $(DEPS_plugin)
 LINT_PROGS := cli plugin_host
 LINT_DIRS_cli := client/cli

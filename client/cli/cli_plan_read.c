@@ -22,10 +22,10 @@ static void one(const char *who, const Sluice__HostProfile *p, double conc, unsi
 {
     double bytes = p->encoded_bytes_per_sample;
     double req = SL_READ_REQUESTS_PER_SAMPLE;
-    printf("  %-24s %8.1f MB/s, HEAD %.1f ms x %.0f request / %.0f reads at once",
-           who, p->source_bytes_per_sec / 1e6, p->source_latency_sec * 1e3, req, conc);
-    double r = sl_read_samples_per_sec(bytes, p->source_bytes_per_sec, p->source_latency_sec,
-                                       req, conc);
+    printf("  %-24s %8.1f MB/s, HEAD %.1f ms x %.0f request / %.0f reads at once", who,
+           p->source_bytes_per_sec / 1e6, p->source_latency_sec * 1e3, req, conc);
+    double r = sl_read_samples_per_sec(bytes, p->source_bytes_per_sec, p->source_latency_sec, req,
+                                       conc);
     if (r > 0.0) {
         /* The latency's part of a sample's read time. */
         double lat = p->source_latency_sec > 0.0 ? req * p->source_latency_sec / conc : 0.0;

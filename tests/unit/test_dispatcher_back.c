@@ -21,9 +21,9 @@ static const disp_limits_t LIM = {
     .client_timeout_ms = 5000,
 };
 
-#define SPEC                                                                                 \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
-    " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 4, \"epochs\": 2,"            \
+#define SPEC                                                                                       \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"                  \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 4, \"epochs\": 2,"                  \
     " \"offload\": \"all\"}"
 
 static uint32_t jw_n(disp_job_t *job, uint64_t wid)
@@ -47,10 +47,12 @@ START_TEST(test_failure_text)
     ck_assert(!disp_failure_is_data_server("job 7: data server unreachable: x", 8));
     ck_assert(!disp_failure_is_data_server("job 7: fingerprint 8 != 7", 7));
     /* Another job's reason does not count for this one. */
-    ck_assert(!disp_failure_is_data_server(
-        "job 7: fingerprint 8 != 7; job 9: data server unreachable: x", 7));
-    ck_assert(disp_failure_is_data_server(
-        "job 7: fingerprint 8 != 7; job 9: data server unreachable: x", 9));
+    ck_assert(
+        !disp_failure_is_data_server("job 7: fingerprint 8 != 7; job 9: data server unreachable: x",
+                                     7));
+    ck_assert(
+        disp_failure_is_data_server("job 7: fingerprint 8 != 7; job 9: data server unreachable: x",
+                                    9));
     ck_assert(!disp_failure_is_data_server(NULL, 7));
     ck_assert(!disp_failure_is_data_server("", 7));
 }
