@@ -251,6 +251,9 @@ int wk_job_transition_locked(wk_job_t *job, wk_job_state_e to)
     if (revive) {
         job->down = 0;
     }
+    if (to == WK_JOB_CLOSED) {
+        __atomic_store_n(&job->probe_cancel, 1, __ATOMIC_RELAXED); /* job_revive.c */
+    }
     if (to == WK_JOB_FAILED || to == WK_JOB_CLOSED) {
         size_t nmsgs = 0, nsplits = 0;
         wk_job_drop_all_locked(job, &nmsgs, &nsplits);

@@ -89,7 +89,7 @@ int wk_job_revive_wait(wk_job_t *job)
         }
         pthread_mutex_unlock(&job->mu);
         char err[512];
-        int rc = sl_remote_probe(remote, url, err, sizeof(err));
+        int rc = sl_remote_probe(remote, url, &job->probe_cancel, err, sizeof(err));
         probes++;
         pthread_mutex_lock(&job->mu);
         if (job->state != WK_JOB_FAILED) {

@@ -7,7 +7,8 @@
 #include "common/base/err.h"
 #include "common/remote/remote_impl.h"
 
-int sl_remote_probe(const sl_remote_t *r, const char *url, char *err, size_t errlen)
+int sl_remote_probe(const sl_remote_t *r, const char *url, const int *cancel, char *err,
+                    size_t errlen)
 {
     if (r == NULL) {
         return sl_err(err, errlen, -EPERM, "URL '%s': no remote settings here", url);
@@ -25,7 +26,9 @@ int sl_remote_probe(const sl_remote_t *r, const char *url, char *err, size_t err
         rc = sl_err(err, errlen, -EINVAL, "URL '%s' is too long", url);
     }
     if (rc == 0) {
-        sl_remote_req_t hq = {.head = true};
+        sl_fetch_opts_t o = r->fetch;
+        o.cancel = cancel;
+        sl_remote_req_t hq = {.head = true, .opts = &o};
         rc = sl_remote_request_retry(r, u, canon, &hq, -1, NULL, resp, err, errlen);
     }
 out:

@@ -11,7 +11,10 @@
 
 /* 0: the server answered the HEAD with 2xx; else the error sl_remote_open
  * would give (-EPERM outside remote_roots, -ECONNREFUSED, -ETIMEDOUT,
- * -EHOSTDOWN, -ENOENT, ...), err naming the URL. */
-int sl_remote_probe(const sl_remote_t *r, const char *url, char *err, size_t errlen);
+ * -EHOSTDOWN, -ENOENT, ...), err naming the URL. cancel (NULL: none): set
+ * (atomic) by another thread, the request is cut, -ECANCELED -- a probe
+ * of a blackholed server does not hold up the job's close. */
+int sl_remote_probe(const sl_remote_t *r, const char *url, const int *cancel, char *err,
+                    size_t errlen);
 
 #endif
