@@ -464,6 +464,12 @@ int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_i
  * splits of the job again (logged). At most DISP_BACK_MAX_OUTS times out;
  * then it stays out. Returns 1 when it came back, else 0. */
 int disp_jobs_worker_back(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id, int64_t now_ms);
+/* disp_jobs_worker_back for every job the worker is out of for its data
+ * server that its heartbeat lists in known and not in failed. O(jobs x
+ * their workers), plus the lists' length per such job only. */
+void disp_jobs_worker_back_all(disp_jobs_t *js, uint64_t worker_id, const uint64_t *known,
+                               size_t nknown, const uint64_t *failed, size_t nfailed,
+                               int64_t now_ms);
 /* The wait before a worker out nout times (>= 1) may come back. */
 int64_t disp_back_delay_ms(uint32_t nout);
 /* Whether a worker's refusal of job_id in its heartbeat's failure text

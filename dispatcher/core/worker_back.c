@@ -69,3 +69,29 @@ int disp_jobs_worker_back(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id, 
     disp_jobs_assign(js, job, now_ms);
     return 1;
 }
+
+static int listed(const uint64_t *ids, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void disp_jobs_worker_back_all(disp_jobs_t *js, uint64_t worker_id, const uint64_t *known,
+                               size_t nknown, const uint64_t *failed, size_t nfailed,
+                               int64_t now_ms)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        disp_job_t *job = js->jobs[i];
+        disp_jw_t *jw = job->state == DISP_JOB_CLOSED ? NULL : disp_job_jw(job, worker_id);
+        if (jw == NULL || !jw->banned || !jw->down) {
+            continue; /* the common case: nothing to look up */
+        }
+        if (listed(known, nknown, job->id) && !listed(failed, nfailed, job->id)) {
+            (void)disp_jobs_worker_back(js, job, worker_id, now_ms);
+        }
+    }
+}

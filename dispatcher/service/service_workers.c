@@ -377,16 +377,8 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     }
     /* A job it gave back for its data server, reported again and not
      * failed: it reads again (dispatcher/core/worker_back.c). */
-    for (size_t i = 0; i < req->n_known_jobs; i++) {
-        int failed = 0;
-        for (size_t k = 0; k < req->n_failed_jobs && !failed; k++) {
-            failed = req->failed_jobs[k] == req->known_jobs[i];
-        }
-        disp_job_t *job = failed ? NULL : disp_jobs_find(&d->jobs, req->known_jobs[i]);
-        if (job != NULL) {
-            (void)disp_jobs_worker_back(&d->jobs, job, w->id, now_ms);
-        }
-    }
+    disp_jobs_worker_back_all(&d->jobs, w->id, req->known_jobs, req->n_known_jobs,
+                              req->failed_jobs, req->n_failed_jobs, now_ms);
     size_t nback = disp_jobs_worker_progress(&d->jobs, w, &prog, now_ms);
     if (nback > 0) {
         SL_INFO("worker %" PRIu64 ": %zu split(s) it no longer holds (dropped, refused or never "

@@ -108,6 +108,29 @@ START_TEST(test_back_after_delay)
 }
 END_TEST
 
+/* From a heartbeat's lists: back only when the job is known and not failed. */
+START_TEST(test_back_from_lists)
+{
+    fx_jobs_t e;
+    fx_jobs_init(&e, &LIM);
+    uint64_t w1 = fx_jobs_add_worker(&e, "w1:1");
+    disp_job_t *job = fx_jobs_submit(&e, SPEC, 50);
+    char why[256];
+    down_text(why, sizeof(why), job);
+    ck_assert_int_eq(disp_jobs_worker_refused(&e.js, job, w1, why, e.now), 0);
+    e.now += DISP_BACK_MIN_MS;
+    uint64_t ids[1] = {job->id};
+    disp_jobs_worker_back_all(&e.js, w1, ids, 1, ids, 1, e.now); /* still failed */
+    ck_assert_int_eq(disp_job_jw(job, w1)->banned, 1);
+    disp_jobs_worker_back_all(&e.js, w1, NULL, 0, NULL, 0, e.now); /* not known */
+    ck_assert_int_eq(disp_job_jw(job, w1)->banned, 1);
+    disp_jobs_worker_back_all(&e.js, w1, ids, 1, NULL, 0, e.now);
+    ck_assert_int_eq(disp_job_jw(job, w1)->banned, 0);
+    ck_assert_uint_gt(jw_n(job, w1), 0);
+    fx_jobs_free(&e);
+}
+END_TEST
+
 START_TEST(test_other_refusal_for_good)
 {
     fx_jobs_t e;
@@ -156,6 +179,7 @@ int main(void)
     tcase_add_test(tc, test_failure_text);
     tcase_add_test(tc, test_delay_grows_capped);
     tcase_add_test(tc, test_back_after_delay);
+    tcase_add_test(tc, test_back_from_lists);
     tcase_add_test(tc, test_other_refusal_for_good);
     tcase_add_test(tc, test_flapping_capped);
     suite_add_tcase(s, tc);
