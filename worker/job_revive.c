@@ -107,10 +107,10 @@ int wk_job_revive_wait(wk_job_t *job)
             pthread_mutex_unlock(&job->mu);
             return 0;
         }
+        delay_ms = delay_ms * 2 < WK_REVIVE_MAX_MS ? delay_ms * 2 : WK_REVIVE_MAX_MS;
         SL_INFO("job %" PRIu64 ": data server still unreachable (probe %u): %s; next probe in "
                 "%.1f s",
-                job->id, probes, err, (double)delay_ms * 2 / 1000.0);
-        delay_ms = delay_ms * 2 < WK_REVIVE_MAX_MS ? delay_ms * 2 : WK_REVIVE_MAX_MS;
+                job->id, probes, err, (double)delay_ms / 1000.0);
     }
     int rc = wk_job_transition_locked(job, WK_JOB_READY);
     if (rc == 0) {

@@ -100,7 +100,7 @@ struct wk_job_s {
     int down;
     unsigned revivals;
     char down_url[2048];
-    int probe_cancel; /* set (atomic) when the job closes: a running probe stops */
+    int probe_cancel;                 /* set (atomic) when the job closes: a running probe stops */
     wk_split_t *splits, *splits_tail; /* QUEUED and RUNNING, assignment order */
     size_t nsplits;
     wk_split_t *dropped; /* DROPPED with samples still in flight */
