@@ -288,6 +288,7 @@ TEST_MODS_test_journal_state := disp
 TEST_MODS_test_dispatcher_balance := disp
 TEST_MODS_test_dispatcher_epochs := disp
 TEST_MODS_test_dispatcher_jobs := disp
+TEST_MODS_test_dispatcher_back := disp
 TEST_MODS_test_dispatcher_received := disp
 TEST_MODS_test_dispatcher_splits := disp
 TEST_MODS_test_dispatcher_locality := disp
@@ -303,6 +304,7 @@ TEST_MODS_test_planner_read := disp
 TEST_MODS_test_worker_msg := worker
 TEST_MODS_test_worker_rpc := worker
 TEST_MODS_test_worker_tasks := worker
+TEST_MODS_test_worker_revive := worker
 TEST_MODS_test_client_control := client
 TEST_MODS_test_client_budget := client
 TEST_MODS_test_client_overhead := client
@@ -363,7 +365,7 @@ endif
 # diagnose.h, plan_job.h, status_rpc.h) and of common/ only base, spec (the
 # --offload grammar) and rpc (the connection flags): nothing that runs a
 # pipeline or reads a source.
-DEPS_cli := cli client spec rpc base
+DEPS_cli := cli client spec rpc base cost
 DEPS_plugin_host := plugin_host $(DEPS_plugin)
 LINT_PROGS := cli plugin_host
 LINT_DIRS_cli := client/cli

@@ -243,10 +243,17 @@ static int move_allowed(wk_job_state_e from, wk_job_state_e to)
 
 int wk_job_transition_locked(wk_job_t *job, wk_job_state_e to)
 {
-    if (!move_allowed(job->state, to)) {
+    int revive = to == WK_JOB_READY && job->state == WK_JOB_FAILED && job->down;
+    if (!move_allowed(job->state, to) && !revive) {
         return -EINVAL;
     }
     job->state = to;
+    if (revive) {
+        job->down = 0;
+    }
+    if (to == WK_JOB_CLOSED) {
+        __atomic_store_n(&job->probe_cancel, 1, __ATOMIC_RELAXED); /* job_revive.c */
+    }
     if (to == WK_JOB_FAILED || to == WK_JOB_CLOSED) {
         size_t nmsgs = 0, nsplits = 0;
         wk_job_drop_all_locked(job, &nmsgs, &nsplits);

@@ -381,6 +381,9 @@ static void on_done_locked(wk_job_t *job, sl_sample_t *out, const char *detail,
         if (wk_job_transition_locked(job, WK_JOB_FAILED) == 0) {
             snprintf(job->reason, sizeof(job->reason), "%s", detail);
             SL_ERR("job %" PRIu64 ": failed on this worker: %s", job->id, detail);
+            if (out->skip == SL_SKIP_SOURCE_DOWN) {
+                wk_job_note_down_locked(job, detail); /* it may come back: job_revive.c */
+            }
         }
         return;
     }
@@ -645,12 +648,15 @@ void *wk_runner_main(void *arg)
     }
     SL_NOTICE("job %" PRIu64 ": ready: source '%s', %" PRIu64 " samples, %u units", job->id,
               job->spec.source_path, job->num_samples, job->nunits);
-    runner_loop(job, ex, &out);
-    /* Closed or failed: drain what is in flight (its splits are dropped). */
-    while (sl_exec_inflight(ex) > 0) {
-        collect_one(job, ex, &out);
-        pthread_mutex_unlock(&job->mu);
-    }
+    do {
+        runner_loop(job, ex, &out);
+        /* Closed or failed: drain what is in flight (its splits are dropped). */
+        while (sl_exec_inflight(ex) > 0) {
+            collect_one(job, ex, &out);
+            pthread_mutex_unlock(&job->mu);
+        }
+        /* Failed for its data server only: back when the server answers. */
+    } while (wk_job_revive_wait(job));
     pthread_mutex_lock(&job->mu);
     stats_copy_locked(job, ex);
     pthread_mutex_unlock(&job->mu);

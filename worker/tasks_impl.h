@@ -94,6 +94,13 @@ struct wk_job_s {
     int sending;       /* the stream thread holds a popped message of sending_split */
     uint64_t sending_split, sending_assignment;
     char reason[1024]; /* why FAILED */
+    /* FAILED only because the data server at down_url was unreachable: the
+     * runner probes it and may move the job back to READY (job_revive.c);
+     * revivals: how often it did. */
+    int down;
+    unsigned revivals;
+    char down_url[2048];
+    int probe_cancel;                 /* set (atomic) when the job closes: a running probe stops */
     wk_split_t *splits, *splits_tail; /* QUEUED and RUNNING, assignment order */
     size_t nsplits;
     wk_split_t *dropped; /* DROPPED with samples still in flight */
@@ -184,6 +191,8 @@ void wk_job_unref(wk_job_t *job); /* frees with the last reference */
 /* The only place job->state changes (job->mu held). The moves:
  *   LOADING -> READY              the runner has opened the source
  *   LOADING, READY -> FAILED      refused or broken here (wk_job_fail)
+ *   FAILED -> READY               only a job down for its data server
+ *                                 whose server answers again (job_revive.c)
  *   LOADING, READY, FAILED -> CLOSED   the dispatcher closed it, or the
  *                                 worker stops (wk_job_close_locked)
  * Entering FAILED or CLOSED drops all of the job's work; every move wakes
@@ -194,6 +203,18 @@ int wk_job_transition_locked(wk_job_t *job, wk_job_state_e to);
  * the job had already failed or closed (nothing is logged). Takes job->mu:
  * any thread, tasks->mu may be held. */
 int wk_job_fail(wk_job_t *job, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ---- job_revive.c */
+/* The first http(s):// or s3:// URL in text (a failure's message), without
+ * the punctuation messages put after it. 0, -ENOENT, -ENAMETOOLONG. */
+int wk_url_in_text(const char *text, char *url, size_t urllen);
+/* The job just failed because its data server was unreachable (detail: the
+ * read's error): note the URL to probe (job->mu held). */
+void wk_job_note_down_locked(wk_job_t *job, const char *detail);
+/* Runner thread, after the failed job's in-flight samples were drained:
+ * probes its data server with a growing back-off until it answers (then
+ * FAILED -> READY, returns 1) or the job closes or may not come back
+ * (returns 0). Takes job->mu. */
+int wk_job_revive_wait(wk_job_t *job);
 /* -> CLOSED unless it is (job->mu held); stopping: the worker is stopping. */
 void wk_job_close_locked(wk_job_t *job, int stopping);
 /* Takes an active split off the job's list (job->mu held). */

@@ -57,7 +57,8 @@
  *    (draining) worker gets no new splits.
  *  - A worker that reports a job in failed_jobs is banned from that job for
  *    good (its splits return to the queue); the job does not fail: other
- *    workers or the client finish it.
+ *    workers or the client finish it. Except a data server it could not
+ *    reach: it may come back after a growing back-off (worker_back.c).
  *
  * Work per call is O(splits touched + workers), never O(splits of an epoch),
  * except epoch creation and job close (once per epoch / job). */
@@ -199,6 +200,15 @@ typedef struct disp_jw_s {
      * (locality.h); NULL until it reports one. */
     uint8_t *held;
     uint32_t held_bits;
+    /* Out of the job for a data-server reason (its reads failed after the
+     * retries): it may come back (worker_back.c). nout: times it gave the
+     * job back so; nback: times it came back; back_after_ms: not before
+     * (out_ms + a back-off growing with nout); why_out: its reason. */
+    int down;
+    uint32_t nout, nback;
+    int64_t out_ms, back_after_ms;
+    uint64_t delivered; /* splits it sent whole in this job */
+    char why_out[160];
 } disp_jw_t;
 
 typedef struct disp_skip_s {
@@ -449,6 +459,25 @@ size_t disp_jobs_worker_left(disp_jobs_t *js, uint64_t worker_id, int64_t now_ms
 /* A worker cannot run this job: ban it from the job, return its splits. */
 int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id,
                              const char *reason, int64_t now_ms);
+/* The worker reports the job again and not failed (worker_back.c): when it
+ * was out for a data-server reason and its back-off has passed, it takes
+ * splits of the job again (logged). At most DISP_BACK_MAX_OUTS times out;
+ * then it stays out. Returns 1 when it came back, else 0. */
+int disp_jobs_worker_back(disp_jobs_t *js, disp_job_t *job, uint64_t worker_id, int64_t now_ms);
+/* disp_jobs_worker_back for every job the worker is out of for its data
+ * server that its heartbeat lists in known and not in failed. O(jobs x
+ * their workers), plus the lists' length per such job only. */
+void disp_jobs_worker_back_all(disp_jobs_t *js, uint64_t worker_id, const uint64_t *known,
+                               size_t nknown, const uint64_t *failed, size_t nfailed,
+                               int64_t now_ms);
+/* The wait before a worker out nout times (>= 1) may come back. */
+int64_t disp_back_delay_ms(uint32_t nout);
+/* Whether a worker's refusal of job_id in its heartbeat's failure text
+ * ("job N: why; job M: why") is a data-server reason it may recover from. */
+int disp_failure_is_data_server(const char *failure, uint64_t job_id);
+#define DISP_BACK_MIN_MS 2000
+#define DISP_BACK_MAX_MS 60000
+#define DISP_BACK_MAX_OUTS 6
 
 /* Closes a job (client's CloseJob or timeout): frees its splits. Idempotent. */
 void disp_jobs_close(disp_jobs_t *js, disp_job_t *job, const char *reason, int64_t now_ms);

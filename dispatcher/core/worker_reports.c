@@ -116,6 +116,7 @@ size_t disp_jobs_worker_progress(disp_jobs_t *js, disp_worker_t *w, disp_progres
                     jw->sent[k] = DISP_AN_SEEN;
                 } else if (has_ref(p->sent, p->n_sent, job->id, id, jw->aid[k])) {
                     jw->sent[k] = DISP_AN_DELIVERED;
+                    jw->delivered++;
                     disp_jw_done(jw, disp_split_cost(job, id), now_ms);
                     SL_DEBUG("job %" PRIu64 ": split %" PRIu64 " sent by worker %" PRIu64,
                              job->id, id, w->id);
@@ -227,6 +228,23 @@ int disp_jobs_worker_refused(disp_jobs_t *js, disp_job_t *job, uint64_t worker_i
                 job->id, worker_id, why);
         snprintf(job->worker_failure, sizeof(job->worker_failure), "worker %" PRIu64 ": %s",
                  worker_id, why);
+        /* A data server it could not reach may return (worker_back.c). */
+        disp_text_copy(jw->why_out, sizeof(jw->why_out), why);
+        jw->out_ms = now_ms;
+        jw->down = disp_failure_is_data_server(reason, job->id);
+        if (jw->down) {
+            jw->nout++;
+            jw->back_after_ms = now_ms + disp_back_delay_ms(jw->nout);
+            if (jw->nout >= DISP_BACK_MAX_OUTS) {
+                SL_WARN("job %" PRIu64 ": worker %" PRIu64 " gave the job back %" PRIu32
+                        " times for its data server: it stays out of this job",
+                        job->id, worker_id, jw->nout);
+            } else {
+                SL_NOTICE("job %" PRIu64 ": worker %" PRIu64 " may take the job again in "
+                          "%.1f s if its data server answers",
+                          job->id, worker_id, (double)disp_back_delay_ms(jw->nout) / 1000.0);
+            }
+        }
     }
     jw->banned = 1;
     jw->nrevoked = 0;

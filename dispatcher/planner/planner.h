@@ -89,6 +89,9 @@ typedef struct disp_pl_class_s {
     /* Remote sources: bytes/s one worker of the class reads the source at
      * (measured, planner_read.c); 0 = local or not measured: no limit. */
     double source_rate;
+    /* Its mean request latency, s (HEAD time; 0 = not measured): each
+     * sample's requests wait it, spread over the class's cores. */
+    double source_latency;
 } disp_pl_class_t;
 
 /* Hosts that share CPUs: at most DISP_PL_MAX_MACHINES such groups. */
@@ -137,6 +140,10 @@ typedef struct disp_pl_input_s {
     /* Remote sources: bytes/s the client reads the source at (measured,
      * planner_read.c); 0 = local or not measured: no limit. */
     double client_source_rate;
+    double client_source_latency; /* s per request, as source_latency */
+    /* Requests per sample of a remote read; 0: SL_READ_REQUESTS_PER_SAMPLE
+     * (common/cost/read_rate.h). */
+    double source_requests;
 } disp_pl_input_t;
 
 /* What each resource allows at one (K, F), samples/s; INFINITY = no limit. */

@@ -165,6 +165,7 @@ static void client_input(const disp_pjob_t *pj, int64_t now_ms, disp_pl_input_t 
     }
     in->client_bandwidth = pj->client_bandwidth;
     in->client_source_rate = pj->client.source_rate; /* planner_read.c */
+    in->client_source_latency = pj->client.source_latency;
     /* Measured by this job, else by an earlier job of the spec on this
      * host (the cached client profile), else by a job of another spec on
      * this host (the prior, disp_pcache_host_prior), else unknown (0). */
@@ -184,6 +185,7 @@ static int profiled_classes(const disp_pjob_t *pj, const disp_registry_t *reg, d
         k->bandwidth = pc->bandwidth;
         k->profiled = pc->profiled;
         k->source_rate = pc->profiled ? pc->prof.source_rate : 0.0; /* planner_read.c */
+        k->source_latency = pc->profiled ? pc->prof.source_latency : 0.0;
         if (pc->profiled) {
             k->read_sec = pc->prof.read_sec;
             for (uint32_t u = 0; u < pj->nunits; u++) {

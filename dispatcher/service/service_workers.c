@@ -375,6 +375,10 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
             (void)disp_jobs_worker_refused(&d->jobs, job, w->id, req->failure, now_ms);
         }
     }
+    /* A job it gave back for its data server, reported again and not
+     * failed: it reads again (dispatcher/core/worker_back.c). */
+    disp_jobs_worker_back_all(&d->jobs, w->id, req->known_jobs, req->n_known_jobs, req->failed_jobs,
+                              req->n_failed_jobs, now_ms);
     size_t nback = disp_jobs_worker_progress(&d->jobs, w, &prog, now_ms);
     if (nback > 0) {
         SL_INFO("worker %" PRIu64 ": %zu split(s) it no longer holds (dropped, refused or never "

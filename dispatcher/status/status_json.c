@@ -259,6 +259,14 @@ static json_t *splits_json(jb_t *b, const disp_job_t *job)
         jset(b, w, "worker_id", jint(job->jw[i].worker_id));
         jset(b, w, "outstanding", json_integer(job->jw[i].n));
         jset(b, w, "refused", json_boolean(job->jw[i].banned));
+        /* Out for its data server, or back (dispatcher/core/worker_back.c). */
+        jset(b, w, "delivered", jint(job->jw[i].delivered));
+        jset(b, w, "out_for_data_server", json_boolean(job->jw[i].banned && job->jw[i].down));
+        jset(b, w, "times_out", json_integer(job->jw[i].nout));
+        jset(b, w, "times_back", json_integer(job->jw[i].nback));
+        if (job->jw[i].banned) {
+            jset(b, w, "why_out", text_or_placeholder(job->jw[i].why_out));
+        }
         jpush(b, per_worker, w);
     }
     jset(b, splits, "workers", per_worker);

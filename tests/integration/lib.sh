@@ -191,3 +191,43 @@ run_rc() {
     "$@" 2>"$errf" || RC=$?
 }
 
+
+# shards_www DATA WWW DIRS MAKE_DATASET_ARGS...: a generated multimodal data
+# set in DATA (make-dataset --multimodal ARGS) whose DIRS (comma-separated:
+# mm-shards, mm-images, ...) are copied under WWW/d/ for an nginx to serve.
+shards_www() {
+    local data=$1 www=$2 dirs=$3
+    shift 3
+    /usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$data" --quiet "$@"
+    mkdir -p "$www/d"
+    local d
+    for d in ${dirs//,/ }; do
+        cp -r "$data/$d" "$www/d/"
+    done
+}
+
+# start_nginx_shards DIR WWW PORT [LOG_FIELDS] [SERVER_LINES]: an nginx
+# (nginx_conf) serving WWW on 127.0.0.1:PORT, each request logged in
+# DIR/access.log as "$request $status $http_range" plus LOG_FIELDS (nginx
+# variables, e.g. '$msec'), started in the background (its pid in NGX_PID
+# and PIDS) and waited for until it answers HTTP. A stopped one starts
+# again with the same call (its access.log goes on).
+start_nginx_shards() {
+    local d=$1 www=$2 port=$3 fields=${4:-} server_lines=${5:-}
+    nginx_conf "$d" "$www" "$port" \
+        "log_format r '\$request \$status \$http_range${fields:+ $fields}'; access_log $d/access.log r;" \
+        "$server_lines"
+    /usr/sbin/nginx -c "$d/nginx.conf" -p "$d" 2>>"$d/stderr" &
+    NGX_PID=$!
+    PIDS+=("$NGX_PID")
+    local code=""
+    for _ in $(seq 1 100); do
+        # Any HTTP answer (even a 404 or a proxy's 502) means it listens.
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/" || true)
+        [ -n "$code" ] && [ "$code" != 000 ] && return 0
+        kill -0 "$NGX_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    cat "$d/stderr" >&2 2>/dev/null || true
+    fail "nginx ($d) did not start on port $port"
+}

@@ -16,21 +16,11 @@ source "$(dirname "$0")/lib.sh"
 
 
 DATA="$TMP/data"
-/usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 128 \
-    --per-shard 16 --size-scale 0.3 --seed 19 --quiet
 WWW="$TMP/www"
-mkdir -p "$WWW/d"
-cp -r "$DATA/mm-shards" "$WWW/d/"
+shards_www "$DATA" "$WWW" mm-shards --samples 128 --per-shard 16 --size-scale 0.3 --seed 19
 NGX="$TMP/nginx"
 HPORT=$(free_port)
-nginx_conf "$NGX" "$WWW" "$HPORT" \
-    "log_format r '\$request \$status \$http_range \$msec'; access_log $NGX/access.log r;"
-/usr/sbin/nginx -c "$NGX/nginx.conf" -p "$NGX" 2>>"$NGX/stderr" &
-PIDS+=("$!")
-for _ in $(seq 1 100); do
-    curl -sfI -o /dev/null "http://127.0.0.1:$HPORT/d/mm-shards/shard-000000.tar" && break
-    sleep 0.05
-done
+start_nginx_shards "$NGX" "$WWW" "$HPORT" '$msec'
 H="http://127.0.0.1:$HPORT"
 ROOTS="$H/d/"
 
@@ -96,7 +86,8 @@ awk -v t="$last" 'BEGIN { exit !(t < 3.6) }' ||
 echo "with a dispatcher: 8 shards downloaded within $last s (its splits' shards ahead of its reads)"
 
 # The planner is told what remote reads cost here: `sluice plan --explain`
-# shows each host's measured read rate and the samples/s it allows.
+# shows each host's measured read rate and request latency and the
+# samples/s they allow.
 start_daemon W "$BIN/sluice-worker" --http 127.0.0.1:0 --dispatcher "$D_GRPC" \
     --listen 127.0.0.1:0 --data-root "$DATA" --threads 1 --remote-roots "$ROOTS" \
     --cache-dir "$TMP/cache-w"
@@ -106,9 +97,11 @@ wait_live_workers "$D_HTTP" 1
     >"$TMP/plan.out" 2>"$TMP/plan.err" || { cat "$TMP/plan.err" >&2; fail "sluice plan failed"; }
 grep -q '^source reads (measured' "$TMP/plan.out" ||
     { cat "$TMP/plan.out" >&2; fail "plan --explain shows no source read rates"; }
-grep -Eq '^  client +[0-9.]+ MB/s \(HEAD [0-9.]+ ms\) = [0-9.]+ samples/s' "$TMP/plan.out" ||
+# Bytes and latency both priced: HEAD time x requests / the reads at once.
+grep -Eq '^  client +[0-9.]+ MB/s, HEAD [0-9.]+ ms x 1 request / [0-9]+ reads at once = [0-9.]+ samples/s \(latency [0-9]+ %\)' \
+    "$TMP/plan.out" ||
     { cat "$TMP/plan.out" >&2; fail "plan --explain: no client read rate"; }
-grep -Eq '^  workers .* MB/s .* samples/s' "$TMP/plan.out" ||
+grep -Eq '^  workers .* MB/s, HEAD .* samples/s' "$TMP/plan.out" ||
     { cat "$TMP/plan.out" >&2; fail "plan --explain: no worker read rate"; }
 echo "plan --explain: $(grep -A2 '^source reads' "$TMP/plan.out" | tail -n 2 | tr -s ' ' | tr '\n' ';')"
 echo "PASS"

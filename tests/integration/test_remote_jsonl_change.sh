@@ -12,23 +12,12 @@ source "$(dirname "$0")/lib.sh"
 
 
 DATA="$TMP/data"
-/usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 24 \
-    --per-shard 8 --size-scale 0.2 --seed 23 --quiet
 WWW="$TMP/www"
-mkdir -p "$WWW/d"
-cp -r "$DATA/mm-images" "$WWW/d/"
+shards_www "$DATA" "$WWW" mm-images --samples 24 --per-shard 8 --size-scale 0.2 --seed 23
 NGX="$TMP/nginx"
 HPORT=$(free_port)
-nginx_conf "$NGX" "$WWW" "$HPORT" \
-    "log_format r '\$request \$status'; access_log $NGX/access.log r;"
-/usr/sbin/nginx -c "$NGX/nginx.conf" -p "$NGX" 2>>"$NGX/stderr" &
-PIDS+=("$!")
+start_nginx_shards "$NGX" "$WWW" "$HPORT"
 H="http://127.0.0.1:$HPORT"
-first=$(ls "$WWW/d/mm-images" | head -n 1)
-for _ in $(seq 1 100); do
-    curl -sfI -o /dev/null "$H/d/mm-images/$first" && break
-    sleep 0.05
-done
 /usr/bin/python3 - "$DATA" "$H/d" <<'PY'
 import json, os, sys
 data, base = sys.argv[1], sys.argv[2]

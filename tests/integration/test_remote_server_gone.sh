@@ -6,6 +6,10 @@
 #    the retries, it gives the job back naming the unreachable server, the
 #    dispatcher re-gives its unfinished splits to the other worker, and the
 #    digests equal the disk's: nothing lost, nothing duplicated;
+#  - the proxy started again: a worker that gave a job back for its data
+#    server probes it, reports the job again, and the dispatcher gives it
+#    the job's splits again after a back-off (/status: out, back, its
+#    delivered count grows); digests equal the disk's;
 #  - the server stopped for everyone (offloaded): both workers give the
 #    job back, its splits fall back to the client, which cannot read them
 #    either and fails with "data server unreachable" (not a run of skips);
@@ -16,12 +20,9 @@ source "$(dirname "$0")/lib.sh"
 
 
 DATA="$TMP/data"
-/usr/bin/python3 "$ROOT/scripts/make-dataset" --multimodal --out "$DATA" --samples 96 \
-    --per-shard 16 --size-scale 0.4 --seed 13 --quiet
-N=96
 WWW="$TMP/www"
-mkdir -p "$WWW/d"
-cp -r "$DATA/mm-shards" "$WWW/d/"
+shards_www "$DATA" "$WWW" mm-shards --samples 96 --per-shard 16 --size-scale 0.4 --seed 13
+N=96
 SMALL=1048576 # cache_bytes: a shard (over 256 KiB) is never fetched whole
 for f in "$DATA"/mm-shards/*.tar; do
     [ "$(stat -c %s "$f")" -gt $((SMALL / 4)) ] || fail "$f is small enough to be cached whole"
@@ -30,32 +31,18 @@ done
 # The server, and a proxy in front of it for worker A.
 NGX="$TMP/nginx"
 HPORT=$(free_port)
-start_nginx() {
-    nginx_conf "$NGX" "$WWW" "$HPORT" \
-        "log_format r '\$request \$status \$http_range'; access_log $NGX/access.log r;"
-    /usr/sbin/nginx -c "$NGX/nginx.conf" -p "$NGX" 2>>"$NGX/stderr" &
-    NGX_PID=$!
-    PIDS+=("$NGX_PID")
-    for _ in $(seq 1 100); do
-        curl -sfI -o /dev/null "http://127.0.0.1:$HPORT/d/mm-shards/shard-000000.tar" && return 0
-        sleep 0.05
-    done
-    fail "nginx did not start"
+start_server() {
+    start_nginx_shards "$NGX" "$WWW" "$HPORT"
+    SRV_PID=$NGX_PID
 }
-start_nginx
+start_server
 PXY="$TMP/proxy"
 PPORT=$(free_port)
-nginx_conf "$PXY" "$WWW" "$PPORT" \
-    "log_format r '\$request \$status \$http_range'; access_log $PXY/access.log r;" \
-    "location / { proxy_pass http://127.0.0.1:$HPORT; }"
-/usr/sbin/nginx -c "$PXY/nginx.conf" -p "$PXY" 2>>"$PXY/stderr" &
-PXY_PID=$!
-PIDS+=("$PXY_PID")
-for _ in $(seq 1 100); do
-    curl -sfI -o /dev/null -x "http://127.0.0.1:$PPORT" "http://127.0.0.1:$HPORT/d/mm-shards/shard-000000.tar" &&
-        break
-    sleep 0.05
-done
+start_proxy() {
+    start_nginx_shards "$PXY" "$WWW" "$PPORT" "" "location / { proxy_pass http://127.0.0.1:$HPORT; }"
+    PXY_PID=$NGX_PID
+}
+start_proxy
 H="http://127.0.0.1:$HPORT"
 ROOTS="$H/d/"
 
@@ -94,7 +81,7 @@ A_ID=$(sed -nE 's/.* as worker ([0-9]+) .*/\1/p' "$TMP/A.err" | head -n 1)
 # ---- one worker loses the server: its splits go to the other --------------
 # A alone first, so it is given splits and reads through the proxy.
 "$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \
-    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c1" --cache-bytes "$SMALL" --max-rate 40 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c1" --cache-bytes "$SMALL" --max-rate 20 \
     --digests "$TMP/one.dig" --json >"$TMP/one.out" 2>"$TMP/one.err" &
 run_pid=$!
 # Stopped once A has delivered two splits (B is not there yet).
@@ -122,6 +109,80 @@ PY
 echo "one worker lost the server: it gave the job back (data server unreachable), the other" \
     "read its splits; digests equal the disk's, none twice, no skip"
 
+# ---- the server returns: the worker that gave the job back takes it again ---
+# A reaches the server through the proxy again; a new job, both workers.
+wait "$PXY_PID" 2>/dev/null || true
+start_proxy
+# a_split_counts: A's splits delivered in the open job and whether it is out
+# for its data server, from the dispatcher's /status ("JOB DELIVERED OUT").
+a_split_counts() {
+    curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+for j in json.load(sys.stdin)["jobs"]:
+    for w in j["splits"]["workers"]:
+        if w["worker_id"] == int(sys.argv[1]):
+            print(j["id"], w["delivered"], int(w["out_for_data_server"]), w["times_back"])
+' "$A_ID" || true
+}
+"$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-cb" --cache-bytes "$SMALL" --max-rate 12 \
+    --digests "$TMP/back.dig" --json >"$TMP/back.out" 2>"$TMP/back.err" &
+run_pid=$!
+counts=""
+for _ in $(seq 1 300); do
+    counts=$(a_split_counts)
+    [ -n "$counts" ] && [ "$(cut -d' ' -f2 <<<"$counts")" -ge 1 ] && break
+    sleep 0.1
+done
+[ -n "$counts" ] && [ "$(cut -d' ' -f2 <<<"$counts")" -ge 1 ] ||
+    fail "server returns: worker A delivered no split of the job (${counts:-not in it})"
+JOB=$(cut -d' ' -f1 <<<"$counts")
+kill "$PXY_PID"
+wait "$PXY_PID" 2>/dev/null || true
+for _ in $(seq 1 300); do
+    grep -q "job $JOB: worker $A_ID cannot run it: \".*data server unreachable" "$TMP/D.err" && break
+    sleep 0.1
+done
+grep -q "job $JOB: worker $A_ID cannot run it: \".*data server unreachable" "$TMP/D.err" ||
+    fail "server returns: worker A did not give job $JOB back when its server went away"
+sleep 0.5 # a heartbeat: /status has it out
+counts=$(a_split_counts)
+[ "$(cut -d' ' -f3 <<<"$counts")" = 1 ] ||
+    fail "server returns: /status does not show worker A out for its data server ($counts)"
+before=$(cut -d' ' -f2 <<<"$counts")
+start_proxy
+for _ in $(seq 1 300); do
+    grep -q "job $JOB: worker $A_ID is back" "$TMP/D.err" && break
+    kill -0 "$run_pid" 2>/dev/null || break
+    sleep 0.1
+done
+grep -q "job $JOB: worker $A_ID is back" "$TMP/D.err" ||
+    { grep "job $JOB" "$TMP/A.err" | tail -n 5 >&2; fail "server returns: worker A was not given job $JOB back"; }
+grep -q "job $JOB: data server answers again" "$TMP/A.err" ||
+    fail "server returns: worker A did not log that its server answers again"
+after=$before
+for _ in $(seq 1 300); do
+    c=$(a_split_counts)
+    [ -n "$c" ] && after=$(cut -d' ' -f2 <<<"$c")
+    [ "$after" -gt "$before" ] && break
+    kill -0 "$run_pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ "$after" -gt "$before" ] ||
+    fail "server returns: worker A delivered no split after it came back ($before before, $after after)"
+[ "$(cut -d' ' -f4 <<<"$c")" -ge 1 ] || fail "server returns: /status times_back not counted ($c)"
+wait "$run_pid" || { cat "$TMP/back.err" >&2; fail "server returns: the run failed"; }
+sort "$TMP/back.dig" >"$TMP/back.s"
+cmp -s "$TMP/back.s" "$TMP/disk.s" ||
+    fail "server returns: $(wc -l <"$TMP/back.s") digests, not the disk's $((2 * N))"
+/usr/bin/python3 - "$TMP/back.out" <<'PY' || fail "server returns: skips counted"
+import json, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert j["skipped"]["total"] == 0, j["skipped"]
+PY
+echo "server returns: worker A gave job $JOB back, was given it again once its server" \
+    "answered ($before split(s) delivered before, $after after); digests equal the disk's, none twice"
+
 # ---- nobody can read: a clear error -----------------------------------------
 "$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \
     --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c2" --cache-bytes "$SMALL" --max-rate 40 \
@@ -132,7 +193,7 @@ for _ in $(seq 1 400); do
     sleep 0.05
 done
 [ -s "$TMP/all.dig" ] || fail "the job did not start"
-kill "$NGX_PID"
+kill "$SRV_PID"
 rc=0
 wait "$run_pid" || rc=$?
 [ "$rc" -ne 0 ] || fail "server gone for everyone: the run succeeded"
@@ -144,7 +205,7 @@ grep -q 'every live worker refused the job (worker .*data server unreachable' "$
 echo "server gone for everyone: the run fails (exit $rc): $(grep -m1 '^sluice run: data server unreachable' "$TMP/all.err")"
 
 # ---- locally: the same --------------------------------------------------------
-start_nginx
+start_server
 "$BIN/sluice" run "$TMP/http.json" --data-root "$DATA" --local --quiet --threads 1 \
     --remote-roots "$ROOTS" --cache-dir "$TMP/cache-c3" --cache-bytes "$SMALL" --max-rate 40 \
     --digests "$TMP/local.dig" >"$TMP/local.out" 2>"$TMP/local.err" &
@@ -154,7 +215,7 @@ for _ in $(seq 1 400); do
     sleep 0.05
 done
 [ -s "$TMP/local.dig" ] || fail "the local job did not start"
-kill "$NGX_PID"
+kill "$SRV_PID"
 rc=0
 wait "$run_pid" || rc=$?
 [ "$rc" -ne 0 ] || fail "local, server gone: the run succeeded"

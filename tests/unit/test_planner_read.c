@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/cost/read_rate.h"
 #include "dispatcher/planner/planner.h"
 #include "tests/unit/fixtures.h"
 
@@ -131,6 +132,57 @@ START_TEST(test_bad_rates_ignored)
 }
 END_TEST
 
+/* Latency priced: a worker at 10 MB/s (10 ms a sample of 100 KB) whose
+ * requests take 160 ms, over its 16 cores, waits 10 ms more a sample: 50
+ * samples/s each, 200 for the 4. Two requests a sample: 30 ms, 133.3.
+ * The client (4 cores) at 5 MB/s and 40 ms a request: 20 + 10 ms, 33.3 at
+ * F = 1. No latency measured: the bytes alone, as before. */
+START_TEST(test_latency_priced)
+{
+    disp_pl_input_t in;
+    base(&in);
+    in.classes[0].source_rate = 10e6;
+    in.classes[0].source_latency = 0.160;
+    disp_pl_terms_t t;
+    disp_planner_terms(&in, 2, 0.0, &t);
+    NEAR(t.worker, 200.0, 1e-9);
+    disp_planner_terms(&in, 2, 0.5, &t);
+    NEAR(t.worker, 400.0, 1e-9);
+    in.source_requests = 2.0;
+    disp_planner_terms(&in, 2, 0.0, &t);
+    NEAR(t.worker, 4.0 / 0.030, 1e-9);
+    in.source_requests = 0.0; /* unknown: one request a sample */
+    in.client_source_rate = 5e6;
+    in.client_source_latency = 0.040;
+    disp_planner_terms(&in, 0, 1.0, &t);
+    NEAR(t.client, 1.0 / 0.030, 1e-9);
+    /* Latency alone never bounds: a rate must be measured. */
+    in.classes[0].source_rate = 0.0;
+    disp_planner_terms(&in, 2, 0.0, &t);
+    ck_assert(t.worker > 1000.0);
+    /* Fewer cores, more of the latency per sample. */
+    in.classes[0].source_rate = 10e6;
+    in.classes[0].cores = 1;
+    disp_planner_terms(&in, 2, 0.0, &t);
+    NEAR(t.worker, 4.0 / (0.010 + 0.160), 1e-9);
+}
+END_TEST
+
+/* The shared formula (common/cost/read_rate.h) on bad inputs. */
+START_TEST(test_read_rate_formula)
+{
+    NEAR(sl_read_samples_per_sec(100e3, 10e6, 0.0, 1, 4), 100.0, 1e-9);
+    NEAR(sl_read_samples_per_sec(100e3, 10e6, 0.04, 1, 4), 50.0, 1e-9);
+    NEAR(sl_read_samples_per_sec(100e3, 10e6, 0.01, 1, 0), 50.0, 1e-9); /* 0 cores: 1 */
+    NEAR(sl_read_samples_per_sec(100e3, 10e6, NAN, 1, 4), 100.0, 1e-9);
+    NEAR(sl_read_samples_per_sec(100e3, 10e6, -1.0, 1, 4), 100.0, 1e-9);
+    NEAR(sl_read_samples_per_sec(100e3, 10e6, INFINITY, 1, 4), 100.0, 1e-9);
+    NEAR(sl_read_samples_per_sec(100e3, 0.0, 0.01, 1, 4), 0.0, 0.0);
+    NEAR(sl_read_samples_per_sec(0.0, 10e6, 0.01, 1, 4), 0.0, 0.0);
+    NEAR(sl_read_samples_per_sec(NAN, NAN, NAN, NAN, NAN), 0.0, 0.0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("planner_read");
@@ -140,6 +192,8 @@ int main(void)
     tcase_add_test(tc, test_client_reads_bound);
     tcase_add_test(tc, test_plan_follows_reads);
     tcase_add_test(tc, test_bad_rates_ignored);
+    tcase_add_test(tc, test_latency_priced);
+    tcase_add_test(tc, test_read_rate_formula);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
