@@ -301,6 +301,7 @@ TEST_MODS_test_planner_machines := disp
 TEST_MODS_test_planner_cache := disp
 TEST_MODS_test_planner_mix := disp
 TEST_MODS_test_planner_read := disp
+TEST_MODS_test_whatif_ingress := disp
 TEST_MODS_test_worker_msg := worker
 TEST_MODS_test_worker_rpc := worker
 TEST_MODS_test_worker_tasks := worker

@@ -245,6 +245,11 @@ static void print_whatif(const char *doc)
                json_integer_value(json_object_get(c, "workers")),
                json_number_value(json_object_get(c, "wanted_samples_per_sec")),
                str_of(c, "wanted_binding"));
+        if (json_is_true(json_object_get(c, "ingress_assumed"))) {
+            printf("  the client's ingress taken as one worker's path, %.1f MB/s (not measured "
+                   "with one worker)\n",
+                   ms_of(c, "ingress_bytes_per_sec") / 1e6);
+        }
         printf("  %6s %8s %10s  %s\n", "change", "workers", "samples/s", "bound by");
         size_t k;
         json_t *p;

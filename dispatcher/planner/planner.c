@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dispatcher/planner/planner_impl.h"
+#include "dispatcher/planner/whatif_ingress.h"
 
 const char *disp_bind_name(disp_bind_e b)
 {
@@ -541,6 +542,9 @@ int disp_planner_whatif(const disp_pl_input_t *in, uint32_t cls, const disp_pl_c
     memset(&w, 0, sizeof(w));
     w.cls = cls;
     w.workers = c.classes[cls].workers;
+    /* Added workers share the client's own link (whatif_ingress.h). */
+    w.ingress = disp_wi_ingress(&c, &w.ingress_assumed);
+    c.client_bandwidth = w.ingress;
     for (uint32_t i = 0; i < DISP_WI_POINTS; i++) {
         if (deltas[i] < 0 && (uint32_t)-deltas[i] > w.workers) {
             continue;

@@ -264,6 +264,10 @@ typedef struct disp_wi_curve_s {
     uint32_t wanted;
     double wanted_rate;
     disp_bind_e wanted_binding;
+    /* The client's ingress the curve priced (bytes/s; 0 = no limit) and
+     * whether it was assumed from one worker's path (whatif_ingress.h). */
+    double ingress;
+    int ingress_assumed;
 } disp_wi_curve_t;
 
 /* Returns 0, or -EINVAL as disp_planner_plan (and for cls >= nclasses). */

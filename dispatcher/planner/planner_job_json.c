@@ -221,6 +221,8 @@ static json_t *whatif_json(jb_t *b, const disp_pjob_t *pj)
         jset(b, o, "wanted", json_integer(w->wanted));
         jset(b, o, "wanted_samples_per_sec", jnum(w->wanted_rate));
         jset(b, o, "wanted_binding", jstr(disp_bind_name(w->wanted_binding)));
+        jset(b, o, "ingress_bytes_per_sec", w->ingress > 0.0 ? jnum(w->ingress) : json_null());
+        jset(b, o, "ingress_assumed", json_boolean(w->ingress_assumed));
         json_t *pts = json_array();
         for (uint32_t k = 0; k < w->npoints; k++) {
             json_t *p = json_object();
