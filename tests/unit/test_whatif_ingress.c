@@ -15,10 +15,6 @@
 #include "tests/unit/fixtures.h"
 #include "tests/unit/fixtures_planner.h"
 
-#define NEAR(x, want, tol)                                                                         \
-    ck_assert_msg(fabs((x) - (want)) <= (tol), "%s = %.6f, want %.6f", #x, (double)(x),            \
-                  (double)(want))
-
 /* A client of 0.3 CPUs (the fixtures' costs: 12 ms a local sample) and one
  * class of workers, 4 CPUs each, at bandwidth bytes/s each. */
 static void input(disp_pl_input_t *in, uint32_t workers, double bandwidth)
