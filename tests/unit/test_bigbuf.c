@@ -28,8 +28,7 @@ END_TEST
 START_TEST(test_large_is_aligned_and_whole)
 {
     /* Sizes around huge-page boundaries: every byte asked for is usable. */
-    const size_t sizes[] = {SL_BIGBUF_MIN, SL_BIGBUF_MIN + 1, 3 * SL_BIGBUF_HUGE - 1,
-                            32 * 602112};
+    const size_t sizes[] = {SL_BIGBUF_MIN, SL_BIGBUF_MIN + 1, 3 * SL_BIGBUF_HUGE - 1, 32 * 602112};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         size_t n = sizes[i];
         uint8_t *p = sl_bigbuf_alloc(n);
