@@ -266,6 +266,7 @@ TEST_MODS_test_source_mix := data order
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data
 TEST_MODS_test_batcher := engine
+TEST_MODS_test_bigbuf := engine
 TEST_MODS_test_pool := engine
 TEST_MODS_test_pipeline := engine
 TEST_MODS_test_pipeline_record := engine

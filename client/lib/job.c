@@ -226,6 +226,16 @@ static void note_pump(sluice_job_t *job, const cl_line_gauge_t *g)
     pthread_mutex_unlock(&job->mu);
 }
 
+/* How long a consumer with nothing to do waits on job->cv in remote mode
+ * before looking again. A safety net only: what gives it work wakes it (a
+ * message into an empty queue and a stream's end: fetch.c; new splits, a
+ * failure: the control thread after every poll; closing). Under a CPU quota
+ * each wake-up is a per-second cost that shows per sample when the workers
+ * are slow (issue 39): at 10 ms the waiting consumer woke 100 times a
+ * second. Local mode keeps the short wait: nothing signals it. */
+#define CL_CONSUMER_WAIT_MS 100
+#define CL_CONSUMER_WAIT_LOCAL_MS 10
+
 int cl_job_pump(sluice_job_t *job)
 {
     int progress = 0;
@@ -242,7 +252,8 @@ int cl_job_pump(sluice_job_t *job)
         }
         pthread_mutex_lock(&job->mu);
         if (job->fetch.in_head == NULL && !job->closing) {
-            (void)sl_cond_wait_ms(&job->cv, &job->mu, 10);
+            (void)sl_cond_wait_ms(&job->cv, &job->mu,
+                                  job->disp ? CL_CONSUMER_WAIT_MS : CL_CONSUMER_WAIT_LOCAL_MS);
         }
         pthread_mutex_unlock(&job->mu);
     }

@@ -1,5 +1,7 @@
 #include "common/engine/batcher.h"
 
+#include "common/engine/bigbuf.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -77,7 +79,7 @@ static void pool_unref(bufpool_t *p)
     pthread_mutex_unlock(&p->mu);
     if (left == 0) {
         for (size_t i = 0; i < p->nidle; i++) {
-            free(p->idle[i]);
+            sl_bigbuf_free(p->idle[i], p->size);
         }
         pthread_mutex_destroy(&p->mu);
         free(p);
@@ -94,7 +96,7 @@ static uint8_t *pool_get(bufpool_t *p, size_t n)
             buf = p->idle[--p->nidle];
         }
         if (buf == NULL) {
-            buf = malloc(n);
+            buf = sl_bigbuf_alloc(n);
             p->made += buf != NULL;
         }
         if (buf != NULL && ++p->out > p->peak) {
@@ -111,6 +113,7 @@ static uint8_t *pool_get(bufpool_t *p, size_t n)
 static void pool_put(bufpool_t *p, uint8_t *buf, size_t n)
 {
     uint8_t *drop[SL_BATCHER_POOL_MAX + 1];
+    size_t dropn[SL_BATCHER_POOL_MAX + 1];
     size_t ndrop = 0;
     pthread_mutex_lock(&p->mu);
     p->out -= p->out > 0;
@@ -118,6 +121,7 @@ static void pool_put(bufpool_t *p, uint8_t *buf, size_t n)
     keep = keep < SL_BATCHER_POOL_MAX ? keep : SL_BATCHER_POOL_MAX;
     if (p->size != n) {
         while (p->nidle > 0) {
+            dropn[ndrop] = p->size;
             drop[ndrop++] = p->idle[--p->nidle];
         }
         p->size = n;
@@ -125,11 +129,12 @@ static void pool_put(bufpool_t *p, uint8_t *buf, size_t n)
     if (p->nidle < keep) {
         p->idle[p->nidle++] = buf;
     } else {
+        dropn[ndrop] = n;
         drop[ndrop++] = buf;
     }
     pthread_mutex_unlock(&p->mu);
     for (size_t i = 0; i < ndrop; i++) {
-        free(drop[i]);
+        sl_bigbuf_free(drop[i], dropn[i]);
     }
 }
 
@@ -415,7 +420,11 @@ static int emit(sl_batcher_t *b, epoch_t *e)
             if (batch->data == e->buf) {
                 batch->data = NULL;
             }
-            free(batch->data);
+            if (b->pool != NULL) {
+                sl_bigbuf_free(batch->data, batch->cap); /* pool_get's */
+            } else {
+                free(batch->data);
+            }
             batch->data = NULL;
             free_meta_data(batch);
         }

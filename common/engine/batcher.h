@@ -19,7 +19,9 @@
  * buffer back to a small pool (as many buffers as were ever out at once,
  * SL_BATCHER_POOL to SL_BATCHER_POOL_MAX, thread-safe, may
  * outlive the batcher), so a steady job reuses warm memory instead of
- * mapping and faulting in a fresh buffer per batch.
+ * mapping and faulting in a fresh buffer per batch. Buffers of 2 MB and more are
+ * mapped in 2 MB pages where the host allows (common/engine/bigbuf.h): the
+ * first touch of the pool's buffers is then a few faults, not thousands.
  *
  * Memory: the batcher holds at most what producers hand it ahead of the next
  * position to release; producers bound that (windows, credits). Not
