@@ -27,6 +27,7 @@ struct sl_remote_s {
     sl_rpf_t *pf;        /* background fetches into the cache; NULL without a cache */
     sl_hedge_lat_t *lat; /* recent first-byte latencies: range GETs are hedged */
     sl_rstats_t *stats;  /* what reads cost here, for the planner (rstats.h) */
+    struct sl_parts_s *parts; /* range-read bytes kept (partial.h); NULL without a cache */
 };
 
 /* What one request asks. */

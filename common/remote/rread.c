@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/remote/pfill.h"
 #include "common/remote/remote_impl.h"
 
 /* Index entry: magic, object size, validator, extent count, then each
@@ -252,6 +253,9 @@ static int fetch_window(sl_rread_t *rr, uint64_t off, size_t n)
     if ((rc == 0 && resp->status == 206) || (rc == 0 && whole_body)) {
         rr->win_off = off;
         rr->win_len = len;
+        /* Kept: the samples' reads and the shard's fill do not fetch the
+         * window's bytes again (pfill.h). */
+        (void)sl_remote_keep(rr->r, rr->canon, rr->tag, rr->size, rr->win_fd, 0, off, len);
     } else if ((rc == 0 || rc == -EFBIG) && resp->status == 200) {
         rc = read_whole(rr);
     } else if (rc == 0) {
