@@ -53,6 +53,17 @@ static void whole_now(const sl_remote_t *r, const char *url, uint64_t tag, uint6
     (void)sl_remote_prefetch(r, url, tag, size);
 }
 
+/* Releases p; an entry that holds nothing (its first fetch failed: a
+ * server without Range, a changed object) is removed, not left behind. */
+static void drop_or_release(const sl_remote_t *r, sl_part_t *p)
+{
+    if (sl_part_held(r->parts, p) == 0) {
+        sl_part_remove(r->parts, p);
+    } else {
+        sl_parts_release(r->parts, p);
+    }
+}
+
 int sl_remote_read_part(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size,
                         uint64_t off, uint64_t len, int fd, char *err, size_t errlen)
 {
@@ -73,18 +84,14 @@ int sl_remote_read_part(const sl_remote_t *r, const char *url, uint64_t tag, uin
     cfd = sl_cache_lookup(r->cache, key); /* made whole just now: the entry just made goes */
     if (cfd >= 0) {
         close(cfd);
-        if (sl_part_held(r->parts, p) == 0) {
-            sl_part_remove(r->parts, p);
-        } else {
-            sl_parts_release(r->parts, p);
-        }
+        drop_or_release(r, p);
         return -EALREADY;
     }
     fetch_ctx_t c = {.r = r, .url = url, .tag = tag, .err = err, .errlen = errlen};
     bool whole = false;
     int rc = sl_part_read_through(r->parts, p, off, len, fd, SL_PFILL_WAIT_MS, fetch_range, &c,
                                   &whole);
-    sl_parts_release(r->parts, p);
+    drop_or_release(r, p);
     if (whole) {
         whole_now(r, url, tag, size);
     }
@@ -184,7 +191,7 @@ int sl_remote_fill_ranged(const sl_remote_t *r, const char *url, uint64_t tag, u
     }
     if (rc < 0) {
         sl_cache_fill_abort(r->cache, &fill);
-        sl_parts_release(r->parts, p);
+        drop_or_release(r, p);
         return rc;
     }
     /* Whole first, then the partial entry goes: a reader in between
