@@ -34,9 +34,9 @@ struct sl_part_s {
     uint64_t size;
     int fd;
     int refs;
-    bool dead;          /* evicted under us: dropped at its last release */
-    uint64_t log_seen;  /* record slots read so far */
-    span_t *held;       /* sorted, disjoint, not touching */
+    bool dead;         /* evicted under us: dropped at its last release */
+    uint64_t log_seen; /* record slots read so far */
+    span_t *held;      /* sorted, disjoint, not touching */
     size_t nheld, cap;
     span_t fly[SL_PART_FLYING]; /* ranges being fetched now (end 0: free) */
     uint64_t used;              /* the table's clock at the last get */
@@ -228,7 +228,10 @@ static int hash_range(int fd, uint64_t off, uint64_t len, unsigned char *buf, ui
     return 0;
 }
 
-static uint64_t rec_hash(const uint64_t rec[5]) { return hash_final(hash_bytes(HASH_SEED, (const unsigned char *)rec, 32)); }
+static uint64_t rec_hash(const uint64_t rec[5])
+{
+    return hash_final(hash_bytes(HASH_SEED, (const unsigned char *)rec, 32));
+}
 
 /* Reads the record slots written since the last look (by this or another
  * process) and takes the ranges whose bytes check. Not under mu (it reads
@@ -296,9 +299,9 @@ static int part_open(sl_parts_t *t, sl_part_t *p, bool create)
     flock_wait(p->fd, LOCK_EX);
     struct stat st;
     int rc = fstat(p->fd, &st) < 0 ? -errno : 0;
-    if (rc == 0 && ((uint64_t)st.st_size < SL_PART_DATA + p->size ||
-                    pread_full(p->fd, have, sizeof(have), 0) < 0 ||
-                    memcmp(have, want, sizeof(want)) != 0)) {
+    if (rc == 0 &&
+        ((uint64_t)st.st_size < SL_PART_DATA + p->size ||
+         pread_full(p->fd, have, sizeof(have), 0) < 0 || memcmp(have, want, sizeof(want)) != 0)) {
         /* New, or not an entry of this object (damaged): started over. */
         if (!create) {
             rc = -ENOENT;

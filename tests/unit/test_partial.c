@@ -120,8 +120,8 @@ START_TEST(test_partial_held_and_holes)
     ck_assert_int_eq(sl_part_write(t, p, e.obj, OBJ_SIZE - 10, OBJ_SIZE - 10, 11), -EINVAL);
     ck_assert_int_eq(read_check(t, p, 1000, 5000), 0);
     ck_assert_int_eq(read_check(t, p, 2000, 100), 0);
-    ck_assert_int_eq(read_check(t, p, 999, 10), -ENOENT);   /* one byte before */
-    ck_assert_int_eq(read_check(t, p, 5990, 11), -ENOENT);  /* one byte after */
+    ck_assert_int_eq(read_check(t, p, 999, 10), -ENOENT);      /* one byte before */
+    ck_assert_int_eq(read_check(t, p, 5990, 11), -ENOENT);     /* one byte after */
     ck_assert_int_eq(read_check(t, p, 1000, 700000), -ENOENT); /* across a hole */
     ck_assert_uint_eq(sl_part_held(t, p), 305000);
 
