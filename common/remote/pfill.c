@@ -35,6 +35,7 @@ typedef struct fetch_ctx_s {
     const sl_remote_t *r;
     const char *url;
     uint64_t tag;
+    const int *cancel; /* a fill's: the process ends */
     char *err;
     size_t errlen;
 } fetch_ctx_t;
@@ -42,7 +43,8 @@ typedef struct fetch_ctx_s {
 static int fetch_range(void *arg, uint64_t off, uint64_t len, int fd)
 {
     const fetch_ctx_t *c = arg;
-    return sl_remote_read_range(c->r, c->url, c->tag, off, len, fd, c->err, c->errlen);
+    return sl_remote_read_range_cancel(c->r, c->url, c->tag, off, len, fd, c->cancel, c->err,
+                                       c->errlen);
 }
 
 /* The entry is whole: the prefetcher makes it a whole cache entry with no
@@ -126,7 +128,8 @@ int sl_remote_keep(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t
 static int fill_missing(const sl_remote_t *r, const char *url, uint64_t tag, sl_part_t *p,
                         uint64_t size, const int *cancel, char *err, size_t errlen)
 {
-    fetch_ctx_t c = {.r = r, .url = url, .tag = tag, .err = err, .errlen = errlen};
+    fetch_ctx_t c = {
+        .r = r, .url = url, .tag = tag, .cancel = cancel, .err = err, .errlen = errlen};
     bool whole = false;
     for (uint64_t at = 0; at < size; at += SL_PFILL_CHUNK) {
         if (cancel != NULL && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {

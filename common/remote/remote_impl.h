@@ -57,6 +57,11 @@ int sl_remote_request_retry(const sl_remote_t *r, const sl_url_t *u, const char 
                             const sl_remote_req_t *q, int fd, const uint64_t *expect_size,
                             sl_fetch_resp_t *resp, char *err, size_t errlen);
 
+/* sl_remote_read_range (rread.h), cut when *cancel (may be NULL) is set:
+ * -ECANCELED. */
+int sl_remote_read_range_cancel(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                                uint64_t len, int fd, const int *cancel, char *err, size_t errlen);
+
 /* sl_remote_open with these fetch options (NULL: the host's). */
 int sl_remote_open_opts(const sl_remote_t *r, const char *url, uint64_t expect_tag,
                         const sl_fetch_opts_t *opts, sl_remote_obj_t *ret_obj, char *err,

@@ -486,6 +486,12 @@ static bool same_version(const sl_fetch_resp_t *resp, uint64_t tag)
 int sl_remote_read_range(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
                          uint64_t len, int fd, char *err, size_t errlen)
 {
+    return sl_remote_read_range_cancel(r, url, tag, off, len, fd, NULL, err, errlen);
+}
+
+int sl_remote_read_range_cancel(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                                uint64_t len, int fd, const int *cancel, char *err, size_t errlen)
+{
     sl_url_t *u = malloc(sizeof(*u));
     char *canon = malloc(SL_URL_MAX);
     sl_fetch_resp_t *resp = malloc(sizeof(*resp));
@@ -503,6 +509,7 @@ int sl_remote_read_range(const sl_remote_t *r, const char *url, uint64_t tag, ui
     }
     sl_fetch_opts_t opts = r->fetch;
     opts.max_bytes = len; /* a 200 with the whole object stops here */
+    opts.cancel = cancel;
     sl_remote_req_t q = {.range = true,
                          .range_off = off,
                          .range_len = len,
