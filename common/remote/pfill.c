@@ -128,8 +128,8 @@ int sl_remote_keep(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t
 static int fill_missing(const sl_remote_t *r, const char *url, uint64_t tag, sl_part_t *p,
                         uint64_t size, const int *cancel, char *err, size_t errlen)
 {
-    fetch_ctx_t c = {
-        .r = r, .url = url, .tag = tag, .cancel = cancel, .err = err, .errlen = errlen};
+    fetch_ctx_t c =
+        {.r = r, .url = url, .tag = tag, .cancel = cancel, .err = err, .errlen = errlen};
     bool whole = false;
     for (uint64_t at = 0; at < size; at += SL_PFILL_CHUNK) {
         if (cancel != NULL && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
