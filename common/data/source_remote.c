@@ -19,6 +19,7 @@
 
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
+#include "common/remote/pfill.h"
 
 /* While indexing: the URL and its validator into the fingerprint; the
  * validator is the one the shard added next records. */
@@ -146,11 +147,13 @@ static size_t coalesce(sl_src_span_t *sp, size_t n)
     return k;
 }
 
-/* The spans into a memfd, each from the shard's download in flight when
- * it has (or is about to have) them, else by a range GET: its fd,
+/* The spans into a memfd, each through the shard's partial entry (held
+ * bytes local, holes by range GETs kept there), or, where no partial entry
+ * is possible, from the shard's download in flight when it has (or is
+ * about to have) them, else by a range GET: its fd,
  * -EALREADY (the download landed meanwhile: the cache has the shard),
  * -ENOTSUP (no Range), or the error. */
-static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
+static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag, uint64_t size,
                       const sl_src_span_t *sp, size_t n, char *err, size_t errlen)
 {
     int fd = memfd_create("sluice-span", MFD_CLOEXEC);
@@ -158,7 +161,17 @@ static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag,
         return sl_err(err, errlen, -errno, "memfd: %s", strerror(errno));
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = sl_remote_read_inflight(remote, url, tag, sp[i].off, sp[i].len, fd);
+        /* Through the shard's partial entry: what it holds is local, the
+         * rest fetched once and kept (pfill.h); -ENOENT: none here. */
+        int rc = sl_remote_read_part(remote, url, tag, size, sp[i].off, sp[i].len, fd, err, errlen);
+        if (rc == 0) {
+            continue;
+        }
+        if (rc != -ENOENT) {
+            close(fd);
+            return rc; /* -EALREADY: whole in the cache meanwhile */
+        }
+        rc = sl_remote_read_inflight(remote, url, tag, sp[i].off, sp[i].len, fd);
         if (rc == 0) {
             continue;
         }
@@ -201,7 +214,7 @@ int sl_src_url_shard_fd(const sl_source_t *src, uint32_t shard, sl_src_span_t *s
         /* The whole shard comes into the cache meanwhile; until then each
          * read fetches what it needs. */
         sl_remote_prefetch(remote, url, sh->remote_tag, sh->remote_size);
-        fd = read_spans(remote, url, sh->remote_tag, sp, n, err, errlen);
+        fd = read_spans(remote, url, sh->remote_tag, sh->remote_size, sp, n, err, errlen);
         if (fd == -EALREADY) {
             fd = sl_remote_lookup(remote, url, sh->remote_tag);
             if (fd >= 0) {

@@ -248,6 +248,18 @@ static int cmp_age(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* What an entry takes from the budget: its size; a partial entry
+ * (partial.h: a sparse file) what it holds, its allocated blocks. */
+static uint64_t entry_bytes(const char *name, const struct stat *st)
+{
+    size_t n = strlen(name);
+    uint64_t blocks = (uint64_t)st->st_blocks * 512;
+    if (n > 5 && strcmp(name + n - 5, ".part") == 0 && blocks < (uint64_t)st->st_size) {
+        return blocks;
+    }
+    return (uint64_t)st->st_size;
+}
+
 /* Lists complete entries of directory dir_fd into *ret (malloc'd; NULL:
  * only the total); removes stale temporaries. */
 static int scan_dir(int dir_fd, ent_t **ret, size_t *ret_n, uint64_t *ret_total)
@@ -280,8 +292,9 @@ static int scan_dir(int dir_fd, ent_t **ret, size_t *ret_n, uint64_t *ret_total)
         if (de->d_name[0] == '.' || strlen(de->d_name) >= SL_CACHE_KEY_MAX) {
             continue;
         }
+        uint64_t bytes = entry_bytes(de->d_name, &st);
         if (ret == NULL) {
-            total += (uint64_t)st.st_size;
+            total += bytes;
             continue;
         }
         if (n == cap) {
@@ -296,7 +309,7 @@ static int scan_dir(int dir_fd, ent_t **ret, size_t *ret_n, uint64_t *ret_total)
             cap = ncap;
         }
         memcpy(v[n].name, de->d_name, strlen(de->d_name) + 1); /* length checked above */
-        v[n].size = (uint64_t)st.st_size;
+        v[n].size = bytes;
         v[n].mtime = st.st_mtim;
         total += v[n].size;
         n++;
@@ -373,6 +386,8 @@ uint64_t sl_cache_usage(const sl_cache_t *c)
     free(v);
     return total;
 }
+
+int sl_cache_dir_fd(const sl_cache_t *c) { return c->dir_fd; }
 
 uint64_t sl_cache_evictions(const sl_cache_t *c)
 {

@@ -108,6 +108,10 @@ struct iovec;
 int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
                  uint64_t *ret_evicted);
 
+/* The namespace's directory (for common/remote/partial.c, whose entries
+ * live beside the others): owned by c. */
+int sl_cache_dir_fd(const sl_cache_t *c);
+
 /* Entries this handle evicted so far. */
 uint64_t sl_cache_evictions(const sl_cache_t *c);
 

@@ -18,11 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/remote/pfill.h"
 #include "common/remote/remote_impl.h"
 
 typedef struct pf_item_s {
     char url[SL_URL_MAX];
     uint64_t tag;
+    uint64_t size;
+    bool ranged; /* running as a fill of its missing ranges (pfill.h) */
 } pf_item_t;
 
 struct sl_rpf_s {
@@ -92,17 +95,31 @@ static void *fetcher(void *arg)
         sl_fetch_opts_t opts = p->r->fetch;
         opts.cancel = &p->cancel;
         opts.progress = &p->prog[slot];
+        int rc = 0;
         int fd = sl_remote_lookup(p->r, p->run[slot].url, p->run[slot].tag);
         if (fd < 0) {
+            /* Only the ranges not kept yet; a server without Range (or an
+             * object too large for a partial entry): the whole GET. */
+            pthread_mutex_lock(&p->mu);
+            p->run[slot].ranged = true;
+            pthread_mutex_unlock(&p->mu);
+            rc = sl_remote_fill_ranged(p->r, p->run[slot].url, p->run[slot].tag, p->run[slot].size,
+                                       &p->cancel, err, sizeof(err));
+            pthread_mutex_lock(&p->mu);
+            p->run[slot].ranged = false;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (fd < 0 && rc == -ENOTSUP) {
             fd = sl_remote_open_opts(p->r, p->run[slot].url, p->run[slot].tag, &opts, &o, err,
                                      sizeof(err));
+            rc = fd < 0 ? fd : 0;
         }
         if (fd >= 0) {
             close(fd);
         }
         pthread_mutex_lock(&p->mu);
         p->run[slot].tag = 0;
-        if (fd >= 0) {
+        if (rc == 0) {
             p->done++;
         } else {
             p->failed++;
@@ -133,7 +150,7 @@ static bool pending(const sl_rpf_t *p, const char *url, uint64_t tag)
     return false;
 }
 
-int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag)
+int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t size)
 {
     if (strlen(url) >= SL_URL_MAX || tag == 0) {
         return -EINVAL;
@@ -166,6 +183,8 @@ int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag)
         pf_item_t *it = &p->q[(p->head + p->n) % SL_RPF_QUEUE];
         snprintf(it->url, sizeof(it->url), "%s", url);
         it->tag = tag;
+        it->size = size;
+        it->ranged = false;
         p->n++;
         pthread_cond_signal(&p->cv);
     }
@@ -196,7 +215,9 @@ int sl_rpf_copy(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t off, uint64
             if (same(&p->run[i], url, tag)) {
                 /* The slot names the object: a running attempt is of it;
                  * none yet: its HEAD is still out. */
-                rc = sl_progress_current(&p->prog[i], &gen) == 0 ? 0 : -EINPROGRESS;
+                rc = p->run[i].ranged ? -EAGAIN /* its chunks: sl_remote_read_kept */
+                     : sl_progress_current(&p->prog[i], &gen) == 0 ? 0
+                                                                   : -EINPROGRESS;
                 slot = i;
             }
         }

@@ -16,9 +16,10 @@ struct sl_remote_s;
 int sl_rpf_new(struct sl_remote_s *r, sl_rpf_t **ret);
 /* Stops the threads (a fetch in progress finishes) and frees. */
 void sl_rpf_free(sl_rpf_t *p);
-/* Queues url (validator tag); 0 queued, 1 already queued or in flight,
+/* Queues url (validator tag, size bytes; pfill.h fetches it through its
+ * partial entry, so ranges read meanwhile are not fetched again); 0 queued, 1 already queued or in flight,
  * -EAGAIN the queue is full, -ENOMEM, -EAGAIN no thread could start. */
-int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag);
+int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t size);
 /* Bytes [off, off + len) of (url, tag) while its download runs, into
  * out_fd (inflight.h sl_progress_copy: 0, -EAGAIN not in time or only
  * queued, -ENOENT not queued nor running: landed or failed). */

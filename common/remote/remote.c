@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/remote/partial.h"
 #include "common/remote/remote_impl.h"
 #include "common/remote/s3.h"
 #include "common/remote/s3_list.h"
@@ -70,6 +71,9 @@ int sl_remote_new(const sl_remote_conf_t *conf, sl_remote_t **ret, char *err, si
         if (rc == 0) {
             rc = sl_rpf_new(r, &r->pf);
         }
+        if (rc == 0) {
+            rc = sl_parts_new(r->cache, &r->parts);
+        }
         if (rc < 0) {
             sl_err(err, errlen, rc, "cache_dir '%s': %s", r->cache_dir, strerror(-rc));
             goto fail;
@@ -110,6 +114,7 @@ void sl_remote_free(sl_remote_t *r)
         return;
     }
     sl_rpf_free(r->pf); /* its threads use the cache */
+    sl_parts_free(r->parts);
     sl_hedge_lat_free(r->lat);
     if (r->stats != NULL) {
         sl_rstats_destroy(r->stats);
@@ -531,7 +536,7 @@ int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint
         close(fd);
         return 1;
     }
-    return sl_rpf_add(r->pf, url, tag);
+    return sl_rpf_add(r->pf, url, tag, size);
 }
 
 int sl_remote_read_inflight(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,

@@ -27,6 +27,7 @@ struct sl_remote_s {
     sl_rpf_t *pf;        /* background fetches into the cache; NULL without a cache */
     sl_hedge_lat_t *lat; /* recent first-byte latencies: range GETs are hedged */
     sl_rstats_t *stats;  /* what reads cost here, for the planner (rstats.h) */
+    struct sl_parts_s *parts; /* range-read bytes kept (partial.h); NULL without a cache */
 };
 
 /* What one request asks. */
@@ -55,6 +56,11 @@ uint64_t sl_remote_tag_of(const sl_fetch_resp_t *resp);
 int sl_remote_request_retry(const sl_remote_t *r, const sl_url_t *u, const char *shown,
                             const sl_remote_req_t *q, int fd, const uint64_t *expect_size,
                             sl_fetch_resp_t *resp, char *err, size_t errlen);
+
+/* sl_remote_read_range (rread.h), cut when *cancel (may be NULL) is set:
+ * -ECANCELED. */
+int sl_remote_read_range_cancel(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                                uint64_t len, int fd, const int *cancel, char *err, size_t errlen);
 
 /* sl_remote_open with these fetch options (NULL: the host's). */
 int sl_remote_open_opts(const sl_remote_t *r, const char *url, uint64_t expect_tag,

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/base/err.h"
+#include "common/remote/pfill.h"
 #include "common/remote/remote_impl.h"
 
 /* Index entry: magic, object size, validator, extent count, then each
@@ -252,6 +253,9 @@ static int fetch_window(sl_rread_t *rr, uint64_t off, size_t n)
     if ((rc == 0 && resp->status == 206) || (rc == 0 && whole_body)) {
         rr->win_off = off;
         rr->win_len = len;
+        /* Kept: the samples' reads and the shard's fill do not fetch the
+         * window's bytes again (pfill.h). */
+        (void)sl_remote_keep(rr->r, rr->canon, rr->tag, rr->size, rr->win_fd, 0, off, len);
     } else if ((rc == 0 || rc == -EFBIG) && resp->status == 200) {
         rc = read_whole(rr);
     } else if (rc == 0) {
@@ -482,6 +486,12 @@ static bool same_version(const sl_fetch_resp_t *resp, uint64_t tag)
 int sl_remote_read_range(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
                          uint64_t len, int fd, char *err, size_t errlen)
 {
+    return sl_remote_read_range_cancel(r, url, tag, off, len, fd, NULL, err, errlen);
+}
+
+int sl_remote_read_range_cancel(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
+                                uint64_t len, int fd, const int *cancel, char *err, size_t errlen)
+{
     sl_url_t *u = malloc(sizeof(*u));
     char *canon = malloc(SL_URL_MAX);
     sl_fetch_resp_t *resp = malloc(sizeof(*resp));
@@ -499,6 +509,7 @@ int sl_remote_read_range(const sl_remote_t *r, const char *url, uint64_t tag, ui
     }
     sl_fetch_opts_t opts = r->fetch;
     opts.max_bytes = len; /* a 200 with the whole object stops here */
+    opts.cancel = cancel;
     sl_remote_req_t q = {.range = true,
                          .range_off = off,
                          .range_len = len,

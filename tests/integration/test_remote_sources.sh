@@ -237,11 +237,20 @@ assert "outside remote_roots" in msg, msg
 print("Python: remote_roots= reads the URLs; without them: SpecError:", msg[:90])
 PY
 
-# Concurrent jobs share one cache: each object is downloaded once, nothing
-# partial is left behind.
+# Concurrent jobs share one cache: each object is filled once (by range
+# GETs of what is not kept yet, pfill.h; the entry's fill lock makes the
+# other jobs wait for it), nothing partial is left behind. Each job also
+# reads its samples by range while the fills run, and a process knows
+# another's ranges only once they landed: the bytes are bounded by what
+# one job's own download of every shard would take per job, not 1x.
 SHARED="$TMP/cache-shared"
 whole_gets() { grep -c '"GET /d/mm-shards/[^"]*" 200 ' "$NGX/access.log" || true; }
+shard_bytes() {
+    awk '$6 == "\"GET" && $7 ~ /^\/d\/mm-shards\// { n += $10 } END { print n + 0 }' \
+        "$NGX/access.log"
+}
 before=$(whole_gets)
+bbefore=$(shard_bytes)
 for i in 1 2 3; do
     "$BIN/sluice" run "$TMP/http.json" --local --data-root "$DATA" --quiet --threads 1 \
         --remote-roots "$ROOTS" --cache-dir "$SHARED" --digests "$TMP/conc$i.dig" \
@@ -253,9 +262,15 @@ for i in 1 2 3; do
     cmp -s <(sort "$TMP/conc$i.dig") "$TMP/disk.s" || fail "concurrent job $i: digests differ"
 done
 after=$(whole_gets)
-[ $((after - before)) -eq 3 ] || fail "3 concurrent jobs fetched $((after - before)) shards, want 3"
+[ $((after - before)) -eq 0 ] || fail "3 concurrent jobs made $((after - before)) whole GETs, want 0"
+moved=$(($(shard_bytes) - bbefore))
+three=$(cat "$DATA"/mm-shards/shard-00000[0-2].tar | wc -c)
+[ "$moved" -lt $((3 * three)) ] || fail "3 concurrent jobs moved $moved bytes: each read all itself"
+[ "$(ls "$SHARED/shards" | grep -v '^\.' | grep -v '\.idx$' | grep -vc '\.part$')" -eq 3 ] ||
+    fail "the 3 shards are not whole in the cache"
 [ -z "$(ls -A "$SHARED/shards" | grep '^\.tmp-')" ] || fail "a temporary was left in the cache"
-echo "3 concurrent jobs, one cache: each shard downloaded once"
+[ -z "$(ls -A "$SHARED/shards" | grep '\.part$')" ] || fail "a partial entry was left in the cache"
+echo "3 concurrent jobs, one cache: each shard filled once, $moved bytes for $three of shards"
 
 # A second run is served by the cache: nginx logs no new GET.
 gets() { grep -c '"GET ' "$NGX/access.log" || true; }
