@@ -349,7 +349,10 @@ int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *ou
             }
             return 0;
         }
-        if (rc == -ENOMEM || pc->claim_ms == 0 || th->claim.fd >= 0) {
+        if (rc == -ENOMEM) {
+            return rc; /* a claim taken stays with the thread until its put */
+        }
+        if (pc->claim_ms == 0 || th->claim.fd >= 0) {
             break;
         }
         sl_pclaim_holder_t holder;

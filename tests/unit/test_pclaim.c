@@ -139,7 +139,7 @@ START_TEST(test_claim_release)
     ck_assert_int_lt(a.fd, 0);
     sl_pclaim_release(dfd, &a); /* nothing held: no-op */
     ck_assert_int_eq(claim_files(dir), 1);
-    ck_assert_int_eq(sl_pclaim_try(dfd, "k1", 5000, &a, NULL), 0); /* free again */
+    ck_assert_int_eq(sl_pclaim_try(dfd, "k1", 5000, &a, NULL), 0);       /* free again */
     ck_assert_int_eq(sl_pclaim_try(dfd, "k3", 5000, &a, NULL), -EINVAL); /* a already holds */
     sl_pclaim_release(dfd, &a);
     sl_pclaim_release(dfd, &b);
@@ -212,7 +212,7 @@ START_TEST(test_claimer_fails)
     lookup_start(&lb, b, 8);
     sleep_ms(100);
     ck_assert_int_eq(atomic_load(&lb.done), 0);
-    sl_pcache_release(a, 0); /* A's sample failed */
+    sl_pcache_release(a, 0);                     /* A's sample failed */
     ck_assert_int_eq(lookup_join(&lb), -ENOENT); /* B computes it now, claimed */
     ck_assert_int_eq(claim_files(dir), 1);
     lookup_t lc;
@@ -291,7 +291,7 @@ START_TEST(test_stale_dead_pid)
 
     double t0 = sl_mono_sec();
     ck_assert_int_eq(sl_pcache_get(pc, 0, 3, &got), -ENOENT); /* claimed by us */
-    ck_assert_double_lt(sl_mono_sec() - t0, 2.0);               /* not its 60 s */
+    ck_assert_double_lt(sl_mono_sec() - t0, 2.0);             /* not its 60 s */
     f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
