@@ -263,6 +263,7 @@ TEST_MODS_test_source := data
 TEST_MODS_test_remote := remote
 TEST_MODS_test_partial := remote
 TEST_MODS_test_pcache := pcache
+TEST_MODS_test_pclaim := pcache
 TEST_MODS_test_source_mix := data order
 TEST_MODS_test_source_folder := data
 TEST_MODS_test_source_records := data

@@ -358,6 +358,8 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
                                      .evictions = v[4],
                                      .store_errors = v[5],
                                      .corrupt = v[6]};
+    ret->cache.waited = atomic_load(&t->pc_waited);
+    ret->cache.claim_timeouts = atomic_load(&t->pc_claim_timeouts);
 }
 
 /* One /status row (job->mu held). */

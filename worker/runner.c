@@ -489,6 +489,8 @@ static void stats_copy_locked(wk_job_t *job, sl_exec_t *ex)
         for (int i = 0; i < 7; i++) {
             atomic_fetch_add(&job->tasks->pc_tot[i], d[i]);
         }
+        atomic_fetch_add(&job->tasks->pc_waited, now->waited - was.waited);
+        atomic_fetch_add(&job->tasks->pc_claim_timeouts, now->claim_timeouts - was.claim_timeouts);
         if (failed == 0 && job->pcs.store_errors > 0) {
             /* Once per job: every later failure is only counted. */
             SL_WARN("job %" PRIu64 ": prefix cache: storing an entry failed (disk full or "

@@ -55,11 +55,15 @@ static void fail_500(sl_httpd_resp_t *resp)
 /* The prefix cache's counters (docs/cache.md). */
 static json_t *cache_json(const sl_pcache_stats_t *c)
 {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)c->hits, "misses",
-                     (json_int_t)c->misses, "bytes_read", (json_int_t)c->bytes_read,
-                     "bytes_written", (json_int_t)c->bytes_written, "evictions",
-                     (json_int_t)c->evictions, "store_errors", (json_int_t)c->store_errors,
-                     "corrupt", (json_int_t)c->corrupt);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)c->hits,
+                          "misses", (json_int_t)c->misses, "bytes_read", (json_int_t)c->bytes_read,
+                          "bytes_written", (json_int_t)c->bytes_written, "evictions",
+                          (json_int_t)c->evictions, "store_errors", (json_int_t)c->store_errors,
+                          "corrupt", (json_int_t)c->corrupt);
+    /* Concurrent fillers (docs/cache.md): waited-for hits, claims timed out. */
+    json_object_set_new(o, "waited", json_integer((json_int_t)c->waited));
+    json_object_set_new(o, "claim_timeouts", json_integer((json_int_t)c->claim_timeouts));
+    return o;
 }
 
 static json_t *job_json(const wk_job_info_t *r)
@@ -187,6 +191,7 @@ static void on_status(void *arg, const char *query, sl_httpd_resp_t *resp)
 typedef struct wk_cols_s {
     double registered, load, jobs, samples, skipped, splits, msgs, bytes, broken, unprocessed;
     double c_hits, c_misses, c_read, c_written, c_evicted, c_errors, c_corrupt;
+    double c_waited, c_claim_timeouts;
 } wk_cols_t;
 
 typedef struct wk_family_s {
@@ -258,6 +263,18 @@ static const wk_family_t WK_FAMILIES[] = {
       {NULL},
       0},
      offsetof(wk_cols_t, c_corrupt)},
+    {{"sluice_worker_cache_waited_total",
+      C,
+      "Prefix cache hits that waited for another job's claim on the sample (computed once).",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_waited)},
+    {{"sluice_worker_cache_claim_timeouts_total",
+      C,
+      "Prefix cache lookups that waited until a claim's deadline, then computed the sample.",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_claim_timeouts)},
 };
 static const sl_metric_t WK_CACHE_HITS = {"sluice_worker_job_cache_hits_total",
                                           SL_METRIC_COUNTER,
@@ -295,6 +312,8 @@ static int metrics_text(const wk_view_t *v, char **ret_text, size_t *ret_len)
         .c_evicted = (double)v->tot.cache.evictions,
         .c_errors = (double)v->tot.cache.store_errors,
         .c_corrupt = (double)v->tot.cache.corrupt,
+        .c_waited = (double)v->tot.cache.waited,
+        .c_claim_timeouts = (double)v->tot.cache.claim_timeouts,
     };
     sl_metrics_t *m = sl_metrics_new(WK_METRICS_MAX_BYTES);
     if (m == NULL) {

@@ -133,6 +133,8 @@ static json_t *cache_json(const cl_job_info_t *info)
                           (json_int_t)info->cache_evictions, "store_errors",
                           (json_int_t)info->cache_store_errors, "corrupt",
                           (json_int_t)info->cache_corrupt);
+    json_object_set_new(c, "waited", json_integer((json_int_t)info->cache_waited));
+    json_object_set_new(c, "claim_timeouts", json_integer((json_int_t)info->cache_claim_timeouts));
     const uint64_t *w = info->workers_cache;
     json_object_set_new(c, "workers",
                         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)w[0],

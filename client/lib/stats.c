@@ -183,5 +183,7 @@ void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
         ret->cache_evictions = c.evictions;
         ret->cache_store_errors = c.store_errors;
         ret->cache_corrupt = c.corrupt;
+        ret->cache_waited = c.waited;
+        ret->cache_claim_timeouts = c.claim_timeouts;
     }
 }

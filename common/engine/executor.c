@@ -77,9 +77,13 @@ static int run_cached(slot_t *sl, unsigned tid)
     }
     if (rc == 0) {
         (void)sl_pcache_put(ex->pc, tid, sl->s.index, &sl->s.t);
-        if (pre < sl->to) {
-            rc = run_units(sl, tid, pre, sl->to);
-        }
+    }
+    /* The put released this thread's claim on the key; a failed sample
+     * releases it here (its waiters compute it themselves), before the
+     * units after the prefix either way. */
+    sl_pcache_release(ex->pc, tid);
+    if (rc == 0 && pre < sl->to) {
+        rc = run_units(sl, tid, pre, sl->to);
     }
     return rc;
 }

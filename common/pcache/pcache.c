@@ -8,10 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/base/sha256.h"
+#include "common/pcache/pclaim.h"
 #include "common/sample/codec.h"
 #include "common/spec/spec_layout.h"
 #include "common/spec/spec_prefix.h"
@@ -39,6 +42,8 @@ typedef struct pc_thread_s {
     sl_codec_t *z;
     uint8_t *buf; /* an entry's payload as read */
     size_t cap;
+    sl_pclaim_t claim; /* the key this thread computes, or none */
+    uint64_t claim_index;
 } pc_thread_t;
 
 struct sl_pcache_s {
@@ -49,7 +54,9 @@ struct sl_pcache_s {
     uint32_t prefix;
     unsigned nthreads;
     pc_thread_t *th;
+    int64_t claim_ms; /* 0: no claims */
     _Atomic uint64_t hits, misses, bytes_read, bytes_written, evictions, store_errors, corrupt;
+    _Atomic uint64_t waited, claim_timeouts;
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -150,9 +157,12 @@ int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint
     pc->fingerprint = fingerprint;
     pc->prefix = prefix;
     pc->nthreads = nthreads;
+    const char *claims = getenv("SLUICE_PCACHE_CLAIMS");
+    pc->claim_ms = claims != NULL && strcmp(claims, "off") == 0 ? 0 : SL_PCLAIM_WAIT_MS;
     set_hex(pc);
     pc->th = calloc(nthreads, sizeof(*pc->th));
     for (unsigned i = 0; pc->th != NULL && i < nthreads; i++) {
+        sl_pclaim_init(&pc->th[i].claim);
         pc->th[i].z = sl_codec_new();
         if (pc->th[i].z == NULL) {
             break;
@@ -172,6 +182,7 @@ void sl_pcache_free(sl_pcache_t *pc)
         return;
     }
     for (unsigned i = 0; pc->th != NULL && i < pc->nthreads; i++) {
+        sl_pclaim_release(sl_cache_dir_fd(pc->store), &pc->th[i].claim);
         sl_codec_free(pc->th[i].z);
         free(pc->th[i].buf);
     }
@@ -194,6 +205,15 @@ void sl_pcache_key_content(sl_pcache_t *pc, const uint8_t sha[32])
 }
 
 uint32_t sl_pcache_prefix(const sl_pcache_t *pc) { return pc->prefix; }
+
+void sl_pcache_set_claim_ms(sl_pcache_t *pc, int64_t ms) { pc->claim_ms = ms > 0 ? ms : 0; }
+
+void sl_pcache_release(sl_pcache_t *pc, unsigned tid)
+{
+    if (tid < pc->nthreads) {
+        sl_pclaim_release(sl_cache_dir_fd(pc->store), &pc->th[tid].claim);
+    }
+}
 
 static int read_full(int fd, uint8_t *p, size_t n, off_t off)
 {
@@ -262,16 +282,13 @@ static int load(sl_pcache_t *pc, pc_thread_t *th, int fd, const uint8_t *h, sl_t
                                why, sizeof(why));
 }
 
-int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *out)
+/* Reads key's entry into out: 0, -ENOENT (none), -EBADMSG (refused:
+ * counted and removed), -ENOMEM. */
+static int read_entry(sl_pcache_t *pc, unsigned tid, const char *key, uint64_t index,
+                      sl_tensor_t *out)
 {
-    if (tid >= pc->nthreads) {
-        return -EINVAL;
-    }
-    char key[SL_CACHE_KEY_MAX];
-    entry_name(pc, index, key);
     int fd = sl_cache_lookup(pc->store, key);
     if (fd < 0) {
-        atomic_fetch_add(&pc->misses, 1);
         return -ENOENT;
     }
     uint8_t h[H_SIZE];
@@ -293,13 +310,70 @@ int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *ou
     if (rc < 0) {
         /* Never served: recomputed by the caller and written again. */
         atomic_fetch_add(&pc->corrupt, 1);
-        atomic_fetch_add(&pc->misses, 1);
         sl_cache_remove(pc->store, key);
-        return -ENOENT;
+        return -EBADMSG;
     }
-    atomic_fetch_add(&pc->hits, 1);
     atomic_fetch_add(&pc->bytes_read, (uint64_t)st.st_size);
     return 0;
+}
+
+static void pause_us(int64_t us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *out)
+{
+    if (tid >= pc->nthreads) {
+        return -EINVAL;
+    }
+    pc_thread_t *th = &pc->th[tid];
+    int dir = sl_cache_dir_fd(pc->store);
+    sl_pclaim_release(dir, &th->claim); /* never wait holding one (pclaim.h) */
+    char key[SL_CACHE_KEY_MAX];
+    entry_name(pc, index, key);
+    double t0 = 0;
+    /* A miss claims the key, then looks once more (its holder may have
+     * stored it between our look and our claim); a busy key is looked at
+     * until its entry appears, its claim goes (the holder failed or died:
+     * we claim it), or the wait ends. */
+    for (;;) {
+        int rc = read_entry(pc, tid, key, index, out);
+        if (rc == 0) {
+            sl_pclaim_release(dir, &th->claim); /* the holder finished first */
+            atomic_fetch_add(&pc->hits, 1);
+            if (t0 > 0) {
+                atomic_fetch_add(&pc->waited, 1);
+            }
+            return 0;
+        }
+        if (rc == -ENOMEM) {
+            return rc; /* a claim taken stays with the thread until its put */
+        }
+        if (pc->claim_ms == 0 || th->claim.fd >= 0) {
+            break;
+        }
+        sl_pclaim_holder_t holder;
+        rc = sl_pclaim_try(dir, key, pc->claim_ms, &th->claim, &holder);
+        if (rc == 0) {
+            th->claim_index = index;
+            continue;
+        }
+        if (rc != -EBUSY) {
+            break; /* no claim file can be made: compute unclaimed */
+        }
+        double now = sl_mono_sec();
+        t0 = t0 > 0 ? t0 : now;
+        if (sl_pclaim_expired(&holder) || (now - t0) * 1000 >= (double)pc->claim_ms) {
+            atomic_fetch_add(&pc->claim_timeouts, 1);
+            break;
+        }
+        pause_us(sl_pclaim_backoff_us((int64_t)((now - t0) * 1e6)));
+    }
+    atomic_fetch_add(&pc->misses, 1);
+    return -ENOENT;
 }
 
 static void fill_header(const sl_pcache_t *pc, uint64_t index, const sl_tensor_t *t,
@@ -347,6 +421,9 @@ int sl_pcache_put(sl_pcache_t *pc, unsigned tid, uint64_t index, const sl_tensor
     uint64_t evicted = 0;
     int rc = sl_cache_put(pc->store, key, iov, 2, &evicted);
     free(packed);
+    if (pc->th[tid].claim.fd >= 0 && pc->th[tid].claim_index == index) {
+        sl_pclaim_release(sl_cache_dir_fd(pc->store), &pc->th[tid].claim);
+    }
     atomic_fetch_add(&pc->evictions, evicted);
     if (rc < 0) {
         atomic_fetch_add(&pc->store_errors, 1);
@@ -366,6 +443,8 @@ void sl_pcache_stats(const sl_pcache_t *pc, sl_pcache_stats_t *ret)
     ret->evictions = atomic_load(&m->evictions);
     ret->store_errors = atomic_load(&m->store_errors);
     ret->corrupt = atomic_load(&m->corrupt);
+    ret->waited = atomic_load(&m->waited);
+    ret->claim_timeouts = atomic_load(&m->claim_timeouts);
 }
 
 void sl_pcache_stats_add(sl_pcache_stats_t *sum, const sl_pcache_stats_t *a)
@@ -377,4 +456,6 @@ void sl_pcache_stats_add(sl_pcache_stats_t *sum, const sl_pcache_stats_t *a)
     sum->evictions += a->evictions;
     sum->store_errors += a->store_errors;
     sum->corrupt += a->corrupt;
+    sum->waited += a->waited;
+    sum->claim_timeouts += a->claim_timeouts;
 }

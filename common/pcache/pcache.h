@@ -39,6 +39,10 @@ typedef struct sl_pcache_stats_s {
     uint64_t evictions;     /* entries the stores of this job evicted */
     uint64_t store_errors;  /* stores that failed (ENOSPC, EIO, ...): the sample went on */
     uint64_t corrupt;       /* entries refused: short, bad magic/version/key/checksum */
+    /* Concurrent fillers (common/pcache/pclaim.h): hits that waited for
+     * another job's claim on the key (counted in hits too), and lookups
+     * that waited until the claim's deadline and computed (in misses). */
+    uint64_t waited, claim_timeouts;
 } sl_pcache_stats_t;
 
 /* For spec (its layout with fusion, as sl_pipeline_new builds it) over a
@@ -61,12 +65,28 @@ uint32_t sl_pcache_prefix(const sl_pcache_t *pc);
 
 /* The output of the prefix for sample index into out (reshaped; its buffer
  * reused): 0 on a hit, -ENOENT on a miss (a bad entry is a miss, counted
- * and removed), -ENOMEM. Thread tid < nthreads. */
+ * and removed), -ENOMEM. Thread tid < nthreads.
+ * A miss claims the key for thread tid (pclaim.h) when no one else holds
+ * it; when someone does, the lookup waits for its entry (bounded by the
+ * claim's deadline; past it, a miss without the claim). The claimer then
+ * computes and calls sl_pcache_put, or sl_pcache_release when it cannot:
+ * a thread's next get releases its claim too. */
 int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *out);
 
 /* Stores t, the prefix's output for index. 0, or -errno of the store
- * (counted in store_errors; the caller goes on without the entry). */
+ * (counted in store_errors; the caller goes on without the entry).
+ * Releases thread tid's claim on index (stored or not). */
 int sl_pcache_put(sl_pcache_t *pc, unsigned tid, uint64_t index, const sl_tensor_t *t);
+
+/* Releases thread tid's claim, if any (its sample failed: the waiters
+ * compute it themselves). */
+void sl_pcache_release(sl_pcache_t *pc, unsigned tid);
+
+/* How long a lookup waits at most for another's claim, and the deadline
+ * of its own (default SL_PCLAIM_WAIT_MS; $SLUICE_PCACHE_CLAIMS=off at
+ * sl_pcache_new makes it 0); 0: no claims, concurrent fillers each
+ * compute (as before claims; for side-by-side benchmarks). */
+void sl_pcache_set_claim_ms(sl_pcache_t *pc, int64_t ms);
 
 void sl_pcache_stats(const sl_pcache_t *pc, sl_pcache_stats_t *ret);
 /* Adds a's counters to *sum. */

@@ -115,4 +115,9 @@ int sl_cache_dir_fd(const sl_cache_t *c);
 /* Entries this handle evicted so far. */
 uint64_t sl_cache_evictions(const sl_cache_t *c);
 
+/* The namespace's directory (O_DIRECTORY, owned by c): for files kept
+ * beside the entries under names starting with '.', which eviction and
+ * usage skip (the prefix cache's claims, common/pcache/pclaim.h). */
+int sl_cache_dir_fd(const sl_cache_t *c);
+
 #endif
