@@ -495,5 +495,3 @@ int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, 
     }
     return rc;
 }
-
-int sl_cache_dir_fd(const sl_cache_t *c) { return c->dir_fd; }

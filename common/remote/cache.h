@@ -108,16 +108,13 @@ struct iovec;
 int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
                  uint64_t *ret_evicted);
 
-/* The namespace's directory (for common/remote/partial.c, whose entries
- * live beside the others): owned by c. */
-int sl_cache_dir_fd(const sl_cache_t *c);
-
 /* Entries this handle evicted so far. */
 uint64_t sl_cache_evictions(const sl_cache_t *c);
 
 /* The namespace's directory (O_DIRECTORY, owned by c): for files kept
- * beside the entries under names starting with '.', which eviction and
- * usage skip (the prefix cache's claims, common/pcache/pclaim.h). */
+ * beside the entries -- partial shards (common/remote/partial.h), counted
+ * like entries; under names starting with '.', which eviction and usage
+ * skip, the prefix cache's claims (common/pcache/pclaim.h). */
 int sl_cache_dir_fd(const sl_cache_t *c);
 
 #endif
