@@ -296,6 +296,7 @@ TEST_MODS_test_dispatcher_status_jobs := disp
 TEST_MODS_test_planner := disp client
 TEST_MODS_test_planner_machines := disp
 TEST_MODS_test_planner_cache := disp
+TEST_MODS_test_planner_cache_cost := disp
 TEST_MODS_test_planner_mix := disp
 TEST_MODS_test_planner_read := disp
 TEST_MODS_test_worker_msg := worker

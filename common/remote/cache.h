@@ -108,7 +108,14 @@ struct iovec;
 int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
                  uint64_t *ret_evicted);
 
+/* sl_cache_put, and *ret_evicted_bytes (may be NULL) gets the bytes of the
+ * entries this call evicted. */
+int sl_cache_put_ex(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
+                    uint64_t *ret_evicted, uint64_t *ret_evicted_bytes);
+
 /* Entries this handle evicted so far. */
 uint64_t sl_cache_evictions(const sl_cache_t *c);
+/* Their bytes. */
+uint64_t sl_cache_evicted_bytes(const sl_cache_t *c);
 
 #endif

@@ -363,6 +363,7 @@ static json_t *cache_json(jb_t *b, const disp_cache_stats_t *c)
     jset(b, o, "bytes_read", jint(c->bytes_read));
     jset(b, o, "bytes_written", jint(c->bytes_written));
     jset(b, o, "evictions", jint(c->evictions));
+    jset(b, o, "bytes_evicted", jint(c->bytes_evicted));
     jset(b, o, "store_errors", jint(c->store_errors));
     jset(b, o, "corrupt", jint(c->corrupt));
     return o;
@@ -447,7 +448,7 @@ static json_t *totals_json(jb_t *b, disp_t *d, disp_status_t *st)
     jset(b, tot, "splits_reassigned_total", jint(d->jobs.splits_reassigned_total));
     jset(b, tot, "bytes_sent_total", jint(d->reg.bytes_sent_total));
     const uint64_t *ct = d->reg.cache_total;
-    disp_cache_stats_t cache = {ct[0], ct[1], ct[2], ct[3], ct[4], ct[5], ct[6]};
+    disp_cache_stats_t cache = {ct[0], ct[1], ct[2], ct[3], ct[4], ct[5], ct[6], ct[7]};
     jset(b, tot, "cache", cache_json(b, &cache));
     if (st == NULL) {
         return tot;
