@@ -135,12 +135,12 @@ static json_t *cache_json(const cl_job_info_t *info)
                           (json_int_t)info->cache_store_errors, "corrupt",
                           (json_int_t)info->cache_corrupt);
     const uint64_t *w = info->workers_cache;
-    json_object_set_new(
-        c, "workers",
-        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)w[0], "misses",
-                  (json_int_t)w[1], "bytes_read", (json_int_t)w[2], "bytes_written",
-                  (json_int_t)w[3], "evictions", (json_int_t)w[4], "bytes_evicted",
-                  (json_int_t)w[7], "store_errors", (json_int_t)w[5], "corrupt", (json_int_t)w[6]));
+    json_object_set_new(c, "workers",
+                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
+                                  (json_int_t)w[0], "misses", (json_int_t)w[1], "bytes_read",
+                                  (json_int_t)w[2], "bytes_written", (json_int_t)w[3], "evictions",
+                                  (json_int_t)w[4], "bytes_evicted", (json_int_t)w[7],
+                                  "store_errors", (json_int_t)w[5], "corrupt", (json_int_t)w[6]));
     return c;
 }
 

@@ -341,9 +341,8 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     }
     if (r->cache != NULL) {
         const Sluice__CacheStats *c = r->cache;
-        const uint64_t v[8] = {c->hits,         c->misses,     c->bytes_read,
-                               c->bytes_written, c->evictions,  c->store_errors,
-                               c->corrupt,       c->bytes_evicted};
+        const uint64_t v[8] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
+                               c->evictions, c->store_errors, c->corrupt,    c->bytes_evicted};
         memcpy(job->workers_cache, v, sizeof(v));
     }
     if (r->fallback != NULL && r->fallback[0] != '\0') {

@@ -22,8 +22,8 @@ typedef struct cl_job_info_s {
     /* The prefix cache of this host's own samples (docs/cache.md): units
      * cached (0: none) and its counters (common/pcache/pcache.h). */
     uint32_t cache_prefix;
-    uint64_t cache_hits, cache_misses, cache_bytes_read, cache_bytes_written, cache_evictions, cache_bytes_evicted,
-        cache_store_errors, cache_corrupt;
+    uint64_t cache_hits, cache_misses, cache_bytes_read, cache_bytes_written, cache_evictions,
+        cache_bytes_evicted, cache_store_errors, cache_corrupt;
     /* The same counters of the job's workers, as the dispatcher last said
      * (remote jobs; in the order above, from hits). */
     uint64_t workers_cache[8];

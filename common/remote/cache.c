@@ -318,8 +318,7 @@ static int scan(const sl_cache_t *c, ent_t **ret, size_t *ret_n, uint64_t *ret_t
 
 /* One eviction pass (sl_cache_evict); *ret_n gets the entries removed. The
  * sample namespace's budget is what the shards leave (cache.h). */
-static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n,
-                      uint64_t *ret_bytes)
+static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, uint64_t *ret_bytes)
 {
     *ret_n = 0;
     *ret_bytes = 0;

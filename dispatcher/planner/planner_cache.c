@@ -177,8 +177,8 @@ int disp_pc_replan_due(const disp_pc_job_t *c, char *why, size_t whylen)
                  c->hit_rate * 100.0);
         return 1;
     }
-    if (c->client.have_rate && fabs(c->client.hit_rate - c->client_priced_rate) >
-                                   DISP_PC_REPLAN_DIFF) {
+    if (c->client.have_rate &&
+        fabs(c->client.hit_rate - c->client_priced_rate) > DISP_PC_REPLAN_DIFF) {
         snprintf(why, whylen, "the client's prefix cache hit rate %.0f%% -> %.0f%%",
                  c->client_priced_rate * 100.0, c->client.hit_rate * 100.0);
         return 1;

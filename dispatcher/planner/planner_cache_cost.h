@@ -31,11 +31,11 @@
 
 /* Cumulative sums of timed hits (CacheStats' fields, in ns and bytes). */
 typedef struct disp_pc_sums_s {
-    double n;   /* hits */
-    double b;   /* sum of stored bytes */
-    double t;   /* sum of ns */
-    double bb;  /* sum of bytes^2 */
-    double bt;  /* sum of bytes * ns */
+    double n;  /* hits */
+    double b;  /* sum of stored bytes */
+    double t;  /* sum of ns */
+    double bb; /* sum of bytes^2 */
+    double bt; /* sum of bytes * ns */
 } disp_pc_sums_t;
 
 /* A fitted read-back cost. */

@@ -116,8 +116,8 @@ void disp_pjob_cache(disp_pjob_t *pj, const disp_registry_t *reg, disp_plan_t *p
     /* Read back at the measured cost once there is one, whenever the
      * decision was made; the client's own figure for its own hits. */
     c->worker_read_measured = measured.have;
-    c->worker_read_sec =
-        measured.have ? disp_pc_cost_sec(&measured, c->d.stored_bytes) : c->d.read_sec;
+    c->worker_read_sec = measured.have ? disp_pc_cost_sec(&measured, c->d.stored_bytes)
+                                       : c->d.read_sec;
     c->client_read_measured = c->client_cost.cost.have;
     c->client_read_sec = c->client_cost.cost.have
                              ? disp_pc_cost_sec(&c->client_cost.cost, c->d.stored_bytes)

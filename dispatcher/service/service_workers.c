@@ -283,9 +283,8 @@ static void add_cache(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatReques
 {
     for (size_t i = 0; i < req->n_job_cache; i++) {
         const Sluice__CacheStats *c = req->job_cache[i];
-        const uint64_t v[8] = {c->hits,         c->misses,  c->bytes_read,
-                               c->bytes_written, c->evictions, c->store_errors,
-                               c->corrupt,       c->bytes_evicted};
+        const uint64_t v[8] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
+                               c->evictions, c->store_errors, c->corrupt,    c->bytes_evicted};
         for (int k = 0; k < 8; k++) {
             d->reg.cache_total[k] += v[k];
         }
