@@ -126,6 +126,13 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
         jset(b, o, "samples_per_sec", jreal(disp_status_worker_rate(rec)));
     }
     jset(b, o, "stages", stages_json(b, w->stages, w->nstages, w->threads, rec));
+    /* Its prefix cache's read-back cost, fitted from its hits' timings
+     * (planner_cache_cost.h); null before a window of them. */
+    const disp_pc_cost_t *pc = &w->pc_read.cost;
+    jset(b, o, "cache_read",
+         pc->have ? json_pack("{s:f, s:f, s:f}", "entry_us", pc->entry_sec * 1e6, "byte_ns",
+                              pc->byte_sec * 1e9, "hits", pc->hits)
+                  : json_null());
     return o;
 }
 

@@ -96,6 +96,14 @@ c = json.load(open(sys.argv[1]))["cache"]
 assert c["read_measured"] is True and c["worker_read_measured"] is True, c
 assert 0 < c["read_ms_per_sample"] < c["compute_ms_per_sample"], c
 PY
+# The worker's figure in the dispatcher's /status.
+curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+w = [w for w in json.load(sys.stdin)["workers"] if w["state"] == "live"][0]
+r = w["cache_read"]
+assert r is not None and r["hits"] >= 256 and r["entry_us"] + r["byte_ns"] > 0, r
+print("worker cache_read: %.1f us an entry + %.3f ns a byte over %d hits" %
+      (r["entry_us"], r["byte_ns"], r["hits"]))' || fail "/status: no cache_read for the worker"
 echo "after a cached job: $(line "$TMP/m.txt")"
 
 # A worker whose budget holds under 5 % of the output: off.
