@@ -147,7 +147,10 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
         goto out;
     }
     job->last_client_ms = now_ms;
-    if (req->cache != NULL && job->planner != NULL) {
+    /* Rank 0's only: the ranks of a multi-consumer job each send their own
+     * totals, which do not add up as one counter (the planner prices one
+     * client, rank 0's profile). */
+    if (req->cache != NULL && job->planner != NULL && req->rank == 0) {
         disp_pjob_note_client_cache(job->planner, req->cache);
     }
     if (req->idle) {
