@@ -6,7 +6,8 @@
 # "cache": "off": off whatever the numbers; a worker budget too small for a
 # useful part of the output: off. The prefix here is decode + resize. The
 # read-back cost is "assumed" until a worker's cache hits were timed (a
-# cached job ran), "measured" after.
+# cached job ran), "measured" after; a client's own cache's lookups reach
+# the job's planner.
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 20
@@ -105,6 +106,33 @@ assert r is not None and r["hits"] >= 256 and r["entry_us"] + r["byte_ns"] > 0, 
 print("worker cache_read: %.1f us an entry + %.3f ns a byte over %d hits" %
       (r["entry_us"], r["byte_ns"], r["hits"]))' || fail "/status: no cache_read for the worker"
 echo "after a cached job: $(line "$TMP/m.txt")"
+
+# The client's own cache reaches the planner: an auto job with --cache-dir
+# (its local share runs through it); while it runs, the job's planner JSON
+# in the dispatcher's /status counts the client's lookups (a closed job's
+# has no planner object).
+"$BIN/sluice" run "$TMP/e6.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
+    --threads 1 --cache-dir "$TMP/lcache" --json >"$TMP/own.json" &
+cpid=$!
+cl=0
+while kill -0 "$cpid" 2>/dev/null; do
+    n=$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(max([j["planner"]["cache"]["client_lookups"] for j in s["jobs"] if j.get("planner")] + [0]))' ||
+        echo 0)
+    [ "$n" -gt "$cl" ] && cl=$n
+    sleep 0.1
+done
+wait "$cpid" || fail "the auto run with the client's cache failed"
+own=$(/usr/bin/python3 -c "import json; c=json.load(open('$TMP/own.json'))['cache']; print(c['hits'] + c['misses'])")
+if [ "$own" -gt 40 ]; then
+    # More than a few polls' worth ran locally: the planner must have heard.
+    [ "$cl" -gt 0 ] || fail "the client looked up $own samples in its cache; the planner heard of none"
+    echo "the client's own cache: $own lookups, the planner heard of $cl during the run"
+else
+    echo "the client's own cache: the plan ran $own samples locally (too few to check)"
+fi
 
 # A worker whose budget holds under 5 % of the output: off.
 kill "$W1_PID"
