@@ -302,6 +302,7 @@ TEST_MODS_test_planner_service := disp client
 TEST_MODS_test_planner_priors := disp client
 TEST_MODS_test_planner_machines := disp
 TEST_MODS_test_planner_cache := disp
+TEST_MODS_test_planner_cache_cost := disp
 TEST_MODS_test_planner_mix := disp
 TEST_MODS_test_planner_read := disp
 TEST_MODS_test_whatif_ingress := disp

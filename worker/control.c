@@ -408,6 +408,10 @@ static int hb_cache(hb_msg_t *m, const wk_tasks_report_t *rep)
         s->evictions = c->evictions;
         s->store_errors = c->store_errors;
         s->corrupt = c->corrupt;
+        s->bytes_evicted = c->bytes_evicted;
+        s->read_ns = c->read_ns;
+        s->read_bytes_sq = c->read_bytes_sq;
+        s->read_bytes_ns = c->read_bytes_ns;
         m->pcache[i] = s;
     }
     return 0;

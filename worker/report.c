@@ -175,7 +175,11 @@ static int cache_delta(const sl_pcache_stats_t *a, const sl_pcache_stats_t *b, s
                              .bytes_written = a->bytes_written - b->bytes_written,
                              .evictions = a->evictions - b->evictions,
                              .store_errors = a->store_errors - b->store_errors,
-                             .corrupt = a->corrupt - b->corrupt};
+                             .corrupt = a->corrupt - b->corrupt,
+                             .bytes_evicted = a->bytes_evicted - b->bytes_evicted,
+                             .read_ns = a->read_ns - b->read_ns,
+                             .read_bytes_sq = a->read_bytes_sq - b->read_bytes_sq,
+                             .read_bytes_ns = a->read_bytes_ns - b->read_bytes_ns};
     return d->hits + d->misses + d->bytes_written + d->evictions + d->store_errors + d->corrupt > 0;
 }
 
@@ -347,8 +351,8 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
     ret->streams_broken = atomic_load(&t->n_broken);
     ret->early_fetches = atomic_load(&t->n_early_fetches);
     ret->sent_unprocessed = atomic_load(&t->n_unprocessed);
-    uint64_t v[7];
-    for (int i = 0; i < 7; i++) {
+    uint64_t v[8];
+    for (int i = 0; i < 8; i++) {
         v[i] = atomic_load(&t->pc_tot[i]);
     }
     ret->cache = (sl_pcache_stats_t){.hits = v[0],
@@ -357,7 +361,8 @@ void wk_tasks_totals(wk_tasks_t *t, wk_totals_t *ret)
                                      .bytes_written = v[3],
                                      .evictions = v[4],
                                      .store_errors = v[5],
-                                     .corrupt = v[6]};
+                                     .corrupt = v[6],
+                                     .bytes_evicted = v[7]};
     ret->cache.waited = atomic_load(&t->pc_waited);
     ret->cache.claim_timeouts = atomic_load(&t->pc_claim_timeouts);
 }

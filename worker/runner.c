@@ -479,14 +479,15 @@ static void stats_copy_locked(wk_job_t *job, sl_exec_t *ex)
         uint64_t failed = was.store_errors;
         sl_pcache_stats(job->pc, &job->pcs);
         const sl_pcache_stats_t *now = &job->pcs;
-        const uint64_t d[7] = {now->hits - was.hits,
+        const uint64_t d[8] = {now->hits - was.hits,
                                now->misses - was.misses,
                                now->bytes_read - was.bytes_read,
                                now->bytes_written - was.bytes_written,
                                now->evictions - was.evictions,
                                now->store_errors - was.store_errors,
-                               now->corrupt - was.corrupt};
-        for (int i = 0; i < 7; i++) {
+                               now->corrupt - was.corrupt,
+                               now->bytes_evicted - was.bytes_evicted};
+        for (int i = 0; i < 8; i++) {
             atomic_fetch_add(&job->tasks->pc_tot[i], d[i]);
         }
         atomic_fetch_add(&job->tasks->pc_waited, now->waited - was.waited);

@@ -55,11 +55,12 @@ static void fail_500(sl_httpd_resp_t *resp)
 /* The prefix cache's counters (docs/cache.md). */
 static json_t *cache_json(const sl_pcache_stats_t *c)
 {
-    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)c->hits,
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)c->hits,
                           "misses", (json_int_t)c->misses, "bytes_read", (json_int_t)c->bytes_read,
                           "bytes_written", (json_int_t)c->bytes_written, "evictions",
-                          (json_int_t)c->evictions, "store_errors", (json_int_t)c->store_errors,
-                          "corrupt", (json_int_t)c->corrupt);
+                          (json_int_t)c->evictions, "bytes_evicted", (json_int_t)c->bytes_evicted,
+                          "store_errors", (json_int_t)c->store_errors, "corrupt",
+                          (json_int_t)c->corrupt);
     /* Concurrent fillers (docs/cache.md): waited-for hits, claims timed out. */
     json_object_set_new(o, "waited", json_integer((json_int_t)c->waited));
     json_object_set_new(o, "claim_timeouts", json_integer((json_int_t)c->claim_timeouts));
@@ -192,6 +193,7 @@ typedef struct wk_cols_s {
     double registered, load, jobs, samples, skipped, splits, msgs, bytes, broken, unprocessed;
     double c_hits, c_misses, c_read, c_written, c_evicted, c_errors, c_corrupt;
     double c_waited, c_claim_timeouts;
+    double c_evicted_bytes;
 } wk_cols_t;
 
 typedef struct wk_family_s {
@@ -251,6 +253,12 @@ static const wk_family_t WK_FAMILIES[] = {
       {NULL},
       0},
      offsetof(wk_cols_t, c_evicted)},
+    {{"sluice_worker_cache_evicted_bytes_total",
+      C,
+      "Bytes of the prefix cache entries evicted by this worker.",
+      {NULL},
+      0},
+     offsetof(wk_cols_t, c_evicted_bytes)},
     {{"sluice_worker_cache_store_errors_total",
       C,
       "Prefix cache stores that failed (disk full, unwritable); the samples went on.",
@@ -310,6 +318,7 @@ static int metrics_text(const wk_view_t *v, char **ret_text, size_t *ret_len)
         .c_read = (double)v->tot.cache.bytes_read,
         .c_written = (double)v->tot.cache.bytes_written,
         .c_evicted = (double)v->tot.cache.evictions,
+        .c_evicted_bytes = (double)v->tot.cache.bytes_evicted,
         .c_errors = (double)v->tot.cache.store_errors,
         .c_corrupt = (double)v->tot.cache.corrupt,
         .c_waited = (double)v->tot.cache.waited,

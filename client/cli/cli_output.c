@@ -125,21 +125,23 @@ static json_t *mix_json(const sluice_job_t *job, const uint64_t *by_source)
  * "workers" the job's workers' as the dispatcher last said. */
 static json_t *cache_json(const cl_job_info_t *info)
 {
-    json_t *c = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "prefix_units",
+    json_t *c = json_pack("{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "prefix_units",
                           (int)info->cache_prefix, "hits", (json_int_t)info->cache_hits, "misses",
                           (json_int_t)info->cache_misses, "bytes_read",
                           (json_int_t)info->cache_bytes_read, "bytes_written",
                           (json_int_t)info->cache_bytes_written, "evictions",
-                          (json_int_t)info->cache_evictions, "store_errors",
+                          (json_int_t)info->cache_evictions, "bytes_evicted",
+                          (json_int_t)info->cache_bytes_evicted, "store_errors",
                           (json_int_t)info->cache_store_errors, "corrupt",
                           (json_int_t)info->cache_corrupt);
     json_object_set_new(c, "waited", json_integer((json_int_t)info->cache_waited));
     json_object_set_new(c, "claim_timeouts", json_integer((json_int_t)info->cache_claim_timeouts));
     const uint64_t *w = info->workers_cache;
     json_object_set_new(c, "workers",
-                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits", (json_int_t)w[0],
-                                  "misses", (json_int_t)w[1], "bytes_read", (json_int_t)w[2],
-                                  "bytes_written", (json_int_t)w[3], "evictions", (json_int_t)w[4],
+                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hits",
+                                  (json_int_t)w[0], "misses", (json_int_t)w[1], "bytes_read",
+                                  (json_int_t)w[2], "bytes_written", (json_int_t)w[3], "evictions",
+                                  (json_int_t)w[4], "bytes_evicted", (json_int_t)w[7],
                                   "store_errors", (json_int_t)w[5], "corrupt", (json_int_t)w[6]));
     return c;
 }

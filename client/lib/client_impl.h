@@ -234,8 +234,9 @@ struct sluice_job {
     char fallback[256];      /* non-empty: why the dispatcher runs remote work here */
     /* The job's workers' prefix cache counters as the dispatcher last said
      * (GetAssignmentResponse.cache; docs/cache.md), hits, misses,
-     * bytes_read, bytes_written, evictions, store_errors, corrupt. */
-    uint64_t workers_cache[7];
+     * bytes_read, bytes_written, evictions, store_errors, corrupt,
+     * bytes_evicted. */
+    uint64_t workers_cache[8];
     /* The plan: SubmitJob's, then each GetAssignment's (control thread);
      * read unlocked by the consumer's stats (a torn read is one stale
      * figure). */

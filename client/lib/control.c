@@ -14,6 +14,7 @@
 #include "client/lib/profile.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
+#include "common/pcache/pcache.h"
 
 /* The job is gone from the dispatcher. Its most common cause is a dispatcher
  * restarted without a journal, so the message names the flag that keeps jobs. */
@@ -340,8 +341,8 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     }
     if (r->cache != NULL) {
         const Sluice__CacheStats *c = r->cache;
-        const uint64_t v[7] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
-                               c->evictions, c->store_errors, c->corrupt};
+        const uint64_t v[8] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
+                               c->evictions, c->store_errors, c->corrupt,    c->bytes_evicted};
         memcpy(job->workers_cache, v, sizeof(v));
     }
     if (r->fallback != NULL && r->fallback[0] != '\0') {
@@ -386,6 +387,26 @@ static void *control_main(void *arg)
         pthread_mutex_lock(&job->mu);
         req.idle = job->idle != 0 && polled;
         pthread_mutex_unlock(&job->mu);
+        /* The client's own prefix cache so far: the planner prices its
+         * local samples at its hit rate and read cost (docs/cache.md).
+         * job->pc is set before this thread starts and freed after it. */
+        Sluice__CacheStats own = SLUICE__CACHE_STATS__INIT;
+        if (job->pc != NULL) {
+            sl_pcache_stats_t c;
+            sl_pcache_stats(job->pc, &c);
+            own.hits = c.hits;
+            own.misses = c.misses;
+            own.bytes_read = c.bytes_read;
+            own.bytes_written = c.bytes_written;
+            own.evictions = c.evictions;
+            own.store_errors = c.store_errors;
+            own.corrupt = c.corrupt;
+            own.bytes_evicted = c.bytes_evicted;
+            own.read_ns = c.read_ns;
+            own.read_bytes_sq = c.read_bytes_sq;
+            own.read_bytes_ns = c.read_bytes_ns;
+            req.cache = &own;
+        }
         ProtobufCMessage *resp = NULL;
         sl_rpc_status_t st;
         if (rc == 0 || rc == -ECOMM) {

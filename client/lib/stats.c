@@ -181,6 +181,7 @@ void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret)
         ret->cache_bytes_read = c.bytes_read;
         ret->cache_bytes_written = c.bytes_written;
         ret->cache_evictions = c.evictions;
+        ret->cache_bytes_evicted = c.bytes_evicted;
         ret->cache_store_errors = c.store_errors;
         ret->cache_corrupt = c.corrupt;
         ret->cache_waited = c.waited;

@@ -23,11 +23,11 @@ typedef struct cl_job_info_s {
      * cached (0: none) and its counters (common/pcache/pcache.h). */
     uint32_t cache_prefix;
     uint64_t cache_hits, cache_misses, cache_bytes_read, cache_bytes_written, cache_evictions,
-        cache_store_errors, cache_corrupt;
+        cache_bytes_evicted, cache_store_errors, cache_corrupt;
     uint64_t cache_waited, cache_claim_timeouts; /* concurrent fillers (pclaim.h) */
     /* The same counters of the job's workers, as the dispatcher last said
      * (remote jobs; in the order above, from hits). */
-    uint64_t workers_cache[7];
+    uint64_t workers_cache[8];
 } cl_job_info_t;
 
 void cl_job_info(const sluice_job_t *job, cl_job_info_t *ret);

@@ -2,6 +2,7 @@
 #include "common/pcache/pcache.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,24 @@ struct sl_pcache_s {
     int64_t claim_ms; /* 0: no claims */
     _Atomic uint64_t hits, misses, bytes_read, bytes_written, evictions, store_errors, corrupt;
     _Atomic uint64_t waited, claim_timeouts;
+    _Atomic uint64_t bytes_evicted;
+    /* The hits' timings (pcache.h sl_pcache_stats_t): one lock per hit,
+     * small beside the hit's open, read and checksum. */
+    pthread_mutex_t cost_mu;
+    uint64_t read_ns;
+    double read_bytes_sq, read_bytes_ns;
 };
+
+/* This thread's CPU time, ns: a hit's cost without the waits of a shared
+ * machine, like the profiles' CPU s per sample it is compared with. */
+static uint64_t thread_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0) {
+        return 0;
+    }
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -153,6 +171,7 @@ int sl_pcache_new(sl_cache_t *store, const sl_spec_t *spec, uint64_t fingerprint
         free(pc);
         return rc < 0 ? sl_err(err, errlen, rc, "prefix cache: %s", strerror(-rc)) : 0;
     }
+    pthread_mutex_init(&pc->cost_mu, NULL);
     pc->store = store;
     pc->fingerprint = fingerprint;
     pc->prefix = prefix;
@@ -187,6 +206,7 @@ void sl_pcache_free(sl_pcache_t *pc)
         free(pc->th[i].buf);
     }
     free(pc->th);
+    pthread_mutex_destroy(&pc->cost_mu);
     free(pc);
 }
 
@@ -287,6 +307,7 @@ static int load(sl_pcache_t *pc, pc_thread_t *th, int fd, const uint8_t *h, sl_t
 static int read_entry(sl_pcache_t *pc, unsigned tid, const char *key, uint64_t index,
                       sl_tensor_t *out)
 {
+    uint64_t t0 = thread_ns();
     int fd = sl_cache_lookup(pc->store, key);
     if (fd < 0) {
         return -ENOENT;
@@ -313,7 +334,17 @@ static int read_entry(sl_pcache_t *pc, unsigned tid, const char *key, uint64_t i
         sl_cache_remove(pc->store, key);
         return -EBADMSG;
     }
+    uint64_t t1 = thread_ns();
+    uint64_t ns = t1 > t0 ? t1 - t0 : 0;
+    double b = (double)st.st_size;
+    pthread_mutex_lock(&pc->cost_mu);
+    /* Under the lock with the sums: a reader sees hits and timings agree. */
+    atomic_fetch_add(&pc->hits, 1);
     atomic_fetch_add(&pc->bytes_read, (uint64_t)st.st_size);
+    pc->read_ns += ns;
+    pc->read_bytes_sq += b * b;
+    pc->read_bytes_ns += b * (double)ns;
+    pthread_mutex_unlock(&pc->cost_mu);
     return 0;
 }
 
@@ -341,9 +372,8 @@ int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *ou
      * we claim it), or the wait ends. */
     for (;;) {
         int rc = read_entry(pc, tid, key, index, out);
-        if (rc == 0) {
+        if (rc == 0) { /* a hit, counted by read_entry with its timing */
             sl_pclaim_release(dir, &th->claim); /* the holder finished first */
-            atomic_fetch_add(&pc->hits, 1);
             if (t0 > 0) {
                 atomic_fetch_add(&pc->waited, 1);
             }
@@ -418,13 +448,14 @@ int sl_pcache_put(sl_pcache_t *pc, unsigned tid, uint64_t index, const sl_tensor
                            {.iov_base = (void *)payload, .iov_len = n}};
     char key[SL_CACHE_KEY_MAX];
     entry_name(pc, index, key);
-    uint64_t evicted = 0;
-    int rc = sl_cache_put(pc->store, key, iov, 2, &evicted);
+    uint64_t evicted = 0, evicted_bytes = 0;
+    int rc = sl_cache_put_ex(pc->store, key, iov, 2, &evicted, &evicted_bytes);
     free(packed);
     if (pc->th[tid].claim.fd >= 0 && pc->th[tid].claim_index == index) {
         sl_pclaim_release(sl_cache_dir_fd(pc->store), &pc->th[tid].claim);
     }
     atomic_fetch_add(&pc->evictions, evicted);
+    atomic_fetch_add(&pc->bytes_evicted, evicted_bytes);
     if (rc < 0) {
         atomic_fetch_add(&pc->store_errors, 1);
         return rc;
@@ -436,9 +467,15 @@ int sl_pcache_put(sl_pcache_t *pc, unsigned tid, uint64_t index, const sl_tensor
 void sl_pcache_stats(const sl_pcache_t *pc, sl_pcache_stats_t *ret)
 {
     sl_pcache_t *m = (sl_pcache_t *)pc; /* atomic loads of const counters */
+    pthread_mutex_lock(&m->cost_mu);
     ret->hits = atomic_load(&m->hits);
-    ret->misses = atomic_load(&m->misses);
     ret->bytes_read = atomic_load(&m->bytes_read);
+    ret->read_ns = m->read_ns;
+    ret->read_bytes_sq = m->read_bytes_sq;
+    ret->read_bytes_ns = m->read_bytes_ns;
+    pthread_mutex_unlock(&m->cost_mu);
+    ret->misses = atomic_load(&m->misses);
+    ret->bytes_evicted = atomic_load(&m->bytes_evicted);
     ret->bytes_written = atomic_load(&m->bytes_written);
     ret->evictions = atomic_load(&m->evictions);
     ret->store_errors = atomic_load(&m->store_errors);
@@ -458,4 +495,8 @@ void sl_pcache_stats_add(sl_pcache_stats_t *sum, const sl_pcache_stats_t *a)
     sum->corrupt += a->corrupt;
     sum->waited += a->waited;
     sum->claim_timeouts += a->claim_timeouts;
+    sum->bytes_evicted += a->bytes_evicted;
+    sum->read_ns += a->read_ns;
+    sum->read_bytes_sq += a->read_bytes_sq;
+    sum->read_bytes_ns += a->read_bytes_ns;
 }

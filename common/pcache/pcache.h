@@ -39,6 +39,14 @@ typedef struct sl_pcache_stats_s {
     uint64_t evictions;     /* entries the stores of this job evicted */
     uint64_t store_errors;  /* stores that failed (ENOSPC, EIO, ...): the sample went on */
     uint64_t corrupt;       /* entries refused: short, bad magic/version/key/checksum */
+    uint64_t bytes_evicted; /* the bytes of those evictions */
+    /* The hits' read-back cost, measured (thread CPU time from the lookup
+     * to the tensor decoded, b = the entry's stored bytes): the sums the
+     * dispatcher fits a cost per entry and per byte from
+     * (dispatcher/planner/planner_cache_cost.h): sum t (ns), sum b^2,
+     * sum b*t (bytes * ns); n is hits, sum b is bytes_read. */
+    uint64_t read_ns;
+    double read_bytes_sq, read_bytes_ns;
     /* Concurrent fillers (common/pcache/pclaim.h): hits that waited for
      * another job's claim on the key (counted in hits too), and lookups
      * that waited until the claim's deadline and computed (in misses). */

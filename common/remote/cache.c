@@ -40,6 +40,7 @@ struct sl_cache_s {
     int shards_fd;
     _Atomic uint64_t since_pass; /* sample bytes committed since the last pass */
     _Atomic uint64_t evictions;
+    _Atomic uint64_t evicted_bytes;
 };
 
 static const char *const ns_dirs[SL_CACHE_NS__COUNT] = {"shards", "samples"};
@@ -330,9 +331,10 @@ static int scan(const sl_cache_t *c, ent_t **ret, size_t *ret_n, uint64_t *ret_t
 
 /* One eviction pass (sl_cache_evict); *ret_n gets the entries removed. The
  * sample namespace's budget is what the shards leave (cache.h). */
-static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n)
+static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, uint64_t *ret_bytes)
 {
     *ret_n = 0;
+    *ret_bytes = 0;
     int lfd = openat(c->dir_fd, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (lfd < 0) {
         return -errno;
@@ -359,6 +361,7 @@ static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n)
                 snprintf(lock, sizeof(lock), ".%s.lock", v[i].name);
                 unlinkat(c->dir_fd, lock, 0);
                 total -= v[i].size;
+                *ret_bytes += v[i].size;
                 (*ret_n)++;
             }
         }
@@ -366,13 +369,14 @@ static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n)
     }
     close(lfd);
     atomic_fetch_add(&((sl_cache_t *)c)->evictions, *ret_n);
+    atomic_fetch_add(&((sl_cache_t *)c)->evicted_bytes, *ret_bytes);
     return rc;
 }
 
 int sl_cache_evict(const sl_cache_t *c, const char *keep)
 {
-    uint64_t n;
-    return evict_pass(c, keep, &n);
+    uint64_t n, bytes;
+    return evict_pass(c, keep, &n, &bytes);
 }
 
 uint64_t sl_cache_usage(const sl_cache_t *c)
@@ -392,6 +396,11 @@ int sl_cache_dir_fd(const sl_cache_t *c) { return c->dir_fd; }
 uint64_t sl_cache_evictions(const sl_cache_t *c)
 {
     return atomic_load(&((sl_cache_t *)c)->evictions);
+}
+
+uint64_t sl_cache_evicted_bytes(const sl_cache_t *c)
+{
+    return atomic_load(&((sl_cache_t *)c)->evicted_bytes);
 }
 
 int sl_cache_remove(const sl_cache_t *c, const char *key)
@@ -434,7 +443,7 @@ static int write_all(int fd, const struct iovec *iov, int niov)
  * torn is refused, not served; a crash before the rename leaves only a
  * temporary. A sync per sample would cost more than most samples. */
 static int commit_sample(const sl_cache_t *c, sl_cache_fill_t *fill, uint64_t size,
-                         uint64_t *ret_evicted)
+                         uint64_t *ret_evicted, uint64_t *ret_evicted_bytes)
 {
     if (renameat(c->dir_fd, fill->tmp, c->dir_fd, fill->key) < 0) {
         int rc = -errno;
@@ -453,7 +462,7 @@ static int commit_sample(const sl_cache_t *c, sl_cache_fill_t *fill, uint64_t si
     if (atomic_fetch_add(&m->since_pass, size) + size >= due) {
         atomic_store(&m->since_pass, 0);
         /* The entry is in place: a failed pass is retried by the next. */
-        (void)evict_pass(c, fill->key, ret_evicted);
+        (void)evict_pass(c, fill->key, ret_evicted, ret_evicted_bytes);
     }
     return 0;
 }
@@ -461,7 +470,14 @@ static int commit_sample(const sl_cache_t *c, sl_cache_fill_t *fill, uint64_t si
 int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
                  uint64_t *ret_evicted)
 {
+    return sl_cache_put_ex(c, key, iov, niov, ret_evicted, NULL);
+}
+
+int sl_cache_put_ex(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
+                    uint64_t *ret_evicted, uint64_t *ret_evicted_bytes)
+{
     uint64_t evicted = 0, before = sl_cache_evictions(c);
+    uint64_t evicted_bytes = 0, before_bytes = sl_cache_evicted_bytes(c);
     sl_cache_fill_t fill;
     bool hit = false;
     int rc = sl_cache_fill_begin(c, key, &fill, &hit);
@@ -481,7 +497,7 @@ int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, 
         return rc;
     }
     if (c->ns == SL_CACHE_NS_SAMPLES) {
-        rc = commit_sample(c, &fill, size, &evicted);
+        rc = commit_sample(c, &fill, size, &evicted, &evicted_bytes);
     } else {
         rc = sl_cache_fill_commit(c, &fill);
         if (rc >= 0) {
@@ -489,9 +505,13 @@ int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, 
             rc = 0;
         }
         evicted = sl_cache_evictions(c) - before;
+        evicted_bytes = sl_cache_evicted_bytes(c) - before_bytes;
     }
     if (ret_evicted != NULL) {
         *ret_evicted = evicted;
+    }
+    if (ret_evicted_bytes != NULL) {
+        *ret_evicted_bytes = evicted_bytes;
     }
     return rc;
 }

@@ -108,8 +108,15 @@ struct iovec;
 int sl_cache_put(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
                  uint64_t *ret_evicted);
 
+/* sl_cache_put, and *ret_evicted_bytes (may be NULL) gets the bytes of the
+ * entries this call evicted. */
+int sl_cache_put_ex(const sl_cache_t *c, const char *key, const struct iovec *iov, int niov,
+                    uint64_t *ret_evicted, uint64_t *ret_evicted_bytes);
+
 /* Entries this handle evicted so far. */
 uint64_t sl_cache_evictions(const sl_cache_t *c);
+/* Their bytes. */
+uint64_t sl_cache_evicted_bytes(const sl_cache_t *c);
 
 /* The namespace's directory (O_DIRECTORY, owned by c): for files kept
  * beside the entries -- partial shards (common/remote/partial.h), counted

@@ -237,6 +237,7 @@ typedef struct disp_rates_s {
  * heartbeats (HeartbeatRequest.job_cache: each one's growth). */
 typedef struct disp_cache_stats_s {
     uint64_t hits, misses, bytes_read, bytes_written, evictions, store_errors, corrupt;
+    uint64_t bytes_evicted;
 } disp_cache_stats_t;
 
 typedef struct disp_job_s {

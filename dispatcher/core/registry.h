@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "common/cost/hostfacts.h"
+#include "dispatcher/planner/planner_cache_cost.h"
 #include "dispatcher/planner/plugins.h"
 
 #define DISP_ADDR_MAX 256
@@ -62,6 +63,9 @@ typedef struct disp_worker_s {
     int has_cpus;
     double cpu_budget;
     uint64_t cache_bytes; /* its prefix cache budget (RegisterWorker); 0 = none */
+    /* Its prefix cache hits' read-back cost, from its heartbeats' timings
+     * (planner_cache_cost.h): the planner prices reading an entry with it. */
+    disp_pc_costwin_t pc_read;
     /* Its plugin_dir's stages (RegisterWorker; dispatcher/planner/plugins.h). */
     disp_plugin_t plugins[DISP_WORKER_PLUGINS_MAX];
     uint32_t nplugins;
@@ -84,7 +88,7 @@ typedef struct disp_registry_s {
     uint64_t bytes_sent_total;
     /* Every job's workers' prefix cache counters, closed jobs included
      * (docs/cache.md; disp_cache_stats_t's fields in order). */
-    uint64_t cache_total[7];
+    uint64_t cache_total[8]; /* + bytes_evicted */
 } disp_registry_t;
 
 /* first_id: the first id handed out (main seeds it from the wall clock so

@@ -114,6 +114,11 @@ typedef struct disp_pl_input_s {
      * units, the read and the per-byte receive cost: batching, messages,
      * bookkeeping. Measured while the job runs (0 until then). */
     double sample_sec;
+    /* The client's own prefix cache (docs/cache.md): CPU s a local sample
+     * saves on average (its hit rate x (read + prefix units - reading the
+     * entry back)); only a sample the client runs whole looks it up, so
+     * only the local sample's cost is lowered. 0 = none. */
+    double local_cache_sec;
     double client_cores;                   /* the client's CPU budget */
     double consumer_rate;                  /* samples/s the training loop takes; 0 = unlimited */
     double client_bandwidth;               /* client ingress cap bytes/s; 0 = none */

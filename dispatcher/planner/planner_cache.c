@@ -53,6 +53,11 @@ void disp_pc_decide(const disp_pc_in_t *in, disp_pc_decision_t *ret)
     }
     ret->read_sec = disp_pc_read_sec(in->out_bytes, in->ratio, in->decompress_sec,
                                      &ret->stored_bytes);
+    if (in->measured.have) {
+        /* Measured on hits, decompression included. */
+        ret->read_sec = disp_pc_cost_sec(&in->measured, ret->stored_bytes);
+        ret->measured = 1;
+    }
     ret->total_bytes = ret->stored_bytes * fin(in->samples);
     double compute = fin(in->compute_sec);
     char fitbuf[128];
@@ -72,11 +77,12 @@ void disp_pc_decide(const disp_pc_in_t *in, disp_pc_decision_t *ret)
                  "reported one)",
                  a);
     }
-    char cost[112];
-    snprintf(cost, sizeof(cost), "computing units 0..%u costs %.3f ms a sample, reading %.3f ms",
-             in->prefix - 1, compute * 1e3, ret->read_sec * 1e3);
+    char cost[160];
+    snprintf(cost, sizeof(cost),
+             "computing units 0..%u costs %.3f ms a sample, reading %.3f ms (%s)", in->prefix - 1,
+             compute * 1e3, ret->read_sec * 1e3, ret->measured ? "measured" : "assumed");
     if (compute <= ret->read_sec) {
-        snprintf(ret->why, sizeof(ret->why), "off: %s (not cheaper)", cost);
+        snprintf(ret->why, sizeof(ret->why), "off: %s; not cheaper", cost);
         return;
     }
     if (ret->fit < DISP_PC_MIN_FIT) {
@@ -141,13 +147,41 @@ void disp_pc_price(disp_pl_input_t *in, uint32_t prefix, double h, double read_s
     }
 }
 
+void disp_pc_price_client(disp_pl_input_t *in, uint32_t prefix, double h, double read_sec)
+{
+    in->local_cache_sec = 0.0;
+    if (!(h > 0.0) || prefix == 0) {
+        return;
+    }
+    uint32_t n = prefix < in->nunits ? prefix : in->nunits;
+    double computed = fin(in->read_sec);
+    for (uint32_t u = 0; u < n; u++) {
+        computed += fin(in->unit_sec[u]);
+    }
+    double saved = fmin(h, 1.0) * (computed - fin(read_sec));
+    in->local_cache_sec = saved > 0.0 ? saved : 0.0;
+}
+
+double disp_pc_client_rate(const disp_pc_job_t *c)
+{
+    return c->decided && c->d.on && c->client.have_rate ? c->client.hit_rate : 0.0;
+}
+
 int disp_pc_replan_due(const disp_pc_job_t *c, char *why, size_t whylen)
 {
-    if (!c->decided || !c->d.on || !c->have_rate ||
-        fabs(c->hit_rate - c->priced_rate) <= DISP_PC_REPLAN_DIFF) {
+    if (!c->decided || !c->d.on) {
         return 0;
     }
-    snprintf(why, whylen, "prefix cache hit rate %.0f%% -> %.0f%%", c->priced_rate * 100.0,
-             c->hit_rate * 100.0);
-    return 1;
+    if (c->have_rate && fabs(c->hit_rate - c->priced_rate) > DISP_PC_REPLAN_DIFF) {
+        snprintf(why, whylen, "prefix cache hit rate %.0f%% -> %.0f%%", c->priced_rate * 100.0,
+                 c->hit_rate * 100.0);
+        return 1;
+    }
+    if (c->client.have_rate &&
+        fabs(c->client.hit_rate - c->client_priced_rate) > DISP_PC_REPLAN_DIFF) {
+        snprintf(why, whylen, "the client's prefix cache hit rate %.0f%% -> %.0f%%",
+                 c->client_priced_rate * 100.0, c->client.hit_rate * 100.0);
+        return 1;
+    }
+    return 0;
 }

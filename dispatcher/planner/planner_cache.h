@@ -33,10 +33,11 @@
 #include <stdint.h>
 
 #include "dispatcher/planner/planner.h"
+#include "dispatcher/planner/planner_cache_cost.h"
 
-/* Reading one entry back, as assumed (not measured: the cache keeps no
- * timings): open, read, checksum and close, plus a cost per stored byte
- * (a page-cache or SSD read and the checksum, ~1 GB/s). */
+/* Reading one entry back, as assumed before anything was measured
+ * (planner_cache_cost.h): open, read, checksum and close, plus a cost per
+ * stored byte (a page-cache or SSD read and the checksum, ~1 GB/s). */
 #define DISP_PC_ENTRY_SEC 50e-6
 #define DISP_PC_SEC_PER_BYTE 1e-9
 /* Below this share of the data set's output fitting, the cache keeps too
@@ -60,6 +61,9 @@ typedef struct disp_pc_in_s {
     double ratio;          /* the codec's raw / compressed at the prefix; <= 1 = none */
     double decompress_sec; /* the codec's decompression per sample at the prefix */
     double budget;         /* the live workers' cache bytes together; 0 = unknown */
+    /* The live workers' read-back cost as measured (planner_cache_cost.h);
+     * have 0: the assumed one. */
+    disp_pc_cost_t measured;
 } disp_pc_in_t;
 
 typedef struct disp_pc_decision_s {
@@ -68,6 +72,7 @@ typedef struct disp_pc_decision_s {
     double stored_bytes; /* one entry as stored */
     double total_bytes;  /* the data set's entries */
     double fit;          /* share of them the budget holds (1 when unknown) */
+    int measured;        /* read_sec is the workers' measured cost (else assumed) */
     char why[384];       /* "on: ..." / "off: ..." with the numbers */
 } disp_pc_decision_t;
 
@@ -91,6 +96,16 @@ typedef struct disp_pc_job_s {
     int have_rate;
     double hit_rate;
     double priced_rate;
+    /* The client's own cache (GetAssignmentRequest.cache, cumulative):
+     * its hit rate in the same windows, its measured read cost, and the
+     * rate the last plan priced its units at. */
+    disp_pc_hitwin_t client;
+    disp_pc_costwin_t client_cost;
+    double client_priced_rate;
+    /* Reading an entry back as the last plan priced it: the workers'
+     * (measured when they have a figure) and the client's. */
+    double worker_read_sec, client_read_sec;
+    int worker_read_measured, client_read_measured;
 } disp_pc_job_t;
 
 /* The job's counters so far (cumulative): closes a window every
@@ -103,12 +118,23 @@ double disp_pc_rate(const disp_pc_job_t *c);
 
 /* Prices the workers' prefix in in at hit rate h: each class's read and
  * units [0, prefix) cost (1 - h) of themselves plus h read_sec on the read.
- * h <= 0 or prefix 0: unchanged. The client's costs stay (its own cache's
- * hits are not reported). */
+ * h <= 0 or prefix 0: unchanged. The client's costs stay (priced by
+ * disp_pc_price_client at its own rate). */
 void disp_pc_price(disp_pl_input_t *in, uint32_t prefix, double h, double read_sec);
 
-/* The measured rate moved more than DISP_PC_REPLAN_DIFF from the priced
- * one (why says from what to what). */
+/* The client's own cache at its hit rate h: in->local_cache_sec = h x
+ * (its read and units [0, prefix) - read_sec), what a sample it runs whole
+ * saves (a sample it finishes from a worker's output looks nothing up, so
+ * its unit costs stay; classes not profiled, priced at the client's
+ * costs, are not discounted). h <= 0, prefix 0 or nothing saved: 0. */
+void disp_pc_price_client(disp_pl_input_t *in, uint32_t prefix, double h, double read_sec);
+
+/* The client's hit rate a plan prices: its last window's when the job
+ * caches and one was measured, else 0. */
+double disp_pc_client_rate(const disp_pc_job_t *c);
+
+/* The measured rate (the workers' or the client's) moved more than
+ * DISP_PC_REPLAN_DIFF from the priced one (why says from what to what). */
 int disp_pc_replan_due(const disp_pc_job_t *c, char *why, size_t whylen);
 
 #endif

@@ -236,6 +236,11 @@ int disp_pjob_new(const Sluice__PlannerInputs *in, const sl_spec_t *spec, sl_off
                   disp_pjob_t **ret, char *err, size_t errlen);
 void disp_pjob_free(disp_pjob_t *pj); /* NULL ok */
 
+/* The client's own prefix cache counters for the job so far
+ * (GetAssignmentRequest.cache): its hit rate and read-back cost windows
+ * (planner_cache.h), priced by the next plan. */
+void disp_pjob_note_client_cache(disp_pjob_t *pj, const Sluice__CacheStats *m);
+
 /* Sets the epoch geometry (pj->nsplits, split_len) from split lengths;
  * more than DISP_PL_MAX_STEPS splits (or none) means continuous F.
  * Returns 1 when it changed. */

@@ -120,6 +120,10 @@ double disp_pl_client_all(const disp_pl_input_t *in)
     for (uint32_t u = 0; u < in->nunits; u++) {
         s += in->unit_sec[u];
     }
+    /* Bounded by what it prices (planner_cache.c): never below the rest. */
+    if (isfinite(in->local_cache_sec) && in->local_cache_sec > 0.0 && in->local_cache_sec < s) {
+        s -= in->local_cache_sec;
+    }
     return s;
 }
 

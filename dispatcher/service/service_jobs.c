@@ -14,6 +14,7 @@
 #include "common/base/log.h"
 #include "dispatcher/core/tenants.h"
 #include "dispatcher/journal/journal_state.h"
+#include "dispatcher/planner/planner_job.h"
 #include "dispatcher/service/planner_svc.h"
 #include "dispatcher/service/service.h"
 #include "dispatcher/service/service_impl.h"
@@ -130,8 +131,20 @@ static Sluice__CacheStats *cache_msg(disp_arena_t *a, const disp_cache_stats_t *
         m->evictions = c->evictions;
         m->store_errors = c->store_errors;
         m->corrupt = c->corrupt;
+        m->bytes_evicted = c->bytes_evicted;
     }
     return m;
+}
+
+/* The client's own prefix cache counters to the planner (d->mu held).
+ * Rank 0's only: the ranks of a multi-consumer job each send their own
+ * totals, which do not add up as one counter (the planner prices one
+ * client, rank 0's profile). */
+static void note_client_cache(disp_job_t *job, const Sluice__GetAssignmentRequest *req)
+{
+    if (req->cache != NULL && job->planner != NULL && req->rank == 0) {
+        disp_pjob_note_client_cache(job->planner, req->cache);
+    }
 }
 
 int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
@@ -145,6 +158,7 @@ int disp_svc_get_assignment(disp_t *d, const Sluice__GetAssignmentRequest *req,
         goto out;
     }
     job->last_client_ms = now_ms;
+    note_client_cache(job, req);
     if (req->idle) {
         (void)disp_jobs_client_idle(&d->jobs, job, now_ms); /* assigns too */
     } else {

@@ -279,15 +279,19 @@ static int heartbeat_reply(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatR
 
 /* The workers' prefix cache growth per job (docs/cache.md), d->mu held.
  * A job closed meanwhile counts only in the totals. */
-static void add_cache(disp_t *d, const Sluice__HeartbeatRequest *req)
+static void add_cache(disp_t *d, disp_worker_t *w, const Sluice__HeartbeatRequest *req)
 {
     for (size_t i = 0; i < req->n_job_cache; i++) {
         const Sluice__CacheStats *c = req->job_cache[i];
-        const uint64_t v[7] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
-                               c->evictions, c->store_errors, c->corrupt};
-        for (int k = 0; k < 7; k++) {
+        const uint64_t v[8] = {c->hits,      c->misses,       c->bytes_read, c->bytes_written,
+                               c->evictions, c->store_errors, c->corrupt,    c->bytes_evicted};
+        for (int k = 0; k < 8; k++) {
             d->reg.cache_total[k] += v[k];
         }
+        /* The hits' timings, per worker over its jobs: its read cost. */
+        disp_pc_sums_t s = {(double)c->hits, (double)c->bytes_read, (double)c->read_ns,
+                            c->read_bytes_sq, c->read_bytes_ns};
+        (void)disp_pc_costwin_add(&w->pc_read, &s);
         disp_job_t *job = disp_jobs_find(&d->jobs, c->job_id);
         if (job != NULL) {
             disp_cache_stats_t *j = &job->cache;
@@ -298,6 +302,7 @@ static void add_cache(disp_t *d, const Sluice__HeartbeatRequest *req)
             j->evictions += v[4];
             j->store_errors += v[5];
             j->corrupt += v[6];
+            j->bytes_evicted += v[7];
         }
     }
 }
@@ -362,7 +367,7 @@ int disp_svc_heartbeat(disp_t *d, const Sluice__HeartbeatRequest *req,
     d->reg.bytes_sent_total += req->bytes_sent >= w->bytes_sent ? req->bytes_sent - w->bytes_sent
                                                                 : req->bytes_sent;
     w->bytes_sent = req->bytes_sent;
-    add_cache(d, req);
+    add_cache(d, w, req);
     add_held(d, w, req);
     w->in_progress = (uint32_t)(req->n_splits_in_progress > UINT32_MAX ? UINT32_MAX
                                                                        : req->n_splits_in_progress);

@@ -126,6 +126,13 @@ static json_t *worker_json(jb_t *b, const disp_worker_t *w, int64_t now_ms,
         jset(b, o, "samples_per_sec", jreal(disp_status_worker_rate(rec)));
     }
     jset(b, o, "stages", stages_json(b, w->stages, w->nstages, w->threads, rec));
+    /* Its prefix cache's read-back cost, fitted from its hits' timings
+     * (planner_cache_cost.h); null before a window of them. */
+    const disp_pc_cost_t *pc = &w->pc_read.cost;
+    jset(b, o, "cache_read",
+         pc->have ? json_pack("{s:f, s:f, s:f}", "entry_us", pc->entry_sec * 1e6, "byte_ns",
+                              pc->byte_sec * 1e9, "hits", pc->hits)
+                  : json_null());
     return o;
 }
 
@@ -375,6 +382,7 @@ static json_t *cache_json(jb_t *b, const disp_cache_stats_t *c)
     jset(b, o, "bytes_read", jint(c->bytes_read));
     jset(b, o, "bytes_written", jint(c->bytes_written));
     jset(b, o, "evictions", jint(c->evictions));
+    jset(b, o, "bytes_evicted", jint(c->bytes_evicted));
     jset(b, o, "store_errors", jint(c->store_errors));
     jset(b, o, "corrupt", jint(c->corrupt));
     return o;
@@ -459,7 +467,7 @@ static json_t *totals_json(jb_t *b, disp_t *d, disp_status_t *st)
     jset(b, tot, "splits_reassigned_total", jint(d->jobs.splits_reassigned_total));
     jset(b, tot, "bytes_sent_total", jint(d->reg.bytes_sent_total));
     const uint64_t *ct = d->reg.cache_total;
-    disp_cache_stats_t cache = {ct[0], ct[1], ct[2], ct[3], ct[4], ct[5], ct[6]};
+    disp_cache_stats_t cache = {ct[0], ct[1], ct[2], ct[3], ct[4], ct[5], ct[6], ct[7]};
     jset(b, tot, "cache", cache_json(b, &cache));
     if (st == NULL) {
         return tot;

@@ -5,7 +5,9 @@
 # offloaded and local; bad cache states -- truncated entries, entries of
 # another format version, a full disk, a worker killed mid-write -- are
 # never served and never fail a sample; two concurrent jobs of one spec
-# share the entries.
+# share the entries; a cache big enough evicts nothing, one smaller than the
+# data set's entries evicts, and says so in the worker's /status and
+# /metrics, the dispatcher's job /status and `sluice run --json`.
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 20
@@ -20,6 +22,8 @@ cat >"$TMP/v.json" <<JSON
 JSON
 sed 's/"epochs": 2}/"epochs": 2, "cache": "off"}/' "$TMP/v.json" >"$TMP/v_off.json"
 sed 's/"size": 72/"size": 70/' "$TMP/v.json" >"$TMP/v2.json"
+# ~200 KB an entry: 60 of them are ~12 MB, far beyond a 1 MiB cache.
+sed 's/"size": 72/"size": 256/' "$TMP/v.json" >"$TMP/big.json"
 
 "$BIN/sluice" run "$TMP/v.json" --local --data-root "$TMP/data" --quiet --threads 2 \
     --digests "$TMP/local"
@@ -98,6 +102,18 @@ done
 wh=$(/usr/bin/python3 -c "import json; print(json.load(open('$TMP/warm.json'))['cache']['workers']['hits'])")
 [ "$wh" -gt 0 ] || fail "--json: no worker cache hits heard during the warm run"
 echo "dispatcher: 180 hits in its totals; the warm run's --json heard $wh of its 120"
+# A cache big enough for the data set evicts nothing, and every place says 0.
+[ "$(cache evictions)" -eq 0 ] && [ "$(cache bytes_evicted)" -eq 0 ] ||
+    fail "a big enough cache evicted: $(cache evictions) entries"
+grep -q '^sluice_worker_cache_evictions_total 0$' <(curl -sf "http://$W_HTTP/metrics") ||
+    fail "/metrics: evictions not 0 (or missing)"
+grep -q '^sluice_worker_cache_evicted_bytes_total 0$' <(curl -sf "http://$W_HTTP/metrics") ||
+    fail "/metrics: evicted bytes not 0 (or missing)"
+de=$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c \
+    'import json,sys; c=json.load(sys.stdin)["totals"]["cache"]; print(c["evictions"], c["bytes_evicted"])')
+[ "$de" = "0 0" ] || fail "dispatcher totals: evictions, bytes $de, expected 0 0"
+we=$(/usr/bin/python3 -c "import json; w=json.load(open('$TMP/warm.json'))['cache']['workers']; print(w['evictions'], w['bytes_evicted'])")
+[ "$we" = "0 0" ] || fail "--json: workers' evictions, bytes $we, expected 0 0"
 
 # Half the samples on the client (its own cache), half on the worker.
 "$BIN/sluice" run "$TMP/v.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
@@ -159,6 +175,43 @@ start_worker
 remote v after_kill
 [ "$(cache corrupt)" -eq 0 ] || fail "after the kill: a refused entry (partial?)"
 echo "worker killed mid-write: restarted, digests equal, nothing partial served"
+
+# A cache smaller than the data set's entries (1 MiB for ~12 MB): it evicts,
+# counted in entries and bytes, in the worker's /status and /metrics, the
+# dispatcher's job (from the heartbeats) and the run's --json (as the
+# dispatcher last said during the run); the digests stay right.
+kill "$W_PID"
+wait "$W_PID" 2>/dev/null || true
+CACHE="$TMP/tinycache"
+start_worker 1048576
+"$BIN/sluice" run "$TMP/big.json" --local --data-root "$TMP/data" --quiet --threads 2 \
+    --digests "$TMP/local_big"
+sort "$TMP/local_big" >"$TMP/local_big.s"
+remote big tiny "$TMP/local_big.s"
+ev=$(cache evictions) eb=$(cache bytes_evicted)
+[ "$ev" -gt 0 ] || fail "small cache: no eviction counted in the worker's /status"
+[ "$eb" -gt "$((ev * 1000))" ] || fail "small cache: $ev evictions but only $eb bytes"
+metrics=$(curl -sf "http://$W_HTTP/metrics")
+grep -q "^sluice_worker_cache_evictions_total $ev\$" <<<"$metrics" ||
+    fail "small cache: /metrics evictions differ from /status ($ev)"
+grep -q '^sluice_worker_cache_evicted_bytes_total [1-9]' <<<"$metrics" ||
+    fail "small cache: /metrics evicted bytes not counted"
+# The job in the dispatcher's /status (open or closed in the last minute),
+# once the worker's last heartbeat is in.
+dj=""
+for _ in $(seq 1 100); do
+    dj=$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+jobs = s.get("jobs", []) + s.get("closed_jobs", [])
+print(sum(j.get("cache", {}).get("evictions", 0) for j in jobs))')
+    [ "$dj" = "$ev" ] && break
+    sleep 0.05
+done
+[ "$dj" = "$ev" ] || fail "small cache: the dispatcher's jobs show $dj evictions, the worker $ev"
+jw=$(/usr/bin/python3 -c "import json; w=json.load(open('$TMP/tiny.json'))['cache']['workers']; print(w['evictions'], w['bytes_evicted'])")
+[ "${jw% *}" -gt 0 ] && [ "${jw#* }" -gt 0 ] || fail "small cache: --json workers' evictions, bytes: $jw"
+echo "small cache (1 MiB): $ev entries ($eb bytes) evicted: worker /status, /metrics, dispatcher job ($dj), --json ($jw); digests equal"
 
 # A full disk: a 256 KiB tmpfs as the cache (or, where mounting is not
 # allowed, a samples directory that vanished): stores fail, are counted and

@@ -4,7 +4,10 @@
 # 1-epoch job of a spec the dispatcher never saw: off (nothing reads it
 # again); 2 epochs: on; the 1-epoch job again once the spec is known: on;
 # "cache": "off": off whatever the numbers; a worker budget too small for a
-# useful part of the output: off. The prefix here is decode + resize.
+# useful part of the output: off. The prefix here is decode + resize. The
+# read-back cost is "assumed" until a worker's cache hits were timed (a
+# cached job ran), "measured" after; a client's own cache's lookups reach
+# the job's planner.
 source "$(dirname "$0")/lib.sh"
 
 make_images "$TMP/data" 3 20
@@ -17,6 +20,7 @@ cat >"$TMP/e2.json" <<JSON
  "batch_size": 8, "epochs": 2, "offload": "auto"}
 JSON
 sed 's/"epochs": 2/"epochs": 1/' "$TMP/e2.json" >"$TMP/e1.json"
+sed 's/"epochs": 2/"epochs": 6/' "$TMP/e2.json" >"$TMP/e6.json"
 sed 's/"offload": "auto"}/"offload": "auto", "cache": "off"}/' "$TMP/e2.json" >"$TMP/off.json"
 # 512x512 pixels a sample: ~60 x 768 KB raw, far beyond 1 MB.
 sed 's/"size": 72/"size": 512/' "$TMP/e2.json" >"$TMP/small.json"
@@ -36,8 +40,8 @@ plan() { # plan SPEC OUT [flags]: sluice plan into OUT
 }
 line() { grep '^prefix cache: ' "$1" || echo "(no prefix cache line)"; }
 # The numbers: the prefix's compute and read-back cost, the output's size
-# against the worker's 100000000 bytes (95.4 MB).
-NUMS='computing units 0\.\.1 costs [0-9.]+ ms a sample, reading [0-9.]+ ms'
+# against the worker's 100000000 bytes (95.4 MB); nothing measured yet.
+NUMS='computing units 0\.\.1 costs [0-9.]+ ms a sample, reading [0-9.]+ ms \(assumed\)'
 
 # 1 epoch, spec never seen: nothing reads it again.
 plan "$TMP/e1.json" "$TMP/e1.txt" --explain
@@ -73,6 +77,62 @@ grep -Eq "^prefix cache: on: $NUMS; .*read again: the spec seen before$" "$TMP/e
 plan "$TMP/off.json" "$TMP/off.txt" --explain
 grep -q '^prefix cache: off: the spec says "cache": "off"$' "$TMP/off.txt" ||
     fail "\"cache\": \"off\": $(line "$TMP/off.txt")"
+
+# A cached job on the worker (60 misses, 300 hits: more than a window of
+# 256 timed hits): the next decision reads back at the measured cost.
+"$BIN/sluice" run "$TMP/e6.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
+    --threads 1 --offload all >/dev/null || fail "the 6-epoch cached run failed"
+MEASURED='computing units 0\.\.1 costs [0-9.]+ ms a sample, reading [0-9.]+ ms \(measured\)'
+for _ in $(seq 1 50); do
+    plan "$TMP/e2.json" "$TMP/m.txt" --explain
+    grep -Eq "^prefix cache: on: $MEASURED; " "$TMP/m.txt" && break
+    sleep 0.1 # the worker's last heartbeat
+done
+grep -Eq "^prefix cache: on: $MEASURED; 100% of its [0-9.]+ [KM]B fit the workers' 95\.4 MB; read again: 2 epochs$" \
+    "$TMP/m.txt" || fail "after a cached job: $(line "$TMP/m.txt")"
+plan "$TMP/e2.json" "$TMP/m.json" --json
+/usr/bin/python3 - "$TMP/m.json" <<'PY' || fail "--json: the measured read cost missing"
+import json, sys
+c = json.load(open(sys.argv[1]))["cache"]
+assert c["read_measured"] is True and c["worker_read_measured"] is True, c
+assert 0 < c["read_ms_per_sample"] < c["compute_ms_per_sample"], c
+PY
+# The worker's figure in the dispatcher's /status.
+curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+w = [w for w in json.load(sys.stdin)["workers"] if w["state"] == "live"][0]
+r = w["cache_read"]
+assert r is not None and r["hits"] >= 256 and r["entry_us"] + r["byte_ns"] > 0, r
+print("worker cache_read: %.1f us an entry + %.3f ns a byte over %d hits" %
+      (r["entry_us"], r["byte_ns"], r["hits"]))' || fail "/status: no cache_read for the worker"
+echo "after a cached job: $(line "$TMP/m.txt")"
+
+# The client's own cache reaches the planner: an auto job with --cache-dir
+# (its local share runs through it); while it runs, the job's planner JSON
+# in the dispatcher's /status counts the client's lookups (a closed job's
+# has no planner object).
+"$BIN/sluice" run "$TMP/e6.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
+    --threads 1 --cache-dir "$TMP/lcache" --json >"$TMP/own.json" &
+cpid=$!
+cl=0
+while kill -0 "$cpid" 2>/dev/null; do
+    n=$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print(max([j["planner"]["cache"]["client_lookups"] for j in s["jobs"] if j.get("planner")] + [0]))' ||
+        echo 0)
+    [ "$n" -gt "$cl" ] && cl=$n
+    sleep 0.1
+done
+wait "$cpid" || fail "the auto run with the client's cache failed"
+own=$(/usr/bin/python3 -c "import json; c=json.load(open('$TMP/own.json'))['cache']; print(c['hits'] + c['misses'])")
+if [ "$own" -gt 40 ]; then
+    # More than a few polls' worth ran locally: the planner must have heard.
+    [ "$cl" -gt 0 ] || fail "the client looked up $own samples in its cache; the planner heard of none"
+    echo "the client's own cache: $own lookups, the planner heard of $cl during the run"
+else
+    echo "the client's own cache: the plan ran $own samples locally (too few to check)"
+fi
 
 # A worker whose budget holds under 5 % of the output: off.
 kill "$W1_PID"

@@ -105,6 +105,11 @@ START_TEST(test_round_trip)
     ck_assert_uint_eq(st.hits, 2);
     ck_assert_uint_eq(st.misses, 2);
     ck_assert_uint_eq(st.corrupt, 0);
+    /* The two hits were timed (the planner's read-back cost): their sums
+     * agree with the bytes read (sum b^2 >= (sum b)^2 / n). */
+    ck_assert_uint_gt(st.read_ns, 0);
+    ck_assert(st.read_bytes_sq >= (double)st.bytes_read * (double)st.bytes_read / 2.0 * 0.999);
+    ck_assert(st.read_bytes_ns > 0.0);
     ck_assert_uint_gt(st.bytes_written, 1000);
     ck_assert_uint_lt(st.bytes_written, a.nbytes); /* the pixels compressed */
     /* Another source (fingerprint) or another prefix never sees it. */
@@ -267,6 +272,9 @@ START_TEST(test_budget)
     sl_pcache_stats(pc, &st);
     ck_assert_uint_gt(st.evictions, 0);
     ck_assert_uint_eq(st.evictions, sl_cache_evictions(store));
+    /* Their bytes: whole entries, all of this handle's. */
+    ck_assert_uint_eq(st.bytes_evicted, sl_cache_evicted_bytes(store));
+    ck_assert_uint_ge(st.bytes_evicted, st.evictions * (st.bytes_written / 40));
     uint64_t entry = st.bytes_written / 40;
     /* Within the budget left by the shards, but for one pass's slack. */
     ck_assert_uint_le(sl_cache_usage(store), budget - sizeof(blob) + budget / 64 + entry);

@@ -67,7 +67,7 @@ START_TEST(test_decide_on)
     NEAR(d.fit, 1.0, 0.0);
     ck_assert_msg(strncmp(d.why,
                           "on: computing units 0..1 costs 10.000 ms a sample, reading "
-                          "0.200 ms; 100% of its 143.1 MB fit the workers' 953.7 MB; "
+                          "0.200 ms (assumed); 100% of its 143.1 MB fit the workers' 953.7 MB; "
                           "read again: 3 epochs",
                           400) == 0,
                   "%s", d.why);
@@ -114,7 +114,7 @@ START_TEST(test_decide_off)
     disp_pc_decide(&in, &d);
     ck_assert_int_eq(d.on, 0);
     ck_assert_msg(strcmp(d.why, "off: computing units 0..1 costs 0.100 ms a sample, reading "
-                                "0.200 ms (not cheaper)") == 0,
+                                "0.200 ms (assumed); not cheaper") == 0,
                   "%s", d.why);
 
     /* 4 % fits: below DISP_PC_MIN_FIT. */
