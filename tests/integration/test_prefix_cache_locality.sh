@@ -50,10 +50,14 @@ echo "unshuffled: epoch 1 computed $m, epoch 2 hit $h of 120"
 # The first splits of epoch 2 go out while epoch 1's last ones run (not yet
 # reported cached): a few of them may miss.
 [ "$h" -ge 100 ] || fail "unshuffled: only $h of 120 second-epoch samples hit their worker's cache"
-[ $((h + m)) -eq 240 ] || fail "unshuffled: $h hits + $m misses, expected 240 lookups"
-held=$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c 'import json,sys
+read -r held again <<<"$(curl -sf "http://$D_HTTP/status" | /usr/bin/python3 -c 'import json,sys
 s = json.load(sys.stdin)
-print(sum(j["locality"]["held"] for j in s["jobs"] + s["closed_jobs"]))')
+js = s["jobs"] + s["closed_jobs"]
+print(sum(j["locality"]["held"] for j in js), sum(j["splits"]["reassigned"] for j in js))')"
+# One lookup a sample, but a split taken back from a worker late under load
+# (its heartbeats missed) runs again elsewhere: 4 more lookups each.
+[ $((h + m)) -ge 240 ] && [ $((h + m)) -le $((240 + 4 * again)) ] ||
+    fail "unshuffled: $h hits + $m misses, expected 240 lookups (+ 4 for each of $again reassigned)"
 [ "$held" -ge 20 ] || fail "dispatcher /status: $held splits given to their holder"
 echo "dispatcher: $held splits given to the worker holding them"
 
