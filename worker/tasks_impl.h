@@ -177,8 +177,9 @@ struct wk_tasks_s {
     atomic_uint_fast64_t n_early_fetches; /* Fetch streams that came before their job */
     /* The prefix caches' counters, each job's increments added as the
      * runner copies its stats (sl_pcache_stats_t's fields in order). */
-    atomic_uint_fast64_t pc_tot[8];    /* + bytes_evicted */
-    atomic_uint_fast64_t pc_waited, pc_claim_timeouts; /* the same, for the claims' counters */
+    atomic_uint_fast64_t pc_tot[8]; /* + bytes_evicted */
+    /* the same, for the claims' counters */
+    atomic_uint_fast64_t pc_waited, pc_claim_timeouts;
     atomic_uint_fast64_t n_bytes_sent; /* packed Batch bytes handed to streams */
     atomic_uint_fast64_t n_unprocessed; /* samples too big to send processed, sent raw */
 };

@@ -372,8 +372,10 @@ int sl_pcache_get(sl_pcache_t *pc, unsigned tid, uint64_t index, sl_tensor_t *ou
      * we claim it), or the wait ends. */
     for (;;) {
         int rc = read_entry(pc, tid, key, index, out);
-        if (rc == 0) { /* a hit, counted by read_entry with its timing */
-            sl_pclaim_release(dir, &th->claim); /* the holder finished first */
+        if (rc == 0) {
+            /* a hit, counted by read_entry with its timing; the holder
+             * finished first */
+            sl_pclaim_release(dir, &th->claim);
             if (t0 > 0) {
                 atomic_fetch_add(&pc->waited, 1);
             }
