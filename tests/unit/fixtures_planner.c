@@ -66,6 +66,21 @@ void fx_pl_base(disp_pl_input_t *in, double cores)
     in->client_cores = cores;
 }
 
+void fx_pl_add_class(disp_pl_input_t *in, uint32_t workers, double cores, double speed,
+                     double bandwidth)
+{
+    disp_pl_class_t *c = &in->classes[in->nclasses++];
+    memset(c, 0, sizeof(*c));
+    c->workers = workers;
+    c->cores = cores;
+    c->profiled = 1;
+    c->read_sec = in->read_sec / speed;
+    for (uint32_t u = 0; u < in->nunits; u++) {
+        c->unit_sec[u] = in->unit_sec[u] / speed;
+    }
+    c->bandwidth = bandwidth;
+}
+
 void fx_pin_request(fx_pin_t *p, Sluice__SubmitJobRequest *req)
 {
     sluice__submit_job_request__init(req);

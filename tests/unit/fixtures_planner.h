@@ -45,5 +45,10 @@ void fx_pin_request(fx_pin_t *p, Sluice__SubmitJobRequest *req);
  * 150 KB after decode, 600 KB after normalize; receiving costs 1 ns per
  * byte; a client of `cores` CPUs; no worker class. */
 void fx_pl_base(disp_pl_input_t *in, double cores);
+/* A profiled class of `workers` workers of `cores` CPUs each, `speed` times
+ * the client's per core (its read and unit costs divided by it), each
+ * reached at `bandwidth` bytes/s (0: not measured). */
+void fx_pl_add_class(disp_pl_input_t *in, uint32_t workers, double cores, double speed,
+                     double bandwidth);
 
 #endif

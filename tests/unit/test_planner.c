@@ -1,7 +1,7 @@
 /* test_planner: dispatcher/planner/planner.c on synthetic profiles whose best plan
  * is worked out by hand in the comments (client CPU-bound, link-bound, no
  * stall, worker-bound with the workers-needed hint, heterogeneous workers,
- * no workers) plus FastFlow's Algorithm 1.
+ * no workers); FastFlow's Algorithm 1 is test_planner_fastflow.c.
  *
  * The common profile: two units, decode (10 ms) and normalize (2 ms), no
  * read cost; 100 KB encoded, 150 KB after decode, 600 KB after normalize
@@ -39,21 +39,6 @@
 
 static void base(disp_pl_input_t *in) { fx_pl_base(in, 4); }
 
-static void add_class(disp_pl_input_t *in, uint32_t workers, double cores, double speed,
-                      double bandwidth)
-{
-    disp_pl_class_t *c = &in->classes[in->nclasses++];
-    memset(c, 0, sizeof(*c));
-    c->workers = workers;
-    c->cores = cores;
-    c->profiled = 1;
-    c->read_sec = in->read_sec / speed;
-    for (uint32_t u = 0; u < in->nunits; u++) {
-        c->unit_sec[u] = in->unit_sec[u] / speed;
-    }
-    c->bandwidth = bandwidth;
-}
-
 static const disp_pl_cand_t *chosen(const disp_pl_result_t *r) { return &r->cand[r->chosen]; }
 
 /* Terms at fixed points, straight from the formula. */
@@ -61,7 +46,7 @@ START_TEST(test_terms)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     disp_pl_terms_t t;
     disp_planner_terms(&in, 2, 0.5, &t);
     /* client = 4 / (0.5 * 0.012 + 0.5 * 0.0006) = 634.92 */
@@ -94,7 +79,7 @@ START_TEST(test_worker_bound_and_hint)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     ck_assert_uint_eq(r.ncand, 4); /* K = 0, 1, 2 and off */
@@ -124,7 +109,7 @@ START_TEST(test_client_cpu_bound)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 100, 8, 1.0, 0);
+    fx_pl_add_class(&in, 100, 8, 1.0, 0);
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     ck_assert_uint_eq(chosen(&r)->split, 2);
@@ -145,7 +130,7 @@ START_TEST(test_link_bound)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 100, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 100, 8, 1.0, 1.25e9);
     in.client_bandwidth = 1.25e8;
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
@@ -203,7 +188,7 @@ START_TEST(test_compress_link_bound)
 {
     disp_pl_input_t in;
     zbase(&in, 1);
-    add_class(&in, 100, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 100, 8, 1.0, 1.25e9);
     in.client_bandwidth = 1.25e7;
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
@@ -241,7 +226,7 @@ START_TEST(test_compress_worker_bound)
 {
     disp_pl_input_t in;
     zbase(&in, 1);
-    add_class(&in, 1, 1, 0.5, 1.25e9);
+    fx_pl_add_class(&in, 1, 1, 0.5, 1.25e9);
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     ck_assert_int_eq(chosen(&r)->compress, 0);
@@ -264,7 +249,7 @@ START_TEST(test_compress_absent)
 {
     disp_pl_input_t in;
     zbase(&in, 0);
-    add_class(&in, 100, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 100, 8, 1.0, 1.25e9);
     in.client_bandwidth = 1.25e7;
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
@@ -287,7 +272,7 @@ START_TEST(test_no_stall_off)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     in.consumer_rate = 300;
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
@@ -316,7 +301,7 @@ START_TEST(test_consumer_bound_largest_share)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     in.consumer_rate = 1000;
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
@@ -340,8 +325,8 @@ START_TEST(test_heterogeneous)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 2, 4, 1.0, 0);
-    add_class(&in, 2, 4, 0.5, 0);
+    fx_pl_add_class(&in, 2, 4, 1.0, 0);
+    fx_pl_add_class(&in, 2, 4, 0.5, 0);
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     NEAR(r.cand[2].predicted, 1000.0 / (1.0 - 3.4 / 15.4), 1e-6);
@@ -392,7 +377,7 @@ START_TEST(test_bad_inputs)
     in.nclasses = DISP_PL_MAX_CLASSES + 1;
     ck_assert_int_eq(disp_planner_plan(&in, &r), -EINVAL);
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     in.unit_sec[0] = NAN;
     in.recv_sec_per_byte = -1;
     in.consumer_rate = INFINITY;
@@ -407,64 +392,6 @@ START_TEST(test_bad_inputs)
     in.nunits = 1;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     ck_assert(isfinite(chosen(&r)->predicted));
-}
-END_TEST
-
-/* FastFlow's ratio formula, by hand from utils.calculate_ratio_local_optimal. */
-START_TEST(test_ff_ratio)
-{
-    /* lthp + rthp < gthp: 400 / 700. */
-    NEAR(disp_ff_ratio_local(1000, 400, 300, 1, 0.5, 1), 400.0 / 700.0, 1e-12);
-    /* ideal_off 600, decode_off 900, lthp < remote: off_data = 900 -> 0.1 */
-    NEAR(disp_ff_ratio_local(1000, 400, 800, 1, 0.5, 1), 0.1, 1e-12);
-    /* lthp > remote: off_data = (200 + 150) / 2 = 175 -> 325 / 500 */
-    NEAR(disp_ff_ratio_local(500, 400, 200, 1, 0.5, 1), 0.65, 1e-12);
-    /* unlimited consumer: lthp / (lthp + remote) */
-    NEAR(disp_ff_ratio_local(INFINITY, 100, 100, 1, 0.5, 3), 0.25, 1e-12);
-    /* never negative */
-    NEAR(disp_ff_ratio_local(100, 10, 5000, 1, 0.5, 1), 0.0, 1e-12);
-}
-END_TEST
-
-/* FastFlow on the worker-bound profile, unlimited consumer:
- * lthp = 333.33, element rthp = min(4/0.0006, 2666.67) = 2666.67,
- * ratio = 333.33 / 3000 = 0.1111 at K = 2 (all units remote).
- * Sluice predicts (2, 0.1111): client 4 / (0.1111*0.012 + 0.8889*0.0006)
- * = 2142.86 -- below the planner's own 2866.67 at F* = 0.0698. */
-START_TEST(test_fastflow)
-{
-    disp_pl_input_t in;
-    base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
-    disp_ff_result_t f;
-    ck_assert_int_eq(disp_planner_fastflow(&in, &f), 0);
-    ck_assert(isinf(f.gthp));
-    NEAR(f.lthp, 333.3333, 1e-3);
-    NEAR(f.pcycle, 0.012, 1e-12);
-    ck_assert_int_eq(f.cand[DISP_FF_MIDDLE].applicable, 0);
-    NEAR(f.cand[DISP_FF_ELEMENT].rthp, 2666.6667, 1e-3);
-    NEAR(f.cand[DISP_FF_ELEMENT].cycles, 0.0006, 1e-12);
-    /* score = rthp + lthp (1 - cycles / pcycle) */
-    NEAR(f.cand[DISP_FF_ELEMENT].score, 2666.6667 + 333.3333 * 0.95, 1e-3);
-    ck_assert_int_eq(f.chosen, DISP_FF_ELEMENT); /* ties with "batch": first wins */
-    ck_assert_uint_eq(f.split, 2);
-    NEAR(f.share, 1.0 / 9.0, 1e-9);
-    NEAR(f.predicted, 4.0 / (0.012 / 9.0 + 0.0006 * 8.0 / 9.0), 1e-6);
-    ck_assert_int_eq(f.binding, DISP_BIND_CLIENT_CPU);
-
-    /* No CPU bottleneck (consumer 400 <= 1.3 x 333): no offloading. */
-    in.consumer_rate = 400;
-    ck_assert_int_eq(disp_planner_fastflow(&in, &f), 0);
-    ck_assert_int_eq(f.chosen, -1);
-    NEAR(f.share, 1.0, 1e-12);
-    NEAR(f.predicted, 333.3333, 1e-3);
-
-    /* Consumer 1000: rthp = 1000, lthp + rthp >= gthp, dc_ratio 0.05,
-     * decode_off = 700, off_data = max(1000, 700) -> ratio 0. */
-    in.consumer_rate = 1000;
-    ck_assert_int_eq(disp_planner_fastflow(&in, &f), 0);
-    ck_assert_int_eq(f.chosen, DISP_FF_ELEMENT);
-    NEAR(f.share, 0.0, 1e-12);
 }
 END_TEST
 
@@ -483,7 +410,7 @@ static void steps_input(disp_pl_input_t *in, double client_cores)
     in->bytes[1] = 150e3;
     in->recv_sec_per_byte = 1e-9;
     in->client_cores = client_cores;
-    add_class(in, 2, 0.5, 1.0, 0.0);
+    fx_pl_add_class(in, 2, 0.5, 1.0, 0.0);
     in->nsteps = 2;
     in->step_share[0] = 0.0;
     in->step_share[1] = 0.36;
@@ -699,7 +626,7 @@ START_TEST(test_evaluate_fixed_plan)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_evaluate(&in, 2, 0.0, &r), 0);
     ck_assert_uint_eq(r.ncand, 2);
@@ -730,7 +657,7 @@ START_TEST(test_whatif)
 {
     disp_pl_input_t in;
     base(&in);
-    add_class(&in, 4, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&in, 4, 8, 1.0, 1.25e9);
     disp_pl_result_t r;
     ck_assert_int_eq(disp_planner_plan(&in, &r), 0);
     disp_wi_curve_t w;
@@ -754,7 +681,7 @@ START_TEST(test_whatif)
     /* 100 of them: the same job wants as many as before, not 100. */
     disp_pl_input_t many;
     base(&many);
-    add_class(&many, 100, 8, 1.0, 1.25e9);
+    fx_pl_add_class(&many, 100, 8, 1.0, 1.25e9);
     disp_wi_curve_t wm;
     ck_assert_int_eq(disp_planner_whatif(&many, 0, NULL, &wm), 0);
     ck_assert_uint_eq(wm.wanted, w.wanted);
@@ -786,8 +713,6 @@ int main(void)
     tcase_add_test(tc, test_heterogeneous);
     tcase_add_test(tc, test_no_workers);
     tcase_add_test(tc, test_bad_inputs);
-    tcase_add_test(tc, test_ff_ratio);
-    tcase_add_test(tc, test_fastflow);
     tcase_add_test(tc, test_steps_small_share_rounds_to_zero);
     tcase_add_test(tc, test_steps_pick_and_runtime_share);
     tcase_add_test(tc, test_steps_runtime_rule_exact);

@@ -20,15 +20,7 @@
 static void input(disp_pl_input_t *in, uint32_t workers, double bandwidth)
 {
     fx_pl_base(in, 0.3);
-    disp_pl_class_t *c = &in->classes[in->nclasses++];
-    memset(c, 0, sizeof(*c));
-    c->workers = workers;
-    c->cores = 4.0;
-    c->profiled = 1;
-    for (uint32_t u = 0; u < in->nunits; u++) {
-        c->unit_sec[u] = in->unit_sec[u];
-    }
-    c->bandwidth = bandwidth;
+    fx_pl_add_class(in, workers, 4.0, 1.0, bandwidth);
 }
 
 static const disp_wi_point_t *at(const disp_wi_curve_t *w, int32_t delta)
