@@ -382,14 +382,26 @@ int sl_parts_get(sl_parts_t *t, const char *key, uint64_t size, bool create, sl_
         return rc;
     }
     pthread_mutex_lock(&t->mu);
+    /* Another thread may have opened it meanwhile: one handle per entry,
+     * or each would know only its own ranges in flight and fetch the
+     * other's again. */
+    for (unsigned i = 0; i < SL_PARTS_OPEN; i++) {
+        sl_part_t *o = t->open[i];
+        if (o != NULL && !o->dead && o->size == size && strcmp(o->key, key) == 0) {
+            o->refs++;
+            o->used = ++t->clock;
+            pthread_mutex_unlock(&t->mu);
+            part_close(p);
+            *ret = o;
+            return 0;
+        }
+    }
     int slot = free_slot(t);
     if (slot < 0) {
         pthread_mutex_unlock(&t->mu);
         part_close(p);
         return -EAGAIN;
     }
-    /* Two threads may have opened it at once: both handles are valid (the
-     * file is shared); the table keeps the later one. */
     t->open[slot] = p;
     p->used = ++t->clock;
     pthread_mutex_unlock(&t->mu);
@@ -531,7 +543,11 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
     if (buf == NULL) {
         return -ENOMEM;
     }
-    int64_t deadline = mono_ms() + (wait_ms > 0 ? wait_ms : 0);
+    /* Each range in flight gets the whole wait: a deadline for the call
+     * would be spent on the first wait, and every later flight met in
+     * this range would be fetched a second time at once. */
+    int64_t deadline = 0;
+    uint64_t waiting_at = UINT64_MAX;
     while (rc >= 0 && at < end) {
         pthread_mutex_lock(&t->mu);
         const span_t *h = held_find(p, at, 1);
@@ -545,6 +561,10 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
             continue;
         }
         const span_t *f = flying(p, at, at + 1);
+        if (f != NULL && waiting_at != at) {
+            waiting_at = at;
+            deadline = mono_ms() + (wait_ms > 0 ? wait_ms : 0);
+        }
         if (f != NULL && wait_until(t, deadline)) {
             pthread_mutex_unlock(&t->mu); /* someone fetches it: looked at again */
             continue;
