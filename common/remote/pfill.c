@@ -179,7 +179,10 @@ int sl_remote_fill_ranged(const sl_remote_t *r, const char *url, uint64_t tag, u
         if (hit) {
             close(rc);
         }
-        sl_parts_release(r->parts, p);
+        /* Whole meanwhile: an entry this call made (another process
+         * committed the shard and removed its own between our look and
+         * our open) holds nothing and goes. */
+        drop_or_release(r, p);
         return hit ? 0 : sl_err(err, errlen, rc, "%s: cache: %s", url, strerror(-rc));
     }
     if (errlen > 0) {
