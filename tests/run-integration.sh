@@ -32,6 +32,13 @@ else
         [ -e "$t" ] && tests+=("$t")
     done
 fi
+# The "alone" tests last, one after the other: each drains the tests
+# running before it starts, and one drain costs less than one per test.
+normal=() last=()
+for t in "${tests[@]}"; do
+    if head -n 30 "$t" | grep -q '^# test: alone'; then last+=("$t"); else normal+=("$t"); fi
+done
+tests=("${normal[@]}" "${last[@]}")
 
 pass=0
 fail=0
