@@ -307,6 +307,26 @@ static void check_draws(const sl_spec_t *s, const uint32_t *took)
     }
 }
 
+/* Rank 0 of a takes its first sample (past any holes) into took and g: 1. */
+static uint64_t take_first(sl_spec_t *a, uint64_t n, const float *cost, const uint32_t *tok,
+                           const uint32_t *tiles, uint32_t *took, sl_resume_gen_t *g)
+{
+    a->rank = 0;
+    uint64_t *o = malloc(sl_spec_order_len(a, n) * sizeof(uint64_t)),
+             *sc = malloc(sl_spec_order_len(a, n) * sizeof(uint64_t));
+    ck_assert_int_eq(sl_rank_order_balanced(a, 0, n, cost, tok, tiles, sc, o), 0);
+    uint64_t q = 0;
+    while (o[q] == SL_POS_HOLE) {
+        q++;
+    }
+    took[o[q]]++;
+    g->runs[0] = (sl_resume_run_t){.rank = 0, .begin = 0, .end = q + 1};
+    g->nruns = 1;
+    free(o);
+    free(sc);
+    return 1;
+}
+
 /* A weight change across a resume (docs/mixing.md "Resume"): 4 ranks under
  * weights A consume part of epoch 0; 2 ranks resume under B, and 3 under C
  * after them; every source is delivered exactly as its draws (no sample of
@@ -341,20 +361,7 @@ static void blend_reweighted_resume_one(int _i)
         k += took[i];
     }
     if (k == 0) { /* nothing taken: nothing to carry; rank 0 takes its first sample */
-        a.rank = 0;
-        uint64_t *o = malloc(sl_spec_order_len(&a, n) * sizeof(uint64_t)),
-                 *sc = malloc(sl_spec_order_len(&a, n) * sizeof(uint64_t));
-        ck_assert_int_eq(sl_rank_order_balanced(&a, 0, n, cost, tok, tiles, sc, o), 0);
-        uint64_t q = 0;
-        while (o[q] == SL_POS_HOLE) {
-            q++;
-        }
-        took[o[q]]++;
-        k = 1;
-        g.runs[0] = (sl_resume_run_t){.rank = 0, .begin = 0, .end = q + 1};
-        g.nruns = 1;
-        free(o);
-        free(sc);
+        k = take_first(&a, n, cost, tok, tiles, took, &g);
     }
     sl_resume_t *ra = calloc(1, sizeof(*ra));
     ra->nepochs = 1;
