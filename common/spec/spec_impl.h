@@ -103,6 +103,9 @@ int sl_spec_get_relpath(sl_spec_pctx_t *c, json_t *obj, const char *key, char *o
                         size_t outlen);
 /* JSON integers are accepted where a real is expected ("p": 1). */
 bool sl_spec_as_number(const json_t *v, double *out);
+/* random_erasing's value: pixel units (0..255) on uint8 pixels, any float
+ * once a normalize (CPU or device) has made them tensor values. */
+int sl_spec_check_erasing(sl_spec_pctx_t *c, const sl_aug_spec_t *a, bool normalized);
 
 /* ---- the op table (spec_ops.c): one row per op, defined beside its
  * functions (spec_stages.c, spec_stages_mm.c, spec_stages_aug.c,

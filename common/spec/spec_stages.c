@@ -422,6 +422,9 @@ static int parse_stage(sl_spec_pctx_t *c, json_t *st, size_t i, sl_stage_spec_t 
     memset(out, 0, sizeof(*out));
     out->op = (sl_op_e)op;
     rc = d->parse != NULL ? d->parse(c, st, out) : 0;
+    if (rc == 0 && out->op == SL_OP_RANDOM_ERASING) {
+        rc = sl_spec_check_erasing(c, &out->aug, ord->at[SL_ORD_NORMALIZE] >= 0);
+    }
     if (rc < 0) {
         return rc;
     }

@@ -3,6 +3,7 @@
  * parameter, defaults filled in, ranges as [min, max]). Order rules live
  * with the others in spec_stages.c. One op-table row per op (spec_impl.h).
  * Parsing thread only; the JSON functions any thread. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -228,19 +229,49 @@ static int parse_erasing(sl_spec_pctx_t *c, json_t *st, sl_aug_spec_t *a)
         rc = get_range(c, st, &ratio, a->ratio);
     }
     json_t *v = json_object_get(st, "value");
-    if (rc == 0 && json_is_string(v)) {
-        if (strcmp(json_string_value(v), "random") != 0) {
-            char got[SPEC_SHOWN_MAX + 8];
-            return sl_spec_ferr(c, "value",
-                                "must be a pixel value in 0..255, [R, G, B] or "
-                                "\"random\", got %s",
-                                sl_spec_describe(v, got, sizeof(got)));
-        }
-        a->value_random = true;
-    } else if (rc == 0) {
-        rc = get_pixel(c, st, "value", false, NULL, a->value);
+    if (rc < 0 || v == NULL) {
+        return rc;
     }
-    return rc;
+    if (json_is_string(v) && strcmp(json_string_value(v), "random") == 0) {
+        a->value_random = true;
+        return 0;
+    }
+    /* Its units depend on where the stage sits, which only the stages'
+     * loop knows: any float here, sl_spec_check_erasing bounds it. */
+    bool ok = sl_spec_as_number(v, &a->value[0]);
+    if (ok) {
+        a->value[1] = a->value[2] = a->value[0];
+    } else if (json_is_array(v) && json_array_size(v) == 3) {
+        ok = true;
+        for (size_t i = 0; i < 3; i++) {
+            ok = ok && sl_spec_as_number(json_array_get(v, i), &a->value[i]);
+        }
+    }
+    for (size_t i = 0; ok && i < 3; i++) {
+        ok = fabs(a->value[i]) <= FLT_MAX;
+    }
+    if (!ok) {
+        char got[SPEC_SHOWN_MAX + 8];
+        return sl_spec_ferr(c, "value", "must be a number, [R, G, B] or \"random\", got %s",
+                            sl_spec_describe(v, got, sizeof(got)));
+    }
+    return 0;
+}
+
+int sl_spec_check_erasing(sl_spec_pctx_t *c, const sl_aug_spec_t *a, bool normalized)
+{
+    if (normalized || a->value_random) {
+        return 0; /* tensor units: any float, as torchvision's F.erase takes */
+    }
+    for (size_t i = 0; i < 3; i++) {
+        if (!(a->value[i] >= 0 && a->value[i] <= PIXEL_MAX)) {
+            return sl_spec_ferr(c, "value",
+                                "must be a pixel value in 0..255 before a normalize (after "
+                                "one it is in tensor units, any number), got %g",
+                                a->value[i]);
+        }
+    }
+    return 0;
 }
 
 /* degrees (required): d >= 0 for [-d, d], or [min, max]. */

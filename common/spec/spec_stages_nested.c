@@ -51,7 +51,11 @@ static int parse_nested_op(sl_spec_pctx_t *c, const char *outer, json_t *e, sl_s
     }
     memset(out, 0, sizeof(*out));
     out->op = (sl_op_e)op;
-    return d->parse != NULL ? d->parse(c, e, out) : 0;
+    rc = d->parse != NULL ? d->parse(c, e, out) : 0;
+    if (rc == 0 && out->op == SL_OP_RANDOM_ERASING) {
+        rc = sl_spec_check_erasing(c, &out->aug, false); /* nested ops precede normalize */
+    }
+    return rc;
 }
 
 /* "ops" (required): 1..SL_AUG_NESTED_MAX augmentation stages. */

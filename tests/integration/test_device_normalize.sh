@@ -30,9 +30,10 @@ spec cpu ", $NORM}" ', {"op": "to_chw"}'
 spec dev ", $NORM, \"on\": \"device\"}" ', {"op": "to_chw"}'
 spec devhwc ", $NORM, \"on\": \"device\"}" ''
 spec none '' ', {"op": "to_chw"}'
-# random_erasing after normalize: the CPU erases the floats; after a device
-# normalize the consumer does, at the same boxes (same stage positions)
-ERASE='{"op": "random_erasing", "p": 0.7, "value": [0.5, 1, 2]}'
+# random_erasing after normalize (value in tensor units, a negative one too):
+# the CPU erases the floats; after a device normalize the consumer does, at
+# the same boxes (same stage positions)
+ERASE='{"op": "random_erasing", "p": 0.7, "value": [0.5, -1.25, 2]}'
 spec cpuerase ", $NORM}" ", {\"op\": \"to_chw\"}, $ERASE"
 spec deverase ", $NORM, \"on\": \"device\"}" ", {\"op\": \"to_chw\"}, $ERASE"
 spec cpuerasehwc ", $NORM}" ", $ERASE"
@@ -226,7 +227,7 @@ def device(spec):
 
 with sluice.Loader(disp, os.path.join(tmp, "deverase.json"), **kw) as l:
     boxes = [e for b in l.batches() for e in b.erase]
-assert len(boxes) > 10 and all(e["value"] == (0.5, 1.0, 2.0) for e in boxes), boxes[:3]
+assert len(boxes) > 10 and all(e["value"] == (0.5, -1.25, 2.0) for e in boxes), boxes[:3]
 assert all(0 < e["w"] < 48 and 0 < e["h"] < 48 and e["image_hw"] == (48, 48) for e in boxes)
 for dev, ref in (("deverase.json", "cpuerase.json"), ("deverasehwc.json", "cpuerasehwc.json")):
     got, want = device(dev), cpu(ref)

@@ -154,11 +154,11 @@ START_TEST(test_errors)
     fx_stages_parse_err("{\"op\": \"random_erasing\", \"ratio\": [0, 1]}",
                         "stages[1].ratio: must be");
     fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": \"noise\"}",
-                        "stages[1].value: must be a pixel value in 0..255, [R, G, B] or "
-                        "\"random\", got "
+                        "stages[1].value: must be a number, [R, G, B] or \"random\", got "
                         "\"noise\"");
     fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": 256}",
-                        "stages[1].value: must be a pixel value in 0..255 or [R, G, B], got 256");
+                        "stages[1].value: must be a pixel value in 0..255 before a normalize "
+                        "(after one it is in tensor units, any number), got 256");
     fx_stages_parse_err("{\"op\": \"random_rotation\"}",
                         "t.json:4: stages[1].degrees: missing (required)");
     fx_stages_parse_err(

@@ -533,6 +533,36 @@ START_TEST(test_erasing_after_normalize_spec)
 }
 END_TEST
 
+/* value's units follow the stage's place: pixels (0..255) on uint8, any
+ * float once normalized (torchvision's F.erase takes any), CPU or device. */
+START_TEST(test_erasing_value_units)
+{
+    sl_spec_t s;
+    fx_stages_parse_ok("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\", \"value\": -1.5}",
+                       &s);
+    ck_assert(s.stages[2].aug.value[0] == -1.5 && s.stages[2].aug.value[2] == -1.5);
+    assert_json_fixed(&s);
+    fx_stages_parse_ok("{\"op\": \"normalize\", \"on\": \"device\"}, {\"op\": \"random_erasing\","
+                       " \"value\": [-2.1, 0.5, 300]}",
+                       &s);
+    ck_assert(s.stages[2].aug.value[0] == -2.1 && s.stages[2].aug.value[2] == 300);
+    assert_json_fixed(&s);
+    fx_stages_parse_err("{\"op\": \"random_erasing\", \"value\": -1}, {\"op\": \"normalize\"}",
+                        "stages[1].value: must be a pixel value in 0..255 before a normalize "
+                        "(after one it is in tensor units, any number), got -1");
+    fx_stages_parse_err("{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_erasing\","
+                        " \"value\": [0, 0, 256]}]}",
+                        "value: must be a pixel value in 0..255 before a normalize");
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\", \"value\": 1e39}",
+                        "stages[2].value: must be a number, [R, G, B] or \"random\", got 1e+39");
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\", \"value\": "
+                        "\"mean\"}",
+                        "stages[2].value: must be a number, [R, G, B] or \"random\", got \"mean\"");
+    fx_stages_parse_err("{\"op\": \"normalize\"}, {\"op\": \"random_erasing\", \"value\": [1, 2]}",
+                        "stages[2].value: must be a number, [R, G, B] or \"random\"");
+}
+END_TEST
+
 /* After a device normalize the consumer erases at sl_pipe_erase_box: the
  * very box the CPU erase (same stage position, same stream) painted, so
  * with it the device's floats equal the CPU's. */
@@ -628,6 +658,7 @@ int main(void)
     tcase_add_test(tc, test_nested_spec);
     tcase_add_test(tc, test_nested_units);
     tcase_add_test(tc, test_erasing_after_normalize_spec);
+    tcase_add_test(tc, test_erasing_value_units);
     tcase_add_test(tc, test_erasing_after_normalize_unit);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
