@@ -1139,34 +1139,50 @@ static uint64_t svc_one_job(svc_env_t *s, uint64_t n, uint64_t *ret_worker)
     return jid;
 }
 
-START_TEST(test_svc_flow)
+/* One heartbeat of worker wid knowing the nknown jobs in known. */
+static void svc_heartbeat(svc_env_t *s, Sluice__HeartbeatRequest *hreq,
+                          Sluice__HeartbeatResponse *ret, disp_arena_t *a)
+{
+    char err[1024] = "";
+    Sluice__HeartbeatResponse init = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    *ret = init;
+    ck_assert_msg(disp_svc_heartbeat(&s->d, hreq, ret, a, s->now, err, sizeof(err)) == SL_RPC_OK,
+                  "%s", err);
+}
+
+static int svc_get_assignment(svc_env_t *s, uint64_t jid, Sluice__GetAssignmentResponse *ret,
+                              disp_arena_t *a, char *err, size_t errlen)
+{
+    Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    Sluice__GetAssignmentResponse init = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    greq.job_secret = (char *)FX_JOB_SECRET;
+    greq.job_id = jid;
+    *ret = init;
+    return disp_svc_get_assignment(&s->d, &greq, ret, a, s->now, err, errlen);
+}
+
+/* The client sees the splits (and the worker) at once, before the worker
+ * heard of them; the worker's first heartbeat brings the spec and both
+ * assignments, its next (job known) nothing new. */
+START_TEST(test_svc_first_contact)
 {
     svc_env_t s;
     char err[1024] = "";
     uint64_t wid = 0;
     uint64_t jid = svc_one_job(&s, 35, &wid);
-
-    /* The client sees the splits (and the worker) at once, before the
-     * worker heard of them. */
-    Sluice__GetAssignmentRequest greq = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
-    greq.job_secret = (char *)FX_JOB_SECRET;
-    Sluice__GetAssignmentResponse gresp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
     disp_arena_t a = {0};
-    greq.job_id = jid;
-    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &gresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
+    Sluice__GetAssignmentResponse gresp;
+    ck_assert_int_eq(svc_get_assignment(&s, jid, &gresp, &a, err, sizeof(err)), SL_RPC_OK);
     ck_assert_uint_eq(gresp.n_splits, 2);
     ck_assert_uint_eq(gresp.n_workers, 1);
     ck_assert_int_eq(gresp.finished, 0);
     ck_assert_str_eq(gresp.plan->mode, "all");
     disp_arena_free(&a);
 
-    /* Heartbeat: spec + two assignments. */
     Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
-    Sluice__HeartbeatResponse hresp = SLUICE__HEARTBEAT_RESPONSE__INIT;
+    Sluice__HeartbeatResponse hresp;
     hreq.worker_id = wid;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &hresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
+    svc_heartbeat(&s, &hreq, &hresp, &a);
     ck_assert_int_eq(hresp.known, 1);
     ck_assert_uint_eq(hresp.n_jobs, 1);
     ck_assert_uint_eq(hresp.jobs[0]->job_id, jid);
@@ -1185,30 +1201,50 @@ START_TEST(test_svc_flow)
     ck_assert_uint_eq(hresp.assign[1]->split_id, 1);
     disp_arena_free(&a);
 
-    /* Next heartbeat, job known: nothing new. */
     uint64_t known[1] = {jid};
     hreq.n_known_jobs = 1;
     hreq.known_jobs = known;
-    Sluice__HeartbeatResponse h2 = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h2, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    ck_assert_uint_eq(h2.n_jobs, 0);
-    ck_assert_uint_eq(h2.n_assign, 0);
-    ck_assert_uint_eq(h2.n_closed_jobs, 0);
+    svc_heartbeat(&s, &hreq, &hresp, &a);
+    ck_assert_uint_eq(hresp.n_jobs, 0);
+    ck_assert_uint_eq(hresp.n_assign, 0);
+    ck_assert_uint_eq(hresp.n_closed_jobs, 0);
     disp_arena_free(&a);
 
     /* GetAssignment lists both with their owner and the endpoint. */
-    Sluice__GetAssignmentResponse g2 = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g2, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    ck_assert_uint_eq(g2.n_splits, 2);
-    ck_assert_uint_eq(g2.splits[0]->worker_id, wid);
-    ck_assert_uint_eq(g2.n_workers, 1);
-    ck_assert_str_eq(g2.workers[0]->address, "127.0.0.1:9");
+    ck_assert_int_eq(svc_get_assignment(&s, jid, &gresp, &a, err, sizeof(err)), SL_RPC_OK);
+    ck_assert_uint_eq(gresp.n_splits, 2);
+    ck_assert_uint_eq(gresp.splits[0]->worker_id, wid);
+    ck_assert_uint_eq(gresp.n_workers, 1);
+    ck_assert_str_eq(gresp.workers[0]->address, "127.0.0.1:9");
     disp_arena_free(&a);
+    fx_disp_destroy(&s.d);
+}
+END_TEST
 
-    /* Ack with a retry of the other one: the retried split is revoked at
-     * the worker and (only worker) handed back to it. */
+/* svc_one_job whose worker has had its first heartbeat (both splits). */
+static uint64_t svc_job_started(svc_env_t *s, uint64_t *ret_worker)
+{
+    uint64_t jid = svc_one_job(s, 35, ret_worker);
+    disp_arena_t a = {0};
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp;
+    hreq.worker_id = *ret_worker;
+    svc_heartbeat(s, &hreq, &hresp, &a);
+    ck_assert_uint_eq(hresp.n_assign, 2);
+    disp_arena_free(&a);
+    return jid;
+}
+
+/* Ack with a retry of the other one: the retried split is revoked at the
+ * worker and (only worker) handed back to it; status and metrics count
+ * it, with the skip reason. */
+START_TEST(test_svc_ack_retry)
+{
+    svc_env_t s;
+    char err[1024] = "";
+    uint64_t wid = 0;
+    uint64_t jid = svc_job_started(&s, &wid);
+    disp_arena_t a = {0};
     Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
     areq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
@@ -1229,9 +1265,13 @@ START_TEST(test_svc_flow)
                      SL_RPC_OK);
     ck_assert_int_eq(aresp.finished, 0);
     disp_arena_free(&a);
-    Sluice__HeartbeatResponse h3 = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h3, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse h3;
+    uint64_t known[1] = {jid};
+    hreq.worker_id = wid;
+    hreq.n_known_jobs = 1;
+    hreq.known_jobs = known;
+    svc_heartbeat(&s, &hreq, &h3, &a);
     ck_assert_uint_eq(h3.n_revoked_splits, 0); /* deprecated: no job id */
     ck_assert_uint_eq(h3.n_revoked, 1);
     ck_assert_uint_eq(h3.revoked[0]->job_id, jid);
@@ -1239,7 +1279,6 @@ START_TEST(test_svc_flow)
     ck_assert_uint_eq(h3.n_assign, 2); /* 1 again, and 2 */
     disp_arena_free(&a);
 
-    /* Status JSON is valid and mentions the job and the skip reason. */
     size_t len = 0;
     char *js = disp_status_json(&s.d, s.now, &len);
     ck_assert_ptr_nonnull(js);
@@ -1251,20 +1290,35 @@ START_TEST(test_svc_flow)
     ck_assert_ptr_nonnull(strstr(m, "sluice_splits_acked_total 1\n"));
     ck_assert_ptr_nonnull(strstr(m, "sluice_splits_reassigned_total 1\n"));
     free(m);
+    fx_disp_destroy(&s.d);
+}
+END_TEST
 
-    /* The worker refuses the job: it gets no more of it. */
+/* The worker refuses the job: it gets no more of it. CloseJob (twice:
+ * idempotent); the worker is told through closed_jobs, also of a job it
+ * knows and the dispatcher never had. */
+START_TEST(test_svc_refuse_close)
+{
+    svc_env_t s;
+    char err[1024] = "";
+    uint64_t wid = 0;
+    uint64_t jid = svc_job_started(&s, &wid);
+    disp_arena_t a = {0};
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp;
+    uint64_t known[2] = {jid, 424242};
     uint64_t failed[1] = {jid};
+    hreq.worker_id = wid;
+    hreq.n_known_jobs = 1;
+    hreq.known_jobs = known;
     hreq.n_failed_jobs = 1;
     hreq.failed_jobs = failed;
     hreq.failure = "source_fingerprint 5 != 99";
-    Sluice__HeartbeatResponse h4 = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h4, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    ck_assert_uint_eq(h4.n_assign, 0);
+    svc_heartbeat(&s, &hreq, &hresp, &a);
+    ck_assert_uint_eq(hresp.n_assign, 0);
     disp_arena_free(&a);
     hreq.n_failed_jobs = 0;
 
-    /* CloseJob; the worker is told through closed_jobs. */
     Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
     creq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
@@ -1272,23 +1326,35 @@ START_TEST(test_svc_flow)
     ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
                      SL_RPC_OK);
     ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK); /* idempotent */
-    Sluice__HeartbeatResponse h5 = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    uint64_t known2[2] = {jid, 424242};
-    hreq.n_known_jobs = 2;
-    hreq.known_jobs = known2;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h5, &a, s.now, err, sizeof(err)),
                      SL_RPC_OK);
-    ck_assert_uint_eq(h5.n_closed_jobs, 2);
-    ck_assert_uint_eq(h5.closed_jobs[0], jid);
-    ck_assert_uint_eq(h5.closed_jobs[1], 424242);
+    hreq.n_known_jobs = 2;
+    svc_heartbeat(&s, &hreq, &hresp, &a);
+    ck_assert_uint_eq(hresp.n_closed_jobs, 2);
+    ck_assert_uint_eq(hresp.closed_jobs[0], jid);
+    ck_assert_uint_eq(hresp.closed_jobs[1], 424242);
     disp_arena_free(&a);
 
-    /* A closed or unknown job: NOT_FOUND everywhere. */
-    Sluice__GetAssignmentResponse g3 = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_get_assignment(&s.d, &greq, &g3, &a, s.now, err, sizeof(err)),
-                     -ENOENT);
+    /* A closed job: NOT_FOUND, saying so. */
+    Sluice__GetAssignmentResponse gresp;
+    ck_assert_int_eq(svc_get_assignment(&s, jid, &gresp, &a, err, sizeof(err)), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "closed"));
+    disp_arena_free(&a);
+    fx_disp_destroy(&s.d);
+}
+END_TEST
+
+/* An unknown job: NOT_FOUND from every job call; an unknown worker's
+ * heartbeat: known = false. */
+START_TEST(test_svc_unknown)
+{
+    svc_env_t s;
+    char err[1024] = "";
+    uint64_t wid = 0;
+    (void)svc_job_started(&s, &wid);
+    disp_arena_t a = {0};
+    Sluice__AckSplitsRequest areq = SLUICE__ACK_SPLITS_REQUEST__INIT;
+    Sluice__AckSplitsResponse aresp = SLUICE__ACK_SPLITS_RESPONSE__INIT;
+    areq.job_secret = (char *)FX_JOB_SECRET;
     areq.job_id = 777;
     ck_assert_int_eq(disp_svc_ack_splits(&s.d, &areq, &aresp, &a, s.now, err, sizeof(err)),
                      -ENOENT);
@@ -1298,17 +1364,21 @@ START_TEST(test_svc_flow)
     rreq.job_id = 777;
     ck_assert_int_eq(disp_svc_report_rates(&s.d, &rreq, &rresp, &a, s.now, err, sizeof(err)),
                      -ENOENT);
+    Sluice__CloseJobRequest creq = SLUICE__CLOSE_JOB_REQUEST__INIT;
+    creq.job_secret = (char *)FX_JOB_SECRET;
+    Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     creq.job_id = 777;
     ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
                      -ENOENT);
+    Sluice__GetAssignmentResponse gresp;
+    ck_assert_int_eq(svc_get_assignment(&s, 777, &gresp, &a, err, sizeof(err)), -ENOENT);
     disp_arena_free(&a);
 
-    /* Unknown worker: known = false. */
-    hreq.worker_id = 5;
-    Sluice__HeartbeatResponse h6 = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &h6, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
-    ck_assert_int_eq(h6.known, 0);
+    Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
+    Sluice__HeartbeatResponse hresp;
+    hreq.worker_id = wid + 5;
+    svc_heartbeat(&s, &hreq, &hresp, &a);
+    ck_assert_int_eq(hresp.known, 0);
     disp_arena_free(&a);
     fx_disp_destroy(&s.d);
 }
@@ -1851,7 +1921,10 @@ int main(void)
     tcase_add_test(tc, test_pick_by_speed);
     tcase_add_test(tc, test_steal_tail);
     tcase_add_test(tc, test_svc_costs_journal);
-    tcase_add_test(tc, test_svc_flow);
+    tcase_add_test(tc, test_svc_first_contact);
+    tcase_add_test(tc, test_svc_ack_retry);
+    tcase_add_test(tc, test_svc_refuse_close);
+    tcase_add_test(tc, test_svc_unknown);
     tcase_add_test(tc, test_svc_resend_lost_assignment);
     tcase_add_test(tc, test_svc_job_qualified_progress);
     tcase_add_test(tc, test_svc_stale_sent);
