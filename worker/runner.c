@@ -613,7 +613,7 @@ static void runner_cache(wk_job_t *job, sl_exec_t *ex)
         sl_pcache_key_content(job->pc, sha); /* the ranks file's bytes, not its path */
     }
     job->pc_prefix = sl_pcache_prefix(job->pc);
-    sl_exec_set_pcache(ex, job->pc);
+    (void)sl_exec_set_pcache(ex, job->pc); /* before the runner's first submit */
     SL_INFO("job %" PRIu64 ": prefix cache: units 0..%u (%s .. %s) cached", job->id,
             job->pc_prefix - 1, sl_pipeline_unit_name(job->pipe, 0),
             sl_pipeline_unit_name(job->pipe, job->pc_prefix - 1));

@@ -80,7 +80,7 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->exec = sl_exec_new(a->pipe, a->src, a->threads,
                           (a->threads + 1) * CL_WINDOW_PER_THREAD + batch_room);
     if (l->exec != NULL && a->pcache != NULL) {
-        sl_exec_set_pcache(l->exec, a->pcache);
+        (void)sl_exec_set_pcache(l->exec, a->pcache); /* new: nothing submitted */
     }
     l->batcher = sl_batcher_new(a->spec->batch_size, a->spec->drop_last, a->spec->deterministic);
     if (l->exec == NULL || l->batcher == NULL ||
@@ -108,11 +108,9 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     return 0;
 }
 
-void cl_line_drop_pcache(cl_line_t *l)
+int cl_line_drop_pcache(cl_line_t *l)
 {
-    if (l != NULL && l->exec != NULL) {
-        sl_exec_set_pcache(l->exec, NULL);
-    }
+    return l != NULL && l->exec != NULL ? sl_exec_set_pcache(l->exec, NULL) : 0;
 }
 
 void cl_line_free(cl_line_t *l)

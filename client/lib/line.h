@@ -93,8 +93,9 @@ typedef struct cl_line_args_s {
 int cl_line_new(const cl_line_args_t *a, cl_line_t **ret);
 void cl_line_free(cl_line_t *l); /* waits for samples in flight; NULL ok */
 /* The line no longer uses its prefix cache (the planner decided against
- * it, docs/cache.md "When"); before the first sample is fed. */
-void cl_line_drop_pcache(cl_line_t *l);
+ * it, docs/cache.md "When"). Only before the first sample is fed: -EBUSY
+ * after, the cache kept. */
+int cl_line_drop_pcache(cl_line_t *l);
 
 /* ---- the consumer's three calls */
 

@@ -102,7 +102,12 @@ static int take_reply(sluice_job_t *job, const Sluice__SubmitJobResponse *r, cha
         if (r->plan->cache_off && job->pc != NULL) {
             /* The planner priced the prefix cache out for this job (its
              * reason is in `sluice plan --explain` and /status). */
-            cl_line_drop_pcache(job->consumer.line);
+            int rc = cl_line_drop_pcache(job->consumer.line);
+            if (rc < 0) {
+                return sl_err(err, errlen, rc,
+                              "the plan turned the prefix cache off after "
+                              "local samples started");
+            }
             sl_pcache_free(job->pc);
             job->pc = NULL;
         }

@@ -31,6 +31,7 @@ struct sl_exec_s {
     slot_t *slots;
     slot_t *free_list; /* owner thread only */
     unsigned inflight; /* owner thread only */
+    bool submitted;    /* owner thread only: a sample was ever submitted */
 
     pthread_mutex_t mu; /* guards the done list */
     pthread_cond_t cv;
@@ -226,6 +227,7 @@ int sl_exec_submit(sl_exec_t *ex, sl_sample_t *in, uint32_t from, uint32_t to)
         return rc;
     }
     ex->inflight++;
+    ex->submitted = true;
     return 0;
 }
 
@@ -298,4 +300,11 @@ void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret)
     }
 }
 
-void sl_exec_set_pcache(sl_exec_t *ex, struct sl_pcache_s *pc) { ex->pc = pc; }
+int sl_exec_set_pcache(sl_exec_t *ex, struct sl_pcache_s *pc)
+{
+    if (ex->submitted) {
+        return -EBUSY; /* pool threads may be reading ex->pc without a lock */
+    }
+    ex->pc = pc;
+    return 0;
+}

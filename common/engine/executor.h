@@ -35,10 +35,11 @@ unsigned sl_exec_inflight(const sl_exec_t *ex);
 unsigned sl_exec_capacity(const sl_exec_t *ex);
 /* The prefix cache (common/pcache/pcache.h, docs/cache.md) for samples
  * that start from their bytes and run at least its prefix; NULL: none.
- * Call before the first submit; pc was made for at least `threads`
- * threads and outlives ex. Bytes out are the same with or without it. */
+ * Only before the first submit (-EBUSY after: the pool reads it unlocked);
+ * pc was made for at least `threads` threads and outlives ex. Bytes out
+ * are the same with or without it. */
 struct sl_pcache_s;
-void sl_exec_set_pcache(sl_exec_t *ex, struct sl_pcache_s *pc);
+int sl_exec_set_pcache(sl_exec_t *ex, struct sl_pcache_s *pc);
 /* Sums per-unit cost over all threads so far (sl_pipeline_nunits entries). */
 void sl_exec_unit_stats(sl_exec_t *ex, sl_unit_stat_t *ret);
 /* CPU seconds the executor's threads have used so far (sl_pool_cpu_sec). */

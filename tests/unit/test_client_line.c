@@ -2,7 +2,8 @@
  * order as their samples are described, deterministic batches in (epoch,
  * position) order, duplicates dropped, the on_error policy (a failing
  * sample is not a skip), the most recent skips, a restarted rank's resume,
- * and epochs numbered from a first epoch. A real imagefolder and pipeline,
+ * epochs numbered from a first epoch, and the prefix cache let go only
+ * before the first sample. A real imagefolder and pipeline,
  * no job. */
 #include <check.h>
 #include <errno.h>
@@ -295,6 +296,21 @@ static void tally(void *arg, cl_line_ev_e ev, const cl_line_took_t *t)
  * each told to the account once as batched and once as popped; a position
  * batched already is not started again with once; one outside the job is
  * refused. */
+/* The pool's threads read the executor's cache pointer without a lock:
+ * the line lets it go before its first sample only, and says so after. */
+START_TEST(test_drop_pcache_only_before_feeding)
+{
+    rig_t r;
+    rig_open(&r, "");
+    ck_assert_int_eq(cl_line_drop_pcache(r.line), 0);
+    char err[256];
+    cl_line_in_t in = {.epoch = 0, .pos = 0};
+    ck_assert_int_eq(cl_line_feed(r.line, &in, err, sizeof(err)), 1);
+    ck_assert_int_eq(cl_line_drop_pcache(r.line), -EBUSY);
+    rig_close(&r);
+}
+END_TEST
+
 START_TEST(test_feed_collect_pop)
 {
     rig_t r;
@@ -362,6 +378,7 @@ int main(void)
     tcase_add_test(tc, test_recent_skips_ring);
     tcase_add_test(tc, test_first_epoch);
     tcase_add_test(tc, test_feed_collect_pop);
+    tcase_add_test(tc, test_drop_pcache_only_before_feeding);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
