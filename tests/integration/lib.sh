@@ -124,6 +124,39 @@ make_mix_data() {
     text_only_jsonl "$1/mm.jsonl" "$1/text.jsonl"
 }
 
+# caps_text_spec FILE CAPS TEXT SEED SAMPLES STEP CAPS2 TEXT2 EPOCHS: an auto,
+# deterministic mix over make_mix_data's data -- webdataset images ("caps",
+# weight CAPS) and the text-only jsonl with its own stages ("text", TEXT) --
+# of SAMPLES per epoch whose weights become CAPS2 / TEXT2 at step STEP.
+caps_text_spec() {
+    local tok='{"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken", "max_tokens": 300}'
+    local tpl='{"op": "template", "image_token": 100258, "tokens_per_tile": 16, "eos": 100257}'
+    cat >"$1" <<JSON
+{"mix": {"sources": [
+   {"name": "caps", "weight": $2, "source": {"type": "webdataset", "path": "mm-shards"}},
+   {"name": "text", "weight": $3, "stages": [$tok, $tpl],
+    "source": {"type": "jsonl", "path": "text.jsonl"}}],
+  "seed": $4, "samples_per_epoch": $5,
+  "schedule": [{"from_step": $6, "weights": {"caps": $7, "text": $8}}]},
+ "stages": [{"op": "decode_image"}, {"op": "image_tiles", "tile": 32, "max_tiles": 4},
+            $tok, $tpl],
+ "batch_size": 8, "epochs": $9, "offload": "auto", "deterministic": true}
+JSON
+}
+
+# local_digests SPEC DATA OUT [ARGS...]: SPEC run --local on one thread, its
+# digests sorted into OUT.s (unsorted in OUT.dig); ARGS go to sluice run.
+local_digests() {
+    local spec=$1 data=$2 out=$3
+    shift 3
+    "$BIN/sluice" run "$spec" --local --data-root "$data" --quiet --threads 1 \
+        --digests "$out.dig" "$@" || fail "local run of $spec failed"
+    sort "$out.dig" >"$out.s"
+}
+
+# py CODE [ARGS...]: the system Python (not a test's venv) on CODE.
+py() { /usr/bin/python3 -c "$@"; }
+
 # make_images DIR CLASSES PER_CLASS: a small generated image set.
 make_images() {
     /usr/bin/python3 "$ROOT/scripts/make-dataset" --out "$1" --classes "$2" --per-class "$3" \

@@ -59,7 +59,6 @@ hidden() {
     )
 }
 
-py() { /usr/bin/python3 -c "$@"; }
 
 EPOCHS=12
 # The training loop's rate the planner aims at: 2 CPUs alone would reach it

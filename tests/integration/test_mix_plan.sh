@@ -12,27 +12,10 @@
 # the client alone keeps up. The bytes are the --local run's either way.
 source "$(dirname "$0")/lib.sh"
 
-py() { /usr/bin/python3 -c "$@"; }
-
 DATA="$TMP/data"
 make_mix_data "$DATA"
-TOKENIZE='{"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken", "max_tokens": 300}'
-TEMPLATE='{"op": "template", "image_token": 100258, "tokens_per_tile": 16, "eos": 100257}'
-cat >"$TMP/spec.json" <<JSON
-{"mix": {"sources": [
-   {"name": "caps", "weight": 19, "source": {"type": "webdataset", "path": "mm-shards"}},
-   {"name": "text", "weight": 1, "stages": [$TOKENIZE, $TEMPLATE],
-    "source": {"type": "jsonl", "path": "text.jsonl"}}],
-  "seed": 3, "samples_per_epoch": 160,
-  "schedule": [{"from_step": 4, "weights": {"caps": 1, "text": 19}}]},
- "stages": [{"op": "decode_image"}, {"op": "image_tiles", "tile": 32, "max_tiles": 4},
-            $TOKENIZE, $TEMPLATE],
- "batch_size": 8, "epochs": 8, "offload": "auto", "deterministic": true}
-JSON
-
-"$BIN/sluice" run "$TMP/spec.json" --local --data-root "$DATA" --quiet --threads 1 \
-    --digests "$TMP/local.dig" || fail "local run failed"
-sort "$TMP/local.dig" >"$TMP/local.s"
+caps_text_spec "$TMP/spec.json" 19 1 3 160 4 1 19 8
+local_digests "$TMP/spec.json" "$DATA" "$TMP/local"
 
 start_daemon D "$BIN/sluice-dispatcher" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
     --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 --client-timeout-ms 5000

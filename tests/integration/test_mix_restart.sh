@@ -12,26 +12,10 @@
 #   count) and does not re-plan it for a weight change it already planned.
 source "$(dirname "$0")/lib.sh"
 
-py() { /usr/bin/python3 -c "$@"; }
-
 DATA="$TMP/data"
 make_mix_data "$DATA"
-TOKENIZE='{"op": "tokenize", "vocab": "tokenizers/cl100k_base.tiktoken", "max_tokens": 300}'
-TEMPLATE='{"op": "template", "image_token": 100258, "tokens_per_tile": 16, "eos": 100257}'
-cat >"$TMP/spec.json" <<JSON
-{"mix": {"sources": [
-   {"name": "caps", "weight": 3, "source": {"type": "webdataset", "path": "mm-shards"}},
-   {"name": "text", "weight": 1, "stages": [$TOKENIZE, $TEMPLATE],
-    "source": {"type": "jsonl", "path": "text.jsonl"}}],
-  "seed": 5, "samples_per_epoch": 96,
-  "schedule": [{"from_step": 3, "weights": {"caps": 1, "text": 3}}]},
- "stages": [{"op": "decode_image"}, {"op": "image_tiles", "tile": 32, "max_tiles": 4},
-            $TOKENIZE, $TEMPLATE],
- "batch_size": 8, "epochs": 12, "offload": "auto", "deterministic": true}
-JSON
-"$BIN/sluice" run "$TMP/spec.json" --local --data-root "$DATA" --quiet --threads 1 \
-    --digests "$TMP/local.dig" --json >"$TMP/local.json" || fail "local run failed"
-sort "$TMP/local.dig" >"$TMP/local.s"
+caps_text_spec "$TMP/spec.json" 3 1 5 96 3 1 3 12
+local_digests "$TMP/spec.json" "$DATA" "$TMP/local" --json >"$TMP/local.json"
 [ "$(wc -l <"$TMP/local.s")" -eq 1152 ] || fail "local run: expected 1152 digests"
 
 # counts_equal JSON: the per-source counts of --json are --local's
@@ -45,8 +29,7 @@ assert a == b and sum(a.values()) == 1152 and all(a.values()), (a, b)
 print("per-source counts", a)' "$1" "$TMP/local.json"
 }
 
-port=$(py 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
-print(s.getsockname()[1])')
+port=$(free_port)
 dispatcher() { # dispatcher NAME
     start_daemon "$1" "$BIN/sluice-dispatcher" --listen "127.0.0.1:$port" --http 127.0.0.1:0 \
         --journal "$TMP/journal" --split-size 8 --worker-timeout-ms 1500 --heartbeat-ms 100 \

@@ -8,7 +8,6 @@
 # client_bandwidth). The ranks still deliver exactly their --local shares.
 source "$(dirname "$0")/lib.sh"
 
-py() { /usr/bin/python3 -c "$@"; }
 W=2
 make_images "$TMP/data" 3 30 # 90 samples: 45 per rank and epoch
 write_train_spec "$TMP/spec.json" 12 ', "offload": "auto"'

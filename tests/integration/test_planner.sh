@@ -7,7 +7,6 @@
 # per-sample overhead measured while running reaches the next plan.
 source "$(dirname "$0")/lib.sh"
 
-py() { /usr/bin/python3 -c "$@"; }
 
 make_images "$TMP/data" 3 30
 write_train_spec "$TMP/spec.json" 2 ', "offload": "auto"'

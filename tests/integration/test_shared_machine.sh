@@ -9,7 +9,6 @@
 # counted separately). The digests match --local.
 source "$(dirname "$0")/lib.sh"
 
-py() { /usr/bin/python3 -c "$@"; }
 # The bound is loose on purpose: other work shares this machine too.
 MAX_RATIO=${MAX_RATIO:-3.0}
 # The layout, varied by hand to see the model hold beyond one shape

@@ -9,7 +9,6 @@
 # name gives nothing; and when the job ends the gauge holds its figure (the
 # 60 s hysteresis) instead of dropping at once.
 source "$(dirname "$0")/lib.sh"
-py() { /usr/bin/python3 -c "$@"; }
 
 command -v prometheus >/dev/null || fail "prometheus missing: run scripts/install-deps.sh"
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || fail "PyYAML missing: run scripts/install-deps.sh"
