@@ -36,6 +36,7 @@ static void finish(cl_fetcher_t *f, cl_fetch_state_e state, const char *why)
     f->waiting = 0;
     snprintf(f->error, sizeof(f->error), "%s", why);
     pthread_cond_broadcast(&job->cv);
+    cl_control_due(job); /* reap it, and retry its worker's splits if it broke */
     pthread_mutex_unlock(&job->mu);
 }
 
