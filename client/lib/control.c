@@ -382,9 +382,9 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
 /* The control thread's own state across rounds. */
 typedef struct cl_rounds_s {
     cl_pace_t pace;
-    int failures;   /* GetAssignment calls failed in a row */
-    int polled;     /* a GetAssignment succeeded */
-    int wait_ms;    /* the next wait */
+    int failures; /* GetAssignment calls failed in a row */
+    int polled;   /* a GetAssignment succeeded */
+    int wait_ms;  /* the next wait */
     int64_t last_ok;
 } cl_rounds_t;
 
@@ -422,8 +422,7 @@ static int took_assignment(sluice_job_t *job, cl_rounds_t *r,
     int ms = cl_pace_after(&r->pace, cl_pace_sig(resp));
     for (size_t i = 0; i < resp->n_workers; i++) {
         if (resp->workers[i]->worker_id != 0 && resp->workers[i]->address != NULL) {
-            int left = ensure_fetcher(job, resp->workers[i]->worker_id,
-                                      resp->workers[i]->address);
+            int left = ensure_fetcher(job, resp->workers[i]->worker_id, resp->workers[i]->address);
             ms = left > 0 && left < ms ? left : ms;
         }
     }
@@ -452,8 +451,8 @@ static void poll_assignment(sluice_job_t *job, cl_rounds_t *r, int prior)
     int rc = prior;
     if (prior >= 0 || prior == -ECOMM) {
         rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/GetAssignment", &req.base,
-                          &sluice__get_assignment_response__descriptor, job->timeout_ms, 0,
-                          &resp, &st);
+                          &sluice__get_assignment_response__descriptor, job->timeout_ms, 0, &resp,
+                          &st);
     }
     if (rc == 0) {
         r->failures = 0;

@@ -3,10 +3,7 @@
 
 #include <string.h>
 
-void cl_pace_init(cl_pace_t *p)
-{
-    *p = (cl_pace_t){.interval_ms = CL_PACE_MIN_MS};
-}
+void cl_pace_init(cl_pace_t *p) { *p = (cl_pace_t){.interval_ms = CL_PACE_MIN_MS}; }
 
 int cl_pace_after(cl_pace_t *p, uint64_t sig)
 {
@@ -36,10 +33,7 @@ static uint64_t mix_bytes(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static uint64_t mix_u64(uint64_t h, uint64_t v)
-{
-    return mix_bytes(h, &v, sizeof(v));
-}
+static uint64_t mix_u64(uint64_t h, uint64_t v) { return mix_bytes(h, &v, sizeof(v)); }
 
 /* A string with its terminator, so "ab","c" and "a","bc" differ; NULL as "". */
 static uint64_t mix_str(uint64_t h, const char *s)

@@ -462,8 +462,11 @@ START_TEST(test_quiet_assignment_slows_the_poll)
     ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
     char spec[600];
     snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
-    sluice_options_t o = {.dispatcher = daddr, .data_root = g_root, .threads = 1,
-                          .offload = "all", .timeout_ms = 2000};
+    sluice_options_t o = {.dispatcher = daddr,
+                          .data_root = g_root,
+                          .threads = 1,
+                          .offload = "all",
+                          .timeout_ms = 2000};
     sluice_job_t *job = NULL;
     ck_assert_msg(sluice_open(spec, &o, &job, err, sizeof(err)) == 0, "open: %s", err);
 

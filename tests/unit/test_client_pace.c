@@ -109,12 +109,12 @@ START_TEST(test_sig_sees_news)
     MOVES(a.plan.compress = 1);
     MOVES(a.plan.mode = (char *)"all");
     MOVES(a.r.plan = NULL);
-    MOVES(a.split[1].split_id = 12);     /* another split of the client's own */
-    MOVES(a.split[0].worker_id = 0);     /* a remote split taken back to the client */
-    MOVES(a.r.n_splits = 1);             /* the client's own split gone */
-    MOVES(a.w.worker_id = 6);            /* another worker */
+    MOVES(a.split[1].split_id = 12); /* another split of the client's own */
+    MOVES(a.split[0].worker_id = 0); /* a remote split taken back to the client */
+    MOVES(a.r.n_splits = 1);         /* the client's own split gone */
+    MOVES(a.w.worker_id = 6);        /* another worker */
     MOVES(a.w.address = (char *)"127.0.0.1:7002");
-    MOVES(a.r.n_workers = 0);            /* the worker left */
+    MOVES(a.r.n_workers = 0); /* the worker left */
     MOVES(a.r.finished = 1);
     MOVES(a.r.failure = (char *)"spec refused");
     MOVES(a.r.fallback = (char *)"no live worker for 5000 ms");
