@@ -173,6 +173,7 @@ void *cl_fetch_main(void *arg)
     sluice_job_t *job = f->job;
     char err[256];
     sl_rpc_status_t st;
+    (void)pthread_setname_np(pthread_self(), "sl-fetch"); /* as control.c's */
     if (sl_cond_init_mono(&f->cv) != 0) {
         finish(f, CL_FETCH_BROKEN, "cannot make a condition variable");
         return NULL;
