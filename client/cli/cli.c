@@ -1,8 +1,8 @@
 /* `sluice`: the user's command. main() only dispatches. */
 #include "client/cli/cli.h"
 #include "client/cli/cli_man.h"
-#include "client/cli/cli_tunables.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,11 +44,11 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     sl_log_set_name("sluice");
-    /* Process-wide choices, so the program makes them, not the library. */
-    if (argc >= 2) {
-        sl_cli_tunables_reexec(argv[1], argv);
-    }
-    sl_cli_tunables_mallopt();
+    /* Batches and received samples are megabytes each: keep them on the heap
+     * instead of a fresh mmap (and page faults) per allocation. A process-wide
+     * choice, so the program makes it, not the library. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 128 << 20);
     if (argc < 2) {
         usage(stderr);
         return SL_EXIT_USAGE;
