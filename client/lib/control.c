@@ -180,6 +180,9 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
                 cl_split_on(job, s, CL_SPLIT_EV_REPORTED);
             }
         }
+        if (job->acks.n > 0 || job->recvd.n > 0) {
+            cl_control_due(job); /* queued during the call: not made due by an empty queue */
+        }
         pthread_mutex_unlock(&job->mu);
     } else {
         rc = urc;
