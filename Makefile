@@ -327,6 +327,7 @@ TEST_MODS_test_client_prefetch := client
 TEST_MODS_test_client_splits := client
 TEST_MODS_test_client_steps := client
 TEST_MODS_test_client_ahead := client
+TEST_MODS_test_client_pace := client
 TEST_MODS_test_pb_wire := client
 TEST_MODS_test_rx := client
 TEST_MODS_test_compressed_samples := worker client

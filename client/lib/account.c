@@ -13,7 +13,13 @@ static void count_split(sluice_job_t *job, uint64_t split_id, cl_split_ev_e ev)
         return;
     }
     pthread_mutex_lock(&job->mu);
-    cl_split_t *s = cl_split_add(job, split_id);
+    cl_split_t *s = cl_split_find(job, split_id);
+    if (s == NULL) {
+        /* Samples of a split no assignment listed yet: it completes only
+         * once listed, so the next poll should not wait out a quiet pace. */
+        s = cl_split_add(job, split_id);
+        cl_control_due(job);
+    }
     if (s != NULL) {
         cl_split_on(job, s, ev);
     }

@@ -148,8 +148,10 @@ typedef struct cl_job_control_s {
     size_t nretry_workers;
     /* Under job->mu: the consumer sets kick and signals cv (job.c
      * note_idle) so the control thread asks at once instead of at its next
-     * poll. */
+     * poll; due (cl_control_due) makes the next round come within
+     * CL_PACE_MIN_MS of the last however long its quiet interval (pace.h). */
     int kick;
+    int due;
     pthread_cond_t cv;
 } cl_job_control_t;
 
@@ -297,6 +299,10 @@ void cl_job_account(void *arg, cl_line_ev_e ev, const cl_line_took_t *t);
 /* control.c */
 int cl_control_start(struct sluice_job *job);
 void cl_control_stop(struct sluice_job *job);
+/* Something needs a control round soon (job->mu held): acknowledgements
+ * queued, samples of a split the client was not told of, a fetch stream's
+ * end. Any thread. */
+void cl_control_due(struct sluice_job *job);
 /* Pure: the next restart delay after cur ms (0 = none yet): CL_BACKOFF_MIN_MS
  * doubling up to CL_BACKOFF_MAX_MS. */
 int cl_backoff_next(int cur);

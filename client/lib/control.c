@@ -1,16 +1,19 @@
-/* The control thread: every 100 ms it acknowledges completed splits, tells
- * the dispatcher about each worker whose stream broke (AckSplits with
- * retry_worker_id, until one succeeds), fetches the assignment, and keeps
- * one fetcher per worker that holds splits of this job, restarting a failed
- * one after a per-worker backoff (200 ms doubling to 2 s while it delivers
- * nothing). Acks and GetAssignment run in that order on this one thread, so
- * an assignment never shows a split this client already acknowledged as new. */
+/* The control thread: in rounds (every 100 ms while they bring news, up to
+ * 500 ms apart while nothing changes, pace.h) it acknowledges completed
+ * splits, tells the dispatcher about each worker whose stream broke
+ * (AckSplits with retry_worker_id, until one succeeds), fetches the
+ * assignment, and keeps one fetcher per worker that holds splits of this
+ * job, restarting a failed one after a per-worker backoff (200 ms doubling
+ * to 2 s while it delivers nothing). Acks and GetAssignment run in that
+ * order on this one thread, so an assignment never shows a split this
+ * client already acknowledged as new. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/lib/client_impl.h"
+#include "client/lib/pace.h"
 #include "client/lib/profile.h"
 #include "common/base/clock.h"
 #include "common/base/err.h"
@@ -22,24 +25,34 @@
     "the dispatcher no longer knows this job (timed out, or was it restarted without "             \
     "a journal? see sluice-dispatcher --journal)"
 
-#define CL_POLL_MS 100
-
-/* Waits ms before the next round; while the dispatcher answers (may_wake),
- * a consumer that became idle (job->control.kick) cuts the wait short, so its
- * request for work goes out at once, not up to a poll later. */
+/* Waits ms before the next round. While the dispatcher answers (may_wake),
+ * a consumer that became idle (job->control.kick) cuts the wait short, so
+ * its request for work goes out at once, and a due round (cl_control_due)
+ * comes CL_PACE_MIN_MS after the last at the latest. */
 static void wait_next(sluice_job_t *job, int ms, int may_wake)
 {
-    int64_t until = sl_mono_ms() + ms;
+    int64_t start = sl_mono_ms();
+    int64_t until = start + ms;
+    int64_t due_at = start + (ms < CL_PACE_MIN_MS ? ms : CL_PACE_MIN_MS);
     pthread_mutex_lock(&job->mu);
     for (;;) {
-        int64_t left = until - sl_mono_ms();
+        int64_t left = (may_wake && job->control.due ? due_at : until) - sl_mono_ms();
         if (job->closing || left <= 0 || (may_wake && job->control.kick)) {
             break;
         }
         (void)sl_cond_wait_ms(&job->control.cv, &job->mu, left);
     }
     job->control.kick = 0;
+    job->control.due = 0;
     pthread_mutex_unlock(&job->mu);
+}
+
+void cl_control_due(sluice_job_t *job)
+{
+    if (!job->control.due) {
+        job->control.due = 1;
+        pthread_cond_signal(&job->control.cv);
+    }
 }
 
 int cl_backoff_next(int cur)
@@ -94,7 +107,7 @@ static uint64_t *copy_ids(const cl_ids_t *q)
 }
 
 /* Sends queued acks, and retries for retry_worker (0 = none); on success
- * removes acked splits. */
+ * removes acked splits. Returns 1 sent, 0 nothing to send, < 0 failed. */
 static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t retry_worker)
 {
     pthread_mutex_lock(&job->mu);
@@ -126,6 +139,7 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     if (n == 0 && nrecv == 0 && nretry == 0 && retry_worker == 0 && nskip == 0) {
         return 0;
     }
+    int rc = 1;
     Sluice__AckSplitsRequest req = SLUICE__ACK_SPLITS_REQUEST__INIT;
     req.version = SL_PROTOCOL_VERSION;
     req.job_id = job->job_id;
@@ -142,10 +156,10 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
     req.skipped = countp;
     ProtobufCMessage *resp = NULL;
     sl_rpc_status_t st;
-    int rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/AckSplits", &req.base,
-                          &sluice__ack_splits_response__descriptor, job->timeout_ms, 0, &resp,
-                          &st);
-    if (rc == 0) {
+    int urc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/AckSplits", &req.base,
+                           &sluice__ack_splits_response__descriptor, job->timeout_ms, 0, &resp,
+                           &st);
+    if (urc == 0) {
         protobuf_c_message_free_unpacked(resp, NULL);
         pthread_mutex_lock(&job->mu);
         for (int r = 0; r < SL_SKIP__COUNT; r++) {
@@ -166,9 +180,15 @@ static int send_acks(sluice_job_t *job, uint64_t *retry, size_t nretry, uint64_t
                 cl_split_on(job, s, CL_SPLIT_EV_REPORTED);
             }
         }
+        if (job->acks.n > 0 || job->recvd.n > 0) {
+            cl_control_due(job); /* queued during the call: not made due by an empty queue */
+        }
         pthread_mutex_unlock(&job->mu);
-    } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
-        fail_job(job, CL_JOB_UNKNOWN_MSG);
+    } else {
+        rc = urc;
+        if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
+            fail_job(job, CL_JOB_UNKNOWN_MSG);
+        }
     }
     free(ids);
     free(recv);
@@ -185,14 +205,17 @@ static cl_fetcher_t *fetcher_for(sluice_job_t *job, uint64_t worker_id)
     return NULL;
 }
 
-static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *address)
+/* Starts a fetcher for the worker unless one runs or its backoff lasts;
+ * returns the ms the backoff has left (0: none), for the next round. */
+static int ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *address)
 {
     double now = sl_mono_sec();
     pthread_mutex_lock(&job->mu);
     cl_fetcher_t *f = fetcher_for(job, worker_id);
-    if (f != NULL || job->closing || now < backoff_of(job, worker_id)->not_before) {
+    double not_before = backoff_of(job, worker_id)->not_before;
+    if (f != NULL || job->closing || now < not_before) {
         pthread_mutex_unlock(&job->mu);
-        return;
+        return f == NULL && now < not_before ? (int)((not_before - now) * 1000.0) + 1 : 0;
     }
     for (int i = 0; i < CL_MAX_FETCHERS && f == NULL; i++) {
         if (!job->fetch.fetchers[i].started) {
@@ -201,7 +224,7 @@ static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *ad
     }
     if (f == NULL) {
         pthread_mutex_unlock(&job->mu);
-        return; /* more workers than streams: the others wait for a slot */
+        return 0; /* more workers than streams: the others wait for a slot */
     }
     memset(f, 0, sizeof(*f));
     f->job = job;
@@ -213,6 +236,7 @@ static void ensure_fetcher(sluice_job_t *job, uint64_t worker_id, const char *ad
         f->started = 0;
     }
     pthread_mutex_unlock(&job->mu);
+    return 0;
 }
 
 static void retry_worker_add(sluice_job_t *job, uint64_t worker_id)
@@ -277,7 +301,7 @@ static void send_retries(sluice_job_t *job)
         }
         pthread_mutex_unlock(&job->mu);
         int rc = send_acks(job, ids.v, ids.n, wid);
-        if (rc == 0) {
+        if (rc >= 0) {
             pthread_mutex_lock(&job->mu);
             for (size_t i = 0; i < ids.n; i++) {
                 cl_split_t *s = cl_split_find(job, ids.v[i]);
@@ -288,7 +312,7 @@ static void send_retries(sluice_job_t *job)
             pthread_mutex_unlock(&job->mu);
         }
         cl_ids_free(&ids);
-        if (rc != 0) {
+        if (rc < 0) {
             return; /* next round */
         }
         memmove(&job->control.retry_workers[0], &job->control.retry_workers[1],
@@ -353,97 +377,140 @@ static void apply_assignment(sluice_job_t *job, const Sluice__GetAssignmentRespo
     pthread_mutex_unlock(&job->mu);
 }
 
-/* Polls every CL_POLL_MS while the dispatcher answers; while it does not
- * (a restart), waits double as long after each failure up to this cap, so a
- * dispatcher coming back is not met by every client at once. */
+/* While the dispatcher does not answer (a restart), the control thread
+ * waits double as long after each failure up to this cap, so a dispatcher
+ * coming back is not met by every client at once. */
 #define CL_DISP_BACKOFF_MAX_MS 2000
+
+/* The control thread's own state across rounds. */
+typedef struct cl_rounds_s {
+    cl_pace_t pace;
+    int failures; /* GetAssignment calls failed in a row */
+    int polled;   /* a GetAssignment succeeded */
+    int wait_ms;  /* the next wait */
+    int64_t last_ok;
+} cl_rounds_t;
+
+/* The client's own prefix cache so far, into own: the planner prices its
+ * local samples at its hit rate and read cost (docs/cache.md). job->pc is
+ * set before this thread starts and freed after it. */
+static Sluice__CacheStats *own_cache(sluice_job_t *job, Sluice__CacheStats *own)
+{
+    if (job->pc == NULL) {
+        return NULL;
+    }
+    sl_pcache_stats_t c;
+    sl_pcache_stats(job->pc, &c);
+    own->hits = c.hits;
+    own->misses = c.misses;
+    own->bytes_read = c.bytes_read;
+    own->bytes_written = c.bytes_written;
+    own->evictions = c.evictions;
+    own->store_errors = c.store_errors;
+    own->corrupt = c.corrupt;
+    own->bytes_evicted = c.bytes_evicted;
+    own->read_ns = c.read_ns;
+    own->read_bytes_sq = c.read_bytes_sq;
+    own->read_bytes_ns = c.read_bytes_ns;
+    return own;
+}
+
+/* Applies an answered assignment and starts its workers' fetchers; returns
+ * the wait before the next round: the pace's, shortened to a worker's
+ * backoff end so its fetcher restarts on time. */
+static int took_assignment(sluice_job_t *job, cl_rounds_t *r,
+                           const Sluice__GetAssignmentResponse *resp)
+{
+    apply_assignment(job, resp);
+    int ms = cl_pace_after(&r->pace, cl_pace_sig(resp));
+    for (size_t i = 0; i < resp->n_workers; i++) {
+        if (resp->workers[i]->worker_id != 0 && resp->workers[i]->address != NULL) {
+            int left = ensure_fetcher(job, resp->workers[i]->worker_id, resp->workers[i]->address);
+            ms = left > 0 && left < ms ? left : ms;
+        }
+    }
+    return ms;
+}
+
+/* One GetAssignment; prior is send_acks' result this round (a failed one
+ * other than -ECOMM skips the call). Updates r, fails the job when the
+ * dispatcher forgot it or stayed silent for dispatcher_timeout_ms. */
+static void poll_assignment(sluice_job_t *job, cl_rounds_t *r, int prior)
+{
+    Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
+    req.version = SL_PROTOCOL_VERSION;
+    req.job_id = job->job_id;
+    req.job_secret = job->job_secret;
+    req.rank = job->spec.rank;
+    /* Not on the first call: the client has not seen its own splits
+     * yet, so it is not idle but waiting for its assignment. */
+    pthread_mutex_lock(&job->mu);
+    req.idle = job->idle != 0 && r->polled;
+    pthread_mutex_unlock(&job->mu);
+    Sluice__CacheStats own = SLUICE__CACHE_STATS__INIT;
+    req.cache = own_cache(job, &own);
+    ProtobufCMessage *resp = NULL;
+    sl_rpc_status_t st;
+    int rc = prior;
+    if (prior >= 0 || prior == -ECOMM) {
+        rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/GetAssignment", &req.base,
+                          &sluice__get_assignment_response__descriptor, job->timeout_ms, 0, &resp,
+                          &st);
+    }
+    if (rc == 0) {
+        r->failures = 0;
+        r->polled = 1;
+        r->last_ok = sl_mono_ms();
+        r->wait_ms = took_assignment(job, r, (Sluice__GetAssignmentResponse *)resp);
+        protobuf_c_message_free_unpacked(resp, NULL);
+    } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
+        fail_job(job, CL_JOB_UNKNOWN_MSG);
+    } else {
+        int base = r->failures++ == 0 ? CL_PACE_MIN_MS : r->wait_ms; /* not a quiet wait */
+        r->wait_ms = base >= CL_DISP_BACKOFF_MAX_MS / 2 ? CL_DISP_BACKOFF_MAX_MS : base * 2;
+        if (sl_mono_ms() - r->last_ok > job->dispatcher_timeout_ms) {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "the dispatcher has not answered for %d ms (%d failed calls; "
+                     "dispatcher_timeout_ms)",
+                     job->dispatcher_timeout_ms, r->failures);
+            fail_job(job, why);
+        }
+    }
+}
+
+static int closing_now(sluice_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    int closing = job->closing;
+    pthread_mutex_unlock(&job->mu);
+    return closing;
+}
 
 static void *control_main(void *arg)
 {
     sluice_job_t *job = arg;
-    int failures = 0;
-    int polled = 0; /* a GetAssignment succeeded */
-    int wait_ms = CL_POLL_MS;
-    int64_t last_ok = sl_mono_ms();
-    for (;;) {
-        pthread_mutex_lock(&job->mu);
-        int closing = job->closing;
-        pthread_mutex_unlock(&job->mu);
-        if (closing) {
-            break;
-        }
+    /* Named for top -H, perf and scripts/bench-client-cpu's per-thread split;
+     * a name that cannot be set changes nothing else. */
+    (void)pthread_setname_np(pthread_self(), "sl-control");
+    cl_rounds_t r = {.wait_ms = CL_PACE_MIN_MS, .last_ok = sl_mono_ms()};
+    cl_pace_init(&r.pace);
+    while (!closing_now(job)) {
         reap_fetchers(job);
         int rc = send_acks(job, NULL, 0, 0);
-        if (rc == 0) {
+        if (rc >= 0) {
             send_retries(job);
         }
-        Sluice__GetAssignmentRequest req = SLUICE__GET_ASSIGNMENT_REQUEST__INIT;
-        req.version = SL_PROTOCOL_VERSION;
-        req.job_id = job->job_id;
-        req.job_secret = job->job_secret;
-        req.rank = job->spec.rank;
-        /* Not on the first call: the client has not seen its own splits
-         * yet, so it is not idle but waiting for its assignment. */
-        pthread_mutex_lock(&job->mu);
-        req.idle = job->idle != 0 && polled;
-        pthread_mutex_unlock(&job->mu);
-        /* The client's own prefix cache so far: the planner prices its
-         * local samples at its hit rate and read cost (docs/cache.md).
-         * job->pc is set before this thread starts and freed after it. */
-        Sluice__CacheStats own = SLUICE__CACHE_STATS__INIT;
-        if (job->pc != NULL) {
-            sl_pcache_stats_t c;
-            sl_pcache_stats(job->pc, &c);
-            own.hits = c.hits;
-            own.misses = c.misses;
-            own.bytes_read = c.bytes_read;
-            own.bytes_written = c.bytes_written;
-            own.evictions = c.evictions;
-            own.store_errors = c.store_errors;
-            own.corrupt = c.corrupt;
-            own.bytes_evicted = c.bytes_evicted;
-            own.read_ns = c.read_ns;
-            own.read_bytes_sq = c.read_bytes_sq;
-            own.read_bytes_ns = c.read_bytes_ns;
-            req.cache = &own;
-        }
-        ProtobufCMessage *resp = NULL;
-        sl_rpc_status_t st;
-        if (rc == 0 || rc == -ECOMM) {
-            rc = sl_rpc_unary(job->disp, "/sluice.Dispatcher/GetAssignment", &req.base,
-                              &sluice__get_assignment_response__descriptor, job->timeout_ms, 0,
-                              &resp, &st);
-        }
-        if (rc == 0) {
-            failures = 0;
-            polled = 1;
-            wait_ms = CL_POLL_MS;
-            last_ok = sl_mono_ms();
-            Sluice__GetAssignmentResponse *r = (Sluice__GetAssignmentResponse *)resp;
-            apply_assignment(job, r);
-            for (size_t i = 0; i < r->n_workers; i++) {
-                if (r->workers[i]->worker_id != 0 && r->workers[i]->address != NULL) {
-                    ensure_fetcher(job, r->workers[i]->worker_id, r->workers[i]->address);
-                }
-            }
-            protobuf_c_message_free_unpacked(resp, NULL);
-        } else if (rc == -ECOMM && st.code == SL_RPC_NOT_FOUND) {
-            fail_job(job, CL_JOB_UNKNOWN_MSG);
-        } else {
-            failures++;
-            wait_ms = wait_ms >= CL_DISP_BACKOFF_MAX_MS / 2 ? CL_DISP_BACKOFF_MAX_MS
-                                                           : wait_ms * 2;
-            if (sl_mono_ms() - last_ok > job->dispatcher_timeout_ms) {
-                char why[160];
-                snprintf(why, sizeof(why),
-                         "the dispatcher has not answered for %d ms (%d failed calls; "
-                         "dispatcher_timeout_ms)",
-                         job->dispatcher_timeout_ms, failures);
-                fail_job(job, why);
-            }
-        }
+        poll_assignment(job, &r, rc);
         cl_planner_tick(job); /* planner: ReportRates once a second */
-        wait_next(job, wait_ms, failures == 0);
+        int ms = r.wait_ms;
+        if (r.failures == 0) {
+            int report = cl_planner_due_ms(job);
+            ms = report < ms ? (report < 1 ? 1 : report) : ms;
+            /* A retry that failed goes again at the old pace. */
+            ms = job->control.nretry_workers > 0 && ms > CL_PACE_MIN_MS ? CL_PACE_MIN_MS : ms;
+        }
+        wait_next(job, ms, r.failures == 0);
     }
     return NULL;
 }

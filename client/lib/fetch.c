@@ -36,6 +36,7 @@ static void finish(cl_fetcher_t *f, cl_fetch_state_e state, const char *why)
     f->waiting = 0;
     snprintf(f->error, sizeof(f->error), "%s", why);
     pthread_cond_broadcast(&job->cv);
+    cl_control_due(job); /* reap it, and retry its worker's splits if it broke */
     pthread_mutex_unlock(&job->mu);
 }
 
@@ -172,6 +173,7 @@ void *cl_fetch_main(void *arg)
     sluice_job_t *job = f->job;
     char err[256];
     sl_rpc_status_t st;
+    (void)pthread_setname_np(pthread_self(), "sl-fetch"); /* as control.c's */
     if (sl_cond_init_mono(&f->cv) != 0) {
         finish(f, CL_FETCH_BROKEN, "cannot make a condition variable");
         return NULL;

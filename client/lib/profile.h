@@ -146,6 +146,9 @@ void cl_planner_note_accepted(cl_planner_t *p, uint64_t accepted);
 
 /* Control thread, every poll: sends ReportRates once per CL_REPORT_MS. */
 void cl_planner_tick(struct sluice_job *job);
+/* Control thread: ms until cl_planner_tick next reports (INT_MAX without
+ * a planner), so a quiet control thread wakes for it (pace.h). */
+int cl_planner_due_ms(const struct sluice_job *job);
 
 /* Step 6 alone: bytes/s of all bytes after each stream's first chunk over
  * the span from the earliest first chunk to the latest end, with the first

@@ -1,6 +1,7 @@
 /* rates: the planner while the job runs (profile.h): the consumer's notes
  * of every next_batch call, the plan the dispatcher answered, and the
  * control thread's ReportRates once per CL_REPORT_MS (cl_planner_tick). */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -293,4 +294,17 @@ void cl_planner_tick(struct sluice_job *job)
     p->last_report = now;
     p->cpu_at_report = cpu;
     send_report(job, p, &req);
+}
+
+int cl_planner_due_ms(const struct sluice_job *job)
+{
+    const cl_planner_t *p = job->planner;
+    if (p == NULL || job->disp == NULL) {
+        return INT_MAX;
+    }
+    if (p->last_report == 0.0) {
+        return 0; /* the first tick starts the window */
+    }
+    double left = CL_REPORT_MS - (sl_mono_sec() - p->last_report) * 1000.0;
+    return left <= 0.0 ? 0 : (int)left + 1;
 }

@@ -81,6 +81,9 @@ static void queue(struct sluice_job *job, cl_split_t *s, cl_ids_t *q, cl_split_s
         return;
     }
     s->state = state;
+    if (q->n == 1) {
+        cl_control_due(job); /* the dispatcher frees the split's credit on it */
+    }
 }
 
 void cl_split_on(struct sluice_job *job, cl_split_t *s, cl_split_ev_e ev)

@@ -384,6 +384,108 @@ START_TEST(test_received_before_consumed)
 }
 END_TEST
 
+/* ------------------------------------------------------------ pace */
+
+/* The control thread's pace (client/lib/pace.h): an assignment that stays
+ * the same (one split on a worker the client is not told how to reach, so
+ * nothing else happens) is asked for ever less often, up to every
+ * CL_PACE_QUIET_MAX_MS; one that changes every time (the plan's version)
+ * every CL_PACE_MIN_MS, as the poll always was. */
+typedef struct pfake_s {
+    pthread_mutex_t mu;
+    int calls;
+    int news; /* bump the plan's version on every call */
+    uint32_t version;
+} pfake_t;
+
+static pfake_t g_p = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void pfake_assignment(void *ctx, const ProtobufCMessage *req, sl_rpc_reply_t *reply)
+{
+    pfake_t *f = ctx;
+    (void)req;
+    Sluice__GetAssignmentResponse resp = SLUICE__GET_ASSIGNMENT_RESPONSE__INIT;
+    Sluice__Plan plan = SLUICE__PLAN__INIT;
+    Sluice__SplitAssignment a = SLUICE__SPLIT_ASSIGNMENT__INIT;
+    Sluice__SplitAssignment *pa[1] = {&a};
+    resp.version = SL_PROTOCOL_VERSION;
+    plan.split = 1;
+    plan.mode = "all";
+    pthread_mutex_lock(&f->mu);
+    f->calls++;
+    f->version += f->news;
+    plan.version = f->version;
+    pthread_mutex_unlock(&f->mu);
+    resp.plan = &plan;
+    a.job_id = 42;
+    a.split_id = 0;
+    a.end = NIMG;
+    a.stage_to = 1;
+    a.worker_id = DEAD_WORKER;
+    resp.n_splits = 1;
+    resp.splits = pa;
+    resp.failure = "";
+    sl_rpc_reply_ok(reply, &resp.base);
+}
+
+/* GetAssignment calls in the next ms milliseconds, with news or without. */
+static int pfake_calls_over(int news, int ms)
+{
+    pthread_mutex_lock(&g_p.mu);
+    g_p.news = news;
+    int before = g_p.calls;
+    pthread_mutex_unlock(&g_p.mu);
+    usleep((useconds_t)ms * 1000);
+    pthread_mutex_lock(&g_p.mu);
+    int n = g_p.calls - before;
+    pthread_mutex_unlock(&g_p.mu);
+    return n;
+}
+
+START_TEST(test_quiet_assignment_slows_the_poll)
+{
+    char err[256];
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_ptr_nonnull(d);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
+                            &sluice__submit_job_request__descriptor, fake_submit, &g_p);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
+                            &sluice__get_assignment_request__descriptor, pfake_assignment, &g_p);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
+                            &sluice__ack_splits_request__descriptor, fake_ack, &g_fake);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
+                            &sluice__close_job_request__descriptor, fake_close, &g_p);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
+                            &sluice__report_rates_request__descriptor, fake_rates, &g_p);
+    char daddr[64];
+    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+    char spec[600];
+    snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
+    sluice_options_t o = {.dispatcher = daddr,
+                          .data_root = g_root,
+                          .threads = 1,
+                          .offload = "all",
+                          .timeout_ms = 2000};
+    sluice_job_t *job = NULL;
+    ck_assert_msg(sluice_open(spec, &o, &job, err, sizeof(err)) == 0, "open: %s", err);
+
+    /* Quiet: ~0, 0.1, 0.3, 0.7, 1.2, ... then every 0.5 s (some rounds
+     * earlier, for the once-a-second ReportRates): at most ~9 in 3 s where
+     * the fixed 100 ms poll made 30. Load only makes calls later, fewer. */
+    int quiet = pfake_calls_over(0, 3000);
+    /* News every call: back to every 100 ms, ~15 in 1.5 s. */
+    int busy = pfake_calls_over(1, 1500);
+    /* Quiet again: the pace slows down again (~4-5 in 2 s). */
+    int again = pfake_calls_over(0, 2000);
+    sluice_close(job);
+    sl_rpc_server_free(d);
+    ck_assert_msg(quiet >= 2 && quiet <= 12, "%d GetAssignment calls in a quiet 3 s", quiet);
+    ck_assert_msg(busy >= 6, "%d GetAssignment calls in 1.5 s of news", busy);
+    ck_assert_msg(again <= 10, "%d GetAssignment calls in a quiet 2 s after news", again);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_control");
@@ -393,6 +495,7 @@ int main(void)
     tcase_add_test(tc, test_backoff_steps);
     tcase_add_test(tc, test_dead_worker_backoff_and_retry);
     tcase_add_test(tc, test_received_before_consumed);
+    tcase_add_test(tc, test_quiet_assignment_slows_the_poll);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 1);
 }
