@@ -20,6 +20,7 @@
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
 #include "common/remote/pfill.h"
+#include "common/remote/probe.h"
 
 /* While indexing: the URL and its validator into the fingerprint; the
  * validator is the one the shard added next records. */
@@ -108,16 +109,10 @@ int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t *
 
 int sl_src_url_read_error(int rc, char *err, size_t errlen)
 {
-    switch (-rc) {
-    case ECONNREFUSED:
-    case ETIMEDOUT:
-    case EHOSTUNREACH:
-    case ECONNRESET:
-    case EHOSTDOWN:
+    if (sl_remote_err_unreachable(rc)) {
         return sl_err_prefix(err, errlen, -ENOLINK, "data server unreachable");
-    default:
-        return rc;
     }
+    return rc;
 }
 
 static int span_cmp(const void *a, const void *b)
