@@ -145,22 +145,45 @@ int sl_cache_lookup(const sl_cache_t *c, const char *key)
     return fd;
 }
 
+/* The lock file still names fd's inode: a remover (sl_cache_remove) or an
+ * eviction unlinks it, so a lock taken on an unlinked one is taken again. */
+static int lock_current(const sl_cache_t *c, const char *name, int fd)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) < 0) {
+        return -errno;
+    }
+    if (fstatat(c->dir_fd, name, &b, AT_SYMLINK_NOFOLLOW) < 0) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int lock_entry(const sl_cache_t *c, const char *key)
 {
     char name[SL_CACHE_KEY_MAX + 8];
     snprintf(name, sizeof(name), ".%s.lock", key);
-    int fd = openat(c->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        return -errno;
-    }
-    while (flock(fd, LOCK_EX) < 0) {
-        if (errno != EINTR) {
-            int rc = -errno;
-            close(fd);
+    for (;;) {
+        int fd = openat(c->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) {
+            return -errno;
+        }
+        int rc = 0;
+        while (flock(fd, LOCK_EX) < 0) {
+            if (errno != EINTR) {
+                rc = -errno;
+                break;
+            }
+        }
+        rc = rc < 0 ? rc : lock_current(c, name, fd);
+        if (rc > 0) {
+            return fd;
+        }
+        close(fd);
+        if (rc < 0) {
             return rc;
         }
     }
-    return fd;
 }
 
 int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill, bool *ret_hit)
@@ -414,6 +437,11 @@ int sl_cache_remove(const sl_cache_t *c, const char *key)
         return lfd;
     }
     int rc = unlinkat(c->dir_fd, key, 0) < 0 ? -errno : 0;
+    /* The lock file goes with its entry, still held: a filler waiting on it
+     * sees it unlinked and locks a new one (lock_entry). */
+    char lock[SL_CACHE_KEY_MAX + 8];
+    snprintf(lock, sizeof(lock), ".%s.lock", key);
+    (void)unlinkat(c->dir_fd, lock, 0);
     close(lfd);
     return rc;
 }
