@@ -121,7 +121,7 @@ uint64_t sl_cache_evicted_bytes(const sl_cache_t *c);
 /* The namespace's directory (O_DIRECTORY, owned by c): for files kept
  * beside the entries -- partial shards (common/remote/partial.h), counted
  * like entries; under names starting with '.', which eviction and usage
- * skip, the prefix cache's claims (common/pcache/pclaim.h). */
+ * skip, the prefix cache's claims (common/remote/pclaim.h). */
 int sl_cache_dir_fd(const sl_cache_t *c);
 
 #endif

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/remote/pclaim.h"
+
 #define PART_MAGIC "SLPART1\n"
 #define REC_MAGIC 0x31434552545241ULL /* "ARTREC1" */
 #define REC_SIZE 40u
@@ -530,6 +532,52 @@ static int fly_add(sl_part_t *p, uint64_t off, uint64_t end)
     return -1;
 }
 
+/* The fetch in fly slot (-1: unmarked) ended: waiters look again. */
+static void fly_end(sl_parts_t *t, sl_part_t *p, int slot)
+{
+    pthread_mutex_lock(&t->mu);
+    if (slot >= 0) {
+        p->fly[slot] = (span_t){0, 0};
+    }
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Another process of the host fetching the range at off: its claim
+ * (pclaim.h) ".claim-<key>+<off>", so that process's bytes are waited for
+ * (up to wait_ms, or the holder's deadline) rather than fetched again.
+ * Returns 1: fetch it (*c holds the claim, or none: no claim possible, or
+ * the wait ended); 0: it is held now (*c holds nothing). */
+static int claim_range(sl_parts_t *t, sl_part_t *p, uint64_t off, long wait_ms, sl_pclaim_t *c)
+{
+    /* Too long for a claim (an offset past 2^56): fetched unclaimed. */
+    char name[80];
+    snprintf(name, sizeof(name), "%.49s+%llx", p->key, (unsigned long long)off);
+    int64_t start = mono_ms(), waited_us = 0;
+    for (;;) {
+        sl_pclaim_holder_t h;
+        int rc = sl_pclaim_try(t->dir_fd, name, wait_ms, c, &h);
+        if (rc == 0) {
+            /* The holder (if any) kept its bytes before it let go. */
+            bool held = refresh(t, p) == 0;
+            pthread_mutex_lock(&t->mu);
+            held = held && held_find(p, off, 1) != NULL;
+            pthread_mutex_unlock(&t->mu);
+            if (held) {
+                sl_pclaim_release(t->dir_fd, c);
+            }
+            return !held;
+        }
+        if (rc != -EBUSY || sl_pclaim_expired(&h) || mono_ms() - start >= wait_ms) {
+            return 1;
+        }
+        int64_t us = sl_pclaim_backoff_us(waited_us);
+        struct timespec nap = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+        nanosleep(&nap, NULL);
+        waited_us += us;
+    }
+}
+
 int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd,
                          long wait_ms, sl_part_fetch_fn fetch, void *ctx, bool *ret_whole)
 {
@@ -583,6 +631,12 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
         }
         int slot = fly_add(p, at, to);
         pthread_mutex_unlock(&t->mu);
+        sl_pclaim_t claim;
+        sl_pclaim_init(&claim);
+        if (!claim_range(t, p, at, wait_ms, &claim)) {
+            fly_end(t, p, slot);
+            continue; /* another process kept it meanwhile: copied from the entry */
+        }
         int dst = out_fd;
         if (dst < 0) { /* no reader: a scratch file per fetch */
             if (mfd < 0) {
@@ -602,12 +656,8 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
                 rc = w; /* a fill keeps nothing else */
             }
         }
-        pthread_mutex_lock(&t->mu);
-        if (slot >= 0) {
-            p->fly[slot] = (span_t){0, 0};
-        }
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
+        sl_pclaim_release(t->dir_fd, &claim); /* after the keep: a waiter finds the bytes */
+        fly_end(t, p, slot);
         at = to;
     }
     if (mfd >= 0) {

@@ -9,9 +9,11 @@
  *    ranges nobody holds or fetches, then makes the whole entry from it;
  *  - an entry that readers completed by ranges alone is made whole by the
  *    prefetcher (queued when it completes), with no request.
- * Bytes are fetched twice only when a wait for another's fetch exceeds
- * SL_PFILL_WAIT_MS, or by another process at the same moment (each
- * process knows the others' ranges only once they landed). */
+ * Another process of the host fetching a hole from the same offset holds
+ * its claim (pclaim.h): it is waited for and its bytes read from the
+ * entry. Bytes are fetched twice only when a wait for another's fetch
+ * exceeds SL_PFILL_WAIT_MS (or its holder's deadline), or by two processes
+ * whose holes overlap but start at different offsets. */
 #ifndef SL_REMOTE_PFILL_H
 #define SL_REMOTE_PFILL_H
 
