@@ -354,7 +354,8 @@ static int scan(const sl_cache_t *c, ent_t **ret, size_t *ret_n, uint64_t *ret_t
 
 /* One eviction pass (sl_cache_evict); *ret_n gets the entries removed. The
  * sample namespace's budget is what the shards leave (cache.h). */
-static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, uint64_t *ret_bytes)
+static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t room, uint64_t *ret_n,
+                      uint64_t *ret_bytes)
 {
     *ret_n = 0;
     *ret_bytes = 0;
@@ -373,6 +374,7 @@ static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, ui
         shards = 0; /* unreadable: the samples alone are bounded */
     }
     uint64_t budget = shards < c->max_bytes ? c->max_bytes - shards : 0;
+    budget = room < budget ? budget - room : 0;
     if (rc == 0) {
         qsort(v, n, sizeof(*v), cmp_age);
         for (size_t i = 0; i < n && total > budget; i++) {
@@ -398,8 +400,13 @@ static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, ui
 
 int sl_cache_evict(const sl_cache_t *c, const char *keep)
 {
+    return sl_cache_evict_room(c, keep, 0);
+}
+
+int sl_cache_evict_room(const sl_cache_t *c, const char *keep, uint64_t room)
+{
     uint64_t n, bytes;
-    return evict_pass(c, keep, &n, &bytes);
+    return evict_pass(c, keep, room, &n, &bytes);
 }
 
 uint64_t sl_cache_usage(const sl_cache_t *c)
@@ -490,7 +497,7 @@ static int commit_sample(const sl_cache_t *c, sl_cache_fill_t *fill, uint64_t si
     if (atomic_fetch_add(&m->since_pass, size) + size >= due) {
         atomic_store(&m->since_pass, 0);
         /* The entry is in place: a failed pass is retried by the next. */
-        (void)evict_pass(c, fill->key, ret_evicted, ret_evicted_bytes);
+        (void)evict_pass(c, fill->key, 0, ret_evicted, ret_evicted_bytes);
     }
     return 0;
 }

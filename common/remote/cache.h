@@ -85,6 +85,10 @@ void sl_cache_fill_abort(const sl_cache_t *c, sl_cache_fill_t *fill);
 /* Evicts least recently used entries until at most max_bytes remain,
  * sparing keep (may be NULL). Returns 0 or -errno. */
 int sl_cache_evict(const sl_cache_t *c, const char *keep);
+/* The same, down to max_bytes - room: room for bytes about to be written
+ * (partial entries, partial.c), so the directory stays within max_bytes
+ * while they are. */
+int sl_cache_evict_room(const sl_cache_t *c, const char *keep, uint64_t room);
 
 /* Removes an entry (one found damaged), under its fill lock so no filler
  * is cut short (sample entries have none); readers holding it open keep

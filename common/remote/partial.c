@@ -23,8 +23,13 @@
  * takes words, so a range hashes the same in any process). */
 #define PART_BUF ((size_t)256 << 10)
 /* An eviction pass after this part of the budget was kept since the last
- * one (a pass per sample would scan the directory per sample). */
+ * one (a pass per sample would scan the directory per sample); the pass
+ * leaves that much room, so the kept bytes never take the directory over
+ * the budget (reserve_locked). */
 #define PART_EVICT_FRACTION 64
+/* What a write of len bytes may add to the file's blocks beyond len: a
+ * partly filled block at each end and its record's block. */
+#define PART_WRITE_SLACK ((uint64_t)3 * 4096)
 
 typedef struct span_s {
     uint64_t off, end;
@@ -51,7 +56,8 @@ struct sl_parts_s {
     pthread_cond_t cv; /* a range landed or a fill's range ended */
     sl_part_t *open[SL_PARTS_OPEN];
     uint64_t clock;
-    uint64_t since_evict;
+    uint64_t since_evict; /* bytes kept since the last eviction pass */
+    uint64_t reserved;    /* the room that pass left */
 };
 
 void sl_part_name(const char *key, char out[SL_CACHE_KEY_MAX])
@@ -345,9 +351,6 @@ int sl_parts_get(sl_parts_t *t, const char *key, uint64_t size, bool create, sl_
     if (size == 0) {
         return -EINVAL;
     }
-    if (size > sl_cache_max_bytes(t->cache) / 2) {
-        return -EFBIG;
-    }
     pthread_mutex_lock(&t->mu);
     for (unsigned i = 0; i < SL_PARTS_OPEN; i++) {
         sl_part_t *p = t->open[i];
@@ -489,6 +492,12 @@ static bool wait_until(sl_parts_t *t, int64_t deadline)
 
 int sl_part_read(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd, long wait_ms)
 {
+    return sl_part_read_at(t, p, off, len, out_fd, off, wait_ms);
+}
+
+int sl_part_read_at(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd,
+                    uint64_t out_off, long wait_ms)
+{
     if (len == 0 || off > p->size || len > p->size - off) {
         return -ENOENT;
     }
@@ -514,7 +523,7 @@ int sl_part_read(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int ou
     if (buf == NULL) {
         return -ENOMEM;
     }
-    int rc = copy_range(p->fd, SL_PART_DATA + off, out_fd, off, len, buf, NULL);
+    int rc = copy_range(p->fd, SL_PART_DATA + off, out_fd, out_off, len, buf, NULL);
     free(buf);
     return rc;
 }
@@ -686,6 +695,21 @@ static int append_record(sl_part_t *p, uint64_t off, uint64_t len, uint64_t h)
     return rc;
 }
 
+/* Under mu: add bytes are about to be kept. The room an eviction pass
+ * must leave first (0: none due): the bytes kept since the last pass stay
+ * within the room it left. */
+static uint64_t reserve_locked(sl_parts_t *t, uint64_t add)
+{
+    if (t->since_evict + add <= t->reserved) {
+        t->since_evict += add;
+        return 0;
+    }
+    uint64_t due = sl_cache_max_bytes(t->cache) / PART_EVICT_FRACTION;
+    t->reserved = add > due ? add : due;
+    t->since_evict = add;
+    return t->reserved;
+}
+
 int sl_part_write(sl_parts_t *t, sl_part_t *p, int src_fd, uint64_t src_off, uint64_t off,
                   uint64_t len)
 {
@@ -704,6 +728,16 @@ int sl_part_write(sl_parts_t *t, sl_part_t *p, int src_fd, uint64_t src_off, uin
         pthread_mutex_unlock(&t->mu);
         return -ESTALE;
     }
+    uint64_t add = len + PART_WRITE_SLACK, max = sl_cache_max_bytes(t->cache);
+    if ((uint64_t)st.st_blocks * 512 + add > max - max / PART_EVICT_FRACTION) {
+        return -ENOSPC; /* as large as the budget allows (an object over it) */
+    }
+    pthread_mutex_lock(&t->mu);
+    uint64_t room = reserve_locked(t, add);
+    pthread_mutex_unlock(&t->mu);
+    if (room > 0) {
+        (void)sl_cache_evict_room(t->cache, p->name, room); /* a failed pass: the next one */
+    }
     unsigned char *buf = malloc(PART_BUF);
     if (buf == NULL) {
         return -ENOMEM;
@@ -721,16 +755,8 @@ int sl_part_write(sl_parts_t *t, sl_part_t *p, int src_fd, uint64_t src_off, uin
     pthread_mutex_lock(&t->mu);
     held_add(p, off, off + len);
     bool whole = p->nheld == 1 && p->held[0].off == 0 && p->held[0].end == p->size;
-    t->since_evict += len;
-    bool pass = t->since_evict >= sl_cache_max_bytes(t->cache) / PART_EVICT_FRACTION;
-    if (pass) {
-        t->since_evict = 0;
-    }
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
-    if (pass) {
-        (void)sl_cache_evict(t->cache, p->name); /* a failed pass: the next one */
-    }
     return whole ? 1 : 0;
 }
 

@@ -65,6 +65,9 @@ void sl_parts_release(sl_parts_t *t, sl_part_t *p);
  * While another thread fetches them (sl_part_read_through), waits for them
  * up to wait_ms. Returns 0, -ENOENT (not held), -errno of the copy. */
 int sl_part_read(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd, long wait_ms);
+/* sl_part_read, the bytes written into out_fd at out_off. */
+int sl_part_read_at(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd,
+                    uint64_t out_off, long wait_ms);
 
 /* Keeps bytes [off, off + len) of the object, read from src_fd at src_off.
  * Returns 1 when the entry now holds the whole object, 0, -EINVAL (outside

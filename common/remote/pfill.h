@@ -37,6 +37,12 @@
 int sl_remote_read_part(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size,
                         uint64_t off, uint64_t len, int fd, char *err, size_t errlen);
 
+/* Bytes [off, off + len) of url into fd at offset 0 when its partial
+ * entry holds them all (an indexer's window kept by an earlier run: not
+ * fetched again). 0, -ENOENT (not all held: fetch them), -errno. */
+int sl_remote_read_held(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size,
+                        uint64_t off, uint64_t len, int fd);
+
 /* Keeps bytes [off, off + len) of url, which src_fd holds at src_off
  * (an indexer's window read by range), in its partial entry; when the entry
  * then holds the whole object, queues its promotion to a whole entry. 0 or
