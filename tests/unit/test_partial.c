@@ -363,7 +363,7 @@ START_TEST(test_partial_over_budget)
     ck_assert_int_eq(rc, -ENOSPC);
     ck_assert_uint_eq(sl_part_held(t, p), kept);
     ck_assert_uint_ge(kept, budget - budget / 8); /* most of the budget */
-    ck_assert_int_eq(access(p2, F_OK), -1);        /* the older entry made room */
+    ck_assert_int_eq(access(p2, F_OK), -1);       /* the older entry made room */
     ck_assert_int_eq(read_check(t, p, 0, kept), 0);
     ck_assert_int_eq(read_check(t, p, kept, 1), -ENOENT);
     sl_parts_release(t, p);

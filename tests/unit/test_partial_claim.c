@@ -110,7 +110,8 @@ static void *serve_conn(void *arg)
         free(body);
     } else {
         fprintf(stderr, "bad request: %s\n", req);
-        const char *bad = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        const char *bad =
+            "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         send_all(c.fd, bad, strlen(bad));
     }
     close(c.fd);
