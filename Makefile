@@ -262,6 +262,7 @@ TEST_MODS_test_tiles := image
 TEST_MODS_test_source := data
 TEST_MODS_test_remote := remote
 TEST_MODS_test_partial := remote
+TEST_MODS_test_partial_claim := remote
 TEST_MODS_test_pcache := pcache
 TEST_MODS_test_pclaim := pcache
 TEST_MODS_test_source_mix := data order

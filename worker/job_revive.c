@@ -59,18 +59,19 @@ void wk_job_note_down_locked(wk_job_t *job, const char *detail)
     }
 }
 
-int wk_job_revive_wait(wk_job_t *job)
+/* Probes the failed job's data server with a growing back-off until it
+ * answers (returns 1, the job still FAILED and down, job->revivals counted)
+ * or the job closes or may not come back (returns 0). job->mu held on entry
+ * and on return; dropped while waiting and probing. */
+static int probe_until_answers_locked(wk_job_t *job)
 {
     const sl_remote_t *remote = job->tasks->remote;
-    pthread_mutex_lock(&job->mu);
     if (job->state != WK_JOB_FAILED || !job->down || remote == NULL) {
-        pthread_mutex_unlock(&job->mu);
         return 0;
     }
     if (job->revivals >= WK_REVIVE_MAX) {
         SL_WARN("job %" PRIu64 ": its data server went away %u times; the job stays failed here",
                 job->id, job->revivals + 1);
-        pthread_mutex_unlock(&job->mu);
         return 0;
     }
     char url[sizeof(job->down_url)];
@@ -84,7 +85,6 @@ int wk_job_revive_wait(wk_job_t *job)
                sl_cond_wait_until(&job->cv, &job->mu, deadline) != ETIMEDOUT) {
         }
         if (job->state != WK_JOB_FAILED) {
-            pthread_mutex_unlock(&job->mu);
             return 0; /* closed meanwhile */
         }
         pthread_mutex_unlock(&job->mu);
@@ -93,7 +93,6 @@ int wk_job_revive_wait(wk_job_t *job)
         probes++;
         pthread_mutex_lock(&job->mu);
         if (job->state != WK_JOB_FAILED) {
-            pthread_mutex_unlock(&job->mu);
             return 0;
         }
         if (rc == 0) {
@@ -104,7 +103,6 @@ int wk_job_revive_wait(wk_job_t *job)
             SL_WARN("job %" PRIu64 ": cannot probe its data server: %s; the job stays failed "
                     "here",
                     job->id, err);
-            pthread_mutex_unlock(&job->mu);
             return 0;
         }
         delay_ms = delay_ms * 2 < WK_REVIVE_MAX_MS ? delay_ms * 2 : WK_REVIVE_MAX_MS;
@@ -112,14 +110,52 @@ int wk_job_revive_wait(wk_job_t *job)
                 "%.1f s",
                 job->id, probes, err, (double)delay_ms / 1000.0);
     }
-    int rc = wk_job_transition_locked(job, WK_JOB_READY);
-    if (rc == 0) {
-        job->revivals++;
-        job->reason[0] = '\0';
-        SL_NOTICE("job %" PRIu64 ": data server answers again (%s, after %.1f s, %u probe(s)); "
-                  "the job runs here again (time %u of at most %d)",
-                  job->id, url, sl_mono_sec() - started, probes, job->revivals, WK_REVIVE_MAX);
-    }
+    job->revivals++;
+    SL_NOTICE("job %" PRIu64 ": data server answers again (%s, after %.1f s, %u probe(s)); "
+              "the job runs here again (time %u of at most %d)",
+              job->id, url, sl_mono_sec() - started, probes, job->revivals, WK_REVIVE_MAX);
+    return 1;
+}
+
+int wk_job_revive_wait(wk_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    int rc = probe_until_answers_locked(job) ? wk_job_revive_locked(job) : -EAGAIN;
     pthread_mutex_unlock(&job->mu);
     return rc == 0;
+}
+
+int wk_job_probe_wait(wk_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    int back = probe_until_answers_locked(job);
+    pthread_mutex_unlock(&job->mu);
+    return back;
+}
+
+int wk_job_revive_locked(wk_job_t *job)
+{
+    int rc = wk_job_transition_locked(job, WK_JOB_READY);
+    if (rc == 0) {
+        job->reason[0] = '\0';
+    }
+    return rc;
+}
+
+int wk_job_fail_open(wk_job_t *job, int down, const char *why)
+{
+    pthread_mutex_lock(&job->mu);
+    int rc = job->state == WK_JOB_FAILED ? 0 : wk_job_transition_locked(job, WK_JOB_FAILED);
+    if (rc == 0) {
+        snprintf(job->reason, sizeof(job->reason), "%s", why);
+        job->down = 0;
+        if (down) {
+            wk_job_note_down_locked(job, why);
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (rc == 0) {
+        SL_ERR("job %" PRIu64 ": failed on this worker: %s", job->id, why);
+    }
+    return rc;
 }

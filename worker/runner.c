@@ -27,6 +27,7 @@
 #include "common/engine/balance_costs.h"
 #include "common/engine/executor.h"
 #include "common/order/ranks.h"
+#include "common/remote/probe.h"
 #include "common/sample/record.h"
 
 /* How often a busy runner copies its executor's unit stats for heartbeats. */
@@ -127,17 +128,21 @@ static int share_acquire_locked(wk_job_t *job)
 
 /* ------------------------------------------------------------ source, orders */
 
-/* Opens the source and checks it against the dispatcher's view; fails the
- * job when it cannot. No lock held (indexing a large folder takes seconds). */
-static int runner_load(wk_job_t *job)
+/* Opens the source and checks it against the dispatcher's view. Returns 0,
+ * or the error with why in err (-ENOLINK: its data server could not be
+ * reached, "data server unreachable" in err). No lock held (indexing a
+ * large folder takes seconds). */
+static int runner_load(wk_job_t *job, char *err, size_t errlen)
 {
-    char err[512];
+    char why[512];
     sl_source_t *src = NULL;
-    int rc = sl_source_open_spec(job->tasks->data_root, job->tasks->remote, &job->spec, &src, err,
-                                 sizeof(err));
+    int rc = sl_source_open_spec(job->tasks->data_root, job->tasks->remote, &job->spec, &src, why,
+                                 sizeof(why));
     if (rc < 0) {
-        wk_job_fail(job, "cannot open source: %s", err);
-        return rc;
+        int down = sl_remote_err_unreachable(rc);
+        snprintf(err, errlen, "cannot open source: %s%s", down ? "data server unreachable: " : "",
+                 why);
+        return down ? -ENOLINK : rc;
     }
     const char *warn = sl_source_open_warnings(src);
     if (warn[0] != '\0') {
@@ -146,11 +151,11 @@ static int runner_load(wk_job_t *job)
     uint64_t n = sl_source_count(src);
     uint64_t fp = sl_source_fingerprint(src);
     if (n != job->num_samples || fp != job->fingerprint) {
-        wk_job_fail(job,
-                    "source '%.512s' under this worker's data root differs from the client's: "
-                    "%" PRIu64 " samples, fingerprint %016" PRIx64 " (client: %" PRIu64
-                    " samples, fingerprint %016" PRIx64 ")",
-                    job->spec.source_path, n, fp, job->num_samples, job->fingerprint);
+        snprintf(err, errlen,
+                 "source '%.512s' under this worker's data root differs from the client's: "
+                 "%" PRIu64 " samples, fingerprint %016" PRIx64 " (client: %" PRIu64
+                 " samples, fingerprint %016" PRIx64 ")",
+                 job->spec.source_path, n, fp, job->num_samples, job->fingerprint);
         sl_source_free(src);
         return -ESTALE;
     }
@@ -163,20 +168,51 @@ static int runner_load(wk_job_t *job)
         job->ttiles = malloc(nn * sizeof(*job->ttiles));
         if (job->tcost == NULL || job->ttok == NULL || job->ttiles == NULL ||
             sl_balance_sample_costs(&job->spec, src, job->tcost, job->ttok, job->ttiles) < 0) {
-            wk_job_fail(job, "out of memory predicting sample costs");
+            snprintf(err, errlen, "out of memory predicting sample costs");
             sl_source_free(src);
             return -ENOMEM;
         }
     }
     /* Before any sample runs: the pipeline is shared by the pool from then on. */
-    rc = sl_pipeline_load(job->pipe, src, err, sizeof(err));
+    rc = sl_pipeline_load(job->pipe, src, why, sizeof(why));
     if (rc < 0) {
-        wk_job_fail(job, "%s", err);
+        snprintf(err, errlen, "%s", why);
         sl_source_free(src);
         return rc;
     }
     job->src = src;
     return 0;
+}
+
+/* runner_load, failing the job when it cannot. A data server that cannot
+ * be reached at the open is what it is mid-job (job_revive.c): the job is
+ * given back naming it, the server probed, and the source opened again
+ * when it answers -- the job then stays FAILED until the runner revives it
+ * (runner_ready), so nothing reads job->src while it is set. */
+static int runner_open(wk_job_t *job)
+{
+    char err[1024];
+    for (;;) {
+        int rc = runner_load(job, err, sizeof(err));
+        if (rc == 0) {
+            return 0;
+        }
+        if (wk_job_fail_open(job, rc == -ENOLINK, err) < 0 || rc != -ENOLINK ||
+            !wk_job_probe_wait(job)) {
+            return rc;
+        }
+    }
+}
+
+/* LOADING -> READY, or a job the open gave back and took again (runner_open)
+ * FAILED -> READY. 0, or -EINVAL when it closed meanwhile. */
+static int runner_ready(wk_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    int rc = job->state == WK_JOB_FAILED ? wk_job_revive_locked(job)
+                                         : wk_job_transition_locked(job, WK_JOB_READY);
+    pthread_mutex_unlock(&job->mu);
+    return rc;
 }
 
 /* The order of epoch e. NULL when not cached. */
@@ -627,7 +663,7 @@ void *wk_runner_main(void *arg)
     sl_sample_t out;
     sl_tensor_init(&out.t);
 
-    if (runner_load(job) < 0) {
+    if (runner_open(job) < 0) {
         goto out;
     }
     /* Per-job executor: `threads` pool threads; in-flight is also bounded
@@ -643,10 +679,7 @@ void *wk_runner_main(void *arg)
         goto out;
     }
     runner_cache(job, ex);
-    pthread_mutex_lock(&job->mu);
-    int ready = wk_job_transition_locked(job, WK_JOB_READY) == 0;
-    pthread_mutex_unlock(&job->mu);
-    if (!ready) {
+    if (runner_ready(job) < 0) {
         goto out; /* closed while loading */
     }
     SL_NOTICE("job %" PRIu64 ": ready: source '%s', %" PRIu64 " samples, %u units", job->id,

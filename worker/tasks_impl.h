@@ -217,6 +217,18 @@ void wk_job_note_down_locked(wk_job_t *job, const char *detail);
  * FAILED -> READY, returns 1) or the job closes or may not come back
  * (returns 0). Takes job->mu. */
 int wk_job_revive_wait(wk_job_t *job);
+/* Runner thread, a job that failed at its open for its data server: the
+ * probes of wk_job_revive_wait, but the job stays FAILED when the server
+ * answers (returns 1): the runner opens the source again, then calls
+ * wk_job_revive_locked. 0: closed, or may not come back. Takes job->mu. */
+int wk_job_probe_wait(wk_job_t *job);
+/* FAILED (down) -> READY, the reason cleared (job->mu held): 0 or -EINVAL. */
+int wk_job_revive_locked(wk_job_t *job);
+/* The runner could not open the job's source: -> FAILED, or, FAILED by an
+ * earlier open, its reason replaced. down: because the data server named
+ * in why was unreachable (marked down, to be probed). 0, or -EINVAL when
+ * the job is closed. Takes job->mu. */
+int wk_job_fail_open(wk_job_t *job, int down, const char *why);
 /* -> CLOSED unless it is (job->mu held); stopping: the worker is stopping. */
 void wk_job_close_locked(wk_job_t *job, int stopping);
 /* Takes an active split off the job's list (job->mu held). */

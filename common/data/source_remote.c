@@ -20,6 +20,7 @@
 #include "common/base/err.h"
 #include "common/data/source_impl.h"
 #include "common/remote/pfill.h"
+#include "common/remote/probe.h"
 
 /* While indexing: the URL and its validator into the fingerprint; the
  * validator is the one the shard added next records. */
@@ -108,16 +109,10 @@ int sl_src_open_url_ranged(const sl_source_t *src, const char *url, sl_rread_t *
 
 int sl_src_url_read_error(int rc, char *err, size_t errlen)
 {
-    switch (-rc) {
-    case ECONNREFUSED:
-    case ETIMEDOUT:
-    case EHOSTUNREACH:
-    case ECONNRESET:
-    case EHOSTDOWN:
+    if (sl_remote_err_unreachable(rc)) {
         return sl_err_prefix(err, errlen, -ENOLINK, "data server unreachable");
-    default:
-        return rc;
     }
+    return rc;
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -149,8 +144,8 @@ static size_t coalesce(sl_src_span_t *sp, size_t n)
 
 /* The spans into a memfd, each through the shard's partial entry (held
  * bytes local, holes by range GETs kept there), or, where no partial entry
- * is possible, from the shard's download in flight when it has (or is
- * about to have) them, else by a range GET: its fd,
+ * is possible (every one this process keeps open in use, or the disk
+ * refuses it), by a range GET not kept: its fd,
  * -EALREADY (the download landed meanwhile: the cache has the shard),
  * -ENOTSUP (no Range), or the error. */
 static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag, uint64_t size,
@@ -170,18 +165,6 @@ static int read_spans(const sl_remote_t *remote, const char *url, uint64_t tag, 
         if (rc != -ENOENT) {
             close(fd);
             return rc; /* -EALREADY: whole in the cache meanwhile */
-        }
-        rc = sl_remote_read_inflight(remote, url, tag, sp[i].off, sp[i].len, fd);
-        if (rc == 0) {
-            continue;
-        }
-        if (rc == -ENOENT) {
-            int cfd = sl_remote_lookup(remote, url, tag);
-            if (cfd >= 0) {
-                close(cfd);
-                close(fd);
-                return -EALREADY;
-            }
         }
         rc = sl_remote_read_range(remote, url, tag, sp[i].off, sp[i].len, fd, err, errlen);
         if (rc < 0) {

@@ -15,7 +15,7 @@
 #include "common/base/clock.h"
 #include "common/base/err.h"
 #include "common/base/sha256.h"
-#include "common/pcache/pclaim.h"
+#include "common/remote/pclaim.h"
 #include "common/sample/codec.h"
 #include "common/spec/spec_layout.h"
 #include "common/spec/spec_prefix.h"

@@ -47,7 +47,7 @@ typedef struct sl_pcache_stats_s {
      * sum b*t (bytes * ns); n is hits, sum b is bytes_read. */
     uint64_t read_ns;
     double read_bytes_sq, read_bytes_ns;
-    /* Concurrent fillers (common/pcache/pclaim.h): hits that waited for
+    /* Concurrent fillers (common/remote/pclaim.h): hits that waited for
      * another job's claim on the key (counted in hits too), and lookups
      * that waited until the claim's deadline and computed (in misses). */
     uint64_t waited, claim_timeouts;

@@ -145,22 +145,45 @@ int sl_cache_lookup(const sl_cache_t *c, const char *key)
     return fd;
 }
 
+/* The lock file still names fd's inode: a remover (sl_cache_remove) or an
+ * eviction unlinks it, so a lock taken on an unlinked one is taken again. */
+static int lock_current(const sl_cache_t *c, const char *name, int fd)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) < 0) {
+        return -errno;
+    }
+    if (fstatat(c->dir_fd, name, &b, AT_SYMLINK_NOFOLLOW) < 0) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int lock_entry(const sl_cache_t *c, const char *key)
 {
     char name[SL_CACHE_KEY_MAX + 8];
     snprintf(name, sizeof(name), ".%s.lock", key);
-    int fd = openat(c->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
-        return -errno;
-    }
-    while (flock(fd, LOCK_EX) < 0) {
-        if (errno != EINTR) {
-            int rc = -errno;
-            close(fd);
+    for (;;) {
+        int fd = openat(c->dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) {
+            return -errno;
+        }
+        int rc = 0;
+        while (flock(fd, LOCK_EX) < 0) {
+            if (errno != EINTR) {
+                rc = -errno;
+                break;
+            }
+        }
+        rc = rc < 0 ? rc : lock_current(c, name, fd);
+        if (rc > 0) {
+            return fd;
+        }
+        close(fd);
+        if (rc < 0) {
             return rc;
         }
     }
-    return fd;
 }
 
 int sl_cache_fill_begin(const sl_cache_t *c, const char *key, sl_cache_fill_t *fill, bool *ret_hit)
@@ -331,7 +354,8 @@ static int scan(const sl_cache_t *c, ent_t **ret, size_t *ret_n, uint64_t *ret_t
 
 /* One eviction pass (sl_cache_evict); *ret_n gets the entries removed. The
  * sample namespace's budget is what the shards leave (cache.h). */
-static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, uint64_t *ret_bytes)
+static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t room, uint64_t *ret_n,
+                      uint64_t *ret_bytes)
 {
     *ret_n = 0;
     *ret_bytes = 0;
@@ -350,6 +374,7 @@ static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, ui
         shards = 0; /* unreadable: the samples alone are bounded */
     }
     uint64_t budget = shards < c->max_bytes ? c->max_bytes - shards : 0;
+    budget = room < budget ? budget - room : 0;
     if (rc == 0) {
         qsort(v, n, sizeof(*v), cmp_age);
         for (size_t i = 0; i < n && total > budget; i++) {
@@ -375,8 +400,13 @@ static int evict_pass(const sl_cache_t *c, const char *keep, uint64_t *ret_n, ui
 
 int sl_cache_evict(const sl_cache_t *c, const char *keep)
 {
+    return sl_cache_evict_room(c, keep, 0);
+}
+
+int sl_cache_evict_room(const sl_cache_t *c, const char *keep, uint64_t room)
+{
     uint64_t n, bytes;
-    return evict_pass(c, keep, &n, &bytes);
+    return evict_pass(c, keep, room, &n, &bytes);
 }
 
 uint64_t sl_cache_usage(const sl_cache_t *c)
@@ -414,6 +444,11 @@ int sl_cache_remove(const sl_cache_t *c, const char *key)
         return lfd;
     }
     int rc = unlinkat(c->dir_fd, key, 0) < 0 ? -errno : 0;
+    /* The lock file goes with its entry, still held: a filler waiting on it
+     * sees it unlinked and locks a new one (lock_entry). */
+    char lock[SL_CACHE_KEY_MAX + 8];
+    snprintf(lock, sizeof(lock), ".%s.lock", key);
+    (void)unlinkat(c->dir_fd, lock, 0);
     close(lfd);
     return rc;
 }
@@ -462,7 +497,7 @@ static int commit_sample(const sl_cache_t *c, sl_cache_fill_t *fill, uint64_t si
     if (atomic_fetch_add(&m->since_pass, size) + size >= due) {
         atomic_store(&m->since_pass, 0);
         /* The entry is in place: a failed pass is retried by the next. */
-        (void)evict_pass(c, fill->key, ret_evicted, ret_evicted_bytes);
+        (void)evict_pass(c, fill->key, 0, ret_evicted, ret_evicted_bytes);
     }
     return 0;
 }

@@ -85,6 +85,10 @@ void sl_cache_fill_abort(const sl_cache_t *c, sl_cache_fill_t *fill);
 /* Evicts least recently used entries until at most max_bytes remain,
  * sparing keep (may be NULL). Returns 0 or -errno. */
 int sl_cache_evict(const sl_cache_t *c, const char *keep);
+/* The same, down to max_bytes - room: room for bytes about to be written
+ * (partial entries, partial.c), so the directory stays within max_bytes
+ * while they are. */
+int sl_cache_evict_room(const sl_cache_t *c, const char *keep, uint64_t room);
 
 /* Removes an entry (one found damaged), under its fill lock so no filler
  * is cut short (sample entries have none); readers holding it open keep
@@ -121,7 +125,7 @@ uint64_t sl_cache_evicted_bytes(const sl_cache_t *c);
 /* The namespace's directory (O_DIRECTORY, owned by c): for files kept
  * beside the entries -- partial shards (common/remote/partial.h), counted
  * like entries; under names starting with '.', which eviction and usage
- * skip, the prefix cache's claims (common/pcache/pclaim.h). */
+ * skip, the prefix cache's claims (common/remote/pclaim.h). */
 int sl_cache_dir_fd(const sl_cache_t *c);
 
 #endif

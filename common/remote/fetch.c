@@ -85,9 +85,6 @@ size_t sl_fetch_on_body(char *p, size_t size, size_t nmemb, void *ud)
         off += (size_t)w;
     }
     x->written += n;
-    if (x->progress != NULL) {
-        sl_progress_set(x->progress, x->written);
-    }
     return n;
 }
 
@@ -197,7 +194,6 @@ int sl_fetch_set_opts(void *hv, const char *url, struct curl_slist *sl, bool hea
     /* Never let libcurl read ~/.netrc or proxies' credentials into a
      * request a spec caused. */
     c |= curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_IGNORED);
-    x->progress = head ? NULL : o->progress;
     if (o->cancel != NULL) {
         c |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         c |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);

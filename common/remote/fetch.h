@@ -34,9 +34,6 @@ typedef struct sl_fetch_opts_s {
     uint64_t max_bytes;      /* refuse a body larger than this */
     const int *cancel;       /* not NULL and set (atomic load): cut the transfer,
                               * -ECANCELED (a prefetch its host stops) */
-    /* Not NULL: a whole download's body written so far, for readers of
-     * its bytes before it lands (inflight.h; prefetches only). */
-    struct sl_fetch_progress_s *progress;
 } sl_fetch_opts_t;
 
 void sl_fetch_opts_default(sl_fetch_opts_t *o);

@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include "common/remote/fetch.h"
-#include "common/remote/inflight.h"
 
 /* One transfer: its body into fd, or into memory (mem_sink). */
 typedef struct xfer_s {
@@ -21,7 +20,6 @@ typedef struct xfer_s {
     bool got_bytes;
     CURL *h;
     sl_fetch_resp_t *resp;
-    struct sl_fetch_progress_s *progress; /* NULL, or told each write (inflight.h) */
 } xfer_t;
 
 size_t sl_fetch_on_body(char *p, size_t size, size_t nmemb, void *ud);

@@ -14,15 +14,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/remote/part_io.h"
+#include "common/remote/pclaim.h"
+
 #define PART_MAGIC "SLPART1\n"
 #define REC_MAGIC 0x31434552545241ULL /* "ARTREC1" */
 #define REC_SIZE 40u
-/* The unit bytes are hashed and copied in (a multiple of 8: the hash
- * takes words, so a range hashes the same in any process). */
-#define PART_BUF ((size_t)256 << 10)
 /* An eviction pass after this part of the budget was kept since the last
- * one (a pass per sample would scan the directory per sample). */
+ * one (a pass per sample would scan the directory per sample); the pass
+ * leaves that much room, so the kept bytes never take the directory over
+ * the budget (reserve_locked). */
 #define PART_EVICT_FRACTION 64
+/* What a write of len bytes may add to the file's blocks beyond len: a
+ * partly filled block at each end and its record's block. */
+#define PART_WRITE_SLACK ((uint64_t)3 * 4096)
 
 typedef struct span_s {
     uint64_t off, end;
@@ -49,72 +54,13 @@ struct sl_parts_s {
     pthread_cond_t cv; /* a range landed or a fill's range ended */
     sl_part_t *open[SL_PARTS_OPEN];
     uint64_t clock;
-    uint64_t since_evict;
+    uint64_t since_evict; /* bytes kept since the last eviction pass */
+    uint64_t reserved;    /* the room that pass left */
 };
 
 void sl_part_name(const char *key, char out[SL_CACHE_KEY_MAX])
 {
     snprintf(out, SL_CACHE_KEY_MAX, "%.49s.part", key); /* the key is 49 characters */
-}
-
-/* A word-wise hash: not for adversaries, for torn and lost writes. */
-static uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n)
-{
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    while (n > 0) {
-        h = (h ^ *p++) * 0x100000001b3ULL;
-        n--;
-    }
-    return h;
-}
-
-static uint64_t hash_final(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
-#define HASH_SEED 0xcbf29ce484222325ULL
-
-static int pread_full(int fd, void *buf, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            return k < 0 ? -errno : -EIO;
-        }
-        got += (size_t)k;
-    }
-    return 0;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
-{
-    size_t put = 0;
-    while (put < n) {
-        ssize_t k = pwrite(fd, (const char *)buf + put, n - put, (off_t)(off + put));
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            return k < 0 ? -errno : -EIO;
-        }
-        put += (size_t)k;
-    }
-    return 0;
 }
 
 static void flock_wait(int fd, int op)
@@ -214,23 +160,24 @@ static const span_t *held_find(const sl_part_t *p, uint64_t off, uint64_t len)
 /* The hash of [off, off + len) of the object as the file holds it. */
 static int hash_range(int fd, uint64_t off, uint64_t len, unsigned char *buf, uint64_t *ret)
 {
-    uint64_t h = HASH_SEED;
+    uint64_t h = SL_PART_HASH_SEED;
     for (uint64_t at = 0; at < len;) {
-        size_t n = len - at < PART_BUF ? (size_t)(len - at) : PART_BUF;
-        int rc = pread_full(fd, buf, n, SL_PART_DATA + off + at);
+        size_t n = len - at < SL_PART_BUF ? (size_t)(len - at) : SL_PART_BUF;
+        int rc = sl_part_pread_full(fd, buf, n, SL_PART_DATA + off + at);
         if (rc < 0) {
             return rc;
         }
-        h = hash_bytes(h, buf, n);
+        h = sl_part_hash_bytes(h, buf, n);
         at += n;
     }
-    *ret = hash_final(h);
+    *ret = sl_part_hash_final(h);
     return 0;
 }
 
 static uint64_t rec_hash(const uint64_t rec[5])
 {
-    return hash_final(hash_bytes(HASH_SEED, (const unsigned char *)rec, 32));
+    return sl_part_hash_final(
+        sl_part_hash_bytes(SL_PART_HASH_SEED, (const unsigned char *)rec, 32));
 }
 
 /* Reads the record slots written since the last look (by this or another
@@ -250,14 +197,14 @@ static int refresh(sl_parts_t *t, sl_part_t *p)
     pthread_mutex_lock(&t->mu);
     uint64_t from = p->log_seen;
     pthread_mutex_unlock(&t->mu);
-    unsigned char *buf = from < slots ? malloc(PART_BUF) : NULL;
+    unsigned char *buf = from < slots ? malloc(SL_PART_BUF) : NULL;
     if (from < slots && buf == NULL) {
         flock(p->fd, LOCK_UN);
         return -ENOMEM;
     }
     for (uint64_t s = from; s < slots; s++) {
         uint64_t rec[5];
-        if (pread_full(p->fd, rec, sizeof(rec), base + s * REC_SIZE) < 0) {
+        if (sl_part_pread_full(p->fd, rec, sizeof(rec), base + s * REC_SIZE) < 0) {
             break;
         }
         uint64_t h;
@@ -294,18 +241,19 @@ static int part_open(sl_parts_t *t, sl_part_t *p, bool create)
     uint64_t v[2] = {p->size, 0};
     memcpy(want, PART_MAGIC, 8);
     memcpy(want + 8, v, 8);
-    v[1] = hash_final(hash_bytes(HASH_SEED, want, 16));
+    v[1] = sl_part_hash_final(sl_part_hash_bytes(SL_PART_HASH_SEED, want, 16));
     memcpy(want + 16, &v[1], 8);
     flock_wait(p->fd, LOCK_EX);
     struct stat st;
     int rc = fstat(p->fd, &st) < 0 ? -errno : 0;
-    if (rc == 0 &&
-        ((uint64_t)st.st_size < SL_PART_DATA + p->size ||
-         pread_full(p->fd, have, sizeof(have), 0) < 0 || memcmp(have, want, sizeof(want)) != 0)) {
+    if (rc == 0 && ((uint64_t)st.st_size < SL_PART_DATA + p->size ||
+                    sl_part_pread_full(p->fd, have, sizeof(have), 0) < 0 ||
+                    memcmp(have, want, sizeof(want)) != 0)) {
         /* New, or not an entry of this object (damaged): started over. */
         if (!create) {
             rc = -ENOENT;
-        } else if (ftruncate(p->fd, 0) < 0 || pwrite_full(p->fd, want, sizeof(want), 0) < 0 ||
+        } else if (ftruncate(p->fd, 0) < 0 ||
+                   sl_part_pwrite_full(p->fd, want, sizeof(want), 0) < 0 ||
                    ftruncate(p->fd, (off_t)(SL_PART_DATA + p->size)) < 0) {
             rc = -errno;
         }
@@ -342,9 +290,6 @@ int sl_parts_get(sl_parts_t *t, const char *key, uint64_t size, bool create, sl_
 {
     if (size == 0) {
         return -EINVAL;
-    }
-    if (size > sl_cache_max_bytes(t->cache) / 2) {
-        return -EFBIG;
     }
     pthread_mutex_lock(&t->mu);
     for (unsigned i = 0; i < SL_PARTS_OPEN; i++) {
@@ -422,30 +367,6 @@ void sl_parts_release(sl_parts_t *t, sl_part_t *p)
     }
 }
 
-static int copy_range(int in_fd, uint64_t in_off, int out_fd, uint64_t out_off, uint64_t len,
-                      unsigned char *buf, uint64_t *ret_hash)
-{
-    uint64_t h = HASH_SEED;
-    for (uint64_t at = 0; at < len;) {
-        size_t n = len - at < PART_BUF ? (size_t)(len - at) : PART_BUF;
-        int rc = pread_full(in_fd, buf, n, in_off + at);
-        if (rc == 0) {
-            rc = pwrite_full(out_fd, buf, n, out_off + at);
-        }
-        if (rc < 0) {
-            return rc;
-        }
-        if (ret_hash != NULL) {
-            h = hash_bytes(h, buf, n);
-        }
-        at += n;
-    }
-    if (ret_hash != NULL) {
-        *ret_hash = hash_final(h);
-    }
-    return 0;
-}
-
 static int64_t mono_ms(void)
 {
     struct timespec ts;
@@ -487,6 +408,12 @@ static bool wait_until(sl_parts_t *t, int64_t deadline)
 
 int sl_part_read(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd, long wait_ms)
 {
+    return sl_part_read_at(t, p, off, len, out_fd, off, wait_ms);
+}
+
+int sl_part_read_at(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd,
+                    uint64_t out_off, long wait_ms)
+{
     if (len == 0 || off > p->size || len > p->size - off) {
         return -ENOENT;
     }
@@ -508,11 +435,11 @@ int sl_part_read(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int ou
     if (!held) {
         return -ENOENT;
     }
-    unsigned char *buf = malloc(PART_BUF);
+    unsigned char *buf = malloc(SL_PART_BUF);
     if (buf == NULL) {
         return -ENOMEM;
     }
-    int rc = copy_range(p->fd, SL_PART_DATA + off, out_fd, off, len, buf, NULL);
+    int rc = sl_part_copy_range(p->fd, SL_PART_DATA + off, out_fd, out_off, len, buf, NULL);
     free(buf);
     return rc;
 }
@@ -530,6 +457,52 @@ static int fly_add(sl_part_t *p, uint64_t off, uint64_t end)
     return -1;
 }
 
+/* The fetch in fly slot (-1: unmarked) ended: waiters look again. */
+static void fly_end(sl_parts_t *t, sl_part_t *p, int slot)
+{
+    pthread_mutex_lock(&t->mu);
+    if (slot >= 0) {
+        p->fly[slot] = (span_t){0, 0};
+    }
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Another process of the host fetching the range at off: its claim
+ * (pclaim.h) ".claim-<key>+<off>", so that process's bytes are waited for
+ * (up to wait_ms, or the holder's deadline) rather than fetched again.
+ * Returns 1: fetch it (*c holds the claim, or none: no claim possible, or
+ * the wait ended); 0: it is held now (*c holds nothing). */
+static int claim_range(sl_parts_t *t, sl_part_t *p, uint64_t off, long wait_ms, sl_pclaim_t *c)
+{
+    /* Too long for a claim (an offset past 2^56): fetched unclaimed. */
+    char name[80];
+    snprintf(name, sizeof(name), "%.49s+%llx", p->key, (unsigned long long)off);
+    int64_t start = mono_ms(), waited_us = 0;
+    for (;;) {
+        sl_pclaim_holder_t h;
+        int rc = sl_pclaim_try(t->dir_fd, name, wait_ms, c, &h);
+        if (rc == 0) {
+            /* The holder (if any) kept its bytes before it let go. */
+            bool held = refresh(t, p) == 0;
+            pthread_mutex_lock(&t->mu);
+            held = held && held_find(p, off, 1) != NULL;
+            pthread_mutex_unlock(&t->mu);
+            if (held) {
+                sl_pclaim_release(t->dir_fd, c);
+            }
+            return !held;
+        }
+        if (rc != -EBUSY || sl_pclaim_expired(&h) || mono_ms() - start >= wait_ms) {
+            return 1;
+        }
+        int64_t us = sl_pclaim_backoff_us(waited_us);
+        struct timespec nap = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+        nanosleep(&nap, NULL);
+        waited_us += us;
+    }
+}
+
 int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd,
                          long wait_ms, sl_part_fetch_fn fetch, void *ctx, bool *ret_whole)
 {
@@ -539,7 +512,7 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
     }
     uint64_t end = off + len, at = off;
     int rc = refresh(t, p), mfd = -1;
-    unsigned char *buf = malloc(PART_BUF);
+    unsigned char *buf = malloc(SL_PART_BUF);
     if (buf == NULL) {
         return -ENOMEM;
     }
@@ -555,7 +528,7 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
             uint64_t to = h->end < end ? h->end : end;
             pthread_mutex_unlock(&t->mu);
             if (out_fd >= 0) {
-                rc = copy_range(p->fd, SL_PART_DATA + at, out_fd, at, to - at, buf, NULL);
+                rc = sl_part_copy_range(p->fd, SL_PART_DATA + at, out_fd, at, to - at, buf, NULL);
             }
             at = to;
             continue;
@@ -583,6 +556,12 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
         }
         int slot = fly_add(p, at, to);
         pthread_mutex_unlock(&t->mu);
+        sl_pclaim_t claim;
+        sl_pclaim_init(&claim);
+        if (!claim_range(t, p, at, wait_ms, &claim)) {
+            fly_end(t, p, slot);
+            continue; /* another process kept it meanwhile: copied from the entry */
+        }
         int dst = out_fd;
         if (dst < 0) { /* no reader: a scratch file per fetch */
             if (mfd < 0) {
@@ -602,12 +581,8 @@ int sl_part_read_through(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len
                 rc = w; /* a fill keeps nothing else */
             }
         }
-        pthread_mutex_lock(&t->mu);
-        if (slot >= 0) {
-            p->fly[slot] = (span_t){0, 0};
-        }
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
+        sl_pclaim_release(t->dir_fd, &claim); /* after the keep: a waiter finds the bytes */
+        fly_end(t, p, slot);
         at = to;
     }
     if (mfd >= 0) {
@@ -630,10 +605,25 @@ static int append_record(sl_part_t *p, uint64_t off, uint64_t len, uint64_t h)
         uint64_t base = SL_PART_DATA + p->size;
         uint64_t used = (uint64_t)st.st_size > base ? (uint64_t)st.st_size - base : 0;
         uint64_t slot = (used + REC_SIZE - 1) / REC_SIZE; /* past a torn one */
-        rc = pwrite_full(p->fd, rec, sizeof(rec), base + slot * REC_SIZE);
+        rc = sl_part_pwrite_full(p->fd, rec, sizeof(rec), base + slot * REC_SIZE);
     }
     flock(p->fd, LOCK_UN);
     return rc;
+}
+
+/* Under mu: add bytes are about to be kept. The room an eviction pass
+ * must leave first (0: none due): the bytes kept since the last pass stay
+ * within the room it left. */
+static uint64_t reserve_locked(sl_parts_t *t, uint64_t add)
+{
+    if (t->since_evict + add <= t->reserved) {
+        t->since_evict += add;
+        return 0;
+    }
+    uint64_t due = sl_cache_max_bytes(t->cache) / PART_EVICT_FRACTION;
+    t->reserved = add > due ? add : due;
+    t->since_evict = add;
+    return t->reserved;
 }
 
 int sl_part_write(sl_parts_t *t, sl_part_t *p, int src_fd, uint64_t src_off, uint64_t off,
@@ -654,13 +644,23 @@ int sl_part_write(sl_parts_t *t, sl_part_t *p, int src_fd, uint64_t src_off, uin
         pthread_mutex_unlock(&t->mu);
         return -ESTALE;
     }
-    unsigned char *buf = malloc(PART_BUF);
+    uint64_t add = len + PART_WRITE_SLACK, max = sl_cache_max_bytes(t->cache);
+    if ((uint64_t)st.st_blocks * 512 + add > max - max / PART_EVICT_FRACTION) {
+        return -ENOSPC; /* as large as the budget allows (an object over it) */
+    }
+    pthread_mutex_lock(&t->mu);
+    uint64_t room = reserve_locked(t, add);
+    pthread_mutex_unlock(&t->mu);
+    if (room > 0) {
+        (void)sl_cache_evict_room(t->cache, p->name, room); /* a failed pass: the next one */
+    }
+    unsigned char *buf = malloc(SL_PART_BUF);
     if (buf == NULL) {
         return -ENOMEM;
     }
     uint64_t h;
     /* The bytes first, then their record (partial.h). */
-    int rc = copy_range(src_fd, src_off, p->fd, SL_PART_DATA + off, len, buf, &h);
+    int rc = sl_part_copy_range(src_fd, src_off, p->fd, SL_PART_DATA + off, len, buf, &h);
     free(buf);
     if (rc == 0) {
         rc = append_record(p, off, len, h);
@@ -671,16 +671,8 @@ int sl_part_write(sl_parts_t *t, sl_part_t *p, int src_fd, uint64_t src_off, uin
     pthread_mutex_lock(&t->mu);
     held_add(p, off, off + len);
     bool whole = p->nheld == 1 && p->held[0].off == 0 && p->held[0].end == p->size;
-    t->since_evict += len;
-    bool pass = t->since_evict >= sl_cache_max_bytes(t->cache) / PART_EVICT_FRACTION;
-    if (pass) {
-        t->since_evict = 0;
-    }
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
-    if (pass) {
-        (void)sl_cache_evict(t->cache, p->name); /* a failed pass: the next one */
-    }
     return whole ? 1 : 0;
 }
 
@@ -743,12 +735,12 @@ int sl_part_copy_out(sl_parts_t *t, sl_part_t *p, int fd)
     if (left == 0) {
         return 0;
     }
-    unsigned char *buf = malloc(PART_BUF);
+    unsigned char *buf = malloc(SL_PART_BUF);
     if (buf == NULL) {
         return -ENOMEM;
     }
     uint64_t done = p->size - left;
-    int rc = copy_range(p->fd, SL_PART_DATA + done, fd, done, left, buf, NULL);
+    int rc = sl_part_copy_range(p->fd, SL_PART_DATA + done, fd, done, left, buf, NULL);
     free(buf);
     return rc;
 }

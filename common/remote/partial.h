@@ -19,7 +19,9 @@
  * kept a record but not its bytes fails the data hash (the range is not
  * served, it is read again). Bytes of one (URL, validator) are the same
  * whoever writes them, so two processes filling one entry need no lock
- * beyond the record append.
+ * beyond the record append; a hole is fetched under a claim of
+ * (entry, offset) (pclaim.h), so a second process fetching the same hole
+ * at once waits for the first's bytes instead (sl_part_read_through).
  *
  * The cache counts a partial entry by its allocated blocks (what it holds)
  * and evicts it like any entry (LRU); a handle whose file was evicted is
@@ -63,6 +65,9 @@ void sl_parts_release(sl_parts_t *t, sl_part_t *p);
  * While another thread fetches them (sl_part_read_through), waits for them
  * up to wait_ms. Returns 0, -ENOENT (not held), -errno of the copy. */
 int sl_part_read(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd, long wait_ms);
+/* sl_part_read, the bytes written into out_fd at out_off. */
+int sl_part_read_at(sl_parts_t *t, sl_part_t *p, uint64_t off, uint64_t len, int out_fd,
+                    uint64_t out_off, long wait_ms);
 
 /* Keeps bytes [off, off + len) of the object, read from src_fd at src_off.
  * Returns 1 when the entry now holds the whole object, 0, -EINVAL (outside
@@ -85,7 +90,8 @@ typedef int (*sl_part_fetch_fn)(void *ctx, uint64_t off, uint64_t len, int fd);
 /* Bytes [off, off + len) through the entry: what it holds is copied into
  * out_fd (at offset off; out_fd -1: not copied), a range another thread
  * of this table fetches now is waited for (up to wait_ms in all, then
- * fetched here too), and each remaining hole is fetched once by fetch
+ * fetched here too), as is a hole another process fetches from the same
+ * offset (its claim), and each remaining hole is fetched once by fetch
  * (into out_fd when given) and kept. Ascending, so fetch may truncate
  * out_fd. *ret_whole: the entry now holds the whole object. Returns 0, or
  * the first error of fetch or of a copy (a keep that fails only loses the

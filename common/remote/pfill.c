@@ -124,6 +124,20 @@ int sl_remote_keep(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t
     return rc;
 }
 
+int sl_remote_read_held(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size,
+                        uint64_t off, uint64_t len, int fd)
+{
+    char key[SL_CACHE_KEY_MAX];
+    sl_part_t *p;
+    if (r == NULL || r->parts == NULL || tag == 0 || key_of(r, url, tag, key) < 0 ||
+        sl_parts_get(r->parts, key, size, false, &p) < 0) {
+        return -ENOENT;
+    }
+    int rc = sl_part_read_at(r->parts, p, off, len, fd, 0, 0);
+    sl_parts_release(r->parts, p);
+    return rc;
+}
+
 /* Fetches the ranges p lacks, chunk by chunk, into it. */
 static int fill_missing(const sl_remote_t *r, const char *url, uint64_t tag, sl_part_t *p,
                         uint64_t size, const int *cancel, char *err, size_t errlen)

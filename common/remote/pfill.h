@@ -9,9 +9,11 @@
  *    ranges nobody holds or fetches, then makes the whole entry from it;
  *  - an entry that readers completed by ranges alone is made whole by the
  *    prefetcher (queued when it completes), with no request.
- * Bytes are fetched twice only when a wait for another's fetch exceeds
- * SL_PFILL_WAIT_MS, or by another process at the same moment (each
- * process knows the others' ranges only once they landed). */
+ * Another process of the host fetching a hole from the same offset holds
+ * its claim (pclaim.h): it is waited for and its bytes read from the
+ * entry. Bytes are fetched twice only when a wait for another's fetch
+ * exceeds SL_PFILL_WAIT_MS (or its holder's deadline), or by two processes
+ * whose holes overlap but start at different offsets. */
 #ifndef SL_REMOTE_PFILL_H
 #define SL_REMOTE_PFILL_H
 
@@ -34,6 +36,12 @@
  * sl_remote_read_range (-ESTALE, -ENOTSUP, ...; err names the URL). */
 int sl_remote_read_part(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size,
                         uint64_t off, uint64_t len, int fd, char *err, size_t errlen);
+
+/* Bytes [off, off + len) of url into fd at offset 0 when its partial
+ * entry holds them all (an indexer's window kept by an earlier run: not
+ * fetched again). 0, -ENOENT (not all held: fetch them), -errno. */
+int sl_remote_read_held(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size,
+                        uint64_t off, uint64_t len, int fd);
 
 /* Keeps bytes [off, off + len) of url, which src_fd holds at src_off
  * (an indexer's window read by range), in its partial entry; when the entry

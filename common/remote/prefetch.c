@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/remote/pfill.h"
@@ -25,7 +24,6 @@ typedef struct pf_item_s {
     char url[SL_URL_MAX];
     uint64_t tag;
     uint64_t size;
-    bool ranged; /* running as a fill of its missing ranges (pfill.h) */
 } pf_item_t;
 
 struct sl_rpf_s {
@@ -35,13 +33,11 @@ struct sl_rpf_s {
     pf_item_t *q; /* ring of SL_RPF_QUEUE */
     unsigned head, n;
     pf_item_t *run; /* what each thread fetches now (tag 0: idle) */
-    sl_fetch_progress_t prog[SL_RPF_THREADS]; /* each thread's download so far */
     pthread_t th[SL_RPF_THREADS];
     unsigned nth;
     bool stop;
     int cancel; /* set (atomic store) by sl_rpf_free: cuts the downloads in flight */
     uint64_t done, failed;
-    uint64_t copied; /* reads served from downloads in flight */
 };
 
 int sl_rpf_new(struct sl_remote_s *r, sl_rpf_t **ret)
@@ -59,9 +55,6 @@ int sl_rpf_new(struct sl_remote_s *r, sl_rpf_t **ret)
         return -ENOMEM;
     }
     p->r = r;
-    for (unsigned i = 0; i < SL_RPF_THREADS; i++) {
-        sl_progress_init(&p->prog[i]);
-    }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     *ret = p;
@@ -94,20 +87,13 @@ static void *fetcher(void *arg)
         sl_remote_obj_t o;
         sl_fetch_opts_t opts = p->r->fetch;
         opts.cancel = &p->cancel;
-        opts.progress = &p->prog[slot];
         int rc = 0;
         int fd = sl_remote_lookup(p->r, p->run[slot].url, p->run[slot].tag);
         if (fd < 0) {
-            /* Only the ranges not kept yet; a server without Range (or an
-             * object too large for a partial entry): the whole GET. */
-            pthread_mutex_lock(&p->mu);
-            p->run[slot].ranged = true;
-            pthread_mutex_unlock(&p->mu);
+            /* Only the ranges not kept yet; a server without Range (or no
+             * partial entry possible here): the whole GET. */
             rc = sl_remote_fill_ranged(p->r, p->run[slot].url, p->run[slot].tag, p->run[slot].size,
                                        &p->cancel, err, sizeof(err));
-            pthread_mutex_lock(&p->mu);
-            p->run[slot].ranged = false;
-            pthread_mutex_unlock(&p->mu);
         }
         if (fd < 0 && rc == -ENOTSUP) {
             fd = sl_remote_open_opts(p->r, p->run[slot].url, p->run[slot].tag, &opts, &o, err,
@@ -184,69 +170,11 @@ int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t size)
         snprintf(it->url, sizeof(it->url), "%s", url);
         it->tag = tag;
         it->size = size;
-        it->ranged = false;
         p->n++;
         pthread_cond_signal(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
-}
-
-/* How often a reader waiting for a download to begin looks again. */
-#define RPF_POLL_MS 5
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int sl_rpf_copy(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t off, uint64_t len, int out_fd,
-                long budget_ms)
-{
-    int64_t t0 = mono_ms();
-    for (;;) {
-        int rc = -ENOENT;
-        uint32_t gen = 0;
-        unsigned slot = 0;
-        pthread_mutex_lock(&p->mu);
-        for (unsigned i = 0; i < p->nth && rc == -ENOENT; i++) {
-            if (same(&p->run[i], url, tag)) {
-                /* The slot names the object: a running attempt is of it;
-                 * none yet: its HEAD is still out. */
-                rc = p->run[i].ranged ? -EAGAIN /* its chunks: sl_remote_read_kept */
-                     : sl_progress_current(&p->prog[i], &gen) == 0 ? 0
-                                                                   : -EINPROGRESS;
-                slot = i;
-            }
-        }
-        for (unsigned i = 0; i < p->n && rc == -ENOENT; i++) {
-            if (same(&p->q[(p->head + i) % SL_RPF_QUEUE], url, tag)) {
-                rc = -EAGAIN; /* queued: its bytes are not coming soon */
-            }
-        }
-        pthread_mutex_unlock(&p->mu);
-        long left = budget_ms - (long)(mono_ms() - t0);
-        if (rc == -EINPROGRESS && left > 0) {
-            struct timespec nap = {.tv_nsec = RPF_POLL_MS * 1000000L};
-            nanosleep(&nap, NULL);
-            continue;
-        }
-        if (rc == -EINPROGRESS) {
-            return -EAGAIN;
-        }
-        if (rc < 0) {
-            return rc;
-        }
-        rc = sl_progress_copy(&p->prog[slot], gen, off, len, out_fd, left > 0 ? left : 0);
-        if (rc == 0) {
-            pthread_mutex_lock(&p->mu);
-            p->copied++;
-            pthread_mutex_unlock(&p->mu);
-        }
-        return rc;
-    }
 }
 
 void sl_rpf_counts(sl_rpf_t *p, uint64_t *ret_done, uint64_t *ret_failed)
@@ -255,14 +183,6 @@ void sl_rpf_counts(sl_rpf_t *p, uint64_t *ret_done, uint64_t *ret_failed)
     *ret_done = p->done;
     *ret_failed = p->failed;
     pthread_mutex_unlock(&p->mu);
-}
-
-uint64_t sl_rpf_copied(sl_rpf_t *p)
-{
-    pthread_mutex_lock(&p->mu);
-    uint64_t n = p->copied;
-    pthread_mutex_unlock(&p->mu);
-    return n;
 }
 
 void sl_rpf_free(sl_rpf_t *p)
@@ -280,9 +200,6 @@ void sl_rpf_free(sl_rpf_t *p)
     }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
-    for (unsigned i = 0; i < SL_RPF_THREADS; i++) {
-        sl_progress_destroy(&p->prog[i]);
-    }
     free(p->q);
     free(p->run);
     free(p);

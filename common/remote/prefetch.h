@@ -20,13 +20,6 @@ void sl_rpf_free(sl_rpf_t *p);
  * partial entry, so ranges read meanwhile are not fetched again); 0 queued, 1 already queued or in flight,
  * -EAGAIN the queue is full, -ENOMEM, -EAGAIN no thread could start. */
 int sl_rpf_add(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t size);
-/* Bytes [off, off + len) of (url, tag) while its download runs, into
- * out_fd (inflight.h sl_progress_copy: 0, -EAGAIN not in time or only
- * queued, -ENOENT not queued nor running: landed or failed). */
-int sl_rpf_copy(sl_rpf_t *p, const char *url, uint64_t tag, uint64_t off, uint64_t len, int out_fd,
-                long budget_ms);
-/* Reads served from downloads in flight so far. */
-uint64_t sl_rpf_copied(sl_rpf_t *p);
 /* Objects fetched (or found cached) and failed so far. */
 void sl_rpf_counts(sl_rpf_t *p, uint64_t *ret_done, uint64_t *ret_failed);
 

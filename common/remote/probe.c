@@ -37,3 +37,17 @@ out:
     free(resp);
     return rc;
 }
+
+bool sl_remote_err_unreachable(int rc)
+{
+    switch (-rc) {
+    case ECONNREFUSED:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ECONNRESET:
+    case EHOSTDOWN:
+        return true;
+    default:
+        return false;
+    }
+}

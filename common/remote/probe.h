@@ -5,6 +5,7 @@
 #ifndef SL_REMOTE_PROBE_H
 #define SL_REMOTE_PROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/remote/remote.h"
@@ -16,5 +17,11 @@
  * of a blackholed server does not hold up the job's close. */
 int sl_remote_probe(const sl_remote_t *r, const char *url, const int *cancel, char *err,
                     size_t errlen);
+
+/* True for the error of a request whose server could not be reached after
+ * the retries (connect, timeout, cut body, 5xx/429: -ECONNREFUSED,
+ * -ETIMEDOUT, -EHOSTUNREACH, -ECONNRESET, -EHOSTDOWN): the server may come
+ * back, unlike a refusal (-EPERM), a missing object or a changed one. */
+bool sl_remote_err_unreachable(int rc);
 
 #endif

@@ -320,9 +320,6 @@ static int request(const sl_remote_t *r, const sl_url_t *u0, const char *shown,
             goto out;
         }
         const sl_fetch_opts_t *o = q->opts != NULL ? q->opts : &r->fetch;
-        if (o->progress != NULL && fd >= 0 && !q->head && q->fd_off == 0) {
-            sl_progress_begin(o->progress, fd); /* the file starts over */
-        }
         /* A range is small and latency-bound: a slow first answer is worth
          * a second request (hedge.h); whole objects are not. */
         int64_t t0 = r->stats != NULL ? sl_rstats_begin(r->stats) : 0;
@@ -466,9 +463,6 @@ int sl_remote_open_opts(const sl_remote_t *r, const char *url, uint64_t expect_t
     }
     sl_remote_req_t gq = {.if_match = etag, .opts = opts};
     rc = sl_remote_request_retry(r, u, canon, &gq, fill.tmp_fd, &size, resp, err, errlen);
-    if (opts != NULL && opts->progress != NULL) {
-        sl_progress_end(opts->progress); /* before the file is renamed or dropped */
-    }
     if (rc < 0) {
         sl_cache_fill_abort(r->cache, &fill);
         goto out;
@@ -539,18 +533,6 @@ int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint
     return sl_rpf_add(r->pf, url, tag, size);
 }
 
-int sl_remote_read_inflight(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
-                            uint64_t len, int fd)
-{
-    if (r == NULL || r->pf == NULL || tag == 0 || len == 0) {
-        return -ENOENT;
-    }
-    /* Waiting longer than a range GET would take saves bytes but costs the
-     * reader time; the hedge delay is the host's p95 of one. */
-    long budget = r->lat != NULL ? sl_hedge_delay_ms(r->lat) : SL_HEDGE_MIN_MS;
-    return sl_rpf_copy(r->pf, url, tag, off, len, fd, budget);
-}
-
 void sl_remote_read_cost(const sl_remote_t *r, double *ret_bytes_per_sec, double *ret_latency_sec)
 {
     *ret_bytes_per_sec = 0.0;
@@ -558,11 +540,6 @@ void sl_remote_read_cost(const sl_remote_t *r, double *ret_bytes_per_sec, double
     if (r != NULL && r->stats != NULL) {
         sl_rstats_get(r->stats, ret_bytes_per_sec, ret_latency_sec);
     }
-}
-
-uint64_t sl_remote_inflight_reads(const sl_remote_t *r)
-{
-    return r != NULL && r->pf != NULL ? sl_rpf_copied(r->pf) : 0;
 }
 
 void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won)

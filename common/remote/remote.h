@@ -91,21 +91,10 @@ int sl_remote_lookup(const sl_remote_t *r, const char *url, uint64_t tag);
  * -EFBIG over a quarter of cache_bytes (it would push out the rest),
  * -EPERM no cache. A failed fetch is only counted: the read reports. */
 int sl_remote_prefetch(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t size);
-/* Bytes [off, off + len) of url (validator tag) taken from its whole
- * download now running on the prefetch threads, into fd at their own
- * offsets (as sl_remote_read_range), when they are written already or due
- * within the time a range GET takes (the hedge delay): the shard is not
- * read twice (inflight.h). 0; -EAGAIN not in time (or only queued): read
- * by range; -ENOENT no download of it running (landed or failed): look in
- * the cache first. */
-int sl_remote_read_inflight(const sl_remote_t *r, const char *url, uint64_t tag, uint64_t off,
-                            uint64_t len, int fd);
 /* What remote reads cost on this host so far (rstats.h): bytes/s while a
  * request was in flight (0 before 1 MiB was read) and the mean HEAD time
  * in seconds (0: none). r NULL: both 0. */
 void sl_remote_read_cost(const sl_remote_t *r, double *ret_bytes_per_sec, double *ret_latency_sec);
-/* Reads sl_remote_read_inflight served so far. */
-uint64_t sl_remote_inflight_reads(const sl_remote_t *r);
 void sl_remote_prefetch_counts(const sl_remote_t *r, uint64_t *ret_done, uint64_t *ret_failed);
 /* Range requests sent a second time (hedge.h) and those the second won. */
 void sl_remote_hedge_counts(const sl_remote_t *r, uint64_t *ret_hedged, uint64_t *ret_won);

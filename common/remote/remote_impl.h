@@ -9,7 +9,6 @@
 
 #include "common/remote/cache.h"
 #include "common/remote/fetch.h"
-#include "common/remote/inflight.h"
 #include "common/remote/hedge.h"
 #include "common/remote/prefetch.h"
 #include "common/remote/rstats.h"

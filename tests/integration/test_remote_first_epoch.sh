@@ -15,7 +15,10 @@
 #  - a second epoch makes no GET at all (0 data bytes from nginx);
 #  - a cache where every shard is over a quarter of cache_bytes (never
 #    fetched whole): the first epoch's range reads are kept (partial
-#    entries) and a second epoch is served from them, again with no GET.
+#    entries) and a second epoch is served from them, again with no GET;
+#  - a shard over half of cache_bytes (1.5x and 0.75x its size): its range
+#    bytes are kept as far as cache_bytes allows, so a second epoch moves
+#    fewer bytes than the first; the cache stays within cache_bytes.
 source "$(dirname "$0")/lib.sh"
 
 DATA="$TMP/data"
@@ -143,4 +146,49 @@ n=$(since "$before" | data_gets)
 [ "$n" -eq 0 ] || fail "big shard, second epoch: $n GETs (range bytes not kept)"
 echo "a shard over a quarter of cache_bytes ($size0 of $CB): $got bytes by range in the" \
     "first epoch, kept; second epoch 0 GETs"
+
+# ---- shards over half of the cache: what fits is kept ----------------------
+# cache_usage DIR: the bytes the cache counts (cache.c: a partial entry by
+# its allocated blocks), never over cache_bytes.
+cache_usage() {
+    /usr/bin/python3 - "$1/shards" <<'PY'
+import os, sys
+d, n = sys.argv[1], 0
+for f in os.listdir(d):
+    st = os.stat(os.path.join(d, f))
+    if f.startswith("."):
+        continue
+    n += min(st.st_blocks * 512, st.st_size) if f.endswith(".part") else st.st_size
+print(n)
+PY
+}
+# 1.5x the shard (over half, fits: the second epoch moves nothing), 0.75x
+# (the shard over the whole cache: what fits is kept): the second epoch moves
+# fewer bytes than the first, the cache stays within cache_bytes after each.
+for frac in 3/2 3/4; do
+    CB=$((big * ${frac%/*} / ${frac#*/}))
+    C3="$TMP/cache-$CB"
+    e1=$(wc -l <"$NGX/access.log")
+    run "$TMP/http1.json" over1 --threads 2 --remote-roots "$ROOTS" --cache-dir "$C3" \
+        --cache-bytes "$CB"
+    cmp -s "$TMP/over1.s" "$TMP/disk1.s" || fail "shard over half ($frac): digests differ"
+    u1=$(cache_usage "$C3")
+    e2=$(wc -l <"$NGX/access.log")
+    run "$TMP/http1.json" over2 --threads 2 --remote-roots "$ROOTS" --cache-dir "$C3" \
+        --cache-bytes "$CB"
+    cmp -s "$TMP/over2.s" "$TMP/disk1.s" || fail "shard over half ($frac), epoch 2: digests differ"
+    u2=$(cache_usage "$C3")
+    b1=$(sed -n "$((e1 + 1)),${e2}p" "$NGX/access.log" | body_bytes)
+    b2=$(since "$e2" | body_bytes)
+    [ "$u1" -le "$CB" ] && [ "$u2" -le "$CB" ] ||
+        fail "shard over half ($frac): the cache holds $u1 / $u2 bytes, over cache_bytes $CB"
+    [ "$b1" -ge $((big * 9 / 10)) ] || fail "shard over half ($frac): epoch 1 moved $b1 bytes of $big?"
+    [ "$b2" -lt "$b1" ] ||
+        fail "shard over half ($frac): epoch 2 moved $b2 bytes, not fewer than epoch 1's $b1"
+    # It fits in cache_bytes: all of it was kept, nothing goes over the link.
+    [ "$frac" != 3/2 ] || [ "$b2" -eq 0 ] ||
+        fail "shard over half ($frac): epoch 2 moved $b2 bytes of a shard the cache holds"
+    echo "a shard over half of cache_bytes ($big of $CB): epoch 1 $b1 bytes, epoch 2 $b2;" \
+        "the cache holds $u1 then $u2 bytes"
+done
 echo "PASS"

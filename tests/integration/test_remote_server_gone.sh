@@ -10,6 +10,8 @@
 #    server probes it, reports the job again, and the dispatcher gives it
 #    the job's splits again after a back-off (/status: out, back, its
 #    delivered count grows); digests equal the disk's;
+#  - the proxy down when the job opens on that worker, then up: the same
+#    give-back, probe and take-back, and that worker delivers splits;
 #  - the server stopped for everyone (offloaded): both workers give the
 #    job back, its splits fall back to the client, which cannot read them
 #    either and fails with "data server unreachable" (not a run of skips);
@@ -182,6 +184,51 @@ assert j["skipped"]["total"] == 0, j["skipped"]
 PY
 echo "server returns: worker A gave job $JOB back, was given it again once its server" \
     "answered ($before split(s) delivered before, $after after); digests equal the disk's, none twice"
+
+# ---- the server away when the job opens: the worker takes it when it answers -
+# A's open of the job's source fails (its proxy is down): it gives the job
+# back naming the unreachable server, probes it, opens the source again when
+# it answers and is given the job's splits (the same path as mid-job).
+kill "$PXY_PID"
+wait "$PXY_PID" 2>/dev/null || true
+nback=$(grep -c "worker $A_ID is back" "$TMP/D.err" || true)
+"$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \
+    --remote-roots "$ROOTS" --cache-dir "$TMP/cache-co" --cache-bytes "$SMALL" --max-rate 12 \
+    --digests "$TMP/open.dig" --json >"$TMP/open.out" 2>"$TMP/open.err" &
+run_pid=$!
+JOB=""
+for _ in $(seq 1 300); do
+    JOB=$(sed -nE "s/.*job ([0-9]+): worker $A_ID cannot run it: \"job [0-9]+: cannot open source: data server unreachable.*/\1/p" \
+        "$TMP/D.err" | tail -n 1)
+    [ -n "$JOB" ] && break
+    sleep 0.1
+done
+[ -n "$JOB" ] || { grep "job" "$TMP/A.err" | tail -n 5 >&2; fail "server away at open: worker A did not give the job back naming its data server"; }
+sleep 0.5 # a heartbeat: /status has it out
+c=$(a_split_counts)
+[ "$(cut -d' ' -f1,2,3 <<<"$c")" = "$JOB 0 1" ] ||
+    fail "server away at open: /status does not show worker A out with nothing delivered ($c)"
+start_proxy
+after=0
+for _ in $(seq 1 300); do
+    c=$(a_split_counts)
+    [ -n "$c" ] && after=$(cut -d' ' -f2 <<<"$c")
+    [ "$after" -gt 0 ] && break
+    kill -0 "$run_pid" 2>/dev/null || break
+    sleep 0.1
+done
+[ "$after" -gt 0 ] ||
+    { grep "job $JOB" "$TMP/A.err" | tail -n 5 >&2; fail "server away at open: worker A delivered no split after its server answered"; }
+grep -q "job $JOB: data server answers again" "$TMP/A.err" ||
+    fail "server away at open: worker A did not log that its server answers again"
+[ "$(grep -c "worker $A_ID is back" "$TMP/D.err")" -gt "$nback" ] ||
+    fail "server away at open: the dispatcher did not log worker A back"
+wait "$run_pid" || { cat "$TMP/open.err" >&2; fail "server away at open: the run failed"; }
+sort "$TMP/open.dig" >"$TMP/open.s"
+cmp -s "$TMP/open.s" "$TMP/disk.s" ||
+    fail "server away at open: $(wc -l <"$TMP/open.s") digests, not the disk's $((2 * N))"
+echo "server away at open: worker A gave job $JOB back at its open, opened it again once its" \
+    "server answered and delivered $after split(s); digests equal the disk's, none twice"
 
 # ---- nobody can read: a clear error -----------------------------------------
 "$BIN/sluice" run "$TMP/http.json" --dispatcher "$D_GRPC" --offload all --quiet --threads 1 \

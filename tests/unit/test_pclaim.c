@@ -1,4 +1,4 @@
-/* The prefix cache's in-progress markers (common/pcache/pclaim.h) and
+/* The prefix cache's in-progress markers (common/remote/pclaim.h) and
  * their use by lookups (pcache.h): a second lookup of a claimed key waits
  * and reads the claimer's entry; a claimer that fails lets a waiter compute;
  * the claim of a dead process blocks no one; a stuck holder's deadline and
@@ -19,7 +19,7 @@
 
 #include "common/base/clock.h"
 #include "common/pcache/pcache.h"
-#include "common/pcache/pclaim.h"
+#include "common/remote/pclaim.h"
 #include "common/remote/cache.h"
 #include "tests/unit/fixtures.h"
 

@@ -347,6 +347,22 @@ START_TEST(test_cache)
     close(fd2);
     close(fd3);
 
+    /* A removed entry leaves no lock file behind, also when it was not there;
+     * a fill after it works (its lock file made again). */
+    char lockp[256];
+    snprintf(lockp, sizeof(lockp), "%s/shards/.%s.lock", dir, k3);
+    ck_assert_int_eq(access(lockp, F_OK), 0); /* made by its fill */
+    ck_assert_int_eq(sl_cache_remove(c, k3), 0);
+    ck_assert_int_eq(sl_cache_lookup(c, k3), -ENOENT);
+    ck_assert_int_eq(access(lockp, F_OK), -1);
+    ck_assert_int_eq(sl_cache_remove(c, k3), -ENOENT);
+    ck_assert_int_eq(access(lockp, F_OK), -1);
+    fd3 = fill(c, k3, 100, 'd');
+    ck_assert_int_ge(fd3, 0);
+    close(fd3);
+    ck_assert_int_eq(sl_cache_remove(c, k3), 0);
+    ck_assert_int_eq(access(lockp, F_OK), -1);
+
     /* A temporary a crashed filler left (old mtime) goes at the next pass. */
     char tmp[256];
     snprintf(tmp, sizeof(tmp), "%s/shards/.tmp-crashed", dir);

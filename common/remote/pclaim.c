@@ -1,5 +1,5 @@
 /* pclaim: in-progress markers of the prefix cache (pclaim.h). */
-#include "common/pcache/pclaim.h"
+#include "common/remote/pclaim.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,12 @@
-/* pclaim: in-progress markers of the prefix cache (docs/cache.md
- * "Concurrent fillers"), so two jobs -- threads of one process or processes
- * of one host -- that miss the same sample at the same time compute it once:
- * the first claims the key, the others wait for its entry and read it.
+/* pclaim: in-progress markers in the cache directory, so two threads or
+ * processes of one host that need the same thing at the same time make it
+ * once: the first claims the key, the others wait for its result. Used by
+ * the prefix cache for samples (docs/cache.md "Concurrent fillers": a miss
+ * is computed once) and by partial entries for range fetches
+ * (partial.c: a range is fetched over the link once; the others wait for
+ * its bytes in the entry).
  *
- * A claim is a file ".claim-<key>" in the sample directory (names starting
+ * A claim is a file ".claim-<key>" in the namespace's directory (names starting
  * with '.' are not entries: eviction and usage skip them), held by an
  * exclusive flock(2) on it. The lock, not the file, is the claim: the
  * kernel drops it when its holder closes the file or dies, so a claim of a
@@ -15,9 +18,10 @@
  * file already unlinked sees it and retries on the new one.
  *
  * Locks are per open file: two threads of one process conflict as two
- * processes do. No mutable state but the caller's sl_pclaim_t; a thread
- * holds at most one claim at a time and never waits while it holds one, so
- * waits cannot form a cycle. */
+ * processes do. No mutable state but the caller's sl_pclaim_t. A thread
+ * holds at most one claim of each kind: a sample's (held while the sample
+ * is computed, which may wait for a range) and a range's (held only while
+ * its fetch runs, which waits for no claim), so waits cannot form a cycle. */
 #ifndef SL_PCLAIM_H
 #define SL_PCLAIM_H
 
