@@ -216,9 +216,6 @@ static int check_all(cl_upins_t *p, const char *hex, size_t n, char *err, size_t
             seen.n++;
         }
     }
-    if (rc == 0 && p->n + seen.n > p->max) {
-        rc = sl_err(err, errlen, -EINVAL, "url_pins: more than %" PRIu32 " pins", p->max);
-    }
     free(seen.s);
     return rc == -ENOMEM ? sl_err(err, errlen, rc, "url_pins: out of memory") : rc;
 }
@@ -237,16 +234,19 @@ int cl_upins_load(cl_upins_t *p, const char *hex, size_t len, char *err, size_t 
     }
     pthread_mutex_lock(&p->mu);
     int rc = check_all(p, hex, n, err, errlen);
-    if (rc == 0 && reserve(p, n) < 0) {
+    size_t room = p->max - p->n;
+    if (rc == 0 && reserve(p, n < room ? n : room) < 0) {
         rc = sl_err(err, errlen, -ENOMEM, "url_pins: out of memory");
     }
     for (size_t k = 0; rc == 0 && k < n; k++) {
         slot_t e;
         (void)parse_pin(hex, k, &e, NULL, 0);
         slot_t *s = slot_of(p->s, p->cap, e.url);
-        if (s->url == 0) {
+        if (s->url == 0 && p->n < p->max) {
             *s = e;
             p->n++;
+        } else if (s->url == 0) {
+            p->unpinned++; /* several ranks' states over the bound: as at run time */
         }
     }
     pthread_mutex_unlock(&p->mu);

@@ -15,7 +15,7 @@
  * A sample that differs pins none of its URLs.
  *
  * Bounded: at most `max` URLs (CL_UPINS_MAX by default: 8 MiB of a saved
- * state, 8 MiB of memory). A URL first seen when the table is full is not
+ * state, at most 12 MiB of memory). A URL first seen when the table is full is not
  * pinned: its samples are delivered unchecked (as the host read them, each
  * host still pins its own reads) and counted (cl_upins_unpinned), so the
  * job goes on and the user can see how much was not held to one version.
@@ -63,7 +63,8 @@ int cl_upins_save(const cl_upins_t *p, char **ret, size_t *ret_len);
  * sample differs); several states load into one table. -EINVAL with err
  * saying what when the text is not a whole number of pins, has a character
  * that is not a lowercase hex digit, a zero hash or validator, or more pins
- * than the table holds; -ESTALE for a URL pinned to two validators (two
+ * than the table holds (one client never saves more; several states whose
+ * union is over the bound load what fits, the rest unpinned); -ESTALE for a URL pinned to two validators (two
  * ranks read two versions: the data set changed under the job); the table
  * is then unchanged. -ENOMEM. */
 int cl_upins_load(cl_upins_t *p, const char *hex, size_t len, char *err, size_t errlen);

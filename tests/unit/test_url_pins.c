@@ -97,6 +97,11 @@ START_TEST(test_bound)
     ck_assert_int_eq(cl_upins_load(q, hex, len, err, sizeof(err)), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "more than 2"));
     ck_assert_uint_eq(cl_upins_count(q), 0);
+    /* Two states whose union is over the bound: what fits, the rest unpinned. */
+    ck_assert_int_eq(cl_upins_load(q, hex, 2 * CL_UPINS_HEX, err, sizeof(err)), 0);
+    ck_assert_int_eq(cl_upins_load(q, hex + CL_UPINS_HEX, 2 * CL_UPINS_HEX, err, sizeof(err)), 0);
+    ck_assert_uint_eq(cl_upins_count(q), 2);
+    ck_assert_uint_eq(cl_upins_unpinned(q), 1);
     free(hex);
     cl_upins_free(q);
     cl_upins_free(p);
