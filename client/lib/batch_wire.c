@@ -241,8 +241,10 @@ int sl_wire_url_versions(const sl_wire_sample_t *s, sl_url_vers_t *ret, char *de
             url = ret->v[k].url == url && ret->v[k].tag != tag ? 0 : url;
         }
         if (url == 0 || tag == 0) {
-            snprintf(detail, len, "url_versions: pair %zu has a zero hash or validator, or "
-                                  "names a URL twice with two validators", i);
+            snprintf(detail, len,
+                     "url_versions: pair %zu has a zero hash or validator, or "
+                     "names a URL twice with two validators",
+                     i);
             return -EBADMSG;
         }
         (void)sl_url_vers_add(ret, url, tag); /* room: n / 16 <= SL_URL_VERS_MAX */

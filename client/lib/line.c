@@ -46,7 +46,7 @@ struct cl_line_s {
     int track_drops;
     cl_line_account_fn account; /* the job's split accounting, or NULL */
     void *account_arg;
-    cl_upins_t *pins;           /* the job's URL versions, or NULL */
+    cl_upins_t *pins; /* the job's URL versions, or NULL */
 };
 
 static int ahead_fn(const void *arg, uint64_t epoch, cl_order_t *o);

@@ -627,7 +627,7 @@ void sluice_close(sluice_job_t *job)
     sl_pipeline_free(job->pipe);
     sl_plugins_free(job->plugins); /* after the line: its threads ran the stages */
     sl_source_free(job->src);
-    cl_upins_free(job->pins); /* after the line, its user */
+    cl_upins_free(job->pins);    /* after the line, its user */
     sl_remote_free(job->remote); /* after the source that fetched through it */
     sl_pcache_free(job->pc);     /* after the line's executor */
     sl_cache_free(job->pc_store);

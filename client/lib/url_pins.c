@@ -206,7 +206,8 @@ static int check_all(cl_upins_t *p, const char *hex, size_t n, char *err, size_t
         rc = parse_pin(hex, k, &e, err, errlen);
         const slot_t *old = rc == 0 ? find(p, e.url) : NULL;
         slot_t *dup = rc == 0 ? slot_of(seen.s, seen.cap, e.url) : NULL;
-        if (rc == 0 && ((old != NULL && old->tag != e.tag) || (dup->url != 0 && dup->tag != e.tag))) {
+        if (rc == 0 &&
+            ((old != NULL && old->tag != e.tag) || (dup->url != 0 && dup->tag != e.tag))) {
             rc = sl_err(err, errlen, -ESTALE,
                         "URL %016" PRIx64 " is pinned to two versions (ranks read it before "
                         "and after it changed: the data set changed under the job)",

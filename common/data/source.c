@@ -289,8 +289,8 @@ int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, cha
     return read_sample(src, index, 0, out, NULL, err, errlen);
 }
 
-int sl_source_read_v(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                     sl_url_vers_t *vers, char *err, size_t errlen)
+int sl_source_read_v(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen)
 {
     return read_sample(src, index, 0, out, vers, err, errlen);
 }

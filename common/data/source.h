@@ -130,8 +130,8 @@ int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, cha
  * images, filelist entries, an imagefolder's S3 objects -- the version of
  * its bytes this read got (url_vers.h). Shards are not listed: indexing
  * put their validators in the fingerprint. vers NULL: sl_source_read. */
-int sl_source_read_v(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                     sl_url_vers_t *vers, char *err, size_t errlen);
+int sl_source_read_v(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen);
 /* The same for at most the first max (> 0) bytes: enough for a JPEG's
  * header without reading a large file (client/lib/costs.c). Same errors. */
 /* webdataset: a record holding the first max bytes of each image member

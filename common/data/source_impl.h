@@ -102,8 +102,8 @@ void sl_src_pin_put(const sl_src_remote_t *rs, const char *url, uint64_t tag);
  * version its first read pinned, or pins the one it gets (source_pins.c
  * header); the version it read is added to vers (NULL: not wanted). Returns
  * the fd, or sl_src_open_url's errors (-ESTALE: changed). */
-int sl_src_open_url_pinned(const sl_source_t *src, const char *url, sl_url_vers_t *vers,
-                           char *err, size_t errlen);
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, sl_url_vers_t *vers, char *err,
+                           size_t errlen);
 
 /* What a webdataset member is to its sample (.cls is read at indexing and
  * kept as the label, not as a member). */
@@ -408,8 +408,8 @@ int sl_src_check_size(uint64_t size, const char *name, char *err, size_t errlen)
 int sl_src_open_error(int rc, const char *name, char *err, size_t errlen);
 /* A sample that is one file under the root, named by its sample name
  * (imagefolder, filelist): whole, or its first max bytes. */
-int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                     sl_url_vers_t *vers, char *err, size_t errlen);
+int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen);
 int sl_src_read_file_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
                           char *err, size_t errlen);
 
@@ -435,8 +435,8 @@ int sl_src_wds_shards(sl_source_t *src, const char *path, sl_src_pathlist_t *out
 /* The webdataset row's reader: a whole record; a record of the first max
  * bytes of each image member (the cost model's headers), nothing else; the
  * features from the members' roles and sizes. */
-int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                    sl_url_vers_t *vers, char *err, size_t errlen);
+int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                    char *err, size_t errlen);
 int sl_src_wds_read_heads(const sl_source_t *src, uint64_t index, uint64_t max,
                           sl_tensor_t *out, char *err, size_t errlen);
 void sl_src_wds_features(const sl_source_t *src, uint64_t index, sl_src_features_t *ret);

@@ -394,9 +394,8 @@ static int meta_of(const json_t *obj, char **ret, size_t *ret_len)
 
 /* The record of a parsed manifest line, in kind order: key, label, text,
  * meta, images (read from their files beneath the root). */
-static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj,
-                             const char *where, sl_tensor_t *out, sl_url_vers_t *vers, char *err,
-                             size_t errlen)
+static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj, const char *where,
+                             sl_tensor_t *out, sl_url_vers_t *vers, char *err, size_t errlen)
 {
     jline_t l;
     const char *why = "";
@@ -458,8 +457,7 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
         rc = add_image(src, out, image_at(&l, i), where, SL_RF_IMAGE_ENC, vers, err, errlen);
     }
     for (size_t i = 0; rc == 0 && i < l.nvideos; i++) {
-        rc = add_image(src, out, path_at(l.videos, i), where, SL_RF_VIDEO_ENC, vers, err,
-                       errlen);
+        rc = add_image(src, out, path_at(l.videos, i), where, SL_RF_VIDEO_ENC, vers, err, errlen);
     }
     if (rc == 0) {
         rc = sl_src_add_turns(out, turns, nturns, where, err, errlen);
@@ -473,8 +471,8 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
     return rc;
 }
 
-static int jsonl_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                      sl_url_vers_t *vers, char *err, size_t errlen)
+static int jsonl_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                      char *err, size_t errlen)
 {
     const sl_src_shard_t *man = &src->shards[0];
     char where[SL_SRC_PATH_MAX + 16];

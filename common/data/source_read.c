@@ -153,8 +153,8 @@ static int read_file(const sl_source_t *src, uint64_t index, uint64_t max, sl_te
     return rc;
 }
 
-int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                     sl_url_vers_t *vers, char *err, size_t errlen)
+int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen)
 {
     return read_file(src, index, 0, out, vers, err, errlen);
 }

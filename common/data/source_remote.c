@@ -65,8 +65,8 @@ int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag
     return fd;
 }
 
-int sl_src_open_url_pinned(const sl_source_t *src, const char *url, sl_url_vers_t *vers,
-                           char *err, size_t errlen)
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, sl_url_vers_t *vers, char *err,
+                           size_t errlen)
 {
     size_t n = strlen(url);
     if (src->rs == NULL || src->rs->indexing || (n > 0 && url[n - 1] == '/')) {

@@ -391,7 +391,6 @@ START_TEST(test_sample_shape_checks)
 }
 END_TEST
 
-
 /* url_versions (field 50): what protobuf-c packs reads back as pairs; a
  * broken list is refused per sample, never read past its end. */
 static size_t pack_versions(const uint64_t *v, size_t n, uint8_t *buf)

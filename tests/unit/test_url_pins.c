@@ -131,8 +131,7 @@ START_TEST(test_save_load_round_trip)
     ck_assert_uint_eq(cl_upins_count(q), 2);
     /* Saved: the same validator passes, another is the resume's refusal. */
     ck_assert_int_eq(judge(q, vers2(7, 8, 0, 0), &at, &pinned), CL_UPINS_OK);
-    ck_assert_int_eq(judge(q, vers2(0xfedcba9876543210ULL, 5, 0, 0), &at, &pinned),
-                     CL_UPINS_SAVED);
+    ck_assert_int_eq(judge(q, vers2(0xfedcba9876543210ULL, 5, 0, 0), &at, &pinned), CL_UPINS_SAVED);
     ck_assert_uint_eq(pinned, 0x0123456789abcdefULL);
     /* One this run pinned is CHANGED, not SAVED. */
     ck_assert_int_eq(judge(q, vers2(9, 1, 0, 0), &at, &pinned), CL_UPINS_OK);
@@ -186,8 +185,8 @@ END_TEST
 
 /* ---- in a real resume state ----------------------------------------- */
 
-#define SPEC                                                                                 \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 3},"            \
+#define SPEC                                                                                       \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 3},"                  \
     " \"stages\": [{\"op\": \"decode_jpeg\"}], \"batch_size\": 4, \"epochs\": 2}"
 
 static char g_root[FX_TMPDIR_LEN];
@@ -248,8 +247,8 @@ static char *with_pins(const char *state, const char *pins)
     size_t cap = strlen(state) + strlen(pins) + 128;
     char *out = malloc(cap);
     ck_assert_ptr_nonnull(out);
-    int n = snprintf(out, cap, "%.*s%s%.*s\n", (int)(v - state), state, pins,
-                     (int)(mac - end), end);
+    int n = snprintf(out, cap, "%.*s%s%.*s\n", (int)(v - state), state, pins, (int)(mac - end),
+                     end);
     char hex[65];
     sl_sha256_hex(out, (size_t)n, hex);
     snprintf(out + n, cap - (size_t)n, "sha256 %s\n", hex);

@@ -170,7 +170,6 @@ START_TEST(test_packer_skips_and_empty_split)
 }
 END_TEST
 
-
 /* A delivered sample's URL versions go out flattened in url_versions (the
  * message owns a copy: the sample's go away); a skipped one's never, and
  * the byte bound counts them. */
