@@ -411,7 +411,9 @@ static int versions_of(const uint64_t *v, size_t n, sl_url_vers_t *ret, char *d,
     uint8_t buf[1024];
     size_t len = pack_versions(v, n, buf);
     sl_wire_batch_t wb;
-    ck_assert_int_eq(parse_bytes(buf, len, 16, &wb), 0);
+    sl_pbw_seg_t seg = {buf, len}; /* the readers point at it: it must outlive them */
+    char err[256];
+    ck_assert_int_eq(sl_wire_batch_parse(&seg, 1, 16, &wb, err, sizeof(err)), 0);
     ck_assert_uint_eq(wb.n_samples, 1);
     int rc = sl_wire_url_versions(&wb.samples[0], ret, d, dl);
     sl_wire_batch_free(&wb);
