@@ -130,6 +130,8 @@ assert all(r["path"].startswith("mm_url.jsonl:") for r in changed), changed[:1]
 skipped = [i for i in range(n) if i not in got]
 seen = {u for i in got for u in urls(lines[i])}
 assert all(set(urls(lines[i])) & seen for i in skipped), skipped
+# The client pinned exactly the URLs it delivered (--json "url_pins").
+assert j["url_pins"] == {"pinned": len(seen), "unpinned": 0}, (j.get("url_pins"), len(seen))
 print("two hosts: %d delivered (%d records both times, one version), %d skipped: %s"
       % (len(got), both, sk["total"], changed[0]["detail"][:160]))
 PY

@@ -262,7 +262,10 @@ START_TEST(test_state_round_trip)
     sluice_job_t *job = NULL;
     char err[512] = "";
     ck_assert_msg(open_job(st, &job, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_uint_eq(cl_upins_count(job->pins), 2);
+    uint64_t pinned_n, unpinned_n;
+    sluice_url_pins(job, &pinned_n, &unpinned_n);
+    ck_assert_uint_eq(pinned_n, 2);
+    ck_assert_uint_eq(unpinned_n, 0);
     uint32_t at;
     uint64_t pinned;
     ck_assert_int_eq(judge(job->pins, vers2(22, 220, 0, 0), &at, &pinned), CL_UPINS_OK);
