@@ -324,6 +324,7 @@ TEST_MODS_test_client_diagnose := client
 TEST_MODS_test_client_costs := client
 TEST_MODS_test_client_line := client
 TEST_MODS_test_client_open := client
+TEST_MODS_test_url_pins := client
 TEST_MODS_test_client_prefetch := client
 TEST_MODS_test_client_splits := client
 TEST_MODS_test_client_steps := client

@@ -47,6 +47,7 @@ void wk_msg_free(wk_msg_t *m)
         if (s->skip_detail != NULL && s->skip_detail != protobuf_c_empty_string) {
             free(s->skip_detail);
         }
+        free(s->url_versions);
     }
     free(m->samples);
     free(m->ptrs);
@@ -85,6 +86,26 @@ static void sample_fill(Sluice__Sample *ps, const sl_sample_t *s, const wk_codin
     }
 }
 
+/* A delivered sample's URL versions, flattened into a copy the message
+ * owns (wk_msg_free frees it). 0 or -ENOMEM. */
+static int own_versions(Sluice__Sample *ps, const sl_sample_t *s)
+{
+    if (s->skip >= 0 || s->vers.n == 0) {
+        return 0;
+    }
+    uint64_t *v = malloc(2 * (size_t)s->vers.n * sizeof(*v));
+    if (v == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < s->vers.n; i++) {
+        v[2 * i] = s->vers.v[i].url;
+        v[2 * i + 1] = s->vers.v[i].tag;
+    }
+    ps->url_versions = v;
+    ps->n_url_versions = 2 * (size_t)s->vers.n;
+    return 0;
+}
+
 int wk_sample_compress(sl_codec_t *z, int corrupt, sl_sample_t *s, wk_coding_t *ret)
 {
     *ret = (wk_coding_t){SL_CODEC_NONE, 0};
@@ -121,7 +142,13 @@ size_t wk_sample_wire_bytes(const sl_sample_t *s, const char *detail, const wk_c
         ps.skip_reason = (char *)sl_skip_name((sl_skip_e)s->skip);
         ps.skip_detail = (char *)(detail != NULL ? detail : "");
     }
-    /* get_packed_size only reads data.len for a bytes field. */
+    /* get_packed_size only reads data.len for a bytes field, and a packed
+     * fixed64 field's count. */
+    uint64_t vers[2 * SL_URL_VERS_MAX];
+    if (s->skip < 0 && s->vers.n > 0) {
+        ps.url_versions = vers;
+        ps.n_url_versions = 2 * (size_t)s->vers.n;
+    }
     size_t n = sluice__sample__get_packed_size(&ps);
     return 1 + varint_len(n) + n;
 }
@@ -206,11 +233,13 @@ static int send_raw(wk_packer_t *pk, sl_sample_t *s, wk_msglist_t *out)
     sl_tensor_t raw;
     sl_tensor_init(&raw);
     char err[256];
-    if (pk->src == NULL || sl_source_read(pk->src, s->index, &raw, err, sizeof(err)) < 0) {
+    sl_sample_t r = *s;
+    r.vers.n = 0; /* the versions of the bytes sent: this read's */
+    if (pk->src == NULL ||
+        sl_source_read_v(pk->src, s->index, &raw, &r.vers, err, sizeof(err)) < 0) {
         sl_tensor_free(&raw);
         return 0;
     }
-    sl_sample_t r = *s;
     r.t = raw;
     if (WK_MSG_OVERHEAD + wk_sample_wire_bytes(&r, NULL, NULL) > pk->max_bytes) {
         sl_tensor_free(&raw);
@@ -229,6 +258,11 @@ static int send_raw(wk_packer_t *pk, sl_sample_t *s, wk_msglist_t *out)
     m->assignment = pk->assignment;
     Sluice__Sample *ps = &m->samples[0];
     sample_fill(ps, &r, NULL);
+    if (own_versions(ps, &r) < 0) {
+        wk_msg_free(m);
+        sl_tensor_free(&raw);
+        return 0;
+    }
     ps->data.data = raw.data;
     ps->data.len = raw.nbytes;
     m->ptrs[0] = ps;
@@ -280,6 +314,9 @@ int wk_packer_add(wk_packer_t *pk, sl_sample_t *s, const char *detail, const wk_
         }
         sl_tensor_free(&s->t);
     } else {
+        if (own_versions(ps, s) < 0) {
+            return -ENOMEM;
+        }
         /* Moves the tensor's buffer into the message; nbytes may be 0 (empty tensor). */
         ps->data.data = s->t.data;
         ps->data.len = s->t.nbytes;

@@ -179,6 +179,13 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *
         json_object_set_new(o, "failed_on", text_json(info.failed_on));
     }
     json_object_set_new(o, "duplicates_dropped", json_integer((json_int_t)st.duplicates_dropped));
+    uint64_t pinned, unpinned;
+    sluice_url_pins(job, &pinned, &unpinned);
+    if (pinned + unpinned > 0) { /* URL images held to one version (docs/sources.md) */
+        json_object_set_new(o, "url_pins",
+                            json_pack("{s:I, s:I}", "pinned", (json_int_t)pinned, "unpinned",
+                                      (json_int_t)unpinned));
+    }
     json_object_set_new(o, "epochs", json_integer(info.epochs));
     if (by_source != NULL && sluice_mix_nsources(job) > 0) {
         json_object_set_new(o, "mix", mix_json(job, by_source));

@@ -45,6 +45,9 @@ static int parse_sample(sl_pbw_reader_t *r, sl_wire_sample_t *s, char *err, size
         case 12:
             rc = wt == SL_PBW_LEN ? sl_pbw_sub(r, &s->skip_detail) : -EBADMSG;
             break;
+        case 50: /* packed, as protobuf-c writes a proto3 repeated fixed64 */
+            rc = wt == SL_PBW_LEN ? sl_pbw_sub(r, &s->url_versions) : -EBADMSG;
+            break;
         default:
             rc = sl_pbw_skip(r, wt); /* a field from a newer worker */
             break;
@@ -207,6 +210,44 @@ int sl_wire_sample_check(const sl_wire_sample_t *s, uint32_t stage_to, uint32_t 
     if (n == 0 || n > SL_TENSOR_MAX_BYTES) {
         snprintf(detail, len, "a worker sent an empty or oversized sample");
         return -EBADMSG;
+    }
+    return 0;
+}
+
+static uint64_t le64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = v << 8 | b[i];
+    }
+    return v;
+}
+
+int sl_wire_url_versions(const sl_wire_sample_t *s, sl_url_vers_t *ret, char *detail, size_t len)
+{
+    ret->n = 0;
+    sl_pbw_reader_t r = s->url_versions;
+    size_t n = sl_pbw_left(&r);
+    if (n % 16 != 0 || n / 16 > SL_URL_VERS_MAX) {
+        snprintf(detail, len, "url_versions: %zu bytes, not whole pairs or more than %u", n,
+                 SL_URL_VERS_MAX);
+        return -EBADMSG;
+    }
+    for (size_t i = 0; i < n / 16; i++) {
+        uint8_t b[16];
+        (void)sl_pbw_copy(&r, b, sizeof(b)); /* cannot fall short: n counted them */
+        uint64_t url = le64(b), tag = le64(b + 8);
+        for (uint32_t k = 0; k < ret->n && url != 0; k++) {
+            url = ret->v[k].url == url && ret->v[k].tag != tag ? 0 : url;
+        }
+        if (url == 0 || tag == 0) {
+            snprintf(detail, len,
+                     "url_versions: pair %zu has a zero hash or validator, or "
+                     "names a URL twice with two validators",
+                     i);
+            return -EBADMSG;
+        }
+        (void)sl_url_vers_add(ret, url, tag); /* room: n / 16 <= SL_URL_VERS_MAX */
     }
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/data/url_vers.h"
 #include "common/rpc/pb_wire.h"
 
 #define SL_WIRE_MAX_SAMPLES 65536 /* per message: bounds the index */
@@ -28,6 +29,7 @@ typedef struct sl_wire_sample_s {
     sl_pbw_reader_t data;        /* over the bytes of `data` (left = length) */
     sl_pbw_reader_t skip_reason; /* over the string's bytes; empty when absent */
     sl_pbw_reader_t skip_detail;
+    sl_pbw_reader_t url_versions; /* packed fixed64 pairs (field 50); empty when absent */
 } sl_wire_sample_t;
 
 typedef struct sl_wire_batch_s {
@@ -59,5 +61,11 @@ uint64_t sl_wire_shape_bytes(const sl_wire_sample_t *s);
  * saying what is wrong (the caller turns it into a corrupt skip). */
 int sl_wire_sample_check(const sl_wire_sample_t *s, uint32_t stage_to, uint32_t nunits,
                          char *detail, size_t len);
+
+/* A sample's url_versions into *ret: whole 16-byte pairs, at most
+ * SL_URL_VERS_MAX, no zero hash or validator, no URL twice with two
+ * validators. 0, or -EBADMSG with detail saying what is wrong (the caller
+ * turns it into a corrupt skip). */
+int sl_wire_url_versions(const sl_wire_sample_t *s, sl_url_vers_t *ret, char *detail, size_t len);
 
 #endif

@@ -186,6 +186,9 @@ struct sluice_job {
     char tls_ca[1024], tls_cert[1024], tls_key[1024];
     char token[SL_SECRET_MAX];
     sl_source_t *src;
+    /* The job's one version per URL object (url_pins.h): the saved state's
+     * pins loaded at open, then the consumer's checks; thread-safe. */
+    struct cl_upins_s *pins;
     sl_pipeline_t *pipe;
     struct sl_plugins_s *plugins; /* the plugin_dir's stages (a plugin spec only) */
     uint32_t nunits;

@@ -2,6 +2,7 @@
 #include "client/lib/line.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "client/lib/batch_wire.h"
 #include "client/lib/order_ahead.h"
 #include "client/lib/taken.h"
+#include "client/lib/url_pins.h"
 #include "common/base/ring.h"
 #include "common/data/skip.h"
 #include "common/engine/executor.h"
@@ -44,6 +46,7 @@ struct cl_line_s {
     int track_drops;
     cl_line_account_fn account; /* the job's split accounting, or NULL */
     void *account_arg;
+    cl_upins_t *pins; /* the job's URL versions, or NULL */
 };
 
 static int ahead_fn(const void *arg, uint64_t epoch, cl_order_t *o);
@@ -66,6 +69,7 @@ int cl_line_new(const cl_line_args_t *a, cl_line_t **ret)
     l->tcost = a->tcost;
     l->ttok = a->ttok;
     l->ttiles = a->ttiles;
+    l->pins = a->pins;
     l->end_epoch = a->first_epoch + a->spec->epochs;
     l->declared = a->first_epoch;
     l->track_drops = a->track_drops;
@@ -318,15 +322,60 @@ static void note_skip(cl_line_t *l, const sl_sample_t *s, const char *detail)
     (void)sl_ring_push_back(&l->skips, &k); /* cannot fail: there is room now */
 }
 
+/* A sample about to be delivered, judged against the job's URL versions
+ * (url_pins.h): 0 as it is; 1 when it became a skip (why in buf); -ESTALE
+ * when the data set changed since the state the job resumed from (why in
+ * buf: the job fails). */
+static int judge_versions(cl_line_t *l, sl_sample_t *s, char *buf, size_t len)
+{
+    if (l->pins == NULL || s->skip >= 0 || s->vers.n == 0) {
+        return 0;
+    }
+    uint32_t at = 0;
+    uint64_t pinned = 0;
+    cl_upins_verdict_e v = cl_upins_check(l->pins, &s->vers, &at, &pinned);
+    if (v == CL_UPINS_OK) {
+        return 0;
+    }
+    const char *name = sl_source_name(l->src, s->index);
+    const sl_url_ver_t *u = &s->vers.v[at];
+    if (v == CL_UPINS_SAVED) {
+        snprintf(buf, len,
+                 "resume: saved over another source: %s: URL %016" PRIx64 " changed since the "
+                 "saved state read it (validator %016" PRIx64 ", saved %016" PRIx64 ")",
+                 name, u->url, u->tag, pinned);
+        return -ESTALE;
+    }
+    snprintf(buf, len,
+             "%s: URL %016" PRIx64 " changed since the job first read it (validator %016" PRIx64
+             ", first %016" PRIx64 "); restart the job to read the new data",
+             name, u->url, u->tag, pinned);
+    sl_tensor_free(&s->t);
+    sl_tensor_init(&s->t);
+    s->skip = SL_SKIP_IO;
+    return 1;
+}
+
 int cl_line_put(cl_line_t *l, sl_sample_t *s, const char *detail, sl_batcher_fill_fn fill,
                 void *arg, cl_line_took_t *ret)
 {
+    char changed[256];
+    int judged = judge_versions(l, s, changed, sizeof(changed));
+    if (judged != 0) {
+        detail = changed;
+        fill = NULL; /* nothing of its bytes goes in */
+    }
     ret->split_id = s->split_id;
     ret->skip = s->skip;
     ret->duplicate = 0;
     snprintf(ret->detail, sizeof(ret->detail), "%s", detail);
     int rc;
-    if (s->skip == SL_SKIP_PLUGIN_FAILED || s->skip == SL_SKIP_SOURCE_DOWN) {
+    if (judged == -ESTALE) {
+        if (l->failed_on[0] == '\0') {
+            snprintf(l->failed_on, sizeof(l->failed_on), "%s", detail);
+        }
+        rc = -ECHILD; /* the job cannot go on: the resumed data set changed */
+    } else if (s->skip == SL_SKIP_PLUGIN_FAILED || s->skip == SL_SKIP_SOURCE_DOWN) {
         /* A plugin's process crashed or hung, or the data server cannot be
          * reached (workers that could not gave the split back; this is its
          * last reader): the job cannot go on. */
@@ -646,7 +695,8 @@ static int feed_wire(cl_line_t *l, const cl_line_in_t *in, char *err, size_t err
         rc = put(l, &s, detail, NULL, NULL, err, errlen);
         return rc == 1 && s.skip == SL_SKIP_RESUMED ? 2 : rc; /* a hole: no sample */
     }
-    if (sl_wire_sample_check(m, stage_to, l->nunits, detail, sizeof(detail)) < 0) {
+    if (sl_wire_sample_check(m, stage_to, l->nunits, detail, sizeof(detail)) < 0 ||
+        sl_wire_url_versions(m, &s.vers, detail, sizeof(detail)) < 0) {
         s.skip = SL_SKIP_CORRUPT;
         return put(l, &s, detail, NULL, NULL, err, errlen);
     }

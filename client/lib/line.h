@@ -87,6 +87,11 @@ typedef struct cl_line_args_s {
     /* The job's split accounting; NULL tells nothing. */
     cl_line_account_fn account;
     void *account_arg;
+    /* The job's one version per URL (url_pins.h): every sample about to be
+     * delivered is judged against it (another version: a counted skip; one
+     * the resumed state saved: the job fails). NULL: not checked.
+     * Outlives the line. */
+    struct cl_upins_s *pins;
 } cl_line_args_t;
 
 /* Returns 0, -EINVAL (no threads), -ENOMEM. */

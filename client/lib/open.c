@@ -13,6 +13,7 @@
 #include "client/lib/profile.h"
 #include "client/lib/short_job.h"
 #include "client/lib/state.h"
+#include "client/lib/url_pins.h"
 #include "common/plugin/plugin.h"
 #include "common/base/err.h"
 #include "common/engine/balance_costs.h"
@@ -358,6 +359,9 @@ static int open_source(sluice_job_t *job, const sluice_options_t *opts, char *er
         return rc;
     }
     job->num_samples = sl_source_count(job->src);
+    if (job->pins == NULL && cl_upins_new(0, &job->pins) < 0) {
+        return sl_err(err, errlen, -ENOMEM, "out of memory");
+    }
     rc = cl_state_apply(job, opts, job->token, strlen(job->token), err, errlen);
     if (rc < 0) {
         return rc;
@@ -460,7 +464,8 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
                          .ttiles = job->ttiles,
                          .pcache = job->pc,
                          .account = cl_job_account,
-                         .account_arg = job};
+                         .account_arg = job,
+                         .pins = job->pins};
     rc = cl_line_new(&la, &job->consumer.line);
     job->splits = calloc(CL_MAX_SPLITS, sizeof(*job->splits));
     if (rc < 0 || job->splits == NULL) {
@@ -627,6 +632,7 @@ void sluice_close(sluice_job_t *job)
     sl_pipeline_free(job->pipe);
     sl_plugins_free(job->plugins); /* after the line: its threads ran the stages */
     sl_source_free(job->src);
+    cl_upins_free(job->pins);    /* after the line, its user */
     sl_remote_free(job->remote); /* after the source that fetched through it */
     sl_pcache_free(job->pc);     /* after the line's executor */
     sl_cache_free(job->pc_store);

@@ -344,6 +344,11 @@ int sluice_skip_counts(const sluice_job_t *job, const char **names, uint64_t *co
 /* The most recent skipped samples, oldest first (at most
  * SLUICE_RECENT_SKIPS are kept): fills up to n, returns how many. */
 int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n);
+/* URL objects the job holds to one version (jsonl images, filelist entries
+ * named by URL: docs/sources.md "One version per job"): how many are pinned
+ * (a resumed job's saved ones included) and how many were seen after the
+ * table was full (262 144) and so were delivered unchecked. */
+void sluice_url_pins(const sluice_job_t *job, uint64_t *ret_pinned, uint64_t *ret_unpinned);
 /* The training loop reports how long its last step took (seconds): the
  * samples of the batches taken since the previous report. Fits the trainer
  * model balanced batching predicts with (sluice_stats_t.trainer_*).

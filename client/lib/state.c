@@ -13,6 +13,7 @@
 #include "common/base/sha256.h"
 #include "client/lib/state_mix.h"
 #include "client/lib/taken.h"
+#include "client/lib/url_pins.h"
 #include "common/base/err.h"
 #include "common/order/ranks.h"
 #include "common/spec/resume.h"
@@ -79,6 +80,24 @@ static void mac_hex(const char *key, size_t keylen, const char *data, size_t n, 
 }
 
 /* ------------------------------------------------------------ save */
+
+/* The job's URL versions (url_pins.h) into o as "url_pins", when it has
+ * any: an older sluice ignores the key (and resumes without the check), a
+ * state without it resumes with an empty table, so the version stays 1. */
+static int add_pins(const sluice_job_t *job, json_t *o)
+{
+    if (job->pins == NULL || cl_upins_count(job->pins) == 0) {
+        return 0;
+    }
+    char *hex;
+    size_t len;
+    if (cl_upins_save(job->pins, &hex, &len) < 0) {
+        return -ENOMEM;
+    }
+    json_t *s = json_stringn(hex, len);
+    free(hex);
+    return s != NULL && json_object_set_new(o, "url_pins", s) == 0 ? 0 : -ENOMEM;
+}
 
 /* The loop's consumption of each epoch it took part of, as JSON. */
 static json_t *taken_json(const sluice_job_t *job, const cl_taken_t *t)
@@ -157,7 +176,7 @@ int cl_state_save(const sluice_job_t *job, const char *key, size_t keylen, char 
         json_decref(taken);
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
-    if (job->spec.mix != NULL && add_mix(job, o) < 0) {
+    if ((job->spec.mix != NULL && add_mix(job, o) < 0) || add_pins(job, o) < 0) {
         json_decref(o);
         return sl_err(err, errlen, -ENOMEM, "out of memory");
     }
@@ -312,6 +331,30 @@ static int check_one(const sluice_job_t *job, const char *spec_hex, const char *
                          .rank = (uint32_t)rank,
                          .done_below = done,
                          .reweighted = reweighted};
+    return 0;
+}
+
+/* State i's URL versions, if it saved any, into the job's table as saved
+ * ones (url_pins.h). */
+static int load_pins(sluice_job_t *job, const json_t *o, unsigned i, char *err, size_t errlen)
+{
+    const json_t *v = json_object_get(o, "url_pins");
+    if (v == NULL) {
+        return 0;
+    }
+    if (!json_is_string(v)) {
+        return sl_err(err, errlen, -EINVAL, "state %u: damaged (its \"url_pins\" is not a string)",
+                      i);
+    }
+    char msg[256];
+    int rc = cl_upins_load(job->pins, json_string_value(v), json_string_length(v), msg,
+                           sizeof(msg));
+    if (rc == -ESTALE) {
+        return sl_err(err, errlen, -EINVAL, "state %u: saved over another source: %s", i, msg);
+    }
+    if (rc < 0) {
+        return sl_err(err, errlen, rc, "state %u: damaged: %s", i, msg);
+    }
     return 0;
 }
 
@@ -584,6 +627,9 @@ int cl_state_apply(sluice_job_t *job, const sluice_options_t *opts, const char *
         if (rc == 0) {
             rc = check_one(job, spec_hex, fp, root, i, &rs[i], err, errlen);
             rs[i].root = root;
+        }
+        if (rc == 0 && job->pins != NULL) {
+            rc = load_pins(job, root, i, err, errlen);
         }
     }
     if (rc == 0) {

@@ -7,6 +7,7 @@
 
 #include "client/lib/client_impl.h"
 #include "client/lib/profile.h"
+#include "client/lib/url_pins.h"
 #include "common/base/clock.h"
 #include "common/data/source.h"
 #include "common/order/blend.h"
@@ -99,6 +100,12 @@ int sluice_recent_skips(const sluice_job_t *job, sluice_skip_t *out, int n)
         return 0;
     }
     return n > 0 ? (int)cl_line_recent_skips(job->consumer.line, out, (size_t)n) : 0;
+}
+
+void sluice_url_pins(const sluice_job_t *job, uint64_t *ret_pinned, uint64_t *ret_unpinned)
+{
+    *ret_pinned = job->pins != NULL ? cl_upins_count(job->pins) : 0;
+    *ret_unpinned = job->pins != NULL ? cl_upins_unpinned(job->pins) : 0;
 }
 
 /* This rank's positions of epoch (a resumed epoch: what is left of it) and

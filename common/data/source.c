@@ -262,7 +262,7 @@ const char *sl_source_open_warnings(const sl_source_t *src)
 /* ---- reads ------------------------------------------------------------- */
 
 static int read_sample(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
-                       char *err, size_t errlen)
+                       sl_url_vers_t *vers, char *err, size_t errlen)
 {
     if (src == NULL || out == NULL) {
         return sl_err(err, errlen, -EINVAL, "source read: missing source or tensor");
@@ -272,7 +272,7 @@ static int read_sample(const sl_source_t *src, uint64_t index, uint64_t max, sl_
                       index, src->count);
     }
     if (max == 0) {
-        return src->kind->read(src, index, out, err, errlen);
+        return src->kind->read(src, index, out, vers, err, errlen);
     }
     if (src->kind->read_head == NULL) {
         return sl_err(err, errlen, -ENOTSUP,
@@ -286,7 +286,13 @@ static int read_sample(const sl_source_t *src, uint64_t index, uint64_t max, sl_
 int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                    size_t errlen)
 {
-    return read_sample(src, index, 0, out, err, errlen);
+    return read_sample(src, index, 0, out, NULL, err, errlen);
+}
+
+int sl_source_read_v(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen)
+{
+    return read_sample(src, index, 0, out, vers, err, errlen);
 }
 
 int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_tensor_t *out,
@@ -295,5 +301,5 @@ int sl_source_read_head(const sl_source_t *src, uint64_t index, size_t max, sl_t
     if (max == 0) {
         return sl_err(err, errlen, -EINVAL, "source read: a head of 0 bytes");
     }
-    return read_sample(src, index, max, out, err, errlen);
+    return read_sample(src, index, max, out, NULL, err, errlen);
 }

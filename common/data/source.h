@@ -18,6 +18,7 @@
 #include "common/spec/spec.h"
 #include "common/sample/tensor.h"
 #include "common/remote/remote.h"
+#include "common/data/url_vers.h"
 
 typedef struct sl_source_s sl_source_t;
 
@@ -124,6 +125,13 @@ const char *sl_source_open_warnings(const sl_source_t *src);
  * "manifest:line". */
 int sl_source_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
                    size_t errlen);
+/* The same, adding to vers (which the caller empties) the (URL hash,
+ * validator) of each URL the read fetched whole at sample time -- jsonl
+ * images, filelist entries, an imagefolder's S3 objects -- the version of
+ * its bytes this read got (url_vers.h). Shards are not listed: indexing
+ * put their validators in the fingerprint. vers NULL: sl_source_read. */
+int sl_source_read_v(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen);
 /* The same for at most the first max (> 0) bytes: enough for a JPEG's
  * header without reading a large file (client/lib/costs.c). Same errors. */
 /* webdataset: a record holding the first max bytes of each image member

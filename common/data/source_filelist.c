@@ -292,11 +292,11 @@ static sl_rf_kind_e visual_kind(const char *name)
  * (max 0: all of it), after KEY and LABEL unless head (the cost model's
  * headers: the visual field alone, as webdataset's heads). */
 static int rec_read(const sl_source_t *src, uint64_t index, uint64_t max, bool head,
-                    sl_tensor_t *out, char *err, size_t errlen)
+                    sl_tensor_t *out, sl_url_vers_t *vers, char *err, size_t errlen)
 {
     const char *name = src->arena + src->name_off[index];
     uint64_t size;
-    int fd = sl_src_open_regular(src, name, name, &size, err, errlen);
+    int fd = sl_src_open_regular(src, name, name, vers, &size, err, errlen);
     if (fd < 0) {
         return fd;
     }
@@ -332,16 +332,16 @@ static int rec_read(const sl_source_t *src, uint64_t index, uint64_t max, bool h
     return rc;
 }
 
-static int rec_read_whole(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                          size_t errlen)
+static int rec_read_whole(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
+                          sl_url_vers_t *vers, char *err, size_t errlen)
 {
-    return rec_read(src, index, 0, false, out, err, errlen);
+    return rec_read(src, index, 0, false, out, vers, err, errlen);
 }
 
 static int rec_read_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
                          char *err, size_t errlen)
 {
-    return rec_read(src, index, max, true, out, err, errlen);
+    return rec_read(src, index, max, true, out, NULL, err, errlen);
 }
 
 /* One visual input of the size indexed; no text. */

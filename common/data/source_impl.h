@@ -100,8 +100,10 @@ uint64_t sl_src_pin_get(const sl_src_remote_t *rs, const char *url);
 void sl_src_pin_put(const sl_src_remote_t *rs, const char *url, uint64_t tag);
 /* A sample read of a URL read whole (jsonl image, filelist entry): the
  * version its first read pinned, or pins the one it gets (source_pins.c
- * header). Returns the fd, or sl_src_open_url's errors (-ESTALE: changed). */
-int sl_src_open_url_pinned(const sl_source_t *src, const char *url, char *err, size_t errlen);
+ * header); the version it read is added to vers (NULL: not wanted). Returns
+ * the fd, or sl_src_open_url's errors (-ESTALE: changed). */
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, sl_url_vers_t *vers, char *err,
+                           size_t errlen);
 
 /* What a webdataset member is to its sample (.cls is read at indexing and
  * kept as the label, not as a member). */
@@ -149,9 +151,10 @@ typedef struct sl_src_member_s {
 /* Indexes the normalized path into src; err is filled on failure. */
 typedef int (*sl_src_index_fn)(sl_source_t *src, const char *path, char *err, size_t errlen);
 /* Reads sample index (checked by the caller) whole into out (source.h,
- * sl_source_read). */
+ * sl_source_read_v); the URLs it read whole at sample time and their
+ * validators into vers (NULL: not wanted). */
 typedef int (*sl_src_read_fn)(const sl_source_t *src, uint64_t index, sl_tensor_t *out,
-                              char *err, size_t errlen);
+                              sl_url_vers_t *vers, char *err, size_t errlen);
 /* The same for at most the first max (> 0) bytes (sl_source_read_head). */
 typedef int (*sl_src_read_head_fn)(const sl_source_t *src, uint64_t index, uint64_t max,
                                    sl_tensor_t *out, char *err, size_t errlen);
@@ -341,9 +344,10 @@ int sl_src_each_tar(int dfd, const char *path, const char *kind, sl_src_tar_fn f
 
 /* Opens rel beneath the root as a regular, non-empty file within
  * SL_SOURCE_MAX_FILE_BYTES (its size now into *ret_size): an fd, or the
- * read error a sample of that file is skipped with (err names it by name). */
+ * read error a sample of that file is skipped with (err names it by name).
+ * A URL's version read is added to vers (NULL: not wanted). */
 int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *name,
-                        uint64_t *ret_size, char *err, size_t errlen);
+                        sl_url_vers_t *vers, uint64_t *ret_size, char *err, size_t errlen);
 
 /* FNV-1a over n bytes, continuing from h: the index fingerprints. */
 uint64_t sl_src_fnv1a(uint64_t h, const void *p, size_t n);
@@ -404,8 +408,8 @@ int sl_src_check_size(uint64_t size, const char *name, char *err, size_t errlen)
 int sl_src_open_error(int rc, const char *name, char *err, size_t errlen);
 /* A sample that is one file under the root, named by its sample name
  * (imagefolder, filelist): whole, or its first max bytes. */
-int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                     size_t errlen);
+int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen);
 int sl_src_read_file_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
                           char *err, size_t errlen);
 
@@ -431,8 +435,8 @@ int sl_src_wds_shards(sl_source_t *src, const char *path, sl_src_pathlist_t *out
 /* The webdataset row's reader: a whole record; a record of the first max
  * bytes of each image member (the cost model's headers), nothing else; the
  * features from the members' roles and sizes. */
-int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                    size_t errlen);
+int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                    char *err, size_t errlen);
 int sl_src_wds_read_heads(const sl_source_t *src, uint64_t index, uint64_t max,
                           sl_tensor_t *out, char *err, size_t errlen);
 void sl_src_wds_features(const sl_source_t *src, uint64_t index, sl_src_features_t *ret);

@@ -323,7 +323,7 @@ static int jsonl_index(sl_source_t *src, const char *path, char *err, size_t err
 /* Reads one image (or clip: kind) file beneath the root into a new
  * IMAGE_ENC (VIDEO_ENC) field. where is "manifest:line". */
 static int add_image(const sl_source_t *src, sl_tensor_t *out, const char *rel, const char *where,
-                     sl_rf_kind_e kind, char *err, size_t errlen)
+                     sl_rf_kind_e kind, sl_url_vers_t *vers, char *err, size_t errlen)
 {
     const char *what = kind == SL_RF_VIDEO_ENC ? "video" : "image";
     char norm[SL_SRC_PATH_MAX];
@@ -338,7 +338,7 @@ static int add_image(const sl_source_t *src, sl_tensor_t *out, const char *rel, 
     char name[2 * SL_SRC_PATH_MAX + 64];
     snprintf(name, sizeof(name), "%s: %s '%s'", where, what, norm);
     uint64_t size;
-    int fd = sl_src_open_regular(src, norm, name, &size, err, errlen);
+    int fd = sl_src_open_regular(src, norm, name, vers, &size, err, errlen);
     if (fd < 0) {
         return fd;
     }
@@ -394,8 +394,8 @@ static int meta_of(const json_t *obj, char **ret, size_t *ret_len)
 
 /* The record of a parsed manifest line, in kind order: key, label, text,
  * meta, images (read from their files beneath the root). */
-static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj,
-                             const char *where, sl_tensor_t *out, char *err, size_t errlen)
+static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj, const char *where,
+                             sl_tensor_t *out, sl_url_vers_t *vers, char *err, size_t errlen)
 {
     jline_t l;
     const char *why = "";
@@ -454,10 +454,10 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
         }
     }
     for (size_t i = 0; rc == 0 && i < l.nimages; i++) {
-        rc = add_image(src, out, image_at(&l, i), where, SL_RF_IMAGE_ENC, err, errlen);
+        rc = add_image(src, out, image_at(&l, i), where, SL_RF_IMAGE_ENC, vers, err, errlen);
     }
     for (size_t i = 0; rc == 0 && i < l.nvideos; i++) {
-        rc = add_image(src, out, path_at(l.videos, i), where, SL_RF_VIDEO_ENC, err, errlen);
+        rc = add_image(src, out, path_at(l.videos, i), where, SL_RF_VIDEO_ENC, vers, err, errlen);
     }
     if (rc == 0) {
         rc = sl_src_add_turns(out, turns, nturns, where, err, errlen);
@@ -471,8 +471,8 @@ static int build_line_record(const sl_source_t *src, uint64_t index, json_t *obj
     return rc;
 }
 
-static int jsonl_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                      size_t errlen)
+static int jsonl_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                      char *err, size_t errlen)
 {
     const sl_src_shard_t *man = &src->shards[0];
     char where[SL_SRC_PATH_MAX + 16];
@@ -511,7 +511,7 @@ static int jsonl_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, 
         rc = sl_err(err, errlen, -EPROTO, "%s: column %d: %s", where, je.column, je.text);
         goto out;
     }
-    rc = build_line_record(src, index, obj, where, out, err, errlen);
+    rc = build_line_record(src, index, obj, where, out, vers, err, errlen);
 out:
     json_decref(obj);
     free(line);

@@ -48,12 +48,12 @@ static const sl_source_t *child_of(const sl_source_t *src, uint64_t index, uint6
     return m->child[j];
 }
 
-static int mix_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                    size_t errlen)
+static int mix_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                    char *err, size_t errlen)
 {
     uint64_t i;
     const sl_source_t *c = child_of(src, index, &i);
-    return sl_source_read(c, i, out, err, errlen);
+    return sl_source_read_v(c, i, out, vers, err, errlen);
 }
 
 static int mix_read_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,

@@ -102,13 +102,13 @@ int sl_src_shard_fd_spans(const sl_source_t *src, uint32_t shard, sl_src_span_t 
 }
 
 int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *name,
-                        uint64_t *ret_size, char *err, size_t errlen)
+                        sl_url_vers_t *vers, uint64_t *ret_size, char *err, size_t errlen)
 {
     /* Re-resolved on every read: a symlink swapped in since indexing is
      * checked again here. */
     int fd;
     if (sl_remote_is_url(rel)) {
-        fd = sl_src_open_url_pinned(src, rel, err, errlen);
+        fd = sl_src_open_url_pinned(src, rel, vers, err, errlen);
         if (fd < 0) {
             fd = sl_src_url_read_error(fd, err, errlen);
             return strcmp(rel, name) == 0 ? fd : sl_err_prefix(err, errlen, fd, "%s", name);
@@ -140,11 +140,11 @@ int sl_src_open_regular(const sl_source_t *src, const char *rel, const char *nam
 
 /* Reads the first min(size, max) bytes of a file (max 0: all of it). */
 static int read_file(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
-                     char *err, size_t errlen)
+                     sl_url_vers_t *vers, char *err, size_t errlen)
 {
     const char *name = src->arena + src->name_off[index];
     uint64_t size;
-    int fd = sl_src_open_regular(src, name, name, &size, err, errlen);
+    int fd = sl_src_open_regular(src, name, name, vers, &size, err, errlen);
     if (fd < 0) {
         return fd;
     }
@@ -153,14 +153,14 @@ static int read_file(const sl_source_t *src, uint64_t index, uint64_t max, sl_te
     return rc;
 }
 
-int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                     size_t errlen)
+int sl_src_read_file(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                     char *err, size_t errlen)
 {
-    return read_file(src, index, 0, out, err, errlen);
+    return read_file(src, index, 0, out, vers, err, errlen);
 }
 
 int sl_src_read_file_head(const sl_source_t *src, uint64_t index, uint64_t max, sl_tensor_t *out,
                           char *err, size_t errlen)
 {
-    return read_file(src, index, max, out, err, errlen);
+    return read_file(src, index, max, out, NULL, err, errlen);
 }

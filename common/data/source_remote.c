@@ -66,24 +66,33 @@ int sl_src_open_url(const sl_source_t *src, const char *url, uint64_t expect_tag
     return fd;
 }
 
-int sl_src_open_url_pinned(const sl_source_t *src, const char *url, char *err, size_t errlen)
+int sl_src_open_url_pinned(const sl_source_t *src, const char *url, sl_url_vers_t *vers, char *err,
+                           size_t errlen)
 {
     size_t n = strlen(url);
     if (src->rs == NULL || src->rs->indexing || (n > 0 && url[n - 1] == '/')) {
         return sl_src_open_url(src, url, 0, err, errlen);
     }
-    uint64_t pinned = sl_src_pin_get(src->rs, url);
-    if (pinned != 0) {
-        return sl_src_open_url(src, url, pinned, err, errlen);
-    }
+    uint64_t tag = sl_src_pin_get(src->rs, url);
     const sl_remote_t *remote = src->rs->remote;
-    if (remote == NULL) {
+    if (tag == 0 && remote == NULL) {
         return sl_src_open_url(src, url, 0, err, errlen);
     }
-    sl_remote_obj_t o;
-    int fd = sl_remote_open(remote, url, 0, &o, err, errlen);
-    if (fd >= 0) {
-        sl_src_pin_put(src->rs, url, o.tag);
+    int fd;
+    if (tag != 0) {
+        fd = sl_src_open_url(src, url, tag, err, errlen);
+    } else {
+        sl_remote_obj_t o;
+        fd = sl_remote_open(remote, url, 0, &o, err, errlen);
+        if (fd >= 0) {
+            sl_src_pin_put(src->rs, url, o.tag);
+            tag = o.tag; /* the bytes' own, also when another thread pinned first */
+        }
+    }
+    if (fd >= 0 && vers != NULL && sl_url_vers_add(vers, sl_url_hash(url), tag) < 0) {
+        close(fd); /* cannot happen: a record names at most SL_URL_VERS_MAX */
+        return sl_err(err, errlen, -ETOOMANYREFS, "'%s': more than %u URLs in one sample", url,
+                      SL_URL_VERS_MAX);
     }
     return fd;
 }

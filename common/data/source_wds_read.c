@@ -269,9 +269,10 @@ static size_t member_spans(const sl_src_member_t *ms, uint32_t nm, sl_src_span_t
     return nm;
 }
 
-int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, char *err,
-                    size_t errlen)
+int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
+                    char *err, size_t errlen)
 {
+    (void)vers; /* shards are indexed: their validators are in the fingerprint */
     wds_sample_t w;
     int rc = check_members(src, index, &w, err, errlen);
     if (rc < 0) {

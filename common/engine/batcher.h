@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "common/data/skip.h"
+#include "common/data/url_vers.h"
 #include "common/sample/tensor.h"
 
 typedef struct sl_sample_s {
@@ -43,6 +44,11 @@ typedef struct sl_sample_s {
     int skip;          /* -1: delivered; else an sl_skip_e */
     uint64_t split_id; /* producer's bookkeeping; the batcher ignores it */
     sl_tensor_t t;     /* output (empty when skipped) */
+    /* The URL objects its read fetched whole and their versions (the
+     * executor's read, or a worker's: Sample.url_versions); the client
+     * checks them before batching (client/lib/url_pins.h). The batcher
+     * ignores them. */
+    sl_url_vers_t vers;
 } sl_sample_t;
 
 typedef struct sl_sample_meta_s {

@@ -72,7 +72,8 @@ static int run_cached(slot_t *sl, unsigned tid)
     }
     sl->s.t.nbytes = 0;
     sl->s.t.dtype = SL_DT_BYTES;
-    int rc = sl_source_read(ex->src, sl->s.index, &sl->s.t, sl->detail, sizeof(sl->detail));
+    int rc = sl_source_read_v(ex->src, sl->s.index, &sl->s.t, &sl->s.vers, sl->detail,
+                              sizeof(sl->detail));
     if (rc == 0) {
         rc = run_units(sl, tid, 0, pre);
     }
@@ -96,6 +97,11 @@ static void run_slot(void *arg, unsigned tid)
     sl->rc = 0;
     sl->detail[0] = '\0';
     int fresh = sl->from == 0 && sl->s.t.nbytes == 0 && sl->s.t.dtype == SL_DT_BYTES;
+    if (fresh) {
+        /* Read here: its versions are this read's. A prefix cache hit reads
+         * nothing and has none (docs/sources.md "One version per job"). */
+        sl->s.vers.n = 0;
+    }
     int rc = fresh && ex->pc != NULL ? run_cached(sl, tid) : 1;
     if (rc <= 0) {
         sl->rc = rc;
@@ -106,8 +112,8 @@ static void run_slot(void *arg, unsigned tid)
         } else if (ex->src == NULL) {
             sl->rc = sl_err(sl->detail, sizeof(sl->detail), -EINVAL, "no source to read from");
         } else {
-            sl->rc = sl_source_read(ex->src, sl->s.index, &sl->s.t, sl->detail,
-                                    sizeof(sl->detail));
+            sl->rc = sl_source_read_v(ex->src, sl->s.index, &sl->s.t, &sl->s.vers, sl->detail,
+                                      sizeof(sl->detail));
         }
     }
     if (rc > 0 && sl->rc == 0) {

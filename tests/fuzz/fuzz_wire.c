@@ -6,7 +6,8 @@
  * error; an accepted message has at most the sample limit, every sample's
  * data/string readers lie inside the message (their bytes equal the
  * message's bytes at that place), sl_wire_sample_check and sl_wire_string
- * never fail on them, and the index is the same however the bytes are cut. */
+ * never fail on them, sl_wire_url_versions gives 0 or -EBADMSG and the same
+ * pairs, and the index is the same however the bytes are cut. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,6 +102,14 @@ int fuzz_wire_one(const uint8_t *data, size_t size)
             char d[256];
             int c = sl_wire_sample_check(s, wb.stage_to, 5, d, sizeof(d));
             FZ_CHECK(c == 0 || (c == -EBADMSG && fz_err_ok(d, sizeof(d))), "check %d", c);
+            fz_wire_reader_ok(&s->url_versions, msg, n);
+            sl_url_vers_t v, vf;
+            int a = sl_wire_url_versions(s, &v, d, sizeof(d));
+            FZ_CHECK(a == 0 || (a == -EBADMSG && fz_err_ok(d, sizeof(d))), "versions %d", a);
+            FZ_CHECK(a == sl_wire_url_versions(f, &vf, d, sizeof(d)) &&
+                         (a < 0 || (v.n == vf.n && v.n <= SL_URL_VERS_MAX &&
+                                    memcmp(v.v, vf.v, v.n * sizeof(v.v[0])) == 0)),
+                     "sample %zu's url_versions depend on the cut", i);
             char str[16];
             size_t full = sl_wire_string(&s->skip_detail, str, sizeof(str));
             FZ_CHECK(full == sl_pbw_left(&s->skip_detail) && strlen(str) < sizeof(str),

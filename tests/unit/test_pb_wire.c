@@ -391,6 +391,78 @@ START_TEST(test_sample_shape_checks)
 }
 END_TEST
 
+/* url_versions (field 50): what protobuf-c packs reads back as pairs; a
+ * broken list is refused per sample, never read past its end. */
+static size_t pack_versions(const uint64_t *v, size_t n, uint8_t *buf)
+{
+    Sluice__Sample smp = SLUICE__SAMPLE__INIT;
+    Sluice__Sample *ptr = &smp;
+    Sluice__Batch b = SLUICE__BATCH__INIT;
+    smp.url_versions = (uint64_t *)v;
+    smp.n_url_versions = n;
+    b.samples = &ptr;
+    b.n_samples = 1;
+    ck_assert_uint_le(sluice__batch__get_packed_size(&b), 1024);
+    return sluice__batch__pack(&b, buf);
+}
+
+static int versions_of(const uint64_t *v, size_t n, sl_url_vers_t *ret, char *d, size_t dl)
+{
+    uint8_t buf[1024];
+    size_t len = pack_versions(v, n, buf);
+    sl_wire_batch_t wb;
+    sl_pbw_seg_t seg = {buf, len}; /* the readers point at it: it must outlive them */
+    char err[256];
+    ck_assert_int_eq(sl_wire_batch_parse(&seg, 1, 16, &wb, err, sizeof(err)), 0);
+    ck_assert_uint_eq(wb.n_samples, 1);
+    int rc = sl_wire_url_versions(&wb.samples[0], ret, d, dl);
+    sl_wire_batch_free(&wb);
+    return rc;
+}
+
+START_TEST(test_url_versions)
+{
+    sl_url_vers_t got;
+    char d[256] = "";
+    const uint64_t two[] = {0x1122334455667788ULL, 0x99aabbccddeeff01ULL, 5, 6};
+    ck_assert_int_eq(versions_of(two, 4, &got, d, sizeof(d)), 0);
+    ck_assert_uint_eq(got.n, 2);
+    ck_assert_uint_eq(got.v[0].url, 0x1122334455667788ULL);
+    ck_assert_uint_eq(got.v[0].tag, 0x99aabbccddeeff01ULL);
+    ck_assert_uint_eq(got.v[1].url, 5);
+    ck_assert_uint_eq(got.v[1].tag, 6);
+    ck_assert_int_eq(versions_of(two, 0, &got, d, sizeof(d)), 0); /* an older worker */
+    ck_assert_uint_eq(got.n, 0);
+    const uint64_t same[] = {5, 6, 5, 6}; /* one image named twice: one pair */
+    ck_assert_int_eq(versions_of(same, 4, &got, d, sizeof(d)), 0);
+    ck_assert_uint_eq(got.n, 1);
+    const uint64_t odd[] = {5, 6, 7};
+    ck_assert_int_eq(versions_of(odd, 3, &got, d, sizeof(d)), -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(d, "not whole pairs"));
+    const uint64_t zero[] = {5, 0};
+    ck_assert_int_eq(versions_of(zero, 2, &got, d, sizeof(d)), -EBADMSG);
+    const uint64_t zurl[] = {0, 6};
+    ck_assert_int_eq(versions_of(zurl, 2, &got, d, sizeof(d)), -EBADMSG);
+    const uint64_t twice[] = {5, 6, 5, 7};
+    ck_assert_int_eq(versions_of(twice, 4, &got, d, sizeof(d)), -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(d, "twice"));
+    uint64_t many[2 * (SL_URL_VERS_MAX + 1)];
+    for (size_t i = 0; i < 2 * (SL_URL_VERS_MAX + 1); i++) {
+        many[i] = i + 1;
+    }
+    ck_assert_int_eq(versions_of(many, 2 * SL_URL_VERS_MAX, &got, d, sizeof(d)), 0);
+    ck_assert_uint_eq(got.n, SL_URL_VERS_MAX);
+    ck_assert_int_eq(versions_of(many, 2 * (SL_URL_VERS_MAX + 1), &got, d, sizeof(d)), -EBADMSG);
+    /* Unpacked (wire type I64) is refused as a mistyped field; a length
+     * past the sample's end as a broken message. */
+    sl_wire_batch_t wb;
+    const uint8_t i64[] = {0x1a, 0x0a, 0x91, 0x03, 1, 2, 3, 4, 5, 6, 7, 8};
+    ck_assert_int_eq(parse_bytes(i64, sizeof(i64), 16, &wb), -EBADMSG);
+    const uint8_t past[] = {0x1a, 0x04, 0x92, 0x03, 0x10, 0x00};
+    ck_assert_int_eq(parse_bytes(past, sizeof(past), 16, &wb), -EBADMSG);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pb_wire");
@@ -404,6 +476,7 @@ int main(void)
     tcase_add_test(tc, test_batch_wrong_wire_types);
     tcase_add_test(tc, test_batch_too_many_samples);
     tcase_add_test(tc, test_sample_shape_checks);
+    tcase_add_test(tc, test_url_versions);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -170,6 +170,41 @@ START_TEST(test_packer_skips_and_empty_split)
 }
 END_TEST
 
+/* A delivered sample's URL versions go out flattened in url_versions (the
+ * message owns a copy: the sample's go away); a skipped one's never, and
+ * the byte bound counts them. */
+START_TEST(test_packer_url_versions)
+{
+    wk_packer_t pk;
+    wk_msglist_t out;
+    wk_msglist_init(&out);
+    wk_packer_init(&pk, 7, 9, 2, 8, 1 << 20);
+    sl_sample_t a = mk(0, 10);
+    ck_assert_int_eq(sl_url_vers_add(&a.vers, 11, 12), 0);
+    ck_assert_int_eq(sl_url_vers_add(&a.vers, 13, 14), 0);
+    size_t with = wk_sample_wire_bytes(&a, NULL, NULL);
+    sl_url_vers_t keep = a.vers;
+    a.vers.n = 0;
+    ck_assert_uint_eq(with, wk_sample_wire_bytes(&a, NULL, NULL) + 2 + 1 + 32);
+    a.vers = keep;
+    sl_sample_t b = mk_skip(1, SL_SKIP_CORRUPT);
+    ck_assert_int_eq(sl_url_vers_add(&b.vers, 15, 16), 0);
+    ck_assert_int_eq(wk_packer_add(&pk, &a, NULL, NULL, &out), 0);
+    memset(&a.vers, 0xee, sizeof(a.vers)); /* the message must not point here */
+    ck_assert_int_eq(wk_packer_add(&pk, &b, "broken", NULL, &out), 0);
+    ck_assert_int_eq(wk_packer_finish(&pk, &out), 0);
+    ck_assert_uint_eq(check_list(&out, 8, 1 << 20, 1), 2);
+    Sluice__Sample *pa = out.head->batch.samples[0], *pb = out.head->batch.samples[1];
+    ck_assert_uint_eq(pa->n_url_versions, 4);
+    const uint64_t want[] = {11, 12, 13, 14};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(pa->url_versions[i], want[i]);
+    }
+    ck_assert_uint_eq(pb->n_url_versions, 0);
+    wk_msglist_clear(&out);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
     /* Nothing drainable and nothing in flight: always one more, whatever the estimate. */
@@ -252,6 +287,7 @@ int main(void)
     tcase_add_test(tc, test_packer_too_large_becomes_skip);
     tcase_add_test(tc, test_packer_skips_and_empty_split);
     tcase_add_test(tc, test_budget);
+    tcase_add_test(tc, test_packer_url_versions);
     tcase_add_test(tc, test_backoff);
     tcase_add_test(tc, test_backoff_jitter);
     suite_add_tcase(s, tc);
