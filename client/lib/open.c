@@ -485,7 +485,7 @@ static Sluice__PlannerInputs *profile(sluice_job_t *job)
     /* A job too short to repay profiling starts on the better fixed policy
      * (client/lib/short_job.h); a failure to tell profiles as before. */
     if ((job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) &&
-        job->spec.world_size <= 1 &&
+        job->spec.world_size <= 1 && !cl_short_forced(job->opts.always_profile) &&
         cl_short_assess(job->planner, &pa, total, &sj, perr, sizeof(perr)) == 0 &&
         sj.choice != CL_SHORT_PROFILE) {
         job->spec.offload = sj.choice == CL_SHORT_OFF ? SL_OFFLOAD_OFF : SL_OFFLOAD_ALL;

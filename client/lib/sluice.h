@@ -102,6 +102,13 @@ typedef struct sluice_options {
     const char *remote_roots;
     const char *cache_dir;
     uint64_t cache_bytes;
+    /* Non-zero: an auto or fastflow job profiles before it starts however
+     * short it is. 0 = the environment's SLUICE_ALWAYS_PROFILE ("1": on),
+     * else the short-job guard decides: a job too short to repay profiling
+     * starts on `off` or `all`, whichever is estimated faster
+     * (docs/planner.md "The short-job guard"). For a job run to leave its
+     * measured profile for the next jobs of the spec, or to test planning. */
+    int always_profile;
 } sluice_options_t;
 
 /* Epoch numbers stay below this (first_epoch + epochs at most). */
