@@ -103,6 +103,11 @@ void cl_short_inputs(const cl_short_est_t *e, double samples, cl_short_in_t *ret
     if (all > 0.0) {
         ret->rate_both = both_rate(e->client_cpus, e->local_sec + ovh, rx, ret->rate_off, all);
     }
+    if (pos(e->consumer_rate)) {
+        ret->rate_off = fmin(ret->rate_off, e->consumer_rate);
+        ret->rate_all = fmin(ret->rate_all, e->consumer_rate);
+        ret->rate_both = fmin(ret->rate_both, e->consumer_rate);
+    }
     double lone = fmin(e->client_cpus, 1.0); /* the passes run on one thread */
     double per = e->local_sec / lone;        /* wall seconds a sample takes there */
     double pass = 0.0;
@@ -236,6 +241,7 @@ static int client_costs(const Sluice__PlanContextResponse *ctx, const cl_plan_ar
     sl_budget_t hb;
     sl_cpu_budget_read(NULL, &hb);
     e->client_cpus = a->threads > 0 && (double)a->threads < hb.cpus ? a->threads : hb.cpus;
+    e->consumer_rate = a->consumer_rate;
     /* What cl_planner_profile runs: its pass over this many samples (as
      * its pick_samples: at most the source's), the codec's over the first
      * of them. */

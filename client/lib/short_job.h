@@ -112,6 +112,7 @@ typedef struct cl_short_est_s {
     double pass_max_sec;    /* the pass's wall-time cap (its max_ms); 0 = none */
     double codec_samples;   /* samples the codec profile runs (every plan, cached or not) */
     double probe_sec;       /* wall seconds of the probes profiling would run */
+    double consumer_rate;   /* samples/s the training loop takes; 0 = unknown: unlimited */
 } cl_short_est_t;
 
 /* rate_off = client_cpus / (local_sec + overhead); rate_all = the least of
@@ -119,7 +120,9 @@ typedef struct cl_short_est_s {
  * / out_bytes and client_cpus / (recv_per_byte x out_bytes + overhead),
  * all_unpriced when the bandwidth is unknown; rate_both = rate_all plus what
  * the client's CPU left after receiving them delivers locally (rate_off
- * when a received sample costs the client no less than a local one);
+ * when a received sample costs the client no less than a local one); each
+ * at most consumer_rate when that is known (a consumer that binds leaves
+ * profiling nothing to gain);
  * profile_sec is wall time on one thread's share of the budget (at most a
  * CPU: a cgroup quota of 0.5 doubles it), where a sample takes local_sec
  * over that share: the profile pass (profile_samples and its untimed first

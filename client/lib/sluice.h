@@ -299,6 +299,17 @@ typedef struct sluice_stats {
      * pack's budgets; 0 otherwise. */
     double pack_fill;
     uint64_t pack_oversize;
+    /* Appended later. The short-job guard's verdict (an auto or fastflow
+     * single-rank job; docs/planner.md "The short-job guard"): guard_choice
+     * "profile", "off" or "all" ("" = not asked: a fixed plan, several
+     * ranks, always_profile, or it failed), guard_reason "pays", "long",
+     * "link", "short" or "unknown"; its estimates (samples/s everything
+     * local, remote, both at once; the seconds profiling would take and
+     * could gain) and the wall seconds the guard itself took. */
+    char guard_choice[8];
+    char guard_reason[8];
+    double guard_rate_off, guard_rate_all, guard_rate_both;
+    double guard_profile_sec, guard_gain_sec, guard_seconds;
 } sluice_stats_t;
 
 /* A skipped sample (a file that is not a JPEG, truncated, ...). */

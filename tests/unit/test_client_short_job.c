@@ -185,6 +185,18 @@ START_TEST(test_inputs)
     cl_short_inputs(&e, 3200, &in);
     NEAR(in.rate_both, in.rate_off, 1e-9);
     e.recv_per_byte = 3e-9;
+    e.consumer_rate = 30; /* the training loop takes 30/s: every rate at most that */
+    cl_short_inputs(&e, 3200, &in);
+    NEAR(in.rate_off, 0.25 / 0.0105, 1e-9);
+    NEAR(in.rate_all, 30, 1e-9);
+    NEAR(in.rate_both, 30, 1e-9);
+    cl_short_t r;
+    cl_short_decide(&in, &r);
+    NEAR(r.saving_sec, 0.0, 1e-9); /* the consumer binds: nothing to gain */
+    e.consumer_rate = NAN;          /* broken: unknown */
+    cl_short_inputs(&e, 3200, &in);
+    NEAR(in.rate_all, 312.5, 1e-9);
+    e.consumer_rate = 0;
     e.worker_cpus = 0; /* no workers: all 0 (the decision: unknown) */
     cl_short_inputs(&e, 3200, &in);
     ck_assert(in.rate_all == 0.0 && in.rate_both == 0.0 && in.all_unpriced == 0);
