@@ -55,9 +55,9 @@ enum {
     "                       else 10 GiB)\n"
 
 /* The --help lines of --always-profile (SL_CLI_F_OFFLOAD). */
-#define SL_CLI_ALWAYS_PROFILE_USAGE                                                            \
-    "  --always-profile     an auto/fastflow job profiles however short it is (default:\n"    \
-    "                       $SLUICE_ALWAYS_PROFILE=1, else a job too short to repay\n"        \
+#define SL_CLI_ALWAYS_PROFILE_USAGE                                                                \
+    "  --always-profile     an auto/fastflow job profiles however short it is (default:\n"         \
+    "                       $SLUICE_ALWAYS_PROFILE=1, else a job too short to repay\n"             \
     "                       profiling starts on off or all, whichever is estimated faster)\n"
 
 /* --help lines of the flags every job command (run, bench) takes alike. */
@@ -69,8 +69,8 @@ enum {
     "                       $SLUICE_PLUGIN_DIR)\n" SL_CLI_REMOTE_USAGE                             \
     "  --epochs N           override the spec's epochs\n" SL_CLI_EPOCH_USAGE                       \
     "  --threads N          local decode threads (default: online CPUs)\n"                         \
-    "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"         \
-    SL_CLI_ALWAYS_PROFILE_USAGE
+    "  --offload MODE       off | all | auto | fastflow | K:F (override the "                      \
+    "spec)\n" SL_CLI_ALWAYS_PROFILE_USAGE
 
 #define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
 #define SL_CLI_MAX_THREADS 256
@@ -97,7 +97,7 @@ typedef struct sl_cli_opts_s {
     long seed;                /* -1 = not given (the spec's) */
     double consumer_rate;     /* -1 = not given */
     int json;
-    int always_profile;       /* --always-profile */
+    int always_profile; /* --always-profile */
     sl_cli_ranks_t ranks;
     sl_cli_conn_t conn;
 } sl_cli_opts_t;

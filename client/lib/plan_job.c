@@ -138,8 +138,9 @@ static void assess_short(cl_plan_job_t *pj, const cl_plan_args_t *pa)
         return;
     }
     if (cl_short_forced(pj->always_profile)) {
-        snprintf(r->why, sizeof(r->why), "always profile: --always-profile or "
-                                         "SLUICE_ALWAYS_PROFILE=1");
+        snprintf(r->why, sizeof(r->why),
+                 "always profile: --always-profile or "
+                 "SLUICE_ALWAYS_PROFILE=1");
         return;
     }
     uint64_t n = sl_spec_epoch_len(pj->spec, sl_source_count(pj->src));

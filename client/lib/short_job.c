@@ -273,14 +273,15 @@ static void decide_now(cl_short_est_t *e, int links_cached, int class_probed, ui
 }
 
 /* The decision from the estimates of e (the client's costs set). */
-static void decide(cl_planner_t *p, const Sluice__PlanContextResponse *ctx,
-                   const cl_plan_args_t *a, cl_short_est_t *e, double samples, cl_short_t *ret)
+static void decide(cl_planner_t *p, const Sluice__PlanContextResponse *ctx, const cl_plan_args_t *a,
+                   cl_short_est_t *e, double samples, cl_short_t *ret)
 {
     /* Profiling's overhead probe (step 7) runs unless the cached profile
      * carries a running job's overhead. */
     double step7 = 0.0;
     if (!pos(e->overhead) && pos(e->out_bytes)) {
-        step7 = fmin(e->out_bytes * (double)a->spec->batch_size, (double)CL_PROBE_SAMPLES_MAX_CHUNK);
+        step7 = fmin(e->out_bytes * (double)a->spec->batch_size,
+                     (double)CL_PROBE_SAMPLES_MAX_CHUNK);
     }
     if (!pos(e->overhead)) {
         e->overhead = ctx->sample_overhead_prior_sec;

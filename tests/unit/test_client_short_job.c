@@ -74,9 +74,8 @@ START_TEST(test_cheap_or_unknown_profiles)
         {.samples = 160, .profile_sec = NAN, .rate_off = 50, .rate_all = 400},
         {.samples = 160, .profile_sec = -3, .rate_off = 50, .rate_all = 400},
     };
-    const cl_short_why_e why[] = {CL_SHORT_WHY_UNKNOWN, CL_SHORT_WHY_UNKNOWN,
-                                  CL_SHORT_WHY_UNKNOWN, CL_SHORT_WHY_UNKNOWN,
-                                  CL_SHORT_WHY_PAYS,    CL_SHORT_WHY_PAYS};
+    const cl_short_why_e why[] = {CL_SHORT_WHY_UNKNOWN, CL_SHORT_WHY_UNKNOWN, CL_SHORT_WHY_UNKNOWN,
+                                  CL_SHORT_WHY_UNKNOWN, CL_SHORT_WHY_PAYS,    CL_SHORT_WHY_PAYS};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cl_short_decide(&bad[i], &r);
         ck_assert_msg(r.choice == CL_SHORT_PROFILE && r.why == why[i], "case %zu: %s", i,
@@ -94,16 +93,25 @@ END_TEST
 START_TEST(test_unpriced_link)
 {
     cl_short_t r;
-    cl_short_in_t in = {.samples = 160, .profile_sec = 1.5, .rate_off = 50, .rate_all = 400,
+    cl_short_in_t in = {.samples = 160,
+                        .profile_sec = 1.5,
+                        .rate_off = 50,
+                        .rate_all = 400,
                         .all_unpriced = 1};
     cl_short_decide(&in, &r);
     ck_assert_int_eq(r.choice, CL_SHORT_PROFILE);
     ck_assert_int_eq(r.why, CL_SHORT_WHY_LINK);
-    in = (cl_short_in_t){.samples = 500, .profile_sec = 2.0, .rate_off = 300, .rate_all = 20,
+    in = (cl_short_in_t){.samples = 500,
+                         .profile_sec = 2.0,
+                         .rate_off = 300,
+                         .rate_all = 20,
                          .all_unpriced = 1};
     cl_short_decide(&in, &r);
     ck_assert_int_eq(r.choice, CL_SHORT_OFF);
-    in = (cl_short_in_t){.samples = 400, .profile_sec = 1.0, .rate_off = 100, .rate_all = 100,
+    in = (cl_short_in_t){.samples = 400,
+                         .profile_sec = 1.0,
+                         .rate_off = 100,
+                         .rate_all = 100,
                          .rate_both = 120};
     cl_short_decide(&in, &r);
     NEAR(r.saving_sec, 4.0 - 400.0 / 120.0, 1e-9); /* not 2 s: receiving costs the client */
@@ -193,7 +201,7 @@ START_TEST(test_inputs)
     cl_short_t r;
     cl_short_decide(&in, &r);
     NEAR(r.saving_sec, 0.0, 1e-9); /* the consumer binds: nothing to gain */
-    e.consumer_rate = NAN;          /* broken: unknown */
+    e.consumer_rate = NAN;         /* broken: unknown */
     cl_short_inputs(&e, 3200, &in);
     NEAR(in.rate_all, 312.5, 1e-9);
     e.consumer_rate = 0;
@@ -270,8 +278,8 @@ START_TEST(test_probe_sec)
     /* 12.5 MB/s, three workers: the overhead probe's 1 MiB, the class's
      * chunk, the ingress's three chunks. */
     double bw = 12.5e6;
-    NEAR(cl_short_probe_sec(bw, 0, 0, 3, mib), 3 * CL_SHORT_PROBE_SEC + mib / bw + c / bw + 3 * c / bw,
-         1e-12);
+    NEAR(cl_short_probe_sec(bw, 0, 0, 3, mib),
+         3 * CL_SHORT_PROBE_SEC + mib / bw + c / bw + 3 * c / bw, 1e-12);
     NEAR(cl_short_probe_sec(bw, 1, 0, 3, mib), CL_SHORT_PROBE_SEC + mib / bw, 1e-12); /* cached */
     NEAR(cl_short_probe_sec(bw, 1, 0, 3, 0.0), 0.0, 1e-12); /* cached, overhead known */
     /* The ingress probe streams from at most CL_PROBE_CONCURRENT workers. */
@@ -298,8 +306,8 @@ typedef struct {
     cl_short_why_e why;
 } cluster_case_t;
 
-#define STD_MS 3.0    /* 300-800 px: 116/s on 0.35 CPU */
-#define LARGE_MS 9.4  /* 30 % large: 32/s on 0.3 CPU */
+#define STD_MS 3.0   /* 300-800 px: 116/s on 0.35 CPU */
+#define LARGE_MS 9.4 /* 30 % large: 32/s on 0.3 CPU */
 #define OUT 602112.0 /* 224 x 224 x 3 float32 */
 
 static const cluster_case_t CLUSTERS[] = {
@@ -339,8 +347,7 @@ static const cluster_case_t CLUSTERS[] = {
     /* 500 epochs of it: the client's 40/s beside all's 320/s gain 25 s. */
     {"loopback long", 1, 8, 25, 10000, 0.5, 0, 80000, 1.3, CL_SHORT_PROFILE, CL_SHORT_WHY_PAYS},
     /* No live workers: nothing to price `all` from: profile (as before). */
-    {"no workers", 0.35, 0, STD_MS, 100, 5, 0, 400, 0.98, CL_SHORT_PROFILE,
-     CL_SHORT_WHY_UNKNOWN},
+    {"no workers", 0.35, 0, STD_MS, 100, 5, 0, 400, 0.98, CL_SHORT_PROFILE, CL_SHORT_WHY_UNKNOWN},
 };
 
 START_TEST(test_clusters)
