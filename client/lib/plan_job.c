@@ -163,7 +163,8 @@ static void assess_short(cl_plan_job_t *pj, const cl_plan_args_t *pa)
                            .rate_both = sj.in.rate_both,
                            .bandwidth = sj.bandwidth,
                            .link_probed = sj.link_probed,
-                           .free_share = CL_SHORT_FREE_SHARE};
+                           .free_share = CL_SHORT_FREE_SHARE,
+                           .cost_factor = CL_SHORT_COST_FACTOR};
 }
 
 void cl_plan_job_short(const cl_plan_job_t *pj, cl_plan_short_t *ret) { *ret = pj->shortj; }

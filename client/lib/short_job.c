@@ -55,7 +55,9 @@ void cl_short_decide(const cl_short_in_t *in, cl_short_t *ret)
     double both = pos(in->rate_both) ? fmax(in->rate_both, best) : in->rate_off + in->rate_all;
     ret->fixed_sec = in->samples / best;
     ret->saving_sec = ret->fixed_sec - in->samples / both;
-    double cost = isfinite(in->profile_sec) && in->profile_sec > 0.0 ? in->profile_sec : 0.0;
+    double cost = isfinite(in->profile_sec) && in->profile_sec > 0.0
+                      ? CL_SHORT_COST_FACTOR * in->profile_sec
+                      : 0.0;
     if (ret->saving_sec > cost) {
         ret->why = CL_SHORT_WHY_PAYS;
     } else if (cost <= CL_SHORT_FREE_SHARE * ret->fixed_sec) {
