@@ -310,13 +310,15 @@ static void print_short(const cl_plan_job_t *pj)
     }
     const char *best = r.rate_off >= r.rate_all ? "off" : "all";
     printf("short-job guard: %.0f samples, %.1f s on `%s` (estimated off %.1f, all %.1f, both "
-           "at once %.1f samples/s; %s); profiling ~%.2f s could gain ~%.2f s: ",
+           "at once %.1f samples/s; %s); profiling ~%.2f s (charged %.2f s) could gain ~%.2f "
+           "s: ",
            r.samples, r.fixed_sec, best, r.rate_off, r.rate_all, r.rate_both, link, r.profile_sec,
-           r.saving_sec);
+           r.cost_factor * r.profile_sec, r.saving_sec);
     if (strcmp(r.choice, "profile") != 0) {
         printf("a job starts on `%s` without profiling\n", r.choice);
     } else if (strcmp(r.reason, "long") == 0) {
-        printf("a job profiles (profiling is under %.0f %% of the job)\n", 100.0 * r.free_share);
+        printf("a job profiles (profiling, charged, is under %.0f %% of the job)\n",
+               100.0 * r.free_share);
     } else if (strcmp(r.reason, "link") == 0) {
         printf("a job profiles (the link is unknown: `all` cannot be priced)\n");
     } else {
