@@ -78,11 +78,11 @@ typedef struct cl_plan_short_s {
     double rate_off;    /* samples/s estimated, everything local / remote / both at once */
     double rate_all;
     double rate_both;
-    double bandwidth;  /* bytes/s `all` was priced with; 0 = the link unknown */
-    int link_probed;   /* 1: the guard probed it; 0: cached (or unknown) */
-    double free_share; /* a job profiles when profiling is at most this share of it */
+    double bandwidth;   /* bytes/s `all` was priced with; 0 = the link unknown */
+    int link_probed;    /* 1: the guard probed it; 0: cached (or unknown) */
+    double free_share;  /* a job profiles when profiling is at most this share of it */
     double cost_factor; /* profiling is charged this multiple of profile_sec */
-    char why[256];     /* when not assessed */
+    char why[256];      /* when not assessed */
 } cl_plan_short_t;
 void cl_plan_job_short(const cl_plan_job_t *pj, cl_plan_short_t *ret);
 
