@@ -29,6 +29,7 @@ enum {
     OPT_REMOTE_ROOTS,
     OPT_CACHE_DIR,
     OPT_CACHE_BYTES,
+    OPT_ALWAYS_PROFILE,
     OPT_HELP_MAN, /* hidden: this command's part of sluice(1), cli_man.c */
 };
 
@@ -50,6 +51,7 @@ static const shared_opt_t SHARED[] = {
     {{"first-epoch", required_argument, NULL, OPT_FIRST_EPOCH}, SL_CLI_F_EPOCHS},
     {{"seed", required_argument, NULL, OPT_SEED}, SL_CLI_F_EPOCHS},
     {{"offload", required_argument, NULL, OPT_OFFLOAD}, SL_CLI_F_OFFLOAD},
+    {{"always-profile", no_argument, NULL, OPT_ALWAYS_PROFILE}, SL_CLI_F_OFFLOAD},
     {{"consumer-rate", required_argument, NULL, OPT_CONSUMER_RATE}, SL_CLI_F_CONSUMER_RATE},
     {{"json", no_argument, NULL, OPT_JSON}, SL_CLI_F_JSON},
     {{"rank", required_argument, NULL, SL_CLI_OPT_RANK}, SL_CLI_F_RANKS},
@@ -170,6 +172,9 @@ static int shared_opt(const char *cmd, int c, const char *arg, sl_cli_opts_t *o)
     case OPT_JSON:
         o->json = 1;
         return 1;
+    case OPT_ALWAYS_PROFILE:
+        o->always_profile = 1;
+        return 1;
     default:
         break;
     }
@@ -266,7 +271,8 @@ void sl_cli_job_options(const sl_cli_opts_t *o, sluice_options_t *so)
                              .plugin_dir = o->plugin_dir,
                              .remote_roots = o->remote_roots,
                              .cache_dir = o->cache_dir,
-                             .cache_bytes = o->cache_bytes};
+                             .cache_bytes = o->cache_bytes,
+                             .always_profile = o->always_profile};
     sl_cli_ranks_apply(&o->ranks, so);
     sl_cli_conn_apply(&o->conn, so);
 }

@@ -24,7 +24,8 @@ enum {
     SL_CLI_F_DATA_ROOT = 1u << 2,     /* --data-root DIR (default ".") */
     SL_CLI_F_THREADS = 1u << 3,       /* --threads 1..256 */
     SL_CLI_F_EPOCHS = 1u << 4,        /* --epochs 1..1000000, --first-epoch, --seed */
-    SL_CLI_F_OFFLOAD = 1u << 5,       /* --offload MODE (the library or command checks it) */
+    SL_CLI_F_OFFLOAD = 1u << 5,       /* --offload MODE (the library or command checks it),
+                                       * --always-profile */
     SL_CLI_F_CONSUMER_RATE = 1u << 6, /* --consumer-rate 0..1e9 samples/s */
     SL_CLI_F_JSON = 1u << 7,          /* --json */
     SL_CLI_F_RANKS = 1u << 8,         /* --rank --world-size --job-name */
@@ -53,6 +54,12 @@ enum {
     "  --cache-bytes N      bound of both caches together (default: $SLUICE_CACHE_BYTES,\n"        \
     "                       else 10 GiB)\n"
 
+/* The --help lines of --always-profile (SL_CLI_F_OFFLOAD). */
+#define SL_CLI_ALWAYS_PROFILE_USAGE                                                                \
+    "  --always-profile     an auto/fastflow job profiles however short it is (default:\n"         \
+    "                       $SLUICE_ALWAYS_PROFILE=1, else a job too short to repay\n"             \
+    "                       profiling starts on off or all, whichever is estimated faster)\n"
+
 /* --help lines of the flags every job command (run, bench) takes alike. */
 #define SL_CLI_JOB_USAGE                                                                           \
     "  --local              run every stage on this host\n"                                        \
@@ -62,7 +69,8 @@ enum {
     "                       $SLUICE_PLUGIN_DIR)\n" SL_CLI_REMOTE_USAGE                             \
     "  --epochs N           override the spec's epochs\n" SL_CLI_EPOCH_USAGE                       \
     "  --threads N          local decode threads (default: online CPUs)\n"                         \
-    "  --offload MODE       off | all | auto | fastflow | K:F (override the spec)\n"
+    "  --offload MODE       off | all | auto | fastflow | K:F (override the "                      \
+    "spec)\n" SL_CLI_ALWAYS_PROFILE_USAGE
 
 #define SL_CLI_MAX_RATE 1e9       /* samples/s; more is a typo */
 #define SL_CLI_MAX_THREADS 256
@@ -89,6 +97,7 @@ typedef struct sl_cli_opts_s {
     long seed;                /* -1 = not given (the spec's) */
     double consumer_rate;     /* -1 = not given */
     int json;
+    int always_profile; /* --always-profile */
     sl_cli_ranks_t ranks;
     sl_cli_conn_t conn;
 } sl_cli_opts_t;

@@ -146,6 +146,21 @@ static json_t *cache_json(const cl_job_info_t *info)
     return c;
 }
 
+/* The short-job guard's verdict and estimates (sluice.h guard_*). */
+static json_t *guard_json(const sluice_stats_t *st)
+{
+    json_t *g = json_object();
+    json_object_set_new(g, "choice", json_string(st->guard_choice));
+    json_object_set_new(g, "reason", json_string(st->guard_reason));
+    json_object_set_new(g, "rate_off", json_real(st->guard_rate_off));
+    json_object_set_new(g, "rate_all", json_real(st->guard_rate_all));
+    json_object_set_new(g, "rate_both", json_real(st->guard_rate_both));
+    json_object_set_new(g, "profile_seconds", json_real(st->guard_profile_sec));
+    json_object_set_new(g, "gain_seconds", json_real(st->guard_gain_sec));
+    json_object_set_new(g, "seconds", json_real(st->guard_seconds));
+    return g;
+}
+
 void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *by_source)
 {
     sluice_stats_t st;
@@ -211,6 +226,9 @@ void sl_cli_print_json(const sluice_job_t *job, double seconds, const uint64_t *
     }
     if (st.sample_costs[0] != '\0') {
         json_object_set_new(plan, "sample_costs", json_string(st.sample_costs));
+    }
+    if (st.guard_choice[0] != '\0') {
+        json_object_set_new(plan, "short_job_guard", guard_json(&st));
     }
     json_object_set_new(o, "plan", plan);
     json_object_set_new(o, "cache", cache_json(&info));

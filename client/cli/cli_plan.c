@@ -38,6 +38,8 @@ static void plan_usage(FILE *f)
             "  --offload auto|fastflow  which policy chooses (default: the spec's, else auto);\n"
             "  --offload off|all|K:F  a fixed plan: its prediction, binding resource and\n"
             "                         workers needed instead of a choice\n"
+            "  --always-profile       as a job with it would: no short-job guard (default:\n"
+            "                         $SLUICE_ALWAYS_PROFILE=1, else the guard's verdict)\n"
             "  --threads N            this host's pipeline threads (default: online CPUs)\n"
             "  --consumer-rate IMG_PER_S  the training loop's rate (default: unlimited)\n"
             "  --samples N            samples per profile (default %d)\n"
@@ -294,18 +296,31 @@ static void print_short(const cl_plan_job_t *pj)
         return;
     }
     if (r.fixed_sec <= 0.0) {
-        printf("short-job guard: %.0f samples, nothing to estimate from: a job profiles\n",
+        printf("short-job guard: %.0f samples, nothing to estimate from (no live workers, or "
+               "no rate): a job profiles\n",
                r.samples);
         return;
     }
+    char link[96];
+    if (r.bandwidth > 0.0) {
+        snprintf(link, sizeof(link), "link %.1f MB/s, %s", r.bandwidth / 1e6,
+                 r.link_probed ? "probed" : "cached");
+    } else {
+        snprintf(link, sizeof(link), "link unknown");
+    }
     const char *best = r.rate_off >= r.rate_all ? "off" : "all";
-    printf("short-job guard: %.0f samples, %.1f s on `%s` (estimated off %.1f, all %.1f "
-           "samples/s); profiling ~%.2f s could save at most %.2f s: ",
-           r.samples, r.fixed_sec, best, r.rate_off, r.rate_all, r.profile_sec, r.saving_sec);
+    printf("short-job guard: %.0f samples, %.1f s on `%s` (estimated off %.1f, all %.1f, both "
+           "at once %.1f samples/s; %s); profiling ~%.2f s (charged %.2f s) could gain ~%.2f "
+           "s: ",
+           r.samples, r.fixed_sec, best, r.rate_off, r.rate_all, r.rate_both, link, r.profile_sec,
+           r.cost_factor * r.profile_sec, r.saving_sec);
     if (strcmp(r.choice, "profile") != 0) {
         printf("a job starts on `%s` without profiling\n", r.choice);
-    } else if (r.profile_sec < r.min_profile_sec) {
-        printf("a job profiles (profiling under %.1f s always does)\n", r.min_profile_sec);
+    } else if (strcmp(r.reason, "long") == 0) {
+        printf("a job profiles (profiling, charged, is under %.0f %% of the job)\n",
+               100.0 * r.free_share);
+    } else if (strcmp(r.reason, "link") == 0) {
+        printf("a job profiles (the link is unknown: `all` cannot be priced)\n");
     } else {
         printf("a job profiles\n");
     }
@@ -406,7 +421,8 @@ int sl_cli_plan(int argc, char **argv)
                              .offload = o.c.offload,
                              .remote_roots = o.c.remote_roots,
                              .cache_dir = o.c.cache_dir,
-                             .cache_bytes = o.c.cache_bytes};
+                             .cache_bytes = o.c.cache_bytes,
+                             .always_profile = o.c.always_profile};
     cl_plan_job_t *pj = NULL;
     char err[SL_CLI_ERR_MAX];
     int rc = cl_plan_job_open(&pa, &pj, err, sizeof(err));

@@ -223,6 +223,12 @@ struct sluice_job {
     uint64_t job_id;
     char plan_mode[64];
     char sample_costs[16]; /* what the sample costs came from (costs.h); "" = none sent */
+    /* The short-job guard's verdict (short_job.h), for sluice_stats. */
+    struct {
+        char choice[8]; /* "" = not asked */
+        char reason[8];
+        double rate_off, rate_all, rate_both, profile_sec, gain_sec, seconds;
+    } guard;
     struct cl_planner_s *planner; /* client/lib/profile.h: profiles, rate reports; owned */
 
     /* ---- Each thread's own. */

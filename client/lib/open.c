@@ -474,6 +474,19 @@ static int open_engine(sluice_job_t *job, const sluice_options_t *opts, char *er
     return 0;
 }
 
+/* The guard's verdict for sluice_stats. */
+static void keep_guard(sluice_job_t *job, const cl_short_t *sj, double seconds)
+{
+    snprintf(job->guard.choice, sizeof(job->guard.choice), "%s", cl_short_name(sj->choice));
+    snprintf(job->guard.reason, sizeof(job->guard.reason), "%s", cl_short_why_name(sj->why));
+    job->guard.rate_off = sj->in.rate_off;
+    job->guard.rate_all = sj->in.rate_all;
+    job->guard.rate_both = sj->in.rate_both;
+    job->guard.profile_sec = sj->in.profile_sec;
+    job->guard.gain_sec = sj->saving_sec;
+    job->guard.seconds = seconds;
+}
+
 /* Profiles when the plan is the planner's (client/lib/profile.h) and
  * returns its inputs, or NULL. A failure is not the job's: it then runs on
  * the dispatcher's fallback plan. */
@@ -495,10 +508,14 @@ static Sluice__PlannerInputs *profile(sluice_job_t *job)
     /* A job too short to repay profiling starts on the better fixed policy
      * (client/lib/short_job.h); a failure to tell profiles as before. */
     if ((job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) &&
-        job->spec.world_size <= 1 &&
-        cl_short_assess(job->planner, &pa, total, &sj, perr, sizeof(perr)) == 0 &&
-        sj.choice != CL_SHORT_PROFILE) {
-        job->spec.offload = sj.choice == CL_SHORT_OFF ? SL_OFFLOAD_OFF : SL_OFFLOAD_ALL;
+        job->spec.world_size <= 1 && !cl_short_forced(job->opts.always_profile)) {
+        double t0 = sl_mono_sec();
+        if (cl_short_assess(job->planner, &pa, total, &sj, perr, sizeof(perr)) == 0) {
+            keep_guard(job, &sj, sl_mono_sec() - t0);
+            if (sj.choice != CL_SHORT_PROFILE) {
+                job->spec.offload = sj.choice == CL_SHORT_OFF ? SL_OFFLOAD_OFF : SL_OFFLOAD_ALL;
+            }
+        }
     }
     if (job->spec.offload == SL_OFFLOAD_AUTO || job->spec.offload == SL_OFFLOAD_FASTFLOW) {
         if (cl_planner_profile(job->planner, &pa, perr, sizeof(perr)) == 0) {

@@ -30,6 +30,7 @@ struct cl_plan_job_s {
     cl_planner_t *pl;
     ProtobufCMessage *resp;
     cl_plan_short_t shortj; /* the short-job guard's verdict */
+    int always_profile;     /* cl_plan_job_args_t's */
 };
 
 size_t cl_plan_job_default_samples(void) { return SL_PROFILE_DEFAULT_SAMPLES; }
@@ -115,6 +116,7 @@ int cl_plan_job_open(const cl_plan_job_args_t *a, cl_plan_job_t **ret, char *err
         return -ENOMEM;
     }
     pj->spec_path = a->spec_path;
+    pj->always_profile = a->always_profile;
     int rc = open_spec(a, pj, err, errlen);
     if (rc < 0) {
         cl_plan_job_free(pj);
@@ -131,9 +133,14 @@ static void assess_short(cl_plan_job_t *pj, const cl_plan_args_t *pa)
 {
     cl_plan_short_t *r = &pj->shortj;
     memset(r, 0, sizeof(*r));
-    r->min_profile_sec = CL_SHORT_MIN_PROFILE_SEC;
     if (pj->spec->offload != SL_OFFLOAD_AUTO && pj->spec->offload != SL_OFFLOAD_FASTFLOW) {
         snprintf(r->why, sizeof(r->why), "a fixed plan does not profile");
+        return;
+    }
+    if (cl_short_forced(pj->always_profile)) {
+        snprintf(r->why, sizeof(r->why),
+                 "always profile: --always-profile or "
+                 "SLUICE_ALWAYS_PROFILE=1");
         return;
     }
     uint64_t n = sl_spec_epoch_len(pj->spec, sl_source_count(pj->src));
@@ -146,13 +153,18 @@ static void assess_short(cl_plan_job_t *pj, const cl_plan_args_t *pa)
     }
     *r = (cl_plan_short_t){.assessed = 1,
                            .choice = cl_short_name(sj.choice),
+                           .reason = cl_short_why_name(sj.why),
                            .samples = sj.in.samples,
                            .profile_sec = sj.in.profile_sec,
                            .fixed_sec = sj.fixed_sec,
                            .saving_sec = sj.saving_sec,
                            .rate_off = sj.in.rate_off,
                            .rate_all = sj.in.rate_all,
-                           .min_profile_sec = CL_SHORT_MIN_PROFILE_SEC};
+                           .rate_both = sj.in.rate_both,
+                           .bandwidth = sj.bandwidth,
+                           .link_probed = sj.link_probed,
+                           .free_share = CL_SHORT_FREE_SHARE,
+                           .cost_factor = CL_SHORT_COST_FACTOR};
 }
 
 void cl_plan_job_short(const cl_plan_job_t *pj, cl_plan_short_t *ret) { *ret = pj->shortj; }

@@ -28,6 +28,7 @@ typedef struct cl_plan_job_args_s {
     const char *remote_roots;
     const char *cache_dir;
     uint64_t cache_bytes;
+    int always_profile; /* sluice_options_t's: the guard is not asked */
 } cl_plan_job_args_t;
 
 /* Samples per profile, as `sluice plan --samples` takes them. */
@@ -67,16 +68,21 @@ int cl_plan_job_mix_costs(const cl_plan_job_t *pj, size_t samples, json_t **ret,
  * spec (client/lib/short_job.h: its epochs over the whole source, one
  * rank), which an auto/fastflow job would act on before profiling. */
 typedef struct cl_plan_short_s {
-    int assessed;       /* 0: not assessed (a fixed plan, or it failed: see why) */
+    int assessed;       /* 0: not assessed (a fixed plan, forced, or it failed: see why) */
     const char *choice; /* "profile", "off" or "all" */
+    const char *reason; /* cl_short_why_name: "pays", "long", "link", "short", ... */
     double samples;     /* the job's samples */
     double profile_sec; /* what profiling would take (estimate) */
     double fixed_sec;   /* the job on the better fixed policy (estimate; 0 = unknown) */
-    double saving_sec;  /* the most profiling could save over it */
-    double rate_off;    /* samples/s estimated, everything local / remote */
+    double saving_sec;  /* what profiling could gain over it (estimate) */
+    double rate_off;    /* samples/s estimated, everything local / remote / both at once */
     double rate_all;
-    double min_profile_sec; /* the guard acts only from this profiling cost */
-    char why[256];          /* when not assessed */
+    double rate_both;
+    double bandwidth;   /* bytes/s `all` was priced with; 0 = the link unknown */
+    int link_probed;    /* 1: the guard probed it; 0: cached (or unknown) */
+    double free_share;  /* a job profiles when profiling is at most this share of it */
+    double cost_factor; /* profiling is charged this multiple of profile_sec */
+    char why[256];      /* when not assessed */
 } cl_plan_short_t;
 void cl_plan_job_short(const cl_plan_job_t *pj, cl_plan_short_t *ret);
 

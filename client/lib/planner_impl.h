@@ -58,6 +58,11 @@ struct cl_planner_s {
     double codec_compress[SL_PIPE_MAX_UNITS + 1];
     double codec_decompress[SL_PIPE_MAX_UNITS + 1];
     double profile_seconds;
+    /* The short-job guard's link probe (short_job.c), which profiling's
+     * probe of that worker's class reuses; guard_bw 0: none. */
+    char guard_addr[256];
+    double guard_bw;
+    double guard_recv;
     /* in.mix_sources point here (profile_mix_inputs.c); NULL: unmixed */
     struct cl_mix_inputs_s *mix;
     /* The CPU budget (profile_budget.h): what hostfacts read, and, when it

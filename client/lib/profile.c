@@ -486,6 +486,9 @@ static void probe_workers(cl_planner_t *p, const cl_plan_args_t *a,
             k->msg.bandwidth_bytes_per_sec = link->bandwidth_bytes_per_sec;
             p->in.links_cached = 1;
             recv = link->recv_cpu_sec_per_byte; /* checked by cl_recv_lowest */
+        } else if (p->guard_bw > 0.0 && strcmp(k->first_addr, p->guard_addr) == 0) {
+            k->msg.bandwidth_bytes_per_sec = p->guard_bw; /* the guard probed it just now */
+            recv = p->guard_recv;
         } else if (cl_probe_link(k->first_addr, a->security, timeout_ms, &bw, &recv) == 0) {
             k->msg.bandwidth_bytes_per_sec = bw;
         }

@@ -102,6 +102,13 @@ typedef struct sluice_options {
     const char *remote_roots;
     const char *cache_dir;
     uint64_t cache_bytes;
+    /* Non-zero: an auto or fastflow job profiles before it starts however
+     * short it is. 0 = the environment's SLUICE_ALWAYS_PROFILE ("1": on),
+     * else the short-job guard decides: a job too short to repay profiling
+     * starts on `off` or `all`, whichever is estimated faster
+     * (docs/planner.md "The short-job guard"). For a job run to leave its
+     * measured profile for the next jobs of the spec, or to test planning. */
+    int always_profile;
 } sluice_options_t;
 
 /* Epoch numbers stay below this (first_epoch + epochs at most). */
@@ -292,6 +299,17 @@ typedef struct sluice_stats {
      * pack's budgets; 0 otherwise. */
     double pack_fill;
     uint64_t pack_oversize;
+    /* Appended later. The short-job guard's verdict (an auto or fastflow
+     * single-rank job; docs/planner.md "The short-job guard"): guard_choice
+     * "profile", "off" or "all" ("" = not asked: a fixed plan, several
+     * ranks, always_profile, or it failed), guard_reason "pays", "long",
+     * "link", "short" or "unknown"; its estimates (samples/s everything
+     * local, remote, both at once; the seconds profiling would take and
+     * could gain) and the wall seconds the guard itself took. */
+    char guard_choice[8];
+    char guard_reason[8];
+    double guard_rate_off, guard_rate_all, guard_rate_both;
+    double guard_profile_sec, guard_gain_sec, guard_seconds;
 } sluice_stats_t;
 
 /* A skipped sample (a file that is not a JPEG, truncated, ...). */

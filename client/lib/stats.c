@@ -57,6 +57,14 @@ void sluice_get_stats(const sluice_job_t *job, sluice_stats_t *ret)
     ret->step_imbalance_max = job->bstats.imbalance_max;
     ret->pack_fill = job->pstats.fill;
     ret->pack_oversize = job->pstats.oversize;
+    snprintf(ret->guard_choice, sizeof(ret->guard_choice), "%s", job->guard.choice);
+    snprintf(ret->guard_reason, sizeof(ret->guard_reason), "%s", job->guard.reason);
+    ret->guard_rate_off = job->guard.rate_off;
+    ret->guard_rate_all = job->guard.rate_all;
+    ret->guard_rate_both = job->guard.rate_both;
+    ret->guard_profile_sec = job->guard.profile_sec;
+    ret->guard_gain_sec = job->guard.gain_sec;
+    ret->guard_seconds = job->guard.seconds;
     pthread_mutex_lock((pthread_mutex_t *)&job->mu); /* the control thread writes these */
     snprintf(ret->fallback, sizeof(ret->fallback), "%s", job->fallback);
     ret->plan_split = job->split_units;

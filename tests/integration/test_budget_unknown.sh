@@ -12,6 +12,8 @@
 #    measurement re-plans it within 5 s of the job's start with a budget
 #    close to 0.25;
 # both deliver the --local digests (exactly-once across the re-plan).
+# The jobs plan with --always-profile: the short-job guard (which prices
+# the client from the nominal budget here) would start them on `off`.
 # Needs root, unshare and a cgroup CPU controller; prints SKIP otherwise.
 source "$(dirname "$0")/lib.sh"
 
@@ -121,7 +123,8 @@ run_hidden() { # run_hidden NAME: one auto job of the spec, client hidden and qu
     local t0 t1
     t0=$(date +%s.%N)
     hidden "$BIN/sluice" run "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
-        --quiet --threads 2 --consumer-rate "$RATE" --digests "$TMP/$1" --json >"$TMP/$1.json" ||
+        --quiet --threads 2 --consumer-rate "$RATE" --always-profile --digests "$TMP/$1" \
+        --json >"$TMP/$1.json" ||
         fail "$1: the hidden client failed"
     t1=$(date +%s.%N)
     sort "$TMP/$1" >"$TMP/$1.s"

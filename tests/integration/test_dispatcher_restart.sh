@@ -58,7 +58,8 @@ second=$(sed -nE 's/.*"job_id": ?([0-9]+).*/\1/p' "$TMP/second.json" | head -n 1
 # An auto job keeps its planner across a restart: /status still explains
 # its plan (the prediction comes from the journaled planner input) and the
 # job re-plans when its workers re-register, which needs the client's
-# planner inputs from the journal.
+# planner inputs from the journal. The job is short (the short-job guard
+# would start it on a fixed plan, which has no planner): --always-profile.
 status_job() { # status_job ID: "VERSION HAS_PLANNER PREDICTED" of the job in D2's /status
     curl -sf "http://$D2_HTTP/status" | /usr/bin/python3 -c '
 import json, sys
@@ -69,7 +70,7 @@ for j in json.load(sys.stdin)["jobs"]:
 ' "$1"
 }
 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "127.0.0.1:$port" --data-root "$TMP/data" \
-    --quiet --threads 1 --offload auto --max-rate 150 --digests "$TMP/auto" \
+    --quiet --threads 1 --offload auto --always-profile --max-rate 150 --digests "$TMP/auto" \
     --json >"$TMP/auto.json" &
 client=$!
 PIDS+=("$client")

@@ -10,6 +10,8 @@
 # from the per-source costs the dispatcher's planner reports for this very
 # machine (no speed is assumed): image-heavy, a worker must help; text-heavy,
 # the client alone keeps up. The bytes are the --local run's either way.
+# The auto job is short (the short-job guard would start it on a fixed
+# plan, never re-planned): it runs with --always-profile.
 source "$(dirname "$0")/lib.sh"
 
 DATA="$TMP/data"
@@ -76,8 +78,8 @@ print("%.0f" % (1e3 / math.sqrt(heavy * light)))' "$TMP/plan.json" "$TMP/plan0.j
 echo "consumer rate for the planner: $rate samples/s"
 
 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "$D_GRPC" --data-root "$DATA" --quiet \
-    --threads 1 --consumer-rate "$rate" --digests "$TMP/auto.dig" --json >"$TMP/auto.json" ||
-    fail "auto run failed"
+    --threads 1 --consumer-rate "$rate" --always-profile --digests "$TMP/auto.dig" \
+    --json >"$TMP/auto.json" || fail "auto run failed"
 sort "$TMP/auto.dig" | cmp -s - "$TMP/local.s" || fail "auto run: other samples or bytes"
 grep -E 'job [0-9]+: (planned|re-plan)' "$TMP/D.err" || true
 # The run's planner took the cached per-source costs too.

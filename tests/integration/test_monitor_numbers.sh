@@ -87,7 +87,9 @@ ok "sluice plan --offload 1:0.5 --explain: $(grep '^diagnosis' "$TMP/plan.txt")"
 # ---- item 3: an auto job that stays local says why (`sluice plan --explain`,
 # /status, the Python warning). Its only worker shares the client's host and
 # its training loop takes 50 samples/s, which the client alone reaches (the
-# planner's other reasons: test_planner_machines.c test_local_reason).
+# planner's other reasons: test_planner_machines.c test_local_reason). The
+# job is short: the short-job guard would run it `off` without a plan (and
+# no reason), so the Loader asks for always_profile.
 start_daemon W "$BIN/sluice-worker" --dispatcher "$D_GRPC" --listen 127.0.0.1:0 \
     --http 127.0.0.1:0 --data-root "$TMP/data" --threads 1
 wait_live_workers "$D_HTTP" 1
@@ -104,7 +106,7 @@ disp, http, spec, data = sys.argv[1:]
 with warnings.catch_warnings(record=True) as ws:
     warnings.simplefilter("always")
     loader = sluice.Loader(disp, spec, data_root=data, offload="auto", epochs=1,
-                           consumer_rate=50)
+                           consumer_rate=50, always_profile=True)
     doc = json.load(urllib.request.urlopen("http://%s/status" % http))
     plan = [j for j in doc["jobs"] if j["plan"]["mode"] == "auto"][0]["plan"]
     n = sum(len(labels) for _, labels in loader)

@@ -4,7 +4,10 @@
 # picks a plan and delivers the --local digests; a re-submitted job reuses
 # the cached profiles; adding a worker mid-job re-plans (the plan version
 # in /status goes up) and the digests still match; fastflow runs too; the
-# per-sample overhead measured while running reaches the next plan.
+# per-sample overhead measured while running reaches the next plan. The
+# jobs are short (180 samples on loopback): the short-job guard would start
+# them on a fixed plan without planning, so the auto and fastflow ones run
+# with --always-profile (test_short_job_guard.sh tests the guard).
 source "$(dirname "$0")/lib.sh"
 
 
@@ -88,7 +91,7 @@ remote() { # remote NAME OFFLOAD EPOCHS [EXTRA...]
 }
 
 # auto: a plan with a prediction, the --local digests.
-remote auto auto 2
+remote auto auto 2 --always-profile
 cmp -s "$TMP/auto.s" "$TMP/local2.s" || fail "auto: digests differ from --local"
 py 'import json,sys
 p = json.load(open(sys.argv[1]))["plan"]
@@ -100,7 +103,7 @@ print("auto: split %d, local share %.3f, predicted %.0f samples/s (%s); profiled
 ' "$TMP/auto.json" || fail "auto: no plan in --json"
 
 # fastflow: Algorithm 1's plan, the --local digests.
-remote ff fastflow 2
+remote ff fastflow 2 --always-profile
 cmp -s "$TMP/ff.s" "$TMP/local2.s" || fail "fastflow: digests differ from --local"
 py 'import json,sys
 p = json.load(open(sys.argv[1]))["plan"]
@@ -125,7 +128,7 @@ print("fixed plan after a cached profile: sample costs from the %s; digests iden
 
 # A worker joins mid-job: the dispatcher re-plans (version 2 in /status),
 # the new plan applies to splits not yet handed out, the digests still match.
-remote replan auto 8 --max-rate 150 &
+remote replan auto 8 --max-rate 150 --always-profile &
 client=$!
 PIDS+=("$client")
 for _ in $(seq 1 100); do

@@ -34,6 +34,7 @@ int main(void)
     F(sluice_options_t, tls_cert); F(sluice_options_t, tls_key);
     F(sluice_options_t, token_file); F(sluice_options_t, first_epoch);
     F(sluice_options_t, has_seed); F(sluice_options_t, seed);
+    F(sluice_options_t, cache_bytes); F(sluice_options_t, always_profile);
     F(sluice_batch_t, epoch); F(sluice_batch_t, n); F(sluice_batch_t, uniform);
     F(sluice_batch_t, dtype); F(sluice_batch_t, layout); F(sluice_batch_t, h);
     F(sluice_batch_t, w); F(sluice_batch_t, c); F(sluice_batch_t, data);
@@ -50,6 +51,9 @@ int main(void)
     F(sluice_stats_t, plan_version); F(sluice_stats_t, profile_seconds);
     F(sluice_stats_t, sample_costs); F(sluice_stats_t, first_epoch); F(sluice_stats_t, epochs);
     F(sluice_stats_t, fallback);
+    F(sluice_stats_t, pack_oversize); F(sluice_stats_t, guard_choice);
+    F(sluice_stats_t, guard_reason); F(sluice_stats_t, guard_rate_off);
+    F(sluice_stats_t, guard_seconds);
     F(sluice_skip_t, epoch); F(sluice_skip_t, index); F(sluice_skip_t, reason);
     F(sluice_skip_t, path); F(sluice_skip_t, detail);
     printf("sizeof.sluice_options_t %zu 0\nsizeof.sluice_stats_t %zu 0\n",

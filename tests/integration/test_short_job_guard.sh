@@ -7,7 +7,8 @@
 # epoch profiling (~1 s and more) could save less than it costs: `sluice plan --explain` says
 # a job starts on `all`, and a one-epoch auto job runs `all` (the
 # dispatcher planned nothing: no "planned (" line) with the --local digests.
-# A long job of the same spec would profile. Speed is the
+# A long job of the same spec would profile; --always-profile (or
+# SLUICE_ALWAYS_PROFILE=1) makes the short one profile. Speed is the
 # benchmark's (scripts/bench-first-plan), not this test's.
 source "$(dirname "$0")/lib.sh"
 
@@ -58,5 +59,40 @@ grep -q '^short-job guard: 160 samples, .*a job starts on `all` without profilin
 grep '^short-job guard:' "$TMP/long.txt"
 grep -q '^short-job guard: 32000 samples, .*: a job profiles' "$TMP/long.txt" ||
     fail "the long job would not profile: $(grep guard "$TMP/long.txt")"
+
+# --always-profile (and SLUICE_ALWAYS_PROFILE=1) skip the guard: the short
+# job profiles and the dispatcher plans it, with the --local digests; a
+# value other than "1" leaves the guard on.
+always() { # always NAME [FLAGS...]
+    local name=$1
+    shift
+    local n0
+    n0=$(grep -c 'planned (' "$TMP/D.err" || true)
+    "$BIN/sluice" run "$TMP/short.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" --quiet \
+        --threads 1 --digests "$TMP/$name" --json "$@" >"$TMP/$name.run.json" ||
+        fail "$name: the job failed"
+    /usr/bin/python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))["plan"]
+assert p["mode"] == "auto" and p["predicted_samples_per_sec"] > 0, p
+print("%s: planned (split %d, local share %.2f), profiled in %.2f s" %
+      (sys.argv[2], p["split"], p["local_share"], p["profile_seconds"]))' \
+        "$TMP/$name.run.json" "$name" || fail "$name: no plan: $(cat "$TMP/$name.run.json")"
+    [ "$(grep -c 'planned (' "$TMP/D.err" || true)" -gt "$n0" ] ||
+        fail "$name: the dispatcher planned nothing"
+    sort "$TMP/$name" >"$TMP/$name.s"
+    cmp -s "$TMP/local.s" "$TMP/$name.s" || fail "$name: digests differ from --local"
+}
+SLUICE_ALWAYS_PROFILE=yes "$BIN/sluice" run "$TMP/short.json" --dispatcher "$D_GRPC" \
+    --data-root "$TMP/data" --quiet --threads 1 --json >"$TMP/yes.run.json" ||
+    fail "SLUICE_ALWAYS_PROFILE=yes: the job failed"
+grep -q '"mode": *"all"' "$TMP/yes.run.json" ||
+    fail "SLUICE_ALWAYS_PROFILE=yes skipped the guard: $(cat "$TMP/yes.run.json")"
+always flag --always-profile
+SLUICE_ALWAYS_PROFILE=1 always env
+"$BIN/sluice" plan "$TMP/short.json" --dispatcher "$D_GRPC" --data-root "$TMP/data" \
+    --threads 1 --explain --always-profile >"$TMP/forced.txt" ||
+    fail "sluice plan --always-profile failed"
+grep -q '^short-job guard: not assessed (always profile' "$TMP/forced.txt" ||
+    fail "plan --always-profile: $(grep guard "$TMP/forced.txt")"
 
 echo "PASS"

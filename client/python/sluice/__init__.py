@@ -165,6 +165,7 @@ class _Options(ctypes.Structure):
         ("remote_roots", ctypes.c_char_p),
         ("cache_dir", ctypes.c_char_p),
         ("cache_bytes", ctypes.c_uint64),
+        ("always_profile", ctypes.c_int),  # no short-job guard (sluice.h)
         # Zeroed room for fields a newer libsluice may append: it then reads
         # zeros (its defaults) instead of whatever follows this struct.
         ("_reserved", ctypes.c_uint8 * 512),
@@ -301,6 +302,14 @@ class _Stats(ctypes.Structure):
         ("plan_compress", ctypes.c_int),
         ("pack_fill", ctypes.c_double),
         ("pack_oversize", ctypes.c_uint64),
+        ("guard_choice", ctypes.c_char * 8),  # the short-job guard (sluice.h)
+        ("guard_reason", ctypes.c_char * 8),
+        ("guard_rate_off", ctypes.c_double),
+        ("guard_rate_all", ctypes.c_double),
+        ("guard_rate_both", ctypes.c_double),
+        ("guard_profile_sec", ctypes.c_double),
+        ("guard_gain_sec", ctypes.c_double),
+        ("guard_seconds", ctypes.c_double),
         # The library writes this struct: room for fields it may grow.
         ("_reserved", ctypes.c_uint8 * 1024),
     ]
@@ -713,7 +722,8 @@ _LOADER_DEFAULTS = dict(data_root=None, threads=0, offload=None, epochs=0, timeo
                         world_size=0, job_name=None, consumer_rate=0.0,
                         dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
                         token_file=None, first_epoch=0, seed=None, plugin_dir=None,
-                        job_secret=None, remote_roots=None, cache_dir=None, cache_bytes=0)
+                        job_secret=None, remote_roots=None, cache_dir=None, cache_bytes=0,
+                        always_profile=False)
 
 
 def _open(lib, args, resume, describe):
@@ -722,12 +732,13 @@ def _open(lib, args, resume, describe):
     pointing to (they must outlive it), or raises why not."""
     (dispatcher, spec, data_root, threads, offload, epochs, timeout_ms, rank, world_size,
      job_name, consumer_rate, dispatcher_timeout_ms, tls_ca, tls_cert, tls_key, token_file,
-     first_epoch, seed, plugin_dir, job_secret, remote_roots, cache_dir, cache_bytes) = (
+     first_epoch, seed, plugin_dir, job_secret, remote_roots, cache_dir, cache_bytes,
+     always_profile) = (
         args.get(k) for k in ("dispatcher", "spec", "data_root", "threads", "offload", "epochs",
                               "timeout_ms", "rank", "world_size", "job_name", "consumer_rate",
                               "dispatcher_timeout_ms", "tls_ca", "tls_cert", "tls_key",
                               "token_file", "first_epoch", "seed", "plugin_dir", "job_secret",
-                              "remote_roots", "cache_dir", "cache_bytes"))
+                              "remote_roots", "cache_dir", "cache_bytes", "always_profile"))
     cache_bytes = _u64("cache_bytes", cache_bytes or 0, 2**63 - 1)
     if 0 < cache_bytes < 1 << 20:
         raise SpecError("cache_bytes: %r is below 1048576" % (cache_bytes,), -errno.EINVAL)
@@ -762,6 +773,7 @@ def _open(lib, args, resume, describe):
      opts.tls_cert, opts.tls_key, opts.token_file, opts.plugin_dir, opts.job_secret,
      opts.remote_roots, opts.cache_dir) = keep
     opts.cache_bytes = cache_bytes
+    opts.always_profile = int(bool(always_profile))
     opts.threads = int(threads)
     opts.epochs = int(epochs)
     opts.timeout_ms = int(timeout_ms)
@@ -932,6 +944,11 @@ class Loader:
                 this host's shard cache for URL sources and its bound (None
                 / 0 = $SLUICE_CACHE_DIR / $SLUICE_CACHE_BYTES, else
                 ~/.cache/sluice and 10 GiB)
+    always_profile
+                an auto/fastflow job profiles however short it is (False =
+                $SLUICE_ALWAYS_PROFILE=1, else a job too short to repay
+                profiling starts on off or all, whichever is estimated
+                faster; docs/planner.md "The short-job guard")
 
     ``spec`` as a dict goes to the library as JSON text (no file); a value
     JSON cannot hold is a SpecError naming the field.
@@ -947,7 +964,8 @@ class Loader:
                  timeout_ms=0, rank=0, world_size=0, job_name=None, consumer_rate=0.0,
                  dispatcher_timeout_ms=0, tls_ca=None, tls_cert=None, tls_key=None,
                  token_file=None, first_epoch=0, seed=None, resume=None, plugin_dir=None,
-                 job_secret=None, remote_roots=None, cache_dir=None, cache_bytes=0):
+                 job_secret=None, remote_roots=None, cache_dir=None, cache_bytes=0,
+                 always_profile=False):
         self._job = None
         if job_secret is None:
             job_secret = shared_job_secret(world_size)  # torch.distributed: rank 0's
@@ -960,7 +978,8 @@ class Loader:
                           tls_cert=tls_cert, tls_key=tls_key, token_file=token_file,
                           first_epoch=first_epoch, seed=seed, plugin_dir=plugin_dir,
                           job_secret=job_secret, remote_roots=remote_roots,
-                          cache_dir=cache_dir, cache_bytes=cache_bytes)
+                          cache_dir=cache_dir, cache_bytes=cache_bytes,
+                          always_profile=always_profile)
         lib = _load()
         handle, self._keep = _open(lib, self._args, resume, describe=False)
         self._info = _describe_job(lib, handle)
@@ -1192,7 +1211,8 @@ class Loader:
         self._lib.sluice_get_stats(h, ctypes.byref(st))
         out = {name: getattr(st, name) for name, _ in _Stats._fields_ if name != "_reserved"}
         out["trainer_coef"] = list(st.trainer_coef)
-        for name in ("plan_mode", "plan_binding", "sample_costs", "fallback"):
+        for name in ("plan_mode", "plan_binding", "sample_costs", "fallback", "guard_choice",
+                     "guard_reason"):
             out[name] = out[name].decode(errors="replace")
         mix = self._info["mix"]
         if mix is not None:
