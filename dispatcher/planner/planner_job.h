@@ -291,8 +291,7 @@ int disp_pcache_note_persec(disp_pcache_t *c, uint64_t spec_hash, const char *ho
                             double persec_cpu, double budget, double *ret_bound);
 /* The per-second cost most recently stored for host by a job of any spec,
  * fresh. Returns 1 with *ret set, or 0: none. */
-int disp_pcache_host_persec(const disp_pcache_t *c, const char *host, int64_t now_ms,
-                            double *ret);
+int disp_pcache_host_persec(const disp_pcache_t *c, const char *host, int64_t now_ms, double *ret);
 /* The spec's stored overhead on host stays its own but is no prior for
  * other specs (first_plan.h DISP_PRIOR_MIN_RUN_MS: measured by a job too
  * young); until the next disp_pcache_note_overhead. No entry: nothing. */

@@ -134,8 +134,7 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
     /* The client's per-second cost (first_plan.h): what this plan takes
      * off the budget, and the host's figure found whether charged or not. */
     jset(b, o, "client_persec_cpu", jnum(in->client_persec_cpu));
-    jset(b, o, "client_persec_host",
-         pj->persec_host > 0.0 ? jnum(pj->persec_host) : json_null());
+    jset(b, o, "client_persec_host", pj->persec_host > 0.0 ? jnum(pj->persec_host) : json_null());
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());
     jset(b, o, "client_bandwidth",
          in->client_bandwidth > 0.0 ? jnum(in->client_bandwidth) : json_null());

@@ -164,8 +164,7 @@ int disp_pcache_note_persec(disp_pcache_t *c, uint64_t spec_hash, const char *ho
     return 0;
 }
 
-int disp_pcache_host_persec(const disp_pcache_t *c, const char *host, int64_t now_ms,
-                            double *ret)
+int disp_pcache_host_persec(const disp_pcache_t *c, const char *host, int64_t now_ms, double *ret)
 {
     const disp_pcache_entry_t *best = NULL;
     for (size_t i = 0; c != NULL && host != NULL && i < DISP_PCACHE_MAX; i++) {
