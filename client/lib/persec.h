@@ -1,13 +1,16 @@
 /* persec: the client's per-second cost -- CPU it spends whatever its
  * sample rate: the control thread's 100 ms polls, acks and 1 s reports,
- * gRPC's timer and executor threads (docs/planner.md "A right first plan").
- * Under a 0.2-0.5 CPU quota it is a visible part of the budget, and neither
- * an idle-core profile nor a sample-sized probe sees it (none of these
- * threads runs while profiling). Measured on loopback under a 0.25-CPU
- * quota (`sluice bench --offload all`): the control thread took 0.0046 CPU/s
- * at 18 and at 137 samples/s alike.
+ * gRPC's timer and executor threads, and the consumer inside
+ * sluice_next_batch, whose waits wake it every 10-100 ms (docs/planner.md
+ * "A right first plan"). Under a 0.2-0.5 CPU quota it is a visible part of
+ * the budget, and neither an idle-core profile nor a sample-sized probe sees
+ * it (none of these threads runs while profiling). Measured on loopback
+ * under a 0.25-CPU quota (`sluice bench --offload all`, thread clocks): the
+ * control thread took 0.0046 CPU/s and the consumer's thread 0.0083 at 18
+ * and at 137 samples/s alike (the fetch thread: 0.0026 and 0.018, per
+ * sample).
  *
- * Measured where it is clean: those threads' own clocks over wall time,
+ * Measured where it is clean: those threads' clocks over wall time,
  * per report window, averaged over the windows (each older one weighing
  * 1 - 1 / CL_PERSEC_WINDOW_REPORTS less). Left out: the first window (the
  * job's start-up: connections, first assignments) and a saturated window,

@@ -87,9 +87,10 @@ static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
 
 /* Sluice's own CPU since the previous call (owncpu.h): the control
  * thread's, the executor's threads', the fetch threads', gRPC's threads' and
- * the consumer's inside sluice_next_batch; *ret_timed the part of the
- * time-driven threads, the control thread's and gRPC's (persec.h). The
- * first call sets the baselines. Control thread. */
+ * the consumer's inside sluice_next_batch; *ret_timed the part that is
+ * spent per second rather than per sample (persec.h): the control thread's,
+ * gRPC's and the consumer's inside sluice_next_batch (its waits wake it
+ * every 10-100 ms). The first call sets the baselines. Control thread. */
 static double own_cpu_delta(struct sluice_job *job, cl_planner_t *p, double *ret_timed)
 {
     double ctl = sl_thread_cpu_sec();
@@ -109,11 +110,13 @@ static double own_cpu_delta(struct sluice_job *job, cl_planner_t *p, double *ret
         d += grpc;
         timed += grpc;
     }
-    *ret_timed = timed > 0.0 ? timed : 0.0;
     pthread_mutex_lock(&p->mu);
-    d += p->consumer_cpu - p->own_consumer;
+    double consumer = p->consumer_cpu - p->own_consumer;
     p->own_consumer = p->consumer_cpu;
     pthread_mutex_unlock(&p->mu);
+    d += consumer;
+    timed += consumer;
+    *ret_timed = timed > 0.0 ? timed : 0.0;
     return d > 0.0 ? d : 0.0;
 }
 
