@@ -183,7 +183,8 @@ static double ms_of(const json_t *o, const char *key)
 
 /* The client's per-second cost (docs/planner.md "A right first plan"):
  * what the plan takes off the budget and the host's figure, which a running
- * job measured on its control thread and gRPC's threads. An older
+ * job measured on its control thread, gRPC's threads and the consumer's
+ * waits inside sluice_next_batch. An older
  * dispatcher's document has neither: nothing printed. */
 static void print_persec(const json_t *ji)
 {
@@ -195,7 +196,7 @@ static void print_persec(const json_t *ji)
     double c = json_number_value(charged);
     if (c > 0.0) {
         printf("client per-second cost: %.4f CPU taken off the budget (source: measured on the "
-               "control thread and gRPC's threads by a job on this host)\n",
+               "control thread, gRPC's threads and the consumer's waits by a job on this host)\n",
                c);
     } else if (host > 0.0) {
         printf("client per-second cost: none charged (the host's %.4f CPU is in the per-sample "

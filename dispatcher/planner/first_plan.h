@@ -36,7 +36,8 @@ typedef enum {
 #define DISP_PRIOR_MIN_RUN_MS 10000
 
 /* The client's per-second cost (its control thread's polls and reports,
- * gRPC's timers: CPU whatever the rate, client/lib/persec.h) as a running
+ * gRPC's timers, the consumer's waits: CPU whatever the rate,
+ * client/lib/persec.h) as a running
  * job on the host measured it, charged as CPU taken off the client's budget
  * (planner.h client_persec_cpu). Only where the per-sample overhead charged
  * is not a running job's: a running job's per-sample figure already holds

@@ -121,7 +121,8 @@ typedef struct disp_pl_input_s {
     double local_cache_sec;
     double client_cores;                   /* the client's CPU budget */
     /* CPU per second the client spends whatever its rate (its control
-     * thread's polls and reports, gRPC's timers), taken off client_cores
+     * thread's polls and reports, gRPC's timers, the consumer's waits),
+     * taken off client_cores
      * before anything is priced (docs/planner.md "A right first plan");
      * 0 = none charged. */
     double client_persec_cpu;

@@ -8,7 +8,7 @@
 # plans from A's figure as its prior; --json agrees with --explain. A job of
 # spec C younger than DISP_PRIOR_MIN_RUN_MS (10 s) does not become the prior.
 # The client's per-second cost (client/lib/persec.h): none before any job;
-# C's job measures it on its control and gRPC threads and leaves it for the
+# C's job measures it (control, gRPC and consumer threads) and leaves it for the
 # host, so B's first plan (no running job's overhead: C's is no prior) takes
 # it off the budget; once A's overhead is B's prior, it is no longer charged
 # (A's per-sample figure holds it), the host's figure still shown.
