@@ -445,6 +445,35 @@ START_TEST(test_plan_persec_charged)
 }
 END_TEST
 
+/* The per-second cost a client reports (ReportRates.persec_cpu) as the
+ * dispatcher takes it: kept when sane, 0 for a broken one (NaN, infinite,
+ * negative), capped like a budget; the cache's bound then refuses what no
+ * client spends (test_pcache_host_persec). */
+START_TEST(test_persec_report_input)
+{
+    fx_pin_t pin;
+    fx_pin_init(&pin, 1);
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)),
+                     0);
+    disp_pjob_t *pj = NULL;
+    ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    const double sent[] = {0.02, NAN, INFINITY, -0.5, 1e9};
+    const double want[] = {0.02, 0.0, 0.0, 0.0, DISP_PJ_MAX_BUDGET};
+    for (size_t i = 0; i < sizeof(sent) / sizeof(sent[0]); i++) {
+        Sluice__ReportRatesRequest r = SLUICE__REPORT_RATES_REQUEST__INIT;
+        r.delivered_per_sec = 100.0;
+        r.persec_cpu = sent[i];
+        disp_pjob_rates(pj, &r, 1000 + (int64_t)i);
+        ck_assert_msg(fabs(pj->measured_persec - want[i]) < 1e-12, "case %zu: %g", i,
+                      pj->measured_persec);
+    }
+    disp_pjob_free(pj);
+    sl_spec_clear(&spec);
+}
+END_TEST
+
 int main(void)
 {
     sl_log_set_level(LOG_WARNING);
@@ -462,6 +491,7 @@ int main(void)
     tcase_add_test(tc, test_pcache_host_persec);
     tcase_add_test(tc, test_planner_persec_charge);
     tcase_add_test(tc, test_plan_persec_charged);
+    tcase_add_test(tc, test_persec_report_input);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
