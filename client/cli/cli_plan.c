@@ -183,6 +183,33 @@ static double ms_of(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : 0.0;
 }
 
+/* The client's per-second cost (docs/planner.md "A right first plan"):
+ * what the plan takes off the budget and the host's figure, which a running
+ * job measured on its control thread, gRPC's threads and the consumer's
+ * waits inside sluice_next_batch. An older
+ * dispatcher's document has neither: nothing printed. */
+static void print_persec(const json_t *ji)
+{
+    const json_t *charged = json_object_get(ji, "client_persec_cpu");
+    if (!json_is_number(charged)) {
+        return;
+    }
+    double host = ms_of(ji, "client_persec_host");
+    double c = json_number_value(charged);
+    if (c > 0.0) {
+        printf("client per-second cost: %.4f CPU taken off the budget (source: measured on the "
+               "control thread, gRPC's threads and the consumer's waits by a job on this host)\n",
+               c);
+    } else if (host > 0.0) {
+        printf("client per-second cost: none charged (the host's %.4f CPU is in the per-sample "
+               "overhead a running job measured)\n",
+               host);
+    } else {
+        printf("client per-second cost: none charged (source: no job has measured it on this "
+               "host yet)\n");
+    }
+}
+
 static void print_overhead(const Sluice__PlannerInputs *in, const char *doc)
 {
     json_t *root = json_loads(doc != NULL ? doc : "{}", 0, NULL);
@@ -221,6 +248,7 @@ static void print_overhead(const Sluice__PlannerInputs *in, const char *doc)
     printf("client overhead prior: %s (another spec's job on this host); profiled under the "
            "quota: %s\n",
            a, b);
+    print_persec(ji);
     json_decref(root);
 }
 

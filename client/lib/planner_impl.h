@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "client/lib/overhead.h"
+#include "client/lib/persec.h"
 #include "client/lib/owncpu.h"
 #include "client/lib/profile.h"
 #include "client/lib/profile_budget.h"
@@ -101,6 +102,7 @@ struct cl_planner_s {
     double units_cpu_at_report; /* the executor's unit CPU, summed */
     uint64_t accepted_at_report;
     cl_overhead_t overhead;
+    cl_persec_t persec; /* the per-second cost (persec.h) */
 };
 
 /* profile.c, for short_job.c: this host's key in the profile cache; step 1

@@ -88,13 +88,16 @@ static double units_cpu(const struct sluice_job *job, const sl_unit_stat_t *us)
 
 /* Sluice's own CPU since the previous call (owncpu.h): the control
  * thread's, the executor's threads', the fetch threads', gRPC's threads' and
- * the consumer's inside sluice_next_batch. The first call sets the
- * baselines. Control thread. */
-static double own_cpu_delta(struct sluice_job *job, cl_planner_t *p)
+ * the consumer's inside sluice_next_batch; *ret_timed the part that is
+ * spent per second rather than per sample (persec.h): the control thread's,
+ * gRPC's and the consumer's inside sluice_next_batch (its waits wake it
+ * every 10-100 ms). The first call sets the baselines. Control thread. */
+static double own_cpu_delta(struct sluice_job *job, cl_planner_t *p, double *ret_timed)
 {
     double ctl = sl_thread_cpu_sec();
     double line = cl_line_threads_cpu_sec(job->consumer.line);
-    double d = (ctl - p->own_ctl) + (line - p->own_line);
+    double timed = ctl - p->own_ctl;
+    double d = timed + (line - p->own_line);
     p->own_ctl = ctl;
     p->own_line = line;
     pthread_mutex_lock(&job->mu);
@@ -106,11 +109,15 @@ static double own_cpu_delta(struct sluice_job *job, cl_planner_t *p)
     double grpc = 0.0;
     if (cl_owncpu_grpc_sample(&p->own_grpc, NULL, &grpc) == 0) {
         d += grpc;
+        timed += grpc;
     }
     pthread_mutex_lock(&p->mu);
-    d += p->consumer_cpu - p->own_consumer;
+    double consumer = p->consumer_cpu - p->own_consumer;
     p->own_consumer = p->consumer_cpu;
     pthread_mutex_unlock(&p->mu);
+    d += consumer;
+    timed += consumer;
+    *ret_timed = timed > 0.0 ? timed : 0.0;
     return d > 0.0 ? d : 0.0;
 }
 
@@ -132,7 +139,8 @@ static void tick_start(struct sluice_job *job, cl_planner_t *p, double now)
     pthread_mutex_unlock(&p->mu);
     p->last_report = now;
     p->cpu_at_report = sl_process_cpu_sec();
-    (void)own_cpu_delta(job, p);
+    double timed = 0.0;
+    (void)own_cpu_delta(job, p, &timed);
     double ignored = 0.0;
     p->have_rundelay = p->budget_src == SL_BUDGET_UNKNOWN &&
                        cl_rundelay_sample(&p->rundelay, NULL, &ignored) >= 0;
@@ -276,7 +284,8 @@ void cl_planner_tick(struct sluice_job *job)
      * sums (read without its lock: slightly stale is fine for a profile). */
     sl_unit_stat_t us[SL_PIPE_MAX_UNITS];
     cl_line_unit_stats(job->consumer.line, us);
-    double overhead = window_overhead(job, p, us, &w, own_cpu_delta(job, p));
+    double timed = 0.0;
+    double overhead = window_overhead(job, p, us, &w, own_cpu_delta(job, p, &timed));
     Sluice__StageStat st[SL_PIPE_MAX_UNITS];
     Sluice__StageStat *pst[SL_PIPE_MAX_UNITS];
     Sluice__ReportRatesRequest req = SLUICE__REPORT_RATES_REQUEST__INIT;
@@ -287,6 +296,7 @@ void cl_planner_tick(struct sluice_job *job)
      * with neither, a used fraction means nothing and the client is never
      * called busy. */
     double known = p->budget_src == SL_BUDGET_UNKNOWN ? p->best.estimate : p->in.client_cpu_budget;
+    req.persec_cpu = cl_persec_add(&p->persec, timed, wall, cpu - p->cpu_at_report, known);
     int busy = cl_budget_busy(cpu - p->cpu_at_report, wall, known);
     pthread_mutex_lock(&job->mu);
     job->cpu_busy = busy;

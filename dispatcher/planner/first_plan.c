@@ -31,3 +31,12 @@ disp_ovh_src_e disp_first_overhead(double cached, double prior, double profiled,
     *ret_sec = 0.0;
     return DISP_OVH_NONE;
 }
+
+double disp_first_persec(disp_ovh_src_e src, double host_persec, double budget)
+{
+    if (!known(host_persec) || (src != DISP_OVH_NONE && src != DISP_OVH_PROFILED)) {
+        return 0.0;
+    }
+    double cap = fmin(DISP_PERSEC_MAX_SHARE * (known(budget) ? budget : 0.0), DISP_PERSEC_MAX_CPU);
+    return fmin(host_persec, cap);
+}

@@ -35,6 +35,28 @@ typedef enum {
  * "First plan (issue 39 part 4)"). The spec's own next job still takes it. */
 #define DISP_PRIOR_MIN_RUN_MS 10000
 
+/* The client's per-second cost (its control thread's polls and reports,
+ * gRPC's timers, the consumer's waits: CPU whatever the rate,
+ * client/lib/persec.h) as a running
+ * job on the host measured it, charged as CPU taken off the client's budget
+ * (planner.h client_persec_cpu). Only where the per-sample overhead charged
+ * is not a running job's: a running job's per-sample figure already holds
+ * its per-second cost spread over its samples (own_cpu counts the control
+ * thread), so charging both would count it twice. And at most this share
+ * of the budget: what is left must still run the samples (the cache bounds
+ * what it keeps the same way, disp_pcache_note_persec). */
+#define DISP_PERSEC_MAX_SHARE 0.5
+/* ... and at most this many CPUs whatever the budget: two polls a second's
+ * worth of threads never take a core. */
+#define DISP_PERSEC_MAX_CPU 0.25
+
+/* The per-second CPU the first plan charges, from the host's figure
+ * (CPU/s; 0, negative or not finite = none) given the per-sample
+ * overhead's source and the client's budget: 0 when src is a running job's
+ * measurement (cached, prior, measured), else the figure, capped at
+ * DISP_PERSEC_MAX_SHARE x budget and DISP_PERSEC_MAX_CPU. */
+double disp_first_persec(disp_ovh_src_e src, double host_persec, double budget);
+
 /* "none", "cached", "prior", "profiled", "measured" (the status JSON's
  * sample_overhead_source); "?" for anything else. */
 const char *disp_ovh_src_name(disp_ovh_src_e s);

@@ -120,6 +120,12 @@ typedef struct disp_pl_input_s {
      * only the local sample's cost is lowered. 0 = none. */
     double local_cache_sec;
     double client_cores;                   /* the client's CPU budget */
+    /* CPU per second the client spends whatever its rate (its control
+     * thread's polls and reports, gRPC's timers, the consumer's waits),
+     * taken off client_cores
+     * before anything is priced (docs/planner.md "A right first plan");
+     * 0 = none charged. */
+    double client_persec_cpu;
     double consumer_rate;                  /* samples/s the training loop takes; 0 = unlimited */
     double client_bandwidth;               /* client ingress cap bytes/s; 0 = none */
     disp_pl_class_t classes[DISP_PL_MAX_CLASSES];

@@ -123,6 +123,7 @@ void disp_pjob_rates(disp_pjob_t *pj, const Sluice__ReportRatesRequest *req, int
     pj->measured_consumer = disp_pj_fin(req->consumer_rate);
     pj->measured_cpu_fraction = disp_pj_fin(req->cpu_fraction);
     pj->measured_wait_fraction = disp_pj_fin(req->wait_fraction);
+    pj->measured_persec = fmin(disp_pj_fin(req->persec_cpu), DISP_PJ_MAX_BUDGET);
     pj->measured_overhead = fmin(disp_pj_fin(req->overhead_cpu_sec_per_sample),
                                  DISP_PJ_MAX_OVERHEAD_SEC);
     if (pj->measured_overhead > 0.0) {

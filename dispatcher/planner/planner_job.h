@@ -94,12 +94,15 @@ typedef struct disp_pcache_entry_s {
     int64_t used_ms;
     disp_hprof_t prof;
     uint64_t overhead_seq; /* a running job's overhead stored: the cache's count then; 0 = never */
+    double persec_cpu;     /* the client's per-second cost a job measured (persec.h) */
+    uint64_t persec_seq;   /* when stored: the cache's count then; 0 = never */
 } disp_pcache_entry_t;
 
 typedef struct disp_pcache_s {
     disp_pcache_entry_t e[DISP_PCACHE_MAX];
     uint64_t hits, misses;
     uint64_t overhead_seq; /* overheads stored so far (which is the latest) */
+    uint64_t persec_seq;   /* per-second costs stored so far */
 } disp_pcache_t;
 
 disp_pcache_t *disp_pcache_new(void);
@@ -208,6 +211,14 @@ typedef struct disp_pjob_s {
     int overhead_src;
     double overhead_prior_sec;
     double overhead_profiled_sec;
+    /* The client's per-second cost: the host's figure found at submission
+     * (disp_pcache_host_persec; 0: none), what the first plan charges of it
+     * (disp_first_persec; until the job's own overhead replaces both), and
+     * the job's own figure (ReportRates.persec_cpu; 0: none yet). */
+    double persec_host;
+    double persec_charged;
+    double measured_persec;
+    int persec_refused; /* the cache refused one (logged once per job) */
     /* recv_sec_per_byte was fitted to the measured overhead, which was
      * below what the model charged (the probe's figure too high); the
      * client's repeated probe figure no longer replaces it. */
@@ -269,6 +280,18 @@ int disp_pcache_note_overhead(disp_pcache_t *c, uint64_t spec_hash, const char *
  * part is the link cache's). Returns 1 with *ret set, or 0: none. */
 int disp_pcache_host_prior(const disp_pcache_t *c, const char *host, uint64_t except_spec,
                            int64_t now_ms, double *ret);
+/* The client's per-second cost (client/lib/persec.h) a running job of
+ * spec_hash measured on host, kept with that entry: a figure of the host
+ * and the library, not the spec, so any spec's first plan there may take
+ * it (disp_pcache_host_persec). Bounded like the charge (first_plan.h):
+ * above DISP_PERSEC_MAX_SHARE x the job's budget or DISP_PERSEC_MAX_CPU it
+ * measured something else (a stalled host, a broken client) and is not
+ * stored. Returns 0, -ENOENT (no entry) or -ERANGE (*ret_bound the bound). */
+int disp_pcache_note_persec(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                            double persec_cpu, double budget, double *ret_bound);
+/* The per-second cost most recently stored for host by a job of any spec,
+ * fresh. Returns 1 with *ret set, or 0: none. */
+int disp_pcache_host_persec(const disp_pcache_t *c, const char *host, int64_t now_ms, double *ret);
 /* The spec's stored overhead on host stays its own but is no prior for
  * other specs (first_plan.h DISP_PRIOR_MIN_RUN_MS: measured by a job too
  * young); until the next disp_pcache_note_overhead. No entry: nothing. */

@@ -131,6 +131,10 @@ static json_t *inputs_json(jb_t *b, const disp_pjob_t *pj)
          pj->overhead_prior_sec > 0.0 ? jnum(pj->overhead_prior_sec * 1e3) : json_null());
     jset(b, o, "sample_overhead_profiled_ms",
          pj->overhead_profiled_sec > 0.0 ? jnum(pj->overhead_profiled_sec * 1e3) : json_null());
+    /* The client's per-second cost (first_plan.h): what this plan takes
+     * off the budget, and the host's figure found whether charged or not. */
+    jset(b, o, "client_persec_cpu", jnum(in->client_persec_cpu));
+    jset(b, o, "client_persec_host", pj->persec_host > 0.0 ? jnum(pj->persec_host) : json_null());
     jset(b, o, "consumer_rate", in->consumer_rate > 0.0 ? jnum(in->consumer_rate) : json_null());
     jset(b, o, "client_bandwidth",
          in->client_bandwidth > 0.0 ? jnum(in->client_bandwidth) : json_null());
@@ -290,6 +294,7 @@ json_t *disp_pjob_json(const disp_pjob_t *pj, const disp_plan_t *plan)
     jset(&b, m, "wait_fraction", pj->have_rates ? jnum(pj->measured_wait_fraction) : json_null());
     jset(&b, m, "overhead_ms_per_sample",
          pj->measured_overhead > 0.0 ? jnum(pj->measured_overhead * 1e3) : json_null());
+    jset(&b, m, "persec_cpu", pj->measured_persec > 0.0 ? jnum(pj->measured_persec) : json_null());
     double pred = disp_pjob_predicted(pj);
     jset(&b, m, "drift",
          pj->have_rates && pred > 0.0 ? jnum((pj->measured_rate - pred) / pred) : json_null());

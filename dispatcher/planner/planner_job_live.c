@@ -169,8 +169,10 @@ static void client_input(const disp_pjob_t *pj, int64_t now_ms, disp_pl_input_t 
     /* Measured by this job, else by an earlier job of the spec on this
      * host (the cached client profile), else by a job of another spec on
      * this host (the prior, disp_pcache_host_prior), else unknown (0). */
-    in->sample_sec = recent && pj->have_sample_sec ? pj->measured_sample_sec
-                                                   : pj->client.overhead_sec;
+    int own = recent && pj->have_sample_sec;
+    in->sample_sec = own ? pj->measured_sample_sec : pj->client.overhead_sec;
+    /* The job's own overhead counts its per-second cost already. */
+    in->client_persec_cpu = own ? 0.0 : pj->persec_charged;
 }
 
 /* One class per profiled worker class, with the workers' own measured unit

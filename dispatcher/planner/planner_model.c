@@ -37,7 +37,10 @@ int disp_pl_sanitize(const disp_pl_input_t *in, disp_pl_input_t *out)
     out->read_sec = clean(in->read_sec);
     out->recv_sec_per_byte = clean(in->recv_sec_per_byte);
     out->sample_sec = clean(in->sample_sec);
-    out->client_cores = clean(in->client_cores);
+    /* The per-second cost comes off the budget once: the copy carries
+     * none, so sanitizing it again changes nothing. */
+    out->client_cores = fmax(clean(in->client_cores) - clean(in->client_persec_cpu), 0.0);
+    out->client_persec_cpu = 0.0;
     out->consumer_rate = clean(in->consumer_rate);
     out->client_bandwidth = clean(in->client_bandwidth);
     if (in->nsteps > DISP_PL_MAX_STEPS) {

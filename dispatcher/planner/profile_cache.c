@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatcher/planner/first_plan.h"
 #include "dispatcher/planner/planner_job_impl.h"
 
 disp_pcache_t *disp_pcache_new(void) { return calloc(1, sizeof(disp_pcache_t)); }
@@ -45,6 +46,9 @@ void disp_pcache_put(disp_pcache_t *c, uint64_t spec_hash, const disp_hprof_t *p
     /* A re-stored profile keeps its measured overhead's mark only if it
      * carries an overhead. */
     slot->overhead_seq = match != NULL && p->overhead_sec > 0.0 ? slot->overhead_seq : 0;
+    /* The host's per-second cost is no part of the profile: kept. */
+    slot->persec_seq = match != NULL ? slot->persec_seq : 0;
+    slot->persec_cpu = match != NULL ? slot->persec_cpu : 0.0;
     slot->prof = *p;
 }
 
@@ -140,4 +144,39 @@ size_t disp_pcache_list(disp_pcache_t *c, uint64_t spec_hash, int64_t now_ms,
         }
     }
     return n;
+}
+
+int disp_pcache_note_persec(disp_pcache_t *c, uint64_t spec_hash, const char *host,
+                            double persec_cpu, double budget, double *ret_bound)
+{
+    disp_pcache_entry_t *e = pcache_find(c, spec_hash, host);
+    if (e == NULL) {
+        return -ENOENT;
+    }
+    double b = isfinite(budget) && budget > 0.0 ? budget : 0.0;
+    double bound = fmin(DISP_PERSEC_MAX_SHARE * b, DISP_PERSEC_MAX_CPU);
+    if (!(persec_cpu > 0.0) || persec_cpu > bound) {
+        *ret_bound = bound;
+        return -ERANGE;
+    }
+    e->persec_cpu = persec_cpu;
+    e->persec_seq = ++c->persec_seq;
+    return 0;
+}
+
+int disp_pcache_host_persec(const disp_pcache_t *c, const char *host, int64_t now_ms, double *ret)
+{
+    const disp_pcache_entry_t *best = NULL;
+    for (size_t i = 0; c != NULL && host != NULL && i < DISP_PCACHE_MAX; i++) {
+        const disp_pcache_entry_t *e = &c->e[i];
+        if (fresh(e, now_ms) && e->persec_seq > 0 && strcmp(e->prof.host, host) == 0 &&
+            (best == NULL || e->persec_seq > best->persec_seq)) {
+            best = e;
+        }
+    }
+    if (best == NULL) {
+        return 0;
+    }
+    *ret = best->persec_cpu;
+    return 1;
 }

@@ -278,6 +278,12 @@ static int plan_request(disp_t *d, const Sluice__SubmitJobRequest *req, int forc
                                                 pj->overhead_profiled_sec,
                                                 &pj->client.overhead_sec);
     pj->overhead_prior = pj->overhead_src == DISP_OVH_PRIOR;
+    /* The host's per-second cost, where no running job's overhead holds it. */
+    if (!disp_pcache_host_persec(d->pcache, pj->client.host, now_ms, &pj->persec_host)) {
+        pj->persec_host = 0.0;
+    }
+    pj->persec_charged = disp_first_persec((disp_ovh_src_e)pj->overhead_src, pj->persec_host,
+                                           pj->client_budget);
     cache_inputs(d, req->planner, now_ms);
     disp_pjob_plan(pj, &d->reg, &plan, now_ms, "submit");
     plan.version = 1;
@@ -332,6 +338,24 @@ int disp_planner_submit(disp_t *d, const Sluice__SubmitJobRequest *req, disp_sub
     return 0;
 }
 
+/* The job's per-second cost into the host's figure (bounded, refusals
+ * logged once per job). */
+static void note_persec(disp_t *d, const disp_job_t *job, disp_pjob_t *pj)
+{
+    double bound = 0.0;
+    if (pj->measured_persec <= 0.0 ||
+        disp_pcache_note_persec(d->pcache, pj->spec_hash, pj->client.host, pj->measured_persec,
+                                pj->client_budget, &bound) != -ERANGE ||
+        pj->persec_refused) {
+        return;
+    }
+    pj->persec_refused = 1;
+    SL_WARN("job %" PRIu64 ": per-second client cost %.4f CPU not cached for \"%s\": above "
+            "%.4f CPU (%.0f %% of its budget, at most %.2f)",
+            job->id, pj->measured_persec, pj->client.host, bound, DISP_PERSEC_MAX_SHARE * 100.0,
+            DISP_PERSEC_MAX_CPU);
+}
+
 void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRatesRequest *req,
                            int64_t now_ms)
 {
@@ -354,6 +378,7 @@ void disp_planner_on_rates(disp_t *d, disp_job_t *job, const Sluice__ReportRates
                     job->id, pj->measured_sample_sec * 1e3, pj->client.host, bound * 1e3,
                     DISP_PCACHE_OVERHEAD_MAX_X, DISP_PCACHE_OVERHEAD_FLOOR_SEC * 1e3);
         }
+        note_persec(d, job, pj);
         disp_pcache_note_units(d->pcache, pj->spec_hash, pj->client.host, pj->measured_units,
                                pj->measured_nunits);
         if (pj->recv_fitted) {

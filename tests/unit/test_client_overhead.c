@@ -17,6 +17,7 @@
 
 #include "client/lib/overhead.h"
 #include "client/lib/owncpu.h"
+#include "client/lib/persec.h"
 #include "tests/unit/fixtures.h"
 
 /* 190 samples/s in batches of 64: windows deliver 128 or 192 samples while
@@ -264,6 +265,73 @@ START_TEST(test_overhead_from_probe)
 }
 END_TEST
 
+/* The per-second cost's arithmetic (persec.h): the first window (start-up)
+ * never enters; then the time-driven threads' CPU over wall time once
+ * CL_PERSEC_MIN_WINDOWS entered (0 before), older windows weighing less. */
+START_TEST(test_persec_windows)
+{
+    cl_persec_t s;
+    memset(&s, 0, sizeof(s));
+    /* Start-up: 0.05 CPU in 1 s, not counted. */
+    ck_assert(cl_persec_add(&s, 0.05, 1.0, 0.1, 0.25) == 0.0);
+    ck_assert(cl_persec_add(&s, 0.005, 1.0, 0.1, 0.25) == 0.0);
+    ck_assert(cl_persec_add(&s, 0.005, 1.0, 0.1, 0.25) == 0.0);
+    NEAR(cl_persec_add(&s, 0.005, 1.0, 0.1, 0.25), 0.005, 1e-12);
+    ck_assert_uint_eq(s.entered, 3);
+    /* Windows of other lengths: CPU over wall time, not per window. */
+    NEAR(cl_persec_add(&s, 0.010, 2.0, 0.2, 0.25), 0.005, 1e-12);
+    /* A change moves it, older windows weighing less (~30 s of memory). */
+    double v = 0.0;
+    for (int i = 0; i < 200; i++) {
+        v = cl_persec_add(&s, 0.02, 1.0, 0.1, 0.25);
+    }
+    NEAR(v, 0.02, 1e-4);
+}
+END_TEST
+
+/* A saturated window -- the process used CL_PERSEC_SATURATED of its budget
+ * or more -- never enters: under the quota's throttling the control thread
+ * runs late, and its CPU over wall time is what the quota let it do. With
+ * no budget known nothing is called saturated. Broken figures never enter. */
+START_TEST(test_persec_saturated_left_out)
+{
+    ck_assert_int_eq(cl_persec_saturated(0.24, 1.0, 0.25), 1);
+    ck_assert_int_eq(cl_persec_saturated(0.2, 1.0, 0.25), 0);
+    ck_assert_int_eq(cl_persec_saturated(0.45, 2.0, 0.25), 1);
+    ck_assert_int_eq(cl_persec_saturated(5.0, 1.0, 0.0), 0);
+    ck_assert_int_eq(cl_persec_saturated(5.0, 1.0, NAN), 0);
+    cl_persec_t s;
+    memset(&s, 0, sizeof(s));
+    (void)cl_persec_add(&s, 0.0, 1.0, 0.0, 0.25); /* start-up */
+    for (int i = 0; i < 3; i++) {
+        NEAR(cl_persec_add(&s, 0.004, 1.0, 0.1, 0.25), i < 2 ? 0.0 : 0.004, 1e-12);
+    }
+    /* Saturated windows with a low reading (a throttled control thread):
+     * the figure stays. */
+    for (int i = 0; i < 5; i++) {
+        NEAR(cl_persec_add(&s, 0.001, 1.0, 0.25, 0.25), 0.004, 1e-12);
+    }
+    ck_assert_uint_eq(s.entered, 3);
+    /* Broken windows: nothing enters. */
+    NEAR(cl_persec_add(&s, NAN, 1.0, 0.1, 0.25), 0.004, 1e-12);
+    NEAR(cl_persec_add(&s, -0.1, 1.0, 0.1, 0.25), 0.004, 1e-12);
+    NEAR(cl_persec_add(&s, 0.1, 0.0, 0.1, 0.25), 0.004, 1e-12);
+    NEAR(cl_persec_add(&s, 0.1, 1.0, INFINITY, 0.25), 0.004, 1e-12);
+    ck_assert_uint_eq(s.entered, 3);
+    /* Every window saturated from the start: nothing measured. */
+    memset(&s, 0, sizeof(s));
+    for (int i = 0; i < 10; i++) {
+        ck_assert(cl_persec_add(&s, 0.004, 1.0, 0.3, 0.25) == 0.0);
+    }
+    /* No budget known: windows enter. */
+    memset(&s, 0, sizeof(s));
+    for (int i = 0; i < 4; i++) {
+        (void)(cl_persec_add(&s, 0.004, 1.0, 0.3, 0.0));
+    }
+    ck_assert_uint_eq(s.entered, 3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_overhead");
@@ -277,6 +345,8 @@ int main(void)
     tcase_add_test(tc, test_grpc_sample);
     tcase_add_test(tc, test_fetch_sample);
     tcase_add_test(tc, test_overhead_from_probe);
+    tcase_add_test(tc, test_persec_windows);
+    tcase_add_test(tc, test_persec_saturated_left_out);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }

@@ -275,6 +275,205 @@ START_TEST(test_profiled_overhead_input)
 }
 END_TEST
 
+/* The per-second cost the first plan charges (first_plan.h): the host's
+ * figure where the overhead charged is no running job's (none, profiled),
+ * nothing where it is (cached, prior, measured: it holds it already),
+ * capped at half the budget and DISP_PERSEC_MAX_CPU; nothing for a broken
+ * figure. */
+START_TEST(test_first_persec)
+{
+    ck_assert(fabs(disp_first_persec(DISP_OVH_NONE, 0.01, 0.2) - 0.01) < 1e-12);
+    ck_assert(fabs(disp_first_persec(DISP_OVH_PROFILED, 0.01, 0.2) - 0.01) < 1e-12);
+    ck_assert(disp_first_persec(DISP_OVH_CACHED, 0.01, 0.2) == 0.0);
+    ck_assert(disp_first_persec(DISP_OVH_PRIOR, 0.01, 0.2) == 0.0);
+    ck_assert(disp_first_persec(DISP_OVH_MEASURED, 0.01, 0.2) == 0.0);
+    ck_assert(fabs(disp_first_persec(DISP_OVH_NONE, 0.15, 0.2) - 0.1) < 1e-12);
+    ck_assert(fabs(disp_first_persec(DISP_OVH_NONE, 0.9, 8.0) - DISP_PERSEC_MAX_CPU) < 1e-12);
+    ck_assert(disp_first_persec(DISP_OVH_NONE, NAN, 0.2) == 0.0);
+    ck_assert(disp_first_persec(DISP_OVH_NONE, -0.01, 0.2) == 0.0);
+    ck_assert(disp_first_persec(DISP_OVH_NONE, 0.01, 0.0) == 0.0); /* no budget: no room */
+}
+END_TEST
+
+/* The host's per-second cost in the profile cache: stored with a spec's
+ * entry, found for the host by any spec (the latest), bounded (half the
+ * job's budget, DISP_PERSEC_MAX_CPU), kept when the profile is re-stored,
+ * gone when stale. */
+START_TEST(test_pcache_host_persec)
+{
+    disp_pcache_t *c = disp_pcache_new();
+    ck_assert_ptr_nonnull(c);
+    disp_hprof_t p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.host, sizeof(p.host), "client gpu-node");
+    p.nunits = 1;
+    p.units[0].cpu_sec_per_sample = 0.001;
+    p.samples = 64;
+    disp_pcache_put(c, 1, &p, 1000);
+    disp_pcache_put(c, 2, &p, 1000);
+    double v = -1.0, bound = -1.0;
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client gpu-node", 2000, &v), 0);
+    ck_assert_int_eq(disp_pcache_note_persec(c, 9, "client gpu-node", 0.01, 0.2, &bound), -ENOENT);
+    ck_assert_int_eq(disp_pcache_note_persec(c, 1, "client gpu-node", 0.01, 0.2, &bound), 0);
+    ck_assert(bound < 0.0);
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client gpu-node", 2000, &v), 1);
+    ck_assert(fabs(v - 0.01) < 1e-12);
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client other-node", 2000, &v), 0);
+    /* Refused: above half the budget, above the cap, broken; nothing changes. */
+    ck_assert_int_eq(disp_pcache_note_persec(c, 2, "client gpu-node", 0.11, 0.2, &bound), -ERANGE);
+    ck_assert(fabs(bound - 0.1) < 1e-12);
+    ck_assert_int_eq(disp_pcache_note_persec(c, 2, "client gpu-node", 0.3, 4.0, &bound), -ERANGE);
+    ck_assert(fabs(bound - DISP_PERSEC_MAX_CPU) < 1e-12);
+    ck_assert_int_eq(disp_pcache_note_persec(c, 2, "client gpu-node", NAN, 0.2, &bound), -ERANGE);
+    ck_assert_int_eq(disp_pcache_note_persec(c, 2, "client gpu-node", 0.0, 0.2, &bound), -ERANGE);
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client gpu-node", 2000, &v), 1);
+    ck_assert(fabs(v - 0.01) < 1e-12);
+    /* The latest of any spec on the host. */
+    ck_assert_int_eq(disp_pcache_note_persec(c, 2, "client gpu-node", 0.02, 0.2, &bound), 0);
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client gpu-node", 2000, &v), 1);
+    ck_assert(fabs(v - 0.02) < 1e-12);
+    /* A re-stored profile keeps it (no part of the profile). */
+    disp_pcache_put(c, 2, &p, 3000);
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client gpu-node", 3000, &v), 1);
+    ck_assert(fabs(v - 0.02) < 1e-12);
+    /* Stale: spec 1's entry (stored at 1000) first, then spec 2's. */
+    ck_assert_int_eq(disp_pcache_host_persec(c, "client gpu-node", 3000 + DISP_PCACHE_TTL_MS, &v),
+                     0);
+    disp_pcache_free(c);
+}
+END_TEST
+
+/* The planner with and without the charge: the per-second cost comes off
+ * the client's budget before anything is priced, once (a sanitized copy
+ * planned again is not charged twice), and lowers what the client alone
+ * and a client-bound plan reach by exactly (budget - cost) / budget. */
+START_TEST(test_planner_persec_charge)
+{
+    disp_pl_input_t in;
+    fx_pl_base(&in, 0.2);
+    fx_pl_add_class(&in, 2, 2.0, 1.0, 1e9);
+    disp_pl_result_t r0, r1;
+    ck_assert_int_eq(disp_planner_plan(&in, &r0), 0);
+    in.client_persec_cpu = 0.05;
+    ck_assert_int_eq(disp_planner_plan(&in, &r1), 0);
+    NEAR(r1.local_rate, r0.local_rate * 0.75, 1e-9);
+    disp_pl_terms_t t0, t1;
+    in.client_persec_cpu = 0.0;
+    disp_planner_terms(&in, 2, 0.0, &t0);
+    in.client_persec_cpu = 0.05;
+    disp_planner_terms(&in, 2, 0.0, &t1);
+    NEAR(t1.client, t0.client * 0.75, 1e-9);
+    NEAR(t1.worker, t0.worker, 1e-9); /* the workers' terms are not the client's */
+    /* A cost at or above the budget leaves the client nothing, not less. */
+    in.client_persec_cpu = 0.5;
+    disp_planner_terms(&in, 0, 1.0, &t1);
+    ck_assert(t1.client == 0.0);
+    in.client_persec_cpu = NAN; /* broken: not charged */
+    disp_planner_terms(&in, 2, 0.0, &t1);
+    NEAR(t1.client, t0.client, 1e-9);
+}
+END_TEST
+
+static json_t *explain_inputs(disp_t *d, Sluice__SubmitJobRequest *req, int64_t now, json_t **root)
+{
+    Sluice__SubmitJobResponse resp = SLUICE__SUBMIT_JOB_RESPONSE__INIT;
+    disp_arena_t a = {0};
+    char err[1024] = "";
+    ck_assert_int_eq(disp_svc_plan_job(d, req, &resp, &a, now, err, sizeof(err)), SL_RPC_OK);
+    json_error_t je;
+    *root = json_loads(resp.explain->json, 0, &je);
+    disp_arena_free(&a);
+    ck_assert_ptr_nonnull(*root);
+    return json_object_get(*root, "inputs");
+}
+
+static double off_limit(const json_t *root)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "candidates"), i, c)
+    {
+        if (json_is_string(json_object_get(c, "label"))) {
+            return json_number_value(json_object_get(c, "client_limit"));
+        }
+    }
+    return -1.0;
+}
+
+/* Through the dispatcher (PlanJob): no host figure, nothing charged; a
+ * figure a job stored for the host is charged to a plan whose overhead is
+ * no running job's, shown in --json, and lowers the client's limit; once
+ * the spec has its own running job's overhead (cached), not charged, the
+ * host's figure still shown. */
+START_TEST(test_plan_persec_charged)
+{
+    int64_t now = 50000;
+    disp_t *d = fx_disp_new(now);
+    uint64_t w1 = fx_disp_register(d, "127.0.0.1:9", 2, 0, now);
+    fx_pin_t pin;
+    fx_pin_init(&pin, w1);
+    pin.in.client_cpu_budget = 0.5;
+    Sluice__SubmitJobRequest req;
+    fx_pin_request(&pin, &req);
+    json_t *root = NULL;
+    json_t *in = explain_inputs(d, &req, now, &root);
+    ck_assert(json_number_value(json_object_get(in, "client_persec_cpu")) == 0.0);
+    ck_assert(json_is_null(json_object_get(in, "client_persec_host")));
+    double off0 = off_limit(root);
+    ck_assert(off0 > 0.0);
+    json_decref(root);
+
+    double bound = 0.0;
+    ck_assert_int_eq(disp_pcache_note_persec(d->pcache, 42, "client test", 0.05, 0.5, &bound), 0);
+    in = explain_inputs(d, &req, now, &root);
+    NEAR(json_number_value(json_object_get(in, "client_persec_cpu")), 0.05, 1e-12);
+    NEAR(json_number_value(json_object_get(in, "client_persec_host")), 0.05, 1e-12);
+    ck_assert_str_eq(json_string_value(json_object_get(in, "sample_overhead_source")), "none");
+    NEAR(off_limit(root), off0 * 0.9, 1e-6);
+    json_decref(root);
+
+    /* The client sends back the cached profile GetPlanContext gave it,
+     * with the overhead its spec's running job measured. */
+    pin.client.sample_overhead_sec = 0.0001;
+    in = explain_inputs(d, &req, now, &root);
+    ck_assert_str_eq(json_string_value(json_object_get(in, "sample_overhead_source")), "cached");
+    ck_assert(json_number_value(json_object_get(in, "client_persec_cpu")) == 0.0);
+    NEAR(json_number_value(json_object_get(in, "client_persec_host")), 0.05, 1e-12);
+    json_decref(root);
+    fx_disp_destroy(d);
+    free(d);
+}
+END_TEST
+
+/* The per-second cost a client reports (ReportRates.persec_cpu) as the
+ * dispatcher takes it: kept when sane, 0 for a broken one (NaN, infinite,
+ * negative), capped like a budget; the cache's bound then refuses what no
+ * client spends (test_pcache_host_persec). */
+START_TEST(test_persec_report_input)
+{
+    fx_pin_t pin;
+    fx_pin_init(&pin, 1);
+    sl_spec_t spec;
+    char err[512];
+    ck_assert_int_eq(sl_spec_parse("t", FX_PIN_SPEC, strlen(FX_PIN_SPEC), &spec, err, sizeof(err)),
+                     0);
+    disp_pjob_t *pj = NULL;
+    ck_assert_int_eq(disp_pjob_new(&pin.in, &spec, SL_OFFLOAD_AUTO, &pj, err, sizeof(err)), 0);
+    const double sent[] = {0.02, NAN, INFINITY, -0.5, 1e9};
+    const double want[] = {0.02, 0.0, 0.0, 0.0, DISP_PJ_MAX_BUDGET};
+    for (size_t i = 0; i < sizeof(sent) / sizeof(sent[0]); i++) {
+        Sluice__ReportRatesRequest r = SLUICE__REPORT_RATES_REQUEST__INIT;
+        r.delivered_per_sec = 100.0;
+        r.persec_cpu = sent[i];
+        disp_pjob_rates(pj, &r, 1000 + (int64_t)i);
+        ck_assert_msg(fabs(pj->measured_persec - want[i]) < 1e-12, "case %zu: %g", i,
+                      pj->measured_persec);
+    }
+    disp_pjob_free(pj);
+    sl_spec_clear(&spec);
+}
+END_TEST
+
 int main(void)
 {
     sl_log_set_level(LOG_WARNING);
@@ -288,6 +487,11 @@ int main(void)
     tcase_add_test(tc, test_pcache_host_prior);
     tcase_add_test(tc, test_first_overhead);
     tcase_add_test(tc, test_profiled_overhead_input);
+    tcase_add_test(tc, test_first_persec);
+    tcase_add_test(tc, test_pcache_host_persec);
+    tcase_add_test(tc, test_planner_persec_charge);
+    tcase_add_test(tc, test_plan_persec_charged);
+    tcase_add_test(tc, test_persec_report_input);
     suite_add_tcase(s, tc);
     return fx_run_suite(s, 0);
 }
