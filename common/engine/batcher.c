@@ -1,6 +1,7 @@
 #include "common/engine/batcher.h"
 
 #include "common/engine/bigbuf.h"
+#include "common/engine/bufpool.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -52,103 +53,6 @@ typedef struct {
     size_t slot_bytes, buf_cap, used;
 } epoch_t;
 
-/* Idle batch buffers, all of one size (a job's batches are the same size
- * but for each epoch's last). Shared by the batcher and its batches out,
- * freed with the last reference. It keeps as many idle buffers as were
- * ever out at once (at least SL_BATCHER_POOL, at most SL_BATCHER_POOL_MAX):
- * a consumer that holds a few batches while the batcher fills more (the
- * receive path's credits let it run ahead) would otherwise free the extra
- * buffers each time and fault fresh ones in (issue 39), and memory stays
- * what the job already used at its peak. */
-typedef struct sl_bufpool_s {
-    pthread_mutex_t mu;
-    unsigned refs;
-    size_t size;
-    uint8_t *idle[SL_BATCHER_POOL_MAX];
-    size_t nidle;
-    size_t out, peak; /* buffers handed out and not yet back; most at once */
-    uint64_t made;    /* buffers allocated (not reused) */
-} bufpool_t;
-
-static bufpool_t *pool_new(void)
-{
-    bufpool_t *p = calloc(1, sizeof(*p));
-    if (p != NULL && pthread_mutex_init(&p->mu, NULL) != 0) {
-        free(p);
-        return NULL;
-    }
-    if (p != NULL) {
-        p->refs = 1;
-    }
-    return p;
-}
-
-static void pool_unref(bufpool_t *p)
-{
-    pthread_mutex_lock(&p->mu);
-    unsigned left = --p->refs;
-    pthread_mutex_unlock(&p->mu);
-    if (left == 0) {
-        for (size_t i = 0; i < p->nidle; i++) {
-            sl_bigbuf_free(p->idle[i], p->size);
-        }
-        pthread_mutex_destroy(&p->mu);
-        free(p);
-    }
-}
-
-/* A buffer of n bytes: an idle one of that size, or a new one. */
-static uint8_t *pool_get(bufpool_t *p, size_t n)
-{
-    uint8_t *buf = NULL;
-    if (p != NULL) {
-        pthread_mutex_lock(&p->mu);
-        if (p->nidle > 0 && p->size == n) {
-            buf = p->idle[--p->nidle];
-        }
-        if (buf == NULL) {
-            buf = sl_bigbuf_alloc(n);
-            p->made += buf != NULL;
-        }
-        if (buf != NULL && ++p->out > p->peak) {
-            p->peak = p->out;
-        }
-        pthread_mutex_unlock(&p->mu);
-        return buf;
-    }
-    return malloc(n);
-}
-
-/* Keeps buf (of n bytes) for reuse, or frees it. A new size replaces the
- * idle buffers of the old one. */
-static void pool_put(bufpool_t *p, uint8_t *buf, size_t n)
-{
-    uint8_t *drop[SL_BATCHER_POOL_MAX + 1];
-    size_t dropn[SL_BATCHER_POOL_MAX + 1];
-    size_t ndrop = 0;
-    pthread_mutex_lock(&p->mu);
-    p->out -= p->out > 0;
-    size_t keep = p->peak < SL_BATCHER_POOL ? SL_BATCHER_POOL : p->peak;
-    keep = keep < SL_BATCHER_POOL_MAX ? keep : SL_BATCHER_POOL_MAX;
-    if (p->size != n) {
-        while (p->nidle > 0) {
-            dropn[ndrop] = p->size;
-            drop[ndrop++] = p->idle[--p->nidle];
-        }
-        p->size = n;
-    }
-    if (p->nidle < keep) {
-        p->idle[p->nidle++] = buf;
-    } else {
-        dropn[ndrop] = n;
-        drop[ndrop++] = buf;
-    }
-    pthread_mutex_unlock(&p->mu);
-    for (size_t i = 0; i < ndrop; i++) {
-        sl_bigbuf_free(drop[i], dropn[i]);
-    }
-}
-
 typedef struct batch_node_s {
     sl_batch_t *batch;
     struct batch_node_s *next;
@@ -167,7 +71,7 @@ struct sl_batcher_s {
     int track_drops;
     uint64_t *dropped; /* split ids of drop_last-discarded samples, not yet taken */
     size_t ndropped, capdropped;
-    bufpool_t *pool; /* NULL if it could not be made: plain malloc/free */
+    sl_bufpool_t *pool; /* NULL if it could not be made: plain malloc/free */
 };
 
 static int vec_push(vec_t *v, sl_sample_t *s)
@@ -224,14 +128,14 @@ static int acc_push(acc_t *a, sl_sample_t *s, size_t off, int inbuf)
 }
 
 /* Empties the batch being built (its samples' bytes and the buffer). */
-static void acc_clear(epoch_t *e, bufpool_t *pool)
+static void acc_clear(epoch_t *e, sl_bufpool_t *pool)
 {
     for (size_t i = 0; i < e->acc.n; i++) {
         sl_tensor_free(&e->acc.v[i].s.t);
     }
     e->acc.n = 0;
     if (e->buf != NULL && pool != NULL) {
-        pool_put(pool, e->buf, e->buf_cap);
+        sl_bufpool_put(pool, e->buf, e->buf_cap);
     } else {
         free(e->buf);
     }
@@ -239,7 +143,7 @@ static void acc_clear(epoch_t *e, bufpool_t *pool)
     e->slot_bytes = e->buf_cap = e->used = 0;
 }
 
-static void acc_free(epoch_t *e, bufpool_t *pool)
+static void acc_free(epoch_t *e, sl_bufpool_t *pool)
 {
     acc_clear(e, pool);
     free(e->acc.v);
@@ -256,7 +160,7 @@ sl_batcher_t *sl_batcher_new(uint32_t batch_size, int drop_last, int determinist
         return NULL;
     }
     b->batch_size = batch_size;
-    b->pool = pool_new();
+    b->pool = sl_bufpool_new();
     b->drop_last = drop_last;
     b->deterministic = deterministic;
     return b;
@@ -275,7 +179,7 @@ void sl_batcher_free(sl_batcher_t *b)
     free(b->dropped);
     vec_free(&b->heap);
     if (b->pool != NULL) {
-        pool_unref(b->pool);
+        sl_bufpool_unref(b->pool);
     }
     while (b->ready_head != NULL) {
         batch_node_t *n = b->ready_head;
@@ -331,9 +235,9 @@ static void free_meta_data(sl_batch_t *batch)
     free(batch->meta);
     if (batch->pool != NULL) {
         if (batch->data != NULL) {
-            pool_put(batch->pool, batch->data, batch->cap);
+            sl_bufpool_put(batch->pool, batch->data, batch->cap);
         }
-        pool_unref(batch->pool);
+        sl_bufpool_unref(batch->pool);
     } else {
         free(batch->data);
     }
@@ -429,7 +333,7 @@ static int emit(sl_batcher_t *b, epoch_t *e)
             batch->cap = e->buf_cap;
         } else {
             batch->cap = total ? total : 1;
-            batch->data = pool_get(b->pool, batch->cap);
+            batch->data = sl_bufpool_get(b->pool, batch->cap);
         }
     }
     if (batch == NULL || node == NULL || batch->meta == NULL || batch->data == NULL) {
@@ -438,7 +342,7 @@ static int emit(sl_batcher_t *b, epoch_t *e)
                 batch->data = NULL;
             }
             if (b->pool != NULL) {
-                sl_bigbuf_free(batch->data, batch->cap); /* pool_get's */
+                sl_bigbuf_free(batch->data, batch->cap); /* sl_bufpool_get's */
             } else {
                 free(batch->data);
             }
@@ -475,9 +379,7 @@ static int emit(sl_batcher_t *b, epoch_t *e)
         e->buf = NULL; /* the batch owns it now (a short one keeps the spare slots) */
     }
     if (b->pool != NULL) {
-        pthread_mutex_lock(&b->pool->mu);
-        b->pool->refs++;
-        pthread_mutex_unlock(&b->pool->mu);
+        sl_bufpool_ref(b->pool);
         batch->pool = b->pool;
     }
     acc_clear(e, b->pool);
@@ -505,7 +407,7 @@ static uint8_t *slot_for(sl_batcher_t *b, epoch_t *e, const sl_sample_t *s)
         if (n > SIZE_MAX / b->batch_size) {
             return NULL;
         }
-        e->buf = pool_get(b->pool, n * b->batch_size);
+        e->buf = sl_bufpool_get(b->pool, n * b->batch_size);
         if (e->buf == NULL) {
             return NULL; /* the sample keeps its buffer; emit concatenates */
         }
@@ -817,8 +719,6 @@ void sl_batcher_get_stats(const sl_batcher_t *b, sl_batcher_stats_t *ret)
 {
     *ret = b->stats;
     if (b->pool != NULL) {
-        pthread_mutex_lock(&b->pool->mu);
-        ret->buffers_made = b->pool->made;
-        pthread_mutex_unlock(&b->pool->mu);
+        ret->buffers_made = sl_bufpool_made(b->pool);
     }
 }
