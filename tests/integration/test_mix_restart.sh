@@ -10,6 +10,8 @@
 #   restarted dispatcher has the job's mix planning state back (the weights
 #   in force, each source's costs, the job's weighted costs, the change
 #   count) and does not re-plan it for a weight change it already planned.
+#   It runs with --always-profile: the short-job guard may start a job this
+#   short on a fixed plan, which no weight change re-plans.
 source "$(dirname "$0")/lib.sh"
 
 DATA="$TMP/data"
@@ -83,7 +85,8 @@ for j in json.load(sys.stdin)["jobs"]:
         print(json.dumps(m, sort_keys=True))' "$1"
 }
 "$BIN/sluice" run "$TMP/spec.json" --dispatcher "127.0.0.1:$port" --data-root "$DATA" \
-    --quiet --threads 1 --max-rate 150 --digests "$TMP/auto.dig" --json >"$TMP/auto.json" &
+    --quiet --threads 1 --max-rate 150 --always-profile --digests "$TMP/auto.dig" \
+    --json >"$TMP/auto.json" &
 client=$!
 PIDS+=("$client")
 auto_id=""
