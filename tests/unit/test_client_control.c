@@ -165,6 +165,30 @@ START_TEST(test_backoff_steps)
 }
 END_TEST
 
+/* A dispatcher of fakes on loopback, its address in addr: SubmitJob,
+ * CloseJob and ReportRates answered from arg, GetAssignment and AckSplits
+ * by the test's own. */
+static sl_rpc_server_t *fake_dispatcher(void *arg, sl_rpc_unary_fn assign, sl_rpc_unary_fn ack,
+                                        void *ack_arg, char *addr, size_t addrlen)
+{
+    char err[256];
+    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
+    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
+    ck_assert_msg(d != NULL, "%s", err);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
+                            &sluice__submit_job_request__descriptor, fake_submit, arg);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
+                            &sluice__get_assignment_request__descriptor, assign, arg);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
+                            &sluice__ack_splits_request__descriptor, ack, ack_arg);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
+                            &sluice__close_job_request__descriptor, fake_close, arg);
+    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
+                            &sluice__report_rates_request__descriptor, fake_rates, arg);
+    ck_assert_msg(sl_rpc_server_start(d, addr, addrlen, err, sizeof(err)) == 0, "%s", err);
+    return d;
+}
+
 START_TEST(test_dead_worker_backoff_and_retry)
 {
     char err[256];
@@ -175,21 +199,9 @@ START_TEST(test_dead_worker_backoff_and_retry)
     ck_assert_int_eq(sl_rpc_server_start(tmp, g_dead, sizeof(g_dead), err, sizeof(err)), 0);
     sl_rpc_server_free(tmp);
 
-    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
-    ck_assert_ptr_nonnull(d);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
-                            &sluice__submit_job_request__descriptor, fake_submit, &g_fake);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
-                            &sluice__get_assignment_request__descriptor, fake_assignment,
-                            &g_fake);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
-                            &sluice__ack_splits_request__descriptor, fake_ack, &g_fake);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
-                            &sluice__close_job_request__descriptor, fake_close, &g_fake);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
-                            &sluice__report_rates_request__descriptor, fake_rates, &g_fake);
     char daddr[64];
-    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+    sl_rpc_server_t *d = fake_dispatcher(&g_fake, fake_assignment, fake_ack, &g_fake, daddr,
+                                         sizeof(daddr));
 
     char spec[600];
     snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
@@ -325,21 +337,9 @@ static int rfake_wait(sluice_job_t *job, int *field, int want, int pump)
 START_TEST(test_received_before_consumed)
 {
     char err[256];
-    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
-    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
-    ck_assert_ptr_nonnull(d);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
-                            &sluice__submit_job_request__descriptor, fake_submit, &g_r);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
-                            &sluice__get_assignment_request__descriptor, rfake_assignment, &g_r);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
-                            &sluice__ack_splits_request__descriptor, rfake_ack, &g_r);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
-                            &sluice__close_job_request__descriptor, fake_close, &g_r);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
-                            &sluice__report_rates_request__descriptor, fake_rates, &g_r);
     char daddr[64];
-    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+    sl_rpc_server_t *d = fake_dispatcher(&g_r, rfake_assignment, rfake_ack, &g_r, daddr,
+                                         sizeof(daddr));
 
     char spec[600];
     snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
@@ -445,21 +445,9 @@ static int pfake_calls_over(int news, int ms)
 START_TEST(test_quiet_assignment_slows_the_poll)
 {
     char err[256];
-    sl_rpc_server_opts_t so = {.listen = "127.0.0.1:0", .handler_threads = 2};
-    sl_rpc_server_t *d = sl_rpc_server_new(&so, err, sizeof(err));
-    ck_assert_ptr_nonnull(d);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/SubmitJob",
-                            &sluice__submit_job_request__descriptor, fake_submit, &g_p);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/GetAssignment",
-                            &sluice__get_assignment_request__descriptor, pfake_assignment, &g_p);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/AckSplits",
-                            &sluice__ack_splits_request__descriptor, fake_ack, &g_fake);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/CloseJob",
-                            &sluice__close_job_request__descriptor, fake_close, &g_p);
-    sl_rpc_server_add_unary(d, "/sluice.Dispatcher/ReportRates",
-                            &sluice__report_rates_request__descriptor, fake_rates, &g_p);
     char daddr[64];
-    ck_assert_int_eq(sl_rpc_server_start(d, daddr, sizeof(daddr), err, sizeof(err)), 0);
+    sl_rpc_server_t *d = fake_dispatcher(&g_p, pfake_assignment, fake_ack, &g_fake, daddr,
+                                         sizeof(daddr));
     char spec[600];
     snprintf(spec, sizeof(spec), "%s/spec.json", g_root);
     sluice_options_t o = {.dispatcher = daddr,
