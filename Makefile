@@ -292,6 +292,7 @@ TEST_MODS_test_journal_state := disp
 TEST_MODS_test_dispatcher_balance := disp
 TEST_MODS_test_dispatcher_epochs := disp
 TEST_MODS_test_dispatcher_jobs := disp
+TEST_MODS_test_dispatcher_svc := disp
 TEST_MODS_test_dispatcher_back := disp
 TEST_MODS_test_dispatcher_received := disp
 TEST_MODS_test_dispatcher_splits := disp

@@ -72,3 +72,13 @@ void fx_jobs_beat_random(fx_jobs_t *e, const uint64_t *ids, int n, int64_t timeo
         }
     }
 }
+
+float *fx_skewed_costs(uint64_t n)
+{
+    float *c = malloc(n * sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    for (uint64_t i = 0; i < n; i++) {
+        c[i] = i % 10 == 3 ? 8.0f : 1.0f;
+    }
+    return c;
+}

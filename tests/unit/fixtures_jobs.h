@@ -31,5 +31,8 @@ int fx_jobs_ack_random(fx_jobs_t *e, disp_job_t *job, uint8_t *acked, uint64_t t
 /* Each of the n workers still live and not yet timed out heartbeats now
  * with probability 1/2 (the others drift towards their timeout). */
 void fx_jobs_beat_random(fx_jobs_t *e, const uint64_t *ids, int n, int64_t timeout_ms);
+/* Costs for n samples (malloc'd): every tenth one 8 times the others, a
+ * skewed set for the cost-cut splits. */
+float *fx_skewed_costs(uint64_t n);
 
 #endif
