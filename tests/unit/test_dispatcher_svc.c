@@ -26,18 +26,18 @@
 #include "tests/unit/fixtures_jobs.h"
 #include "tests/unit/fixtures_disp.h"
 
-#define SPEC_FMT                                                                             \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
-    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
-    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
-    " \"std\": [0.2, 0.2, 0.2]}],"                                                           \
+#define SPEC_FMT                                                                                   \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"                  \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"             \
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"                      \
+    " \"std\": [0.2, 0.2, 0.2]}],"                                                                 \
     " \"batch_size\": 4, \"epochs\": %u, \"offload\": %s}"
 
 /* ------------------------------------------------------------ service */
 
 /* SubmitJob with sample costs, the way the client sends them. */
-static int svc_submit_costs(disp_t *d, const char *spec, uint64_t n, float *costs,
-                            size_t ncosts, uint64_t *ret_id, char *err, size_t errlen)
+static int svc_submit_costs(disp_t *d, const char *spec, uint64_t n, float *costs, size_t ncosts,
+                            uint64_t *ret_id, char *err, size_t errlen)
 {
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
     req.job_secret = (char *)FX_JOB_SECRET;
@@ -174,8 +174,8 @@ static int svc_submit(svc_env_t *s, const char *spec, uint64_t n, uint64_t *ret_
     req.spec_json = (char *)spec;
     req.num_samples = n;
     req.source_fingerprint = 99;
-    int code = sl_rpc_status_from_errno(disp_svc_submit_job(&s->d, &req, &resp, &a, s->now, err,
-                                                            errlen));
+    int code = sl_rpc_status_from_errno(
+        disp_svc_submit_job(&s->d, &req, &resp, &a, s->now, err, errlen));
     if (code == SL_RPC_OK) {
         ck_assert_ptr_nonnull(resp.plan);
         *ret_id = resp.job_id;
@@ -248,8 +248,8 @@ START_TEST(test_svc_first_contact)
     ck_assert_uint_eq(hresp.jobs[0]->num_samples, 35);
     ck_assert_uint_eq(hresp.jobs[0]->source_fingerprint, 99);
     sl_spec_t parsed;
-    ck_assert_int_eq(sl_spec_parse("hb", hresp.jobs[0]->spec_json,
-                                   strlen(hresp.jobs[0]->spec_json), &parsed, err, sizeof(err)),
+    ck_assert_int_eq(sl_spec_parse("hb", hresp.jobs[0]->spec_json, strlen(hresp.jobs[0]->spec_json),
+                                   &parsed, err, sizeof(err)),
                      0);
     ck_assert_uint_eq(hresp.n_assign, 2);
     ck_assert_uint_eq(hresp.assign[0]->split_id, 0);
@@ -427,8 +427,7 @@ START_TEST(test_svc_unknown)
     creq.job_secret = (char *)FX_JOB_SECRET;
     Sluice__CloseJobResponse cresp = SLUICE__CLOSE_JOB_RESPONSE__INIT;
     creq.job_id = 777;
-    ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)),
-                     -ENOENT);
+    ck_assert_int_eq(disp_svc_close_job(&s.d, &creq, &cresp, &a, s.now, err, sizeof(err)), -ENOENT);
     Sluice__GetAssignmentResponse gresp;
     ck_assert_int_eq(svc_get_assignment(&s, 777, &gresp, &a, err, sizeof(err)), -ENOENT);
     disp_arena_free(&a);
@@ -458,8 +457,7 @@ START_TEST(test_svc_resend_lost_assignment)
     Sluice__HeartbeatRequest hreq = SLUICE__HEARTBEAT_REQUEST__INIT;
     hreq.worker_id = wid;
     Sluice__HeartbeatResponse r = SLUICE__HEARTBEAT_RESPONSE__INIT;
-    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &r, &a, s.now, err, sizeof(err)),
-                     SL_RPC_OK);
+    ck_assert_int_eq(disp_svc_heartbeat(&s.d, &hreq, &r, &a, s.now, err, sizeof(err)), SL_RPC_OK);
     ck_assert_uint_eq(r.n_assign, 2); /* splits 0 and 1; this reply is "lost" */
     disp_arena_free(&a);
     /* The worker keeps reporting split 1 only (it got it some other way). */
@@ -544,8 +542,7 @@ static void svc_beat(svc_env_t *s, uint64_t w, const uint64_t (*prog)[3], const 
     char err[256] = "";
     Sluice__HeartbeatResponse init = SLUICE__HEARTBEAT_RESPONSE__INIT;
     *resp = init;
-    ck_assert_int_eq(disp_svc_heartbeat(&s->d, &req, resp, a, s->now, err, sizeof(err)),
-                     SL_RPC_OK);
+    ck_assert_int_eq(disp_svc_heartbeat(&s->d, &req, resp, a, s->now, err, sizeof(err)), SL_RPC_OK);
 }
 
 /* Split ids repeat across jobs: progress, sent and revocations are matched
@@ -821,8 +818,7 @@ START_TEST(test_svc_submit_errors)
     for (int i = 0; i < 64; i++) {
         ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)), SL_RPC_OK);
     }
-    ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)),
-                     SL_RPC_RESOURCE_EXHAUSTED);
+    ck_assert_int_eq(svc_submit(&s, spec_ok, 10, &id, err, sizeof(err)), SL_RPC_RESOURCE_EXHAUSTED);
     /* Multi-rank jobs (dispatcher/service/service_ranks.c) need a job name, and the
      * spec must carry the same rank and world size as the request. */
     Sluice__SubmitJobRequest req = SLUICE__SUBMIT_JOB_REQUEST__INIT;
@@ -832,15 +828,12 @@ START_TEST(test_svc_submit_errors)
     req.spec_json = spec_ok;
     req.num_samples = 10;
     req.world_size = 2;
-    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)), -EINVAL);
     req.job_name = "j";
-    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "world_size"));
     req.rank = 2;
-    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)),
-                     -EINVAL);
+    ck_assert_int_eq(disp_svc_submit_job(&s.d, &req, &resp, &a, s.now, err, sizeof(err)), -EINVAL);
     disp_arena_free(&a);
     /* Register without an address. */
     Sluice__RegisterWorkerRequest rreq = SLUICE__REGISTER_WORKER_REQUEST__INIT;
