@@ -256,17 +256,32 @@ static int build_record(const sl_source_t *src, uint64_t index, int fd, const wd
 }
 
 /* The byte ranges of a sample's members in its shard, for a URL shard's
- * range reads; 0 (read the shard whole) when they are more than the spans
- * hold (they are coalesced later, but a sample is rarely scattered). */
+ * range reads (coalesced later); more members than SL_SRC_MAX_SPANS: one
+ * span over them, or 0 (read the shard whole) when they are scattered. */
 static size_t member_spans(const sl_src_member_t *ms, uint32_t nm, sl_src_span_t *sp)
 {
-    if (nm > SL_SRC_MAX_SPANS) {
+    if (nm <= SL_SRC_MAX_SPANS) {
+        for (uint32_t i = 0; i < nm; i++) {
+            sp[i] = (sl_src_span_t){.off = (uint64_t)ms[i].block * 512, .len = ms[i].size};
+        }
+        return nm;
+    }
+    /* A record of many images: one span over its members when they lie
+     * together, as WebDataset writes a sample (headers between them; no
+     * span here made every such read fetch the whole shard). Scattered
+     * members: 0, the shard whole. */
+    uint64_t lo = UINT64_MAX, hi = 0, want = 0;
+    for (uint32_t i = 0; i < nm; i++) {
+        uint64_t off = (uint64_t)ms[i].block * 512;
+        lo = off < lo ? off : lo;
+        hi = off + ms[i].size > hi ? off + ms[i].size : hi;
+        want += ms[i].size + SL_SRC_SPAN_GAP;
+    }
+    if (hi - lo > want) {
         return 0;
     }
-    for (uint32_t i = 0; i < nm; i++) {
-        sp[i] = (sl_src_span_t){.off = (uint64_t)ms[i].block * 512, .len = ms[i].size};
-    }
-    return nm;
+    sp[0] = (sl_src_span_t){.off = lo, .len = hi - lo};
+    return 1;
 }
 
 int sl_src_wds_read(const sl_source_t *src, uint64_t index, sl_tensor_t *out, sl_url_vers_t *vers,
