@@ -124,6 +124,26 @@ make_mix_data() {
     text_only_jsonl "$1/mm.jsonl" "$1/text.jsonl"
 }
 
+# url_manifest DATA BASE [TIMES]: DATA/mm_url.jsonl, DATA/mm.jsonl with every
+# image named by its URL under BASE, its lines TIMES times over (default 1).
+url_manifest() {
+    /usr/bin/python3 - "$1" "$2" "${3:-1}" <<'PY'
+import json, os, sys
+data, base, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = []
+for line in open(os.path.join(data, "mm.jsonl")):
+    o = json.loads(line)
+    for k in ("images", "image"):
+        if isinstance(o.get(k), list):
+            o[k] = [base + "/" + p for p in o[k]]
+        elif isinstance(o.get(k), str):
+            o[k] = base + "/" + o[k]
+    lines.append(json.dumps(o))
+with open(os.path.join(data, "mm_url.jsonl"), "w") as dst:
+    dst.write("\n".join(lines * times) + "\n")
+PY
+}
+
 # caps_text_spec FILE CAPS TEXT SEED SAMPLES STEP CAPS2 TEXT2 EPOCHS: an auto,
 # deterministic mix over make_mix_data's data -- webdataset images ("caps",
 # weight CAPS) and the text-only jsonl with its own stages ("text", TEXT) --

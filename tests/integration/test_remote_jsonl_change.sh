@@ -18,19 +18,7 @@ NGX="$TMP/nginx"
 HPORT=$(free_port)
 start_nginx_shards "$NGX" "$WWW" "$HPORT"
 H="http://127.0.0.1:$HPORT"
-/usr/bin/python3 - "$DATA" "$H/d" <<'PY'
-import json, os, sys
-data, base = sys.argv[1], sys.argv[2]
-with open(os.path.join(data, "mm.jsonl")) as src, open(os.path.join(data, "mm_url.jsonl"), "w") as dst:
-    for line in src:
-        o = json.loads(line)
-        for k in ("images", "image"):
-            if isinstance(o.get(k), list):
-                o[k] = [base + "/" + p for p in o[k]]
-            elif isinstance(o.get(k), str):
-                o[k] = base + "/" + o[k]
-        dst.write(json.dumps(o) + "\n")
-PY
+url_manifest "$DATA" "$H/d"
 nimg=$(grep -o "$H/d/mm-images/[^\"]*" "$DATA/mm_url.jsonl" | sort -u | wc -l)
 [ "$nimg" -ge 10 ] || fail "only $nimg image URLs in the manifest"
 cat >"$TMP/url.json" <<JSON

@@ -21,21 +21,7 @@ HPORT=$(free_port)
 start_nginx_shards "$NGX" "$WWW" "$HPORT"
 H="http://127.0.0.1:$HPORT"
 # mm_url.jsonl: every line with its images as URLs, then the same lines again.
-/usr/bin/python3 - "$DATA" "$H/d" <<'PY'
-import json, os, sys
-data, base = sys.argv[1], sys.argv[2]
-lines = []
-for line in open(os.path.join(data, "mm.jsonl")):
-    o = json.loads(line)
-    for k in ("images", "image"):
-        if isinstance(o.get(k), list):
-            o[k] = [base + "/" + p for p in o[k]]
-        elif isinstance(o.get(k), str):
-            o[k] = base + "/" + o[k]
-    lines.append(json.dumps(o))
-with open(os.path.join(data, "mm_url.jsonl"), "w") as dst:
-    dst.write("\n".join(lines + lines) + "\n")
-PY
+url_manifest "$DATA" "$H/d" 2
 NLINES=$(wc -l <"$DATA/mm_url.jsonl")
 nimg=$(grep -o "$H/d/mm-images/[^\"]*" "$DATA/mm_url.jsonl" | sort -u | wc -l)
 [ "$nimg" -ge 6 ] || fail "only $nimg image URLs in the manifest"
