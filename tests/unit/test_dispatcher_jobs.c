@@ -24,11 +24,11 @@
 #include "tests/unit/fixtures_jobs.h"
 #include "tests/unit/fixtures_disp.h"
 
-#define SPEC_FMT                                                                             \
-    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"            \
-    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"      \
-    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"               \
-    " \"std\": [0.2, 0.2, 0.2]}],"                                                           \
+#define SPEC_FMT                                                                                   \
+    "{\"source\": {\"type\": \"imagefolder\", \"path\": \"train\", \"seed\": 1},"                  \
+    " \"stages\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"             \
+    " {\"op\": \"flip\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5],"                      \
+    " \"std\": [0.2, 0.2, 0.2]}],"                                                                 \
     " \"batch_size\": 4, \"epochs\": %u, \"offload\": %s}"
 
 /* A registry and job table with small limits and a fake clock. */
@@ -43,13 +43,17 @@ static const disp_limits_t LIM = {
     .client_timeout_ms = 5000,
 };
 
-static int try_submit(env_t *e, uint64_t n, unsigned epochs, const char *offload,
-                      disp_job_t **ret, char *err, size_t errlen)
+static int try_submit(env_t *e, uint64_t n, unsigned epochs, const char *offload, disp_job_t **ret,
+                      char *err, size_t errlen)
 {
     char spec[1024];
     snprintf(spec, sizeof(spec), SPEC_FMT, epochs, offload);
-    disp_submit_t sub = {.spec_json = spec, .spec_len = strlen(spec), .spec_name = "t.json",
-                         .num_samples = n, .fingerprint = 7, .client_id = "c"};
+    disp_submit_t sub = {.spec_json = spec,
+                         .spec_len = strlen(spec),
+                         .spec_name = "t.json",
+                         .num_samples = n,
+                         .fingerprint = 7,
+                         .client_id = "c"};
     return disp_jobs_submit(&e->js, &sub, e->now, ret, err, errlen);
 }
 
@@ -125,7 +129,7 @@ START_TEST(test_split_creation)
     ck_assert_uint_eq(en, 10);
     ck_assert_ptr_nonnull(disp_job_split(job, 9, &ep, &b, &en));
     ck_assert_uint_eq(b, 90);
-    ck_assert_uint_eq(en, 95); /* the last split is short */
+    ck_assert_uint_eq(en, 95);                                     /* the last split is short */
     ck_assert_ptr_null(disp_job_split(job, 10, NULL, NULL, NULL)); /* epoch 1 not yet */
     /* No worker and the timeout has not passed since start: nothing moves. */
     e.now += 500;
@@ -492,13 +496,14 @@ START_TEST(test_submit_errors)
     disp_job_t *job = NULL;
     char err[512] = "";
     /* A bad spec: the parser's own message, naming the spec name. */
-    disp_submit_t sub = {.spec_json = "{\"source\": 3}", .spec_len = 13, .spec_name = "x.json",
+    disp_submit_t sub = {.spec_json = "{\"source\": 3}",
+                         .spec_len = 13,
+                         .spec_name = "x.json",
                          .num_samples = 10};
     ck_assert_int_eq(disp_jobs_submit(&e.js, &sub, e.now, &job, err, sizeof(err)), -EINVAL);
     sl_spec_t spec;
     char want[512] = "";
-    ck_assert_int_ne(sl_spec_parse("x.json", "{\"source\": 3}", 13, &spec, want, sizeof(want)),
-                     0);
+    ck_assert_int_ne(sl_spec_parse("x.json", "{\"source\": 3}", 13, &spec, want, sizeof(want)), 0);
     ck_assert_str_eq(err, want);
     sub.spec_name = NULL;
     ck_assert_int_eq(disp_jobs_submit(&e.js, &sub, e.now, &job, err, sizeof(err)), -EINVAL);
@@ -527,17 +532,82 @@ static int try_submit_costs(env_t *e, uint64_t n, unsigned epochs, const char *o
 {
     char spec[1024];
     snprintf(spec, sizeof(spec), SPEC_FMT, epochs, offload);
-    disp_submit_t sub = {.spec_json = spec, .spec_len = strlen(spec), .spec_name = "t.json",
-                         .num_samples = n, .fingerprint = 7, .client_id = "c",
-                         .costs = costs, .ncosts = ncosts};
+    disp_submit_t sub = {.spec_json = spec,
+                         .spec_len = strlen(spec),
+                         .spec_name = "t.json",
+                         .num_samples = n,
+                         .fingerprint = 7,
+                         .client_id = "c",
+                         .costs = costs,
+                         .ncosts = ncosts};
     return disp_jobs_submit(&e->js, &sub, e->now, ret, err, errlen);
+}
+
+/* A heartbeat from a random live worker reporting a random subset of its
+ * splits in progress, some sent, the rest gone; sometimes it is leaving. */
+static void random_heartbeat(env_t *e, disp_job_t *job)
+{
+    disp_jw_t *jw = &job->jw[rand() % job->njw];
+    disp_worker_t *ww = disp_registry_live(&e->reg, jw->worker_id);
+    if (ww != NULL) {
+        disp_split_ref_t prog[8], sent[8];
+        disp_progress_t p = {.in_progress = prog, .sent = sent};
+        for (uint32_t k = 0; k < jw->n && k < 8; k++) {
+            int r = rand() % 4;
+            /* The right hand-out, none (an older worker), or a stale
+             * one (which counts as not reported). */
+            int which = rand() % 8;
+            uint64_t aid = which == 0 ? 0 : which == 1 ? jw->aid[k] + 1000 : jw->aid[k];
+            if (r < 2) {
+                prog[p.n_in_progress++] = (disp_split_ref_t){job->id, jw->ids[k], aid};
+            } else if (r == 2) {
+                sent[p.n_sent++] = (disp_split_ref_t){job->id, jw->ids[k], aid};
+            }
+        }
+        p.leaving = rand() % 20 == 0;
+        ww->leaving |= p.leaving;
+        ww->last_heartbeat_ms = e->now;
+        (void)disp_jobs_worker_progress(&e->js, ww, &p, e->now);
+        if (ww->leaving && p.n_in_progress == 0) {
+            (void)disp_jobs_worker_left(&e->js, ww->id, e->now);
+            disp_registry_leave(&e->reg, ww, e->now);
+        } else {
+            disp_jobs_worker_sent(&e->js, ww);
+        }
+    }
+}
+
+/* Each worker's outstanding = the sum over its job lists, active ones
+ * capped, delivered ones awaiting acks on top; a departed worker keeps only
+ * what it delivered. */
+static void check_workers(const env_t *e, disp_job_t *job)
+{
+    for (size_t i = 0; i < e->reg.n; i++) {
+        disp_worker_t *ww = e->reg.workers[i];
+        if (ww->state != DISP_WORKER_LOST) {
+            ck_assert_uint_eq(ww->outstanding, jw_n(job, ww->id));
+            /* Active ones capped; delivered ones await acks on top. */
+            ck_assert_uint_le(ww->outstanding, 2 * LIM.max_splits_per_worker);
+            disp_jw_t *jl = disp_job_jw(job, ww->id);
+            uint32_t active = 0;
+            for (uint32_t k = 0; jl != NULL && k < jl->n; k++) {
+                active += jl->sent[k] != DISP_AN_DELIVERED;
+            }
+            ck_assert_uint_le(active, LIM.max_splits_per_worker);
+        }
+        if (ww->state == DISP_WORKER_LEFT) {
+            /* A departed worker keeps only what it delivered. */
+            disp_jw_t *jl = disp_job_jw(job, ww->id);
+            for (uint32_t k = 0; jl != NULL && k < jl->n; k++) {
+                ck_assert_uint_eq(jl->sent[k], DISP_AN_DELIVERED);
+            }
+        }
+    }
 }
 
 /* Random workers dying, joining, leaving, retries, heartbeats and acks:
  * every split of every epoch is acknowledged exactly once. `balanced`:
  * cost-cut splits and stealing on. */
-/* Random events; in the end every split of every epoch was acknowledged
- * exactly once and no worker holds anything. */
 static void random_run(int balanced, unsigned seed)
 {
     env_t e;
@@ -557,7 +627,8 @@ static void random_run(int balanced, unsigned seed)
     uint64_t total = (uint64_t)job->nsplits * epochs;
     uint8_t *acked = calloc(total, 1);
     ck_assert_ptr_nonnull(acked);
-    uint64_t w[3] = {fx_jobs_add_worker(&e, "a:1"), fx_jobs_add_worker(&e, "b:1"), fx_jobs_add_worker(&e, "c:1")};
+    uint64_t w[3] = {fx_jobs_add_worker(&e, "a:1"), fx_jobs_add_worker(&e, "b:1"),
+                     fx_jobs_add_worker(&e, "c:1")};
     uint64_t nacked = 0;
     for (int step = 0; step < 20000 && job->state == DISP_JOB_ACTIVE; step++) {
         e.now += 10;
@@ -589,37 +660,7 @@ static void random_run(int balanced, unsigned seed)
                 disp_jobs_retry(&e.js, job, &id, 1, wid, e.now);
             }
         } else if (ev < 20 && job->njw > 0) {
-            /* A heartbeat from a random live worker reporting a random
-             * subset of its splits in progress, some sent, the rest gone;
-             * sometimes it is leaving. */
-            disp_jw_t *jw = &job->jw[rand() % job->njw];
-            disp_worker_t *ww = disp_registry_live(&e.reg, jw->worker_id);
-            if (ww != NULL) {
-                disp_split_ref_t prog[8], sent[8];
-                disp_progress_t p = {.in_progress = prog, .sent = sent};
-                for (uint32_t k = 0; k < jw->n && k < 8; k++) {
-                    int r = rand() % 4;
-                    /* The right hand-out, none (an older worker), or a stale
-                     * one (which counts as not reported). */
-                    int which = rand() % 8;
-                    uint64_t aid = which == 0 ? 0 : which == 1 ? jw->aid[k] + 1000 : jw->aid[k];
-                    if (r < 2) {
-                        prog[p.n_in_progress++] = (disp_split_ref_t){job->id, jw->ids[k], aid};
-                    } else if (r == 2) {
-                        sent[p.n_sent++] = (disp_split_ref_t){job->id, jw->ids[k], aid};
-                    }
-                }
-                p.leaving = rand() % 20 == 0;
-                ww->leaving |= p.leaving;
-                ww->last_heartbeat_ms = e.now;
-                (void)disp_jobs_worker_progress(&e.js, ww, &p, e.now);
-                if (ww->leaving && p.n_in_progress == 0) {
-                    (void)disp_jobs_worker_left(&e.js, ww->id, e.now);
-                    disp_registry_leave(&e.reg, ww, e.now);
-                } else {
-                    disp_jobs_worker_sent(&e.js, ww);
-                }
-            }
+            random_heartbeat(&e, job);
         } else {
             /* Ack something some owner holds (the client or a worker). */
             nacked += (uint64_t)fx_jobs_ack_random(&e, job, acked, total);
@@ -627,28 +668,7 @@ static void random_run(int balanced, unsigned seed)
         fx_jobs_beat_random(&e, w, 3, LIM.worker_timeout_ms);
         job->last_client_ms = e.now;
         tick(&e);
-        /* Invariant: each worker's outstanding = sum over its job lists. */
-        for (size_t i = 0; i < e.reg.n; i++) {
-            disp_worker_t *ww = e.reg.workers[i];
-            if (ww->state != DISP_WORKER_LOST) {
-                ck_assert_uint_eq(ww->outstanding, jw_n(job, ww->id));
-                /* Active ones capped; delivered ones await acks on top. */
-                ck_assert_uint_le(ww->outstanding, 2 * LIM.max_splits_per_worker);
-                disp_jw_t *jl = disp_job_jw(job, ww->id);
-                uint32_t active = 0;
-                for (uint32_t k = 0; jl != NULL && k < jl->n; k++) {
-                    active += jl->sent[k] != DISP_AN_DELIVERED;
-                }
-                ck_assert_uint_le(active, LIM.max_splits_per_worker);
-            }
-            if (ww->state == DISP_WORKER_LEFT) {
-                /* A departed worker keeps only what it delivered. */
-                disp_jw_t *jl = disp_job_jw(job, ww->id);
-                for (uint32_t k = 0; jl != NULL && k < jl->n; k++) {
-                    ck_assert_uint_eq(jl->sent[k], DISP_AN_DELIVERED);
-                }
-            }
-        }
+        check_workers(&e, job);
         ck_assert_uint_le(job->nclient, LIM.max_client_splits);
         ck_assert_uint_le(job->nep, 2);
     }
@@ -662,10 +682,7 @@ static void random_run(int balanced, unsigned seed)
     fx_jobs_free(&e);
 }
 
-START_TEST(test_random_exactly_once)
-{
-    random_run(0, 12345);
-}
+START_TEST(test_random_exactly_once) { random_run(0, 12345); }
 END_TEST
 
 START_TEST(test_random_exactly_once_balanced)
@@ -765,8 +782,8 @@ START_TEST(test_cut_by_cost)
     for (int i = 1; i <= S; i++) {
         ck_assert_uint_lt(bounds[i - 1], bounds[i]);
         double prefix = range_cost(rc, 0, bounds[i]);
-        ck_assert_msg(fabs(prefix - total * i / S) <= cmax / 2 + 1e-3,
-                      "cut %d at %g, target %g", i, prefix, total * i / S);
+        ck_assert_msg(fabs(prefix - total * i / S) <= cmax / 2 + 1e-3, "cut %d at %g, target %g", i,
+                      prefix, total * i / S);
     }
 }
 END_TEST
@@ -803,8 +820,7 @@ START_TEST(test_cost_cut_splits)
     char err[512] = "";
     disp_job_t *cnt = NULL, *cost = NULL;
     ck_assert_int_eq(try_submit_costs(&e, n, 2, "\"all\"", NULL, 0, &cnt, err, sizeof(err)), 0);
-    ck_assert_int_eq(try_submit_costs(&e, n, 2, "\"all\"", costs, n, &cost, err, sizeof(err)),
-                     0);
+    ck_assert_int_eq(try_submit_costs(&e, n, 2, "\"all\"", costs, n, &cost, err, sizeof(err)), 0);
     ck_assert_uint_eq(cost->nsplits, cnt->nsplits); /* same ids, other bounds */
     double total = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -858,8 +874,7 @@ START_TEST(test_cost_cut_splits)
     for (uint64_t i = 0; i < n; i++) {
         costs[i] = 0;
     }
-    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n, &bad, err, sizeof(err)),
-                     0);
+    ck_assert_int_eq(try_submit_costs(&e, n, 1, "\"all\"", costs, n, &bad, err, sizeof(err)), 0);
     ck_assert_ptr_null(bad->costs);
     ck_assert_ptr_null(bad->ep[0].bounds);
     free(costs);
